@@ -1,0 +1,18 @@
+// The portable CPU kernels: plain C++17, float32, no heap, no threads. They
+// build for any target the runtime builds for, Cortex-M included.
+//
+// Call register_portable_kernels() once before loading methods; it fills the
+// registry with every portable kernel (replacing entries of the same name).
+
+#ifndef KILN_KERNELS_PORTABLE_H_
+#define KILN_KERNELS_PORTABLE_H_
+
+#include "kiln/runtime/kernel.h"
+
+namespace kiln {
+
+Error register_portable_kernels(KernelRegistry& registry = global_kernel_registry());
+
+}  // namespace kiln
+
+#endif  // KILN_KERNELS_PORTABLE_H_

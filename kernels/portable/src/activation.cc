@@ -1,0 +1,50 @@
+#include "activation.h"
+
+#include "kernel_util.h"
+
+namespace kiln {
+namespace kernels {
+
+Error check_activation(const KernelArgs& args, const fb::FusedActivation* activation) {
+  if (activation == nullptr) return Error::kOk;
+  KILN_KERNEL_CHECK(args, activation->kind() <= fb::Activation::MAX, "unknown fused activation %u",
+                    static_cast<unsigned>(activation->kind()));
+  return Error::kOk;
+}
+
+void apply_activation(float* data, int64_t n, const fb::FusedActivation* activation) {
+  if (activation == nullptr) return;
+  const float alpha = activation->alpha();
+  const float beta = activation->beta();
+  switch (activation->kind()) {
+    case fb::Activation::NONE:
+      return;
+    case fb::Activation::RELU:
+      for (int64_t i = 0; i < n; ++i) data[i] = data[i] > 0.f ? data[i] : 0.f;
+      return;
+    case fb::Activation::CLIP:
+      for (int64_t i = 0; i < n; ++i) {
+        const float x = data[i];
+        data[i] = x < alpha ? alpha : (x > beta ? beta : x);
+      }
+      return;
+    case fb::Activation::SIGMOID:
+      for (int64_t i = 0; i < n; ++i) data[i] = sigmoid(data[i]);
+      return;
+    case fb::Activation::TANH:
+      for (int64_t i = 0; i < n; ++i) data[i] = tanhf(data[i]);
+      return;
+    case fb::Activation::LEAKY_RELU:
+      for (int64_t i = 0; i < n; ++i) data[i] = data[i] >= 0.f ? data[i] : alpha * data[i];
+      return;
+    case fb::Activation::HARD_SIGMOID:
+      for (int64_t i = 0; i < n; ++i) data[i] = hard_sigmoid(data[i], alpha, beta);
+      return;
+    case fb::Activation::HARD_SWISH:
+      for (int64_t i = 0; i < n; ++i) data[i] = data[i] * hard_sigmoid(data[i], alpha, beta);
+      return;
+  }
+}
+
+}  // namespace kernels
+}  // namespace kiln

@@ -1,0 +1,331 @@
+// Element-wise kernels: binary arithmetic with NumPy broadcasting, unary
+// math and activations.
+//
+// Every kernel here reads element i of each input before it writes element i
+// of the output, and walks all tensors in the same order, so the planner may
+// place the output over an input of the same byte size (in-place reuse).
+
+#include <math.h>
+#include <string.h>
+
+#include <limits>
+#include <type_traits>
+
+#include "activation.h"
+#include "kernel_util.h"
+#include "portable_kernels.h"
+
+namespace kiln {
+namespace kernels {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Binary
+
+// Integer arithmetic wraps (two's complement) instead of overflowing, which
+// C++ leaves undefined; integer division by zero gives 0 (ONNX leaves it
+// unspecified).
+template <typename T, typename F>
+T wrapping(T a, T b, F f) {
+  if constexpr (std::is_integral<T>::value) {
+    using U = typename std::make_unsigned<T>::type;
+    return static_cast<T>(f(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return f(a, b);
+  }
+}
+
+struct AddOp {
+  template <typename T>
+  static T apply(T a, T b) { return wrapping(a, b, [](auto x, auto y) { return x + y; }); }
+};
+struct SubOp {
+  template <typename T>
+  static T apply(T a, T b) { return wrapping(a, b, [](auto x, auto y) { return x - y; }); }
+};
+struct MulOp {
+  template <typename T>
+  static T apply(T a, T b) { return wrapping(a, b, [](auto x, auto y) { return x * y; }); }
+};
+struct DivOp {
+  template <typename T>
+  static T apply(T a, T b) {
+    if constexpr (std::is_integral<T>::value) {
+      if (b == 0 || (b == T(-1) && a == std::numeric_limits<T>::min())) return b == 0 ? T(0) : a;
+    }
+    return a / b;
+  }
+};
+struct PowOp { template <typename T> static T apply(T a, T b) { return powf(a, b); } };
+struct MaxOp { template <typename T> static T apply(T a, T b) { return a > b || a != a ? a : b; } };
+struct MinOp { template <typename T> static T apply(T a, T b) { return a < b || a != a ? a : b; } };
+
+Error check_binary(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  const DType dtype = args.in(0).dtype();
+  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::INT32 || dtype == DType::INT64,
+                    "unsupported dtype %s", dtype_name(dtype));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, dtype));
+  const Tensor& out = args.out(0);
+  int64_t strides[kMaxRank];
+  for (uint32_t i = 0; i < 2; ++i) {
+    KILN_KERNEL_CHECK(args, broadcast_strides(args.in(i), out.dims(), out.rank(), strides),
+                      "input %u does not broadcast to the output shape", i);
+  }
+  // The output shape must be exactly the broadcast of the inputs.
+  for (uint32_t d = 0; d < out.rank(); ++d) {
+    int64_t expected = 1;
+    for (uint32_t i = 0; i < 2; ++i) {
+      const Tensor& t = args.in(i);
+      const int32_t k = static_cast<int32_t>(d) - static_cast<int32_t>(out.rank() - t.rank());
+      if (k >= 0 && t.dim(static_cast<uint32_t>(k)) != 1) expected = t.dim(static_cast<uint32_t>(k));
+    }
+    KILN_KERNEL_CHECK(args, out.dim(d) == expected,
+                      "output dim %u is %lld, broadcast gives %lld", d,
+                      static_cast<long long>(out.dim(d)), static_cast<long long>(expected));
+  }
+  const auto* params = args.params<fb::BinaryParams>();
+  if (params != nullptr) {
+    KILN_RETURN_IF_ERROR(check_activation(args, params->activation()));
+    KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || params->activation() == nullptr ||
+                                params->activation()->kind() == fb::Activation::NONE,
+                      "fused activation on a non-float op");
+  }
+  return Error::kOk;
+}
+
+Error check_binary_float(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_binary(args));
+  KILN_KERNEL_CHECK(args, args.in(0).dtype() == DType::FLOAT32, "expects float32");
+  return Error::kOk;
+}
+
+template <typename Op, typename T>
+void binary_broadcast(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const T* pa = a.data_as<const T>();
+  const T* pb = b.data_as<const T>();
+  T* po = out.data_as<T>();
+  const uint32_t rank = out.rank();
+  int64_t sa[kMaxRank], sb[kMaxRank];
+  broadcast_strides(a, out.dims(), rank, sa);
+  broadcast_strides(b, out.dims(), rank, sb);
+  const int64_t inner = rank > 0 ? out.dim(rank - 1) : 1;
+  const int64_t ia = rank > 0 ? sa[rank - 1] : 0;
+  const int64_t ib = rank > 0 ? sb[rank - 1] : 0;
+  const int64_t outer = inner > 0 ? out.numel() / inner : 0;
+  int64_t index[kMaxRank] = {};
+  int64_t oa = 0, ob = 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    T* row = po + o * inner;
+    if (ia == 1 && ib == 1) {
+      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(pa[oa + i], pb[ob + i]);
+    } else if (ia == 1 && ib == 0) {
+      const T vb = pb[ob];
+      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(pa[oa + i], vb);
+    } else if (ia == 0 && ib == 1) {
+      const T va = pa[oa];
+      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(va, pb[ob + i]);
+    } else {
+      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(pa[oa + i * ia], pb[ob + i * ib]);
+    }
+    // Advance the multi-index over the outer dimensions.
+    for (int32_t d = static_cast<int32_t>(rank) - 2; d >= 0; --d) {
+      oa += sa[d];
+      ob += sb[d];
+      if (++index[d] < out.dim(static_cast<uint32_t>(d))) break;
+      oa -= sa[d] * index[d];
+      ob -= sb[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+template <typename Op, typename T>
+void binary_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t n = out.numel();
+  const T* pa = a.data_as<const T>();
+  const T* pb = b.data_as<const T>();
+  T* po = out.data_as<T>();
+  if (a.numel() == n && b.numel() == n) {
+    for (int64_t i = 0; i < n; ++i) po[i] = Op::apply(pa[i], pb[i]);
+  } else if (a.numel() == n && b.numel() == 1) {
+    const T vb = pb[0];
+    for (int64_t i = 0; i < n; ++i) po[i] = Op::apply(pa[i], vb);
+  } else if (b.numel() == n && a.numel() == 1) {
+    const T va = pa[0];
+    for (int64_t i = 0; i < n; ++i) po[i] = Op::apply(va, pb[i]);
+  } else {
+    binary_broadcast<Op, T>(a, b, out);
+  }
+}
+
+template <typename Op>
+Error run_binary(const KernelArgs& args) {
+  const Tensor& out = args.out(0);
+  switch (out.dtype()) {
+    case DType::INT32: binary_typed<Op, int32_t>(args.in(0), args.in(1), out); return Error::kOk;
+    case DType::INT64: binary_typed<Op, int64_t>(args.in(0), args.in(1), out); return Error::kOk;
+    default: break;
+  }
+  binary_typed<Op, float>(args.in(0), args.in(1), out);
+  const auto* params = args.params<fb::BinaryParams>();
+  if (params != nullptr) apply_activation(out.data_as<float>(), out.numel(), params->activation());
+  return Error::kOk;
+}
+
+Error run_pow(const KernelArgs& args) {
+  binary_typed<PowOp, float>(args.in(0), args.in(1), args.out(0));
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// Unary
+
+Error check_unary(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  return check_same_shape(args, args.in(0), args.out(0), "input and output");
+}
+
+float unary_alpha(const KernelArgs& args, float fallback) {
+  const auto* p = args.params<fb::UnaryParams>();
+  return p != nullptr ? p->alpha() : fallback;
+}
+float unary_beta(const KernelArgs& args, float fallback) {
+  const auto* p = args.params<fb::UnaryParams>();
+  return p != nullptr ? p->beta() : fallback;
+}
+
+template <typename F>
+Error map_unary(const KernelArgs& args, F f) {
+  const float* in = args.in(0).data_as<const float>();
+  float* out = args.out(0).data_as<float>();
+  const int64_t n = args.out(0).numel();
+  for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+  return Error::kOk;
+}
+
+Error run_relu(const KernelArgs& a) { return map_unary(a, [](float x) { return x > 0.f ? x : 0.f; }); }
+Error run_sigmoid(const KernelArgs& a) { return map_unary(a, sigmoid); }
+Error run_tanh(const KernelArgs& a) { return map_unary(a, [](float x) { return tanhf(x); }); }
+Error run_neg(const KernelArgs& a) { return map_unary(a, [](float x) { return -x; }); }
+Error run_abs(const KernelArgs& a) { return map_unary(a, [](float x) { return fabsf(x); }); }
+Error run_exp(const KernelArgs& a) { return map_unary(a, [](float x) { return expf(x); }); }
+Error run_log(const KernelArgs& a) { return map_unary(a, [](float x) { return logf(x); }); }
+Error run_sqrt(const KernelArgs& a) { return map_unary(a, [](float x) { return sqrtf(x); }); }
+Error run_erf(const KernelArgs& a) { return map_unary(a, [](float x) { return erff(x); }); }
+Error run_floor(const KernelArgs& a) { return map_unary(a, [](float x) { return floorf(x); }); }
+Error run_ceil(const KernelArgs& a) { return map_unary(a, [](float x) { return ceilf(x); }); }
+Error run_reciprocal(const KernelArgs& a) { return map_unary(a, [](float x) { return 1.f / x; }); }
+Error run_softplus(const KernelArgs& a) {
+  return map_unary(a, [](float x) { return x > 20.f ? x : log1pf(expf(x)); });
+}
+Error run_leaky_relu(const KernelArgs& a) {
+  const float alpha = unary_alpha(a, 0.01f);
+  return map_unary(a, [alpha](float x) { return x >= 0.f ? x : alpha * x; });
+}
+Error run_elu(const KernelArgs& a) {
+  const float alpha = unary_alpha(a, 1.f);
+  return map_unary(a, [alpha](float x) { return x >= 0.f ? x : alpha * (expf(x) - 1.f); });
+}
+Error run_hard_sigmoid(const KernelArgs& a) {
+  const float alpha = unary_alpha(a, 0.2f), beta = unary_beta(a, 0.5f);
+  return map_unary(a, [alpha, beta](float x) { return hard_sigmoid(x, alpha, beta); });
+}
+Error run_hard_swish(const KernelArgs& a) {
+  return map_unary(a, [](float x) { return x * hard_sigmoid(x, 1.f / 6.f, 0.5f); });
+}
+Error run_gelu(const KernelArgs& a) {
+  // beta != 0 selects the tanh approximation.
+  if (unary_beta(a, 0.f) != 0.f) {
+    return map_unary(a, [](float x) {
+      const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+      return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
+    });
+  }
+  return map_unary(a, [](float x) { return 0.5f * x * (1.f + erff(x * 0.7071067811865476f)); });
+}
+Error run_pow_scalar(const KernelArgs& a) {
+  const float e = unary_alpha(a, 1.f);
+  if (e == 2.f) return map_unary(a, [](float x) { return x * x; });
+  if (e == 0.5f) return map_unary(a, [](float x) { return sqrtf(x); });
+  return map_unary(a, [e](float x) { return powf(x, e); });
+}
+
+// Clip: bounds from the optional min/max inputs (opset 11+) or the params.
+Error check_clip(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 3, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  for (uint32_t i = 1; i < args.num_inputs; ++i) {
+    if (args.has_input(i)) {
+      KILN_KERNEL_CHECK(args, args.in(i).numel() == 1, "clip bound %u must be a scalar", i);
+    }
+  }
+  return check_same_shape(args, args.in(0), args.out(0), "input and output");
+}
+
+Error run_clip(const KernelArgs& a) {
+  float lo = unary_alpha(a, -INFINITY), hi = unary_beta(a, INFINITY);
+  if (a.has_input(1)) lo = *a.in(1).data_as<const float>();
+  if (a.has_input(2)) hi = *a.in(2).data_as<const float>();
+  return map_unary(a, [lo, hi](float x) { return x < lo ? lo : (x > hi ? hi : x); });
+}
+
+// Identity, Reshape, Flatten, Squeeze, Unsqueeze, Dropout: the bytes do not
+// change. When the planner placed the output over the input there is
+// nothing to do.
+Error check_copy(const KernelArgs& args) {
+  KILN_KERNEL_CHECK(args, args.num_inputs >= 1 && args.inputs[0] != nullptr,
+                    "expects a data input");
+  KILN_KERNEL_CHECK(args, args.num_outputs == 1, "expects one output");
+  KILN_KERNEL_CHECK(args, args.in(0).dtype() == args.out(0).dtype(), "dtype changes");
+  KILN_KERNEL_CHECK(args, args.in(0).nbytes() == args.out(0).nbytes(),
+                    "byte size changes (%llu to %llu)",
+                    static_cast<unsigned long long>(args.in(0).nbytes()),
+                    static_cast<unsigned long long>(args.out(0).nbytes()));
+  return Error::kOk;
+}
+
+Error run_copy(const KernelArgs& args) {
+  if (args.in(0).data() != args.out(0).data()) {
+    memcpy(args.out(0).data(), args.in(0).data(), static_cast<size_t>(args.in(0).nbytes()));
+  }
+  return Error::kOk;
+}
+
+}  // namespace
+
+const KernelEntry kElementwiseKernels[] = {
+    {"Add", check_binary, run_binary<AddOp>},
+    {"Sub", check_binary, run_binary<SubOp>},
+    {"Mul", check_binary, run_binary<MulOp>},
+    {"Div", check_binary, run_binary<DivOp>},
+    {"Pow", check_binary_float, run_pow},
+    {"Max", check_binary, run_binary<MaxOp>},
+    {"Min", check_binary, run_binary<MinOp>},
+    {"PowScalar", check_unary, run_pow_scalar},
+    {"Relu", check_unary, run_relu},
+    {"Sigmoid", check_unary, run_sigmoid},
+    {"Tanh", check_unary, run_tanh},
+    {"Neg", check_unary, run_neg},
+    {"Abs", check_unary, run_abs},
+    {"Exp", check_unary, run_exp},
+    {"Log", check_unary, run_log},
+    {"Sqrt", check_unary, run_sqrt},
+    {"Erf", check_unary, run_erf},
+    {"Floor", check_unary, run_floor},
+    {"Ceil", check_unary, run_ceil},
+    {"Reciprocal", check_unary, run_reciprocal},
+    {"Softplus", check_unary, run_softplus},
+    {"LeakyRelu", check_unary, run_leaky_relu},
+    {"Elu", check_unary, run_elu},
+    {"HardSigmoid", check_unary, run_hard_sigmoid},
+    {"HardSwish", check_unary, run_hard_swish},
+    {"Gelu", check_unary, run_gelu},
+    {"Clip", check_clip, run_clip},
+    {"Copy", check_copy, run_copy},
+};
+const size_t kNumElementwiseKernels = sizeof(kElementwiseKernels) / sizeof(kElementwiseKernels[0]);
+
+}  // namespace kernels
+}  // namespace kiln

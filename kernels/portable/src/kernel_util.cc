@@ -1,0 +1,84 @@
+#include "kernel_util.h"
+
+namespace kiln {
+namespace kernels {
+
+Error check_arity(const KernelArgs& args, uint32_t min_in, uint32_t max_in, uint32_t n_out,
+                  uint32_t n_scratch) {
+  KILN_KERNEL_CHECK(args, args.num_inputs >= min_in && args.num_inputs <= max_in,
+                    "expects %u to %u inputs, has %u", min_in, max_in, args.num_inputs);
+  for (uint32_t i = 0; i < min_in; ++i) {
+    KILN_KERNEL_CHECK(args, args.inputs[i] != nullptr, "input %u is required", i);
+  }
+  KILN_KERNEL_CHECK(args, args.num_outputs == n_out, "expects %u outputs, has %u", n_out,
+                    args.num_outputs);
+  KILN_KERNEL_CHECK(args, args.num_scratch >= n_scratch, "expects %u scratch buffers, has %u",
+                    n_scratch, args.num_scratch);
+  return Error::kOk;
+}
+
+Error check_all_dtype(const KernelArgs& args, DType dtype) {
+  for (uint32_t i = 0; i < args.num_inputs; ++i) {
+    if (args.inputs[i] == nullptr) continue;
+    KILN_KERNEL_CHECK(args, args.inputs[i]->dtype() == dtype, "input %u is %s, expected %s", i,
+                      dtype_name(args.inputs[i]->dtype()), dtype_name(dtype));
+  }
+  for (uint32_t i = 0; i < args.num_outputs; ++i) {
+    KILN_KERNEL_CHECK(args, args.outputs[i]->dtype() == dtype, "output %u is %s, expected %s", i,
+                      dtype_name(args.outputs[i]->dtype()), dtype_name(dtype));
+  }
+  return Error::kOk;
+}
+
+bool same_shape(const Tensor& a, const Tensor& b) {
+  if (a.rank() != b.rank()) return false;
+  for (uint32_t i = 0; i < a.rank(); ++i) {
+    if (a.dim(i) != b.dim(i)) return false;
+  }
+  return true;
+}
+
+Error check_same_shape(const KernelArgs& args, const Tensor& a, const Tensor& b, const char* what) {
+  KILN_KERNEL_CHECK(args, same_shape(a, b), "%s: shapes differ", what);
+  return Error::kOk;
+}
+
+int64_t dims_product(const Tensor& t, uint32_t begin, uint32_t end) {
+  int64_t n = 1;
+  for (uint32_t i = begin; i < end && i < t.rank(); ++i) n *= t.dim(i);
+  return n;
+}
+
+bool broadcast_strides(const Tensor& t, const int64_t* out_dims, uint32_t rank,
+                       int64_t* out_strides) {
+  if (t.rank() > rank) return false;
+  const uint32_t offset = rank - t.rank();
+  int64_t stride = 1;
+  for (int32_t d = static_cast<int32_t>(rank) - 1; d >= 0; --d) {
+    if (static_cast<uint32_t>(d) < offset) {
+      out_strides[d] = 0;
+      continue;
+    }
+    const int64_t dim = t.dim(static_cast<uint32_t>(d) - offset);
+    if (dim == out_dims[d]) {
+      out_strides[d] = dim == 1 ? 0 : stride;
+    } else if (dim == 1) {
+      out_strides[d] = 0;
+    } else {
+      return false;
+    }
+    stride *= dim;
+  }
+  return true;
+}
+
+void contiguous_strides(const int64_t* dims, uint32_t rank, int64_t* out_strides) {
+  int64_t stride = 1;
+  for (int32_t d = static_cast<int32_t>(rank) - 1; d >= 0; --d) {
+    out_strides[d] = stride;
+    stride *= dims[d];
+  }
+}
+
+}  // namespace kernels
+}  // namespace kiln

@@ -1,0 +1,47 @@
+// Helpers shared by the portable kernels: load-time checks that log what is
+// wrong and return kInvalidProgram, and shape arithmetic. Internal.
+
+#ifndef KILN_KERNELS_PORTABLE_SRC_KERNEL_UTIL_H_
+#define KILN_KERNELS_PORTABLE_SRC_KERNEL_UTIL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/runtime/kernel.h"
+#include "kiln/runtime/log.h"
+
+// In a check function: fails the check with a message naming the node.
+#define KILN_KERNEL_CHECK(args, cond, fmt, ...)                              \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      KILN_LOG(ERROR, "node '%s': " fmt, (args).node_name, ##__VA_ARGS__);   \
+      return ::kiln::Error::kInvalidProgram;                                 \
+    }                                                                        \
+  } while (0)
+
+namespace kiln {
+namespace kernels {
+
+// Checks the operand counts: inputs in [min_in, max_in], outputs == n_out.
+Error check_arity(const KernelArgs& args, uint32_t min_in, uint32_t max_in, uint32_t n_out,
+                  uint32_t n_scratch = 0);
+// Checks that every present input and every output has `dtype`.
+Error check_all_dtype(const KernelArgs& args, DType dtype);
+Error check_same_shape(const KernelArgs& args, const Tensor& a, const Tensor& b, const char* what);
+
+bool same_shape(const Tensor& a, const Tensor& b);
+// Product of dims [begin, end).
+int64_t dims_product(const Tensor& t, uint32_t begin, uint32_t end);
+
+// Strides (in elements) of `t` seen as a tensor of rank `rank` broadcast to
+// `out_dims` (NumPy rules): 0 where t is broadcast. False when the shapes do
+// not broadcast.
+bool broadcast_strides(const Tensor& t, const int64_t* out_dims, uint32_t rank, int64_t* out_strides);
+
+// Contiguous row-major strides of `t`.
+void contiguous_strides(const int64_t* dims, uint32_t rank, int64_t* out_strides);
+
+}  // namespace kernels
+}  // namespace kiln
+
+#endif  // KILN_KERNELS_PORTABLE_SRC_KERNEL_UTIL_H_

@@ -1,0 +1,298 @@
+// Linear kernels: Conv (2-D, groups, pads, strides, dilations), Gemm, MatMul
+// (batched, NumPy broadcasting of batch dimensions).
+
+#include <string.h>
+
+#include "activation.h"
+#include "gemm.h"
+#include "kernel_util.h"
+#include "portable_kernels.h"
+
+namespace kiln {
+namespace kernels {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Conv
+
+struct ConvGeometry {
+  int64_t n, c, h, w;      // input
+  int64_t m, oh, ow;       // output channels and size
+  int64_t kh, kw, sh, sw, dh, dw;
+  int64_t pt, pl, pb, pr;
+  int64_t group;
+};
+
+bool read_pair(const flatbuffers::Vector<int32_t>* v, int64_t* a, int64_t* b) {
+  if (v == nullptr || v->size() != 2) return false;
+  *a = v->Get(0);
+  *b = v->Get(1);
+  return true;
+}
+
+ConvGeometry conv_geometry(const KernelArgs& args) {
+  const auto* p = args.params<fb::ConvParams>();
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  ConvGeometry g;
+  // A 1-D convolution (rank 3) is a 2-D one of height 1.
+  const bool one_d = x.rank() == 3;
+  g.n = x.dim(0); g.c = x.dim(1);
+  g.h = one_d ? 1 : x.dim(2); g.w = x.dim(x.rank() - 1);
+  g.m = y.dim(1);
+  g.oh = one_d ? 1 : y.dim(2); g.ow = y.dim(y.rank() - 1);
+  read_pair(p->kernel(), &g.kh, &g.kw);
+  read_pair(p->strides(), &g.sh, &g.sw);
+  read_pair(p->dilations(), &g.dh, &g.dw);
+  g.pt = p->pads()->Get(0); g.pl = p->pads()->Get(1);
+  g.pb = p->pads()->Get(2); g.pr = p->pads()->Get(3);
+  g.group = p->group();
+  return g;
+}
+
+int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
+  return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
+}
+
+Error check_conv(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  const auto* p = args.params<fb::ConvParams>();
+  KILN_KERNEL_CHECK(args, p != nullptr, "missing ConvParams");
+  int64_t a, b;
+  KILN_KERNEL_CHECK(args, read_pair(p->kernel(), &a, &b) && a > 0 && b > 0, "bad kernel shape");
+  KILN_KERNEL_CHECK(args, read_pair(p->strides(), &a, &b) && a > 0 && b > 0, "bad strides");
+  KILN_KERNEL_CHECK(args, read_pair(p->dilations(), &a, &b) && a > 0 && b > 0, "bad dilations");
+  KILN_KERNEL_CHECK(args, p->pads() != nullptr && p->pads()->size() == 4, "bad pads");
+  for (uint32_t i = 0; i < 4; ++i) KILN_KERNEL_CHECK(args, p->pads()->Get(i) >= 0, "negative pad");
+  const Tensor& x = args.in(0);
+  const Tensor& w = args.in(1);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, (x.rank() == 4 || x.rank() == 3) && w.rank() == x.rank() &&
+                              y.rank() == x.rank(), "expects 3-D or 4-D input, weight and output");
+  const ConvGeometry g = conv_geometry(args);
+  const int64_t wh = w.rank() == 4 ? w.dim(2) : 1;
+  KILN_KERNEL_CHECK(args, g.group > 0 && g.c % g.group == 0 && g.m % g.group == 0,
+                    "group %lld does not divide channels", static_cast<long long>(g.group));
+  KILN_KERNEL_CHECK(args, w.dim(0) == g.m && w.dim(1) == g.c / g.group && wh == g.kh &&
+                              w.dim(w.rank() - 1) == g.kw, "weight shape does not match");
+  KILN_KERNEL_CHECK(args, y.dim(0) == g.n, "batch size changes");
+  KILN_KERNEL_CHECK(args, g.oh == conv_out_size(g.h, g.kh, g.sh, g.dh, g.pt, g.pb) &&
+                              g.ow == conv_out_size(g.w, g.kw, g.sw, g.dw, g.pl, g.pr) && g.oh > 0 &&
+                              g.ow > 0, "output size does not match the geometry");
+  if (args.has_input(2)) {
+    KILN_KERNEL_CHECK(args, args.in(2).numel() == g.m, "bias must have %lld elements",
+                      static_cast<long long>(g.m));
+  }
+  return check_activation(args, p->activation());
+}
+
+// Valid output columns [lo, hi) for kernel column offset `off`: those whose
+// input column ow * s - p + off lies in [0, w).
+void valid_range(int64_t out, int64_t in, int64_t s, int64_t p, int64_t off, int64_t* lo,
+                 int64_t* hi) {
+  const int64_t first = p - off;  // need ow * s >= first
+  *lo = first <= 0 ? 0 : (first + s - 1) / s;
+  const int64_t last = in - 1 + p - off;  // need ow * s <= last
+  *hi = last < 0 ? 0 : last / s + 1;
+  if (*hi > out) *hi = out;
+  if (*lo > *hi) *lo = *hi;
+}
+
+Error run_conv(const KernelArgs& args) {
+  const ConvGeometry g = conv_geometry(args);
+  const float* x = args.in(0).data_as<const float>();
+  const float* w = args.in(1).data_as<const float>();
+  const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+  float* y = args.out(0).data_as<float>();
+  const int64_t cg = g.c / g.group;
+  const int64_t mg = g.m / g.group;
+  const int64_t plane = g.oh * g.ow;
+  for (int64_t n = 0; n < g.n; ++n) {
+    for (int64_t m = 0; m < g.m; ++m) {
+      float* out = y + (n * g.m + m) * plane;
+      const float b = bias != nullptr ? bias[m] : 0.f;
+      for (int64_t i = 0; i < plane; ++i) out[i] = b;
+      const int64_t grp = m / mg;
+      for (int64_t c = 0; c < cg; ++c) {
+        const float* in = x + (n * g.c + grp * cg + c) * g.h * g.w;
+        const float* wk = w + (m * cg + c) * g.kh * g.kw;
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          int64_t oy0, oy1;
+          valid_range(g.oh, g.h, g.sh, g.pt, ky * g.dh, &oy0, &oy1);
+          for (int64_t kx = 0; kx < g.kw; ++kx) {
+            const float wv = wk[ky * g.kw + kx];
+            int64_t ox0, ox1;
+            valid_range(g.ow, g.w, g.sw, g.pl, kx * g.dw, &ox0, &ox1);
+            for (int64_t oy = oy0; oy < oy1; ++oy) {
+              const float* row = in + (oy * g.sh - g.pt + ky * g.dh) * g.w;
+              const int64_t shift = kx * g.dw - g.pl;
+              float* orow = out + oy * g.ow;
+              for (int64_t ox = ox0; ox < ox1; ++ox) orow[ox] += wv * row[ox * g.sw + shift];
+            }
+          }
+        }
+      }
+      apply_activation(out, plane, args.params<fb::ConvParams>()->activation());
+    }
+  }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// Gemm: Y = alpha * op(A) * op(B) + beta * C
+
+Error check_gemm(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  const auto* p = args.params<fb::GemmParams>();
+  KILN_KERNEL_CHECK(args, p != nullptr, "missing GemmParams");
+  const Tensor& a = args.in(0);
+  const Tensor& b = args.in(1);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, a.rank() == 2 && b.rank() == 2 && y.rank() == 2, "expects 2-D operands");
+  const int64_t m = p->trans_a() ? a.dim(1) : a.dim(0);
+  const int64_t k = p->trans_a() ? a.dim(0) : a.dim(1);
+  const int64_t kb = p->trans_b() ? b.dim(1) : b.dim(0);
+  const int64_t n = p->trans_b() ? b.dim(0) : b.dim(1);
+  KILN_KERNEL_CHECK(args, k == kb, "inner dimensions differ (%lld, %lld)", static_cast<long long>(k),
+                    static_cast<long long>(kb));
+  KILN_KERNEL_CHECK(args, y.dim(0) == m && y.dim(1) == n, "output shape does not match");
+  if (args.has_input(2)) {
+    int64_t strides[2];
+    KILN_KERNEL_CHECK(args, broadcast_strides(args.in(2), y.dims(), 2, strides),
+                      "C does not broadcast to the output");
+  }
+  return check_activation(args, p->activation());
+}
+
+Error run_gemm(const KernelArgs& args) {
+  const auto* p = args.params<fb::GemmParams>();
+  const Tensor& a = args.in(0);
+  const Tensor& b = args.in(1);
+  const Tensor& y = args.out(0);
+  const int64_t m = y.dim(0), n = y.dim(1);
+  const int64_t k = p->trans_a() ? a.dim(0) : a.dim(1);
+  float* out = y.data_as<float>();
+  const float alpha = p->alpha(), beta = p->beta();
+  const bool has_c = args.has_input(2) && beta != 0.f;
+  const float* c = has_c ? args.in(2).data_as<const float>() : nullptr;
+  int64_t cs[2] = {0, 0};
+  if (has_c) broadcast_strides(args.in(2), y.dims(), 2, cs);
+  // With alpha == 1 the product accumulates onto beta * C; otherwise
+  // Y = alpha * (A B) is formed first and beta * C added after.
+  const bool fold_c = has_c && alpha == 1.f;
+  if (fold_c) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) out[i * n + j] = beta * c[i * cs[0] + j * cs[1]];
+    }
+  }
+  gemm_f32(m, n, k, a.data_as<const float>(), a.dim(1), p->trans_a(), b.data_as<const float>(),
+           b.dim(1), p->trans_b(), out, n, fold_c);
+  if (!fold_c) {
+    if (alpha != 1.f) {
+      for (int64_t i = 0; i < m * n; ++i) out[i] *= alpha;
+    }
+    if (has_c) {
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) out[i * n + j] += beta * c[i * cs[0] + j * cs[1]];
+      }
+    }
+  }
+  apply_activation(out, m * n, p->activation());
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// MatMul (NumPy matmul semantics)
+
+struct MatMulShape {
+  int64_t m, k, n;
+  uint32_t batch_rank;          // rank of the output's batch dimensions
+  int64_t batch[kMaxRank];
+  int64_t a_stride[kMaxRank];   // per batch dim, in matrices
+  int64_t b_stride[kMaxRank];
+  int64_t batches;
+};
+
+bool matmul_shape(const Tensor& a, const Tensor& b, const Tensor& y, MatMulShape* s) {
+  if (a.rank() == 0 || b.rank() == 0) return false;
+  const bool a_vec = a.rank() == 1, b_vec = b.rank() == 1;
+  s->m = a_vec ? 1 : a.dim(a.rank() - 2);
+  s->k = a.dim(a.rank() - 1);
+  const int64_t kb = b_vec ? b.dim(0) : b.dim(b.rank() - 2);
+  s->n = b_vec ? 1 : b.dim(b.rank() - 1);
+  if (s->k != kb) return false;
+  const uint32_t a_batch = a_vec ? 0 : a.rank() - 2;
+  const uint32_t b_batch = b_vec ? 0 : b.rank() - 2;
+  s->batch_rank = a_batch > b_batch ? a_batch : b_batch;
+  const uint32_t expected_rank = s->batch_rank + (a_vec ? 0 : 1) + (b_vec ? 0 : 1);
+  if (y.rank() != expected_rank) return false;
+  int64_t a_mat = 1, b_mat = 1;
+  s->batches = 1;
+  for (int32_t d = static_cast<int32_t>(s->batch_rank) - 1; d >= 0; --d) {
+    const int32_t da = d - static_cast<int32_t>(s->batch_rank - a_batch);
+    const int32_t db = d - static_cast<int32_t>(s->batch_rank - b_batch);
+    const int64_t ea = da >= 0 ? a.dim(static_cast<uint32_t>(da)) : 1;
+    const int64_t eb = db >= 0 ? b.dim(static_cast<uint32_t>(db)) : 1;
+    if (ea != eb && ea != 1 && eb != 1) return false;
+    const int64_t e = ea == 1 ? eb : ea;
+    if (y.dim(static_cast<uint32_t>(d)) != e) return false;
+    s->batch[d] = e;
+    s->a_stride[d] = ea == 1 ? 0 : a_mat;
+    s->b_stride[d] = eb == 1 ? 0 : b_mat;
+    a_mat *= ea;
+    b_mat *= eb;
+    s->batches *= e;
+  }
+  if (!a_vec && y.dim(s->batch_rank) != s->m) return false;
+  if (!b_vec && y.dim(y.rank() - 1) != s->n) return false;
+  return true;
+}
+
+Error check_matmul(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  MatMulShape s;
+  KILN_KERNEL_CHECK(args, matmul_shape(args.in(0), args.in(1), args.out(0), &s),
+                    "shapes do not multiply to the output shape");
+  const auto* p = args.params<fb::BinaryParams>();
+  return p != nullptr ? check_activation(args, p->activation()) : Error::kOk;
+}
+
+Error run_matmul(const KernelArgs& args) {
+  MatMulShape s;
+  matmul_shape(args.in(0), args.in(1), args.out(0), &s);
+  const float* a = args.in(0).data_as<const float>();
+  const float* b = args.in(1).data_as<const float>();
+  float* y = args.out(0).data_as<float>();
+  int64_t index[kMaxRank] = {};
+  int64_t ia = 0, ib = 0;
+  for (int64_t t = 0; t < s.batches; ++t) {
+    gemm_f32(s.m, s.n, s.k, a + ia * s.m * s.k, s.k, false, b + ib * s.k * s.n, s.n, false,
+             y + t * s.m * s.n, s.n, false);
+    for (int32_t d = static_cast<int32_t>(s.batch_rank) - 1; d >= 0; --d) {
+      ia += s.a_stride[d];
+      ib += s.b_stride[d];
+      if (++index[d] < s.batch[d]) break;
+      ia -= s.a_stride[d] * index[d];
+      ib -= s.b_stride[d] * index[d];
+      index[d] = 0;
+    }
+  }
+  const auto* p = args.params<fb::BinaryParams>();
+  if (p != nullptr) apply_activation(y, args.out(0).numel(), p->activation());
+  return Error::kOk;
+}
+
+}  // namespace
+
+const KernelEntry kLinearKernels[] = {
+    {"Conv", check_conv, run_conv},
+    {"Gemm", check_gemm, run_gemm},
+    {"MatMul", check_matmul, run_matmul},
+};
+const size_t kNumLinearKernels = sizeof(kLinearKernels) / sizeof(kLinearKernels[0]);
+
+}  // namespace kernels
+}  // namespace kiln

@@ -1,0 +1,159 @@
+// Pooling kernels: MaxPool and AveragePool (1-D as height 1, and 2-D),
+// GlobalAveragePool and GlobalMaxPool. The planner resolved auto_pad and
+// ceil_mode into pads and the output shape.
+
+#include <math.h>
+
+#include "kernel_util.h"
+#include "portable_kernels.h"
+
+namespace kiln {
+namespace kernels {
+namespace {
+
+struct PoolGeometry {
+  int64_t planes;            // N * C
+  int64_t h, w, oh, ow;
+  int64_t kh, kw, sh, sw, dh, dw;
+  int64_t pt, pl, pb, pr;
+};
+
+int64_t at(const flatbuffers::Vector<int32_t>* v, uint32_t i) { return v->Get(i); }
+
+PoolGeometry pool_geometry(const KernelArgs& args) {
+  const auto* p = args.params<fb::PoolParams>();
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  const bool one_d = x.rank() == 3;
+  PoolGeometry g;
+  g.planes = x.dim(0) * x.dim(1);
+  g.h = one_d ? 1 : x.dim(2);
+  g.w = x.dim(x.rank() - 1);
+  g.oh = one_d ? 1 : y.dim(2);
+  g.ow = y.dim(y.rank() - 1);
+  g.kh = at(p->kernel(), 0); g.kw = at(p->kernel(), 1);
+  g.sh = at(p->strides(), 0); g.sw = at(p->strides(), 1);
+  g.dh = at(p->dilations(), 0); g.dw = at(p->dilations(), 1);
+  g.pt = at(p->pads(), 0); g.pl = at(p->pads(), 1);
+  g.pb = at(p->pads(), 2); g.pr = at(p->pads(), 3);
+  return g;
+}
+
+bool has_n(const flatbuffers::Vector<int32_t>* v, uint32_t n) { return v != nullptr && v->size() == n; }
+
+Error check_pool(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  const auto* p = args.params<fb::PoolParams>();
+  KILN_KERNEL_CHECK(args, p != nullptr, "missing PoolParams");
+  KILN_KERNEL_CHECK(args, p->kind() <= fb::PoolKind::MAX, "unknown pool kind");
+  KILN_KERNEL_CHECK(args, has_n(p->kernel(), 2) && has_n(p->strides(), 2) &&
+                              has_n(p->dilations(), 2) && has_n(p->pads(), 4),
+                    "malformed pooling parameters");
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank(),
+                    "expects 3-D or 4-D input and output");
+  KILN_KERNEL_CHECK(args, y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1), "N or C changes");
+  const PoolGeometry g = pool_geometry(args);
+  KILN_KERNEL_CHECK(args, g.kh > 0 && g.kw > 0 && g.sh > 0 && g.sw > 0 && g.dh > 0 && g.dw > 0,
+                    "kernel, strides and dilations must be positive");
+  KILN_KERNEL_CHECK(args, g.pt >= 0 && g.pl >= 0 && g.pb >= 0 && g.pr >= 0, "negative pad");
+  // Every window must start inside the padded input (ceil_mode may add one
+  // output that starts in the end padding, never past it).
+  KILN_KERNEL_CHECK(args, g.oh > 0 && g.ow > 0 && (g.oh - 1) * g.sh < g.h + g.pt + g.pb &&
+                              (g.ow - 1) * g.sw < g.w + g.pl + g.pr,
+                    "output size does not match the geometry");
+  KILN_KERNEL_CHECK(args, g.pt < g.kh * g.dh && g.pl < g.kw * g.dw, "pad larger than the window");
+  return Error::kOk;
+}
+
+Error run_pool(const KernelArgs& args) {
+  const auto* p = args.params<fb::PoolParams>();
+  const PoolGeometry g = pool_geometry(args);
+  const float* x = args.in(0).data_as<const float>();
+  float* y = args.out(0).data_as<float>();
+  const bool is_max = p->kind() == fb::PoolKind::MAXIMUM;
+  const bool include_pad = p->count_include_pad();
+  for (int64_t plane = 0; plane < g.planes; ++plane) {
+    const float* in = x + plane * g.h * g.w;
+    float* out = y + plane * g.oh * g.ow;
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      const int64_t y0 = oy * g.sh - g.pt;
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const int64_t x0 = ox * g.sw - g.pl;
+        float acc = is_max ? -INFINITY : 0.f;
+        int64_t count = 0, padded_count = 0;
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          const int64_t iy = y0 + ky * g.dh;
+          if (iy >= g.h + g.pb) break;
+          const bool row_valid = iy >= 0 && iy < g.h;
+          for (int64_t kx = 0; kx < g.kw; ++kx) {
+            const int64_t ix = x0 + kx * g.dw;
+            if (ix >= g.w + g.pr) break;
+            ++padded_count;
+            if (!row_valid || ix < 0 || ix >= g.w) continue;
+            const float v = in[iy * g.w + ix];
+            if (is_max) {
+              if (v > acc || isnan(v)) acc = v;
+            } else {
+              acc += v;
+            }
+            ++count;
+          }
+        }
+        if (!is_max) {
+          const int64_t divisor = include_pad ? padded_count : count;
+          acc = divisor > 0 ? acc / static_cast<float>(divisor) : 0.f;
+        }
+        out[oy * g.ow + ox] = acc;
+      }
+    }
+  }
+  return Error::kOk;
+}
+
+Error check_global_pool(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.rank() >= 2 && y.rank() == x.rank(), "rank mismatch");
+  KILN_KERNEL_CHECK(args, y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1), "N or C changes");
+  for (uint32_t d = 2; d < y.rank(); ++d) KILN_KERNEL_CHECK(args, y.dim(d) == 1, "spatial dims must be 1");
+  return Error::kOk;
+}
+
+template <bool kMax>
+Error run_global_pool(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const int64_t planes = x.dim(0) * x.dim(1);
+  const int64_t size = dims_product(x, 2, x.rank());
+  const float* in = x.data_as<const float>();
+  float* out = args.out(0).data_as<float>();
+  for (int64_t p = 0; p < planes; ++p) {
+    const float* v = in + p * size;
+    float acc = kMax ? -INFINITY : 0.f;
+    for (int64_t i = 0; i < size; ++i) {
+      if (kMax) {
+        if (v[i] > acc || isnan(v[i])) acc = v[i];
+      } else {
+        acc += v[i];
+      }
+    }
+    out[p] = kMax ? acc : acc / static_cast<float>(size);
+  }
+  return Error::kOk;
+}
+
+}  // namespace
+
+const KernelEntry kPoolKernels[] = {
+    {"Pool", check_pool, run_pool},
+    {"GlobalAveragePool", check_global_pool, run_global_pool<false>},
+    {"GlobalMaxPool", check_global_pool, run_global_pool<true>},
+};
+const size_t kNumPoolKernels = sizeof(kPoolKernels) / sizeof(kPoolKernels[0]);
+
+}  // namespace kernels
+}  // namespace kiln

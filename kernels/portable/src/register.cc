@@ -1,0 +1,17 @@
+#include "kiln/kernels/portable.h"
+
+#include "portable_kernels.h"
+
+namespace kiln {
+
+Error register_portable_kernels(KernelRegistry& registry) {
+  using namespace kernels;
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kElementwiseKernels, kNumElementwiseKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kLinearKernels, kNumLinearKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kPoolKernels, kNumPoolKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kShapeKernels, kNumShapeKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kNormKernels, kNumNormKernels));
+  return Error::kOk;
+}
+
+}  // namespace kiln

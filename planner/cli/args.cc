@@ -1,0 +1,73 @@
+#include "cli/args.h"
+
+#include <cstdlib>
+
+namespace kiln::planner::cli {
+
+Args::Args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.size() > 1 && a[0] == '-' && a != "-") {
+      std::string name = a, inline_value;
+      bool has_inline = false;
+      const size_t eq = a.find('=');
+      if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+        name = a.substr(0, eq);
+        inline_value = a.substr(eq + 1);
+        has_inline = true;
+      }
+      const OptionSpec* spec = nullptr;
+      for (const auto& s : specs) {
+        if (s.name == name) spec = &s;
+      }
+      if (spec == nullptr) throw UsageError{"unknown option '" + name + "'"};
+      if (!spec->takes_value) {
+        if (has_inline) throw UsageError{"option '" + name + "' takes no value"};
+        values_.emplace(name, "");
+        continue;
+      }
+      if (has_inline) {
+        values_.emplace(name, inline_value);
+      } else if (i + 1 < argv.size()) {
+        values_.emplace(name, argv[++i]);
+      } else {
+        throw UsageError{"option '" + name + "' needs a value"};
+      }
+    } else {
+      positional_.push_back(a);
+    }
+  }
+}
+
+std::string Args::get(const std::string& name, const std::string& fallback) const {
+  auto range = values_.equal_range(name);
+  if (range.first == range.second) return fallback;
+  return std::prev(range.second)->second;
+}
+
+std::vector<std::string> Args::all(const std::string& name) const {
+  std::vector<std::string> out;
+  auto range = values_.equal_range(name);
+  for (auto it = range.first; it != range.second; ++it) out.push_back(it->second);
+  return out;
+}
+
+double Args::get_double(const std::string& name, double fallback) const {
+  if (!has(name)) return fallback;
+  const std::string v = get(name);
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0') throw UsageError{"option '" + name + "' needs a number, got '" + v + "'"};
+  return d;
+}
+
+long Args::get_int(const std::string& name, long fallback) const {
+  if (!has(name)) return fallback;
+  const std::string v = get(name);
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0') throw UsageError{"option '" + name + "' needs an integer, got '" + v + "'"};
+  return n;
+}
+
+}  // namespace kiln::planner::cli

@@ -1,0 +1,43 @@
+// Command-line parsing for the kiln subcommands: positional arguments and
+// --options, each declared with whether it takes a value. Unknown options and
+// missing values are errors with a usage hint.
+
+#ifndef KILN_PLANNER_CLI_ARGS_H_
+#define KILN_PLANNER_CLI_ARGS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kiln::planner::cli {
+
+struct OptionSpec {
+  std::string name;  // "--input", "-o"
+  bool takes_value;
+};
+
+class Args {
+ public:
+  // Throws UsageError.
+  Args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs);
+
+  const std::vector<std::string>& positional() const { return positional_; }
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  std::string get(const std::string& name, const std::string& fallback = "") const;
+  std::vector<std::string> all(const std::string& name) const;
+  double get_double(const std::string& name, double fallback) const;
+  long get_int(const std::string& name, long fallback) const;
+
+ private:
+  std::vector<std::string> positional_;
+  std::multimap<std::string, std::string> values_;
+};
+
+// A mistake in how the command was called (exit status 2).
+struct UsageError {
+  std::string message;
+};
+
+}  // namespace kiln::planner::cli
+
+#endif  // KILN_PLANNER_CLI_ARGS_H_

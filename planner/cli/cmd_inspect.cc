@@ -1,0 +1,319 @@
+// kiln inspect and kiln verify: read a program back and show or check it.
+
+#include <cstdio>
+#include <string>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/host_tensor.h"
+#include "emit/program_file.h"
+#include "report/json.h"
+#include "verify/verifier.h"
+
+namespace kiln::planner::cli {
+namespace {
+
+std::string device_str(const fb::Device* d) {
+  if (d == nullptr) return "cpu:0";
+  std::string name = fb::EnumNameDeviceType(d->type());
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name + ":" + std::to_string(d->index());
+}
+
+std::string name_of(const fb::Tensor& t) { return t.name() != nullptr ? t.name()->str() : ""; }
+
+std::vector<int64_t> shape_of(const fb::Tensor& t) {
+  std::vector<int64_t> s;
+  if (t.shape() != nullptr) s.assign(t.shape()->begin(), t.shape()->end());
+  return s;
+}
+
+std::vector<int64_t> list_of(const flatbuffers::Vector<int32_t>* v) {
+  std::vector<int64_t> out;
+  if (v != nullptr) out.assign(v->begin(), v->end());
+  return out;
+}
+
+std::string storage_str(const fb::Method& m, const fb::Tensor& t) {
+  switch (t.storage_type()) {
+    case fb::Storage::PlannedStorage: {
+      const auto* p = t.storage_as_PlannedStorage();
+      return str("arena ", p->arena(), " @ ", p->offset());
+    }
+    case fb::Storage::ConstantStorage:
+      return str("constant #", t.storage_as_ConstantStorage()->index());
+    case fb::Storage::AliasStorage: {
+      const uint32_t base = t.storage_as_AliasStorage()->base();
+      return str("alias of #", base, " '", name_of(*m.tensors()->Get(base)), "'");
+    }
+    case fb::Storage::UserStorage: {
+      const auto* fallback = t.storage_as_UserStorage()->fallback();
+      return fallback ? str("user (fallback arena ", fallback->arena(), " @ ", fallback->offset(), ")") : "user";
+    }
+    default:
+      return "?";
+  }
+}
+
+std::string ids(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+void print_text(const ProgramFile& file) {
+  const fb::Program& p = file.program();
+  uint64_t constant_bytes = 0;
+  if (p.constants()) {
+    for (const auto* c : *p.constants()) constant_bytes += c->size();
+  }
+  std::printf("program: schema version %u, produced by %s\n", p.version(),
+              p.producer() ? p.producer()->c_str() : "?");
+  std::printf("  file %s bytes: flatbuffer %s, data segment %s at offset %s (%u constants, %s bytes)\n",
+              group_digits(file.file_size()).c_str(), group_digits(file.flatbuffer_size()).c_str(),
+              group_digits(p.segment_size()).c_str(), group_digits(file.segment_offset()).c_str(),
+              p.constants() ? p.constants()->size() : 0, group_digits(constant_bytes).c_str());
+  for (const fb::Method* m : *p.methods()) {
+    std::printf("\nmethod '%s': bookkeeping %s bytes\n", m->name()->c_str(),
+                group_digits(m->bookkeeping_bytes()).c_str());
+    std::printf("  arenas:\n");
+    if (m->arenas()) {
+      for (uint32_t a = 0; a < m->arenas()->size(); ++a) {
+        const fb::Arena& arena = *m->arenas()->Get(a);
+        std::printf("    #%u %-8s %-9s %14s bytes  align %u%s\n", a, device_str(arena.device()).c_str(),
+                    arena.kind() == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary",
+                    group_digits(arena.size()).c_str(), arena.alignment(),
+                    arena.kind() == fb::ArenaKind::SYMMETRIC ? str("  group ", arena.group()).c_str() : "");
+      }
+    }
+    auto io = [&](const char* what, const flatbuffers::Vector<uint32_t>* list) {
+      std::printf("  %s:\n", what);
+      if (list == nullptr) return;
+      for (uint32_t t : *list) {
+        const fb::Tensor& tensor = *m->tensors()->Get(t);
+        std::printf("    #%u '%s' %s %s\n", t, name_of(tensor).c_str(), dtype_str(tensor.dtype()).c_str(),
+                    shape_str(shape_of(tensor)).c_str());
+      }
+    };
+    io("inputs", m->inputs());
+    io("outputs", m->outputs());
+    std::printf("  tensors:\n");
+    if (m->tensors()) {
+      for (uint32_t t = 0; t < m->tensors()->size(); ++t) {
+        const fb::Tensor& tensor = *m->tensors()->Get(t);
+        std::printf("    #%-4u %-32s %-8s %-20s %12s B  %-8s %s\n", t, name_of(tensor).c_str(),
+                    dtype_str(tensor.dtype()).c_str(), shape_str(shape_of(tensor)).c_str(),
+                    group_digits(tensor.nbytes()).c_str(), device_str(tensor.device()).c_str(),
+                    storage_str(*m, tensor).c_str());
+      }
+    }
+    std::printf("  instructions:\n");
+    if (m->instructions()) {
+      for (uint32_t i = 0; i < m->instructions()->size(); ++i) {
+        const fb::Instruction& ins = *m->instructions()->Get(i);
+        const std::string node = ins.name() ? ins.name()->str() : "";
+        switch (ins.kind_type()) {
+          case fb::InstructionKind::KernelCall: {
+            const auto* call = ins.kind_as_KernelCall();
+            const std::string op = m->operators() && call->op() < m->operators()->size()
+                                       ? m->operators()->Get(call->op())->name()->str()
+                                       : "?";
+            std::printf("    #%-4u kernel %-18s %s -> %s%s  (%s)\n", i, op.c_str(), ids(list_of(call->inputs())).c_str(),
+                        ids(list_of(call->outputs())).c_str(),
+                        call->scratch() && call->scratch()->size() ? str(" scratch ", ids(list_of(call->scratch()))).c_str() : "",
+                        node.c_str());
+            break;
+          }
+          case fb::InstructionKind::CopyCall: {
+            const auto* copy = ins.kind_as_CopyCall();
+            std::printf("    #%-4u copy   #%u -> #%u  %s bytes  (%s)\n", i, copy->src(), copy->dst(),
+                        group_digits(m->tensors()->Get(copy->src())->nbytes()).c_str(), node.c_str());
+            break;
+          }
+          case fb::InstructionKind::DelegateCall: {
+            const auto* call = ins.kind_as_DelegateCall();
+            std::printf("    #%-4u delegate #%u %s -> %s  (%s)\n", i, call->delegate(),
+                        ids(list_of(call->inputs())).c_str(), ids(list_of(call->outputs())).c_str(), node.c_str());
+            break;
+          }
+          case fb::InstructionKind::CollectiveCall: {
+            const auto* call = ins.kind_as_CollectiveCall();
+            std::printf("    #%-4u collective %s group %u %s -> %s  (%s)\n", i, fb::EnumNameCollectiveKind(call->kind()),
+                        call->group(), ids(list_of(call->inputs())).c_str(), ids(list_of(call->outputs())).c_str(),
+                        node.c_str());
+            break;
+          }
+          default:
+            std::printf("    #%-4u ?\n", i);
+        }
+      }
+    }
+    std::printf("  delegates:%s\n", m->delegates() && m->delegates()->size() ? "" : " none");
+    if (m->delegates()) {
+      for (uint32_t d = 0; d < m->delegates()->size(); ++d) {
+        const fb::Delegate& delegate = *m->delegates()->Get(d);
+        std::printf("    #%u %s on %s, blob %s bytes %s\n", d, delegate.backend()->c_str(),
+                    device_str(delegate.device()).c_str(),
+                    group_digits(delegate.inline_blob() ? delegate.inline_blob()->size() : 0).c_str(),
+                    delegate.segment() >= 0 ? "(in segment)" : "(inline)");
+      }
+    }
+  }
+}
+
+void print_json(const ProgramFile& file) {
+  const fb::Program& p = file.program();
+  JsonWriter j;
+  j.begin_object();
+  j.field("version", p.version()).field("producer", p.producer() ? p.producer()->str() : "");
+  j.field("file_bytes", file.file_size()).field("segment_bytes", p.segment_size());
+  j.key("methods").begin_array();
+  for (const fb::Method* m : *p.methods()) {
+    j.begin_object().field("name", m->name()->str()).field("bookkeeping_bytes", m->bookkeeping_bytes());
+    j.key("arenas").begin_array();
+    if (m->arenas()) {
+      for (uint32_t a = 0; a < m->arenas()->size(); ++a) {
+        const fb::Arena& arena = *m->arenas()->Get(a);
+        j.begin_object().field("id", a).field("size", arena.size()).field("alignment", arena.alignment());
+        j.field("device", device_str(arena.device()));
+        j.field("kind", arena.kind() == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary").end_object();
+      }
+    }
+    j.end_array();
+    j.key("inputs").int_array(m->inputs() ? std::vector<int64_t>(m->inputs()->begin(), m->inputs()->end()) : std::vector<int64_t>{});
+    j.key("outputs").int_array(m->outputs() ? std::vector<int64_t>(m->outputs()->begin(), m->outputs()->end()) : std::vector<int64_t>{});
+    j.key("tensors").begin_array();
+    if (m->tensors()) {
+      for (uint32_t t = 0; t < m->tensors()->size(); ++t) {
+        const fb::Tensor& tensor = *m->tensors()->Get(t);
+        j.begin_object().field("id", t).field("name", name_of(tensor)).field("dtype", dtype_str(tensor.dtype()));
+        j.key("shape").int_array(shape_of(tensor));
+        j.field("bytes", tensor.nbytes()).field("device", device_str(tensor.device()));
+        switch (tensor.storage_type()) {
+          case fb::Storage::PlannedStorage:
+            j.field("storage", "planned").field("arena", tensor.storage_as_PlannedStorage()->arena());
+            j.field("offset", tensor.storage_as_PlannedStorage()->offset());
+            break;
+          case fb::Storage::ConstantStorage:
+            j.field("storage", "constant").field("constant", tensor.storage_as_ConstantStorage()->index());
+            break;
+          case fb::Storage::AliasStorage:
+            j.field("storage", "alias").field("alias_of", tensor.storage_as_AliasStorage()->base());
+            break;
+          case fb::Storage::UserStorage:
+            j.field("storage", "user");
+            if (const auto* f = tensor.storage_as_UserStorage()->fallback()) {
+              j.field("arena", f->arena()).field("offset", f->offset());
+            }
+            break;
+          default:
+            j.field("storage", "none");
+        }
+        j.end_object();
+      }
+    }
+    j.end_array();
+    j.key("instructions").begin_array();
+    if (m->instructions()) {
+      for (uint32_t i = 0; i < m->instructions()->size(); ++i) {
+        const fb::Instruction& ins = *m->instructions()->Get(i);
+        j.begin_object().field("id", i).field("node", ins.name() ? ins.name()->str() : "");
+        switch (ins.kind_type()) {
+          case fb::InstructionKind::KernelCall: {
+            const auto* call = ins.kind_as_KernelCall();
+            j.field("kind", "kernel").field("op", m->operators()->Get(call->op())->name()->str());
+            j.key("inputs").int_array(list_of(call->inputs()));
+            j.key("outputs").int_array(list_of(call->outputs()));
+            j.key("scratch").int_array(list_of(call->scratch()));
+            break;
+          }
+          case fb::InstructionKind::CopyCall: {
+            const auto* copy = ins.kind_as_CopyCall();
+            j.field("kind", "copy").field("src", copy->src()).field("dst", copy->dst());
+            j.field("bytes", m->tensors()->Get(copy->src())->nbytes());
+            break;
+          }
+          case fb::InstructionKind::DelegateCall: {
+            const auto* call = ins.kind_as_DelegateCall();
+            j.field("kind", "delegate").field("delegate", call->delegate());
+            j.key("inputs").int_array(list_of(call->inputs()));
+            j.key("outputs").int_array(list_of(call->outputs()));
+            break;
+          }
+          case fb::InstructionKind::CollectiveCall: {
+            const auto* call = ins.kind_as_CollectiveCall();
+            j.field("kind", "collective").field("group", call->group());
+            j.key("inputs").int_array(list_of(call->inputs()));
+            j.key("outputs").int_array(list_of(call->outputs()));
+            break;
+          }
+          default:
+            j.field("kind", "none");
+        }
+        j.end_object();
+      }
+    }
+    j.end_array();
+    j.key("delegates").begin_array();
+    if (m->delegates()) {
+      for (uint32_t d = 0; d < m->delegates()->size(); ++d) {
+        const fb::Delegate& delegate = *m->delegates()->Get(d);
+        j.begin_object().field("id", d).field("backend", delegate.backend()->str());
+        j.field("device", device_str(delegate.device())).end_object();
+      }
+    }
+    j.end_array();
+    j.end_object();
+  }
+  j.end_array();
+  j.end_object();
+  std::printf("%s\n", j.str().c_str());
+}
+
+}  // namespace
+
+int cmd_inspect(const Argv& argv) {
+  const Args args(argv, {{"--json", false}, {"--help", false}});
+  if (args.has("--help")) {
+    std::fputs("usage: kiln inspect PROGRAM.kiln [--json]\n\nShows arenas, tensors (arena, offset, size, device, "
+               "alias), instructions and delegates.\n", stdout);
+    return 0;
+  }
+  if (args.positional().size() != 1) throw UsageError{"expects one program file"};
+  const std::string path = args.positional()[0];
+  const ProgramFile file(read_file(path), path);
+  if (args.has("--json")) {
+    print_json(file);
+  } else {
+    print_text(file);
+  }
+  return 0;
+}
+
+int cmd_verify(const Argv& argv) {
+  const Args args(argv, {{"--help", false}});
+  if (args.has("--help")) {
+    std::fputs("usage: kiln verify PROGRAM.kiln\n\nChecks independently that no two tensors alive at the same "
+               "time share bytes\n(unless one is a declared alias of the other), that every tensor lies inside "
+               "its\narena, and alignment. Exits 1 and names the tensors on a violation.\n", stdout);
+    return 0;
+  }
+  if (args.positional().size() != 1) throw UsageError{"expects one program file"};
+  const std::string path = args.positional()[0];
+  const std::string bytes = read_file(path);
+  const auto errors = verify_program(bytes);
+  if (errors.empty()) {
+    const ProgramFile file(bytes, path);
+    size_t tensors = 0;
+    for (const fb::Method* m : *file.program().methods()) tensors += m->tensors() ? m->tensors()->size() : 0;
+    std::printf("kiln verify: %s: ok (%u method%s, %zu tensors)\n", path.c_str(), file.program().methods()->size(),
+                file.program().methods()->size() == 1 ? "" : "s", tensors);
+    return 0;
+  }
+  for (const auto& e : errors) std::fprintf(stderr, "kiln verify: %s: %s\n", path.c_str(), e.c_str());
+  return 1;
+}
+
+}  // namespace kiln::planner::cli

@@ -1,0 +1,97 @@
+// kiln run: executes a program on inputs from .npy or .pb files.
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/npy.h"
+#include "exec/run.h"
+#include "onnx/import.h"
+
+namespace kiln::planner::cli {
+namespace {
+
+constexpr const char* kHelp =
+    "usage: kiln run PROGRAM.kiln --input FILE [--input FILE ...] [options]\n"
+    "\n"
+    "Runs the program's method on the inputs (ONNX TensorProto .pb or NumPy .npy,\n"
+    "in the order of the method's inputs) and prints each output.\n"
+    "\n"
+    "options:\n"
+    "  --input FILE        an input, once per method input, in order\n"
+    "  --output-dir DIR    write output_0.npy, output_1.npy, ... to DIR\n"
+    "  --runs N            execute N times and report the median latency (default 1)\n"
+    "  --method NAME       the method to run (default forward)\n";
+
+std::string summary(const HostTensor& t) {
+  if (t.numel() == 0) return "(empty)";
+  const bool is_float = t.dtype == DType::FLOAT32 || t.dtype == DType::FLOAT64;
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = t.float_at(i);
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+  }
+  std::string out = str("min ", lo, "  max ", hi, "  mean ", sum / static_cast<double>(t.numel()), "  [");
+  const int64_t shown = std::min<int64_t>(t.numel(), 6);
+  for (int64_t i = 0; i < shown; ++i) {
+    char buf[32];
+    if (is_float) {
+      std::snprintf(buf, sizeof(buf), "%s%.6g", i ? ", " : "", t.float_at(i));
+    } else {
+      std::snprintf(buf, sizeof(buf), "%s%lld", i ? ", " : "", static_cast<long long>(t.int_at(i)));
+    }
+    out += buf;
+  }
+  return out + (t.numel() > shown ? ", ...]" : "]");
+}
+
+}  // namespace
+
+int cmd_run(const Argv& argv) {
+  const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
+                         {"--help", false}});
+  if (args.has("--help")) {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  if (args.positional().size() != 1) throw UsageError{"expects one program file"};
+  const std::string path = args.positional()[0];
+  const long runs = args.get_int("--runs", 1);
+  if (runs < 1) throw UsageError{"--runs must be at least 1"};
+  std::vector<HostTensor> inputs;
+  for (const std::string& file : args.all("--input")) inputs.push_back(read_tensor_file(file));
+  const std::string bytes = read_file(path);
+
+  RunOptions options;
+  options.runs = static_cast<int>(runs);
+  options.method = args.get("--method", "forward");
+  const RunResult result = run_program(bytes, inputs, options);
+
+  const std::string dir = args.get("--output-dir");
+  if (!dir.empty()) {
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0) {
+      if (mkdir(dir.c_str(), 0755) != 0) fail(dir, ": cannot create the output directory");
+    } else if (!S_ISDIR(st.st_mode)) {
+      fail(dir, ": not a directory");
+    }
+  }
+  for (size_t i = 0; i < result.outputs.size(); ++i) {
+    const HostTensor& out = result.outputs[i];
+    std::printf("output %zu: %s %s  %s\n", i, dtype_str(out.dtype).c_str(), shape_str(out.shape).c_str(),
+                summary(out).c_str());
+    if (!dir.empty()) write_npy(dir + "/output_" + std::to_string(i) + ".npy", out);
+  }
+  std::printf("latency: median %.3f ms over %ld run%s\n", result.median_ms(), runs, runs == 1 ? "" : "s");
+  return 0;
+}
+
+}  // namespace kiln::planner::cli

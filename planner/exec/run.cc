@@ -1,0 +1,110 @@
+#include "exec/run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "core/error.h"
+#include "kiln/kernels/portable.h"
+#include "kiln/runtime/program.h"
+
+namespace kiln::planner {
+namespace {
+
+// 64-byte aligned heap buffer.
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t size)
+      : storage(new uint64_t[(size + 63) / 8 + 8]), data(align(storage.get())), size(size) {}
+  static uint8_t* align(uint64_t* p) {
+    const uintptr_t v = reinterpret_cast<uintptr_t>(p);
+    return reinterpret_cast<uint8_t*>((v + 63) & ~uintptr_t{63});
+  }
+  std::unique_ptr<uint64_t[]> storage;
+  uint8_t* data;
+  size_t size;
+};
+
+void check(Error error, const std::string& what) {
+  if (error != Error::kOk) fail(what, ": ", error_name(error));
+}
+
+}  // namespace
+
+const KernelRegistry& host_kernel_registry() {
+  static KernelRegistry* registry = [] {
+    auto* r = new KernelRegistry();
+    if (register_portable_kernels(*r) != Error::kOk) fail("internal error: kernel registration failed");
+    return r;
+  }();
+  return *registry;
+}
+
+double RunResult::median_ms() const {
+  if (latencies_ms.empty()) return 0.0;
+  std::vector<double> sorted = latencies_ms;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t mid = sorted.size() / 2;
+  return sorted.size() % 2 ? sorted[mid] : 0.5 * (sorted[mid - 1] + sorted[mid]);
+}
+
+RunResult run_program(const std::string& program_bytes, const std::vector<HostTensor>& inputs,
+                      const RunOptions& options) {
+  AlignedBuffer file(program_bytes.size());
+  std::memcpy(file.data, program_bytes.data(), program_bytes.size());
+  BufferDataLoader loader(file.data, file.size);
+  Result<Program> program = Program::load(loader);
+  check(program.error(), "program load failed");
+  Result<MethodMeta> meta = program->method_meta(options.method.c_str());
+  check(meta.error(), "method '" + options.method + "'");
+
+  AlignedBuffer bookkeeping_memory(static_cast<size_t>(meta->bookkeeping_bytes()));
+  BumpAllocator bookkeeping(bookkeeping_memory.data, bookkeeping_memory.size);
+  std::vector<std::unique_ptr<AlignedBuffer>> arenas;
+  std::vector<Span<uint8_t>> arena_spans;
+  for (size_t i = 0; i < meta->num_arenas(); ++i) {
+    const ArenaInfo info = meta->arena(i).get();
+    arenas.push_back(std::make_unique<AlignedBuffer>(static_cast<size_t>(info.size)));
+    arena_spans.emplace_back(arenas.back()->data, static_cast<size_t>(info.size));
+  }
+  MemoryManager memory;
+  memory.bookkeeping = &bookkeeping;
+  memory.arenas = Span<const Span<uint8_t>>(arena_spans.data(), arena_spans.size());
+  Result<Method> method = program->load_method(options.method.c_str(), memory, host_kernel_registry());
+  check(method.error(), "method load failed");
+
+  if (inputs.size() != method->num_inputs()) {
+    fail("the method takes ", method->num_inputs(), " inputs, ", inputs.size(), " were given");
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorInfo info = meta->input(i).get();
+    std::vector<int64_t> expected(info.dims, info.dims + info.rank);
+    if (inputs[i].dtype != info.dtype) {
+      fail("input ", i, " ('", info.name, "') is ", dtype_str(inputs[i].dtype), ", the method expects ",
+           dtype_str(info.dtype));
+    }
+    if (inputs[i].shape != expected) {
+      fail("input ", i, " ('", info.name, "') has shape ", shape_str(inputs[i].shape), ", the method expects ",
+           shape_str(expected));
+    }
+    check(method->set_input(i, inputs[i].bytes.data(), inputs[i].bytes.size()), str("input ", i));
+  }
+  RunResult result;
+  for (size_t i = 0; i < method->num_outputs(); ++i) {
+    const TensorInfo info = meta->output(i).get();
+    result.outputs.emplace_back(info.dtype, std::vector<int64_t>(info.dims, info.dims + info.rank));
+    // Zero-size outputs still need a valid, aligned pointer to bind.
+    if (result.outputs.back().bytes.empty()) result.outputs.back().bytes.reserve(16);
+    check(method->set_output(i, result.outputs.back().bytes.data(), result.outputs.back().bytes.size()),
+          str("output ", i));
+  }
+  for (int r = 0; r < std::max(1, options.runs); ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    check(method->execute(), "execute failed");
+    const auto stop = std::chrono::steady_clock::now();
+    result.latencies_ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+  }
+  return result;
+}
+
+}  // namespace kiln::planner

@@ -1,0 +1,39 @@
+// Runs a .kiln program through the runtime from host code: what `kiln run`,
+// constant folding, the conformance runner and the benchmarks use. The
+// runtime is used exactly as an application would (Program::load,
+// MethodMeta-sized buffers, zero-copy binding); only the buffers come from
+// the host heap here.
+
+#ifndef KILN_PLANNER_EXEC_RUN_H_
+#define KILN_PLANNER_EXEC_RUN_H_
+
+#include <string>
+#include <vector>
+
+#include "core/host_tensor.h"
+#include "kiln/runtime/kernel.h"
+
+namespace kiln::planner {
+
+struct RunOptions {
+  std::string method = "forward";
+  int runs = 1;  // executions; timing reports their median
+};
+
+struct RunResult {
+  std::vector<HostTensor> outputs;
+  std::vector<double> latencies_ms;  // one per run
+  double median_ms() const;
+};
+
+// Throws PlanError with the runtime's error name (and what it logged) on any
+// failure, naming the input at fault for a dtype or shape mismatch.
+RunResult run_program(const std::string& program_bytes, const std::vector<HostTensor>& inputs,
+                      const RunOptions& options);
+
+// The registry holding kiln's CPU kernels, filled on first use.
+const KernelRegistry& host_kernel_registry();
+
+}  // namespace kiln::planner
+
+#endif  // KILN_PLANNER_EXEC_RUN_H_

@@ -1,0 +1,99 @@
+// The planner's graph IR: values (typed, statically shaped, possibly
+// constant) and nodes (ONNX-level ops with attributes), in the form the ONNX
+// importer produces and the passes rewrite, before lowering to kernel calls.
+
+#ifndef KILN_PLANNER_IR_GRAPH_H_
+#define KILN_PLANNER_IR_GRAPH_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/host_tensor.h"
+
+namespace kiln::planner {
+
+struct Attribute {
+  enum class Kind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor, kOther };
+  Kind kind = Kind::kOther;
+  int64_t i = 0;
+  float f = 0.f;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::vector<std::string> strings;
+  std::shared_ptr<const HostTensor> tensor;
+};
+
+struct Value {
+  std::string name;
+  DType dtype = DType::FLOAT32;
+  bool has_type = false;
+  std::vector<int64_t> shape;
+  bool has_shape = false;
+  // Set for constants: initializers, Constant nodes, folded values.
+  std::shared_ptr<const HostTensor> constant;
+  // The node that produces it, or -1 (graph input, initializer).
+  int producer = -1;
+  bool is_graph_input = false;
+  bool is_graph_output = false;
+  // The shape ONNX shape inference gave, kept to cross-check ours.
+  std::vector<int64_t> onnx_shape;
+  bool has_onnx_shape = false;
+
+  bool is_constant() const { return constant != nullptr; }
+  uint64_t nbytes() const {
+    return static_cast<uint64_t>(shape_numel(shape)) * dtype_bytes(dtype);
+  }
+};
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;  // "" for the default ONNX domain
+  int opset = 0;       // opset version of the node's domain
+  std::vector<int> inputs;   // value ids; -1 for an absent optional input
+  std::vector<int> outputs;  // value ids; -1 for an unused optional output
+  std::map<std::string, Attribute> attrs;
+  bool dead = false;
+
+  bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }
+};
+
+class Graph {
+ public:
+  std::string name;
+  std::vector<Value> values;
+  std::vector<Node> nodes;
+  std::vector<int> inputs;   // graph inputs (values that are not constants)
+  std::vector<int> outputs;
+  int opset = 0;             // default-domain opset of the model
+
+  // Adds a value; its name must be unique.
+  int add_value(Value value);
+  // -1 when no value has that name.
+  int find_value(const std::string& name) const;
+  // A fresh value name starting with `stem`.
+  std::string unique_name(const std::string& stem);
+
+  // For every value, the live nodes that read it (in node order).
+  std::vector<std::vector<int>> consumers() const;
+  // Live node indices in an order where every producer comes before its
+  // consumers. Throws PlanError naming a node on a cycle.
+  std::vector<int> topological_order() const;
+  // Removes dead nodes and renumbers producers.
+  void compact();
+  // "node 'conv1' (Conv)"
+  std::string describe(const Node& node) const;
+
+ private:
+  std::unordered_map<std::string, int> by_name_;
+  int next_unique_ = 0;
+};
+
+}  // namespace kiln::planner
+
+#endif  // KILN_PLANNER_IR_GRAPH_H_

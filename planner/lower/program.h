@@ -1,0 +1,90 @@
+// The lowered program: what the emitter writes, one step before the
+// flatbuffer. Tensors carry dtype, shape, device and storage; instructions
+// are kernel calls (with their final parameters), copies, delegate and
+// collective calls. Memory planning fills in arenas and offsets.
+
+#ifndef KILN_PLANNER_LOWER_PROGRAM_H_
+#define KILN_PLANNER_LOWER_PROGRAM_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/host_tensor.h"
+#include "kiln/schema/program_generated.h"
+
+namespace kiln::planner {
+
+enum class Storage { kPlanned, kConstant, kUser, kAlias };
+
+struct LTensor {
+  std::string name;
+  DType dtype = DType::FLOAT32;
+  std::vector<int64_t> shape;
+  fb::Device device{fb::DeviceType::CPU, 0};
+  Storage storage = Storage::kPlanned;
+  int constant = -1;   // kConstant: index into LProgram::constants
+  int alias_of = -1;   // kAlias: the tensor whose bytes it reuses
+  bool is_input = false;
+  bool is_output = false;
+  // kUser tensors given planned fallback memory (--plan-io).
+  bool user_fallback = false;
+  // Filled by memory planning (kPlanned, and kUser with fallback).
+  int arena = -1;
+  uint64_t offset = 0;
+
+  uint64_t nbytes() const { return static_cast<uint64_t>(shape_numel(shape)) * dtype_bytes(dtype); }
+  bool has_memory() const { return storage == Storage::kPlanned || (storage == Storage::kUser && user_fallback); }
+};
+
+struct LInstruction {
+  enum class Kind { kKernel, kCopy, kDelegate, kCollective };
+  Kind kind = Kind::kKernel;
+  std::string op;            // kernel name (kKernel)
+  std::vector<int> inputs;   // -1 for an absent optional input; a copy's source
+  std::vector<int> outputs;  // a copy's destination
+  std::vector<int> scratch;
+  fb::ParamsUnion params;
+  std::string name;          // the model node it came from
+};
+
+struct LArena {
+  uint64_t size = 0;
+  uint32_t alignment = 64;
+  fb::Device device{fb::DeviceType::CPU, 0};
+  fb::ArenaKind kind = fb::ArenaKind::ORDINARY;
+  uint32_t group = 0;
+  // Most bytes live at one instruction, and where (see memory/).
+  uint64_t lower_bound = 0;
+  int peak_instruction = -1;
+  std::string algorithm;
+};
+
+struct LMethod {
+  std::string name = "forward";
+  std::vector<LTensor> tensors;
+  std::vector<LInstruction> instructions;
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  std::vector<LArena> arenas;
+
+  int add_tensor(LTensor tensor) {
+    tensors.push_back(std::move(tensor));
+    return static_cast<int>(tensors.size()) - 1;
+  }
+  // Follows aliases to the tensor that owns the bytes.
+  int root(int t) const {
+    while (tensors[static_cast<size_t>(t)].storage == Storage::kAlias) t = tensors[static_cast<size_t>(t)].alias_of;
+    return t;
+  }
+};
+
+struct LProgram {
+  std::vector<LMethod> methods;
+  std::vector<std::shared_ptr<const HostTensor>> constants;
+};
+
+}  // namespace kiln::planner
+
+#endif  // KILN_PLANNER_LOWER_PROGRAM_H_

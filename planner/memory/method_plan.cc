@@ -1,0 +1,88 @@
+#include "memory/method_plan.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+
+namespace kiln::planner::memory {
+
+Lifetimes compute_lifetimes(const LMethod& method) {
+  const size_t n = method.tensors.size();
+  Lifetimes lt;
+  lt.first.assign(n, -1);
+  lt.last.assign(n, -1);
+  auto touch = [&](int t, int i) {
+    if (t < 0) return;
+    const size_t r = static_cast<size_t>(method.root(t));
+    if (lt.first[r] < 0 || i < lt.first[r]) lt.first[r] = i;
+    lt.last[r] = std::max(lt.last[r], i);
+  };
+  for (size_t i = 0; i < method.instructions.size(); ++i) {
+    const LInstruction& ins = method.instructions[i];
+    for (int t : ins.inputs) touch(t, static_cast<int>(i));
+    for (int t : ins.outputs) touch(t, static_cast<int>(i));
+    for (int t : ins.scratch) touch(t, static_cast<int>(i));
+  }
+  const int end = std::max<int>(0, static_cast<int>(method.instructions.size()) - 1);
+  for (size_t t = 0; t < n; ++t) {
+    const LTensor& tensor = method.tensors[t];
+    if (tensor.storage == Storage::kUser && tensor.user_fallback) {
+      lt.first[t] = 0;
+      lt.last[t] = end;
+    }
+  }
+  return lt;
+}
+
+void plan_method_memory(LMethod& method, const MethodPlanOptions& options) {
+  const Lifetimes lt = compute_lifetimes(method);
+  // One arena per device (ordinary kind; symmetric arenas come with
+  // collectives), in order of first appearance.
+  std::map<std::pair<int, int>, int> arena_of;
+  std::vector<std::vector<int>> members;
+  method.arenas.clear();
+  for (size_t t = 0; t < method.tensors.size(); ++t) {
+    LTensor& tensor = method.tensors[t];
+    if (!tensor.has_memory()) continue;
+    const auto key = std::make_pair(static_cast<int>(tensor.device.type()), static_cast<int>(tensor.device.index()));
+    auto it = arena_of.find(key);
+    if (it == arena_of.end()) {
+      it = arena_of.emplace(key, static_cast<int>(method.arenas.size())).first;
+      LArena arena;
+      arena.device = tensor.device;
+      arena.alignment = options.alignment;
+      method.arenas.push_back(arena);
+      members.emplace_back();
+    }
+    tensor.arena = it->second;
+    members[static_cast<size_t>(it->second)].push_back(static_cast<int>(t));
+  }
+  for (size_t a = 0; a < method.arenas.size(); ++a) {
+    LArena& arena = method.arenas[a];
+    Problem problem;
+    problem.alignment = arena.alignment;
+    for (int t : members[a]) {
+      const LTensor& tensor = method.tensors[static_cast<size_t>(t)];
+      Buffer b;
+      // A tensor no instruction touches still gets (unshared) bytes.
+      b.begin = lt.first[static_cast<size_t>(t)] >= 0 ? lt.first[static_cast<size_t>(t)] : 0;
+      b.end = (lt.last[static_cast<size_t>(t)] >= 0 ? lt.last[static_cast<size_t>(t)] : 0) + 1;
+      b.size = tensor.nbytes();
+      problem.buffers.push_back(b);
+    }
+    const Solution solution = solve(problem, options.solve);
+    const std::string problem_found = check_solution(problem, solution);
+    if (!problem_found.empty()) fail("internal error: memory plan of arena ", a, " is invalid: ", problem_found);
+    for (size_t i = 0; i < members[a].size(); ++i) {
+      method.tensors[static_cast<size_t>(members[a][i])].offset = solution.offsets[i];
+    }
+    const LowerBound lb = lower_bound(problem);
+    arena.size = solution.arena_size;
+    arena.lower_bound = lb.bytes;
+    arena.peak_instruction = static_cast<int>(lb.moment);
+    arena.algorithm = solution.algorithm;
+  }
+}
+
+}  // namespace kiln::planner::memory

@@ -1,0 +1,299 @@
+#include "onnx/import.h"
+
+#include <cstring>
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/npy.h"
+
+namespace kiln::planner {
+namespace {
+
+template <typename Field, typename T>
+void copy_field(const Field& field, HostTensor& out, const std::string& what) {
+  if (static_cast<int64_t>(field.size()) != out.numel()) {
+    fail(what, ": has ", field.size(), " values, shape ", shape_str(out.shape), " needs ", out.numel());
+  }
+  T* data = out.data<T>();
+  for (int i = 0; i < field.size(); ++i) data[i] = static_cast<T>(field.Get(i));
+}
+
+std::vector<int64_t> static_shape(const onnx::TypeProto_Tensor& type, const std::string& name,
+                                  bool* out_known) {
+  std::vector<int64_t> shape;
+  *out_known = type.has_shape();
+  if (!type.has_shape()) return shape;
+  for (const auto& dim : type.shape().dim()) {
+    if (dim.has_dim_value() && dim.dim_value() >= 0) {
+      shape.push_back(dim.dim_value());
+    } else {
+      *out_known = false;
+      shape.push_back(-1);
+    }
+  }
+  return shape;
+}
+
+Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& what) {
+  Attribute out;
+  switch (a.type()) {
+    case onnx::AttributeProto::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
+    case onnx::AttributeProto::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
+    case onnx::AttributeProto::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
+    case onnx::AttributeProto::INTS:
+      out.kind = Attribute::Kind::kInts;
+      out.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case onnx::AttributeProto::FLOATS:
+      out.kind = Attribute::Kind::kFloats;
+      out.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case onnx::AttributeProto::STRINGS:
+      out.kind = Attribute::Kind::kStrings;
+      out.strings.assign(a.strings().begin(), a.strings().end());
+      break;
+    case onnx::AttributeProto::TENSOR:
+      out.kind = Attribute::Kind::kTensor;
+      out.tensor = std::make_shared<HostTensor>(from_tensor_proto(a.t(), what + " attribute '" + a.name() + "'"));
+      break;
+    default:
+      out.kind = Attribute::Kind::kOther;
+      break;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<DType> dtype_from_onnx(int32_t elem_type) {
+  switch (elem_type) {
+    case onnx::TensorProto::FLOAT: return DType::FLOAT32;
+    case onnx::TensorProto::FLOAT16: return DType::FLOAT16;
+    case onnx::TensorProto::BFLOAT16: return DType::BFLOAT16;
+    case onnx::TensorProto::DOUBLE: return DType::FLOAT64;
+    case onnx::TensorProto::INT8: return DType::INT8;
+    case onnx::TensorProto::UINT8: return DType::UINT8;
+    case onnx::TensorProto::INT16: return DType::INT16;
+    case onnx::TensorProto::UINT16: return DType::UINT16;
+    case onnx::TensorProto::INT32: return DType::INT32;
+    case onnx::TensorProto::UINT32: return DType::UINT32;
+    case onnx::TensorProto::INT64: return DType::INT64;
+    case onnx::TensorProto::UINT64: return DType::UINT64;
+    case onnx::TensorProto::BOOL: return DType::BOOL;
+    default: return std::nullopt;
+  }
+}
+
+HostTensor from_tensor_proto(const onnx::TensorProto& proto, const std::string& what) {
+  if (proto.has_data_location() && proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    unsupported(what, ": tensors with external data are not supported");
+  }
+  const auto dtype = dtype_from_onnx(proto.data_type());
+  if (!dtype) {
+    unsupported(what, ": unsupported element type ",
+                onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(proto.data_type())));
+  }
+  std::vector<int64_t> shape(proto.dims().begin(), proto.dims().end());
+  for (int64_t d : shape) {
+    if (d < 0) fail(what, ": negative dimension in ", shape_str(shape));
+  }
+  HostTensor out(*dtype, shape);
+  if (proto.has_raw_data()) {
+    if (proto.raw_data().size() != out.nbytes()) {
+      fail(what, ": raw data is ", proto.raw_data().size(), " bytes, shape ", shape_str(shape), " of ",
+           dtype_str(*dtype), " needs ", out.nbytes());
+    }
+    std::memcpy(out.bytes.data(), proto.raw_data().data(), out.nbytes());
+    return out;
+  }
+  if (out.numel() == 0) return out;
+  switch (*dtype) {
+    case DType::FLOAT32: copy_field<decltype(proto.float_data()), float>(proto.float_data(), out, what); break;
+    case DType::FLOAT64: copy_field<decltype(proto.double_data()), double>(proto.double_data(), out, what); break;
+    case DType::INT64: copy_field<decltype(proto.int64_data()), int64_t>(proto.int64_data(), out, what); break;
+    case DType::UINT64: copy_field<decltype(proto.uint64_data()), uint64_t>(proto.uint64_data(), out, what); break;
+    case DType::INT32: copy_field<decltype(proto.int32_data()), int32_t>(proto.int32_data(), out, what); break;
+    case DType::UINT32: copy_field<decltype(proto.uint64_data()), uint32_t>(proto.uint64_data(), out, what); break;
+    case DType::INT16: copy_field<decltype(proto.int32_data()), int16_t>(proto.int32_data(), out, what); break;
+    case DType::UINT16: case DType::FLOAT16: case DType::BFLOAT16:
+      copy_field<decltype(proto.int32_data()), uint16_t>(proto.int32_data(), out, what); break;
+    case DType::INT8: copy_field<decltype(proto.int32_data()), int8_t>(proto.int32_data(), out, what); break;
+    case DType::UINT8: case DType::BOOL:
+      copy_field<decltype(proto.int32_data()), uint8_t>(proto.int32_data(), out, what); break;
+  }
+  return out;
+}
+
+HostTensor read_tensor_proto_file(const std::string& path) {
+  const std::string bytes = read_file(path);
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(bytes)) fail(path, ": not a serialized ONNX TensorProto");
+  return from_tensor_proto(proto, path);
+}
+
+HostTensor read_tensor_file(const std::string& path) {
+  auto ends_with = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return path.size() >= n && path.compare(path.size() - n, n, suffix) == 0;
+  };
+  if (ends_with(".npy")) return read_npy(path);
+  if (ends_with(".pb")) return read_tensor_proto_file(path);
+  fail(path, ": unknown tensor file type (expected .npy or .pb)");
+}
+
+Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
+  const std::string bytes = read_file(path);
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromString(bytes)) {
+    fail(path, ": not an ONNX model (protobuf parse failed; truncated or not ONNX)");
+  }
+  return import_onnx_model(model, path, options);
+}
+
+Graph import_onnx_model(onnx::ModelProto& model, const std::string& what,
+                        const ImportOptions& options) {
+  if (!model.has_graph()) fail(what, ": model has no graph");
+  // Shapes the user fixed go into the model first, so ONNX shape inference
+  // sees them.
+  for (auto& input : *model.mutable_graph()->mutable_input()) {
+    auto it = options.input_shapes.find(input.name());
+    if (it == options.input_shapes.end()) continue;
+    auto* shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->clear_dim();
+    for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
+  }
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+    fail(what, ": ONNX checker: ", message);
+  }
+  try {
+    onnx::ShapeInferenceOptions shape_options(/*check_type=*/false, /*strict_mode=*/0,
+                                              /*data_prop=*/true);
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), shape_options);
+  } catch (const std::exception& e) {
+    fail(what, ": ONNX shape inference: ", e.what());
+  }
+
+  Graph graph;
+  const onnx::GraphProto& g = model.graph();
+  graph.name = g.name();
+  std::map<std::string, int> opsets;
+  for (const auto& opset : model.opset_import()) {
+    opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] = static_cast<int>(opset.version());
+  }
+  graph.opset = opsets.count("") ? opsets[""] : 0;
+  if (graph.opset == 0) fail(what, ": model imports no default-domain opset");
+  if (graph.opset > 17) {
+    unsupported(what, ": opset ", graph.opset, " is newer than kiln supports (up to 17)");
+  }
+
+  // Initializers first: they are constants, even when also listed as inputs.
+  for (const auto& init : g.initializer()) {
+    Value v;
+    v.name = init.name();
+    auto tensor = std::make_shared<HostTensor>(from_tensor_proto(init, "initializer '" + init.name() + "'"));
+    v.dtype = tensor->dtype;
+    v.shape = tensor->shape;
+    v.has_type = v.has_shape = true;
+    v.constant = std::move(tensor);
+    graph.add_value(std::move(v));
+  }
+  for (const auto& input : g.input()) {
+    if (graph.find_value(input.name()) >= 0) continue;  // an initializer
+    auto frozen = options.frozen_inputs.find(input.name());
+    Value v;
+    v.name = input.name();
+    if (frozen != options.frozen_inputs.end()) {
+      v.constant = std::make_shared<HostTensor>(frozen->second);
+      v.dtype = frozen->second.dtype;
+      v.shape = frozen->second.shape;
+      v.has_type = v.has_shape = true;
+      graph.add_value(std::move(v));
+      continue;
+    }
+    if (!input.type().has_tensor_type()) unsupported("input '", input.name(), "' is not a tensor");
+    const auto dtype = dtype_from_onnx(input.type().tensor_type().elem_type());
+    if (!dtype) unsupported("input '", input.name(), "' has an unsupported element type");
+    bool known = false;
+    v.shape = static_shape(input.type().tensor_type(), input.name(), &known);
+    if (!known) {
+      fail("input '", input.name(), "' has shape ", shape_str(v.shape),
+           " with unknown dimensions; give it with --input-shape ", input.name(), "=DIMS (such as 1x3x224x224)");
+    }
+    v.dtype = *dtype;
+    v.has_type = v.has_shape = true;
+    v.is_graph_input = true;
+    graph.inputs.push_back(graph.add_value(std::move(v)));
+  }
+  for (const auto& [name, tensor] : options.frozen_inputs) {
+    bool found = false;
+    for (const auto& input : g.input()) found = found || input.name() == name;
+    if (!found) fail("--freeze names '", name, "', which is not an input of the model");
+  }
+
+  // Shapes from ONNX shape inference, to cross-check the planner's own.
+  std::map<std::string, const onnx::ValueInfoProto*> inferred;
+  for (const auto& info : g.value_info()) inferred[info.name()] = &info;
+  for (const auto& info : g.output()) inferred[info.name()] = &info;
+
+  int unnamed = 0;
+  for (const auto& proto : g.node()) {
+    Node node;
+    node.name = proto.name().empty() ? proto.op_type() + "_" + std::to_string(unnamed++) : proto.name();
+    node.op_type = proto.op_type();
+    node.domain = proto.domain() == "ai.onnx" ? "" : proto.domain();
+    node.opset = opsets.count(node.domain) ? opsets[node.domain] : 0;
+    const std::string where = graph.describe(node);
+    for (const auto& attr : proto.attribute()) node.attrs[attr.name()] = convert_attribute(attr, where);
+    for (const auto& name : proto.input()) {
+      if (name.empty()) {
+        node.inputs.push_back(-1);
+        continue;
+      }
+      const int id = graph.find_value(name);
+      if (id < 0) fail(where, ": input '", name, "' is not defined before it is used");
+      node.inputs.push_back(id);
+    }
+    const int node_index = static_cast<int>(graph.nodes.size());
+    for (const auto& name : proto.output()) {
+      if (name.empty()) {
+        node.outputs.push_back(-1);
+        continue;
+      }
+      Value v;
+      v.name = name;
+      v.producer = node_index;
+      auto it = inferred.find(name);
+      if (it != inferred.end() && it->second->type().has_tensor_type()) {
+        const auto& type = it->second->type().tensor_type();
+        bool known = false;
+        std::vector<int64_t> shape = static_shape(type, name, &known);
+        if (known) {
+          v.onnx_shape = shape;
+          v.has_onnx_shape = true;
+        }
+      }
+      if (graph.find_value(name) >= 0) fail(where, ": output '", name, "' is defined twice");
+      node.outputs.push_back(graph.add_value(std::move(v)));
+    }
+    graph.nodes.push_back(std::move(node));
+  }
+  for (const auto& output : g.output()) {
+    const int id = graph.find_value(output.name());
+    if (id < 0) fail("graph output '", output.name(), "' is never produced");
+    graph.values[static_cast<size_t>(id)].is_graph_output = true;
+    graph.outputs.push_back(id);
+  }
+  if (graph.outputs.empty()) fail(what, ": model has no outputs");
+  return graph;
+}
+
+}  // namespace kiln::planner

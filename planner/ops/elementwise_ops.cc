@@ -1,0 +1,197 @@
+// Element-wise ops: binary arithmetic with broadcasting, unary math and
+// activations, Identity and Dropout.
+
+#include <limits>
+
+#include "ops/op_registry.h"
+
+namespace kiln::planner {
+namespace {
+
+const std::initializer_list<DType> kArithmeticTypes = {DType::FLOAT32, DType::INT32, DType::INT64};
+
+void infer_binary(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(0, kArithmeticTypes);
+  if (ctx.dtype(1) != ctx.dtype(0)) {
+    ctx.error("inputs are ", dtype_str(ctx.dtype(0)), " and ", dtype_str(ctx.dtype(1)));
+  }
+  ctx.set_output(0, ctx.dtype(0), broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)));
+}
+
+void lower_binary(OpContext& ctx, Lowerer& l) {
+  fb::ParamsUnion params;
+  params.Set(fb::BinaryParamsT());
+  l.kernel(ctx.node().op_type, {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))},
+           {l.tensor(ctx.output_id(0))}, std::move(params));
+}
+
+// Pow with a constant scalar exponent becomes a unary kernel.
+bool pow_is_scalar(OpContext& ctx) {
+  return ctx.input(1).is_constant() && ctx.input(1).constant->numel() == 1 &&
+         ctx.dtype(0) == DType::FLOAT32;
+}
+
+void infer_pow(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  if (!pow_is_scalar(ctx)) ctx.expect_dtype(1, {DType::FLOAT32});
+  ctx.set_output(0, DType::FLOAT32, broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)));
+}
+
+void lower_pow(OpContext& ctx, Lowerer& l) {
+  if (pow_is_scalar(ctx) && ctx.output(0).shape == ctx.shape(0)) {
+    fb::UnaryParamsT p;
+    p.alpha = static_cast<float>(ctx.input(1).constant->float_at(0));
+    fb::ParamsUnion params;
+    params.Set(std::move(p));
+    l.kernel("PowScalar", {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))}, std::move(params));
+    return;
+  }
+  lower_binary(ctx, l);
+}
+
+// Max, Min, Sum, Mean: one or more inputs, broadcast together.
+void infer_variadic(OpContext& ctx) {
+  ctx.expect_inputs(1, 64);
+  ctx.expect_dtype(0, ctx.node().op_type == "Mean" ? std::initializer_list<DType>{DType::FLOAT32}
+                                                     : kArithmeticTypes);
+  std::vector<int64_t> shape = ctx.shape(0);
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    if (ctx.dtype(i) != ctx.dtype(0)) ctx.error("inputs differ in dtype");
+    shape = broadcast_shapes(ctx, shape, ctx.shape(i));
+  }
+  ctx.set_output(0, ctx.dtype(0), shape);
+}
+
+void lower_variadic(OpContext& ctx, Lowerer& l) {
+  const std::string& op = ctx.node().op_type;
+  const std::string kernel = op == "Sum" || op == "Mean" ? "Add" : op;
+  const int out = l.tensor(ctx.output_id(0));
+  const DType dtype = ctx.dtype(0);
+  if (ctx.num_inputs() == 1 && op != "Mean") {
+    l.view(l.tensor(ctx.input_id(0)), out);
+    return;
+  }
+  int acc = l.tensor(ctx.input_id(0));
+  std::vector<int64_t> shape = ctx.shape(0);
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    shape = broadcast_shapes(ctx, shape, ctx.shape(i));
+    const bool last = i + 1 == ctx.num_inputs() && op != "Mean";
+    const int dst = last ? out : l.temp(ctx.node().name + "/" + op, dtype, shape);
+    fb::ParamsUnion params;
+    params.Set(fb::BinaryParamsT());
+    l.kernel(kernel, {acc, l.tensor(ctx.input_id(i))}, {dst}, std::move(params));
+    acc = dst;
+  }
+  if (op == "Mean") {
+    const int scale = l.constant(ctx.node().name + "/count",
+                                 HostTensor::scalar_float(1.f / static_cast<float>(ctx.num_inputs())));
+    fb::ParamsUnion params;
+    params.Set(fb::BinaryParamsT());
+    if (ctx.num_inputs() == 1 && ctx.output(0).shape != shape) ctx.error("shape mismatch");
+    l.kernel("Mul", {acc, scale}, {out}, std::move(params));
+  }
+}
+
+void infer_unary(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  ctx.set_output(0, DType::FLOAT32, ctx.shape(0));
+}
+
+// Attribute defaults of the activations that carry alpha/beta.
+struct UnaryAttrs {
+  const char* op;
+  float alpha;
+  float beta;
+};
+constexpr UnaryAttrs kUnaryAttrs[] = {
+    {"LeakyRelu", 0.01f, 0.f},
+    {"Elu", 1.f, 0.f},
+    {"HardSigmoid", 0.2f, 0.5f},
+};
+
+void lower_unary(OpContext& ctx, Lowerer& l) {
+  const std::string& op = ctx.node().op_type;
+  fb::ParamsUnion params;
+  for (const UnaryAttrs& attrs : kUnaryAttrs) {
+    if (op == attrs.op) {
+      fb::UnaryParamsT p;
+      p.alpha = ctx.attr_float("alpha", attrs.alpha);
+      p.beta = ctx.attr_float("beta", attrs.beta);
+      params.Set(std::move(p));
+    }
+  }
+  l.kernel(op, {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))}, std::move(params));
+}
+
+// Clip: bounds are attributes before opset 11, optional scalar inputs after.
+void infer_clip(OpContext& ctx) {
+  ctx.expect_inputs(1, 3);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    ctx.expect_dtype(i, {DType::FLOAT32});
+    if (shape_numel(ctx.shape(i)) != 1) ctx.error("bound ", i, " must be a scalar");
+  }
+  ctx.set_output(0, DType::FLOAT32, ctx.shape(0));
+}
+
+void lower_clip(OpContext& ctx, Lowerer& l) {
+  fb::UnaryParamsT p;
+  p.alpha = ctx.attr_float("min", -std::numeric_limits<float>::infinity());
+  p.beta = ctx.attr_float("max", std::numeric_limits<float>::infinity());
+  std::vector<int> inputs = {l.tensor(ctx.input_id(0))};
+  // Constant bounds go into the parameters; others stay runtime inputs.
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    if (ctx.input(i).is_constant()) {
+      (i == 1 ? p.alpha : p.beta) = static_cast<float>(ctx.input(i).constant->float_at(0));
+    } else {
+      inputs.resize(i + 1, -1);
+      inputs[i] = l.tensor(ctx.input_id(i));
+    }
+  }
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  l.kernel("Clip", inputs, {l.tensor(ctx.output_id(0))}, std::move(params));
+}
+
+// Identity and inference-mode Dropout pass their input through.
+void infer_identity(OpContext& ctx) {
+  ctx.expect_inputs(1, ctx.node().op_type == "Dropout" ? 3 : 1);
+  if (ctx.node().op_type == "Dropout") {
+    if (ctx.has_input(2) && !(ctx.input(2).is_constant() && ctx.input(2).constant->int_at(0) == 0)) {
+      ctx.not_supported("training mode is not supported");
+    }
+    if (ctx.has_output(1)) ctx.not_supported("the mask output is not supported");
+  }
+  ctx.set_output(0, ctx.dtype(0), ctx.shape(0));
+}
+
+void lower_identity(OpContext& ctx, Lowerer& l) {
+  l.view(l.tensor(ctx.input_id(0)), l.tensor(ctx.output_id(0)));
+}
+
+}  // namespace
+
+void add_elementwise_ops(std::vector<OpDef>& ops) {
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+    ops.push_back({.op_type = op, .infer = infer_binary, .lower = lower_binary});
+  }
+  ops.push_back({.op_type = "Pow", .infer = infer_pow, .lower = lower_pow});
+  for (const char* op : {"Max", "Min", "Sum", "Mean"}) {
+    ops.push_back({.op_type = op, .infer = infer_variadic, .lower = lower_variadic});
+  }
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Exp", "Log", "Sqrt", "Erf",
+                         "Floor", "Ceil", "Reciprocal", "Softplus", "LeakyRelu", "Elu",
+                         "HardSigmoid", "HardSwish"}) {
+    ops.push_back({.op_type = op, .infer = infer_unary, .lower = lower_unary});
+  }
+  ops.push_back({.op_type = "Clip", .infer = infer_clip, .lower = lower_clip});
+  ops.push_back({.op_type = "Identity", .infer = infer_identity, .lower = lower_identity});
+  ops.push_back({.op_type = "Dropout", .infer = infer_identity, .lower = lower_identity});
+}
+
+}  // namespace kiln::planner

@@ -1,0 +1,69 @@
+// Pooling ops: MaxPool, AveragePool (1-D, 2-D), GlobalAveragePool,
+// GlobalMaxPool.
+
+#include "ops/op_registry.h"
+#include "ops/spatial.h"
+
+namespace kiln::planner {
+namespace {
+
+Spatial pool_spatial(OpContext& ctx) {
+  const auto& x = ctx.shape(0);
+  if (!ctx.has_attr("kernel_shape")) ctx.error("kernel_shape is required");
+  const bool is_max = ctx.node().op_type == "MaxPool";
+  return resolve_spatial(ctx, std::vector<int64_t>(x.begin() + 2, x.end()), ctx.attr_ints("kernel_shape"),
+                         /*allow_ceil=*/true, /*allow_dilations=*/is_max);
+}
+
+void infer_pool(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  const auto& x = ctx.shape(0);
+  if (x.size() != 3 && x.size() != 4) ctx.not_supported(static_cast<int64_t>(x.size()) - 2, "-D pooling");
+  if (ctx.has_output(1)) ctx.not_supported("the Indices output is not supported");
+  const Spatial s = pool_spatial(ctx);
+  for (size_t i = 0; i < s.kernel.size(); ++i) {
+    if (s.pads_begin[i] >= (s.kernel[i] - 1) * s.dilations[i] + 1) ctx.not_supported("pads as large as the window");
+  }
+  std::vector<int64_t> out = {x[0], x[1]};
+  out.insert(out.end(), s.out.begin(), s.out.end());
+  ctx.set_output(0, DType::FLOAT32, out);
+}
+
+void lower_pool(OpContext& ctx, Lowerer& l) {
+  const Spatial s = pool_spatial(ctx);
+  fb::PoolParamsT p;
+  p.kind = ctx.node().op_type == "MaxPool" ? fb::PoolKind::MAXIMUM : fb::PoolKind::AVERAGE;
+  p.kernel = s.kernel2();
+  p.strides = s.strides2();
+  p.dilations = s.dilations2();
+  p.pads = s.pads4();
+  p.count_include_pad = ctx.attr_int("count_include_pad", 0) != 0;
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  l.kernel("Pool", {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))}, std::move(params));
+}
+
+void infer_global_pool(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  std::vector<int64_t> out = ctx.shape(0);
+  if (out.size() < 2) ctx.error("expects rank >= 2");
+  for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
+  ctx.set_output(0, DType::FLOAT32, out);
+}
+
+void lower_global_pool(OpContext& ctx, Lowerer& l) {
+  l.kernel(ctx.node().op_type, {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))});
+}
+
+}  // namespace
+
+void add_pool_ops(std::vector<OpDef>& ops) {
+  ops.push_back({.op_type = "MaxPool", .infer = infer_pool, .lower = lower_pool});
+  ops.push_back({.op_type = "AveragePool", .infer = infer_pool, .lower = lower_pool});
+  ops.push_back({.op_type = "GlobalAveragePool", .infer = infer_global_pool, .lower = lower_global_pool});
+  ops.push_back({.op_type = "GlobalMaxPool", .infer = infer_global_pool, .lower = lower_global_pool});
+}
+
+}  // namespace kiln::planner

@@ -1,0 +1,417 @@
+// Shape and data-movement ops: Constant, Shape, Size, ConstantOfShape,
+// Reshape, Flatten, Squeeze, Unsqueeze (pure views of their input's bytes),
+// Transpose, Concat, Gather, Cast.
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "onnx/import.h"
+#include "ops/op_registry.h"
+
+namespace kiln::planner {
+namespace {
+
+void lower_view(OpContext& ctx, Lowerer& l) {
+  l.view(l.tensor(ctx.input_id(0)), l.tensor(ctx.output_id(0)));
+}
+
+// ---------------------------------------------------------------------------
+// Plan-time only: Constant, Shape, Size, ConstantOfShape.
+
+HostTensor constant_value(OpContext& ctx) {
+  const auto& attrs = ctx.node().attrs;
+  if (attrs.size() != 1) ctx.error("expects exactly one value attribute");
+  const auto& [key, attr] = *attrs.begin();
+  if (key == "value" && attr.kind == Attribute::Kind::kTensor) return *attr.tensor;
+  if (key == "value_float") return HostTensor::from_floats({attr.f}, {});
+  if (key == "value_floats") return HostTensor::from_floats(attr.floats, {static_cast<int64_t>(attr.floats.size())});
+  if (key == "value_int") return HostTensor::from_int64s({attr.i}, {});
+  if (key == "value_ints") return HostTensor::from_int64s(attr.ints, {static_cast<int64_t>(attr.ints.size())});
+  ctx.not_supported("attribute '", key, "' is not supported");
+}
+
+void infer_constant(OpContext& ctx) {
+  ctx.expect_inputs(0, 0);
+  const HostTensor value = constant_value(ctx);
+  ctx.set_output(0, value.dtype, value.shape);
+}
+std::vector<HostTensor> evaluate_constant(OpContext& ctx) { return {constant_value(ctx)}; }
+
+// Shape (with opset 15's start/end).
+std::pair<int64_t, int64_t> shape_range(OpContext& ctx) {
+  const int64_t rank = ctx.rank(0);
+  auto clamp = [rank](int64_t v) {
+    if (v < 0) v += rank;
+    return std::clamp<int64_t>(v, 0, rank);
+  };
+  const int64_t start = clamp(ctx.attr_int("start", 0));
+  const int64_t end = clamp(ctx.attr_int("end", rank));
+  return {start, std::max(start, end)};
+}
+
+void infer_shape(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  const auto [start, end] = shape_range(ctx);
+  ctx.set_output(0, DType::INT64, {end - start});
+}
+std::vector<HostTensor> evaluate_shape(OpContext& ctx) {
+  const auto [start, end] = shape_range(ctx);
+  std::vector<int64_t> dims(ctx.shape(0).begin() + start, ctx.shape(0).begin() + end);
+  return {HostTensor::from_int64s(dims, {end - start})};
+}
+
+void infer_size(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.set_output(0, DType::INT64, {});
+}
+std::vector<HostTensor> evaluate_size(OpContext& ctx) {
+  return {HostTensor::from_int64s({shape_numel(ctx.shape(0))}, {})};
+}
+
+HostTensor constant_of_shape(OpContext& ctx) {
+  const std::vector<int64_t> shape = ctx.constant_input(0, "the shape").to_int64s();
+  HostTensor fill = HostTensor::scalar_float(0.f);
+  if (ctx.has_attr("value")) fill = *ctx.node().attrs.at("value").tensor;
+  if (fill.numel() != 1) ctx.error("value must have one element");
+  HostTensor out(fill.dtype, shape);
+  const size_t element = dtype_bytes(fill.dtype);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    std::memcpy(out.bytes.data() + i * element, fill.bytes.data(), element);
+  }
+  return out;
+}
+void infer_constant_of_shape(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  const HostTensor out = constant_of_shape(ctx);
+  ctx.set_output(0, out.dtype, out.shape);
+}
+std::vector<HostTensor> evaluate_constant_of_shape(OpContext& ctx) { return {constant_of_shape(ctx)}; }
+
+// ---------------------------------------------------------------------------
+// Views: Reshape, Flatten, Squeeze, Unsqueeze.
+
+void infer_reshape(OpContext& ctx) {
+  std::vector<int64_t> target;
+  if (ctx.opset() < 5) {
+    ctx.expect_inputs(1, 1);
+    target = ctx.attr_ints("shape");
+  } else {
+    ctx.expect_inputs(2, 2);
+    target = ctx.constant_input(1, "the target shape").to_int64s();
+  }
+  const auto& in = ctx.shape(0);
+  const bool allow_zero = ctx.attr_int("allowzero", 0) != 0;
+  int64_t known = 1;
+  int infer_at = -1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == 0 && !allow_zero) {
+      if (i >= in.size()) ctx.error("shape ", shape_str(target), " copies dim ", i, " of a rank-", in.size(), " input");
+      target[i] = in[i];
+    }
+    if (target[i] == -1) {
+      if (infer_at >= 0) ctx.error("shape ", shape_str(target), " has more than one -1");
+      infer_at = static_cast<int>(i);
+    } else if (target[i] < 0) {
+      ctx.error("shape ", shape_str(target), " has a negative dimension");
+    } else {
+      known *= target[i];
+    }
+  }
+  const int64_t total = shape_numel(in);
+  if (infer_at >= 0) {
+    if (known == 0 || total % known != 0) ctx.error("cannot reshape ", shape_str(in), " to ", shape_str(target));
+    target[static_cast<size_t>(infer_at)] = total / known;
+  }
+  if (shape_numel(target) != total) ctx.error("cannot reshape ", shape_str(in), " to ", shape_str(target));
+  ctx.set_output(0, ctx.dtype(0), target);
+}
+
+void infer_flatten(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  const auto& in = ctx.shape(0);
+  const int64_t rank = static_cast<int64_t>(in.size());
+  int64_t axis = ctx.attr_int("axis", 1);
+  if (axis < -rank || axis > rank) ctx.error("axis ", axis, " out of range for rank ", rank);
+  if (axis < 0) axis += rank;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= in[static_cast<size_t>(i)];
+  ctx.set_output(0, ctx.dtype(0), {outer, inner});
+}
+
+std::vector<int64_t> axes_argument(OpContext& ctx, size_t input, bool* out_present) {
+  *out_present = true;
+  if (ctx.opset() < 13) {
+    if (!ctx.has_attr("axes")) *out_present = false;
+    return ctx.attr_ints("axes");
+  }
+  if (!ctx.has_input(input)) {
+    *out_present = false;
+    return {};
+  }
+  return ctx.constant_input(input, "axes").to_int64s();
+}
+
+void infer_squeeze(OpContext& ctx) {
+  ctx.expect_inputs(1, 2);
+  const auto& in = ctx.shape(0);
+  bool present = false;
+  std::vector<int64_t> axes = axes_argument(ctx, 1, &present);
+  std::set<int64_t> drop;
+  for (int64_t a : axes) {
+    a = ctx.axis(a, static_cast<int64_t>(in.size()));
+    if (in[static_cast<size_t>(a)] != 1) ctx.error("cannot squeeze axis ", a, " of size ", in[static_cast<size_t>(a)]);
+    drop.insert(a);
+  }
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const bool squeeze = present ? drop.count(static_cast<int64_t>(i)) != 0 : in[i] == 1;
+    if (!squeeze) out.push_back(in[i]);
+  }
+  ctx.set_output(0, ctx.dtype(0), out);
+}
+
+void infer_unsqueeze(OpContext& ctx) {
+  ctx.expect_inputs(1, 2);
+  const auto& in = ctx.shape(0);
+  bool present = false;
+  std::vector<int64_t> axes = axes_argument(ctx, 1, &present);
+  if (!present) ctx.error("axes are required");
+  const int64_t rank = static_cast<int64_t>(in.size() + axes.size());
+  std::set<int64_t> insert;
+  for (int64_t a : axes) {
+    if (!insert.insert(ctx.axis(a, rank)).second) ctx.error("axis ", a, " repeated");
+  }
+  std::vector<int64_t> out;
+  size_t next = 0;
+  for (int64_t i = 0; i < rank; ++i) out.push_back(insert.count(i) ? 1 : in[next++]);
+  ctx.set_output(0, ctx.dtype(0), out);
+}
+
+// ---------------------------------------------------------------------------
+// Transpose, Concat
+
+std::vector<int64_t> transpose_perm(OpContext& ctx) {
+  const int64_t rank = ctx.rank(0);
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t i = 0; i < rank; ++i) perm[static_cast<size_t>(i)] = rank - 1 - i;
+  perm = ctx.attr_ints("perm", perm);
+  if (static_cast<int64_t>(perm.size()) != rank) ctx.error("perm has ", perm.size(), " entries for rank ", rank);
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t& p : perm) {
+    p = ctx.axis(p, rank, "perm entry");
+    if (seen[static_cast<size_t>(p)]) ctx.error("perm is not a permutation");
+    seen[static_cast<size_t>(p)] = true;
+  }
+  return perm;
+}
+
+void infer_transpose(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  if (ctx.rank(0) > 8) ctx.not_supported("rank above 8");
+  const auto perm = transpose_perm(ctx);
+  std::vector<int64_t> out;
+  for (int64_t p : perm) out.push_back(ctx.shape(0)[static_cast<size_t>(p)]);
+  ctx.set_output(0, ctx.dtype(0), out);
+}
+
+void lower_transpose(OpContext& ctx, Lowerer& l) {
+  fb::TransposeParamsT p;
+  for (int64_t v : transpose_perm(ctx)) p.perm.push_back(static_cast<int32_t>(v));
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  l.kernel("Transpose", {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))}, std::move(params));
+}
+
+void infer_concat(OpContext& ctx) {
+  ctx.expect_inputs(1, 1024);
+  std::vector<int64_t> out = ctx.shape(0);
+  const int64_t axis = ctx.axis(ctx.attr_int("axis", 0), static_cast<int64_t>(out.size()));
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    const auto& s = ctx.shape(i);
+    if (ctx.dtype(i) != ctx.dtype(0) || s.size() != out.size()) ctx.error("input ", i, " differs in dtype or rank");
+    for (size_t d = 0; d < s.size(); ++d) {
+      if (static_cast<int64_t>(d) == axis) {
+        out[d] += s[d];
+      } else if (s[d] != out[d]) {
+        ctx.error("input ", i, " has shape ", shape_str(s), ", incompatible with ", shape_str(ctx.shape(0)));
+      }
+    }
+  }
+  ctx.set_output(0, ctx.dtype(0), out);
+}
+
+void lower_concat(OpContext& ctx, Lowerer& l) {
+  fb::AxisParamsT p;
+  p.axis = static_cast<int32_t>(ctx.axis(ctx.attr_int("axis", 0), ctx.rank(0)));
+  std::vector<int> inputs;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    // Empty inputs contribute nothing.
+    if (shape_numel(ctx.shape(i)) > 0) inputs.push_back(l.tensor(ctx.input_id(i)));
+  }
+  const int out = l.tensor(ctx.output_id(0));
+  if (inputs.empty()) return;  // an empty output: nothing to write
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  l.kernel("Concat", inputs, {out}, std::move(params));
+}
+
+// ---------------------------------------------------------------------------
+// Gather, Cast
+
+void infer_gather(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(1, {DType::INT64, DType::INT32});
+  const auto& data = ctx.shape(0);
+  if (data.empty()) ctx.error("cannot gather from a scalar");
+  const int64_t axis = ctx.axis(ctx.attr_int("axis", 0), static_cast<int64_t>(data.size()));
+  std::vector<int64_t> out(data.begin(), data.begin() + axis);
+  out.insert(out.end(), ctx.shape(1).begin(), ctx.shape(1).end());
+  out.insert(out.end(), data.begin() + axis + 1, data.end());
+  if (out.size() > 8) ctx.not_supported("output rank above 8");
+  ctx.set_output(0, ctx.dtype(0), out);
+}
+
+void lower_gather(OpContext& ctx, Lowerer& l) {
+  fb::AxisParamsT p;
+  p.axis = static_cast<int32_t>(ctx.axis(ctx.attr_int("axis", 0), ctx.rank(0)));
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  l.kernel("Gather", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))},
+           std::move(params));
+}
+
+const std::initializer_list<DType> kCastTypes = {DType::FLOAT32, DType::FLOAT64, DType::INT64, DType::INT32,
+                                                  DType::INT16,   DType::INT8,    DType::UINT8, DType::UINT16,
+                                                  DType::UINT32,  DType::UINT64,  DType::BOOL};
+
+DType dtype_from_onnx_attr(OpContext& ctx) {
+  const int64_t code = ctx.attr_int("to", 0);
+  const auto to = dtype_from_onnx(static_cast<int32_t>(code));
+  if (!to || std::find(kCastTypes.begin(), kCastTypes.end(), *to) == kCastTypes.end()) {
+    ctx.not_supported("cast to ONNX element type ", code, " is not supported");
+  }
+  return *to;
+}
+
+void infer_cast(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_dtype(0, kCastTypes);
+  const auto to = dtype_from_onnx_attr(ctx);
+  ctx.set_output(0, to, ctx.shape(0));
+}
+
+void lower_cast(OpContext& ctx, Lowerer& l) {
+  const int in = l.tensor(ctx.input_id(0));
+  const int out = l.tensor(ctx.output_id(0));
+  if (ctx.dtype(0) == ctx.output(0).dtype) {
+    l.view(in, out);
+  } else {
+    l.kernel("Cast", {in}, {out});
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Pad: pads and the constant value are attributes before opset 11, inputs
+// (which must be constants) from 11.
+
+struct PadArgs {
+  std::vector<int64_t> pads;
+  fb::PadMode mode = fb::PadMode::CONSTANT;
+  float value = 0.f;
+};
+
+PadArgs pad_args(OpContext& ctx) {
+  PadArgs a;
+  const int64_t rank = ctx.rank(0);
+  const std::string mode = ctx.attr_string("mode", "constant");
+  if (mode == "constant") {
+    a.mode = fb::PadMode::CONSTANT;
+  } else if (mode == "reflect") {
+    a.mode = fb::PadMode::REFLECT;
+  } else if (mode == "edge") {
+    a.mode = fb::PadMode::EDGE;
+  } else {
+    ctx.not_supported("pad mode '", mode, "'");
+  }
+  if (ctx.opset() < 11) {
+    a.pads = ctx.attr_ints(ctx.has_attr("pads") ? "pads" : "paddings");
+    a.value = ctx.attr_float("value", 0.f);
+  } else {
+    a.pads = ctx.constant_input(1, "the pads").to_int64s();
+    if (ctx.has_input(2)) {
+      const HostTensor& v = ctx.constant_input(2, "the constant value");
+      if (v.numel() != 1) ctx.error("constant_value must be a scalar");
+      a.value = static_cast<float>(v.float_at(0));
+    }
+    if (ctx.has_input(3)) {
+      // opset 18 axes: not in opsets up to 17.
+      ctx.not_supported("the axes input");
+    }
+  }
+  if (static_cast<int64_t>(a.pads.size()) != 2 * rank) ctx.error("pads has ", a.pads.size(), " entries for rank ", rank);
+  for (int64_t v : a.pads) {
+    if (v < 0) ctx.not_supported("negative pads (cropping)");
+  }
+  if (ctx.dtype(0) != DType::FLOAT32 && a.mode == fb::PadMode::CONSTANT && a.value != 0.f) {
+    ctx.not_supported("non-zero constant pad for ", dtype_str(ctx.dtype(0)));
+  }
+  return a;
+}
+
+void infer_pad(OpContext& ctx) {
+  ctx.expect_inputs(1, 4);
+  const PadArgs a = pad_args(ctx);
+  std::vector<int64_t> out = ctx.shape(0);
+  const size_t rank = out.size();
+  for (size_t d = 0; d < rank; ++d) {
+    out[d] += a.pads[d] + a.pads[d + rank];
+    if (a.mode == fb::PadMode::REFLECT && (a.pads[d] >= ctx.shape(0)[d] || a.pads[d + rank] >= ctx.shape(0)[d])) {
+      ctx.not_supported("reflect pads as large as the axis");
+    }
+    if (a.mode != fb::PadMode::CONSTANT && ctx.shape(0)[d] == 0 && (a.pads[d] > 0 || a.pads[d + rank] > 0)) {
+      ctx.error("cannot pad an empty axis in ", a.mode == fb::PadMode::EDGE ? "edge" : "reflect", " mode");
+    }
+  }
+  ctx.set_output(0, ctx.dtype(0), out);
+}
+
+void lower_pad(OpContext& ctx, Lowerer& l) {
+  const PadArgs a = pad_args(ctx);
+  const int in = l.tensor(ctx.input_id(0));
+  const int out = l.tensor(ctx.output_id(0));
+  bool zero = true;
+  for (int64_t v : a.pads) zero = zero && v == 0;
+  if (zero) {
+    l.view(in, out);
+    return;
+  }
+  fb::PadParamsT p;
+  p.pads = a.pads;
+  p.mode = a.mode;
+  p.value = a.value;
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  l.kernel("Pad", {in}, {out}, std::move(params));
+}
+
+}  // namespace
+
+void add_shape_ops(std::vector<OpDef>& ops) {
+  ops.push_back({.op_type = "Pad", .infer = infer_pad, .lower = lower_pad});
+  ops.push_back({.op_type = "Constant", .infer = infer_constant, .evaluate = evaluate_constant});
+  ops.push_back({.op_type = "Shape", .infer = infer_shape, .evaluate = evaluate_shape});
+  ops.push_back({.op_type = "Size", .infer = infer_size, .evaluate = evaluate_size});
+  ops.push_back({.op_type = "ConstantOfShape", .infer = infer_constant_of_shape,
+                 .evaluate = evaluate_constant_of_shape});
+  ops.push_back({.op_type = "Reshape", .infer = infer_reshape, .lower = lower_view});
+  ops.push_back({.op_type = "Flatten", .infer = infer_flatten, .lower = lower_view});
+  ops.push_back({.op_type = "Squeeze", .infer = infer_squeeze, .lower = lower_view});
+  ops.push_back({.op_type = "Unsqueeze", .infer = infer_unsqueeze, .lower = lower_view});
+  ops.push_back({.op_type = "Transpose", .infer = infer_transpose, .lower = lower_transpose});
+  ops.push_back({.op_type = "Concat", .infer = infer_concat, .lower = lower_concat});
+  ops.push_back({.op_type = "Gather", .infer = infer_gather, .lower = lower_gather});
+  ops.push_back({.op_type = "Cast", .infer = infer_cast, .lower = lower_cast});
+}
+
+}  // namespace kiln::planner

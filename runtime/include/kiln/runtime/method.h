@@ -1,0 +1,104 @@
+// Method: one loaded method of a Program, ready to execute.
+//
+// The planner fixed every address; loading a method only resolves them: each
+// tensor gets the pointer its storage names (an arena offset, a constant in
+// the program's segment, or memory the application binds), each instruction
+// its kernel. execute() then runs the flat instruction list, nothing else: no
+// search, no allocation, no validation beyond what load did.
+//
+// Memory (MemoryManager):
+//   - bookkeeping: the method's own state; MethodMeta::bookkeeping_bytes()
+//     bytes, 16-byte aligned, exactly.
+//   - arenas: one span per arena of the method, in the order of
+//     MethodMeta::arena(i), each at least that size and aligned as stated.
+// The Method does not own any of this memory; all of it, the Program and its
+// data must outlive the Method.
+//
+// Inputs and outputs are bound, zero copy, with set_input()/set_output(): the
+// application's buffers are used in place until they are re-bound.
+//
+// Not thread safe: one thread executes a Method at a time. Separate Methods
+// (with separate bookkeeping and arenas) may run concurrently.
+
+#ifndef KILN_RUNTIME_METHOD_H_
+#define KILN_RUNTIME_METHOD_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/runtime/bump_allocator.h"
+#include "kiln/runtime/method_meta.h"
+#include "kiln/runtime/result.h"
+#include "kiln/runtime/span.h"
+#include "kiln/runtime/tensor.h"
+
+namespace kiln {
+
+struct MemoryManager {
+  BumpAllocator* bookkeeping = nullptr;
+  // Read during load only; the memory the spans point to must outlive the Method.
+  Span<const Span<uint8_t>> arenas;
+};
+
+namespace internal {
+struct InstructionState;
+}  // namespace internal
+
+class Method {
+ public:
+  Method(Method&& other) noexcept;
+  Method(const Method&) = delete;
+  Method& operator=(const Method&) = delete;
+  Method& operator=(Method&&) = delete;
+  ~Method();
+
+  MethodMeta meta() const { return MethodMeta(method_); }
+  size_t num_inputs() const;
+  size_t num_outputs() const;
+
+  // Binds `size` bytes at `data` as input `index` (read, never written).
+  // kInvalidArgument for an index out of range or null data, kBufferTooSmall
+  // when size < the input's byte size, kBufferMisaligned when data is not
+  // aligned to the element size.
+  Error set_input(size_t index, const void* data, size_t size);
+  // Binds memory the method writes output `index` into.
+  Error set_output(size_t index, void* data, size_t size);
+
+  // The input or output tensor (its data is what is bound, or the planned
+  // fallback); nullptr for an index out of range.
+  const Tensor* input(size_t index) const;
+  const Tensor* output(size_t index) const;
+
+  // Runs every instruction once. kNotBound when an input or output without
+  // planned fallback memory is not bound.
+  Error execute();
+
+  // Called after every instruction with its index and the ticks it took
+  // (kiln_pal_ticks); nullptr to stop. For profiling; adds two tick reads
+  // per instruction while set.
+  using InstructionObserver = void (*)(void* context, size_t instruction, uint64_t ticks);
+  void set_observer(InstructionObserver observer, void* context) {
+    observer_ = observer;
+    observer_context_ = context;
+  }
+
+ private:
+  friend class MethodLoader;
+  Method() = default;
+  Error bind(uint32_t tensor_index, void* data, size_t size);
+  void refresh_aliases();
+
+  const fb::Method* method_ = nullptr;
+  Tensor* tensors_ = nullptr;
+  uint32_t num_tensors_ = 0;
+  internal::InstructionState* instructions_ = nullptr;
+  uint32_t num_instructions_ = 0;
+  bool aliases_stale_ = true;
+  bool moved_from_ = false;
+  InstructionObserver observer_ = nullptr;
+  void* observer_context_ = nullptr;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_RUNTIME_METHOD_H_

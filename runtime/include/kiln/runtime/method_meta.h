@@ -1,0 +1,63 @@
+// MethodMeta: what a method needs, answered before it is loaded, so an
+// application can size every buffer from the program itself (or, on firmware,
+// from the header `kiln pack` generates) instead of by trial and error.
+//
+// A MethodMeta points into its Program and is valid as long as the Program's
+// data is.
+
+#ifndef KILN_RUNTIME_METHOD_META_H_
+#define KILN_RUNTIME_METHOD_META_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/runtime/result.h"
+#include "kiln/runtime/tensor.h"
+
+namespace kiln {
+
+struct ArenaInfo {
+  uint64_t size = 0;
+  uint32_t alignment = 0;
+  Device device;
+  fb::ArenaKind kind = fb::ArenaKind::ORDINARY;
+  // Communicator group of a symmetric arena.
+  uint32_t group = 0;
+};
+
+struct TensorInfo {
+  const char* name = nullptr;  // "" when the program carries no names
+  DType dtype = DType::FLOAT32;
+  const int64_t* dims = nullptr;
+  uint32_t rank = 0;
+  uint64_t nbytes = 0;
+  Device device;
+};
+
+class MethodMeta {
+ public:
+  explicit MethodMeta(const fb::Method* method) : method_(method) {}
+
+  const char* name() const;
+  size_t num_arenas() const;
+  // kInvalidArgument when index >= num_arenas().
+  Result<ArenaInfo> arena(size_t index) const;
+  size_t num_inputs() const;
+  Result<TensorInfo> input(size_t index) const;
+  size_t num_outputs() const;
+  Result<TensorInfo> output(size_t index) const;
+  size_t num_instructions() const;
+  // Exact size of the bookkeeping buffer (16-byte aligned) the method needs.
+  uint64_t bookkeeping_bytes() const;
+  // Sum of the sizes of the arenas on `device`.
+  uint64_t arena_bytes(Device device) const;
+
+  const fb::Method* flatbuffer() const { return method_; }
+
+ private:
+  const fb::Method* method_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_RUNTIME_METHOD_META_H_

@@ -1,0 +1,65 @@
+// Program: a verified, loaded .kiln file.
+//
+// Program::load() is the runtime's first trust boundary. It checks the
+// flatbuffer with the flatbuffers Verifier, then every semantic rule the rest
+// of the runtime relies on: indices in range, shapes and byte sizes that
+// agree (with overflow-checked arithmetic), every planned tensor inside its
+// arena and aligned, aliases that form no cycle and stay inside their base,
+// constants inside the data segment, nothing written that must stay
+// read-only. A program that fails any check gets an Error and a log line
+// naming what is wrong; nothing after load re-checks these facts.
+//
+// Lifetime: the Program points into the bytes its DataLoader returned (zero
+// copy); the loader must outlive the Program and every Method loaded from it.
+// A Program is small and may be copied. Loading is not thread safe; a loaded
+// Program may be read from several threads.
+
+#ifndef KILN_RUNTIME_PROGRAM_H_
+#define KILN_RUNTIME_PROGRAM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/runtime/data_loader.h"
+#include "kiln/runtime/kernel.h"
+#include "kiln/runtime/method.h"
+#include "kiln/runtime/method_meta.h"
+#include "kiln/runtime/result.h"
+#include "kiln/runtime/span.h"
+
+namespace kiln {
+
+class Program {
+ public:
+  // The program buffer must start at a 16-byte aligned address.
+  static Result<Program> load(DataLoader& loader);
+
+  size_t num_methods() const;
+  // kInvalidArgument when index >= num_methods().
+  Result<const char*> method_name(size_t index) const;
+  // kNotFound when no method has that name.
+  Result<MethodMeta> method_meta(const char* name) const;
+
+  // Loads a method: takes its state from memory.bookkeeping, places its
+  // tensors in memory.arenas, resolves and checks every kernel in `kernels`.
+  // The returned Method points into this Program's data, into the
+  // bookkeeping buffer and into the arenas; all must outlive it.
+  Result<Method> load_method(const char* name, const MemoryManager& memory,
+                             const KernelRegistry& kernels = global_kernel_registry()) const;
+
+  const fb::Program* flatbuffer() const { return program_; }
+  // The bytes of constant `index` (in the data segment).
+  Span<const uint8_t> constant(uint32_t index) const;
+  Span<const uint8_t> segment() const { return segment_; }
+
+ private:
+  Program(const fb::Program* program, Span<const uint8_t> segment)
+      : program_(program), segment_(segment) {}
+
+  const fb::Program* program_;
+  Span<const uint8_t> segment_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_RUNTIME_PROGRAM_H_

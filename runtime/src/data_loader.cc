@@ -1,0 +1,17 @@
+#include "kiln/runtime/data_loader.h"
+
+#include "kiln/runtime/log.h"
+
+namespace kiln {
+
+Result<Span<const uint8_t>> BufferDataLoader::load(uint64_t offset, uint64_t size) {
+  if (offset > size_ || size > size_ - offset) {
+    KILN_LOG(ERROR, "load of %llu bytes at offset %llu is outside the %llu-byte buffer",
+             static_cast<unsigned long long>(size), static_cast<unsigned long long>(offset),
+             static_cast<unsigned long long>(size_));
+    return Error::kInvalidArgument;
+  }
+  return Span<const uint8_t>(data_ + offset, static_cast<size_t>(size));
+}
+
+}  // namespace kiln

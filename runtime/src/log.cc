@@ -1,0 +1,21 @@
+#include "kiln/runtime/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+namespace kiln {
+namespace internal {
+
+void log_formatted(kiln_log_level level, const char* file, int line, const char* format, ...) {
+  char message[256];
+  va_list args;
+  va_start(args, format);
+  int n = vsnprintf(message, sizeof(message), format, args);
+  va_end(args);
+  if (n < 0) return;
+  size_t length = static_cast<size_t>(n) < sizeof(message) ? static_cast<size_t>(n) : sizeof(message) - 1;
+  kiln_pal_log(level, file, line, message, length);
+}
+
+}  // namespace internal
+}  // namespace kiln

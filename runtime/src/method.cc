@@ -1,0 +1,452 @@
+// Method loading (resolve every address and kernel once) and execution (run
+// the flat instruction list). The program passed Program::load's validation,
+// so indices and sizes read here are known to be in range.
+
+#include "kiln/runtime/method.h"
+
+#include <string.h>
+
+#include "kiln/runtime/log.h"
+#include "kiln/runtime/program.h"
+#include "method_internal.h"
+
+namespace kiln {
+namespace {
+
+fb::Device device_or_cpu(const fb::Device* device) {
+  return device != nullptr ? *device : fb::Device(fb::DeviceType::CPU, 0);
+}
+
+TensorInfo tensor_info(const fb::Tensor& tensor) {
+  TensorInfo info;
+  info.name = tensor.name() != nullptr ? tensor.name()->c_str() : "";
+  info.dtype = tensor.dtype();
+  info.rank = tensor.shape() != nullptr ? tensor.shape()->size() : 0;
+  info.dims = tensor.shape() != nullptr ? tensor.shape()->data() : nullptr;
+  info.nbytes = tensor.nbytes();
+  info.device = device_or_cpu(tensor.device());
+  return info;
+}
+
+uint32_t list_size(const flatbuffers::Vector<uint32_t>* list) {
+  return list != nullptr ? list->size() : 0;
+}
+
+const char* instruction_name(const fb::Instruction& instruction) {
+  return instruction.name() != nullptr ? instruction.name()->c_str() : "";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// MethodMeta
+
+const char* MethodMeta::name() const { return method_->name()->c_str(); }
+
+size_t MethodMeta::num_arenas() const {
+  return method_->arenas() != nullptr ? method_->arenas()->size() : 0;
+}
+
+Result<ArenaInfo> MethodMeta::arena(size_t index) const {
+  if (index >= num_arenas()) return Error::kInvalidArgument;
+  const fb::Arena& arena = *method_->arenas()->Get(static_cast<uint32_t>(index));
+  ArenaInfo info;
+  info.size = arena.size();
+  info.alignment = arena.alignment();
+  info.device = device_or_cpu(arena.device());
+  info.kind = arena.kind();
+  info.group = arena.group();
+  return info;
+}
+
+uint64_t MethodMeta::arena_bytes(Device device) const {
+  uint64_t total = 0;
+  for (size_t i = 0; i < num_arenas(); ++i) {
+    const fb::Arena& arena = *method_->arenas()->Get(static_cast<uint32_t>(i));
+    if (device_or_cpu(arena.device()) == device) total += arena.size();
+  }
+  return total;
+}
+
+size_t MethodMeta::num_inputs() const { return list_size(method_->inputs()); }
+size_t MethodMeta::num_outputs() const { return list_size(method_->outputs()); }
+
+Result<TensorInfo> MethodMeta::input(size_t index) const {
+  if (index >= num_inputs()) return Error::kInvalidArgument;
+  return tensor_info(*method_->tensors()->Get(method_->inputs()->Get(static_cast<uint32_t>(index))));
+}
+
+Result<TensorInfo> MethodMeta::output(size_t index) const {
+  if (index >= num_outputs()) return Error::kInvalidArgument;
+  return tensor_info(
+      *method_->tensors()->Get(method_->outputs()->Get(static_cast<uint32_t>(index))));
+}
+
+size_t MethodMeta::num_instructions() const {
+  return method_->instructions() != nullptr ? method_->instructions()->size() : 0;
+}
+
+uint64_t MethodMeta::bookkeeping_bytes() const { return method_->bookkeeping_bytes(); }
+
+// ---------------------------------------------------------------------------
+// Loading
+
+// Builds a Method in the bookkeeping buffer. Every section is allocated with
+// exactly the size schema/bookkeeping.h gives it, so the figure the planner
+// wrote is the figure needed.
+class MethodLoader {
+ public:
+  MethodLoader(const Program& program, const fb::Method& method, const MemoryManager& memory,
+               const KernelRegistry& kernels)
+      : program_(program), method_(method), memory_(memory), kernels_(kernels) {}
+
+  Result<Method> load() {
+    if (memory_.bookkeeping == nullptr) {
+      KILN_LOG(ERROR, "method '%s': no bookkeeping allocator given", name());
+      return Error::kInvalidArgument;
+    }
+    counts_ = internal::count_method(method_);
+    Method result;
+    result.method_ = &method_;
+    KILN_RETURN_IF_ERROR(allocate_sections());
+    KILN_RETURN_IF_ERROR(bind_arenas());
+    KILN_RETURN_IF_ERROR(init_tensors());
+    result.tensors_ = tensors_;
+    result.num_tensors_ = static_cast<uint32_t>(counts_.tensors);
+    result.refresh_aliases();
+    KILN_RETURN_IF_ERROR(init_instructions());
+    result.instructions_ = instructions_;
+    result.num_instructions_ = static_cast<uint32_t>(counts_.instructions);
+    return Result<Method>(static_cast<Method&&>(result));
+  }
+
+ private:
+  const char* name() const { return method_.name()->c_str(); }
+
+  // Takes a section of `count * slot` bytes (rounded to 16) from bookkeeping.
+  void* take(uint64_t count, uint64_t slot, const char* what) {
+    const uint64_t bytes = abi::round_up_bookkeeping(count * slot);
+    if (bytes == 0) return nullptr;
+    void* p = memory_.bookkeeping->allocate(static_cast<size_t>(bytes), abi::kBookkeepingAlignment);
+    if (p == nullptr) {
+      KILN_LOG(ERROR, "method '%s': bookkeeping allocator has %llu of %llu bytes free, %s need %llu",
+               name(),
+               static_cast<unsigned long long>(memory_.bookkeeping->capacity() -
+                                               memory_.bookkeeping->used()),
+               static_cast<unsigned long long>(memory_.bookkeeping->capacity()), what,
+               static_cast<unsigned long long>(bytes));
+      failed_ = true;
+    }
+    return p;
+  }
+
+  Error allocate_sections() {
+    tensors_ = static_cast<Tensor*>(take(counts_.tensors, abi::kTensorSlotBytes, "tensors"));
+    instructions_ = static_cast<internal::InstructionState*>(
+        take(counts_.instructions, abi::kInstructionSlotBytes, "instructions"));
+    operands_ = static_cast<const Tensor**>(
+        take(counts_.operands, abi::kOperandSlotBytes, "operand lists"));
+    arenas_ = static_cast<internal::ArenaState*>(
+        take(counts_.arenas, abi::kArenaSlotBytes, "arenas"));
+    take(counts_.delegates, abi::kDelegateSlotBytes, "delegates");
+    return failed_ ? Error::kOutOfMemory : Error::kOk;
+  }
+
+  Error bind_arenas() {
+    for (uint32_t i = 0; i < counts_.arenas; ++i) {
+      const fb::Arena& arena = *method_.arenas()->Get(i);
+      const fb::Device device = device_or_cpu(arena.device());
+      if (device.type() != fb::DeviceType::CPU) {
+        KILN_LOG(ERROR, "method '%s': arena %u is on %s:%u; no backend provides device arenas",
+                 name(), i, device_type_name(device.type()), device.index());
+        return Error::kBackendNotFound;
+      }
+      if (i >= memory_.arenas.size() || memory_.arenas[i].data() == nullptr) {
+        if (arena.size() == 0) {
+          arenas_[i] = {nullptr, 0};
+          continue;
+        }
+        KILN_LOG(ERROR, "method '%s': arena %u (%llu bytes) was not given", name(), i,
+                 static_cast<unsigned long long>(arena.size()));
+        return Error::kArenaMissing;
+      }
+      const Span<uint8_t> given = memory_.arenas[i];
+      if (given.size() < arena.size()) {
+        KILN_LOG(ERROR, "method '%s': arena %u needs %llu bytes, %llu were given", name(), i,
+                 static_cast<unsigned long long>(arena.size()),
+                 static_cast<unsigned long long>(given.size()));
+        return Error::kArenaTooSmall;
+      }
+      if (reinterpret_cast<uintptr_t>(given.data()) % arena.alignment() != 0) {
+        KILN_LOG(ERROR, "method '%s': arena %u must be aligned to %u bytes", name(), i,
+                 arena.alignment());
+        return Error::kArenaMisaligned;
+      }
+      arenas_[i] = {given.data(), given.size()};
+    }
+    return Error::kOk;
+  }
+
+  void* planned_address(const fb::PlannedStorage& planned) const {
+    uint8_t* base = arenas_[planned.arena()].base;
+    return base != nullptr ? base + planned.offset() : nullptr;
+  }
+
+  Error init_tensors() {
+    for (uint32_t t = 0; t < counts_.tensors; ++t) {
+      const fb::Tensor& source = *method_.tensors()->Get(t);
+      Tensor* tensor = new (&tensors_[t]) Tensor();
+      tensor->dims_ = source.shape() != nullptr ? source.shape()->data() : nullptr;
+      tensor->rank_ = static_cast<uint8_t>(source.shape() != nullptr ? source.shape()->size() : 0);
+      tensor->dtype_ = source.dtype();
+      tensor->nbytes_ = source.nbytes();
+      tensor->numel_ = static_cast<int64_t>(source.nbytes() / dtype_size(source.dtype()));
+      tensor->device_ = device_or_cpu(source.device());
+      switch (source.storage_type()) {
+        case fb::Storage::ConstantStorage:
+          tensor->data_ = const_cast<uint8_t*>(
+              program_.constant(source.storage_as_ConstantStorage()->index()).data());
+          tensor->flags_ = internal::kTensorConstant;
+          break;
+        case fb::Storage::PlannedStorage:
+          tensor->data_ = planned_address(*source.storage_as_PlannedStorage());
+          break;
+        case fb::Storage::UserStorage: {
+          const fb::PlannedStorage* fallback = source.storage_as_UserStorage()->fallback();
+          tensor->data_ = fallback != nullptr ? planned_address(*fallback) : nullptr;
+          tensor->flags_ = internal::kTensorUser;
+          break;
+        }
+        case fb::Storage::AliasStorage: {
+          uint32_t root = source.storage_as_AliasStorage()->base();
+          while (method_.tensors()->Get(root)->storage_type() == fb::Storage::AliasStorage) {
+            root = method_.tensors()->Get(root)->storage_as_AliasStorage()->base();
+          }
+          tensor->alias_root_ = root;
+          tensor->flags_ = internal::kTensorAlias;
+          break;
+        }
+        default:
+          return Error::kInternal;
+      }
+    }
+    return Error::kOk;
+  }
+
+  // Fills `count` operand slots from `list` and returns where they start.
+  const Tensor* const* resolve(const flatbuffers::Vector<int32_t>* list, uint16_t* out_count) {
+    const uint32_t count = list != nullptr ? list->size() : 0;
+    *out_count = static_cast<uint16_t>(count);
+    const Tensor** start = operands_ + next_operand_;
+    for (uint32_t i = 0; i < count; ++i) {
+      const int32_t t = list->Get(i);
+      start[i] = t < 0 ? nullptr : &tensors_[t];
+    }
+    next_operand_ += count;
+    return start;
+  }
+
+  Error init_instructions() {
+    for (uint32_t i = 0; i < counts_.instructions; ++i) {
+      const fb::Instruction& instruction = *method_.instructions()->Get(i);
+      internal::InstructionState* state = new (&instructions_[i]) internal::InstructionState();
+      state->args.node_name = instruction_name(instruction);
+      switch (instruction.kind_type()) {
+        case fb::InstructionKind::KernelCall: {
+          const fb::KernelCall& call = *instruction.kind_as_KernelCall();
+          const char* op = method_.operators()->Get(call.op())->name()->c_str();
+          const KernelEntry* entry = kernels_.find(op);
+          if (entry == nullptr) {
+            KILN_LOG(ERROR, "method '%s': instruction %u ('%s') needs kernel '%s', which is not "
+                     "registered", name(), i, instruction_name(instruction), op);
+            return Error::kKernelNotFound;
+          }
+          state->kind = internal::InstructionKind::kKernel;
+          state->run = entry->run;
+          state->args.call = &call;
+          state->args.inputs = resolve(call.inputs(), &state->args.num_inputs);
+          state->args.outputs = resolve(call.outputs(), &state->args.num_outputs);
+          state->args.scratch = resolve(call.scratch(), &state->args.num_scratch);
+          if (entry->check != nullptr) {
+            const Error error = entry->check(state->args);
+            if (error != Error::kOk) {
+              KILN_LOG(ERROR, "method '%s': instruction %u ('%s', kernel '%s') rejected its "
+                       "operands: %s", name(), i, instruction_name(instruction), op,
+                       error_name(error));
+              return error;
+            }
+          }
+          break;
+        }
+        case fb::InstructionKind::CopyCall: {
+          const fb::CopyCall& copy = *instruction.kind_as_CopyCall();
+          state->kind = internal::InstructionKind::kCopy;
+          const Tensor** slots = operands_ + next_operand_;
+          slots[0] = &tensors_[copy.src()];
+          slots[1] = &tensors_[copy.dst()];
+          next_operand_ += 2;
+          state->args.inputs = slots;
+          state->args.outputs = slots + 1;
+          state->args.num_inputs = 1;
+          state->args.num_outputs = 1;
+          if (slots[0]->device().type() != fb::DeviceType::CPU ||
+              slots[1]->device().type() != fb::DeviceType::CPU) {
+            KILN_LOG(ERROR, "method '%s': copy instruction %u crosses devices; no backend is "
+                     "registered for them", name(), i);
+            return Error::kBackendNotFound;
+          }
+          break;
+        }
+        case fb::InstructionKind::DelegateCall:
+          KILN_LOG(ERROR, "method '%s': instruction %u calls delegate '%s'; no backend registered",
+                   name(), i,
+                   method_.delegates()
+                       ->Get(instruction.kind_as_DelegateCall()->delegate())
+                       ->backend()
+                       ->c_str());
+          return Error::kBackendNotFound;
+        case fb::InstructionKind::CollectiveCall:
+          KILN_LOG(ERROR, "method '%s': instruction %u is a collective; no communicator given",
+                   name(), i);
+          return Error::kNotSupported;
+        default:
+          return Error::kInternal;
+      }
+    }
+    return Error::kOk;
+  }
+
+  const Program& program_;
+  const fb::Method& method_;
+  const MemoryManager& memory_;
+  const KernelRegistry& kernels_;
+  abi::MethodCounts counts_;
+  bool failed_ = false;
+  Tensor* tensors_ = nullptr;
+  internal::InstructionState* instructions_ = nullptr;
+  const Tensor** operands_ = nullptr;
+  uint64_t next_operand_ = 0;
+  internal::ArenaState* arenas_ = nullptr;
+};
+
+Result<Method> Program::load_method(const char* name, const MemoryManager& memory,
+                                    const KernelRegistry& kernels) const {
+  KILN_ASSIGN_OR_RETURN(MethodMeta meta, method_meta(name));
+  return MethodLoader(*this, *meta.flatbuffer(), memory, kernels).load();
+}
+
+// ---------------------------------------------------------------------------
+// Method
+
+Method::Method(Method&& other) noexcept
+    : method_(other.method_),
+      tensors_(other.tensors_),
+      num_tensors_(other.num_tensors_),
+      instructions_(other.instructions_),
+      num_instructions_(other.num_instructions_),
+      aliases_stale_(other.aliases_stale_),
+      observer_(other.observer_),
+      observer_context_(other.observer_context_) {
+  other.moved_from_ = true;
+  other.tensors_ = nullptr;
+  other.instructions_ = nullptr;
+  other.num_tensors_ = 0;
+  other.num_instructions_ = 0;
+}
+
+Method::~Method() = default;
+
+size_t Method::num_inputs() const { return list_size(method_->inputs()); }
+size_t Method::num_outputs() const { return list_size(method_->outputs()); }
+
+const Tensor* Method::input(size_t index) const {
+  if (method_ == nullptr || index >= num_inputs()) return nullptr;
+  return &tensors_[method_->inputs()->Get(static_cast<uint32_t>(index))];
+}
+
+const Tensor* Method::output(size_t index) const {
+  if (method_ == nullptr || index >= num_outputs()) return nullptr;
+  return &tensors_[method_->outputs()->Get(static_cast<uint32_t>(index))];
+}
+
+Error Method::bind(uint32_t tensor_index, void* data, size_t size) {
+  Tensor& tensor = tensors_[tensor_index];
+  if (data == nullptr) return Error::kInvalidArgument;
+  if (size < tensor.nbytes()) {
+    KILN_LOG(ERROR, "'%s' needs %llu bytes, the buffer bound has %llu",
+             method_->tensors()->Get(tensor_index)->name() != nullptr
+                 ? method_->tensors()->Get(tensor_index)->name()->c_str()
+                 : "?",
+             static_cast<unsigned long long>(tensor.nbytes()), static_cast<unsigned long long>(size));
+    return Error::kBufferTooSmall;
+  }
+  const size_t element = dtype_size(tensor.dtype());
+  if (reinterpret_cast<uintptr_t>(data) % element != 0) return Error::kBufferMisaligned;
+  tensor.data_ = data;
+  aliases_stale_ = true;
+  return Error::kOk;
+}
+
+Error Method::set_input(size_t index, const void* data, size_t size) {
+  if (method_ == nullptr || index >= num_inputs()) return Error::kInvalidArgument;
+  return bind(method_->inputs()->Get(static_cast<uint32_t>(index)), const_cast<void*>(data), size);
+}
+
+Error Method::set_output(size_t index, void* data, size_t size) {
+  if (method_ == nullptr || index >= num_outputs()) return Error::kInvalidArgument;
+  return bind(method_->outputs()->Get(static_cast<uint32_t>(index)), data, size);
+}
+
+void Method::refresh_aliases() {
+  for (uint32_t t = 0; t < num_tensors_; ++t) {
+    Tensor& tensor = tensors_[t];
+    if (tensor.flags_ & internal::kTensorAlias) tensor.data_ = tensors_[tensor.alias_root_].data_;
+  }
+  aliases_stale_ = false;
+}
+
+Error Method::execute() {
+  if (method_ == nullptr) return Error::kInvalidArgument;
+  for (size_t i = 0; i < num_inputs(); ++i) {
+    if (input(i)->data() == nullptr) {
+      KILN_LOG(ERROR, "input %u ('%s') is not bound", static_cast<unsigned>(i),
+               meta().input(i)->name);
+      return Error::kNotBound;
+    }
+  }
+  for (size_t i = 0; i < num_outputs(); ++i) {
+    if (output(i)->data() == nullptr) {
+      KILN_LOG(ERROR, "output %u ('%s') is not bound", static_cast<unsigned>(i),
+               meta().output(i)->name);
+      return Error::kNotBound;
+    }
+  }
+  if (aliases_stale_) refresh_aliases();
+  for (uint32_t i = 0; i < num_instructions_; ++i) {
+    const internal::InstructionState& state = instructions_[i];
+    const uint64_t start = observer_ != nullptr ? kiln_pal_ticks() : 0;
+    switch (state.kind) {
+      case internal::InstructionKind::kKernel: {
+        const Error error = state.run(state.args);
+        if (error != Error::kOk) {
+          KILN_LOG(ERROR, "instruction %u ('%s') failed: %s", i, state.args.node_name,
+                   error_name(error));
+          return error;
+        }
+        break;
+      }
+      case internal::InstructionKind::kCopy: {
+        const Tensor& src = *state.args.inputs[0];
+        const Tensor& dst = *state.args.outputs[0];
+        if (src.data() != dst.data()) memcpy(dst.data(), src.data(), static_cast<size_t>(src.nbytes()));
+        break;
+      }
+      default:
+        return Error::kInternal;
+    }
+    if (observer_ != nullptr) observer_(observer_context_, i, kiln_pal_ticks() - start);
+  }
+  return Error::kOk;
+}
+
+}  // namespace kiln
