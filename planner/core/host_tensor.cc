@@ -40,10 +40,17 @@ int64_t shape_numel(const std::vector<int64_t>& shape) {
 
 HostTensor::HostTensor(DType dtype_in, std::vector<int64_t> shape_in)
     : dtype(dtype_in), shape(std::move(shape_in)) {
+  // Shapes come from files: refuse what overflows or could never fit.
+  constexpr uint64_t kMaxBytes = uint64_t{1} << 36;
+  uint64_t n = dtype_bytes(dtype);
   for (int64_t d : shape) {
     if (d < 0) fail("negative dimension in shape ", shape_str(shape));
+    if (d != 0 && n > kMaxBytes / static_cast<uint64_t>(d)) {
+      fail("shape ", shape_str(shape), " of ", dtype_str(dtype), " is larger than 64 GiB");
+    }
+    n *= static_cast<uint64_t>(d);
   }
-  bytes.assign(static_cast<size_t>(numel()) * dtype_bytes(dtype), 0);
+  bytes.assign(static_cast<size_t>(n), 0);
 }
 
 int64_t HostTensor::int_at(int64_t i) const {

@@ -162,8 +162,10 @@ std::string emit_program(const LProgram& program) {
   flatbuffers::FlatBufferBuilder builder(1 << 16);
   builder.FinishSizePrefixed(fb::Program::Pack(builder, &root), fb::ProgramIdentifier());
   std::string out(reinterpret_cast<const char*>(builder.GetBufferPointer()), builder.GetSize());
-  while (out.size() % kSegmentAlignment != 0) out.push_back('\0');
-  out += segment.data();
+  if (!segment.data().empty()) {
+    while (out.size() % kSegmentAlignment != 0) out.push_back('\0');
+    out += segment.data();
+  }
   return out;
 }
 

@@ -189,8 +189,9 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what,
   for (const auto& opset : model.opset_import()) {
     opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] = static_cast<int>(opset.version());
   }
+  // A model without the default domain can only use ops of other domains,
+  // which lowering will name if they are unsupported.
   graph.opset = opsets.count("") ? opsets[""] : 0;
-  if (graph.opset == 0) fail(what, ": model imports no default-domain opset");
   if (graph.opset > 17) {
     unsupported(what, ": opset ", graph.opset, " is newer than kiln supports (up to 17)");
   }

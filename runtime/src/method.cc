@@ -215,6 +215,7 @@ class MethodLoader {
           const fb::PlannedStorage* fallback = source.storage_as_UserStorage()->fallback();
           tensor->data_ = fallback != nullptr ? planned_address(*fallback) : nullptr;
           tensor->flags_ = internal::kTensorUser;
+          if (fallback != nullptr || tensor->nbytes_ == 0) tensor->flags_ |= internal::kTensorBound;
           break;
         }
         case fb::Storage::AliasStorage: {
@@ -371,7 +372,8 @@ const Tensor* Method::output(size_t index) const {
 
 Error Method::bind(uint32_t tensor_index, void* data, size_t size) {
   Tensor& tensor = tensors_[tensor_index];
-  if (data == nullptr) return Error::kInvalidArgument;
+  // Zero-byte tensors may be bound to any pointer, null included.
+  if (data == nullptr && tensor.nbytes() != 0) return Error::kInvalidArgument;
   if (size < tensor.nbytes()) {
     KILN_LOG(ERROR, "'%s' needs %llu bytes, the buffer bound has %llu",
              method_->tensors()->Get(tensor_index)->name() != nullptr
@@ -383,6 +385,7 @@ Error Method::bind(uint32_t tensor_index, void* data, size_t size) {
   const size_t element = dtype_size(tensor.dtype());
   if (reinterpret_cast<uintptr_t>(data) % element != 0) return Error::kBufferMisaligned;
   tensor.data_ = data;
+  tensor.flags_ |= internal::kTensorBound;
   aliases_stale_ = true;
   return Error::kOk;
 }
@@ -408,14 +411,14 @@ void Method::refresh_aliases() {
 Error Method::execute() {
   if (method_ == nullptr) return Error::kInvalidArgument;
   for (size_t i = 0; i < num_inputs(); ++i) {
-    if (input(i)->data() == nullptr) {
+    if (!(input(i)->flags_ & internal::kTensorBound)) {
       KILN_LOG(ERROR, "input %u ('%s') is not bound", static_cast<unsigned>(i),
                meta().input(i)->name);
       return Error::kNotBound;
     }
   }
   for (size_t i = 0; i < num_outputs(); ++i) {
-    if (output(i)->data() == nullptr) {
+    if (!(output(i)->flags_ & internal::kTensorBound)) {
       KILN_LOG(ERROR, "output %u ('%s') is not bound", static_cast<unsigned>(i),
                meta().output(i)->name);
       return Error::kNotBound;

@@ -32,6 +32,7 @@ struct ArenaState {
 constexpr uint8_t kTensorUser = 1;      // bound by the application
 constexpr uint8_t kTensorAlias = 2;     // data follows alias_root_
 constexpr uint8_t kTensorConstant = 4;
+constexpr uint8_t kTensorBound = 8;     // user tensor with memory: bound, or planned fallback
 
 static_assert(sizeof(Tensor) <= abi::kTensorSlotBytes, "Tensor outgrew its bookkeeping slot");
 static_assert(sizeof(InstructionState) <= abi::kInstructionSlotBytes,

@@ -523,7 +523,8 @@ Result<Program> Program::load(DataLoader& loader) {
   }
   const uint64_t base = (uint64_t{prefix} + 4 + alignment - 1) / alignment * alignment;
   uint64_t segment_end = 0;
-  if (add_overflows(base, program->segment_size(), &segment_end) || segment_end > file_size) {
+  if (program->segment_size() > 0 &&
+      (add_overflows(base, program->segment_size(), &segment_end) || segment_end > file_size)) {
     KILN_LOG(ERROR, "data segment (%llu bytes at %llu) extends past the end of the %llu-byte file",
              static_cast<unsigned long long>(program->segment_size()),
              static_cast<unsigned long long>(base), static_cast<unsigned long long>(file_size));

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The kiln CLI: bad arguments, unreadable files and unsupported models give
+one clear line and a non-zero exit, and a failed plan leaves no file behind.
+
+usage: cli_test.py --kiln PATH/TO/kiln --workdir DIR
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+failures = []
+
+
+def run(kiln, *args):
+    p = subprocess.run([kiln, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def expect(name, cond, detail=""):
+    print(("PASS " if cond else "FAIL ") + name + ("" if cond else f": {detail}"))
+    if not cond:
+        failures.append(name)
+
+
+def model_with(nodes, inputs, outputs, initializers=(), opset=13):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kiln", required=True)
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args()
+    k, w = args.kiln, args.workdir
+    os.makedirs(w, exist_ok=True)
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    good = os.path.join(w, "relu.onnx")
+    onnx.save(model_with([helper.make_node("Relu", ["x"], ["y"], name="act")], [x], [y]), good)
+
+    rc, out, err = run(k)
+    expect("no command: usage, exit 2", rc == 2 and "usage" in err, err)
+    rc, out, err = run(k, "frobnicate")
+    expect("unknown command: exit 2 naming it", rc == 2 and "frobnicate" in err, err)
+    rc, out, err = run(k, "plan", good)
+    expect("plan without -o: exit 2", rc == 2 and "-o" in err, err)
+    rc, out, err = run(k, "plan", good, "-o", os.path.join(w, "x.kiln"), "--bogus")
+    expect("unknown option: exit 2 naming it", rc == 2 and "--bogus" in err, err)
+    rc, out, err = run(k, "plan", good, "-o", os.path.join(w, "x.kiln"), "--algo", "magic")
+    expect("unknown algorithm: exit 1 naming it", rc == 1 and "magic" in err, err)
+
+    missing = os.path.join(w, "missing.onnx")
+    rc, out, err = run(k, "plan", missing, "-o", os.path.join(w, "m.kiln"))
+    expect("unreadable model: one line naming the file", rc == 1 and missing in err and err.count("\n") == 1, err)
+
+    garbage = os.path.join(w, "garbage.onnx")
+    with open(garbage, "wb") as f:
+        f.write(b"\x08\x07this is not a model\xff\xff")
+    target = os.path.join(w, "garbage.kiln")
+    rc, out, err = run(k, "plan", garbage, "-o", target)
+    expect("corrupt model: error, no output file", rc == 1 and not os.path.exists(target), err)
+
+    unsupported = os.path.join(w, "unsupported.onnx")
+    onnx.save(model_with([helper.make_node("Det", ["x"], ["y"], name="determinant")], [x], [y]), unsupported)
+    target = os.path.join(w, "unsupported.kiln")
+    with open(target, "wb") as f:
+        f.write(b"previous")
+    rc, out, err = run(k, "plan", unsupported, "-o", target)
+    expect("unsupported op: names node and op", rc == 1 and "determinant" in err and "Det" in err, err)
+    with open(target, "rb") as f:
+        expect("failed plan leaves the old file untouched", f.read() == b"previous")
+    expect("failed plan leaves no temporary file",
+           not [n for n in os.listdir(w) if n.startswith("unsupported.kiln.tmp")])
+
+    bad_shape = os.path.join(w, "bad_shape.onnx")
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [4, 5])
+    out_info = helper.make_tensor_value_info("c", TensorProto.FLOAT, [2, 5])
+    onnx.save(model_with([helper.make_node("MatMul", ["a", "b"], ["c"], name="mm")], [a, b], [out_info]), bad_shape)
+    rc, out, err = run(k, "plan", bad_shape, "-o", os.path.join(w, "bad_shape.kiln"))
+    expect("shape mismatch: names the node", rc == 1 and "mm" in err, err)
+
+    dyn = os.path.join(w, "dynamic.onnx")
+    xd = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    yd = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])
+    onnx.save(model_with([helper.make_node("Relu", ["x"], ["y"])], [xd], [yd]), dyn)
+    rc, out, err = run(k, "plan", dyn, "-o", os.path.join(w, "dyn.kiln"))
+    expect("symbolic input dims: asks for --input-shape", rc == 1 and "--input-shape" in err, err)
+    rc, out, err = run(k, "plan", dyn, "-o", os.path.join(w, "dyn.kiln"), "--input-shape", "x=4x3")
+    expect("--input-shape fixes it", rc == 0, err)
+
+    program = os.path.join(w, "relu.kiln")
+    rc, out, err = run(k, "plan", good, "-o", program)
+    expect("plan prints the memory summary", rc == 0 and "lower bound" in out and "arena" in out, out + err)
+    data = np.array([[-1, 2, -3], [4, -5, 6]], dtype=np.float32)
+    np.save(os.path.join(w, "in.npy"), data)
+    rc, out, err = run(k, "run", program, "--input", os.path.join(w, "in.npy"), "--output-dir",
+                       os.path.join(w, "out"), "--runs", "3")
+    got = np.load(os.path.join(w, "out", "output_0.npy")) if rc == 0 else None
+    expect("run writes outputs", rc == 0 and got is not None and np.array_equal(got, np.maximum(data, 0)), out + err)
+    expect("run prints shapes and latency", "[2, 3]" in out and "median" in out, out)
+
+    np.save(os.path.join(w, "wrong.npy"), np.zeros((3, 2), dtype=np.float32))
+    rc, out, err = run(k, "run", program, "--input", os.path.join(w, "wrong.npy"))
+    expect("wrong input shape: names the input", rc == 1 and "'x'" in err and "shape" in err, err)
+    np.save(os.path.join(w, "wrong_type.npy"), np.zeros((2, 3), dtype=np.int64))
+    rc, out, err = run(k, "run", program, "--input", os.path.join(w, "wrong_type.npy"))
+    expect("wrong input dtype: says so", rc == 1 and "int64" in err, err)
+    rc, out, err = run(k, "run", program)
+    expect("missing input: says how many", rc == 1 and "1 inputs" in err, err)
+
+    rc, out, err = run(k, "inspect", program)
+    expect("inspect shows arenas, tensors, instructions",
+           rc == 0 and "arenas:" in out and "tensors:" in out and "kernel Relu" in out, out + err)
+    rc, out, err = run(k, "inspect", program, "--json")
+    import json
+    try:
+        doc = json.loads(out)
+        ok = doc["methods"][0]["instructions"][0]["op"] == "Relu"
+    except Exception as e:  # noqa: BLE001
+        ok = False
+    expect("inspect --json parses", rc == 0 and ok, out + err)
+    rc, out, err = run(k, "inspect", garbage)
+    expect("inspect of a non-program: one clear error", rc == 1 and "not a kiln program" in err, err)
+    rc, out, err = run(k, "verify", program)
+    expect("verify accepts a planned program", rc == 0 and "ok" in out, out + err)
+
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+// Conformance runner: plans and runs the ONNX backend node tests (Debian's
+// libonnx-testdata: model.onnx + test_data_set_*/input_*.pb, output_*.pb)
+// and compares kiln's outputs with the reference.
+//
+// A test whose model uses an op, dtype or attribute kiln does not support is
+// skipped, and the reason is counted. A test whose shape arguments are graph
+// inputs (Reshape's shape, Unsqueeze's axes...) is planned with those inputs
+// frozen to the test's values, as `kiln plan --freeze` does. Every other test
+// must pass: a failure fails the suite.
+//
+// usage: kiln_onnx_node_tests [--data DIR] [--filter SUBSTRING] [--verbose]
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "exec/run.h"
+#include "onnx/import.h"
+#include "pipeline.h"
+
+namespace kp = kiln::planner;
+
+namespace {
+
+constexpr const char* kDefaultData = "/usr/share/libonnx-testdata/data/node";
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') out.push_back(e->d_name);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// Tolerances of ONNX's own backend test runner for float outputs.
+constexpr double kRtol = 1e-3;
+constexpr double kAtol = 1e-5;
+
+std::string compare(const kp::HostTensor& got, const kp::HostTensor& want) {
+  if (got.dtype != want.dtype) return "dtype " + kp::dtype_str(got.dtype) + " != " + kp::dtype_str(want.dtype);
+  if (got.shape != want.shape) return "shape " + kp::shape_str(got.shape) + " != " + kp::shape_str(want.shape);
+  const bool is_float = got.dtype == kp::DType::FLOAT32 || got.dtype == kp::DType::FLOAT64;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    if (is_float) {
+      const double a = got.float_at(i), b = want.float_at(i);
+      if (std::isnan(a) && std::isnan(b)) continue;
+      if (std::isinf(a) && std::isinf(b) && (a > 0) == (b > 0)) continue;
+      if (!(std::fabs(a - b) <= kAtol + kRtol * std::fabs(b))) {
+        return kp::str("element ", i, ": ", a, " != ", b);
+      }
+    } else if (got.int_at(i) != want.int_at(i)) {
+      return kp::str("element ", i, ": ", got.int_at(i), " != ", want.int_at(i));
+    }
+  }
+  return "";
+}
+
+// Graph inputs in order (initializers excluded).
+std::vector<std::string> graph_inputs(const onnx::ModelProto& model) {
+  std::set<std::string> initializers;
+  for (const auto& i : model.graph().initializer()) initializers.insert(i.name());
+  std::vector<std::string> out;
+  for (const auto& i : model.graph().input()) {
+    if (!initializers.count(i.name())) out.push_back(i.name());
+  }
+  return out;
+}
+
+enum class Outcome { kPass, kFail, kSkip };
+
+struct TestResult {
+  Outcome outcome;
+  std::string detail;  // failure message or skip reason
+};
+
+TestResult run_test(const std::string& dir) {
+  onnx::ModelProto model;
+  const std::string bytes = kp::read_file(dir + "/model.onnx");
+  if (!model.ParseFromString(bytes)) return {Outcome::kFail, "cannot parse model.onnx"};
+  for (const auto* list : {&model.graph().input(), &model.graph().output()}) {
+    for (const auto& value : *list) {
+      if (!value.type().has_tensor_type()) return {Outcome::kSkip, "sequence, map or optional values"};
+    }
+  }
+  const std::vector<std::string> names = graph_inputs(model);
+  const std::string data = dir + "/test_data_set_0";
+  std::vector<kp::HostTensor> inputs;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string file = data + "/input_" + std::to_string(i) + ".pb";
+    if (!exists(file)) return {Outcome::kSkip, "test data without input " + std::to_string(i)};
+    try {
+      inputs.push_back(kp::read_tensor_proto_file(file));
+    } catch (const kp::UnsupportedError& e) {
+      return {Outcome::kSkip, "input dtype: unsupported element type"};
+    }
+  }
+  std::vector<kp::HostTensor> expected;
+  for (size_t i = 0;; ++i) {
+    const std::string file = data + "/output_" + std::to_string(i) + ".pb";
+    if (!exists(file)) break;
+    try {
+      expected.push_back(kp::read_tensor_proto_file(file));
+    } catch (const kp::UnsupportedError& e) {
+      return {Outcome::kSkip, "output dtype: unsupported element type"};
+    }
+  }
+  kp::PlanOptions options;
+  std::set<std::string> frozen;
+  kp::PlanResult plan;
+  for (;;) {
+    try {
+      onnx::ModelProto copy = model;
+      plan = kp::plan_graph(kp::import_onnx_model(copy, dir, options.import), options);
+      break;
+    } catch (const kp::NotConstantError& e) {
+      auto it = std::find(names.begin(), names.end(), e.input());
+      if (e.input().empty() || it == names.end() || frozen.count(e.input())) {
+        return {Outcome::kSkip, "shape argument computed at run time"};
+      }
+      frozen.insert(e.input());
+      options.import.frozen_inputs[e.input()] = inputs[static_cast<size_t>(it - names.begin())];
+    } catch (const kp::UnsupportedError& e) {
+      std::string reason = e.what();
+      // Group reasons by what is unsupported, not by node name.
+      const size_t colon = reason.find("): ");
+      if (colon != std::string::npos) {
+        const size_t open = reason.rfind(" (", colon);
+        reason = reason.substr(open + 2, colon - open - 2) + ": " + reason.substr(colon + 3);
+      }
+      return {Outcome::kSkip, reason};
+    } catch (const kp::PlanError& e) {
+      return {Outcome::kFail, std::string("plan: ") + e.what()};
+    }
+  }
+  std::vector<kp::HostTensor> run_inputs;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!frozen.count(names[i])) run_inputs.push_back(inputs[i]);
+  }
+  kp::RunResult result;
+  try {
+    result = kp::run_program(plan.bytes, run_inputs, kp::RunOptions{});
+  } catch (const kp::PlanError& e) {
+    return {Outcome::kFail, std::string("run: ") + e.what()};
+  }
+  if (result.outputs.size() != expected.size()) {
+    return {Outcome::kFail, kp::str(result.outputs.size(), " outputs, expected ", expected.size())};
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const std::string diff = compare(result.outputs[i], expected[i]);
+    if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, ": ", diff)};
+  }
+  return {Outcome::kPass, ""};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string root = kDefaultData, filter;
+  bool verbose = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--data") && i + 1 < argc) {
+      root = argv[++i];
+    } else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) {
+      filter = argv[++i];
+    } else if (!std::strcmp(argv[i], "--verbose")) {
+      verbose = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--data DIR] [--filter SUBSTRING] [--verbose]\n", argv[0]);
+      return 2;
+    }
+  }
+  const std::vector<std::string> tests = list_dir(root);
+  if (tests.empty()) {
+    std::fprintf(stderr, "no ONNX node tests under %s (install libonnx-testdata)\n", root.c_str());
+    return 1;
+  }
+  int pass = 0, fail = 0, skip = 0;
+  std::map<std::string, int> skip_reasons;
+  std::vector<std::string> failures;
+  for (const std::string& name : tests) {
+    if (!filter.empty() && name.find(filter) == std::string::npos) continue;
+    const std::string dir = root + "/" + name;
+    if (!exists(dir + "/model.onnx")) continue;
+    TestResult r;
+    try {
+      r = run_test(dir);
+    } catch (const std::exception& e) {
+      r = {Outcome::kFail, std::string("exception: ") + e.what()};
+    }
+    switch (r.outcome) {
+      case Outcome::kPass:
+        ++pass;
+        if (verbose) std::printf("PASS %s\n", name.c_str());
+        break;
+      case Outcome::kFail:
+        ++fail;
+        failures.push_back(name + ": " + r.detail);
+        std::printf("FAIL %s: %s\n", name.c_str(), r.detail.c_str());
+        break;
+      case Outcome::kSkip:
+        ++skip;
+        ++skip_reasons[r.detail];
+        if (verbose) std::printf("SKIP %s: %s\n", name.c_str(), r.detail.c_str());
+        break;
+    }
+  }
+  std::vector<std::pair<int, std::string>> reasons;
+  for (const auto& [reason, count] : skip_reasons) reasons.emplace_back(count, reason);
+  std::sort(reasons.rbegin(), reasons.rend());
+  std::printf("\nskipped, by reason:\n");
+  for (const auto& [count, reason] : reasons) std::printf("  %4d  %s\n", count, reason.c_str());
+  std::printf("\nONNX node tests: %d passed, %d failed, %d skipped (of %d)\n", pass, fail, skip, pass + fail + skip);
+  return fail == 0 ? 0 : 1;
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""kiln plan + kiln run reproduce PyTorch on exported CNN and MLP models.
+
+Each model is built with a fixed seed, exported to ONNX by PyTorch, planned
+and run by the kiln CLI, and compared with PyTorch's own output. The error
+reported is max|kiln - torch| / max|torch| (relative to the output's scale);
+it must be at most 1e-4.
+
+usage: pytorch_models.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+TOLERANCE = 1e-4
+
+
+class Cnn(nn.Module):
+    """Conv/BN/ReLU stages, grouped and depthwise convs, both poolings, Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(3, 24, 3, stride=2, padding=1), nn.BatchNorm2d(24), nn.ReLU(),
+            nn.Conv2d(24, 24, 3, padding=2, dilation=2, groups=24), nn.BatchNorm2d(24), nn.Hardtanh(0, 6),
+            nn.Conv2d(24, 32, 1), nn.Sigmoid(),
+            nn.MaxPool2d(3, stride=2, padding=1),
+            nn.Conv2d(32, 48, 3, groups=4), nn.Tanh(),
+            nn.AvgPool2d(2, ceil_mode=True),
+        )
+        self.head = nn.Linear(48 * 3 * 3, 10)
+
+    def forward(self, x):
+        x = self.body(x)
+        return F.softmax(self.head(torch.flatten(x, 1)), dim=-1)
+
+
+class Mlp(nn.Module):
+    """Linear layers with several activations; view() exports a Shape chain."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(64, 128)
+        self.l2 = nn.Linear(128, 96)
+        self.l3 = nn.Linear(96, 32)
+        self.l4 = nn.Linear(32, 5)
+
+    def forward(self, x):
+        x = x.view(x.size(0), -1)
+        x = F.relu(self.l1(x))
+        x = torch.sigmoid(self.l2(x)) * 2.0 - 0.5
+        x = torch.tanh(self.l3(x)) / 3.0
+        return F.log_softmax(self.l4(x), dim=1)
+
+
+class Mixer(nn.Module):
+    """MatMul, Transpose, Concat, Clip and broadcasting arithmetic."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Parameter(torch.randn(16, 24) * 0.2)
+        self.scale = nn.Parameter(torch.rand(1, 1, 24) + 0.5)
+        self.fc = nn.Linear(48, 8)
+
+    def forward(self, x):
+        h = torch.matmul(x, self.proj) * self.scale
+        t = h.transpose(1, 2)
+        attn = torch.softmax(torch.matmul(h, t) / 4.0, dim=-1)
+        mixed = torch.matmul(attn, h)
+        y = torch.cat([mixed, torch.clamp(h, -0.5, 0.5)], dim=2)
+        return self.fc(y)
+
+
+MODELS = {
+    "cnn": (Cnn, (2, 3, 32, 32)),
+    "mlp": (Mlp, (4, 8, 8)),
+    "mixer": (Mixer, (2, 10, 16)),
+}
+
+
+def prepare(model):
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    return model.eval()
+
+
+def check(name, kiln, workdir, opset):
+    cls, shape = MODELS[name]
+    torch.manual_seed(1234)
+    model = prepare(cls())
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    base = os.path.join(workdir, f"{name}_opset{opset}")
+    onnx_path, program, inp = base + ".onnx", base + ".kiln", base + "_input.npy"
+    torch.onnx.export(model, x, onnx_path, opset_version=opset, input_names=["x"], output_names=["y"])
+    np.save(inp, x.numpy())
+    subprocess.run([kiln, "plan", onnx_path, "-o", program], check=True, stdout=subprocess.DEVNULL)
+    outdir = base + "_out"
+    subprocess.run([kiln, "run", program, "--input", inp, "--output-dir", outdir], check=True,
+                   stdout=subprocess.DEVNULL)
+    got = np.load(os.path.join(outdir, "output_0.npy"))
+    if got.shape != expected.shape:
+        return f"shape {got.shape} != {expected.shape}", float("inf")
+    err = float(np.max(np.abs(got - expected)) / max(float(np.max(np.abs(expected))), 1e-30))
+    return None, err
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kiln", required=True)
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--only")
+    args = parser.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    failures = 0
+    for name in MODELS:
+        if args.only and name != args.only:
+            continue
+        for opset in (13, 17):
+            problem, err = check(name, args.kiln, args.workdir, opset)
+            ok = problem is None and err <= TOLERANCE
+            failures += 0 if ok else 1
+            print(f"{'PASS' if ok else 'FAIL'} {name} opset {opset}: relative error {err:.2e}"
+                  + (f" ({problem})" if problem else ""))
+    print(f"{failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
