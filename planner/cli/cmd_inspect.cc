@@ -1,5 +1,6 @@
 // kiln inspect and kiln verify: read a program back and show or check it.
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -101,9 +102,12 @@ void print_text(const ProgramFile& file) {
     io("outputs", m->outputs());
     std::printf("  tensors:\n");
     if (m->tensors()) {
+      int width = 8;
+      for (const fb::Tensor* tensor : *m->tensors()) width = std::max(width, static_cast<int>(name_of(*tensor).size()));
+      width = std::min(width, 48);
       for (uint32_t t = 0; t < m->tensors()->size(); ++t) {
         const fb::Tensor& tensor = *m->tensors()->Get(t);
-        std::printf("    #%-4u %-32s %-8s %-20s %12s B  %-8s %s\n", t, name_of(tensor).c_str(),
+        std::printf("    #%-4u %-*s %-8s %-20s %12s B  %-8s %s\n", t, width, name_of(tensor).c_str(),
                     dtype_str(tensor.dtype()).c_str(), shape_str(shape_of(tensor)).c_str(),
                     group_digits(tensor.nbytes()).c_str(), device_str(tensor.device()).c_str(),
                     storage_str(*m, tensor).c_str());

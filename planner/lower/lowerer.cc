@@ -47,13 +47,14 @@ int Lowerer::constant(const std::string& name, HostTensor data) {
 }
 
 LInstruction& Lowerer::kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs,
-                              fb::ParamsUnion params) {
+                              fb::ParamsUnion params, std::vector<int> scratch) {
   LInstruction instruction;
   instruction.kind = LInstruction::Kind::kKernel;
   instruction.op = std::move(op);
   instruction.inputs = std::move(inputs);
   instruction.outputs = std::move(outputs);
   instruction.params = std::move(params);
+  instruction.scratch = std::move(scratch);
   instruction.name = node_name_;
   method_.instructions.push_back(std::move(instruction));
   return method_.instructions.back();

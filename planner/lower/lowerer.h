@@ -26,8 +26,10 @@ class Lowerer {
   // A constant tensor holding `data`.
   int constant(const std::string& name, HostTensor data);
 
+  // A kernel call. `scratch` tensors (from temp()) are planned memory the
+  // kernel may use while it runs, such as packing buffers.
   LInstruction& kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs,
-                       fb::ParamsUnion params = {});
+                       fb::ParamsUnion params = {}, std::vector<int> scratch = {});
   // Bytes of `src` into `dst` unchanged (a reshape): a Copy kernel the
   // in-place pass can turn into a view.
   void view(int src, int dst);

@@ -234,6 +234,33 @@ class MethodLoader {
     return Error::kOk;
   }
 
+  // The root tensor whose storage `t` uses.
+  uint32_t root_of(uint32_t t) const {
+    return (tensors_[t].flags_ & internal::kTensorAlias) ? tensors_[t].alias_root_ : t;
+  }
+
+  // An output that shares its storage with an input is only allowed where
+  // the kernel declared it may write over that input.
+  Error check_inplace(uint32_t index, const fb::Instruction& instruction, const KernelEntry& entry,
+                      const KernelArgs& args) const {
+    for (uint32_t o = 0; o < args.num_outputs; ++o) {
+      const uint32_t out_root = root_of(static_cast<uint32_t>(args.outputs[o] - tensors_));
+      for (uint32_t i = 0; i < args.num_inputs; ++i) {
+        if (args.inputs[i] == nullptr) continue;
+        if (root_of(static_cast<uint32_t>(args.inputs[i] - tensors_)) != out_root) continue;
+        const bool declared = o == 0 && i < 32 && (entry.inplace_inputs & (1u << i)) != 0 &&
+                              args.inputs[i]->nbytes() == args.outputs[o]->nbytes();
+        if (!declared) {
+          KILN_LOG(ERROR, "method '%s': instruction %u ('%s', kernel '%s') writes output %u over input %u, "
+                   "which the kernel does not allow", name(), index, instruction_name(instruction), entry.name,
+                   o, i);
+          return Error::kInvalidProgram;
+        }
+      }
+    }
+    return Error::kOk;
+  }
+
   // Fills `count` operand slots from `list` and returns where they start.
   const Tensor* const* resolve(const flatbuffers::Vector<int32_t>* list, uint16_t* out_count) {
     const uint32_t count = list != nullptr ? list->size() : 0;
@@ -268,6 +295,7 @@ class MethodLoader {
           state->args.inputs = resolve(call.inputs(), &state->args.num_inputs);
           state->args.outputs = resolve(call.outputs(), &state->args.num_outputs);
           state->args.scratch = resolve(call.scratch(), &state->args.num_scratch);
+          KILN_RETURN_IF_ERROR(check_inplace(i, instruction, *entry, state->args));
           if (entry->check != nullptr) {
             const Error error = entry->check(state->args);
             if (error != Error::kOk) {

@@ -390,6 +390,33 @@ TEST_F(SemanticValidation, IoMustBeUserStorage) {
   EXPECT_EQ(load_mutated([](fb::ProgramT& p) { method(p).outputs[0] = 5000; }), Error::kInvalidProgram);
 }
 
+// Aliasing an output onto an input is allowed only where the kernel declared it.
+TEST_F(SemanticValidation, InplaceOnlyWhereTheKernelDeclaresIt) {
+  register_kernels();
+  auto alias_output_of = [](const std::string& op) {
+    return [op](fb::ProgramT& p) {
+      auto& m = method(p);
+      for (auto& ins : m.instructions) {
+        auto* call = ins->kind.AsKernelCall();
+        if (call == nullptr || m.operators[call->op]->name != op) continue;
+        fb::AliasStorageT alias;
+        alias.base = static_cast<uint32_t>(call->inputs[0]);
+        m.tensors[call->outputs[0]]->storage.Set(alias);
+      }
+    };
+  };
+  auto load_method_error = [](const std::string& bytes) {
+    LoadedProgram p(bytes);
+    if (!p.program.ok()) return p.program.error();
+    MethodMemory memory(p.program->method_meta("forward").get());
+    return p.program->load_method("forward", memory.manager()).error();
+  };
+  // Relu reads each element before writing it: declared in place.
+  EXPECT_EQ(load_method_error(mutate_program(bytes_, alias_output_of("Relu"))), Error::kOk);
+  // Pooling reads a window around each output element: never in place.
+  EXPECT_EQ(load_method_error(mutate_program(bytes_, alias_output_of("Pool"))), Error::kInvalidProgram);
+}
+
 TEST_F(SemanticValidation, KernelChecksShapesAtLoad) {
   register_kernels();
   // Swap the Conv weight's shape for another of the same byte size: the

@@ -55,7 +55,16 @@ struct KernelEntry {
   const char* name = nullptr;
   KernelCheckFn check = nullptr;
   KernelRunFn run = nullptr;
+  // Bit i set: the kernel may write output 0 over input i (same byte size),
+  // because it reads every element of that input before writing the output
+  // element in the same place. The planner places outputs in place only
+  // through declared inputs, and Method loading refuses an output aliasing
+  // an input the kernel did not declare.
+  uint32_t inplace_inputs = 0;
 };
+
+constexpr uint32_t kInplaceInput0 = 1u << 0;
+constexpr uint32_t kInplaceInput1 = 1u << 1;
 
 class KernelRegistry {
  public:
