@@ -18,7 +18,14 @@ PlanResult plan_graph(Graph graph, const PlanOptions& options) {
       if (t.storage == Storage::kUser) t.user_fallback = true;
     }
   }
+  if (options.inplace.enabled) {
+    LMethod baseline = method;
+    memory::plan_method_memory(baseline, options.memory);
+    result.arena_bytes_without_inplace = total_arena_bytes(baseline);
+    result.inplace = apply_inplace(method, options.inplace);
+  }
   memory::plan_method_memory(method, options.memory);
+  if (!options.inplace.enabled) result.arena_bytes_without_inplace = total_arena_bytes(method);
   result.bytes = emit_program(result.program);
   const auto errors = verify_program(result.bytes);
   if (!errors.empty()) {
@@ -28,6 +35,12 @@ PlanResult plan_graph(Graph graph, const PlanOptions& options) {
   }
   result.graph = std::move(graph);
   return result;
+}
+
+uint64_t total_arena_bytes(const LMethod& method) {
+  uint64_t total = 0;
+  for (const LArena& arena : method.arenas) total += arena.size;
+  return total;
 }
 
 PlanResult plan_onnx_file(const std::string& path, const PlanOptions& options) {

@@ -4,6 +4,7 @@
 //   -> infer static shapes, fold constants     (passes/infer)
 //   -> remove dead nodes
 //   -> lower to kernel calls                   (lower/, ops/)
+//   -> in-place reuse and views                (passes/inplace)
 //   -> plan memory per arena                   (memory/)
 //   -> emit the .kiln bytes                    (emit/)
 //   -> verify the emitted plan independently   (verify/)
@@ -17,6 +18,7 @@
 #include "lower/program.h"
 #include "memory/method_plan.h"
 #include "onnx/import.h"
+#include "passes/inplace.h"
 
 namespace kiln::planner {
 
@@ -26,6 +28,7 @@ struct PlanOptions {
   // Give method inputs and outputs fallback memory in the arena, so a method
   // runs without the application binding them.
   bool plan_io = false;
+  InplaceOptions inplace;
   std::string method_name = "forward";
 };
 
@@ -33,7 +36,14 @@ struct PlanResult {
   Graph graph;         // after folding and dead-node removal
   LProgram program;    // lowered and planned
   std::string bytes;   // the .kiln file
+  InplaceStats inplace;
+  // Total arena bytes of the same plan without in-place reuse (equal to the
+  // planned total when reuse is off).
+  uint64_t arena_bytes_without_inplace = 0;
 };
+
+// Sum of the sizes of a method's arenas.
+uint64_t total_arena_bytes(const LMethod& method);
 
 // Throws PlanError (or UnsupportedError) with a message naming the file,
 // node or tensor at fault; also when the verifier rejects the plan.

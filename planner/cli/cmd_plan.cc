@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -26,7 +27,10 @@ constexpr const char* kHelp =
     "  --algo NAME                memory planning: auto (default), search, best-fit, first-fit, naive\n"
     "  --time-limit SEC           time budget of the memory search (default 10)\n"
     "  --alignment BYTES          arena alignment (default 64)\n"
-    "  --plan-io                  also reserve arena memory for inputs and outputs\n";
+    "  --plan-io                  also reserve arena memory for inputs and outputs\n"
+    "  --inplace-ops LIST         ONNX ops whose outputs may reuse a dying input's bytes\n"
+    "                             (comma-separated; default: every op whose kernel allows it)\n"
+    "  --no-inplace               no in-place reuse and no views: every output gets its own bytes\n";
 
 std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
   std::vector<int64_t> dims;
@@ -78,6 +82,13 @@ void print_summary(const std::string& model, const std::string& output, const Pl
                 m.tensors.size(), planned, constants, user, aliases);
     std::printf("  constants:   %s bytes\n", group_digits(constant_bytes).c_str());
     std::printf("  bookkeeping: %s bytes\n", group_digits(method_bookkeeping_bytes(m)).c_str());
+    const uint64_t arena_total = total_arena_bytes(m);
+    const uint64_t saved = result.arena_bytes_without_inplace > arena_total
+                               ? result.arena_bytes_without_inplace - arena_total : 0;
+    std::printf("  in place:    %d outputs over a dying input, %d views; %s bytes saved against --no-inplace "
+                "(%s -> %s)\n", result.inplace.outputs_in_place, result.inplace.views,
+                group_digits(saved).c_str(), group_digits(result.arena_bytes_without_inplace).c_str(),
+                group_digits(arena_total).c_str());
     std::printf("  %-5s %-8s %-9s %14s %14s %7s  %s\n", "arena", "device", "kind", "size", "lower bound", "ratio",
                 "algorithm");
     for (size_t a = 0; a < m.arenas.size(); ++a) {
@@ -101,7 +112,7 @@ void print_summary(const std::string& model, const std::string& output, const Pl
 int cmd_plan(const Argv& argv) {
   const Args args(argv, {{"-o", true}, {"--output", true}, {"--input-shape", true}, {"--freeze", true},
                          {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
-                         {"--help", false}});
+                         {"--inplace-ops", true}, {"--no-inplace", false}, {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     return 0;
@@ -129,6 +140,23 @@ int cmd_plan(const Argv& argv) {
   }
   options.memory.alignment = static_cast<uint32_t>(alignment);
   options.plan_io = args.has("--plan-io");
+  if (args.has("--no-inplace") && args.has("--inplace-ops")) {
+    throw UsageError{"--no-inplace and --inplace-ops exclude each other"};
+  }
+  options.inplace.enabled = !args.has("--no-inplace");
+  if (args.has("--inplace-ops")) {
+    std::set<std::string> ops;
+    const std::string list = args.get("--inplace-ops");
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      const size_t comma = list.find(',', pos);
+      const std::string op = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      if (!op.empty()) ops.insert(op);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+    options.inplace.ops = ops;
+  }
 
   const PlanResult result = plan_onnx_file(model, options);
   write_file_atomic(output, result.bytes);

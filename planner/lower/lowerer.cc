@@ -56,6 +56,7 @@ LInstruction& Lowerer::kernel(std::string op, std::vector<int> inputs, std::vect
   instruction.params = std::move(params);
   instruction.scratch = std::move(scratch);
   instruction.name = node_name_;
+  instruction.source_op = node_op_;
   method_.instructions.push_back(std::move(instruction));
   return method_.instructions.back();
 }
@@ -68,6 +69,7 @@ void Lowerer::copy(int src, int dst) {
   instruction.inputs = {src};
   instruction.outputs = {dst};
   instruction.name = node_name_;
+  instruction.source_op = node_op_;
   method_.instructions.push_back(std::move(instruction));
 }
 
@@ -84,12 +86,12 @@ LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_
       unsupported(graph.describe(node), ": op is not supported");
     }
     OpContext ctx(graph, n);
-    lowerer.set_node_name(node.name);
+    lowerer.set_node(node.name, node.op_type);
     op->lower(ctx, lowerer);
   }
   // Every output is a user-provided tensor written by an instruction. A
   // value that is a constant, a graph input or already an output gets a copy.
-  lowerer.set_node_name("output");
+  lowerer.set_node("output", "Copy");
   for (int value : graph.outputs) {
     const int t = lowerer.tensor(value);
     LTensor& source = method.tensors[static_cast<size_t>(t)];

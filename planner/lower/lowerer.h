@@ -35,7 +35,10 @@ class Lowerer {
   void view(int src, int dst);
   void copy(int src, int dst);
 
-  void set_node_name(std::string name) { node_name_ = std::move(name); }
+  void set_node(std::string name, std::string op_type) {
+    node_name_ = std::move(name);
+    node_op_ = std::move(op_type);
+  }
   LMethod& method() { return method_; }
   LProgram& program() { return program_; }
   Graph& graph() { return graph_; }
@@ -46,6 +49,7 @@ class Lowerer {
   LMethod& method_;
   std::unordered_map<int, int> value_to_tensor_;
   std::string node_name_;
+  std::string node_op_;
 };
 
 // Lowers the whole graph (after folding) into a new method of `program`.

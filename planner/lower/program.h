@@ -47,6 +47,7 @@ struct LInstruction {
   std::vector<int> scratch;
   fb::ParamsUnion params;
   std::string name;          // the model node it came from
+  std::string source_op;     // that node's ONNX op type ("Reshape" for a Copy)
 };
 
 struct LArena {
