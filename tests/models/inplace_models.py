@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""In-place reuse on real CNNs: torchvision mobilenet_v2 and resnet18 (random
+weights, fixed seed) are planned with and without in-place reuse. The arena
+must never grow, and the outputs must be bit-identical (and match PyTorch).
+
+usage: inplace_models.py --kiln PATH/TO/kiln --workdir DIR
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torchvision
+
+
+def arena_bytes(out):
+    m = re.search(r"\((\S+) -> (\S+)\)", out)
+    return int(m.group(1).replace(",", "")), int(m.group(2).replace(",", ""))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kiln", required=True)
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    failures = 0
+    for name in ("mobilenet_v2", "resnet18"):
+        torch.manual_seed(0)
+        model = getattr(torchvision.models, name)(weights=None).eval()
+        x = torch.randn(1, 3, 224, 224)
+        with torch.no_grad():
+            expected = model(x).numpy()
+        base = os.path.join(args.workdir, name)
+        torch.onnx.export(model, x, base + ".onnx", opset_version=13, input_names=["x"], output_names=["y"])
+        np.save(base + "_x.npy", x.numpy())
+        outputs = {}
+        for variant, flags in (("inplace", []), ("no-inplace", ["--no-inplace"])):
+            program = f"{base}.{variant}.kiln"
+            p = subprocess.run([args.kiln, "plan", base + ".onnx", "-o", program, *flags], check=True,
+                               capture_output=True, text=True)
+            if variant == "inplace":
+                without, with_ = arena_bytes(p.stdout)
+            outdir = f"{base}.{variant}.out"
+            subprocess.run([args.kiln, "run", program, "--input", base + "_x.npy", "--output-dir", outdir],
+                           check=True, stdout=subprocess.DEVNULL)
+            outputs[variant] = np.load(os.path.join(outdir, "output_0.npy"))
+        identical = np.array_equal(outputs["inplace"], outputs["no-inplace"])
+        err = float(np.max(np.abs(outputs["inplace"] - expected)) / np.max(np.abs(expected)))
+        ok = with_ <= without and identical and err <= 1e-4
+        failures += 0 if ok else 1
+        print(f"{'PASS' if ok else 'FAIL'} {name}: arena {without:,} -> {with_:,} bytes with in-place "
+              f"({100.0 * (without - with_) / without:.1f}% less), outputs identical: {identical}, "
+              f"relative error vs PyTorch {err:.2e}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
