@@ -94,11 +94,11 @@ uint64_t MethodMeta::bookkeeping_bytes() const { return method_->bookkeeping_byt
 // Builds a Method in the bookkeeping buffer. Every section is allocated with
 // exactly the size schema/bookkeeping.h gives it, so the figure the planner
 // wrote is the figure needed.
-class MethodLoader {
+class MethodLoader final : public MethodView {
  public:
   MethodLoader(const Program& program, const fb::Method& method, const MemoryManager& memory,
-               const KernelRegistry& kernels)
-      : program_(program), method_(method), memory_(memory), kernels_(kernels) {}
+               const KernelRegistry& kernels, const BackendRegistry& backends)
+      : program_(program), method_(method), memory_(memory), kernels_(kernels), backends_(backends) {}
 
   Result<Method> load() {
     if (memory_.bookkeeping == nullptr) {
@@ -109,14 +109,31 @@ class MethodLoader {
     Method result;
     result.method_ = &method_;
     KILN_RETURN_IF_ERROR(allocate_sections());
+    // From here on `result` releases what is acquired (device arenas,
+    // delegates) when a later step fails.
+    result.arenas_ = arenas_;
+    result.num_arenas_ = static_cast<uint32_t>(counts_.arenas);
+    result.delegates_ = delegates_;
+    result.num_delegates_ = static_cast<uint32_t>(counts_.delegates);
     KILN_RETURN_IF_ERROR(bind_arenas());
     KILN_RETURN_IF_ERROR(init_tensors());
     result.tensors_ = tensors_;
     result.num_tensors_ = static_cast<uint32_t>(counts_.tensors);
     result.refresh_aliases();
-    KILN_RETURN_IF_ERROR(init_instructions());
-    result.instructions_ = instructions_;
-    result.num_instructions_ = static_cast<uint32_t>(counts_.instructions);
+    KILN_RETURN_IF_ERROR(init_delegates());
+    const uint32_t num_init = method_.init_instructions() != nullptr ? method_.init_instructions()->size() : 0;
+    KILN_RETURN_IF_ERROR(init_instructions(method_.init_instructions(), 0));
+    KILN_RETURN_IF_ERROR(init_instructions(method_.instructions(), num_init));
+    // Load-time instructions (constant uploads) run once, now.
+    for (uint32_t i = 0; i < num_init; ++i) {
+      const Error error = internal::run_instruction(instructions_[i]);
+      if (error != Error::kOk) {
+        KILN_LOG(ERROR, "method '%s': load-time copy %u failed: %s", name(), i, error_name(error));
+        return error;
+      }
+    }
+    result.instructions_ = instructions_ + num_init;
+    result.num_instructions_ = static_cast<uint32_t>(counts_.instructions) - num_init;
     return Result<Method>(static_cast<Method&&>(result));
   }
 
@@ -148,8 +165,48 @@ class MethodLoader {
         take(counts_.operands, abi::kOperandSlotBytes, "operand lists"));
     arenas_ = static_cast<internal::ArenaState*>(
         take(counts_.arenas, abi::kArenaSlotBytes, "arenas"));
-    take(counts_.delegates, abi::kDelegateSlotBytes, "delegates");
+    delegates_ = static_cast<internal::DelegateState*>(
+        take(counts_.delegates, abi::kDelegateSlotBytes, "delegates"));
+    delegate_state_ = static_cast<uint8_t*>(take(counts_.delegate_state_bytes, 1, "delegate state"));
+    for (uint32_t a = 0; a < counts_.arenas && !failed_; ++a) new (&arenas_[a]) internal::ArenaState();
+    for (uint32_t d = 0; d < counts_.delegates && !failed_; ++d) new (&delegates_[d]) internal::DelegateState();
     return failed_ ? Error::kOutOfMemory : Error::kOk;
+  }
+
+  // Device arenas: the application's buffer, or one allocation by the backend.
+  Error bind_device_arena(uint32_t i, const fb::Arena& arena, fb::Device device) {
+    internal::ArenaState& state = arenas_[i];
+    state.where = device;
+    state.size = arena.size();
+    state.backend = backends_.for_device(device.type());
+    if (state.backend == nullptr) {
+      KILN_LOG(ERROR, "method '%s': arena %u is on %s:%u; no backend for that device is registered", name(), i,
+               device_type_name(device.type()), device.index());
+      return Error::kBackendNotFound;
+    }
+    if (i < memory_.device_arenas.size() && memory_.device_arenas[i].handle != nullptr) {
+      if (memory_.device_arenas[i].size < arena.size()) {
+        KILN_LOG(ERROR, "method '%s': device arena %u needs %llu bytes, %llu were given", name(), i,
+                 static_cast<unsigned long long>(arena.size()),
+                 static_cast<unsigned long long>(memory_.device_arenas[i].size));
+        return Error::kArenaTooSmall;
+      }
+      state.device = memory_.device_arenas[i];
+      return Error::kOk;
+    }
+    if (i < memory_.arenas.size() && memory_.arenas[i].data() != nullptr) {
+      KILN_LOG(ERROR, "method '%s': arena %u is on %s:%u, a host buffer was given for it", name(), i,
+               device_type_name(device.type()), device.index());
+      return Error::kDeviceMismatch;
+    }
+    const Error error = state.backend->allocate(device, arena.size(), arena.alignment(), &state.device);
+    if (error != Error::kOk) {
+      KILN_LOG(ERROR, "method '%s': backend '%s' failed to allocate device arena %u (%llu bytes): %s", name(),
+               state.backend->id(), i, static_cast<unsigned long long>(arena.size()), error_name(error));
+      return Error::kDeviceAllocationFailed;
+    }
+    state.owned = true;
+    return Error::kOk;
   }
 
   Error bind_arenas() {
@@ -157,15 +214,12 @@ class MethodLoader {
       const fb::Arena& arena = *method_.arenas()->Get(i);
       const fb::Device device = device_or_cpu(arena.device());
       if (device.type() != fb::DeviceType::CPU) {
-        KILN_LOG(ERROR, "method '%s': arena %u is on %s:%u; no backend provides device arenas",
-                 name(), i, device_type_name(device.type()), device.index());
-        return Error::kBackendNotFound;
+        KILN_RETURN_IF_ERROR(bind_device_arena(i, arena, device));
+        continue;
       }
+      arenas_[i].where = device;
       if (i >= memory_.arenas.size() || memory_.arenas[i].data() == nullptr) {
-        if (arena.size() == 0) {
-          arenas_[i] = {nullptr, 0};
-          continue;
-        }
+        if (arena.size() == 0) continue;
         KILN_LOG(ERROR, "method '%s': arena %u (%llu bytes) was not given", name(), i,
                  static_cast<unsigned long long>(arena.size()));
         return Error::kArenaMissing;
@@ -182,14 +236,23 @@ class MethodLoader {
                  arena.alignment());
         return Error::kArenaMisaligned;
       }
-      arenas_[i] = {given.data(), given.size()};
+      arenas_[i].base = given.data();
+      arenas_[i].size = given.size();
     }
     return Error::kOk;
   }
 
-  void* planned_address(const fb::PlannedStorage& planned) const {
-    uint8_t* base = arenas_[planned.arena()].base;
-    return base != nullptr ? base + planned.offset() : nullptr;
+  // Places `tensor` at `planned`: a host address, or (device arenas) the
+  // backend's address if it has one.
+  void place(Tensor* tensor, const fb::PlannedStorage& planned) const {
+    const internal::ArenaState& arena = arenas_[planned.arena()];
+    tensor->arena_ = static_cast<uint16_t>(planned.arena());
+    tensor->offset_ = planned.offset();
+    if (arena.backend != nullptr) {
+      tensor->data_ = arena.backend->address(arena.device, planned.offset());
+    } else {
+      tensor->data_ = arena.base != nullptr ? arena.base + planned.offset() : nullptr;
+    }
   }
 
   Error init_tensors() {
@@ -209,12 +272,17 @@ class MethodLoader {
           tensor->flags_ = internal::kTensorConstant;
           break;
         case fb::Storage::PlannedStorage:
-          tensor->data_ = planned_address(*source.storage_as_PlannedStorage());
+          place(tensor, *source.storage_as_PlannedStorage());
           break;
         case fb::Storage::UserStorage: {
           const fb::PlannedStorage* fallback = source.storage_as_UserStorage()->fallback();
-          tensor->data_ = fallback != nullptr ? planned_address(*fallback) : nullptr;
+          if (fallback != nullptr) place(tensor, *fallback);
           tensor->flags_ = internal::kTensorUser;
+          if (tensor->device_.type() != fb::DeviceType::CPU && fallback == nullptr) {
+            KILN_LOG(ERROR, "method '%s': device tensor %u '%s' has no planned device memory", name(), t,
+                     source.name() != nullptr ? source.name()->c_str() : "?");
+            return Error::kInvalidProgram;
+          }
           if (fallback != nullptr || tensor->nbytes_ == 0) tensor->flags_ |= internal::kTensorBound;
           break;
         }
@@ -231,6 +299,45 @@ class MethodLoader {
           return Error::kInternal;
       }
     }
+    for (uint32_t t = 0; t < counts_.tensors; ++t) {
+      Tensor& tensor = tensors_[t];
+      if (!(tensor.flags_ & internal::kTensorAlias)) continue;
+      tensor.arena_ = tensors_[tensor.alias_root_].arena_;
+      tensor.offset_ = tensors_[tensor.alias_root_].offset_;
+    }
+    return Error::kOk;
+  }
+
+  const internal::ArenaState* arena_of(const Tensor& t) const {
+    return t.arena_ == Tensor::kNoArena ? nullptr : &arenas_[t.arena_];
+  }
+
+  // Picks how a copy from `src` to `dst` runs, and with which backend.
+  Error setup_copy(uint32_t index, const Tensor& src, const Tensor& dst, internal::InstructionState* state) {
+    const bool src_host = src.device().type() == fb::DeviceType::CPU;
+    const bool dst_host = dst.device().type() == fb::DeviceType::CPU;
+    if (src_host && dst_host) {
+      state->kind = internal::InstructionKind::kCopyHost;
+      state->run = nullptr;
+      return Error::kOk;
+    }
+    if (!src_host && !dst_host && src.device() != dst.device()) {
+      KILN_LOG(ERROR, "method '%s': copy %u goes from %s:%u to %s:%u; copies between two devices go through "
+               "the host", name(), index, device_type_name(src.device().type()), src.device().index(),
+               device_type_name(dst.device().type()), dst.device().index());
+      return Error::kNotSupported;
+    }
+    const Tensor& device_side = src_host ? dst : src;
+    const internal::ArenaState* arena = arena_of(device_side);
+    if (arena == nullptr || arena->backend == nullptr) {
+      KILN_LOG(ERROR, "method '%s': copy %u touches a device tensor outside any device arena", name(), index);
+      return Error::kInvalidProgram;
+    }
+    state->backend = arena->backend;
+    state->arenas = arenas_;
+    state->kind = src_host ? internal::InstructionKind::kCopyToDevice
+                           : (dst_host ? internal::InstructionKind::kCopyToHost
+                                       : internal::InstructionKind::kCopyOnDevice);
     return Error::kOk;
   }
 
@@ -274,10 +381,12 @@ class MethodLoader {
     return start;
   }
 
-  Error init_instructions() {
-    for (uint32_t i = 0; i < counts_.instructions; ++i) {
-      const fb::Instruction& instruction = *method_.instructions()->Get(i);
-      internal::InstructionState* state = new (&instructions_[i]) internal::InstructionState();
+  // Resolves the instructions of `list` into states starting at `first`.
+  Error init_instructions(const flatbuffers::Vector<flatbuffers::Offset<fb::Instruction>>* list, uint32_t first) {
+    const uint32_t count = list != nullptr ? list->size() : 0;
+    for (uint32_t i = 0; i < count; ++i) {
+      const fb::Instruction& instruction = *list->Get(i);
+      internal::InstructionState* state = new (&instructions_[first + i]) internal::InstructionState();
       state->args.node_name = instruction_name(instruction);
       switch (instruction.kind_type()) {
         case fb::InstructionKind::KernelCall: {
@@ -309,7 +418,6 @@ class MethodLoader {
         }
         case fb::InstructionKind::CopyCall: {
           const fb::CopyCall& copy = *instruction.kind_as_CopyCall();
-          state->kind = internal::InstructionKind::kCopy;
           const Tensor** slots = operands_ + next_operand_;
           slots[0] = &tensors_[copy.src()];
           slots[1] = &tensors_[copy.dst()];
@@ -318,22 +426,19 @@ class MethodLoader {
           state->args.outputs = slots + 1;
           state->args.num_inputs = 1;
           state->args.num_outputs = 1;
-          if (slots[0]->device().type() != fb::DeviceType::CPU ||
-              slots[1]->device().type() != fb::DeviceType::CPU) {
-            KILN_LOG(ERROR, "method '%s': copy instruction %u crosses devices; no backend is "
-                     "registered for them", name(), i);
-            return Error::kBackendNotFound;
-          }
+          KILN_RETURN_IF_ERROR(setup_copy(i, *slots[0], *slots[1], state));
           break;
         }
-        case fb::InstructionKind::DelegateCall:
-          KILN_LOG(ERROR, "method '%s': instruction %u calls delegate '%s'; no backend registered",
-                   name(), i,
-                   method_.delegates()
-                       ->Get(instruction.kind_as_DelegateCall()->delegate())
-                       ->backend()
-                       ->c_str());
-          return Error::kBackendNotFound;
+        case fb::InstructionKind::DelegateCall: {
+          const fb::DelegateCall& call = *instruction.kind_as_DelegateCall();
+          const internal::DelegateState& delegate = delegates_[call.delegate()];
+          state->kind = internal::InstructionKind::kDelegate;
+          state->backend = delegate.backend;
+          state->delegate = delegate.handle;
+          state->args.inputs = resolve(call.inputs(), &state->args.num_inputs);
+          state->args.outputs = resolve(call.outputs(), &state->args.num_outputs);
+          break;
+        }
         case fb::InstructionKind::CollectiveCall:
           KILN_LOG(ERROR, "method '%s': instruction %u is a collective; no communicator given",
                    name(), i);
@@ -345,10 +450,71 @@ class MethodLoader {
     return Error::kOk;
   }
 
+  Error init_delegates() {
+    uint8_t* state = delegate_state_;
+    for (uint32_t d = 0; d < counts_.delegates; ++d) {
+      const fb::Delegate& delegate = *method_.delegates()->Get(d);
+      Backend* backend = backends_.find(delegate.backend()->c_str());
+      if (backend == nullptr) {
+        KILN_LOG(ERROR, "method '%s': delegate %u needs backend '%s', which is not registered", name(), d,
+                 delegate.backend()->c_str());
+        return Error::kBackendNotFound;
+      }
+      const fb::Device device = device_or_cpu(delegate.device());
+      if (device.type() != backend->device_type()) {
+        KILN_LOG(ERROR, "method '%s': delegate %u is on %s:%u but backend '%s' serves %s", name(), d,
+                 device_type_name(device.type()), device.index(), backend->id(),
+                 device_type_name(backend->device_type()));
+        return Error::kInvalidProgram;
+      }
+      Span<const uint8_t> blob;
+      if (delegate.segment() >= 0) {
+        const fb::DataRef& ref = *program_.flatbuffer()->segments()->Get(static_cast<uint32_t>(delegate.segment()));
+        blob = program_.segment().subspan(static_cast<size_t>(ref.offset()), static_cast<size_t>(ref.size()));
+      } else if (delegate.inline_blob() != nullptr) {
+        blob = Span<const uint8_t>(delegate.inline_blob()->data(), delegate.inline_blob()->size());
+      }
+      const uint64_t needed = backend->state_bytes(delegate, blob);
+      if (needed > delegate.state_bytes()) {
+        KILN_LOG(ERROR, "method '%s': backend '%s' needs %llu state bytes for delegate %u, the program reserved %llu",
+                 name(), backend->id(), static_cast<unsigned long long>(needed), d,
+                 static_cast<unsigned long long>(delegate.state_bytes()));
+        return Error::kOutOfMemory;
+      }
+      const size_t reserved = static_cast<size_t>(abi::round_up_bookkeeping(delegate.state_bytes()));
+      BumpAllocator allocator(state, reserved);
+      state += reserved;
+      DelegateContext context;
+      context.delegate = &delegate;
+      context.blob = blob;
+      context.method = this;
+      context.allocator = &allocator;
+      Result<void*> handle = backend->init(context);
+      if (!handle.ok()) {
+        KILN_LOG(ERROR, "method '%s': backend '%s' failed to initialise delegate %u: %s", name(), backend->id(), d,
+                 error_name(handle.error()));
+        return Error::kDelegateInitFailed;
+      }
+      delegates_[d].backend = backend;
+      delegates_[d].handle = handle.get();
+    }
+    return Error::kOk;
+  }
+
+  // MethodView: what a delegate reads of the method at init.
+  uint32_t num_tensors() const override { return static_cast<uint32_t>(counts_.tensors); }
+  const Tensor& tensor(uint32_t index) const override { return tensors_[index]; }
+  uint32_t num_arenas() const override { return static_cast<uint32_t>(counts_.arenas); }
+  DeviceBuffer arena(uint32_t index) const override { return arenas_[index].device; }
+
   const Program& program_;
   const fb::Method& method_;
   const MemoryManager& memory_;
   const KernelRegistry& kernels_;
+  const BackendRegistry& backends_;
+  internal::DelegateState* delegates_ = nullptr;
+  uint8_t* delegate_state_ = nullptr;
+
   abi::MethodCounts counts_;
   bool failed_ = false;
   Tensor* tensors_ = nullptr;
@@ -358,10 +524,10 @@ class MethodLoader {
   internal::ArenaState* arenas_ = nullptr;
 };
 
-Result<Method> Program::load_method(const char* name, const MemoryManager& memory,
-                                    const KernelRegistry& kernels) const {
+Result<Method> Program::load_method(const char* name, const MemoryManager& memory, const KernelRegistry& kernels,
+                                    const BackendRegistry& backends) const {
   KILN_ASSIGN_OR_RETURN(MethodMeta meta, method_meta(name));
-  return MethodLoader(*this, *meta.flatbuffer(), memory, kernels).load();
+  return MethodLoader(*this, *meta.flatbuffer(), memory, kernels, backends).load();
 }
 
 // ---------------------------------------------------------------------------
@@ -373,17 +539,36 @@ Method::Method(Method&& other) noexcept
       num_tensors_(other.num_tensors_),
       instructions_(other.instructions_),
       num_instructions_(other.num_instructions_),
+      arenas_(other.arenas_),
+      num_arenas_(other.num_arenas_),
+      delegates_(other.delegates_),
+      num_delegates_(other.num_delegates_),
       aliases_stale_(other.aliases_stale_),
       observer_(other.observer_),
       observer_context_(other.observer_context_) {
   other.moved_from_ = true;
   other.tensors_ = nullptr;
   other.instructions_ = nullptr;
-  other.num_tensors_ = 0;
-  other.num_instructions_ = 0;
+  other.arenas_ = nullptr;
+  other.delegates_ = nullptr;
+  other.num_tensors_ = other.num_instructions_ = other.num_arenas_ = other.num_delegates_ = 0;
 }
 
-Method::~Method() = default;
+Method::~Method() { release(); }
+
+// Destroys delegates, then releases the device arenas the backends allocated.
+void Method::release() {
+  for (uint32_t d = 0; d < num_delegates_; ++d) {
+    internal::DelegateState& delegate = delegates_[d];
+    if (delegate.backend != nullptr && delegate.handle != nullptr) delegate.backend->destroy(delegate.handle);
+    delegate.handle = nullptr;
+  }
+  for (uint32_t a = 0; a < num_arenas_; ++a) {
+    internal::ArenaState& arena = arenas_[a];
+    if (arena.owned && arena.backend != nullptr) arena.backend->release(arena.where, arena.device);
+    arena.owned = false;
+  }
+}
 
 size_t Method::num_inputs() const { return list_size(method_->inputs()); }
 size_t Method::num_outputs() const { return list_size(method_->outputs()); }
@@ -398,15 +583,41 @@ const Tensor* Method::output(size_t index) const {
   return &tensors_[method_->outputs()->Get(static_cast<uint32_t>(index))];
 }
 
+Result<Method::Location> Method::location(uint32_t tensor_index) const {
+  const Tensor& tensor = tensors_[tensor_index];
+  if (tensor.device().type() == fb::DeviceType::CPU) return Error::kDeviceMismatch;
+  Location where;
+  where.device = tensor.device();
+  where.offset = tensor.offset_;
+  where.nbytes = tensor.nbytes();
+  if (tensor.arena_ != Tensor::kNoArena) where.buffer = arenas_[tensor.arena_].device;
+  return where;
+}
+
+Result<Method::Location> Method::input_location(size_t index) const {
+  if (method_ == nullptr || index >= num_inputs()) return Error::kInvalidArgument;
+  return location(method_->inputs()->Get(static_cast<uint32_t>(index)));
+}
+
+Result<Method::Location> Method::output_location(size_t index) const {
+  if (method_ == nullptr || index >= num_outputs()) return Error::kInvalidArgument;
+  return location(method_->outputs()->Get(static_cast<uint32_t>(index)));
+}
+
 Error Method::bind(uint32_t tensor_index, void* data, size_t size) {
   Tensor& tensor = tensors_[tensor_index];
+  const char* name = method_->tensors()->Get(tensor_index)->name() != nullptr
+                         ? method_->tensors()->Get(tensor_index)->name()->c_str()
+                         : "?";
+  if (tensor.device().type() != fb::DeviceType::CPU) {
+    KILN_LOG(ERROR, "'%s' lives on %s:%u; a host buffer cannot be bound to it (write into its device memory, "
+             "see Method::input_location)", name, device_type_name(tensor.device().type()), tensor.device().index());
+    return Error::kDeviceMismatch;
+  }
   // Zero-byte tensors may be bound to any pointer, null included.
   if (data == nullptr && tensor.nbytes() != 0) return Error::kInvalidArgument;
   if (size < tensor.nbytes()) {
-    KILN_LOG(ERROR, "'%s' needs %llu bytes, the buffer bound has %llu",
-             method_->tensors()->Get(tensor_index)->name() != nullptr
-                 ? method_->tensors()->Get(tensor_index)->name()->c_str()
-                 : "?",
+    KILN_LOG(ERROR, "'%s' needs %llu bytes, the buffer bound has %llu", name,
              static_cast<unsigned long long>(tensor.nbytes()), static_cast<unsigned long long>(size));
     return Error::kBufferTooSmall;
   }
@@ -436,19 +647,65 @@ void Method::refresh_aliases() {
   aliases_stale_ = false;
 }
 
+namespace internal {
+
+// Runs one resolved instruction. Copies to and from devices go through the
+// backend of the device side, with the arena buffer and offset of each tensor.
+Error run_instruction(const InstructionState& state) {
+  switch (state.kind) {
+    case InstructionKind::kKernel:
+      return state.run(state.args);
+    case InstructionKind::kCopyHost: {
+      const Tensor& src = *state.args.inputs[0];
+      const Tensor& dst = *state.args.outputs[0];
+      if (src.data() != dst.data()) memcpy(dst.data(), src.data(), static_cast<size_t>(src.nbytes()));
+      return Error::kOk;
+    }
+    case InstructionKind::kCopyToDevice: {
+      const Tensor& src = *state.args.inputs[0];
+      const Tensor& dst = *state.args.outputs[0];
+      return state.backend->copy_to_device(dst.device(), state.arenas[dst.arena()].device, dst.offset(), src.data(),
+                                           src.nbytes());
+    }
+    case InstructionKind::kCopyToHost: {
+      const Tensor& src = *state.args.inputs[0];
+      const Tensor& dst = *state.args.outputs[0];
+      return state.backend->copy_to_host(src.device(), dst.data(), state.arenas[src.arena()].device, src.offset(),
+                                         src.nbytes());
+    }
+    case InstructionKind::kCopyOnDevice: {
+      const Tensor& src = *state.args.inputs[0];
+      const Tensor& dst = *state.args.outputs[0];
+      if (src.arena() == dst.arena() && src.offset() == dst.offset()) return Error::kOk;
+      return state.backend->copy_on_device(dst.device(), state.arenas[dst.arena()].device, dst.offset(),
+                                           state.arenas[src.arena()].device, src.offset(), src.nbytes());
+    }
+    case InstructionKind::kDelegate: {
+      DelegateCallArgs args;
+      args.inputs = state.args.inputs;
+      args.outputs = state.args.outputs;
+      args.num_inputs = state.args.num_inputs;
+      args.num_outputs = state.args.num_outputs;
+      return state.backend->execute(state.delegate, args);
+    }
+    default:
+      return Error::kInternal;
+  }
+}
+
+}  // namespace internal
+
 Error Method::execute() {
   if (method_ == nullptr) return Error::kInvalidArgument;
   for (size_t i = 0; i < num_inputs(); ++i) {
     if (!(input(i)->flags_ & internal::kTensorBound)) {
-      KILN_LOG(ERROR, "input %u ('%s') is not bound", static_cast<unsigned>(i),
-               meta().input(i)->name);
+      KILN_LOG(ERROR, "input %u ('%s') is not bound", static_cast<unsigned>(i), meta().input(i)->name);
       return Error::kNotBound;
     }
   }
   for (size_t i = 0; i < num_outputs(); ++i) {
     if (!(output(i)->flags_ & internal::kTensorBound)) {
-      KILN_LOG(ERROR, "output %u ('%s') is not bound", static_cast<unsigned>(i),
-               meta().output(i)->name);
+      KILN_LOG(ERROR, "output %u ('%s') is not bound", static_cast<unsigned>(i), meta().output(i)->name);
       return Error::kNotBound;
     }
   }
@@ -456,24 +713,10 @@ Error Method::execute() {
   for (uint32_t i = 0; i < num_instructions_; ++i) {
     const internal::InstructionState& state = instructions_[i];
     const uint64_t start = observer_ != nullptr ? kiln_pal_ticks() : 0;
-    switch (state.kind) {
-      case internal::InstructionKind::kKernel: {
-        const Error error = state.run(state.args);
-        if (error != Error::kOk) {
-          KILN_LOG(ERROR, "instruction %u ('%s') failed: %s", i, state.args.node_name,
-                   error_name(error));
-          return error;
-        }
-        break;
-      }
-      case internal::InstructionKind::kCopy: {
-        const Tensor& src = *state.args.inputs[0];
-        const Tensor& dst = *state.args.outputs[0];
-        if (src.data() != dst.data()) memcpy(dst.data(), src.data(), static_cast<size_t>(src.nbytes()));
-        break;
-      }
-      default:
-        return Error::kInternal;
+    const Error error = internal::run_instruction(state);
+    if (error != Error::kOk) {
+      KILN_LOG(ERROR, "instruction %u ('%s') failed: %s", i, state.args.node_name, error_name(error));
+      return error;
     }
     if (observer_ != nullptr) observer_(observer_context_, i, kiln_pal_ticks() - start);
   }

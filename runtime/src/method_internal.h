@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "kiln/runtime/backend.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/tensor.h"
 #include "kiln/schema/bookkeeping.h"
@@ -13,19 +14,45 @@
 namespace kiln {
 namespace internal {
 
-enum class InstructionKind : uint8_t { kKernel, kCopy, kDelegate, kCollective };
+enum class InstructionKind : uint8_t {
+  kKernel,
+  kCopyHost,           // memcpy
+  kCopyToDevice,       // host -> device
+  kCopyToHost,         // device -> host
+  kCopyOnDevice,       // device -> device, one backend
+  kDelegate,
+};
 
 // One per instruction. A copy uses args.inputs[0] as source and
-// args.outputs[0] as destination.
+// args.outputs[0] as destination; a delegate call its inputs and outputs.
+struct ArenaState;
+
 struct InstructionState {
-  KernelRunFn run;
   KernelArgs args;
+  union {
+    KernelRunFn run;           // kernels
+    void* delegate;            // delegate calls: the delegate's handle
+    const ArenaState* arenas;  // copies: the method's arenas
+  };
+  Backend* backend;  // copies to, from or on a device; delegate calls
   InstructionKind kind;
 };
 
+// Runs one resolved instruction (the execute loop and load-time uploads).
+Error run_instruction(const InstructionState& state);
+
 struct ArenaState {
-  uint8_t* base;
+  uint8_t* base;        // host arenas
   uint64_t size;
+  DeviceBuffer device;  // device arenas
+  Backend* backend;     // device arenas
+  Device where;
+  bool owned;           // allocated by the backend at load: released by ~Method
+};
+
+struct DelegateState {
+  Backend* backend;
+  void* handle;
 };
 
 // Tensor flags.
@@ -39,6 +66,7 @@ static_assert(sizeof(InstructionState) <= abi::kInstructionSlotBytes,
               "InstructionState outgrew its bookkeeping slot");
 static_assert(sizeof(const Tensor*) <= abi::kOperandSlotBytes, "operand slot");
 static_assert(sizeof(ArenaState) <= abi::kArenaSlotBytes, "ArenaState outgrew its slot");
+static_assert(sizeof(DelegateState) <= abi::kDelegateSlotBytes, "DelegateState outgrew its slot");
 
 // Counts the runtime's bookkeeping needs for `method`; the program must have
 // passed validation.

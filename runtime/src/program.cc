@@ -325,11 +325,38 @@ class MethodValidator {
                  delegate.segment());
         return invalid();
       }
+      if (delegate.state_bytes() > (uint64_t{1} << 40)) {
+        KILN_LOG(ERROR, "method '%s': delegate %u asks for %llu state bytes", name_, i,
+                 static_cast<unsigned long long>(delegate.state_bytes()));
+        return invalid();
+      }
+    }
+    return Error::kOk;
+  }
+
+  // Load-time instructions may only copy into planned memory (uploads of
+  // constants to a device).
+  Error check_init_instructions() {
+    const auto* instructions = method_.init_instructions();
+    if (instructions == nullptr) return Error::kOk;
+    for (uint32_t i = 0; i < instructions->size(); ++i) {
+      const fb::Instruction& instruction = *instructions->Get(i);
+      const fb::CopyCall* copy = instruction.kind_as_CopyCall();
+      if (copy == nullptr || copy->src() >= num_tensors_ || copy->dst() >= num_tensors_) {
+        KILN_LOG(ERROR, "method '%s': load-time instruction %u is not a valid copy", name_, i);
+        return invalid();
+      }
+      if (tensor(copy->src()).nbytes() != tensor(copy->dst()).nbytes() ||
+          tensor(root_of(copy->dst())).storage_type() != fb::Storage::PlannedStorage) {
+        KILN_LOG(ERROR, "method '%s': load-time copy %u must fill planned memory of the same size", name_, i);
+        return invalid();
+      }
     }
     return Error::kOk;
   }
 
   Error check_instructions() {
+    KILN_RETURN_IF_ERROR(check_init_instructions());
     const auto* instructions = method_.instructions();
     if (instructions == nullptr) return Error::kOk;
     const uint32_t num_operators = method_.operators() != nullptr ? method_.operators()->size() : 0;
@@ -442,14 +469,11 @@ uint32_t count_list(const flatbuffers::Vector<int32_t>* list) {
 
 namespace internal {
 
-abi::MethodCounts count_method(const fb::Method& method) {
-  abi::MethodCounts counts;
-  counts.tensors = method.tensors() != nullptr ? method.tensors()->size() : 0;
-  counts.arenas = method.arenas() != nullptr ? method.arenas()->size() : 0;
-  counts.delegates = method.delegates() != nullptr ? method.delegates()->size() : 0;
-  const auto* instructions = method.instructions();
-  counts.instructions = instructions != nullptr ? instructions->size() : 0;
-  for (uint32_t i = 0; i < counts.instructions; ++i) {
+void count_instructions(const flatbuffers::Vector<flatbuffers::Offset<fb::Instruction>>* instructions,
+                        abi::MethodCounts& counts) {
+  const uint32_t n = instructions != nullptr ? instructions->size() : 0;
+  counts.instructions += n;
+  for (uint32_t i = 0; i < n; ++i) {
     const fb::Instruction& instruction = *instructions->Get(i);
     switch (instruction.kind_type()) {
       case fb::InstructionKind::KernelCall: {
@@ -475,6 +499,21 @@ abi::MethodCounts count_method(const fb::Method& method) {
         break;
     }
   }
+}
+
+abi::MethodCounts count_method(const fb::Method& method) {
+  abi::MethodCounts counts;
+  counts.tensors = method.tensors() != nullptr ? method.tensors()->size() : 0;
+  counts.arenas = method.arenas() != nullptr ? method.arenas()->size() : 0;
+  counts.delegates = method.delegates() != nullptr ? method.delegates()->size() : 0;
+  if (method.delegates() != nullptr) {
+    for (const fb::Delegate* delegate : *method.delegates()) {
+      // Each delegate's state starts 16-byte aligned.
+      counts.delegate_state_bytes += abi::round_up_bookkeeping(delegate->state_bytes());
+    }
+  }
+  count_instructions(method.init_instructions(), counts);
+  count_instructions(method.instructions(), counts);
   return counts;
 }
 

@@ -11,8 +11,17 @@
 //     bytes, 16-byte aligned, exactly.
 //   - arenas: one span per arena of the method, in the order of
 //     MethodMeta::arena(i), each at least that size and aligned as stated.
+//     Spans of device arenas are left empty.
+//   - device_arenas (optional): device buffers the application provides for
+//     device arenas; an arena without one is allocated by its backend at
+//     load (one allocation per arena) and released by ~Method.
 // The Method does not own any of this memory; all of it, the Program and its
 // data must outlive the Method.
+//
+// Devices: tensors on a device are reached through their backend. Binding a
+// host buffer to a device tensor (or the reverse) is kDeviceMismatch; device
+// inputs and outputs (planned with `kiln plan --device-io`) live in the
+// device arena, and location() tells where.
 //
 // Inputs and outputs are bound, zero copy, with set_input()/set_output(): the
 // application's buffers are used in place until they are re-bound.
@@ -26,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/runtime/backend.h"
 #include "kiln/runtime/bump_allocator.h"
 #include "kiln/runtime/method_meta.h"
 #include "kiln/runtime/result.h"
@@ -38,10 +48,17 @@ struct MemoryManager {
   BumpAllocator* bookkeeping = nullptr;
   // Read during load only; the memory the spans point to must outlive the Method.
   Span<const Span<uint8_t>> arenas;
+  // Optional, indexed like arenas: a buffer with a null handle is allocated
+  // by the backend.
+  Span<const DeviceBuffer> device_arenas;
 };
+
+class BackendRegistry;
 
 namespace internal {
 struct InstructionState;
+struct ArenaState;
+struct DelegateState;
 }  // namespace internal
 
 class Method {
@@ -69,6 +86,19 @@ class Method {
   const Tensor* input(size_t index) const;
   const Tensor* output(size_t index) const;
 
+  // Where a tensor's bytes are: for a device tensor, its arena's device
+  // buffer and the offset in it.
+  struct Location {
+    Device device;
+    DeviceBuffer buffer;
+    uint64_t offset = 0;
+    uint64_t nbytes = 0;
+  };
+  // kInvalidArgument for an index out of range, kDeviceMismatch for a tensor
+  // on the host (use input()/output()).
+  Result<Location> input_location(size_t index) const;
+  Result<Location> output_location(size_t index) const;
+
   // Runs every instruction once. kNotBound when an input or output without
   // planned fallback memory is not bound.
   Error execute();
@@ -87,12 +117,18 @@ class Method {
   Method() = default;
   Error bind(uint32_t tensor_index, void* data, size_t size);
   void refresh_aliases();
+  Result<Location> location(uint32_t tensor_index) const;
+  void release();
 
   const fb::Method* method_ = nullptr;
   Tensor* tensors_ = nullptr;
   uint32_t num_tensors_ = 0;
   internal::InstructionState* instructions_ = nullptr;
   uint32_t num_instructions_ = 0;
+  internal::ArenaState* arenas_ = nullptr;
+  uint32_t num_arenas_ = 0;
+  internal::DelegateState* delegates_ = nullptr;
+  uint32_t num_delegates_ = 0;
   bool aliases_stale_ = true;
   bool moved_from_ = false;
   InstructionObserver observer_ = nullptr;

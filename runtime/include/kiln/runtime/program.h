@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/runtime/backend.h"
 #include "kiln/runtime/data_loader.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/method.h"
@@ -44,8 +45,10 @@ class Program {
   // tensors in memory.arenas, resolves and checks every kernel in `kernels`.
   // The returned Method points into this Program's data, into the
   // bookkeeping buffer and into the arenas; all must outlive it.
+  // Device arenas, copies and delegates are served by `backends`.
   Result<Method> load_method(const char* name, const MemoryManager& memory,
-                             const KernelRegistry& kernels = global_kernel_registry()) const;
+                             const KernelRegistry& kernels = global_kernel_registry(),
+                             const BackendRegistry& backends = global_backend_registry()) const;
 
   const fb::Program* flatbuffer() const { return program_; }
   // The bytes of constant `index` (in the data segment).

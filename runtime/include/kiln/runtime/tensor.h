@@ -75,6 +75,10 @@ class Tensor {
   int64_t numel() const { return numel_; }
   uint64_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  // The arena holding the bytes (-1: a constant or user memory) and the
+  // offset in it; how device tensors, which have no host address, are found.
+  int32_t arena() const { return arena_ == kNoArena ? -1 : static_cast<int32_t>(arena_); }
+  uint64_t offset() const { return offset_; }
 
  private:
   friend class Method;
@@ -88,8 +92,15 @@ class Tensor {
   DType dtype_ = DType::FLOAT32;
   Device device_;
   uint8_t flags_ = 0;
+  // The arena holding the bytes (kNoArena for constants and user memory)
+  // and the offset in it: how device tensors, which have no host address,
+  // are located.
+  uint16_t arena_ = kNoArena;
   // For an alias: the tensor whose bytes it uses (its root, never an alias).
   uint32_t alias_root_ = 0;
+  uint64_t offset_ = 0;
+
+  static constexpr uint16_t kNoArena = 0xFFFF;
 };
 
 }  // namespace kiln

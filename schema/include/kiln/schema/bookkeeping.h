@@ -15,8 +15,9 @@
 //
 //   +----------------------+-------------------------+---------------+----------+------------+-------------+
 //   | tensors              | instructions            | operands      | arenas   | delegates  | delegate    |
-//   | n_tensors * 48       | n_instructions * 64     | n_operands * 8| n * 16   | n * 32     | state bytes |
+//   | n_tensors * 64       | n_instructions * 80     | n_operands * 8| n * 48   | n * 32     | state bytes |
 //   +----------------------+-------------------------+---------------+----------+------------+-------------+
+//   Instructions count those run at load (init_instructions) too.
 //   each section rounded up to 16 bytes; empty sections take no bytes.
 
 #ifndef KILN_SCHEMA_BOOKKEEPING_H_
@@ -28,10 +29,10 @@ namespace kiln {
 namespace abi {
 
 constexpr uint64_t kBookkeepingAlignment = 16;
-constexpr uint64_t kTensorSlotBytes = 48;
-constexpr uint64_t kInstructionSlotBytes = 64;
+constexpr uint64_t kTensorSlotBytes = 64;
+constexpr uint64_t kInstructionSlotBytes = 80;
 constexpr uint64_t kOperandSlotBytes = 8;
-constexpr uint64_t kArenaSlotBytes = 16;
+constexpr uint64_t kArenaSlotBytes = 48;
 constexpr uint64_t kDelegateSlotBytes = 32;
 
 constexpr uint64_t round_up_bookkeeping(uint64_t n) {
@@ -42,7 +43,8 @@ struct MethodCounts {
   uint64_t tensors = 0;
   uint64_t instructions = 0;
   // Sum over instructions of the tensor indices the runtime resolves:
-  // kernel inputs + outputs + scratch, delegate and collective inputs + outputs.
+  // kernel inputs + outputs + scratch, delegate and collective inputs +
+  // outputs, 2 per copy.
   uint64_t operands = 0;
   uint64_t arenas = 0;
   uint64_t delegates = 0;
