@@ -4,6 +4,8 @@
 #include "emit/emitter.h"
 #include "lower/lowerer.h"
 #include "passes/infer.h"
+#include "passes/partition.h"
+#include "targets/target.h"
 #include "verify/verifier.h"
 
 namespace kiln::planner {
@@ -11,20 +13,33 @@ namespace kiln::planner {
 PlanResult plan_graph(Graph graph, const PlanOptions& options) {
   infer_and_fold(graph, InferOptions{});
   eliminate_dead_nodes(graph);
+  PartitionOptions partition_options;
+  partition_options.targets = parse_targets(options.targets, options.device_counts);
+  partition_options.placements = options.placements;
+  partition_options.device_io = options.device_io;
+  const DevicePlan devices = partition(graph, partition_options);
   PlanResult result;
-  LMethod& method = lower_graph(graph, result.program, options.method_name);
+  LMethod& method = lower_graph(graph, result.program, options.method_name, devices);
+  result.round_trips_removed = remove_round_trips(method);
+  cluster_copies(method);
   if (options.plan_io) {
     for (LTensor& t : method.tensors) {
       if (t.storage == Storage::kUser) t.user_fallback = true;
     }
   }
+  compact_tensors(method);
+  memory::MethodPlanOptions memory_options = options.memory;
+  memory_options.device_alignment = [](const fb::Device& device) {
+    const BackendPlanner* backend = backend_planner_for(device.type());
+    return backend != nullptr ? backend->arena_alignment() : 64u;
+  };
   if (options.inplace.enabled) {
     LMethod baseline = method;
-    memory::plan_method_memory(baseline, options.memory);
+    memory::plan_method_memory(baseline, memory_options);
     result.arena_bytes_without_inplace = total_arena_bytes(baseline);
     result.inplace = apply_inplace(method, options.inplace);
   }
-  memory::plan_method_memory(method, options.memory);
+  memory::plan_method_memory(method, memory_options);
   if (!options.inplace.enabled) result.arena_bytes_without_inplace = total_arena_bytes(method);
   result.bytes = emit_program(result.program);
   const auto errors = verify_program(result.bytes);

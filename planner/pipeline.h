@@ -3,7 +3,10 @@
 //   import (ONNX checker + shape inference)
 //   -> infer static shapes, fold constants     (passes/infer)
 //   -> remove dead nodes
-//   -> lower to kernel calls                   (lower/, ops/)
+//   -> partition across targets                (passes/partition, targets/)
+//   -> lower to kernel calls, with copies      (lower/, ops/)
+//      where a tensor crosses devices
+//   -> remove copy round trips, cluster copies (passes/partition)
 //   -> in-place reuse and views                (passes/inplace)
 //   -> plan memory per arena                   (memory/)
 //   -> emit the .kiln bytes                    (emit/)
@@ -12,6 +15,7 @@
 #ifndef KILN_PLANNER_PIPELINE_H_
 #define KILN_PLANNER_PIPELINE_H_
 
+#include <map>
 #include <string>
 
 #include "ir/graph.h"
@@ -30,6 +34,13 @@ struct PlanOptions {
   bool plan_io = false;
   InplaceOptions inplace;
   std::string method_name = "forward";
+  // Devices in order of preference ("vulkan:0,cpu"); see targets/target.h.
+  std::string targets = "cpu";
+  std::map<std::string, int> device_counts;
+  // Node name -> device it must run on.
+  std::map<std::string, std::string> placements;
+  // Method inputs and outputs stay on the device that reads or writes them.
+  bool device_io = false;
 };
 
 struct PlanResult {
@@ -37,6 +48,7 @@ struct PlanResult {
   LProgram program;    // lowered and planned
   std::string bytes;   // the .kiln file
   InplaceStats inplace;
+  int round_trips_removed = 0;
   // Total arena bytes of the same plan without in-place reuse (equal to the
   // planned total when reuse is off).
   uint64_t arena_bytes_without_inplace = 0;

@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "emit/emitter.h"
+#include "emit/program_file.h"
+#include "lower/lowerer.h"
 #include "onnx/import.h"
 #include "pipeline.h"
 
@@ -30,7 +32,11 @@ constexpr const char* kHelp =
     "  --plan-io                  also reserve arena memory for inputs and outputs\n"
     "  --inplace-ops LIST         ONNX ops whose outputs may reuse a dying input's bytes\n"
     "                             (comma-separated; default: every op whose kernel allows it)\n"
-    "  --no-inplace               no in-place reuse and no views: every output gets its own bytes\n";
+    "  --no-inplace               no in-place reuse and no views: every output gets its own bytes\n"
+    "  --target LIST              devices in order of preference, such as vulkan:0,cpu (default cpu)\n"
+    "  --device-count NAME=N      how many devices of a backend the target machine has\n"
+    "  --place NODE=DEVICE        run a node on a given device of the target list\n"
+    "  --device-io                keep method inputs and outputs on the device that reads or writes them\n";
 
 std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
   std::vector<int64_t> dims;
@@ -54,18 +60,20 @@ std::pair<std::string, std::string> split_assignment(const std::string& text, co
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
-std::string device_str(const fb::Device& d) {
-  std::string name = fb::EnumNameDeviceType(d.type());
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return name + ":" + std::to_string(d.index());
-}
-
 void print_summary(const std::string& model, const std::string& output, const PlanResult& result) {
   const LProgram& program = result.program;
   std::printf("kiln plan: %s -> %s (%s bytes)\n", model.c_str(), output.c_str(),
               group_digits(result.bytes.size()).c_str());
   uint64_t constant_bytes = 0;
   for (const auto& c : program.constants) constant_bytes += c->nbytes();
+  // Figures only the emitted program knows.
+  const ProgramFile file(result.bytes, output);
+  std::vector<uint64_t> bookkeeping;
+  std::vector<size_t> delegate_counts;
+  for (const fb::Method* m : *file.program().methods()) {
+    bookkeeping.push_back(m->bookkeeping_bytes());
+    delegate_counts.push_back(m->delegates() != nullptr ? m->delegates()->size() : 0);
+  }
   for (const LMethod& m : program.methods) {
     size_t planned = 0, constants = 0, user = 0, aliases = 0;
     for (const LTensor& t : m.tensors) {
@@ -81,7 +89,24 @@ void print_summary(const std::string& model, const std::string& output, const Pl
     std::printf("  tensors:     %zu (%zu planned, %zu constant, %zu user-provided, %zu alias)\n",
                 m.tensors.size(), planned, constants, user, aliases);
     std::printf("  constants:   %s bytes\n", group_digits(constant_bytes).c_str());
-    std::printf("  bookkeeping: %s bytes\n", group_digits(method_bookkeeping_bytes(m)).c_str());
+    std::printf("  bookkeeping: %s bytes\n", group_digits(bookkeeping[&m - program.methods.data()]).c_str());
+    size_t copies = 0, copy_bytes = 0;
+    for (const LInstruction& ins : m.instructions) {
+      if (ins.kind != LInstruction::Kind::kCopy) continue;
+      const LTensor& src = m.tensors[static_cast<size_t>(ins.inputs[0])];
+      const LTensor& dst = m.tensors[static_cast<size_t>(ins.outputs[0])];
+      if (device_str(src.device) == device_str(dst.device)) continue;
+      ++copies;
+      copy_bytes += src.nbytes();
+    }
+    const size_t delegates = delegate_counts[&m - program.methods.data()];
+    if (delegates > 0 || copies > 0 || !m.init_instructions.empty()) {
+      std::printf("  devices:     %zu delegate call%s, %zu cross-device cop%s (%s bytes per run), %zu constant "
+                  "upload%s at load; %d round trip%s removed\n", delegates, delegates == 1 ? "" : "s", copies,
+                  copies == 1 ? "y" : "ies", group_digits(copy_bytes).c_str(), m.init_instructions.size(),
+                  m.init_instructions.size() == 1 ? "" : "s", result.round_trips_removed,
+                  result.round_trips_removed == 1 ? "" : "s");
+    }
     const uint64_t arena_total = total_arena_bytes(m);
     const uint64_t saved = result.arena_bytes_without_inplace > arena_total
                                ? result.arena_bytes_without_inplace - arena_total : 0;
@@ -112,7 +137,8 @@ void print_summary(const std::string& model, const std::string& output, const Pl
 int cmd_plan(const Argv& argv) {
   const Args args(argv, {{"-o", true}, {"--output", true}, {"--input-shape", true}, {"--freeze", true},
                          {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
-                         {"--inplace-ops", true}, {"--no-inplace", false}, {"--help", false}});
+                         {"--inplace-ops", true}, {"--no-inplace", false}, {"--target", true},
+                         {"--device-count", true}, {"--place", true}, {"--device-io", false}, {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     return 0;
@@ -140,6 +166,19 @@ int cmd_plan(const Argv& argv) {
   }
   options.memory.alignment = static_cast<uint32_t>(alignment);
   options.plan_io = args.has("--plan-io");
+  options.targets = args.get("--target", "cpu");
+  options.device_io = args.has("--device-io");
+  for (const std::string& spec : args.all("--device-count")) {
+    auto [name, count] = split_assignment(spec, "--device-count");
+    char* end = nullptr;
+    const long n = std::strtol(count.c_str(), &end, 10);
+    if (count.empty() || *end != '\0' || n < 0) throw UsageError{"--device-count needs NAME=N, got '" + spec + "'"};
+    options.device_counts[name] = static_cast<int>(n);
+  }
+  for (const std::string& spec : args.all("--place")) {
+    auto [node, device] = split_assignment(spec, "--place");
+    options.placements[node] = device;
+  }
   if (args.has("--no-inplace") && args.has("--inplace-ops")) {
     throw UsageError{"--no-inplace and --inplace-ops exclude each other"};
   }

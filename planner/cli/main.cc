@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "targets/target.h"
 
 namespace {
 
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const kiln::planner::cli::Argv args(argv + 2, argv + argc);
+  kiln::planner::register_builtin_backend_planners();
   try {
     return command->run(args);
   } catch (const kiln::planner::cli::UsageError& e) {

@@ -1,10 +1,14 @@
 #include "emit/emitter.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "kiln/schema/bookkeeping.h"
+#include "kiln/schema/delegate_generated.h"
+#include "lower/lowerer.h"
+#include "targets/target.h"
 
 namespace kiln::planner {
 namespace {
@@ -41,19 +45,144 @@ class SegmentWriter {
   std::unordered_map<std::string, uint32_t> index_;
 };
 
-uint64_t count_operands(const LInstruction& ins) {
-  if (ins.kind == LInstruction::Kind::kCopy) return 2;
-  return ins.inputs.size() + ins.outputs.size() + ins.scratch.size();
+void count_instructions(const std::vector<std::unique_ptr<fb::InstructionT>>& list, abi::MethodCounts& counts) {
+  counts.instructions += list.size();
+  for (const auto& ins : list) {
+    switch (ins->kind.type) {
+      case fb::InstructionKind::KernelCall: {
+        const auto* call = ins->kind.AsKernelCall();
+        counts.operands += call->inputs.size() + call->outputs.size() + call->scratch.size();
+        break;
+      }
+      case fb::InstructionKind::CopyCall:
+        counts.operands += 2;
+        break;
+      case fb::InstructionKind::DelegateCall: {
+        const auto* call = ins->kind.AsDelegateCall();
+        counts.operands += call->inputs.size() + call->outputs.size();
+        break;
+      }
+      case fb::InstructionKind::CollectiveCall: {
+        const auto* call = ins->kind.AsCollectiveCall();
+        counts.operands += call->inputs.size() + call->outputs.size();
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+std::unique_ptr<fb::InstructionT> copy_instruction(const LInstruction& ins) {
+  auto instruction = std::make_unique<fb::InstructionT>();
+  instruction->name = ins.name;
+  fb::CopyCallT copy;
+  copy.src = static_cast<uint32_t>(ins.inputs.at(0));
+  copy.dst = static_cast<uint32_t>(ins.outputs.at(0));
+  instruction->kind.Set(std::move(copy));
+  return instruction;
+}
+
+fb::KernelCallT kernel_call(const LInstruction& ins, uint32_t op) {
+  fb::KernelCallT call;
+  call.op = op;
+  call.inputs.assign(ins.inputs.begin(), ins.inputs.end());
+  call.outputs.assign(ins.outputs.begin(), ins.outputs.end());
+  call.scratch.assign(ins.scratch.begin(), ins.scratch.end());
+  call.params = ins.params;
+  return call;
+}
+
+// Index of `name` in an operator table, added on first use.
+uint32_t operator_index(std::vector<std::unique_ptr<fb::OperatorT>>& operators, const std::string& name) {
+  for (size_t i = 0; i < operators.size(); ++i) {
+    if (operators[i]->name == name) return static_cast<uint32_t>(i);
+  }
+  auto op = std::make_unique<fb::OperatorT>();
+  op->name = name;
+  operators.push_back(std::move(op));
+  return static_cast<uint32_t>(operators.size() - 1);
+}
+
+bool is_device_kernel(const LInstruction& ins) {
+  return ins.kind == LInstruction::Kind::kKernel && ins.device.type() != fb::DeviceType::CPU;
+}
+
+// Emits instructions [begin, end) of `method`, all kernels on one device, as
+// one delegate and the call of it.
+void emit_delegate(const LMethod& method, size_t begin, size_t end, fb::MethodT& out) {
+  const auto& list = method.instructions;
+  const fb::Device device = list[begin].device;
+  const BackendPlanner* backend = backend_planner_for(device.type());
+  if (backend == nullptr) {
+    fail("internal error: kernels on ", device_str(device), " but no backend planner serves that device");
+  }
+  fb::DelegateGraphT graph;
+  std::vector<bool> written(method.tensors.size(), false);
+  std::vector<int> inputs;
+  for (size_t k = begin; k < end; ++k) {
+    const LInstruction& ins = list[k];
+    graph.kernels.push_back(std::make_unique<fb::KernelCallT>(kernel_call(ins, operator_index(graph.operators, ins.op))));
+    graph.names.push_back(ins.name);
+    for (int t : ins.inputs) {
+      if (t >= 0 && !written[static_cast<size_t>(method.root(t))] &&
+          std::find(inputs.begin(), inputs.end(), t) == inputs.end()) {
+        inputs.push_back(t);
+      }
+    }
+    for (int t : ins.outputs) written[static_cast<size_t>(method.root(t))] = true;
+  }
+  // Outputs: bytes written here that someone reads later (through any alias).
+  std::vector<bool> read_later(method.tensors.size(), false);
+  for (size_t k = end; k < list.size(); ++k) {
+    for (int t : list[k].inputs) {
+      if (t >= 0) read_later[static_cast<size_t>(method.root(t))] = true;
+    }
+  }
+  for (size_t t = 0; t < method.tensors.size(); ++t) {
+    if (method.tensors[t].is_output) read_later[static_cast<size_t>(method.root(static_cast<int>(t)))] = true;
+  }
+  std::vector<int> outputs;
+  for (size_t k = begin; k < end; ++k) {
+    for (int t : list[k].outputs) {
+      if (read_later[static_cast<size_t>(method.root(t))] && std::find(outputs.begin(), outputs.end(), t) == outputs.end()) {
+        outputs.push_back(t);
+      }
+    }
+  }
+  flatbuffers::FlatBufferBuilder builder;
+  builder.Finish(fb::DelegateGraph::Pack(builder, &graph), fb::DelegateGraphIdentifier());
+  auto delegate = std::make_unique<fb::DelegateT>();
+  delegate->backend = backend->name();
+  delegate->device = std::make_unique<fb::Device>(device);
+  auto spec = std::make_unique<fb::CompileSpecT>();
+  spec->key = "device";
+  const std::string where = device_str(device);
+  spec->value.assign(where.begin(), where.end());
+  delegate->compile_specs.push_back(std::move(spec));
+  delegate->inline_blob.assign(builder.GetBufferPointer(), builder.GetBufferPointer() + builder.GetSize());
+  delegate->state_bytes = backend->state_bytes(end - begin);
+  fb::DelegateCallT call;
+  call.delegate = static_cast<uint32_t>(out.delegates.size());
+  call.inputs.assign(inputs.begin(), inputs.end());
+  call.outputs.assign(outputs.begin(), outputs.end());
+  out.delegates.push_back(std::move(delegate));
+  auto instruction = std::make_unique<fb::InstructionT>();
+  instruction->name = list[begin].name;
+  instruction->kind.Set(std::move(call));
+  out.instructions.push_back(std::move(instruction));
 }
 
 }  // namespace
 
-uint64_t method_bookkeeping_bytes(const LMethod& method) {
+uint64_t method_bookkeeping_bytes(const fb::MethodT& method) {
   abi::MethodCounts counts;
   counts.tensors = method.tensors.size();
-  counts.instructions = method.instructions.size();
-  for (const LInstruction& ins : method.instructions) counts.operands += count_operands(ins);
+  count_instructions(method.init_instructions, counts);
+  count_instructions(method.instructions, counts);
   counts.arenas = method.arenas.size();
+  counts.delegates = method.delegates.size();
+  for (const auto& d : method.delegates) counts.delegate_state_bytes += abi::round_up_bookkeeping(d->state_bytes);
   return abi::bookkeeping_bytes(counts);
 }
 
@@ -110,39 +239,28 @@ std::string emit_program(const LProgram& program) {
     }
     for (int t : method.inputs) m->inputs.push_back(static_cast<uint32_t>(t));
     for (int t : method.outputs) m->outputs.push_back(static_cast<uint32_t>(t));
-    std::map<std::string, uint32_t> operator_index;
-    for (const LInstruction& ins : method.instructions) {
-      auto instruction = std::make_unique<fb::InstructionT>();
-      instruction->name = ins.name;
-      switch (ins.kind) {
-        case LInstruction::Kind::kKernel: {
-          auto it = operator_index.find(ins.op);
-          if (it == operator_index.end()) {
-            it = operator_index.emplace(ins.op, static_cast<uint32_t>(m->operators.size())).first;
-            auto op = std::make_unique<fb::OperatorT>();
-            op->name = ins.op;
-            m->operators.push_back(std::move(op));
-          }
-          fb::KernelCallT call;
-          call.op = it->second;
-          call.inputs.assign(ins.inputs.begin(), ins.inputs.end());
-          call.outputs.assign(ins.outputs.begin(), ins.outputs.end());
-          call.scratch.assign(ins.scratch.begin(), ins.scratch.end());
-          call.params = ins.params;
-          instruction->kind.Set(std::move(call));
-          break;
-        }
-        case LInstruction::Kind::kCopy: {
-          fb::CopyCallT copy;
-          copy.src = static_cast<uint32_t>(ins.inputs.at(0));
-          copy.dst = static_cast<uint32_t>(ins.outputs.at(0));
-          instruction->kind.Set(std::move(copy));
-          break;
-        }
-        default:
-          fail("internal error: instruction kind not emitted yet");
+    for (const LInstruction& ins : method.init_instructions) m->init_instructions.push_back(copy_instruction(ins));
+    const auto& list = method.instructions;
+    for (size_t k = 0; k < list.size();) {
+      const LInstruction& ins = list[k];
+      if (is_device_kernel(ins)) {
+        size_t end = k + 1;
+        while (end < list.size() && is_device_kernel(list[end]) && same_device(list[end].device, ins.device)) ++end;
+        emit_delegate(method, k, end, *m);
+        k = end;
+        continue;
       }
-      m->instructions.push_back(std::move(instruction));
+      if (ins.kind == LInstruction::Kind::kCopy) {
+        m->instructions.push_back(copy_instruction(ins));
+      } else if (ins.kind == LInstruction::Kind::kKernel) {
+        auto instruction = std::make_unique<fb::InstructionT>();
+        instruction->name = ins.name;
+        instruction->kind.Set(kernel_call(ins, operator_index(m->operators, ins.op)));
+        m->instructions.push_back(std::move(instruction));
+      } else {
+        fail("internal error: instruction kind not emitted yet");
+      }
+      ++k;
     }
     for (const LArena& a : method.arenas) {
       auto arena = std::make_unique<fb::ArenaT>();
@@ -153,7 +271,7 @@ std::string emit_program(const LProgram& program) {
       arena->group = a.group;
       m->arenas.push_back(std::move(arena));
     }
-    m->bookkeeping_bytes = method_bookkeeping_bytes(method);
+    m->bookkeeping_bytes = method_bookkeeping_bytes(*m);
     root.methods.push_back(std::move(m));
   }
   root.constants = segment.refs();

@@ -1,6 +1,12 @@
 // The emitter: writes a lowered, memory-planned program as a .kiln file
 // (size-prefixed flatbuffer, then the data segment with every constant at a
 // 64-byte aligned offset; identical constants are stored once).
+//
+// Consecutive kernels on one device become one delegate call: the kernels
+// go into the delegate's DelegateGraph blob (schema/delegate.fbs) with
+// operands that index the method's tensors; the call's inputs are the
+// tensors the run reads but does not write, its outputs those it writes
+// and anything after it (or the application) reads.
 
 #ifndef KILN_PLANNER_EMIT_EMITTER_H_
 #define KILN_PLANNER_EMIT_EMITTER_H_
@@ -17,9 +23,8 @@ constexpr const char* kProducer = "kiln-planner 0.1.0";
 // Returns the bytes of the .kiln file.
 std::string emit_program(const LProgram& program);
 
-// The bookkeeping figure of one method, computed from the lowered form with
-// schema/bookkeeping.h.
-uint64_t method_bookkeeping_bytes(const LMethod& method);
+// The bookkeeping figure of an emitted method, with schema/bookkeeping.h.
+uint64_t method_bookkeeping_bytes(const fb::MethodT& method);
 
 }  // namespace kiln::planner
 

@@ -5,6 +5,33 @@
 
 namespace kiln::planner {
 
+std::string device_str(const fb::Device& device) {
+  std::string name = fb::EnumNameDeviceType(device.type());
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name + ":" + std::to_string(device.index());
+}
+
+bool same_device(const fb::Device& a, const fb::Device& b) {
+  return a.type() == b.type() && a.index() == b.index();
+}
+
+namespace {
+
+int device_key(const fb::Device& d) { return static_cast<int>(d.type()) * 256 + d.index(); }
+bool on_host(const fb::Device& d) { return d.type() == fb::DeviceType::CPU; }
+
+}  // namespace
+
+fb::Device Lowerer::value_device(int value) const {
+  const Value& v = graph_.values[static_cast<size_t>(value)];
+  if (v.is_constant()) return fb::Device(fb::DeviceType::CPU, 0);
+  if (v.producer >= 0 && !devices_.node_device.empty()) {
+    return devices_.node_device[static_cast<size_t>(v.producer)];
+  }
+  auto it = input_device_.find(value);
+  return it != input_device_.end() ? it->second : fb::Device(fb::DeviceType::CPU, 0);
+}
+
 int Lowerer::tensor(int value) {
   auto it = value_to_tensor_.find(value);
   if (it != value_to_tensor_.end()) return it->second;
@@ -14,6 +41,7 @@ int Lowerer::tensor(int value) {
   t.name = v.name;
   t.dtype = v.dtype;
   t.shape = v.shape;
+  t.device = value_device(value);
   if (v.is_constant()) {
     t.storage = Storage::kConstant;
     t.constant = static_cast<int>(program_.constants.size());
@@ -21,6 +49,8 @@ int Lowerer::tensor(int value) {
   } else if (v.is_graph_input) {
     t.storage = Storage::kUser;
     t.is_input = true;
+    // Device inputs live in the device arena, where the application writes them.
+    t.user_fallback = !on_host(t.device);
   }
   const int id = method_.add_tensor(std::move(t));
   value_to_tensor_[value] = id;
@@ -32,6 +62,7 @@ int Lowerer::temp(const std::string& stem, DType dtype, std::vector<int64_t> sha
   t.name = graph_.unique_name(stem);
   t.dtype = dtype;
   t.shape = std::move(shape);
+  t.device = device_;
   return method_.add_tensor(std::move(t));
 }
 
@@ -46,8 +77,46 @@ int Lowerer::constant(const std::string& name, HostTensor data) {
   return method_.add_tensor(std::move(t));
 }
 
+int Lowerer::on_device(int t, fb::Device device) {
+  if (t < 0) return t;
+  const LTensor& source = method_.tensors[static_cast<size_t>(t)];
+  if (same_device(source.device, device)) return t;
+  const auto key = std::make_pair(t, device_key(device));
+  auto it = copies_.find(key);
+  if (it != copies_.end()) return it->second;
+  LTensor copy;
+  copy.name = source.name + "@" + device_str(device);
+  copy.dtype = source.dtype;
+  copy.shape = source.shape;
+  copy.device = device;
+  const bool constant = source.storage == Storage::kConstant;
+  copy.persistent = constant;
+  const int id = method_.add_tensor(std::move(copy));
+  LInstruction instruction;
+  instruction.kind = LInstruction::Kind::kCopy;
+  instruction.inputs = {t};
+  instruction.outputs = {id};
+  instruction.name = node_name_;
+  instruction.source_op = "Copy";
+  if (constant) {
+    // Uploaded once when the method loads.
+    method_.init_instructions.push_back(std::move(instruction));
+  } else {
+    method_.instructions.push_back(std::move(instruction));
+  }
+  copies_[key] = id;
+  return id;
+}
+
 LInstruction& Lowerer::kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs,
                               fb::ParamsUnion params, std::vector<int> scratch) {
+  for (int& t : inputs) t = on_device(t, device_);
+  for (int t : outputs) {
+    if (!same_device(method_.tensors[static_cast<size_t>(t)].device, device_)) {
+      fail("internal error: ", node_name_, " writes tensor '", method_.tensors[static_cast<size_t>(t)].name,
+           "' on another device");
+    }
+  }
   LInstruction instruction;
   instruction.kind = LInstruction::Kind::kKernel;
   instruction.op = std::move(op);
@@ -57,6 +126,7 @@ LInstruction& Lowerer::kernel(std::string op, std::vector<int> inputs, std::vect
   instruction.scratch = std::move(scratch);
   instruction.name = node_name_;
   instruction.source_op = node_op_;
+  instruction.device = device_;
   method_.instructions.push_back(std::move(instruction));
   return method_.instructions.back();
 }
@@ -73,31 +143,53 @@ void Lowerer::copy(int src, int dst) {
   method_.instructions.push_back(std::move(instruction));
 }
 
-LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_name) {
+void Lowerer::set_node(int node) {
+  const Node& n = graph_.nodes[static_cast<size_t>(node)];
+  set_node_info(n.name, n.op_type);
+  device_ = devices_.node_device.empty() ? fb::Device(fb::DeviceType::CPU, 0)
+                                         : devices_.node_device[static_cast<size_t>(node)];
+}
+
+LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_name, const DevicePlan& devices) {
   program.methods.emplace_back();
   LMethod& method = program.methods.back();
   method.name = method_name;
-  Lowerer lowerer(graph, program, method);
+  Lowerer lowerer(graph, program, method, devices);
+  const std::vector<int> order = devices.order.empty() ? graph.topological_order() : devices.order;
+  if (devices.device_io && !devices.node_device.empty()) {
+    // An input lives where its first reader runs.
+    std::unordered_map<int, bool> placed;
+    for (int n : order) {
+      for (int v : graph.nodes[static_cast<size_t>(n)].inputs) {
+        if (v < 0 || !graph.values[static_cast<size_t>(v)].is_graph_input || placed[v]) continue;
+        placed[v] = true;
+        lowerer.set_input_device(v, devices.node_device[static_cast<size_t>(n)]);
+      }
+    }
+  }
   for (int input : graph.inputs) method.inputs.push_back(lowerer.tensor(input));
-  for (int n : graph.topological_order()) {
+  for (int n : order) {
     Node& node = graph.nodes[static_cast<size_t>(n)];
     const OpDef* op = find_op(node.domain, node.op_type);
     if (op == nullptr || op->lower == nullptr) {
       unsupported(graph.describe(node), ": op is not supported");
     }
     OpContext ctx(graph, n);
-    lowerer.set_node(node.name, node.op_type);
+    lowerer.set_node(n);
     op->lower(ctx, lowerer);
   }
   // Every output is a user-provided tensor written by an instruction. A
-  // value that is a constant, a graph input or already an output gets a copy.
-  lowerer.set_node("output", "Copy");
+  // value that is a constant, a graph input or already an output gets a
+  // copy; so does one on a device, unless outputs stay on their device.
+  lowerer.set_node_info("output", "Copy");
   for (int value : graph.outputs) {
     const int t = lowerer.tensor(value);
     LTensor& source = method.tensors[static_cast<size_t>(t)];
-    if (source.storage == Storage::kPlanned && !source.is_output) {
+    const bool stays = on_host(source.device) || devices.device_io;
+    if (source.storage == Storage::kPlanned && !source.is_output && stays) {
       source.storage = Storage::kUser;
       source.is_output = true;
+      source.user_fallback = !on_host(source.device);
       method.outputs.push_back(t);
       continue;
     }
@@ -107,6 +199,9 @@ LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_
     out.shape = source.shape;
     out.storage = Storage::kUser;
     out.is_output = true;
+    out.device = devices.device_io && source.storage != Storage::kConstant ? source.device
+                                                                          : fb::Device(fb::DeviceType::CPU, 0);
+    out.user_fallback = !on_host(out.device);
     source.name += source.storage == Storage::kConstant ? ":constant" : ":source";
     const int dst = method.add_tensor(std::move(out));
     lowerer.copy(t, dst);

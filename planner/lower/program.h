@@ -28,8 +28,12 @@ struct LTensor {
   int alias_of = -1;   // kAlias: the tensor whose bytes it reuses
   bool is_input = false;
   bool is_output = false;
-  // kUser tensors given planned fallback memory (--plan-io).
+  // kUser tensors given planned fallback memory (--plan-io, device inputs
+  // and outputs).
   bool user_fallback = false;
+  // Written once at load (a constant uploaded to a device): alive for the
+  // whole method.
+  bool persistent = false;
   // Filled by memory planning (kPlanned, and kUser with fallback).
   int arena = -1;
   uint64_t offset = 0;
@@ -48,6 +52,9 @@ struct LInstruction {
   fb::ParamsUnion params;
   std::string name;          // the model node it came from
   std::string source_op;     // that node's ONNX op type ("Reshape" for a Copy)
+  // Where a kernel runs; the emitter groups consecutive kernels of one
+  // device into a delegate call. Copies say nothing here (their tensors do).
+  fb::Device device{fb::DeviceType::CPU, 0};
 };
 
 struct LArena {
@@ -66,6 +73,8 @@ struct LMethod {
   std::string name = "forward";
   std::vector<LTensor> tensors;
   std::vector<LInstruction> instructions;
+  // Copies run once at load: constants uploaded to device arenas.
+  std::vector<LInstruction> init_instructions;
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::vector<LArena> arenas;

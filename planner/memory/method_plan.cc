@@ -27,7 +27,7 @@ Lifetimes compute_lifetimes(const LMethod& method) {
   const int end = std::max<int>(0, static_cast<int>(method.instructions.size()) - 1);
   for (size_t t = 0; t < n; ++t) {
     const LTensor& tensor = method.tensors[t];
-    if (tensor.storage == Storage::kUser && tensor.user_fallback) {
+    if ((tensor.storage == Storage::kUser && tensor.user_fallback) || tensor.persistent) {
       lt.first[t] = 0;
       lt.last[t] = end;
     }
@@ -52,6 +52,9 @@ void plan_method_memory(LMethod& method, const MethodPlanOptions& options) {
       LArena arena;
       arena.device = tensor.device;
       arena.alignment = options.alignment;
+      if (tensor.device.type() != fb::DeviceType::CPU && options.device_alignment) {
+        arena.alignment = std::max(arena.alignment, options.device_alignment(tensor.device));
+      }
       method.arenas.push_back(arena);
       members.emplace_back();
     }

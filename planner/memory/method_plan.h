@@ -6,6 +6,7 @@
 #define KILN_PLANNER_MEMORY_METHOD_PLAN_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "lower/program.h"
@@ -17,6 +18,8 @@ struct MethodPlanOptions {
   SolveOptions solve;
   // Arena alignment: every planned offset is a multiple of it.
   uint32_t alignment = 64;
+  // Alignment of device arenas, when a device needs more (by device).
+  std::function<uint32_t(const fb::Device&)> device_alignment;
 };
 
 // First and last instruction touching each tensor's bytes, per root tensor

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "exec/run.h"
+#include "targets/target.h"
 
 namespace kiln::planner {
 namespace {
@@ -29,10 +30,10 @@ class InplacePass {
         ++stats_.views;
         continue;
       }
-      const KernelEntry* entry = host_kernel_registry().find(ins.op.c_str());
-      if (entry == nullptr || entry->inplace_inputs == 0) continue;
+      const uint32_t declared = declared_inputs(ins);
+      if (declared == 0) continue;
       for (size_t i = 0; i < ins.inputs.size() && i < 32; ++i) {
-        if ((entry->inplace_inputs & (1u << i)) == 0) continue;
+        if ((declared & (1u << i)) == 0) continue;
         if (try_inplace(static_cast<int>(k), ins, i)) {
           ++stats_.outputs_in_place;
           // A copy onto its own bytes has nothing left to do.
@@ -50,6 +51,17 @@ class InplacePass {
   }
 
  private:
+  // Inputs the kernel running `ins` may overwrite: the CPU kernel's
+  // declaration, or the device backend's.
+  static uint32_t declared_inputs(const LInstruction& ins) {
+    if (ins.device.type() == fb::DeviceType::CPU) {
+      const KernelEntry* entry = host_kernel_registry().find(ins.op.c_str());
+      return entry != nullptr ? entry->inplace_inputs : 0;
+    }
+    const BackendPlanner* backend = backend_planner_for(ins.device.type());
+    return backend != nullptr ? backend->inplace_inputs(ins.source_op) : 0;
+  }
+
   bool allowed(const std::string& op) const {
     return !options_.ops.has_value() || options_.ops->count(op) != 0;
   }
@@ -104,8 +116,9 @@ class InplacePass {
     const int out = ins.outputs[0];
     if (in < 0 || in == out) return false;
     const int root = method_.root(in);
-    // Rule 3: planned memory on both sides (no method input or output, no constant).
-    if (!planned(root) || !planned(out)) return false;
+    // Rule 3: planned memory on both sides (no method input or output, no
+    // constant, no constant uploaded to a device at load).
+    if (!planned(root) || !planned(out) || method_.tensors[static_cast<size_t>(root)].persistent) return false;
     // Rule 4: same bytes, dtype and device.
     const LTensor& a = method_.tensors[static_cast<size_t>(in)];
     const LTensor& b = method_.tensors[static_cast<size_t>(out)];

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "emit/program_file.h"
+#include "kiln/schema/delegate_generated.h"
 #include "kiln/schema/program_generated.h"
 
 namespace kiln::planner {
@@ -28,7 +29,28 @@ const fb::PlannedStorage* storage_of(const fb::Tensor& t) {
   return nullptr;
 }
 
-void verify_method(const fb::Method& m, std::vector<std::string>& errors) {
+// The DelegateGraph of a delegate, or nullptr when its blob is not one.
+const fb::DelegateGraph* delegate_graph(const ProgramFile& file, const fb::Delegate& delegate) {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  if (delegate.inline_blob() != nullptr) {
+    data = delegate.inline_blob()->data();
+    size = delegate.inline_blob()->size();
+  } else if (delegate.segment() >= 0 && file.program().segments() != nullptr &&
+             static_cast<uint32_t>(delegate.segment()) < file.program().segments()->size()) {
+    const fb::DataRef* ref = file.program().segments()->Get(static_cast<uint32_t>(delegate.segment()));
+    if (file.segment_offset() + ref->offset() + ref->size() <= file.file_size()) {
+      data = file.data() + file.segment_offset() + ref->offset();
+      size = ref->size();
+    }
+  }
+  if (data == nullptr || size < 8 || !fb::DelegateGraphBufferHasIdentifier(data)) return nullptr;
+  flatbuffers::Verifier verifier(data, size, 64, 1000000);
+  if (!fb::VerifyDelegateGraphBuffer(verifier)) return nullptr;
+  return fb::GetDelegateGraph(data);
+}
+
+void verify_method(const ProgramFile& file, const fb::Method& m, std::vector<std::string>& errors) {
   const std::string where = str("method '", m.name() != nullptr ? m.name()->str() : "?", "': ");
   const uint32_t n = m.tensors() != nullptr ? m.tensors()->size() : 0;
   const uint32_t num_arenas = m.arenas() != nullptr ? m.arenas()->size() : 0;
@@ -59,41 +81,69 @@ void verify_method(const fb::Method& m, std::vector<std::string>& errors) {
       }
     }
   }
-  // Lifetimes, recomputed from the instructions.
+  // Lifetimes, recomputed from the instructions. Time is counted in steps:
+  // one per instruction, and one per kernel inside a delegate whose blob is
+  // a kiln DelegateGraph, so delegate intermediates get lifetimes of their own.
   std::vector<int> first(n, -1), last(n, -1);
-  auto touch = [&](int64_t t, int i) {
+  int step = 0;
+  auto touch = [&](int64_t t, int at) {
     if (t < 0 || t >= n || root[static_cast<size_t>(t)] < 0) return;
     const size_t r = static_cast<size_t>(root[static_cast<size_t>(t)]);
-    if (first[r] < 0) first[r] = i;
-    last[r] = std::max(last[r], i);
+    if (first[r] < 0 || at < first[r]) first[r] = at;
+    last[r] = std::max(last[r], at);
+  };
+  auto each = [&](const flatbuffers::Vector<int32_t>* list, int at) {
+    if (list == nullptr) return;
+    for (int32_t t : *list) touch(t, at);
   };
   const uint32_t num_instructions = m.instructions() != nullptr ? m.instructions()->size() : 0;
-  for (uint32_t i = 0; i < num_instructions; ++i) {
+  for (uint32_t i = 0; i < num_instructions; ++i, ++step) {
     const fb::Instruction* ins = m.instructions()->Get(i);
-    auto each = [&](const flatbuffers::Vector<int32_t>* list) {
-      if (list == nullptr) return;
-      for (int32_t t : *list) touch(t, static_cast<int>(i));
-    };
     switch (ins->kind_type()) {
       case fb::InstructionKind::KernelCall:
-        each(ins->kind_as_KernelCall()->inputs());
-        each(ins->kind_as_KernelCall()->outputs());
-        each(ins->kind_as_KernelCall()->scratch());
+        each(ins->kind_as_KernelCall()->inputs(), step);
+        each(ins->kind_as_KernelCall()->outputs(), step);
+        each(ins->kind_as_KernelCall()->scratch(), step);
         break;
       case fb::InstructionKind::CopyCall:
-        touch(ins->kind_as_CopyCall()->src(), static_cast<int>(i));
-        touch(ins->kind_as_CopyCall()->dst(), static_cast<int>(i));
+        touch(ins->kind_as_CopyCall()->src(), step);
+        touch(ins->kind_as_CopyCall()->dst(), step);
         break;
-      case fb::InstructionKind::DelegateCall:
-        each(ins->kind_as_DelegateCall()->inputs());
-        each(ins->kind_as_DelegateCall()->outputs());
+      case fb::InstructionKind::DelegateCall: {
+        const auto* call = ins->kind_as_DelegateCall();
+        const fb::DelegateGraph* graph = nullptr;
+        if (m.delegates() != nullptr && call->delegate() < m.delegates()->size()) {
+          graph = delegate_graph(file, *m.delegates()->Get(call->delegate()));
+        }
+        each(call->inputs(), step);
+        if (graph != nullptr && graph->kernels() != nullptr) {
+          for (const fb::KernelCall* kernel : *graph->kernels()) {
+            each(kernel->inputs(), step);
+            each(kernel->outputs(), step);
+            each(kernel->scratch(), step);
+            ++step;
+          }
+          --step;
+        }
+        each(call->outputs(), step);
         break;
+      }
       case fb::InstructionKind::CollectiveCall:
-        each(ins->kind_as_CollectiveCall()->inputs());
-        each(ins->kind_as_CollectiveCall()->outputs());
+        each(ins->kind_as_CollectiveCall()->inputs(), step);
+        each(ins->kind_as_CollectiveCall()->outputs(), step);
         break;
       default:
         break;
+    }
+  }
+  const int end = std::max(step - 1, 0);
+  // What load-time instructions write stays for the whole method.
+  if (m.init_instructions() != nullptr) {
+    for (const fb::Instruction* ins : *m.init_instructions()) {
+      if (const auto* copy = ins->kind_as_CopyCall()) {
+        touch(copy->dst(), 0);
+        touch(copy->dst(), end);
+      }
     }
   }
   std::vector<Extent> extents;
@@ -121,7 +171,7 @@ void verify_method(const fb::Method& m, std::vector<std::string>& errors) {
     if (tensor.storage_type() == fb::Storage::UserStorage) {
       // Bound by the application: alive for the whole method.
       e.first = 0;
-      e.last = static_cast<int>(num_instructions);
+      e.last = end;
     } else {
       e.first = first[t];
       e.last = last[t];
@@ -158,7 +208,7 @@ std::vector<std::string> verify_program(const std::string& bytes) {
   try {
     const ProgramFile file(bytes, "program");
     if (file.program().methods() == nullptr) return {"program has no methods"};
-    for (const fb::Method* m : *file.program().methods()) verify_method(*m, errors);
+    for (const fb::Method* m : *file.program().methods()) verify_method(file, *m, errors);
   } catch (const PlanError& e) {
     errors.push_back(e.what());
   }

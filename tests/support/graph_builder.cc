@@ -2,6 +2,8 @@
 
 #include <memory>
 
+#include "targets/target.h"
+
 namespace kiln::testing {
 
 Attribute int_attr(int64_t v) {
@@ -83,6 +85,7 @@ void GraphBuilder::output(int value) {
 }
 
 planner::PlanResult GraphBuilder::plan(const planner::PlanOptions& options) {
+  planner::register_builtin_backend_planners();
   return planner::plan_graph(graph_, options);
 }
 

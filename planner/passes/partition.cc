@@ -1,0 +1,287 @@
+#include "passes/partition.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/error.h"
+#include "passes/inplace.h"
+
+namespace kiln::planner {
+namespace {
+
+bool on_host(const fb::Device& d) { return d.type() == fb::DeviceType::CPU; }
+
+const TargetDevice* find_target(const std::vector<TargetDevice>& targets, const fb::Device& device) {
+  for (const TargetDevice& t : targets) {
+    if (same_device(t.device, device)) return &t;
+  }
+  return nullptr;
+}
+
+// Empty when `target` runs `node`, else why not.
+std::string reason(const Graph& graph, const Node& node, const TargetDevice& target) {
+  if (target.planner == nullptr) return "";  // the CPU lowers every op the planner knows
+  return target.planner->unsupported_reason(graph, node);
+}
+
+std::vector<int> affinity_order(const Graph& graph, const std::vector<fb::Device>& device) {
+  // Kahn's algorithm; among ready nodes prefer the last scheduled node's
+  // device, then the lowest index (determinism).
+  std::vector<int> pending(graph.nodes.size(), 0);
+  const auto readers = graph.consumers();
+  std::set<int> ready;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    for (int v : graph.nodes[n].inputs) {
+      if (v >= 0 && graph.values[static_cast<size_t>(v)].producer >= 0) ++pending[n];
+    }
+    if (pending[n] == 0) ready.insert(static_cast<int>(n));
+  }
+  std::vector<int> order;
+  fb::Device last(fb::DeviceType::CPU, 0);
+  while (!ready.empty()) {
+    int pick = *ready.begin();
+    for (int n : ready) {
+      if (same_device(device[static_cast<size_t>(n)], last)) {
+        pick = n;
+        break;
+      }
+    }
+    ready.erase(pick);
+    order.push_back(pick);
+    last = device[static_cast<size_t>(pick)];
+    for (int v : graph.nodes[static_cast<size_t>(pick)].outputs) {
+      if (v < 0) continue;
+      for (int reader : readers[static_cast<size_t>(v)]) {
+        for (int in : graph.nodes[static_cast<size_t>(reader)].inputs) {
+          if (in == v && --pending[static_cast<size_t>(reader)] == 0) ready.insert(reader);
+        }
+      }
+    }
+  }
+  if (order.size() != graph.nodes.size()) fail("the graph has a cycle");
+  return order;
+}
+
+}  // namespace
+
+DevicePlan partition(const Graph& graph, const PartitionOptions& options) {
+  DevicePlan plan;
+  plan.device_io = options.device_io;
+  const bool cpu_only = std::all_of(options.targets.begin(), options.targets.end(),
+                                    [](const TargetDevice& t) { return on_host(t.device); });
+  if (cpu_only && options.placements.empty()) {
+    // Only check that every placement is sane; nothing moves.
+    return plan;
+  }
+  for (const auto& [name, where] : options.placements) {
+    bool found = false;
+    for (const Node& node : graph.nodes) found = found || node.name == name;
+    if (!found) fail("--place names node '", name, "', which is not in the model (after folding)");
+  }
+  plan.node_device.assign(graph.nodes.size(), fb::Device(fb::DeviceType::CPU, 0));
+  for (int n : graph.topological_order()) {
+    const Node& node = graph.nodes[static_cast<size_t>(n)];
+    fb::Device& device = plan.node_device[static_cast<size_t>(n)];
+    auto pinned = options.placements.find(node.name);
+    if (pinned != options.placements.end()) {
+      const std::vector<TargetDevice> one = parse_targets(pinned->second);
+      const TargetDevice* target = find_target(options.targets, one.at(0).device);
+      if (target == nullptr) {
+        fail(graph.describe(node), ": placed on ", pinned->second, ", which is not one of the targets");
+      }
+      const std::string why = reason(graph, node, *target);
+      if (!why.empty()) fail(graph.describe(node), ": placed on ", target->str(), ", which cannot run it: ", why);
+      device = target->device;
+      continue;
+    }
+    if (view_ops().count(node.op_type) && node.domain.empty() && node.inputs.at(0) >= 0) {
+      const Value& viewed = graph.values[static_cast<size_t>(node.inputs[0])];
+      if (viewed.producer >= 0) {
+        const fb::Device source = plan.node_device[static_cast<size_t>(viewed.producer)];
+        const TargetDevice* target = find_target(options.targets, source);
+        if (target != nullptr && reason(graph, node, *target).empty()) {
+          device = source;
+          continue;
+        }
+      }
+    }
+    std::string reasons;
+    bool placed = false;
+    for (const TargetDevice& target : options.targets) {
+      const std::string why = reason(graph, node, target);
+      if (why.empty()) {
+        device = target.device;
+        placed = true;
+        break;
+      }
+      reasons += (reasons.empty() ? "" : "; ") + target.str() + ": " + why;
+    }
+    if (!placed) {
+      const bool has_cpu = std::any_of(options.targets.begin(), options.targets.end(),
+                                       [](const TargetDevice& t) { return on_host(t.device); });
+      fail(graph.describe(node), ": no target in the list runs op ", node.op_type, " (", reasons,
+           has_cpu ? "" : "; add cpu to --target to run it on the host", ")");
+    }
+  }
+  plan.order = affinity_order(graph, plan.node_device);
+  return plan;
+}
+
+void cluster_copies(LMethod& method) {
+  auto& list = method.instructions;
+  for (size_t p = 0; p < list.size(); ++p) {
+    if (list[p].kind != LInstruction::Kind::kCopy) continue;
+    const fb::Device dst = method.tensors[static_cast<size_t>(list[p].outputs[0])].device;
+    if (on_host(dst)) continue;
+    // The run of dst's kernels and copies into dst that ends here.
+    size_t start = p;
+    while (start > 0) {
+      const LInstruction& prev = list[start - 1];
+      const bool same_run =
+          (prev.kind == LInstruction::Kind::kKernel && same_device(prev.device, dst)) ||
+          (prev.kind == LInstruction::Kind::kCopy &&
+           same_device(method.tensors[static_cast<size_t>(prev.outputs[0])].device, dst));
+      if (!same_run) break;
+      --start;
+    }
+    if (start == p) continue;
+    // The copy may move only above instructions that do not write its source.
+    const int source_root = method.root(list[p].inputs[0]);
+    bool blocked = false;
+    for (size_t k = start; k < p && !blocked; ++k) {
+      for (int out : list[k].outputs) blocked = blocked || method.root(out) == source_root;
+    }
+    if (blocked) continue;
+    LInstruction copy = std::move(list[p]);
+    list.erase(list.begin() + static_cast<std::ptrdiff_t>(p));
+    list.insert(list.begin() + static_cast<std::ptrdiff_t>(start), std::move(copy));
+  }
+}
+
+int remove_round_trips(LMethod& method) {
+  auto& list = method.instructions;
+  // Which instruction writes each tensor (lowered code is single-assignment).
+  std::vector<int> writer(method.tensors.size(), -1);
+  for (size_t k = 0; k < list.size(); ++k) {
+    for (int t : list[k].outputs) writer[static_cast<size_t>(t)] = static_cast<int>(k);
+  }
+  // The tensor whose bytes `t` holds unchanged: follow copies and view
+  // kernels back to where the bytes were made.
+  auto origin = [&](int t) {
+    for (;;) {
+      const int k = writer[static_cast<size_t>(t)];
+      if (k < 0) return t;
+      const LInstruction& ins = list[static_cast<size_t>(k)];
+      const bool moves_bytes =
+          ins.kind == LInstruction::Kind::kCopy || (ins.kind == LInstruction::Kind::kKernel && ins.op == "Copy");
+      if (!moves_bytes) return t;
+      const int src = ins.inputs[0];
+      if (method.tensors[static_cast<size_t>(src)].nbytes() != method.tensors[static_cast<size_t>(t)].nbytes()) {
+        return t;
+      }
+      t = src;
+    }
+  };
+  std::vector<bool> drop(list.size(), false);
+  std::vector<int> replace(method.tensors.size(), -1);
+  int removed = 0;
+  for (size_t k = 0; k < list.size(); ++k) {
+    const LInstruction& up = list[k];
+    if (up.kind != LInstruction::Kind::kCopy) continue;
+    const int host = up.inputs[0], dev = up.outputs[0];
+    const LTensor& dev_t = method.tensors[static_cast<size_t>(dev)];
+    if (!on_host(method.tensors[static_cast<size_t>(host)].device) || on_host(dev_t.device) ||
+        dev_t.storage != Storage::kPlanned) {
+      continue;
+    }
+    const int source = origin(host);
+    const LTensor& src_t = method.tensors[static_cast<size_t>(source)];
+    if (source == host || !same_device(src_t.device, dev_t.device) || src_t.dtype != dev_t.dtype) continue;
+    // These bytes already exist on the device: read the original.
+    replace[static_cast<size_t>(dev)] = source;
+    drop[k] = true;
+    ++removed;
+  }
+  if (removed == 0) return 0;
+  std::vector<LInstruction> kept;
+  for (size_t k = 0; k < list.size(); ++k) {
+    if (drop[k]) continue;
+    for (int& t : list[k].inputs) {
+      if (t >= 0 && replace[static_cast<size_t>(t)] >= 0) t = replace[static_cast<size_t>(t)];
+    }
+    kept.push_back(std::move(list[k]));
+  }
+  list = std::move(kept);
+  // The copy down and host views that only fed the removed copy are dead now.
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::vector<bool> read(method.tensors.size(), false);
+    for (const LInstruction& ins : list) {
+      for (int t : ins.inputs) {
+        if (t >= 0) read[static_cast<size_t>(t)] = true;
+      }
+    }
+    for (size_t k = list.size(); k-- > 0;) {
+      const LInstruction& ins = list[k];
+      const bool moves_bytes =
+          ins.kind == LInstruction::Kind::kCopy || (ins.kind == LInstruction::Kind::kKernel && ins.op == "Copy");
+      const LTensor& out = method.tensors[static_cast<size_t>(ins.outputs[0])];
+      if (moves_bytes && !read[static_cast<size_t>(ins.outputs[0])] && out.storage == Storage::kPlanned) {
+        list.erase(list.begin() + static_cast<std::ptrdiff_t>(k));
+        changed = true;
+      }
+    }
+  }
+  return removed;
+}
+
+void compact_tensors(LMethod& method) {
+  const size_t n = method.tensors.size();
+  std::vector<bool> used(n, false);
+  auto mark = [&](int t) {
+    // A tensor in use keeps its whole alias chain.
+    while (t >= 0 && !used[static_cast<size_t>(t)]) {
+      used[static_cast<size_t>(t)] = true;
+      const LTensor& tensor = method.tensors[static_cast<size_t>(t)];
+      t = tensor.storage == Storage::kAlias ? tensor.alias_of : -1;
+    }
+  };
+  for (const auto* list : {&method.instructions, &method.init_instructions}) {
+    for (const LInstruction& ins : *list) {
+      for (int t : ins.inputs) mark(t);
+      for (int t : ins.outputs) mark(t);
+      for (int t : ins.scratch) mark(t);
+    }
+  }
+  for (int t : method.inputs) mark(t);
+  for (int t : method.outputs) mark(t);
+  std::vector<int> renumber(n, -1);
+  std::vector<LTensor> kept;
+  for (size_t t = 0; t < n; ++t) {
+    if (!used[t]) continue;
+    renumber[t] = static_cast<int>(kept.size());
+    kept.push_back(std::move(method.tensors[t]));
+  }
+  if (kept.size() == n) {
+    method.tensors = std::move(kept);
+    return;
+  }
+  auto fix = [&](int& t) {
+    if (t >= 0) t = renumber[static_cast<size_t>(t)];
+  };
+  for (auto* list : {&method.instructions, &method.init_instructions}) {
+    for (LInstruction& ins : *list) {
+      for (int& t : ins.inputs) fix(t);
+      for (int& t : ins.outputs) fix(t);
+      for (int& t : ins.scratch) fix(t);
+    }
+  }
+  for (int& t : method.inputs) fix(t);
+  for (int& t : method.outputs) fix(t);
+  for (LTensor& t : kept) {
+    if (t.storage == Storage::kAlias) fix(t.alias_of);
+  }
+  method.tensors = std::move(kept);
+}
+
+}  // namespace kiln::planner
