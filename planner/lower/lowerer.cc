@@ -84,6 +84,14 @@ int Lowerer::on_device(int t, fb::Device device) {
   const auto key = std::make_pair(t, device_key(device));
   auto it = copies_.find(key);
   if (it != copies_.end()) return it->second;
+  // Between two devices the bytes go through the host (a copy the runtime
+  // can issue with each side's backend).
+  if (!on_host(source.device) && !on_host(device)) {
+    const int staged = on_device(t, fb::Device(fb::DeviceType::CPU, 0));
+    const int id = on_device(staged, device);
+    copies_[key] = id;
+    return id;
+  }
   LTensor copy;
   copy.name = source.name + "@" + device_str(device);
   copy.dtype = source.dtype;
