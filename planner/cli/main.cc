@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <string>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -22,6 +23,22 @@ constexpr const char* kUsage =
     "  verify PROGRAM.kiln           check a program's memory plan independently\n"
     "\n"
     "`kiln <command> --help` describes each command's options.\n";
+
+// Error messages quote names from input files, which may hold any bytes:
+// print control and non-ASCII bytes escaped so the message stays one line of text.
+std::string printable(const char* text) {
+  std::string out;
+  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(text); *p != 0; ++p) {
+    if (*p >= 0x20 && *p < 0x7f) {
+      out += static_cast<char>(*p);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", *p);
+      out += buf;
+    }
+  }
+  return out;
+}
 
 struct Command {
   const char* name;
@@ -62,10 +79,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kiln %s: %s (see kiln %s --help)\n", command->name, e.message.c_str(), command->name);
     return 2;
   } catch (const kiln::planner::PlanError& e) {
-    std::fprintf(stderr, "kiln %s: error: %s\n", command->name, e.what());
+    std::fprintf(stderr, "kiln %s: error: %s\n", command->name, printable(e.what()).c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kiln %s: internal error: %s\n", command->name, e.what());
+    std::fprintf(stderr, "kiln %s: internal error: %s\n", command->name, printable(e.what()).c_str());
     return 1;
   }
 }

@@ -68,6 +68,21 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& wh
   return out;
 }
 
+// ONNX messages span lines; kiln prints one.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool space = c == '\n' || c == '\r' || c == '\t' || c == ' ';
+    if (space) {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 }  // namespace
 
 std::optional<DType> dtype_from_onnx(int32_t elem_type) {
@@ -170,16 +185,14 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what,
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {
-    std::string message = e.what();
-    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
-    fail(what, ": ONNX checker: ", message);
+    fail(what, ": ONNX checker: ", one_line(e.what()));
   }
   try {
     onnx::ShapeInferenceOptions shape_options(/*check_type=*/false, /*strict_mode=*/0,
                                               /*data_prop=*/true);
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), shape_options);
   } catch (const std::exception& e) {
-    fail(what, ": ONNX shape inference: ", e.what());
+    fail(what, ": ONNX shape inference: ", one_line(e.what()));
   }
 
   Graph graph;

@@ -639,6 +639,41 @@ Error Method::set_output(size_t index, void* data, size_t size) {
   return bind(method_->outputs()->Get(static_cast<uint32_t>(index)), data, size);
 }
 
+Error Method::bind_checked(uint32_t tensor_index, const Tensor& given) {
+  const Tensor& expected = tensors_[tensor_index];
+  const char* name = method_->tensors()->Get(tensor_index)->name() != nullptr
+                         ? method_->tensors()->Get(tensor_index)->name()->c_str()
+                         : "?";
+  if (given.dtype() != expected.dtype()) {
+    KILN_LOG(ERROR, "'%s' is %s, a %s tensor was given", name, dtype_name(expected.dtype()),
+             dtype_name(given.dtype()));
+    return Error::kDTypeMismatch;
+  }
+  bool same = given.rank() == expected.rank();
+  for (uint32_t d = 0; same && d < expected.rank(); ++d) same = given.dim(d) == expected.dim(d);
+  if (!same) {
+    KILN_LOG(ERROR, "'%s' has rank %u and a different shape than the tensor given (rank %u)", name,
+             expected.rank(), given.rank());
+    return Error::kShapeMismatch;
+  }
+  if (given.device() != expected.device()) {
+    KILN_LOG(ERROR, "'%s' lives on %s:%u, a tensor on %s:%u was given", name, device_type_name(expected.device().type()),
+             expected.device().index(), device_type_name(given.device().type()), given.device().index());
+    return Error::kDeviceMismatch;
+  }
+  return bind(tensor_index, given.data(), static_cast<size_t>(given.nbytes()));
+}
+
+Error Method::set_input(size_t index, const Tensor& tensor) {
+  if (method_ == nullptr || index >= num_inputs()) return Error::kInvalidArgument;
+  return bind_checked(method_->inputs()->Get(static_cast<uint32_t>(index)), tensor);
+}
+
+Error Method::set_output(size_t index, const Tensor& tensor) {
+  if (method_ == nullptr || index >= num_outputs()) return Error::kInvalidArgument;
+  return bind_checked(method_->outputs()->Get(static_cast<uint32_t>(index)), tensor);
+}
+
 void Method::refresh_aliases() {
   for (uint32_t t = 0; t < num_tensors_; ++t) {
     Tensor& tensor = tensors_[t];

@@ -19,6 +19,14 @@ bool is_power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 bool add_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_add_overflow(a, b, out); }
 bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
+// The flatbuffers verifier checks the alignment of a vector's length, not
+// of 8-byte elements; the runtime reads int64 shapes in place, so a hostile
+// buffer must not place them at an address that is not a multiple of 8.
+template <typename T>
+bool aligned8(const flatbuffers::Vector<T>* v) {
+  return v == nullptr || reinterpret_cast<uintptr_t>(v->data()) % 8 == 0;
+}
+
 bool valid_device(const fb::Device* device) {
   return device == nullptr || device->type() <= fb::DeviceType::MAX;
 }
@@ -34,8 +42,7 @@ const char* name_or(const flatbuffers::String* name, const char* fallback) {
 // Validates one method. `what` helps messages name the method.
 class MethodValidator {
  public:
-  MethodValidator(const fb::Program& program, const fb::Method& method, uint64_t segment_size)
-      : program_(program), method_(method), segment_size_(segment_size) {}
+  MethodValidator(const fb::Program& program, const fb::Method& method) : program_(program), method_(method) {}
 
   Error run() {
     name_ = method_.name()->c_str();
@@ -133,6 +140,10 @@ class MethodValidator {
       }
       const auto* shape = tensor.shape();
       const uint32_t rank = shape != nullptr ? shape->size() : 0;
+      if (!aligned8(shape)) {
+        KILN_LOG(ERROR, "method '%s': tensor %u '%s' has a misaligned shape", name_, t, tensor_name(t));
+        return invalid();
+      }
       if (rank > kMaxRank) {
         KILN_LOG(ERROR, "method '%s': tensor %u '%s' has rank %u (at most %u)", name_, t,
                  tensor_name(t), rank, kMaxRank);
@@ -264,17 +275,30 @@ class MethodValidator {
 
   Error check_io() {
     KILN_RETURN_IF_ERROR(check_io_list(method_.inputs(), "input"));
-    return check_io_list(method_.outputs(), "output");
+    KILN_RETURN_IF_ERROR(check_io_list(method_.outputs(), "output"));
+    // User storage without fallback memory is only reachable by binding it:
+    // it must be a method input or output.
+    for (uint32_t t = 0; t < num_tensors_; ++t) {
+      const fb::Tensor& tensor = this->tensor(t);
+      if (tensor.storage_type() != fb::Storage::UserStorage || tensor.storage_as_UserStorage()->fallback()) continue;
+      if (!listed(method_.inputs(), t) && !listed(method_.outputs(), t)) {
+        KILN_LOG(ERROR, "method '%s': tensor %u '%s' is user-provided but neither an input nor an output", name_, t,
+                 tensor_name(t));
+        return invalid();
+      }
+    }
+    return Error::kOk;
   }
 
-  bool is_method_input(uint32_t t) const {
-    const auto* inputs = method_.inputs();
-    if (inputs == nullptr) return false;
-    for (uint32_t i = 0; i < inputs->size(); ++i) {
-      if (inputs->Get(i) == t) return true;
+  static bool listed(const flatbuffers::Vector<uint32_t>* list, uint32_t t) {
+    if (list == nullptr) return false;
+    for (uint32_t i = 0; i < list->size(); ++i) {
+      if (list->Get(i) == t) return true;
     }
     return false;
   }
+
+  bool is_method_input(uint32_t t) const { return listed(method_.inputs(), t); }
 
   Error check_written(uint32_t instruction, uint32_t t) {
     const uint32_t root = root_of(t);
@@ -434,7 +458,6 @@ class MethodValidator {
 
   const fb::Program& program_;
   const fb::Method& method_;
-  uint64_t segment_size_;
   const char* name_ = "";
   uint32_t num_tensors_ = 0;
 };
@@ -442,6 +465,10 @@ class MethodValidator {
 Error check_data_refs(const flatbuffers::Vector<const fb::DataRef*>* refs, uint64_t segment_size,
                       uint32_t alignment, const char* what) {
   if (refs == nullptr) return Error::kOk;
+  if (!aligned8(refs)) {
+    KILN_LOG(ERROR, "the %s table is misaligned", what);
+    return Error::kInvalidProgram;
+  }
   for (uint32_t i = 0; i < refs->size(); ++i) {
     const fb::DataRef& ref = *refs->Get(i);
     uint64_t end = 0;
@@ -584,7 +611,7 @@ Result<Program> Program::load(DataLoader& loader) {
   }
   for (uint32_t i = 0; i < methods->size(); ++i) {
     KILN_RETURN_IF_ERROR(
-        MethodValidator(*program, *methods->Get(i), program->segment_size()).run());
+        MethodValidator(*program, *methods->Get(i)).run());
   }
   return Program(program, segment);
 }

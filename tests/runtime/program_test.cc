@@ -166,6 +166,25 @@ TEST(ProgramTest, BindingIsChecked) {
   EXPECT_NE(method.output(0), nullptr);
 }
 
+TEST(ProgramTest, DescribedTensorsAreCheckedBeforeBinding) {
+  register_kernels();
+  LoadedProgram p(add_relu_program());
+  MethodMemory memory(p.program->method_meta("forward").get());
+  Method method = std::move(p.program->load_method("forward", memory.manager()).get());
+  alignas(16) float data[6] = {};
+  alignas(16) int64_t ints[6] = {};
+  const int64_t right[2] = {2, 3}, wrong[2] = {3, 2}, flat[1] = {6};
+  EXPECT_EQ(method.set_input(0, Tensor(ints, DType::INT64, right, 2)), Error::kDTypeMismatch);
+  EXPECT_EQ(method.set_input(0, Tensor(data, DType::FLOAT32, wrong, 2)), Error::kShapeMismatch);
+  EXPECT_EQ(method.set_input(0, Tensor(data, DType::FLOAT32, flat, 1)), Error::kShapeMismatch);
+  EXPECT_EQ(method.set_input(0, Tensor(data, DType::FLOAT32, right, 2, Device(DeviceType::VULKAN, 0))),
+            Error::kDeviceMismatch);
+  EXPECT_EQ(method.set_input(0, Tensor(data, DType::FLOAT32, right, 2)), Error::kOk);
+  EXPECT_EQ(method.set_output(0, Tensor(data, DType::FLOAT32, right, 2)), Error::kOk);
+  EXPECT_EQ(method.execute(), Error::kOk);
+  EXPECT_EQ(method.set_output(3, Tensor(data, DType::FLOAT32, right, 2)), Error::kInvalidArgument);
+}
+
 TEST(ProgramTest, PlannedFallbackRunsWithoutBinding) {
   register_kernels();
   planner::PlanOptions options;

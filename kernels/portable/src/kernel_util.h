@@ -30,6 +30,12 @@ Error check_all_dtype(const KernelArgs& args, DType dtype);
 Error check_same_shape(const KernelArgs& args, const Tensor& a, const Tensor& b, const char* what);
 
 bool same_shape(const Tensor& a, const Tensor& b);
+// True when a vector of 8-byte values from the program is 8-byte aligned
+// (the flatbuffers verifier does not check element alignment).
+template <typename T>
+bool aligned8(const flatbuffers::Vector<T>* v) {
+  return v == nullptr || reinterpret_cast<uintptr_t>(v->data()) % 8 == 0;
+}
 // Product of dims [begin, end).
 int64_t dims_product(const Tensor& t, uint32_t begin, uint32_t end);
 

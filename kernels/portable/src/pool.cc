@@ -68,6 +68,17 @@ Error check_pool(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// Window taps k in [0, kernel) with first + k * dilation inside [lo, hi):
+// returns the count and the first such k.
+int64_t taps_inside(int64_t first, int64_t kernel, int64_t dilation, int64_t lo, int64_t hi, int64_t* out_begin) {
+  int64_t begin = first >= lo ? 0 : (lo - first + dilation - 1) / dilation;
+  int64_t end = first >= hi ? 0 : (hi - first + dilation - 1) / dilation;
+  if (end > kernel) end = kernel;
+  if (begin > end) begin = end;
+  *out_begin = begin;
+  return end - begin;
+}
+
 Error run_pool(const KernelArgs& args) {
   const auto* p = args.params<fb::PoolParams>();
   const PoolGeometry g = pool_geometry(args);
@@ -80,30 +91,29 @@ Error run_pool(const KernelArgs& args) {
     float* out = y + plane * g.oh * g.ow;
     for (int64_t oy = 0; oy < g.oh; ++oy) {
       const int64_t y0 = oy * g.sh - g.pt;
+      int64_t ky0, ignored;
+      // Only taps on real rows are visited; the padded ones only count.
+      const int64_t rows = taps_inside(y0, g.kh, g.dh, 0, g.h, &ky0);
+      const int64_t padded_rows = taps_inside(y0, g.kh, g.dh, -g.pt, g.h + g.pb, &ignored);
       for (int64_t ox = 0; ox < g.ow; ++ox) {
         const int64_t x0 = ox * g.sw - g.pl;
+        int64_t kx0;
+        const int64_t cols = taps_inside(x0, g.kw, g.dw, 0, g.w, &kx0);
+        const int64_t padded_cols = taps_inside(x0, g.kw, g.dw, -g.pl, g.w + g.pr, &ignored);
         float acc = is_max ? -INFINITY : 0.f;
-        int64_t count = 0, padded_count = 0;
-        for (int64_t ky = 0; ky < g.kh; ++ky) {
-          const int64_t iy = y0 + ky * g.dh;
-          if (iy >= g.h + g.pb) break;
-          const bool row_valid = iy >= 0 && iy < g.h;
-          for (int64_t kx = 0; kx < g.kw; ++kx) {
-            const int64_t ix = x0 + kx * g.dw;
-            if (ix >= g.w + g.pr) break;
-            ++padded_count;
-            if (!row_valid || ix < 0 || ix >= g.w) continue;
-            const float v = in[iy * g.w + ix];
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* row = in + ((y0 + (ky0 + r) * g.dh) * g.w + x0 + kx0 * g.dw);
+          for (int64_t c = 0; c < cols; ++c) {
+            const float v = row[c * g.dw];
             if (is_max) {
               if (v > acc || isnan(v)) acc = v;
             } else {
               acc += v;
             }
-            ++count;
           }
         }
         if (!is_max) {
-          const int64_t divisor = include_pad ? padded_count : count;
+          const int64_t divisor = include_pad ? padded_rows * padded_cols : rows * cols;
           acc = divisor > 0 ? acc / static_cast<float>(divisor) : 0.f;
         }
         out[oy * g.ow + ox] = acc;

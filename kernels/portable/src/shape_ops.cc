@@ -263,7 +263,7 @@ Error run_cast(const KernelArgs& args) {
 Error check_pad(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
   const auto* p = args.params<fb::PadParams>();
-  KILN_KERNEL_CHECK(args, p != nullptr && p->pads() != nullptr, "missing PadParams");
+  KILN_KERNEL_CHECK(args, p != nullptr && p->pads() != nullptr && aligned8(p->pads()), "missing or misaligned PadParams");
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   const uint32_t rank = x.rank();

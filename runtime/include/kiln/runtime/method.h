@@ -81,6 +81,13 @@ class Method {
   // Binds memory the method writes output `index` into.
   Error set_output(size_t index, void* data, size_t size);
 
+  // Binds a tensor the application describes, checking it against what the
+  // method expects first: kDTypeMismatch, kShapeMismatch or kDeviceMismatch
+  // when it differs, then as above. The tensor's dims need not outlive the
+  // call; its data must stay valid while bound.
+  Error set_input(size_t index, const Tensor& tensor);
+  Error set_output(size_t index, const Tensor& tensor);
+
   // The input or output tensor (its data is what is bound, or the planned
   // fallback); nullptr for an index out of range.
   const Tensor* input(size_t index) const;
@@ -116,6 +123,7 @@ class Method {
   friend class MethodLoader;
   Method() = default;
   Error bind(uint32_t tensor_index, void* data, size_t size);
+  Error bind_checked(uint32_t tensor_index, const Tensor& given);
   void refresh_aliases();
   Result<Location> location(uint32_t tensor_index) const;
   void release();
