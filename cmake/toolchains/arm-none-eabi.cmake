@@ -1,6 +1,6 @@
 # Cross build for Cortex-M microcontrollers with Arm's GNU toolchain
-# (Debian: gcc-arm-none-eabi, libnewlib-arm-none-eabi,
-# libstdc++-arm-none-eabi-newlib).
+# (Debian: gcc-arm-none-eabi, libnewlib-arm-none-eabi, and the C++ headers
+# from libstdc++-arm-none-eabi-dev).
 #
 # KILN_ARM_CPU picks the core and its floating-point unit (hard-float ABI):
 #   cortex-m4   Armv7E-M, single-precision FPv4 (the QEMU mps2-an386 board)
@@ -39,6 +39,12 @@ set(CMAKE_CXX_FLAGS_INIT
     "${kiln_common_flags} -fno-exceptions -fno-rtti -fno-threadsafe-statics")
 set(CMAKE_ASM_FLAGS_INIT "${kiln_arm_flags}")
 set(CMAKE_EXE_LINKER_FLAGS_INIT "${kiln_arm_flags} --specs=nano.specs -nostartfiles -Wl,--gc-sections")
+# C++ images link through the C driver, with libc and libm but without
+# libstdc++ and libsupc++: code with no heap, exceptions or RTTI needs
+# nothing from them (the platform layer defines __cxa_pure_virtual), and
+# their multilib archives are a 300 MB package that a build can do without.
+set(CMAKE_CXX_LINK_EXECUTABLE
+    "<CMAKE_C_COMPILER> <FLAGS> <CMAKE_CXX_LINK_FLAGS> <LINK_FLAGS> <OBJECTS> -o <TARGET> <LINK_LIBRARIES> -lm")
 
 # Programs (flatc, python) run on the build machine; libraries and headers
 # come from the toolchain only.

@@ -138,4 +138,9 @@ void kiln_pal_abort(void) {
   kiln_mps2_exit(kAbortStatus);
 }
 
+// Called if a pure virtual function is ever called through a half-built or
+// half-destroyed object. Defined here because images do not link the C++
+// runtime library (libsupc++) that normally provides it.
+void __cxa_pure_virtual(void) { kiln_pal_abort(); }
+
 }  // extern "C"
