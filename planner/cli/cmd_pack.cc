@@ -9,6 +9,8 @@
 // runtime's MethodMeta after Program::load has verified the program, so they
 // are exactly what the runtime will check the buffers against.
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -16,7 +18,6 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <sys/stat.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
