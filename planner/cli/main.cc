@@ -21,6 +21,8 @@ constexpr const char* kUsage =
     "  run PROGRAM.kiln --input FILE run a program on .npy or .pb inputs\n"
     "  inspect PROGRAM.kiln [--json] show arenas, tensors, instructions and delegates\n"
     "  verify PROGRAM.kiln           check a program's memory plan independently\n"
+    "  pack PROGRAM.kiln --c-array NAME -o DIR\n"
+    "                                write the program as C source and a header of buffer sizes\n"
     "\n"
     "`kiln <command> --help` describes each command's options.\n";
 
@@ -50,6 +52,7 @@ constexpr Command kCommands[] = {
     {"run", kiln::planner::cli::cmd_run},
     {"inspect", kiln::planner::cli::cmd_inspect},
     {"verify", kiln::planner::cli::cmd_verify},
+    {"pack", kiln::planner::cli::cmd_pack},
 };
 
 }  // namespace

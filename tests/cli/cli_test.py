@@ -32,6 +32,57 @@ def model_with(nodes, inputs, outputs, initializers=(), opset=13):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
+def check_pack(k, w, model, garbage):
+    """kiln pack: the C array holds the program byte for byte, the header's
+    figures are the program's own (as `kiln inspect --json` reports them),
+    and the source compiles as C11."""
+    import json
+    import re
+    # --plan-io gives the method an arena (inputs and outputs planned in it).
+    program = os.path.join(w, "relu_io.kiln")
+    rc, out, err = run(k, "plan", model, "-o", program, "--plan-io")
+    expect("plan --plan-io for pack", rc == 0, out + err)
+    rc, out, err = run(k, "inspect", program, "--json")
+    inspected = json.loads(out) if rc == 0 else None
+    out_dir = os.path.join(w, "packed")
+    rc, out, err = run(k, "pack", program, "--c-array", "relu_model", "-o", out_dir)
+    expect("pack writes the source and the header", rc == 0 and "relu_model.c" in out, out + err)
+    if rc != 0:
+        return
+    with open(os.path.join(out_dir, "relu_model.h")) as f:
+        header = f.read()
+    with open(os.path.join(out_dir, "relu_model.c")) as f:
+        source = f.read()
+    with open(program, "rb") as f:
+        program_bytes = f.read()
+    defines = {m.group(1): int(m.group(2)) for m in re.finditer(r"#define (\w+) (\d+)u", header)}
+    array = bytes(int(h, 16) for h in re.findall(r"0x([0-9a-f]{2})", source))
+    expect("pack: the array is the program, byte for byte", array == program_bytes,
+           f"{len(array)} bytes vs {len(program_bytes)}")
+    expect("pack: the array is const and 64-byte aligned",
+           "_Alignas(64) const uint8_t relu_model[RELU_MODEL_SIZE]" in source, source[:300])
+    method = inspected["methods"][0] if inspected else {"bookkeeping_bytes": -1, "arenas": []}
+    expect("pack: the --plan-io program has an arena", len(method["arenas"]) == 1, str(method["arenas"]))
+    want = {"RELU_MODEL_SIZE": len(program_bytes), "RELU_MODEL_FORWARD_BOOKKEEPING_BYTES": method["bookkeeping_bytes"],
+            "RELU_MODEL_FORWARD_NUM_ARENAS": len(method["arenas"]), "RELU_MODEL_FORWARD_INPUT_0_BYTES": 24,
+            "RELU_MODEL_FORWARD_OUTPUT_0_BYTES": 24}
+    for a in method["arenas"]:
+        want[f"RELU_MODEL_FORWARD_ARENA_{a['id']}_SIZE"] = a["size"]
+        want[f"RELU_MODEL_FORWARD_ARENA_{a['id']}_ALIGNMENT"] = a["alignment"]
+    wrong = {name: (defines.get(name), value) for name, value in want.items() if defines.get(name) != value}
+    expect("pack: the header's sizes are the program's", not wrong, str(wrong))
+    cc = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-c", "relu_model.c", "-o", "relu_model.o"],
+                        cwd=out_dir, capture_output=True, text=True)
+    expect("pack: the source compiles as C11", cc.returncode == 0, cc.stderr)
+
+    rc, out, err = run(k, "pack", program, "--c-array", "9lives", "-o", out_dir)
+    expect("pack: a name that is not a C identifier: exit 2 naming it", rc == 2 and "9lives" in err, err)
+    rc, out, err = run(k, "pack", program, "--c-array", "m")
+    expect("pack without -o: exit 2", rc == 2 and "-o" in err, err)
+    rc, out, err = run(k, "pack", garbage, "--c-array", "m", "-o", out_dir)
+    expect("pack of a non-program: one clear error", rc == 1 and "not a kiln program" in err, err)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kiln", required=True)
@@ -131,6 +182,8 @@ def main():
     expect("inspect of a non-program: one clear error", rc == 1 and "not a kiln program" in err, err)
     rc, out, err = run(k, "verify", program)
     expect("verify accepts a planned program", rc == 0 and "ok" in out, out + err)
+
+    check_pack(k, w, good, garbage)
 
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0

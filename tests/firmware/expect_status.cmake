@@ -1,0 +1,18 @@
+# Runs a command and passes only when it exits with exactly EXPECTED.
+#   cmake -DEXPECTED=<status> -P expect_status.cmake -- <command> [args...]
+set(command)
+set(seen_separator OFF)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE ${last})
+  if(seen_separator)
+    list(APPEND command "${CMAKE_ARGV${i}}")
+  elseif(CMAKE_ARGV${i} STREQUAL "--")
+    set(seen_separator ON)
+  endif()
+endforeach()
+execute_process(COMMAND ${command} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
+message("${output}")
+if(NOT status STREQUAL "${EXPECTED}")
+  message(FATAL_ERROR "exit status ${status}, expected ${EXPECTED}")
+endif()
+message(STATUS "exit status ${status}, as expected")
