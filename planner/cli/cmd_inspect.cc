@@ -10,6 +10,7 @@
 #include "core/file_util.h"
 #include "core/host_tensor.h"
 #include "emit/program_file.h"
+#include "kiln/schema/delegate_generated.h"
 #include "report/json.h"
 #include "verify/verifier.h"
 
@@ -154,14 +155,35 @@ void print_text(const ProgramFile& file) {
         }
       }
     }
+    if (m->init_instructions() && m->init_instructions()->size()) {
+      std::printf("  at load:\n");
+      for (uint32_t i = 0; i < m->init_instructions()->size(); ++i) {
+        const auto* copy = m->init_instructions()->Get(i)->kind_as_CopyCall();
+        if (copy == nullptr) continue;
+        std::printf("    copy   #%u -> #%u  %s bytes to %s\n", copy->src(), copy->dst(),
+                    group_digits(m->tensors()->Get(copy->src())->nbytes()).c_str(),
+                    device_str(m->tensors()->Get(copy->dst())->device()).c_str());
+      }
+    }
     std::printf("  delegates:%s\n", m->delegates() && m->delegates()->size() ? "" : " none");
     if (m->delegates()) {
       for (uint32_t d = 0; d < m->delegates()->size(); ++d) {
         const fb::Delegate& delegate = *m->delegates()->Get(d);
-        std::printf("    #%u %s on %s, blob %s bytes %s\n", d, delegate.backend()->c_str(),
+        std::string kernels;
+        if (delegate.inline_blob() && fb::DelegateGraphBufferHasIdentifier(delegate.inline_blob()->data())) {
+          const fb::DelegateGraph* graph = fb::GetDelegateGraph(delegate.inline_blob()->data());
+          if (graph->kernels() && graph->operators()) {
+            for (const fb::KernelCall* k : *graph->kernels()) {
+              kernels += (kernels.empty() ? "" : " ") +
+                         (k->op() < graph->operators()->size() ? graph->operators()->Get(k->op())->name()->str() : "?");
+            }
+          }
+        }
+        std::printf("    #%u %s on %s, blob %s bytes %s, state %s bytes: %s\n", d, delegate.backend()->c_str(),
                     device_str(delegate.device()).c_str(),
                     group_digits(delegate.inline_blob() ? delegate.inline_blob()->size() : 0).c_str(),
-                    delegate.segment() >= 0 ? "(in segment)" : "(inline)");
+                    delegate.segment() >= 0 ? "(in segment)" : "(inline)",
+                    group_digits(delegate.state_bytes()).c_str(), kernels.c_str());
       }
     }
   }
@@ -265,7 +287,21 @@ void print_json(const ProgramFile& file) {
       for (uint32_t d = 0; d < m->delegates()->size(); ++d) {
         const fb::Delegate& delegate = *m->delegates()->Get(d);
         j.begin_object().field("id", d).field("backend", delegate.backend()->str());
-        j.field("device", device_str(delegate.device())).end_object();
+        j.field("device", device_str(delegate.device())).field("state_bytes", delegate.state_bytes());
+        j.key("kernels").begin_array();
+        if (delegate.inline_blob() && fb::DelegateGraphBufferHasIdentifier(delegate.inline_blob()->data())) {
+          const fb::DelegateGraph* graph = fb::GetDelegateGraph(delegate.inline_blob()->data());
+          if (graph->kernels() && graph->operators()) {
+            for (const fb::KernelCall* k : *graph->kernels()) {
+              j.begin_object();
+              j.field("op", k->op() < graph->operators()->size() ? graph->operators()->Get(k->op())->name()->str() : "?");
+              j.key("inputs").int_array(list_of(k->inputs()));
+              j.key("outputs").int_array(list_of(k->outputs()));
+              j.end_object();
+            }
+          }
+        }
+        j.end_array().end_object();
       }
     }
     j.end_array();
