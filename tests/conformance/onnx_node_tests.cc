@@ -8,7 +8,13 @@
 // frozen to the test's values, as `kiln plan --freeze` does. Every other test
 // must pass: a failure fails the suite.
 //
-// usage: kiln_onnx_node_tests [--data DIR] [--filter SUBSTRING] [--verbose]
+// Each test is attributed to the op it tests: the op of its model's nodes
+// (Constant nodes aside), or for a function's "_expanded" test, the op of
+// the test it expands. The summary lists passes, skips and failures per op
+// for the ops kiln targets (CNNs and transformer blocks), or every op with
+// --all-ops.
+//
+// usage: kiln_onnx_node_tests [--data DIR] [--filter SUBSTRING] [--verbose] [--all-ops]
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -85,6 +91,64 @@ std::vector<std::string> graph_inputs(const onnx::ModelProto& model) {
     if (!initializers.count(i.name())) out.push_back(i.name());
   }
   return out;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The op a model tests: the op of its nodes other than Constant when they
+// all share one, "Constant" when that is all there is, "" otherwise.
+std::string model_op(const onnx::ModelProto& model) {
+  std::set<std::string> ops;
+  for (const auto& node : model.graph().node()) {
+    const std::string& domain = node.domain();
+    const std::string op = domain.empty() || domain == "ai.onnx" ? node.op_type() : domain + "." + node.op_type();
+    if (op != "Constant") ops.insert(op);
+  }
+  if (ops.empty() && model.graph().node_size() > 0) return "Constant";
+  return ops.size() == 1 ? *ops.begin() : "";
+}
+
+// The op test `name` is attributed to; an "_expanded" test (an op's
+// function body) counts for the op of the test it expands.
+std::string tested_op(const std::string& root, const std::string& name, bool* out_expanded) {
+  const std::string suffix = "_expanded";
+  *out_expanded = ends_with(name, suffix);
+  const std::string base = *out_expanded ? name.substr(0, name.size() - suffix.size()) : name;
+  onnx::ModelProto model;
+  if (!exists(root + "/" + base + "/model.onnx") ||
+      !model.ParseFromString(kp::read_file(root + "/" + base + "/model.onnx"))) {
+    return "";
+  }
+  return model_op(model);
+}
+
+// The ops kiln targets: what torchvision classification models and
+// transformer blocks export at opsets 13 to 17.
+const char* const kTargetOps[] = {
+    "Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "Add", "Sub", "Mul", "Div", "Pow",
+    "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip",
+    "HardSigmoid", "HardSwish", "Erf", "com.microsoft.Gelu", "MaxPool", "AveragePool", "GlobalAveragePool",
+    "ReduceMean", "ReduceSum", "ReduceMax", "Softmax", "LogSoftmax", "LayerNormalization", "Concat", "Split",
+    "Slice", "Gather", "Shape", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Expand", "Where",
+    "Cast", "Pad", "Identity", "Constant", "Dropout", "Resize", "Equal", "Less", "Greater", "Not", "Range",
+};
+
+struct OpStats {
+  int pass = 0, fail = 0, skip = 0;
+  int expanded_pass = 0, expanded_total = 0;
+  std::map<std::string, int> skip_reasons;
+};
+
+void print_op_stats(const std::string& op, const OpStats& s) {
+  const int total = s.pass + s.fail + s.skip;
+  std::printf("  %-22s %3d/%-3d passed", op.c_str(), s.pass, total);
+  if (total == 0) std::printf(" (no node tests)");
+  if (s.fail > 0) std::printf(", %d FAILED", s.fail);
+  if (s.expanded_total > 0) std::printf(", expanded %d/%d passed", s.expanded_pass, s.expanded_total);
+  std::printf("\n");
+  for (const auto& [reason, count] : s.skip_reasons) std::printf("  %22s   skipped %d: %s\n", "", count, reason.c_str());
 }
 
 enum class Outcome { kPass, kFail, kSkip };
@@ -177,7 +241,7 @@ TestResult run_test(const std::string& dir) {
 
 int main(int argc, char** argv) {
   std::string root = kDefaultData, filter;
-  bool verbose = false;
+  bool verbose = false, all_ops = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--data") && i + 1 < argc) {
       root = argv[++i];
@@ -185,8 +249,10 @@ int main(int argc, char** argv) {
       filter = argv[++i];
     } else if (!std::strcmp(argv[i], "--verbose")) {
       verbose = true;
+    } else if (!std::strcmp(argv[i], "--all-ops")) {
+      all_ops = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--data DIR] [--filter SUBSTRING] [--verbose]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--data DIR] [--filter SUBSTRING] [--verbose] [--all-ops]\n", argv[0]);
       return 2;
     }
   }
@@ -197,6 +263,7 @@ int main(int argc, char** argv) {
   }
   int pass = 0, fail = 0, skip = 0;
   std::map<std::string, int> skip_reasons;
+  std::map<std::string, OpStats> per_op;
   std::vector<std::string> failures;
   for (const std::string& name : tests) {
     if (!filter.empty() && name.find(filter) == std::string::npos) continue;
@@ -207,6 +274,17 @@ int main(int argc, char** argv) {
       r = run_test(dir);
     } catch (const std::exception& e) {
       r = {Outcome::kFail, std::string("exception: ") + e.what()};
+    }
+    bool expanded = false;
+    std::string op = tested_op(root, name, &expanded);
+    if (op.empty()) op = "(several ops)";
+    OpStats& stats = per_op[op];
+    if (expanded) {
+      ++stats.expanded_total;
+      if (r.outcome == Outcome::kPass) ++stats.expanded_pass;
+    } else {
+      ++(r.outcome == Outcome::kPass ? stats.pass : r.outcome == Outcome::kFail ? stats.fail : stats.skip);
+      if (r.outcome == Outcome::kSkip) ++stats.skip_reasons[r.detail];
     }
     switch (r.outcome) {
       case Outcome::kPass:
@@ -230,6 +308,16 @@ int main(int argc, char** argv) {
   std::sort(reasons.rbegin(), reasons.rend());
   std::printf("\nskipped, by reason:\n");
   for (const auto& [count, reason] : reasons) std::printf("  %4d  %s\n", count, reason.c_str());
+  std::printf("\nper op (%s; skip reasons of the op's own tests):\n",
+              all_ops ? "every op" : "the ops kiln targets");
+  if (all_ops) {
+    for (const auto& [op, stats] : per_op) print_op_stats(op, stats);
+  } else {
+    for (const char* op : kTargetOps) {
+      auto it = per_op.find(op);
+      print_op_stats(op, it != per_op.end() ? it->second : OpStats{});
+    }
+  }
   std::printf("\nONNX node tests: %d passed, %d failed, %d skipped (of %d)\n", pass, fail, skip, pass + fail + skip);
   return fail == 0 ? 0 : 1;
 }
