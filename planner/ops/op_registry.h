@@ -83,6 +83,9 @@ struct OpDef {
   std::vector<HostTensor> (*evaluate)(OpContext& ctx) = nullptr;
   // False for ops that must never be folded.
   bool foldable = true;
+  // `evaluate` reads only its inputs' static shapes, never their values
+  // (Shape, Size): the node folds even when its input is computed at run time.
+  bool shape_only = false;
 };
 
 // nullptr when the op is not supported.

@@ -400,8 +400,8 @@ void lower_pad(OpContext& ctx, Lowerer& l) {
 void add_shape_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Pad", .infer = infer_pad, .lower = lower_pad});
   ops.push_back({.op_type = "Constant", .infer = infer_constant, .evaluate = evaluate_constant});
-  ops.push_back({.op_type = "Shape", .infer = infer_shape, .evaluate = evaluate_shape});
-  ops.push_back({.op_type = "Size", .infer = infer_size, .evaluate = evaluate_size});
+  ops.push_back({.op_type = "Shape", .infer = infer_shape, .evaluate = evaluate_shape, .shape_only = true});
+  ops.push_back({.op_type = "Size", .infer = infer_size, .evaluate = evaluate_size, .shape_only = true});
   ops.push_back({.op_type = "ConstantOfShape", .infer = infer_constant_of_shape,
                  .evaluate = evaluate_constant_of_shape});
   ops.push_back({.op_type = "Reshape", .infer = infer_reshape, .lower = lower_view});
