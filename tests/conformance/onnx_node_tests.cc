@@ -315,7 +315,11 @@ int main(int argc, char** argv) {
   } else {
     for (const char* op : kTargetOps) {
       auto it = per_op.find(op);
-      print_op_stats(op, it != per_op.end() ? it->second : OpStats{});
+      if (it != per_op.end()) {
+        print_op_stats(op, it->second);
+      } else if (filter.empty()) {
+        print_op_stats(op, OpStats{});
+      }
     }
   }
   std::printf("\nONNX node tests: %d passed, %d failed, %d skipped (of %d)\n", pass, fail, skip, pass + fail + skip);

@@ -11,6 +11,7 @@ Error register_portable_kernels(KernelRegistry& registry) {
   KILN_RETURN_IF_ERROR(registry.register_kernels(kPoolKernels, kNumPoolKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kShapeKernels, kNumShapeKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kNormKernels, kNumNormKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kReduceKernels, kNumReduceKernels));
   return Error::kOk;
 }
 
