@@ -1,5 +1,5 @@
 // Element-wise ops: binary arithmetic with broadcasting, unary math and
-// activations, Identity and Dropout.
+// activations, comparisons and logic, Where, Identity and Dropout.
 
 #include <limits>
 
@@ -8,7 +8,7 @@
 namespace kiln::planner {
 namespace {
 
-const std::initializer_list<DType> kArithmeticTypes = {DType::FLOAT32, DType::INT32, DType::INT64};
+const std::initializer_list<DType> kArithmeticTypes = {DType::FLOAT32, DType::INT32, DType::INT64, DType::UINT8};
 
 void infer_binary(OpContext& ctx) {
   ctx.expect_inputs(2, 2);
@@ -54,8 +54,9 @@ void lower_pow(OpContext& ctx, Lowerer& l) {
 // Max, Min, Sum, Mean: one or more inputs, broadcast together.
 void infer_variadic(OpContext& ctx) {
   ctx.expect_inputs(1, 64);
-  ctx.expect_dtype(0, ctx.node().op_type == "Mean" ? std::initializer_list<DType>{DType::FLOAT32}
-                                                     : kArithmeticTypes);
+  ctx.expect_dtype(0, ctx.node().op_type == "Mean"
+                         ? std::initializer_list<DType>{DType::FLOAT32}
+                         : std::initializer_list<DType>{DType::FLOAT32, DType::INT32, DType::INT64});
   std::vector<int64_t> shape = ctx.shape(0);
   for (size_t i = 1; i < ctx.num_inputs(); ++i) {
     if (ctx.dtype(i) != ctx.dtype(0)) ctx.error("inputs differ in dtype");
@@ -158,6 +159,40 @@ void lower_clip(OpContext& ctx, Lowerer& l) {
   l.kernel("Clip", inputs, {l.tensor(ctx.output_id(0))}, std::move(params));
 }
 
+// Comparisons (bool output), logic on bools, Where.
+void infer_compare(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  if (ctx.node().op_type == "Equal") {
+    ctx.expect_dtype(0, {DType::FLOAT32, DType::FLOAT64, DType::INT32, DType::INT64, DType::BOOL});
+  } else {
+    ctx.expect_dtype(0, {DType::FLOAT32, DType::FLOAT64, DType::INT32, DType::INT64});
+  }
+  if (ctx.dtype(1) != ctx.dtype(0)) ctx.error("inputs are ", dtype_str(ctx.dtype(0)), " and ", dtype_str(ctx.dtype(1)));
+  ctx.set_output(0, DType::BOOL, broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)));
+}
+
+void infer_logical(OpContext& ctx) {
+  const bool is_not = ctx.node().op_type == "Not";
+  ctx.expect_inputs(is_not ? 1 : 2, is_not ? 1 : 2);
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) ctx.expect_dtype(i, {DType::BOOL});
+  ctx.set_output(0, DType::BOOL, is_not ? ctx.shape(0) : broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)));
+}
+
+void lower_plain(OpContext& ctx, Lowerer& l) {
+  std::vector<int> inputs;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(l.tensor(ctx.input_id(i)));
+  l.kernel(ctx.node().op_type, inputs, {l.tensor(ctx.output_id(0))});
+}
+
+void infer_where(OpContext& ctx) {
+  ctx.expect_inputs(3, 3);
+  ctx.expect_dtype(0, {DType::BOOL});
+  if (ctx.dtype(1) != ctx.dtype(2)) ctx.error("X and Y are ", dtype_str(ctx.dtype(1)), " and ", dtype_str(ctx.dtype(2)));
+  const auto shape = broadcast_shapes(ctx, broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)), ctx.shape(2));
+  if (shape.size() > 8) ctx.not_supported("rank above 8");
+  ctx.set_output(0, ctx.dtype(1), shape);
+}
+
 // Identity and inference-mode Dropout pass their input through.
 void infer_identity(OpContext& ctx) {
   ctx.expect_inputs(1, ctx.node().op_type == "Dropout" ? 3 : 1);
@@ -190,6 +225,13 @@ void add_elementwise_ops(std::vector<OpDef>& ops) {
     ops.push_back({.op_type = op, .infer = infer_unary, .lower = lower_unary});
   }
   ops.push_back({.op_type = "Clip", .infer = infer_clip, .lower = lower_clip});
+  for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) {
+    ops.push_back({.op_type = op, .infer = infer_compare, .lower = lower_plain});
+  }
+  for (const char* op : {"And", "Or", "Xor", "Not"}) {
+    ops.push_back({.op_type = op, .infer = infer_logical, .lower = lower_plain});
+  }
+  ops.push_back({.op_type = "Where", .infer = infer_where, .lower = lower_plain});
   ops.push_back({.op_type = "Identity", .infer = infer_identity, .lower = lower_identity});
   ops.push_back({.op_type = "Dropout", .infer = infer_identity, .lower = lower_identity});
 }

@@ -257,6 +257,28 @@ void lower_concat(OpContext& ctx, Lowerer& l) {
 }
 
 // ---------------------------------------------------------------------------
+// Expand: broadcasts the input and the (constant) shape argument together.
+
+void infer_expand(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  const std::vector<int64_t> shape = ctx.constant_input(1, "the shape").to_int64s();
+  for (int64_t d : shape) {
+    if (d < 0) ctx.error("shape ", shape_str(shape), " has a negative dimension");
+  }
+  ctx.set_output(0, ctx.dtype(0), broadcast_shapes(ctx, ctx.shape(0), shape));
+}
+
+void lower_expand(OpContext& ctx, Lowerer& l) {
+  const int in = l.tensor(ctx.input_id(0));
+  const int out = l.tensor(ctx.output_id(0));
+  if (ctx.output(0).shape == ctx.shape(0)) {
+    l.view(in, out);
+  } else {
+    l.kernel("Expand", {in}, {out});
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Gather, Cast
 
 void infer_gather(OpContext& ctx) {
@@ -411,6 +433,7 @@ void add_shape_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Transpose", .infer = infer_transpose, .lower = lower_transpose});
   ops.push_back({.op_type = "Concat", .infer = infer_concat, .lower = lower_concat});
   ops.push_back({.op_type = "Gather", .infer = infer_gather, .lower = lower_gather});
+  ops.push_back({.op_type = "Expand", .infer = infer_expand, .lower = lower_expand});
   ops.push_back({.op_type = "Cast", .infer = infer_cast, .lower = lower_cast});
 }
 

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "activation.h"
+#include "broadcast.h"
 #include "kernel_util.h"
 #include "portable_kernels.h"
 
@@ -63,27 +64,11 @@ struct MinOp { template <typename T> static T apply(T a, T b) { return a < b || 
 Error check_binary(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
   const DType dtype = args.in(0).dtype();
-  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::INT32 || dtype == DType::INT64,
+  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::INT32 || dtype == DType::INT64 ||
+                              dtype == DType::UINT8,
                     "unsupported dtype %s", dtype_name(dtype));
   KILN_RETURN_IF_ERROR(check_all_dtype(args, dtype));
-  const Tensor& out = args.out(0);
-  int64_t strides[kMaxRank];
-  for (uint32_t i = 0; i < 2; ++i) {
-    KILN_KERNEL_CHECK(args, broadcast_strides(args.in(i), out.dims(), out.rank(), strides),
-                      "input %u does not broadcast to the output shape", i);
-  }
-  // The output shape must be exactly the broadcast of the inputs.
-  for (uint32_t d = 0; d < out.rank(); ++d) {
-    int64_t expected = 1;
-    for (uint32_t i = 0; i < 2; ++i) {
-      const Tensor& t = args.in(i);
-      const int32_t k = static_cast<int32_t>(d) - static_cast<int32_t>(out.rank() - t.rank());
-      if (k >= 0 && t.dim(static_cast<uint32_t>(k)) != 1) expected = t.dim(static_cast<uint32_t>(k));
-    }
-    KILN_KERNEL_CHECK(args, out.dim(d) == expected,
-                      "output dim %u is %lld, broadcast gives %lld", d,
-                      static_cast<long long>(out.dim(d)), static_cast<long long>(expected));
-  }
+  KILN_RETURN_IF_ERROR(check_broadcast_output(args, 0, 2));
   const auto* params = args.params<fb::BinaryParams>();
   if (params != nullptr) {
     KILN_RETURN_IF_ERROR(check_activation(args, params->activation()));
@@ -100,81 +85,23 @@ Error check_binary_float(const KernelArgs& args) {
   return Error::kOk;
 }
 
-template <typename Op, typename T>
-void binary_broadcast(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const T* pa = a.data_as<const T>();
-  const T* pb = b.data_as<const T>();
-  T* po = out.data_as<T>();
-  const uint32_t rank = out.rank();
-  int64_t sa[kMaxRank], sb[kMaxRank];
-  broadcast_strides(a, out.dims(), rank, sa);
-  broadcast_strides(b, out.dims(), rank, sb);
-  const int64_t inner = rank > 0 ? out.dim(rank - 1) : 1;
-  const int64_t ia = rank > 0 ? sa[rank - 1] : 0;
-  const int64_t ib = rank > 0 ? sb[rank - 1] : 0;
-  const int64_t outer = inner > 0 ? out.numel() / inner : 0;
-  int64_t index[kMaxRank] = {};
-  int64_t oa = 0, ob = 0;
-  for (int64_t o = 0; o < outer; ++o) {
-    T* row = po + o * inner;
-    if (ia == 1 && ib == 1) {
-      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(pa[oa + i], pb[ob + i]);
-    } else if (ia == 1 && ib == 0) {
-      const T vb = pb[ob];
-      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(pa[oa + i], vb);
-    } else if (ia == 0 && ib == 1) {
-      const T va = pa[oa];
-      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(va, pb[ob + i]);
-    } else {
-      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(pa[oa + i * ia], pb[ob + i * ib]);
-    }
-    // Advance the multi-index over the outer dimensions.
-    for (int32_t d = static_cast<int32_t>(rank) - 2; d >= 0; --d) {
-      oa += sa[d];
-      ob += sb[d];
-      if (++index[d] < out.dim(static_cast<uint32_t>(d))) break;
-      oa -= sa[d] * index[d];
-      ob -= sb[d] * index[d];
-      index[d] = 0;
-    }
-  }
-}
-
-template <typename Op, typename T>
-void binary_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const int64_t n = out.numel();
-  const T* pa = a.data_as<const T>();
-  const T* pb = b.data_as<const T>();
-  T* po = out.data_as<T>();
-  if (a.numel() == n && b.numel() == n) {
-    for (int64_t i = 0; i < n; ++i) po[i] = Op::apply(pa[i], pb[i]);
-  } else if (a.numel() == n && b.numel() == 1) {
-    const T vb = pb[0];
-    for (int64_t i = 0; i < n; ++i) po[i] = Op::apply(pa[i], vb);
-  } else if (b.numel() == n && a.numel() == 1) {
-    const T va = pa[0];
-    for (int64_t i = 0; i < n; ++i) po[i] = Op::apply(va, pb[i]);
-  } else {
-    binary_broadcast<Op, T>(a, b, out);
-  }
-}
-
 template <typename Op>
 Error run_binary(const KernelArgs& args) {
   const Tensor& out = args.out(0);
   switch (out.dtype()) {
-    case DType::INT32: binary_typed<Op, int32_t>(args.in(0), args.in(1), out); return Error::kOk;
-    case DType::INT64: binary_typed<Op, int64_t>(args.in(0), args.in(1), out); return Error::kOk;
+    case DType::UINT8: binary_map<Op, uint8_t, uint8_t>(args.in(0), args.in(1), out); return Error::kOk;
+    case DType::INT32: binary_map<Op, int32_t, int32_t>(args.in(0), args.in(1), out); return Error::kOk;
+    case DType::INT64: binary_map<Op, int64_t, int64_t>(args.in(0), args.in(1), out); return Error::kOk;
     default: break;
   }
-  binary_typed<Op, float>(args.in(0), args.in(1), out);
+  binary_map<Op, float, float>(args.in(0), args.in(1), out);
   const auto* params = args.params<fb::BinaryParams>();
   if (params != nullptr) apply_activation(out.data_as<float>(), out.numel(), params->activation());
   return Error::kOk;
 }
 
 Error run_pow(const KernelArgs& args) {
-  binary_typed<PowOp, float>(args.in(0), args.in(1), args.out(0));
+  binary_map<PowOp, float, float>(args.in(0), args.in(1), args.out(0));
   return Error::kOk;
 }
 

@@ -38,6 +38,10 @@ int64_t dims_product(const Tensor& t, uint32_t begin, uint32_t end);
 // not broadcast.
 bool broadcast_strides(const Tensor& t, const int64_t* out_dims, uint32_t rank, int64_t* out_strides);
 
+// Checks that inputs [first, first + count) broadcast to output 0 and that
+// its shape is exactly their broadcast (no larger).
+Error check_broadcast_output(const KernelArgs& args, uint32_t first, uint32_t count);
+
 // Contiguous row-major strides of `t`.
 void contiguous_strides(const int64_t* dims, uint32_t rank, int64_t* out_strides);
 

@@ -21,6 +21,8 @@ extern const KernelEntry kShapeKernels[];
 extern const size_t kNumShapeKernels;
 extern const KernelEntry kNormKernels[];
 extern const size_t kNumNormKernels;
+extern const KernelEntry kCompareKernels[];
+extern const size_t kNumCompareKernels;
 extern const KernelEntry kReduceKernels[];
 extern const size_t kNumReduceKernels;
 

@@ -12,6 +12,7 @@ Error register_portable_kernels(KernelRegistry& registry) {
   KILN_RETURN_IF_ERROR(registry.register_kernels(kShapeKernels, kNumShapeKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kNormKernels, kNumNormKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kReduceKernels, kNumReduceKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kCompareKernels, kNumCompareKernels));
   return Error::kOk;
 }
 

@@ -1,11 +1,12 @@
-// Data movement kernels: Transpose, Concat and Gather (they move bytes, so
-// they serve every dtype) and Cast.
+// Data movement kernels: Transpose, Concat, Gather, Expand and Pad (they
+// move bytes, so they serve every dtype) and Cast.
 
 #include <math.h>
 #include <string.h>
 
 #include <limits>
 
+#include "broadcast.h"
 #include "kernel_util.h"
 #include "portable_kernels.h"
 
@@ -166,6 +167,45 @@ Error run_gather(const KernelArgs& args) {
     for (int64_t o = 0; o < outer; ++o) {
       memcpy(out + (o * count + j) * row, in + (o * dim + k) * row, row);
     }
+  }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// Expand: the input broadcast to the output's shape.
+
+Error check_expand(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == y.dtype(), "dtype changes");
+  int64_t strides[kMaxRank];
+  KILN_KERNEL_CHECK(args, broadcast_strides(x, y.dims(), y.rank(), strides),
+                    "input does not broadcast to the output shape");
+  return Error::kOk;
+}
+
+template <typename T>
+void expand_typed(const Tensor& x, const Tensor& y) {
+  const T* in = x.data_as<const T>();
+  T* out = y.data_as<T>();
+  const Tensor* inputs[1] = {&x};
+  for_each_broadcast_row<1>(inputs, y, [&](int64_t o, const int64_t* off, const int64_t* step, int64_t inner) {
+    if (step[0] == 1) {
+      memcpy(out + o, in + off[0], static_cast<size_t>(inner) * sizeof(T));
+    } else {
+      const T v = in[off[0]];
+      for (int64_t i = 0; i < inner; ++i) out[o + i] = v;
+    }
+  });
+}
+
+Error run_expand(const KernelArgs& args) {
+  switch (dtype_size(args.in(0).dtype())) {
+    case 1: expand_typed<uint8_t>(args.in(0), args.out(0)); break;
+    case 2: expand_typed<uint16_t>(args.in(0), args.out(0)); break;
+    case 4: expand_typed<uint32_t>(args.in(0), args.out(0)); break;
+    default: expand_typed<uint64_t>(args.in(0), args.out(0)); break;
   }
   return Error::kOk;
 }
@@ -362,6 +402,7 @@ const KernelEntry kShapeKernels[] = {
     {"Cast", check_cast, run_cast},
     {"Transpose", check_transpose, run_transpose},
     {"Concat", check_concat, run_concat},
+    {"Expand", check_expand, run_expand},
 };
 const size_t kNumShapeKernels = sizeof(kShapeKernels) / sizeof(kShapeKernels[0]);
 
