@@ -1,5 +1,5 @@
-// Data movement kernels: Transpose, Concat, Gather, Expand and Pad (they
-// move bytes, so they serve every dtype) and Cast.
+// Data movement kernels: Transpose, Concat, Split, Slice, Gather, Expand
+// and Pad (they move bytes, so they serve every dtype) and Cast.
 
 #include <math.h>
 #include <string.h>
@@ -118,6 +118,134 @@ Error run_concat(const KernelArgs& args) {
       memcpy(out + o * out_row + column, in + o * row, static_cast<size_t>(row));
     }
     column += row;
+  }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// Split: the inverse of Concat; the outputs' sizes along the axis add up to
+// the input's.
+
+Error check_split(const KernelArgs& args) {
+  KILN_KERNEL_CHECK(args, args.num_inputs == 1 && args.inputs[0] != nullptr && args.num_outputs >= 1,
+                    "bad operand count");
+  const auto* p = args.params<fb::AxisParams>();
+  KILN_KERNEL_CHECK(args, p != nullptr, "missing AxisParams");
+  const Tensor& x = args.in(0);
+  KILN_KERNEL_CHECK(args, p->axis() >= 0 && static_cast<uint32_t>(p->axis()) < x.rank(), "bad axis");
+  const uint32_t axis = static_cast<uint32_t>(p->axis());
+  int64_t total = 0;
+  for (uint32_t i = 0; i < args.num_outputs; ++i) {
+    const Tensor& y = args.out(i);
+    KILN_KERNEL_CHECK(args, y.dtype() == x.dtype() && y.rank() == x.rank(), "output %u dtype or rank differs", i);
+    for (uint32_t d = 0; d < x.rank(); ++d) {
+      if (d != axis) KILN_KERNEL_CHECK(args, y.dim(d) == x.dim(d), "output %u dim %u differs", i, d);
+    }
+    total += y.dim(axis);
+  }
+  KILN_KERNEL_CHECK(args, total == x.dim(axis), "split sizes add up to %lld, input has %lld",
+                    static_cast<long long>(total), static_cast<long long>(x.dim(axis)));
+  return Error::kOk;
+}
+
+Error run_split(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const uint32_t axis = static_cast<uint32_t>(args.params<fb::AxisParams>()->axis());
+  const size_t element = dtype_size(x.dtype());
+  const int64_t outer = dims_product(x, 0, axis);
+  const int64_t in_row = dims_product(x, axis, x.rank()) * static_cast<int64_t>(element);
+  const uint8_t* in = x.data_as<const uint8_t>();
+  int64_t column = 0;
+  for (uint32_t i = 0; i < args.num_outputs; ++i) {
+    const Tensor& y = args.out(i);
+    const int64_t row = dims_product(y, axis, y.rank()) * static_cast<int64_t>(element);
+    uint8_t* out = y.data_as<uint8_t>();
+    if (row == 0) continue;
+    for (int64_t o = 0; o < outer; ++o) {
+      memcpy(out + o * row, in + o * in_row + column, static_cast<size_t>(row));
+    }
+    column += row;
+  }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// Slice: out[i0, i1, ...] = in[start0 + i0 * step0, start1 + i1 * step1, ...]
+// with one start and one non-zero step per input dimension; the output's
+// shape gives the counts.
+
+Error check_slice(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  const auto* p = args.params<fb::SliceParams>();
+  KILN_KERNEL_CHECK(args, p != nullptr && p->starts() != nullptr && p->steps() != nullptr, "missing SliceParams");
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == y.dtype() && x.rank() == y.rank(), "dtype or rank changes");
+  KILN_KERNEL_CHECK(args, p->starts()->size() == x.rank() && p->steps()->size() == x.rank(),
+                    "starts and steps need one entry per dimension");
+  if (y.numel() == 0) return Error::kOk;
+  for (uint32_t d = 0; d < x.rank(); ++d) {
+    const int64_t start = p->starts()->Get(d), step = p->steps()->Get(d);
+    const int64_t count = y.dim(d), dim = x.dim(d);
+    KILN_KERNEL_CHECK(args, step != 0 && start >= 0 && start < dim, "dim %u: start outside the input", d);
+    if (count > 1) {
+      // The last index start + (count - 1) * step must stay inside [0, dim);
+      // bound |step| first so the product cannot overflow.
+      const int64_t room = step > 0 ? dim - 1 - start : start;
+      const int64_t magnitude = step > 0 ? step : (step == INT64_MIN ? INT64_MAX : -step);
+      KILN_KERNEL_CHECK(args, magnitude <= room / (count - 1), "dim %u: slice runs past the input", d);
+    }
+  }
+  return Error::kOk;
+}
+
+template <typename T>
+void slice_typed(const Tensor& x, const Tensor& y, const fb::SliceParams* p) {
+  const uint32_t rank = x.rank();
+  const T* in = x.data_as<const T>();
+  T* out = y.data_as<T>();
+  if (rank == 0) {
+    out[0] = in[0];
+    return;
+  }
+  int64_t strides[kMaxRank], steps[kMaxRank];
+  contiguous_strides(x.dims(), rank, strides);
+  int64_t offset = 0;
+  for (uint32_t d = 0; d < rank; ++d) {
+    offset += p->starts()->Get(d) * strides[d];
+    // A dimension of one element never steps (its step may be huge).
+    steps[d] = y.dim(d) > 1 ? p->steps()->Get(d) * strides[d] : 0;
+  }
+  const int64_t inner = y.dim(rank - 1);
+  const int64_t inner_step = steps[rank - 1];
+  const int64_t rows = y.numel() / inner;
+  int64_t index[kMaxRank] = {};
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = out + r * inner;
+    if (inner_step == 1) {
+      memcpy(row, in + offset, static_cast<size_t>(inner) * sizeof(T));
+    } else {
+      for (int64_t i = 0; i < inner; ++i) row[i] = in[offset + i * inner_step];
+    }
+    for (int32_t d = static_cast<int32_t>(rank) - 2; d >= 0; --d) {
+      offset += steps[d];
+      if (++index[d] < y.dim(static_cast<uint32_t>(d))) break;
+      offset -= steps[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+Error run_slice(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  if (y.numel() == 0) return Error::kOk;
+  const auto* p = args.params<fb::SliceParams>();
+  switch (dtype_size(x.dtype())) {
+    case 1: slice_typed<uint8_t>(x, y, p); break;
+    case 2: slice_typed<uint16_t>(x, y, p); break;
+    case 4: slice_typed<uint32_t>(x, y, p); break;
+    default: slice_typed<uint64_t>(x, y, p); break;
   }
   return Error::kOk;
 }
@@ -403,6 +531,8 @@ const KernelEntry kShapeKernels[] = {
     {"Transpose", check_transpose, run_transpose},
     {"Concat", check_concat, run_concat},
     {"Expand", check_expand, run_expand},
+    {"Split", check_split, run_split},
+    {"Slice", check_slice, run_slice},
 };
 const size_t kNumShapeKernels = sizeof(kShapeKernels) / sizeof(kShapeKernels[0]);
 
