@@ -97,8 +97,13 @@ void lower_variadic(OpContext& ctx, Lowerer& l) {
 
 void infer_unary(OpContext& ctx) {
   ctx.expect_inputs(1, 1);
-  ctx.expect_dtype(0, {DType::FLOAT32});
-  ctx.set_output(0, DType::FLOAT32, ctx.shape(0));
+  const std::string& op = ctx.node().op_type;
+  if (op == "Neg" || op == "Abs") {
+    ctx.expect_dtype(0, {DType::FLOAT32, DType::INT32, DType::INT64});
+  } else {
+    ctx.expect_dtype(0, {DType::FLOAT32});
+  }
+  ctx.set_output(0, ctx.dtype(0), ctx.shape(0));
 }
 
 // Attribute defaults of the activations that carry alpha/beta.

@@ -132,11 +132,41 @@ Error map_unary(const KernelArgs& args, F f) {
   return Error::kOk;
 }
 
+// Neg and Abs also serve the integer dtypes (shape arithmetic); integer
+// negation wraps.
+Error check_unary_signed(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  const DType dtype = args.in(0).dtype();
+  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::INT32 || dtype == DType::INT64,
+                    "unsupported dtype %s", dtype_name(dtype));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, dtype));
+  return check_same_shape(args, args.in(0), args.out(0), "input and output");
+}
+
+template <typename T, bool kAbs>
+void negate_typed(const Tensor& x, const Tensor& y) {
+  using U = typename std::make_unsigned<T>::type;
+  const T* in = x.data_as<const T>();
+  T* out = y.data_as<T>();
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const T v = in[i];
+    out[i] = kAbs && v >= 0 ? v : static_cast<T>(U(0) - static_cast<U>(v));
+  }
+}
+
+template <bool kAbs>
+Error run_negate(const KernelArgs& a) {
+  switch (a.in(0).dtype()) {
+    case DType::INT32: negate_typed<int32_t, kAbs>(a.in(0), a.out(0)); return Error::kOk;
+    case DType::INT64: negate_typed<int64_t, kAbs>(a.in(0), a.out(0)); return Error::kOk;
+    default: break;
+  }
+  return kAbs ? map_unary(a, [](float x) { return fabsf(x); }) : map_unary(a, [](float x) { return -x; });
+}
+
 Error run_relu(const KernelArgs& a) { return map_unary(a, [](float x) { return x > 0.f ? x : 0.f; }); }
 Error run_sigmoid(const KernelArgs& a) { return map_unary(a, sigmoid); }
 Error run_tanh(const KernelArgs& a) { return map_unary(a, [](float x) { return tanhf(x); }); }
-Error run_neg(const KernelArgs& a) { return map_unary(a, [](float x) { return -x; }); }
-Error run_abs(const KernelArgs& a) { return map_unary(a, [](float x) { return fabsf(x); }); }
 Error run_exp(const KernelArgs& a) { return map_unary(a, [](float x) { return expf(x); }); }
 Error run_log(const KernelArgs& a) { return map_unary(a, [](float x) { return logf(x); }); }
 Error run_sqrt(const KernelArgs& a) { return map_unary(a, [](float x) { return sqrtf(x); }); }
@@ -234,8 +264,8 @@ const KernelEntry kElementwiseKernels[] = {
     {"Relu", check_unary, run_relu, kInplaceInput0},
     {"Sigmoid", check_unary, run_sigmoid, kInplaceInput0},
     {"Tanh", check_unary, run_tanh, kInplaceInput0},
-    {"Neg", check_unary, run_neg, kInplaceInput0},
-    {"Abs", check_unary, run_abs, kInplaceInput0},
+    {"Neg", check_unary_signed, run_negate<false>, kInplaceInput0},
+    {"Abs", check_unary_signed, run_negate<true>, kInplaceInput0},
     {"Exp", check_unary, run_exp, kInplaceInput0},
     {"Log", check_unary, run_log, kInplaceInput0},
     {"Sqrt", check_unary, run_sqrt, kInplaceInput0},
