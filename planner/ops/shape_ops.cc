@@ -3,6 +3,8 @@
 // Transpose, Concat, Split, Slice, Gather, Expand, Cast, Pad.
 
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 #include <cstring>
 #include <set>
 
@@ -87,6 +89,74 @@ void infer_constant_of_shape(OpContext& ctx) {
   ctx.set_output(0, out.dtype, out.shape);
 }
 std::vector<HostTensor> evaluate_constant_of_shape(OpContext& ctx) { return {constant_of_shape(ctx)}; }
+
+// Range(start, limit, delta): computed at plan time, so its inputs must be
+// constants. count = max(ceil((limit - start) / delta), 0).
+template <typename T>
+HostTensor range_typed(OpContext& ctx, DType dtype) {
+  const HostTensor& start_t = ctx.constant_input(0, "start");
+  const HostTensor& limit_t = ctx.constant_input(1, "limit");
+  const HostTensor& delta_t = ctx.constant_input(2, "delta");
+  for (const HostTensor* t : {&start_t, &limit_t, &delta_t}) {
+    if (t->numel() != 1) ctx.error("start, limit and delta must be scalars");
+  }
+  int64_t count = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    const double start = start_t.float_at(0), limit = limit_t.float_at(0), delta = delta_t.float_at(0);
+    if (delta == 0.0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) {
+      ctx.error("start, limit and delta must be finite, delta non-zero");
+    }
+    const double n = std::ceil((limit - start) / delta);
+    if (n > static_cast<double>(int64_t{1} << 40)) ctx.error("range of ", n, " elements is too large");
+    count = n > 0 ? static_cast<int64_t>(n) : 0;
+    HostTensor out(dtype, {count});
+    for (int64_t i = 0; i < count; ++i) {
+      out.data<T>()[i] = static_cast<T>(static_cast<T>(start) + static_cast<T>(i) * static_cast<T>(delta));
+    }
+    return out;
+  } else {
+    const int64_t start = start_t.int_at(0), limit = limit_t.int_at(0), delta = delta_t.int_at(0);
+    if (delta == 0) ctx.error("delta must be non-zero");
+    // The distance as an unsigned number: exact even for extreme values.
+    if (delta > 0 && limit > start) {
+      const uint64_t distance = static_cast<uint64_t>(limit) - static_cast<uint64_t>(start);
+      count = static_cast<int64_t>((distance - 1) / static_cast<uint64_t>(delta) + 1);
+    } else if (delta < 0 && limit < start) {
+      const uint64_t distance = static_cast<uint64_t>(start) - static_cast<uint64_t>(limit);
+      const uint64_t step = uint64_t{0} - static_cast<uint64_t>(delta);
+      count = static_cast<int64_t>((distance - 1) / step + 1);
+    }
+    HostTensor out(dtype, {count});
+    for (int64_t i = 0; i < count; ++i) {
+      // In unsigned arithmetic: wraps where signed arithmetic would overflow.
+      out.data<T>()[i] = static_cast<T>(static_cast<uint64_t>(start) +
+                                        static_cast<uint64_t>(i) * static_cast<uint64_t>(delta));
+    }
+    return out;
+  }
+}
+
+HostTensor range_value(OpContext& ctx) {
+  ctx.expect_inputs(3, 3);
+  const DType dtype = ctx.dtype(0);
+  for (size_t i = 1; i < 3; ++i) {
+    if (ctx.dtype(i) != dtype) ctx.error("start, limit and delta differ in dtype");
+  }
+  switch (dtype) {
+    case DType::FLOAT32: return range_typed<float>(ctx, dtype);
+    case DType::FLOAT64: return range_typed<double>(ctx, dtype);
+    case DType::INT16: return range_typed<int16_t>(ctx, dtype);
+    case DType::INT32: return range_typed<int32_t>(ctx, dtype);
+    case DType::INT64: return range_typed<int64_t>(ctx, dtype);
+    default: ctx.not_supported("Range of ", dtype_str(dtype));
+  }
+}
+
+void infer_range(OpContext& ctx) {
+  const HostTensor out = range_value(ctx);
+  ctx.set_output(0, out.dtype, out.shape);
+}
+std::vector<HostTensor> evaluate_range(OpContext& ctx) { return {range_value(ctx)}; }
 
 // ---------------------------------------------------------------------------
 // Views: Reshape, Flatten, Squeeze, Unsqueeze.
@@ -580,6 +650,7 @@ void add_shape_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Size", .infer = infer_size, .evaluate = evaluate_size, .shape_only = true});
   ops.push_back({.op_type = "ConstantOfShape", .infer = infer_constant_of_shape,
                  .evaluate = evaluate_constant_of_shape});
+  ops.push_back({.op_type = "Range", .infer = infer_range, .evaluate = evaluate_range});
   ops.push_back({.op_type = "Reshape", .infer = infer_reshape, .lower = lower_view});
   ops.push_back({.op_type = "Flatten", .infer = infer_flatten, .lower = lower_view});
   ops.push_back({.op_type = "Squeeze", .infer = infer_squeeze, .lower = lower_view});
