@@ -33,6 +33,10 @@ bool same_shape(const Tensor& a, const Tensor& b);
 // Product of dims [begin, end).
 int64_t dims_product(const Tensor& t, uint32_t begin, uint32_t end);
 
+// a * b and a + b into *out; false (and *out untouched) when they overflow.
+inline bool checked_mul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+inline bool checked_add(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
+
 // Strides (in elements) of `t` seen as a tensor of rank `rank` broadcast to
 // `out_dims` (NumPy rules): 0 where t is broadcast. False when the shapes do
 // not broadcast.
