@@ -144,6 +144,7 @@ const std::vector<OpDef>& registry() {
     add_shape_ops(all);
     add_norm_ops(all);
     add_reduce_ops(all);
+    add_resize_ops(all);
     return all;
   }();
   return ops;

@@ -100,6 +100,7 @@ void add_pool_ops(std::vector<OpDef>& ops);
 void add_shape_ops(std::vector<OpDef>& ops);
 void add_norm_ops(std::vector<OpDef>& ops);
 void add_reduce_ops(std::vector<OpDef>& ops);
+void add_resize_ops(std::vector<OpDef>& ops);
 
 // NumPy broadcast of two shapes; throws naming the node when they do not broadcast.
 std::vector<int64_t> broadcast_shapes(const OpContext& ctx, const std::vector<int64_t>& a,
