@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torchvision
 
 TOLERANCE = 1e-4
 
@@ -118,6 +119,15 @@ def encoder(norm_first, activation):
     return make
 
 
+def torchvision_model(name):
+    """A torchvision classifier with random weights (the fixed seed)."""
+
+    def make():
+        return getattr(torchvision.models, name)(weights=None)
+
+    return make
+
+
 MODELS = {
     "cnn": (Cnn, (2, 3, 32, 32)),
     "mlp": (Mlp, (4, 8, 8)),
@@ -126,6 +136,8 @@ MODELS = {
     "encoder": (encoder(False, "relu"), (2, 10, 64)),
     "encoder_norm_first": (encoder(True, "relu"), (2, 10, 64)),
     "encoder_gelu": (encoder(True, "gelu"), (2, 10, 64)),
+    "mobilenet_v2": (torchvision_model("mobilenet_v2"), (1, 3, 224, 224)),
+    "resnet18": (torchvision_model("resnet18"), (1, 3, 224, 224)),
 }
 
 
