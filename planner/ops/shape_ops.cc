@@ -527,7 +527,8 @@ void lower_gather(OpContext& ctx, Lowerer& l) {
            std::move(params));
 }
 
-const std::initializer_list<DType> kCastTypes = {DType::FLOAT32, DType::FLOAT64, DType::INT64, DType::INT32,
+const std::initializer_list<DType> kCastTypes = {DType::FLOAT32, DType::FLOAT64, DType::FLOAT16, DType::BFLOAT16,
+                                                  DType::INT64, DType::INT32,
                                                   DType::INT16,   DType::INT8,    DType::UINT8, DType::UINT16,
                                                   DType::UINT32,  DType::UINT64,  DType::BOOL};
 
@@ -547,6 +548,15 @@ void infer_cast(OpContext& ctx) {
   ctx.set_output(0, to, ctx.shape(0));
 }
 
+// CastLike: Cast to the dtype of its second input.
+void infer_cast_like(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(0, kCastTypes);
+  ctx.expect_dtype(1, kCastTypes);
+  ctx.set_output(0, ctx.dtype(1), ctx.shape(0));
+}
+
+// Cast and CastLike.
 void lower_cast(OpContext& ctx, Lowerer& l) {
   const int in = l.tensor(ctx.input_id(0));
   const int out = l.tensor(ctx.output_id(0));
@@ -662,6 +672,7 @@ void add_shape_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Split", .infer = infer_split, .lower = lower_split});
   ops.push_back({.op_type = "Slice", .infer = infer_slice, .lower = lower_slice});
   ops.push_back({.op_type = "Cast", .infer = infer_cast, .lower = lower_cast});
+  ops.push_back({.op_type = "CastLike", .infer = infer_cast_like, .lower = lower_cast});
 }
 
 }  // namespace kiln::planner

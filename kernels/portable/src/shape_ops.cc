@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "broadcast.h"
+#include "kiln/kernels/float16.h"
 #include "kernel_util.h"
 #include "portable_kernels.h"
 
@@ -340,11 +341,13 @@ Error run_expand(const KernelArgs& args) {
 
 // ---------------------------------------------------------------------------
 // Cast between numeric dtypes and bool. Float to integer truncates toward
-// zero and saturates; NaN becomes 0.
+// zero and saturates; NaN becomes 0. The 16-bit floats convert through
+// float32 (a double goes to float16 in two roundings, which can differ from
+// one rounding in the last bit at exact ties).
 
 bool castable(DType t) {
   switch (t) {
-    case DType::FLOAT32: case DType::FLOAT64: case DType::INT8: case DType::UINT8:
+    case DType::FLOAT32: case DType::FLOAT64: case DType::FLOAT16: case DType::BFLOAT16: case DType::INT8: case DType::UINT8:
     case DType::INT16: case DType::UINT16: case DType::INT32: case DType::UINT32:
     case DType::INT64: case DType::UINT64: case DType::BOOL:
       return true;
@@ -365,6 +368,8 @@ double load_element(const void* p, DType t, int64_t i) {
   switch (t) {
     case DType::FLOAT32: return static_cast<const float*>(p)[i];
     case DType::FLOAT64: return static_cast<const double*>(p)[i];
+    case DType::FLOAT16: return half_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::BFLOAT16: return bfloat16_to_float(static_cast<const uint16_t*>(p)[i]);
     case DType::INT8: return static_cast<const int8_t*>(p)[i];
     case DType::UINT8: return static_cast<const uint8_t*>(p)[i];
     case DType::INT16: return static_cast<const int16_t*>(p)[i];
@@ -388,6 +393,8 @@ void store_element(void* p, DType t, int64_t i, double v) {
   switch (t) {
     case DType::FLOAT32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
     case DType::FLOAT64: static_cast<double*>(p)[i] = v; break;
+    case DType::FLOAT16: static_cast<uint16_t*>(p)[i] = float_to_half(static_cast<float>(v)); break;
+    case DType::BFLOAT16: static_cast<uint16_t*>(p)[i] = float_to_bfloat16(static_cast<float>(v)); break;
     case DType::INT8: static_cast<int8_t*>(p)[i] = saturate<int8_t>(v); break;
     case DType::UINT8: static_cast<uint8_t*>(p)[i] = saturate<uint8_t>(v); break;
     case DType::INT16: static_cast<int16_t*>(p)[i] = saturate<int16_t>(v); break;
