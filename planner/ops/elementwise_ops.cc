@@ -54,6 +54,17 @@ void lower_pow(OpContext& ctx, Lowerer& l) {
   l.kernel("Pow", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))});
 }
 
+// PRelu: the slope broadcasts to X (one way).
+void infer_prelu(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  ctx.expect_dtype(1, {DType::FLOAT32});
+  if (broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)) != ctx.shape(0)) {
+    ctx.error("slope ", shape_str(ctx.shape(1)), " does not broadcast to X ", shape_str(ctx.shape(0)));
+  }
+  ctx.set_output(0, DType::FLOAT32, ctx.shape(0));
+}
+
 // Max, Min, Sum, Mean: one or more inputs, broadcast together.
 void infer_variadic(OpContext& ctx) {
   ctx.expect_inputs(1, 64);
@@ -243,6 +254,7 @@ void add_elementwise_ops(std::vector<OpDef>& ops) {
     ops.push_back({.op_type = op, .infer = infer_binary, .lower = lower_binary});
   }
   ops.push_back({.op_type = "Pow", .infer = infer_pow, .lower = lower_pow});
+  ops.push_back({.op_type = "PRelu", .infer = infer_prelu, .lower = lower_plain});
   for (const char* op : {"Max", "Min", "Sum", "Mean"}) {
     ops.push_back({.op_type = op, .infer = infer_variadic, .lower = lower_variadic});
   }

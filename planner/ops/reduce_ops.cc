@@ -1,5 +1,6 @@
 // Reductions: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd,
-// ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceSumSquare.
+// ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceSumSquare, and
+// ArgMax, ArgMin (one axis, int64 indices).
 //
 // Up to opset 17 the axes are an attribute, except for ReduceSum from opset
 // 13, where they are an optional input (which must be a constant) and
@@ -85,12 +86,42 @@ void lower_reduce(OpContext& ctx, Lowerer& l) {
   l.kernel(ctx.node().op_type, {in}, {out}, std::move(params));
 }
 
+int64_t arg_axis(OpContext& ctx) { return ctx.axis(ctx.attr_int("axis", 0), ctx.rank(0)); }
+
+void infer_arg_extreme(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_dtype(0, {DType::FLOAT32, DType::INT32, DType::INT64});
+  if (ctx.rank(0) == 0) ctx.error("expects rank >= 1");
+  const int64_t axis = arg_axis(ctx);
+  std::vector<int64_t> out = ctx.shape(0);
+  if (out[static_cast<size_t>(axis)] == 0) ctx.error("cannot take the ", ctx.node().op_type, " of an empty axis");
+  if (ctx.attr_int("keepdims", 1) != 0) {
+    out[static_cast<size_t>(axis)] = 1;
+  } else {
+    out.erase(out.begin() + axis);
+  }
+  ctx.set_output(0, DType::INT64, out);
+}
+
+void lower_arg_extreme(OpContext& ctx, Lowerer& l) {
+  fb::ReduceParamsT p;
+  p.axes = {static_cast<int32_t>(arg_axis(ctx))};
+  p.keepdims = ctx.attr_int("keepdims", 1) != 0;
+  p.select_last_index = ctx.attr_int("select_last_index", 0) != 0;
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  l.kernel(ctx.node().op_type, {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))}, std::move(params));
+}
+
 }  // namespace
 
 void add_reduce_ops(std::vector<OpDef>& ops) {
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                          "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}) {
     ops.push_back({.op_type = op, .infer = infer_reduce, .lower = lower_reduce});
+  }
+  for (const char* op : {"ArgMax", "ArgMin"}) {
+    ops.push_back({.op_type = op, .infer = infer_arg_extreme, .lower = lower_arg_extreme});
   }
 }
 

@@ -58,6 +58,7 @@ struct DivOp {
   }
 };
 struct PowOp { template <typename T> static T apply(T a, T b) { return powf(a, b); } };
+struct PReluOp { static float apply(float x, float slope) { return x < 0.f ? x * slope : x; } };
 struct MaxOp { template <typename T> static T apply(T a, T b) { return a > b || a != a ? a : b; } };
 struct MinOp { template <typename T> static T apply(T a, T b) { return a < b || a != a ? a : b; } };
 
@@ -200,6 +201,19 @@ Error run_pow(const KernelArgs& args) {
       }
       break;
   }
+  return Error::kOk;
+}
+
+// PRelu(X, slope): the slope broadcasts to X, whose shape the output keeps.
+Error check_prelu(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  KILN_RETURN_IF_ERROR(check_broadcast_output(args, 0, 2));
+  return check_same_shape(args, args.in(0), args.out(0), "X and the output");
+}
+
+Error run_prelu(const KernelArgs& args) {
+  binary_map<PReluOp, float, float>(args.in(0), args.in(1), args.out(0));
   return Error::kOk;
 }
 
@@ -386,6 +400,7 @@ const KernelEntry kElementwiseKernels[] = {
     {"Pow", check_pow, run_pow, kInplaceInput0},
     {"Max", check_binary, run_binary<MaxOp>, kInplaceInput0 | kInplaceInput1},
     {"Min", check_binary, run_binary<MinOp>, kInplaceInput0 | kInplaceInput1},
+    {"PRelu", check_prelu, run_prelu, kInplaceInput0},
     {"PowScalar", check_unary, run_pow_scalar, kInplaceInput0},
     {"Relu", check_unary, run_relu, kInplaceInput0},
     {"Sigmoid", check_unary, run_sigmoid, kInplaceInput0},

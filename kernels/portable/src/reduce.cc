@@ -1,7 +1,7 @@
 // Reduction kernels: ReduceSum, ReduceMean, ReduceMax, ReduceMin,
 // ReduceProd, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp and
 // ReduceSumSquare over any set of axes (ReduceParams: sorted, non-negative,
-// at least one), keepdims or not.
+// at least one), keepdims or not; ArgMax and ArgMin over one axis.
 //
 // The input is seen as two interleaved index spaces: the kept axes, which
 // address the output element, and the reduced axes, which the kernel walks
@@ -40,6 +40,21 @@ bool axis_reduced(const fb::ReduceParams* p, uint32_t axis) {
     if (static_cast<uint32_t>(p->axes()->Get(i)) == axis) return true;
   }
   return false;
+}
+
+// The output shape of reducing x over p's axes (which are valid).
+bool check_reduce_shape(const Tensor& x, const Tensor& y, const fb::ReduceParams* p) {
+  const uint32_t out_rank = p->keepdims() ? x.rank() : x.rank() - p->axes()->size();
+  if (y.rank() != out_rank) return false;
+  uint32_t o = 0;
+  for (uint32_t d = 0; d < x.rank(); ++d) {
+    if (axis_reduced(p, d)) {
+      if (p->keepdims() && y.dim(o++) != 1) return false;
+    } else if (y.dim(o++) != x.dim(d)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 ReduceGeometry reduce_geometry(const Tensor& x, const fb::ReduceParams* p) {
@@ -216,16 +231,7 @@ Error check_reduce(const KernelArgs& args) {
                       "axes must be increasing and below the rank");
     previous = a;
   }
-  const uint32_t out_rank = p->keepdims() ? x.rank() : x.rank() - p->axes()->size();
-  KILN_KERNEL_CHECK(args, y.rank() == out_rank, "output rank %u, expected %u", y.rank(), out_rank);
-  uint32_t o = 0;
-  for (uint32_t d = 0; d < x.rank(); ++d) {
-    if (axis_reduced(p, d)) {
-      if (p->keepdims()) KILN_KERNEL_CHECK(args, y.dim(o++) == 1, "reduced dim %u must be 1", d);
-    } else {
-      KILN_KERNEL_CHECK(args, y.dim(o++) == x.dim(d), "output dim for input dim %u differs", d);
-    }
-  }
+  KILN_KERNEL_CHECK(args, check_reduce_shape(x, y, p), "output shape does not match the reduction");
   return Error::kOk;
 }
 
@@ -247,6 +253,75 @@ Error run_reduce(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// ---------------------------------------------------------------------------
+// ArgMax, ArgMin: the int64 index along one axis of the first (or, with
+// select_last_index, the last) extreme value. NaN counts as the extreme
+// (the first NaN wins, or the last with select_last_index).
+
+Error check_arg_extreme(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  const Tensor& x = args.in(0);
+  const DType dtype = x.dtype();
+  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::INT32 || dtype == DType::INT64,
+                    "unsupported dtype %s", dtype_name(dtype));
+  KILN_KERNEL_CHECK(args, args.out(0).dtype() == DType::INT64, "output must be int64");
+  const auto* p = args.params<fb::ReduceParams>();
+  KILN_KERNEL_CHECK(args, p != nullptr && p->axes() != nullptr && p->axes()->size() == 1 &&
+                              p->axes()->Get(0) >= 0 && static_cast<uint32_t>(p->axes()->Get(0)) < x.rank(),
+                    "expects one axis below the rank");
+  KILN_KERNEL_CHECK(args, x.dim(static_cast<uint32_t>(p->axes()->Get(0))) > 0, "cannot reduce an empty axis");
+  KILN_KERNEL_CHECK(args, check_reduce_shape(x, args.out(0), p), "output shape does not match");
+  return Error::kOk;
+}
+
+template <bool kMax, typename T>
+void arg_extreme_typed(const Tensor& x, const Tensor& y, uint32_t axis, bool last) {
+  const int64_t outer = dims_product(x, 0, axis);
+  const int64_t n = x.dim(axis);
+  const int64_t inner = dims_product(x, axis + 1, x.rank());
+  const T* in = x.data_as<const T>();
+  int64_t* out = y.data_as<int64_t>();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const T* v = in + o * n * inner + i;
+      int64_t best = 0;
+      T best_value = v[0];
+      for (int64_t k = 1; k < n; ++k) {
+        const T value = v[k * inner];
+        const bool best_nan = best_value != best_value;
+        const bool nan = value != value;
+        bool better;
+        if (best_nan) {
+          better = last && nan;
+        } else if (nan) {
+          better = true;
+        } else {
+          better = kMax ? (value > best_value || (last && value == best_value))
+                        : (value < best_value || (last && value == best_value));
+        }
+        if (better) {
+          best = k;
+          best_value = value;
+        }
+      }
+      out[o * inner + i] = best;
+    }
+  }
+}
+
+template <bool kMax>
+Error run_arg_extreme(const KernelArgs& args) {
+  const auto* p = args.params<fb::ReduceParams>();
+  const uint32_t axis = static_cast<uint32_t>(p->axes()->Get(0));
+  const bool last = p->select_last_index();
+  switch (args.in(0).dtype()) {
+    case DType::INT32: arg_extreme_typed<kMax, int32_t>(args.in(0), args.out(0), axis, last); break;
+    case DType::INT64: arg_extreme_typed<kMax, int64_t>(args.in(0), args.out(0), axis, last); break;
+    default: arg_extreme_typed<kMax, float>(args.in(0), args.out(0), axis, last); break;
+  }
+  return Error::kOk;
+}
+
 #define KILN_REDUCE_ENTRY(name, kind) \
   {name, check_reduce<ReduceKind::kind>, run_reduce<ReduceKind::kind>}
 
@@ -263,6 +338,8 @@ const KernelEntry kReduceKernels[] = {
     KILN_REDUCE_ENTRY("ReduceLogSum", kLogSum),
     KILN_REDUCE_ENTRY("ReduceLogSumExp", kLogSumExp),
     KILN_REDUCE_ENTRY("ReduceSumSquare", kSumSquare),
+    {"ArgMax", check_arg_extreme, run_arg_extreme<true>},
+    {"ArgMin", check_arg_extreme, run_arg_extreme<false>},
 };
 const size_t kNumReduceKernels = sizeof(kReduceKernels) / sizeof(kReduceKernels[0]);
 
