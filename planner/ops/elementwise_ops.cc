@@ -153,7 +153,9 @@ void infer_clip(OpContext& ctx) {
   ctx.expect_dtype(0, {DType::FLOAT32, DType::INT8, DType::UINT8, DType::INT32, DType::INT64});
   for (size_t i = 1; i < ctx.num_inputs(); ++i) {
     if (!ctx.has_input(i)) continue;
-    if (ctx.dtype(i) != ctx.dtype(0)) ctx.error("bound ", i, " is ", dtype_str(ctx.dtype(i)), ", the input ", dtype_str(ctx.dtype(0)));
+    if (ctx.dtype(i) != ctx.dtype(0)) {
+      ctx.error("bound ", i, " is ", dtype_str(ctx.dtype(i)), ", the input ", dtype_str(ctx.dtype(0)));
+    }
     if (shape_numel(ctx.shape(i)) != 1) ctx.error("bound ", i, " must be a scalar");
   }
   ctx.set_output(0, ctx.dtype(0), ctx.shape(0));
@@ -207,7 +209,9 @@ void lower_plain(OpContext& ctx, Lowerer& l) {
 void infer_where(OpContext& ctx) {
   ctx.expect_inputs(3, 3);
   ctx.expect_dtype(0, {DType::BOOL});
-  if (ctx.dtype(1) != ctx.dtype(2)) ctx.error("X and Y are ", dtype_str(ctx.dtype(1)), " and ", dtype_str(ctx.dtype(2)));
+  if (ctx.dtype(1) != ctx.dtype(2)) {
+    ctx.error("X and Y are ", dtype_str(ctx.dtype(1)), " and ", dtype_str(ctx.dtype(2)));
+  }
   const auto shape = broadcast_shapes(ctx, broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)), ctx.shape(2));
   if (shape.size() > 8) ctx.not_supported("rank above 8");
   ctx.set_output(0, ctx.dtype(1), shape);

@@ -420,7 +420,9 @@ SliceArgs slice_args(OpContext& ctx) {
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   }
   if (steps.empty()) steps.assign(starts.size(), 1);
-  if (axes.size() != starts.size() || steps.size() != starts.size()) ctx.error("axes or steps differ in length from starts");
+  if (axes.size() != starts.size() || steps.size() != starts.size()) {
+    ctx.error("axes or steps differ in length from starts");
+  }
   SliceArgs a;
   a.starts.assign(in.size(), 0);
   a.steps.assign(in.size(), 1);

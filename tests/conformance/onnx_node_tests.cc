@@ -149,7 +149,9 @@ void print_op_stats(const std::string& op, const OpStats& s) {
   if (s.fail > 0) std::printf(", %d FAILED", s.fail);
   if (s.expanded_total > 0) std::printf(", expanded %d/%d passed", s.expanded_pass, s.expanded_total);
   std::printf("\n");
-  for (const auto& [reason, count] : s.skip_reasons) std::printf("  %22s   skipped %d: %s\n", "", count, reason.c_str());
+  for (const auto& [reason, count] : s.skip_reasons) {
+    std::printf("  %22s   skipped %d: %s\n", "", count, reason.c_str());
+  }
 }
 
 // ONNX's generator stores bfloat16 test tensors as uint16 (their bits):

@@ -347,7 +347,8 @@ Error run_expand(const KernelArgs& args) {
 
 bool castable(DType t) {
   switch (t) {
-    case DType::FLOAT32: case DType::FLOAT64: case DType::FLOAT16: case DType::BFLOAT16: case DType::INT8: case DType::UINT8:
+    case DType::FLOAT32: case DType::FLOAT64: case DType::FLOAT16: case DType::BFLOAT16:
+    case DType::INT8: case DType::UINT8:
     case DType::INT16: case DType::UINT16: case DType::INT32: case DType::UINT32:
     case DType::INT64: case DType::UINT64: case DType::BOOL:
       return true;
