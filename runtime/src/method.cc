@@ -469,7 +469,10 @@ Error Method::execute() {
       case internal::InstructionKind::kCopy: {
         const Tensor& src = *state.args.inputs[0];
         const Tensor& dst = *state.args.outputs[0];
-        if (src.data() != dst.data()) memcpy(dst.data(), src.data(), static_cast<size_t>(src.nbytes()));
+        // An empty tensor may have no address; memcpy must not see it.
+        if (src.data() != dst.data() && src.nbytes() > 0) {
+          memcpy(dst.data(), src.data(), static_cast<size_t>(src.nbytes()));
+        }
         break;
       }
       default:

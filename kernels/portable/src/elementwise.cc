@@ -384,7 +384,7 @@ Error check_copy(const KernelArgs& args) {
 }
 
 Error run_copy(const KernelArgs& args) {
-  if (args.in(0).data() != args.out(0).data()) {
+  if (args.in(0).data() != args.out(0).data() && args.in(0).nbytes() > 0) {
     memcpy(args.out(0).data(), args.in(0).data(), static_cast<size_t>(args.in(0).nbytes()));
   }
   return Error::kOk;
