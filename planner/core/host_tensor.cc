@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "kiln/kernels/float16.h"
 
 namespace kiln::planner {
 
@@ -73,8 +74,8 @@ double HostTensor::float_at(int64_t i) const {
   switch (dtype) {
     case DType::FLOAT32: return data<float>()[i];
     case DType::FLOAT64: return data<double>()[i];
-    case DType::FLOAT16: case DType::BFLOAT16:
-      fail("cannot read ", dtype_str(dtype), " as a number");
+    case DType::FLOAT16: return half_to_float(data<uint16_t>()[i]);
+    case DType::BFLOAT16: return bfloat16_to_float(data<uint16_t>()[i]);
     default: return static_cast<double>(int_at(i));
   }
 }

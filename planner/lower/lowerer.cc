@@ -1,6 +1,7 @@
 #include "lower/lowerer.h"
 
 #include "core/error.h"
+#include "kiln/runtime/tensor.h"
 #include "ops/op_registry.h"
 
 namespace kiln::planner {
@@ -37,6 +38,9 @@ int Lowerer::tensor(int value) {
   if (it != value_to_tensor_.end()) return it->second;
   const Value& v = graph_.values[static_cast<size_t>(value)];
   if (!v.has_shape) fail("value '", v.name, "' has no inferred shape");
+  if (v.shape.size() > kMaxRank) {
+    unsupported("value '", v.name, "' has rank ", v.shape.size(), "; kiln supports up to ", kMaxRank);
+  }
   LTensor t;
   t.name = v.name;
   t.dtype = v.dtype;

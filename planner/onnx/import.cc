@@ -123,7 +123,8 @@ HostTensor from_tensor_proto(const onnx::TensorProto& proto, const std::string& 
       fail(what, ": raw data is ", proto.raw_data().size(), " bytes, shape ", shape_str(shape), " of ",
            dtype_str(*dtype), " needs ", out.nbytes());
     }
-    std::memcpy(out.bytes.data(), proto.raw_data().data(), out.nbytes());
+    // memcpy with the null pointer of an empty vector is undefined, even of 0 bytes.
+    if (out.nbytes() > 0) std::memcpy(out.bytes.data(), proto.raw_data().data(), out.nbytes());
     return out;
   }
   if (out.numel() == 0) return out;

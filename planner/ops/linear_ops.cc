@@ -1,4 +1,5 @@
-// Linear ops: Conv (1-D, 2-D; groups, depthwise), Gemm, MatMul.
+// Linear ops: Conv and ConvTranspose (1-D, 2-D; groups, depthwise), Gemm,
+// MatMul.
 
 #include "ops/op_registry.h"
 #include "ops/spatial.h"
@@ -54,6 +55,122 @@ void lower_conv(OpContext& ctx, Lowerer& l) {
   std::vector<int> inputs = {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))};
   if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
   l.kernel("Conv", inputs, {l.tensor(ctx.output_id(0))}, std::move(params));
+}
+
+// ConvTranspose geometry. Per spatial axis the full output is
+//   natural = (in - 1) * stride + (kernel - 1) * dilation + 1 + output_padding
+// less pads_begin + pads_end. Pads come from the attribute, or with
+// output_shape or auto_pad SAME_* (target in * stride) from the total
+// padding natural - target, split as the ONNX spec says (SAME_UPPER puts
+// the odd element at the end, the others at the beginning). A target larger
+// than natural is reached by padding the output's end (output_padding).
+struct TransposeSpatial {
+  Spatial s;
+  std::vector<int64_t> output_padding;
+};
+
+TransposeSpatial conv_transpose_spatial(OpContext& ctx) {
+  const auto& x = ctx.shape(0);
+  const auto& w = ctx.shape(1);
+  const size_t n = x.size() - 2;
+  if (n < 1 || n > 2) ctx.not_supported(n, "-D transposed convolution (1-D and 2-D are supported)");
+  TransposeSpatial t;
+  Spatial& s = t.s;
+  s.kernel = ctx.attr_ints("kernel_shape", spatial_dims(w));
+  s.strides = ctx.attr_ints("strides", std::vector<int64_t>(n, 1));
+  s.dilations = ctx.attr_ints("dilations", std::vector<int64_t>(n, 1));
+  t.output_padding = ctx.attr_ints("output_padding", std::vector<int64_t>(n, 0));
+  if (s.kernel.size() != n || s.strides.size() != n || s.dilations.size() != n || t.output_padding.size() != n) {
+    ctx.error("kernel_shape, strides, dilations or output_padding have the wrong length");
+  }
+  if (s.kernel != spatial_dims(w)) ctx.error("kernel_shape does not match the weight");
+  std::vector<int64_t> target = ctx.attr_ints("output_shape");
+  if (target.size() == n + 2) target.erase(target.begin(), target.begin() + 2);
+  if (!target.empty() && target.size() != n) ctx.error("output_shape has ", target.size(), " entries");
+  const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
+    ctx.error("unknown auto_pad '", auto_pad, "'");
+  }
+  const auto pads = ctx.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
+  if (pads.size() != 2 * n) ctx.error("pads has ", pads.size(), " entries, expected ", 2 * n);
+  s.pads_begin.assign(n, 0);
+  s.pads_end.assign(n, 0);
+  s.out.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t in = x[i + 2];
+    // Bounded attributes keep the arithmetic below far from overflow.
+    constexpr int64_t kLimit = int64_t{1} << 30;
+    if (s.kernel[i] <= 0 || s.strides[i] <= 0 || s.dilations[i] <= 0) {
+      ctx.error("kernel, strides and dilations must be positive");
+    }
+    if (s.kernel[i] > kLimit || s.strides[i] > kLimit || s.dilations[i] > kLimit || t.output_padding[i] > kLimit ||
+        pads[i] > kLimit || pads[i + n] > kLimit || (!target.empty() && target[i] > kLimit * kLimit)) {
+      ctx.not_supported("kernel, strides, dilations, pads or output shape above 2^30");
+    }
+    if (t.output_padding[i] < 0) ctx.error("negative output_padding");
+    if (in <= 0) ctx.error("empty spatial input");
+    const int64_t base = (in - 1) * s.strides[i] + (s.kernel[i] - 1) * s.dilations[i] + 1;
+    const int64_t natural = base + t.output_padding[i];
+    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    if (!target.empty() || same) {
+      const int64_t goal = !target.empty() ? target[i] : in * s.strides[i];
+      if (goal <= 0) ctx.error("output_shape must be positive");
+      const int64_t total = natural - goal;
+      if (total < 0) {
+        t.output_padding[i] -= total;
+      } else if (auto_pad == "SAME_UPPER") {
+        s.pads_begin[i] = total / 2;
+        s.pads_end[i] = total - total / 2;
+      } else {
+        s.pads_begin[i] = total - total / 2;
+        s.pads_end[i] = total / 2;
+      }
+    } else if (auto_pad == "NOTSET") {
+      s.pads_begin[i] = pads[i];
+      s.pads_end[i] = pads[i + n];
+      if (s.pads_begin[i] < 0 || s.pads_end[i] < 0) ctx.not_supported("negative pads");
+    }
+    s.out[i] = base + t.output_padding[i] - s.pads_begin[i] - s.pads_end[i];
+    if (s.out[i] <= 0) ctx.error("output size ", s.out[i], " on axis ", i, " is not positive");
+  }
+  return t;
+}
+
+void infer_conv_transpose(OpContext& ctx) {
+  ctx.expect_inputs(2, 3);
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (ctx.has_input(i)) ctx.expect_dtype(i, {DType::FLOAT32});
+  }
+  const auto& x = ctx.shape(0);
+  const auto& w = ctx.shape(1);
+  if (x.size() < 3) ctx.error("expects rank >= 3");
+  if (w.size() != x.size()) ctx.error("weight rank ", w.size(), " differs from input rank ", x.size());
+  const int64_t group = ctx.attr_int("group", 1);
+  if (group <= 0 || x[1] % group != 0) ctx.error("group ", group, " does not divide the channels");
+  if (w[0] != x[1]) ctx.error("weight ", shape_str(w), " expects ", w[0], " input channels, input has ", x[1]);
+  const int64_t m = w[1] * group;
+  if (ctx.has_input(2) && shape_numel(ctx.shape(2)) != m) ctx.error("bias must have ", m, " elements");
+  const TransposeSpatial t = conv_transpose_spatial(ctx);
+  std::vector<int64_t> out = {x[0], m};
+  out.insert(out.end(), t.s.out.begin(), t.s.out.end());
+  ctx.set_output(0, DType::FLOAT32, out);
+}
+
+void lower_conv_transpose(OpContext& ctx, Lowerer& l) {
+  const TransposeSpatial t = conv_transpose_spatial(ctx);
+  fb::ConvParamsT p;
+  p.group = static_cast<int32_t>(ctx.attr_int("group", 1));
+  p.kernel = t.s.kernel2();
+  p.strides = t.s.strides2();
+  p.dilations = t.s.dilations2();
+  p.pads = t.s.pads4();
+  const auto& op = t.output_padding;
+  p.output_padding = {op.size() == 1 ? 0 : static_cast<int32_t>(op[0]), static_cast<int32_t>(op.back())};
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  std::vector<int> inputs = {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))};
+  if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
+  l.kernel("ConvTranspose", inputs, {l.tensor(ctx.output_id(0))}, std::move(params));
 }
 
 void infer_gemm(OpContext& ctx) {
@@ -115,6 +232,7 @@ void lower_matmul(OpContext& ctx, Lowerer& l) {
 
 void add_linear_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Conv", .infer = infer_conv, .lower = lower_conv});
+  ops.push_back({.op_type = "ConvTranspose", .infer = infer_conv_transpose, .lower = lower_conv_transpose});
   ops.push_back({.op_type = "Gemm", .infer = infer_gemm, .lower = lower_gemm});
   ops.push_back({.op_type = "MatMul", .infer = infer_matmul, .lower = lower_matmul});
 }

@@ -1,4 +1,5 @@
-// Normalisation ops: Softmax, LogSoftmax, BatchNormalization (inference).
+// Normalisation ops: Softmax, LogSoftmax, BatchNormalization (inference),
+// LayerNormalization (opset 17).
 
 #include "ops/op_registry.h"
 
@@ -68,12 +69,63 @@ void lower_batch_norm(OpContext& ctx, Lowerer& l) {
   l.kernel("BatchNormalization", inputs, {l.tensor(ctx.output_id(0))}, std::move(params));
 }
 
+// LayerNormalization: normalises over the dims from `axis` on. Scale and B
+// must hold one value per normalised element (no broadcasting).
+int64_t layer_norm_axis(OpContext& ctx) { return ctx.axis(ctx.attr_int("axis", -1), ctx.rank(0)); }
+
+void infer_layer_norm(OpContext& ctx) {
+  ctx.expect_inputs(2, 3);
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (ctx.has_input(i)) ctx.expect_dtype(i, {DType::FLOAT32});
+  }
+  if (ctx.attr_int("stash_type", 1) != 1) ctx.not_supported("stash_type other than float");
+  const auto& x = ctx.shape(0);
+  if (x.empty()) ctx.error("expects rank >= 1");
+  const int64_t axis = layer_norm_axis(ctx);
+  const std::vector<int64_t> normalized(x.begin() + axis, x.end());
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    if (shape_numel(ctx.shape(i)) != shape_numel(normalized)) {
+      ctx.not_supported(i == 1 ? "Scale" : "B", " of shape ", shape_str(ctx.shape(i)),
+                        " (one value per normalised element, ", shape_str(normalized), ", is supported)");
+    }
+  }
+  ctx.set_output(0, DType::FLOAT32, x);
+  std::vector<int64_t> stats(x.begin(), x.begin() + axis);
+  stats.resize(x.size(), 1);
+  ctx.set_output(1, DType::FLOAT32, stats);
+  ctx.set_output(2, DType::FLOAT32, stats);
+}
+
+void lower_layer_norm(OpContext& ctx, Lowerer& l) {
+  fb::LayerNormParamsT p;
+  p.axis = static_cast<int32_t>(layer_norm_axis(ctx));
+  p.epsilon = ctx.attr_float("epsilon", 1e-5f);
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  std::vector<int> inputs = {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))};
+  if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
+  std::vector<int> outputs = {l.tensor(ctx.output_id(0))};
+  if (ctx.has_output(1) || ctx.has_output(2)) {
+    // The kernel writes both statistics; an unused one goes to a temporary.
+    const auto& x = ctx.shape(0);
+    std::vector<int64_t> stats(x.begin(), x.begin() + p.axis);
+    stats.resize(x.size(), 1);
+    for (size_t i = 1; i <= 2; ++i) {
+      outputs.push_back(ctx.has_output(i) ? l.tensor(ctx.output_id(i))
+                                          : l.temp(ctx.node().name + "/unused", DType::FLOAT32, stats));
+    }
+  }
+  l.kernel("LayerNormalization", inputs, outputs, std::move(params));
+}
+
 }  // namespace
 
 void add_norm_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Softmax", .infer = infer_softmax, .lower = lower_softmax});
   ops.push_back({.op_type = "LogSoftmax", .infer = infer_softmax, .lower = lower_softmax});
   ops.push_back({.op_type = "BatchNormalization", .infer = infer_batch_norm, .lower = lower_batch_norm});
+  ops.push_back({.op_type = "LayerNormalization", .infer = infer_layer_norm, .lower = lower_layer_norm});
 }
 
 }  // namespace kiln::planner

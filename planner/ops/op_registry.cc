@@ -143,6 +143,8 @@ const std::vector<OpDef>& registry() {
     add_pool_ops(all);
     add_shape_ops(all);
     add_norm_ops(all);
+    add_reduce_ops(all);
+    add_resize_ops(all);
     return all;
   }();
   return ops;

@@ -83,6 +83,9 @@ struct OpDef {
   std::vector<HostTensor> (*evaluate)(OpContext& ctx) = nullptr;
   // False for ops that must never be folded.
   bool foldable = true;
+  // `evaluate` reads only its inputs' static shapes, never their values
+  // (Shape, Size): the node folds even when its input is computed at run time.
+  bool shape_only = false;
 };
 
 // nullptr when the op is not supported.
@@ -96,6 +99,8 @@ void add_linear_ops(std::vector<OpDef>& ops);
 void add_pool_ops(std::vector<OpDef>& ops);
 void add_shape_ops(std::vector<OpDef>& ops);
 void add_norm_ops(std::vector<OpDef>& ops);
+void add_reduce_ops(std::vector<OpDef>& ops);
+void add_resize_ops(std::vector<OpDef>& ops);
 
 // NumPy broadcast of two shapes; throws naming the node when they do not broadcast.
 std::vector<int64_t> broadcast_shapes(const OpContext& ctx, const std::vector<int64_t>& a,

@@ -1,8 +1,10 @@
 // Shape and data-movement ops: Constant, Shape, Size, ConstantOfShape,
 // Reshape, Flatten, Squeeze, Unsqueeze (pure views of their input's bytes),
-// Transpose, Concat, Gather, Cast.
+// Transpose, Concat, Split, Slice, Gather, Expand, Cast, Pad.
 
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 #include <cstring>
 #include <set>
 
@@ -87,6 +89,74 @@ void infer_constant_of_shape(OpContext& ctx) {
   ctx.set_output(0, out.dtype, out.shape);
 }
 std::vector<HostTensor> evaluate_constant_of_shape(OpContext& ctx) { return {constant_of_shape(ctx)}; }
+
+// Range(start, limit, delta): computed at plan time, so its inputs must be
+// constants. count = max(ceil((limit - start) / delta), 0).
+template <typename T>
+HostTensor range_typed(OpContext& ctx, DType dtype) {
+  const HostTensor& start_t = ctx.constant_input(0, "start");
+  const HostTensor& limit_t = ctx.constant_input(1, "limit");
+  const HostTensor& delta_t = ctx.constant_input(2, "delta");
+  for (const HostTensor* t : {&start_t, &limit_t, &delta_t}) {
+    if (t->numel() != 1) ctx.error("start, limit and delta must be scalars");
+  }
+  int64_t count = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    const double start = start_t.float_at(0), limit = limit_t.float_at(0), delta = delta_t.float_at(0);
+    if (delta == 0.0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) {
+      ctx.error("start, limit and delta must be finite, delta non-zero");
+    }
+    const double n = std::ceil((limit - start) / delta);
+    if (n > static_cast<double>(int64_t{1} << 40)) ctx.error("range of ", n, " elements is too large");
+    count = n > 0 ? static_cast<int64_t>(n) : 0;
+    HostTensor out(dtype, {count});
+    for (int64_t i = 0; i < count; ++i) {
+      out.data<T>()[i] = static_cast<T>(static_cast<T>(start) + static_cast<T>(i) * static_cast<T>(delta));
+    }
+    return out;
+  } else {
+    const int64_t start = start_t.int_at(0), limit = limit_t.int_at(0), delta = delta_t.int_at(0);
+    if (delta == 0) ctx.error("delta must be non-zero");
+    // The distance as an unsigned number: exact even for extreme values.
+    if (delta > 0 && limit > start) {
+      const uint64_t distance = static_cast<uint64_t>(limit) - static_cast<uint64_t>(start);
+      count = static_cast<int64_t>((distance - 1) / static_cast<uint64_t>(delta) + 1);
+    } else if (delta < 0 && limit < start) {
+      const uint64_t distance = static_cast<uint64_t>(start) - static_cast<uint64_t>(limit);
+      const uint64_t step = uint64_t{0} - static_cast<uint64_t>(delta);
+      count = static_cast<int64_t>((distance - 1) / step + 1);
+    }
+    HostTensor out(dtype, {count});
+    for (int64_t i = 0; i < count; ++i) {
+      // In unsigned arithmetic: wraps where signed arithmetic would overflow.
+      out.data<T>()[i] = static_cast<T>(static_cast<uint64_t>(start) +
+                                        static_cast<uint64_t>(i) * static_cast<uint64_t>(delta));
+    }
+    return out;
+  }
+}
+
+HostTensor range_value(OpContext& ctx) {
+  ctx.expect_inputs(3, 3);
+  const DType dtype = ctx.dtype(0);
+  for (size_t i = 1; i < 3; ++i) {
+    if (ctx.dtype(i) != dtype) ctx.error("start, limit and delta differ in dtype");
+  }
+  switch (dtype) {
+    case DType::FLOAT32: return range_typed<float>(ctx, dtype);
+    case DType::FLOAT64: return range_typed<double>(ctx, dtype);
+    case DType::INT16: return range_typed<int16_t>(ctx, dtype);
+    case DType::INT32: return range_typed<int32_t>(ctx, dtype);
+    case DType::INT64: return range_typed<int64_t>(ctx, dtype);
+    default: ctx.not_supported("Range of ", dtype_str(dtype));
+  }
+}
+
+void infer_range(OpContext& ctx) {
+  const HostTensor out = range_value(ctx);
+  ctx.set_output(0, out.dtype, out.shape);
+}
+std::vector<HostTensor> evaluate_range(OpContext& ctx) { return {range_value(ctx)}; }
 
 // ---------------------------------------------------------------------------
 // Views: Reshape, Flatten, Squeeze, Unsqueeze.
@@ -257,6 +327,184 @@ void lower_concat(OpContext& ctx, Lowerer& l) {
 }
 
 // ---------------------------------------------------------------------------
+// Split: sizes from the `split` input (opset 13) or attribute (before), or
+// equal parts.
+
+std::vector<int64_t> split_sizes(OpContext& ctx, int64_t* out_axis) {
+  const auto& in = ctx.shape(0);
+  if (in.empty()) ctx.error("cannot split a scalar");
+  const int64_t axis = ctx.axis(ctx.attr_int("axis", 0), static_cast<int64_t>(in.size()));
+  *out_axis = axis;
+  const int64_t dim = in[static_cast<size_t>(axis)];
+  const int64_t n = static_cast<int64_t>(ctx.num_outputs());
+  std::vector<int64_t> sizes;
+  if (ctx.opset() >= 13) {
+    ctx.expect_inputs(1, 2);
+    if (ctx.has_input(1)) sizes = ctx.constant_input(1, "split").to_int64s();
+  } else {
+    ctx.expect_inputs(1, 1);
+    sizes = ctx.attr_ints("split");
+  }
+  if (sizes.empty()) {
+    if (n == 0 || dim % n != 0) ctx.error("cannot split ", dim, " elements into ", n, " equal parts");
+    sizes.assign(static_cast<size_t>(n), dim / n);
+  }
+  if (static_cast<int64_t>(sizes.size()) != n) ctx.error("split has ", sizes.size(), " sizes for ", n, " outputs");
+  int64_t total = 0;
+  for (int64_t v : sizes) {
+    if (v < 0) ctx.error("split has a negative size");
+    total += v;
+  }
+  if (total != dim) ctx.error("split sizes add up to ", total, ", the axis has ", dim);
+  return sizes;
+}
+
+void infer_split(OpContext& ctx) {
+  int64_t axis = 0;
+  const auto sizes = split_sizes(ctx, &axis);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<int64_t> shape = ctx.shape(0);
+    shape[static_cast<size_t>(axis)] = sizes[i];
+    ctx.set_output(i, ctx.dtype(0), shape);
+  }
+}
+
+void lower_split(OpContext& ctx, Lowerer& l) {
+  int64_t axis = 0;
+  const auto sizes = split_sizes(ctx, &axis);
+  std::vector<int> outputs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (ctx.has_output(i)) {
+      outputs.push_back(l.tensor(ctx.output_id(i)));
+    } else {
+      // The kernel writes every part; an unused one goes to a temporary.
+      std::vector<int64_t> shape = ctx.shape(0);
+      shape[static_cast<size_t>(axis)] = sizes[i];
+      outputs.push_back(l.temp(ctx.node().name + "/unused", ctx.dtype(0), shape));
+    }
+  }
+  fb::AxisParamsT p;
+  p.axis = static_cast<int32_t>(axis);
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  l.kernel("Split", {l.tensor(ctx.input_id(0))}, outputs, std::move(params));
+}
+
+// ---------------------------------------------------------------------------
+// Slice: starts, ends, axes and steps are inputs from opset 10 (they must
+// be constants), attributes before. Resolved to one start, step and count
+// per dimension, following ONNX's clamping rules.
+
+struct SliceArgs {
+  std::vector<int64_t> starts, steps, counts;
+};
+
+SliceArgs slice_args(OpContext& ctx) {
+  const auto& in = ctx.shape(0);
+  const int64_t rank = static_cast<int64_t>(in.size());
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (ctx.opset() >= 10) {
+    ctx.expect_inputs(3, 5);
+    starts = ctx.constant_input(1, "starts").to_int64s();
+    ends = ctx.constant_input(2, "ends").to_int64s();
+    if (ctx.has_input(3)) axes = ctx.constant_input(3, "axes").to_int64s();
+    if (ctx.has_input(4)) steps = ctx.constant_input(4, "steps").to_int64s();
+  } else {
+    ctx.expect_inputs(1, 1);
+    starts = ctx.attr_ints("starts");
+    ends = ctx.attr_ints("ends");
+    axes = ctx.attr_ints("axes");
+  }
+  if (ends.size() != starts.size()) ctx.error("starts and ends differ in length");
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (axes.size() != starts.size() || steps.size() != starts.size()) {
+    ctx.error("axes or steps differ in length from starts");
+  }
+  SliceArgs a;
+  a.starts.assign(in.size(), 0);
+  a.steps.assign(in.size(), 1);
+  a.counts = in;
+  std::vector<bool> seen(in.size(), false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int64_t axis = ctx.axis(axes[i], rank);
+    if (seen[static_cast<size_t>(axis)]) ctx.error("axis ", axes[i], " repeated");
+    seen[static_cast<size_t>(axis)] = true;
+    const int64_t dim = in[static_cast<size_t>(axis)];
+    int64_t start = starts[i], end = ends[i], step = steps[i];
+    if (step == 0) ctx.error("step 0 on axis ", axis);
+    // Negative indices count from the end (no overflow: dim >= 0).
+    if (start < 0) start += dim;
+    if (end < 0) end += dim;
+    int64_t count = 0;
+    if (dim > 0 && step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      if (end > start) count = (end - start - 1) / step + 1;
+    } else if (dim > 0) {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      const int64_t stride = step < -dim ? dim : -step;  // |step|, without overflow
+      if (start > end) count = (start - end - 1) / stride + 1;
+    }
+    // A step longer than the axis takes one element; keep it small.
+    if (count <= 1) step = step > 0 ? 1 : -1;
+    a.starts[static_cast<size_t>(axis)] = count > 0 ? start : 0;
+    a.steps[static_cast<size_t>(axis)] = step;
+    a.counts[static_cast<size_t>(axis)] = count;
+  }
+  return a;
+}
+
+void infer_slice(OpContext& ctx) {
+  if (ctx.rank(0) == 0) ctx.error("cannot slice a scalar");
+  ctx.set_output(0, ctx.dtype(0), slice_args(ctx).counts);
+}
+
+void lower_slice(OpContext& ctx, Lowerer& l) {
+  const SliceArgs a = slice_args(ctx);
+  const int in = l.tensor(ctx.input_id(0));
+  const int out = l.tensor(ctx.output_id(0));
+  bool identity = a.counts == ctx.shape(0);
+  for (size_t d = 0; d < a.steps.size(); ++d) identity = identity && (a.steps[d] == 1 || a.counts[d] <= 1);
+  if (identity) {
+    l.view(in, out);
+    return;
+  }
+  if (shape_numel(a.counts) == 0) return;  // an empty output: nothing to write
+  fb::SliceParamsT p;
+  p.starts = a.starts;
+  p.steps = a.steps;
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  l.kernel("Slice", {in}, {out}, std::move(params));
+}
+
+// ---------------------------------------------------------------------------
+// Expand: broadcasts the input and the (constant) shape argument together.
+
+void infer_expand(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  const std::vector<int64_t> shape = ctx.constant_input(1, "the shape").to_int64s();
+  for (int64_t d : shape) {
+    if (d < 0) ctx.error("shape ", shape_str(shape), " has a negative dimension");
+  }
+  ctx.set_output(0, ctx.dtype(0), broadcast_shapes(ctx, ctx.shape(0), shape));
+}
+
+void lower_expand(OpContext& ctx, Lowerer& l) {
+  const int in = l.tensor(ctx.input_id(0));
+  const int out = l.tensor(ctx.output_id(0));
+  if (ctx.output(0).shape == ctx.shape(0)) {
+    l.view(in, out);
+  } else {
+    l.kernel("Expand", {in}, {out});
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Gather, Cast
 
 void infer_gather(OpContext& ctx) {
@@ -281,7 +529,8 @@ void lower_gather(OpContext& ctx, Lowerer& l) {
            std::move(params));
 }
 
-const std::initializer_list<DType> kCastTypes = {DType::FLOAT32, DType::FLOAT64, DType::INT64, DType::INT32,
+const std::initializer_list<DType> kCastTypes = {DType::FLOAT32, DType::FLOAT64, DType::FLOAT16, DType::BFLOAT16,
+                                                  DType::INT64, DType::INT32,
                                                   DType::INT16,   DType::INT8,    DType::UINT8, DType::UINT16,
                                                   DType::UINT32,  DType::UINT64,  DType::BOOL};
 
@@ -301,6 +550,15 @@ void infer_cast(OpContext& ctx) {
   ctx.set_output(0, to, ctx.shape(0));
 }
 
+// CastLike: Cast to the dtype of its second input.
+void infer_cast_like(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(0, kCastTypes);
+  ctx.expect_dtype(1, kCastTypes);
+  ctx.set_output(0, ctx.dtype(1), ctx.shape(0));
+}
+
+// Cast and CastLike.
 void lower_cast(OpContext& ctx, Lowerer& l) {
   const int in = l.tensor(ctx.input_id(0));
   const int out = l.tensor(ctx.output_id(0));
@@ -400,10 +658,11 @@ void lower_pad(OpContext& ctx, Lowerer& l) {
 void add_shape_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Pad", .infer = infer_pad, .lower = lower_pad});
   ops.push_back({.op_type = "Constant", .infer = infer_constant, .evaluate = evaluate_constant});
-  ops.push_back({.op_type = "Shape", .infer = infer_shape, .evaluate = evaluate_shape});
-  ops.push_back({.op_type = "Size", .infer = infer_size, .evaluate = evaluate_size});
+  ops.push_back({.op_type = "Shape", .infer = infer_shape, .evaluate = evaluate_shape, .shape_only = true});
+  ops.push_back({.op_type = "Size", .infer = infer_size, .evaluate = evaluate_size, .shape_only = true});
   ops.push_back({.op_type = "ConstantOfShape", .infer = infer_constant_of_shape,
                  .evaluate = evaluate_constant_of_shape});
+  ops.push_back({.op_type = "Range", .infer = infer_range, .evaluate = evaluate_range});
   ops.push_back({.op_type = "Reshape", .infer = infer_reshape, .lower = lower_view});
   ops.push_back({.op_type = "Flatten", .infer = infer_flatten, .lower = lower_view});
   ops.push_back({.op_type = "Squeeze", .infer = infer_squeeze, .lower = lower_view});
@@ -411,7 +670,11 @@ void add_shape_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Transpose", .infer = infer_transpose, .lower = lower_transpose});
   ops.push_back({.op_type = "Concat", .infer = infer_concat, .lower = lower_concat});
   ops.push_back({.op_type = "Gather", .infer = infer_gather, .lower = lower_gather});
+  ops.push_back({.op_type = "Expand", .infer = infer_expand, .lower = lower_expand});
+  ops.push_back({.op_type = "Split", .infer = infer_split, .lower = lower_split});
+  ops.push_back({.op_type = "Slice", .infer = infer_slice, .lower = lower_slice});
   ops.push_back({.op_type = "Cast", .infer = infer_cast, .lower = lower_cast});
+  ops.push_back({.op_type = "CastLike", .infer = infer_cast_like, .lower = lower_cast});
 }
 
 }  // namespace kiln::planner

@@ -62,11 +62,13 @@ void infer_and_fold(Graph& graph, const InferOptions& options) {
     OpContext ctx(graph, n);
     op->infer(ctx);
     if (!options.fold || !op->foldable) continue;
-    bool all_constant = true;
+    // A node folds when all its inputs are constants, or when it reads only
+    // their static shapes.
+    bool inputs_known = true;
     for (int v : node.inputs) {
-      if (v >= 0 && !graph.values[static_cast<size_t>(v)].is_constant()) all_constant = false;
+      if (v >= 0 && !graph.values[static_cast<size_t>(v)].is_constant()) inputs_known = false;
     }
-    if (!all_constant) continue;
+    if (!inputs_known && !(op->shape_only && op->evaluate != nullptr)) continue;
     if (op->evaluate == nullptr && op->lower == nullptr) continue;
     std::vector<HostTensor> outputs;
     try {

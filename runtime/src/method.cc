@@ -693,7 +693,10 @@ Error run_instruction(const InstructionState& state) {
     case InstructionKind::kCopyHost: {
       const Tensor& src = *state.args.inputs[0];
       const Tensor& dst = *state.args.outputs[0];
-      if (src.data() != dst.data()) memcpy(dst.data(), src.data(), static_cast<size_t>(src.nbytes()));
+      // An empty tensor may have no address; memcpy must not see it.
+      if (src.data() != dst.data() && src.nbytes() > 0) {
+        memcpy(dst.data(), src.data(), static_cast<size_t>(src.nbytes()));
+      }
       return Error::kOk;
     }
     case InstructionKind::kCopyToDevice: {

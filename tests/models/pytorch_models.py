@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kiln plan + kiln run reproduce PyTorch on exported CNN and MLP models.
+"""kiln plan + kiln run reproduce PyTorch on exported CNN, MLP and transformer models.
 
 Each model is built with a fixed seed, exported to ONNX by PyTorch, planned
 and run by the kiln CLI, and compared with PyTorch's own output. The error
@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torchvision
 
 TOLERANCE = 1e-4
 
@@ -77,16 +78,75 @@ class Mixer(nn.Module):
         return self.fc(y)
 
 
+class Decoder(nn.Module):
+    """A segmentation-style decoder: ConvTranspose (grouped, output_padding),
+    Split, Slice (steps, negative ends), Resize (nearest, bilinear with and
+    without align_corners), ReduceMean, Expand, a comparison and Where."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.down = nn.Conv2d(16, 32, 3, stride=2, padding=1, groups=2)
+        self.up1 = nn.ConvTranspose2d(32, 16, 4, stride=2, padding=1)
+        self.up2 = nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1, output_padding=1, groups=2)
+        self.up3 = nn.ConvTranspose2d(8, 4, 3, stride=1, padding=2, dilation=2)
+        self.head = nn.Conv2d(20, 4, 1)
+
+    def forward(self, x):
+        s = F.relu(self.stem(x))
+        d = F.relu(self.down(s))
+        u = self.up1(d) + s
+        a, b = torch.split(u, [8, 8], dim=1)
+        a = F.interpolate(a, scale_factor=2.0, mode="nearest")
+        b = self.up2(b)
+        c = F.interpolate(b[:, :, 8:24, ::2], size=(32, 32), mode="bilinear", align_corners=False)
+        e = F.interpolate(self.up3(b[:, :, ::2, ::2]), scale_factor=2.0, mode="bilinear", align_corners=True)
+        mean = c.mean(dim=(2, 3), keepdim=True)
+        y = torch.where(a > mean.expand(-1, -1, 32, 32), a, c)
+        y = self.head(torch.cat([y, c, e], 1))
+        return y[..., 1:-1, 2:]
+
+
+def encoder(norm_first, activation):
+    """torch.nn.TransformerEncoderLayer (d_model 64, 4 heads, batch first):
+    attention, MatMul, Softmax, LayerNormalization (opset 17) or its
+    ReduceMean/Pow/Sqrt decomposition (opset 13), ReLU or erf GELU."""
+
+    def make():
+        return nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, batch_first=True,
+                                          norm_first=norm_first, activation=activation)
+
+    return make
+
+
+def torchvision_model(name):
+    """A torchvision classifier with random weights (the fixed seed)."""
+
+    def make():
+        return getattr(torchvision.models, name)(weights=None)
+
+    return make
+
+
 MODELS = {
     "cnn": (Cnn, (2, 3, 32, 32)),
     "mlp": (Mlp, (4, 8, 8)),
     "mixer": (Mixer, (2, 10, 16)),
+    "decoder": (Decoder, (2, 3, 32, 32)),
+    "encoder": (encoder(False, "relu"), (2, 10, 64)),
+    "encoder_norm_first": (encoder(True, "relu"), (2, 10, 64)),
+    "encoder_gelu": (encoder(True, "gelu"), (2, 10, 64)),
+    "mobilenet_v2": (torchvision_model("mobilenet_v2"), (1, 3, 224, 224)),
+    "resnet18": (torchvision_model("resnet18"), (1, 3, 224, 224)),
 }
 
 
 def prepare(model):
     with torch.no_grad():
         for m in model.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
             if isinstance(m, nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 1.5)

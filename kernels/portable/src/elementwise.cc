@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "activation.h"
+#include "broadcast.h"
 #include "kernel_util.h"
 #include "portable_kernels.h"
 
@@ -57,33 +58,18 @@ struct DivOp {
   }
 };
 struct PowOp { template <typename T> static T apply(T a, T b) { return powf(a, b); } };
+struct PReluOp { static float apply(float x, float slope) { return x < 0.f ? x * slope : x; } };
 struct MaxOp { template <typename T> static T apply(T a, T b) { return a > b || a != a ? a : b; } };
 struct MinOp { template <typename T> static T apply(T a, T b) { return a < b || a != a ? a : b; } };
 
 Error check_binary(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
   const DType dtype = args.in(0).dtype();
-  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::INT32 || dtype == DType::INT64,
+  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::INT32 || dtype == DType::INT64 ||
+                              dtype == DType::UINT8,
                     "unsupported dtype %s", dtype_name(dtype));
   KILN_RETURN_IF_ERROR(check_all_dtype(args, dtype));
-  const Tensor& out = args.out(0);
-  int64_t strides[kMaxRank];
-  for (uint32_t i = 0; i < 2; ++i) {
-    KILN_KERNEL_CHECK(args, broadcast_strides(args.in(i), out.dims(), out.rank(), strides),
-                      "input %u does not broadcast to the output shape", i);
-  }
-  // The output shape must be exactly the broadcast of the inputs.
-  for (uint32_t d = 0; d < out.rank(); ++d) {
-    int64_t expected = 1;
-    for (uint32_t i = 0; i < 2; ++i) {
-      const Tensor& t = args.in(i);
-      const int32_t k = static_cast<int32_t>(d) - static_cast<int32_t>(out.rank() - t.rank());
-      if (k >= 0 && t.dim(static_cast<uint32_t>(k)) != 1) expected = t.dim(static_cast<uint32_t>(k));
-    }
-    KILN_KERNEL_CHECK(args, out.dim(d) == expected,
-                      "output dim %u is %lld, broadcast gives %lld", d,
-                      static_cast<long long>(out.dim(d)), static_cast<long long>(expected));
-  }
+  KILN_RETURN_IF_ERROR(check_broadcast_output(args, 0, 2));
   const auto* params = args.params<fb::BinaryParams>();
   if (params != nullptr) {
     KILN_RETURN_IF_ERROR(check_activation(args, params->activation()));
@@ -94,87 +80,140 @@ Error check_binary(const KernelArgs& args) {
   return Error::kOk;
 }
 
-Error check_binary_float(const KernelArgs& args) {
-  KILN_RETURN_IF_ERROR(check_binary(args));
-  KILN_KERNEL_CHECK(args, args.in(0).dtype() == DType::FLOAT32, "expects float32");
-  return Error::kOk;
-}
-
-template <typename Op, typename T>
-void binary_broadcast(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const T* pa = a.data_as<const T>();
-  const T* pb = b.data_as<const T>();
-  T* po = out.data_as<T>();
-  const uint32_t rank = out.rank();
-  int64_t sa[kMaxRank], sb[kMaxRank];
-  broadcast_strides(a, out.dims(), rank, sa);
-  broadcast_strides(b, out.dims(), rank, sb);
-  const int64_t inner = rank > 0 ? out.dim(rank - 1) : 1;
-  const int64_t ia = rank > 0 ? sa[rank - 1] : 0;
-  const int64_t ib = rank > 0 ? sb[rank - 1] : 0;
-  const int64_t outer = inner > 0 ? out.numel() / inner : 0;
-  int64_t index[kMaxRank] = {};
-  int64_t oa = 0, ob = 0;
-  for (int64_t o = 0; o < outer; ++o) {
-    T* row = po + o * inner;
-    if (ia == 1 && ib == 1) {
-      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(pa[oa + i], pb[ob + i]);
-    } else if (ia == 1 && ib == 0) {
-      const T vb = pb[ob];
-      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(pa[oa + i], vb);
-    } else if (ia == 0 && ib == 1) {
-      const T va = pa[oa];
-      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(va, pb[ob + i]);
-    } else {
-      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(pa[oa + i * ia], pb[ob + i * ib]);
-    }
-    // Advance the multi-index over the outer dimensions.
-    for (int32_t d = static_cast<int32_t>(rank) - 2; d >= 0; --d) {
-      oa += sa[d];
-      ob += sb[d];
-      if (++index[d] < out.dim(static_cast<uint32_t>(d))) break;
-      oa -= sa[d] * index[d];
-      ob -= sb[d] * index[d];
-      index[d] = 0;
-    }
-  }
-}
-
-template <typename Op, typename T>
-void binary_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const int64_t n = out.numel();
-  const T* pa = a.data_as<const T>();
-  const T* pb = b.data_as<const T>();
-  T* po = out.data_as<T>();
-  if (a.numel() == n && b.numel() == n) {
-    for (int64_t i = 0; i < n; ++i) po[i] = Op::apply(pa[i], pb[i]);
-  } else if (a.numel() == n && b.numel() == 1) {
-    const T vb = pb[0];
-    for (int64_t i = 0; i < n; ++i) po[i] = Op::apply(pa[i], vb);
-  } else if (b.numel() == n && a.numel() == 1) {
-    const T va = pa[0];
-    for (int64_t i = 0; i < n; ++i) po[i] = Op::apply(va, pb[i]);
-  } else {
-    binary_broadcast<Op, T>(a, b, out);
-  }
-}
-
 template <typename Op>
 Error run_binary(const KernelArgs& args) {
   const Tensor& out = args.out(0);
   switch (out.dtype()) {
-    case DType::INT32: binary_typed<Op, int32_t>(args.in(0), args.in(1), out); return Error::kOk;
-    case DType::INT64: binary_typed<Op, int64_t>(args.in(0), args.in(1), out); return Error::kOk;
+    case DType::UINT8: binary_map<Op, uint8_t, uint8_t>(args.in(0), args.in(1), out); return Error::kOk;
+    case DType::INT32: binary_map<Op, int32_t, int32_t>(args.in(0), args.in(1), out); return Error::kOk;
+    case DType::INT64: binary_map<Op, int64_t, int64_t>(args.in(0), args.in(1), out); return Error::kOk;
     default: break;
   }
-  binary_typed<Op, float>(args.in(0), args.in(1), out);
+  binary_map<Op, float, float>(args.in(0), args.in(1), out);
   const auto* params = args.params<fb::BinaryParams>();
   if (params != nullptr) apply_activation(out.data_as<float>(), out.numel(), params->activation());
   return Error::kOk;
 }
 
+// Pow(X, Y): X float32, int32 or int64 (the output's dtype), Y float32 or
+// any 32/64-bit integer dtype. Integer powers of integers are exact, by
+// repeated squaring, and wrap; float powers of integers are computed in
+// double, truncated toward zero and saturated (NaN gives 0).
+
+bool pow_exponent_dtype(DType t) {
+  return t == DType::FLOAT32 || t == DType::INT32 || t == DType::INT64 || t == DType::UINT32 ||
+         t == DType::UINT64;
+}
+
+Error check_pow(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  const DType base = args.in(0).dtype();
+  KILN_KERNEL_CHECK(args, base == DType::FLOAT32 || base == DType::INT32 || base == DType::INT64,
+                    "unsupported base dtype %s", dtype_name(base));
+  KILN_KERNEL_CHECK(args, args.out(0).dtype() == base, "output dtype differs from the base's");
+  KILN_KERNEL_CHECK(args, pow_exponent_dtype(args.in(1).dtype()), "unsupported exponent dtype %s",
+                    dtype_name(args.in(1).dtype()));
+  return check_broadcast_output(args, 0, 2);
+}
+
+// An exponent as a double, or as sign and magnitude when it is an integer.
+struct Exponent {
+  bool is_integer;
+  bool negative;
+  uint64_t magnitude;
+  double value;
+};
+
+Exponent load_exponent(const Tensor& t, int64_t i) {
+  Exponent e = {true, false, 0, 0.0};
+  int64_t s = 0;
+  switch (t.dtype()) {
+    case DType::FLOAT32: e.is_integer = false; e.value = t.data_as<const float>()[i]; return e;
+    case DType::UINT32: e.magnitude = t.data_as<const uint32_t>()[i]; break;
+    case DType::UINT64: e.magnitude = t.data_as<const uint64_t>()[i]; break;
+    case DType::INT32: s = t.data_as<const int32_t>()[i]; break;
+    default: s = t.data_as<const int64_t>()[i]; break;
+  }
+  if (t.dtype() == DType::INT32 || t.dtype() == DType::INT64) {
+    e.negative = s < 0;
+    e.magnitude = e.negative ? uint64_t{0} - static_cast<uint64_t>(s) : static_cast<uint64_t>(s);
+  }
+  e.value = e.negative ? -static_cast<double>(e.magnitude) : static_cast<double>(e.magnitude);
+  return e;
+}
+
+template <typename T>
+T integer_pow(T base, const Exponent& e) {
+  using U = typename std::make_unsigned<T>::type;
+  if (e.negative) {
+    // 1 / base^n truncated: only bases 1 and -1 give a non-zero result.
+    if (base == 1) return 1;
+    if (base == -1) return (e.magnitude & 1) ? T(-1) : T(1);
+    return 0;
+  }
+  U result = 1, b = static_cast<U>(base);
+  for (uint64_t n = e.magnitude; n != 0; n >>= 1) {
+    if (n & 1) result = static_cast<U>(result * b);
+    b = static_cast<U>(b * b);
+  }
+  return static_cast<T>(result);
+}
+
+template <typename T>
+T saturate_from_double(double v) {
+  if (v != v) return 0;
+  if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+  if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return static_cast<T>(v);
+}
+
+template <typename T>
+void pow_mixed(const Tensor& x, const Tensor& y, const Tensor& out) {
+  const T* base = x.data_as<const T>();
+  T* dst = out.data_as<T>();
+  const Tensor* inputs[2] = {&x, &y};
+  for_each_broadcast_row<2>(inputs, out, [&](int64_t o, const int64_t* off, const int64_t* step, int64_t inner) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const T b = base[off[0] + i * step[0]];
+      const Exponent e = load_exponent(y, off[1] + i * step[1]);
+      if constexpr (std::is_floating_point<T>::value) {
+        dst[o + i] = powf(b, static_cast<float>(e.value));
+      } else if (e.is_integer) {
+        dst[o + i] = integer_pow(b, e);
+      } else {
+        dst[o + i] = saturate_from_double<T>(pow(static_cast<double>(b), e.value));
+      }
+    }
+  });
+}
+
 Error run_pow(const KernelArgs& args) {
-  binary_typed<PowOp, float>(args.in(0), args.in(1), args.out(0));
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.in(1);
+  switch (x.dtype()) {
+    case DType::INT32: pow_mixed<int32_t>(x, y, args.out(0)); break;
+    case DType::INT64: pow_mixed<int64_t>(x, y, args.out(0)); break;
+    default:
+      if (y.dtype() == DType::FLOAT32) {
+        binary_map<PowOp, float, float>(x, y, args.out(0));
+      } else {
+        pow_mixed<float>(x, y, args.out(0));
+      }
+      break;
+  }
+  return Error::kOk;
+}
+
+// PRelu(X, slope): the slope broadcasts to X, whose shape the output keeps.
+Error check_prelu(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  KILN_RETURN_IF_ERROR(check_broadcast_output(args, 0, 2));
+  return check_same_shape(args, args.in(0), args.out(0), "X and the output");
+}
+
+Error run_prelu(const KernelArgs& args) {
+  binary_map<PReluOp, float, float>(args.in(0), args.in(1), args.out(0));
   return Error::kOk;
 }
 
@@ -205,11 +244,41 @@ Error map_unary(const KernelArgs& args, F f) {
   return Error::kOk;
 }
 
+// Neg and Abs also serve the integer dtypes (shape arithmetic); integer
+// negation wraps.
+Error check_unary_signed(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  const DType dtype = args.in(0).dtype();
+  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::INT32 || dtype == DType::INT64,
+                    "unsupported dtype %s", dtype_name(dtype));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, dtype));
+  return check_same_shape(args, args.in(0), args.out(0), "input and output");
+}
+
+template <typename T, bool kAbs>
+void negate_typed(const Tensor& x, const Tensor& y) {
+  using U = typename std::make_unsigned<T>::type;
+  const T* in = x.data_as<const T>();
+  T* out = y.data_as<T>();
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const T v = in[i];
+    out[i] = kAbs && v >= 0 ? v : static_cast<T>(U(0) - static_cast<U>(v));
+  }
+}
+
+template <bool kAbs>
+Error run_negate(const KernelArgs& a) {
+  switch (a.in(0).dtype()) {
+    case DType::INT32: negate_typed<int32_t, kAbs>(a.in(0), a.out(0)); return Error::kOk;
+    case DType::INT64: negate_typed<int64_t, kAbs>(a.in(0), a.out(0)); return Error::kOk;
+    default: break;
+  }
+  return kAbs ? map_unary(a, [](float x) { return fabsf(x); }) : map_unary(a, [](float x) { return -x; });
+}
+
 Error run_relu(const KernelArgs& a) { return map_unary(a, [](float x) { return x > 0.f ? x : 0.f; }); }
 Error run_sigmoid(const KernelArgs& a) { return map_unary(a, sigmoid); }
 Error run_tanh(const KernelArgs& a) { return map_unary(a, [](float x) { return tanhf(x); }); }
-Error run_neg(const KernelArgs& a) { return map_unary(a, [](float x) { return -x; }); }
-Error run_abs(const KernelArgs& a) { return map_unary(a, [](float x) { return fabsf(x); }); }
 Error run_exp(const KernelArgs& a) { return map_unary(a, [](float x) { return expf(x); }); }
 Error run_log(const KernelArgs& a) { return map_unary(a, [](float x) { return logf(x); }); }
 Error run_sqrt(const KernelArgs& a) { return map_unary(a, [](float x) { return sqrtf(x); }); }
@@ -253,9 +322,15 @@ Error run_pow_scalar(const KernelArgs& a) {
 }
 
 // Clip: bounds from the optional min/max inputs (opset 11+) or the params.
+// Integer dtypes take their bounds from the inputs only (a float parameter
+// cannot hold every int64), and default to the dtype's range.
 Error check_clip(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 3, 1));
-  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  const DType dtype = args.in(0).dtype();
+  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::INT8 || dtype == DType::UINT8 ||
+                              dtype == DType::INT32 || dtype == DType::INT64,
+                    "unsupported dtype %s", dtype_name(dtype));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, dtype));
   for (uint32_t i = 1; i < args.num_inputs; ++i) {
     if (args.has_input(i)) {
       KILN_KERNEL_CHECK(args, args.in(i).numel() == 1, "clip bound %u must be a scalar", i);
@@ -264,11 +339,33 @@ Error check_clip(const KernelArgs& args) {
   return check_same_shape(args, args.in(0), args.out(0), "input and output");
 }
 
+template <typename T>
+void clip_typed(const KernelArgs& a, T lo, T hi) {
+  if (a.has_input(1)) lo = *a.in(1).data_as<const T>();
+  if (a.has_input(2)) hi = *a.in(2).data_as<const T>();
+  const T* in = a.in(0).data_as<const T>();
+  T* out = a.out(0).data_as<T>();
+  const int64_t n = a.out(0).numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const T x = in[i];
+    out[i] = x < lo ? lo : (x > hi ? hi : x);
+  }
+}
+
+template <typename T>
+void clip_integer(const KernelArgs& a) {
+  clip_typed<T>(a, std::numeric_limits<T>::lowest(), std::numeric_limits<T>::max());
+}
+
 Error run_clip(const KernelArgs& a) {
-  float lo = unary_alpha(a, -INFINITY), hi = unary_beta(a, INFINITY);
-  if (a.has_input(1)) lo = *a.in(1).data_as<const float>();
-  if (a.has_input(2)) hi = *a.in(2).data_as<const float>();
-  return map_unary(a, [lo, hi](float x) { return x < lo ? lo : (x > hi ? hi : x); });
+  switch (a.in(0).dtype()) {
+    case DType::INT8: clip_integer<int8_t>(a); break;
+    case DType::UINT8: clip_integer<uint8_t>(a); break;
+    case DType::INT32: clip_integer<int32_t>(a); break;
+    case DType::INT64: clip_integer<int64_t>(a); break;
+    default: clip_typed<float>(a, unary_alpha(a, -INFINITY), unary_beta(a, INFINITY)); break;
+  }
+  return Error::kOk;
 }
 
 // Identity, Reshape, Flatten, Squeeze, Unsqueeze, Dropout: the bytes do not
@@ -287,7 +384,7 @@ Error check_copy(const KernelArgs& args) {
 }
 
 Error run_copy(const KernelArgs& args) {
-  if (args.in(0).data() != args.out(0).data()) {
+  if (args.in(0).data() != args.out(0).data() && args.in(0).nbytes() > 0) {
     memcpy(args.out(0).data(), args.in(0).data(), static_cast<size_t>(args.in(0).nbytes()));
   }
   return Error::kOk;
@@ -300,15 +397,16 @@ const KernelEntry kElementwiseKernels[] = {
     {"Sub", check_binary, run_binary<SubOp>, kInplaceInput0 | kInplaceInput1},
     {"Mul", check_binary, run_binary<MulOp>, kInplaceInput0 | kInplaceInput1},
     {"Div", check_binary, run_binary<DivOp>, kInplaceInput0 | kInplaceInput1},
-    {"Pow", check_binary_float, run_pow, kInplaceInput0 | kInplaceInput1},
+    {"Pow", check_pow, run_pow, kInplaceInput0},
     {"Max", check_binary, run_binary<MaxOp>, kInplaceInput0 | kInplaceInput1},
     {"Min", check_binary, run_binary<MinOp>, kInplaceInput0 | kInplaceInput1},
+    {"PRelu", check_prelu, run_prelu, kInplaceInput0},
     {"PowScalar", check_unary, run_pow_scalar, kInplaceInput0},
     {"Relu", check_unary, run_relu, kInplaceInput0},
     {"Sigmoid", check_unary, run_sigmoid, kInplaceInput0},
     {"Tanh", check_unary, run_tanh, kInplaceInput0},
-    {"Neg", check_unary, run_neg, kInplaceInput0},
-    {"Abs", check_unary, run_abs, kInplaceInput0},
+    {"Neg", check_unary_signed, run_negate<false>, kInplaceInput0},
+    {"Abs", check_unary_signed, run_negate<true>, kInplaceInput0},
     {"Exp", check_unary, run_exp, kInplaceInput0},
     {"Log", check_unary, run_log, kInplaceInput0},
     {"Sqrt", check_unary, run_sqrt, kInplaceInput0},

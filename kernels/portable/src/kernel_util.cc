@@ -72,6 +72,27 @@ bool broadcast_strides(const Tensor& t, const int64_t* out_dims, uint32_t rank,
   return true;
 }
 
+Error check_broadcast_output(const KernelArgs& args, uint32_t first, uint32_t count) {
+  const Tensor& out = args.out(0);
+  int64_t strides[kMaxRank];
+  KILN_KERNEL_CHECK(args, out.rank() <= kMaxRank, "rank above %u", kMaxRank);
+  for (uint32_t i = first; i < first + count; ++i) {
+    KILN_KERNEL_CHECK(args, broadcast_strides(args.in(i), out.dims(), out.rank(), strides),
+                      "input %u does not broadcast to the output shape", i);
+  }
+  for (uint32_t d = 0; d < out.rank(); ++d) {
+    int64_t expected = 1;
+    for (uint32_t i = first; i < first + count; ++i) {
+      const Tensor& t = args.in(i);
+      const int32_t k = static_cast<int32_t>(d) - static_cast<int32_t>(out.rank() - t.rank());
+      if (k >= 0 && t.dim(static_cast<uint32_t>(k)) != 1) expected = t.dim(static_cast<uint32_t>(k));
+    }
+    KILN_KERNEL_CHECK(args, out.dim(d) == expected, "output dim %u is %lld, broadcast gives %lld", d,
+                      static_cast<long long>(out.dim(d)), static_cast<long long>(expected));
+  }
+  return Error::kOk;
+}
+
 void contiguous_strides(const int64_t* dims, uint32_t rank, int64_t* out_strides) {
   int64_t stride = 1;
   for (int32_t d = static_cast<int32_t>(rank) - 1; d >= 0; --d) {

@@ -39,10 +39,18 @@ bool aligned8(const flatbuffers::Vector<T>* v) {
 // Product of dims [begin, end).
 int64_t dims_product(const Tensor& t, uint32_t begin, uint32_t end);
 
+// a * b and a + b into *out; false (and *out untouched) when they overflow.
+inline bool checked_mul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+inline bool checked_add(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
+
 // Strides (in elements) of `t` seen as a tensor of rank `rank` broadcast to
 // `out_dims` (NumPy rules): 0 where t is broadcast. False when the shapes do
 // not broadcast.
 bool broadcast_strides(const Tensor& t, const int64_t* out_dims, uint32_t rank, int64_t* out_strides);
+
+// Checks that inputs [first, first + count) broadcast to output 0 and that
+// its shape is exactly their broadcast (no larger).
+Error check_broadcast_output(const KernelArgs& args, uint32_t first, uint32_t count);
 
 // Contiguous row-major strides of `t`.
 void contiguous_strides(const int64_t* dims, uint32_t rank, int64_t* out_strides);

@@ -1,5 +1,6 @@
-// Linear kernels: Conv (2-D, groups, pads, strides, dilations), Gemm, MatMul
-// (batched, NumPy broadcasting of batch dimensions).
+// Linear kernels: Conv and ConvTranspose (1-D as height 1, and 2-D; groups,
+// pads, strides, dilations), Gemm, MatMul (batched, NumPy broadcasting of
+// batch dimensions).
 
 #include <string.h>
 
@@ -54,7 +55,9 @@ int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, i
   return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
 }
 
-Error check_conv(const KernelArgs& args) {
+// What Conv and ConvTranspose check alike: operand counts and dtypes, the
+// parameters, the ranks.
+Error check_conv_common(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
   KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
   const auto* p = args.params<fb::ConvParams>();
@@ -70,6 +73,13 @@ Error check_conv(const KernelArgs& args) {
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, (x.rank() == 4 || x.rank() == 3) && w.rank() == x.rank() &&
                               y.rank() == x.rank(), "expects 3-D or 4-D input, weight and output");
+  return check_activation(args, p->activation());
+}
+
+Error check_conv(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_conv_common(args));
+  const Tensor& w = args.in(1);
+  const Tensor& y = args.out(0);
   const ConvGeometry g = conv_geometry(args);
   const int64_t wh = w.rank() == 4 ? w.dim(2) : 1;
   KILN_KERNEL_CHECK(args, g.group > 0 && g.c % g.group == 0 && g.m % g.group == 0,
@@ -84,18 +94,20 @@ Error check_conv(const KernelArgs& args) {
     KILN_KERNEL_CHECK(args, args.in(2).numel() == g.m, "bias must have %lld elements",
                       static_cast<long long>(g.m));
   }
-  return check_activation(args, p->activation());
+  return Error::kOk;
 }
 
-// Valid output columns [lo, hi) for kernel column offset `off`: those whose
-// input column ow * s - p + off lies in [0, w).
-void valid_range(int64_t out, int64_t in, int64_t s, int64_t p, int64_t off, int64_t* lo,
+// The indices i in [lo, hi), within [0, count), whose position
+// i * s - p + off on the other side lies in [0, limit): for Conv the output
+// columns reading a valid input column, for ConvTranspose the input columns
+// writing a valid output column.
+void valid_range(int64_t count, int64_t limit, int64_t s, int64_t p, int64_t off, int64_t* lo,
                  int64_t* hi) {
-  const int64_t first = p - off;  // need ow * s >= first
+  const int64_t first = p - off;  // need i * s >= first
   *lo = first <= 0 ? 0 : (first + s - 1) / s;
-  const int64_t last = in - 1 + p - off;  // need ow * s <= last
+  const int64_t last = limit - 1 + p - off;  // need i * s <= last
   *hi = last < 0 ? 0 : last / s + 1;
-  if (*hi > out) *hi = out;
+  if (*hi > count) *hi = count;
   if (*lo > *hi) *lo = *hi;
 }
 
@@ -136,6 +148,99 @@ Error run_conv(const KernelArgs& args) {
       apply_activation(out, plane, args.params<fb::ConvParams>()->activation());
     }
   }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// ConvTranspose: every input element scatters a weighted copy of its
+// channel's kernels into the output,
+//   y[n, grp*mg + m, iy*sh - pt + ky*dh, ix*sw - pl + kx*dw]
+//       += x[n, grp*cg + c, iy, ix] * w[grp*cg + c, m, ky, kx],
+// dropping positions outside the output, on top of the bias. Per axis the
+// output has (in - 1) * s + d * (k - 1) + 1 - pad_begin - pad_end +
+// output_padding elements.
+
+// False when the size overflows or is not positive.
+bool transposed_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1, int64_t extra,
+                     int64_t* out) {
+  int64_t span, reach, v;
+  if (in <= 0 || !checked_mul(in - 1, s, &span) || !checked_mul(k - 1, d, &reach) ||
+      !checked_add(span, reach, &v) || !checked_add(v, 1 + extra - p0 - p1, &v)) {
+    return false;
+  }
+  *out = v;
+  return v > 0;
+}
+
+Error check_conv_transpose(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_conv_common(args));
+  const auto* p = args.params<fb::ConvParams>();
+  int64_t oph = 0, opw = 0;
+  if (p->output_padding() != nullptr) {
+    KILN_KERNEL_CHECK(args, read_pair(p->output_padding(), &oph, &opw) && oph >= 0 && opw >= 0,
+                      "bad output_padding");
+  }
+  const Tensor& w = args.in(1);
+  const Tensor& y = args.out(0);
+  const ConvGeometry g = conv_geometry(args);
+  const int64_t wh = w.rank() == 4 ? w.dim(2) : 1;
+  KILN_KERNEL_CHECK(args, g.group > 0 && g.c % g.group == 0, "group %lld does not divide channels",
+                    static_cast<long long>(g.group));
+  KILN_KERNEL_CHECK(args, w.dim(0) == g.c && w.dim(1) * g.group == g.m && wh == g.kh &&
+                              w.dim(w.rank() - 1) == g.kw, "weight shape does not match");
+  KILN_KERNEL_CHECK(args, y.dim(0) == g.n, "batch size changes");
+  int64_t oh = 0, ow = 0;
+  KILN_KERNEL_CHECK(args, transposed_size(g.h, g.kh, g.sh, g.dh, g.pt, g.pb, oph, &oh) &&
+                              transposed_size(g.w, g.kw, g.sw, g.dw, g.pl, g.pr, opw, &ow) &&
+                              oh == g.oh && ow == g.ow, "output size does not match the geometry");
+  if (args.has_input(2)) {
+    KILN_KERNEL_CHECK(args, args.in(2).numel() == g.m, "bias must have %lld elements",
+                      static_cast<long long>(g.m));
+  }
+  return Error::kOk;
+}
+
+Error run_conv_transpose(const KernelArgs& args) {
+  const ConvGeometry g = conv_geometry(args);
+  const float* x = args.in(0).data_as<const float>();
+  const float* w = args.in(1).data_as<const float>();
+  const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+  float* y = args.out(0).data_as<float>();
+  const int64_t cg = g.c / g.group;
+  const int64_t mg = g.m / g.group;
+  const int64_t plane = g.oh * g.ow;
+  for (int64_t n = 0; n < g.n; ++n) {
+    for (int64_t m = 0; m < g.m; ++m) {
+      float* out = y + (n * g.m + m) * plane;
+      const float b = bias != nullptr ? bias[m] : 0.f;
+      for (int64_t i = 0; i < plane; ++i) out[i] = b;
+    }
+    for (int64_t c = 0; c < g.c; ++c) {
+      const int64_t grp = c / cg;
+      const float* in = x + (n * g.c + c) * g.h * g.w;
+      for (int64_t m = 0; m < mg; ++m) {
+        float* out = y + (n * g.m + grp * mg + m) * plane;
+        const float* wk = w + (c * mg + m) * g.kh * g.kw;
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          // Input rows whose output row iy * sh - pt + ky * dh lies in [0, oh).
+          int64_t iy0, iy1;
+          valid_range(g.h, g.oh, g.sh, g.pt, ky * g.dh, &iy0, &iy1);
+          for (int64_t kx = 0; kx < g.kw; ++kx) {
+            const float wv = wk[ky * g.kw + kx];
+            int64_t ix0, ix1;
+            valid_range(g.w, g.ow, g.sw, g.pl, kx * g.dw, &ix0, &ix1);
+            const int64_t shift = kx * g.dw - g.pl;
+            for (int64_t iy = iy0; iy < iy1; ++iy) {
+              float* orow = out + (iy * g.sh - g.pt + ky * g.dh) * g.ow;
+              const float* irow = in + iy * g.w;
+              for (int64_t ix = ix0; ix < ix1; ++ix) orow[ix * g.sw + shift] += wv * irow[ix];
+            }
+          }
+        }
+      }
+    }
+  }
+  apply_activation(y, args.out(0).numel(), args.params<fb::ConvParams>()->activation());
   return Error::kOk;
 }
 
@@ -289,6 +394,7 @@ Error run_matmul(const KernelArgs& args) {
 
 const KernelEntry kLinearKernels[] = {
     {"Conv", check_conv, run_conv},
+    {"ConvTranspose", check_conv_transpose, run_conv_transpose},
     {"Gemm", check_gemm, run_gemm},
     {"MatMul", check_matmul, run_matmul},
 };

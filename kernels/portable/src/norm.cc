@@ -1,5 +1,5 @@
 // Normalisation kernels: Softmax and LogSoftmax along one axis,
-// BatchNormalization (inference).
+// BatchNormalization (inference), LayerNormalization.
 
 #include <math.h>
 
@@ -96,12 +96,87 @@ Error run_batch_norm(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// ---------------------------------------------------------------------------
+// LayerNormalization: each row of the input seen as [outer, inner], with
+// inner the product of the dims from `axis` on, is normalised:
+//   mean = sum(x) / inner, var = sum((x - mean)^2) / inner,
+//   inv = 1 / sqrt(var + epsilon), y = (x - mean) * inv * scale + bias.
+// Inputs X, Scale, B (optional), each of Scale and B holding `inner`
+// elements. Outputs Y and optionally Mean and InvStdDev (outer elements
+// each, float32). Statistics accumulate in double.
+
+Error check_layer_norm(const KernelArgs& args) {
+  KILN_KERNEL_CHECK(args, args.num_inputs >= 2 && args.num_inputs <= 3 && args.inputs[0] != nullptr &&
+                              args.inputs[1] != nullptr, "expects X, Scale and an optional B");
+  KILN_KERNEL_CHECK(args, args.num_outputs == 1 || args.num_outputs == 3, "expects 1 or 3 outputs");
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  const auto* p = args.params<fb::LayerNormParams>();
+  const Tensor& x = args.in(0);
+  KILN_KERNEL_CHECK(args, p != nullptr && p->axis() >= 0 && static_cast<uint32_t>(p->axis()) < x.rank(),
+                    "missing LayerNormParams or bad axis");
+  KILN_RETURN_IF_ERROR(check_same_shape(args, x, args.out(0), "X and Y"));
+  const uint32_t axis = static_cast<uint32_t>(p->axis());
+  const int64_t outer = dims_product(x, 0, axis);
+  const int64_t inner = dims_product(x, axis, x.rank());
+  KILN_KERNEL_CHECK(args, args.in(1).numel() == inner, "Scale must have %lld elements",
+                    static_cast<long long>(inner));
+  if (args.has_input(2)) {
+    KILN_KERNEL_CHECK(args, args.in(2).numel() == inner, "B must have %lld elements",
+                      static_cast<long long>(inner));
+  }
+  for (uint32_t i = 1; i < args.num_outputs; ++i) {
+    KILN_KERNEL_CHECK(args, args.out(i).numel() == outer, "output %u must have %lld elements", i,
+                      static_cast<long long>(outer));
+  }
+  return Error::kOk;
+}
+
+Error run_layer_norm(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const auto* p = args.params<fb::LayerNormParams>();
+  const uint32_t axis = static_cast<uint32_t>(p->axis());
+  const int64_t outer = dims_product(x, 0, axis);
+  const int64_t inner = dims_product(x, axis, x.rank());
+  const float* in = x.data_as<const float>();
+  const float* scale = args.in(1).data_as<const float>();
+  const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+  float* out = args.out(0).data_as<float>();
+  float* mean_out = args.num_outputs == 3 ? args.out(1).data_as<float>() : nullptr;
+  float* inv_out = args.num_outputs == 3 ? args.out(2).data_as<float>() : nullptr;
+  const double eps = static_cast<double>(p->epsilon());
+  for (int64_t o = 0; o < outer; ++o) {
+    const float* row = in + o * inner;
+    float* dst = out + o * inner;
+    double sum = 0.0;
+    for (int64_t i = 0; i < inner; ++i) sum += row[i];
+    const double mean = inner > 0 ? sum / static_cast<double>(inner) : 0.0;
+    double squares = 0.0;
+    for (int64_t i = 0; i < inner; ++i) {
+      const double d = row[i] - mean;
+      squares += d * d;
+    }
+    const double var = inner > 0 ? squares / static_cast<double>(inner) : 0.0;
+    const float inv = static_cast<float>(1.0 / sqrt(var + eps));
+    const float m = static_cast<float>(mean);
+    for (int64_t i = 0; i < inner; ++i) {
+      const float v = (row[i] - m) * inv * scale[i];
+      dst[i] = bias != nullptr ? v + bias[i] : v;
+    }
+    if (mean_out != nullptr) {
+      mean_out[o] = m;
+      inv_out[o] = inv;
+    }
+  }
+  return Error::kOk;
+}
+
 }  // namespace
 
 const KernelEntry kNormKernels[] = {
     {"Softmax", check_softmax, run_softmax<false>},
     {"LogSoftmax", check_softmax, run_softmax<true>},
     {"BatchNormalization", check_batch_norm, run_batch_norm},
+    {"LayerNormalization", check_layer_norm, run_layer_norm, kInplaceInput0},
 };
 const size_t kNumNormKernels = sizeof(kNormKernels) / sizeof(kNormKernels[0]);
 

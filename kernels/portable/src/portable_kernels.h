@@ -21,6 +21,12 @@ extern const KernelEntry kShapeKernels[];
 extern const size_t kNumShapeKernels;
 extern const KernelEntry kNormKernels[];
 extern const size_t kNumNormKernels;
+extern const KernelEntry kCompareKernels[];
+extern const size_t kNumCompareKernels;
+extern const KernelEntry kResizeKernels[];
+extern const size_t kNumResizeKernels;
+extern const KernelEntry kReduceKernels[];
+extern const size_t kNumReduceKernels;
 
 }  // namespace kernels
 }  // namespace kiln

@@ -11,6 +11,9 @@ Error register_portable_kernels(KernelRegistry& registry) {
   KILN_RETURN_IF_ERROR(registry.register_kernels(kPoolKernels, kNumPoolKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kShapeKernels, kNumShapeKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kNormKernels, kNumNormKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kReduceKernels, kNumReduceKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kCompareKernels, kNumCompareKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kResizeKernels, kNumResizeKernels));
   return Error::kOk;
 }
 

@@ -1,11 +1,13 @@
-// Data movement kernels: Transpose, Concat and Gather (they move bytes, so
-// they serve every dtype) and Cast.
+// Data movement kernels: Transpose, Concat, Split, Slice, Gather, Expand
+// and Pad (they move bytes, so they serve every dtype) and Cast.
 
 #include <math.h>
 #include <string.h>
 
 #include <limits>
 
+#include "broadcast.h"
+#include "kiln/kernels/float16.h"
 #include "kernel_util.h"
 #include "portable_kernels.h"
 
@@ -122,6 +124,134 @@ Error run_concat(const KernelArgs& args) {
 }
 
 // ---------------------------------------------------------------------------
+// Split: the inverse of Concat; the outputs' sizes along the axis add up to
+// the input's.
+
+Error check_split(const KernelArgs& args) {
+  KILN_KERNEL_CHECK(args, args.num_inputs == 1 && args.inputs[0] != nullptr && args.num_outputs >= 1,
+                    "bad operand count");
+  const auto* p = args.params<fb::AxisParams>();
+  KILN_KERNEL_CHECK(args, p != nullptr, "missing AxisParams");
+  const Tensor& x = args.in(0);
+  KILN_KERNEL_CHECK(args, p->axis() >= 0 && static_cast<uint32_t>(p->axis()) < x.rank(), "bad axis");
+  const uint32_t axis = static_cast<uint32_t>(p->axis());
+  int64_t total = 0;
+  for (uint32_t i = 0; i < args.num_outputs; ++i) {
+    const Tensor& y = args.out(i);
+    KILN_KERNEL_CHECK(args, y.dtype() == x.dtype() && y.rank() == x.rank(), "output %u dtype or rank differs", i);
+    for (uint32_t d = 0; d < x.rank(); ++d) {
+      if (d != axis) KILN_KERNEL_CHECK(args, y.dim(d) == x.dim(d), "output %u dim %u differs", i, d);
+    }
+    total += y.dim(axis);
+  }
+  KILN_KERNEL_CHECK(args, total == x.dim(axis), "split sizes add up to %lld, input has %lld",
+                    static_cast<long long>(total), static_cast<long long>(x.dim(axis)));
+  return Error::kOk;
+}
+
+Error run_split(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const uint32_t axis = static_cast<uint32_t>(args.params<fb::AxisParams>()->axis());
+  const size_t element = dtype_size(x.dtype());
+  const int64_t outer = dims_product(x, 0, axis);
+  const int64_t in_row = dims_product(x, axis, x.rank()) * static_cast<int64_t>(element);
+  const uint8_t* in = x.data_as<const uint8_t>();
+  int64_t column = 0;
+  for (uint32_t i = 0; i < args.num_outputs; ++i) {
+    const Tensor& y = args.out(i);
+    const int64_t row = dims_product(y, axis, y.rank()) * static_cast<int64_t>(element);
+    uint8_t* out = y.data_as<uint8_t>();
+    if (row == 0) continue;
+    for (int64_t o = 0; o < outer; ++o) {
+      memcpy(out + o * row, in + o * in_row + column, static_cast<size_t>(row));
+    }
+    column += row;
+  }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// Slice: out[i0, i1, ...] = in[start0 + i0 * step0, start1 + i1 * step1, ...]
+// with one start and one non-zero step per input dimension; the output's
+// shape gives the counts.
+
+Error check_slice(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  const auto* p = args.params<fb::SliceParams>();
+  KILN_KERNEL_CHECK(args, p != nullptr && p->starts() != nullptr && p->steps() != nullptr, "missing SliceParams");
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == y.dtype() && x.rank() == y.rank(), "dtype or rank changes");
+  KILN_KERNEL_CHECK(args, p->starts()->size() == x.rank() && p->steps()->size() == x.rank(),
+                    "starts and steps need one entry per dimension");
+  if (y.numel() == 0) return Error::kOk;
+  for (uint32_t d = 0; d < x.rank(); ++d) {
+    const int64_t start = p->starts()->Get(d), step = p->steps()->Get(d);
+    const int64_t count = y.dim(d), dim = x.dim(d);
+    KILN_KERNEL_CHECK(args, step != 0 && start >= 0 && start < dim, "dim %u: start outside the input", d);
+    if (count > 1) {
+      // The last index start + (count - 1) * step must stay inside [0, dim);
+      // bound |step| first so the product cannot overflow.
+      const int64_t room = step > 0 ? dim - 1 - start : start;
+      const int64_t magnitude = step > 0 ? step : (step == INT64_MIN ? INT64_MAX : -step);
+      KILN_KERNEL_CHECK(args, magnitude <= room / (count - 1), "dim %u: slice runs past the input", d);
+    }
+  }
+  return Error::kOk;
+}
+
+template <typename T>
+void slice_typed(const Tensor& x, const Tensor& y, const fb::SliceParams* p) {
+  const uint32_t rank = x.rank();
+  const T* in = x.data_as<const T>();
+  T* out = y.data_as<T>();
+  if (rank == 0) {
+    out[0] = in[0];
+    return;
+  }
+  int64_t strides[kMaxRank], steps[kMaxRank];
+  contiguous_strides(x.dims(), rank, strides);
+  int64_t offset = 0;
+  for (uint32_t d = 0; d < rank; ++d) {
+    offset += p->starts()->Get(d) * strides[d];
+    // A dimension of one element never steps (its step may be huge).
+    steps[d] = y.dim(d) > 1 ? p->steps()->Get(d) * strides[d] : 0;
+  }
+  const int64_t inner = y.dim(rank - 1);
+  const int64_t inner_step = steps[rank - 1];
+  const int64_t rows = y.numel() / inner;
+  int64_t index[kMaxRank] = {};
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = out + r * inner;
+    if (inner_step == 1) {
+      memcpy(row, in + offset, static_cast<size_t>(inner) * sizeof(T));
+    } else {
+      for (int64_t i = 0; i < inner; ++i) row[i] = in[offset + i * inner_step];
+    }
+    for (int32_t d = static_cast<int32_t>(rank) - 2; d >= 0; --d) {
+      offset += steps[d];
+      if (++index[d] < y.dim(static_cast<uint32_t>(d))) break;
+      offset -= steps[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+Error run_slice(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  if (y.numel() == 0) return Error::kOk;
+  const auto* p = args.params<fb::SliceParams>();
+  switch (dtype_size(x.dtype())) {
+    case 1: slice_typed<uint8_t>(x, y, p); break;
+    case 2: slice_typed<uint16_t>(x, y, p); break;
+    case 4: slice_typed<uint32_t>(x, y, p); break;
+    default: slice_typed<uint64_t>(x, y, p); break;
+  }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
 // Gather: out[outer, j, inner] = data[outer, indices[j], inner]
 
 Error check_gather(const KernelArgs& args) {
@@ -171,12 +301,54 @@ Error run_gather(const KernelArgs& args) {
 }
 
 // ---------------------------------------------------------------------------
+// Expand: the input broadcast to the output's shape.
+
+Error check_expand(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == y.dtype(), "dtype changes");
+  int64_t strides[kMaxRank];
+  KILN_KERNEL_CHECK(args, broadcast_strides(x, y.dims(), y.rank(), strides),
+                    "input does not broadcast to the output shape");
+  return Error::kOk;
+}
+
+template <typename T>
+void expand_typed(const Tensor& x, const Tensor& y) {
+  const T* in = x.data_as<const T>();
+  T* out = y.data_as<T>();
+  const Tensor* inputs[1] = {&x};
+  for_each_broadcast_row<1>(inputs, y, [&](int64_t o, const int64_t* off, const int64_t* step, int64_t inner) {
+    if (step[0] == 1) {
+      memcpy(out + o, in + off[0], static_cast<size_t>(inner) * sizeof(T));
+    } else {
+      const T v = in[off[0]];
+      for (int64_t i = 0; i < inner; ++i) out[o + i] = v;
+    }
+  });
+}
+
+Error run_expand(const KernelArgs& args) {
+  switch (dtype_size(args.in(0).dtype())) {
+    case 1: expand_typed<uint8_t>(args.in(0), args.out(0)); break;
+    case 2: expand_typed<uint16_t>(args.in(0), args.out(0)); break;
+    case 4: expand_typed<uint32_t>(args.in(0), args.out(0)); break;
+    default: expand_typed<uint64_t>(args.in(0), args.out(0)); break;
+  }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
 // Cast between numeric dtypes and bool. Float to integer truncates toward
-// zero and saturates; NaN becomes 0.
+// zero and saturates; NaN becomes 0. The 16-bit floats convert through
+// float32 (a double goes to float16 in two roundings, which can differ from
+// one rounding in the last bit at exact ties).
 
 bool castable(DType t) {
   switch (t) {
-    case DType::FLOAT32: case DType::FLOAT64: case DType::INT8: case DType::UINT8:
+    case DType::FLOAT32: case DType::FLOAT64: case DType::FLOAT16: case DType::BFLOAT16:
+    case DType::INT8: case DType::UINT8:
     case DType::INT16: case DType::UINT16: case DType::INT32: case DType::UINT32:
     case DType::INT64: case DType::UINT64: case DType::BOOL:
       return true;
@@ -197,6 +369,8 @@ double load_element(const void* p, DType t, int64_t i) {
   switch (t) {
     case DType::FLOAT32: return static_cast<const float*>(p)[i];
     case DType::FLOAT64: return static_cast<const double*>(p)[i];
+    case DType::FLOAT16: return half_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::BFLOAT16: return bfloat16_to_float(static_cast<const uint16_t*>(p)[i]);
     case DType::INT8: return static_cast<const int8_t*>(p)[i];
     case DType::UINT8: return static_cast<const uint8_t*>(p)[i];
     case DType::INT16: return static_cast<const int16_t*>(p)[i];
@@ -220,6 +394,8 @@ void store_element(void* p, DType t, int64_t i, double v) {
   switch (t) {
     case DType::FLOAT32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
     case DType::FLOAT64: static_cast<double*>(p)[i] = v; break;
+    case DType::FLOAT16: static_cast<uint16_t*>(p)[i] = float_to_half(static_cast<float>(v)); break;
+    case DType::BFLOAT16: static_cast<uint16_t*>(p)[i] = float_to_bfloat16(static_cast<float>(v)); break;
     case DType::INT8: static_cast<int8_t*>(p)[i] = saturate<int8_t>(v); break;
     case DType::UINT8: static_cast<uint8_t*>(p)[i] = saturate<uint8_t>(v); break;
     case DType::INT16: static_cast<int16_t*>(p)[i] = saturate<int16_t>(v); break;
@@ -362,6 +538,9 @@ const KernelEntry kShapeKernels[] = {
     {"Cast", check_cast, run_cast},
     {"Transpose", check_transpose, run_transpose},
     {"Concat", check_concat, run_concat},
+    {"Expand", check_expand, run_expand},
+    {"Split", check_split, run_split},
+    {"Slice", check_slice, run_slice},
 };
 const size_t kNumShapeKernels = sizeof(kShapeKernels) / sizeof(kShapeKernels[0]);
 

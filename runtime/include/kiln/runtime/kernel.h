@@ -65,6 +65,7 @@ struct KernelEntry {
 
 constexpr uint32_t kInplaceInput0 = 1u << 0;
 constexpr uint32_t kInplaceInput1 = 1u << 1;
+constexpr uint32_t kInplaceInput2 = 1u << 2;
 
 class KernelRegistry {
  public:

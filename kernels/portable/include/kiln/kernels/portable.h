@@ -1,5 +1,6 @@
-// The portable CPU kernels: plain C++17, float32, no heap, no threads. They
-// build for any target the runtime builds for, Cortex-M included.
+// The portable CPU kernels: plain C++17, float32 (and the integer and bool
+// dtypes that shape arithmetic, indices and masks use), no heap, no threads.
+// They build for any target the runtime builds for, Cortex-M included.
 //
 // Call register_portable_kernels() once before loading methods; it fills the
 // registry with every portable kernel (replacing entries of the same name).

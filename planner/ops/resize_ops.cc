@@ -1,0 +1,173 @@
+// Resize (opsets 10 to 17) and its predecessor Upsample (nearest only).
+//
+// Scales or sizes must be constants. With scales, each output axis has
+// floor(in * scale) elements and the kernel maps coordinates with the given
+// scale; with sizes, the scale is sizes / in. Opset 10 (and Upsample) map
+// coordinates asymmetrically and, for nearest, round down, which matches
+// ONNX Runtime for upsampling; their nearest downsampling rounds up there,
+// which no single rounding mode reproduces, so it is refused.
+
+#include <cmath>
+#include <string>
+
+#include "ops/op_registry.h"
+
+namespace kiln::planner {
+namespace {
+
+struct ResizeArgs {
+  fb::ResizeParamsT params;
+  std::vector<int64_t> out;
+};
+
+std::vector<double> constant_floats(OpContext& ctx, size_t i, const char* what) {
+  const HostTensor& t = ctx.constant_input(i, what);
+  std::vector<double> v;
+  for (int64_t k = 0; k < t.numel(); ++k) v.push_back(t.float_at(k));
+  return v;
+}
+
+// Output shape and per-axis scales from scales (or sizes, when `sizes` is
+// non-empty).
+void resolve_sizes(OpContext& ctx, const std::vector<double>& scales, const std::vector<int64_t>& sizes,
+                   ResizeArgs& a) {
+  const auto& in = ctx.shape(0);
+  const size_t rank = in.size();
+  a.params.sized = !sizes.empty();
+  if (!sizes.empty()) {
+    if (sizes.size() != rank) ctx.error("sizes has ", sizes.size(), " entries for rank ", rank);
+    for (size_t d = 0; d < rank; ++d) {
+      if (sizes[d] < 0) ctx.error("negative size");
+      if (in[d] == 0 && sizes[d] != 0) ctx.error("cannot resize an empty axis");
+      a.out.push_back(sizes[d]);
+      a.params.scales.push_back(in[d] > 0 ? static_cast<float>(static_cast<double>(sizes[d]) / in[d]) : 1.f);
+    }
+    return;
+  }
+  if (scales.size() != rank) ctx.error("scales has ", scales.size(), " entries for rank ", rank);
+  for (size_t d = 0; d < rank; ++d) {
+    // Scales are float32 in the model; the output size uses that value.
+    const float s = static_cast<float>(scales[d]);
+    if (!(s > 0.f) || !std::isfinite(s)) ctx.error("scale ", scales[d], " must be positive and finite");
+    const double size = std::floor(static_cast<double>(in[d]) * static_cast<double>(s));
+    if (size > static_cast<double>(int64_t{1} << 40)) ctx.error("output axis of ", size, " elements is too large");
+    a.out.push_back(static_cast<int64_t>(size));
+    a.params.scales.push_back(s);
+  }
+}
+
+fb::ResizeMode resize_mode(OpContext& ctx, const std::string& mode) {
+  if (mode == "nearest") return fb::ResizeMode::NEAREST;
+  if (mode == "linear") return fb::ResizeMode::LINEAR;
+  if (mode == "cubic") return fb::ResizeMode::CUBIC;
+  ctx.error("unknown mode '", mode, "'");
+}
+
+ResizeArgs resize_args(OpContext& ctx) {
+  ResizeArgs a;
+  fb::ResizeParamsT& p = a.params;
+  p.mode = resize_mode(ctx, ctx.attr_string("mode", "nearest"));
+  const bool legacy = ctx.node().op_type == "Upsample" || ctx.opset() < 11;
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  if (ctx.node().op_type == "Upsample") {
+    if (ctx.opset() < 9) {
+      ctx.expect_inputs(1, 1);
+      for (float s : ctx.attr_floats("scales")) scales.push_back(s);
+    } else {
+      ctx.expect_inputs(2, 2);
+      scales = constant_floats(ctx, 1, "scales");
+    }
+    if (p.mode != fb::ResizeMode::NEAREST) ctx.not_supported("Upsample mode other than nearest");
+  } else if (ctx.opset() < 11) {
+    ctx.expect_inputs(2, 2);
+    scales = constant_floats(ctx, 1, "scales");
+  } else {
+    ctx.expect_inputs(1, 4);
+    if (ctx.has_input(2)) scales = constant_floats(ctx, 2, "scales");
+    if (ctx.has_input(3)) sizes = ctx.constant_input(3, "sizes").to_int64s();
+    if (!scales.empty() && !sizes.empty()) ctx.error("both scales and sizes are given");
+    if (scales.empty() && sizes.empty()) ctx.error("neither scales nor sizes is given");
+  }
+  if (legacy) {
+    p.coordinate = fb::ResizeCoordinate::ASYMMETRIC;
+    p.nearest = fb::ResizeNearest::FLOOR;
+    if (p.mode == fb::ResizeMode::CUBIC) ctx.not_supported("cubic mode before opset 11");
+    for (double s : scales) {
+      if (p.mode == fb::ResizeMode::NEAREST && s < 1.0) ctx.not_supported("nearest downsampling before opset 11");
+    }
+  } else {
+    const std::string coordinate = ctx.attr_string("coordinate_transformation_mode", "half_pixel");
+    if (coordinate == "half_pixel") {
+      p.coordinate = fb::ResizeCoordinate::HALF_PIXEL;
+    } else if (coordinate == "pytorch_half_pixel") {
+      p.coordinate = fb::ResizeCoordinate::PYTORCH_HALF_PIXEL;
+    } else if (coordinate == "align_corners") {
+      p.coordinate = fb::ResizeCoordinate::ALIGN_CORNERS;
+    } else if (coordinate == "asymmetric") {
+      p.coordinate = fb::ResizeCoordinate::ASYMMETRIC;
+    } else if (coordinate == "tf_half_pixel_for_nn") {
+      p.coordinate = fb::ResizeCoordinate::TF_HALF_PIXEL_FOR_NN;
+    } else if (coordinate == "tf_crop_and_resize") {
+      ctx.not_supported("coordinate_transformation_mode tf_crop_and_resize (regions of interest)");
+    } else {
+      ctx.error("unknown coordinate_transformation_mode '", coordinate, "'");
+    }
+    const std::string nearest = ctx.attr_string("nearest_mode", "round_prefer_floor");
+    if (nearest == "round_prefer_floor") {
+      p.nearest = fb::ResizeNearest::ROUND_PREFER_FLOOR;
+    } else if (nearest == "round_prefer_ceil") {
+      p.nearest = fb::ResizeNearest::ROUND_PREFER_CEIL;
+    } else if (nearest == "floor") {
+      p.nearest = fb::ResizeNearest::FLOOR;
+    } else if (nearest == "ceil") {
+      p.nearest = fb::ResizeNearest::CEIL;
+    } else {
+      ctx.error("unknown nearest_mode '", nearest, "'");
+    }
+    p.cubic_coeff_a = ctx.attr_float("cubic_coeff_a", -0.75f);
+    p.exclude_outside = ctx.attr_int("exclude_outside", 0) != 0;
+  }
+  resolve_sizes(ctx, scales, sizes, a);
+  return a;
+}
+
+void infer_resize(OpContext& ctx) {
+  ResizeArgs a = resize_args(ctx);
+  if (a.params.mode == fb::ResizeMode::NEAREST) {
+    ctx.expect_dtype(0, {DType::FLOAT32, DType::FLOAT64, DType::INT8, DType::UINT8, DType::INT16, DType::UINT16,
+                         DType::INT32, DType::UINT32, DType::INT64, DType::UINT64, DType::BOOL});
+  } else {
+    ctx.expect_dtype(0, {DType::FLOAT32});
+  }
+  ctx.set_output(0, ctx.dtype(0), a.out);
+}
+
+void lower_resize(OpContext& ctx, Lowerer& l) {
+  ResizeArgs a = resize_args(ctx);
+  const int in = l.tensor(ctx.input_id(0));
+  const int out = l.tensor(ctx.output_id(0));
+  if (a.out == ctx.shape(0)) {
+    // Same size: every coordinate mode maps index x to x exactly, except
+    // tf_half_pixel_for_nn, which shifts by half a pixel.
+    bool identity = true;
+    for (float s : a.params.scales) identity = identity && s == 1.f;
+    identity = identity && a.params.coordinate != fb::ResizeCoordinate::TF_HALF_PIXEL_FOR_NN;
+    if (identity) {
+      l.view(in, out);
+      return;
+    }
+  }
+  fb::ParamsUnion params;
+  params.Set(std::move(a.params));
+  l.kernel("Resize", {in}, {out}, std::move(params));
+}
+
+}  // namespace
+
+void add_resize_ops(std::vector<OpDef>& ops) {
+  ops.push_back({.op_type = "Resize", .infer = infer_resize, .lower = lower_resize});
+  ops.push_back({.op_type = "Upsample", .infer = infer_resize, .lower = lower_resize});
+}
+
+}  // namespace kiln::planner
