@@ -8,7 +8,14 @@
 // frozen to the test's values, as `kiln plan --freeze` does. Every other test
 // must pass: a failure fails the suite.
 //
-// usage: kiln_onnx_node_tests [--data DIR] [--filter SUBSTRING] [--verbose]
+// With --target (vulkan:0,cpu) every test is planned for those devices, as
+// `kiln plan --target` does, and run on the built-in runtime backends
+// (targets/runtime_backends.h): the same op tests then check a device
+// backend against the same references. The summary counts the tests that
+// ran at least one kernel on a device; any mismatch fails, as does any
+// validation message when KILN_VULKAN_VALIDATION=1.
+//
+// usage: kiln_onnx_node_tests [--data DIR] [--filter SUBSTRING] [--target LIST] [--verbose]
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -29,6 +36,8 @@
 #include "exec/run.h"
 #include "onnx/import.h"
 #include "pipeline.h"
+#include "targets/runtime_backends.h"
+#include "targets/target.h"
 
 namespace kp = kiln::planner;
 
@@ -92,7 +101,20 @@ enum class Outcome { kPass, kFail, kSkip };
 struct TestResult {
   Outcome outcome;
   std::string detail;  // failure message or skip reason
+  bool on_device = false;  // at least one kernel ran on a device
 };
+
+// Devices the tests are planned for ("cpu" unless --target says otherwise).
+std::string g_targets = "cpu";
+
+bool has_device_kernel(const kp::PlanResult& plan) {
+  for (const kp::LMethod& method : plan.program.methods) {
+    for (const kp::LInstruction& ins : method.instructions) {
+      if (ins.kind == kp::LInstruction::Kind::kKernel && ins.device.type() != kiln::fb::DeviceType::CPU) return true;
+    }
+  }
+  return false;
+}
 
 TestResult run_test(const std::string& dir) {
   onnx::ModelProto model;
@@ -126,6 +148,7 @@ TestResult run_test(const std::string& dir) {
     }
   }
   kp::PlanOptions options;
+  options.targets = g_targets;
   std::set<std::string> frozen;
   kp::PlanResult plan;
   for (;;) {
@@ -157,20 +180,23 @@ TestResult run_test(const std::string& dir) {
   for (size_t i = 0; i < names.size(); ++i) {
     if (!frozen.count(names[i])) run_inputs.push_back(inputs[i]);
   }
+  const bool on_device = has_device_kernel(plan);
   kp::RunResult result;
   try {
-    result = kp::run_program(plan.bytes, run_inputs, kp::RunOptions{});
+    kp::RunOptions run_options;
+    run_options.backends = &kp::builtin_runtime_backends();
+    result = kp::run_program(plan.bytes, run_inputs, run_options);
   } catch (const kp::PlanError& e) {
-    return {Outcome::kFail, std::string("run: ") + e.what()};
+    return {Outcome::kFail, std::string("run: ") + e.what(), on_device};
   }
   if (result.outputs.size() != expected.size()) {
     return {Outcome::kFail, kp::str(result.outputs.size(), " outputs, expected ", expected.size())};
   }
   for (size_t i = 0; i < expected.size(); ++i) {
     const std::string diff = compare(result.outputs[i], expected[i]);
-    if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, ": ", diff)};
+    if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, ": ", diff), on_device};
   }
-  return {Outcome::kPass, ""};
+  return {Outcome::kPass, "", on_device};
 }
 
 }  // namespace
@@ -183,10 +209,12 @@ int main(int argc, char** argv) {
       root = argv[++i];
     } else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) {
       filter = argv[++i];
+    } else if (!std::strcmp(argv[i], "--target") && i + 1 < argc) {
+      g_targets = argv[++i];
     } else if (!std::strcmp(argv[i], "--verbose")) {
       verbose = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--data DIR] [--filter SUBSTRING] [--verbose]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--data DIR] [--filter SUBSTRING] [--target LIST] [--verbose]\n", argv[0]);
       return 2;
     }
   }
@@ -195,7 +223,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no ONNX node tests under %s (install libonnx-testdata)\n", root.c_str());
     return 1;
   }
-  int pass = 0, fail = 0, skip = 0;
+  kp::register_builtin_backend_planners();
+  int pass = 0, fail = 0, skip = 0, on_device = 0;
   std::map<std::string, int> skip_reasons;
   std::vector<std::string> failures;
   for (const std::string& name : tests) {
@@ -211,7 +240,8 @@ int main(int argc, char** argv) {
     switch (r.outcome) {
       case Outcome::kPass:
         ++pass;
-        if (verbose) std::printf("PASS %s\n", name.c_str());
+        on_device += r.on_device ? 1 : 0;
+        if (verbose) std::printf("PASS %s%s\n", name.c_str(), r.on_device ? " (device)" : "");
         break;
       case Outcome::kFail:
         ++fail;
@@ -231,5 +261,15 @@ int main(int argc, char** argv) {
   std::printf("\nskipped, by reason:\n");
   for (const auto& [count, reason] : reasons) std::printf("  %4d  %s\n", count, reason.c_str());
   std::printf("\nONNX node tests: %d passed, %d failed, %d skipped (of %d)\n", pass, fail, skip, pass + fail + skip);
-  return fail == 0 ? 0 : 1;
+  int status = fail == 0 ? 0 : 1;
+  if (g_targets != "cpu") {
+    std::printf("target %s: %d of the %d passing tests ran at least one kernel on a device\n", g_targets.c_str(),
+                on_device, pass);
+    const uint64_t messages = kp::shutdown_builtin_runtime_backends();
+    if (messages != 0) {
+      std::printf("the Vulkan validation layer reported %llu message(s)\n", static_cast<unsigned long long>(messages));
+      status = 1;
+    }
+  }
+  return status;
 }
