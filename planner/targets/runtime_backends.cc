@@ -25,6 +25,12 @@ VulkanInstance& vulkan_instance() {
     vulkan::VulkanOptions options;
     const char* validation = std::getenv("KILN_VULKAN_VALIDATION");
     options.validation = validation != nullptr && std::string(validation) == "1";
+    const char* kernels = std::getenv("KILN_VULKAN_KERNELS");
+    if (kernels != nullptr && std::string(kernels) == "tiles") {
+      options.kernels = vulkan::VulkanOptions::Kernels::kSharedMemoryTiles;
+    } else if (kernels != nullptr && std::string(kernels) == "registers") {
+      options.kernels = vulkan::VulkanOptions::Kernels::kRegisterBlocks;
+    }
     const char* pool_mb = std::getenv("KILN_VULKAN_HOST_POOL_MB");
     const long mb = pool_mb != nullptr ? std::strtol(pool_mb, nullptr, 10) : 64;
     if (mb > 0) {

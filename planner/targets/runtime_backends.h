@@ -6,7 +6,9 @@
 // Environment: KILN_VULKAN_VALIDATION=1 enables the Khronos validation
 // layer (every validation message then fails the run). Driver host
 // allocations go through a pool of KILN_VULKAN_HOST_POOL_MB megabytes
-// (default 64; 0 leaves them to the driver).
+// (default 64; 0 leaves them to the driver). KILN_VULKAN_KERNELS=tiles or
+// =registers forces how Gemm, MatMul and Conv run (default: by device type,
+// see VulkanOptions::Kernels).
 
 #ifndef KILN_PLANNER_TARGETS_RUNTIME_BACKENDS_H_
 #define KILN_PLANNER_TARGETS_RUNTIME_BACKENDS_H_

@@ -57,6 +57,14 @@ void main() {
   const uint col0 = gl_WorkGroupID.x * TN;   // output pixel
   const uint x_base = (image * pc.groups + group) * pc.c * pc.h * pc.w;
   const uint w_base = group * pc.m * kdim;
+  // Each invocation stages one pixel (column) of the X tile, in rows kk0,
+  // kk0 + 2, ...: where that pixel's window starts is worked out once.
+  const uint cc = tid % TN;
+  const uint kk0 = tid / TN;
+  const uint gp = col0 + cc;
+  const bool pixel_ok = gp < pixels;
+  const int y0 = pixel_ok ? int((gp / pc.ow) * pc.sh) - int(pc.pt) : 0;
+  const int x0 = pixel_ok ? int((gp % pc.ow) * pc.sw) - int(pc.pl) : 0;
 
   float acc[4][4];
   for (uint i = 0u; i < 4u; ++i) {
@@ -69,16 +77,13 @@ void main() {
       const uint gi = row0 + r, gk = k0 + kk;
       tile_w[kk][r] = (gi < pc.m && gk < kdim) ? w[w_base + gi * kdim + gk] : 0.0;
     }
-    for (uint e = tid; e < TK * TN; e += 64u) {
-      const uint kk = e / TN, cc = e % TN;
-      const uint gk = k0 + kk, gp = col0 + cc;
+    for (uint kk = kk0; kk < TK; kk += 64u / TN) {
+      const uint gk = k0 + kk;
       float v = 0.0;
-      if (gk < kdim && gp < pixels) {
+      if (gk < kdim && pixel_ok) {
         const uint ch = gk / window, r = gk % window;
-        const uint ky = r / pc.kw, kx = r % pc.kw;
-        const uint oy = gp / pc.ow, ox = gp % pc.ow;
-        const int iy = int(oy * pc.sh + ky * pc.dh) - int(pc.pt);
-        const int ix = int(ox * pc.sw + kx * pc.dw) - int(pc.pl);
+        const int iy = y0 + int((r / pc.kw) * pc.dh);
+        const int ix = x0 + int((r % pc.kw) * pc.dw);
         if (iy >= 0 && iy < int(pc.h) && ix >= 0 && ix < int(pc.w)) {
           v = x[x_base + (ch * pc.h + uint(iy)) * pc.w + uint(ix)];
         }

@@ -74,12 +74,17 @@ void main() {
     for (uint e = tid; e < TM * TK; e += 64u) {
       const uint r = e / TK, kk = e % TK;
       const uint gi = row0 + r, gk = k0 + kk;
-      tile_a[kk][r] = (gi < pc.m && gk < pc.k) ? a[a_off + gi * pc.a_row + gk * pc.a_col] : 0.0;
+      const bool inside = gi < pc.m && gk < pc.k;
+      // The index is clamped too: a compiler may load before it selects.
+      const uint at = inside ? a_off + gi * pc.a_row + gk * pc.a_col : 0u;
+      tile_a[kk][r] = inside ? a[at] : 0.0;
     }
     for (uint e = tid; e < TK * TN; e += 64u) {
       const uint kk = e / TN, cc = e % TN;
       const uint gk = k0 + kk, gj = col0 + cc;
-      tile_b[kk][cc] = (gk < pc.k && gj < pc.n) ? b[b_off + gk * pc.b_row + gj * pc.b_col] : 0.0;
+      const bool inside = gk < pc.k && gj < pc.n;
+      const uint at = inside ? b_off + gk * pc.b_row + gj * pc.b_col : 0u;
+      tile_b[kk][cc] = inside ? b[at] : 0.0;
     }
     barrier();
     for (uint kk = 0u; kk < TK; ++kk) {

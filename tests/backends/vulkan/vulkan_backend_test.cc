@@ -191,6 +191,22 @@ TEST(VulkanBackendTest, AllVulkanMixerMatchesCpu) {
   expect_close(run_vulkan(vk.bytes, inputs), run_cpu(plan(b, "cpu").bytes, inputs), 1e-5);
 }
 
+// The shared-memory tiles GPUs get give the CPU's results too (lavapipe
+// gets register blocks by default).
+TEST(VulkanBackendTest, SharedMemoryTilesMatchCpu) {
+  SKIP_WITHOUT_VULKAN();
+  vulkan::VulkanOptions options = TestBackend::default_options();
+  options.kernels = vulkan::VulkanOptions::Kernels::kSharedMemoryTiles;
+  TestBackend tiles(options);
+  GraphBuilder c = cnn(), m = mixer();
+  const std::vector<HostTensor> image = {random_tensor({2, 3, 12, 12}, 21)};
+  const std::vector<HostTensor> tokens = {random_tensor({2, 7, 16}, 22)};
+  expect_close(run_vulkan(plan(c, "vulkan:0").bytes, image, tiles), run_cpu(plan(c, "cpu").bytes, image), 1e-5);
+  expect_close(run_vulkan(plan(m, "vulkan:0").bytes, tokens, tiles), run_cpu(plan(m, "cpu").bytes, tokens), 1e-5);
+  tiles.backend->shutdown();
+  EXPECT_EQ(tiles.backend->validation_messages(), 0u);
+}
+
 // The devices issue: a model split across vulkan:0 and the CPU (a node the
 // backend cannot run, and nodes placed on the CPU on purpose) matches the
 // CPU-only program.

@@ -228,6 +228,9 @@ Error ensure_device(BackendState& s, uint32_t index) {
   d.limits.max_storage_range = l.maxStorageBufferRange;
   d.limits.max_allocation = maintenance3.maxMemoryAllocationSize;
   for (int i = 0; i < 3; ++i) d.limits.max_group_count[i] = l.maxComputeWorkGroupCount[i];
+  const VulkanOptions::Kernels kernels = s.options.kernels;
+  d.limits.register_blocks = kernels == VulkanOptions::Kernels::kRegisterBlocks ||
+                             (kernels == VulkanOptions::Kernels::kAuto && d.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
   vkGetPhysicalDeviceMemoryProperties(d.physical, &d.memory);
 
   VkQueueFamilyProperties families[16];

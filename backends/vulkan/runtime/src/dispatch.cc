@@ -324,6 +324,16 @@ Error check_groups(const KernelView& k, const Limits& limits, uint64_t x, uint64
 
 uint64_t tiles(uint64_t n, uint64_t tile) { return n == 0 ? 1 : (n + tile - 1) / tile; }
 
+// Both matmul shaders compute 32 x 32 tiles of Y per workgroup; the
+// register-blocked one reads B as vec4 when each of B's rows is whole vec4s
+// (the binding itself starts 256-byte aligned).
+ShaderId matmul_shader(const MatMulPush& push, const Limits& limits) {
+  if (!limits.register_blocks) return kShaderMatMul;
+  bool vec4 = push.b_col == 1 && push.n % 4 == 0 && push.b_row % 4 == 0;
+  for (uint32_t i = 0; i < 3; ++i) vec4 = vec4 && push.b_batch[i] % 4 == 0;
+  return vec4 ? kShaderMatMulBlockedVec4 : kShaderMatMulBlocked;
+}
+
 Error lower_gemm(const KernelView& k, const Limits& limits, DispatchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 2, 3, 1, 1));
   const auto* p = k.params<fb::GemmParams>();
@@ -358,7 +368,7 @@ Error lower_gemm(const KernelView& k, const Limits& limits, DispatchSink& sink) 
   set_activation(p->activation(), &push.act, &push.act_alpha, &push.act_beta);
   for (uint32_t i = 0; i < 3; ++i) push.batch_dims[i] = 1;
   Dispatch d;
-  d.shader = kShaderMatMul;
+  d.shader = matmul_shader(push, limits);
   add(d, a, false);
   add(d, b, false);
   add(d, push.has_c ? *c : a, false);
@@ -447,7 +457,7 @@ Error lower_matmul(const KernelView& k, const Limits& limits, DispatchSink& sink
     push.b_batch[i] = used ? static_cast<uint32_t>(mb[i - (3 - r)]) : 0;
   }
   Dispatch d;
-  d.shader = kShaderMatMul;
+  d.shader = matmul_shader(push, limits);
   add(d, a, false);
   add(d, b, false);
   add(d, a, false);  // C: unused
@@ -527,12 +537,19 @@ Error lower_conv(const KernelView& k, const Limits& limits, DispatchSink& sink) 
   add(d, w, false);
   add(d, bias != nullptr ? *bias : w, false);
   add(d, y, true);
-  // Few output channels or a short reduction per group (depthwise): one
-  // output per invocation; otherwise the tiled implicit GEMM.
+  // Few output channels per group (depthwise) or, with tiles, a short
+  // reduction: one output per invocation. Otherwise blocks of 4 channels x
+  // 4 pixels in registers, or the tiled implicit GEMM.
   const uint64_t reduction = static_cast<uint64_t>(push.c) * push.kh * push.kw;
-  if (push.m < 8 || reduction < 8) {
+  if (limits.register_blocks ? push.m < 4 : (push.m < 8 || reduction < 8)) {
     d.shader = kShaderConvDirect;
     d.groups[0] = groups_for(push.total, limits);
+  } else if (limits.register_blocks) {
+    d.shader = kShaderConvBlocked;
+    d.groups[0] = static_cast<uint32_t>(tiles(static_cast<uint64_t>(oh * ow), 4 * KILN_WORKGROUP));
+    d.groups[1] = static_cast<uint32_t>(tiles(push.m, 4));
+    d.groups[2] = static_cast<uint32_t>(n * group);
+    KILN_RETURN_IF_ERROR(check_groups(k, limits, d.groups[0], d.groups[1], d.groups[2]));
   } else {
     d.shader = kShaderConv;
     d.groups[0] = static_cast<uint32_t>(tiles(static_cast<uint64_t>(oh * ow), 32));

@@ -3,7 +3,8 @@
 namespace kiln::vulkan::internal {
 namespace {
 
-// Each <name>.spv.inc is glslc's C initializer output for shaders/<name>.comp.
+// Each <name>.spv.inc is glslc's C initializer output for a shader of
+// shaders/ (see backends/vulkan/CMakeLists.txt for which source and defines).
 const uint32_t kUnary[] =
 #include "unary.spv.inc"
     ;
@@ -13,8 +14,17 @@ const uint32_t kBinary[] =
 const uint32_t kMatMul[] =
 #include "matmul.spv.inc"
     ;
+const uint32_t kMatMulBlocked[] =
+#include "matmul_blocked.spv.inc"
+    ;
+const uint32_t kMatMulBlockedVec4[] =
+#include "matmul_blocked_vec4.spv.inc"
+    ;
 const uint32_t kConv[] =
 #include "conv.spv.inc"
+    ;
+const uint32_t kConvBlocked[] =
+#include "conv_blocked.spv.inc"
     ;
 const uint32_t kConvDirect[] =
 #include "conv_direct.spv.inc"
@@ -53,7 +63,10 @@ constexpr Entry kEntries[kShaderCount] = {
     {"unary", kUnary, sizeof(kUnary), 2, KILN_UNARY_COUNT},
     {"binary", kBinary, sizeof(kBinary), 3, KILN_BINARY_COUNT},
     {"matmul", kMatMul, sizeof(kMatMul), 4, 1},
+    {"matmul_blocked", kMatMulBlocked, sizeof(kMatMulBlocked), 4, 1},
+    {"matmul_blocked_vec4", kMatMulBlockedVec4, sizeof(kMatMulBlockedVec4), 4, 1},
     {"conv", kConv, sizeof(kConv), 4, 1},
+    {"conv_blocked", kConvBlocked, sizeof(kConvBlocked), 4, 1},
     {"conv_direct", kConvDirect, sizeof(kConvDirect), 4, 1},
     {"pool", kPool, sizeof(kPool), 2, KILN_POOL_COUNT},
     {"reduce", kReduce, sizeof(kReduce), 2, KILN_REDUCE_COUNT},

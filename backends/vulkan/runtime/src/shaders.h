@@ -20,7 +20,10 @@ enum ShaderId : uint32_t {
   kShaderUnary,
   kShaderBinary,
   kShaderMatMul,
+  kShaderMatMulBlocked,
+  kShaderMatMulBlockedVec4,
   kShaderConv,
+  kShaderConvBlocked,
   kShaderConvDirect,
   kShaderPool,
   kShaderReduce,
@@ -41,7 +44,7 @@ struct ShaderInfo {
   uint32_t first_pipeline;  // index of variant 0 among all pipelines
 };
 
-constexpr uint32_t kPipelineCount = KILN_UNARY_COUNT + KILN_BINARY_COUNT + 1 + 1 + 1 + KILN_POOL_COUNT +
+constexpr uint32_t kPipelineCount = KILN_UNARY_COUNT + KILN_BINARY_COUNT + 1 + 1 + 1 + 1 + 1 + 1 + KILN_POOL_COUNT +
                                     KILN_REDUCE_COUNT + KILN_SOFTMAX_COUNT + 1 + 1 + 1 + 1;
 
 const ShaderInfo& shader_info(ShaderId id);

@@ -34,6 +34,9 @@ struct Limits {
   uint64_t max_storage_range = 0;
   uint64_t max_allocation = 0;
   uint32_t max_group_count[3] = {};
+  // Gemm, MatMul and Conv accumulate in registers instead of staging tiles
+  // in shared memory (VulkanOptions::Kernels).
+  bool register_blocks = false;
 };
 
 struct DeviceState {

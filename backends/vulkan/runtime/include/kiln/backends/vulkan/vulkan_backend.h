@@ -67,6 +67,12 @@ struct VulkanOptions {
   // Never map device memory: every copy goes through the staging buffer,
   // as on a discrete GPU. For tests of that path on lavapipe.
   bool force_staging = false;
+  // How Gemm, MatMul and Conv run: tiles staged in shared memory (what GPUs
+  // want), or blocks accumulated in registers without shared memory (what
+  // CPU devices such as lavapipe want: there a barrier switches coroutines
+  // and shared memory is plain memory). kAuto picks by device type.
+  enum class Kernels { kAuto, kSharedMemoryTiles, kRegisterBlocks };
+  Kernels kernels = Kernels::kAuto;
 };
 
 // Counters for tests and profiles.

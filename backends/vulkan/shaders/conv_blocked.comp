@@ -1,0 +1,93 @@
+// 2-D convolution (NCHW, groups) without shared memory, for devices whose
+// "GPU" is a CPU (see matmul_blocked.comp): each invocation accumulates 4
+// output channels (workgroup y) x 4 consecutive output pixels in
+// registers, reading the window straight from X (0 in the padding). The
+// weights it reads are the same for its whole workgroup. Same push
+// constants as conv.comp.
+#version 450
+#include "common.glsl"
+#include "shader_ops.h"
+
+layout(local_size_x = KILN_WORKGROUP) in;
+
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer W { float w[]; };
+layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
+layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+
+layout(push_constant) uniform Push {
+  uint c;  // input channels per group
+  uint h;
+  uint w;
+  uint m;  // output channels per group
+  uint oh;
+  uint ow;
+  uint kh;
+  uint kw;
+  uint sh;
+  uint sw;
+  uint dh;
+  uint dw;
+  uint pt;
+  uint pl;
+  uint groups;
+  uint has_bias;
+  uint act;
+  float act_alpha;
+  float act_beta;
+  uint total;
+} pc;
+
+void main() {
+  const uint image = gl_WorkGroupID.z / pc.groups;
+  const uint group = gl_WorkGroupID.z % pc.groups;
+  const uint pixels = pc.oh * pc.ow;
+  const uint p0 = gl_GlobalInvocationID.x * 4u;
+  const uint m0 = gl_WorkGroupID.y * 4u;
+  const uint plane = pc.h * pc.w;
+  const uint x_base = (image * pc.groups + group) * pc.c * plane;
+  const uint window = pc.kh * pc.kw;
+  // Pixels and channels past the edge compute on the last valid ones;
+  // their results are not written.
+  ivec4 y0, x0;
+  for (uint q = 0u; q < 4u; ++q) {
+    const uint p = min(p0 + q, pixels - 1u);
+    y0[q] = int((p / pc.ow) * pc.sh) - int(pc.pt);
+    x0[q] = int((p % pc.ow) * pc.sw) - int(pc.pl);
+  }
+  uint w_at[4];
+  for (uint i = 0u; i < 4u; ++i) w_at[i] = (group * pc.m + min(m0 + i, pc.m - 1u)) * pc.c * window;
+  vec4 acc[4];
+  for (uint i = 0u; i < 4u; ++i) acc[i] = vec4(0.0);
+  for (uint ch = 0u; ch < pc.c; ++ch) {
+    const uint x_plane = x_base + ch * plane;
+    for (uint ky = 0u; ky < pc.kh; ++ky) {
+      const ivec4 iy = y0 + int(ky * pc.dh);
+      const bvec4 row_ok = bvec4(iy.x >= 0 && iy.x < int(pc.h), iy.y >= 0 && iy.y < int(pc.h),
+                                 iy.z >= 0 && iy.z < int(pc.h), iy.w >= 0 && iy.w < int(pc.h));
+      for (uint kx = 0u; kx < pc.kw; ++kx) {
+        const ivec4 ix = x0 + int(kx * pc.dw);
+        vec4 xv;
+        for (uint q = 0u; q < 4u; ++q) {
+          // The index is clamped too: a compiler may load before it selects.
+          const bool inside = row_ok[q] && ix[q] >= 0 && ix[q] < int(pc.w);
+          const uint at = inside ? x_plane + uint(iy[q]) * pc.w + uint(ix[q]) : 0u;
+          xv[q] = inside ? x[at] : 0.0;
+        }
+        const uint tap = (ch * pc.kh + ky) * pc.kw + kx;
+        for (uint i = 0u; i < 4u; ++i) acc[i] += w[w_at[i] + tap] * xv;
+      }
+    }
+  }
+  const uint total_m = pc.m * pc.groups;
+  for (uint i = 0u; i < 4u; ++i) {
+    if (m0 + i >= pc.m) continue;
+    const uint channel = group * pc.m + m0 + i;
+    const float b = pc.has_bias != 0u ? bias[channel] : 0.0;
+    for (uint q = 0u; q < 4u; ++q) {
+      if (p0 + q >= pixels) continue;
+      y[(image * total_m + channel) * pixels + p0 + q] =
+          kiln_activation(acc[i][q] + b, pc.act, pc.act_alpha, pc.act_beta);
+    }
+  }
+}
