@@ -118,9 +118,11 @@ std::unique_ptr<BackendPlanner> make_vulkan_planner() {
   spec.ops.push_back(op_support("LogSoftmax", rules()));
   spec.ops.push_back(op_support("LayerNormalization", rules(), in0));
   spec.ops.push_back(op_support("BatchNormalization", rules(), in0));
-  // transpose.comp, copy_rows.comp
+  // strided_copy.comp, copy_rows.comp
   spec.ops.push_back(op_support("Transpose", rules()));
+  spec.ops.push_back(op_support("Slice", rules(nullptr, 1), 0, {1, 2, 3, 4}));
   spec.ops.push_back(op_support("Concat", rules()));
+  spec.ops.push_back(op_support("Split", rules(nullptr, 1), 0, {1}));
   // Views: the planner aliases them (no work) or copies with copy_rows.comp.
   for (const char* op : {"Reshape", "Squeeze", "Unsqueeze"}) spec.ops.push_back(op_support(op, rules(nullptr, 1), in0, {1}));
   spec.ops.push_back(op_support("Dropout", rules(nullptr, 1), in0, {1, 2}));

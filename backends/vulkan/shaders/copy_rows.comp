@@ -1,6 +1,8 @@
-// Copies `outer` rows of `row` words from x into y, each at `column` in an
-// output row of `out_row` words: one Concat input (or, with outer 1, a view
-// that got its own bytes). Moves 32-bit words, so bits are kept exactly.
+// Copies `outer` rows of `row` words from x to y; row o starts at
+// o * x_row + x_col in x and at o * y_row + y_col in y. Concat writes each
+// input into its columns of the output rows, Split reads each output from
+// its columns of the input rows, and a view that got its own bytes is one
+// row. Moves 32-bit words, so bits are kept exactly.
 #version 450
 #include "common.glsl"
 #include "shader_ops.h"
@@ -13,13 +15,15 @@ layout(std430, binding = 1) writeonly buffer Y { uint y[]; };
 layout(push_constant) uniform Push {
   uint outer;
   uint row;
-  uint out_row;
-  uint column;
+  uint x_row;
+  uint x_col;
+  uint y_row;
+  uint y_col;
 } pc;
 
 void main() {
   KILN_GRID_STRIDE_LOOP(i, pc.outer * pc.row) {
     const uint o = i / pc.row, r = i % pc.row;
-    y[o * pc.out_row + pc.column + r] = x[i];
+    y[o * pc.y_row + pc.y_col + r] = x[o * pc.x_row + pc.x_col + r];
   }
 }

@@ -443,6 +443,53 @@ TEST(VulkanKernelTest, GeluBothForms) {
   }
 }
 
+TEST(VulkanKernelTest, SliceWithNegativeSteps) {
+  SKIP_WITHOUT_VULKAN();
+  const HostTensor x = random_tensor({4, 6, 9}, 18);
+  // [1:4, 5:0:-2, ::-1] -> [3, 3, 9]; and [:, 2:3, 1:8:3] -> [4, 1, 3]
+  struct Case {
+    std::vector<int64_t> starts, steps, counts;
+  } const cases[] = {{{1, 5, 8}, {1, -2, -1}, {3, 3, 9}}, {{0, 2, 1}, {1, 1, 3}, {4, 1, 3}}};
+  for (const Case& c : cases) {
+    HostTensor want(planner::DType::FLOAT32, c.counts);
+    int64_t i = 0;
+    for (int64_t a = 0; a < c.counts[0]; ++a) {
+      for (int64_t b = 0; b < c.counts[1]; ++b) {
+        for (int64_t e = 0; e < c.counts[2]; ++e) {
+          const int64_t ia = c.starts[0] + a * c.steps[0], ib = c.starts[1] + b * c.steps[1],
+                        ie = c.starts[2] + e * c.steps[2];
+          want.data<float>()[i++] = x.data<float>()[(ia * 6 + ib) * 9 + ie];
+        }
+      }
+    }
+    fb::SliceParamsT p;
+    p.starts = c.starts;
+    p.steps = c.steps;
+    fb::ParamsUnion params;
+    params.Set(std::move(p));
+    const std::vector<HostTensor> got = run_kernel("Slice", std::move(params), {x}, {c.counts});
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(relative_error(got[0], want), 0.0);
+  }
+}
+
+TEST(VulkanKernelTest, SplitIsConcatReversed) {
+  SKIP_WITHOUT_VULKAN();
+  const HostTensor x = random_tensor({2, 7, 5}, 19);
+  fb::AxisParamsT p;
+  p.axis = 1;
+  fb::ParamsUnion params;
+  params.Set(p);
+  const std::vector<HostTensor> parts = run_kernel("Split", std::move(params), {x}, {{2, 3, 5}, {2, 1, 5}, {2, 3, 5}});
+  ASSERT_EQ(parts.size(), 3u);
+  fb::ParamsUnion concat_params;
+  concat_params.Set(p);
+  const std::vector<HostTensor> whole = run_kernel("Concat", std::move(concat_params), parts, {x.shape});
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].bytes, x.bytes);
+  EXPECT_EQ(parts[1].data<float>()[0], x.data<float>()[3 * 5]);
+}
+
 TEST(VulkanKernelTest, InPlaceAddWritesOverItsInput) {
   SKIP_WITHOUT_VULKAN();
   const HostTensor a = random_tensor({3, 70}, 14), b = random_tensor({70}, 15);

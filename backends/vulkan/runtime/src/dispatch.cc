@@ -58,11 +58,12 @@ struct BatchNormPush {
   uint32_t total, channels, inner;
   float epsilon;
 };
-struct TransposePush {
-  uint32_t n, rank, dims[8], strides[8];
+struct StridedPush {
+  uint32_t n, rank, base, dims[8];
+  int32_t strides[8];
 };
 struct CopyRowsPush {
-  uint32_t outer, row, out_row, column;
+  uint32_t outer, row, x_row, x_col, y_row, y_col;
 };
 
 template <typename T>
@@ -291,6 +292,19 @@ Error lower_binary(const KernelView& k, const BinaryOp& op, const Limits& limits
   return sink.emit(d);
 }
 
+// One copy_rows.comp dispatch.
+Error emit_rows(const Tensor& x, const Tensor& y, const CopyRowsPush& push, bool disjoint, const Limits& limits,
+                DispatchSink& sink) {
+  Dispatch d;
+  d.shader = kShaderCopyRows;
+  d.disjoint_writes = disjoint;
+  add(d, x, false);
+  add(d, y, true);
+  set_push(d, push);
+  d.groups[0] = groups_for(static_cast<uint64_t>(push.outer) * push.row, limits);
+  return sink.emit(d);
+}
+
 // A view that got its own bytes (aliased views need no work).
 Error lower_copy(const KernelView& k, const Limits& limits, DispatchSink& sink) {
   KILN_VK_KERNEL_CHECK(k, k.num_inputs() >= 1 && k.input(0) != nullptr && k.num_outputs() == 1,
@@ -299,14 +313,8 @@ Error lower_copy(const KernelView& k, const Limits& limits, DispatchSink& sink) 
   const Tensor& y = k.output(0);
   KILN_VK_KERNEL_CHECK(k, x.nbytes() == y.nbytes(), "byte size changes");
   if (x.arena() == y.arena() && x.offset() == y.offset()) return Error::kOk;
-  CopyRowsPush push = {1, static_cast<uint32_t>(x.nbytes() / 4), static_cast<uint32_t>(x.nbytes() / 4), 0};
-  Dispatch d;
-  d.shader = kShaderCopyRows;
-  add(d, x, false);
-  add(d, y, true);
-  set_push(d, push);
-  d.groups[0] = groups_for(push.row, limits);
-  return sink.emit(d);
+  const uint32_t words = static_cast<uint32_t>(x.nbytes() / 4);
+  return emit_rows(x, y, {1, words, words, 0, words, 0}, false, limits, sink);
 }
 
 // ---------------------------------------------------------------------------
@@ -854,6 +862,36 @@ Error lower_batch_norm(const KernelView& k, const Limits& limits, DispatchSink& 
 // ---------------------------------------------------------------------------
 // Data movement
 
+// One strided_copy.comp dispatch: y[i] = x[base + sum index_d * strides[d]]
+// over `rank` output dims, dims of 1 dropped and neighbours merged where
+// the outer one's stride spans the inner one.
+Error emit_strided(const Tensor& x, const Tensor& y, uint32_t rank, const int64_t* dims, const int64_t* strides,
+                   int64_t base, const Limits& limits, DispatchSink& sink) {
+  StridedPush push = {};
+  push.n = static_cast<uint32_t>(y.numel());
+  push.base = static_cast<uint32_t>(base);
+  uint32_t r = 0;
+  for (uint32_t d = 0; d < rank; ++d) {
+    if (dims[d] == 1) continue;
+    if (r > 0 && push.strides[r - 1] == strides[d] * dims[d]) {
+      push.dims[r - 1] *= static_cast<uint32_t>(dims[d]);
+      push.strides[r - 1] = static_cast<int32_t>(strides[d]);
+      continue;
+    }
+    push.dims[r] = static_cast<uint32_t>(dims[d]);
+    push.strides[r] = static_cast<int32_t>(strides[d]);
+    ++r;
+  }
+  push.rank = r;
+  Dispatch d;
+  d.shader = kShaderStridedCopy;
+  add(d, x, false);
+  add(d, y, true);
+  set_push(d, push);
+  d.groups[0] = groups_for(push.n, limits);
+  return sink.emit(d);
+}
+
 Error lower_transpose(const KernelView& k, const Limits& limits, DispatchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 1, 1, 1, 1));
   const auto* p = k.params<fb::TransposeParams>();
@@ -865,36 +903,65 @@ Error lower_transpose(const KernelView& k, const Limits& limits, DispatchSink& s
   uint64_t in_strides[kMaxRank];
   contiguous_strides(x, in_strides);
   bool seen[kMaxRank] = {};
-  TransposePush push = {};
-  push.n = static_cast<uint32_t>(y.numel());
-  // Merge output dims that stay adjacent, in order, in the input.
-  uint32_t r = 0;
+  int64_t dims[kMaxRank], strides[kMaxRank];
   for (uint32_t d = 0; d < y.rank(); ++d) {
     const int32_t src = p->perm()->Get(d);
     KILN_VK_KERNEL_CHECK(k, src >= 0 && static_cast<uint32_t>(src) < x.rank() && !seen[src],
                          "perm is not a permutation");
     seen[src] = true;
     KILN_VK_KERNEL_CHECK(k, y.dim(d) == x.dim(static_cast<uint32_t>(src)), "output dim %u does not match", d);
-    const uint64_t dim = static_cast<uint64_t>(y.dim(d));
-    const uint64_t stride = in_strides[src];
-    if (dim == 1) continue;
-    if (r > 0 && push.strides[r - 1] == stride * dim) {
-      push.dims[r - 1] *= static_cast<uint32_t>(dim);
-      push.strides[r - 1] = static_cast<uint32_t>(stride);
-      continue;
-    }
-    push.dims[r] = static_cast<uint32_t>(dim);
-    push.strides[r] = static_cast<uint32_t>(stride);
-    ++r;
+    dims[d] = y.dim(d);
+    strides[d] = static_cast<int64_t>(in_strides[src]);
   }
-  push.rank = r;
-  Dispatch d;
-  d.shader = kShaderTranspose;
-  add(d, x, false);
-  add(d, y, true);
-  set_push(d, push);
-  d.groups[0] = groups_for(push.n, limits);
-  return sink.emit(d);
+  return emit_strided(x, y, y.rank(), dims, strides, 0, limits, sink);
+}
+
+// SliceParams: per input dim a start inside it and a non-zero step; the
+// output's dims are the counts. Every index read stays inside the input.
+Error lower_slice(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+  KILN_RETURN_IF_ERROR(check_counts(k, 1, 1, 1, 1));
+  const auto* p = k.params<fb::SliceParams>();
+  const Tensor& x = *k.input(0);
+  const Tensor& y = k.output(0);
+  KILN_VK_KERNEL_CHECK(k, p != nullptr && p->starts() != nullptr && p->steps() != nullptr && y.rank() == x.rank() &&
+                              p->starts()->size() == x.rank() && p->steps()->size() == x.rank() &&
+                              x.rank() <= kMaxRank,
+                       "missing SliceParams or rank mismatch");
+  uint64_t in_strides[kMaxRank];
+  contiguous_strides(x, in_strides);
+  int64_t dims[kMaxRank], strides[kMaxRank], base = 0;
+  for (uint32_t d = 0; d < x.rank(); ++d) {
+    const int64_t start = p->starts()->Get(d), step = p->steps()->Get(d), count = y.dim(d), dim = x.dim(d);
+    KILN_VK_KERNEL_CHECK(k, step != 0 && start >= 0 && start < dim && count >= 1, "dim %u: start outside the input",
+                         d);
+    if (count > 1) {
+      const int64_t room = step > 0 ? dim - 1 - start : start;
+      const int64_t magnitude = step > 0 ? step : (step == INT64_MIN ? INT64_MAX : -step);
+      KILN_VK_KERNEL_CHECK(k, magnitude <= room / (count - 1), "dim %u: slice runs past the input", d);
+    }
+    base += start * static_cast<int64_t>(in_strides[d]);
+    dims[d] = count;
+    strides[d] = count > 1 ? step * static_cast<int64_t>(in_strides[d]) : 0;
+  }
+  return emit_strided(x, y, y.rank(), dims, strides, base, limits, sink);
+}
+
+// Concat and Split: the parts' extents along `axis` add up to the whole's,
+// every other dim equal. `whole` is Concat's output or Split's input.
+Error check_parts(const KernelView& k, const Tensor& whole, uint32_t axis, uint32_t parts,
+                  const Tensor* (*part)(const KernelView&, uint32_t)) {
+  int64_t total = 0;
+  for (uint32_t i = 0; i < parts; ++i) {
+    const Tensor* t = part(k, i);
+    KILN_VK_KERNEL_CHECK(k, t != nullptr && t->rank() == whole.rank(), "part %u is missing or of another rank", i);
+    for (uint32_t d = 0; d < whole.rank(); ++d) {
+      if (d != axis) KILN_VK_KERNEL_CHECK(k, t->dim(d) == whole.dim(d), "part %u dim %u differs", i, d);
+    }
+    total += t->dim(axis);
+  }
+  KILN_VK_KERNEL_CHECK(k, total == whole.dim(axis), "the parts add up to %lld along the axis, the whole has %lld",
+                       static_cast<long long>(total), static_cast<long long>(whole.dim(axis)));
+  return Error::kOk;
 }
 
 // One row copy per input, each into its columns of the output rows.
@@ -904,35 +971,36 @@ Error lower_concat(const KernelView& k, const Limits& limits, DispatchSink& sink
   const Tensor& y = k.output(0);
   KILN_VK_KERNEL_CHECK(k, p != nullptr && p->axis() >= 0 && static_cast<uint32_t>(p->axis()) < y.rank(), "bad axis");
   const uint32_t axis = static_cast<uint32_t>(p->axis());
-  int64_t total = 0;
-  for (uint32_t i = 0; i < k.num_inputs(); ++i) {
-    const Tensor* x = k.input(i);
-    KILN_VK_KERNEL_CHECK(k, x != nullptr && x->rank() == y.rank(), "input %u is missing or of another rank", i);
-    for (uint32_t d = 0; d < y.rank(); ++d) {
-      if (d != axis) KILN_VK_KERNEL_CHECK(k, x->dim(d) == y.dim(d), "input %u dim %u differs", i, d);
-    }
-    total += x->dim(axis);
-  }
-  KILN_VK_KERNEL_CHECK(k, total == y.dim(axis), "inputs add up to %lld along the axis, the output has %lld",
-                       static_cast<long long>(total), static_cast<long long>(y.dim(axis)));
-  const uint64_t outer = dims_product(y, 0, axis);
-  const uint64_t out_row = dims_product(y, axis, y.rank());
-  uint64_t column = 0;
+  KILN_RETURN_IF_ERROR(check_parts(k, y, axis, k.num_inputs(),
+                                   [](const KernelView& kv, uint32_t i) { return kv.input(i); }));
+  const uint32_t outer = static_cast<uint32_t>(dims_product(y, 0, axis));
+  const uint32_t y_row = static_cast<uint32_t>(dims_product(y, axis, y.rank()));
+  uint32_t column = 0;
   for (uint32_t i = 0; i < k.num_inputs(); ++i) {
     const Tensor& x = *k.input(i);
-    const uint64_t row = dims_product(x, axis, x.rank());
-    if (row > 0 && outer > 0) {
-      CopyRowsPush push = {static_cast<uint32_t>(outer), static_cast<uint32_t>(row), static_cast<uint32_t>(out_row),
-                           static_cast<uint32_t>(column)};
-      Dispatch d;
-      d.shader = kShaderCopyRows;
-      d.disjoint_writes = true;
-      add(d, x, false);
-      add(d, y, true);
-      set_push(d, push);
-      d.groups[0] = groups_for(outer * row, limits);
-      KILN_RETURN_IF_ERROR(sink.emit(d));
-    }
+    const uint32_t row = static_cast<uint32_t>(dims_product(x, axis, x.rank()));
+    KILN_RETURN_IF_ERROR(emit_rows(x, y, {outer, row, row, 0, y_row, column}, true, limits, sink));
+    column += row;
+  }
+  return Error::kOk;
+}
+
+// One row copy per output, each from its columns of the input rows.
+Error lower_split(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+  KILN_VK_KERNEL_CHECK(k, k.num_inputs() == 1 && k.input(0) != nullptr && k.num_outputs() >= 1, "bad operand count");
+  const auto* p = k.params<fb::AxisParams>();
+  const Tensor& x = *k.input(0);
+  KILN_VK_KERNEL_CHECK(k, p != nullptr && p->axis() >= 0 && static_cast<uint32_t>(p->axis()) < x.rank(), "bad axis");
+  const uint32_t axis = static_cast<uint32_t>(p->axis());
+  KILN_RETURN_IF_ERROR(check_parts(k, x, axis, k.num_outputs(),
+                                   [](const KernelView& kv, uint32_t i) { return &kv.output(i); }));
+  const uint32_t outer = static_cast<uint32_t>(dims_product(x, 0, axis));
+  const uint32_t x_row = static_cast<uint32_t>(dims_product(x, axis, x.rank()));
+  uint32_t column = 0;
+  for (uint32_t i = 0; i < k.num_outputs(); ++i) {
+    const Tensor& y = k.output(i);
+    const uint32_t row = static_cast<uint32_t>(dims_product(y, axis, y.rank()));
+    KILN_RETURN_IF_ERROR(emit_rows(x, y, {outer, row, x_row, column, row, 0}, false, limits, sink));
     column += row;
   }
   return Error::kOk;
@@ -946,7 +1014,7 @@ bool kernel_supported(const char* op) {
   static const char* const kOthers[] = {"Copy",    "Gemm",       "MatMul",         "Conv",
                                         "Pool",    "GlobalAveragePool", "GlobalMaxPool", "Softmax",
                                         "LogSoftmax", "LayerNormalization", "BatchNormalization", "Transpose",
-                                        "Concat"};
+                                        "Slice", "Concat", "Split"};
   if (find_unary(op) != nullptr || find_binary(op) != nullptr || find_reduce(op) != nullptr) return true;
   for (const char* name : kOthers) {
     if (is(op, name)) return true;
@@ -978,7 +1046,9 @@ Error lower_kernel(const KernelView& k, const Limits& limits, DispatchSink& sink
   if (is(op, "LayerNormalization")) return lower_layer_norm(k, limits, sink);
   if (is(op, "BatchNormalization")) return lower_batch_norm(k, limits, sink);
   if (is(op, "Transpose")) return lower_transpose(k, limits, sink);
+  if (is(op, "Slice")) return lower_slice(k, limits, sink);
   if (is(op, "Concat")) return lower_concat(k, limits, sink);
+  if (is(op, "Split")) return lower_split(k, limits, sink);
   KILN_LOG(ERROR, "vulkan: node '%s': kernel '%s' has no Vulkan shader", k.node, op);
   return Error::kNotSupported;
 }

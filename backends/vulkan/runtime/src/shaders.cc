@@ -44,8 +44,8 @@ const uint32_t kLayerNorm[] =
 const uint32_t kBatchNorm[] =
 #include "batch_norm.spv.inc"
     ;
-const uint32_t kTranspose[] =
-#include "transpose.spv.inc"
+const uint32_t kStridedCopy[] =
+#include "strided_copy.spv.inc"
     ;
 const uint32_t kCopyRows[] =
 #include "copy_rows.spv.inc"
@@ -73,7 +73,7 @@ constexpr Entry kEntries[kShaderCount] = {
     {"softmax", kSoftmax, sizeof(kSoftmax), 2, KILN_SOFTMAX_COUNT},
     {"layer_norm", kLayerNorm, sizeof(kLayerNorm), 6, 1},
     {"batch_norm", kBatchNorm, sizeof(kBatchNorm), 6, 1},
-    {"transpose", kTranspose, sizeof(kTranspose), 2, 1},
+    {"strided_copy", kStridedCopy, sizeof(kStridedCopy), 2, 1},
     {"copy_rows", kCopyRows, sizeof(kCopyRows), 2, 1},
 };
 

@@ -30,7 +30,7 @@ enum ShaderId : uint32_t {
   kShaderSoftmax,
   kShaderLayerNorm,
   kShaderBatchNorm,
-  kShaderTranspose,
+  kShaderStridedCopy,
   kShaderCopyRows,
   kShaderCount,
 };
