@@ -1,8 +1,8 @@
 // BatchNormalization (inference), channels on axis 1 of a tensor seen as
 // [batch, channels, inner]:
 //   y = x * k + (bias - mean * k), k = scale / sqrt(var + epsilon)
-// one element per invocation. Reads x[i] before writing y[i], so y may
-// alias x.
+// rows are planes (batch, channel), columns their elements. Reads x[i]
+// before writing y[i], so y may alias x.
 #version 450
 #include "common.glsl"
 #include "shader_ops.h"
@@ -24,9 +24,10 @@ layout(push_constant) uniform Push {
 } pc;
 
 void main() {
-  KILN_GRID_STRIDE_LOOP(i, pc.total) {
-    const uint c = (i / pc.inner) % pc.channels;
-    const float k = scale[c] / sqrt(var[c] + pc.epsilon);
-    y[i] = x[i] * k + (bias[c] - mean[c] * k);
-  }
+  KILN_ROW(plane, pc.total / pc.inner);
+  const uint c = plane - kiln_div(plane, pc.channels, 1.0 / float(pc.channels)) * pc.channels;
+  const float k = scale[c] / sqrt(var[c] + pc.epsilon);
+  const float shift = bias[c] - mean[c] * k;
+  const uint base = plane * pc.inner;
+  KILN_COLUMN_LOOP(i, pc.inner) { y[base + i] = x[base + i] * k + shift; }
 }

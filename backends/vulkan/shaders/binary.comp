@@ -4,8 +4,8 @@
 // The runtime collapses the output's dims first (dropping 1s, merging
 // neighbours both inputs walk contiguously), so the common cases (same
 // shape, scalar, per-channel) run with rank 1 or 2. Strides are in elements;
-// 0 marks a broadcast dim. Reads a[i] and b[i] before writing y[i], so y may
-// alias either input.
+// 0 marks a broadcast dim. Rows are the output's last dim. Reads a[i] and
+// b[i] before writing y[i], so y may alias either input.
 #version 450
 #include "common.glsl"
 #include "shader_ops.h"
@@ -42,15 +42,26 @@ float apply(float u, float v) {
 }
 
 void main() {
-  KILN_GRID_STRIDE_LOOP(i, pc.n) {
-    uint rest = i;
-    uint ia = 0u, ib = 0u;
-    for (int d = int(pc.rank) - 1; d >= 0; --d) {
-      uint index = rest % pc.dims[d];
-      rest /= pc.dims[d];
-      ia += index * pc.a_strides[d];
-      ib += index * pc.b_strides[d];
-    }
-    y[i] = kiln_activation(apply(a[ia], b[ib]), pc.act, pc.act_alpha, pc.act_beta);
+  const uint last = pc.rank > 0u ? pc.rank - 1u : 0u;
+  const uint columns = pc.rank > 0u ? pc.dims[last] : 1u;
+  const uint sa = pc.rank > 0u ? pc.a_strides[last] : 0u;
+  const uint sb = pc.rank > 0u ? pc.b_strides[last] : 0u;
+  KILN_ROW(row, pc.n / columns);
+  uint rest = row;
+  uint ra = 0u, rb = 0u;
+  for (int d = int(last) - 1; d > 0; --d) {
+    const uint next = kiln_div(rest, pc.dims[d], 1.0 / float(pc.dims[d]));
+    const uint index = rest - next * pc.dims[d];
+    rest = next;
+    ra += index * pc.a_strides[d];
+    rb += index * pc.b_strides[d];
+  }
+  if (last > 0u) {
+    ra += rest * pc.a_strides[0];
+    rb += rest * pc.b_strides[0];
+  }
+  const uint first = row * columns;
+  KILN_COLUMN_LOOP(i, columns) {
+    y[first + i] = kiln_activation(apply(a[ra + i * sa], b[rb + i * sb]), pc.act, pc.act_alpha, pc.act_beta);
   }
 }

@@ -80,9 +80,40 @@ float kiln_activation(float x, uint kind, float alpha, float beta) {
   }
 }
 
+// a / b through a float reciprocal (inv_b = 1.0 / float(b), worked out once
+// by the caller) and exact integer corrections. CPU devices such as
+// lavapipe have no vector integer division (each lane divides on its own,
+// tens of cycles), GPUs no fast one; every index here is below 2^25, so the
+// estimate is off by at most 2.
+uint kiln_div(uint a, uint b, float inv_b) {
+  uint q = uint(float(a) * inv_b);
+  int r = int(a) - int(q * b);
+  while (r < 0) {
+    --q;
+    r += int(b);
+  }
+  while (r >= int(b)) {
+    ++q;
+    r -= int(b);
+  }
+  return q;
+}
+
 // 1-D shaders walk their elements with a grid stride, so a dispatch never
 // needs more workgroups than the device allows.
 #define KILN_GRID_STRIDE_LOOP(i, n) \
   for (uint i = gl_GlobalInvocationID.x; i < (n); i += gl_NumWorkGroups.x * gl_WorkGroupSize.x)
+
+// 2-D shaders see their output as rows of columns: one row per workgroup
+// (y, continued in z past the y limit), so whatever depends on the row
+// alone is the same across a workgroup; invocations stride over the columns
+// in x. The row is not a loop: on CPU devices such as lavapipe a loop
+// around the column loop costs more than the work in it. No integer
+// division per element either: CPU devices have no vector division, GPUs
+// no fast one.
+#define KILN_ROW(row, rows)                                               \
+  const uint row = gl_WorkGroupID.y + gl_WorkGroupID.z * gl_NumWorkGroups.y; \
+  if (row >= (rows)) return
+#define KILN_COLUMN_LOOP(i, n) KILN_GRID_STRIDE_LOOP(i, n)
 
 #endif  // KILN_SHADERS_COMMON_GLSL_

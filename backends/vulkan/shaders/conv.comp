@@ -48,8 +48,8 @@ void main() {
   const uint tx = gl_LocalInvocationID.x;
   const uint ty = gl_LocalInvocationID.y;
   const uint tid = ty * 8u + tx;
-  const uint image = gl_WorkGroupID.z / pc.groups;
-  const uint group = gl_WorkGroupID.z % pc.groups;
+  const uint image = kiln_div(gl_WorkGroupID.z, pc.groups, 1.0 / float(pc.groups));
+  const uint group = gl_WorkGroupID.z - image * pc.groups;
   const uint window = pc.kh * pc.kw;
   const uint kdim = pc.c * window;
   const uint pixels = pc.oh * pc.ow;
@@ -63,8 +63,10 @@ void main() {
   const uint kk0 = tid / TN;
   const uint gp = col0 + cc;
   const bool pixel_ok = gp < pixels;
-  const int y0 = pixel_ok ? int((gp / pc.ow) * pc.sh) - int(pc.pt) : 0;
-  const int x0 = pixel_ok ? int((gp % pc.ow) * pc.sw) - int(pc.pl) : 0;
+  const uint oy = kiln_div(gp, pc.ow, 1.0 / float(pc.ow));
+  const int y0 = pixel_ok ? int(oy * pc.sh) - int(pc.pt) : 0;
+  const int x0 = pixel_ok ? int((gp - oy * pc.ow) * pc.sw) - int(pc.pl) : 0;
+  const float inv_window = 1.0 / float(window), inv_kw = 1.0 / float(pc.kw);
 
   float acc[4][4];
   for (uint i = 0u; i < 4u; ++i) {
@@ -81,9 +83,10 @@ void main() {
       const uint gk = k0 + kk;
       float v = 0.0;
       if (gk < kdim && pixel_ok) {
-        const uint ch = gk / window, r = gk % window;
-        const int iy = y0 + int((r / pc.kw) * pc.dh);
-        const int ix = x0 + int((r % pc.kw) * pc.dw);
+        const uint ch = kiln_div(gk, window, inv_window), r = gk - ch * window;
+        const uint ky = kiln_div(r, pc.kw, inv_kw);
+        const int iy = y0 + int(ky * pc.dh);
+        const int ix = x0 + int((r - ky * pc.kw) * pc.dw);
         if (iy >= 0 && iy < int(pc.h) && ix >= 0 && ix < int(pc.w)) {
           v = x[x_base + (ch * pc.h + uint(iy)) * pc.w + uint(ix)];
         }

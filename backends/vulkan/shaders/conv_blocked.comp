@@ -39,8 +39,8 @@ layout(push_constant) uniform Push {
 } pc;
 
 void main() {
-  const uint image = gl_WorkGroupID.z / pc.groups;
-  const uint group = gl_WorkGroupID.z % pc.groups;
+  const uint image = kiln_div(gl_WorkGroupID.z, pc.groups, 1.0 / float(pc.groups));
+  const uint group = gl_WorkGroupID.z - image * pc.groups;
   const uint pixels = pc.oh * pc.ow;
   const uint p0 = gl_GlobalInvocationID.x * 4u;
   const uint m0 = gl_WorkGroupID.y * 4u;
@@ -50,32 +50,56 @@ void main() {
   // Pixels and channels past the edge compute on the last valid ones;
   // their results are not written.
   ivec4 y0, x0;
+  const float inv_ow = 1.0 / float(pc.ow);
   for (uint q = 0u; q < 4u; ++q) {
     const uint p = min(p0 + q, pixels - 1u);
-    y0[q] = int((p / pc.ow) * pc.sh) - int(pc.pt);
-    x0[q] = int((p % pc.ow) * pc.sw) - int(pc.pl);
+    const uint oy = kiln_div(p, pc.ow, inv_ow);
+    y0[q] = int(oy * pc.sh) - int(pc.pt);
+    x0[q] = int((p - oy * pc.ow) * pc.sw) - int(pc.pl);
   }
   uint w_at[4];
   for (uint i = 0u; i < 4u; ++i) w_at[i] = (group * pc.m + min(m0 + i, pc.m - 1u)) * pc.c * window;
   vec4 acc[4];
   for (uint i = 0u; i < 4u; ++i) acc[i] = vec4(0.0);
-  for (uint ch = 0u; ch < pc.c; ++ch) {
-    const uint x_plane = x_base + ch * plane;
-    for (uint ky = 0u; ky < pc.kh; ++ky) {
-      const ivec4 iy = y0 + int(ky * pc.dh);
-      const bvec4 row_ok = bvec4(iy.x >= 0 && iy.x < int(pc.h), iy.y >= 0 && iy.y < int(pc.h),
-                                 iy.z >= 0 && iy.z < int(pc.h), iy.w >= 0 && iy.w < int(pc.h));
-      for (uint kx = 0u; kx < pc.kw; ++kx) {
-        const ivec4 ix = x0 + int(kx * pc.dw);
-        vec4 xv;
-        for (uint q = 0u; q < 4u; ++q) {
-          // The index is clamped too: a compiler may load before it selects.
-          const bool inside = row_ok[q] && ix[q] >= 0 && ix[q] < int(pc.w);
-          const uint at = inside ? x_plane + uint(iy[q]) * pc.w + uint(ix[q]) : 0u;
-          xv[q] = inside ? x[at] : 0.0;
+  // Most blocks read windows wholly inside the input: those skip the checks.
+  bool interior = true;
+  for (uint q = 0u; q < 4u; ++q) {
+    interior = interior && y0[q] >= 0 && y0[q] + int((pc.kh - 1u) * pc.dh) < int(pc.h) && x0[q] >= 0 &&
+               x0[q] + int((pc.kw - 1u) * pc.dw) < int(pc.w);
+  }
+  if (interior) {
+    uvec4 at;
+    for (uint q = 0u; q < 4u; ++q) at[q] = x_base + uint(y0[q]) * pc.w + uint(x0[q]);
+    uint tap = 0u;
+    for (uint ch = 0u; ch < pc.c; ++ch) {
+      for (uint ky = 0u; ky < pc.kh; ++ky) {
+        const uint row = ch * plane + ky * pc.dh * pc.w;
+        for (uint kx = 0u; kx < pc.kw; ++kx, ++tap) {
+          const uint off = row + kx * pc.dw;
+          const vec4 xv = vec4(x[at.x + off], x[at.y + off], x[at.z + off], x[at.w + off]);
+          for (uint i = 0u; i < 4u; ++i) acc[i] += w[w_at[i] + tap] * xv;
         }
-        const uint tap = (ch * pc.kh + ky) * pc.kw + kx;
-        for (uint i = 0u; i < 4u; ++i) acc[i] += w[w_at[i] + tap] * xv;
+      }
+    }
+  } else {
+    for (uint ch = 0u; ch < pc.c; ++ch) {
+      const uint x_plane = x_base + ch * plane;
+      for (uint ky = 0u; ky < pc.kh; ++ky) {
+        const ivec4 iy = y0 + int(ky * pc.dh);
+        const bvec4 row_ok = bvec4(iy.x >= 0 && iy.x < int(pc.h), iy.y >= 0 && iy.y < int(pc.h),
+                                   iy.z >= 0 && iy.z < int(pc.h), iy.w >= 0 && iy.w < int(pc.h));
+        for (uint kx = 0u; kx < pc.kw; ++kx) {
+          const ivec4 ix = x0 + int(kx * pc.dw);
+          vec4 xv;
+          for (uint q = 0u; q < 4u; ++q) {
+            // The index is clamped too: a compiler may load before it selects.
+            const bool inside = row_ok[q] && ix[q] >= 0 && ix[q] < int(pc.w);
+            const uint at = inside ? x_plane + uint(iy[q]) * pc.w + uint(ix[q]) : 0u;
+            xv[q] = inside ? x[at] : 0.0;
+          }
+          const uint tap = (ch * pc.kh + ky) * pc.kw + kx;
+          for (uint i = 0u; i < 4u; ++i) acc[i] += w[w_at[i] + tap] * xv;
+        }
       }
     }
   }

@@ -35,30 +35,39 @@ layout(push_constant) uniform Push {
   uint total;  // output elements
 } pc;
 
+// Rows are output planes (image, channel), columns their pixels.
 void main() {
+  const uint kh = pc.kh, kw = pc.kw;
   const uint total_m = pc.m * pc.groups;
-  KILN_GRID_STRIDE_LOOP(i, pc.total) {
-    const uint ox = i % pc.ow;
-    const uint oy = (i / pc.ow) % pc.oh;
-    const uint channel = (i / (pc.ow * pc.oh)) % total_m;
-    const uint image = i / (pc.ow * pc.oh * total_m);
-    const uint group = channel / pc.m;
-    float acc = pc.has_bias != 0u ? bias[channel] : 0.0;
+  const uint pixels = pc.oh * pc.ow;
+  const float inv_total_m = 1.0 / float(total_m), inv_m = 1.0 / float(pc.m), inv_ow = 1.0 / float(pc.ow);
+  KILN_ROW(plane, pc.total / pixels);
+  const uint image = kiln_div(plane, total_m, inv_total_m);
+  const uint channel = plane - image * total_m;
+  const uint group = kiln_div(channel, pc.m, inv_m);
+  const float b = pc.has_bias != 0u ? bias[channel] : 0.0;
+  KILN_COLUMN_LOOP(p, pixels) {
+    const uint oy = kiln_div(p, pc.ow, inv_ow);
+    const uint ox = p - oy * pc.ow;
+    float acc = b;
     const int y0 = int(oy * pc.sh) - int(pc.pt);
     const int x0 = int(ox * pc.sw) - int(pc.pl);
     for (uint ch = 0u; ch < pc.c; ++ch) {
       const uint x_plane = ((image * pc.groups + group) * pc.c + ch) * pc.h * pc.w;
-      const uint w_plane = (channel * pc.c + ch) * pc.kh * pc.kw;
-      for (uint ky = 0u; ky < pc.kh; ++ky) {
+      const uint w_plane = (channel * pc.c + ch) * kh * kw;
+      for (uint ky = 0u; ky < kh; ++ky) {
         const int iy = y0 + int(ky * pc.dh);
-        if (iy < 0 || iy >= int(pc.h)) continue;
-        for (uint kx = 0u; kx < pc.kw; ++kx) {
+        const bool row_ok = iy >= 0 && iy < int(pc.h);
+        for (uint kx = 0u; kx < kw; ++kx) {
+          // Padding reads element 0 and multiplies it by 0 weight-wise:
+          // no branch per tap.
           const int ix = x0 + int(kx * pc.dw);
-          if (ix < 0 || ix >= int(pc.w)) continue;
-          acc += w[w_plane + ky * pc.kw + kx] * x[x_plane + uint(iy) * pc.w + uint(ix)];
+          const bool inside = row_ok && ix >= 0 && ix < int(pc.w);
+          const float v = x[inside ? x_plane + uint(iy) * pc.w + uint(ix) : x_plane];
+          acc += w[w_plane + ky * kw + kx] * (inside ? v : 0.0);
         }
       }
     }
-    y[i] = kiln_activation(acc, pc.act, pc.act_alpha, pc.act_beta);
+    y[plane * pixels + p] = kiln_activation(acc, pc.act, pc.act_alpha, pc.act_beta);
   }
 }

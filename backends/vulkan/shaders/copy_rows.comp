@@ -22,8 +22,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 void main() {
-  KILN_GRID_STRIDE_LOOP(i, pc.outer * pc.row) {
-    const uint o = i / pc.row, r = i % pc.row;
-    y[o * pc.y_row + pc.y_col + r] = x[o * pc.x_row + pc.x_col + r];
-  }
+  KILN_ROW(o, pc.outer);
+  const uint from = o * pc.x_row + pc.x_col, to = o * pc.y_row + pc.y_col;
+  KILN_COLUMN_LOOP(r, pc.row) { y[to + r] = x[from + r]; }
 }

@@ -33,12 +33,15 @@ layout(push_constant) uniform Push {
   uint include_pad;
 } pc;
 
+// Rows are planes (image, channel), columns their output pixels.
 void main() {
-  KILN_GRID_STRIDE_LOOP(i, pc.total) {
-    const uint ox = i % pc.ow;
-    const uint oy = (i / pc.ow) % pc.oh;
-    const uint plane = i / (pc.ow * pc.oh);
-    const uint base = plane * pc.h * pc.w;
+  const uint pixels = pc.oh * pc.ow;
+  const float inv_ow = 1.0 / float(pc.ow);
+  KILN_ROW(plane, pc.total / pixels);
+  const uint base = plane * pc.h * pc.w;
+  KILN_COLUMN_LOOP(p, pixels) {
+    const uint oy = kiln_div(p, pc.ow, inv_ow);
+    const uint ox = p - oy * pc.ow;
     const int y0 = int(oy * pc.sh) - int(pc.pt);
     const int x0 = int(ox * pc.sw) - int(pc.pl);
     float acc = OP == KILN_POOL_MAX ? -kiln_inf() : 0.0;
@@ -65,6 +68,6 @@ void main() {
       const uint divisor = pc.include_pad != 0u ? padded : count;
       acc = divisor > 0u ? acc / float(divisor) : 0.0;
     }
-    y[i] = acc;
+    y[plane * pixels + p] = acc;
   }
 }

@@ -30,13 +30,17 @@ layout(push_constant) uniform Push {
 
 shared float partial[KILN_WORKGROUP];
 
+float inv_reduced[4];
+
+// Offset of reduced element r; the outermost dim needs no division.
 uint reduced_offset(uint r) {
   uint offset = 0u;
-  for (int d = int(pc.reduced_rank) - 1; d >= 0; --d) {
-    offset += (r % pc.reduced_dims[d]) * pc.reduced_strides[d];
-    r /= pc.reduced_dims[d];
+  for (int d = int(pc.reduced_rank) - 1; d > 0; --d) {
+    const uint next = kiln_div(r, pc.reduced_dims[d], inv_reduced[d]);
+    offset += (r - next * pc.reduced_dims[d]) * pc.reduced_strides[d];
+    r = next;
   }
-  return offset;
+  return pc.reduced_rank > 0u ? offset + r * pc.reduced_strides[0] : offset;
 }
 
 // NaN wins for Max and Min, as in the portable kernels.
@@ -93,12 +97,15 @@ float workgroup_reduce(float value, uint how) {
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
+  for (uint d = 0u; d < 4u; ++d) inv_reduced[d] = d < pc.reduced_rank ? 1.0 / float(pc.reduced_dims[d]) : 0.0;
   for (uint o = gl_WorkGroupID.x; o < pc.outputs; o += gl_NumWorkGroups.x) {
     uint base = 0u, rest = o;
-    for (int d = int(pc.kept_rank) - 1; d >= 0; --d) {
-      base += (rest % pc.kept_dims[d]) * pc.kept_strides[d];
-      rest /= pc.kept_dims[d];
+    for (int d = int(pc.kept_rank) - 1; d > 0; --d) {
+      const uint next = kiln_div(rest, pc.kept_dims[d], 1.0 / float(pc.kept_dims[d]));
+      base += (rest - next * pc.kept_dims[d]) * pc.kept_strides[d];
+      rest = next;
     }
+    if (pc.kept_rank > 0u) base += rest * pc.kept_strides[0];
     float result;
     if (OP == KILN_REDUCE_LOG_SUM_EXP) {
       // log(sum(exp(x))) = m + log(sum(exp(x - m))) with m the maximum.

@@ -40,7 +40,8 @@ float workgroup_reduce(float value, bool take_max) {
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   for (uint row = gl_WorkGroupID.x; row < pc.rows; row += gl_NumWorkGroups.x) {
-    const uint base = (row / pc.inner) * pc.n * pc.inner + row % pc.inner;
+    const uint outer = kiln_div(row, pc.inner, 1.0 / float(pc.inner));
+    const uint base = outer * pc.n * pc.inner + (row - outer * pc.inner);
     float m = -kiln_inf();
     for (uint k = tid; k < pc.n; k += KILN_WORKGROUP) {
       const float v = x[base + k * pc.inner];

@@ -91,6 +91,16 @@ uint32_t groups_for(uint64_t n, const Limits& limits) {
   return static_cast<uint32_t>(groups < cap ? groups : cap);
 }
 
+// 2-D shaders (KILN_ROW): one workgroup row per output row, in y and, past
+// the y limit, z; invocations in x over the columns with a grid stride.
+void set_rows(Dispatch& d, uint64_t rows, uint64_t columns, const Limits& limits) {
+  d.groups[0] = groups_for(columns, limits);
+  const uint64_t cap = limits.max_group_count[1] < 65535u ? limits.max_group_count[1] : 65535u;
+  const uint64_t y = rows == 0 ? 1 : (rows < cap ? rows : cap);
+  d.groups[1] = static_cast<uint32_t>(y);
+  d.groups[2] = static_cast<uint32_t>((rows + y - 1) / y);
+}
+
 // One workgroup per row, `rows` rows walked with a grid stride.
 uint32_t groups_for_rows(uint64_t rows, const Limits& limits) {
   const uint64_t cap = limits.max_group_count[0] < 65535u ? limits.max_group_count[0] : 65535u;
@@ -288,7 +298,8 @@ Error lower_binary(const KernelView& k, const BinaryOp& op, const Limits& limits
   add(d, b, false);
   add(d, y, true);
   set_push(d, push);
-  d.groups[0] = groups_for(push.n, limits);
+  const uint32_t columns = r > 0 ? push.dims[r - 1] : 1;
+  set_rows(d, push.n / columns, columns, limits);
   return sink.emit(d);
 }
 
@@ -301,7 +312,7 @@ Error emit_rows(const Tensor& x, const Tensor& y, const CopyRowsPush& push, bool
   add(d, x, false);
   add(d, y, true);
   set_push(d, push);
-  d.groups[0] = groups_for(static_cast<uint64_t>(push.outer) * push.row, limits);
+  set_rows(d, push.outer, push.row, limits);
   return sink.emit(d);
 }
 
@@ -489,6 +500,49 @@ int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int6
   return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
 }
 
+// A 1 x 1 convolution with stride 1 and no padding is a matrix product per
+// image and group: Y[b, g] (m x pixels) = W[g] (m x c) X[b, g] (c x pixels),
+// batch dims (images, groups) in the matmul shaders' terms, the bias (one
+// group only) a C broadcast along the rows.
+Error lower_pointwise_conv(const KernelView& k, const ConvPush& conv, uint32_t images, const Tensor* bias,
+                           const Limits& limits, DispatchSink& sink) {
+  const uint32_t pixels = conv.oh * conv.ow;
+  MatMulPush push = {};
+  push.m = conv.m;
+  push.n = pixels;
+  push.k = conv.c;
+  push.a_row = conv.c;
+  push.a_col = 1;
+  push.b_row = pixels;
+  push.b_col = 1;
+  push.alpha = 1.f;
+  push.beta = 1.f;
+  push.has_c = bias != nullptr ? 1 : 0;
+  push.c_row = 1;
+  push.c_col = 0;
+  push.act = conv.act;
+  push.act_alpha = conv.act_alpha;
+  push.act_beta = conv.act_beta;
+  push.batch_dims[0] = 1;
+  push.batch_dims[1] = images;
+  push.batch_dims[2] = conv.groups;
+  push.a_batch[2] = conv.m * conv.c;
+  push.b_batch[1] = conv.groups * conv.c * pixels;
+  push.b_batch[2] = conv.c * pixels;
+  Dispatch d;
+  d.shader = matmul_shader(push, limits);
+  add(d, *k.input(1), false);
+  add(d, *k.input(0), false);
+  add(d, bias != nullptr ? *bias : *k.input(1), false);
+  add(d, k.output(0), true);
+  set_push(d, push);
+  d.groups[0] = static_cast<uint32_t>(tiles(pixels, 32));
+  d.groups[1] = static_cast<uint32_t>(tiles(conv.m, 32));
+  d.groups[2] = images * conv.groups;
+  KILN_RETURN_IF_ERROR(check_groups(k, limits, d.groups[0], d.groups[1], d.groups[2]));
+  return sink.emit(d);
+}
+
 // 2-D convolution; a 1-D one (rank 3) is 2-D with height 1.
 Error lower_conv(const KernelView& k, const Limits& limits, DispatchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 2, 3, 1, 1));
@@ -540,6 +594,10 @@ Error lower_conv(const KernelView& k, const Limits& limits, DispatchSink& sink) 
   push.has_bias = bias != nullptr ? 1 : 0;
   push.total = static_cast<uint32_t>(y.numel());
   set_activation(p->activation(), &push.act, &push.act_alpha, &push.act_beta);
+  if (kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && pb == 0 && pr == 0 &&
+      (group == 1 || bias == nullptr)) {
+    return lower_pointwise_conv(k, push, static_cast<uint32_t>(n), bias, limits, sink);
+  }
   Dispatch d;
   add(d, x, false);
   add(d, w, false);
@@ -551,7 +609,7 @@ Error lower_conv(const KernelView& k, const Limits& limits, DispatchSink& sink) 
   const uint64_t reduction = static_cast<uint64_t>(push.c) * push.kh * push.kw;
   if (limits.register_blocks ? push.m < 4 : (push.m < 8 || reduction < 8)) {
     d.shader = kShaderConvDirect;
-    d.groups[0] = groups_for(push.total, limits);
+    set_rows(d, static_cast<uint64_t>(n) * m, static_cast<uint64_t>(oh * ow), limits);
   } else if (limits.register_blocks) {
     d.shader = kShaderConvBlocked;
     d.groups[0] = static_cast<uint32_t>(tiles(static_cast<uint64_t>(oh * ow), 4 * KILN_WORKGROUP));
@@ -617,7 +675,7 @@ Error lower_pool(const KernelView& k, const Limits& limits, DispatchSink& sink) 
   add(d, x, false);
   add(d, y, true);
   set_push(d, push);
-  d.groups[0] = groups_for(push.total, limits);
+  set_rows(d, push.total / (push.oh * push.ow), push.oh * push.ow, limits);
   return sink.emit(d);
 }
 
@@ -855,7 +913,7 @@ Error lower_batch_norm(const KernelView& k, const Limits& limits, DispatchSink& 
   for (uint32_t i = 0; i < 5; ++i) add(d, *k.input(i), false);
   add(d, y, true);
   set_push(d, push);
-  d.groups[0] = groups_for(push.total, limits);
+  set_rows(d, push.total / push.inner, push.inner, limits);
   return sink.emit(d);
 }
 
@@ -888,7 +946,8 @@ Error emit_strided(const Tensor& x, const Tensor& y, uint32_t rank, const int64_
   add(d, x, false);
   add(d, y, true);
   set_push(d, push);
-  d.groups[0] = groups_for(push.n, limits);
+  const uint32_t columns = r > 0 ? push.dims[r - 1] : 1;
+  set_rows(d, push.n / columns, columns, limits);
   return sink.emit(d);
 }
 
