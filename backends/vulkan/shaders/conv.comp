@@ -35,6 +35,8 @@ layout(push_constant) uniform Push {
   uint act;
   float act_alpha;
   float act_beta;
+  uint total;        // (conv_direct.comp)
+  uint pixel_shift;  // (conv_blocked.comp)
 } pc;
 
 const uint TM = 32u;

@@ -1,9 +1,11 @@
 // 2-D convolution (NCHW, groups) without shared memory, for devices whose
 // "GPU" is a CPU (see matmul_blocked.comp): each invocation accumulates 4
-// output channels (workgroup y) x 4 consecutive output pixels in
-// registers, reading the window straight from X (0 in the padding). The
-// weights it reads are the same for its whole workgroup. Same push
-// constants as conv.comp.
+// output channels x 4 consecutive output pixels in registers, reading the
+// window straight from X (0 in the padding). A workgroup's 64 invocations
+// cover 2^pixel_shift blocks of pixels (consecutive invocations, so they
+// share their weights) times 64 >> pixel_shift blocks of channels: small
+// images (7 x 7) give the workgroup more channels instead of idle
+// invocations. Same push constants as conv.comp, plus pixel_shift.
 #version 450
 #include "common.glsl"
 #include "shader_ops.h"
@@ -36,14 +38,19 @@ layout(push_constant) uniform Push {
   float act_alpha;
   float act_beta;
   uint total;
+  uint pixel_shift;
 } pc;
 
 void main() {
   const uint image = kiln_div(gl_WorkGroupID.z, pc.groups, 1.0 / float(pc.groups));
   const uint group = gl_WorkGroupID.z - image * pc.groups;
   const uint pixels = pc.oh * pc.ow;
-  const uint p0 = gl_GlobalInvocationID.x * 4u;
-  const uint m0 = gl_WorkGroupID.y * 4u;
+  const uint lid = gl_LocalInvocationID.x;
+  const uint pixel_blocks = 1u << pc.pixel_shift;
+  const uint p0 = (gl_WorkGroupID.x * pixel_blocks + (lid & (pixel_blocks - 1u))) * 4u;
+  const uint m0 = (gl_WorkGroupID.y * (KILN_WORKGROUP >> pc.pixel_shift) + (lid >> pc.pixel_shift)) * 4u;
+  // No barrier follows: invocations with nothing to compute leave.
+  if (p0 >= pixels || m0 >= pc.m) return;
   const uint plane = pc.h * pc.w;
   const uint x_base = (image * pc.groups + group) * pc.c * plane;
   const uint window = pc.kh * pc.kw;

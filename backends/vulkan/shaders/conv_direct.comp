@@ -33,6 +33,7 @@ layout(push_constant) uniform Push {
   float act_alpha;
   float act_beta;
   uint total;  // output elements
+  uint pixel_shift;  // (conv_blocked.comp)
 } pc;
 
 // Rows are output planes (image, channel), columns their pixels.

@@ -54,6 +54,13 @@ void main() {
     b_off += index * pc.b_batch[d];
   }
   const uint row0 = gl_WorkGroupID.y * 32u + ty * 4u;
+#ifdef KILN_VEC4
+  const uint first_col = gl_WorkGroupID.x * 32u + tx * 4u;
+#else
+  const uint first_col = gl_WorkGroupID.x * 32u + tx;
+#endif
+  // No barrier follows: invocations with nothing to compute leave.
+  if (row0 >= pc.m || first_col >= pc.n) return;
   // Rows and columns past the edge read the last valid ones; their results
   // are not written.
   uint a_at[4];

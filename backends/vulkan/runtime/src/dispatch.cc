@@ -38,6 +38,7 @@ struct ConvPush {
   uint32_t c, h, w, m, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, groups, has_bias, act;
   float act_alpha, act_beta;
   uint32_t total;
+  uint32_t pixel_shift;
 };
 struct PoolPush {
   uint32_t total, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, include_pad;
@@ -611,9 +612,15 @@ Error lower_conv(const KernelView& k, const Limits& limits, DispatchSink& sink) 
     d.shader = kShaderConvDirect;
     set_rows(d, static_cast<uint64_t>(n) * m, static_cast<uint64_t>(oh * ow), limits);
   } else if (limits.register_blocks) {
+    // As many 4-pixel blocks per workgroup as the image has (a power of
+    // two, up to all 64 invocations); the rest of the workgroup takes more
+    // 4-channel blocks.
+    const uint64_t pixel_blocks = tiles(static_cast<uint64_t>(oh * ow), 4);
+    push.pixel_shift = 0;
+    while (push.pixel_shift < 6 && (uint64_t{1} << push.pixel_shift) < pixel_blocks) ++push.pixel_shift;
     d.shader = kShaderConvBlocked;
-    d.groups[0] = static_cast<uint32_t>(tiles(static_cast<uint64_t>(oh * ow), 4 * KILN_WORKGROUP));
-    d.groups[1] = static_cast<uint32_t>(tiles(push.m, 4));
+    d.groups[0] = static_cast<uint32_t>(tiles(static_cast<uint64_t>(oh * ow), 4u << push.pixel_shift));
+    d.groups[1] = static_cast<uint32_t>(tiles(push.m, 4u * (KILN_WORKGROUP >> push.pixel_shift)));
     d.groups[2] = static_cast<uint32_t>(n * group);
     KILN_RETURN_IF_ERROR(check_groups(k, limits, d.groups[0], d.groups[1], d.groups[2]));
   } else {
