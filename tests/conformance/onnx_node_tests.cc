@@ -102,10 +102,24 @@ struct TestResult {
   Outcome outcome;
   std::string detail;  // failure message or skip reason
   bool on_device = false;  // at least one kernel ran on a device
+  std::string host_reason = "";  // with --target: why no kernel ran on the device
 };
 
 // Devices the tests are planned for ("cpu" unless --target says otherwise).
 std::string g_targets = "cpu";
+
+// Why a test planned for a device ran no kernel there: the first node the
+// device's backend refuses, grouped by op like the skip reasons.
+std::string host_reason(const kp::PlanResult& plan) {
+  for (const kp::TargetDevice& target : kp::parse_targets(g_targets)) {
+    if (target.planner == nullptr) continue;
+    for (const kp::Node& node : plan.graph.nodes) {
+      const std::string why = target.planner->unsupported_reason(plan.graph, node);
+      if (!why.empty()) return node.op_type + ": " + why;
+    }
+  }
+  return "only views, aliased to their input (no kernel)";
+}
 
 bool has_device_kernel(const kp::PlanResult& plan) {
   for (const kp::LMethod& method : plan.program.methods) {
@@ -196,7 +210,7 @@ TestResult run_test(const std::string& dir) {
     const std::string diff = compare(result.outputs[i], expected[i]);
     if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, ": ", diff), on_device};
   }
-  return {Outcome::kPass, "", on_device};
+  return {Outcome::kPass, "", on_device, on_device || g_targets == "cpu" ? "" : host_reason(plan)};
 }
 
 }  // namespace
@@ -225,7 +239,7 @@ int main(int argc, char** argv) {
   }
   kp::register_builtin_backend_planners();
   int pass = 0, fail = 0, skip = 0, on_device = 0;
-  std::map<std::string, int> skip_reasons;
+  std::map<std::string, int> skip_reasons, host_reasons;
   std::vector<std::string> failures;
   for (const std::string& name : tests) {
     if (!filter.empty() && name.find(filter) == std::string::npos) continue;
@@ -241,6 +255,7 @@ int main(int argc, char** argv) {
       case Outcome::kPass:
         ++pass;
         on_device += r.on_device ? 1 : 0;
+        if (!r.host_reason.empty()) ++host_reasons[r.host_reason];
         if (verbose) std::printf("PASS %s%s\n", name.c_str(), r.on_device ? " (device)" : "");
         break;
       case Outcome::kFail:
@@ -263,6 +278,11 @@ int main(int argc, char** argv) {
   std::printf("\nONNX node tests: %d passed, %d failed, %d skipped (of %d)\n", pass, fail, skip, pass + fail + skip);
   int status = fail == 0 ? 0 : 1;
   if (g_targets != "cpu") {
+    std::vector<std::pair<int, std::string>> host;
+    for (const auto& [reason, count] : host_reasons) host.emplace_back(count, reason);
+    std::sort(host.rbegin(), host.rend());
+    std::printf("\npassing tests that ran no kernel on the device, by reason:\n");
+    for (const auto& [count, reason] : host) std::printf("  %4d  %s\n", count, reason.c_str());
     std::printf("target %s: %d of the %d passing tests ran at least one kernel on a device\n", g_targets.c_str(),
                 on_device, pass);
     const uint64_t messages = kp::shutdown_builtin_runtime_backends();
