@@ -55,12 +55,6 @@ namespace {
 using planner::PlanOptions;
 using planner::PlanResult;
 
-#define SKIP_WITHOUT_VULKAN()                                          \
-  do {                                                                 \
-    const std::string why = vulkan_unavailable();                      \
-    if (!why.empty()) GTEST_SKIP() << why;                             \
-  } while (0)
-
 HostTensor float_constant(std::vector<float> values, std::vector<int64_t> shape) {
   return HostTensor::from_floats(values, std::move(shape));
 }

@@ -85,12 +85,6 @@ extern "C" void __wrap_vkCmdPipelineBarrier(VkCommandBuffer c, VkPipelineStageFl
 namespace kiln::testing {
 namespace {
 
-#define SKIP_WITHOUT_VULKAN()                                          \
-  do {                                                                 \
-    const std::string why = vulkan_unavailable();                      \
-    if (!why.empty()) GTEST_SKIP() << why;                             \
-  } while (0)
-
 // Conv, pooling and a classifier, with a node on the CPU in between: two
 // delegates, copies both ways.
 GraphBuilder split_cnn() {

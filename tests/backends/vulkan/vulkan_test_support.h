@@ -34,6 +34,13 @@ TestBackend& shared_backend();
 // Empty when a Vulkan device exists; otherwise why tests must skip.
 std::string vulkan_unavailable();
 
+// In a test: skips it, naming the reason, when there is no Vulkan device.
+#define SKIP_WITHOUT_VULKAN()                                      \
+  do {                                                             \
+    const std::string why = ::kiln::testing::vulkan_unavailable(); \
+    if (!why.empty()) GTEST_SKIP() << why;                         \
+  } while (0)
+
 // A program loaded through `registry`, with host arenas and bookkeeping
 // from the heap and device arenas from the backend.
 class LoadedMethod {
