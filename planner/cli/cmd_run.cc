@@ -13,6 +13,7 @@
 #include "core/npy.h"
 #include "exec/run.h"
 #include "onnx/import.h"
+#include "targets/runtime_backends.h"
 
 namespace kiln::planner::cli {
 namespace {
@@ -27,7 +28,11 @@ constexpr const char* kHelp =
     "  --input FILE        an input, once per method input, in order\n"
     "  --output-dir DIR    write output_0.npy, output_1.npy, ... to DIR\n"
     "  --runs N            execute N times and report the median latency (default 1)\n"
-    "  --method NAME       the method to run (default forward)\n";
+    "  --method NAME       the method to run (default forward)\n"
+    "\n"
+    "Delegates planned for vulkan:N run on the Vulkan backend (when kiln is built\n"
+    "with it). KILN_VULKAN_VALIDATION=1 enables the Khronos validation layer; any\n"
+    "validation message then fails the run.\n";
 
 std::string summary(const HostTensor& t) {
   if (t.numel() == 0) return "(empty)";
@@ -73,7 +78,10 @@ int cmd_run(const Argv& argv) {
   RunOptions options;
   options.runs = static_cast<int>(runs);
   options.method = args.get("--method", "forward");
+  options.backends = &builtin_runtime_backends();
   const RunResult result = run_program(bytes, inputs, options);
+  const uint64_t validation_messages = shutdown_builtin_runtime_backends();
+  if (validation_messages != 0) fail("the Vulkan validation layer reported ", validation_messages, " message(s)");
 
   const std::string dir = args.get("--output-dir");
   if (!dir.empty()) {

@@ -64,13 +64,19 @@ RunResult run_program(const std::string& program_bytes, const std::vector<HostTe
   std::vector<Span<uint8_t>> arena_spans;
   for (size_t i = 0; i < meta->num_arenas(); ++i) {
     const ArenaInfo info = meta->arena(i).get();
+    if (info.device.type() != DeviceType::CPU) {
+      // Device arenas are allocated by their backend.
+      arena_spans.emplace_back();
+      continue;
+    }
     arenas.push_back(std::make_unique<AlignedBuffer>(static_cast<size_t>(info.size)));
     arena_spans.emplace_back(arenas.back()->data, static_cast<size_t>(info.size));
   }
   MemoryManager memory;
   memory.bookkeeping = &bookkeeping;
   memory.arenas = Span<const Span<uint8_t>>(arena_spans.data(), arena_spans.size());
-  Result<Method> method = program->load_method(options.method.c_str(), memory, host_kernel_registry());
+  const BackendRegistry& backends = options.backends != nullptr ? *options.backends : global_backend_registry();
+  Result<Method> method = program->load_method(options.method.c_str(), memory, host_kernel_registry(), backends);
   check(method.error(), "method load failed");
 
   if (inputs.size() != method->num_inputs()) {

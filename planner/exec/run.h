@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/host_tensor.h"
+#include "kiln/runtime/backend.h"
 #include "kiln/runtime/kernel.h"
 
 namespace kiln::planner {
@@ -18,6 +19,9 @@ namespace kiln::planner {
 struct RunOptions {
   std::string method = "forward";
   int runs = 1;  // executions; timing reports their median
+  // Backends serving device arenas and delegates (not owned); nullptr: the
+  // runtime's global registry. See targets/runtime_backends.h.
+  const BackendRegistry* backends = nullptr;
 };
 
 struct RunResult {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -38,14 +39,18 @@ Lifetimes compute_lifetimes(const LMethod& method) {
 void plan_method_memory(LMethod& method, const MethodPlanOptions& options) {
   const Lifetimes lt = compute_lifetimes(method);
   // One arena per device (ordinary kind; symmetric arenas come with
-  // collectives), in order of first appearance.
-  std::map<std::pair<int, int>, int> arena_of;
+  // collectives), in order of first appearance; on a device, the constants
+  // uploaded at load (persistent) get an arena of their own, written once
+  // and never reused, beside the one the run reuses.
+  std::map<std::tuple<int, int, bool>, int> arena_of;
   std::vector<std::vector<int>> members;
   method.arenas.clear();
   for (size_t t = 0; t < method.tensors.size(); ++t) {
     LTensor& tensor = method.tensors[t];
     if (!tensor.has_memory()) continue;
-    const auto key = std::make_pair(static_cast<int>(tensor.device.type()), static_cast<int>(tensor.device.index()));
+    const bool device_constant = tensor.device.type() != fb::DeviceType::CPU && tensor.persistent;
+    const auto key = std::make_tuple(static_cast<int>(tensor.device.type()), static_cast<int>(tensor.device.index()),
+                                     device_constant);
     auto it = arena_of.find(key);
     if (it == arena_of.end()) {
       it = arena_of.emplace(key, static_cast<int>(method.arenas.size())).first;

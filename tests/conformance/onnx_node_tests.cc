@@ -14,7 +14,14 @@
 // for the ops kiln targets (CNNs and transformer blocks), or every op with
 // --all-ops.
 //
-// usage: kiln_onnx_node_tests [--data DIR] [--filter SUBSTRING] [--verbose] [--all-ops]
+// With --target (vulkan:0,cpu) every test is planned for those devices, as
+// `kiln plan --target` does, and run on the built-in runtime backends
+// (targets/runtime_backends.h): the same op tests then check a device
+// backend against the same references. The summary counts the tests that
+// ran at least one kernel on a device; any mismatch fails, as does any
+// validation message when KILN_VULKAN_VALIDATION=1.
+//
+// usage: kiln_onnx_node_tests [--data DIR] [--filter SUBSTRING] [--target LIST] [--verbose] [--all-ops]
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -35,6 +42,8 @@
 #include "exec/run.h"
 #include "onnx/import.h"
 #include "pipeline.h"
+#include "targets/runtime_backends.h"
+#include "targets/target.h"
 
 namespace kp = kiln::planner;
 
@@ -202,7 +211,34 @@ enum class Outcome { kPass, kFail, kSkip };
 struct TestResult {
   Outcome outcome;
   std::string detail;  // failure message or skip reason
+  bool on_device = false;  // at least one kernel ran on a device
+  std::string host_reason = "";  // with --target: why no kernel ran on the device
 };
+
+// Devices the tests are planned for ("cpu" unless --target says otherwise).
+std::string g_targets = "cpu";
+
+// Why a test planned for a device ran no kernel there: the first node the
+// device's backend refuses, grouped by op like the skip reasons.
+std::string host_reason(const kp::PlanResult& plan) {
+  for (const kp::TargetDevice& target : kp::parse_targets(g_targets)) {
+    if (target.planner == nullptr) continue;
+    for (const kp::Node& node : plan.graph.nodes) {
+      const std::string why = target.planner->unsupported_reason(plan.graph, node);
+      if (!why.empty()) return node.op_type + ": " + why;
+    }
+  }
+  return "only views, aliased to their input (no kernel)";
+}
+
+bool has_device_kernel(const kp::PlanResult& plan) {
+  for (const kp::LMethod& method : plan.program.methods) {
+    for (const kp::LInstruction& ins : method.instructions) {
+      if (ins.kind == kp::LInstruction::Kind::kKernel && ins.device.type() != kiln::fb::DeviceType::CPU) return true;
+    }
+  }
+  return false;
+}
 
 TestResult run_test(const std::string& dir, const std::string& name) {
   auto deviation = kReferenceDeviations.find(name);
@@ -248,6 +284,7 @@ TestResult run_test(const std::string& dir, const std::string& name) {
     }
   }
   kp::PlanOptions options;
+  options.targets = g_targets;
   std::set<std::string> frozen;
   kp::PlanResult plan;
   for (;;) {
@@ -279,20 +316,23 @@ TestResult run_test(const std::string& dir, const std::string& name) {
   for (size_t i = 0; i < names.size(); ++i) {
     if (!frozen.count(names[i])) run_inputs.push_back(inputs[i]);
   }
+  const bool on_device = has_device_kernel(plan);
   kp::RunResult result;
   try {
-    result = kp::run_program(plan.bytes, run_inputs, kp::RunOptions{});
+    kp::RunOptions run_options;
+    run_options.backends = &kp::builtin_runtime_backends();
+    result = kp::run_program(plan.bytes, run_inputs, run_options);
   } catch (const kp::PlanError& e) {
-    return {Outcome::kFail, std::string("run: ") + e.what()};
+    return {Outcome::kFail, std::string("run: ") + e.what(), on_device};
   }
   if (result.outputs.size() != expected.size()) {
     return {Outcome::kFail, kp::str(result.outputs.size(), " outputs, expected ", expected.size())};
   }
   for (size_t i = 0; i < expected.size(); ++i) {
     const std::string diff = compare(result.outputs[i], expected[i]);
-    if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, ": ", diff)};
+    if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, ": ", diff), on_device};
   }
-  return {Outcome::kPass, ""};
+  return {Outcome::kPass, "", on_device, on_device || g_targets == "cpu" ? "" : host_reason(plan)};
 }
 
 }  // namespace
@@ -305,12 +345,15 @@ int main(int argc, char** argv) {
       root = argv[++i];
     } else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) {
       filter = argv[++i];
+    } else if (!std::strcmp(argv[i], "--target") && i + 1 < argc) {
+      g_targets = argv[++i];
     } else if (!std::strcmp(argv[i], "--verbose")) {
       verbose = true;
     } else if (!std::strcmp(argv[i], "--all-ops")) {
       all_ops = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--data DIR] [--filter SUBSTRING] [--verbose] [--all-ops]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--data DIR] [--filter SUBSTRING] [--target LIST] [--verbose] [--all-ops]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -319,8 +362,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no ONNX node tests under %s (install libonnx-testdata)\n", root.c_str());
     return 1;
   }
-  int pass = 0, fail = 0, skip = 0;
-  std::map<std::string, int> skip_reasons;
+  kp::register_builtin_backend_planners();
+  int pass = 0, fail = 0, skip = 0, on_device = 0;
+  std::map<std::string, int> skip_reasons, host_reasons;
   std::map<std::string, OpStats> per_op;
   std::vector<std::string> failures;
   for (const std::string& name : tests) {
@@ -347,7 +391,9 @@ int main(int argc, char** argv) {
     switch (r.outcome) {
       case Outcome::kPass:
         ++pass;
-        if (verbose) std::printf("PASS %s\n", name.c_str());
+        on_device += r.on_device ? 1 : 0;
+        if (!r.host_reason.empty()) ++host_reasons[r.host_reason];
+        if (verbose) std::printf("PASS %s%s\n", name.c_str(), r.on_device ? " (device)" : "");
         break;
       case Outcome::kFail:
         ++fail;
@@ -381,5 +427,20 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("\nONNX node tests: %d passed, %d failed, %d skipped (of %d)\n", pass, fail, skip, pass + fail + skip);
-  return fail == 0 ? 0 : 1;
+  int status = fail == 0 ? 0 : 1;
+  if (g_targets != "cpu") {
+    std::vector<std::pair<int, std::string>> host;
+    for (const auto& [reason, count] : host_reasons) host.emplace_back(count, reason);
+    std::sort(host.rbegin(), host.rend());
+    std::printf("\npassing tests that ran no kernel on the device, by reason:\n");
+    for (const auto& [count, reason] : host) std::printf("  %4d  %s\n", count, reason.c_str());
+    std::printf("target %s: %d of the %d passing tests ran at least one kernel on a device\n", g_targets.c_str(),
+                on_device, pass);
+    const uint64_t messages = kp::shutdown_builtin_runtime_backends();
+    if (messages != 0) {
+      std::printf("the Vulkan validation layer reported %llu message(s)\n", static_cast<unsigned long long>(messages));
+      status = 1;
+    }
+  }
+  return status;
 }

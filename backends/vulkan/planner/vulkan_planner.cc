@@ -1,20 +1,77 @@
-// The Vulkan backend's planner half: which ops its compute shaders run, and
-// the layout rules of its device arenas.
+// The Vulkan backend's planner half: exactly the ops (and attributes) its
+// compute shaders run (backends/vulkan/shaders, lowered to dispatches by
+// backends/vulkan/runtime/src/dispatch.cc), the layout rules of its device
+// arenas, and the host state a delegate takes at run time.
 //
 // Offsets in Vulkan arenas are aligned to 256 bytes, the largest
 // minStorageBufferOffsetAlignment a conforming device may report, so one
 // program runs on every Vulkan 1.1 device (lavapipe reports 16).
+//
+// Beyond float32 operands (the table's rule) every op here needs:
+//   - no empty tensor (the CPU handles those without launching anything);
+//   - rank at most 8;
+//   - no tensor above 128 MiB: the smallest maxStorageBufferRange a Vulkan
+//     device may have, the most one descriptor binds.
 
 #include "backends/vulkan/planner/vulkan_planner.h"
 
+#include "backends/vulkan/vulkan_abi.h"
+#include "planner/core/error.h"
 #include "planner/targets/table_planner.h"
 
 namespace kiln::planner {
 namespace {
 
-std::string spatial_2d(const Graph& graph, const Node& node) {
-  const Value& x = node_input(graph, node, 0);
-  if (x.shape.size() != 4) return "only 2-D (NCHW) spatial ops";
+constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 27;
+constexpr size_t kMaxRank = 8;
+
+using Check = std::function<std::string(const Graph&, const Node&)>;
+
+// The rules every Vulkan op shares (above); shape arguments (constant
+// inputs beyond the first) are not tensors the shaders see.
+std::string common_rules(const Graph& graph, const Node& node, size_t tensor_inputs) {
+  auto check = [](const Value& v, const char* what, size_t i) -> std::string {
+    if (!v.has_shape) return str(what, " ", i, " has no static shape");
+    if (v.shape.size() > kMaxRank) return str(what, " ", i, " has rank ", v.shape.size(), " (8 at most)");
+    if (shape_numel(v.shape) == 0) return str(what, " ", i, " is empty");
+    if (static_cast<uint64_t>(shape_numel(v.shape)) * 4 > kMaxTensorBytes) {
+      return str(what, " ", i, " is larger than 128 MiB (what every Vulkan device binds)");
+    }
+    return "";
+  };
+  for (size_t i = 0; i < node.inputs.size() && i < tensor_inputs; ++i) {
+    if (node.inputs[i] < 0) continue;
+    const std::string why = check(graph.values[static_cast<size_t>(node.inputs[i])], "input", i);
+    if (!why.empty()) return why;
+  }
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    if (node.outputs[i] < 0) continue;
+    const std::string why = check(graph.values[static_cast<size_t>(node.outputs[i])], "output", i);
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+
+// The shared rules, then `extra` (may be null). `tensor_inputs`: how many
+// leading inputs are tensors (the rest are shape arguments).
+Check rules(Check extra = nullptr, size_t tensor_inputs = 1024) {
+  return [extra, tensor_inputs](const Graph& graph, const Node& node) {
+    std::string why = common_rules(graph, node, tensor_inputs);
+    if (why.empty() && extra) why = extra(graph, node);
+    return why;
+  };
+}
+
+std::string spatial_1d_2d(const Graph& graph, const Node& node) {
+  const size_t rank = node_input(graph, node, 0).shape.size();
+  return rank == 3 || rank == 4 ? "" : "only 1-D and 2-D (NCW, NCHW) windows";
+}
+
+// The matmul shader walks at most 3 batch dims.
+std::string matmul_batches(const Graph& graph, const Node& node) {
+  for (size_t i = 0; i < 2; ++i) {
+    if (node_input(graph, node, i).shape.size() > 5) return "more than 3 batch dims";
+  }
   return "";
 }
 
@@ -24,33 +81,52 @@ std::unique_ptr<BackendPlanner> make_vulkan_planner() {
   TablePlannerSpec spec;
   spec.name = "vulkan";
   spec.device_type = fb::DeviceType::VULKAN;
-  spec.max_devices = 8;
-  spec.arena_alignment = 256;
-  spec.state_bytes_fixed = 512;
-  spec.state_bytes_per_kernel = 128;
+  spec.max_devices = vulkan::kMaxDevices;
+  spec.arena_alignment = vulkan::kArenaAlignment;
+  spec.state_bytes_fixed = vulkan::kDelegateStateBytes;
+  spec.state_bytes_per_kernel = 0;
   const uint32_t in0 = 1u << 0, in01 = (1u << 0) | (1u << 1);
-  for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}) spec.ops.push_back(op_support(op, nullptr, in01));
-  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "Exp", "Log",
-                         "Sqrt", "Neg", "Abs", "Erf", "Reciprocal", "Elu", "Softplus"}) {
-    spec.ops.push_back(op_support(op, nullptr, in0));
+  // binary.comp (Sum and Mean lower to Add, and Mul by 1/n; Pow with a
+  // scalar constant exponent to unary.comp's PowScalar).
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean"}) {
+    spec.ops.push_back(op_support(op, rules(), in01));
   }
-  spec.ops.push_back(op_support("Gemm"));
-  spec.ops.push_back(op_support("MatMul"));
-  spec.ops.push_back(op_support("Conv", spatial_2d));
-  spec.ops.push_back(op_support("MaxPool", spatial_2d));
-  spec.ops.push_back(op_support("AveragePool", spatial_2d));
-  spec.ops.push_back(op_support("GlobalAveragePool"));
-  spec.ops.push_back(op_support("BatchNormalization"));
-  spec.ops.push_back(op_support("Softmax"));
-  spec.ops.push_back(op_support("LogSoftmax"));
-  spec.ops.push_back(op_support("Transpose"));
-  spec.ops.push_back(op_support("Concat"));
-  for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax"}) spec.ops.push_back(op_support(op, nullptr, 0, {1}));
-  spec.ops.push_back(op_support("LayerNormalization"));
-  spec.ops.push_back(op_support("Reshape", nullptr, in0, {1}));
-  spec.ops.push_back(op_support("Squeeze", nullptr, in0, {1}));
-  spec.ops.push_back(op_support("Unsqueeze", nullptr, in0, {1}));
-  for (const char* op : {"Flatten", "Identity", "Dropout"}) spec.ops.push_back(op_support(op, nullptr, in0));
+  // unary.comp
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Exp", "Log", "Sqrt", "Erf", "Floor", "Ceil",
+                         "Reciprocal", "Softplus", "LeakyRelu", "Elu", "HardSigmoid", "HardSwish"}) {
+    spec.ops.push_back(op_support(op, rules(), in0));
+  }
+  // Clip's bounds become parameters when they are constants; bounds
+  // computed at run time stay on the CPU.
+  spec.ops.push_back(op_support("Clip", rules(nullptr, 1), in0, {1, 2}));
+  // matmul.comp
+  spec.ops.push_back(op_support("Gemm", rules()));
+  spec.ops.push_back(op_support("MatMul", rules(matmul_batches)));
+  // conv.comp (implicit GEMM) and conv_direct.comp (depthwise, few channels)
+  spec.ops.push_back(op_support("Conv", rules(spatial_1d_2d)));
+  // pool.comp; reduce.comp for the global poolings and the reductions
+  spec.ops.push_back(op_support("MaxPool", rules(spatial_1d_2d)));
+  spec.ops.push_back(op_support("AveragePool", rules(spatial_1d_2d)));
+  spec.ops.push_back(op_support("GlobalAveragePool", rules()));
+  spec.ops.push_back(op_support("GlobalMaxPool", rules()));
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                         "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}) {
+    spec.ops.push_back(op_support(op, rules(nullptr, 1), 0, {1}));
+  }
+  // softmax.comp, layer_norm.comp, batch_norm.comp
+  spec.ops.push_back(op_support("Softmax", rules()));
+  spec.ops.push_back(op_support("LogSoftmax", rules()));
+  spec.ops.push_back(op_support("LayerNormalization", rules(), in0));
+  spec.ops.push_back(op_support("BatchNormalization", rules(), in0));
+  // strided_copy.comp, copy_rows.comp
+  spec.ops.push_back(op_support("Transpose", rules()));
+  spec.ops.push_back(op_support("Slice", rules(nullptr, 1), 0, {1, 2, 3, 4}));
+  spec.ops.push_back(op_support("Concat", rules()));
+  spec.ops.push_back(op_support("Split", rules(nullptr, 1), 0, {1}));
+  // Views: the planner aliases them (no work) or copies with copy_rows.comp.
+  for (const char* op : {"Reshape", "Squeeze", "Unsqueeze"}) spec.ops.push_back(op_support(op, rules(nullptr, 1), in0, {1}));
+  spec.ops.push_back(op_support("Dropout", rules(nullptr, 1), in0, {1, 2}));
+  for (const char* op : {"Flatten", "Identity"}) spec.ops.push_back(op_support(op, rules(), in0));
   return std::make_unique<TableBackendPlanner>(std::move(spec));
 }
 

@@ -1,0 +1,689 @@
+// The Vulkan backend: device memory, copies and the delegate lifecycle
+// (validate and record at init, submit at execute). Devices, pipelines and
+// staging are in device.cc, the kernels' dispatches in dispatch.cc.
+
+#include "kiln/backends/vulkan/vulkan_backend.h"
+
+#include <string.h>
+
+#include <new>
+
+#include "device.h"
+#include "dispatch.h"
+#include "kiln/runtime/log.h"
+#include "kiln/schema/delegate_generated.h"
+#include "state.h"
+
+namespace kiln::vulkan {
+
+using internal::ArenaState;
+using internal::BackendState;
+using internal::DelegateRecord;
+using internal::DeviceState;
+using internal::Dispatch;
+using internal::KernelView;
+using internal::Lock;
+
+namespace {
+
+static_assert(sizeof(BackendState) <= VulkanBackend::kStateBytes, "BackendState outgrew VulkanBackend::kStateBytes");
+static_assert(alignof(BackendState) <= 16, "BackendState needs more alignment than its storage has");
+
+// The record behind `buffer`, or nullptr when it is not an arena of ours.
+ArenaState* arena_of(BackendState& s, DeviceBuffer buffer) {
+  auto* arena = static_cast<ArenaState*>(buffer.handle);
+  if (arena < s.arenas || arena >= s.arenas + internal::kMaxArenas || !arena->used) return nullptr;
+  return arena;
+}
+
+// kDeviceError when the validation layer reported anything since the last
+// check: a run with a validation message must not pass.
+Error check_validation(BackendState& s, const char* during) {
+  const uint64_t total = s.validation_messages.load(std::memory_order_relaxed);
+  if (total == s.validation_reported) return Error::kOk;
+  KILN_LOG(ERROR, "vulkan: the validation layer reported %llu message(s) %s",
+           static_cast<unsigned long long>(total - s.validation_reported), during);
+  s.validation_reported = total;
+  return Error::kDeviceError;
+}
+
+const char* kernel_name(const fb::DelegateGraph& graph, uint32_t k) {
+  if (graph.names() == nullptr || k >= graph.names()->size() || graph.names()->Get(k) == nullptr) return "";
+  return graph.names()->Get(k)->c_str();
+}
+
+// The checks every operand of every kernel passes before any shader sees
+// it: a float32 tensor of this device, inside one of our arenas, at an
+// offset the device can bind, within the range a binding may have; and an
+// output shares bytes with an input only as the kernel allows.
+class OperandChecker {
+ public:
+  OperandChecker(BackendState& s, const DeviceState& device, const MethodView& method)
+      : s_(s), device_(device), method_(method) {}
+
+  Error check(const KernelView& k) {
+    const uint32_t num_tensors = method_.num_tensors();
+    for (uint32_t i = 0; i < k.num_inputs(); ++i) {
+      const int32_t t = k.call->inputs()->Get(i);
+      if (t == -1) continue;
+      if (t < 0 || static_cast<uint32_t>(t) >= num_tensors) return bad(k, "input", i, "is out of range");
+      KILN_RETURN_IF_ERROR(check_tensor(k, "input", i, method_.tensor(static_cast<uint32_t>(t))));
+    }
+    for (uint32_t o = 0; o < k.num_outputs(); ++o) {
+      const int32_t t = k.call->outputs()->Get(o);
+      if (t < 0 || static_cast<uint32_t>(t) >= num_tensors) return bad(k, "output", o, "is out of range");
+      const Tensor& out = method_.tensor(static_cast<uint32_t>(t));
+      KILN_RETURN_IF_ERROR(check_tensor(k, "output", o, out));
+      for (uint32_t i = 0; i < k.num_inputs(); ++i) {
+        const Tensor* in = k.input(i);
+        if (in == nullptr || !overlap(*in, out)) continue;
+        const bool same = in->offset() == out.offset() && in->nbytes() == out.nbytes();
+        if (!(o == 0 && same && internal::kernel_allows_inplace(k.op, i))) {
+          KILN_LOG(ERROR, "vulkan: node '%s' (%s): output %u shares bytes with input %u, which the kernel does not "
+                   "allow", k.node, k.op, o, i);
+          return Error::kInvalidProgram;
+        }
+      }
+      for (uint32_t p = 0; p < o; ++p) {
+        if (overlap(k.output(p), out)) return bad(k, "output", o, "shares bytes with another output");
+      }
+    }
+    return Error::kOk;
+  }
+
+ private:
+  static bool overlap(const Tensor& a, const Tensor& b) {
+    return a.arena() == b.arena() && a.offset() < b.offset() + b.nbytes() && b.offset() < a.offset() + a.nbytes();
+  }
+
+  Error bad(const KernelView& k, const char* what, uint32_t i, const char* why) {
+    KILN_LOG(ERROR, "vulkan: node '%s' (%s): %s %u %s", k.node, k.op, what, i, why);
+    return Error::kInvalidProgram;
+  }
+
+  Error check_tensor(const KernelView& k, const char* what, uint32_t i, const Tensor& t) {
+    if (t.device().type() != DeviceType::VULKAN || t.device().index() != device_.index) {
+      return bad(k, what, i, "is not a tensor of this Vulkan device");
+    }
+    if (t.dtype() != DType::FLOAT32) return bad(k, what, i, "is not float32");
+    if (t.arena() < 0 || static_cast<uint32_t>(t.arena()) >= method_.num_arenas()) {
+      return bad(k, what, i, "is not planned in a device arena");
+    }
+    const ArenaState* arena = arena_of(s_, method_.arena(static_cast<uint32_t>(t.arena())));
+    if (arena == nullptr || arena->device != device_.index) {
+      return bad(k, what, i, "lives in an arena this backend did not allocate on this device");
+    }
+    if (t.nbytes() == 0 || t.offset() + t.nbytes() > arena->size) return bad(k, what, i, "is empty or outside its arena");
+    if (t.offset() % device_.limits.min_storage_offset_alignment != 0) {
+      KILN_LOG(ERROR, "vulkan: node '%s' (%s): %s %u is at offset %llu, not a multiple of the device's "
+               "minStorageBufferOffsetAlignment %llu", k.node, k.op, what, i,
+               static_cast<unsigned long long>(t.offset()),
+               static_cast<unsigned long long>(device_.limits.min_storage_offset_alignment));
+      return Error::kInvalidProgram;
+    }
+    if (t.nbytes() > device_.limits.max_storage_range) {
+      KILN_LOG(ERROR, "vulkan: node '%s' (%s): %s %u has %llu bytes; vulkan:%u binds at most %llu "
+               "(maxStorageBufferRange)", k.node, k.op, what, i, static_cast<unsigned long long>(t.nbytes()),
+               device_.index, static_cast<unsigned long long>(device_.limits.max_storage_range));
+      return Error::kNotSupported;
+    }
+    return Error::kOk;
+  }
+
+  BackendState& s_;
+  const DeviceState& device_;
+  const MethodView& method_;
+};
+
+// First pass: how many dispatches and descriptors, and every pipeline made.
+class CountingSink final : public internal::DispatchSink {
+ public:
+  CountingSink(BackendState& s, DeviceState& device) : s_(s), device_(device) {}
+  Error emit(const Dispatch& d) override {
+    Result<VkPipeline> pipeline = internal::ensure_pipeline(s_, device_, d.shader, d.variant);
+    if (!pipeline.ok()) return pipeline.error();
+    ++dispatches;
+    descriptors += d.num_bindings;
+    return Error::kOk;
+  }
+  uint32_t dispatches = 0;
+  uint32_t descriptors = 0;
+
+ private:
+  BackendState& s_;
+  DeviceState& device_;
+};
+
+// Second pass: writes each dispatch's descriptor set and records it, with
+// a barrier first when it conflicts with what the dispatches recorded since
+// the last barrier read or wrote.
+//
+// Hazards are found on byte ranges of the arenas, so memory the planner
+// reuses within the delegate is covered: a dispatch that reads bytes an
+// earlier one wrote (read after write), or writes bytes an earlier one read
+// or wrote (write after read, write after write), waits for it. The
+// dispatches of one Concat write disjoint columns of their output and do
+// not wait for each other.
+class RecordingSink final : public internal::DispatchSink {
+ public:
+  RecordingSink(BackendState& s, DeviceState& device, const MethodView& method, DelegateRecord& record)
+      : s_(s), device_(device), method_(method), record_(record) {}
+
+  void set_kernel(uint32_t kernel) { kernel_ = kernel; }
+
+  Error emit(const Dispatch& d) override {
+    const uint32_t n = d.num_bindings;
+    VkDescriptorSetAllocateInfo allocate = {};
+    allocate.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+    allocate.descriptorPool = record_.descriptors;
+    allocate.descriptorSetCount = 1;
+    allocate.pSetLayouts = &device_.set_layouts[n];
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    KILN_VK_CHECK(vkAllocateDescriptorSets(device_.device, &allocate, &set), "vkAllocateDescriptorSets");
+    VkDescriptorBufferInfo buffers[internal::kMaxBindings];
+    VkWriteDescriptorSet writes[internal::kMaxBindings];
+    for (uint32_t i = 0; i < n; ++i) {
+      const internal::Binding& b = d.bindings[i];
+      buffers[i].buffer = arena_of(s_, method_.arena(b.arena))->buffer;
+      buffers[i].offset = b.offset;
+      buffers[i].range = b.bytes;
+      writes[i] = {};
+      writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+      writes[i].dstSet = set;
+      writes[i].dstBinding = i;
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &buffers[i];
+    }
+    vkUpdateDescriptorSets(device_.device, n, writes, 0, nullptr);
+
+    if (conflicts(d) || pending_ + n > kPending) barrier();
+    for (uint32_t i = 0; i < n; ++i) {
+      const internal::Binding& b = d.bindings[i];
+      accesses_[pending_++] = {b.arena, b.offset, b.offset + b.bytes, b.write, kernel_, d.disjoint_writes};
+    }
+
+    const VkPipeline pipeline = device_.pipelines[internal::shader_info(d.shader).first_pipeline + d.variant];
+    const VkCommandBuffer cb = record_.commands;
+    if (pipeline != bound_) {
+      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+      bound_ = pipeline;
+    }
+    const VkPipelineLayout layout = device_.pipeline_layouts[n];
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, nullptr);
+    vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, internal::kPushConstantBytes, d.push);
+    vkCmdDispatch(cb, d.groups[0], d.groups[1], d.groups[2]);
+    ++record_.dispatches;
+    return Error::kOk;
+  }
+
+  // Shader writes recorded so far become visible to later shader reads
+  // and writes.
+  void barrier() {
+    VkMemoryBarrier memory = {};
+    memory.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    memory.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    memory.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(record_.commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         0, 1, &memory, 0, nullptr, 0, nullptr);
+    ++record_.barriers;
+    pending_ = 0;
+  }
+
+ private:
+  struct Access {
+    uint32_t arena;
+    uint64_t begin, end;
+    bool write;
+    uint32_t kernel;
+    bool disjoint;
+  };
+  static constexpr uint32_t kPending = 96;
+
+  bool conflicts(const Dispatch& d) const {
+    for (uint32_t i = 0; i < d.num_bindings; ++i) {
+      const internal::Binding& b = d.bindings[i];
+      for (uint32_t p = 0; p < pending_; ++p) {
+        const Access& a = accesses_[p];
+        if (a.arena != b.arena || a.end <= b.offset || b.offset + b.bytes <= a.begin) continue;
+        if (!a.write && !b.write) continue;
+        const bool sibling_writes = a.write && b.write && a.disjoint && d.disjoint_writes && a.kernel == kernel_;
+        if (!sibling_writes) return true;
+      }
+    }
+    return false;
+  }
+
+  BackendState& s_;
+  DeviceState& device_;
+  const MethodView& method_;
+  DelegateRecord& record_;
+  uint32_t kernel_ = 0;
+  VkPipeline bound_ = VK_NULL_HANDLE;
+  Access accesses_[kPending];
+  uint32_t pending_ = 0;
+};
+
+void destroy_record(BackendState& s, DelegateRecord& r) {
+  if (r.device == nullptr) return;
+  const VkDevice device = r.device->device;
+  if (r.fence != VK_NULL_HANDLE) vkDestroyFence(device, r.fence, s.allocator());
+  if (r.commands != VK_NULL_HANDLE) vkFreeCommandBuffers(device, r.device->command_pool, 1, &r.commands);
+  if (r.descriptors != VK_NULL_HANDLE) vkDestroyDescriptorPool(device, r.descriptors, s.allocator());
+  r = DelegateRecord();
+}
+
+// Visits the kernels of `graph` as KernelViews.
+template <typename F>
+Error for_each_kernel(const fb::DelegateGraph& graph, const MethodView& method, F f) {
+  const uint32_t count = graph.kernels()->size();
+  for (uint32_t k = 0; k < count; ++k) {
+    const fb::KernelCall* call = graph.kernels()->Get(k);
+    KernelView view;
+    view.node = kernel_name(graph, k);
+    view.call = call;
+    view.method = &method;
+    if (call->op() >= graph.operators()->size()) {
+      KILN_LOG(ERROR, "vulkan: kernel %u ('%s') names operator %u, which does not exist", k, view.node, call->op());
+      return Error::kInvalidProgram;
+    }
+    view.op = graph.operators()->Get(call->op())->name()->c_str();
+    KILN_RETURN_IF_ERROR(f(k, view));
+  }
+  return Error::kOk;
+}
+
+Error record(BackendState& s, DeviceState& device, const fb::DelegateGraph& graph, const MethodView& method,
+             uint32_t descriptors, DelegateRecord& r) {
+  const VkAllocationCallbacks* a = s.allocator();
+  if (r.dispatches > 0) {
+    VkDescriptorPoolSize size = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptors};
+    VkDescriptorPoolCreateInfo pool = {};
+    pool.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+    pool.maxSets = r.dispatches;
+    pool.poolSizeCount = 1;
+    pool.pPoolSizes = &size;
+    KILN_VK_CHECK(vkCreateDescriptorPool(device.device, &pool, a, &r.descriptors), "vkCreateDescriptorPool");
+  }
+  VkCommandBufferAllocateInfo command = {};
+  command.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  command.commandPool = device.command_pool;
+  command.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  command.commandBufferCount = 1;
+  KILN_VK_CHECK(vkAllocateCommandBuffers(device.device, &command, &r.commands), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fence = {};
+  fence.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+  KILN_VK_CHECK(vkCreateFence(device.device, &fence, a, &r.fence), "vkCreateFence");
+
+  VkCommandBufferBeginInfo begin = {};
+  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  KILN_VK_CHECK(vkBeginCommandBuffer(r.commands, &begin), "vkBeginCommandBuffer");
+  // What earlier submissions (other delegates, staging copies) wrote is
+  // visible to this one's shaders; host writes are, by vkQueueSubmit.
+  VkMemoryBarrier entry = {};
+  entry.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  entry.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  entry.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  vkCmdPipelineBarrier(r.commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &entry, 0, nullptr, 0, nullptr);
+  r.dispatches = 0;
+  RecordingSink sink(s, device, method, r);
+  KILN_RETURN_IF_ERROR(for_each_kernel(graph, method, [&](uint32_t k, const KernelView& view) {
+    sink.set_kernel(k);
+    return internal::lower_kernel(view, device.limits, sink);
+  }));
+  // This delegate's writes are visible to the host (mapped copies), to
+  // transfers (staging copies) and, through the next entry barrier, to
+  // later delegates.
+  VkMemoryBarrier exit = {};
+  exit.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  exit.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  exit.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  vkCmdPipelineBarrier(r.commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &exit, 0, nullptr, 0,
+                       nullptr);
+  KILN_VK_CHECK(vkEndCommandBuffer(r.commands), "vkEndCommandBuffer");
+  return Error::kOk;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+VulkanBackend::VulkanBackend(const VulkanOptions& options) {
+  BackendState* s = new (storage_) BackendState();
+  s->options = options;
+  s->pool.reset(options.host_memory.data(), options.host_memory.size());
+}
+
+VulkanBackend::~VulkanBackend() {
+  shutdown();
+  state().~BackendState();
+}
+
+BackendState& VulkanBackend::state() { return *reinterpret_cast<BackendState*>(storage_); }
+const BackendState& VulkanBackend::state() const { return *reinterpret_cast<const BackendState*>(storage_); }
+
+Error VulkanBackend::allocate(Device device, uint64_t size, uint32_t alignment, DeviceBuffer* out_buffer) {
+  BackendState& s = state();
+  if (device.type() != DeviceType::VULKAN || out_buffer == nullptr) return Error::kInvalidArgument;
+  Lock lock(s);
+  KILN_RETURN_IF_ERROR(internal::ensure_device(s, device.index()));
+  DeviceState& d = s.devices[device.index()];
+  ArenaState* arena = nullptr;
+  for (ArenaState& a : s.arenas) {
+    if (!a.used) {
+      arena = &a;
+      break;
+    }
+  }
+  if (arena == nullptr) {
+    KILN_LOG(ERROR, "vulkan: all %u arena slots are in use", internal::kMaxArenas);
+    return Error::kOutOfMemory;
+  }
+  // Buffers may not be empty; round to whole words for the shaders.
+  const uint64_t bytes = size < 16 ? 16 : (size + 3) / 4 * 4;
+  if (d.limits.max_allocation != 0 && bytes > d.limits.max_allocation) {
+    KILN_LOG(ERROR, "vulkan: vulkan:%u allocates at most %llu bytes at once (maxMemoryAllocationSize); the arena "
+             "needs %llu", d.index, static_cast<unsigned long long>(d.limits.max_allocation),
+             static_cast<unsigned long long>(bytes));
+    return Error::kDeviceAllocationFailed;
+  }
+  VkBufferCreateInfo info = {};
+  info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  info.size = bytes;
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  KILN_VK_CHECK(vkCreateBuffer(d.device, &info, s.allocator(), &buffer), "vkCreateBuffer (arena)");
+  VkMemoryRequirements requirements;
+  vkGetBufferMemoryRequirements(d.device, buffer, &requirements);
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  bool mappable = false;
+  Error error = internal::allocate_arena_memory(s, d, requirements, &memory, &mappable);
+  void* mapped = nullptr;
+  if (error == Error::kOk) {
+    VkResult result = vkBindBufferMemory(d.device, buffer, memory, 0);
+    if (result == VK_SUCCESS && mappable) result = vkMapMemory(d.device, memory, 0, VK_WHOLE_SIZE, 0, &mapped);
+    if (result != VK_SUCCESS) {
+      KILN_LOG(ERROR, "vulkan: binding or mapping arena memory failed: %s", internal::result_name(result));
+      error = Error::kDeviceError;
+    }
+  }
+  if (error != Error::kOk) {
+    if (memory != VK_NULL_HANDLE) vkFreeMemory(d.device, memory, s.allocator());
+    vkDestroyBuffer(d.device, buffer, s.allocator());
+    return error;
+  }
+  arena->used = true;
+  arena->device = device.index();
+  arena->buffer = buffer;
+  arena->memory = memory;
+  arena->mapped = static_cast<uint8_t*>(mapped);
+  arena->size = size;
+  out_buffer->handle = arena;
+  out_buffer->size = size;
+  return Error::kOk;
+}
+
+void VulkanBackend::release(Device device, DeviceBuffer buffer) {
+  BackendState& s = state();
+  Lock lock(s);
+  ArenaState* arena = arena_of(s, buffer);
+  if (arena == nullptr) return;
+  DeviceState& d = s.devices[arena->device];
+  if (d.device != VK_NULL_HANDLE) {
+    if (arena->mapped != nullptr) vkUnmapMemory(d.device, arena->memory);
+    vkDestroyBuffer(d.device, arena->buffer, s.allocator());
+    vkFreeMemory(d.device, arena->memory, s.allocator());
+  }
+  *arena = ArenaState();
+}
+
+Error VulkanBackend::copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_offset, const void* src,
+                                    uint64_t bytes) {
+  BackendState& s = state();
+  ArenaState* arena = arena_of(s, dst);
+  if (arena == nullptr || dst_offset + bytes > arena->size || (src == nullptr && bytes != 0)) {
+    return Error::kInvalidArgument;
+  }
+  if (arena->mapped != nullptr) {
+    memcpy(arena->mapped + dst_offset, src, static_cast<size_t>(bytes));
+    return Error::kOk;
+  }
+  Lock lock(s);
+  DeviceState& d = s.devices[arena->device];
+  KILN_RETURN_IF_ERROR(internal::ensure_staging(s, d));
+  for (uint64_t done = 0; done < bytes;) {
+    const uint64_t n = bytes - done < internal::kStagingBytes ? bytes - done : internal::kStagingBytes;
+    memcpy(d.staging_mapped, static_cast<const uint8_t*>(src) + done, static_cast<size_t>(n));
+    KILN_RETURN_IF_ERROR(internal::submit_copy(s, d, d.staging, 0, arena->buffer, dst_offset + done, n));
+    done += n;
+  }
+  return check_validation(s, "while copying to the device");
+}
+
+Error VulkanBackend::copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset, uint64_t bytes) {
+  BackendState& s = state();
+  ArenaState* arena = arena_of(s, src);
+  if (arena == nullptr || src_offset + bytes > arena->size || (dst == nullptr && bytes != 0)) {
+    return Error::kInvalidArgument;
+  }
+  if (arena->mapped != nullptr) {
+    memcpy(dst, arena->mapped + src_offset, static_cast<size_t>(bytes));
+    return Error::kOk;
+  }
+  Lock lock(s);
+  DeviceState& d = s.devices[arena->device];
+  KILN_RETURN_IF_ERROR(internal::ensure_staging(s, d));
+  for (uint64_t done = 0; done < bytes;) {
+    const uint64_t n = bytes - done < internal::kStagingBytes ? bytes - done : internal::kStagingBytes;
+    KILN_RETURN_IF_ERROR(internal::submit_copy(s, d, arena->buffer, src_offset + done, d.staging, 0, n));
+    memcpy(static_cast<uint8_t*>(dst) + done, d.staging_mapped, static_cast<size_t>(n));
+    done += n;
+  }
+  return check_validation(s, "while copying to the host");
+}
+
+Error VulkanBackend::copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src,
+                                    uint64_t src_offset, uint64_t bytes) {
+  BackendState& s = state();
+  ArenaState* to = arena_of(s, dst);
+  ArenaState* from = arena_of(s, src);
+  if (to == nullptr || from == nullptr || to->device != from->device || dst_offset + bytes > to->size ||
+      src_offset + bytes > from->size) {
+    return Error::kInvalidArgument;
+  }
+  if (bytes == 0) return Error::kOk;
+  if (to->mapped != nullptr && from->mapped != nullptr) {
+    memmove(to->mapped + dst_offset, from->mapped + src_offset, static_cast<size_t>(bytes));
+    return Error::kOk;
+  }
+  if (to == from && dst_offset < src_offset + bytes && src_offset < dst_offset + bytes) {
+    KILN_LOG(ERROR, "vulkan: a copy within one arena between overlapping ranges");
+    return Error::kInvalidArgument;
+  }
+  Lock lock(s);
+  KILN_RETURN_IF_ERROR(
+      internal::submit_copy(s, s.devices[to->device], from->buffer, src_offset, to->buffer, dst_offset, bytes));
+  return check_validation(s, "while copying on the device");
+}
+
+void* VulkanBackend::address(DeviceBuffer buffer, uint64_t offset) {
+  ArenaState* arena = arena_of(state(), buffer);
+  return arena != nullptr && arena->mapped != nullptr ? arena->mapped + offset : nullptr;
+}
+
+uint64_t VulkanBackend::state_bytes(const fb::Delegate& delegate, Span<const uint8_t> blob) const {
+  return kDelegateStateBytes;
+}
+
+// Validates the blob and every kernel, creates the pipelines it needs,
+// then allocates the descriptor sets and records the command buffer.
+Result<void*> VulkanBackend::init(const DelegateContext& context) {
+  BackendState& s = state();
+  if (context.delegate == nullptr || context.method == nullptr || context.allocator == nullptr) {
+    return Error::kInvalidArgument;
+  }
+  const fb::Device* where = context.delegate->device();
+  if (where == nullptr || where->type() != DeviceType::VULKAN) {
+    KILN_LOG(ERROR, "vulkan: a delegate for the Vulkan backend names no Vulkan device");
+    return Error::kInvalidProgram;
+  }
+  Lock lock(s);
+  KILN_RETURN_IF_ERROR(internal::ensure_device(s, where->index()));
+  DeviceState& device = s.devices[where->index()];
+
+  const Span<const uint8_t> blob = context.blob;
+  flatbuffers::Verifier verifier(blob.data(), blob.size());
+  if (blob.size() < 8 || !fb::DelegateGraphBufferHasIdentifier(blob.data()) ||
+      !fb::VerifyDelegateGraphBuffer(verifier)) {
+    KILN_LOG(ERROR, "vulkan: the delegate blob is not a valid DelegateGraph (KDLG) flatbuffer");
+    return Error::kInvalidProgram;
+  }
+  const fb::DelegateGraph& graph = *fb::GetDelegateGraph(blob.data());
+  if (graph.kernels() == nullptr || graph.operators() == nullptr) {
+    KILN_LOG(ERROR, "vulkan: the delegate blob has no kernels or operators");
+    return Error::kInvalidProgram;
+  }
+  const MethodView& method = *context.method;
+  OperandChecker checker(s, device, method);
+  KILN_RETURN_IF_ERROR(for_each_kernel(graph, method, [&](uint32_t, const KernelView& view) {
+    if (!internal::kernel_supported(view.op)) {
+      KILN_LOG(ERROR, "vulkan: node '%s': kernel '%s' has no Vulkan shader", view.node, view.op);
+      return Error::kNotSupported;
+    }
+    return checker.check(view);
+  }));
+  CountingSink counting(s, device);
+  KILN_RETURN_IF_ERROR(for_each_kernel(graph, method, [&](uint32_t, const KernelView& view) {
+    return internal::lower_kernel(view, device.limits, counting);
+  }));
+
+  void* memory = context.allocator->allocate(sizeof(DelegateRecord), alignof(DelegateRecord));
+  if (memory == nullptr) {
+    KILN_LOG(ERROR, "vulkan: the delegate's state needs %zu bytes; the program reserved fewer",
+             sizeof(DelegateRecord));
+    return Error::kOutOfMemory;
+  }
+  DelegateRecord* r = new (memory) DelegateRecord();
+  r->device = &device;
+  r->dispatches = counting.dispatches;
+  const Error error = record(s, device, graph, method, counting.descriptors, *r);
+  if (error != Error::kOk) {
+    destroy_record(s, *r);
+    return error;
+  }
+  ++s.stats.delegates_recorded;
+  s.stats.dispatches_recorded += r->dispatches;
+  s.stats.barriers_recorded += r->barriers;
+  const Error validation = check_validation(s, "while initialising a delegate");
+  if (validation != Error::kOk) {
+    destroy_record(s, *r);
+    return validation;
+  }
+  return static_cast<void*>(r);
+}
+
+Error VulkanBackend::execute(void* delegate, const DelegateCallArgs& args) {
+  BackendState& s = state();
+  DelegateRecord& r = *static_cast<DelegateRecord*>(delegate);
+  if (r.dispatches == 0) return Error::kOk;
+  const VkDevice device = r.device->device;
+  {
+    Lock lock(s);
+    VkSubmitInfo submit = {};
+    submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &r.commands;
+    KILN_VK_CHECK(vkQueueSubmit(r.device->queue, 1, &submit, r.fence), "vkQueueSubmit");
+    ++s.stats.submits;
+  }
+  KILN_VK_CHECK(vkWaitForFences(device, 1, &r.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  KILN_VK_CHECK(vkResetFences(device, 1, &r.fence), "vkResetFences");
+  return check_validation(s, "while executing a delegate");
+}
+
+void VulkanBackend::destroy(void* delegate) {
+  BackendState& s = state();
+  Lock lock(s);
+  DelegateRecord& r = *static_cast<DelegateRecord*>(delegate);
+  destroy_record(s, r);
+  r.~DelegateRecord();
+}
+
+Result<uint32_t> VulkanBackend::device_count() {
+  BackendState& s = state();
+  Lock lock(s);
+  KILN_RETURN_IF_ERROR(internal::ensure_instance(s));
+  return s.physical_count;
+}
+
+const char* VulkanBackend::device_name(uint32_t index) {
+  BackendState& s = state();
+  Lock lock(s);
+  if (internal::ensure_instance(s) != Error::kOk || index >= s.physical_count) return "";
+  DeviceState& d = s.devices[index];
+  if (d.name[0] == '\0') {
+    VkPhysicalDeviceProperties p;
+    vkGetPhysicalDeviceProperties(s.physical[index], &p);
+    snprintf(d.name, sizeof(d.name), "%.*s", static_cast<int>(sizeof(d.name) - 1), p.deviceName);
+  }
+  return d.name;
+}
+
+VulkanStats VulkanBackend::stats() const {
+  const BackendState& s = state();
+  VulkanStats stats = s.stats;
+  stats.host_allocations = s.pool.allocations();
+  stats.host_bytes_in_use = s.pool.bytes_in_use();
+  stats.host_bytes_peak = s.pool.bytes_peak();
+  stats.validation_messages = s.validation_messages.load(std::memory_order_relaxed);
+  return stats;
+}
+
+uint64_t VulkanBackend::validation_messages() const {
+  return state().validation_messages.load(std::memory_order_relaxed);
+}
+
+size_t VulkanBackend::pipeline_cache_data(uint32_t index, void* out, size_t capacity) {
+  BackendState& s = state();
+  Lock lock(s);
+  if (index >= kMaxDevices || !s.devices[index].open) return 0;
+  const DeviceState& d = s.devices[index];
+  size_t size = 0;
+  if (vkGetPipelineCacheData(d.device, d.cache, &size, nullptr) != VK_SUCCESS) return 0;
+  if (out != nullptr) {
+    size_t written = capacity;
+    const VkResult result = vkGetPipelineCacheData(d.device, d.cache, &written, out);
+    if (result != VK_SUCCESS && result != VK_INCOMPLETE) return 0;
+  }
+  return size;
+}
+
+void VulkanBackend::shutdown() {
+  BackendState& s = state();
+  Lock lock(s);
+  for (ArenaState& arena : s.arenas) {
+    if (!arena.used) continue;
+    KILN_LOG(WARNING, "vulkan: an arena of %llu bytes on vulkan:%u was still allocated at shutdown",
+             static_cast<unsigned long long>(arena.size), arena.device);
+    DeviceState& d = s.devices[arena.device];
+    if (d.device != VK_NULL_HANDLE) {
+      if (arena.mapped != nullptr) vkUnmapMemory(d.device, arena.memory);
+      vkDestroyBuffer(d.device, arena.buffer, s.allocator());
+      vkFreeMemory(d.device, arena.memory, s.allocator());
+    }
+    arena = ArenaState();
+  }
+  for (DeviceState& d : s.devices) internal::close_device(s, d);
+  internal::close_instance(s);
+  s.instance_failed = false;
+}
+
+Error register_vulkan_backend(BackendRegistry& registry, VulkanBackend* backend) {
+  return registry.register_backend(backend);
+}
+
+}  // namespace kiln::vulkan
