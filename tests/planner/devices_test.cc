@@ -81,9 +81,13 @@ TEST(DevicesTest, AllOnDeviceWastesNoHostArena) {
   device_friendly(b);
   const PlanResult r = b.plan(on("vulkan:0,cpu"));
   const LMethod& m = r.program.methods[0];
-  ASSERT_EQ(m.arenas.size(), 1u);
-  EXPECT_EQ(dev(m.arenas[0].device), "vulkan:0");
-  EXPECT_EQ(m.arenas[0].alignment, 256u);
+  // Two arenas on the device (what runs, and the constants uploaded at
+  // load), none on the host.
+  ASSERT_EQ(m.arenas.size(), 2u);
+  for (const auto& arena : m.arenas) {
+    EXPECT_EQ(dev(arena.device), "vulkan:0");
+    EXPECT_EQ(arena.alignment, 256u);
+  }
   for (const LInstruction& ins : m.instructions) {
     if (ins.kind == LInstruction::Kind::kKernel) {
       EXPECT_EQ(dev(ins.device), "vulkan:0") << ins.op;
@@ -127,20 +131,20 @@ TEST(DevicesTest, MixedCpuAndDeviceGetSeparateArenas) {
   GraphBuilder b;
   const int x = b.input("x", {1, 4, 8, 8});
   const int conv = b.node("Conv", {x, b.ramp("w", {4, 4, 1, 1})});
-  const int floor = b.node("Floor", {conv});  // the Vulkan planner half does not take Floor
-  const int relu = b.node("Relu", {floor});
+  // The Vulkan planner half does not take PRelu.
+  const int prelu = b.node("PRelu", {conv, b.constant("slope", HostTensor::from_floats({0.25f}, {1}))});
+  const int relu = b.node("Relu", {prelu});
   b.output(b.node("Sigmoid", {relu}));
   const PlanResult r = b.plan(on("vulkan:0,cpu"));
   const LMethod& m = r.program.methods[0];
-  ASSERT_EQ(m.arenas.size(), 2u);
   std::set<std::string> devices;
   for (const auto& a : m.arenas) devices.insert(dev(a.device));
   EXPECT_EQ(devices, (std::set<std::string>{"cpu:0", "vulkan:0"}));
   for (const LInstruction& ins : m.instructions) {
     if (ins.kind != LInstruction::Kind::kKernel) continue;
-    EXPECT_EQ(dev(ins.device), ins.op == "Floor" ? "cpu:0" : "vulkan:0") << ins.op;
+    EXPECT_EQ(dev(ins.device), ins.op == "PRelu" ? "cpu:0" : "vulkan:0") << ins.op;
   }
-  // In, down to the host for Floor, back up, out.
+  // In, down to the host for PRelu, back up, out.
   EXPECT_EQ(count_copies(m), 4);
   const planner::ProgramFile file(r.bytes, "program");
   EXPECT_EQ(file.program().methods()->Get(0)->delegates()->size(), 2u);
@@ -205,7 +209,7 @@ TEST(DevicesTest, ViewsFollowTheirInputsDevice) {
 TEST(DevicesTest, ErrorsNameWhatIsWrong) {
   GraphBuilder b;
   const int x = b.input("x", {8});
-  b.output(b.node("Floor", {b.node("Relu", {x})}));
+  b.output(b.node("PRelu", {b.node("Relu", {x}), b.constant("slope", HostTensor::from_floats({0.25f}, {1}))}));
   auto message = [&](const PlanOptions& options) {
     try {
       b.plan(options);
@@ -220,9 +224,9 @@ TEST(DevicesTest, ErrorsNameWhatIsWrong) {
   one_device.device_counts["vulkan"] = 1;
   EXPECT_NE(message(one_device).find("vulkan has 1 device"), std::string::npos);
   EXPECT_NE(message(on("vulkan:0,vulkan:0")).find("listed twice"), std::string::npos);
-  // No listed target runs Floor: the error names the node and the op.
+  // No listed target runs PRelu: the error names the node and the op.
   const std::string no_target = message(on("vulkan:0"));
-  EXPECT_NE(no_target.find("Floor"), std::string::npos) << no_target;
+  EXPECT_NE(no_target.find("PRelu"), std::string::npos) << no_target;
   EXPECT_NE(no_target.find(b.graph().nodes[1].name), std::string::npos) << no_target;
   PlanOptions bad_place = on("vulkan:0,cpu");
   bad_place.placements[b.graph().nodes[0].name] = "cuda:0";
