@@ -23,6 +23,7 @@
 #include "kiln/platform/platform.h"
 #include "kiln/schema/delegate_generated.h"
 #include "support/graph_builder.h"
+#include "support/program_bytes.h"
 #include "vulkan_test_support.h"
 
 namespace {
@@ -242,6 +243,23 @@ TEST(VulkanBackendTest, MissingDeviceIsAnErrorAtLoadNamingIt) {
   const std::string log = take_log();
   EXPECT_NE(log.find("vulkan:7 was requested"), std::string::npos) << log;
   EXPECT_NE(log.find(std::to_string(devices) + " Vulkan device"), std::string::npos) << log;
+}
+
+// A device arena the device cannot hold fails at load, with the arena named,
+// before anything runs.
+TEST(VulkanBackendTest, DeviceArenaThatCannotBeAllocatedIsAnErrorAtLoad) {
+  SKIP_WITHOUT_VULKAN();
+  GraphBuilder b = mixer();
+  const std::string huge = mutate_program(plan(b, "vulkan:0,cpu").bytes, [](fb::ProgramT& p) {
+    for (auto& arena : p.methods[0]->arenas) {
+      if (arena->device && arena->device->type() == fb::DeviceType::VULKAN) arena->size = uint64_t{1} << 46;
+    }
+  });
+  take_log();
+  LoadedMethod method(huge, shared_backend().registry);
+  EXPECT_EQ(method.error(), Error::kDeviceAllocationFailed);
+  const std::string log = take_log();
+  EXPECT_NE(log.find("failed to allocate device arena"), std::string::npos) << log;
 }
 
 // Two reads of one input need no barrier between them; the add that reads
