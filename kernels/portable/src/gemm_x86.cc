@@ -1,0 +1,289 @@
+// AVX2+FMA versions of the GEMM micro-kernel and the depthwise 3x3
+// convolution. Each function carries its own target attribute, so the file
+// builds without -mavx2 and the rest of the library stays baseline x86-64;
+// gemm.cc calls these only after has_avx2_fma() said yes. (Per-function
+// attributes also keep AVX2 out of any inline function from a header that
+// baseline code shares, which a per-file -mavx2 would not.)
+
+#include "gemm.h"
+
+#if KILN_GEMM_X86
+
+#include <immintrin.h>
+
+#define KILN_AVX2 __attribute__((target("avx2,fma")))
+
+namespace kiln {
+namespace kernels {
+namespace x86 {
+
+bool has_avx2_fma() {
+  // Initialises the processor model when called before constructors ran.
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+namespace {
+
+// max(lo, v) then min(hi, v): NaN in v passes through (the second operand
+// wins on NaN).
+KILN_AVX2 inline __m256 clamp8(__m256 v, __m256 lo, __m256 hi) {
+  return _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+}
+
+// Finishes 16 columns of one row: adds C (accumulate) or the row's bias,
+// clamps, stores the first nr columns.
+KILN_AVX2 inline void store_row(float* row, __m256 v0, __m256 v1, int64_t nr, bool accumulate, float bias,
+                                bool clamp, __m256 lo, __m256 hi) {
+  if (nr == kGemmNr) {
+    if (accumulate) {
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(row));
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(row + 8));
+    } else {
+      const __m256 b = _mm256_set1_ps(bias);
+      v0 = _mm256_add_ps(v0, b);
+      v1 = _mm256_add_ps(v1, b);
+    }
+    if (clamp) {
+      v0 = clamp8(v0, lo, hi);
+      v1 = clamp8(v1, lo, hi);
+    }
+    _mm256_storeu_ps(row, v0);
+    _mm256_storeu_ps(row + 8, v1);
+    return;
+  }
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), lanes);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr) - 8), lanes);
+  if (accumulate) {
+    v0 = _mm256_add_ps(v0, _mm256_maskload_ps(row, m0));
+    v1 = _mm256_add_ps(v1, _mm256_maskload_ps(row + 8, m1));
+  } else {
+    const __m256 b = _mm256_set1_ps(bias);
+    v0 = _mm256_add_ps(v0, b);
+    v1 = _mm256_add_ps(v1, b);
+  }
+  if (clamp) {
+    v0 = clamp8(v0, lo, hi);
+    v1 = clamp8(v1, lo, hi);
+  }
+  _mm256_maskstore_ps(row, m0, v0);
+  _mm256_maskstore_ps(row + 8, m1, v1);
+}
+
+}  // namespace
+
+// The 6x16 tile lives in 12 registers; per step of k, two loads of B, six
+// broadcasts of A and twelve FMAs.
+KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
+                                 int64_t nr, bool accumulate, const float* row_bias, bool clamp, float lo,
+                                 float hi) {
+  static_assert(kGemmMr == 6 && kGemmNr == 16, "the AVX2 micro-kernel computes 6x16 tiles");
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 b0 = _mm256_loadu_ps(b);
+    const __m256 b1 = _mm256_loadu_ps(b + 8);
+    __m256 av = _mm256_broadcast_ss(a);
+    c00 = _mm256_fmadd_ps(av, b0, c00);
+    c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(av, b0, c10);
+    c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(av, b0, c20);
+    c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(av, b0, c30);
+    c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(a + 4);
+    c40 = _mm256_fmadd_ps(av, b0, c40);
+    c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(a + 5);
+    c50 = _mm256_fmadd_ps(av, b0, c50);
+    c51 = _mm256_fmadd_ps(av, b1, c51);
+    a += kGemmMr;
+    b += kGemmNr;
+  }
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const auto bias = [row_bias](int64_t i) { return row_bias != nullptr ? row_bias[i] : 0.f; };
+  store_row(c, c00, c01, nr, accumulate, bias(0), clamp, vlo, vhi);
+  if (mr > 1) store_row(c + ldc, c10, c11, nr, accumulate, bias(1), clamp, vlo, vhi);
+  if (mr > 2) store_row(c + 2 * ldc, c20, c21, nr, accumulate, bias(2), clamp, vlo, vhi);
+  if (mr > 3) store_row(c + 3 * ldc, c30, c31, nr, accumulate, bias(3), clamp, vlo, vhi);
+  if (mr > 4) store_row(c + 4 * ldc, c40, c41, nr, accumulate, bias(4), clamp, vlo, vhi);
+  if (mr > 5) store_row(c + 5 * ldc, c50, c51, nr, accumulate, bias(5), clamp, vlo, vhi);
+}
+
+namespace {
+
+// Even and odd elements of the 16 floats at p: {p[0], p[2], .., p[14]} and
+// {p[1], p[3], .., p[15]}.
+KILN_AVX2 inline void deinterleave(const float* p, __m256* even, __m256* odd) {
+  const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+  // shuffle_ps works per 128-bit half: [a0 a2 b0 b2 | a4 a6 b4 b6]; the
+  // 64-bit permute puts the halves in order.
+  *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+  *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+
+// Eight outputs (count <= 8 of them) at column ox of one output row, any of
+// whose taps may fall outside the image: taps are gathered with a mask
+// (out-of-image lanes read nothing and count as 0).
+KILN_AVX2 inline __m256 depthwise_border(const float* const rows[3], const bool valid[3], const __m256 k[9],
+                                         __m256 acc, int64_t ix, int64_t stride, int64_t w, int64_t count) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lanes);
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i width = _mm256_set1_epi32(static_cast<int>(w));
+  for (int64_t kx = 0; kx < 3; ++kx) {
+    // Column of each lane's tap, and whether it lies in [0, w).
+    const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(ix + kx)),
+                                         _mm256_mullo_epi32(lanes, _mm256_set1_epi32(static_cast<int>(stride))));
+    const __m256i inside = _mm256_and_si256(
+        _mm256_and_si256(live, _mm256_cmpgt_epi32(col, _mm256_sub_epi32(zero, _mm256_set1_epi32(1)))),
+        _mm256_cmpgt_epi32(width, col));
+    const __m256 mask = _mm256_castsi256_ps(inside);
+    for (int64_t ky = 0; ky < 3; ++ky) {
+      if (!valid[ky]) continue;
+      const __m256 v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), rows[ky], col, mask, 4);
+      acc = _mm256_fmadd_ps(k[ky * 3 + kx], v, acc);
+    }
+  }
+  return acc;
+}
+
+// Eight outputs from three rows that need no bounds checks (zero-padded
+// copies, or the interior of the input): plain loads from column q of each
+// row on.
+KILN_AVX2 inline __m256 depthwise_padded(const float* const rows[3], const bool valid[3], const __m256 k[9],
+                                         __m256 acc, int64_t q, int64_t stride) {
+  for (int64_t ky = 0; ky < 3; ++ky) {
+    if (!valid[ky]) continue;
+    const float* r = rows[ky] + q;
+    if (stride == 1) {
+      acc = _mm256_fmadd_ps(k[ky * 3], _mm256_loadu_ps(r), acc);
+      acc = _mm256_fmadd_ps(k[ky * 3 + 1], _mm256_loadu_ps(r + 1), acc);
+      acc = _mm256_fmadd_ps(k[ky * 3 + 2], _mm256_loadu_ps(r + 2), acc);
+    } else {
+      __m256 even, odd, even2, odd2;
+      deinterleave(r, &even, &odd);
+      deinterleave(r + 2, &even2, &odd2);
+      acc = _mm256_fmadd_ps(k[ky * 3], even, acc);
+      acc = _mm256_fmadd_ps(k[ky * 3 + 1], odd, acc);
+      acc = _mm256_fmadd_ps(k[ky * 3 + 2], even2, acc);
+    }
+  }
+  return acc;
+}
+
+}  // namespace
+
+// Each output row eight columns at a time with the nine weights in
+// registers. Input rows are first copied, zero-padded, into a ring of three
+// row buffers on the stack (each input row once; stride 1 and 2 reuse rows
+// between output rows), so every vector loads plainly. Rows too wide for
+// the buffers fall back to loading the interior in place and gathering the
+// border taps with a mask.
+KILN_AVX2 void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias,
+                                 int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
+                                 bool clamp, float lo, float hi) {
+  __m256 k[9];
+  for (int i = 0; i < 9; ++i) k[i] = _mm256_set1_ps(weights[i]);
+  const __m256 vbias = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const int64_t reach = stride == 1 ? 10 : 18;  // columns one vector reads from its first tap
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  // Padded row: column -pl at index 0, room for the last vector's reach.
+  constexpr int64_t kRowFloats = 1024;
+  const int64_t span = (ow + 8) * stride + reach;
+  alignas(32) float ring[3][kRowFloats];
+  int64_t ring_row[3] = {-1, -1, -1};  // the input row each buffer holds
+  const bool padded = span <= kRowFloats;
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    float* orow = out + oy * ow;
+    const int64_t iy0 = oy * stride - pt;
+    const float* rows[3];
+    bool valid[3];
+    for (int64_t ky = 0; ky < 3; ++ky) {
+      const int64_t iy = iy0 + ky;
+      valid[ky] = iy >= 0 && iy < h;
+      rows[ky] = valid[ky] ? in + iy * w : in;
+      if (!valid[ky] || !padded) continue;
+      float* buf = ring[iy % 3];
+      if (ring_row[iy % 3] != iy) {
+        const int64_t copied = w < span - pl ? w : span - pl;
+        for (int64_t q = 0; q < pl && q < span; ++q) buf[q] = 0.f;
+        for (int64_t q = 0; q < copied; ++q) buf[pl + q] = rows[ky][q];
+        for (int64_t q = pl + (copied > 0 ? copied : 0); q < span; ++q) buf[q] = 0.f;
+        ring_row[iy % 3] = iy;
+      }
+      rows[ky] = buf;
+    }
+    for (int64_t ox = 0; ox < ow; ox += 8) {
+      const int64_t count = ow - ox < 8 ? ow - ox : 8;
+      __m256 acc;
+      if (padded) {
+        acc = depthwise_padded(rows, valid, k, vbias, ox * stride, stride);
+      } else {
+        const int64_t ix = ox * stride - pl;
+        acc = count == 8 && ix >= 0 && ix + reach <= w ? depthwise_padded(rows, valid, k, vbias, ix, stride)
+                                                        : depthwise_border(rows, valid, k, vbias, ix, stride, w, count);
+      }
+      if (clamp) acc = clamp8(acc, vlo, vhi);
+      if (count == 8) {
+        _mm256_storeu_ps(orow + ox, acc);
+      } else {
+        _mm256_maskstore_ps(orow + ox, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lanes), acc);
+      }
+    }
+  }
+}
+
+// out[j] (+)= sum_p a[p] * B(p, j) for one row of A: B transposed (rows of
+// B^T are contiguous: dot products, four accumulators) or not (rows of B
+// scaled and added, eight columns at a time).
+KILN_AVX2 void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, bool trans_b,
+                         float* out) {
+  if (trans_b) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float* bj = b + j * ldb;
+      __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+      int64_t p = 0;
+      for (; p + 32 <= k; p += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(bj + p), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 8), _mm256_loadu_ps(bj + p + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 16), _mm256_loadu_ps(bj + p + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 24), _mm256_loadu_ps(bj + p + 24), s3);
+      }
+      for (; p + 8 <= k; p += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(bj + p), s0);
+      const __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+      const __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+      const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+      float sum = _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+      for (; p < k; ++p) sum += a[p] * bj[p];
+      out[j] = sum;
+    }
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) out[j] = 0.f;
+  for (int64_t p = 0; p < k; ++p) {
+    const __m256 av = _mm256_set1_ps(a[p]);
+    const float* bp = b + p * ldb;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      _mm256_storeu_ps(out + j, _mm256_fmadd_ps(av, _mm256_loadu_ps(bp + j), _mm256_loadu_ps(out + j)));
+    }
+    for (; j < n; ++j) out[j] += a[p] * bp[j];
+  }
+}
+
+}  // namespace x86
+}  // namespace kernels
+}  // namespace kiln
+
+#endif  // KILN_GEMM_X86
