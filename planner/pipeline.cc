@@ -21,7 +21,10 @@ PlanResult plan_graph(Graph graph, const PlanOptions& options) {
   partition_options.placements = options.placements;
   partition_options.device_io = options.device_io;
   DevicePlan devices = partition(graph, partition_options);
-  if (options.fuse) result.fuse.activations_fused = fuse_activations(graph, devices);
+  if (options.fuse) {
+    result.fuse.biases_fused = fuse_matmul_biases(graph, devices);
+    result.fuse.activations_fused = fuse_activations(graph, devices);
+  }
   LMethod& method = lower_graph(graph, result.program, options.method_name, devices, options.lower);
   result.round_trips_removed = remove_round_trips(method);
   cluster_copies(method);

@@ -5,7 +5,8 @@
 //   -> remove dead nodes
 //   -> fold BatchNormalization into Conv       (passes/fuse)
 //   -> partition across targets                (passes/partition, targets/)
-//   -> fuse activations into their producer    (passes/fuse)
+//   -> fuse biases into MatMul, activations     (passes/fuse)
+//      into their producer
 //   -> lower to kernel calls, with copies      (lower/, ops/)
 //      where a tensor crosses devices
 //   -> remove copy round trips, cluster copies (passes/partition)

@@ -23,6 +23,7 @@ std::string fused_activation_suffix(const fb::KernelCall* call) {
   if (const auto* p = call->params_as_ConvParams()) a = p->activation();
   if (const auto* p = call->params_as_GemmParams()) a = p->activation();
   if (const auto* p = call->params_as_BinaryParams()) a = p->activation();
+  if (const auto* p = call->params_as_MatMulParams()) a = p->activation();
   if (a == nullptr || a->kind() == fb::Activation::NONE) return "";
   return std::string("+") + fb::EnumNameActivation(a->kind());
 }

@@ -116,9 +116,10 @@ void print_summary(const std::string& model, const std::string& output, const Pl
                 "(%s -> %s)\n", result.inplace.outputs_in_place, result.inplace.views,
                 group_digits(saved).c_str(), group_digits(result.arena_bytes_without_inplace).c_str(),
                 group_digits(arena_total).c_str());
-    if (result.fuse.batch_norms_folded > 0 || result.fuse.activations_fused > 0) {
-      std::printf("  fused:       %d BatchNormalization into Conv, %d activations into their producer\n",
-                  result.fuse.batch_norms_folded, result.fuse.activations_fused);
+    if (result.fuse.batch_norms_folded > 0 || result.fuse.biases_fused > 0 || result.fuse.activations_fused > 0) {
+      std::printf("  fused:       %d BatchNormalization into Conv, %d bias Add into MatMul, %d activations into "
+                  "their producer\n", result.fuse.batch_norms_folded, result.fuse.biases_fused,
+                  result.fuse.activations_fused);
     }
     std::printf("  %-5s %-8s %-9s %14s %14s %7s  %s\n", "arena", "device", "kind", "size", "lower bound", "ratio",
                 "algorithm");

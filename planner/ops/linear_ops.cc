@@ -35,6 +35,15 @@ Spatial conv_spatial(OpContext& ctx) {
   return resolve_spatial(ctx, spatial_dims(x), kernel, /*allow_ceil=*/false, /*allow_dilations=*/true);
 }
 
+// Input 1 (a constant B, k x n, or n x k when trans_b) packed for the
+// blocked product, as a new constant tensor.
+int packed_b(OpContext& ctx, Lowerer& l, int64_t k, int64_t n, bool trans_b) {
+  using namespace kiln::kernels;
+  HostTensor packed(DType::FLOAT32, {gemm_prepacked_b_floats(k, n)});
+  gemm_prepack_b(k, n, ctx.input(1).constant->data<float>(), trans_b, packed.data<float>());
+  return l.constant(ctx.node().name + "/packed_b", std::move(packed));
+}
+
 void infer_conv(OpContext& ctx) {
   ctx.expect_inputs(2, 3);
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
@@ -255,10 +264,19 @@ void lower_gemm(OpContext& ctx, Lowerer& l) {
   const auto& a = ctx.shape(0);
   const auto& y = ctx.output(0).shape;
   const int64_t k = p.trans_a ? a[0] : a[1];
-  std::vector<int> scratch = packing_scratch(ctx, l, y[0], y[1], k);
+  std::vector<int> inputs = {l.tensor(ctx.input_id(0))};
+  std::vector<int> scratch;
+  if (packs(l) && ctx.input(1).is_constant() && y[0] > 1 && y[1] > 0 && k > 0) {
+    // A constant B is packed here, once (then only A needs scratch).
+    inputs.push_back(packed_b(ctx, l, k, y[1], p.trans_b));
+    p.packed_b = true;
+    scratch = {l.temp(ctx.node().name + "/packed_a", DType::FLOAT32, {kiln::kernels::gemm_pack_a_floats(y[0], k)})};
+  } else {
+    inputs.push_back(l.tensor(ctx.input_id(1)));
+    scratch = packing_scratch(ctx, l, y[0], y[1], k);
+  }
   fb::ParamsUnion params;
   params.Set(std::move(p));
-  std::vector<int> inputs = {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))};
   if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
   l.kernel("Gemm", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), std::move(scratch));
 }
@@ -289,15 +307,36 @@ void lower_matmul(OpContext& ctx, Lowerer& l) {
                     : b.size() <= 2 ? shape_numel(std::vector<int64_t>(a.begin(), a.end() - 1))
                                     : a[a.size() - 2];
   const int64_t n = b.size() == 1 ? 1 : b.back();
-  std::vector<int> scratch = packing_scratch(ctx, l, m, n, a.back());
+  // A bias fused by passes/fuse (input 2) is added by the packed kernel.
+  const bool has_bias = ctx.has_input(2);
   fb::ParamsUnion params;
-  if (!ctx.node().activation.op.empty()) {
-    fb::BinaryParamsT p;
+  if (packs(l) && ctx.input(1).is_constant() && b.size() == 2 && a.size() >= 2 && m > 1 && n > 0 && a.back() > 0) {
+    // A constant matrix B is packed here, once; A's rows make one product.
+    fb::MatMulParamsT p;
     p.activation = fused_activation(ctx.node());
+    p.packed_b = true;
     params.Set(std::move(p));
+    std::vector<int> inputs = {l.tensor(ctx.input_id(0)), packed_b(ctx, l, a.back(), n, false)};
+    if (has_bias) inputs.push_back(l.tensor(ctx.input_id(2)));
+    const int scratch = l.temp(ctx.node().name + "/packed_a", DType::FLOAT32,
+                               {kiln::kernels::gemm_pack_a_floats(m, a.back())});
+    l.kernel("MatMul", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), {scratch});
+    return;
   }
-  l.kernel("MatMul", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))},
-           std::move(params), std::move(scratch));
+  std::vector<int> scratch = packing_scratch(ctx, l, m, n, a.back());
+  // Without packing, the bias and the activation go to an Add after it.
+  fb::BinaryParamsT p;
+  p.activation = fused_activation(ctx.node());
+  const int out = l.tensor(ctx.output_id(0));
+  const int product = has_bias ? l.temp(ctx.node().name + "/product", DType::FLOAT32, ctx.output(0).shape) : out;
+  if (!has_bias && p.activation != nullptr) params.Set(std::move(p));
+  l.kernel("MatMul", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {product}, std::move(params),
+           std::move(scratch));
+  if (has_bias) {
+    fb::ParamsUnion add_params;
+    add_params.Set(std::move(p));
+    l.kernel("Add", {product, l.tensor(ctx.input_id(2))}, {out}, std::move(add_params));
+  }
 }
 
 }  // namespace

@@ -154,7 +154,58 @@ bool on_cpu(const DevicePlan& devices, int node) {
          devices.node_device[static_cast<size_t>(node)].type() == fb::DeviceType::CPU;
 }
 
+// Removes dead nodes: compacts the graph when `devices` names no node,
+// otherwise takes them out of its schedule (node indices stay valid).
+void drop_dead(Graph& graph, DevicePlan& devices) {
+  if (devices.node_device.empty() && devices.order.empty()) {
+    graph.compact();
+  } else {
+    std::erase_if(devices.order, [&](int i) { return graph.nodes[static_cast<size_t>(i)].dead; });
+  }
+}
+
+// A constant with one float per column of `out` (shape [..., N]), every
+// other dimension 1: a bias that broadcasts over rows only.
+bool column_bias(const Graph& graph, int v, const std::vector<int64_t>& out) {
+  if (v < 0 || !value_of(graph, v).is_constant()) return false;
+  const Value& bias = value_of(graph, v);
+  if (bias.dtype != DType::FLOAT32 || bias.shape.empty() || bias.shape.size() > out.size()) return false;
+  if (bias.shape.back() != out.back()) return false;
+  for (size_t i = 0; i + 1 < bias.shape.size(); ++i) {
+    if (bias.shape[i] != 1) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+int fuse_matmul_biases(Graph& graph, DevicePlan& devices) {
+  int fused = 0;
+  const auto readers = graph.consumers();
+  for (int n : graph.topological_order()) {
+    Node& add = graph.nodes[static_cast<size_t>(n)];
+    if (add.dead || add.op_type != "Add" || !add.domain.empty() || add.inputs.size() != 2) continue;
+    for (int side = 0; side < 2; ++side) {
+      const int product = add.inputs[static_cast<size_t>(side)];
+      const int bias = add.inputs[static_cast<size_t>(1 - side)];
+      if (product < 0 || value_of(graph, product).producer < 0) continue;
+      const int mm_index = value_of(graph, product).producer;
+      Node& mm = graph.nodes[static_cast<size_t>(mm_index)];
+      if (mm.op_type != "MatMul" || !mm.domain.empty() || mm.inputs.size() != 2 || !mm.activation.op.empty()) continue;
+      if (!constant_input(graph, mm, 1) || value_of(graph, mm.inputs[1]).shape.size() != 2) continue;
+      if (value_of(graph, mm.inputs[0]).shape.size() < 2 || value_of(graph, product).dtype != DType::FLOAT32) continue;
+      const std::vector<int64_t>& out = value_of(graph, product).shape;
+      if (!column_bias(graph, bias, out) || value_of(graph, add.outputs[0]).shape != out) continue;
+      if (!on_cpu(devices, n) || !on_cpu(devices, mm_index) || !only_reader(graph, readers, mm, n)) continue;
+      mm.inputs.push_back(bias);
+      absorb(graph, mm, add, mm_index);
+      ++fused;
+      break;
+    }
+  }
+  if (fused > 0) drop_dead(graph, devices);
+  return fused;
+}
 
 int fold_batch_norms(Graph& graph) {
   int folded = 0;
@@ -189,12 +240,7 @@ int fuse_activations(Graph& graph, DevicePlan& devices) {
     absorb(graph, node, act, producer);
     ++fused;
   }
-  if (fused == 0) return 0;
-  if (devices.node_device.empty() && devices.order.empty()) {
-    graph.compact();
-  } else {
-    std::erase_if(devices.order, [&](int i) { return graph.nodes[static_cast<size_t>(i)].dead; });
-  }
+  if (fused > 0) drop_dead(graph, devices);
   return fused;
 }
 

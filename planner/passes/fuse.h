@@ -7,6 +7,10 @@
 //         s[m]  = scale[m] / sqrt(var[m] + epsilon)
 //         W'[m] = W[m] * s[m]
 //         b'[m] = (b[m] - mean[m]) * s[m] + B[m]      (b = 0 without bias)
+//   - fuse_matmul_biases: an Add of a constant bias (one value per output
+//     column, broadcast over the rows) that is the only reader of a MatMul
+//     by a constant 2-D B becomes the MatMul's third input; the kernel adds
+//     it while each tile is in registers (CPU only).
 //   - fuse_activations: an activation (Relu, Clip with constant bounds,
 //     Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish) that is the only
 //     reader of a float32 output of a node whose kernel applies fused
@@ -29,11 +33,17 @@ namespace kiln::planner {
 
 struct FuseStats {
   int batch_norms_folded = 0;
+  int biases_fused = 0;
   int activations_fused = 0;
 };
 
 // Run after folding, before partitioning. Returns how many were folded.
 int fold_batch_norms(Graph& graph);
+
+// Run after partitioning, before fuse_activations: only pairs that
+// `devices` puts on the CPU fuse. Dead nodes leave `devices.order` (see
+// fuse_activations).
+int fuse_matmul_biases(Graph& graph, DevicePlan& devices);
 
 // Run after partitioning: only pairs that `devices` puts on the CPU fuse.
 // Dead nodes leave `devices.order`; the graph is compacted only when

@@ -108,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{2, 1000, 9, false, false}, Case{150, 3, 512, true, true},
                                          Case{1, 600, 70, false, true}, Case{1, 37, 300, false, false},
                                          Case{1, 20, 5, true, false}),
-                       ::testing::Values(GemmPath::kAuto, GemmPath::kPortable)));
+                       ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)));
 
 // A FusedActivation table built with flatbuffers, as kernels read them.
 class Activation {
@@ -133,12 +133,13 @@ double activate(double v, fb::Activation kind, float alpha, float beta) {
   }
 }
 
-TEST(PackedGemmEpilogueTest, RowBiasAndActivationsOnEveryBlock) {
+TEST(PackedGemmEpilogueTest, BiasesAndActivationsOnEveryBlock) {
   const int64_t m = 9, n = 40, k = 300;  // two inner blocks: the epilogue runs once, on the last
   const std::vector<float> a = values(static_cast<size_t>(m * k), 4);
   const std::vector<float> b = values(static_cast<size_t>(k * n), 5);
   const std::vector<float> bias = values(static_cast<size_t>(m), 6);
-  for (GemmPath path : {GemmPath::kAuto, GemmPath::kPortable}) {
+  const std::vector<float> col_bias = values(static_cast<size_t>(n), 7);
+  for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
     for (const auto& [kind, alpha, beta] : {std::tuple{fb::Activation::RELU, 0.f, 0.f},
                                             std::tuple{fb::Activation::CLIP, -0.5f, 0.7f},
                                             std::tuple{fb::Activation::SIGMOID, 0.f, 0.f}}) {
@@ -147,13 +148,14 @@ TEST(PackedGemmEpilogueTest, RowBiasAndActivationsOnEveryBlock) {
       Scratch scratch(m, n, k);
       GemmEpilogue epilogue;
       epilogue.row_bias = bias.data();
+      epilogue.col_bias = col_bias.data();
       epilogue.activation = activation.get();
       gemm_packed(m, n, k, {a.data(), k, false}, {b.data(), n, false}, nullptr, out.data(), n, epilogue,
                   scratch.a.data(), scratch.b.data(), path);
       std::vector<double> want(static_cast<size_t>(m * n));
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) {
-          double sum = bias[static_cast<size_t>(i)];
+          double sum = static_cast<double>(bias[static_cast<size_t>(i)]) + col_bias[static_cast<size_t>(j)];
           for (int64_t p = 0; p < k; ++p) {
             sum += static_cast<double>(a[static_cast<size_t>(i * k + p)]) * b[static_cast<size_t>(p * n + j)];
           }
@@ -162,6 +164,26 @@ TEST(PackedGemmEpilogueTest, RowBiasAndActivationsOnEveryBlock) {
       }
       expect_close(want, out.data(), m, n, n);
       scratch.expect_guards_intact();
+    }
+  }
+}
+
+TEST(PackedGemmTest, PrepackedOperandsMatchRuntimePacking) {
+  for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
+    for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{7, 19, 5}, {80, 530, 300}, {2, 16, 600}}) {
+      const std::vector<float> a = values(static_cast<size_t>(m * k), 11);
+      const std::vector<float> b = values(static_cast<size_t>(k * n), 12);  // given transposed: n x k
+      std::vector<float> pa(static_cast<size_t>(gemm_prepacked_a_floats(m, k)));
+      std::vector<float> pb(static_cast<size_t>(gemm_prepacked_b_floats(k, n)));
+      gemm_prepack_a(m, k, a.data(), pa.data());
+      gemm_prepack_b(k, n, b.data(), true, pb.data());
+      Scratch scratch(m, n, k);
+      std::vector<float> want(static_cast<size_t>(m * n)), got(static_cast<size_t>(m * n));
+      gemm_packed(m, n, k, {a.data(), k, false}, {b.data(), k, true}, nullptr, want.data(), n, GemmEpilogue{},
+                  scratch.a.data(), scratch.b.data(), path);
+      gemm_packed(m, n, k, {pa.data(), k, false, true}, {pb.data(), 0, false, true}, nullptr, got.data(), n,
+                  GemmEpilogue{}, nullptr, nullptr, path);
+      EXPECT_EQ(want, got) << m << "x" << n << "x" << k;  // same products in the same order
     }
   }
 }
@@ -226,10 +248,10 @@ INSTANTIATE_TEST_SUITE_P(
                                          ConvCase{40, 8, 8, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
                                          ConvCase{5, 6, 40, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
                                          ConvCase{1, 4, 4, 2, 3, 3, 1, 1, 1, 1, 4, 4, 4, 4}),
-                       ::testing::Values(GemmPath::kAuto, GemmPath::kPortable)));
+                       ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)));
 
 TEST(Depthwise3x3Test, MatchesDirectConvolution) {
-  for (GemmPath path : {GemmPath::kAuto, GemmPath::kPortable}) {
+  for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
     for (int64_t stride : {1, 2}) {
       for (int64_t pad : {0, 1, 2}) {
         for (const auto& [h, w] : {std::pair<int64_t, int64_t>{5, 4}, {7, 7}, {14, 14}, {9, 13}, {20, 37}, {8, 64}}) {

@@ -37,6 +37,7 @@ const fb::FusedActivationT* activation_of(const PlanResult& r, const std::string
     if (const auto* p = ins.params.AsConvParams()) return p->activation.get();
     if (const auto* p = ins.params.AsGemmParams()) return p->activation.get();
     if (const auto* p = ins.params.AsBinaryParams()) return p->activation.get();
+    if (const auto* p = ins.params.AsMatMulParams()) return p->activation.get();
   }
   return nullptr;
 }
@@ -129,6 +130,41 @@ TEST(FuseTest, ClipWithConstantBoundsFusesIntoMatMulAndAdd) {
   EXPECT_FLOAT_EQ(activation_of(r, "MatMul")->beta, 0.6f);
   ASSERT_NE(activation_of(r, "Add"), nullptr);
   EXPECT_EQ(activation_of(r, "Add")->kind, fb::Activation::RELU);
+}
+
+TEST(FuseTest, ConstantBiasAddFusesIntoMatMul) {
+  for (bool packing : {true, false}) {
+    SCOPED_TRACE(packing ? "packed" : "plain loops");
+    GraphBuilder b;
+    const int x = b.input("x", {2, 5, 12});
+    const int mm = b.node("MatMul", {x, b.ramp("w", {12, 7})});
+    b.output(b.node("Relu", {b.node("Add", {b.ramp("bias", {1, 7}, 0.3f), mm})}));
+    PlanOptions options;
+    options.lower.packing_scratch = packing;
+    const PlanResult r = b.plan(options);
+    EXPECT_EQ(r.fuse.biases_fused, 1);
+    EXPECT_EQ(r.fuse.activations_fused, 1);
+    // Without packing the bias and activation run as an Add after the product.
+    EXPECT_EQ(kernels(r), (packing ? std::vector<std::string>{"MatMul"} : std::vector<std::string>{"MatMul", "Add"}));
+    PlanOptions plain = options;
+    plain.fuse = false;
+    const HostTensor in = input_values({2, 5, 12}, 2.f);
+    const auto want = planner::run_program(b.plan(plain).bytes, {in}, {}).outputs;
+    const auto got = planner::run_program(r.bytes, {in}, {}).outputs;
+    ASSERT_EQ(want.size(), 1u);
+    ASSERT_EQ(got.size(), 1u);
+    for (int64_t i = 0; i < want[0].numel(); ++i) EXPECT_NEAR(got[0].float_at(i), want[0].float_at(i), 1e-5);
+  }
+}
+
+TEST(FuseTest, BiasThatIsNotPerColumnStaysAnAdd) {
+  GraphBuilder b;
+  const int x = b.input("x", {5, 12});
+  const int mm = b.node("MatMul", {x, b.ramp("w", {12, 7})});
+  b.output(b.node("Add", {mm, b.ramp("bias", {5, 1})}));  // one value per row
+  const PlanResult r = plan_and_compare(b, {input_values({5, 12})});
+  EXPECT_EQ(r.fuse.biases_fused, 0);
+  EXPECT_EQ(kernels(r), (std::vector<std::string>{"MatMul", "Add"}));
 }
 
 TEST(FuseTest, NothingFusesWhenTheIntermediateIsReadTwice) {

@@ -34,13 +34,16 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool
 namespace {
 
 // Computes one register tile: C[mr][nr] = A panel (kc x kGemmMr) times
-// B panel (kc x kGemmNr), plus C itself (accumulate) or plus row_bias[i],
-// then clamped to [lo, hi] when `clamp` (NaN stays NaN).
+// B panel (kc x kGemmNr), plus C itself (accumulate) or plus row_bias[i]
+// and col_bias[j] (each may be nullptr), then clamped to [lo, hi] when
+// `clamp` (NaN stays NaN).
 using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
-                             int64_t nr, bool accumulate, const float* row_bias, bool clamp, float lo, float hi);
+                             int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
+                             float lo, float hi);
 
 void micro_kernel_portable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
-                           int64_t nr, bool accumulate, const float* row_bias, bool clamp, float lo, float hi) {
+                           int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
+                           float lo, float hi) {
   float acc[kGemmMr][kGemmNr] = {};
   for (int64_t p = 0; p < kc; ++p) {
     const float* ap = a + p * kGemmMr;
@@ -54,7 +57,7 @@ void micro_kernel_portable(int64_t kc, const float* a, const float* b, float* c,
     float* row = c + i * ldc;
     const float bias = row_bias != nullptr ? row_bias[i] : 0.f;
     for (int64_t j = 0; j < nr; ++j) {
-      float v = acc[i][j] + (accumulate ? row[j] : bias);
+      float v = acc[i][j] + (accumulate ? row[j] : bias + (col_bias != nullptr ? col_bias[j] : 0.f));
       if (clamp) v = v < lo ? lo : (v > hi ? hi : v);
       row[j] = v;
     }
@@ -63,7 +66,8 @@ void micro_kernel_portable(int64_t kc, const float* a, const float* b, float* c,
 
 MicroKernel select_micro_kernel(GemmPath path) {
 #if KILN_GEMM_X86
-  if (path == GemmPath::kAuto && x86::has_avx2_fma()) return x86::micro_kernel_avx2;
+  if (path == GemmPath::kAuto && x86::has_avx512f()) return x86::micro_kernel_avx512;
+  if (path != GemmPath::kPortable && x86::has_avx2_fma()) return x86::micro_kernel_avx2;
 #endif
   return micro_kernel_portable;
 }
@@ -132,10 +136,15 @@ void pack_b_matrix(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int6
     const int64_t nr = gemm_min(kGemmNr, nc - jr);
     if (!b.trans) {
       const float* src = b.data + p0 * b.ld + j0 + jr;
-      for (int64_t p = 0; p < kc; ++p) {
-        float* d = dst + p * kGemmNr;
-        memcpy(d, src + p * b.ld, static_cast<size_t>(nr) * sizeof(float));
-        for (int64_t j = nr; j < kGemmNr; ++j) d[j] = 0.f;
+      if (nr == kGemmNr) {
+        // A constant size: the copy compiles to a few vector moves.
+        for (int64_t p = 0; p < kc; ++p) memcpy(dst + p * kGemmNr, src + p * b.ld, kGemmNr * sizeof(float));
+      } else {
+        for (int64_t p = 0; p < kc; ++p) {
+          float* d = dst + p * kGemmNr;
+          memcpy(d, src + p * b.ld, static_cast<size_t>(nr) * sizeof(float));
+          for (int64_t j = nr; j < kGemmNr; ++j) d[j] = 0.f;
+        }
       }
     } else {
       for (int64_t j = 0; j < kGemmNr; ++j) {
@@ -235,6 +244,16 @@ void gemm_prepack_a(int64_t m, int64_t k, const float* a, float* out) {
   }
 }
 
+void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* out) {
+  GemmMatrix matrix;
+  matrix.data = b;
+  matrix.ld = trans_b ? k : n;
+  matrix.trans = trans_b;
+  for (int64_t j0 = 0; j0 < n; j0 += kGemmNc) {
+    pack_b_matrix(matrix, 0, k, j0, gemm_min(kGemmNc, n - j0), out + j0 * k);
+  }
+}
+
 namespace {
 
 // One row of A (m == 1) times B without packing: packing B would cost as
@@ -242,7 +261,7 @@ namespace {
 // be wasted. Writes A B into `out`.
 void gemv(int64_t n, int64_t k, const float* a, const GemmMatrix& b, float* out, GemmPath path) {
 #if KILN_GEMM_X86
-  if (path == GemmPath::kAuto && x86::has_avx2_fma()) {
+  if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
     x86::gemv_avx2(n, k, a, b.data, b.ld, b.trans, out);
     return;
   }
@@ -272,12 +291,14 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
     for (int64_t i = 0; i < m; ++i) {
       float* row = c + i * ldc;
       const float bias = epilogue.row_bias != nullptr ? epilogue.row_bias[i] : 0.f;
-      for (int64_t j = 0; j < n; ++j) row[j] = epilogue.accumulate ? row[j] : bias;
+      for (int64_t j = 0; j < n; ++j) {
+        row[j] = epilogue.accumulate ? row[j] : bias + (epilogue.col_bias != nullptr ? epilogue.col_bias[j] : 0.f);
+      }
       apply_activation(row, n, epilogue.activation);
     }
     return;
   }
-  if (m == 1 && im2col == nullptr && !a.trans && !a.prepacked) {
+  if (m == 1 && im2col == nullptr && !a.trans && !a.prepacked && !b.prepacked) {
     // The product goes to pack_b, then the epilogue into C.
     float* product = pack_b_buf;
     for (int64_t jc = 0; jc < n; jc += kGemmNc) {
@@ -287,7 +308,8 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
       gemv(nc, k, a.data, bj, product, path);
       const float bias = epilogue.row_bias != nullptr ? epilogue.row_bias[0] : 0.f;
       for (int64_t j = 0; j < nc; ++j) {
-        float v = product[j] + (epilogue.accumulate ? c[jc + j] : bias);
+        const float col = epilogue.col_bias != nullptr ? epilogue.col_bias[jc + j] : 0.f;
+        float v = product[j] + (epilogue.accumulate ? c[jc + j] : bias + col);
         if (clamp.on) v = v < clamp.lo ? clamp.lo : (v > clamp.hi ? clamp.hi : v);
         c[jc + j] = v;
       }
@@ -301,9 +323,12 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
     for (int64_t pc = 0; pc < k; pc += kGemmKc) {
       const int64_t kc = gemm_min(kGemmKc, k - pc);
       const bool first = pc == 0, last = pc + kc == k;
+      // Panels of B for this block: prepacked ones span all of k.
+      const float* b_block = b.prepacked ? b.data + jc * k + pc * kGemmNr : pack_b_buf;
+      const int64_t b_stride = b.prepacked ? kGemmNr * k : kGemmNr * kc;
       if (im2col != nullptr) {
         pack_b_im2col(*im2col, pc, kc, jc, nc, pack_b_buf);
-      } else {
+      } else if (!b.prepacked) {
         pack_b_matrix(b, pc, kc, jc, nc, pack_b_buf);
       }
       for (int64_t ic = 0; ic < m; ic += kGemmMc) {
@@ -314,14 +339,15 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
         if (!a.prepacked) pack_a(a, ic, mc, pc, kc, pack_a_buf);
         for (int64_t jr = 0; jr < nc; jr += kGemmNr) {
           const int64_t nr = gemm_min(kGemmNr, nc - jr);
-          const float* bp = pack_b_buf + jr * kc;
+          const float* bp = b_block + jr / kGemmNr * b_stride;
           for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
             const int64_t mr = gemm_min(kGemmMr, mc - ir);
             float* tile = c + (ic + ir) * ldc + jc + jr;
-            const float* bias =
-                first && !epilogue.accumulate && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
-            kernel(kc, a_block + ir / kGemmMr * a_stride, bp, tile, ldc, mr, nr, !first || epilogue.accumulate, bias,
-                   last && clamp.on, clamp.lo, clamp.hi);
+            const bool bias = first && !epilogue.accumulate;
+            const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
+            const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
+            kernel(kc, a_block + ir / kGemmMr * a_stride, bp, tile, ldc, mr, nr, !first || epilogue.accumulate,
+                   row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
             if (last && clamp.post) {
               for (int64_t i = 0; i < mr; ++i) apply_activation(tile + i * ldc, nr, epilogue.activation);
             }
@@ -361,7 +387,7 @@ void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, f
                   const fb::FusedActivation* activation, GemmPath path) {
   const Clamp clamp = clamp_of(activation);
 #if KILN_GEMM_X86
-  if (path == GemmPath::kAuto && x86::has_avx2_fma()) {
+  if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
     x86::depthwise3x3_avx2(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
   } else {
     depthwise3x3_portable(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);

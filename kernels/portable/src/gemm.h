@@ -31,8 +31,8 @@ namespace kernels {
 void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool trans_a,
               const float* b, int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate);
 
-// A row-major matrix operand, possibly transposed (see gemm_f32), or (A
-// only) packed ahead of time by gemm_prepack_a.
+// A row-major matrix operand, possibly transposed (see gemm_f32), or
+// packed ahead of time by gemm_prepack_a (as A) or gemm_prepack_b (as B).
 struct GemmMatrix {
   const float* data = nullptr;
   int64_t ld = 0;
@@ -50,8 +50,9 @@ struct GemmIm2col {
   int64_t oh = 0, ow = 0;
 };
 
-// Which micro-kernel runs; kAuto picks the fastest the processor has.
-enum class GemmPath { kAuto, kPortable };
+// Which micro-kernel runs; kAuto picks the fastest the processor has,
+// kAvx2 at most AVX2 (for tests of that kernel on AVX-512 machines).
+enum class GemmPath { kAuto, kAvx2, kPortable };
 
 // What gemm_packed does besides the product.
 struct GemmEpilogue {
@@ -59,6 +60,8 @@ struct GemmEpilogue {
   bool accumulate = false;
   // Added to every element of row i (per output channel), or nullptr.
   const float* row_bias = nullptr;
+  // Added to every element of column j (a Linear layer's bias), or nullptr.
+  const float* col_bias = nullptr;
   // Applied to the finished outputs, or nullptr.
   const fb::FusedActivation* activation = nullptr;
 };
@@ -66,8 +69,8 @@ struct GemmEpilogue {
 // C[m][n] = epilogue(A B) with B either `b` or, when `im2col` is not
 // nullptr, the im2col matrix it describes (k = channels * kh * kw,
 // n = oh * ow). pack_a and pack_b hold gemm_pack_a_floats(m, k) and
-// gemm_pack_b_floats(k, n) floats; pack_a is unused (may be nullptr) when
-// A is prepacked.
+// gemm_pack_b_floats(k, n) floats; each is unused (may be nullptr) when
+// its operand is prepacked.
 void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
                  const GemmIm2col* im2col, float* c, int64_t ldc, const GemmEpilogue& epilogue,
                  float* pack_a, float* pack_b, GemmPath path = GemmPath::kAuto);
@@ -91,12 +94,20 @@ void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, f
 #if KILN_GEMM_X86
 namespace x86 {
 bool has_avx2_fma();
+bool has_avx512f();
+void micro_kernel_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
+                         int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
+                       float hi);
 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
-                       int64_t nr, bool accumulate, const float* row_bias, bool clamp, float lo, float hi);
+                       int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
+                       float hi);
 void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias,
                        int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
                        bool clamp, float lo, float hi);
 void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, bool trans_b, float* out);
+// data[i] = clamp(data[i], lo, hi) as apply_activation's RELU (NaN gives
+// lo: `relu`) or CLIP (NaN stays NaN) computes it.
+void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu);
 }  // namespace x86
 #endif
 

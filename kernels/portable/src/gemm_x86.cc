@@ -10,6 +10,7 @@
 #if KILN_GEMM_X86
 
 #include <immintrin.h>
+#include <string.h>
 
 #define KILN_AVX2 __attribute__((target("avx2,fma")))
 
@@ -23,6 +24,11 @@ bool has_avx2_fma() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
+bool has_avx512f() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
 namespace {
 
 // max(lo, v) then min(hi, v): NaN in v passes through (the second operand
@@ -34,15 +40,15 @@ KILN_AVX2 inline __m256 clamp8(__m256 v, __m256 lo, __m256 hi) {
 // Finishes 16 columns of one row: adds C (accumulate) or the row's bias,
 // clamps, stores the first nr columns.
 KILN_AVX2 inline void store_row(float* row, __m256 v0, __m256 v1, int64_t nr, bool accumulate, float bias,
-                                bool clamp, __m256 lo, __m256 hi) {
+                                __m256 col0, __m256 col1, bool clamp, __m256 lo, __m256 hi) {
   if (nr == kGemmNr) {
     if (accumulate) {
       v0 = _mm256_add_ps(v0, _mm256_loadu_ps(row));
       v1 = _mm256_add_ps(v1, _mm256_loadu_ps(row + 8));
     } else {
       const __m256 b = _mm256_set1_ps(bias);
-      v0 = _mm256_add_ps(v0, b);
-      v1 = _mm256_add_ps(v1, b);
+      v0 = _mm256_add_ps(v0, _mm256_add_ps(b, col0));
+      v1 = _mm256_add_ps(v1, _mm256_add_ps(b, col1));
     }
     if (clamp) {
       v0 = clamp8(v0, lo, hi);
@@ -60,8 +66,8 @@ KILN_AVX2 inline void store_row(float* row, __m256 v0, __m256 v1, int64_t nr, bo
     v1 = _mm256_add_ps(v1, _mm256_maskload_ps(row + 8, m1));
   } else {
     const __m256 b = _mm256_set1_ps(bias);
-    v0 = _mm256_add_ps(v0, b);
-    v1 = _mm256_add_ps(v1, b);
+    v0 = _mm256_add_ps(v0, _mm256_add_ps(b, col0));
+    v1 = _mm256_add_ps(v1, _mm256_add_ps(b, col1));
   }
   if (clamp) {
     v0 = clamp8(v0, lo, hi);
@@ -76,8 +82,8 @@ KILN_AVX2 inline void store_row(float* row, __m256 v0, __m256 v1, int64_t nr, bo
 // The 6x16 tile lives in 12 registers; per step of k, two loads of B, six
 // broadcasts of A and twelve FMAs.
 KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
-                                 int64_t nr, bool accumulate, const float* row_bias, bool clamp, float lo,
-                                 float hi) {
+                                 int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
+                                 bool clamp, float lo, float hi) {
   static_assert(kGemmMr == 6 && kGemmNr == 16, "the AVX2 micro-kernel computes 6x16 tiles");
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
   __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
@@ -112,12 +118,65 @@ KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, flo
   }
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
   const auto bias = [row_bias](int64_t i) { return row_bias != nullptr ? row_bias[i] : 0.f; };
-  store_row(c, c00, c01, nr, accumulate, bias(0), clamp, vlo, vhi);
-  if (mr > 1) store_row(c + ldc, c10, c11, nr, accumulate, bias(1), clamp, vlo, vhi);
-  if (mr > 2) store_row(c + 2 * ldc, c20, c21, nr, accumulate, bias(2), clamp, vlo, vhi);
-  if (mr > 3) store_row(c + 3 * ldc, c30, c31, nr, accumulate, bias(3), clamp, vlo, vhi);
-  if (mr > 4) store_row(c + 4 * ldc, c40, c41, nr, accumulate, bias(4), clamp, vlo, vhi);
-  if (mr > 5) store_row(c + 5 * ldc, c50, c51, nr, accumulate, bias(5), clamp, vlo, vhi);
+  // The column bias, loaded only as far as the tile is wide.
+  __m256 col0 = _mm256_setzero_ps(), col1 = _mm256_setzero_ps();
+  if (col_bias != nullptr) {
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    col0 = _mm256_maskload_ps(col_bias, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), lanes));
+    col1 = _mm256_maskload_ps(col_bias + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr) - 8), lanes));
+  }
+  store_row(c, c00, c01, nr, accumulate, bias(0), col0, col1, clamp, vlo, vhi);
+  if (mr > 1) store_row(c + ldc, c10, c11, nr, accumulate, bias(1), col0, col1, clamp, vlo, vhi);
+  if (mr > 2) store_row(c + 2 * ldc, c20, c21, nr, accumulate, bias(2), col0, col1, clamp, vlo, vhi);
+  if (mr > 3) store_row(c + 3 * ldc, c30, c31, nr, accumulate, bias(3), col0, col1, clamp, vlo, vhi);
+  if (mr > 4) store_row(c + 4 * ldc, c40, c41, nr, accumulate, bias(4), col0, col1, clamp, vlo, vhi);
+  if (mr > 5) store_row(c + 5 * ldc, c50, c51, nr, accumulate, bias(5), col0, col1, clamp, vlo, vhi);
+}
+
+#define KILN_AVX512 __attribute__((target("avx512f")))
+
+namespace {
+
+KILN_AVX512 inline void store_row16(float* row, __m512 v, __mmask16 mask, bool accumulate, float bias, __m512 col,
+                                    bool clamp, __m512 lo, __m512 hi) {
+  v = _mm512_add_ps(v, accumulate ? _mm512_maskz_loadu_ps(mask, row) : _mm512_add_ps(_mm512_set1_ps(bias), col));
+  // The masked forms: GCC 12 warns about the unmasked ones' undefined source.
+  if (clamp) v = _mm512_mask_min_ps(v, 0xFFFF, hi, _mm512_mask_max_ps(v, 0xFFFF, lo, v));
+  _mm512_mask_storeu_ps(row, mask, v);
+}
+
+}  // namespace
+
+// The same 6x16 tile in six 512-bit registers: per step of k one load of
+// B and six FMAs that broadcast A from memory, a third of the AVX2
+// kernel's instructions for the same work.
+KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                                     int64_t mr, int64_t nr, bool accumulate, const float* row_bias,
+                                     const float* col_bias, bool clamp, float lo, float hi) {
+  __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+  __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 bv = _mm512_loadu_ps(b);
+    c0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), bv, c0);
+    c1 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), bv, c1);
+    c2 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), bv, c2);
+    c3 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), bv, c3);
+    c4 = _mm512_fmadd_ps(_mm512_set1_ps(a[4]), bv, c4);
+    c5 = _mm512_fmadd_ps(_mm512_set1_ps(a[5]), bv, c5);
+    a += kGemmMr;
+    b += kGemmNr;
+  }
+  const __mmask16 mask = static_cast<__mmask16>(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const auto bias = [row_bias](int64_t i) { return row_bias != nullptr ? row_bias[i] : 0.f; };
+  const __m512 col = col_bias != nullptr ? _mm512_maskz_loadu_ps(mask, col_bias) : _mm512_setzero_ps();
+  store_row16(c, c0, mask, accumulate, bias(0), col, clamp, vlo, vhi);
+  if (mr > 1) store_row16(c + ldc, c1, mask, accumulate, bias(1), col, clamp, vlo, vhi);
+  if (mr > 2) store_row16(c + 2 * ldc, c2, mask, accumulate, bias(2), col, clamp, vlo, vhi);
+  if (mr > 3) store_row16(c + 3 * ldc, c3, mask, accumulate, bias(3), col, clamp, vlo, vhi);
+  if (mr > 4) store_row16(c + 4 * ldc, c4, mask, accumulate, bias(4), col, clamp, vlo, vhi);
+  if (mr > 5) store_row16(c + 5 * ldc, c5, mask, accumulate, bias(5), col, clamp, vlo, vhi);
 }
 
 namespace {
@@ -182,6 +241,56 @@ KILN_AVX2 inline __m256 depthwise_padded(const float* const rows[3], const bool 
   return acc;
 }
 
+// One output row from three zero-padded input rows (r0, r1, r2; a row
+// outside the image is all zeros), eight outputs per step, branch-free.
+template <int kStride>
+KILN_AVX2 inline void depthwise_row(const float* r0, const float* r1, const float* r2, const float* w, float bias,
+                                    float* orow, int64_t ow, bool clamp, float lo, float hi) {
+  const __m256 k0 = _mm256_set1_ps(w[0]), k1 = _mm256_set1_ps(w[1]), k2 = _mm256_set1_ps(w[2]);
+  const __m256 k3 = _mm256_set1_ps(w[3]), k4 = _mm256_set1_ps(w[4]), k5 = _mm256_set1_ps(w[5]);
+  const __m256 k6 = _mm256_set1_ps(w[6]), k7 = _mm256_set1_ps(w[7]), k8 = _mm256_set1_ps(w[8]);
+  const __m256 vbias = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t ox = 0; ox < ow; ox += 8) {
+    const int64_t q = ox * kStride;
+    __m256 acc = vbias;
+    if (kStride == 1) {
+      acc = _mm256_fmadd_ps(k0, _mm256_loadu_ps(r0 + q), acc);
+      acc = _mm256_fmadd_ps(k1, _mm256_loadu_ps(r0 + q + 1), acc);
+      acc = _mm256_fmadd_ps(k2, _mm256_loadu_ps(r0 + q + 2), acc);
+      acc = _mm256_fmadd_ps(k3, _mm256_loadu_ps(r1 + q), acc);
+      acc = _mm256_fmadd_ps(k4, _mm256_loadu_ps(r1 + q + 1), acc);
+      acc = _mm256_fmadd_ps(k5, _mm256_loadu_ps(r1 + q + 2), acc);
+      acc = _mm256_fmadd_ps(k6, _mm256_loadu_ps(r2 + q), acc);
+      acc = _mm256_fmadd_ps(k7, _mm256_loadu_ps(r2 + q + 1), acc);
+      acc = _mm256_fmadd_ps(k8, _mm256_loadu_ps(r2 + q + 2), acc);
+    } else {
+      __m256 even, odd, even2, odd2;
+      deinterleave(r0 + q, &even, &odd);
+      deinterleave(r0 + q + 2, &even2, &odd2);
+      acc = _mm256_fmadd_ps(k0, even, acc);
+      acc = _mm256_fmadd_ps(k1, odd, acc);
+      acc = _mm256_fmadd_ps(k2, even2, acc);
+      deinterleave(r1 + q, &even, &odd);
+      deinterleave(r1 + q + 2, &even2, &odd2);
+      acc = _mm256_fmadd_ps(k3, even, acc);
+      acc = _mm256_fmadd_ps(k4, odd, acc);
+      acc = _mm256_fmadd_ps(k5, even2, acc);
+      deinterleave(r2 + q, &even, &odd);
+      deinterleave(r2 + q + 2, &even2, &odd2);
+      acc = _mm256_fmadd_ps(k6, even, acc);
+      acc = _mm256_fmadd_ps(k7, odd, acc);
+      acc = _mm256_fmadd_ps(k8, even2, acc);
+    }
+    if (clamp) acc = clamp8(acc, vlo, vhi);
+    if (ox + 8 <= ow) {
+      _mm256_storeu_ps(orow + ox, acc);
+    } else {
+      _mm256_maskstore_ps(orow + ox, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(ow - ox)), lanes), acc);
+    }
+  }
+}
+
 }  // namespace
 
 // Each output row eight columns at a time with the nine weights in
@@ -201,9 +310,10 @@ KILN_AVX2 void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const fl
   // Padded row: column -pl at index 0, room for the last vector's reach.
   constexpr int64_t kRowFloats = 1024;
   const int64_t span = (ow + 8) * stride + reach;
-  alignas(32) float ring[3][kRowFloats];
-  int64_t ring_row[3] = {-1, -1, -1};  // the input row each buffer holds
+  alignas(32) float ring[4][kRowFloats];  // three input rows and a row of zeros
+  int64_t ring_row[3] = {-1, -1, -1};      // the input row each buffer holds
   const bool padded = span <= kRowFloats;
+  if (padded) memset(ring[3], 0, static_cast<size_t>(span) * sizeof(float));
   for (int64_t oy = 0; oy < oh; ++oy) {
     float* orow = out + oy * ow;
     const int64_t iy0 = oy * stride - pt;
@@ -213,27 +323,35 @@ KILN_AVX2 void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const fl
       const int64_t iy = iy0 + ky;
       valid[ky] = iy >= 0 && iy < h;
       rows[ky] = valid[ky] ? in + iy * w : in;
-      if (!valid[ky] || !padded) continue;
+      if (!padded) continue;
+      if (!valid[ky]) {
+        rows[ky] = ring[3];
+        continue;
+      }
       float* buf = ring[iy % 3];
       if (ring_row[iy % 3] != iy) {
         const int64_t copied = w < span - pl ? w : span - pl;
         for (int64_t q = 0; q < pl && q < span; ++q) buf[q] = 0.f;
-        for (int64_t q = 0; q < copied; ++q) buf[pl + q] = rows[ky][q];
+        if (copied > 0) memcpy(buf + pl, rows[ky], static_cast<size_t>(copied) * sizeof(float));
         for (int64_t q = pl + (copied > 0 ? copied : 0); q < span; ++q) buf[q] = 0.f;
         ring_row[iy % 3] = iy;
       }
       rows[ky] = buf;
     }
+    if (padded) {
+      if (stride == 1) {
+        depthwise_row<1>(rows[0], rows[1], rows[2], weights, bias, orow, ow, clamp, lo, hi);
+      } else {
+        depthwise_row<2>(rows[0], rows[1], rows[2], weights, bias, orow, ow, clamp, lo, hi);
+      }
+      continue;
+    }
     for (int64_t ox = 0; ox < ow; ox += 8) {
       const int64_t count = ow - ox < 8 ? ow - ox : 8;
-      __m256 acc;
-      if (padded) {
-        acc = depthwise_padded(rows, valid, k, vbias, ox * stride, stride);
-      } else {
-        const int64_t ix = ox * stride - pl;
-        acc = count == 8 && ix >= 0 && ix + reach <= w ? depthwise_padded(rows, valid, k, vbias, ix, stride)
-                                                        : depthwise_border(rows, valid, k, vbias, ix, stride, w, count);
-      }
+      const int64_t ix = ox * stride - pl;
+      __m256 acc = count == 8 && ix >= 0 && ix + reach <= w
+                       ? depthwise_padded(rows, valid, k, vbias, ix, stride)
+                       : depthwise_border(rows, valid, k, vbias, ix, stride, w, count);
       if (clamp) acc = clamp8(acc, vlo, vhi);
       if (count == 8) {
         _mm256_storeu_ps(orow + ox, acc);
@@ -279,6 +397,20 @@ KILN_AVX2 void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, i
       _mm256_storeu_ps(out + j, _mm256_fmadd_ps(av, _mm256_loadu_ps(bp + j), _mm256_loadu_ps(out + j)));
     }
     for (; j < n; ++j) out[j] += a[p] * bp[j];
+  }
+}
+
+KILN_AVX2 void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(data + i);
+    // max_ps returns its second operand when either is NaN.
+    _mm256_storeu_ps(data + i, relu ? _mm256_max_ps(v, vlo) : _mm256_min_ps(vhi, _mm256_max_ps(vlo, v)));
+  }
+  for (; i < n; ++i) {
+    const float x = data[i];
+    data[i] = relu ? (x > lo ? x : lo) : (x < lo ? lo : (x > hi ? hi : x));
   }
 }
 

@@ -98,7 +98,22 @@ Error check_gemm_scratch(const KernelArgs& args, int64_t m, int64_t n, int64_t k
   return Error::kOk;
 }
 
-bool packed(const KernelArgs& args) { return args.num_scratch == 2; }
+// B packed by the planner (1-D, panels over all of k) and one scratch
+// tensor, packed A.
+Error check_packed_b(const KernelArgs& args, int64_t m, int64_t n, int64_t k) {
+  const Tensor& b = args.in(1);
+  KILN_KERNEL_CHECK(args, b.rank() == 1 && b.numel() == gemm_prepacked_b_floats(k, n),
+                    "packed B must have %lld elements", static_cast<long long>(gemm_prepacked_b_floats(k, n)));
+  KILN_KERNEL_CHECK(args, args.num_scratch == 1 && args.scratch[0]->dtype() == DType::FLOAT32 &&
+                              args.scratch[0]->numel() >= gemm_pack_a_floats(m, k),
+                    "packed B needs one float32 scratch tensor of %lld elements",
+                    static_cast<long long>(gemm_pack_a_floats(m, k)));
+  return Error::kOk;
+}
+
+// Packed product: runtime packing of both operands (two scratch tensors),
+// or B packed by the planner (one).
+bool packed(const KernelArgs& args) { return args.num_scratch == 2 || args.num_scratch == 1; }
 float* scratch_a(const KernelArgs& args) { return args.scratch[0]->data_as<float>(); }
 float* scratch_b(const KernelArgs& args) { return args.scratch[1]->data_as<float>(); }
 
@@ -372,20 +387,26 @@ Error check_gemm(const KernelArgs& args) {
   const Tensor& a = args.in(0);
   const Tensor& b = args.in(1);
   const Tensor& y = args.out(0);
-  KILN_KERNEL_CHECK(args, a.rank() == 2 && b.rank() == 2 && y.rank() == 2, "expects 2-D operands");
+  KILN_KERNEL_CHECK(args, a.rank() == 2 && (b.rank() == 2 || p->packed_b()) && y.rank() == 2,
+                    "expects 2-D operands");
   const int64_t m = p->trans_a() ? a.dim(1) : a.dim(0);
   const int64_t k = p->trans_a() ? a.dim(0) : a.dim(1);
-  const int64_t kb = p->trans_b() ? b.dim(1) : b.dim(0);
-  const int64_t n = p->trans_b() ? b.dim(0) : b.dim(1);
-  KILN_KERNEL_CHECK(args, k == kb, "inner dimensions differ (%lld, %lld)", static_cast<long long>(k),
-                    static_cast<long long>(kb));
-  KILN_KERNEL_CHECK(args, y.dim(0) == m && y.dim(1) == n, "output shape does not match");
+  KILN_KERNEL_CHECK(args, y.dim(0) == m, "output shape does not match");
+  const int64_t n = y.dim(1);
+  if (p->packed_b()) {
+    KILN_RETURN_IF_ERROR(check_packed_b(args, m, n, k));
+  } else {
+    const int64_t kb = p->trans_b() ? b.dim(1) : b.dim(0);
+    KILN_KERNEL_CHECK(args, k == kb, "inner dimensions differ (%lld, %lld)", static_cast<long long>(k),
+                      static_cast<long long>(kb));
+    KILN_KERNEL_CHECK(args, (p->trans_b() ? b.dim(0) : b.dim(1)) == n, "output shape does not match");
+    KILN_RETURN_IF_ERROR(check_gemm_scratch(args, m, n, k));
+  }
   if (args.has_input(2)) {
     int64_t strides[2];
     KILN_KERNEL_CHECK(args, broadcast_strides(args.in(2), y.dims(), 2, strides),
                       "C does not broadcast to the output");
   }
-  KILN_RETURN_IF_ERROR(check_gemm_scratch(args, m, n, k));
   return check_activation(args, p->activation());
 }
 
@@ -417,9 +438,9 @@ Error run_gemm(const KernelArgs& args) {
     GemmEpilogue epilogue;
     epilogue.accumulate = fold_c;
     epilogue.activation = fused ? p->activation() : nullptr;
-    gemm_packed(m, n, k, {a.data_as<const float>(), a.dim(1), p->trans_a()},
-                {b.data_as<const float>(), b.dim(1), p->trans_b()}, nullptr, out, n, epilogue, scratch_a(args),
-                scratch_b(args));
+    GemmMatrix bm{b.data_as<const float>(), p->packed_b() ? 0 : b.dim(1), p->trans_b(), p->packed_b()};
+    gemm_packed(m, n, k, {a.data_as<const float>(), a.dim(1), p->trans_a()}, bm, nullptr, out, n, epilogue,
+                scratch_a(args), p->packed_b() ? nullptr : scratch_b(args));
   } else {
     gemm_f32(m, n, k, a.data_as<const float>(), a.dim(1), p->trans_a(), b.data_as<const float>(),
              b.dim(1), p->trans_b(), out, n, fold_c);
@@ -485,27 +506,64 @@ bool matmul_shape(const Tensor& a, const Tensor& b, const Tensor& y, MatMulShape
   return true;
 }
 
+// The fused activation of a MatMul: in BinaryParams, or in MatMulParams.
+const fb::FusedActivation* matmul_activation(const KernelArgs& args) {
+  if (const auto* p = args.params<fb::BinaryParams>()) return p->activation();
+  if (const auto* p = args.params<fb::MatMulParams>()) return p->activation();
+  return nullptr;
+}
+
+bool matmul_packed_b(const KernelArgs& args) {
+  const auto* p = args.params<fb::MatMulParams>();
+  return p != nullptr && p->packed_b();
+}
+
+// With B packed by the planner, A is [..., M, K] and Y [..., M, N]: one
+// product of all A's rows.
+Error check_matmul_packed_b(const KernelArgs& args) {
+  const Tensor& a = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, a.rank() >= 1 && y.rank() == a.rank(), "packed B needs A and Y of one rank");
+  for (uint32_t d = 0; d + 1 < a.rank(); ++d) KILN_KERNEL_CHECK(args, y.dim(d) == a.dim(d), "output shape does not match");
+  KILN_RETURN_IF_ERROR(check_packed_b(args, dims_product(a, 0, a.rank() - 1), y.dim(y.rank() - 1), a.dim(a.rank() - 1)));
+  if (args.has_input(2)) {
+    KILN_KERNEL_CHECK(args, args.in(2).numel() == y.dim(y.rank() - 1), "bias must have one value per column");
+  }
+  return check_activation(args, matmul_activation(args));
+}
+
 Error check_matmul(const KernelArgs& args) {
-  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
   KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  if (matmul_packed_b(args)) return check_matmul_packed_b(args);
+  KILN_KERNEL_CHECK(args, args.num_inputs == 2, "a bias input needs packed B");
   MatMulShape s;
   KILN_KERNEL_CHECK(args, matmul_shape(args.in(0), args.in(1), args.out(0), &s),
                     "shapes do not multiply to the output shape");
   // B without batch dimensions: A's batches stack into one product.
   const int64_t m = args.in(1).rank() <= 2 ? s.batches * s.m : s.m;
   KILN_RETURN_IF_ERROR(check_gemm_scratch(args, m, s.n, s.k));
-  const auto* p = args.params<fb::BinaryParams>();
-  return p != nullptr ? check_activation(args, p->activation()) : Error::kOk;
+  return check_activation(args, matmul_activation(args));
 }
 
 Error run_matmul(const KernelArgs& args) {
+  const fb::FusedActivation* activation = matmul_activation(args);
+  if (matmul_packed_b(args)) {
+    const Tensor& in = args.in(0);
+    const int64_t k = in.dim(in.rank() - 1), n = args.out(0).dim(in.rank() - 1);
+    GemmEpilogue epilogue;
+    epilogue.activation = activation;
+    epilogue.col_bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+    GemmMatrix b{args.in(1).data_as<const float>(), 0, false, true};
+    gemm_packed(dims_product(in, 0, in.rank() - 1), n, k, {in.data_as<const float>(), k, false}, b, nullptr,
+                args.out(0).data_as<float>(), n, epilogue, args.scratch[0]->data_as<float>(), nullptr);
+    return Error::kOk;
+  }
   MatMulShape s;
   matmul_shape(args.in(0), args.in(1), args.out(0), &s);
   const float* a = args.in(0).data_as<const float>();
   const float* b = args.in(1).data_as<const float>();
   float* y = args.out(0).data_as<float>();
-  const auto* p = args.params<fb::BinaryParams>();
-  const fb::FusedActivation* activation = p != nullptr ? p->activation() : nullptr;
   if (packed(args) && args.in(1).rank() <= 2) {
     // One matrix B for every batch of A: the batches are consecutive rows
     // of one taller A, and of the output.

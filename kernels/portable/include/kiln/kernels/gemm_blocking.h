@@ -46,6 +46,15 @@ constexpr int64_t gemm_prepacked_a_floats(int64_t m, int64_t k) { return gemm_ro
 // column by column, so every block of the inner dimension is contiguous.
 void gemm_prepack_a(int64_t m, int64_t k, const float* a, float* out);
 
+// Floats of B (k x n) packed ahead of time: panels of kGemmNr columns over
+// the whole inner dimension, the last zero-padded.
+constexpr int64_t gemm_prepacked_b_floats(int64_t k, int64_t n) { return k * gemm_round_up(n, kGemmNr); }
+
+// Packs B (k x n; given transposed, n x k, when trans_b) into `out`
+// (gemm_prepacked_b_floats(k, n) floats): panel j holds columns
+// [j * kGemmNr, (j + 1) * kGemmNr), stored row by row.
+void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* out);
+
 }  // namespace kernels
 }  // namespace kiln
 
