@@ -93,6 +93,27 @@ void lower_conv(OpContext& ctx, Lowerer& l) {
                             s.dilations == std::vector<int64_t>{1, 1} && s.strides[0] == s.strides[1] &&
                             (s.strides[0] == 1 || s.strides[0] == 2);
   const bool pack = packs(l) && !depthwise3x3;
+  // 3x3, stride 1, one group, constant weights, channels enough to pay for
+  // the transforms: Winograd F(2x2, 3x3) (kernels/portable/src/winograd.cc).
+  const bool winograd = pack && ctx.input(1).is_constant() && x.size() == 4 && group == 1 &&
+                        s.kernel == std::vector<int64_t>{3, 3} && s.strides == std::vector<int64_t>{1, 1} &&
+                        s.dilations == std::vector<int64_t>{1, 1} && w[0] >= 16 && w[1] >= 16;
+  if (winograd) {
+    using namespace kiln::kernels;
+    const int64_t tiles = ((s.out[0] + 1) / 2) * ((s.out[1] + 1) / 2);
+    HostTensor transformed(DType::FLOAT32, {winograd_weight_floats(w[0], w[1])});
+    winograd_transform_weights(w[0], w[1], ctx.input(1).constant->data<float>(), transformed.data<float>());
+    const int weight = l.constant(ctx.node().name + "/winograd_weight", std::move(transformed));
+    std::vector<int> inputs = {l.tensor(ctx.input_id(0)), weight};
+    if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
+    std::vector<int> scratch = {
+        l.temp(ctx.node().name + "/winograd_input", DType::FLOAT32, {winograd_input_floats(w[1], tiles)}),
+        l.temp(ctx.node().name + "/winograd_product", DType::FLOAT32, {winograd_product_floats(w[0], w[1], tiles)})};
+    fb::ParamsUnion params;
+    params.Set(std::move(p));
+    l.kernel("ConvWinograd", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), std::move(scratch));
+    return;
+  }
   int weight = -1;
   std::vector<int> scratch;
   if (pack && ctx.input(1).is_constant()) {

@@ -75,6 +75,22 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
                  const GemmIm2col* im2col, float* c, int64_t ldc, const GemmEpilogue& epilogue,
                  float* pack_a, float* pack_b, GemmPath path = GemmPath::kAuto);
 
+// A Winograd F(2x2, 3x3) convolution (winograd.cc): NCHW input x
+// [n][c][h][w], weights from winograd_transform_weights, output y
+// [n][m][oh][ow] with oh = h + pads - 2 (likewise ow), scratch of
+// winograd_input_floats and winograd_product_floats (gemm_blocking.h).
+struct WinogradConv {
+  int64_t n = 0, c = 0, h = 0, w = 0, m = 0, oh = 0, ow = 0, pt = 0, pl = 0;
+  const float* x = nullptr;
+  const float* weights = nullptr;
+  const float* bias = nullptr;  // per output channel, or nullptr
+  float* y = nullptr;
+  const fb::FusedActivation* activation = nullptr;
+  float* transformed_input = nullptr;
+  float* products = nullptr;
+};
+void winograd_conv(const WinogradConv& conv, GemmPath path = GemmPath::kAuto);
+
 // Depthwise 3x3 convolution of one channel (stride 1 or 2, no dilation):
 // out[oy][ox] = bias + sum w[ky][kx] * in[oy * s - pt + ky][ox * s - pl + kx],
 // then the activation; positions outside the input read 0.
@@ -108,6 +124,11 @@ void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb
 // data[i] = clamp(data[i], lo, hi) as apply_activation's RELU (NaN gives
 // lo: `relu`) or CLIP (NaN stays NaN) computes it.
 void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu);
+// Winograd F(2x2, 3x3) transforms of eight tiles at a time (winograd.cc).
+void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw,
+                         int64_t t_first, int64_t count, float* out, int64_t stride_xi);
+void winograd_output_avx2(const float* prod, int64_t stride_xi, int64_t t_first, int64_t count, int64_t tw,
+                          float bias, float* plane, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
 }  // namespace x86
 #endif
 
