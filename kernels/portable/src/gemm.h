@@ -124,6 +124,9 @@ void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb
 // data[i] = clamp(data[i], lo, hi) as apply_activation's RELU (NaN gives
 // lo: `relu`) or CLIP (NaN stays NaN) computes it.
 void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu);
+// Max pooling of one plane (pool.cc); false when the geometry does not fit.
+bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride, int64_t pt,
+                   int64_t pl, float* out, int64_t oh, int64_t ow);
 // Winograd F(2x2, 3x3) transforms of eight tiles at a time (winograd.cc).
 void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw,
                          int64_t t_first, int64_t count, float* out, int64_t stride_xi);

@@ -253,35 +253,37 @@ KILN_AVX2 inline void depthwise_row(const float* r0, const float* r1, const floa
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t ox = 0; ox < ow; ox += 8) {
     const int64_t q = ox * kStride;
-    __m256 acc = vbias;
+    // One accumulator per kernel row: three short dependency chains.
+    __m256 acc0, acc1, acc2;
     if (kStride == 1) {
-      acc = _mm256_fmadd_ps(k0, _mm256_loadu_ps(r0 + q), acc);
-      acc = _mm256_fmadd_ps(k1, _mm256_loadu_ps(r0 + q + 1), acc);
-      acc = _mm256_fmadd_ps(k2, _mm256_loadu_ps(r0 + q + 2), acc);
-      acc = _mm256_fmadd_ps(k3, _mm256_loadu_ps(r1 + q), acc);
-      acc = _mm256_fmadd_ps(k4, _mm256_loadu_ps(r1 + q + 1), acc);
-      acc = _mm256_fmadd_ps(k5, _mm256_loadu_ps(r1 + q + 2), acc);
-      acc = _mm256_fmadd_ps(k6, _mm256_loadu_ps(r2 + q), acc);
-      acc = _mm256_fmadd_ps(k7, _mm256_loadu_ps(r2 + q + 1), acc);
-      acc = _mm256_fmadd_ps(k8, _mm256_loadu_ps(r2 + q + 2), acc);
+      acc0 = _mm256_fmadd_ps(k0, _mm256_loadu_ps(r0 + q), vbias);
+      acc1 = _mm256_mul_ps(k3, _mm256_loadu_ps(r1 + q));
+      acc2 = _mm256_mul_ps(k6, _mm256_loadu_ps(r2 + q));
+      acc0 = _mm256_fmadd_ps(k1, _mm256_loadu_ps(r0 + q + 1), acc0);
+      acc1 = _mm256_fmadd_ps(k4, _mm256_loadu_ps(r1 + q + 1), acc1);
+      acc2 = _mm256_fmadd_ps(k7, _mm256_loadu_ps(r2 + q + 1), acc2);
+      acc0 = _mm256_fmadd_ps(k2, _mm256_loadu_ps(r0 + q + 2), acc0);
+      acc1 = _mm256_fmadd_ps(k5, _mm256_loadu_ps(r1 + q + 2), acc1);
+      acc2 = _mm256_fmadd_ps(k8, _mm256_loadu_ps(r2 + q + 2), acc2);
     } else {
       __m256 even, odd, even2, odd2;
       deinterleave(r0 + q, &even, &odd);
       deinterleave(r0 + q + 2, &even2, &odd2);
-      acc = _mm256_fmadd_ps(k0, even, acc);
-      acc = _mm256_fmadd_ps(k1, odd, acc);
-      acc = _mm256_fmadd_ps(k2, even2, acc);
+      acc0 = _mm256_fmadd_ps(k0, even, vbias);
+      acc0 = _mm256_fmadd_ps(k1, odd, acc0);
+      acc0 = _mm256_fmadd_ps(k2, even2, acc0);
       deinterleave(r1 + q, &even, &odd);
       deinterleave(r1 + q + 2, &even2, &odd2);
-      acc = _mm256_fmadd_ps(k3, even, acc);
-      acc = _mm256_fmadd_ps(k4, odd, acc);
-      acc = _mm256_fmadd_ps(k5, even2, acc);
+      acc1 = _mm256_mul_ps(k3, even);
+      acc1 = _mm256_fmadd_ps(k4, odd, acc1);
+      acc1 = _mm256_fmadd_ps(k5, even2, acc1);
       deinterleave(r2 + q, &even, &odd);
       deinterleave(r2 + q + 2, &even2, &odd2);
-      acc = _mm256_fmadd_ps(k6, even, acc);
-      acc = _mm256_fmadd_ps(k7, odd, acc);
-      acc = _mm256_fmadd_ps(k8, even2, acc);
+      acc2 = _mm256_mul_ps(k6, even);
+      acc2 = _mm256_fmadd_ps(k7, odd, acc2);
+      acc2 = _mm256_fmadd_ps(k8, even2, acc2);
     }
+    __m256 acc = _mm256_add_ps(_mm256_add_ps(acc0, acc1), acc2);
     if (clamp) acc = clamp8(acc, vlo, vhi);
     if (ox + 8 <= ow) {
       _mm256_storeu_ps(orow + ox, acc);
@@ -515,6 +517,70 @@ KILN_AVX2 void winograd_output_avx2(const float* prod, int64_t stride_xi, int64_
       for (int64_t j = 0; j < 2 && ox + j < ow; ++j) plane[(oy + i) * ow + ox + j] = v[i][j][q];
     }
   }
+}
+
+// Max pooling of one plane, equal strides of 1 or 2, no dilation, windows
+// of at most 4 rows: input rows are copied into -inf-padded buffers on the
+// stack (a ring, each row once; padding never wins a maximum), then eight
+// outputs per step take the maximum of plain (stride 1) or even-column
+// (stride 2) loads. A NaN in a window makes its output NaN, as in the
+// portable kernel. False, having written nothing, when the window or the
+// rows do not fit the buffers.
+KILN_AVX2 bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride,
+                             int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow) {
+  constexpr int64_t kRows = 4;
+  constexpr int64_t kRowFloats = 1024;
+  const int64_t span = (ow + 8) * stride + kw + 16;
+  if (span > kRowFloats || kh > kRows || (stride != 1 && stride != 2)) return false;
+  alignas(32) float ring[kRows + 1][kRowFloats];  // window rows, and a row of -inf
+  int64_t ring_row[kRows] = {-1, -1, -1, -1};
+  const float minus_inf = -__builtin_inff();
+  for (int64_t q = 0; q < span; ++q) ring[kRows][q] = minus_inf;
+  const __m256 vminus_inf = _mm256_set1_ps(minus_inf);
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    const float* rows[kRows];
+    for (int64_t ky = 0; ky < kh; ++ky) {
+      const int64_t iy = oy * stride - pt + ky;
+      if (iy < 0 || iy >= h) {
+        rows[ky] = ring[kRows];
+        continue;
+      }
+      float* buf = ring[iy % kh];
+      if (ring_row[iy % kh] != iy) {
+        const int64_t copied = w < span - pl ? w : span - pl;
+        for (int64_t q = 0; q < pl && q < span; ++q) buf[q] = minus_inf;
+        if (copied > 0) memcpy(buf + pl, in + iy * w, static_cast<size_t>(copied) * sizeof(float));
+        for (int64_t q = pl + (copied > 0 ? copied : 0); q < span; ++q) buf[q] = minus_inf;
+        ring_row[iy % kh] = iy;
+      }
+      rows[ky] = buf;
+    }
+    float* orow = out + oy * ow;
+    for (int64_t ox = 0; ox < ow; ox += 8) {
+      const int64_t q = ox * stride;
+      __m256 acc = vminus_inf, nan = _mm256_setzero_ps();
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          __m256 v, odd;
+          if (stride == 1) {
+            v = _mm256_loadu_ps(rows[ky] + q + kx);
+          } else {
+            deinterleave(rows[ky] + q + kx, &v, &odd);
+          }
+          nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+          acc = _mm256_max_ps(acc, v);
+        }
+      }
+      acc = _mm256_or_ps(acc, nan);  // all bits set: a NaN
+      if (ox + 8 <= ow) {
+        _mm256_storeu_ps(orow + ox, acc);
+      } else {
+        _mm256_maskstore_ps(orow + ox, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(ow - ox)), lanes), acc);
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace x86

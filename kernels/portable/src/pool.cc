@@ -4,6 +4,7 @@
 
 #include <math.h>
 
+#include "gemm.h"
 #include "kernel_util.h"
 #include "portable_kernels.h"
 
@@ -86,9 +87,18 @@ Error run_pool(const KernelArgs& args) {
   float* y = args.out(0).data_as<float>();
   const bool is_max = p->kind() == fb::PoolKind::MAXIMUM;
   const bool include_pad = p->count_include_pad();
+  // Max pooling without dilation and with one stride of 1 or 2 has an AVX2
+  // version on x86-64 processors that have it.
+  bool vector = false;
+#if KILN_GEMM_X86
+  vector = is_max && g.dh == 1 && g.dw == 1 && g.sh == g.sw && x86::has_avx2_fma();
+#endif
   for (int64_t plane = 0; plane < g.planes; ++plane) {
     const float* in = x + plane * g.h * g.w;
     float* out = y + plane * g.oh * g.ow;
+#if KILN_GEMM_X86
+    if (vector && x86::max_pool_avx2(in, g.h, g.w, g.kh, g.kw, g.sh, g.pt, g.pl, out, g.oh, g.ow)) continue;
+#endif
     for (int64_t oy = 0; oy < g.oh; ++oy) {
       const int64_t y0 = oy * g.sh - g.pt;
       int64_t ky0, ignored;
