@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "emit/emitter.h"
 #include "lower/lowerer.h"
+#include "passes/fuse.h"
 #include "passes/infer.h"
 #include "passes/partition.h"
 #include "targets/target.h"
@@ -13,13 +14,18 @@ namespace kiln::planner {
 PlanResult plan_graph(Graph graph, const PlanOptions& options) {
   infer_and_fold(graph, InferOptions{});
   eliminate_dead_nodes(graph);
+  PlanResult result;
+  if (options.fuse) result.fuse.batch_norms_folded = fold_batch_norms(graph);
   PartitionOptions partition_options;
   partition_options.targets = parse_targets(options.targets, options.device_counts);
   partition_options.placements = options.placements;
   partition_options.device_io = options.device_io;
-  const DevicePlan devices = partition(graph, partition_options);
-  PlanResult result;
-  LMethod& method = lower_graph(graph, result.program, options.method_name, devices);
+  DevicePlan devices = partition(graph, partition_options);
+  if (options.fuse) {
+    result.fuse.biases_fused = fuse_matmul_biases(graph, devices);
+    result.fuse.activations_fused = fuse_activations(graph, devices);
+  }
+  LMethod& method = lower_graph(graph, result.program, options.method_name, devices, options.lower);
   result.round_trips_removed = remove_round_trips(method);
   cluster_copies(method);
   if (options.plan_io) {

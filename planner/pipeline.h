@@ -3,7 +3,10 @@
 //   import (ONNX checker + shape inference)
 //   -> infer static shapes, fold constants     (passes/infer)
 //   -> remove dead nodes
+//   -> fold BatchNormalization into Conv       (passes/fuse)
 //   -> partition across targets                (passes/partition, targets/)
+//   -> fuse biases into MatMul, activations     (passes/fuse)
+//      into their producer
 //   -> lower to kernel calls, with copies      (lower/, ops/)
 //      where a tensor crosses devices
 //   -> remove copy round trips, cluster copies (passes/partition)
@@ -19,9 +22,11 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "lower/lowerer.h"
 #include "lower/program.h"
 #include "memory/method_plan.h"
 #include "onnx/import.h"
+#include "passes/fuse.h"
 #include "passes/inplace.h"
 
 namespace kiln::planner {
@@ -33,6 +38,9 @@ struct PlanOptions {
   // runs without the application binding them.
   bool plan_io = false;
   InplaceOptions inplace;
+  // Fold BatchNormalization into Conv and activations into their producer.
+  bool fuse = true;
+  LowerOptions lower;
   std::string method_name = "forward";
   // Devices in order of preference ("vulkan:0,cpu"); see targets/target.h.
   std::string targets = "cpu";
@@ -48,6 +56,7 @@ struct PlanResult {
   LProgram program;    // lowered and planned
   std::string bytes;   // the .kiln file
   InplaceStats inplace;
+  FuseStats fuse;
   int round_trips_removed = 0;
   // Total arena bytes of the same plan without in-place reuse (equal to the
   // planned total when reuse is off).

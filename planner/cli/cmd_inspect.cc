@@ -17,6 +17,17 @@
 namespace kiln::planner::cli {
 namespace {
 
+// "+RELU" when the kernel applies a fused activation, else "".
+std::string fused_activation_suffix(const fb::KernelCall* call) {
+  const fb::FusedActivation* a = nullptr;
+  if (const auto* p = call->params_as_ConvParams()) a = p->activation();
+  if (const auto* p = call->params_as_GemmParams()) a = p->activation();
+  if (const auto* p = call->params_as_BinaryParams()) a = p->activation();
+  if (const auto* p = call->params_as_MatMulParams()) a = p->activation();
+  if (a == nullptr || a->kind() == fb::Activation::NONE) return "";
+  return std::string("+") + fb::EnumNameActivation(a->kind());
+}
+
 std::string device_str(const fb::Device* d) {
   if (d == nullptr) return "cpu:0";
   std::string name = fb::EnumNameDeviceType(d->type());
@@ -122,9 +133,9 @@ void print_text(const ProgramFile& file) {
         switch (ins.kind_type()) {
           case fb::InstructionKind::KernelCall: {
             const auto* call = ins.kind_as_KernelCall();
-            const std::string op = m->operators() && call->op() < m->operators()->size()
-                                       ? m->operators()->Get(call->op())->name()->str()
-                                       : "?";
+            const std::string op = (m->operators() && call->op() < m->operators()->size()
+                                        ? m->operators()->Get(call->op())->name()->str()
+                                        : "?") + fused_activation_suffix(call);
             std::printf("    #%-4u kernel %-18s %s -> %s%s  (%s)\n", i, op.c_str(), ids(list_of(call->inputs())).c_str(),
                         ids(list_of(call->outputs())).c_str(),
                         call->scratch() && call->scratch()->size() ? str(" scratch ", ids(list_of(call->scratch()))).c_str() : "",

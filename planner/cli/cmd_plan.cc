@@ -33,6 +33,8 @@ constexpr const char* kHelp =
     "  --inplace-ops LIST         ONNX ops whose outputs may reuse a dying input's bytes\n"
     "                             (comma-separated; default: every op whose kernel allows it)\n"
     "  --no-inplace               no in-place reuse and no views: every output gets its own bytes\n"
+    "  --no-packing               Conv, Gemm and MatMul without packing scratch: smaller arenas,\n"
+    "                             slower kernels (for microcontrollers)\n"
     "  --target LIST              devices in order of preference, such as vulkan:0,cpu (default cpu)\n"
     "  --device-count NAME=N      how many devices of a backend the target machine has\n"
     "  --place NODE=DEVICE        run a node on a given device of the target list\n"
@@ -114,6 +116,11 @@ void print_summary(const std::string& model, const std::string& output, const Pl
                 "(%s -> %s)\n", result.inplace.outputs_in_place, result.inplace.views,
                 group_digits(saved).c_str(), group_digits(result.arena_bytes_without_inplace).c_str(),
                 group_digits(arena_total).c_str());
+    if (result.fuse.batch_norms_folded > 0 || result.fuse.biases_fused > 0 || result.fuse.activations_fused > 0) {
+      std::printf("  fused:       %d BatchNormalization into Conv, %d bias Add into MatMul, %d activations into "
+                  "their producer\n", result.fuse.batch_norms_folded, result.fuse.biases_fused,
+                  result.fuse.activations_fused);
+    }
     std::printf("  %-5s %-8s %-9s %14s %14s %7s  %s\n", "arena", "device", "kind", "size", "lower bound", "ratio",
                 "algorithm");
     for (size_t a = 0; a < m.arenas.size(); ++a) {
@@ -138,7 +145,8 @@ int cmd_plan(const Argv& argv) {
   const Args args(argv, {{"-o", true}, {"--output", true}, {"--input-shape", true}, {"--freeze", true},
                          {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
                          {"--inplace-ops", true}, {"--no-inplace", false}, {"--target", true},
-                         {"--device-count", true}, {"--place", true}, {"--device-io", false}, {"--help", false}});
+                         {"--device-count", true}, {"--place", true}, {"--device-io", false}, {"--no-packing", false},
+                         {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     return 0;
@@ -166,6 +174,7 @@ int cmd_plan(const Argv& argv) {
   }
   options.memory.alignment = static_cast<uint32_t>(alignment);
   options.plan_io = args.has("--plan-io");
+  options.lower.packing_scratch = !args.has("--no-packing");
   options.targets = args.get("--target", "cpu");
   options.device_io = args.has("--device-io");
   for (const std::string& spec : args.all("--device-count")) {

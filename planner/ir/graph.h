@@ -50,6 +50,14 @@ struct Value {
   }
 };
 
+// An activation fused into the node that produces its input
+// (passes/fuse.h): the ONNX op it came from and its parameters, resolved.
+struct NodeActivation {
+  std::string op;  // "Relu", "Clip", ...; empty: none
+  float alpha = 0.f;
+  float beta = 0.f;
+};
+
 struct Node {
   std::string name;
   std::string op_type;
@@ -58,6 +66,8 @@ struct Node {
   std::vector<int> inputs;   // value ids; -1 for an absent optional input
   std::vector<int> outputs;  // value ids; -1 for an unused optional output
   std::map<std::string, Attribute> attrs;
+  // Applied to output 0 by the node's kernel (set by passes/fuse).
+  NodeActivation activation;
   bool dead = false;
 
   bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }

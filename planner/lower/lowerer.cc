@@ -162,11 +162,12 @@ void Lowerer::set_node(int node) {
                                          : devices_.node_device[static_cast<size_t>(node)];
 }
 
-LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_name, const DevicePlan& devices) {
+LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_name, const DevicePlan& devices,
+                     const LowerOptions& options) {
   program.methods.emplace_back();
   LMethod& method = program.methods.back();
   method.name = method_name;
-  Lowerer lowerer(graph, program, method, devices);
+  Lowerer lowerer(graph, program, method, devices, options);
   const std::vector<int> order = devices.order.empty() ? graph.topological_order() : devices.order;
   if (devices.device_io && !devices.node_device.empty()) {
     // An input lives where its first reader runs.

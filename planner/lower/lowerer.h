@@ -32,10 +32,21 @@ struct DevicePlan {
   bool device_io = false;
 };
 
+// Choices of kernel that trade memory for speed.
+struct LowerOptions {
+  // Conv, Gemm and MatMul get scratch tensors for their packed, blocked
+  // product (kernels/portable/include/kiln/kernels/gemm_blocking.h). Off:
+  // plain loops and smaller arenas (microcontrollers).
+  bool packing_scratch = true;
+};
+
 class Lowerer {
  public:
-  Lowerer(Graph& graph, LProgram& program, LMethod& method, const DevicePlan& devices)
-      : graph_(graph), program_(program), method_(method), devices_(devices) {}
+  Lowerer(Graph& graph, LProgram& program, LMethod& method, const DevicePlan& devices,
+          const LowerOptions& options = {})
+      : graph_(graph), program_(program), method_(method), devices_(devices), options_(options) {}
+
+  const LowerOptions& options() const { return options_; }
 
   // The method tensor holding graph value `value` where it lives (created on
   // first use).
@@ -76,6 +87,7 @@ class Lowerer {
   LProgram& program_;
   LMethod& method_;
   const DevicePlan& devices_;
+  LowerOptions options_;
   std::unordered_map<int, int> value_to_tensor_;
   std::map<std::pair<int, int>, int> copies_;  // (tensor, device key) -> tensor
   std::unordered_map<int, fb::Device> input_device_;
@@ -87,7 +99,7 @@ class Lowerer {
 // Lowers the whole graph (after folding) into a new method of `program`.
 // Graph inputs and outputs become user-provided tensors.
 LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_name,
-                     const DevicePlan& devices = {});
+                     const DevicePlan& devices = {}, const LowerOptions& options = {});
 
 // "cpu:0", "vulkan:1"
 std::string device_str(const fb::Device& device);

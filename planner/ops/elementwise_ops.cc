@@ -21,8 +21,10 @@ void infer_binary(OpContext& ctx) {
 }
 
 void lower_binary(OpContext& ctx, Lowerer& l) {
+  fb::BinaryParamsT p;
+  p.activation = fused_activation(ctx.node());
   fb::ParamsUnion params;
-  params.Set(fb::BinaryParamsT());
+  params.Set(std::move(p));
   l.kernel(ctx.node().op_type, {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))},
            {l.tensor(ctx.output_id(0))}, std::move(params));
 }

@@ -1,11 +1,28 @@
 // Linear ops: Conv and ConvTranspose (1-D, 2-D; groups, depthwise), Gemm,
 // MatMul.
 
+#include "kiln/kernels/gemm_blocking.h"
 #include "ops/op_registry.h"
 #include "ops/spatial.h"
 
 namespace kiln::planner {
 namespace {
+
+// Whether the kernels get packing scratch and packed weights: the portable
+// CPU kernels, unless the options turn packing off.
+bool packs(const Lowerer& l) {
+  return l.options().packing_scratch && l.device().type() == fb::DeviceType::CPU;
+}
+
+// The packing scratch of a linear kernel computing m x k times k x n
+// products (empty when the lowering options turn packing off): packed A,
+// packed B, each used only while the instruction runs.
+std::vector<int> packing_scratch(OpContext& ctx, Lowerer& l, int64_t m, int64_t n, int64_t k) {
+  if (!packs(l)) return {};
+  using namespace kiln::kernels;
+  return {l.temp(ctx.node().name + "/packed_a", DType::FLOAT32, {gemm_pack_a_floats(m, k)}),
+          l.temp(ctx.node().name + "/packed_b", DType::FLOAT32, {gemm_pack_b_floats(k, n)})};
+}
 
 std::vector<int64_t> spatial_dims(const std::vector<int64_t>& shape) {
   return std::vector<int64_t>(shape.begin() + 2, shape.end());
@@ -16,6 +33,15 @@ Spatial conv_spatial(OpContext& ctx) {
   const auto& w = ctx.shape(1);
   std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape", spatial_dims(w));
   return resolve_spatial(ctx, spatial_dims(x), kernel, /*allow_ceil=*/false, /*allow_dilations=*/true);
+}
+
+// Input 1 (a constant B, k x n, or n x k when trans_b) packed for the
+// blocked product, as a new constant tensor.
+int packed_b(OpContext& ctx, Lowerer& l, int64_t k, int64_t n, bool trans_b) {
+  using namespace kiln::kernels;
+  HostTensor packed(DType::FLOAT32, {gemm_prepacked_b_floats(k, n)});
+  gemm_prepack_b(k, n, ctx.input(1).constant->data<float>(), trans_b, packed.data<float>());
+  return l.constant(ctx.node().name + "/packed_b", std::move(packed));
 }
 
 void infer_conv(OpContext& ctx) {
@@ -50,11 +76,66 @@ void lower_conv(OpContext& ctx, Lowerer& l) {
   p.strides = s.strides2();
   p.dilations = s.dilations2();
   p.pads = s.pads4();
+  p.activation = fused_activation(ctx.node());
+  // The depthwise 3x3 kernel (stride 1 or 2, no dilation) needs no scratch;
+  // every other convolution multiplies weights [M/group, C/group * kH * kW]
+  // by the im2col matrix of [C/group * kH * kW, oH * oW], group by group.
+  // Constant weights are packed here, once, into the layout the product
+  // reads (then only B needs scratch).
+  const auto& x = ctx.shape(0);
+  const auto& w = ctx.shape(1);
+  const int64_t group = ctx.attr_int("group", 1);
+  const int64_t mg = w[0] / group;
+  int64_t k = w[1], n = 1;
+  for (int64_t v : s.kernel) k *= v;
+  for (int64_t v : s.out) n *= v;
+  const bool depthwise3x3 = group == x[1] && w[0] == x[1] && s.kernel == std::vector<int64_t>{3, 3} &&
+                            s.dilations == std::vector<int64_t>{1, 1} && s.strides[0] == s.strides[1] &&
+                            (s.strides[0] == 1 || s.strides[0] == 2);
+  const bool pack = packs(l) && !depthwise3x3;
+  // 3x3, stride 1, one group, constant weights, channels enough to pay for
+  // the transforms: Winograd F(2x2, 3x3) (kernels/portable/src/winograd.cc).
+  const bool winograd = pack && ctx.input(1).is_constant() && x.size() == 4 && group == 1 &&
+                        s.kernel == std::vector<int64_t>{3, 3} && s.strides == std::vector<int64_t>{1, 1} &&
+                        s.dilations == std::vector<int64_t>{1, 1} && w[0] >= 16 && w[1] >= 16;
+  if (winograd) {
+    using namespace kiln::kernels;
+    const int64_t tiles = ((s.out[0] + 1) / 2) * ((s.out[1] + 1) / 2);
+    HostTensor transformed(DType::FLOAT32, {winograd_weight_floats(w[0], w[1])});
+    winograd_transform_weights(w[0], w[1], ctx.input(1).constant->data<float>(), transformed.data<float>());
+    const int weight = l.constant(ctx.node().name + "/winograd_weight", std::move(transformed));
+    std::vector<int> inputs = {l.tensor(ctx.input_id(0)), weight};
+    if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
+    std::vector<int> scratch = {
+        l.temp(ctx.node().name + "/winograd_input", DType::FLOAT32, {winograd_input_floats(w[1], tiles)}),
+        l.temp(ctx.node().name + "/winograd_product", DType::FLOAT32, {winograd_product_floats(w[0], w[1], tiles)})};
+    fb::ParamsUnion params;
+    params.Set(std::move(p));
+    l.kernel("ConvWinograd", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), std::move(scratch));
+    return;
+  }
+  int weight = -1;
+  std::vector<int> scratch;
+  if (pack && ctx.input(1).is_constant()) {
+    using namespace kiln::kernels;
+    const int64_t per_group = gemm_prepacked_a_floats(mg, k);
+    HostTensor packed(DType::FLOAT32, {group * per_group});
+    const float* src = ctx.input(1).constant->data<float>();
+    for (int64_t g = 0; g < group; ++g) {
+      gemm_prepack_a(mg, k, src + g * mg * k, packed.data<float>() + g * per_group);
+    }
+    weight = l.constant(ctx.node().name + "/packed_weight", std::move(packed));
+    p.packed_weights = true;
+    scratch = {l.temp(ctx.node().name + "/packed_b", DType::FLOAT32, {gemm_pack_b_floats(k, n)})};
+  } else {
+    weight = l.tensor(ctx.input_id(1));
+    if (pack) scratch = packing_scratch(ctx, l, mg, n, k);
+  }
   fb::ParamsUnion params;
   params.Set(std::move(p));
-  std::vector<int> inputs = {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))};
+  std::vector<int> inputs = {l.tensor(ctx.input_id(0)), weight};
   if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
-  l.kernel("Conv", inputs, {l.tensor(ctx.output_id(0))}, std::move(params));
+  l.kernel("Conv", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), std::move(scratch));
 }
 
 // ConvTranspose geometry. Per spatial axis the full output is
@@ -166,6 +247,7 @@ void lower_conv_transpose(OpContext& ctx, Lowerer& l) {
   p.pads = t.s.pads4();
   const auto& op = t.output_padding;
   p.output_padding = {op.size() == 1 ? 0 : static_cast<int32_t>(op[0]), static_cast<int32_t>(op.back())};
+  p.activation = fused_activation(ctx.node());
   fb::ParamsUnion params;
   params.Set(std::move(p));
   std::vector<int> inputs = {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))};
@@ -199,11 +281,25 @@ void lower_gemm(OpContext& ctx, Lowerer& l) {
   p.beta = ctx.attr_float("beta", 1.f);
   p.trans_a = ctx.attr_int("transA", 0) != 0;
   p.trans_b = ctx.attr_int("transB", 0) != 0;
+  p.activation = fused_activation(ctx.node());
+  const auto& a = ctx.shape(0);
+  const auto& y = ctx.output(0).shape;
+  const int64_t k = p.trans_a ? a[0] : a[1];
+  std::vector<int> inputs = {l.tensor(ctx.input_id(0))};
+  std::vector<int> scratch;
+  if (packs(l) && ctx.input(1).is_constant() && y[0] > 1 && y[1] > 0 && k > 0) {
+    // A constant B is packed here, once (then only A needs scratch).
+    inputs.push_back(packed_b(ctx, l, k, y[1], p.trans_b));
+    p.packed_b = true;
+    scratch = {l.temp(ctx.node().name + "/packed_a", DType::FLOAT32, {kiln::kernels::gemm_pack_a_floats(y[0], k)})};
+  } else {
+    inputs.push_back(l.tensor(ctx.input_id(1)));
+    scratch = packing_scratch(ctx, l, y[0], y[1], k);
+  }
   fb::ParamsUnion params;
   params.Set(std::move(p));
-  std::vector<int> inputs = {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))};
   if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
-  l.kernel("Gemm", inputs, {l.tensor(ctx.output_id(0))}, std::move(params));
+  l.kernel("Gemm", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), std::move(scratch));
 }
 
 void infer_matmul(OpContext& ctx) {
@@ -225,7 +321,43 @@ void infer_matmul(OpContext& ctx) {
 }
 
 void lower_matmul(OpContext& ctx, Lowerer& l) {
-  l.kernel("MatMul", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))});
+  const auto& a = ctx.shape(0);
+  const auto& b = ctx.shape(1);
+  // With a B of rank 1 or 2 the kernel stacks A's batches into one product.
+  const int64_t m = a.size() == 1   ? 1
+                    : b.size() <= 2 ? shape_numel(std::vector<int64_t>(a.begin(), a.end() - 1))
+                                    : a[a.size() - 2];
+  const int64_t n = b.size() == 1 ? 1 : b.back();
+  // A bias fused by passes/fuse (input 2) is added by the packed kernel.
+  const bool has_bias = ctx.has_input(2);
+  fb::ParamsUnion params;
+  if (packs(l) && ctx.input(1).is_constant() && b.size() == 2 && a.size() >= 2 && m > 1 && n > 0 && a.back() > 0) {
+    // A constant matrix B is packed here, once; A's rows make one product.
+    fb::MatMulParamsT p;
+    p.activation = fused_activation(ctx.node());
+    p.packed_b = true;
+    params.Set(std::move(p));
+    std::vector<int> inputs = {l.tensor(ctx.input_id(0)), packed_b(ctx, l, a.back(), n, false)};
+    if (has_bias) inputs.push_back(l.tensor(ctx.input_id(2)));
+    const int scratch = l.temp(ctx.node().name + "/packed_a", DType::FLOAT32,
+                               {kiln::kernels::gemm_pack_a_floats(m, a.back())});
+    l.kernel("MatMul", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), {scratch});
+    return;
+  }
+  std::vector<int> scratch = packing_scratch(ctx, l, m, n, a.back());
+  // Without packing, the bias and the activation go to an Add after it.
+  fb::BinaryParamsT p;
+  p.activation = fused_activation(ctx.node());
+  const int out = l.tensor(ctx.output_id(0));
+  const int product = has_bias ? l.temp(ctx.node().name + "/product", DType::FLOAT32, ctx.output(0).shape) : out;
+  if (!has_bias && p.activation != nullptr) params.Set(std::move(p));
+  l.kernel("MatMul", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {product}, std::move(params),
+           std::move(scratch));
+  if (has_bias) {
+    fb::ParamsUnion add_params;
+    add_params.Set(std::move(p));
+    l.kernel("Add", {product, l.tensor(ctx.input_id(2))}, {out}, std::move(add_params));
+  }
 }
 
 }  // namespace

@@ -165,4 +165,22 @@ std::vector<const OpDef*> all_ops() {
   return out;
 }
 
+std::unique_ptr<fb::FusedActivationT> fused_activation(const Node& node) {
+  const NodeActivation& a = node.activation;
+  if (a.op.empty()) return nullptr;
+  static const std::map<std::string, fb::Activation> kinds = {
+      {"Relu", fb::Activation::RELU},           {"Clip", fb::Activation::CLIP},
+      {"Sigmoid", fb::Activation::SIGMOID},     {"Tanh", fb::Activation::TANH},
+      {"LeakyRelu", fb::Activation::LEAKY_RELU}, {"HardSigmoid", fb::Activation::HARD_SIGMOID},
+      {"HardSwish", fb::Activation::HARD_SWISH},
+  };
+  const auto it = kinds.find(a.op);
+  if (it == kinds.end()) fail("internal error: ", node.name, " carries activation ", a.op, ", which no kernel fuses");
+  auto out = std::make_unique<fb::FusedActivationT>();
+  out->kind = it->second;
+  out->alpha = a.alpha;
+  out->beta = a.beta;
+  return out;
+}
+
 }  // namespace kiln::planner

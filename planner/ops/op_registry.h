@@ -102,6 +102,10 @@ void add_norm_ops(std::vector<OpDef>& ops);
 void add_reduce_ops(std::vector<OpDef>& ops);
 void add_resize_ops(std::vector<OpDef>& ops);
 
+// The activation passes/fuse moved into the node, as kernel parameters;
+// nullptr when it carries none.
+std::unique_ptr<fb::FusedActivationT> fused_activation(const Node& node);
+
 // NumPy broadcast of two shapes; throws naming the node when they do not broadcast.
 std::vector<int64_t> broadcast_shapes(const OpContext& ctx, const std::vector<int64_t>& a,
                                       const std::vector<int64_t>& b);

@@ -1,5 +1,6 @@
 #include "activation.h"
 
+#include "gemm.h"
 #include "kernel_util.h"
 
 namespace kiln {
@@ -20,9 +21,21 @@ void apply_activation(float* data, int64_t n, const fb::FusedActivation* activat
     case fb::Activation::NONE:
       return;
     case fb::Activation::RELU:
+#if KILN_GEMM_X86
+      if (x86::has_avx2_fma()) {
+        x86::clamp_avx2(data, n, 0.f, __builtin_inff(), true);
+        return;
+      }
+#endif
       for (int64_t i = 0; i < n; ++i) data[i] = data[i] > 0.f ? data[i] : 0.f;
       return;
     case fb::Activation::CLIP:
+#if KILN_GEMM_X86
+      if (x86::has_avx2_fma()) {
+        x86::clamp_avx2(data, n, alpha, beta, false);
+        return;
+      }
+#endif
       for (int64_t i = 0; i < n; ++i) {
         const float x = data[i];
         data[i] = x < alpha ? alpha : (x > beta ? beta : x);

@@ -1,5 +1,9 @@
 #include "gemm.h"
 
+#include <string.h>
+
+#include "activation.h"
+
 namespace kiln {
 namespace kernels {
 
@@ -25,6 +29,373 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool
       }
     }
   }
+}
+
+namespace {
+
+// Computes one register tile: C[mr][nr] = A panel (kc x kGemmMr) times
+// B panel (kc x kGemmNr), plus C itself (accumulate) or plus row_bias[i]
+// and col_bias[j] (each may be nullptr), then clamped to [lo, hi] when
+// `clamp` (NaN stays NaN).
+using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
+                             int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
+                             float lo, float hi);
+
+void micro_kernel_portable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
+                           int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
+                           float lo, float hi) {
+  float acc[kGemmMr][kGemmNr] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* ap = a + p * kGemmMr;
+    const float* bp = b + p * kGemmNr;
+    for (int64_t i = 0; i < kGemmMr; ++i) {
+      const float av = ap[i];
+      for (int64_t j = 0; j < kGemmNr; ++j) acc[i][j] += av * bp[j];
+    }
+  }
+  for (int64_t i = 0; i < mr; ++i) {
+    float* row = c + i * ldc;
+    const float bias = row_bias != nullptr ? row_bias[i] : 0.f;
+    for (int64_t j = 0; j < nr; ++j) {
+      float v = acc[i][j] + (accumulate ? row[j] : bias + (col_bias != nullptr ? col_bias[j] : 0.f));
+      if (clamp) v = v < lo ? lo : (v > hi ? hi : v);
+      row[j] = v;
+    }
+  }
+}
+
+MicroKernel select_micro_kernel(GemmPath path) {
+#if KILN_GEMM_X86
+  if (path == GemmPath::kAuto && x86::has_avx512f()) return x86::micro_kernel_avx512;
+  if (path != GemmPath::kPortable && x86::has_avx2_fma()) return x86::micro_kernel_avx2;
+#endif
+  return micro_kernel_portable;
+}
+
+// The activations the micro-kernels apply as a clamp while the tile is in
+// registers; the others run over each finished tile.
+struct Clamp {
+  bool on = false;
+  float lo = 0.f, hi = 0.f;
+  bool post = false;  // apply_activation after the tile
+};
+
+Clamp clamp_of(const fb::FusedActivation* activation) {
+  Clamp c;
+  if (activation == nullptr) return c;
+  switch (activation->kind()) {
+    case fb::Activation::NONE:
+      break;
+    case fb::Activation::RELU:
+      c.on = true;
+      c.lo = 0.f;
+      c.hi = __builtin_inff();
+      break;
+    case fb::Activation::CLIP:
+      c.on = true;
+      c.lo = activation->alpha();
+      c.hi = activation->beta();
+      break;
+    default:
+      c.post = true;
+      break;
+  }
+  return c;
+}
+
+// Packs rows [i0, i0 + mc) and columns [p0, p0 + kc) of A into panels of
+// kGemmMr rows, each stored column by column (kc x kGemmMr), the rows past
+// mc zero:
+//
+//   panel 0: a[i0][p0] .. a[i0+5][p0], a[i0][p0+1] .. a[i0+5][p0+1], ...
+//   panel 1: rows i0+6 .. i0+11, likewise
+void pack_a(const GemmMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
+  for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
+    const int64_t mr = gemm_min(kGemmMr, mc - ir);
+    for (int64_t i = 0; i < kGemmMr; ++i) {
+      float* d = dst + i;
+      if (i >= mr) {
+        for (int64_t p = 0; p < kc; ++p) d[p * kGemmMr] = 0.f;
+      } else if (a.trans) {
+        const float* src = a.data + p0 * a.ld + i0 + ir + i;
+        for (int64_t p = 0; p < kc; ++p) d[p * kGemmMr] = src[p * a.ld];
+      } else {
+        const float* src = a.data + (i0 + ir + i) * a.ld + p0;
+        for (int64_t p = 0; p < kc; ++p) d[p * kGemmMr] = src[p];
+      }
+    }
+    dst += kGemmMr * kc;
+  }
+}
+
+// Packs rows [p0, p0 + kc) and columns [j0, j0 + nc) of B into panels of
+// kGemmNr columns, each stored row by row (kc x kGemmNr), the columns past
+// nc zero.
+void pack_b_matrix(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+  for (int64_t jr = 0; jr < nc; jr += kGemmNr) {
+    const int64_t nr = gemm_min(kGemmNr, nc - jr);
+    if (!b.trans) {
+      const float* src = b.data + p0 * b.ld + j0 + jr;
+      if (nr == kGemmNr) {
+        // A constant size: the copy compiles to a few vector moves.
+        for (int64_t p = 0; p < kc; ++p) memcpy(dst + p * kGemmNr, src + p * b.ld, kGemmNr * sizeof(float));
+      } else {
+        for (int64_t p = 0; p < kc; ++p) {
+          float* d = dst + p * kGemmNr;
+          memcpy(d, src + p * b.ld, static_cast<size_t>(nr) * sizeof(float));
+          for (int64_t j = nr; j < kGemmNr; ++j) d[j] = 0.f;
+        }
+      }
+    } else {
+      for (int64_t j = 0; j < kGemmNr; ++j) {
+        float* d = dst + j;
+        if (j >= nr) {
+          for (int64_t p = 0; p < kc; ++p) d[p * kGemmNr] = 0.f;
+          continue;
+        }
+        const float* src = b.data + (j0 + jr + j) * b.ld + p0;
+        for (int64_t p = 0; p < kc; ++p) d[p * kGemmNr] = src[p];
+      }
+    }
+    dst += kGemmNr * kc;
+  }
+}
+
+// `count` consecutive entries of one im2col row (tap ky, kx of one channel
+// image) for output positions (oy, ox .. ox + count - 1) of one output row:
+// the in-image part copied, the rest zero.
+inline void im2col_segment(const GemmIm2col& g, const float* image, int64_t ky, int64_t kx, int64_t oy,
+                           int64_t ox, int64_t count, float* d) {
+  const int64_t iy = oy * g.sh - g.pt + ky * g.dh;
+  if (iy < 0 || iy >= g.h) {
+    for (int64_t q = 0; q < count; ++q) d[q] = 0.f;
+    return;
+  }
+  const float* row = image + iy * g.w;
+  const int64_t ix0 = ox * g.sw - g.pl + kx * g.dw;
+  // Lanes [q0, q1) read inside the row: 0 <= ix0 + q * sw < w.
+  int64_t q0, q1;
+  if (g.sw == 1) {
+    q0 = ix0 >= 0 ? 0 : -ix0;
+    q1 = ix0 < g.w ? g.w - ix0 : 0;
+  } else {
+    q0 = ix0 >= 0 ? 0 : (-ix0 + g.sw - 1) / g.sw;
+    q1 = ix0 < g.w ? (g.w - 1 - ix0) / g.sw + 1 : 0;
+  }
+  if (q1 > count) q1 = count;
+  if (q0 > q1) q0 = q1;
+  if (g.sw == 1 && q0 == 0 && q1 == kGemmNr) {
+    memcpy(d, row + ix0, kGemmNr * sizeof(float));  // a whole panel row: the common case
+    return;
+  }
+  for (int64_t q = 0; q < q0; ++q) d[q] = 0.f;
+  if (g.sw == 1) {
+    memcpy(d + q0, row + ix0 + q0, static_cast<size_t>(q1 - q0) * sizeof(float));
+  } else {
+    for (int64_t q = q0; q < q1; ++q) d[q] = row[ix0 + q * g.sw];
+  }
+  for (int64_t q = q1; q < count; ++q) d[q] = 0.f;
+}
+
+// Packs the im2col matrix the same way as pack_b_matrix, reading the image.
+// A panel's columns are consecutive output positions, one run per output
+// row they cover; each run is copied from its input row where it lies
+// inside the image.
+void pack_b_im2col(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+  const int64_t taps = g.kh * g.kw;
+  const int64_t plane = g.h * g.w;
+  for (int64_t jr = 0; jr < nc; jr += kGemmNr) {
+    const int64_t nr = gemm_min(kGemmNr, nc - jr);
+    const int64_t oy0 = (j0 + jr) / g.ow, ox0 = (j0 + jr) % g.ow;
+    int64_t c = p0 / taps, ky = (p0 % taps) / g.kw, kx = p0 % g.kw;
+    float* d = dst;
+    for (int64_t p = 0; p < kc; ++p, d += kGemmNr) {
+      const float* image = g.x + c * plane;
+      int64_t q = 0, oy = oy0, ox = ox0;
+      while (q < nr) {
+        const int64_t count = gemm_min(nr - q, g.ow - ox);
+        im2col_segment(g, image, ky, kx, oy, ox, count, d + q);
+        q += count;
+        ox = 0;
+        ++oy;
+      }
+      for (; q < kGemmNr; ++q) d[q] = 0.f;
+      if (++kx == g.kw) {
+        kx = 0;
+        if (++ky == g.kh) {
+          ky = 0;
+          ++c;
+        }
+      }
+    }
+    dst += kGemmNr * kc;
+  }
+}
+
+}  // namespace
+
+void gemm_prepack_a(int64_t m, int64_t k, const float* a, float* out) {
+  GemmMatrix matrix;
+  matrix.data = a;
+  matrix.ld = k;
+  // One block as tall as A and as deep as k: the layout gemm_packed reads.
+  for (int64_t i0 = 0; i0 < m; i0 += kGemmMc) {
+    pack_a(matrix, i0, gemm_min(kGemmMc, m - i0), 0, k, out + i0 * k);
+  }
+}
+
+void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* out) {
+  GemmMatrix matrix;
+  matrix.data = b;
+  matrix.ld = trans_b ? k : n;
+  matrix.trans = trans_b;
+  for (int64_t j0 = 0; j0 < n; j0 += kGemmNc) {
+    pack_b_matrix(matrix, 0, k, j0, gemm_min(kGemmNc, n - j0), out + j0 * k);
+  }
+}
+
+namespace {
+
+// One row of A (m == 1) times B without packing: packing B would cost as
+// much as the product, and five of six rows of every register tile would
+// be wasted. Writes A B into `out`.
+void gemv(int64_t n, int64_t k, const float* a, const GemmMatrix& b, float* out, GemmPath path) {
+#if KILN_GEMM_X86
+  if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
+    x86::gemv_avx2(n, k, a, b.data, b.ld, b.trans, out);
+    return;
+  }
+#endif
+  gemm_f32(1, n, k, a, k, false, b.data, b.ld, b.trans, out, n, false);
+}
+
+}  // namespace
+
+// The blocked product, loop by loop (B's block stays in L2, A's block is
+// streamed past it, one B panel stays in L1 while the A panels pass):
+//   for each block of kGemmNc columns (jc)
+//     for each block of kGemmKc of the inner dimension (pc)
+//       pack B[pc.., jc..]                          -> pack_b
+//       for each block of kGemmMc rows (ic)
+//         pack A[ic.., pc..]                        -> pack_a
+//         for each B panel (jr), each A panel (ir)
+//           micro-kernel: C tile (+)= A panel x B panel
+// The first inner block starts from zero (or C, or the bias); later ones
+// accumulate; the last applies the activation while the tile is in cache.
+void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
+                 const GemmIm2col* im2col, float* c, int64_t ldc, const GemmEpilogue& epilogue,
+                 float* pack_a_buf, float* pack_b_buf, GemmPath path) {
+  if (m <= 0 || n <= 0) return;
+  const Clamp clamp = clamp_of(epilogue.activation);
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; ++i) {
+      float* row = c + i * ldc;
+      const float bias = epilogue.row_bias != nullptr ? epilogue.row_bias[i] : 0.f;
+      for (int64_t j = 0; j < n; ++j) {
+        row[j] = epilogue.accumulate ? row[j] : bias + (epilogue.col_bias != nullptr ? epilogue.col_bias[j] : 0.f);
+      }
+      apply_activation(row, n, epilogue.activation);
+    }
+    return;
+  }
+  if (m == 1 && im2col == nullptr && !a.trans && !a.prepacked && !b.prepacked) {
+    // The product goes to pack_b, then the epilogue into C.
+    float* product = pack_b_buf;
+    for (int64_t jc = 0; jc < n; jc += kGemmNc) {
+      const int64_t nc = gemm_min(kGemmNc, n - jc);
+      GemmMatrix bj = b;
+      bj.data = b.trans ? b.data + jc * b.ld : b.data + jc;
+      gemv(nc, k, a.data, bj, product, path);
+      const float bias = epilogue.row_bias != nullptr ? epilogue.row_bias[0] : 0.f;
+      for (int64_t j = 0; j < nc; ++j) {
+        const float col = epilogue.col_bias != nullptr ? epilogue.col_bias[jc + j] : 0.f;
+        float v = product[j] + (epilogue.accumulate ? c[jc + j] : bias + col);
+        if (clamp.on) v = v < clamp.lo ? clamp.lo : (v > clamp.hi ? clamp.hi : v);
+        c[jc + j] = v;
+      }
+      if (clamp.post) apply_activation(c + jc, nc, epilogue.activation);
+    }
+    return;
+  }
+  const MicroKernel kernel = select_micro_kernel(path);
+  for (int64_t jc = 0; jc < n; jc += kGemmNc) {
+    const int64_t nc = gemm_min(kGemmNc, n - jc);
+    for (int64_t pc = 0; pc < k; pc += kGemmKc) {
+      const int64_t kc = gemm_min(kGemmKc, k - pc);
+      const bool first = pc == 0, last = pc + kc == k;
+      // Panels of B for this block: prepacked ones span all of k.
+      const float* b_block = b.prepacked ? b.data + jc * k + pc * kGemmNr : pack_b_buf;
+      const int64_t b_stride = b.prepacked ? kGemmNr * k : kGemmNr * kc;
+      if (im2col != nullptr) {
+        pack_b_im2col(*im2col, pc, kc, jc, nc, pack_b_buf);
+      } else if (!b.prepacked) {
+        pack_b_matrix(b, pc, kc, jc, nc, pack_b_buf);
+      }
+      for (int64_t ic = 0; ic < m; ic += kGemmMc) {
+        const int64_t mc = gemm_min(kGemmMc, m - ic);
+        // Panels of A for this block: prepacked ones span all of k.
+        const float* a_block = a.prepacked ? a.data + ic * k + pc * kGemmMr : pack_a_buf;
+        const int64_t a_stride = a.prepacked ? kGemmMr * k : kGemmMr * kc;
+        if (!a.prepacked) pack_a(a, ic, mc, pc, kc, pack_a_buf);
+        for (int64_t jr = 0; jr < nc; jr += kGemmNr) {
+          const int64_t nr = gemm_min(kGemmNr, nc - jr);
+          const float* bp = b_block + jr / kGemmNr * b_stride;
+          for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
+            const int64_t mr = gemm_min(kGemmMr, mc - ir);
+            float* tile = c + (ic + ir) * ldc + jc + jr;
+            const bool bias = first && !epilogue.accumulate;
+            const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
+            const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
+            kernel(kc, a_block + ir / kGemmMr * a_stride, bp, tile, ldc, mr, nr, !first || epilogue.accumulate,
+                   row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
+            if (last && clamp.post) {
+              for (int64_t i = 0; i < mr; ++i) apply_activation(tile + i * ldc, nr, epilogue.activation);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+void depthwise3x3_portable(const float* in, int64_t h, int64_t w, const float* weights, float bias,
+                           int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
+                           bool clamp, float lo, float hi) {
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    for (int64_t ox = 0; ox < ow; ++ox) {
+      float acc = bias;
+      for (int64_t ky = 0; ky < 3; ++ky) {
+        const int64_t iy = oy * stride - pt + ky;
+        if (iy < 0 || iy >= h) continue;
+        for (int64_t kx = 0; kx < 3; ++kx) {
+          const int64_t ix = ox * stride - pl + kx;
+          if (ix >= 0 && ix < w) acc += weights[ky * 3 + kx] * in[iy * w + ix];
+        }
+      }
+      if (clamp) acc = acc < lo ? lo : (acc > hi ? hi : acc);
+      out[oy * ow + ox] = acc;
+    }
+  }
+}
+
+}  // namespace
+
+void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
+                  int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
+                  const fb::FusedActivation* activation, GemmPath path) {
+  const Clamp clamp = clamp_of(activation);
+#if KILN_GEMM_X86
+  if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
+    x86::depthwise3x3_avx2(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
+  } else {
+    depthwise3x3_portable(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
+  }
+#else
+  depthwise3x3_portable(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
+#endif
+  if (clamp.post) apply_activation(out, oh * ow, activation);
 }
 
 }  // namespace kernels

@@ -1,10 +1,25 @@
-// The single-precision matrix multiply every linear kernel (MatMul, Gemm,
-// Conv) goes through. Internal.
+// The single-precision matrix multiplies every linear kernel (MatMul, Gemm,
+// Conv) goes through, and the direct depthwise convolution. Internal.
+//
+// Two ways to multiply:
+//   - gemm_f32: plain loops, no scratch. What a program planned without
+//     packing scratch runs (firmware, where every byte of RAM counts).
+//   - gemm_packed: cache-blocked and register-tiled (gemm_blocking.h), with
+//     the panels of A and B packed into scratch the planner provides. B is a
+//     matrix or, for a convolution, the im2col view of its input, packed
+//     straight from the image so the im2col matrix never exists whole.
+// The register tile is computed by a micro-kernel chosen when the call
+// starts: AVX2+FMA on x86-64 processors that have them (checked at run time,
+// so the library runs on any x86-64), portable C++ elsewhere. Both read the
+// same packed layout.
 
 #ifndef KILN_KERNELS_PORTABLE_SRC_GEMM_H_
 #define KILN_KERNELS_PORTABLE_SRC_GEMM_H_
 
 #include <stdint.h>
+
+#include "kiln/kernels/gemm_blocking.h"
+#include "kiln/schema/program_generated.h"
 
 namespace kiln {
 namespace kernels {
@@ -15,6 +30,110 @@ namespace kernels {
 // (B[n][k] at b[n * ldb + k]) with trans_b.
 void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool trans_a,
               const float* b, int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate);
+
+// A row-major matrix operand, possibly transposed (see gemm_f32), or
+// packed ahead of time by gemm_prepack_a (as A) or gemm_prepack_b (as B).
+struct GemmMatrix {
+  const float* data = nullptr;
+  int64_t ld = 0;
+  bool trans = false;
+  bool prepacked = false;
+};
+
+// The im2col matrix of one image (one group's channels) as operand B:
+// row (c, ky, kx), column (oy, ox) holds
+//   x[c][oy * sh - pt + ky * dh][ox * sw - pl + kx * dw], 0 outside.
+struct GemmIm2col {
+  const float* x = nullptr;  // the group's first channel
+  int64_t channels = 0, h = 0, w = 0;
+  int64_t kh = 0, kw = 0, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  int64_t oh = 0, ow = 0;
+};
+
+// Which micro-kernel runs; kAuto picks the fastest the processor has,
+// kAvx2 at most AVX2 (for tests of that kernel on AVX-512 machines).
+enum class GemmPath { kAuto, kAvx2, kPortable };
+
+// What gemm_packed does besides the product.
+struct GemmEpilogue {
+  // C starts from its own values instead of zero.
+  bool accumulate = false;
+  // Added to every element of row i (per output channel), or nullptr.
+  const float* row_bias = nullptr;
+  // Added to every element of column j (a Linear layer's bias), or nullptr.
+  const float* col_bias = nullptr;
+  // Applied to the finished outputs, or nullptr.
+  const fb::FusedActivation* activation = nullptr;
+};
+
+// C[m][n] = epilogue(A B) with B either `b` or, when `im2col` is not
+// nullptr, the im2col matrix it describes (k = channels * kh * kw,
+// n = oh * ow). pack_a and pack_b hold gemm_pack_a_floats(m, k) and
+// gemm_pack_b_floats(k, n) floats; each is unused (may be nullptr) when
+// its operand is prepacked.
+void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
+                 const GemmIm2col* im2col, float* c, int64_t ldc, const GemmEpilogue& epilogue,
+                 float* pack_a, float* pack_b, GemmPath path = GemmPath::kAuto);
+
+// A Winograd F(2x2, 3x3) convolution (winograd.cc): NCHW input x
+// [n][c][h][w], weights from winograd_transform_weights, output y
+// [n][m][oh][ow] with oh = h + pads - 2 (likewise ow), scratch of
+// winograd_input_floats and winograd_product_floats (gemm_blocking.h).
+struct WinogradConv {
+  int64_t n = 0, c = 0, h = 0, w = 0, m = 0, oh = 0, ow = 0, pt = 0, pl = 0;
+  const float* x = nullptr;
+  const float* weights = nullptr;
+  const float* bias = nullptr;  // per output channel, or nullptr
+  float* y = nullptr;
+  const fb::FusedActivation* activation = nullptr;
+  float* transformed_input = nullptr;
+  float* products = nullptr;
+};
+void winograd_conv(const WinogradConv& conv, GemmPath path = GemmPath::kAuto);
+
+// Depthwise 3x3 convolution of one channel (stride 1 or 2, no dilation):
+// out[oy][ox] = bias + sum w[ky][kx] * in[oy * s - pt + ky][ox * s - pl + kx],
+// then the activation; positions outside the input read 0.
+void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
+                  int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
+                  const fb::FusedActivation* activation, GemmPath path = GemmPath::kAuto);
+
+// The x86-64 AVX2+FMA implementations (gemm_x86.cc), built into every
+// x86-64 build with per-function target attributes (no global -mavx2) and
+// only called when the processor has both.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KILN_GEMM_X86 1
+#else
+#define KILN_GEMM_X86 0
+#endif
+
+#if KILN_GEMM_X86
+namespace x86 {
+bool has_avx2_fma();
+bool has_avx512f();
+void micro_kernel_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
+                         int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
+                       float hi);
+void micro_kernel_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
+                       int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
+                       float hi);
+void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias,
+                       int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
+                       bool clamp, float lo, float hi);
+void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, bool trans_b, float* out);
+// data[i] = clamp(data[i], lo, hi) as apply_activation's RELU (NaN gives
+// lo: `relu`) or CLIP (NaN stays NaN) computes it.
+void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu);
+// Max pooling of one plane (pool.cc); false when the geometry does not fit.
+bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride, int64_t pt,
+                   int64_t pl, float* out, int64_t oh, int64_t ow);
+// Winograd F(2x2, 3x3) transforms of eight tiles at a time (winograd.cc).
+void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw,
+                         int64_t t_first, int64_t count, float* out, int64_t stride_xi);
+void winograd_output_avx2(const float* prod, int64_t stride_xi, int64_t t_first, int64_t count, int64_t tw,
+                          float bias, float* plane, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
+}  // namespace x86
+#endif
 
 }  // namespace kernels
 }  // namespace kiln

@@ -1,6 +1,12 @@
 // Linear kernels: Conv and ConvTranspose (1-D as height 1, and 2-D; groups,
 // pads, strides, dilations), Gemm, MatMul (batched, NumPy broadcasting of
 // batch dimensions).
+//
+// Conv, Gemm and MatMul planned with two scratch tensors (packed A, packed
+// B; sizes from gemm_blocking.h) run the blocked product of gemm.h:
+// Conv as weights x im2col (a 1x1 convolution reads its input as the
+// matrix). Planned without scratch they run plain loops. A depthwise 3x3
+// convolution (stride 1 or 2) runs its own direct kernel either way.
 
 #include <string.h>
 
@@ -71,9 +77,50 @@ Error check_conv_common(const KernelArgs& args) {
   const Tensor& x = args.in(0);
   const Tensor& w = args.in(1);
   const Tensor& y = args.out(0);
-  KILN_KERNEL_CHECK(args, (x.rank() == 4 || x.rank() == 3) && w.rank() == x.rank() &&
+  const bool packed_weights = p->packed_weights();
+  KILN_KERNEL_CHECK(args, (x.rank() == 4 || x.rank() == 3) && (w.rank() == x.rank() || packed_weights) &&
                               y.rank() == x.rank(), "expects 3-D or 4-D input, weight and output");
   return check_activation(args, p->activation());
+}
+
+// Scratch of a packed product (m x k times k x n): none (plain loops), or
+// the packed A and B blocks, large enough.
+Error check_gemm_scratch(const KernelArgs& args, int64_t m, int64_t n, int64_t k) {
+  if (args.num_scratch == 0) return Error::kOk;
+  KILN_KERNEL_CHECK(args, args.num_scratch == 2, "expects 0 or 2 scratch tensors, has %u", args.num_scratch);
+  const Tensor& a = *args.scratch[0];
+  const Tensor& b = *args.scratch[1];
+  KILN_KERNEL_CHECK(args, a.dtype() == DType::FLOAT32 && b.dtype() == DType::FLOAT32, "scratch must be float32");
+  KILN_KERNEL_CHECK(args, a.numel() >= gemm_pack_a_floats(m, k) && b.numel() >= gemm_pack_b_floats(k, n),
+                    "packing scratch too small (%lld and %lld floats, needs %lld and %lld)",
+                    static_cast<long long>(a.numel()), static_cast<long long>(b.numel()),
+                    static_cast<long long>(gemm_pack_a_floats(m, k)), static_cast<long long>(gemm_pack_b_floats(k, n)));
+  return Error::kOk;
+}
+
+// B packed by the planner (1-D, panels over all of k) and one scratch
+// tensor, packed A.
+Error check_packed_b(const KernelArgs& args, int64_t m, int64_t n, int64_t k) {
+  const Tensor& b = args.in(1);
+  KILN_KERNEL_CHECK(args, b.rank() == 1 && b.numel() == gemm_prepacked_b_floats(k, n),
+                    "packed B must have %lld elements", static_cast<long long>(gemm_prepacked_b_floats(k, n)));
+  KILN_KERNEL_CHECK(args, args.num_scratch == 1 && args.scratch[0]->dtype() == DType::FLOAT32 &&
+                              args.scratch[0]->numel() >= gemm_pack_a_floats(m, k),
+                    "packed B needs one float32 scratch tensor of %lld elements",
+                    static_cast<long long>(gemm_pack_a_floats(m, k)));
+  return Error::kOk;
+}
+
+// Packed product: runtime packing of both operands (two scratch tensors),
+// or B packed by the planner (one).
+bool packed(const KernelArgs& args) { return args.num_scratch == 2 || args.num_scratch == 1; }
+float* scratch_a(const KernelArgs& args) { return args.scratch[0]->data_as<float>(); }
+float* scratch_b(const KernelArgs& args) { return args.scratch[1]->data_as<float>(); }
+
+// Depthwise 3x3, stride 1 or 2 on both axes, no dilation: the direct kernel.
+bool is_depthwise3x3(const ConvGeometry& g) {
+  return g.group == g.c && g.m == g.c && g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && g.sh == g.sw &&
+         (g.sh == 1 || g.sh == 2);
 }
 
 Error check_conv(const KernelArgs& args) {
@@ -81,11 +128,24 @@ Error check_conv(const KernelArgs& args) {
   const Tensor& w = args.in(1);
   const Tensor& y = args.out(0);
   const ConvGeometry g = conv_geometry(args);
-  const int64_t wh = w.rank() == 4 ? w.dim(2) : 1;
   KILN_KERNEL_CHECK(args, g.group > 0 && g.c % g.group == 0 && g.m % g.group == 0,
                     "group %lld does not divide channels", static_cast<long long>(g.group));
-  KILN_KERNEL_CHECK(args, w.dim(0) == g.m && w.dim(1) == g.c / g.group && wh == g.kh &&
-                              w.dim(w.rank() - 1) == g.kw, "weight shape does not match");
+  const int64_t mg = g.m / g.group, k = g.c / g.group * g.kh * g.kw, n = g.oh * g.ow;
+  if (args.params<fb::ConvParams>()->packed_weights()) {
+    // Weights packed by the planner; one scratch tensor, packed B.
+    KILN_KERNEL_CHECK(args, w.rank() == 1 && w.numel() == g.group * gemm_prepacked_a_floats(mg, k),
+                      "packed weights must have %lld elements",
+                      static_cast<long long>(g.group * gemm_prepacked_a_floats(mg, k)));
+    KILN_KERNEL_CHECK(args, args.num_scratch == 1 && args.scratch[0]->dtype() == DType::FLOAT32 &&
+                                args.scratch[0]->numel() >= gemm_pack_b_floats(k, n),
+                      "packed weights need one float32 scratch tensor of %lld elements",
+                      static_cast<long long>(gemm_pack_b_floats(k, n)));
+  } else {
+    const int64_t wh = w.rank() == 4 ? w.dim(2) : 1;
+    KILN_KERNEL_CHECK(args, w.dim(0) == g.m && w.dim(1) == g.c / g.group && wh == g.kh &&
+                                w.dim(w.rank() - 1) == g.kw, "weight shape does not match");
+    KILN_RETURN_IF_ERROR(check_gemm_scratch(args, mg, n, k));
+  }
   KILN_KERNEL_CHECK(args, y.dim(0) == g.n, "batch size changes");
   KILN_KERNEL_CHECK(args, g.oh == conv_out_size(g.h, g.kh, g.sh, g.dh, g.pt, g.pb) &&
                               g.ow == conv_out_size(g.w, g.kw, g.sw, g.dw, g.pl, g.pr) && g.oh > 0 &&
@@ -111,8 +171,79 @@ void valid_range(int64_t count, int64_t limit, int64_t s, int64_t p, int64_t off
   if (*lo > *hi) *lo = *hi;
 }
 
+// Per image and group: Y[mg][oh * ow] = W[mg][cg * kh * kw] x im2col(X),
+// the bias and activation applied as each tile finishes. A 1x1 convolution
+// with stride 1 and no padding multiplies by X itself. Weights packed by
+// the planner skip packing A; otherwise it is packed into scratch 0.
+void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
+  const bool prepacked = args.params<fb::ConvParams>()->packed_weights();
+  const float* x = args.in(0).data_as<const float>();
+  const float* w = args.in(1).data_as<const float>();
+  const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+  float* y = args.out(0).data_as<float>();
+  const int64_t cg = g.c / g.group, mg = g.m / g.group;
+  const int64_t plane = g.oh * g.ow, k = cg * g.kh * g.kw;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 &&
+                         g.pb == 0 && g.pr == 0;
+  for (int64_t n = 0; n < g.n; ++n) {
+    for (int64_t grp = 0; grp < g.group; ++grp) {
+      const float* xg = x + (n * g.c + grp * cg) * g.h * g.w;
+      GemmMatrix a;
+      a.data = prepacked ? w + grp * gemm_prepacked_a_floats(mg, k) : w + grp * mg * k;
+      a.ld = k;
+      a.prepacked = prepacked;
+      GemmMatrix b;
+      GemmIm2col im2col;
+      if (pointwise) {
+        b.data = xg;
+        b.ld = plane;
+      } else {
+        im2col.x = xg;
+        im2col.channels = cg;
+        im2col.h = g.h; im2col.w = g.w;
+        im2col.kh = g.kh; im2col.kw = g.kw;
+        im2col.sh = g.sh; im2col.sw = g.sw;
+        im2col.dh = g.dh; im2col.dw = g.dw;
+        im2col.pt = g.pt; im2col.pl = g.pl;
+        im2col.oh = g.oh; im2col.ow = g.ow;
+      }
+      GemmEpilogue epilogue;
+      epilogue.row_bias = bias != nullptr ? bias + grp * mg : nullptr;
+      epilogue.activation = args.params<fb::ConvParams>()->activation();
+      gemm_packed(mg, plane, k, a, b, pointwise ? nullptr : &im2col, y + (n * g.m + grp * mg) * plane, plane,
+                  epilogue, prepacked ? nullptr : scratch_a(args), args.scratch[prepacked ? 0 : 1]->data_as<float>());
+    }
+  }
+}
+
+void run_depthwise3x3(const KernelArgs& args, const ConvGeometry& g) {
+  const float* x = args.in(0).data_as<const float>();
+  const float* w = args.in(1).data_as<const float>();
+  const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+  float* y = args.out(0).data_as<float>();
+  const fb::FusedActivation* activation = args.params<fb::ConvParams>()->activation();
+  for (int64_t n = 0; n < g.n; ++n) {
+    for (int64_t c = 0; c < g.c; ++c) {
+      depthwise3x3(x + (n * g.c + c) * g.h * g.w, g.h, g.w, w + c * 9, bias != nullptr ? bias[c] : 0.f, g.sh,
+                   g.pt, g.pl, y + (n * g.m + c) * g.oh * g.ow, g.oh, g.ow, activation);
+    }
+  }
+}
+
 Error run_conv(const KernelArgs& args) {
   const ConvGeometry g = conv_geometry(args);
+  if (args.params<fb::ConvParams>()->packed_weights()) {
+    run_conv_packed(args, g);
+    return Error::kOk;
+  }
+  if (is_depthwise3x3(g)) {
+    run_depthwise3x3(args, g);
+    return Error::kOk;
+  }
+  if (packed(args)) {
+    run_conv_packed(args, g);
+    return Error::kOk;
+  }
   const float* x = args.in(0).data_as<const float>();
   const float* w = args.in(1).data_as<const float>();
   const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
@@ -175,6 +306,7 @@ bool transposed_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, in
 Error check_conv_transpose(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_conv_common(args));
   const auto* p = args.params<fb::ConvParams>();
+  KILN_KERNEL_CHECK(args, !p->packed_weights(), "ConvTranspose takes no packed weights");
   int64_t oph = 0, opw = 0;
   if (p->output_padding() != nullptr) {
     KILN_KERNEL_CHECK(args, read_pair(p->output_padding(), &oph, &opw) && oph >= 0 && opw >= 0,
@@ -255,14 +387,21 @@ Error check_gemm(const KernelArgs& args) {
   const Tensor& a = args.in(0);
   const Tensor& b = args.in(1);
   const Tensor& y = args.out(0);
-  KILN_KERNEL_CHECK(args, a.rank() == 2 && b.rank() == 2 && y.rank() == 2, "expects 2-D operands");
+  KILN_KERNEL_CHECK(args, a.rank() == 2 && (b.rank() == 2 || p->packed_b()) && y.rank() == 2,
+                    "expects 2-D operands");
   const int64_t m = p->trans_a() ? a.dim(1) : a.dim(0);
   const int64_t k = p->trans_a() ? a.dim(0) : a.dim(1);
-  const int64_t kb = p->trans_b() ? b.dim(1) : b.dim(0);
-  const int64_t n = p->trans_b() ? b.dim(0) : b.dim(1);
-  KILN_KERNEL_CHECK(args, k == kb, "inner dimensions differ (%lld, %lld)", static_cast<long long>(k),
-                    static_cast<long long>(kb));
-  KILN_KERNEL_CHECK(args, y.dim(0) == m && y.dim(1) == n, "output shape does not match");
+  KILN_KERNEL_CHECK(args, y.dim(0) == m, "output shape does not match");
+  const int64_t n = y.dim(1);
+  if (p->packed_b()) {
+    KILN_RETURN_IF_ERROR(check_packed_b(args, m, n, k));
+  } else {
+    const int64_t kb = p->trans_b() ? b.dim(1) : b.dim(0);
+    KILN_KERNEL_CHECK(args, k == kb, "inner dimensions differ (%lld, %lld)", static_cast<long long>(k),
+                      static_cast<long long>(kb));
+    KILN_KERNEL_CHECK(args, (p->trans_b() ? b.dim(0) : b.dim(1)) == n, "output shape does not match");
+    KILN_RETURN_IF_ERROR(check_gemm_scratch(args, m, n, k));
+  }
   if (args.has_input(2)) {
     int64_t strides[2];
     KILN_KERNEL_CHECK(args, broadcast_strides(args.in(2), y.dims(), 2, strides),
@@ -292,8 +431,20 @@ Error run_gemm(const KernelArgs& args) {
       for (int64_t j = 0; j < n; ++j) out[i * n + j] = beta * c[i * cs[0] + j * cs[1]];
     }
   }
-  gemm_f32(m, n, k, a.data_as<const float>(), a.dim(1), p->trans_a(), b.data_as<const float>(),
-           b.dim(1), p->trans_b(), out, n, fold_c);
+  // The activation can only run inside the product when nothing is added
+  // after it.
+  const bool fused = packed(args) && (fold_c || (!has_c && alpha == 1.f));
+  if (packed(args)) {
+    GemmEpilogue epilogue;
+    epilogue.accumulate = fold_c;
+    epilogue.activation = fused ? p->activation() : nullptr;
+    GemmMatrix bm{b.data_as<const float>(), p->packed_b() ? 0 : b.dim(1), p->trans_b(), p->packed_b()};
+    gemm_packed(m, n, k, {a.data_as<const float>(), a.dim(1), p->trans_a()}, bm, nullptr, out, n, epilogue,
+                scratch_a(args), p->packed_b() ? nullptr : scratch_b(args));
+  } else {
+    gemm_f32(m, n, k, a.data_as<const float>(), a.dim(1), p->trans_a(), b.data_as<const float>(),
+             b.dim(1), p->trans_b(), out, n, fold_c);
+  }
   if (!fold_c) {
     if (alpha != 1.f) {
       for (int64_t i = 0; i < m * n; ++i) out[i] *= alpha;
@@ -304,7 +455,7 @@ Error run_gemm(const KernelArgs& args) {
       }
     }
   }
-  apply_activation(out, m * n, p->activation());
+  if (!fused) apply_activation(out, m * n, p->activation());
   return Error::kOk;
 }
 
@@ -355,27 +506,85 @@ bool matmul_shape(const Tensor& a, const Tensor& b, const Tensor& y, MatMulShape
   return true;
 }
 
+// The fused activation of a MatMul: in BinaryParams, or in MatMulParams.
+const fb::FusedActivation* matmul_activation(const KernelArgs& args) {
+  if (const auto* p = args.params<fb::BinaryParams>()) return p->activation();
+  if (const auto* p = args.params<fb::MatMulParams>()) return p->activation();
+  return nullptr;
+}
+
+bool matmul_packed_b(const KernelArgs& args) {
+  const auto* p = args.params<fb::MatMulParams>();
+  return p != nullptr && p->packed_b();
+}
+
+// With B packed by the planner, A is [..., M, K] and Y [..., M, N]: one
+// product of all A's rows.
+Error check_matmul_packed_b(const KernelArgs& args) {
+  const Tensor& a = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, a.rank() >= 1 && y.rank() == a.rank(), "packed B needs A and Y of one rank");
+  for (uint32_t d = 0; d + 1 < a.rank(); ++d) KILN_KERNEL_CHECK(args, y.dim(d) == a.dim(d), "output shape does not match");
+  KILN_RETURN_IF_ERROR(check_packed_b(args, dims_product(a, 0, a.rank() - 1), y.dim(y.rank() - 1), a.dim(a.rank() - 1)));
+  if (args.has_input(2)) {
+    KILN_KERNEL_CHECK(args, args.in(2).numel() == y.dim(y.rank() - 1), "bias must have one value per column");
+  }
+  return check_activation(args, matmul_activation(args));
+}
+
 Error check_matmul(const KernelArgs& args) {
-  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
   KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  if (matmul_packed_b(args)) return check_matmul_packed_b(args);
+  KILN_KERNEL_CHECK(args, args.num_inputs == 2, "a bias input needs packed B");
   MatMulShape s;
   KILN_KERNEL_CHECK(args, matmul_shape(args.in(0), args.in(1), args.out(0), &s),
                     "shapes do not multiply to the output shape");
-  const auto* p = args.params<fb::BinaryParams>();
-  return p != nullptr ? check_activation(args, p->activation()) : Error::kOk;
+  // B without batch dimensions: A's batches stack into one product.
+  const int64_t m = args.in(1).rank() <= 2 ? s.batches * s.m : s.m;
+  KILN_RETURN_IF_ERROR(check_gemm_scratch(args, m, s.n, s.k));
+  return check_activation(args, matmul_activation(args));
 }
 
 Error run_matmul(const KernelArgs& args) {
+  const fb::FusedActivation* activation = matmul_activation(args);
+  if (matmul_packed_b(args)) {
+    const Tensor& in = args.in(0);
+    const int64_t k = in.dim(in.rank() - 1), n = args.out(0).dim(in.rank() - 1);
+    GemmEpilogue epilogue;
+    epilogue.activation = activation;
+    epilogue.col_bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+    GemmMatrix b{args.in(1).data_as<const float>(), 0, false, true};
+    gemm_packed(dims_product(in, 0, in.rank() - 1), n, k, {in.data_as<const float>(), k, false}, b, nullptr,
+                args.out(0).data_as<float>(), n, epilogue, args.scratch[0]->data_as<float>(), nullptr);
+    return Error::kOk;
+  }
   MatMulShape s;
   matmul_shape(args.in(0), args.in(1), args.out(0), &s);
   const float* a = args.in(0).data_as<const float>();
   const float* b = args.in(1).data_as<const float>();
   float* y = args.out(0).data_as<float>();
+  if (packed(args) && args.in(1).rank() <= 2) {
+    // One matrix B for every batch of A: the batches are consecutive rows
+    // of one taller A, and of the output.
+    GemmEpilogue epilogue;
+    epilogue.activation = activation;
+    gemm_packed(s.batches * s.m, s.n, s.k, {a, s.k, false}, {b, s.n, false}, nullptr, y, s.n, epilogue,
+                scratch_a(args), scratch_b(args));
+    return Error::kOk;
+  }
   int64_t index[kMaxRank] = {};
   int64_t ia = 0, ib = 0;
   for (int64_t t = 0; t < s.batches; ++t) {
-    gemm_f32(s.m, s.n, s.k, a + ia * s.m * s.k, s.k, false, b + ib * s.k * s.n, s.n, false,
-             y + t * s.m * s.n, s.n, false);
+    if (packed(args)) {
+      GemmEpilogue epilogue;
+      epilogue.activation = activation;
+      gemm_packed(s.m, s.n, s.k, {a + ia * s.m * s.k, s.k, false}, {b + ib * s.k * s.n, s.n, false}, nullptr,
+                  y + t * s.m * s.n, s.n, epilogue, scratch_a(args), scratch_b(args));
+    } else {
+      gemm_f32(s.m, s.n, s.k, a + ia * s.m * s.k, s.k, false, b + ib * s.k * s.n, s.n, false,
+               y + t * s.m * s.n, s.n, false);
+    }
     for (int32_t d = static_cast<int32_t>(s.batch_rank) - 1; d >= 0; --d) {
       ia += s.a_stride[d];
       ib += s.b_stride[d];
@@ -385,8 +594,7 @@ Error run_matmul(const KernelArgs& args) {
       index[d] = 0;
     }
   }
-  const auto* p = args.params<fb::BinaryParams>();
-  if (p != nullptr) apply_activation(y, args.out(0).numel(), p->activation());
+  if (!packed(args)) apply_activation(y, args.out(0).numel(), activation);
   return Error::kOk;
 }
 

@@ -4,6 +4,7 @@
 
 #include <math.h>
 
+#include "gemm.h"
 #include "kernel_util.h"
 #include "portable_kernels.h"
 
@@ -86,9 +87,18 @@ Error run_pool(const KernelArgs& args) {
   float* y = args.out(0).data_as<float>();
   const bool is_max = p->kind() == fb::PoolKind::MAXIMUM;
   const bool include_pad = p->count_include_pad();
+  // Max pooling without dilation and with one stride of 1 or 2 has an AVX2
+  // version on x86-64 processors that have it.
+  bool vector = false;
+#if KILN_GEMM_X86
+  vector = is_max && g.dh == 1 && g.dw == 1 && g.sh == g.sw && x86::has_avx2_fma();
+#endif
   for (int64_t plane = 0; plane < g.planes; ++plane) {
     const float* in = x + plane * g.h * g.w;
     float* out = y + plane * g.oh * g.ow;
+#if KILN_GEMM_X86
+    if (vector && x86::max_pool_avx2(in, g.h, g.w, g.kh, g.kw, g.sh, g.pt, g.pl, out, g.oh, g.ow)) continue;
+#endif
     for (int64_t oy = 0; oy < g.oh; ++oy) {
       const int64_t y0 = oy * g.sh - g.pt;
       int64_t ky0, ignored;
@@ -97,6 +107,32 @@ Error run_pool(const KernelArgs& args) {
       const int64_t padded_rows = taps_inside(y0, g.kh, g.dh, -g.pt, g.h + g.pb, &ignored);
       for (int64_t ox = 0; ox < g.ow; ++ox) {
         const int64_t x0 = ox * g.sw - g.pl;
+        if (x0 >= 0 && x0 + (g.kw - 1) * g.dw < g.w && rows == g.kh) {
+          // Every tap inside the image (most windows): no bounds to find.
+          // The maximum is a select (no data-dependent branch); a NaN, rare,
+          // is remembered aside and wins.
+          const float* base = in + y0 * g.w + x0;
+          float acc = is_max ? -INFINITY : 0.f;
+          bool nan = false;
+          float nan_value = 0.f;
+          for (int64_t r = 0; r < g.kh; ++r) {
+            const float* row = base + r * g.dh * g.w;
+            for (int64_t c = 0; c < g.kw; ++c) {
+              const float v = row[c * g.dw];
+              if (is_max) {
+                acc = v > acc ? v : acc;
+                if (v != v) {
+                  nan = true;
+                  nan_value = v;
+                }
+              } else {
+                acc += v;
+              }
+            }
+          }
+          out[oy * g.ow + ox] = is_max ? (nan ? nan_value : acc) : acc / static_cast<float>(g.kh * g.kw);
+          continue;
+        }
         int64_t kx0;
         const int64_t cols = taps_inside(x0, g.kw, g.dw, 0, g.w, &kx0);
         const int64_t padded_cols = taps_inside(x0, g.kw, g.dw, -g.pl, g.w + g.pr, &ignored);

@@ -27,6 +27,8 @@ extern const KernelEntry kResizeKernels[];
 extern const size_t kNumResizeKernels;
 extern const KernelEntry kReduceKernels[];
 extern const size_t kNumReduceKernels;
+extern const KernelEntry kWinogradKernels[];
+extern const size_t kNumWinogradKernels;
 
 }  // namespace kernels
 }  // namespace kiln

@@ -14,6 +14,7 @@ Error register_portable_kernels(KernelRegistry& registry) {
   KILN_RETURN_IF_ERROR(registry.register_kernels(kReduceKernels, kNumReduceKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kCompareKernels, kNumCompareKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kResizeKernels, kNumResizeKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kWinogradKernels, kNumWinogradKernels));
   return Error::kOk;
 }
 

@@ -1,0 +1,86 @@
+// Blocking of the packed single-precision matrix multiply behind Conv, Gemm
+// and MatMul, shared by the kernels and the planner: the planner sizes each
+// linear kernel's packing scratch with these functions, and the kernel's
+// check() refuses scratch smaller than they say. Both sides must agree, so
+// changing a constant changes the scratch every program was planned with
+// (older programs are refused at load, never overrun).
+//
+// The product C[m][n] = A[m][k] B[k][n] is computed in blocks: kGemmKc rows
+// of B by kGemmNc columns are packed into panels kGemmNr columns wide, and
+// kGemmMc rows of A by kGemmKc columns into panels kGemmMr rows tall. One
+// register tile of C is kGemmMr x kGemmNr. Header-only, no state.
+
+#ifndef KILN_KERNELS_GEMM_BLOCKING_H_
+#define KILN_KERNELS_GEMM_BLOCKING_H_
+
+#include <stdint.h>
+
+namespace kiln {
+namespace kernels {
+
+constexpr int64_t kGemmMr = 6;
+constexpr int64_t kGemmNr = 16;
+constexpr int64_t kGemmKc = 256;
+constexpr int64_t kGemmMc = 72;   // a multiple of kGemmMr
+constexpr int64_t kGemmNc = 512;  // a multiple of kGemmNr
+
+constexpr int64_t gemm_min(int64_t a, int64_t b) { return a < b ? a : b; }
+constexpr int64_t gemm_max(int64_t a, int64_t b) { return a > b ? a : b; }
+constexpr int64_t gemm_round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+// Floats of the scratch holding one packed block of A (m x k).
+constexpr int64_t gemm_pack_a_floats(int64_t m, int64_t k) {
+  return gemm_round_up(gemm_min(m, kGemmMc), kGemmMr) * gemm_min(k, kGemmKc);
+}
+
+// Floats of the scratch holding one packed block of B (k x n).
+constexpr int64_t gemm_pack_b_floats(int64_t k, int64_t n) {
+  return gemm_min(k, kGemmKc) * gemm_round_up(gemm_min(n, kGemmNc), kGemmNr);
+}
+
+// Floats of A (m x k) packed ahead of time: panels of kGemmMr rows over the
+// whole inner dimension, the last zero-padded.
+constexpr int64_t gemm_prepacked_a_floats(int64_t m, int64_t k) { return gemm_round_up(m, kGemmMr) * k; }
+
+// Packs row-major A (m x k) into `out` (gemm_prepacked_a_floats(m, k)
+// floats): panel i holds rows [i * kGemmMr, (i + 1) * kGemmMr), stored
+// column by column, so every block of the inner dimension is contiguous.
+void gemm_prepack_a(int64_t m, int64_t k, const float* a, float* out);
+
+// Floats of B (k x n) packed ahead of time: panels of kGemmNr columns over
+// the whole inner dimension, the last zero-padded.
+constexpr int64_t gemm_prepacked_b_floats(int64_t k, int64_t n) { return k * gemm_round_up(n, kGemmNr); }
+
+// Packs B (k x n; given transposed, n x k, when trans_b) into `out`
+// (gemm_prepacked_b_floats(k, n) floats): panel j holds columns
+// [j * kGemmNr, (j + 1) * kGemmNr), stored row by row.
+void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* out);
+
+// Winograd F(2x2, 3x3) convolution (ConvWinograd): each 2x2 output tile
+// comes from a 4x4 input tile through 16 products of transformed weights
+// [M][C] by transformed inputs [C][tiles], one per position of the 4x4
+// transform. Tiles are taken winograd_tile_block() at a time, so the scratch
+// stays bounded: transformed inputs 16 x C x round_up(tiles, kGemmNr),
+// products 16 x M x tiles.
+constexpr int64_t winograd_tile_block(int64_t c, int64_t tiles) {
+  const int64_t by_cache = gemm_max(kGemmNr, 8192 / (c > 0 ? c : 1) / kGemmNr * kGemmNr);
+  return gemm_min(gemm_min(by_cache, kGemmNc), gemm_round_up(tiles, kGemmNr));
+}
+constexpr int64_t winograd_input_floats(int64_t c, int64_t tiles) {
+  return 16 * c * gemm_round_up(winograd_tile_block(c, tiles), kGemmNr);
+}
+constexpr int64_t winograd_product_floats(int64_t m, int64_t c, int64_t tiles) {
+  return 16 * m * winograd_tile_block(c, tiles);
+}
+// Floats of the transformed weights: 16 matrices [M][C], each packed as
+// gemm_prepack_a does.
+constexpr int64_t winograd_weight_floats(int64_t m, int64_t c) { return 16 * gemm_prepacked_a_floats(m, c); }
+
+// Transforms and packs weights [M][C][3][3] into `out`
+// (winograd_weight_floats(m, c) floats).
+void winograd_transform_weights(int64_t m, int64_t c, const float* w, float* out);
+
+}  // namespace kernels
+}  // namespace kiln
+
+#endif  // KILN_KERNELS_GEMM_BLOCKING_H_

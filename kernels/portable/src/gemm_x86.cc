@@ -1,0 +1,590 @@
+// AVX2+FMA versions of the GEMM micro-kernel and the depthwise 3x3
+// convolution. Each function carries its own target attribute, so the file
+// builds without -mavx2 and the rest of the library stays baseline x86-64;
+// gemm.cc calls these only after has_avx2_fma() said yes. (Per-function
+// attributes also keep AVX2 out of any inline function from a header that
+// baseline code shares, which a per-file -mavx2 would not.)
+
+#include "gemm.h"
+
+#if KILN_GEMM_X86
+
+#include <immintrin.h>
+#include <string.h>
+
+#define KILN_AVX2 __attribute__((target("avx2,fma")))
+
+namespace kiln {
+namespace kernels {
+namespace x86 {
+
+bool has_avx2_fma() {
+  // Initialises the processor model when called before constructors ran.
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+bool has_avx512f() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+namespace {
+
+// max(lo, v) then min(hi, v): NaN in v passes through (the second operand
+// wins on NaN).
+KILN_AVX2 inline __m256 clamp8(__m256 v, __m256 lo, __m256 hi) {
+  return _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+}
+
+// Finishes 16 columns of one row: adds C (accumulate) or the row's bias,
+// clamps, stores the first nr columns.
+KILN_AVX2 inline void store_row(float* row, __m256 v0, __m256 v1, int64_t nr, bool accumulate, float bias,
+                                __m256 col0, __m256 col1, bool clamp, __m256 lo, __m256 hi) {
+  if (nr == kGemmNr) {
+    if (accumulate) {
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(row));
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(row + 8));
+    } else {
+      const __m256 b = _mm256_set1_ps(bias);
+      v0 = _mm256_add_ps(v0, _mm256_add_ps(b, col0));
+      v1 = _mm256_add_ps(v1, _mm256_add_ps(b, col1));
+    }
+    if (clamp) {
+      v0 = clamp8(v0, lo, hi);
+      v1 = clamp8(v1, lo, hi);
+    }
+    _mm256_storeu_ps(row, v0);
+    _mm256_storeu_ps(row + 8, v1);
+    return;
+  }
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), lanes);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr) - 8), lanes);
+  if (accumulate) {
+    v0 = _mm256_add_ps(v0, _mm256_maskload_ps(row, m0));
+    v1 = _mm256_add_ps(v1, _mm256_maskload_ps(row + 8, m1));
+  } else {
+    const __m256 b = _mm256_set1_ps(bias);
+    v0 = _mm256_add_ps(v0, _mm256_add_ps(b, col0));
+    v1 = _mm256_add_ps(v1, _mm256_add_ps(b, col1));
+  }
+  if (clamp) {
+    v0 = clamp8(v0, lo, hi);
+    v1 = clamp8(v1, lo, hi);
+  }
+  _mm256_maskstore_ps(row, m0, v0);
+  _mm256_maskstore_ps(row + 8, m1, v1);
+}
+
+}  // namespace
+
+// The 6x16 tile lives in 12 registers; per step of k, two loads of B, six
+// broadcasts of A and twelve FMAs.
+KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
+                                 int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
+                                 bool clamp, float lo, float hi) {
+  static_assert(kGemmMr == 6 && kGemmNr == 16, "the AVX2 micro-kernel computes 6x16 tiles");
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 b0 = _mm256_loadu_ps(b);
+    const __m256 b1 = _mm256_loadu_ps(b + 8);
+    __m256 av = _mm256_broadcast_ss(a);
+    c00 = _mm256_fmadd_ps(av, b0, c00);
+    c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(av, b0, c10);
+    c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(av, b0, c20);
+    c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(av, b0, c30);
+    c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(a + 4);
+    c40 = _mm256_fmadd_ps(av, b0, c40);
+    c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(a + 5);
+    c50 = _mm256_fmadd_ps(av, b0, c50);
+    c51 = _mm256_fmadd_ps(av, b1, c51);
+    a += kGemmMr;
+    b += kGemmNr;
+  }
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const auto bias = [row_bias](int64_t i) { return row_bias != nullptr ? row_bias[i] : 0.f; };
+  // The column bias, loaded only as far as the tile is wide.
+  __m256 col0 = _mm256_setzero_ps(), col1 = _mm256_setzero_ps();
+  if (col_bias != nullptr) {
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    col0 = _mm256_maskload_ps(col_bias, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr)), lanes));
+    col1 = _mm256_maskload_ps(col_bias + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nr) - 8), lanes));
+  }
+  store_row(c, c00, c01, nr, accumulate, bias(0), col0, col1, clamp, vlo, vhi);
+  if (mr > 1) store_row(c + ldc, c10, c11, nr, accumulate, bias(1), col0, col1, clamp, vlo, vhi);
+  if (mr > 2) store_row(c + 2 * ldc, c20, c21, nr, accumulate, bias(2), col0, col1, clamp, vlo, vhi);
+  if (mr > 3) store_row(c + 3 * ldc, c30, c31, nr, accumulate, bias(3), col0, col1, clamp, vlo, vhi);
+  if (mr > 4) store_row(c + 4 * ldc, c40, c41, nr, accumulate, bias(4), col0, col1, clamp, vlo, vhi);
+  if (mr > 5) store_row(c + 5 * ldc, c50, c51, nr, accumulate, bias(5), col0, col1, clamp, vlo, vhi);
+}
+
+#define KILN_AVX512 __attribute__((target("avx512f")))
+
+namespace {
+
+KILN_AVX512 inline void store_row16(float* row, __m512 v, __mmask16 mask, bool accumulate, float bias, __m512 col,
+                                    bool clamp, __m512 lo, __m512 hi) {
+  v = _mm512_add_ps(v, accumulate ? _mm512_maskz_loadu_ps(mask, row) : _mm512_add_ps(_mm512_set1_ps(bias), col));
+  // The masked forms: GCC 12 warns about the unmasked ones' undefined source.
+  if (clamp) v = _mm512_mask_min_ps(v, 0xFFFF, hi, _mm512_mask_max_ps(v, 0xFFFF, lo, v));
+  _mm512_mask_storeu_ps(row, mask, v);
+}
+
+}  // namespace
+
+// The same 6x16 tile in six 512-bit registers: per step of k one load of
+// B and six FMAs that broadcast A from memory, a third of the AVX2
+// kernel's instructions for the same work.
+KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                                     int64_t mr, int64_t nr, bool accumulate, const float* row_bias,
+                                     const float* col_bias, bool clamp, float lo, float hi) {
+  __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+  __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 bv = _mm512_loadu_ps(b);
+    c0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), bv, c0);
+    c1 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), bv, c1);
+    c2 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), bv, c2);
+    c3 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), bv, c3);
+    c4 = _mm512_fmadd_ps(_mm512_set1_ps(a[4]), bv, c4);
+    c5 = _mm512_fmadd_ps(_mm512_set1_ps(a[5]), bv, c5);
+    a += kGemmMr;
+    b += kGemmNr;
+  }
+  const __mmask16 mask = static_cast<__mmask16>(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const auto bias = [row_bias](int64_t i) { return row_bias != nullptr ? row_bias[i] : 0.f; };
+  const __m512 col = col_bias != nullptr ? _mm512_maskz_loadu_ps(mask, col_bias) : _mm512_setzero_ps();
+  store_row16(c, c0, mask, accumulate, bias(0), col, clamp, vlo, vhi);
+  if (mr > 1) store_row16(c + ldc, c1, mask, accumulate, bias(1), col, clamp, vlo, vhi);
+  if (mr > 2) store_row16(c + 2 * ldc, c2, mask, accumulate, bias(2), col, clamp, vlo, vhi);
+  if (mr > 3) store_row16(c + 3 * ldc, c3, mask, accumulate, bias(3), col, clamp, vlo, vhi);
+  if (mr > 4) store_row16(c + 4 * ldc, c4, mask, accumulate, bias(4), col, clamp, vlo, vhi);
+  if (mr > 5) store_row16(c + 5 * ldc, c5, mask, accumulate, bias(5), col, clamp, vlo, vhi);
+}
+
+namespace {
+
+// Even and odd elements of the 16 floats at p: {p[0], p[2], .., p[14]} and
+// {p[1], p[3], .., p[15]}.
+KILN_AVX2 inline void deinterleave(const float* p, __m256* even, __m256* odd) {
+  const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+  // shuffle_ps works per 128-bit half: [a0 a2 b0 b2 | a4 a6 b4 b6]; the
+  // 64-bit permute puts the halves in order.
+  *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+  *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+
+// Eight outputs (count <= 8 of them) at column ox of one output row, any of
+// whose taps may fall outside the image: taps are gathered with a mask
+// (out-of-image lanes read nothing and count as 0).
+KILN_AVX2 inline __m256 depthwise_border(const float* const rows[3], const bool valid[3], const __m256 k[9],
+                                         __m256 acc, int64_t ix, int64_t stride, int64_t w, int64_t count) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lanes);
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i width = _mm256_set1_epi32(static_cast<int>(w));
+  for (int64_t kx = 0; kx < 3; ++kx) {
+    // Column of each lane's tap, and whether it lies in [0, w).
+    const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(ix + kx)),
+                                         _mm256_mullo_epi32(lanes, _mm256_set1_epi32(static_cast<int>(stride))));
+    const __m256i inside = _mm256_and_si256(
+        _mm256_and_si256(live, _mm256_cmpgt_epi32(col, _mm256_sub_epi32(zero, _mm256_set1_epi32(1)))),
+        _mm256_cmpgt_epi32(width, col));
+    const __m256 mask = _mm256_castsi256_ps(inside);
+    for (int64_t ky = 0; ky < 3; ++ky) {
+      if (!valid[ky]) continue;
+      const __m256 v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), rows[ky], col, mask, 4);
+      acc = _mm256_fmadd_ps(k[ky * 3 + kx], v, acc);
+    }
+  }
+  return acc;
+}
+
+// Eight outputs from three rows that need no bounds checks (zero-padded
+// copies, or the interior of the input): plain loads from column q of each
+// row on.
+KILN_AVX2 inline __m256 depthwise_padded(const float* const rows[3], const bool valid[3], const __m256 k[9],
+                                         __m256 acc, int64_t q, int64_t stride) {
+  for (int64_t ky = 0; ky < 3; ++ky) {
+    if (!valid[ky]) continue;
+    const float* r = rows[ky] + q;
+    if (stride == 1) {
+      acc = _mm256_fmadd_ps(k[ky * 3], _mm256_loadu_ps(r), acc);
+      acc = _mm256_fmadd_ps(k[ky * 3 + 1], _mm256_loadu_ps(r + 1), acc);
+      acc = _mm256_fmadd_ps(k[ky * 3 + 2], _mm256_loadu_ps(r + 2), acc);
+    } else {
+      __m256 even, odd, even2, odd2;
+      deinterleave(r, &even, &odd);
+      deinterleave(r + 2, &even2, &odd2);
+      acc = _mm256_fmadd_ps(k[ky * 3], even, acc);
+      acc = _mm256_fmadd_ps(k[ky * 3 + 1], odd, acc);
+      acc = _mm256_fmadd_ps(k[ky * 3 + 2], even2, acc);
+    }
+  }
+  return acc;
+}
+
+// One output row from three zero-padded input rows (r0, r1, r2; a row
+// outside the image is all zeros), eight outputs per step, branch-free.
+template <int kStride>
+KILN_AVX2 inline void depthwise_row(const float* r0, const float* r1, const float* r2, const float* w, float bias,
+                                    float* orow, int64_t ow, bool clamp, float lo, float hi) {
+  const __m256 k0 = _mm256_set1_ps(w[0]), k1 = _mm256_set1_ps(w[1]), k2 = _mm256_set1_ps(w[2]);
+  const __m256 k3 = _mm256_set1_ps(w[3]), k4 = _mm256_set1_ps(w[4]), k5 = _mm256_set1_ps(w[5]);
+  const __m256 k6 = _mm256_set1_ps(w[6]), k7 = _mm256_set1_ps(w[7]), k8 = _mm256_set1_ps(w[8]);
+  const __m256 vbias = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t ox = 0; ox < ow; ox += 8) {
+    const int64_t q = ox * kStride;
+    // One accumulator per kernel row: three short dependency chains.
+    __m256 acc0, acc1, acc2;
+    if (kStride == 1) {
+      acc0 = _mm256_fmadd_ps(k0, _mm256_loadu_ps(r0 + q), vbias);
+      acc1 = _mm256_mul_ps(k3, _mm256_loadu_ps(r1 + q));
+      acc2 = _mm256_mul_ps(k6, _mm256_loadu_ps(r2 + q));
+      acc0 = _mm256_fmadd_ps(k1, _mm256_loadu_ps(r0 + q + 1), acc0);
+      acc1 = _mm256_fmadd_ps(k4, _mm256_loadu_ps(r1 + q + 1), acc1);
+      acc2 = _mm256_fmadd_ps(k7, _mm256_loadu_ps(r2 + q + 1), acc2);
+      acc0 = _mm256_fmadd_ps(k2, _mm256_loadu_ps(r0 + q + 2), acc0);
+      acc1 = _mm256_fmadd_ps(k5, _mm256_loadu_ps(r1 + q + 2), acc1);
+      acc2 = _mm256_fmadd_ps(k8, _mm256_loadu_ps(r2 + q + 2), acc2);
+    } else {
+      __m256 even, odd, even2, odd2;
+      deinterleave(r0 + q, &even, &odd);
+      deinterleave(r0 + q + 2, &even2, &odd2);
+      acc0 = _mm256_fmadd_ps(k0, even, vbias);
+      acc0 = _mm256_fmadd_ps(k1, odd, acc0);
+      acc0 = _mm256_fmadd_ps(k2, even2, acc0);
+      deinterleave(r1 + q, &even, &odd);
+      deinterleave(r1 + q + 2, &even2, &odd2);
+      acc1 = _mm256_mul_ps(k3, even);
+      acc1 = _mm256_fmadd_ps(k4, odd, acc1);
+      acc1 = _mm256_fmadd_ps(k5, even2, acc1);
+      deinterleave(r2 + q, &even, &odd);
+      deinterleave(r2 + q + 2, &even2, &odd2);
+      acc2 = _mm256_mul_ps(k6, even);
+      acc2 = _mm256_fmadd_ps(k7, odd, acc2);
+      acc2 = _mm256_fmadd_ps(k8, even2, acc2);
+    }
+    __m256 acc = _mm256_add_ps(_mm256_add_ps(acc0, acc1), acc2);
+    if (clamp) acc = clamp8(acc, vlo, vhi);
+    if (ox + 8 <= ow) {
+      _mm256_storeu_ps(orow + ox, acc);
+    } else {
+      _mm256_maskstore_ps(orow + ox, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(ow - ox)), lanes), acc);
+    }
+  }
+}
+
+}  // namespace
+
+// Each output row eight columns at a time with the nine weights in
+// registers. Input rows are first copied, zero-padded, into a ring of three
+// row buffers on the stack (each input row once; stride 1 and 2 reuse rows
+// between output rows), so every vector loads plainly. Rows too wide for
+// the buffers fall back to loading the interior in place and gathering the
+// border taps with a mask.
+KILN_AVX2 void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias,
+                                 int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
+                                 bool clamp, float lo, float hi) {
+  __m256 k[9];
+  for (int i = 0; i < 9; ++i) k[i] = _mm256_set1_ps(weights[i]);
+  const __m256 vbias = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const int64_t reach = stride == 1 ? 10 : 18;  // columns one vector reads from its first tap
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  // Padded row: column -pl at index 0, room for the last vector's reach.
+  constexpr int64_t kRowFloats = 1024;
+  const int64_t span = (ow + 8) * stride + reach;
+  alignas(32) float ring[4][kRowFloats];  // three input rows and a row of zeros
+  int64_t ring_row[3] = {-1, -1, -1};      // the input row each buffer holds
+  const bool padded = span <= kRowFloats;
+  if (padded) memset(ring[3], 0, static_cast<size_t>(span) * sizeof(float));
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    float* orow = out + oy * ow;
+    const int64_t iy0 = oy * stride - pt;
+    const float* rows[3];
+    bool valid[3];
+    for (int64_t ky = 0; ky < 3; ++ky) {
+      const int64_t iy = iy0 + ky;
+      valid[ky] = iy >= 0 && iy < h;
+      rows[ky] = valid[ky] ? in + iy * w : in;
+      if (!padded) continue;
+      if (!valid[ky]) {
+        rows[ky] = ring[3];
+        continue;
+      }
+      float* buf = ring[iy % 3];
+      if (ring_row[iy % 3] != iy) {
+        const int64_t copied = w < span - pl ? w : span - pl;
+        for (int64_t q = 0; q < pl && q < span; ++q) buf[q] = 0.f;
+        if (copied > 0) memcpy(buf + pl, rows[ky], static_cast<size_t>(copied) * sizeof(float));
+        for (int64_t q = pl + (copied > 0 ? copied : 0); q < span; ++q) buf[q] = 0.f;
+        ring_row[iy % 3] = iy;
+      }
+      rows[ky] = buf;
+    }
+    if (padded) {
+      if (stride == 1) {
+        depthwise_row<1>(rows[0], rows[1], rows[2], weights, bias, orow, ow, clamp, lo, hi);
+      } else {
+        depthwise_row<2>(rows[0], rows[1], rows[2], weights, bias, orow, ow, clamp, lo, hi);
+      }
+      continue;
+    }
+    for (int64_t ox = 0; ox < ow; ox += 8) {
+      const int64_t count = ow - ox < 8 ? ow - ox : 8;
+      const int64_t ix = ox * stride - pl;
+      __m256 acc = count == 8 && ix >= 0 && ix + reach <= w
+                       ? depthwise_padded(rows, valid, k, vbias, ix, stride)
+                       : depthwise_border(rows, valid, k, vbias, ix, stride, w, count);
+      if (clamp) acc = clamp8(acc, vlo, vhi);
+      if (count == 8) {
+        _mm256_storeu_ps(orow + ox, acc);
+      } else {
+        _mm256_maskstore_ps(orow + ox, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lanes), acc);
+      }
+    }
+  }
+}
+
+// out[j] (+)= sum_p a[p] * B(p, j) for one row of A: B transposed (rows of
+// B^T are contiguous: dot products, four accumulators) or not (rows of B
+// scaled and added, eight columns at a time).
+KILN_AVX2 void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, bool trans_b,
+                         float* out) {
+  if (trans_b) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float* bj = b + j * ldb;
+      __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+      int64_t p = 0;
+      for (; p + 32 <= k; p += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(bj + p), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 8), _mm256_loadu_ps(bj + p + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 16), _mm256_loadu_ps(bj + p + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 24), _mm256_loadu_ps(bj + p + 24), s3);
+      }
+      for (; p + 8 <= k; p += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(bj + p), s0);
+      const __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+      const __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+      const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+      float sum = _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+      for (; p < k; ++p) sum += a[p] * bj[p];
+      out[j] = sum;
+    }
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) out[j] = 0.f;
+  for (int64_t p = 0; p < k; ++p) {
+    const __m256 av = _mm256_set1_ps(a[p]);
+    const float* bp = b + p * ldb;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      _mm256_storeu_ps(out + j, _mm256_fmadd_ps(av, _mm256_loadu_ps(bp + j), _mm256_loadu_ps(out + j)));
+    }
+    for (; j < n; ++j) out[j] += a[p] * bp[j];
+  }
+}
+
+KILN_AVX2 void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(data + i);
+    // max_ps returns its second operand when either is NaN.
+    _mm256_storeu_ps(data + i, relu ? _mm256_max_ps(v, vlo) : _mm256_min_ps(vhi, _mm256_max_ps(vlo, v)));
+  }
+  for (; i < n; ++i) {
+    const float x = data[i];
+    data[i] = relu ? (x > lo ? x : lo) : (x < lo ? lo : (x > hi ? hi : x));
+  }
+}
+
+
+// Winograd F(2x2, 3x3) input transform of up to eight consecutive tiles
+// (t_first .. t_first + count - 1, tw tiles per row) of one channel: the
+// 4x4 patches gathered with masks (outside the image reads 0), B^T d B on
+// vectors, V_xi (lane q: tile q) stored to out + xi * stride_xi.
+KILN_AVX2 void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw,
+                                   int64_t t_first, int64_t count, float* out, int64_t stride_xi) {
+  alignas(32) int32_t row0[8], col0[8];
+  for (int64_t q = 0; q < 8; ++q) {
+    const int64_t t = t_first + (q < count ? q : 0);
+    row0[q] = static_cast<int32_t>(2 * (t / tw) - pt);
+    col0[q] = static_cast<int32_t>(2 * (t % tw) - pl);
+  }
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lanes);
+  const __m256i vr = _mm256_load_si256(reinterpret_cast<const __m256i*>(row0));
+  const __m256i vc = _mm256_load_si256(reinterpret_cast<const __m256i*>(col0));
+  const __m256i vh = _mm256_set1_epi32(static_cast<int>(h)), vw = _mm256_set1_epi32(static_cast<int>(w));
+  const __m256i minus1 = _mm256_set1_epi32(-1);
+  __m256i col_ok[4], col[4];
+  for (int j = 0; j < 4; ++j) {
+    col[j] = _mm256_add_epi32(vc, _mm256_set1_epi32(j));
+    col_ok[j] = _mm256_and_si256(_mm256_cmpgt_epi32(col[j], minus1), _mm256_cmpgt_epi32(vw, col[j]));
+  }
+  __m256 d[4][4];
+  for (int i = 0; i < 4; ++i) {
+    const __m256i row = _mm256_add_epi32(vr, _mm256_set1_epi32(i));
+    const __m256i row_ok =
+        _mm256_and_si256(live, _mm256_and_si256(_mm256_cmpgt_epi32(row, minus1), _mm256_cmpgt_epi32(vh, row)));
+    const __m256i base = _mm256_mullo_epi32(row, vw);
+    for (int j = 0; j < 4; ++j) {
+      const __m256 mask = _mm256_castsi256_ps(_mm256_and_si256(row_ok, col_ok[j]));
+      d[i][j] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), image, _mm256_add_epi32(base, col[j]), mask, 4);
+    }
+  }
+  __m256 r[4][4];
+  for (int j = 0; j < 4; ++j) {
+    r[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
+    r[1][j] = _mm256_add_ps(d[1][j], d[2][j]);
+    r[2][j] = _mm256_sub_ps(d[2][j], d[1][j]);
+    r[3][j] = _mm256_sub_ps(d[1][j], d[3][j]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(out + (i * 4 + 0) * stride_xi, _mm256_sub_ps(r[i][0], r[i][2]));
+    _mm256_storeu_ps(out + (i * 4 + 1) * stride_xi, _mm256_add_ps(r[i][1], r[i][2]));
+    _mm256_storeu_ps(out + (i * 4 + 2) * stride_xi, _mm256_sub_ps(r[i][2], r[i][1]));
+    _mm256_storeu_ps(out + (i * 4 + 3) * stride_xi, _mm256_sub_ps(r[i][1], r[i][3]));
+  }
+}
+
+// Winograd output transform of up to eight consecutive tiles of one output
+// channel: products M_xi at prod + xi * stride_xi (lane q: tile q),
+// A^T m A plus the bias, clamped when `clamp`, written inside the plane.
+KILN_AVX2 void winograd_output_avx2(const float* prod, int64_t stride_xi, int64_t t_first, int64_t count, int64_t tw,
+                                    float bias, float* plane, int64_t oh, int64_t ow, bool clamp, float lo,
+                                    float hi) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lanes);
+  __m256 s[2][4];
+  for (int j = 0; j < 4; ++j) {
+    const __m256 m0 = _mm256_maskload_ps(prod + (0 * 4 + j) * stride_xi, live);
+    const __m256 m1 = _mm256_maskload_ps(prod + (1 * 4 + j) * stride_xi, live);
+    const __m256 m2 = _mm256_maskload_ps(prod + (2 * 4 + j) * stride_xi, live);
+    const __m256 m3 = _mm256_maskload_ps(prod + (3 * 4 + j) * stride_xi, live);
+    s[0][j] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
+    s[1][j] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+  }
+  const __m256 vb = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  __m256 y[2][2];
+  for (int i = 0; i < 2; ++i) {
+    y[i][0] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s[i][0], s[i][1]), s[i][2]), vb);
+    y[i][1] = _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(s[i][1], s[i][2]), s[i][3]), vb);
+    if (clamp) {
+      y[i][0] = clamp8(y[i][0], vlo, vhi);
+      y[i][1] = clamp8(y[i][1], vlo, vhi);
+    }
+  }
+  const int64_t ty = t_first / tw, tx = t_first % tw;
+  if (count == 8 && tx + 8 <= tw && 2 * ty + 1 < oh && 2 * (tx + 8) <= ow) {
+    // Eight whole tiles side by side: each output row is 16 pixels, the two
+    // columns of every tile interleaved.
+    for (int i = 0; i < 2; ++i) {
+      const __m256 lo4 = _mm256_unpacklo_ps(y[i][0], y[i][1]);  // t0 t0' t1 t1' | t4 t4' t5 t5'
+      const __m256 hi4 = _mm256_unpackhi_ps(y[i][0], y[i][1]);  // t2 t2' t3 t3' | t6 t6' t7 t7'
+      float* row = plane + (2 * ty + i) * ow + 2 * tx;
+      _mm256_storeu_ps(row, _mm256_permute2f128_ps(lo4, hi4, 0x20));
+      _mm256_storeu_ps(row + 8, _mm256_permute2f128_ps(lo4, hi4, 0x31));
+    }
+    return;
+  }
+  alignas(32) float v[2][2][8];
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) _mm256_store_ps(v[i][j], y[i][j]);
+  }
+  for (int64_t q = 0; q < count; ++q) {
+    const int64_t t = t_first + q;
+    const int64_t oy = 2 * (t / tw), ox = 2 * (t % tw);
+    for (int64_t i = 0; i < 2 && oy + i < oh; ++i) {
+      for (int64_t j = 0; j < 2 && ox + j < ow; ++j) plane[(oy + i) * ow + ox + j] = v[i][j][q];
+    }
+  }
+}
+
+// Max pooling of one plane, equal strides of 1 or 2, no dilation, windows
+// of at most 4 rows: input rows are copied into -inf-padded buffers on the
+// stack (a ring, each row once; padding never wins a maximum), then eight
+// outputs per step take the maximum of plain (stride 1) or even-column
+// (stride 2) loads. A NaN in a window makes its output NaN, as in the
+// portable kernel. False, having written nothing, when the window or the
+// rows do not fit the buffers.
+KILN_AVX2 bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride,
+                             int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow) {
+  constexpr int64_t kRows = 4;
+  constexpr int64_t kRowFloats = 1024;
+  const int64_t span = (ow + 8) * stride + kw + 16;
+  if (span > kRowFloats || kh > kRows || (stride != 1 && stride != 2)) return false;
+  alignas(32) float ring[kRows + 1][kRowFloats];  // window rows, and a row of -inf
+  int64_t ring_row[kRows] = {-1, -1, -1, -1};
+  const float minus_inf = -__builtin_inff();
+  for (int64_t q = 0; q < span; ++q) ring[kRows][q] = minus_inf;
+  const __m256 vminus_inf = _mm256_set1_ps(minus_inf);
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    const float* rows[kRows];
+    for (int64_t ky = 0; ky < kh; ++ky) {
+      const int64_t iy = oy * stride - pt + ky;
+      if (iy < 0 || iy >= h) {
+        rows[ky] = ring[kRows];
+        continue;
+      }
+      float* buf = ring[iy % kh];
+      if (ring_row[iy % kh] != iy) {
+        const int64_t copied = w < span - pl ? w : span - pl;
+        for (int64_t q = 0; q < pl && q < span; ++q) buf[q] = minus_inf;
+        if (copied > 0) memcpy(buf + pl, in + iy * w, static_cast<size_t>(copied) * sizeof(float));
+        for (int64_t q = pl + (copied > 0 ? copied : 0); q < span; ++q) buf[q] = minus_inf;
+        ring_row[iy % kh] = iy;
+      }
+      rows[ky] = buf;
+    }
+    float* orow = out + oy * ow;
+    for (int64_t ox = 0; ox < ow; ox += 8) {
+      const int64_t q = ox * stride;
+      __m256 acc = vminus_inf, nan = _mm256_setzero_ps();
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          __m256 v, odd;
+          if (stride == 1) {
+            v = _mm256_loadu_ps(rows[ky] + q + kx);
+          } else {
+            deinterleave(rows[ky] + q + kx, &v, &odd);
+          }
+          nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+          acc = _mm256_max_ps(acc, v);
+        }
+      }
+      acc = _mm256_or_ps(acc, nan);  // all bits set: a NaN
+      if (ox + 8 <= ow) {
+        _mm256_storeu_ps(orow + ox, acc);
+      } else {
+        _mm256_maskstore_ps(orow + ox, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(ow - ox)), lanes), acc);
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace x86
+}  // namespace kernels
+}  // namespace kiln
+
+#endif  // KILN_GEMM_X86

@@ -1,0 +1,329 @@
+// The packed GEMM and the depthwise kernel against plain double-precision
+// loops: odd sizes around every block edge, transposes, accumulation, the
+// bias and activation epilogue, im2col geometry, both micro-kernels; and
+// that nothing is written outside C or past the scratch sizes the planner
+// is told.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "flatbuffers/flatbuffers.h"
+#include "gemm.h"
+
+namespace kiln::kernels {
+namespace {
+
+constexpr float kSentinel = 12345.f;
+
+std::vector<float> values(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t s = seed * 2654435761u + 1;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001) / 1000.f - 1.f;
+  }
+  return v;
+}
+
+// Scratch with a guard region after the planned size, which must stay
+// untouched.
+struct Scratch {
+  Scratch(int64_t m, int64_t n, int64_t k)
+      : a_floats(gemm_pack_a_floats(m, k)), b_floats(gemm_pack_b_floats(k, n)),
+        a(static_cast<size_t>(a_floats) + 64, kSentinel), b(static_cast<size_t>(b_floats) + 64, kSentinel) {}
+  void expect_guards_intact() const {
+    for (size_t i = static_cast<size_t>(a_floats); i < a.size(); ++i) ASSERT_EQ(a[i], kSentinel) << "pack_a overrun";
+    for (size_t i = static_cast<size_t>(b_floats); i < b.size(); ++i) ASSERT_EQ(b[i], kSentinel) << "pack_b overrun";
+  }
+  int64_t a_floats, b_floats;
+  std::vector<float> a, b;
+};
+
+// Relative to the largest magnitude of the reference.
+void expect_close(const std::vector<double>& want, const float* got, int64_t m, int64_t n, int64_t ldc) {
+  double scale = 1e-30;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const double w = want[static_cast<size_t>(i * n + j)];
+      ASSERT_LE(std::fabs(got[i * ldc + j] - w), 1e-5 * scale) << "at " << i << ", " << j;
+    }
+  }
+}
+
+struct Case {
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+};
+
+class PackedGemmTest : public ::testing::TestWithParam<std::tuple<Case, GemmPath>> {};
+
+TEST_P(PackedGemmTest, MatchesReference) {
+  const auto [c, path] = GetParam();
+  const std::vector<float> a = values(static_cast<size_t>(c.m * c.k), 1);
+  const std::vector<float> b = values(static_cast<size_t>(c.k * c.n), 2);
+  const int64_t lda = c.trans_a ? c.m : c.k, ldb = c.trans_b ? c.k : c.n;
+  const int64_t ldc = c.n + 3;  // a wider C: the columns past n stay untouched
+  std::vector<float> out(static_cast<size_t>(c.m * ldc), kSentinel);
+  // Accumulate onto a C that starts at known values.
+  const std::vector<float> start = values(static_cast<size_t>(c.m * c.n), 3);
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = 0; j < c.n; ++j) out[static_cast<size_t>(i * ldc + j)] = start[static_cast<size_t>(i * c.n + j)];
+  }
+  std::vector<double> want(static_cast<size_t>(c.m * c.n));
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      double sum = start[static_cast<size_t>(i * c.n + j)];
+      for (int64_t p = 0; p < c.k; ++p) {
+        const float av = c.trans_a ? a[static_cast<size_t>(p * lda + i)] : a[static_cast<size_t>(i * lda + p)];
+        const float bv = c.trans_b ? b[static_cast<size_t>(j * ldb + p)] : b[static_cast<size_t>(p * ldb + j)];
+        sum += static_cast<double>(av) * bv;
+      }
+      want[static_cast<size_t>(i * c.n + j)] = sum;
+    }
+  }
+  Scratch scratch(c.m, c.n, c.k);
+  GemmEpilogue epilogue;
+  epilogue.accumulate = true;
+  gemm_packed(c.m, c.n, c.k, {a.data(), lda, c.trans_a}, {b.data(), ldb, c.trans_b}, nullptr, out.data(), ldc,
+              epilogue, scratch.a.data(), scratch.b.data(), path);
+  expect_close(want, out.data(), c.m, c.n, ldc);
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = c.n; j < ldc; ++j) ASSERT_EQ(out[static_cast<size_t>(i * ldc + j)], kSentinel);
+  }
+  scratch.expect_guards_intact();
+}
+
+// Sizes below, at and past the register tile (6 x 16) and the blocks
+// (kGemmMc = 72 rows, kGemmNc = 512 columns, kGemmKc = 256 deep); single
+// rows (the unpacked path).
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, PackedGemmTest,
+    ::testing::Combine(::testing::Values(Case{1, 1, 1, false, false}, Case{6, 16, 8, false, false},
+                                         Case{5, 15, 7, false, false}, Case{7, 17, 3, false, true},
+                                         Case{13, 33, 257, true, false}, Case{73, 20, 40, true, true},
+                                         Case{12, 513, 256, false, true}, Case{80, 530, 300, false, false},
+                                         Case{2, 1000, 9, false, false}, Case{150, 3, 512, true, true},
+                                         Case{1, 600, 70, false, true}, Case{1, 37, 300, false, false},
+                                         Case{1, 20, 5, true, false}),
+                       ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)));
+
+// A FusedActivation table built with flatbuffers, as kernels read them.
+class Activation {
+ public:
+  Activation(fb::Activation kind, float alpha, float beta) {
+    builder_.Finish(fb::CreateFusedActivation(builder_, kind, alpha, beta));
+  }
+  const fb::FusedActivation* get() const {
+    return flatbuffers::GetRoot<fb::FusedActivation>(builder_.GetBufferPointer());
+  }
+
+ private:
+  flatbuffers::FlatBufferBuilder builder_;
+};
+
+double activate(double v, fb::Activation kind, float alpha, float beta) {
+  switch (kind) {
+    case fb::Activation::RELU: return v > 0 ? v : 0;
+    case fb::Activation::CLIP: return std::min<double>(std::max<double>(v, alpha), beta);
+    case fb::Activation::SIGMOID: return 1 / (1 + std::exp(-v));
+    default: return v;
+  }
+}
+
+TEST(PackedGemmEpilogueTest, BiasesAndActivationsOnEveryBlock) {
+  const int64_t m = 9, n = 40, k = 300;  // two inner blocks: the epilogue runs once, on the last
+  const std::vector<float> a = values(static_cast<size_t>(m * k), 4);
+  const std::vector<float> b = values(static_cast<size_t>(k * n), 5);
+  const std::vector<float> bias = values(static_cast<size_t>(m), 6);
+  const std::vector<float> col_bias = values(static_cast<size_t>(n), 7);
+  for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
+    for (const auto& [kind, alpha, beta] : {std::tuple{fb::Activation::RELU, 0.f, 0.f},
+                                            std::tuple{fb::Activation::CLIP, -0.5f, 0.7f},
+                                            std::tuple{fb::Activation::SIGMOID, 0.f, 0.f}}) {
+      const Activation activation(kind, alpha, beta);
+      std::vector<float> out(static_cast<size_t>(m * n), kSentinel);  // overwritten, not accumulated
+      Scratch scratch(m, n, k);
+      GemmEpilogue epilogue;
+      epilogue.row_bias = bias.data();
+      epilogue.col_bias = col_bias.data();
+      epilogue.activation = activation.get();
+      gemm_packed(m, n, k, {a.data(), k, false}, {b.data(), n, false}, nullptr, out.data(), n, epilogue,
+                  scratch.a.data(), scratch.b.data(), path);
+      std::vector<double> want(static_cast<size_t>(m * n));
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = static_cast<double>(bias[static_cast<size_t>(i)]) + col_bias[static_cast<size_t>(j)];
+          for (int64_t p = 0; p < k; ++p) {
+            sum += static_cast<double>(a[static_cast<size_t>(i * k + p)]) * b[static_cast<size_t>(p * n + j)];
+          }
+          want[static_cast<size_t>(i * n + j)] = activate(sum, kind, alpha, beta);
+        }
+      }
+      expect_close(want, out.data(), m, n, n);
+      scratch.expect_guards_intact();
+    }
+  }
+}
+
+TEST(PackedGemmTest, PrepackedOperandsMatchRuntimePacking) {
+  for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
+    for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{7, 19, 5}, {80, 530, 300}, {2, 16, 600}}) {
+      const std::vector<float> a = values(static_cast<size_t>(m * k), 11);
+      const std::vector<float> b = values(static_cast<size_t>(k * n), 12);  // given transposed: n x k
+      std::vector<float> pa(static_cast<size_t>(gemm_prepacked_a_floats(m, k)));
+      std::vector<float> pb(static_cast<size_t>(gemm_prepacked_b_floats(k, n)));
+      gemm_prepack_a(m, k, a.data(), pa.data());
+      gemm_prepack_b(k, n, b.data(), true, pb.data());
+      Scratch scratch(m, n, k);
+      std::vector<float> want(static_cast<size_t>(m * n)), got(static_cast<size_t>(m * n));
+      gemm_packed(m, n, k, {a.data(), k, false}, {b.data(), k, true}, nullptr, want.data(), n, GemmEpilogue{},
+                  scratch.a.data(), scratch.b.data(), path);
+      gemm_packed(m, n, k, {pa.data(), k, false, true}, {pb.data(), 0, false, true}, nullptr, got.data(), n,
+                  GemmEpilogue{}, nullptr, nullptr, path);
+      EXPECT_EQ(want, got) << m << "x" << n << "x" << k;  // same products in the same order
+    }
+  }
+}
+
+struct ConvCase {
+  int64_t c, h, w, m, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+class Im2colGemmTest : public ::testing::TestWithParam<std::tuple<ConvCase, GemmPath>> {};
+
+TEST_P(Im2colGemmTest, MatchesDirectConvolution) {
+  const auto [g, path] = GetParam();
+  const int64_t oh = (g.h + g.pt + g.pb - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+  const int64_t ow = (g.w + g.pl + g.pr - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+  const int64_t k = g.c * g.kh * g.kw, n = oh * ow;
+  const std::vector<float> x = values(static_cast<size_t>(g.c * g.h * g.w), 7);
+  const std::vector<float> w = values(static_cast<size_t>(g.m * k), 8);
+  std::vector<double> want(static_cast<size_t>(g.m * n), 0.0);
+  for (int64_t m = 0; m < g.m; ++m) {
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        double sum = 0;
+        for (int64_t c = 0; c < g.c; ++c) {
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              const int64_t iy = oy * g.sh - g.pt + ky * g.dh, ix = ox * g.sw - g.pl + kx * g.dw;
+              if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+              sum += static_cast<double>(w[static_cast<size_t>(((m * g.c + c) * g.kh + ky) * g.kw + kx)]) *
+                     x[static_cast<size_t>((c * g.h + iy) * g.w + ix)];
+            }
+          }
+        }
+        want[static_cast<size_t>(m * n + oy * ow + ox)] = sum;
+      }
+    }
+  }
+  GemmIm2col im2col;
+  im2col.x = x.data();
+  im2col.channels = g.c;
+  im2col.h = g.h; im2col.w = g.w;
+  im2col.kh = g.kh; im2col.kw = g.kw;
+  im2col.sh = g.sh; im2col.sw = g.sw;
+  im2col.dh = g.dh; im2col.dw = g.dw;
+  im2col.pt = g.pt; im2col.pl = g.pl;
+  im2col.oh = oh; im2col.ow = ow;
+  std::vector<float> out(static_cast<size_t>(g.m * n), kSentinel);
+  Scratch scratch(g.m, n, k);
+  gemm_packed(g.m, n, k, {w.data(), k, false}, {}, &im2col, out.data(), n, GemmEpilogue{}, scratch.a.data(),
+              scratch.b.data(), path);
+  expect_close(want, out.data(), g.m, n, n);
+  scratch.expect_guards_intact();
+}
+
+// Output rows shorter and longer than a panel (panels that straddle rows),
+// strides, dilations, asymmetric and large pads, more than one inner block.
+INSTANTIATE_TEST_SUITE_P(
+    Geometry, Im2colGemmTest,
+    ::testing::Combine(::testing::Values(ConvCase{3, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                                         ConvCase{4, 23, 21, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+                                         ConvCase{2, 12, 30, 5, 3, 5, 1, 2, 2, 1, 0, 2, 3, 1},
+                                         ConvCase{3, 17, 17, 10, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
+                                         ConvCase{40, 8, 8, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                                         ConvCase{5, 6, 40, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+                                         ConvCase{1, 4, 4, 2, 3, 3, 1, 1, 1, 1, 4, 4, 4, 4}),
+                       ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)));
+
+TEST(Depthwise3x3Test, MatchesDirectConvolution) {
+  for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
+    for (int64_t stride : {1, 2}) {
+      for (int64_t pad : {0, 1, 2}) {
+        for (const auto& [h, w] : {std::pair<int64_t, int64_t>{5, 4}, {7, 7}, {14, 14}, {9, 13}, {20, 37}, {8, 64}}) {
+          const int64_t oh = (h + 2 * pad - 3) / stride + 1, ow = (w + 2 * pad - 3) / stride + 1;
+          if (oh <= 0 || ow <= 0) continue;
+          const std::vector<float> x = values(static_cast<size_t>(h * w), 9);
+          const std::vector<float> k = values(9, 10);
+          std::vector<float> out(static_cast<size_t>(oh * ow) + 16, kSentinel);
+          depthwise3x3(x.data(), h, w, k.data(), 0.25f, stride, pad, pad, out.data(), oh, ow, nullptr, path);
+          std::vector<double> want(static_cast<size_t>(oh * ow));
+          for (int64_t oy = 0; oy < oh; ++oy) {
+            for (int64_t ox = 0; ox < ow; ++ox) {
+              double sum = 0.25;
+              for (int64_t ky = 0; ky < 3; ++ky) {
+                for (int64_t kx = 0; kx < 3; ++kx) {
+                  const int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+                  if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
+                    sum += static_cast<double>(k[static_cast<size_t>(ky * 3 + kx)]) *
+                           x[static_cast<size_t>(iy * w + ix)];
+                  }
+                }
+              }
+              want[static_cast<size_t>(oy * ow + ox)] = sum;
+            }
+          }
+          SCOPED_TRACE(testing::Message() << "stride " << stride << " pad " << pad << " " << h << "x" << w);
+          expect_close(want, out.data(), oh, ow, ow);
+          for (size_t i = static_cast<size_t>(oh * ow); i < out.size(); ++i) ASSERT_EQ(out[i], kSentinel);
+        }
+      }
+    }
+  }
+}
+
+#if KILN_GEMM_X86
+TEST(MaxPoolAvx2Test, MatchesDirectMaximumWithPaddingAndNaN) {
+  if (!x86::has_avx2_fma()) GTEST_SKIP() << "no AVX2 on this processor";
+  for (int64_t stride : {1, 2}) {
+    for (const auto& [kh, kw, pad] : {std::tuple<int64_t, int64_t, int64_t>{3, 3, 1}, {2, 2, 0}, {3, 2, 1}, {4, 4, 2}}) {
+      for (const auto& [h, w] : {std::pair<int64_t, int64_t>{7, 7}, {12, 37}, {30, 9}}) {
+        const int64_t oh = (h + 2 * pad - kh) / stride + 1, ow = (w + 2 * pad - kw) / stride + 1;
+        std::vector<float> x = values(static_cast<size_t>(h * w), 13);
+        x[static_cast<size_t>(w + 2)] = std::nanf("");
+        std::vector<float> out(static_cast<size_t>(oh * ow) + 16, kSentinel);
+        ASSERT_TRUE(x86::max_pool_avx2(x.data(), h, w, kh, kw, stride, pad, pad, out.data(), oh, ow));
+        for (int64_t oy = 0; oy < oh; ++oy) {
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            float want = -INFINITY;
+            bool nan = false;
+            for (int64_t ky = 0; ky < kh; ++ky) {
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                const int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                const float v = x[static_cast<size_t>(iy * w + ix)];
+                nan = nan || std::isnan(v);
+                want = std::max(want, v);
+              }
+            }
+            const float got = out[static_cast<size_t>(oy * ow + ox)];
+            if (nan) {
+              ASSERT_TRUE(std::isnan(got)) << oy << ", " << ox;
+            } else {
+              ASSERT_EQ(got, want) << "stride " << stride << " window " << kh << "x" << kw << " at " << oy << ", " << ox;
+            }
+          }
+        }
+        for (size_t i = static_cast<size_t>(oh * ow); i < out.size(); ++i) ASSERT_EQ(out[i], kSentinel);
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace kiln::kernels

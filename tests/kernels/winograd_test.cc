@@ -1,0 +1,111 @@
+// Winograd F(2x2, 3x3) convolution against a direct double-precision
+// convolution: odd output sizes (partial tiles), pads from 0 to 2 and
+// asymmetric, channel counts that are no multiple of the register tile,
+// several tile blocks, a batch of two, bias and activations, every path;
+// and that the scratch the planner is told about is never overrun.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "flatbuffers/flatbuffers.h"
+#include "gemm.h"
+
+namespace kiln::kernels {
+namespace {
+
+constexpr float kSentinel = 12345.f;
+
+std::vector<float> values(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t s = seed * 2654435761u + 1;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001) / 1000.f - 1.f;
+  }
+  return v;
+}
+
+struct Case {
+  int64_t n, c, h, w, m, pt, pl, pb, pr;
+  fb::Activation activation;
+};
+
+class WinogradTest : public ::testing::TestWithParam<std::tuple<Case, GemmPath>> {};
+
+TEST_P(WinogradTest, MatchesDirectConvolution) {
+  const auto [k, path] = GetParam();
+  const int64_t oh = k.h + k.pt + k.pb - 2, ow = k.w + k.pl + k.pr - 2;
+  const int64_t tiles = (oh + 1) / 2 * ((ow + 1) / 2);
+  const std::vector<float> x = values(static_cast<size_t>(k.n * k.c * k.h * k.w), 1);
+  const std::vector<float> w = values(static_cast<size_t>(k.m * k.c * 9), 2);
+  const std::vector<float> bias = values(static_cast<size_t>(k.m), 3);
+  std::vector<float> u(static_cast<size_t>(winograd_weight_floats(k.m, k.c)));
+  winograd_transform_weights(k.m, k.c, w.data(), u.data());
+  const size_t input_floats = static_cast<size_t>(winograd_input_floats(k.c, tiles));
+  const size_t product_floats = static_cast<size_t>(winograd_product_floats(k.m, k.c, tiles));
+  std::vector<float> v(input_floats + 64, kSentinel), prod(product_floats + 64, kSentinel);
+  std::vector<float> y(static_cast<size_t>(k.n * k.m * oh * ow) + 16, kSentinel);
+  flatbuffers::FlatBufferBuilder builder;
+  builder.Finish(fb::CreateFusedActivation(builder, k.activation, -0.3f, 0.4f));
+  WinogradConv conv;
+  conv.n = k.n; conv.c = k.c; conv.h = k.h; conv.w = k.w; conv.m = k.m;
+  conv.oh = oh; conv.ow = ow; conv.pt = k.pt; conv.pl = k.pl;
+  conv.x = x.data();
+  conv.weights = u.data();
+  conv.bias = bias.data();
+  conv.y = y.data();
+  conv.activation = flatbuffers::GetRoot<fb::FusedActivation>(builder.GetBufferPointer());
+  conv.transformed_input = v.data();
+  conv.products = prod.data();
+  winograd_conv(conv, path);
+
+  double scale = 1e-30;
+  std::vector<double> want(static_cast<size_t>(k.n * k.m * oh * ow));
+  for (int64_t n = 0; n < k.n; ++n) {
+    for (int64_t m = 0; m < k.m; ++m) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double sum = bias[static_cast<size_t>(m)];
+          for (int64_t c = 0; c < k.c; ++c) {
+            for (int64_t ky = 0; ky < 3; ++ky) {
+              for (int64_t kx = 0; kx < 3; ++kx) {
+                const int64_t iy = oy - k.pt + ky, ix = ox - k.pl + kx;
+                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+                sum += static_cast<double>(w[static_cast<size_t>(((m * k.c + c) * 3 + ky) * 3 + kx)]) *
+                       x[static_cast<size_t>(((n * k.c + c) * k.h + iy) * k.w + ix)];
+              }
+            }
+          }
+          if (k.activation == fb::Activation::RELU) sum = sum > 0 ? sum : 0;
+          if (k.activation == fb::Activation::CLIP) sum = std::min(std::max(sum, -0.3), 0.4);
+          if (k.activation == fb::Activation::SIGMOID) sum = 1 / (1 + std::exp(-sum));
+          want[static_cast<size_t>(((n * k.m + m) * oh + oy) * ow + ox)] = sum;
+          scale = std::max(scale, std::fabs(sum));
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_LE(std::fabs(y[i] - want[i]), 1e-5 * scale) << "at " << i;
+  }
+  for (size_t i = want.size(); i < y.size(); ++i) ASSERT_EQ(y[i], kSentinel) << "output overrun";
+  for (size_t i = input_floats; i < v.size(); ++i) ASSERT_EQ(v[i], kSentinel) << "input scratch overrun";
+  for (size_t i = product_floats; i < prod.size(); ++i) ASSERT_EQ(prod[i], kSentinel) << "product scratch overrun";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Geometry, WinogradTest,
+    ::testing::Combine(
+        ::testing::Values(Case{1, 16, 8, 8, 16, 1, 1, 1, 1, fb::Activation::NONE},
+                          Case{2, 17, 9, 11, 19, 1, 1, 1, 1, fb::Activation::RELU},     // odd sizes, batch
+                          Case{1, 20, 7, 7, 24, 0, 0, 0, 0, fb::Activation::CLIP},      // no padding, 5x5 out
+                          Case{1, 16, 6, 13, 7, 2, 0, 1, 2, fb::Activation::SIGMOID},   // asymmetric pads
+                          Case{1, 64, 40, 36, 20, 1, 1, 1, 1, fb::Activation::RELU},    // several tile blocks
+                          Case{1, 300, 5, 5, 9, 1, 1, 1, 1, fb::Activation::NONE},      // more than one depth block
+                          Case{1, 16, 1, 1, 16, 2, 2, 2, 2, fb::Activation::NONE}),     // one pixel, all padding
+        ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)));
+
+}  // namespace
+}  // namespace kiln::kernels
