@@ -172,7 +172,9 @@ TEST(VulkanBackendTest, AllVulkanCnnMatchesCpu) {
   const DeviceCounts counts = count_instructions(vk);
   EXPECT_EQ(counts.delegates, 1);
   EXPECT_EQ(counts.cpu_kernels, 0);
-  EXPECT_GE(counts.device_kernels, 14);
+  // Every kernel of the CNN (its BatchNormalization folded into the conv
+  // before partitioning).
+  EXPECT_GE(counts.device_kernels, 13);
   const std::vector<HostTensor> inputs = {random_tensor({2, 3, 12, 12}, 1)};
   expect_close(run_vulkan(vk.bytes, inputs), run_cpu(plan(b, "cpu").bytes, inputs), 1e-5);
 }
