@@ -130,6 +130,11 @@ void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu);
 // Max pooling of one plane (pool.cc); false when the geometry does not fit.
 bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride, int64_t pt,
                    int64_t pl, float* out, int64_t oh, int64_t ow);
+// Softmax of one contiguous row, and LayerNormalization of one row (the
+// statistics in double), as norm.cc's scalar loops compute them (norm_x86.cc).
+void softmax_row_avx2(const float* in, int64_t n, float* out);
+void layer_norm_row_avx2(const float* in, int64_t n, const float* scale, const float* bias, double epsilon,
+                         float* out, float* out_mean, float* out_inv);
 // Winograd F(2x2, 3x3) transforms of eight tiles at a time (winograd.cc).
 void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw,
                          int64_t t_first, int64_t count, float* out, int64_t stride_xi);
