@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/npy.h"
+#include "emit/program_file.h"
 #include "exec/run.h"
 #include "onnx/import.h"
 #include "targets/runtime_backends.h"
@@ -29,6 +31,8 @@ constexpr const char* kHelp =
     "  --output-dir DIR    write output_0.npy, output_1.npy, ... to DIR\n"
     "  --runs N            execute N times and report the median latency (default 1)\n"
     "  --method NAME       the method to run (default forward)\n"
+    "  --profile           time every instruction; print the time per operator and\n"
+    "                      the slowest instructions (medians over the runs)\n"
     "\n"
     "Delegates planned for vulkan:N run on the Vulkan backend (when kiln is built\n"
     "with it). KILN_VULKAN_VALIDATION=1 enables the Khronos validation layer; any\n"
@@ -58,11 +62,84 @@ std::string summary(const HostTensor& t) {
   return out + (t.numel() > shown ? ", ...]" : "]");
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t mid = v.size() / 2;
+  return v.size() % 2 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+}
+
+// The per-instruction medians of a profiled run, summed per operator (the
+// kernel's name, or the kind of a non-kernel instruction) and listed for
+// the slowest instructions.
+void print_profile(const std::string& bytes, const std::string& method_name, const RunResult& result) {
+  const ProgramFile file(bytes, "program");
+  const fb::Method* method = nullptr;
+  for (const fb::Method* m : *file.program().methods()) {
+    if (m->name() != nullptr && m->name()->str() == method_name) method = m;
+  }
+  if (method == nullptr || method->instructions() == nullptr) return;
+  struct Row {
+    std::string op, name;
+    double ms = 0.0;
+  };
+  std::vector<Row> rows;
+  double total = 0.0;
+  for (uint32_t i = 0; i < method->instructions()->size(); ++i) {
+    const fb::Instruction* in = method->instructions()->Get(i);
+    Row row;
+    switch (in->kind_type()) {
+      case fb::InstructionKind::KernelCall: {
+        const uint32_t op = in->kind_as_KernelCall()->op();
+        row.op = method->operators() != nullptr && op < method->operators()->size()
+                     ? method->operators()->Get(op)->name()->str()
+                     : "?";
+        break;
+      }
+      case fb::InstructionKind::DelegateCall:
+        row.op = "(delegate)";
+        break;
+      case fb::InstructionKind::CopyCall:
+        row.op = "(copy)";
+        break;
+      default:
+        row.op = "(collective)";
+        break;
+    }
+    row.name = in->name() != nullptr ? in->name()->str() : "";
+    row.ms = i < result.instruction_ms.size() ? median(result.instruction_ms[i]) : 0.0;
+    total += row.ms;
+    rows.push_back(row);
+  }
+  std::map<std::string, std::pair<double, int>> per_op;
+  for (const Row& row : rows) {
+    per_op[row.op].first += row.ms;
+    per_op[row.op].second += 1;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> ops(per_op.begin(), per_op.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::printf("profile: %zu instructions, %.3f ms in total (sum of per-instruction medians)\n", rows.size(), total);
+  std::printf("  %-24s %6s %10s %7s\n", "operator", "count", "ms", "share");
+  for (const auto& [op, v] : ops) {
+    std::printf("  %-24s %6d %10.3f %6.1f%%\n", op.c_str(), v.second, v.first,
+                total > 0 ? 100.0 * v.first / total : 0.0);
+  }
+  std::vector<size_t> order(rows.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows[a].ms > rows[b].ms; });
+  const size_t shown = std::min<size_t>(order.size(), 20);
+  std::printf("  slowest instructions:\n");
+  for (size_t j = 0; j < shown; ++j) {
+    const Row& row = rows[order[j]];
+    std::printf("  %5zu %-16s %10.3f  %s\n", order[j], row.op.c_str(), row.ms, row.name.c_str());
+  }
+}
+
 }  // namespace
 
 int cmd_run(const Argv& argv) {
   const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
-                         {"--help", false}});
+                         {"--profile", false}, {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     return 0;
@@ -79,6 +156,7 @@ int cmd_run(const Argv& argv) {
   options.runs = static_cast<int>(runs);
   options.method = args.get("--method", "forward");
   options.backends = &builtin_runtime_backends();
+  options.profile = args.has("--profile");
   const RunResult result = run_program(bytes, inputs, options);
   const uint64_t validation_messages = shutdown_builtin_runtime_backends();
   if (validation_messages != 0) fail("the Vulkan validation layer reported ", validation_messages, " message(s)");
@@ -99,6 +177,7 @@ int cmd_run(const Argv& argv) {
     if (!dir.empty()) write_npy(dir + "/output_" + std::to_string(i) + ".npy", out);
   }
   std::printf("latency: median %.3f ms over %ld run%s\n", result.median_ms(), runs, runs == 1 ? "" : "s");
+  if (options.profile) print_profile(bytes, options.method, result);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kiln/kernels/portable.h"
+#include "kiln/platform/platform.h"
 #include "kiln/runtime/program.h"
 
 namespace kiln::planner {
@@ -104,7 +105,21 @@ RunResult run_program(const std::string& program_bytes, const std::vector<HostTe
     check(method->set_output(i, result.outputs.back().bytes.data(), result.outputs.back().bytes.size()),
           str("output ", i));
   }
-  for (int r = 0; r < std::max(1, options.runs); ++r) {
+  const int runs = std::max(1, options.runs);
+  struct Profile {
+    std::vector<std::vector<double>>* ms;
+    double ms_per_tick;
+  } profile{&result.instruction_ms, 1e3 / static_cast<double>(kiln_pal_ticks_per_second())};
+  if (options.profile) {
+    method->set_observer(
+        [](void* context, size_t instruction, uint64_t ticks) {
+          auto* p = static_cast<Profile*>(context);
+          if (instruction >= p->ms->size()) p->ms->resize(instruction + 1);
+          (*p->ms)[instruction].push_back(static_cast<double>(ticks) * p->ms_per_tick);
+        },
+        &profile);
+  }
+  for (int r = 0; r < runs; ++r) {
     const auto start = std::chrono::steady_clock::now();
     check(method->execute(), "execute failed");
     const auto stop = std::chrono::steady_clock::now();

@@ -22,11 +22,16 @@ struct RunOptions {
   // Backends serving device arenas and delegates (not owned); nullptr: the
   // runtime's global registry. See targets/runtime_backends.h.
   const BackendRegistry* backends = nullptr;
+  // Time every instruction (Method::set_observer) on every run.
+  bool profile = false;
 };
 
 struct RunResult {
   std::vector<HostTensor> outputs;
   std::vector<double> latencies_ms;  // one per run
+  // With RunOptions::profile: per instruction, its milliseconds in each
+  // run (instruction_ms[i][r]).
+  std::vector<std::vector<double>> instruction_ms;
   double median_ms() const;
 };
 

@@ -6,6 +6,7 @@ usage: cli_test.py --kiln PATH/TO/kiln --workdir DIR
 """
 import argparse
 import os
+import re
 import subprocess
 import sys
 
@@ -157,6 +158,10 @@ def main():
     got = np.load(os.path.join(w, "out", "output_0.npy")) if rc == 0 else None
     expect("run writes outputs", rc == 0 and got is not None and np.array_equal(got, np.maximum(data, 0)), out + err)
     expect("run prints shapes and latency", "[2, 3]" in out and "median" in out, out)
+    rc, out, err = run(k, "run", program, "--input", os.path.join(w, "in.npy"), "--runs", "2", "--profile")
+    expect("run --profile prints the time per operator and per instruction",
+           rc == 0 and "profile: 1 instructions" in out and re.search(r"\n  Relu +1 ", out) is not None
+           and "slowest instructions" in out, out + err)
 
     np.save(os.path.join(w, "wrong.npy"), np.zeros((3, 2), dtype=np.float32))
     rc, out, err = run(k, "run", program, "--input", os.path.join(w, "wrong.npy"))

@@ -165,7 +165,8 @@ void pack_b_matrix(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int6
 // image) for output positions (oy, ox .. ox + count - 1) of one output row:
 // the in-image part copied, the rest zero.
 inline void im2col_segment(const GemmIm2col& g, const float* image, int64_t ky, int64_t kx, int64_t oy,
-                           int64_t ox, int64_t count, float* d) {
+                           int64_t ox, int64_t count, float* d, bool avx2) {
+  static_cast<void>(avx2);  // unused where there is no AVX2 path
   const int64_t iy = oy * g.sh - g.pt + ky * g.dh;
   if (iy < 0 || iy >= g.h) {
     for (int64_t q = 0; q < count; ++q) d[q] = 0.f;
@@ -191,6 +192,10 @@ inline void im2col_segment(const GemmIm2col& g, const float* image, int64_t ky, 
   for (int64_t q = 0; q < q0; ++q) d[q] = 0.f;
   if (g.sw == 1) {
     memcpy(d + q0, row + ix0 + q0, static_cast<size_t>(q1 - q0) * sizeof(float));
+#if KILN_GEMM_X86
+  } else if (g.sw == 2 && avx2 && q1 > q0) {
+    x86::copy_stride2_avx2(row + ix0 + 2 * q0, q1 - q0, g.w - (ix0 + 2 * q0), d + q0);
+#endif
   } else {
     for (int64_t q = q0; q < q1; ++q) d[q] = row[ix0 + q * g.sw];
   }
@@ -201,7 +206,12 @@ inline void im2col_segment(const GemmIm2col& g, const float* image, int64_t ky, 
 // A panel's columns are consecutive output positions, one run per output
 // row they cover; each run is copied from its input row where it lies
 // inside the image.
-void pack_b_im2col(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+void pack_b_im2col(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst, GemmPath path) {
+#if KILN_GEMM_X86
+  const bool avx2 = path != GemmPath::kPortable && x86::has_avx2_fma();
+#else
+  const bool avx2 = false;
+#endif
   const int64_t taps = g.kh * g.kw;
   const int64_t plane = g.h * g.w;
   for (int64_t jr = 0; jr < nc; jr += kGemmNr) {
@@ -214,7 +224,7 @@ void pack_b_im2col(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t j0, int6
       int64_t q = 0, oy = oy0, ox = ox0;
       while (q < nr) {
         const int64_t count = gemm_min(nr - q, g.ow - ox);
-        im2col_segment(g, image, ky, kx, oy, ox, count, d + q);
+        im2col_segment(g, image, ky, kx, oy, ox, count, d + q, avx2);
         q += count;
         ox = 0;
         ++oy;
@@ -327,7 +337,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
       const float* b_block = b.prepacked ? b.data + jc * k + pc * kGemmNr : pack_b_buf;
       const int64_t b_stride = b.prepacked ? kGemmNr * k : kGemmNr * kc;
       if (im2col != nullptr) {
-        pack_b_im2col(*im2col, pc, kc, jc, nc, pack_b_buf);
+        pack_b_im2col(*im2col, pc, kc, jc, nc, pack_b_buf, path);
       } else if (!b.prepacked) {
         pack_b_matrix(b, pc, kc, jc, nc, pack_b_buf);
       }

@@ -120,6 +120,9 @@ void micro_kernel_avx2(int64_t kc, const float* a, const float* b, float* c, int
 void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias,
                        int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
                        bool clamp, float lo, float hi);
+// dst[q] = src[2 * q] for q < count, reading src[0 .. avail) only
+// (avail >= 2 * count - 1): the stride-2 rows of an im2col panel.
+void copy_stride2_avx2(const float* src, int64_t count, int64_t avail, float* dst);
 void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, bool trans_b, float* out);
 // data[i] = clamp(data[i], lo, hi) as apply_activation's RELU (NaN gives
 // lo: `relu`) or CLIP (NaN stays NaN) computes it.
@@ -127,6 +130,11 @@ void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu);
 // Max pooling of one plane (pool.cc); false when the geometry does not fit.
 bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride, int64_t pt,
                    int64_t pl, float* out, int64_t oh, int64_t ow);
+// Softmax of one contiguous row, and LayerNormalization of one row (the
+// statistics in double), as norm.cc's scalar loops compute them (norm_x86.cc).
+void softmax_row_avx2(const float* in, int64_t n, float* out);
+void layer_norm_row_avx2(const float* in, int64_t n, const float* scale, const float* bias, double epsilon,
+                         float* out, float* out_mean, float* out_inv);
 // Winograd F(2x2, 3x3) transforms of eight tiles at a time (winograd.cc).
 void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw,
                          int64_t t_first, int64_t count, float* out, int64_t stride_xi);

@@ -364,6 +364,18 @@ KILN_AVX2 void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const fl
   }
 }
 
+// Eight outputs per step from 16 loaded floats (their even lanes), while
+// the 16 floats lie inside what may be read; the rest one by one.
+KILN_AVX2 void copy_stride2_avx2(const float* src, int64_t count, int64_t avail, float* dst) {
+  int64_t q = 0;
+  for (; q + 8 <= count && 2 * q + 16 <= avail; q += 8) {
+    __m256 even, odd;
+    deinterleave(src + 2 * q, &even, &odd);
+    _mm256_storeu_ps(dst + q, even);
+  }
+  for (; q < count; ++q) dst[q] = src[2 * q];
+}
+
 // out[j] (+)= sum_p a[p] * B(p, j) for one row of A: B transposed (rows of
 // B^T are contiguous: dot products, four accumulators) or not (rows of B
 // scaled and added, eight columns at a time).

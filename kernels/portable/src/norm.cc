@@ -3,6 +3,7 @@
 
 #include <math.h>
 
+#include "gemm.h"
 #include "kernel_util.h"
 #include "portable_kernels.h"
 
@@ -33,6 +34,13 @@ Error run_softmax(const KernelArgs& args) {
   const int64_t inner = dims_product(x, axis + 1, x.rank());
   const float* in = x.data_as<const float>();
   float* out = args.out(0).data_as<float>();
+#if KILN_GEMM_X86
+  if (!kLog && inner == 1 && x86::has_avx2_fma()) {
+    // Contiguous rows: eight lanes at a time.
+    for (int64_t o = 0; o < outer; ++o) x86::softmax_row_avx2(in + o * n, n, out + o * n);
+    return Error::kOk;
+  }
+#endif
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       const float* v = in + o * n * inner + i;
@@ -144,6 +152,15 @@ Error run_layer_norm(const KernelArgs& args) {
   float* mean_out = args.num_outputs == 3 ? args.out(1).data_as<float>() : nullptr;
   float* inv_out = args.num_outputs == 3 ? args.out(2).data_as<float>() : nullptr;
   const double eps = static_cast<double>(p->epsilon());
+#if KILN_GEMM_X86
+  if (x86::has_avx2_fma()) {
+    for (int64_t o = 0; o < outer; ++o) {
+      x86::layer_norm_row_avx2(in + o * inner, inner, scale, bias, eps, out + o * inner,
+                               mean_out != nullptr ? mean_out + o : nullptr, inv_out != nullptr ? inv_out + o : nullptr);
+    }
+    return Error::kOk;
+  }
+#endif
   for (int64_t o = 0; o < outer; ++o) {
     const float* row = in + o * inner;
     float* dst = out + o * inner;
