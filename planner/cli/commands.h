@@ -16,6 +16,7 @@ int cmd_plan(const Argv& argv);
 int cmd_run(const Argv& argv);
 int cmd_inspect(const Argv& argv);
 int cmd_verify(const Argv& argv);
+int cmd_memplan(const Argv& argv);
 
 // "1,234,567"
 std::string group_digits(uint64_t value);

@@ -19,6 +19,7 @@ constexpr const char* kUsage =
     "  run PROGRAM.kiln --input FILE run a program on .npy or .pb inputs\n"
     "  inspect PROGRAM.kiln [--json] show arenas, tensors, instructions and delegates\n"
     "  verify PROGRAM.kiln           check a program's memory plan independently\n"
+    "  memplan INTERVALS.csv         plan a bare interval set (memory planner benchmark)\n"
     "\n"
     "`kiln <command> --help` describes each command's options.\n";
 
@@ -32,6 +33,7 @@ constexpr Command kCommands[] = {
     {"run", kiln::planner::cli::cmd_run},
     {"inspect", kiln::planner::cli::cmd_inspect},
     {"verify", kiln::planner::cli::cmd_verify},
+    {"memplan", kiln::planner::cli::cmd_memplan},
 };
 
 }  // namespace
