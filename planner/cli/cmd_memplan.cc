@@ -67,9 +67,9 @@ int cmd_memplan(const Argv& argv) {
   }
 
   memory::IntervalFile file = memory::read_interval_csv(
-      path, args.has("--inclusive")   ? memory::Lifetimes::kInclusive
-            : args.has("--half-open") ? memory::Lifetimes::kHalfOpen
-                                      : memory::Lifetimes::kDetect);
+      path, args.has("--inclusive")   ? memory::LifetimeConvention::kInclusive
+            : args.has("--half-open") ? memory::LifetimeConvention::kHalfOpen
+                                      : memory::LifetimeConvention::kDetect);
   file.problem.alignment = static_cast<uint64_t>(alignment);
   const memory::Problem& problem = file.problem;
 

@@ -208,7 +208,7 @@ std::vector<uint64_t> greedy_offsets(const Instance& in, bool best_fit) {
   // Instance buffers keep Problem order: the index breaks the last tie.
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     const size_t x = static_cast<size_t>(a), y = static_cast<size_t>(b);
-    if (in.size[x] != in.size[y]) return in.size[x] > in.size[y];
+    if (in.bytes[x] != in.bytes[y]) return in.bytes[x] > in.bytes[y];
     return in.begin[x] < in.begin[y];
   });
   std::vector<uint64_t> offsets(n, 0);

@@ -23,6 +23,7 @@ Instance make_instance(const Problem& problem) {
     in.original.push_back(static_cast<int>(i));
     const uint64_t units = (b.size + align - 1) / align;
     in.size.push_back(units);
+    in.bytes.push_back(b.size);
     gcd = std::gcd(gcd, units);
     begin.push_back(b.begin);
     // An empty lifetime still needs bytes while it is written: one moment.

@@ -37,6 +37,7 @@ struct Instance {
   // Buffers with a size, in Problem order.
   std::vector<int> original;      // index into Problem::buffers
   std::vector<uint64_t> size;     // units
+  std::vector<uint64_t> bytes;    // the Problem's size (greedy orders by it)
   std::vector<int> first, last;   // section range [first, last)
   std::vector<int64_t> begin;     // first moment alive, in the Problem's time
   std::vector<int64_t> width;     // lifetime length in the Problem's time

@@ -38,7 +38,7 @@ T parse_number(const std::string& field, const std::string& what, const std::str
 
 }  // namespace
 
-IntervalFile parse_interval_csv(const std::string& text, const std::string& name, Lifetimes lifetimes) {
+IntervalFile parse_interval_csv(const std::string& text, const std::string& name, LifetimeConvention lifetimes) {
   IntervalFile file;
   std::istringstream in(text);
   std::string line;
@@ -66,7 +66,7 @@ IntervalFile parse_interval_csv(const std::string& text, const std::string& name
       }
       const bool says_inclusive = names.find("incl") != std::string::npos || names.find("last") != std::string::npos ||
                                   names.find("first") != std::string::npos;
-      file.inclusive = lifetimes == Lifetimes::kInclusive || (lifetimes == Lifetimes::kDetect && says_inclusive);
+      file.inclusive = lifetimes == LifetimeConvention::kInclusive || (lifetimes == LifetimeConvention::kDetect && says_inclusive);
       continue;
     }
     if (fields.size() != columns) fail(where, ": expected ", columns, " fields, got ", fields.size());
@@ -88,7 +88,7 @@ IntervalFile parse_interval_csv(const std::string& text, const std::string& name
   return file;
 }
 
-IntervalFile read_interval_csv(const std::string& path, Lifetimes lifetimes) {
+IntervalFile read_interval_csv(const std::string& path, LifetimeConvention lifetimes) {
   return parse_interval_csv(read_file(path), path, lifetimes);
 }
 

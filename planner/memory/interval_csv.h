@@ -27,12 +27,12 @@ struct IntervalFile {
   std::optional<std::vector<uint64_t>> offsets;
 };
 
-enum class Lifetimes { kDetect, kHalfOpen, kInclusive };
+enum class LifetimeConvention { kDetect, kHalfOpen, kInclusive };
 
 // Throws PlanError naming the file and line of a malformed row.
 IntervalFile parse_interval_csv(const std::string& text, const std::string& name,
-                                Lifetimes lifetimes = Lifetimes::kDetect);
-IntervalFile read_interval_csv(const std::string& path, Lifetimes lifetimes = Lifetimes::kDetect);
+                                LifetimeConvention lifetimes = LifetimeConvention::kDetect);
+IntervalFile read_interval_csv(const std::string& path, LifetimeConvention lifetimes = LifetimeConvention::kDetect);
 
 // "id,offset\n" then one row per buffer.
 std::string plan_csv(const IntervalFile& file, const Solution& solution);

@@ -823,7 +823,7 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
       const size_t x = static_cast<size_t>(a), y = static_cast<size_t>(b);
-      if (in.size[x] != in.size[y]) return in.size[x] > in.size[y];
+      if (in.bytes[x] != in.bytes[y]) return in.bytes[x] > in.bytes[y];
       return in.width[x] > in.width[y];
     });
     std::vector<uint64_t> long_first = first_fit_in_order(in, order);
