@@ -49,8 +49,13 @@
 //      floor (ties by rank), without backtracking. Floors come from a
 //      segment tree over sections; a heap keyed by possibly stale floors
 //      holds the candidates (a popped entry whose floor rose goes back in
-//      line). Parts too large to search (their overlap lists would not fit)
-//      get only dives.
+//      line).
+//   7. Parts too large to search whole (their overlap lists would not fit):
+//      the top of the part's plan is re-planned instead. The k buffers that
+//      end highest are taken out, the rest stay (each below the removed
+//      buffers it overlaps) and their ends become floors; the top is dived
+//      again with every order and, when small enough, searched as in 4-5.
+//      k doubles until the arena goes down; then it starts over.
 //
 // Single-threaded. Deterministic for a given problem and options, unless the
 // wall-clock limit stops the dives or the search.
@@ -91,18 +96,18 @@ uint64_t mix(uint64_t x) {
 }
 
 // rank[i] for the part-local buffers i.
-std::vector<int> make_rank(const Instance& in, const Instance::Part& part, const char* keys) {
-  const size_t m = part.buffers.size();
+std::vector<int> make_rank(const Instance& in, const std::vector<int>& buffers, const char* keys) {
+  const size_t m = buffers.size();
   std::vector<uint64_t> total(m, 0);
   for (size_t i = 0; i < m; ++i) {
-    const size_t b = static_cast<size_t>(part.buffers[i]);
+    const size_t b = static_cast<size_t>(buffers[i]);
     for (int s = in.first[b]; s < in.last[b]; ++s) total[i] = std::max(total[i], in.section_total[static_cast<size_t>(s)]);
   }
   std::vector<int> order(m);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int x, int y) {
-    const size_t a = static_cast<size_t>(part.buffers[static_cast<size_t>(x)]);
-    const size_t b = static_cast<size_t>(part.buffers[static_cast<size_t>(y)]);
+    const size_t a = static_cast<size_t>(buffers[static_cast<size_t>(x)]);
+    const size_t b = static_cast<size_t>(buffers[static_cast<size_t>(y)]);
     for (const char* k = keys; *k != 0; ++k) {
       switch (*k) {
         case 'T':
@@ -178,13 +183,34 @@ class FloorTree {
   std::vector<uint64_t> tag_;  // a raise of the whole subtree
 };
 
+// A set of buffers planned together: a part, or the top of a part's plan
+// above buffers frozen below it, whose ends become per-buffer floors.
+// Sections are numbered from first_section.
+struct Subset {
+  std::vector<int> buffers;       // instance indices
+  int first_section = 0, last_section = 0;
+  std::vector<uint64_t> floors;   // per buffer; empty: all 0
+};
+
+Subset whole(const Instance::Part& part) {
+  Subset s;
+  s.buffers = part.buffers;
+  s.first_section = part.first_section;
+  s.last_section = part.last_section;
+  return s;
+}
+
 // Step 5: offsets (units) of the part-local buffers.
 // Empty when `deadline` passes first.
-std::vector<uint64_t> skyline_dive(const Instance& in, const Instance::Part& part, const std::vector<int>& rank,
+std::vector<uint64_t> skyline_dive(const Instance& in, const Subset& part, const std::vector<int>& rank,
                                    Clock::time_point deadline) {
   const size_t m = part.buffers.size();
   const int base = part.first_section;
   FloorTree floors(part.last_section - part.first_section);
+  auto floor_of = [&](size_t local, size_t b) {
+    const uint64_t f = floors.max(in.first[b] - base, in.last[b] - base);
+    return part.floors.empty() ? f : std::max(f, part.floors[local]);
+  };
   struct Entry {
     uint64_t floor;
     int rank;
@@ -193,7 +219,9 @@ std::vector<uint64_t> skyline_dive(const Instance& in, const Instance::Part& par
   };
   std::vector<Entry> storage;
   storage.reserve(m);
-  for (size_t i = 0; i < m; ++i) storage.push_back({0, rank[i], static_cast<int>(i)});
+  for (size_t i = 0; i < m; ++i) {
+    storage.push_back({part.floors.empty() ? 0 : part.floors[i], rank[i], static_cast<int>(i)});
+  }
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap(std::greater<Entry>(), std::move(storage));
   std::vector<uint64_t> offsets(m, 0);
   for (uint64_t pops = 1; !heap.empty(); ++pops) {
@@ -201,7 +229,7 @@ std::vector<uint64_t> skyline_dive(const Instance& in, const Instance::Part& par
     Entry e = heap.top();
     heap.pop();
     const size_t b = static_cast<size_t>(part.buffers[static_cast<size_t>(e.local)]);
-    const uint64_t floor = floors.max(in.first[b] - base, in.last[b] - base);
+    const uint64_t floor = floor_of(static_cast<size_t>(e.local), b);
     // Stale: its floor rose since it was pushed. Unless it still comes
     // first with its true floor, it goes back in line.
     if (floor != e.floor && !heap.empty() && Entry{floor, e.rank, e.local} > heap.top()) {
@@ -240,7 +268,7 @@ struct Budget {
 
 // Overlapping pairs and (buffer, section) memberships of a part, counted
 // without listing them, to decide whether a search fits in memory.
-std::pair<uint64_t, uint64_t> search_size(const Instance& in, const Instance::Part& part) {
+std::pair<uint64_t, uint64_t> search_size(const Instance& in, const Subset& part) {
   const size_t sections = static_cast<size_t>(part.last_section - part.first_section);
   std::vector<int64_t> alive(sections + 1, 0), born(sections, 0);
   uint64_t memberships = 0;
@@ -266,7 +294,8 @@ std::pair<uint64_t, uint64_t> search_size(const Instance& in, const Instance::Pa
 // numbered from the part's first.
 class PartSearch {
  public:
-  PartSearch(const Instance& in, const Instance::Part& part) : m_(part.buffers.size()) {
+  PartSearch(const Instance& in, const Subset& part) : m_(part.buffers.size()), initial_floor_(part.floors) {
+    if (initial_floor_.empty()) initial_floor_.assign(m_, 0);
     const int base = part.first_section;
     sections_ = part.last_section - part.first_section;
     size_.resize(m_);
@@ -333,7 +362,7 @@ class PartSearch {
     budget_ = &budget;
     offset_.assign(m_, kUnplaced);
     solution_.assign(m_, 0);
-    floor_.assign(m_, 0);
+    floor_ = initial_floor_;
     degree_.resize(m_);
     for (size_t i = 0; i < m_; ++i) degree_[i] = static_cast<int>(overlap_begin_[i + 1] - overlap_begin_[i]);
     total_ = section_total_;
@@ -352,7 +381,10 @@ class PartSearch {
       for (size_t k = 0; k < 2 * m_; ++k) zobrist_.push_back(mix(k));
     }
     hash_ = mix(capacity);
-    for (size_t i = 0; i < m_; ++i) hash_ ^= floor_key(i, 0);
+    for (size_t i = 0; i < m_; ++i) {
+      hash_ ^= floor_key(i, floor_[i]);
+      if (floor_[i] + size_[i] > capacity) return Outcome::kInfeasible;
+    }
     if (failures_.empty()) failures_.resize(kFailureSlots);
     std::fill(failures_.begin(), failures_.end(), Failure{});
     solved_.clear();
@@ -366,7 +398,7 @@ class PartSearch {
     root.first_section = 0;
     root.last_section = sections_;
     std::iota(position_.begin(), position_.end(), 0);
-    if (dfs(root, 0, -1, 0)) {
+    if (decompose(root, 0, -1, 0)) {
       out_offsets = solution_;
       return Outcome::kFound;
     }
@@ -741,6 +773,7 @@ class PartSearch {
   static constexpr size_t kMaxSolvedGroups = 100000;
 
   size_t m_;
+  std::vector<uint64_t> initial_floor_;
   int sections_ = 0;
   std::vector<uint64_t> size_;
   std::vector<int> first_, last_;
@@ -849,6 +882,7 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
     uint64_t arena = 0;
     uint64_t lower = 0;
     bool searched = false;
+    bool too_large = false;  // only its top is re-planned
     int rounds = 0;
     std::unique_ptr<PartSearch> search;
     std::vector<std::vector<int>> ranks;
@@ -894,7 +928,7 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
     for (int k = 0; k < kNumPreorders && parts[p].arena > target(); ++k) {
       if (k > 0 && budget.exhausted()) break;
       const int h = kDiveOrder[k];
-      std::vector<uint64_t> dive = skyline_dive(in, in.parts[p], make_rank(in, in.parts[p], kPreorders[h]),
+      std::vector<uint64_t> dive = skyline_dive(in, whole(in.parts[p]), make_rank(in, in.parts[p].buffers, kPreorders[h]),
                                                 k == 0 ? Clock::time_point::max() : budget.deadline);
       if (!dive.empty()) accept(p, std::move(dive));
     }
@@ -913,6 +947,71 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
     return Probe::kGaveUp;
   };
   constexpr uint64_t kFirstBudget = 1000;
+
+  // Step 7: re-plan the top of a large part's plan. True when the part's
+  // arena went down.
+  auto replan_top = [&](size_t p, int attempt) {
+    PartState& ps = parts[p];
+    const Instance::Part& part = in.parts[p];
+    const size_t m = part.buffers.size();
+    std::vector<uint64_t> top(m);
+    for (size_t i = 0; i < m; ++i) top[i] = ps.offsets[i] + in.size[static_cast<size_t>(part.buffers[i])];
+    std::vector<size_t> by_top(m);
+    std::iota(by_top.begin(), by_top.end(), 0);
+    std::stable_sort(by_top.begin(), by_top.end(), [&](size_t a, size_t b) { return top[a] > top[b]; });
+    for (size_t k = 64; !budget.exhausted(); k *= 2) {
+      k = std::min(k, m);
+      const uint64_t frozen_top = k < m ? top[by_top[k]] : 0;
+      std::vector<size_t> local;
+      Subset sub;
+      sub.first_section = part.last_section;
+      sub.last_section = part.first_section;
+      for (size_t i = 0; i < m; ++i) {
+        if (top[i] <= frozen_top) continue;
+        const size_t b = static_cast<size_t>(part.buffers[i]);
+        local.push_back(i);
+        sub.buffers.push_back(static_cast<int>(b));
+        sub.first_section = std::min(sub.first_section, in.first[b]);
+        sub.last_section = std::max(sub.last_section, in.last[b]);
+      }
+      FloorTree frozen(part.last_section - part.first_section);
+      for (size_t i = 0; i < m; ++i) {
+        if (top[i] > frozen_top) continue;
+        const size_t b = static_cast<size_t>(part.buffers[i]);
+        frozen.raise(in.first[b] - part.first_section, in.last[b] - part.first_section, top[i]);
+      }
+      for (int b : sub.buffers) {
+        const size_t bi = static_cast<size_t>(b);
+        sub.floors.push_back(frozen.max(in.first[bi] - part.first_section, in.last[bi] - part.first_section));
+      }
+      auto try_top = [&](const std::vector<uint64_t>& offsets) {
+        std::vector<uint64_t> plan = ps.offsets;
+        for (size_t j = 0; j < local.size(); ++j) plan[local[j]] = offsets[j];
+        const uint64_t before = ps.arena;
+        accept(p, std::move(plan));
+        return ps.arena < before;
+      };
+      for (int h : kDiveOrder) {
+        std::vector<uint64_t> dive = skyline_dive(in, sub, make_rank(in, sub.buffers, kPreorders[h]), budget.deadline);
+        if (!dive.empty() && try_top(dive)) return true;
+        if (budget.exhausted()) return false;
+      }
+      const auto [pairs, memberships] = search_size(in, sub);
+      if (pairs <= kMaxSearchPairs && memberships <= kMaxSearchMemberships) {
+        PartSearch search(in, sub);
+        const std::vector<int> rank = make_rank(in, sub.buffers, kPreorders[attempt % kNumPreorders]);
+        const uint64_t nodes = kFirstBudget << std::min(attempt, 20);
+        // The goal first, then bisection up to the arena.
+        for (uint64_t c = target(); c < ps.arena && !budget.exhausted(); c += (ps.arena - c + 1) / 2) {
+          std::vector<uint64_t> found;
+          if (search.run(c, rank, nodes, budget, found) == Outcome::kFound && try_top(found)) return true;
+        }
+      }
+      if (k == m) break;
+    }
+    return false;
+  };
+
   while (!budget.exhausted()) {
     size_t p = 0;
     for (size_t q = 1; q < num_parts; ++q) {
@@ -921,11 +1020,18 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
     const uint64_t goal = target();
     if (num_parts == 0 || parts[p].arena <= goal) break;
     PartState& ps = parts[p];
+    if (ps.too_large) {
+      if (!replan_top(p, ps.rounds++)) break;
+      continue;
+    }
     if (!ps.search) {
-      const auto [pairs, memberships] = search_size(in, in.parts[p]);
-      if (pairs > kMaxSearchPairs || memberships > kMaxSearchMemberships) break;  // dives only
-      ps.search = std::make_unique<PartSearch>(in, in.parts[p]);
-      for (int h = 0; h < kNumPreorders; ++h) ps.ranks.push_back(make_rank(in, in.parts[p], kPreorders[h]));
+      const auto [pairs, memberships] = search_size(in, whole(in.parts[p]));
+      if (pairs > kMaxSearchPairs || memberships > kMaxSearchMemberships) {
+        ps.too_large = true;
+        continue;
+      }
+      ps.search = std::make_unique<PartSearch>(in, whole(in.parts[p]));
+      for (int h = 0; h < kNumPreorders; ++h) ps.ranks.push_back(make_rank(in, in.parts[p].buffers, kPreorders[h]));
     }
     // A round: the goal with the round's budget, then, if that fails,
     // bisection between the highest capacity that failed and the arena
