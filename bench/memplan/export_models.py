@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Exports the real models of the memory planner benchmark to ONNX with
 Debian's python3-torch: torchvision's mobilenet_v2 and resnet18 (random
 weights from a fixed seed, batch 1, 3x224x224) and one transformer encoder

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Memory planner benchmark: every interval set of the shared memplan data
 (MiniMalloc's challenging instances, real traces from MindSpore SOMAS,
 IOPDDL and IREE, and the small test cases), then the plans of real models
