@@ -11,14 +11,18 @@
 //      result is never worse than greedy.
 //   3. Skyline dives per part (step 6), one per buffer order, until the part
 //      meets the target (the largest proven lower bound of any part).
-//   4. Probes on the part that sets the arena, in rounds: first capacity C =
-//      the target; if that search runs out of nodes, bisect between the
-//      highest C that failed and the part's arena with a quarter of the
-//      nodes. A plan found lowers the arena to its own size; a search that
-//      exhausts its tree proves C infeasible and raises that part's lower
-//      bound; a round that runs out says nothing. Every round uses the next
-//      buffer order; budgets double when all orders had one. It stops at
-//      the lower bound, or when time or nodes run out.
+//   4. Probes on the part that sets the arena, in rounds that alternate:
+//      full rounds probe capacity C = the target and, if that search runs
+//      out of nodes, bisect between the highest C that failed and the part's
+//      arena with a quarter of the nodes; restarts probe the target alone
+//      with a small budget and the children of the first two levels in a
+//      seeded random order (tight searches are heavy-tailed: many short
+//      tries often beat one long one). A plan found lowers the arena to its
+//      own size; a search that exhausts its tree proves C infeasible and
+//      raises that part's lower bound; one that runs out says nothing.
+//      Every round uses the next buffer order; full rounds double their
+//      budget when all orders had one. It stops at the lower bound, or when
+//      time or nodes run out.
 //   5. Feasibility at C: depth-first branch and bound over canonical
 //      placements (the scheme of MiniMalloc, ASPLOS 2023, extended):
 //        - canonical form: a buffer is only placed at its floor (the highest
@@ -354,8 +358,10 @@ class PartSearch {
   }
 
   // Looks for offsets within `capacity` (units). kFound fills out_offsets.
+  // A nonzero `shuffle` seeds the order of the children near the root.
   Outcome run(uint64_t capacity, const std::vector<int>& rank, uint64_t node_budget, Budget& budget,
-              std::vector<uint64_t>& out_offsets) {
+              std::vector<uint64_t>& out_offsets, uint64_t shuffle = 0) {
+    shuffle_seed_ = shuffle;
     capacity_ = capacity;
     rank_ = &rank;
     node_budget_ = node_budget;
@@ -531,6 +537,14 @@ class PartSearch {
       return fa != fb ? fa < fb : rank[static_cast<size_t>(a)] < rank[static_cast<size_t>(b)];
     });
     const size_t pool_end = pool_.size();
+    if (shuffle_seed_ != 0 && level < kShuffleDepth && pool_end - pool_begin > 1) {
+      // A restart takes the children of its first levels in a seeded
+      // random order (Fisher-Yates).
+      for (size_t k = pool_end - 1; k > pool_begin; --k) {
+        const uint64_t r = mix(shuffle_seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(level) * 1000003 + k);
+        std::swap(pool_[k], pool_[pool_begin + r % (k - pool_begin + 1)]);
+      }
+    }
     bool found = false;
     for (size_t k = pool_begin; k < pool_end && !found && !gave_up_; ++k) {
       const int u = pool_[k];
@@ -772,6 +786,10 @@ class PartSearch {
   static constexpr size_t kFailureSlots = size_t{1} << 18;
   static constexpr size_t kMaxSolvedGroups = 100000;
 
+  // Levels whose children a restart shuffles: deep enough to change the
+  // early decisions, shallow enough to keep the heuristic's order below.
+  static constexpr int kShuffleDepth = 2;
+
   size_t m_;
   std::vector<uint64_t> initial_floor_;
   int sections_ = 0;
@@ -787,6 +805,7 @@ class PartSearch {
   std::vector<int> cut_total_;  // buffers crossing boundary s | s+1
 
   uint64_t capacity_ = 0;
+  uint64_t shuffle_seed_ = 0;
   const std::vector<int>* rank_ = nullptr;
   uint64_t node_budget_ = 0;
   Budget* budget_ = nullptr;
@@ -936,17 +955,20 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
 
   // Step 3: probe capacities on the part that sets the arena.
   enum class Probe { kFound, kInfeasible, kGaveUp };
-  auto probe = [&](size_t p, uint64_t capacity, uint64_t nodes, int heuristic) {
+  auto probe = [&](size_t p, uint64_t capacity, uint64_t nodes, int heuristic, uint64_t shuffle = 0) {
     PartState& ps = parts[p];
     std::vector<uint64_t> found;
-    switch (ps.search->run(capacity, ps.ranks[static_cast<size_t>(heuristic % kNumPreorders)], nodes, budget, found)) {
+    switch (ps.search->run(capacity, ps.ranks[static_cast<size_t>(heuristic % kNumPreorders)], nodes, budget, found,
+                           shuffle)) {
       case Outcome::kFound: accept(p, std::move(found)); return Probe::kFound;
       case Outcome::kInfeasible: ps.lower = std::max(ps.lower, capacity + 1); return Probe::kInfeasible;
       case Outcome::kGaveUp: break;
     }
     return Probe::kGaveUp;
   };
+  // Node budgets: enough for a few descents of the part at least.
   constexpr uint64_t kFirstBudget = 1000;
+  constexpr uint64_t kRestartBudget = 1000;
 
   // Step 7: re-plan the top of a large part's plan. True when the part's
   // arena went down.
@@ -1033,17 +1055,26 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
       ps.search = std::make_unique<PartSearch>(in, whole(in.parts[p]));
       for (int h = 0; h < kNumPreorders; ++h) ps.ranks.push_back(make_rank(in, in.parts[p].buffers, kPreorders[h]));
     }
-    // A round: the goal with the round's budget, then, if that fails,
-    // bisection between the highest capacity that failed and the arena
-    // with a quarter of it. Budgets double after every preorder had one.
+    // Odd rounds are restarts: the goal alone, with a small fixed budget
+    // and the first levels shuffled (searches at a tight capacity are
+    // heavy-tailed: many short tries beat one long one). Even rounds: the
+    // goal with the round's budget, then, if that fails, bisection between
+    // the highest capacity that failed and the arena with a quarter of it;
+    // those budgets double after every preorder had one.
     const int round = ps.rounds++;
-    const uint64_t nodes = kFirstBudget << std::min(round / kNumPreorders, 30);
-    const Probe r = probe(p, goal, nodes, round);
+    const uint64_t descent = 2 * in.parts[p].buffers.size();
+    if (round % 2 == 1) {
+      probe(p, goal, std::max(kRestartBudget, descent), round / 2, static_cast<uint64_t>(round));
+      continue;
+    }
+    const int full = round / 2;
+    const uint64_t nodes = std::max(kFirstBudget, descent) << std::min(full / kNumPreorders, 30);
+    const Probe r = probe(p, goal, nodes, full);
     if (r != Probe::kGaveUp) continue;
     uint64_t failed = goal;
     while (ps.arena > failed + 1 && !budget.exhausted()) {
       const uint64_t c = failed + (ps.arena - failed) / 2;
-      if (probe(p, c, std::max(kFirstBudget, nodes / 4), round) != Probe::kFound) failed = c;
+      if (probe(p, c, std::max(kFirstBudget, nodes / 4), full) != Probe::kFound) failed = c;
     }
   }
 
