@@ -392,7 +392,10 @@ class PartSearch {
       if (floor_[i] + size_[i] > capacity) return Outcome::kInfeasible;
     }
     if (failures_.empty()) failures_.resize(kFailureSlots);
-    std::fill(failures_.begin(), failures_.end(), Failure{});
+    if (++run_ == 0) {
+      std::fill(failures_.begin(), failures_.end(), Failure{});
+      run_ = 1;
+    }
     solved_.clear();
     for (uint64_t t : total_) {
       if (t > capacity) return Outcome::kInfeasible;
@@ -508,7 +511,8 @@ class PartSearch {
   bool expand(Context& cx, uint64_t last_offset, int last_rank, int level) {
     const uint64_t key = context_key(cx);
     Failure& slot = failures_[key & (failures_.size() - 1)];
-    if (slot.key == key && (slot.offset < last_offset || (slot.offset == last_offset && slot.rank <= last_rank))) {
+    if (slot.run == run_ && slot.key == key &&
+        (slot.offset < last_offset || (slot.offset == last_offset && slot.rank <= last_rank))) {
       return false;
     }
     const std::vector<int>& rank = *rank_;
@@ -560,8 +564,8 @@ class PartSearch {
     pool_.resize(pool_begin);
     if (!found && !gave_up_) {
       Failure& f = failures_[key & (failures_.size() - 1)];
-      if (f.key != key || last_offset < f.offset || (last_offset == f.offset && last_rank < f.rank)) {
-        f = Failure{key, last_offset, last_rank};
+      if (f.run != run_ || f.key != key || last_offset < f.offset || (last_offset == f.offset && last_rank < f.rank)) {
+        f = Failure{key, last_offset, last_rank, run_};
       }
     }
     return found;
@@ -782,6 +786,7 @@ class PartSearch {
     uint64_t key = 0;
     uint64_t offset = 0;
     int rank = 0;
+    uint32_t run = 0;  // entries of earlier runs (other capacity or order) are void
   };
   static constexpr size_t kFailureSlots = size_t{1} << 18;
   static constexpr size_t kMaxSolvedGroups = 100000;
@@ -831,6 +836,7 @@ class PartSearch {
   std::vector<uint64_t> zobrist_;
   uint64_t hash_ = 0;
   std::vector<Failure> failures_;
+  uint32_t run_ = 0;
   std::unordered_map<uint64_t, std::vector<std::pair<int, uint64_t>>> solved_;  // group plans
 };
 
