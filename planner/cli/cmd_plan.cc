@@ -1,11 +1,13 @@
 // kiln plan: ONNX model -> .kiln program, with a memory summary.
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <set>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "emit/emitter.h"
@@ -13,6 +15,7 @@
 #include "lower/lowerer.h"
 #include "onnx/import.h"
 #include "pipeline.h"
+#include "report/plan_report.h"
 
 namespace kiln::planner::cli {
 namespace {
@@ -28,6 +31,7 @@ constexpr const char* kHelp =
     "  --freeze NAME=FILE         replace input NAME by the constant in FILE (.npy or .pb)\n"
     "  --algo NAME                memory planning: auto (default), search, best-fit, first-fit, naive\n"
     "  --time-limit SEC           time budget of the memory search (default 10)\n"
+    "  --report DIR               also write DIR/plan.json and DIR/memory.svg (the memory plan)\n"
     "  --alignment BYTES          arena alignment (default 64)\n"
     "  --plan-io                  also reserve arena memory for inputs and outputs\n"
     "  --inplace-ops LIST         ONNX ops whose outputs may reuse a dying input's bytes\n"
@@ -121,19 +125,31 @@ void print_summary(const std::string& model, const std::string& output, const Pl
                   "their producer\n", result.fuse.batch_norms_folded, result.fuse.biases_fused,
                   result.fuse.activations_fused);
     }
-    std::printf("  %-5s %-8s %-9s %14s %14s %7s  %s\n", "arena", "device", "kind", "size", "lower bound", "ratio",
-                "algorithm");
+    std::printf("  %-5s %-8s %-9s %14s %14s %7s %14s  %s\n", "arena", "device", "kind", "size", "lower bound",
+                "ratio", "first fit", "algorithm");
     for (size_t a = 0; a < m.arenas.size(); ++a) {
       const LArena& arena = m.arenas[a];
-      const double ratio = arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0;
-      std::printf("  %-5zu %-8s %-9s %14s %14s %7.4f  %s\n", a, device_str(arena.device).c_str(),
-                  arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary",
-                  group_digits(arena.size).c_str(), group_digits(arena.lower_bound).c_str(), ratio,
-                  arena.algorithm.c_str());
+      const double ratio =
+          arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0;
+      std::printf("  %-5zu %-8s %-9s %14s %14s %7.4f %14s  %s%s\n", a, device_str(arena.device).c_str(),
+                  arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary", group_digits(arena.size).c_str(),
+                  group_digits(arena.lower_bound).c_str(), ratio, group_digits(arena.first_fit).c_str(),
+                  arena.algorithm.c_str(), arena.optimal ? ", optimal" : "");
       if (arena.peak_instruction >= 0 && static_cast<size_t>(arena.peak_instruction) < m.instructions.size()) {
         const LInstruction& peak = m.instructions[static_cast<size_t>(arena.peak_instruction)];
-        std::printf("        peak at instruction %d (%s '%s')\n", arena.peak_instruction,
-                    peak.kind == LInstruction::Kind::kCopy ? "copy" : peak.op.c_str(), peak.name.c_str());
+        std::printf("        peak at instruction %d (%s '%s'), %zu tensors live:", arena.peak_instruction,
+                    peak.kind == LInstruction::Kind::kCopy ? "copy" : peak.op.c_str(), peak.name.c_str(),
+                    arena.peak_tensors.size());
+        // The largest few, by size.
+        std::vector<int> live = arena.peak_tensors;
+        std::stable_sort(live.begin(), live.end(), [&](int x, int y) {
+          return m.tensors[static_cast<size_t>(x)].nbytes() > m.tensors[static_cast<size_t>(y)].nbytes();
+        });
+        for (size_t k = 0; k < live.size() && k < 4; ++k) {
+          const LTensor& t = m.tensors[static_cast<size_t>(live[k])];
+          std::printf("%s '%s' %s", k == 0 ? "" : ",", t.name.c_str(), group_digits(t.nbytes()).c_str());
+        }
+        std::printf("%s\n", live.size() > 4 ? ", ..." : "");
       }
     }
   }
@@ -146,7 +162,7 @@ int cmd_plan(const Argv& argv) {
                          {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
                          {"--inplace-ops", true}, {"--no-inplace", false}, {"--target", true},
                          {"--device-count", true}, {"--place", true}, {"--device-io", false}, {"--no-packing", false},
-                         {"--help", false}});
+                         {"--report", true}, {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     return 0;
@@ -206,9 +222,24 @@ int cmd_plan(const Argv& argv) {
     options.inplace.ops = ops;
   }
 
+  SearchProgress progress(model);
+  options.memory.solve.progress = progress.callback();
   const PlanResult result = plan_onnx_file(model, options);
+  progress.finish();
   write_file_atomic(output, result.bytes);
+  if (args.has("--report")) {
+    PlanFacts facts;
+    facts.outputs_in_place = result.inplace.outputs_in_place;
+    facts.views = result.inplace.views;
+    facts.arena_bytes_without_inplace = result.arena_bytes_without_inplace;
+    facts.round_trips_removed = result.round_trips_removed;
+    write_plan_report(result.program, args.get("--report"), facts);
+  }
   print_summary(model, output, result);
+  if (args.has("--report")) {
+    std::printf("  report:      %s/plan.json, %s/memory.svg\n", args.get("--report").c_str(),
+                args.get("--report").c_str());
+  }
   return 0;
 }
 

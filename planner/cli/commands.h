@@ -17,6 +17,7 @@ int cmd_run(const Argv& argv);
 int cmd_inspect(const Argv& argv);
 int cmd_verify(const Argv& argv);
 int cmd_pack(const Argv& argv);
+int cmd_memplan(const Argv& argv);
 
 // "1,234,567"
 std::string group_digits(uint64_t value);

@@ -23,6 +23,7 @@ constexpr const char* kUsage =
     "  verify PROGRAM.kiln           check a program's memory plan independently\n"
     "  pack PROGRAM.kiln --c-array NAME -o DIR\n"
     "                                write the program as C source and a header of buffer sizes\n"
+    "  memplan INTERVALS.csv         plan a bare interval set (memory planner benchmark)\n"
     "\n"
     "`kiln <command> --help` describes each command's options.\n";
 
@@ -53,6 +54,7 @@ constexpr Command kCommands[] = {
     {"inspect", kiln::planner::cli::cmd_inspect},
     {"verify", kiln::planner::cli::cmd_verify},
     {"pack", kiln::planner::cli::cmd_pack},
+    {"memplan", kiln::planner::cli::cmd_memplan},
 };
 
 }  // namespace

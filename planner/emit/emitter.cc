@@ -104,9 +104,6 @@ uint32_t operator_index(std::vector<std::unique_ptr<fb::OperatorT>>& operators, 
   return static_cast<uint32_t>(operators.size() - 1);
 }
 
-bool is_device_kernel(const LInstruction& ins) {
-  return ins.kind == LInstruction::Kind::kKernel && ins.device.type() != fb::DeviceType::CPU;
-}
 
 // Emits instructions [begin, end) of `method`, all kernels on one device, as
 // one delegate and the call of it.
@@ -174,6 +171,17 @@ void emit_delegate(const LMethod& method, size_t begin, size_t end, fb::MethodT&
 }
 
 }  // namespace
+
+bool is_device_kernel(const LInstruction& ins) {
+  return ins.kind == LInstruction::Kind::kKernel && ins.device.type() != fb::DeviceType::CPU;
+}
+
+size_t delegate_run_end(const std::vector<LInstruction>& list, size_t begin) {
+  if (begin >= list.size() || !is_device_kernel(list[begin])) return begin;
+  size_t end = begin + 1;
+  while (end < list.size() && is_device_kernel(list[end]) && same_device(list[end].device, list[begin].device)) ++end;
+  return end;
+}
 
 uint64_t method_bookkeeping_bytes(const fb::MethodT& method) {
   abi::MethodCounts counts;
@@ -243,9 +251,7 @@ std::string emit_program(const LProgram& program) {
     const auto& list = method.instructions;
     for (size_t k = 0; k < list.size();) {
       const LInstruction& ins = list[k];
-      if (is_device_kernel(ins)) {
-        size_t end = k + 1;
-        while (end < list.size() && is_device_kernel(list[end]) && same_device(list[end].device, ins.device)) ++end;
+      if (const size_t end = delegate_run_end(list, k); end > k) {
         emit_delegate(method, k, end, *m);
         k = end;
         continue;

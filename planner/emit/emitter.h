@@ -12,6 +12,7 @@
 #define KILN_PLANNER_EMIT_EMITTER_H_
 
 #include <string>
+#include <vector>
 
 #include "lower/program.h"
 
@@ -19,6 +20,13 @@ namespace kiln::planner {
 
 constexpr uint32_t kSegmentAlignment = 64;
 constexpr const char* kProducer = "kiln-planner 0.1.0";
+
+// A kernel that runs on a device other than the CPU (in a delegate).
+bool is_device_kernel(const LInstruction& ins);
+
+// The delegate call that starts at instruction `begin`: the end of the run
+// of device kernels on one device from there, or `begin` when none starts.
+size_t delegate_run_end(const std::vector<LInstruction>& list, size_t begin);
 
 // Returns the bytes of the .kiln file.
 std::string emit_program(const LProgram& program);

@@ -63,10 +63,18 @@ struct LArena {
   fb::Device device{fb::DeviceType::CPU, 0};
   fb::ArenaKind kind = fb::ArenaKind::ORDINARY;
   uint32_t group = 0;
-  // Most bytes live at one instruction, and where (see memory/).
+  // Most bytes live at one instruction, where, and the tensors (roots of
+  // alias chains) live there (see memory/).
   uint64_t lower_bound = 0;
   int peak_instruction = -1;
+  std::vector<int> peak_tensors;
+  // How the plan was made: algorithm, greedy first fit's size for
+  // comparison, whether it is proven optimal, and the search effort.
   std::string algorithm;
+  uint64_t first_fit = 0;
+  bool optimal = false;
+  uint64_t search_nodes = 0;
+  double solve_seconds = 0;
 };
 
 struct LMethod {

@@ -37,7 +37,14 @@ struct Solution {
   std::vector<uint64_t> offsets;  // one per buffer
   uint64_t arena_size = 0;        // max(offset + size), rounded to alignment
   std::string algorithm;          // which algorithm produced it
-  bool optimal = false;           // proven to equal the lower bound
+  bool optimal = false;           // proven optimal (equal to the lower bound, or the search proved it)
+  // What solve() did to get it (kAuto / kSearch; zero for the others).
+  uint64_t lower_bound = 0;       // bytes, see lower_bound()
+  uint64_t first_fit = 0;         // arena of greedy first fit, bytes
+  uint64_t best_fit = 0;          // arena of greedy best fit, bytes
+  uint64_t nodes = 0;             // search nodes visited
+  int parts = 0;                  // independent pieces (no buffer alive across a cut)
+  double seconds = 0;             // wall time of solve()
 };
 
 enum class Algorithm { kNaive, kGreedyFirstFit, kGreedyBestFit, kSearch, kAuto };
@@ -48,29 +55,36 @@ const char* algorithm_name(Algorithm algorithm);
 Algorithm parse_algorithm(const std::string& name);
 
 struct Progress {
-  uint64_t best = 0;
-  uint64_t lower_bound = 0;
+  uint64_t best = 0;         // arena of the best plan so far, bytes
+  uint64_t lower_bound = 0;  // bytes
   double elapsed_s = 0;
   uint64_t nodes = 0;
 };
 
 struct SolveOptions {
   Algorithm algorithm = Algorithm::kAuto;
+  // Wall-clock budget of the search (kAuto, kSearch). The search stops
+  // early when it meets the lower bound or proves its plan optimal; only a
+  // search cut short by this limit can depend on the machine's speed.
   double time_limit_s = 10.0;
-  // Called now and then during long searches; may be empty.
+  // Budget in search nodes as well (0: none). Unlike time, reproducible.
+  uint64_t node_limit = 0;
+  // Called about twice a second during long searches; may be empty.
   std::function<void(const Progress&)> progress;
 };
 
 struct LowerBound {
   uint64_t bytes = 0;     // most bytes alive at one moment (sizes aligned)
-  int64_t moment = -1;    // a moment where that happens
-  std::vector<int> live;  // the buffers alive then
+  int64_t moment = -1;    // a moment where that happens (the earliest)
+  std::vector<int> live;  // the buffers alive then, ascending
 };
 
 LowerBound lower_bound(const Problem& problem);
 
-// Plans `problem`. Never returns a plan worse than greedy first fit (unless
-// kNaive is asked for).
+// Plans `problem`. kAuto and kSearch never return a plan worse than greedy
+// first fit: they start from the better greedy plan and search below it
+// (memory/search.cc). Deterministic: the same problem and options give the
+// same plan, unless the time limit cuts a search short.
 Solution solve(const Problem& problem, const SolveOptions& options);
 
 // Each algorithm on its own (solve() picks among them).

@@ -1,0 +1,491 @@
+#include "report/plan_report.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "emit/emitter.h"
+#include "memory/method_plan.h"
+#include "report/json.h"
+
+namespace kiln::planner {
+namespace {
+
+// What the report says about one tensor with bytes in an arena.
+struct TensorView {
+  int index = -1;
+  int root = -1;
+  int arena = -1;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  int first = -1, last = -1;  // instructions, inclusive
+  const char* category = "intermediate";
+};
+
+std::vector<TensorView> tensor_views(const LMethod& m) {
+  const memory::Lifetimes merged = memory::compute_lifetimes(m);
+  // Each tensor's own uses (an alias's differ from its base's).
+  const size_t n = m.tensors.size();
+  std::vector<int> first(n, -1), last(n, -1);
+  std::vector<bool> scratch(n, false);
+  auto touch = [&](int t, int i) {
+    if (t < 0) return;
+    const size_t k = static_cast<size_t>(t);
+    if (first[k] < 0) first[k] = i;
+    last[k] = std::max(last[k], i);
+  };
+  for (size_t i = 0; i < m.instructions.size(); ++i) {
+    const LInstruction& ins = m.instructions[i];
+    for (int t : ins.inputs) touch(t, static_cast<int>(i));
+    for (int t : ins.outputs) touch(t, static_cast<int>(i));
+    for (int t : ins.scratch) {
+      touch(t, static_cast<int>(i));
+      if (t >= 0) scratch[static_cast<size_t>(t)] = true;
+    }
+  }
+  std::vector<TensorView> views;
+  for (size_t t = 0; t < n; ++t) {
+    const LTensor& tensor = m.tensors[t];
+    const int root = m.root(static_cast<int>(t));
+    const LTensor& base = m.tensors[static_cast<size_t>(root)];
+    if (!base.has_memory() || base.arena < 0) continue;
+    TensorView v;
+    v.index = static_cast<int>(t);
+    v.root = root;
+    v.arena = base.arena;
+    v.offset = base.offset;
+    v.size = tensor.nbytes();
+    if (root == static_cast<int>(t)) {
+      v.first = merged.first[t];
+      v.last = merged.last[t];
+    } else {
+      v.first = first[t];
+      v.last = last[t];
+    }
+    if (tensor.is_input) {
+      v.category = "input";
+    } else if (tensor.is_output) {
+      v.category = "output";
+    } else if (scratch[t]) {
+      v.category = "scratch";
+    }
+    views.push_back(v);
+  }
+  return views;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string with_commas(uint64_t v) {
+  std::string digits = std::to_string(v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// 1234567 -> "1.18 MiB"
+std::string human_bytes(double v) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), v == std::floor(v) ? "%.0f %s" : "%.3g %s", v, units[u]);
+  return buf;
+}
+
+// The smallest 1, 2 or 5 times a power of ten that is at least `raw`.
+double nice_step(double raw) {
+  if (raw <= 0) return 1;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double f : {1.0, 2.0, 5.0, 10.0}) {
+    if (f * p >= raw) return f * p;
+  }
+  return 10 * p;
+}
+
+// The same in bytes, counted in B, KiB, MiB ... so labels stay round.
+double nice_byte_step(double raw) {
+  double unit = 1;
+  while (unit * 1024 <= raw) unit *= 1024;
+  return nice_step(raw / unit) * unit;
+}
+
+// A tensor name cut to `fits` characters, keeping its end (the part that
+// tells layers apart), without the exporter's "_output_0" suffix.
+std::string short_name(std::string name, size_t fits) {
+  const std::string suffix = "_output_0";
+  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    name.resize(name.size() - suffix.size());
+  }
+  if (name.size() <= fits) return name;
+  if (fits < 2) return "";
+  return "~" + name.substr(name.size() - (fits - 1));
+}
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", v);
+  return buf;
+}
+
+constexpr const char* kPalette[] = {"#7fb3d5", "#76d7c4", "#bb8fce", "#85c1e9", "#82e0aa", "#d2b4de",
+                                    "#73c6b6", "#a9cce3", "#a2d9ce", "#c39bd3", "#5dade2", "#48c9b0"};
+constexpr const char* kInputColor = "#f0b27a";
+constexpr const char* kOutputColor = "#f7dc6f";
+constexpr const char* kScratchColor = "#bfc9ca";
+
+const char* color_of(const TensorView& v) {
+  if (std::strcmp(v.category, "input") == 0) return kInputColor;
+  if (std::strcmp(v.category, "output") == 0) return kOutputColor;
+  if (std::strcmp(v.category, "scratch") == 0) return kScratchColor;
+  return kPalette[static_cast<size_t>(v.index) % (sizeof(kPalette) / sizeof(kPalette[0]))];
+}
+
+std::string op_at(const LMethod& m, int i) {
+  if (i < 0 || static_cast<size_t>(i) >= m.instructions.size()) return "?";
+  const LInstruction& ins = m.instructions[static_cast<size_t>(i)];
+  const std::string op = ins.kind == LInstruction::Kind::kCopy ? "copy" : ins.op;
+  return ins.name.empty() ? op : op + " '" + ins.name + "'";
+}
+
+
+// "inplace" and "aliases": what in-place reuse did.
+void write_reuse(JsonWriter& j, const LMethod& m, const PlanFacts& facts) {
+  uint64_t arena_bytes = 0;
+  for (const LArena& a : m.arenas) arena_bytes += a.size;
+  const uint64_t without = facts.arena_bytes_without_inplace;
+  j.key("inplace").begin_object();
+  j.field("outputs_in_place", facts.outputs_in_place);
+  j.field("views", facts.views);
+  j.field("arena_bytes", arena_bytes);
+  j.field("arena_bytes_without_inplace", without);
+  j.field("bytes_saved", without > arena_bytes ? without - arena_bytes : uint64_t{0});
+  j.end_object();
+  // The instruction that writes each tensor: an alias written by a kernel
+  // is an in-place output; one nobody writes is a view of its base.
+  std::vector<int> writer(m.tensors.size(), -1);
+  for (size_t i = 0; i < m.instructions.size(); ++i) {
+    for (int t : m.instructions[i].outputs) {
+      if (t >= 0) writer[static_cast<size_t>(t)] = static_cast<int>(i);
+    }
+  }
+  j.key("aliases").begin_array();
+  for (size_t t = 0; t < m.tensors.size(); ++t) {
+    const LTensor& tensor = m.tensors[t];
+    if (tensor.storage != Storage::kAlias) continue;
+    j.begin_object();
+    j.field("name", tensor.name);
+    j.field("base", m.tensors[static_cast<size_t>(tensor.alias_of)].name);
+    j.field("root", m.tensors[static_cast<size_t>(m.root(static_cast<int>(t)))].name);
+    const int w = writer[t];
+    j.field("kind", w >= 0 ? "in_place" : "view");
+    j.key("instruction");
+    if (w >= 0) {
+      j.value(w);
+    } else {
+      j.null();
+    }
+    j.field("op", w >= 0 ? m.instructions[static_cast<size_t>(w)].op : std::string());
+    j.field("bytes", tensor.nbytes());
+    j.end_object();
+  }
+  j.end_array();
+}
+
+void write_copy(JsonWriter& j, const LMethod& m, const LInstruction& ins, int index, const char* when) {
+  const LTensor& src = m.tensors[static_cast<size_t>(ins.inputs[0])];
+  const LTensor& dst = m.tensors[static_cast<size_t>(ins.outputs[0])];
+  j.begin_object();
+  j.field("when", when);
+  j.field("instruction", index);
+  j.field("source", src.name);
+  j.field("destination", dst.name);
+  j.field("from", device_name(src.device));
+  j.field("to", device_name(dst.device));
+  j.field("bytes", src.nbytes());
+  j.end_object();
+}
+
+// "devices", "delegates" and "copies": where the method runs.
+void write_devices(JsonWriter& j, const LMethod& m) {
+  std::vector<std::string> devices;
+  auto note = [&](const fb::Device& d) {
+    const std::string name = device_name(d);
+    if (std::find(devices.begin(), devices.end(), name) == devices.end()) devices.push_back(name);
+  };
+  for (const LInstruction& ins : m.instructions) {
+    if (ins.kind == LInstruction::Kind::kKernel) note(ins.device);
+  }
+  for (const LArena& a : m.arenas) note(a.device);
+  j.key("devices").begin_array();
+  for (const std::string& d : devices) j.value(d);
+  j.end_array();
+  j.key("delegates").begin_array();
+  for (size_t k = 0; k < m.instructions.size();) {
+    const size_t end = delegate_run_end(m.instructions, k);
+    if (end == k) {
+      ++k;
+      continue;
+    }
+    j.begin_object();
+    j.field("device", device_name(m.instructions[k].device));
+    j.field("first", static_cast<uint64_t>(k));
+    j.field("last", static_cast<uint64_t>(end - 1));
+    j.key("kernels").begin_array();
+    for (size_t i = k; i < end; ++i) j.value(m.instructions[i].op);
+    j.end_array();
+    j.end_object();
+    k = end;
+  }
+  j.end_array();
+  j.key("copies").begin_array();
+  for (size_t i = 0; i < m.init_instructions.size(); ++i) {
+    if (m.init_instructions[i].kind == LInstruction::Kind::kCopy) {
+      write_copy(j, m, m.init_instructions[i], static_cast<int>(i), "load");
+    }
+  }
+  for (size_t i = 0; i < m.instructions.size(); ++i) {
+    const LInstruction& ins = m.instructions[i];
+    if (ins.kind != LInstruction::Kind::kCopy) continue;
+    if (device_name(m.tensors[static_cast<size_t>(ins.inputs[0])].device) ==
+        device_name(m.tensors[static_cast<size_t>(ins.outputs[0])].device)) {
+      continue;  // a same-device copy (a reshape that could not be a view)
+    }
+    write_copy(j, m, ins, static_cast<int>(i), "run");
+  }
+  j.end_array();
+}
+
+}  // namespace
+
+std::string device_name(const fb::Device& device) {
+  std::string name = fb::EnumNameDeviceType(device.type());
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name + ":" + std::to_string(device.index());
+}
+
+std::string plan_json(const LProgram& program, const PlanFacts& facts) {
+  JsonWriter j;
+  j.begin_object();
+  if (program.methods.empty()) {
+    j.key("arenas").begin_array().end_array();
+    j.key("tensors").begin_array().end_array();
+    j.end_object();
+    return j.str();
+  }
+  const LMethod& m = program.methods.front();
+  j.field("method", m.name);
+  j.field("instructions", static_cast<uint64_t>(m.instructions.size()));
+  j.key("arenas").begin_array();
+  for (size_t a = 0; a < m.arenas.size(); ++a) {
+    const LArena& arena = m.arenas[a];
+    j.begin_object();
+    j.field("id", static_cast<uint64_t>(a));
+    j.field("size", arena.size);
+    j.field("lower_bound", arena.lower_bound);
+    j.field("device", device_name(arena.device));
+    j.field("kind", arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary");
+    j.field("alignment", arena.alignment);
+    j.field("ratio", arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0);
+    j.field("algorithm", arena.algorithm);
+    j.field("optimal", arena.optimal);
+    j.field("first_fit", arena.first_fit);
+    j.field("search_nodes", arena.search_nodes);
+    j.field("solve_seconds", arena.solve_seconds);
+    j.field("peak_instruction", arena.peak_instruction);
+    j.key("peak_tensors").begin_array();
+    for (int t : arena.peak_tensors) j.value(m.tensors[static_cast<size_t>(t)].name);
+    j.end_array();
+    j.end_object();
+  }
+  j.end_array();
+  j.key("tensors").begin_array();
+  for (const TensorView& v : tensor_views(m)) {
+    const LTensor& t = m.tensors[static_cast<size_t>(v.index)];
+    j.begin_object();
+    j.field("name", t.name);
+    j.field("arena", v.arena);
+    j.field("offset", v.offset);
+    j.field("size", v.size);
+    j.field("first", v.first);
+    j.field("last", v.last);
+    j.key("alias_of");
+    if (t.storage == Storage::kAlias) {
+      j.value(m.tensors[static_cast<size_t>(t.alias_of)].name);
+    } else {
+      j.null();
+    }
+    j.field("device", device_name(t.device));
+    j.field("category", v.category);
+    j.end_object();
+  }
+  j.end_array();
+  write_reuse(j, m, facts);
+  write_devices(j, m);
+  j.field("round_trips_removed", facts.round_trips_removed);
+  j.end_object();
+  return j.str() + "\n";
+}
+
+std::string memory_svg(const LProgram& program) {
+  constexpr double kLeft = 90, kRight = 30, kPanelTitle = 44, kPlotHeight = 460, kAxis = 46, kGap = 24;
+  std::string body;
+  double width = 900;
+  double y0 = 40;  // top of the next panel
+  const LMethod* method = program.methods.empty() ? nullptr : &program.methods.front();
+  if (method != nullptr) {
+    const LMethod& m = *method;
+    const std::vector<TensorView> views = tensor_views(m);
+    const double instructions = static_cast<double>(std::max<size_t>(m.instructions.size(), 1));
+    const double plot_width = std::clamp(instructions * 14.0, 640.0, 1500.0);
+    width = kLeft + plot_width + kRight;
+    for (size_t a = 0; a < m.arenas.size(); ++a) {
+      const LArena& arena = m.arenas[a];
+      const double top = y0 + kPanelTitle;
+      const double bytes = static_cast<double>(std::max<uint64_t>(arena.size, 1));
+      auto x_of = [&](double i) { return kLeft + i * plot_width / instructions; };
+      auto y_of = [&](double address) { return top + kPlotHeight - address * kPlotHeight / bytes; };
+      const double ratio =
+          arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0;
+      char line[512];
+      std::snprintf(line, sizeof(line), "arena %zu (%s, %s): %s bytes, lower bound %s (%.4f x), first fit %s, %s%s",
+                    a, device_name(arena.device).c_str(),
+                    arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary", with_commas(arena.size).c_str(),
+                    with_commas(arena.lower_bound).c_str(), ratio, with_commas(arena.first_fit).c_str(),
+                    arena.algorithm.c_str(), arena.optimal ? ", optimal" : "");
+      body += "<text x=\"" + fmt(kLeft) + "\" y=\"" + fmt(y0 + 26) + "\" font-size=\"14\" font-weight=\"bold\">" +
+              xml_escape(line) + "</text>\n";
+      body += "<rect x=\"" + fmt(kLeft) + "\" y=\"" + fmt(top) + "\" width=\"" + fmt(plot_width) + "\" height=\"" +
+              fmt(kPlotHeight) + "\" fill=\"#fbfbfb\" stroke=\"#888\"/>\n";
+      // Address grid and labels.
+      const double y_step = nice_byte_step(bytes / 8);
+      for (double v = 0; v <= bytes + 0.5; v += y_step) {
+        const double y = y_of(v);
+        body += "<line x1=\"" + fmt(kLeft) + "\" y1=\"" + fmt(y) + "\" x2=\"" + fmt(kLeft + plot_width) + "\" y2=\"" +
+                fmt(y) + "\" stroke=\"#e5e5e5\"/>\n";
+        body += "<text x=\"" + fmt(kLeft - 6) + "\" y=\"" + fmt(y + 4) + "\" text-anchor=\"end\" fill=\"#555\">" +
+                xml_escape(human_bytes(v)) + "</text>\n";
+      }
+      // Instruction ticks.
+      const double x_step = nice_step(instructions / 12);
+      for (double i = 0; i <= instructions; i += x_step) {
+        const double x = x_of(i);
+        body += "<line x1=\"" + fmt(x) + "\" y1=\"" + fmt(top + kPlotHeight) + "\" x2=\"" + fmt(x) + "\" y2=\"" +
+                fmt(top + kPlotHeight + 5) + "\" stroke=\"#888\"/>\n";
+        body += "<text x=\"" + fmt(x) + "\" y=\"" + fmt(top + kPlotHeight + 18) +
+                "\" text-anchor=\"middle\" fill=\"#555\">" + std::to_string(static_cast<long long>(i)) + "</text>\n";
+      }
+      body += "<text x=\"" + fmt(kLeft + plot_width / 2) + "\" y=\"" + fmt(top + kPlotHeight + 36) +
+              "\" text-anchor=\"middle\" fill=\"#333\">instruction</text>\n";
+      body += "<text transform=\"translate(16," + fmt(top + kPlotHeight / 2) +
+              ") rotate(-90)\" text-anchor=\"middle\" fill=\"#333\">address</text>\n";
+      // Tensors: bases first, then aliases outlined on top of them.
+      for (int pass = 0; pass < 2; ++pass) {
+        for (const TensorView& v : views) {
+          if (v.arena != static_cast<int>(a) || v.first < 0 || v.size == 0) continue;
+          const bool alias = v.root != v.index;
+          if (alias != (pass == 1)) continue;
+          const LTensor& t = m.tensors[static_cast<size_t>(v.index)];
+          const double x = x_of(v.first), w = std::max(1.0, x_of(v.last + 1) - x);
+          const double y = y_of(static_cast<double>(v.offset + v.size)),
+                       h = std::max(1.0, y_of(static_cast<double>(v.offset)) - y);
+          std::string title = t.name + "\n" + with_commas(v.size) + " bytes at offset " + with_commas(v.offset) +
+                              "\ninstructions " + std::to_string(v.first) + "-" + std::to_string(v.last) + ": " +
+                              op_at(m, v.first) + " .. " + op_at(m, v.last) + "\n" + v.category;
+          if (alias) title += ", alias of " + m.tensors[static_cast<size_t>(t.alias_of)].name;
+          body += "<g><title>" + xml_escape(title) + "</title><rect x=\"" + fmt(x) + "\" y=\"" + fmt(y) +
+                  "\" width=\"" + fmt(w) + "\" height=\"" + fmt(h) + "\" ";
+          body += alias ? "fill=\"none\" stroke=\"#333\" stroke-dasharray=\"4 3\""
+                        : std::string("fill=\"") + color_of(v) + "\" stroke=\"#fff\" stroke-width=\"0.6\"";
+          body += "/>";
+          if (!alias && w >= 40 && h >= 13) {
+            const std::string label = short_name(t.name, static_cast<size_t>(w / 6.0));
+            body += "<text x=\"" + fmt(x + 3) + "\" y=\"" + fmt(y + std::min(h / 2 + 4, 13.0)) +
+                    "\" font-size=\"10\" fill=\"#222\">" + xml_escape(label) + "</text>";
+          }
+          body += "</g>\n";
+        }
+      }
+      // Lower bound and peak.
+      if (arena.lower_bound > 0) {
+        const double y = y_of(static_cast<double>(arena.lower_bound));
+        body += "<line x1=\"" + fmt(kLeft) + "\" y1=\"" + fmt(y) + "\" x2=\"" + fmt(kLeft + plot_width) + "\" y2=\"" +
+                fmt(y) + "\" stroke=\"#c0392b\" stroke-dasharray=\"6 4\"/>\n";
+      }
+      if (arena.peak_instruction >= 0) {
+        const double x = x_of(arena.peak_instruction + 0.5);
+        body += "<line x1=\"" + fmt(x) + "\" y1=\"" + fmt(top) + "\" x2=\"" + fmt(x) + "\" y2=\"" +
+                fmt(top + kPlotHeight) + "\" stroke=\"#c0392b\" stroke-width=\"2\"/>\n";
+        const std::string label = "peak: instruction " + std::to_string(arena.peak_instruction) + " (" +
+                                  op_at(m, arena.peak_instruction) + "), " +
+                                  std::to_string(arena.peak_tensors.size()) + " tensors, " +
+                                  with_commas(arena.lower_bound) + " bytes live";
+        const bool right_half = x > kLeft + plot_width / 2;
+        body += "<text x=\"" + fmt(right_half ? x - 6 : x + 6) + "\" y=\"" + fmt(top + 14) + "\" text-anchor=\"" +
+                (right_half ? "end" : "start") +
+                "\" fill=\"#c0392b\" font-weight=\"bold\" stroke=\"#fff\" stroke-width=\"4\" paint-order=\"stroke\">" + xml_escape(label) +
+                "</text>\n";
+      }
+      y0 = top + kPlotHeight + kAxis + kGap;
+    }
+  }
+  // Legend.
+  std::string legend;
+  double lx = kLeft;
+  const double ly = y0;
+  auto swatch = [&](const std::string& fill, const std::string& stroke, const std::string& text) {
+    legend += "<rect x=\"" + fmt(lx) + "\" y=\"" + fmt(ly) + "\" width=\"16\" height=\"12\" fill=\"" + fill +
+              "\" stroke=\"" + stroke + "\"" + (fill == "none" ? " stroke-dasharray=\"4 3\"" : "") + "/>";
+    legend += "<text x=\"" + fmt(lx + 22) + "\" y=\"" + fmt(ly + 10) + "\">" + xml_escape(text) + "</text>\n";
+    lx += 30 + 7.0 * static_cast<double>(text.size());
+  };
+  swatch(kPalette[0], "#fff", "intermediate tensor");
+  swatch(kInputColor, "#fff", "method input");
+  swatch(kOutputColor, "#fff", "method output");
+  swatch(kScratchColor, "#fff", "kernel scratch");
+  swatch("none", "#333", "alias (shares its base's bytes)");
+  legend += "<line x1=\"" + fmt(lx) + "\" y1=\"" + fmt(ly + 6) + "\" x2=\"" + fmt(lx + 24) + "\" y2=\"" + fmt(ly + 6) +
+            "\" stroke=\"#c0392b\" stroke-dasharray=\"6 4\"/><text x=\"" + fmt(lx + 30) + "\" y=\"" + fmt(ly + 10) +
+            "\">lower bound (most bytes live at once)</text>\n";
+  const double height = ly + 30;
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fmt(std::max(width, lx + 300)) +
+                    "\" height=\"" + fmt(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  svg += "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
+  svg += "<text x=\"" + fmt(kLeft) + "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">kiln memory plan" +
+         (method != nullptr ? xml_escape(", method '" + method->name + "'") : "") + "</text>\n";
+  svg += body + legend + "</svg>\n";
+  return svg;
+}
+
+void write_plan_report(const LProgram& program, const std::string& dir, const PlanFacts& facts) {
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+    fail("cannot create report directory '", dir, "': ", std::strerror(errno));
+  }
+  write_file_atomic(dir + "/plan.json", plan_json(program, facts));
+  write_file_atomic(dir + "/memory.svg", memory_svg(program));
+}
+
+}  // namespace kiln::planner
