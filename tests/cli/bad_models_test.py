@@ -5,7 +5,6 @@ and no output file.
 
 usage: bad_models_test.py --kiln PATH/TO/kiln --workdir DIR
 """
-import argparse
 import os
 import random
 import subprocess
@@ -15,13 +14,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-failures = []
-
-
-def expect(name, cond, detail=""):
-    print(("PASS " if cond else "FAIL ") + name + ("" if cond else f": {detail}"))
-    if not cond:
-        failures.append(name)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from kiln_checks import expect, finish, test_args  # noqa: E402
 
 
 def save(path, nodes, inputs, outputs, inits=(), opset=13, check=False):
@@ -50,12 +44,8 @@ def expect_clean_failure(name, kiln, model, out, must_contain=()):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--kiln", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
+    args = test_args()
     k, w = args.kiln, args.workdir
-    os.makedirs(w, exist_ok=True)
     out = os.path.join(w, "out.kiln")
     f = lambda n, s, t=TensorProto.FLOAT: helper.make_tensor_value_info(n, t, s)  # noqa: E731
 
@@ -122,8 +112,7 @@ def main():
     open(empty, "wb").close()
     expect_clean_failure("an empty file", k, empty, out)
 
-    print(f"{len(failures)} failure(s)")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ one clear line and a non-zero exit, and a failed plan leaves no file behind.
 
 usage: cli_test.py --kiln PATH/TO/kiln --workdir DIR
 """
-import argparse
 import os
 import re
 import subprocess
@@ -14,18 +13,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-failures = []
-
-
-def run(kiln, *args):
-    p = subprocess.run([kiln, *args], capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def expect(name, cond, detail=""):
-    print(("PASS " if cond else "FAIL ") + name + ("" if cond else f": {detail}"))
-    if not cond:
-        failures.append(name)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from kiln_checks import expect, finish, run, test_args  # noqa: E402
 
 
 def model_with(nodes, inputs, outputs, initializers=(), opset=13):
@@ -85,12 +74,8 @@ def check_pack(k, w, model, garbage):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--kiln", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
+    args = test_args()
     k, w = args.kiln, args.workdir
-    os.makedirs(w, exist_ok=True)
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
@@ -190,8 +175,7 @@ def main():
 
     check_pack(k, w, good, garbage)
 
-    print(f"{len(failures)} failure(s)")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

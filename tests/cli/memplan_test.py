@@ -6,28 +6,16 @@ gives one clear line, and a planned model's report has plan.json and an SVG.
 
 usage: memplan_test.py --kiln PATH/TO/kiln --workdir DIR
 """
-import argparse
 import json
 import os
-import subprocess
 import sys
 import xml.dom.minidom
 
 import onnx
 from onnx import TensorProto, helper
 
-failures = []
-
-
-def run(kiln, *args):
-    p = subprocess.run([kiln, *args], capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def expect(name, cond, detail=""):
-    print(("PASS " if cond else "FAIL ") + name + ("" if cond else f": {detail}"))
-    if not cond:
-        failures.append(name)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from kiln_checks import expect, finish, run, test_args  # noqa: E402
 
 
 def write(path, text):
@@ -48,12 +36,8 @@ def valid(rows, offsets, inclusive=False):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--kiln", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
+    args = test_args()
     k, w = args.kiln, args.workdir
-    os.makedirs(w, exist_ok=True)
 
     # The TVM USMP 'simple' case (inclusive lifetimes): greedy by size needs
     # 220,192 bytes, the lower bound 216,096 is reachable.
@@ -209,8 +193,7 @@ def main():
         print(e)
     expect("plan.json lists devices, delegate calls and cross-device copies", ok, out + err)
 
-    print(f"{len(failures)} failure(s)")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ must never grow, and the outputs must be bit-identical (and match PyTorch).
 
 usage: inplace_models.py --kiln PATH/TO/kiln --workdir DIR
 """
-import argparse
 import os
 import re
 import subprocess
@@ -15,6 +14,9 @@ import numpy as np
 import torch
 import torchvision
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from kiln_checks import expect, finish, test_args  # noqa: E402
+
 
 def arena_bytes(out):
     m = re.search(r"\((\S+) -> (\S+)\)", out)
@@ -22,12 +24,7 @@ def arena_bytes(out):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--kiln", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    failures = 0
+    args = test_args()
     for name in ("mobilenet_v2", "resnet18"):
         torch.manual_seed(0)
         model = getattr(torchvision.models, name)(weights=None).eval()
@@ -50,12 +47,10 @@ def main():
             outputs[variant] = np.load(os.path.join(outdir, "output_0.npy"))
         identical = np.array_equal(outputs["inplace"], outputs["no-inplace"])
         err = float(np.max(np.abs(outputs["inplace"] - expected)) / np.max(np.abs(expected)))
-        ok = with_ <= without and identical and err <= 1e-4
-        failures += 0 if ok else 1
-        print(f"{'PASS' if ok else 'FAIL'} {name}: arena {without:,} -> {with_:,} bytes with in-place "
-              f"({100.0 * (without - with_) / without:.1f}% less), outputs identical: {identical}, "
-              f"relative error vs PyTorch {err:.2e}")
-    return 1 if failures else 0
+        expect(f"{name}: arena {without:,} -> {with_:,} bytes with in-place "
+               f"({100.0 * (without - with_) / without:.1f}% less), outputs identical: {identical}, "
+               f"relative error vs PyTorch {err:.2e}", with_ <= without and identical and err <= 1e-4)
+    return finish()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ it must be at most 1e-4.
 
 usage: pytorch_models.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
-import argparse
 import os
 import subprocess
 import sys
@@ -18,6 +17,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from kiln_checks import expect, finish, test_args  # noqa: E402
+
 
 TOLERANCE = 1e-4
 
@@ -178,24 +181,15 @@ def check(name, kiln, workdir, opset):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--kiln", required=True)
-    parser.add_argument("--workdir", required=True)
-    parser.add_argument("--only")
-    args = parser.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    failures = 0
+    args = test_args(with_only=True)
     for name in MODELS:
         if args.only and name != args.only:
             continue
         for opset in (13, 17):
             problem, err = check(name, args.kiln, args.workdir, opset)
-            ok = problem is None and err <= TOLERANCE
-            failures += 0 if ok else 1
-            print(f"{'PASS' if ok else 'FAIL'} {name} opset {opset}: relative error {err:.2e}"
-                  + (f" ({problem})" if problem else ""))
-    print(f"{failures} failure(s)")
-    return 1 if failures else 0
+            expect(f"{name} opset {opset}: relative error {err:.2e}" + (f" ({problem})" if problem else ""),
+                   problem is None and err <= TOLERANCE)
+    return finish()
 
 
 if __name__ == "__main__":

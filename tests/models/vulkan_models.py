@@ -18,7 +18,6 @@ Vulkan shader.
 
 usage: vulkan_models.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
-import argparse
 import json
 import os
 import re
@@ -28,6 +27,10 @@ import sys
 import numpy as np
 import torch
 import torchvision
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from kiln_checks import expect, finish, test_args  # noqa: E402
+
 
 TOLERANCE = 1e-4
 
@@ -117,22 +120,18 @@ def check(name, kiln, workdir):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--kiln", required=True)
-    parser.add_argument("--workdir", required=True)
-    parser.add_argument("--only")
-    args = parser.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    failures = skips = 0
+    args = test_args(with_only=True)
+    skips = 0
     for name in MODELS:
         if args.only and name != args.only:
             continue
         for status, variant, detail in check(name, args.kiln, args.workdir):
-            failures += status == "FAIL"
-            skips += status == "SKIP"
-            print(f"{status} {name} {variant}: {detail}", flush=True)
-    print(f"{failures} failure(s), {skips} skipped")
-    return 1 if failures else 0
+            if status == "SKIP":
+                skips += 1
+                print(f"SKIP {name} {variant}: {detail}", flush=True)
+            else:
+                expect(f"{name} {variant}: {detail}", status == "PASS")
+    return finish(skipped=skips)
 
 
 if __name__ == "__main__":

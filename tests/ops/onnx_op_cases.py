@@ -12,7 +12,6 @@ integer Pow and Clip), and Shape folding of a value computed at run time.
 
 usage: onnx_op_cases.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
-import argparse
 import math
 import os
 import subprocess
@@ -23,6 +22,10 @@ import onnx
 import torch
 import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from kiln_checks import expect, finish, test_args  # noqa: E402
+
 
 TOLERANCE = 1e-5
 RNG = np.random.default_rng(7)
@@ -197,13 +200,7 @@ def run_case(name, kiln, workdir):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--kiln", required=True)
-    parser.add_argument("--workdir", required=True)
-    parser.add_argument("--only")
-    args = parser.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    failures = 0
+    args = test_args(with_only=True)
     for name in CASES:
         if args.only and name != args.only:
             continue
@@ -211,10 +208,8 @@ def main():
             problems = run_case(name, args.kiln, args.workdir)
         except subprocess.CalledProcessError as e:
             problems = [f"{' '.join(e.cmd[:2])} failed with status {e.returncode}"]
-        failures += 1 if problems else 0
-        print(f"{'FAIL' if problems else 'PASS'} {name}" + (": " + "; ".join(problems) if problems else ""))
-    print(f"{failures} failure(s)")
-    return 1 if failures else 0
+        expect(name, not problems, "; ".join(problems))
+    return finish()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,15 @@
 namespace kiln::vulkan::internal {
 namespace {
 
+// The entry of a table of ops (each with a `name`) named `op`, or null.
+template <typename Entry, size_t N>
+const Entry* find_named(const Entry (&table)[N], const char* op) {
+  for (const Entry& e : table) {
+    if (strcmp(e.name, op) == 0) return &e;
+  }
+  return nullptr;
+}
+
 // Push-constant blocks, member for member the `Push` blocks of the shaders.
 struct UnaryPush {
   uint32_t n;
@@ -203,12 +212,7 @@ const UnaryOp kUnaryOps[] = {
     {"PowScalar", KILN_UNARY_POW_SCALAR, 1.f, 0.f},
 };
 
-const UnaryOp* find_unary(const char* op) {
-  for (const UnaryOp& u : kUnaryOps) {
-    if (strcmp(u.name, op) == 0) return &u;
-  }
-  return nullptr;
-}
+const UnaryOp* find_unary(const char* op) { return find_named(kUnaryOps, op); }
 
 Error lower_unary(const KernelView& k, const UnaryOp& op, const Limits& limits, DispatchSink& sink) {
   // Clip's bounds come in the parameters; bounds computed at run time stay
@@ -242,12 +246,7 @@ const BinaryOp kBinaryOps[] = {
     {"Pow", KILN_BINARY_POW}, {"Max", KILN_BINARY_MAX}, {"Min", KILN_BINARY_MIN},
 };
 
-const BinaryOp* find_binary(const char* op) {
-  for (const BinaryOp& b : kBinaryOps) {
-    if (strcmp(b.name, op) == 0) return &b;
-  }
-  return nullptr;
-}
+const BinaryOp* find_binary(const char* op) { return find_named(kBinaryOps, op); }
 
 Error lower_binary(const KernelView& k, const BinaryOp& op, const Limits& limits, DispatchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 2, 2, 1, 1));
@@ -787,12 +786,7 @@ const ReduceOp kReduceOps[] = {
     {"ReduceLogSumExp", KILN_REDUCE_LOG_SUM_EXP}, {"ReduceSumSquare", KILN_REDUCE_SUM_SQUARE},
 };
 
-const ReduceOp* find_reduce(const char* op) {
-  for (const ReduceOp& r : kReduceOps) {
-    if (strcmp(r.name, op) == 0) return &r;
-  }
-  return nullptr;
-}
+const ReduceOp* find_reduce(const char* op) { return find_named(kReduceOps, op); }
 
 // ReduceParams: sorted, non-negative axes (at least one); the output keeps
 // every other dim, and the reduced ones as 1 with keepdims.

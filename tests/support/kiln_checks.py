@@ -1,0 +1,46 @@
+"""What the Python tests that drive the kiln CLI share: their command line
+(--kiln, --workdir, and --only for the ones that run named cases), PASS and
+FAIL lines, running kiln, and the exit status.
+
+A test script puts this folder on sys.path and imports what it needs:
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+    from kiln_checks import expect, finish, run, test_args
+"""
+import argparse
+import os
+import subprocess
+
+failures = []
+
+
+def test_args(with_only=False):
+    """Parses --kiln and --workdir (and --only NAME), creating the workdir."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kiln", required=True, help="the kiln binary")
+    parser.add_argument("--workdir", required=True, help="where the test writes its files")
+    if with_only:
+        parser.add_argument("--only", help="run this one case")
+    args = parser.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    return args
+
+
+def run(kiln, *args):
+    """Runs kiln; returns (exit status, stdout, stderr)."""
+    p = subprocess.run([kiln, *args], capture_output=True, text=True, errors="replace")
+    return p.returncode, p.stdout, p.stderr
+
+
+def expect(name, cond, detail=""):
+    """Prints one PASS or FAIL line (with `detail` on failure) and records it."""
+    print(("PASS " if cond else "FAIL ") + name + ("" if cond else f": {detail}"), flush=True)
+    if not cond:
+        failures.append(name)
+    return cond
+
+
+def finish(skipped=0):
+    """Prints the count and returns the exit status for sys.exit()."""
+    print(f"{len(failures)} failure(s)" + (f", {skipped} skipped" if skipped else ""))
+    return 1 if failures else 0
