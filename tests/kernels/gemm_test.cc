@@ -11,21 +11,10 @@
 
 #include "flatbuffers/flatbuffers.h"
 #include "gemm.h"
+#include "kernel_test_values.h"
 
 namespace kiln::kernels {
 namespace {
-
-constexpr float kSentinel = 12345.f;
-
-std::vector<float> values(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  uint32_t s = seed * 2654435761u + 1;
-  for (float& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001) / 1000.f - 1.f;
-  }
-  return v;
-}
 
 // Scratch with a guard region after the planned size, which must stay
 // untouched.
@@ -108,7 +97,13 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{2, 1000, 9, false, false}, Case{150, 3, 512, true, true},
                                          Case{1, 600, 70, false, true}, Case{1, 37, 300, false, false},
                                          Case{1, 20, 5, true, false}),
-                       ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)));
+                       ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)),
+    [](const ::testing::TestParamInfo<std::tuple<Case, GemmPath>>& info) {
+      const auto& c = std::get<0>(info.param);
+      const GemmPath path = std::get<1>(info.param);
+      return "m" + std::to_string(c.m) + "_n" + std::to_string(c.n) + "_k" + std::to_string(c.k) +
+             (c.trans_a ? "_ta" : "") + (c.trans_b ? "_tb" : "") + "_" + gemm_path_name(path);
+    });
 
 // A FusedActivation table built with flatbuffers, as kernels read them.
 class Activation {
@@ -248,7 +243,14 @@ INSTANTIATE_TEST_SUITE_P(
                                          ConvCase{40, 8, 8, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
                                          ConvCase{5, 6, 40, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
                                          ConvCase{1, 4, 4, 2, 3, 3, 1, 1, 1, 1, 4, 4, 4, 4}),
-                       ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)));
+                       ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)),
+    [](const ::testing::TestParamInfo<std::tuple<ConvCase, GemmPath>>& info) {
+      const auto& c = std::get<0>(info.param);
+      const GemmPath path = std::get<1>(info.param);
+      return "c" + std::to_string(c.c) + "_in" + dims_name({c.h, c.w}) + "_m" + std::to_string(c.m) + "_k" +
+             dims_name({c.kh, c.kw}) + "_s" + dims_name({c.sh, c.sw}) + "_d" + dims_name({c.dh, c.dw}) + "_p" +
+             dims_name({c.pt, c.pl, c.pb, c.pr}, "") + "_" + gemm_path_name(path);
+    });
 
 TEST(Depthwise3x3Test, MatchesDirectConvolution) {
   for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {

@@ -6,26 +6,17 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "flatbuffers/flatbuffers.h"
 #include "gemm.h"
+#include "kernel_test_values.h"
 
 namespace kiln::kernels {
 namespace {
-
-constexpr float kSentinel = 12345.f;
-
-std::vector<float> values(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  uint32_t s = seed * 2654435761u + 1;
-  for (float& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001) / 1000.f - 1.f;
-  }
-  return v;
-}
 
 struct Case {
   int64_t n, c, h, w, m, pt, pl, pb, pr;
@@ -105,7 +96,16 @@ INSTANTIATE_TEST_SUITE_P(
                           Case{1, 64, 40, 36, 20, 1, 1, 1, 1, fb::Activation::RELU},    // several tile blocks
                           Case{1, 300, 5, 5, 9, 1, 1, 1, 1, fb::Activation::NONE},      // more than one depth block
                           Case{1, 16, 1, 1, 16, 2, 2, 2, 2, fb::Activation::NONE}),     // one pixel, all padding
-        ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)));
+        ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)),
+    [](const ::testing::TestParamInfo<std::tuple<Case, GemmPath>>& info) {
+      const auto& c = std::get<0>(info.param);
+      const GemmPath path = std::get<1>(info.param);
+      std::string act = fb::EnumNameActivation(c.activation);
+      for (char& ch : act) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      return "n" + std::to_string(c.n) + "_c" + std::to_string(c.c) + "_in" + dims_name({c.h, c.w}) + "_m" +
+             std::to_string(c.m) + "_p" + dims_name({c.pt, c.pl, c.pb, c.pr}, "") + "_" + act + "_" +
+             gemm_path_name(path);
+    });
 
 }  // namespace
 }  // namespace kiln::kernels
