@@ -18,7 +18,6 @@
 
 #include "firmware_cnn.h"
 #include "firmware_cnn_io.h"
-#include "kiln/kernels/portable.h"
 #include "kiln/platform/mps2.h"
 #include "kiln/platform/platform.h"
 #include "kiln/runtime/program.h"
@@ -71,7 +70,8 @@ int main() {
                    "bookkeeping %u bytes\n",
                    static_cast<unsigned>(sizeof(firmware_cnn)), static_cast<const void*>(firmware_cnn),
                    static_cast<unsigned>(sizeof(g_arena)), static_cast<unsigned>(sizeof(g_bookkeeping)));
-  kiln::Error error = kiln::register_portable_kernels();
+  // Only the kernels the program calls: the linker drops every other one.
+  kiln::Error error = firmware_cnn_register_kernels();
   if (error != kiln::Error::kOk) return fail("kernel registration", error);
 
   kiln::BufferDataLoader loader(firmware_cnn, sizeof(firmware_cnn));

@@ -36,6 +36,7 @@ def check_pack(k, w, model, garbage):
     inspected = json.loads(out) if rc == 0 else None
     out_dir = os.path.join(w, "packed")
     rc, out, err = run(k, "pack", program, "--c-array", "relu_model", "-o", out_dir)
+    pack_out = out
     expect("pack writes the source and the header", rc == 0 and "relu_model.c" in out, out + err)
     if rc != 0:
         return
@@ -64,6 +65,24 @@ def check_pack(k, w, model, garbage):
     cc = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-c", "relu_model.c", "-o", "relu_model.o"],
                         cwd=out_dir, capture_output=True, text=True)
     expect("pack: the source compiles as C11", cc.returncode == 0, cc.stderr)
+    try:
+        with open(os.path.join(out_dir, "relu_model_kernels.cc")) as f:
+            registration = f.read()
+    except OSError as e:
+        registration = str(e)
+    entries = re.findall(r"&kiln::kernels::kernel_(\w+),", registration)
+    expect("pack: relu_model_kernels.cc registers the program's one kernel and no other",
+           entries == ["Relu"] and "kiln::Error relu_model_register_kernels(" in registration
+           and "kernels: 1 (Relu)" in pack_out, registration[:600] + pack_out)
+    # The registration against the runtime's headers (the schema header is
+    # generated into the build tree that holds this kiln).
+    build = os.path.dirname(os.path.dirname(os.path.abspath(k)))
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    cxx = subprocess.run(["c++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                          "-I", os.path.join(root, "runtime", "include"), "-I", os.path.join(root, "platform", "include"),
+                          "-I", os.path.join(build, "schema", "include"), "relu_model_kernels.cc"],
+                         cwd=out_dir, capture_output=True, text=True)
+    expect("pack: the registration compiles as C++17", cxx.returncode == 0, cxx.stderr)
 
     rc, out, err = run(k, "pack", program, "--c-array", "9lives", "-o", out_dir)
     expect("pack: a name that is not a C identifier: exit 2 naming it", rc == 2 and "9lives" in err, err)

@@ -18,7 +18,8 @@ init arrays), .data and .bss; the stack reservation and debug sections are
 left out. Prints a Markdown table.
 
 With --max-core-text N it is also the size gate: exits 3 (not 1, which a
-crash gives) when the linked core runtime's .text is larger than N bytes.
+crash gives) when the linked core runtime's .text is larger than N bytes;
+--max-image-text N does the same for every --image.
 """
 import argparse
 import os
@@ -100,6 +101,7 @@ def main():
     parser.add_argument("--kernel-library", action="append", default=[])
     parser.add_argument("--image", action="append", default=[], help="LABEL=ELF")
     parser.add_argument("--max-core-text", type=int)
+    parser.add_argument("--max-image-text", type=int)
     args = parser.parse_args()
 
     core = next(iter(sizes(args.size, args.core_image).values()))
@@ -114,9 +116,12 @@ def main():
         for member, figures in sorted(kernels.items()):
             lines.append(row("kernel " + re.sub(r"\.(cc|cpp)\.(o|obj)$", ".cc", member), figures))
         lines.append(row("kernels, all object files", total(kernels.values())))
+    image_text = {}
     for image in args.image:
         label, _, path = image.partition("=")
-        lines.append(row(label, next(iter(sizes(args.size, path).values()))))
+        figures = next(iter(sizes(args.size, path).values()))
+        image_text[label] = figures[".text"]
+        lines.append(row(label, figures))
     core_map = os.path.splitext(args.core_image)[0] + ".map"
     if os.path.exists(core_map):
         lines += ["", "The linked core runtime by where its bytes come from:", "",
@@ -131,6 +136,12 @@ def main():
         print(f"\nsize gate: core runtime .text {text:,} bytes, {verdict} the limit of {args.max_core_text:,}")
         if text > args.max_core_text:
             return 3
+    if args.max_image_text is not None:
+        for label, text in image_text.items():
+            verdict = "within" if text <= args.max_image_text else "OVER"
+            print(f"\nsize gate: {label} .text {text:,} bytes, {verdict} the limit of {args.max_image_text:,}")
+            if text > args.max_image_text:
+                return 3
     return 0
 
 

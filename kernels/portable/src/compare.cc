@@ -119,18 +119,21 @@ Error run_where(const KernelArgs& args) {
 
 }  // namespace
 
-const KernelEntry kCompareKernels[] = {
-    {"Equal", check_compare, run_compare<EqualOp>},
-    {"Less", check_compare, run_compare<LessOp>},
-    {"Greater", check_compare, run_compare<GreaterOp>},
-    {"LessOrEqual", check_compare, run_compare<LessOrEqualOp>},
-    {"GreaterOrEqual", check_compare, run_compare<GreaterOrEqualOp>},
-    {"And", check_logical, run_logical<AndOp>, kInplaceInput0 | kInplaceInput1},
-    {"Or", check_logical, run_logical<OrOp>, kInplaceInput0 | kInplaceInput1},
-    {"Xor", check_logical, run_logical<XorOp>, kInplaceInput0 | kInplaceInput1},
-    {"Not", check_not, run_not, kInplaceInput0},
-    {"Where", check_where, run_where, kInplaceInput1 | kInplaceInput2},
-};
+// Name, check, run and in-place inputs of each kernel of this file.
+#define KILN_COMPARE_KERNELS(K) \
+  K(Equal, check_compare, run_compare<EqualOp>, 0) \
+  K(Less, check_compare, run_compare<LessOp>, 0) \
+  K(Greater, check_compare, run_compare<GreaterOp>, 0) \
+  K(LessOrEqual, check_compare, run_compare<LessOrEqualOp>, 0) \
+  K(GreaterOrEqual, check_compare, run_compare<GreaterOrEqualOp>, 0) \
+  K(And, check_logical, run_logical<AndOp>, kInplaceInput0 | kInplaceInput1) \
+  K(Or, check_logical, run_logical<OrOp>, kInplaceInput0 | kInplaceInput1) \
+  K(Xor, check_logical, run_logical<XorOp>, kInplaceInput0 | kInplaceInput1) \
+  K(Not, check_not, run_not, kInplaceInput0) \
+  K(Where, check_where, run_where, kInplaceInput1 | kInplaceInput2)
+
+KILN_DEFINE_KERNEL_ENTRIES(KILN_COMPARE_KERNELS)
+const KernelEntry kCompareKernels[] = {KILN_COMPARE_KERNELS(KILN_KERNEL_TABLE_ROW)};
 const size_t kNumCompareKernels = sizeof(kCompareKernels) / sizeof(kCompareKernels[0]);
 
 }  // namespace kernels

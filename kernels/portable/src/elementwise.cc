@@ -392,37 +392,40 @@ Error run_copy(const KernelArgs& args) {
 
 }  // namespace
 
-const KernelEntry kElementwiseKernels[] = {
-    {"Add", check_binary, run_binary<AddOp>, kInplaceInput0 | kInplaceInput1},
-    {"Sub", check_binary, run_binary<SubOp>, kInplaceInput0 | kInplaceInput1},
-    {"Mul", check_binary, run_binary<MulOp>, kInplaceInput0 | kInplaceInput1},
-    {"Div", check_binary, run_binary<DivOp>, kInplaceInput0 | kInplaceInput1},
-    {"Pow", check_pow, run_pow, kInplaceInput0},
-    {"Max", check_binary, run_binary<MaxOp>, kInplaceInput0 | kInplaceInput1},
-    {"Min", check_binary, run_binary<MinOp>, kInplaceInput0 | kInplaceInput1},
-    {"PRelu", check_prelu, run_prelu, kInplaceInput0},
-    {"PowScalar", check_unary, run_pow_scalar, kInplaceInput0},
-    {"Relu", check_unary, run_relu, kInplaceInput0},
-    {"Sigmoid", check_unary, run_sigmoid, kInplaceInput0},
-    {"Tanh", check_unary, run_tanh, kInplaceInput0},
-    {"Neg", check_unary_signed, run_negate<false>, kInplaceInput0},
-    {"Abs", check_unary_signed, run_negate<true>, kInplaceInput0},
-    {"Exp", check_unary, run_exp, kInplaceInput0},
-    {"Log", check_unary, run_log, kInplaceInput0},
-    {"Sqrt", check_unary, run_sqrt, kInplaceInput0},
-    {"Erf", check_unary, run_erf, kInplaceInput0},
-    {"Floor", check_unary, run_floor, kInplaceInput0},
-    {"Ceil", check_unary, run_ceil, kInplaceInput0},
-    {"Reciprocal", check_unary, run_reciprocal, kInplaceInput0},
-    {"Softplus", check_unary, run_softplus, kInplaceInput0},
-    {"LeakyRelu", check_unary, run_leaky_relu, kInplaceInput0},
-    {"Elu", check_unary, run_elu, kInplaceInput0},
-    {"HardSigmoid", check_unary, run_hard_sigmoid, kInplaceInput0},
-    {"HardSwish", check_unary, run_hard_swish, kInplaceInput0},
-    {"Gelu", check_unary, run_gelu, kInplaceInput0},
-    {"Clip", check_clip, run_clip, kInplaceInput0},
-    {"Copy", check_copy, run_copy, kInplaceInput0},
-};
+// Name, check, run and in-place inputs of each kernel of this file.
+#define KILN_ELEMENTWISE_KERNELS(K) \
+  K(Add, check_binary, run_binary<AddOp>, kInplaceInput0 | kInplaceInput1) \
+  K(Sub, check_binary, run_binary<SubOp>, kInplaceInput0 | kInplaceInput1) \
+  K(Mul, check_binary, run_binary<MulOp>, kInplaceInput0 | kInplaceInput1) \
+  K(Div, check_binary, run_binary<DivOp>, kInplaceInput0 | kInplaceInput1) \
+  K(Pow, check_pow, run_pow, kInplaceInput0) \
+  K(Max, check_binary, run_binary<MaxOp>, kInplaceInput0 | kInplaceInput1) \
+  K(Min, check_binary, run_binary<MinOp>, kInplaceInput0 | kInplaceInput1) \
+  K(PRelu, check_prelu, run_prelu, kInplaceInput0) \
+  K(PowScalar, check_unary, run_pow_scalar, kInplaceInput0) \
+  K(Relu, check_unary, run_relu, kInplaceInput0) \
+  K(Sigmoid, check_unary, run_sigmoid, kInplaceInput0) \
+  K(Tanh, check_unary, run_tanh, kInplaceInput0) \
+  K(Neg, check_unary_signed, run_negate<false>, kInplaceInput0) \
+  K(Abs, check_unary_signed, run_negate<true>, kInplaceInput0) \
+  K(Exp, check_unary, run_exp, kInplaceInput0) \
+  K(Log, check_unary, run_log, kInplaceInput0) \
+  K(Sqrt, check_unary, run_sqrt, kInplaceInput0) \
+  K(Erf, check_unary, run_erf, kInplaceInput0) \
+  K(Floor, check_unary, run_floor, kInplaceInput0) \
+  K(Ceil, check_unary, run_ceil, kInplaceInput0) \
+  K(Reciprocal, check_unary, run_reciprocal, kInplaceInput0) \
+  K(Softplus, check_unary, run_softplus, kInplaceInput0) \
+  K(LeakyRelu, check_unary, run_leaky_relu, kInplaceInput0) \
+  K(Elu, check_unary, run_elu, kInplaceInput0) \
+  K(HardSigmoid, check_unary, run_hard_sigmoid, kInplaceInput0) \
+  K(HardSwish, check_unary, run_hard_swish, kInplaceInput0) \
+  K(Gelu, check_unary, run_gelu, kInplaceInput0) \
+  K(Clip, check_clip, run_clip, kInplaceInput0) \
+  K(Copy, check_copy, run_copy, kInplaceInput0)
+
+KILN_DEFINE_KERNEL_ENTRIES(KILN_ELEMENTWISE_KERNELS)
+const KernelEntry kElementwiseKernels[] = {KILN_ELEMENTWISE_KERNELS(KILN_KERNEL_TABLE_ROW)};
 const size_t kNumElementwiseKernels = sizeof(kElementwiseKernels) / sizeof(kElementwiseKernels[0]);
 
 }  // namespace kernels

@@ -600,12 +600,15 @@ Error run_matmul(const KernelArgs& args) {
 
 }  // namespace
 
-const KernelEntry kLinearKernels[] = {
-    {"Conv", check_conv, run_conv},
-    {"ConvTranspose", check_conv_transpose, run_conv_transpose},
-    {"Gemm", check_gemm, run_gemm},
-    {"MatMul", check_matmul, run_matmul},
-};
+// Name, check, run and in-place inputs of each kernel of this file.
+#define KILN_LINEAR_KERNELS(K) \
+  K(Conv, check_conv, run_conv, 0) \
+  K(ConvTranspose, check_conv_transpose, run_conv_transpose, 0) \
+  K(Gemm, check_gemm, run_gemm, 0) \
+  K(MatMul, check_matmul, run_matmul, 0)
+
+KILN_DEFINE_KERNEL_ENTRIES(KILN_LINEAR_KERNELS)
+const KernelEntry kLinearKernels[] = {KILN_LINEAR_KERNELS(KILN_KERNEL_TABLE_ROW)};
 const size_t kNumLinearKernels = sizeof(kLinearKernels) / sizeof(kLinearKernels[0]);
 
 }  // namespace kernels

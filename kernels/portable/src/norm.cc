@@ -189,12 +189,15 @@ Error run_layer_norm(const KernelArgs& args) {
 
 }  // namespace
 
-const KernelEntry kNormKernels[] = {
-    {"Softmax", check_softmax, run_softmax<false>},
-    {"LogSoftmax", check_softmax, run_softmax<true>},
-    {"BatchNormalization", check_batch_norm, run_batch_norm},
-    {"LayerNormalization", check_layer_norm, run_layer_norm, kInplaceInput0},
-};
+// Name, check, run and in-place inputs of each kernel of this file.
+#define KILN_NORM_KERNELS(K) \
+  K(Softmax, check_softmax, run_softmax<false>, 0) \
+  K(LogSoftmax, check_softmax, run_softmax<true>, 0) \
+  K(BatchNormalization, check_batch_norm, run_batch_norm, 0) \
+  K(LayerNormalization, check_layer_norm, run_layer_norm, kInplaceInput0)
+
+KILN_DEFINE_KERNEL_ENTRIES(KILN_NORM_KERNELS)
+const KernelEntry kNormKernels[] = {KILN_NORM_KERNELS(KILN_KERNEL_TABLE_ROW)};
 const size_t kNumNormKernels = sizeof(kNormKernels) / sizeof(kNormKernels[0]);
 
 }  // namespace kernels

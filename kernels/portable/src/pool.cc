@@ -194,11 +194,14 @@ Error run_global_pool(const KernelArgs& args) {
 
 }  // namespace
 
-const KernelEntry kPoolKernels[] = {
-    {"Pool", check_pool, run_pool},
-    {"GlobalAveragePool", check_global_pool, run_global_pool<false>},
-    {"GlobalMaxPool", check_global_pool, run_global_pool<true>},
-};
+// Name, check, run and in-place inputs of each kernel of this file.
+#define KILN_POOL_KERNELS(K) \
+  K(Pool, check_pool, run_pool, 0) \
+  K(GlobalAveragePool, check_global_pool, run_global_pool<false>, 0) \
+  K(GlobalMaxPool, check_global_pool, run_global_pool<true>, 0)
+
+KILN_DEFINE_KERNEL_ENTRIES(KILN_POOL_KERNELS)
+const KernelEntry kPoolKernels[] = {KILN_POOL_KERNELS(KILN_KERNEL_TABLE_ROW)};
 const size_t kNumPoolKernels = sizeof(kPoolKernels) / sizeof(kPoolKernels[0]);
 
 }  // namespace kernels

@@ -1,5 +1,12 @@
 // The kernel tables of each source file of the portable kernels, gathered by
-// register_portable_kernels(). Internal.
+// register_portable_kernels(), and the macros that define them. Internal.
+//
+// Each source file lists its kernels once, as KILN_<FILE>_KERNELS(K) with
+// K(Name, check, run, inplace_inputs) per kernel, and from that list defines
+// both its table and one object per kernel, kiln::kernels::kernel_<Name>.
+// The table serves register_portable_kernels(); the single objects let
+// firmware register only the kernels its program calls (the registration
+// `kiln pack` writes), so the linker drops every other kernel.
 
 #ifndef KILN_KERNELS_PORTABLE_SRC_PORTABLE_KERNELS_H_
 #define KILN_KERNELS_PORTABLE_SRC_PORTABLE_KERNELS_H_
@@ -7,6 +14,12 @@
 #include <stddef.h>
 
 #include "kiln/runtime/kernel.h"
+
+#define KILN_DEFINE_KERNEL_ENTRY(name, check, run, inplace) \
+  extern const KernelEntry kernel_##name;                  \
+  const KernelEntry kernel_##name = {#name, check, run, inplace};
+#define KILN_DEFINE_KERNEL_ENTRIES(list) list(KILN_DEFINE_KERNEL_ENTRY)
+#define KILN_KERNEL_TABLE_ROW(name, check, run, inplace) {#name, check, run, inplace},
 
 namespace kiln {
 namespace kernels {

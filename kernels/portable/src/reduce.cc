@@ -322,25 +322,25 @@ Error run_arg_extreme(const KernelArgs& args) {
   return Error::kOk;
 }
 
-#define KILN_REDUCE_ENTRY(name, kind) \
-  {name, check_reduce<ReduceKind::kind>, run_reduce<ReduceKind::kind>}
-
 }  // namespace
 
-const KernelEntry kReduceKernels[] = {
-    KILN_REDUCE_ENTRY("ReduceSum", kSum),
-    KILN_REDUCE_ENTRY("ReduceMean", kMean),
-    KILN_REDUCE_ENTRY("ReduceMax", kMax),
-    KILN_REDUCE_ENTRY("ReduceMin", kMin),
-    KILN_REDUCE_ENTRY("ReduceProd", kProd),
-    KILN_REDUCE_ENTRY("ReduceL1", kL1),
-    KILN_REDUCE_ENTRY("ReduceL2", kL2),
-    KILN_REDUCE_ENTRY("ReduceLogSum", kLogSum),
-    KILN_REDUCE_ENTRY("ReduceLogSumExp", kLogSumExp),
-    KILN_REDUCE_ENTRY("ReduceSumSquare", kSumSquare),
-    {"ArgMax", check_arg_extreme, run_arg_extreme<true>},
-    {"ArgMin", check_arg_extreme, run_arg_extreme<false>},
-};
+// Name, check, run and in-place inputs of each kernel of this file.
+#define KILN_REDUCE_KERNELS(K) \
+  K(ReduceSum, check_reduce<ReduceKind::kSum>, run_reduce<ReduceKind::kSum>, 0) \
+  K(ReduceMean, check_reduce<ReduceKind::kMean>, run_reduce<ReduceKind::kMean>, 0) \
+  K(ReduceMax, check_reduce<ReduceKind::kMax>, run_reduce<ReduceKind::kMax>, 0) \
+  K(ReduceMin, check_reduce<ReduceKind::kMin>, run_reduce<ReduceKind::kMin>, 0) \
+  K(ReduceProd, check_reduce<ReduceKind::kProd>, run_reduce<ReduceKind::kProd>, 0) \
+  K(ReduceL1, check_reduce<ReduceKind::kL1>, run_reduce<ReduceKind::kL1>, 0) \
+  K(ReduceL2, check_reduce<ReduceKind::kL2>, run_reduce<ReduceKind::kL2>, 0) \
+  K(ReduceLogSum, check_reduce<ReduceKind::kLogSum>, run_reduce<ReduceKind::kLogSum>, 0) \
+  K(ReduceLogSumExp, check_reduce<ReduceKind::kLogSumExp>, run_reduce<ReduceKind::kLogSumExp>, 0) \
+  K(ReduceSumSquare, check_reduce<ReduceKind::kSumSquare>, run_reduce<ReduceKind::kSumSquare>, 0) \
+  K(ArgMax, check_arg_extreme, run_arg_extreme<true>, 0) \
+  K(ArgMin, check_arg_extreme, run_arg_extreme<false>, 0)
+
+KILN_DEFINE_KERNEL_ENTRIES(KILN_REDUCE_KERNELS)
+const KernelEntry kReduceKernels[] = {KILN_REDUCE_KERNELS(KILN_KERNEL_TABLE_ROW)};
 const size_t kNumReduceKernels = sizeof(kReduceKernels) / sizeof(kReduceKernels[0]);
 
 }  // namespace kernels

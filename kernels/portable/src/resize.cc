@@ -212,9 +212,12 @@ Error run_resize(const KernelArgs& args) {
 
 }  // namespace
 
-const KernelEntry kResizeKernels[] = {
-    {"Resize", check_resize, run_resize},
-};
+// Name, check, run and in-place inputs of each kernel of this file.
+#define KILN_RESIZE_KERNELS(K) \
+  K(Resize, check_resize, run_resize, 0)
+
+KILN_DEFINE_KERNEL_ENTRIES(KILN_RESIZE_KERNELS)
+const KernelEntry kResizeKernels[] = {KILN_RESIZE_KERNELS(KILN_KERNEL_TABLE_ROW)};
 const size_t kNumResizeKernels = sizeof(kResizeKernels) / sizeof(kResizeKernels[0]);
 
 }  // namespace kernels

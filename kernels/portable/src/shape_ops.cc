@@ -532,16 +532,19 @@ Error run_pad(const KernelArgs& args) {
 
 }  // namespace
 
-const KernelEntry kShapeKernels[] = {
-    {"Pad", check_pad, run_pad},
-    {"Gather", check_gather, run_gather},
-    {"Cast", check_cast, run_cast},
-    {"Transpose", check_transpose, run_transpose},
-    {"Concat", check_concat, run_concat},
-    {"Expand", check_expand, run_expand},
-    {"Split", check_split, run_split},
-    {"Slice", check_slice, run_slice},
-};
+// Name, check, run and in-place inputs of each kernel of this file.
+#define KILN_SHAPE_KERNELS(K) \
+  K(Pad, check_pad, run_pad, 0) \
+  K(Gather, check_gather, run_gather, 0) \
+  K(Cast, check_cast, run_cast, 0) \
+  K(Transpose, check_transpose, run_transpose, 0) \
+  K(Concat, check_concat, run_concat, 0) \
+  K(Expand, check_expand, run_expand, 0) \
+  K(Split, check_split, run_split, 0) \
+  K(Slice, check_slice, run_slice, 0)
+
+KILN_DEFINE_KERNEL_ENTRIES(KILN_SHAPE_KERNELS)
+const KernelEntry kShapeKernels[] = {KILN_SHAPE_KERNELS(KILN_KERNEL_TABLE_ROW)};
 const size_t kNumShapeKernels = sizeof(kShapeKernels) / sizeof(kShapeKernels[0]);
 
 }  // namespace kernels

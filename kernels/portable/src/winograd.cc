@@ -278,9 +278,12 @@ void winograd_conv(const WinogradConv& g, GemmPath path) {
   }
 }
 
-const KernelEntry kWinogradKernels[] = {
-    {"ConvWinograd", check_winograd, run_winograd},
-};
+// Name, check, run and in-place inputs of each kernel of this file.
+#define KILN_WINOGRAD_KERNELS(K) \
+  K(ConvWinograd, check_winograd, run_winograd, 0)
+
+KILN_DEFINE_KERNEL_ENTRIES(KILN_WINOGRAD_KERNELS)
+const KernelEntry kWinogradKernels[] = {KILN_WINOGRAD_KERNELS(KILN_KERNEL_TABLE_ROW)};
 const size_t kNumWinogradKernels = sizeof(kWinogradKernels) / sizeof(kWinogradKernels[0]);
 
 }  // namespace kernels

@@ -4,6 +4,11 @@
 //
 // Call register_portable_kernels() once before loading methods; it fills the
 // registry with every portable kernel (replacing entries of the same name).
+//
+// Each kernel is also its own object, `const KernelEntry
+// kiln::kernels::kernel_<Name>` (kernel_Conv, kernel_Relu, ...). Firmware
+// that registers only those its program calls links only those: `kiln pack`
+// writes that registration (NAME_kernels.cc) for a program.
 
 #ifndef KILN_KERNELS_PORTABLE_H_
 #define KILN_KERNELS_PORTABLE_H_
