@@ -10,6 +10,7 @@
 #include "core/file_util.h"
 #include "core/host_tensor.h"
 #include "emit/program_file.h"
+#include "lower/lowerer.h"
 #include "kiln/schema/delegate_generated.h"
 #include "report/json.h"
 #include "verify/verifier.h"
@@ -28,12 +29,7 @@ std::string fused_activation_suffix(const fb::KernelCall* call) {
   return std::string("+") + fb::EnumNameActivation(a->kind());
 }
 
-std::string device_str(const fb::Device* d) {
-  if (d == nullptr) return "cpu:0";
-  std::string name = fb::EnumNameDeviceType(d->type());
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return name + ":" + std::to_string(d->index());
-}
+std::string device_str(const fb::Device* d) { return d == nullptr ? "cpu:0" : planner::device_str(*d); }
 
 std::string name_of(const fb::Tensor& t) { return t.name() != nullptr ? t.name()->str() : ""; }
 

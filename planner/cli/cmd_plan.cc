@@ -101,7 +101,7 @@ void print_summary(const std::string& model, const std::string& output, const Pl
       if (ins.kind != LInstruction::Kind::kCopy) continue;
       const LTensor& src = m.tensors[static_cast<size_t>(ins.inputs[0])];
       const LTensor& dst = m.tensors[static_cast<size_t>(ins.outputs[0])];
-      if (device_str(src.device) == device_str(dst.device)) continue;
+      if (same_device(src.device, dst.device)) continue;
       ++copies;
       copy_bytes += src.nbytes();
     }
@@ -227,14 +227,7 @@ int cmd_plan(const Argv& argv) {
   const PlanResult result = plan_onnx_file(model, options);
   progress.finish();
   write_file_atomic(output, result.bytes);
-  if (args.has("--report")) {
-    PlanFacts facts;
-    facts.outputs_in_place = result.inplace.outputs_in_place;
-    facts.views = result.inplace.views;
-    facts.arena_bytes_without_inplace = result.arena_bytes_without_inplace;
-    facts.round_trips_removed = result.round_trips_removed;
-    write_plan_report(result.program, args.get("--report"), facts);
-  }
+  if (args.has("--report")) write_plan_report(result, args.get("--report"));
   print_summary(model, output, result);
   if (args.has("--report")) {
     std::printf("  report:      %s/plan.json, %s/memory.svg\n", args.get("--report").c_str(),

@@ -5,14 +5,11 @@
 
 #include "core/error.h"
 #include "exec/run.h"
+#include "lower/lowerer.h"
 #include "targets/target.h"
 
 namespace kiln::planner {
 namespace {
-
-bool same_device(const fb::Device& a, const fb::Device& b) {
-  return a.type() == b.type() && a.index() == b.index();
-}
 
 class InplacePass {
  public:

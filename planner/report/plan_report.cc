@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "emit/emitter.h"
+#include "lower/lowerer.h"
 #include "memory/method_plan.h"
 #include "report/json.h"
 
@@ -173,13 +174,12 @@ std::string op_at(const LMethod& m, int i) {
 
 
 // "inplace" and "aliases": what in-place reuse did.
-void write_reuse(JsonWriter& j, const LMethod& m, const PlanFacts& facts) {
-  uint64_t arena_bytes = 0;
-  for (const LArena& a : m.arenas) arena_bytes += a.size;
-  const uint64_t without = facts.arena_bytes_without_inplace;
+void write_reuse(JsonWriter& j, const LMethod& m, const PlanResult& result) {
+  const uint64_t arena_bytes = total_arena_bytes(m);
+  const uint64_t without = result.arena_bytes_without_inplace;
   j.key("inplace").begin_object();
-  j.field("outputs_in_place", facts.outputs_in_place);
-  j.field("views", facts.views);
+  j.field("outputs_in_place", result.inplace.outputs_in_place);
+  j.field("views", result.inplace.views);
   j.field("arena_bytes", arena_bytes);
   j.field("arena_bytes_without_inplace", without);
   j.field("bytes_saved", without > arena_bytes ? without - arena_bytes : uint64_t{0});
@@ -223,8 +223,8 @@ void write_copy(JsonWriter& j, const LMethod& m, const LInstruction& ins, int in
   j.field("instruction", index);
   j.field("source", src.name);
   j.field("destination", dst.name);
-  j.field("from", device_name(src.device));
-  j.field("to", device_name(dst.device));
+  j.field("from", device_str(src.device));
+  j.field("to", device_str(dst.device));
   j.field("bytes", src.nbytes());
   j.end_object();
 }
@@ -233,7 +233,7 @@ void write_copy(JsonWriter& j, const LMethod& m, const LInstruction& ins, int in
 void write_devices(JsonWriter& j, const LMethod& m) {
   std::vector<std::string> devices;
   auto note = [&](const fb::Device& d) {
-    const std::string name = device_name(d);
+    const std::string name = device_str(d);
     if (std::find(devices.begin(), devices.end(), name) == devices.end()) devices.push_back(name);
   };
   for (const LInstruction& ins : m.instructions) {
@@ -251,7 +251,7 @@ void write_devices(JsonWriter& j, const LMethod& m) {
       continue;
     }
     j.begin_object();
-    j.field("device", device_name(m.instructions[k].device));
+    j.field("device", device_str(m.instructions[k].device));
     j.field("first", static_cast<uint64_t>(k));
     j.field("last", static_cast<uint64_t>(end - 1));
     j.key("kernels").begin_array();
@@ -270,8 +270,8 @@ void write_devices(JsonWriter& j, const LMethod& m) {
   for (size_t i = 0; i < m.instructions.size(); ++i) {
     const LInstruction& ins = m.instructions[i];
     if (ins.kind != LInstruction::Kind::kCopy) continue;
-    if (device_name(m.tensors[static_cast<size_t>(ins.inputs[0])].device) ==
-        device_name(m.tensors[static_cast<size_t>(ins.outputs[0])].device)) {
+    if (same_device(m.tensors[static_cast<size_t>(ins.inputs[0])].device,
+                    m.tensors[static_cast<size_t>(ins.outputs[0])].device)) {
       continue;  // a same-device copy (a reshape that could not be a view)
     }
     write_copy(j, m, ins, static_cast<int>(i), "run");
@@ -281,13 +281,8 @@ void write_devices(JsonWriter& j, const LMethod& m) {
 
 }  // namespace
 
-std::string device_name(const fb::Device& device) {
-  std::string name = fb::EnumNameDeviceType(device.type());
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return name + ":" + std::to_string(device.index());
-}
-
-std::string plan_json(const LProgram& program, const PlanFacts& facts) {
+std::string plan_json(const PlanResult& result) {
+  const LProgram& program = result.program;
   JsonWriter j;
   j.begin_object();
   if (program.methods.empty()) {
@@ -306,7 +301,7 @@ std::string plan_json(const LProgram& program, const PlanFacts& facts) {
     j.field("id", static_cast<uint64_t>(a));
     j.field("size", arena.size);
     j.field("lower_bound", arena.lower_bound);
-    j.field("device", device_name(arena.device));
+    j.field("device", device_str(arena.device));
     j.field("kind", arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary");
     j.field("alignment", arena.alignment);
     j.field("ratio", arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0);
@@ -338,14 +333,14 @@ std::string plan_json(const LProgram& program, const PlanFacts& facts) {
     } else {
       j.null();
     }
-    j.field("device", device_name(t.device));
+    j.field("device", device_str(t.device));
     j.field("category", v.category);
     j.end_object();
   }
   j.end_array();
-  write_reuse(j, m, facts);
+  write_reuse(j, m, result);
   write_devices(j, m);
-  j.field("round_trips_removed", facts.round_trips_removed);
+  j.field("round_trips_removed", result.round_trips_removed);
   j.end_object();
   return j.str() + "\n";
 }
@@ -372,7 +367,7 @@ std::string memory_svg(const LProgram& program) {
           arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0;
       char line[512];
       std::snprintf(line, sizeof(line), "arena %zu (%s, %s): %s bytes, lower bound %s (%.4f x), first fit %s, %s%s",
-                    a, device_name(arena.device).c_str(),
+                    a, device_str(arena.device).c_str(),
                     arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary", with_commas(arena.size).c_str(),
                     with_commas(arena.lower_bound).c_str(), ratio, with_commas(arena.first_fit).c_str(),
                     arena.algorithm.c_str(), arena.optimal ? ", optimal" : "");
@@ -480,12 +475,12 @@ std::string memory_svg(const LProgram& program) {
   return svg;
 }
 
-void write_plan_report(const LProgram& program, const std::string& dir, const PlanFacts& facts) {
+void write_plan_report(const PlanResult& result, const std::string& dir) {
   if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
     fail("cannot create report directory '", dir, "': ", std::strerror(errno));
   }
-  write_file_atomic(dir + "/plan.json", plan_json(program, facts));
-  write_file_atomic(dir + "/memory.svg", memory_svg(program));
+  write_file_atomic(dir + "/plan.json", plan_json(result));
+  write_file_atomic(dir + "/memory.svg", memory_svg(result.program));
 }
 
 }  // namespace kiln::planner

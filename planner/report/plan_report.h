@@ -7,7 +7,7 @@
 //               addresses bottom to top, one box per tensor (hover for name,
 //               size and lifetime), the peak instruction and the lower bound
 //               marked. Hand-written SVG, no dependencies.
-// Pure functions of a planned LProgram; they do not modify it.
+// Pure functions of a plan; they do not modify it.
 
 #ifndef KILN_PLANNER_REPORT_PLAN_REPORT_H_
 #define KILN_PLANNER_REPORT_PLAN_REPORT_H_
@@ -15,31 +15,20 @@
 #include <string>
 
 #include "lower/program.h"
+#include "pipeline.h"
 
 namespace kiln::planner {
-
-// What the pipeline knows about a plan beyond the program itself.
-struct PlanFacts {
-  int outputs_in_place = 0;   // kernel outputs written over a dying input
-  int views = 0;              // view ops that became aliases
-  // Total arena bytes of the same plan without in-place reuse (0: unknown).
-  uint64_t arena_bytes_without_inplace = 0;
-  int round_trips_removed = 0;  // device -> CPU -> same device copies dropped
-};
 
 // The method's plan as JSON (one method: the program's first). Beside
 // arenas and tensors: "inplace" (counts and bytes saved), "aliases" (each
 // alias, its base, and whether an in-place kernel or a view made it),
 // "delegates" (each run of kernels on one device that becomes a delegate
 // call), "copies" (cross-device copies per run and at load).
-std::string plan_json(const LProgram& program, const PlanFacts& facts = {});
+std::string plan_json(const PlanResult& result);
 std::string memory_svg(const LProgram& program);
 
 // Creates `dir` if needed and writes both files into it (atomically each).
-void write_plan_report(const LProgram& program, const std::string& dir, const PlanFacts& facts = {});
-
-// "cpu:0", "cuda:1"
-std::string device_name(const fb::Device& device);
+void write_plan_report(const PlanResult& result, const std::string& dir);
 
 }  // namespace kiln::planner
 

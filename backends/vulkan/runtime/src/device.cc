@@ -409,15 +409,25 @@ Error ensure_staging(BackendState& s, DeviceState& d) {
   void* mapped = nullptr;
   KILN_VK_CHECK(vkMapMemory(d.device, d.staging_memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory (staging)");
   d.staging_mapped = static_cast<uint8_t*>(mapped);
+  return create_commands(s, d, &d.transfer, &d.transfer_fence, "staging");
+}
+
+Error create_commands(BackendState& s, DeviceState& d, VkCommandBuffer* commands, VkFence* fence, const char* what) {
   VkCommandBufferAllocateInfo command = {};
   command.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
   command.commandPool = d.command_pool;
   command.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   command.commandBufferCount = 1;
-  KILN_VK_CHECK(vkAllocateCommandBuffers(d.device, &command, &d.transfer), "vkAllocateCommandBuffers (staging)");
-  VkFenceCreateInfo fence = {};
-  fence.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
-  KILN_VK_CHECK(vkCreateFence(d.device, &fence, s.allocator(), &d.transfer_fence), "vkCreateFence (staging)");
+  if (const VkResult r = vkAllocateCommandBuffers(d.device, &command, commands); r != VK_SUCCESS) {
+    KILN_LOG(ERROR, "vulkan: vkAllocateCommandBuffers (%s) failed: %s", what, result_name(r));
+    return Error::kDeviceError;
+  }
+  VkFenceCreateInfo info = {};
+  info.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+  if (const VkResult r = vkCreateFence(d.device, &info, s.allocator(), fence); r != VK_SUCCESS) {
+    KILN_LOG(ERROR, "vulkan: vkCreateFence (%s) failed: %s", what, result_name(r));
+    return Error::kDeviceError;
+  }
   return Error::kOk;
 }
 

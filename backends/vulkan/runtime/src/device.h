@@ -23,6 +23,10 @@ Result<VkPipeline> ensure_pipeline(BackendState& s, DeviceState& device, ShaderI
 // device's transfer command buffer; with the lock held.
 Error submit_copy(BackendState& s, DeviceState& device, VkBuffer src, uint64_t src_offset, VkBuffer dst,
                   uint64_t dst_offset, uint64_t bytes);
+// A primary command buffer from the device's pool and an unsignalled fence
+// to wait for its submission; `what` names them in errors.
+Error create_commands(BackendState& s, DeviceState& device, VkCommandBuffer* commands, VkFence* fence,
+                      const char* what);
 // The staging buffer (kStagingBytes, host-visible), made on first use.
 Error ensure_staging(BackendState& s, DeviceState& device);
 // Destroys every object of the device; its arenas must be released.

@@ -880,8 +880,8 @@ Error lower_layer_norm(const KernelView& k, const Limits& limits, DispatchSink& 
   add(d, scale, false);
   add(d, bias != nullptr ? *bias : scale, false);
   add(d, y, true);
-  // Without statistics outputs the shader writes nothing there; Y stands
-  // in for the bindings (read-only use keeps the hazards exact).
+  // Without statistics outputs the shader writes nothing there; Scale
+  // stands in for the bindings (read-only use keeps the hazards exact).
   if (stats) {
     add(d, k.output(1), true);
     add(d, k.output(2), true);

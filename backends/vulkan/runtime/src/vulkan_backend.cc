@@ -305,15 +305,7 @@ Error record(BackendState& s, DeviceState& device, const fb::DelegateGraph& grap
     pool.pPoolSizes = &size;
     KILN_VK_CHECK(vkCreateDescriptorPool(device.device, &pool, a, &r.descriptors), "vkCreateDescriptorPool");
   }
-  VkCommandBufferAllocateInfo command = {};
-  command.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-  command.commandPool = device.command_pool;
-  command.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  command.commandBufferCount = 1;
-  KILN_VK_CHECK(vkAllocateCommandBuffers(device.device, &command, &r.commands), "vkAllocateCommandBuffers");
-  VkFenceCreateInfo fence = {};
-  fence.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
-  KILN_VK_CHECK(vkCreateFence(device.device, &fence, a, &r.fence), "vkCreateFence");
+  KILN_RETURN_IF_ERROR(create_commands(s, device, &r.commands, &r.fence, "delegate"));
 
   VkCommandBufferBeginInfo begin = {};
   begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;

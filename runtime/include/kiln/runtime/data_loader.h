@@ -31,7 +31,8 @@ class DataLoader {
   virtual uint64_t size() const = 0;
 
  protected:
-  // Not deleted through this interface (there is no heap to delete from).
+  // Protected and non-virtual: the application owns each loader; nothing
+  // destroys one through this interface.
   ~DataLoader() = default;
 };
 
