@@ -256,7 +256,10 @@ TEST(Depthwise3x3Test, MatchesDirectConvolution) {
   for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
     for (int64_t stride : {1, 2}) {
       for (int64_t pad : {0, 1, 2}) {
-        for (const auto& [h, w] : {std::pair<int64_t, int64_t>{5, 4}, {7, 7}, {14, 14}, {9, 13}, {20, 37}, {8, 64}}) {
+        // Rows shorter than, as long as and longer than one 16-lane strip,
+        // and rows whose last strip is partial.
+        for (const auto& [h, w] : {std::pair<int64_t, int64_t>{5, 4}, {7, 7}, {14, 14}, {9, 13}, {20, 37}, {8, 64},
+                                   {3, 16}, {6, 17}, {4, 31}, {11, 32}, {2, 33}, {1, 1}, {12, 56}}) {
           const int64_t oh = (h + 2 * pad - 3) / stride + 1, ow = (w + 2 * pad - 3) / stride + 1;
           if (oh <= 0 || ow <= 0) continue;
           const std::vector<float> x = values(static_cast<size_t>(h * w), 9);

@@ -397,7 +397,10 @@ void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, f
                   const fb::FusedActivation* activation, GemmPath path) {
   const Clamp clamp = clamp_of(activation);
 #if KILN_GEMM_X86
-  if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
+  if (path == GemmPath::kAuto && x86::has_avx512f() &&
+      x86::depthwise3x3_avx512(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi)) {
+    // done
+  } else if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
     x86::depthwise3x3_avx2(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
   } else {
     depthwise3x3_portable(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);

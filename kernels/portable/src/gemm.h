@@ -120,6 +120,12 @@ void micro_kernel_avx2(int64_t kc, const float* a, const float* b, float* c, int
 void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias,
                        int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
                        bool clamp, float lo, float hi);
+// The same with 16 outputs per 512-bit vector and no copies (see
+// gemm_x86.cc); false, having done nothing, unless the stride is 1 or 2 and
+// the left pad 0 or 1.
+bool depthwise3x3_avx512(const float* in, int64_t h, int64_t w, const float* weights, float bias,
+                         int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
+                         bool clamp, float lo, float hi);
 // dst[q] = src[2 * q] for q < count, reading src[0 .. avail) only
 // (avail >= 2 * count - 1): the stride-2 rows of an im2col panel.
 void copy_stride2_avx2(const float* src, int64_t count, int64_t avail, float* dst);
