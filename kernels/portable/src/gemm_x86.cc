@@ -133,7 +133,7 @@ KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, flo
   if (mr > 5) store_row(c + 5 * ldc, c50, c51, nr, accumulate, bias(5), col0, col1, clamp, vlo, vhi);
 }
 
-#define KILN_AVX512 __attribute__((target("avx512f")))
+#define KILN_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
 namespace {
 
@@ -143,6 +143,13 @@ KILN_AVX512 inline void store_row16(float* row, __m512 v, __mmask16 mask, bool a
   // The masked forms: GCC 12 warns about the unmasked ones' undefined source.
   if (clamp) v = _mm512_mask_min_ps(v, 0xFFFF, hi, _mm512_mask_max_ps(v, 0xFFFF, lo, v));
   _mm512_mask_storeu_ps(row, mask, v);
+}
+
+// v in the low half, zeros above (the masked insert: GCC 12 warns about
+// _mm512_zextps256_ps512's undefined source).
+KILN_AVX512 inline __m512 widen(__m256 v) {
+  const __m512d zero = _mm512_setzero_pd();
+  return _mm512_castpd_ps(_mm512_mask_insertf64x4(zero, 0xFF, zero, _mm256_castps_pd(v), 0));
 }
 
 }  // namespace
@@ -155,6 +162,32 @@ KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b,
                                      const float* col_bias, bool clamp, float lo, float hi) {
   __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
   __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
+  if (nr <= 8) {
+    // A tile at most half as wide (the last panel of a 7x7 image's 49
+    // columns has one): 256-bit FMAs over the panel's first eight columns,
+    // half the work where 512-bit operations take two passes.
+    __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps(), d2 = _mm256_setzero_ps();
+    __m256 d3 = _mm256_setzero_ps(), d4 = _mm256_setzero_ps(), d5 = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int64_t p = 0; p < kc; ++p) {
+      const __m256 bv = _mm256_loadu_ps(b);
+      d0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a), bv, d0);
+      d1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), bv, d1);
+      d2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 2), bv, d2);
+      d3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), bv, d3);
+      d4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), bv, d4);
+      d5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), bv, d5);
+      a += kGemmMr;
+      b += kGemmNr;
+    }
+    c0 = widen(d0);
+    c1 = widen(d1);
+    c2 = widen(d2);
+    c3 = widen(d3);
+    c4 = widen(d4);
+    c5 = widen(d5);
+    kc = 0;
+  }
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
     const __m512 bv = _mm512_loadu_ps(b);
