@@ -411,5 +411,22 @@ void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, f
   if (clamp.post) apply_activation(out, oh * ow, activation);
 }
 
+bool conv_s2_direct(const DirectConvS2& conv, GemmPath path) {
+#if KILN_GEMM_X86
+  const Clamp clamp = clamp_of(conv.activation);
+  if (path != GemmPath::kAuto || !x86::has_avx512f() ||
+      !x86::conv_s2_avx512(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl, conv.packed_weights,
+                           conv.m, conv.bias, conv.y, conv.oh, conv.ow, clamp.on, clamp.lo, clamp.hi)) {
+    return false;
+  }
+  if (clamp.post) apply_activation(conv.y, conv.m * conv.oh * conv.ow, conv.activation);
+  return true;
+#else
+  static_cast<void>(conv);
+  static_cast<void>(path);
+  return false;
+#endif
+}
+
 }  // namespace kernels
 }  // namespace kiln

@@ -98,6 +98,22 @@ void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, f
                   int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
                   const fb::FusedActivation* activation, GemmPath path = GemmPath::kAuto);
 
+// A convolution with stride 2 on both axes, no dilation, one group, of
+// one image x [c][h][w] into y [m][oh][ow], weights packed by
+// gemm_prepack_a (m x c * kh * kw), computed straight from the image
+// without an im2col panel: for a network's first layers (few input
+// channels, large images). False, having done nothing, where there is no
+// such kernel for the processor or the geometry does not fit its buffers.
+struct DirectConvS2 {
+  int64_t c = 0, h = 0, w = 0, kh = 0, kw = 0, pt = 0, pl = 0, m = 0, oh = 0, ow = 0;
+  const float* x = nullptr;
+  const float* packed_weights = nullptr;
+  const float* bias = nullptr;  // per output channel, or nullptr
+  float* y = nullptr;
+  const fb::FusedActivation* activation = nullptr;
+};
+bool conv_s2_direct(const DirectConvS2& conv, GemmPath path = GemmPath::kAuto);
+
 // The x86-64 AVX2+FMA implementations (gemm_x86.cc), built into every
 // x86-64 build with per-function target attributes (no global -mavx2) and
 // only called when the processor has both.
@@ -126,6 +142,9 @@ void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weigh
 bool depthwise3x3_avx512(const float* in, int64_t h, int64_t w, const float* weights, float bias,
                          int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
                          bool clamp, float lo, float hi);
+bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
+                    const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow,
+                    bool clamp, float lo, float hi);
 // dst[q] = src[2 * q] for q < count, reading src[0 .. avail) only
 // (avail >= 2 * count - 1): the stride-2 rows of an im2col panel.
 void copy_stride2_avx2(const float* src, int64_t count, int64_t avail, float* dst);

@@ -554,6 +554,84 @@ KILN_AVX512 bool depthwise3x3_avx512(const float* in, int64_t h, int64_t w, cons
   return true;
 }
 
+// A stride-2 convolution read straight from the image. Per output row,
+// every input row it reads (channel c, kernel row ky) is copied once into a
+// zero-padded buffer split into even and odd columns, so tap (c, ky, kx) of
+// 16 consecutive outputs is one plain load; the taps then go through the
+// micro-kernel's 6x32 tile against the packed weights (six output channels
+// by two 16-column strips), no im2col panel.
+KILN_AVX512 bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt,
+                                int64_t pl, const float* packed_weights, int64_t m, const float* bias, float* y,
+                                int64_t oh, int64_t ow, bool clamp, float lo, float hi) {
+  const int64_t k = c * kh * kw;
+  const int64_t strips = (ow + 15) / 16 * 16;            // outputs computed per row, whole strips
+  const int64_t half = strips + (kw + 1) / 2 + 16;       // floats of one even or odd column buffer
+  constexpr int64_t kBufferFloats = 12288;               // 48 KiB of stack
+  constexpr int64_t kMaxTaps = 256;
+  if (k > kMaxTaps || c * kh * 2 * half > kBufferFloats || pl < 0 || pt < 0) return false;
+  alignas(64) float buffer[kBufferFloats];
+  const float* tap[kMaxTaps];
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), zero = _mm512_setzero_ps();
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    // Padded column q of input row (ci, ky) is column q - pl of the image.
+    for (int64_t ci = 0; ci < c; ++ci) {
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        float* even = buffer + (ci * kh + ky) * 2 * half;
+        float* odd = even + half;
+        const int64_t iy = oy * 2 - pt + ky;
+        const float* row = x + (ci * h + iy) * w;
+        const bool inside = iy >= 0 && iy < h;
+        for (int64_t q = 0; q < half; ++q) {
+          const int64_t e = 2 * q - pl, o = e + 1;
+          even[q] = inside && e >= 0 && e < w ? row[e] : 0.f;
+          odd[q] = inside && o >= 0 && o < w ? row[o] : 0.f;
+        }
+        for (int64_t kx = 0; kx < kw; ++kx) tap[(ci * kh + ky) * kw + kx] = (kx % 2 == 0 ? even : odd) + kx / 2;
+      }
+    }
+    float* yrow = y + oy * ow;
+    for (int64_t i0 = 0; i0 < m; i0 += kGemmMr) {
+      const int64_t mr = m - i0 < kGemmMr ? m - i0 : kGemmMr;
+      const float* a_panel = packed_weights + i0 * k;
+      for (int64_t ox = 0; ox < ow; ox += 32) {
+        __m512 c00 = zero, c01 = zero, c10 = zero, c11 = zero, c20 = zero, c21 = zero;
+        __m512 c30 = zero, c31 = zero, c40 = zero, c41 = zero, c50 = zero, c51 = zero;
+        const float* a = a_panel;
+        for (int64_t p = 0; p < k; ++p, a += kGemmMr) {
+          const __m512 b0 = _mm512_loadu_ps(tap[p] + ox), b1 = _mm512_loadu_ps(tap[p] + ox + 16);
+          __m512 av = _mm512_set1_ps(a[0]);
+          c00 = _mm512_fmadd_ps(av, b0, c00);
+          c01 = _mm512_fmadd_ps(av, b1, c01);
+          av = _mm512_set1_ps(a[1]);
+          c10 = _mm512_fmadd_ps(av, b0, c10);
+          c11 = _mm512_fmadd_ps(av, b1, c11);
+          av = _mm512_set1_ps(a[2]);
+          c20 = _mm512_fmadd_ps(av, b0, c20);
+          c21 = _mm512_fmadd_ps(av, b1, c21);
+          av = _mm512_set1_ps(a[3]);
+          c30 = _mm512_fmadd_ps(av, b0, c30);
+          c31 = _mm512_fmadd_ps(av, b1, c31);
+          av = _mm512_set1_ps(a[4]);
+          c40 = _mm512_fmadd_ps(av, b0, c40);
+          c41 = _mm512_fmadd_ps(av, b1, c41);
+          av = _mm512_set1_ps(a[5]);
+          c50 = _mm512_fmadd_ps(av, b0, c50);
+          c51 = _mm512_fmadd_ps(av, b1, c51);
+        }
+        const __mmask16 m0 = first_lanes(ow - ox), m1 = first_lanes(ow - ox - 16);
+        const __m512 acc[kGemmMr][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+        for (int64_t i = 0; i < mr; ++i) {
+          float* out = yrow + (i0 + i) * oh * ow + ox;
+          const float b = bias != nullptr ? bias[i0 + i] : 0.f;
+          store_row16(out, acc[i][0], m0, false, b, zero, clamp, vlo, vhi);
+          if (m1 != 0) store_row16(out + 16, acc[i][1], m1, false, b, zero, clamp, vlo, vhi);
+        }
+      }
+    }
+  }
+  return true;
+}
+
 // Eight outputs per step from 16 loaded floats (their even lanes), while
 // the 16 floats lie inside what may be read; the rest one by one.
 KILN_AVX2 void copy_stride2_avx2(const float* src, int64_t count, int64_t avail, float* dst) {

@@ -185,7 +185,22 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
   const int64_t plane = g.oh * g.ow, k = cg * g.kh * g.kw;
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 &&
                          g.pb == 0 && g.pr == 0;
+  // A first layer (few channels, stride 2): straight from the image where
+  // the processor has a kernel for it.
+  const bool direct_s2 = prepacked && g.group == 1 && g.c <= 4 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && k <= 256;
   for (int64_t n = 0; n < g.n; ++n) {
+    if (direct_s2) {
+      DirectConvS2 conv;
+      conv.c = g.c; conv.h = g.h; conv.w = g.w;
+      conv.kh = g.kh; conv.kw = g.kw; conv.pt = g.pt; conv.pl = g.pl;
+      conv.m = g.m; conv.oh = g.oh; conv.ow = g.ow;
+      conv.x = x + n * g.c * g.h * g.w;
+      conv.packed_weights = w;
+      conv.bias = bias;
+      conv.y = y + n * g.m * plane;
+      conv.activation = args.params<fb::ConvParams>()->activation();
+      if (conv_s2_direct(conv)) continue;
+    }
     for (int64_t grp = 0; grp < g.group; ++grp) {
       const float* xg = x + (n * g.c + grp * cg) * g.h * g.w;
       GemmMatrix a;
