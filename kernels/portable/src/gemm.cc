@@ -37,17 +37,17 @@ namespace {
 // B panel (kc x kGemmNr), plus C itself (accumulate) or plus row_bias[i]
 // and col_bias[j] (each may be nullptr), then clamped to [lo, hi] when
 // `clamp` (NaN stays NaN).
-using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
+using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
                              int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
                              float lo, float hi);
 
-void micro_kernel_portable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
+void micro_kernel_portable(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
                            int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
                            float lo, float hi) {
   float acc[kGemmMr][kGemmNr] = {};
   for (int64_t p = 0; p < kc; ++p) {
     const float* ap = a + p * kGemmMr;
-    const float* bp = b + p * kGemmNr;
+    const float* bp = b + p * ldb;
     for (int64_t i = 0; i < kGemmMr; ++i) {
       const float av = ap[i];
       for (int64_t j = 0; j < kGemmNr; ++j) acc[i][j] += av * bp[j];
@@ -279,13 +279,29 @@ void gemv(int64_t n, int64_t k, const float* a, const GemmMatrix& b, float* out,
   gemm_f32(1, n, k, a, k, false, b.data, b.ld, b.trans, out, n, false);
 }
 
+// Whether the micro-kernel reads B's whole panels where B lies instead of
+// packing them (row-major B only). Packing copies all of B once per block
+// and pays off over many A panels, so reading in place is for short A (a
+// 1x1 convolution with few output channels), and only where B's rows do
+// not crowd a few sets of a 32 KiB 8-way L1 cache (a row stride of
+// 12,544 floats puts every row of a panel in 4 of its 64 sets).
+bool read_b_in_place(int64_t m, int64_t ldb) {
+  if (m > 96) return false;
+  const int64_t bytes = ldb * static_cast<int64_t>(sizeof(float));
+  if (bytes % 64 != 0) return true;  // rows straddle lines: spread over the sets
+  int64_t lines = bytes / 64 % 64, sets = 64;
+  for (int64_t g = lines == 0 ? 64 : lines; g % 2 == 0 && sets > 1; g /= 2) sets /= 2;  // 64 / gcd(lines, 64)
+  return sets >= 16;
+}
+
 }  // namespace
 
 // The blocked product, loop by loop (B's block stays in L2, A's block is
 // streamed past it, one B panel stays in L1 while the A panels pass):
 //   for each block of kGemmNc columns (jc)
 //     for each block of kGemmKc of the inner dimension (pc)
-//       pack B[pc.., jc..]                          -> pack_b
+//       pack B[pc.., jc..]                          -> pack_b (or read in
+//                                                      place: read_b_in_place)
 //       for each block of kGemmMc rows (ic)
 //         pack A[ic.., pc..]                        -> pack_a
 //         for each B panel (jr), each A panel (ir)
@@ -328,6 +344,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
     return;
   }
   const MicroKernel kernel = select_micro_kernel(path);
+  const bool direct_b = im2col == nullptr && !b.prepacked && !b.trans && read_b_in_place(m, b.ld);
   for (int64_t jc = 0; jc < n; jc += kGemmNc) {
     const int64_t nc = gemm_min(kGemmNc, n - jc);
     for (int64_t pc = 0; pc < k; pc += kGemmKc) {
@@ -336,8 +353,16 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
       // Panels of B for this block: prepacked ones span all of k.
       const float* b_block = b.prepacked ? b.data + jc * k + pc * kGemmNr : pack_b_buf;
       const int64_t b_stride = b.prepacked ? kGemmNr * k : kGemmNr * kc;
+      // Whole panels of a plain row-major B (a 1x1 convolution's input) are
+      // read in place, row by row, by the micro-kernel; only a last,
+      // narrower panel is packed (reading 16 columns there could run past
+      // the matrix).
+      const bool in_place = direct_b;
+      const int64_t whole = in_place ? nc / kGemmNr * kGemmNr : 0;
       if (im2col != nullptr) {
         pack_b_im2col(*im2col, pc, kc, jc, nc, pack_b_buf, path);
+      } else if (in_place) {
+        if (whole < nc) pack_b_matrix(b, pc, kc, jc + whole, nc - whole, pack_b_buf);
       } else if (!b.prepacked) {
         pack_b_matrix(b, pc, kc, jc, nc, pack_b_buf);
       }
@@ -350,13 +375,20 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
         for (int64_t jr = 0; jr < nc; jr += kGemmNr) {
           const int64_t nr = gemm_min(kGemmNr, nc - jr);
           const float* bp = b_block + jr / kGemmNr * b_stride;
+          int64_t ldb = kGemmNr;
+          if (jr < whole) {
+            bp = b.data + pc * b.ld + jc + jr;
+            ldb = b.ld;
+          } else if (in_place) {
+            bp = pack_b_buf;
+          }
           for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
             const int64_t mr = gemm_min(kGemmMr, mc - ir);
             float* tile = c + (ic + ir) * ldc + jc + jr;
             const bool bias = first && !epilogue.accumulate;
             const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
             const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
-            kernel(kc, a_block + ir / kGemmMr * a_stride, bp, tile, ldc, mr, nr, !first || epilogue.accumulate,
+            kernel(kc, a_block + ir / kGemmMr * a_stride, bp, ldb, tile, ldc, mr, nr, !first || epilogue.accumulate,
                    row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
             if (last && clamp.post) {
               for (int64_t i = 0; i < mr; ++i) apply_activation(tile + i * ldc, nr, epilogue.activation);

@@ -81,7 +81,7 @@ KILN_AVX2 inline void store_row(float* row, __m256 v0, __m256 v1, int64_t nr, bo
 
 // The 6x16 tile lives in 12 registers; per step of k, two loads of B, six
 // broadcasts of A and twelve FMAs.
-KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr,
+KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
                                  int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
                                  bool clamp, float lo, float hi) {
   static_assert(kGemmMr == 6 && kGemmNr == 16, "the AVX2 micro-kernel computes 6x16 tiles");
@@ -114,7 +114,7 @@ KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, flo
     c50 = _mm256_fmadd_ps(av, b0, c50);
     c51 = _mm256_fmadd_ps(av, b1, c51);
     a += kGemmMr;
-    b += kGemmNr;
+    b += ldb;
   }
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
   const auto bias = [row_bias](int64_t i) { return row_bias != nullptr ? row_bias[i] : 0.f; };
@@ -157,7 +157,7 @@ KILN_AVX512 inline __m512 widen(__m256 v) {
 // The same 6x16 tile in six 512-bit registers: per step of k one load of
 // B and six FMAs that broadcast A from memory, a third of the AVX2
 // kernel's instructions for the same work.
-KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
                                      int64_t mr, int64_t nr, bool accumulate, const float* row_bias,
                                      const float* col_bias, bool clamp, float lo, float hi) {
   __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
@@ -178,7 +178,7 @@ KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b,
       d4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), bv, d4);
       d5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), bv, d5);
       a += kGemmMr;
-      b += kGemmNr;
+      b += ldb;
     }
     c0 = widen(d0);
     c1 = widen(d1);
@@ -198,7 +198,7 @@ KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b,
     c4 = _mm512_fmadd_ps(_mm512_set1_ps(a[4]), bv, c4);
     c5 = _mm512_fmadd_ps(_mm512_set1_ps(a[5]), bv, c5);
     a += kGemmMr;
-    b += kGemmNr;
+    b += ldb;
   }
   const __mmask16 mask = static_cast<__mmask16>(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
