@@ -699,36 +699,62 @@ KILN_AVX2 void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu)
 
 // Winograd F(2x2, 3x3) input transform of up to eight consecutive tiles
 // (t_first .. t_first + count - 1, tw tiles per row) of one channel: the
-// 4x4 patches gathered with masks (outside the image reads 0), B^T d B on
+// 4x4 patches read (outside the image reads 0), B^T d B on
 // vectors, V_xi (lane q: tile q) stored to out + xi * stride_xi.
 KILN_AVX2 void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw,
                                    int64_t t_first, int64_t count, float* out, int64_t stride_xi) {
-  alignas(32) int32_t row0[8], col0[8];
-  for (int64_t q = 0; q < 8; ++q) {
-    const int64_t t = t_first + (q < count ? q : 0);
-    row0[q] = static_cast<int32_t>(2 * (t / tw) - pt);
-    col0[q] = static_cast<int32_t>(2 * (t % tw) - pl);
-  }
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lanes);
-  const __m256i vr = _mm256_load_si256(reinterpret_cast<const __m256i*>(row0));
-  const __m256i vc = _mm256_load_si256(reinterpret_cast<const __m256i*>(col0));
-  const __m256i vh = _mm256_set1_epi32(static_cast<int>(h)), vw = _mm256_set1_epi32(static_cast<int>(w));
-  const __m256i minus1 = _mm256_set1_epi32(-1);
-  __m256i col_ok[4], col[4];
-  for (int j = 0; j < 4; ++j) {
-    col[j] = _mm256_add_epi32(vc, _mm256_set1_epi32(j));
-    col_ok[j] = _mm256_and_si256(_mm256_cmpgt_epi32(col[j], minus1), _mm256_cmpgt_epi32(vw, col[j]));
-  }
   __m256 d[4][4];
-  for (int i = 0; i < 4; ++i) {
-    const __m256i row = _mm256_add_epi32(vr, _mm256_set1_epi32(i));
-    const __m256i row_ok =
-        _mm256_and_si256(live, _mm256_and_si256(_mm256_cmpgt_epi32(row, minus1), _mm256_cmpgt_epi32(vh, row)));
-    const __m256i base = _mm256_mullo_epi32(row, vw);
+  // Eight tiles side by side in one tile row: each of the four input rows'
+  // 18 columns under them read plainly (or, at the image's left or right
+  // edge, from a zero-padded copy; a row outside the image is zeros) and
+  // split into even and odd lanes: tap columns 0, 1 from the first 16
+  // floats, 2, 3 from the 16 two further on. Tiles that straddle tile rows
+  // gather every element with a mask.
+  const int64_t tx = t_first % tw, r0 = 2 * (t_first / tw) - pt, c0 = 2 * tx - pl;
+  if (count == 8 && tx + 8 <= tw) {
+    for (int i = 0; i < 4; ++i) {
+      if (r0 + i < 0 || r0 + i >= h) {
+        for (int j = 0; j < 4; ++j) d[i][j] = _mm256_setzero_ps();
+        continue;
+      }
+      const float* row = image + (r0 + i) * w;
+      alignas(32) float window[18];
+      const float* src = window;
+      if (c0 >= 0 && c0 + 18 <= w) {
+        src = row + c0;
+      } else {
+        for (int64_t q = 0; q < 18; ++q) window[q] = c0 + q >= 0 && c0 + q < w ? row[c0 + q] : 0.f;
+      }
+      deinterleave(src, &d[i][0], &d[i][1]);
+      deinterleave(src + 2, &d[i][2], &d[i][3]);
+    }
+  } else {
+    alignas(32) int32_t row0[8], col0[8];
+    for (int64_t q = 0; q < 8; ++q) {
+      const int64_t t = t_first + (q < count ? q : 0);
+      row0[q] = static_cast<int32_t>(2 * (t / tw) - pt);
+      col0[q] = static_cast<int32_t>(2 * (t % tw) - pl);
+    }
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lanes);
+    const __m256i vr = _mm256_load_si256(reinterpret_cast<const __m256i*>(row0));
+    const __m256i vc = _mm256_load_si256(reinterpret_cast<const __m256i*>(col0));
+    const __m256i vh = _mm256_set1_epi32(static_cast<int>(h)), vw = _mm256_set1_epi32(static_cast<int>(w));
+    const __m256i minus1 = _mm256_set1_epi32(-1);
+    __m256i col_ok[4], col[4];
     for (int j = 0; j < 4; ++j) {
-      const __m256 mask = _mm256_castsi256_ps(_mm256_and_si256(row_ok, col_ok[j]));
-      d[i][j] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), image, _mm256_add_epi32(base, col[j]), mask, 4);
+      col[j] = _mm256_add_epi32(vc, _mm256_set1_epi32(j));
+      col_ok[j] = _mm256_and_si256(_mm256_cmpgt_epi32(col[j], minus1), _mm256_cmpgt_epi32(vw, col[j]));
+    }
+    for (int i = 0; i < 4; ++i) {
+      const __m256i row = _mm256_add_epi32(vr, _mm256_set1_epi32(i));
+      const __m256i row_ok =
+          _mm256_and_si256(live, _mm256_and_si256(_mm256_cmpgt_epi32(row, minus1), _mm256_cmpgt_epi32(vh, row)));
+      const __m256i base = _mm256_mullo_epi32(row, vw);
+      for (int j = 0; j < 4; ++j) {
+        const __m256 mask = _mm256_castsi256_ps(_mm256_and_si256(row_ok, col_ok[j]));
+        d[i][j] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), image, _mm256_add_epi32(base, col[j]), mask, 4);
+      }
     }
   }
   __m256 r[4][4];
