@@ -34,16 +34,17 @@ void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool
 namespace {
 
 // Computes one register tile: C[mr][nr] = A panel (kc x kGemmMr) times
-// B panel (kc x kGemmNr), plus C itself (accumulate) or plus row_bias[i]
+// B panel (kc rows of kGemmNr floats, ldb apart: kGemmNr when packed, the
+// matrix's row stride when read in place), plus C itself (accumulate) or plus row_bias[i]
 // and col_bias[j] (each may be nullptr), then clamped to [lo, hi] when
 // `clamp` (NaN stays NaN).
-using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
-                             int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
-                             float lo, float hi);
+using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                             int64_t mr, int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
+                             bool clamp, float lo, float hi);
 
-void micro_kernel_portable(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
-                           int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
-                           float lo, float hi) {
+void micro_kernel_portable(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                           int64_t mr, int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
+                           bool clamp, float lo, float hi) {
   float acc[kGemmMr][kGemmNr] = {};
   for (int64_t p = 0; p < kc; ++p) {
     const float* ap = a + p * kGemmMr;
@@ -357,11 +358,10 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
       // read in place, row by row, by the micro-kernel; only a last,
       // narrower panel is packed (reading 16 columns there could run past
       // the matrix).
-      const bool in_place = direct_b;
-      const int64_t whole = in_place ? nc / kGemmNr * kGemmNr : 0;
+      const int64_t whole = direct_b ? nc / kGemmNr * kGemmNr : 0;
       if (im2col != nullptr) {
         pack_b_im2col(*im2col, pc, kc, jc, nc, pack_b_buf, path);
-      } else if (in_place) {
+      } else if (direct_b) {
         if (whole < nc) pack_b_matrix(b, pc, kc, jc + whole, nc - whole, pack_b_buf);
       } else if (!b.prepacked) {
         pack_b_matrix(b, pc, kc, jc, nc, pack_b_buf);
@@ -379,7 +379,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
           if (jr < whole) {
             bp = b.data + pc * b.ld + jc + jr;
             ldb = b.ld;
-          } else if (in_place) {
+          } else if (direct_b) {
             bp = pack_b_buf;
           }
           for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
@@ -428,18 +428,18 @@ void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, f
                   int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
                   const fb::FusedActivation* activation, GemmPath path) {
   const Clamp clamp = clamp_of(activation);
+  bool done = false;
 #if KILN_GEMM_X86
-  if (path == GemmPath::kAuto && x86::has_avx512f() &&
-      x86::depthwise3x3_avx512(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi)) {
-    // done
-  } else if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
-    x86::depthwise3x3_avx2(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
-  } else {
-    depthwise3x3_portable(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
+  if (path == GemmPath::kAuto && x86::has_avx512f()) {
+    done = x86::depthwise3x3_avx512(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo,
+                                    clamp.hi);
   }
-#else
-  depthwise3x3_portable(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
+  if (!done && path != GemmPath::kPortable && x86::has_avx2_fma()) {
+    x86::depthwise3x3_avx2(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
+    done = true;
+  }
 #endif
+  if (!done) depthwise3x3_portable(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
   if (clamp.post) apply_activation(out, oh * ow, activation);
 }
 

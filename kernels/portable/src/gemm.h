@@ -127,12 +127,12 @@ bool conv_s2_direct(const DirectConvS2& conv, GemmPath path = GemmPath::kAuto);
 namespace x86 {
 bool has_avx2_fma();
 bool has_avx512f();
-void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
-                         int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
-                       float hi);
-void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
-                       int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
-                       float hi);
+void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                         int64_t mr, int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
+                         bool clamp, float lo, float hi);
+void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                       int64_t mr, int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
+                       bool clamp, float lo, float hi);
 void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias,
                        int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
                        bool clamp, float lo, float hi);

@@ -81,8 +81,8 @@ KILN_AVX2 inline void store_row(float* row, __m256 v0, __m256 v1, int64_t nr, bo
 
 // The 6x16 tile lives in 12 registers; per step of k, two loads of B, six
 // broadcasts of A and twelve FMAs.
-KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
-                                 int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
+KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                                 int64_t mr, int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
                                  bool clamp, float lo, float hi) {
   static_assert(kGemmMr == 6 && kGemmNr == 16, "the AVX2 micro-kernel computes 6x16 tiles");
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
@@ -137,11 +137,16 @@ KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int
 
 namespace {
 
+// max(lo, v) then min(hi, v), as clamp8 (NaN passes through). The masked
+// forms: GCC 12 warns about the unmasked ones' undefined source.
+KILN_AVX512 inline __m512 clamp16(__m512 v, __m512 lo, __m512 hi) {
+  return _mm512_mask_min_ps(v, 0xFFFF, hi, _mm512_mask_max_ps(v, 0xFFFF, lo, v));
+}
+
 KILN_AVX512 inline void store_row16(float* row, __m512 v, __mmask16 mask, bool accumulate, float bias, __m512 col,
                                     bool clamp, __m512 lo, __m512 hi) {
   v = _mm512_add_ps(v, accumulate ? _mm512_maskz_loadu_ps(mask, row) : _mm512_add_ps(_mm512_set1_ps(bias), col));
-  // The masked forms: GCC 12 warns about the unmasked ones' undefined source.
-  if (clamp) v = _mm512_mask_min_ps(v, 0xFFFF, hi, _mm512_mask_max_ps(v, 0xFFFF, lo, v));
+  if (clamp) v = clamp16(v, lo, hi);
   _mm512_mask_storeu_ps(row, mask, v);
 }
 
@@ -459,6 +464,11 @@ KILN_AVX512 inline void row_taps(const float* row, int64_t w, int64_t i0, int64_
   }
 }
 
+// acc + t0 k0 + t1 k1 + t2 k2: one input row's part of an output row.
+KILN_AVX512 inline __m512 row_fma(__m512 acc, __m512 t0, __m512 t1, __m512 t2, __m512 k0, __m512 k1, __m512 k2) {
+  return _mm512_fmadd_ps(k2, t2, _mm512_fmadd_ps(k1, t1, _mm512_fmadd_ps(k0, t0, acc)));
+}
+
 // Stride 1: each input row's taps are computed once and feed the three
 // output rows that read it, one accumulator each, for one 16-column strip
 // at a time.
@@ -479,14 +489,14 @@ KILN_AVX512 void depthwise3x3_avx512_s1(const float* in, int64_t h, int64_t w, c
       if (r >= 0 && r < h) {
         __m512 t0, t1, t2;
         row_taps<1>(in + r * w, w, ox, pl, &t0, &t1, &t2);
-        a2 = _mm512_fmadd_ps(k8, t2, _mm512_fmadd_ps(k7, t1, _mm512_fmadd_ps(k6, t0, a2)));
-        a1 = _mm512_fmadd_ps(k5, t2, _mm512_fmadd_ps(k4, t1, _mm512_fmadd_ps(k3, t0, a1)));
-        a0 = _mm512_fmadd_ps(k2, t2, _mm512_fmadd_ps(k1, t1, _mm512_fmadd_ps(k0, t0, a0)));
+        a2 = row_fma(a2, t0, t1, t2, k6, k7, k8);
+        a1 = row_fma(a1, t0, t1, t2, k3, k4, k5);
+        a0 = row_fma(a0, t0, t1, t2, k0, k1, k2);
       }
       const int64_t done = r + pt - 2;  // the output row a2 completes
       if (done >= 0) {
         __m512 v = a2;
-        if (clamp) v = _mm512_mask_min_ps(v, 0xFFFF, vhi, _mm512_mask_max_ps(v, 0xFFFF, vlo, v));
+        if (clamp) v = clamp16(v, vlo, vhi);
         _mm512_mask_storeu_ps(out + done * ow + ox, store_mask, v);
       }
       a2 = a1;
@@ -513,22 +523,22 @@ KILN_AVX512 void depthwise3x3_avx512_s2(const float* in, int64_t h, int64_t w, c
     __m512 carry = vbias;  // the bias and kernel row 0's part of the next output row
     if (-pt >= 0 && -pt < h) {
       row_taps<2>(in + (-pt) * w, w, i0, pl, &t0, &t1, &t2);
-      carry = _mm512_fmadd_ps(k2, t2, _mm512_fmadd_ps(k1, t1, _mm512_fmadd_ps(k0, t0, carry)));
+      carry = row_fma(carry, t0, t1, t2, k0, k1, k2);
     }
     for (int64_t oy = 0; oy < oh; ++oy) {
       __m512 acc = carry;
       const int64_t r1 = 2 * oy - pt + 1, r2 = r1 + 1;
       if (r1 >= 0 && r1 < h) {
         row_taps<2>(in + r1 * w, w, i0, pl, &t0, &t1, &t2);
-        acc = _mm512_fmadd_ps(k5, t2, _mm512_fmadd_ps(k4, t1, _mm512_fmadd_ps(k3, t0, acc)));
+        acc = row_fma(acc, t0, t1, t2, k3, k4, k5);
       }
       carry = vbias;
       if (r2 >= 0 && r2 < h) {
         row_taps<2>(in + r2 * w, w, i0, pl, &t0, &t1, &t2);
-        acc = _mm512_fmadd_ps(k8, t2, _mm512_fmadd_ps(k7, t1, _mm512_fmadd_ps(k6, t0, acc)));
-        carry = _mm512_fmadd_ps(k2, t2, _mm512_fmadd_ps(k1, t1, _mm512_fmadd_ps(k0, t0, carry)));
+        acc = row_fma(acc, t0, t1, t2, k6, k7, k8);
+        carry = row_fma(carry, t0, t1, t2, k0, k1, k2);
       }
-      if (clamp) acc = _mm512_mask_min_ps(acc, 0xFFFF, vhi, _mm512_mask_max_ps(acc, 0xFFFF, vlo, acc));
+      if (clamp) acc = clamp16(acc, vlo, vhi);
       _mm512_mask_storeu_ps(out + oy * ow + ox, store_mask, acc);
     }
   }

@@ -186,8 +186,9 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 &&
                          g.pb == 0 && g.pr == 0;
   // A first layer (few channels, stride 2): straight from the image where
-  // the processor has a kernel for it.
-  const bool direct_s2 = prepacked && g.group == 1 && g.c <= 4 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && k <= 256;
+  // the processor has a kernel for it (conv_s2_direct declines otherwise).
+  const bool direct_s2 =
+      prepacked && g.group == 1 && g.c <= 4 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1;
   for (int64_t n = 0; n < g.n; ++n) {
     if (direct_s2) {
       DirectConvS2 conv;
