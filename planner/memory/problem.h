@@ -71,6 +71,9 @@ struct SolveOptions {
   uint64_t node_limit = 0;
   // Called about twice a second during long searches; may be empty.
   std::function<void(const Progress&)> progress;
+  // The search's branching rule, for tests and experiments: -1 takes them
+  // all in turn (the default); 0-3 only that one (memory/search.cc).
+  int branching = -1;
 };
 
 struct LowerBound {

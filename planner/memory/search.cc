@@ -20,11 +20,12 @@
 //      tries often beat one long one). A plan found lowers the arena to its
 //      own size; a search that exhausts its tree proves C infeasible and
 //      raises that part's lower bound; one that runs out says nothing.
-//      Every round uses the next buffer order; full rounds double their
-//      budget when all orders had one. It stops at the lower bound, or when
-//      time or nodes run out.
-//   5. Feasibility at C: depth-first branch and bound over canonical
-//      placements (the scheme of MiniMalloc, ASPLOS 2023, extended):
+//      Every round uses the next buffer order and the next branching (5);
+//      full rounds double their budget when all branchings had one. It
+//      stops at the lower bound, or when time or nodes run out.
+//   5. Feasibility at C: depth-first branch and bound, with one of two
+//      ways to branch. Canonical placements (the scheme of MiniMalloc,
+//      ASPLOS 2023, extended):
 //        - canonical form: a buffer is only placed at its floor (the highest
 //          end of the placed buffers it overlaps in time), in nondecreasing
 //          (offset, rank) order, rank being the buffer order. Any plan can be
@@ -49,6 +50,20 @@
 //          already solved, are not searched again.
 //      Children are tried in (floor, rank) order: the search's first descent
 //      is the skyline dive of step 6.
+//      Cells (the bottom-left rule of exact strip packing, adapted): the
+//      lowest point of the skyline, in one of the sections at the lowest
+//      level, is covered by one of the buffers whose floor is that level,
+//      or stays empty up to the next height any of the section's buffers
+//      can start at (see expand_cell). Every plan pushed down is reached
+//      once, so no canonical order is needed and a failed state fails
+//      whatever path led to it; identical buffers are tried once. Which
+//      section: the one with the fewest candidates, the rightmost, or the
+//      leftmost (three branchings). On near-perfect packings this is the
+//      stronger search (MiniMalloc's I at the bound in 0.03 s, where the
+//      canonical search does not finish in minutes); on others the
+//      canonical one is (G, H), so rounds rotate all four. The cell search
+//      shares the bounds, the placement of buffers left without unplaced
+//      neighbours, decomposition and the transposition tables.
 //   6. Skyline dive: repeatedly place the unplaced buffer with the lowest
 //      floor (ties by rank), without backtracking. Floors come from a
 //      segment tree over sections; a heap keyed by possibly stale floors
@@ -69,6 +84,7 @@
 #include <memory>
 #include <numeric>
 #include <queue>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -249,6 +265,14 @@ std::vector<uint64_t> skyline_dive(const Instance& in, const Subset& part, const
 
 enum class Outcome { kFound, kInfeasible, kGaveUp };
 
+// How the search branches (step 5). kCanonical places any candidate in
+// (floor, rank) order; the cell strategies cover the lowest point of the
+// skyline, choosing among the sections at the lowest level the one with the
+// fewest candidates, the rightmost or the leftmost. Each is complete; which
+// one finds a plan quickly depends on the instance, so solve() rotates them.
+enum class Branching { kCellFewest, kCanonical, kCellRight, kCellLeft };
+constexpr int kNumBranchings = 4;
+
 // Shared budget of one solve(): time, nodes, progress reports.
 struct Budget {
   Clock::time_point start;
@@ -349,6 +373,29 @@ class PartSearch {
       overlap_.insert(overlap_.end(), list.begin(), list.end());
       overlap_begin_.push_back(overlap_.size());
     }
+    // Twins: identical buffers (same sections, same size).
+    std::vector<int> by_key(m_);
+    std::iota(by_key.begin(), by_key.end(), 0);
+    auto twin_key = [&](int b) {
+      const size_t i = static_cast<size_t>(b);
+      return std::make_tuple(first_[i], last_[i], size_[i]);
+    };
+    std::stable_sort(by_key.begin(), by_key.end(), [&](int a, int b) { return twin_key(a) < twin_key(b); });
+    std::vector<std::vector<int>> twins(m_);
+    for (size_t a = 0, b = 0; a < m_; a = b) {
+      while (b < m_ && twin_key(by_key[b]) == twin_key(by_key[a])) ++b;
+      for (size_t x = a; x < b; ++x) {
+        for (size_t y = a; y < b; ++y) {
+          if (x != y) twins[static_cast<size_t>(by_key[x])].push_back(by_key[y]);
+        }
+      }
+    }
+    twin_begin_.push_back(0);
+    for (const auto& list : twins) {
+      twin_.insert(twin_.end(), list.begin(), list.end());
+      twin_begin_.push_back(twin_.size());
+    }
+    cell_count_.assign(static_cast<size_t>(sections_), 0);
     section_total_.assign(static_cast<size_t>(sections_), 0);
     cut_total_.assign(static_cast<size_t>(std::max(sections_, 1)), 0);
     for (size_t i = 0; i < m_; ++i) {
@@ -357,10 +404,12 @@ class PartSearch {
     }
   }
 
-  // Looks for offsets within `capacity` (units). kFound fills out_offsets.
+  // Looks for offsets within `capacity` (units) with the given buffer order
+  // and branching. kFound fills out_offsets.
   // A nonzero `shuffle` seeds the order of the children near the root.
-  Outcome run(uint64_t capacity, const std::vector<int>& rank, uint64_t node_budget, Budget& budget,
-              std::vector<uint64_t>& out_offsets, uint64_t shuffle = 0) {
+  Outcome run(uint64_t capacity, const std::vector<int>& rank, Branching branching, uint64_t node_budget,
+              Budget& budget, std::vector<uint64_t>& out_offsets, uint64_t shuffle = 0) {
+    branching_ = branching;
     shuffle_seed_ = shuffle;
     capacity_ = capacity;
     rank_ = &rank;
@@ -466,10 +515,12 @@ class PartSearch {
     // A buffer the canonical order has passed (its floor is below the last
     // offset) can only be placed on top of a neighbour placed later. If no
     // unplaced neighbour reaches below its end, nothing will ever move it:
-    // it goes to its floor now instead of dooming the subtree.
+    // it goes to its floor now instead of dooming the subtree. (The cell
+    // search has no such order.)
     const Mark entry = mark();
     bool split = false;
-        for (size_t k = 0; k < cx.unplaced.size();) {
+    const bool canonical = branching_ == Branching::kCanonical;
+    for (size_t k = 0; canonical && k < cx.unplaced.size();) {
       const size_t y = static_cast<size_t>(cx.unplaced[k]);
       const uint64_t f = floor_[y];
       if (f > last_offset || (f == last_offset && (*rank_)[y] >= last_rank)) {
@@ -485,7 +536,7 @@ class PartSearch {
         ++k;
         continue;
       }
-        const size_t isolated_begin = isolated_.size();
+      const size_t isolated_begin = isolated_.size();
       remove(cx, static_cast<int>(y), f, split);
       for (size_t j = isolated_begin; j < isolated_.size(); ++j) {
         const int v = isolated_[j];
@@ -509,6 +560,7 @@ class PartSearch {
 
   // The children of a node: each candidate placed at its floor.
   bool expand(Context& cx, uint64_t last_offset, int last_rank, int level) {
+    if (branching_ != Branching::kCanonical) return expand_cell(cx, level);
     const uint64_t key = context_key(cx);
     Failure& slot = failures_[key & (failures_.size() - 1)];
     if (slot.run == run_ && slot.key == key &&
@@ -541,14 +593,7 @@ class PartSearch {
       return fa != fb ? fa < fb : rank[static_cast<size_t>(a)] < rank[static_cast<size_t>(b)];
     });
     const size_t pool_end = pool_.size();
-    if (shuffle_seed_ != 0 && level < kShuffleDepth && pool_end - pool_begin > 1) {
-      // A restart takes the children of its first levels in a seeded
-      // random order (Fisher-Yates).
-      for (size_t k = pool_end - 1; k > pool_begin; --k) {
-        const uint64_t r = mix(shuffle_seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(level) * 1000003 + k);
-        std::swap(pool_[k], pool_[pool_begin + r % (k - pool_begin + 1)]);
-      }
-    }
+    shuffle(pool_begin, level);
     bool found = false;
     for (size_t k = pool_begin; k < pool_end && !found && !gave_up_; ++k) {
       const int u = pool_[k];
@@ -569,6 +614,143 @@ class PartSearch {
       }
     }
     return found;
+  }
+
+  // A restart takes the children of its first levels in a seeded random
+  // order (Fisher-Yates).
+  void shuffle(size_t pool_begin, int level) {
+    const size_t pool_end = pool_.size();
+    if (shuffle_seed_ == 0 || level >= kShuffleDepth || pool_end - pool_begin < 2) return;
+    for (size_t k = pool_end - 1; k > pool_begin; --k) {
+      const uint64_t r = mix(shuffle_seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(level) * 1000003 + k);
+      std::swap(pool_[k], pool_[pool_begin + r % (k - pool_begin + 1)]);
+    }
+  }
+
+  // The cell search's children. L, the lowest level of any section (the
+  // lowest floor among its unplaced buffers), never goes down: every
+  // unplaced buffer ends up at or above it. One section at level L is
+  // chosen; the point (section, L) is either covered by one of its buffers
+  // whose floor is L (one child per buffer, in rank order), or left empty:
+  // then the section's buffers all start at `next` or above, where `next` is
+  // the lowest height one of them can start at: its floor when above L,
+  // else the lowest end of an unplaced neighbour outside the section (a
+  // buffer that is not at its floor rests on another one). Every plan is
+  // reached exactly once (it is pushed down first), so a state fails the
+  // same way whatever path led to it.
+  // Symmetry: of identical buffers (same sections, same size), only the
+  // lowest-ranked unplaced one is tried (any plan can swap them).
+  bool expand_cell(Context& cx, int level) {
+    const uint64_t key = context_key(cx);
+    Failure& slot = failures_[key & (failures_.size() - 1)];
+    if (slot.run == run_ && slot.key == key) return false;
+    // The sections at the lowest level are those of the buffers whose
+    // floor is that level.
+    uint64_t lowest = UINT64_MAX, most = 0;
+    for (int u : cx.unplaced) lowest = std::min(lowest, floor_[static_cast<size_t>(u)]);
+    for (int s = cx.first_section; s < cx.last_section; ++s) most = std::max(most, total_[static_cast<size_t>(s)]);
+    if (lowest == UINT64_MAX || lowest + most > capacity_) return false;
+    int at = branching_ == Branching::kCellRight ? -1 : INT32_MAX;
+    for (int u : cx.unplaced) {
+      const size_t i = static_cast<size_t>(u);
+      if (floor_[i] != lowest) continue;
+      switch (branching_) {
+        case Branching::kCellRight: at = std::max(at, last_[i] - 1); break;
+        case Branching::kCellLeft: at = std::min(at, first_[i]); break;
+        default:
+          for (int t = first_[i]; t < last_[i]; ++t) ++cell_count_[static_cast<size_t>(t)];
+          break;
+      }
+    }
+    if (branching_ == Branching::kCellFewest) {
+      // The one with the fewest buffers at that level (the leftmost of
+      // those); the counts are cleared on the way.
+      int fewest = INT32_MAX;
+      for (int u : cx.unplaced) {
+        const size_t i = static_cast<size_t>(u);
+        if (floor_[i] != lowest) continue;
+        for (int t = first_[i]; t < last_[i]; ++t) {
+          const int count = cell_count_[static_cast<size_t>(t)];
+          if (count != 0 && (count < fewest || (count == fewest && t < at))) {
+            fewest = count;
+            at = t;
+          }
+        }
+      }
+      for (int u : cx.unplaced) {
+        const size_t i = static_cast<size_t>(u);
+        if (floor_[i] != lowest) continue;
+        for (int t = first_[i]; t < last_[i]; ++t) cell_count_[static_cast<size_t>(t)] = 0;
+      }
+    }
+    const size_t cell = static_cast<size_t>(at);
+    const std::vector<int>& rank = *rank_;
+    const size_t pool_begin = pool_.size();
+    const int* list = &unplaced_member_[member_begin_[cell]];
+    uint64_t next = UINT64_MAX;
+    for (size_t k = 0; k < member_count_[cell]; ++k) {
+      const size_t v = static_cast<size_t>(list[k]);
+      if (floor_[v] != lowest) {
+        next = std::min(next, floor_[v]);
+        continue;
+      }
+      for (size_t j = overlap_begin_[v]; j < overlap_begin_[v + 1]; ++j) {
+        const size_t w = static_cast<size_t>(overlap_[j]);
+        if (offset_[w] != kUnplaced || (first_[w] <= at && at < last_[w])) continue;
+        next = std::min(next, floor_[w] + size_[w]);
+      }
+      if (lowest + size_[v] > capacity_) continue;
+      bool symmetric = false;
+      for (size_t j = twin_begin_[v]; j < twin_begin_[v + 1] && !symmetric; ++j) {
+        const size_t w = static_cast<size_t>(twin_[j]);
+        symmetric = offset_[w] == kUnplaced && rank[w] < rank[v];
+      }
+      if (!symmetric) pool_.push_back(static_cast<int>(v));
+    }
+    std::sort(pool_.begin() + static_cast<std::ptrdiff_t>(pool_begin), pool_.end(),
+              [&](int a, int b) { return rank[static_cast<size_t>(a)] < rank[static_cast<size_t>(b)]; });
+    shuffle(pool_begin, level);
+    const size_t pool_end = pool_.size();
+    bool found = false;
+    for (size_t k = pool_begin; k < pool_end && !found && !gave_up_; ++k) {
+      const Mark mark = this->mark();
+      bool split = false;
+      if (place(cx, pool_[k], lowest, split, level)) {
+        found = split ? decompose(cx, 0, -1, level + 1) : dfs(cx, 0, -1, level + 1);
+      }
+      undo(cx, mark);
+    }
+    pool_.resize(pool_begin);
+    if (!found && !gave_up_ && next != UINT64_MAX && next + total_[cell] <= capacity_) {
+      const Mark mark = this->mark();
+      if (raise_section(cell, next)) found = dfs(cx, 0, -1, level + 1);
+      undo(cx, mark);
+    }
+    if (!found && !gave_up_) slot = Failure{key, 0, -1, run_};
+    return found;
+  }
+
+  // The cell search's empty cell: the unplaced buffers of section s get
+  // floors of at least `height`. False when a bound shows that nothing
+  // completes the plan.
+  bool raise_section(size_t s, uint64_t height) {
+    int lo = static_cast<int>(s), hi = lo + 1;
+    const int* list = &unplaced_member_[member_begin_[s]];
+    for (size_t k = 0; k < member_count_[s]; ++k) {
+      const size_t v = static_cast<size_t>(list[k]);
+      if (floor_[v] >= height) continue;
+      if (height + size_[v] > capacity_) return false;
+      floor_log_.push_back({static_cast<int>(v), floor_[v]});
+      hash_ ^= floor_key(v, floor_[v]) ^ floor_key(v, height);
+      floor_[v] = height;
+      lo = std::min(lo, first_[v]);
+      hi = std::max(hi, last_[v]);
+    }
+    for (int t = lo; t < hi; ++t) {
+      const size_t ti = static_cast<size_t>(t);
+      if (height + total_[ti] > capacity_ && !section_fits(ti, height)) return false;
+    }
+    return true;
   }
 
   // No unplaced buffer crosses some boundary inside cx any more: search the
@@ -808,8 +990,12 @@ class PartSearch {
   std::vector<size_t> member_position_total_;
   std::vector<uint64_t> section_total_;
   std::vector<int> cut_total_;  // buffers crossing boundary s | s+1
+  std::vector<size_t> twin_begin_;
+  std::vector<int> twin_;  // per buffer: the identical others
+  std::vector<int> cell_count_;  // scratch of expand_cell, per section, all 0 between uses
 
   uint64_t capacity_ = 0;
+  Branching branching_ = Branching::kCanonical;
   uint64_t shuffle_seed_ = 0;
   const std::vector<int>* rank_ = nullptr;
   uint64_t node_budget_ = 0;
@@ -959,13 +1145,20 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
     }
   }
 
+  auto branching_of = [&](int k) {
+    const int only = options.branching;
+    return static_cast<Branching>(only >= 0 && only < kNumBranchings ? only : k % kNumBranchings);
+  };
+
   // Step 3: probe capacities on the part that sets the arena.
   enum class Probe { kFound, kInfeasible, kGaveUp };
-  auto probe = [&](size_t p, uint64_t capacity, uint64_t nodes, int heuristic, uint64_t shuffle = 0) {
+  // Round k of a kind uses buffer order k and branching k (cycling).
+  auto probe = [&](size_t p, uint64_t capacity, uint64_t nodes, int k, uint64_t shuffle = 0) {
     PartState& ps = parts[p];
     std::vector<uint64_t> found;
-    switch (ps.search->run(capacity, ps.ranks[static_cast<size_t>(heuristic % kNumPreorders)], nodes, budget, found,
-                           shuffle)) {
+    const Branching branching = branching_of(k);
+    switch (ps.search->run(capacity, ps.ranks[static_cast<size_t>(k % kNumPreorders)], branching, nodes, budget,
+                           found, shuffle)) {
       case Outcome::kFound: accept(p, std::move(found)); return Probe::kFound;
       case Outcome::kInfeasible: ps.lower = std::max(ps.lower, capacity + 1); return Probe::kInfeasible;
       case Outcome::kGaveUp: break;
@@ -1032,7 +1225,8 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
         // The goal first, then bisection up to the arena.
         for (uint64_t c = target(); c < ps.arena && !budget.exhausted(); c += (ps.arena - c + 1) / 2) {
           std::vector<uint64_t> found;
-          if (search.run(c, rank, nodes, budget, found) == Outcome::kFound && try_top(found)) return true;
+          const Branching branching = branching_of(attempt);
+          if (search.run(c, rank, branching, nodes, budget, found) == Outcome::kFound && try_top(found)) return true;
         }
       }
       if (k == m) break;
@@ -1066,7 +1260,7 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
     // heavy-tailed: many short tries beat one long one). Even rounds: the
     // goal with the round's budget, then, if that fails, bisection between
     // the highest capacity that failed and the arena with a quarter of it;
-    // those budgets double after every preorder had one.
+    // those budgets double after every branching had one.
     const int round = ps.rounds++;
     const uint64_t descent = 2 * in.parts[p].buffers.size();
     if (round % 2 == 1) {
@@ -1074,7 +1268,7 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
       continue;
     }
     const int full = round / 2;
-    const uint64_t nodes = std::max(kFirstBudget, descent) << std::min(full / kNumPreorders, 30);
+    const uint64_t nodes = std::max(kFirstBudget, descent) << std::min(full / kNumBranchings, 30);
     const Probe r = probe(p, goal, nodes, full);
     if (r != Probe::kGaveUp) continue;
     uint64_t failed = goal;
