@@ -69,12 +69,14 @@
 //      segment tree over sections; a heap keyed by possibly stale floors
 //      holds the candidates (a popped entry whose floor rose goes back in
 //      line).
-//   7. Parts too large to search whole (their overlap lists would not fit):
-//      the top of the part's plan is re-planned instead. The k buffers that
+//   7. Parts too large to search whole at once (over 4 million overlapping
+//      pairs): the top of the part's plan is re-planned instead. The k buffers that
 //      end highest are taken out, the rest stay (each below the removed
 //      buffers it overlaps) and their ends become floors; the top is dived
 //      again with every order and, when small enough, searched as in 4-5.
-//      k doubles until the arena goes down; then it starts over.
+//      k doubles until the arena goes down; then it starts over. When it
+//      no longer helps, parts of up to 16 million overlapping pairs are
+//      searched whole after all (4-5).
 //
 // Single-threaded. Deterministic for a given problem and options, unless the
 // wall-clock limit stops the dives or the search.
@@ -507,7 +509,7 @@ class PartSearch {
       return true;
     }
     ++budget_->nodes;
-    if (node_budget_ == 0 || ((budget_->nodes & 1023) == 0 && budget_->exhausted())) {
+    if (node_budget_ == 0 || ((budget_->nodes & 63) == 0 && budget_->exhausted())) {
       gave_up_ = true;
       return false;
     }
@@ -1030,9 +1032,14 @@ class PartSearch {
 // many buffers (still available on its own).
 constexpr size_t kMaxBestFit = 20'000;
 
-// Parts larger than this (overlapping pairs, memberships) are only dived,
-// not searched: the search keeps both as lists.
+// Parts larger than this (overlapping pairs, memberships) have the top of
+// their plan re-planned (step 7) instead of being searched whole: the
+// search keeps both as lists, and its nodes get slow. Up to the second
+// pair limit (about 0.5 GB of lists) the part is searched whole once
+// re-planning the top gives up: somas pangu_2.6B (12 million pairs) meets
+// its bound that way, which re-planning its top alone does not.
 constexpr uint64_t kMaxSearchPairs = 4'000'000;
+constexpr uint64_t kMaxLateSearchPairs = 16'000'000;
 constexpr uint64_t kMaxSearchMemberships = 20'000'000;
 
 }  // namespace
@@ -1093,7 +1100,9 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
     uint64_t arena = 0;
     uint64_t lower = 0;
     bool searched = false;
-    bool too_large = false;  // only its top is re-planned
+    bool too_large = false;   // its top is re-planned (step 7)
+    bool search_later = false;  // and once that gives up, it is searched whole
+    bool sized = false;
     int rounds = 0;
     std::unique_ptr<PartSearch> search;
     std::vector<std::vector<int>> ranks;
@@ -1242,16 +1251,21 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
     const uint64_t goal = target();
     if (num_parts == 0 || parts[p].arena <= goal) break;
     PartState& ps = parts[p];
-    if (ps.too_large) {
-      if (!replan_top(p, ps.rounds++)) break;
-      continue;
-    }
-    if (!ps.search) {
+    if (!ps.sized) {
+      ps.sized = true;
       const auto [pairs, memberships] = search_size(in, whole(in.parts[p]));
       if (pairs > kMaxSearchPairs || memberships > kMaxSearchMemberships) {
         ps.too_large = true;
-        continue;
+        ps.search_later = pairs <= kMaxLateSearchPairs && memberships <= kMaxSearchMemberships;
       }
+    }
+    if (ps.too_large) {
+      if (replan_top(p, ps.rounds++)) continue;
+      if (!ps.search_later || budget.exhausted()) break;
+      ps.too_large = false;
+      ps.rounds = 0;
+    }
+    if (!ps.search) {
       ps.search = std::make_unique<PartSearch>(in, whole(in.parts[p]));
       for (int h = 0; h < kNumPreorders; ++h) ps.ranks.push_back(make_rank(in, in.parts[p].buffers, kPreorders[h]));
     }
