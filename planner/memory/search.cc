@@ -1204,6 +1204,7 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
         sub.first_section = std::min(sub.first_section, in.first[b]);
         sub.last_section = std::max(sub.last_section, in.last[b]);
       }
+      if (sub.buffers.empty()) continue;  // more than k buffers share the top end
       FloorTree frozen(part.last_section - part.first_section);
       for (size_t i = 0; i < m; ++i) {
         if (top[i] > frozen_top) continue;
