@@ -375,27 +375,19 @@ class PartSearch {
       overlap_.insert(overlap_.end(), list.begin(), list.end());
       overlap_begin_.push_back(overlap_.size());
     }
-    // Twins: identical buffers (same sections, same size).
-    std::vector<int> by_key(m_);
-    std::iota(by_key.begin(), by_key.end(), 0);
+    // Twins: identical buffers (same sections, same size), grouped
+    // together in twin_; each buffer knows its group's range.
+    twin_.resize(m_);
+    std::iota(twin_.begin(), twin_.end(), 0);
     auto twin_key = [&](int b) {
       const size_t i = static_cast<size_t>(b);
       return std::make_tuple(first_[i], last_[i], size_[i]);
     };
-    std::stable_sort(by_key.begin(), by_key.end(), [&](int a, int b) { return twin_key(a) < twin_key(b); });
-    std::vector<std::vector<int>> twins(m_);
+    std::stable_sort(twin_.begin(), twin_.end(), [&](int a, int b) { return twin_key(a) < twin_key(b); });
+    twin_group_.resize(m_);
     for (size_t a = 0, b = 0; a < m_; a = b) {
-      while (b < m_ && twin_key(by_key[b]) == twin_key(by_key[a])) ++b;
-      for (size_t x = a; x < b; ++x) {
-        for (size_t y = a; y < b; ++y) {
-          if (x != y) twins[static_cast<size_t>(by_key[x])].push_back(by_key[y]);
-        }
-      }
-    }
-    twin_begin_.push_back(0);
-    for (const auto& list : twins) {
-      twin_.insert(twin_.end(), list.begin(), list.end());
-      twin_begin_.push_back(twin_.size());
+      while (b < m_ && twin_key(twin_[b]) == twin_key(twin_[a])) ++b;
+      for (size_t x = a; x < b; ++x) twin_group_[static_cast<size_t>(twin_[x])] = {a, b};
     }
     cell_count_.assign(static_cast<size_t>(sections_), 0);
     section_total_.assign(static_cast<size_t>(sections_), 0);
@@ -652,10 +644,13 @@ class PartSearch {
     for (int u : cx.unplaced) lowest = std::min(lowest, floor_[static_cast<size_t>(u)]);
     for (int s = cx.first_section; s < cx.last_section; ++s) most = std::max(most, total_[static_cast<size_t>(s)]);
     if (lowest == UINT64_MAX || lowest + most > capacity_) return false;
-    int at = branching_ == Branching::kCellRight ? -1 : INT32_MAX;
+    at_lowest_.clear();
     for (int u : cx.unplaced) {
+      if (floor_[static_cast<size_t>(u)] == lowest) at_lowest_.push_back(u);
+    }
+    int at = branching_ == Branching::kCellRight ? -1 : INT32_MAX;
+    for (int u : at_lowest_) {
       const size_t i = static_cast<size_t>(u);
-      if (floor_[i] != lowest) continue;
       switch (branching_) {
         case Branching::kCellRight: at = std::max(at, last_[i] - 1); break;
         case Branching::kCellLeft: at = std::min(at, first_[i]); break;
@@ -668,9 +663,8 @@ class PartSearch {
       // The one with the fewest buffers at that level (the leftmost of
       // those); the counts are cleared on the way.
       int fewest = INT32_MAX;
-      for (int u : cx.unplaced) {
+      for (int u : at_lowest_) {
         const size_t i = static_cast<size_t>(u);
-        if (floor_[i] != lowest) continue;
         for (int t = first_[i]; t < last_[i]; ++t) {
           const int count = cell_count_[static_cast<size_t>(t)];
           if (count != 0 && (count < fewest || (count == fewest && t < at))) {
@@ -679,9 +673,8 @@ class PartSearch {
           }
         }
       }
-      for (int u : cx.unplaced) {
+      for (int u : at_lowest_) {
         const size_t i = static_cast<size_t>(u);
-        if (floor_[i] != lowest) continue;
         for (int t = first_[i]; t < last_[i]; ++t) cell_count_[static_cast<size_t>(t)] = 0;
       }
     }
@@ -703,7 +696,7 @@ class PartSearch {
       }
       if (lowest + size_[v] > capacity_) continue;
       bool symmetric = false;
-      for (size_t j = twin_begin_[v]; j < twin_begin_[v + 1] && !symmetric; ++j) {
+      for (size_t j = twin_group_[v].first; j < twin_group_[v].second && !symmetric; ++j) {
         const size_t w = static_cast<size_t>(twin_[j]);
         symmetric = offset_[w] == kUnplaced && rank[w] < rank[v];
       }
@@ -740,19 +733,9 @@ class PartSearch {
     const int* list = &unplaced_member_[member_begin_[s]];
     for (size_t k = 0; k < member_count_[s]; ++k) {
       const size_t v = static_cast<size_t>(list[k]);
-      if (floor_[v] >= height) continue;
-      if (height + size_[v] > capacity_) return false;
-      floor_log_.push_back({static_cast<int>(v), floor_[v]});
-      hash_ ^= floor_key(v, floor_[v]) ^ floor_key(v, height);
-      floor_[v] = height;
-      lo = std::min(lo, first_[v]);
-      hi = std::max(hi, last_[v]);
+      if (floor_[v] < height && !raise_floor(v, height, lo, hi)) return false;
     }
-    for (int t = lo; t < hi; ++t) {
-      const size_t ti = static_cast<size_t>(t);
-      if (height + total_[ti] > capacity_ && !section_fits(ti, height)) return false;
-    }
-    return true;
+    return sections_fit(lo, hi, height);
   }
 
   // No unplaced buffer crosses some boundary inside cx any more: search the
@@ -840,29 +823,36 @@ class PartSearch {
     int lo = first_[i], hi = last_[i];
     for (size_t k = overlap_begin_[i]; k < overlap_begin_[i + 1]; ++k) {
       const size_t v = static_cast<size_t>(overlap_[k]);
-      if (offset_[v] != kUnplaced || floor_[v] >= top) continue;
-      floor_log_.push_back({static_cast<int>(v), floor_[v]});
-      hash_ ^= floor_key(v, floor_[v]) ^ floor_key(v, top);
-      floor_[v] = top;
-      if (top + size_[v] > capacity_) ok = false;
-      lo = std::min(lo, first_[v]);
-      hi = std::max(hi, last_[v]);
+      if (offset_[v] == kUnplaced && floor_[v] < top) ok &= raise_floor(v, top, lo, hi);
     }
     for (size_t k = isolated_begin; k < isolated_.size(); ++k) {
       const int v = isolated_[k];
       if (offset_[static_cast<size_t>(v)] == kUnplaced) remove(cx, v, floor_[static_cast<size_t>(v)], split);
     }
     isolated_.resize(isolated_begin);
-    if (!ok) return false;
-    // Sections whose buffers' floors rose to `top`. The unplaced buffers
-    // with floor >= t must fit in [t, capacity) for every t; the thresholds
-    // that can newly fail are those up to `top`, and only where
-    // top + total exceeds the capacity. Two are checked: the lowest floor
-    // (all of them) and `top`.
+    return ok && sections_fit(lo, hi, top);
+  }
+
+  // Raises v's floor to `height` (logged for undo) and widens [lo, hi) to
+  // its sections. False when v no longer fits under the capacity.
+  bool raise_floor(size_t v, uint64_t height, int& lo, int& hi) {
+    floor_log_.push_back({static_cast<int>(v), floor_[v]});
+    hash_ ^= floor_key(v, floor_[v]) ^ floor_key(v, height);
+    floor_[v] = height;
+    lo = std::min(lo, first_[v]);
+    hi = std::max(hi, last_[v]);
+    return height + size_[v] <= capacity_;
+  }
+
+  // Sections [lo, hi), whose buffers' floors rose to `height`. The unplaced
+  // buffers with floor >= t must fit in [t, capacity) for every t; the
+  // thresholds that can newly fail are those up to `height`, and only where
+  // height + total exceeds the capacity. Two are checked: the lowest floor
+  // (all of them) and `height`.
+  bool sections_fit(int lo, int hi, uint64_t height) const {
     for (int s = lo; s < hi; ++s) {
       const size_t si = static_cast<size_t>(s);
-      if (top + total_[si] <= capacity_) continue;
-      if (!section_fits(si, top)) return false;
+      if (height + total_[si] > capacity_ && !section_fits(si, height)) return false;
     }
     return true;
   }
@@ -992,9 +982,12 @@ class PartSearch {
   std::vector<size_t> member_position_total_;
   std::vector<uint64_t> section_total_;
   std::vector<int> cut_total_;  // buffers crossing boundary s | s+1
-  std::vector<size_t> twin_begin_;
-  std::vector<int> twin_;  // per buffer: the identical others
-  std::vector<int> cell_count_;  // scratch of expand_cell, per section, all 0 between uses
+  std::vector<int> twin_;  // buffers, identical ones next to each other
+  std::vector<std::pair<size_t, size_t>> twin_group_;  // per buffer: its twins' range in twin_ (itself included)
+  // Scratch of expand_cell, used up before it recurses: the buffers at the
+  // lowest level, and per section a count (all 0 between uses).
+  std::vector<int> at_lowest_;
+  std::vector<int> cell_count_;
 
   uint64_t capacity_ = 0;
   Branching branching_ = Branching::kCanonical;
