@@ -70,19 +70,40 @@
 //      holds the candidates (a popped entry whose floor rose goes back in
 //      line).
 //   7. Parts too large to search whole at once (over 4 million overlapping
-//      pairs): the top of the part's plan is re-planned instead. The k buffers that
-//      end highest are taken out, the rest stay (each below the removed
-//      buffers it overlaps) and their ends become floors; the top is dived
-//      again with every order and, when small enough, searched as in 4-5.
-//      k doubles until the arena goes down; then it starts over. When it
-//      no longer helps, parts of up to 16 million overlapping pairs are
-//      searched whole after all (4-5).
+//      pairs): the top of the part's plan is re-planned instead. The k
+//      buffers that end highest are taken out, the rest stay (each below
+//      the removed buffers it overlaps) and their ends become floors; the
+//      top is dived again with every order and, when small enough, searched
+//      as in 5 at the goal and three capacities up towards the arena, with
+//      at least a descent's worth of nodes each. k doubles until the arena
+//      goes down; then it starts over. Parts of up to 16 million pairs are
+//      also searched whole, in turns: re-planning the top while it improves
+//      the plan or for half of the time left, then the whole search for a
+//      quarter of it, and again. Their probes are a descent or two (seconds
+//      each on such parts, so the bisection of 4 would be spent near the
+//      arena): each round takes the next buffer order and branching, probes
+//      the goal, then capacities halfway between the highest that failed
+//      and the arena, while they succeed.
+//   8. Parts larger still, with many twins (buffers alive in the same
+//      sections): groups of twins are bundled, each into one buffer with
+//      its members stacked, those that remove the most pairs first, until
+//      the part is within 16 million pairs; the bundled problem is planned
+//      by 1-7 first, with the time left. Its plans are plans of the
+//      original (the converse does not hold, hence only there): iopddl S_1
+//      has 1,609 weights alive over the same span and 43 million pairs;
+//      with them bundled, 14 million.
 //
-// Single-threaded. Deterministic for a given problem and options, unless the
-// wall-clock limit stops the dives or the search.
+// One search thread, started by solve() with a stack of its own: the search
+// recurses once per level (a placement or an empty cell), tens of thousands
+// of levels deep on large parts. Deterministic for a given problem and
+// options, unless the wall-clock limit stops the dives or the search.
+
+#include <pthread.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <numeric>
 #include <queue>
@@ -100,6 +121,16 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kUnplaced = UINT64_MAX;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The search recurses once per level: tens of thousands of levels on large
+// parts, about 200 bytes each, more than a default 8 MiB stack holds (a
+// search of somas bert_large went past 40,000 levels). solve() runs on a
+// thread with a 1 GiB stack (address space: pages are committed only as
+// the recursion touches them), and a search whose frames would reach below
+// stack_floor gives up its probe instead of overflowing.
+constexpr size_t kSolveStack = size_t{1} << 30;
+constexpr size_t kStackMargin = size_t{8} << 20;
+thread_local const char* stack_floor = nullptr;
 
 // Static buffer orders (rank 0 first) for the search and the dives. Letters
 // name the keys in order, all descending: T = largest section total the
@@ -493,7 +524,7 @@ class PartSearch {
   }
 
   // True when a plan of cx's unplaced buffers was found (saved in
-  // solution_); false when there is none or the budget ran out
+  // solution_); false when there is none or the budget or the stack ran out
   // (gave_up_). Leaves the state as it found it either way.
   bool dfs(Context& cx, uint64_t last_offset, int last_rank, int level) {
     if (cx.unplaced.empty()) {
@@ -501,7 +532,8 @@ class PartSearch {
       return true;
     }
     ++budget_->nodes;
-    if (node_budget_ == 0 || ((budget_->nodes & 63) == 0 && budget_->exhausted())) {
+    if (node_budget_ == 0 || ((budget_->nodes & 63) == 0 && budget_->exhausted()) ||
+        static_cast<const char*>(__builtin_frame_address(0)) < stack_floor) {
       gave_up_ = true;
       return false;
     }
@@ -1034,18 +1066,91 @@ constexpr size_t kMaxBestFit = 20'000;
 constexpr uint64_t kMaxSearchPairs = 4'000'000;
 constexpr uint64_t kMaxLateSearchPairs = 16'000'000;
 constexpr uint64_t kMaxSearchMemberships = 20'000'000;
+// Buffer orders x branchings, before large parts' probe budgets double.
+constexpr int kNumLargeCombos = std::lcm(kNumPreorders, kNumBranchings);
 
 }  // namespace
 
-Solution solve(const Problem& problem, const SolveOptions& options) {
-  const Clock::time_point start = Clock::now();
-  switch (options.algorithm) {
-    case Algorithm::kNaive: return solve_naive(problem);
-    case Algorithm::kGreedyFirstFit: return solve_greedy(problem, false);
-    case Algorithm::kGreedyBestFit: return solve_greedy(problem, true);
-    case Algorithm::kSearch:
-    case Algorithm::kAuto: break;
+namespace {
+
+// Twins are buffers alive in exactly the same sections. Bundling them (each
+// group one buffer, its members stacked in instance order) gives a smaller
+// problem whose plans are plans of this one; the reverse does not hold, so
+// bundles only serve parts too large to be searched as they are, and only
+// as many groups are bundled as it takes to bring the part within
+// kMaxLateSearchPairs by an estimate, those that remove the most pairs
+// first (or every group: `every_group`).
+struct Bundles {
+  Problem problem;             // sizes in the instance's units, time in sections
+  std::vector<int> group;      // per instance buffer: its buffer in `problem`
+  std::vector<uint64_t> skip;  // per instance buffer: units below it in its group
+};
+
+Bundles bundle_twins(const Instance& in, const std::vector<bool>& part_bundled, bool every_group) {
+  Bundles b;
+  b.group.assign(in.count(), -1);
+  b.skip.assign(in.count(), 0);
+  std::vector<int> leader(in.count());  // the group member the others join
+  std::iota(leader.begin(), leader.end(), 0);
+  for (size_t p = 0; p < in.parts.size(); ++p) {
+    if (!part_bundled[p]) continue;
+    const Instance::Part& part = in.parts[p];
+    std::unordered_map<uint64_t, std::vector<int>> by_sections;
+    std::vector<int> firsts, lasts;
+    for (int x : part.buffers) {
+      const size_t i = static_cast<size_t>(x);
+      by_sections[static_cast<uint64_t>(in.first[i]) << 32 | static_cast<uint32_t>(in.last[i])].push_back(x);
+      firsts.push_back(in.first[i]);
+      lasts.push_back(in.last[i]);
+    }
+    std::sort(firsts.begin(), firsts.end());
+    std::sort(lasts.begin(), lasts.end());
+    // Pairs a group takes away when bundled: its extra members' pairs with
+    // the buffers they overlap, and among themselves.
+    struct Group {
+      uint64_t saved;
+      const std::vector<int>* members;
+    };
+    std::vector<Group> groups;
+    for (const auto& [key, members] : by_sections) {
+      if (members.size() < 2) continue;
+      const size_t i = static_cast<size_t>(members[0]);
+      const uint64_t overlapping =
+          part.buffers.size() -
+          static_cast<uint64_t>(std::upper_bound(lasts.begin(), lasts.end(), in.first[i]) - lasts.begin()) -
+          static_cast<uint64_t>(firsts.end() - std::lower_bound(firsts.begin(), firsts.end(), in.last[i]));
+      const uint64_t g = members.size();
+      groups.push_back({(g - 1) * (overlapping - g) + g * (g - 1) / 2, &members});
+    }
+    std::sort(groups.begin(), groups.end(), [](const Group& x, const Group& y) {
+      return x.saved != y.saved ? x.saved > y.saved : (*x.members)[0] < (*y.members)[0];
+    });
+    auto [pairs, memberships] = search_size(in, whole(part));
+    for (const Group& group : groups) {
+      if (!every_group && pairs <= kMaxLateSearchPairs && memberships <= kMaxSearchMemberships) break;
+      const size_t first = static_cast<size_t>(*std::min_element(group.members->begin(), group.members->end()));
+      for (int x : *group.members) leader[static_cast<size_t>(x)] = static_cast<int>(first);
+      pairs -= std::min(pairs, group.saved);
+      memberships -= std::min(memberships, (group.members->size() - 1) * static_cast<uint64_t>(in.last[first] - in.first[first]));
+    }
   }
+  for (size_t i = 0; i < in.count(); ++i) {
+    const size_t l = static_cast<size_t>(leader[i]);
+    if (l != i) {
+      Buffer& bundle = b.problem.buffers[static_cast<size_t>(b.group[l])];
+      b.skip[i] = bundle.size;
+      bundle.size += in.size[i];
+      b.group[i] = b.group[l];
+      continue;
+    }
+    b.group[i] = static_cast<int>(b.problem.buffers.size());
+    b.problem.buffers.push_back(Buffer{in.first[i], in.last[i], in.size[i]});
+  }
+  return b;
+}
+
+// kAuto and kSearch; runs on the thread solve() starts.
+Solution solve_search(const Problem& problem, const SolveOptions& options, Clock::time_point start) {
   const Instance in = make_instance(problem);
   // Greedy plans: first fit; best fit (its gap walk is slow on very large
   // traces); and first fit with ties in size broken by longer lifetime
@@ -1093,10 +1198,14 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
     uint64_t arena = 0;
     uint64_t lower = 0;
     bool searched = false;
-    bool too_large = false;   // its top is re-planned (step 7)
-    bool search_later = false;  // and once that gives up, it is searched whole
+    bool too_large = false;     // its top is re-planned (step 7)
+    bool search_later = false;  // and it is searched whole in turns
     bool sized = false;
     int rounds = 0;
+    uint64_t failed = 0;  // step 7's ladder: the highest capacity that failed
+    bool replanning = false;        // step 7's phase
+    Clock::time_point phase_until;  // and its end
+    int replan_rounds = 0;
     std::unique_ptr<PartSearch> search;
     std::vector<std::vector<int>> ranks;
   };
@@ -1135,6 +1244,60 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
   };
   budget.best_bytes = arena() * in.unit;
 
+  // Step 8: parts too large to be searched whole even late are planned
+  // with their twins bundled first, when that makes them small enough;
+  // each part keeps the better of that plan and greedy's, and goes on with
+  // 2-7 if time is left.
+  {
+    std::vector<bool> bundled(num_parts, false);
+    bool any = false;
+    for (size_t p = 0; p < num_parts; ++p) {
+      const auto [pairs, memberships] = search_size(in, whole(in.parts[p]));
+      bundled[p] = pairs > kMaxLateSearchPairs || memberships > kMaxSearchMemberships;
+      any = any || bundled[p];
+    }
+    // Few groups first; every group if that estimate fell short (bundled
+    // groups that overlap each other save fewer pairs than their sum).
+    Bundles bundles;
+    bool smaller = false;
+    for (int every = 0; every < 2 && any && !smaller; ++every) {
+      bundles = bundle_twins(in, bundled, every == 1);
+      const Instance inner = make_instance(bundles.problem);
+      smaller = true;
+      for (const Instance::Part& part : inner.parts) {
+        const auto [pairs, memberships] = search_size(inner, whole(part));
+        smaller = smaller && pairs <= kMaxLateSearchPairs && memberships <= kMaxSearchMemberships;
+      }
+    }
+    if (smaller && !budget.exhausted()) {
+      {
+        SolveOptions nested = options;
+        nested.time_limit_s = std::chrono::duration<double>(budget.deadline - Clock::now()).count();
+        const uint64_t outer_best = budget.best_bytes, unit = in.unit;
+        const double outer_elapsed = seconds_since(start);
+        if (options.progress) {
+          nested.progress = [&options, outer_best, unit, outer_elapsed](const Progress& inner_progress) {
+            Progress p = inner_progress;
+            p.best = std::min(outer_best, p.best * unit);
+            p.lower_bound *= unit;
+            p.elapsed_s += outer_elapsed;
+            options.progress(p);
+          };
+        }
+        const Solution plan = solve_search(bundles.problem, nested, Clock::now());
+        budget.nodes += plan.nodes;
+        for (size_t p = 0; p < num_parts; ++p) {
+          std::vector<uint64_t> local;
+          for (int b : in.parts[p].buffers) {
+            const size_t i = static_cast<size_t>(b);
+            local.push_back(plan.offsets[static_cast<size_t>(bundles.group[i])] + bundles.skip[i]);
+          }
+          accept(p, std::move(local));
+        }
+      }
+    }
+  }
+
   // Step 2: skyline dives, on the parts above the target. The first dive
   // of each part runs whatever the time limit.
   for (size_t p = 0; p < num_parts; ++p) {
@@ -1171,9 +1334,13 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
   constexpr uint64_t kFirstBudget = 1000;
   constexpr uint64_t kRestartBudget = 1000;
 
+  // A share of the time left, from now.
+  auto window = [&](int share) { return Clock::now() + (budget.deadline - Clock::now()) / share; };
+
   // Step 7: re-plan the top of a large part's plan. True when the part's
   // arena went down.
-  auto replan_top = [&](size_t p, int attempt) {
+  auto replan_top = [&](size_t p, int attempt, Clock::time_point until) {
+    auto stop = [&] { return budget.exhausted() || Clock::now() >= until; };
     PartState& ps = parts[p];
     const Instance::Part& part = in.parts[p];
     const size_t m = part.buffers.size();
@@ -1182,7 +1349,7 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
     std::vector<size_t> by_top(m);
     std::iota(by_top.begin(), by_top.end(), 0);
     std::stable_sort(by_top.begin(), by_top.end(), [&](size_t a, size_t b) { return top[a] > top[b]; });
-    for (size_t k = 64; !budget.exhausted(); k *= 2) {
+    for (size_t k = 64; !stop(); k *= 2) {
       k = std::min(k, m);
       const uint64_t frozen_top = k < m ? top[by_top[k]] : 0;
       std::vector<size_t> local;
@@ -1218,15 +1385,20 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
       for (int h : kDiveOrder) {
         std::vector<uint64_t> dive = skyline_dive(in, sub, make_rank(in, sub.buffers, kPreorders[h]), budget.deadline);
         if (!dive.empty() && try_top(dive)) return true;
-        if (budget.exhausted()) return false;
+        if (stop()) return false;
       }
       const auto [pairs, memberships] = search_size(in, sub);
       if (pairs <= kMaxSearchPairs && memberships <= kMaxSearchMemberships) {
         PartSearch search(in, sub);
         const std::vector<int> rank = make_rank(in, sub.buffers, kPreorders[attempt % kNumPreorders]);
-        const uint64_t nodes = kFirstBudget << std::min(attempt, 20);
-        // The goal first, then bisection up to the arena.
-        for (uint64_t c = target(); c < ps.arena && !budget.exhausted(); c += (ps.arena - c + 1) / 2) {
+        // At least a descent's worth of nodes (a probe with fewer never
+        // places the whole subset).
+        const uint64_t nodes = std::max<uint64_t>(kFirstBudget << std::min(attempt, 20), 2 * sub.buffers.size());
+        // The goal first, then halfway up to the arena, and halfway again,
+        // four capacities in all (closer to the arena a probe gains little).
+        const uint64_t goal = target();
+        for (uint64_t c = goal; c < ps.arena && (ps.arena - c) * 16 > ps.arena - goal && !stop();
+             c += (ps.arena - c + 1) / 2) {
           std::vector<uint64_t> found;
           const Branching branching = branching_of(attempt);
           if (search.run(c, rank, branching, nodes, budget, found) == Outcome::kFound && try_top(found)) return true;
@@ -1251,13 +1423,31 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
       if (pairs > kMaxSearchPairs || memberships > kMaxSearchMemberships) {
         ps.too_large = true;
         ps.search_later = pairs <= kMaxLateSearchPairs && memberships <= kMaxSearchMemberships;
+        ps.replanning = true;
+        ps.phase_until = window(2);
       }
     }
-    if (ps.too_large) {
-      if (replan_top(p, ps.rounds++)) continue;
-      if (!ps.search_later || budget.exhausted()) break;
-      ps.too_large = false;
-      ps.rounds = 0;
+    if (ps.too_large && !ps.search_later) {
+      if (replan_top(p, ps.replan_rounds++, budget.deadline)) continue;
+      break;
+    }
+    if (ps.search_later) {
+      // Turns (step 7): re-planning the top while it improves the plan or
+      // for half of the time left, then the whole search for a quarter of
+      // the time left, and again.
+      if (ps.replanning) {
+        if (replan_top(p, ps.replan_rounds++, ps.phase_until)) {
+          ps.phase_until = window(2);
+          continue;
+        }
+        if (budget.exhausted()) break;
+        ps.replanning = false;
+        ps.phase_until = window(4);
+      } else if (Clock::now() >= ps.phase_until) {
+        ps.replanning = true;
+        ps.phase_until = window(2);
+        continue;
+      }
     }
     if (!ps.search) {
       ps.search = std::make_unique<PartSearch>(in, whole(in.parts[p]));
@@ -1271,6 +1461,27 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
     // those budgets double after every branching had one.
     const int round = ps.rounds++;
     const uint64_t descent = 2 * in.parts[p].buffers.size();
+    if (ps.search_later) {
+      // Large parts (step 7): a probe is one or two descents, seconds each,
+      // so rounds only differ in order and branching; each probes the goal,
+      // then climbs a ladder: halfway between the highest capacity that
+      // failed and the arena (the plan found tends to lie just below the
+      // capacity), repeated while it finds plans. A failure moves the next
+      // round's rung up, to within 1/64 of the arena, then back to the goal.
+      const uint64_t nodes = descent << std::min(round / kNumLargeCombos, 30);
+      if (probe(p, goal, nodes, round) != Probe::kGaveUp) continue;
+      if (ps.failed < goal || ps.failed + 1 >= ps.arena || (ps.arena - ps.failed) * 64 < ps.arena - goal) {
+        ps.failed = goal;
+      }
+      while (ps.arena > ps.failed + 1 && !budget.exhausted()) {
+        const uint64_t c = ps.failed + (ps.arena - ps.failed) / 2;
+        if (probe(p, c, nodes, round) != Probe::kFound) {
+          ps.failed = c;
+          break;
+        }
+      }
+      continue;
+    }
     if (round % 2 == 1) {
       probe(p, goal, std::max(kRestartBudget, descent), round / 2, static_cast<uint64_t>(round));
       continue;
@@ -1305,6 +1516,63 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
   s.parts = static_cast<int>(num_parts);
   s.seconds = seconds_since(start);
   return s;
+}
+
+struct SolveJob {
+  const Problem* problem;
+  const SolveOptions* options;
+  Clock::time_point start;
+  Solution result;
+  std::exception_ptr error;
+};
+
+void run_job(SolveJob& job, const char* floor) {
+  stack_floor = floor;
+  try {
+    job.result = solve_search(*job.problem, *job.options, job.start);
+  } catch (...) {
+    job.error = std::current_exception();
+  }
+  stack_floor = nullptr;
+}
+
+extern "C" void* solve_thread(void* arg) {
+  run_job(*static_cast<SolveJob*>(arg),
+          static_cast<const char*>(__builtin_frame_address(0)) - (kSolveStack - kStackMargin));
+  return nullptr;
+}
+
+}  // namespace
+
+Solution solve(const Problem& problem, const SolveOptions& options) {
+  SolveJob job{&problem, &options, Clock::now(), {}, nullptr};
+  switch (options.algorithm) {
+    case Algorithm::kNaive: return solve_naive(problem);
+    case Algorithm::kGreedyFirstFit: return solve_greedy(problem, false);
+    case Algorithm::kGreedyBestFit: return solve_greedy(problem, true);
+    case Algorithm::kSearch:
+    case Algorithm::kAuto: break;
+  }
+  pthread_attr_t attr;
+  pthread_t thread;
+  bool started = pthread_attr_init(&attr) == 0;
+  if (started) {
+    started = pthread_attr_setstacksize(&attr, kSolveStack) == 0 && pthread_create(&thread, &attr, solve_thread, &job) == 0;
+    pthread_attr_destroy(&attr);
+  }
+  if (started) {
+    pthread_join(thread, nullptr);
+  } else {
+    // No thread to be had (address space or thread limits): search on this
+    // one, within half of what its stack limit allows.
+    rlimit limit{};
+    size_t room = size_t{8} << 20;
+    if (getrlimit(RLIMIT_STACK, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) room = limit.rlim_cur;
+    room = std::min(room, kSolveStack);
+    run_job(job, static_cast<const char*>(__builtin_frame_address(0)) - room / 2);
+  }
+  if (job.error) std::rethrow_exception(job.error);
+  return std::move(job.result);
 }
 
 }  // namespace kiln::planner::memory

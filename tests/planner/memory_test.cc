@@ -5,6 +5,7 @@
 // independent verifier catches planted overlaps and out-of-arena offsets.
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <numeric>
@@ -220,6 +221,61 @@ TEST(MemoryPlanTest, EveryBranchingRebuildsSlicedStrips) {
     }
     EXPECT_NE(proven, 0u) << "round " << round;
   }
+}
+
+TEST(MemoryPlanTest, SearchesDeeperThanTheCallersStack) {
+  // The search recurses once per level; a 4,000-piece strip goes thousands
+  // of levels deep, more than the 64 KiB stack of the thread calling
+  // solve() holds. solve() searches on a thread with a stack of its own.
+  std::mt19937 rng(7);
+  const Problem p = sliced_strip(rng, 4000, 4000, 4000);
+  struct Call {
+    const Problem* problem;
+    Solution result;
+  } call{&p, {}};
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, size_t{64} << 10), 0);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attr,
+                [](void* arg) -> void* {
+                  Call& c = *static_cast<Call*>(arg);
+                  SolveOptions options;
+                  options.algorithm = Algorithm::kSearch;
+                  options.time_limit_s = 120;
+                  options.node_limit = 50'000;
+                  c.result = planner::memory::solve(*c.problem, options);
+                  return nullptr;
+                },
+                &call),
+            0);
+  pthread_attr_destroy(&attr);
+  ASSERT_EQ(pthread_join(thread, nullptr), 0);
+  EXPECT_EQ(planner::memory::check_solution(p, call.result), "");
+  EXPECT_GT(call.result.nodes, 8'000u);  // went past one descent
+  EXPECT_LE(call.result.arena_size, call.result.first_fit);
+}
+
+TEST(MemoryPlanTest, TwinsAreBundledWhereAPartIsTooLargeToSearch) {
+  // 6,000 buffers alive over the whole strip (twins: the same lifetime)
+  // under a 300-piece sliced strip: 19 million overlapping pairs, more than
+  // the search takes in; bundled, the twins are one buffer and the part is
+  // a strip on a plinth, rebuilt at the bound. Sizes and alignment make
+  // the bundle's members land at different, aligned offsets.
+  std::mt19937 rng(11);
+  Problem p = sliced_strip(rng, 200, 1000, 1000);
+  for (Buffer& b : p.buffers) b.size *= 16;
+  for (int i = 0; i < 6000; ++i) p.buffers.push_back({0, 1000, 1 + static_cast<uint64_t>(i % 3) * 7});
+  p.alignment = 16;
+  const uint64_t bound = planner::memory::lower_bound(p).bytes;
+  SolveOptions options;
+  options.time_limit_s = 120;
+  options.node_limit = 3'000'000;
+  const Solution s = planner::memory::solve(p, options);
+  EXPECT_EQ(planner::memory::check_solution(p, s), "");
+  EXPECT_EQ(s.arena_size, bound) << "first fit " << s.first_fit << ", " << s.nodes << " nodes";
+  EXPECT_LT(s.arena_size, s.first_fit);
 }
 
 TEST(MemoryPlanTest, AlignmentIsHonoured) {
