@@ -1149,9 +1149,10 @@ Bundles bundle_twins(const Instance& in, const std::vector<bool>& part_bundled, 
   return b;
 }
 
-// kAuto and kSearch; runs on the thread solve() starts.
-Solution solve_search(const Problem& problem, const SolveOptions& options, Clock::time_point start) {
-  const Instance in = make_instance(problem);
+// kAuto and kSearch on `in`, the instance of `problem`; runs on the thread
+// solve() starts.
+Solution solve_search(const Problem& problem, const Instance& in, const SolveOptions& options,
+                      Clock::time_point start) {
   // Greedy plans: first fit; best fit (its gap walk is slow on very large
   // traces); and first fit with ties in size broken by longer lifetime
   // first, which often packs long-lived buffers better.
@@ -1201,6 +1202,7 @@ Solution solve_search(const Problem& problem, const SolveOptions& options, Clock
     bool too_large = false;     // its top is re-planned (step 7)
     bool search_later = false;  // and it is searched whole in turns
     bool sized = false;
+    uint64_t pairs = 0, memberships = 0;  // search_size() of the part
     int rounds = 0;
     uint64_t failed = 0;  // step 7's ladder: the highest capacity that failed
     bool replanning = false;        // step 7's phase
@@ -1214,6 +1216,7 @@ Solution solve_search(const Problem& problem, const SolveOptions& options, Clock
   for (size_t p = 0; p < num_parts; ++p) {
     const Instance::Part& part = in.parts[p];
     parts[p].lower = part.lower_bound;
+    std::tie(parts[p].pairs, parts[p].memberships) = search_size(in, whole(part));
     for (int b : part.buffers) {
       const uint64_t o = greedy[static_cast<size_t>(b)];
       parts[p].offsets.push_back(o);
@@ -1252,17 +1255,17 @@ Solution solve_search(const Problem& problem, const SolveOptions& options, Clock
     std::vector<bool> bundled(num_parts, false);
     bool any = false;
     for (size_t p = 0; p < num_parts; ++p) {
-      const auto [pairs, memberships] = search_size(in, whole(in.parts[p]));
-      bundled[p] = pairs > kMaxLateSearchPairs || memberships > kMaxSearchMemberships;
+      bundled[p] = parts[p].pairs > kMaxLateSearchPairs || parts[p].memberships > kMaxSearchMemberships;
       any = any || bundled[p];
     }
     // Few groups first; every group if that estimate fell short (bundled
     // groups that overlap each other save fewer pairs than their sum).
     Bundles bundles;
+    Instance inner;
     bool smaller = false;
     for (int every = 0; every < 2 && any && !smaller; ++every) {
       bundles = bundle_twins(in, bundled, every == 1);
-      const Instance inner = make_instance(bundles.problem);
+      inner = make_instance(bundles.problem);
       smaller = true;
       for (const Instance::Part& part : inner.parts) {
         const auto [pairs, memberships] = search_size(inner, whole(part));
@@ -1270,30 +1273,28 @@ Solution solve_search(const Problem& problem, const SolveOptions& options, Clock
       }
     }
     if (smaller && !budget.exhausted()) {
-      {
-        SolveOptions nested = options;
-        nested.time_limit_s = std::chrono::duration<double>(budget.deadline - Clock::now()).count();
-        const uint64_t outer_best = budget.best_bytes, unit = in.unit;
-        const double outer_elapsed = seconds_since(start);
-        if (options.progress) {
-          nested.progress = [&options, outer_best, unit, outer_elapsed](const Progress& inner_progress) {
-            Progress p = inner_progress;
-            p.best = std::min(outer_best, p.best * unit);
-            p.lower_bound *= unit;
-            p.elapsed_s += outer_elapsed;
-            options.progress(p);
-          };
+      SolveOptions nested = options;
+      nested.time_limit_s = std::chrono::duration<double>(budget.deadline - Clock::now()).count();
+      const uint64_t outer_best = budget.best_bytes, unit = in.unit;
+      const double outer_elapsed = seconds_since(start);
+      if (options.progress) {
+        nested.progress = [&options, outer_best, unit, outer_elapsed](const Progress& inner_progress) {
+          Progress p = inner_progress;
+          p.best = std::min(outer_best, p.best * unit);
+          p.lower_bound *= unit;
+          p.elapsed_s += outer_elapsed;
+          options.progress(p);
+        };
+      }
+      const Solution plan = solve_search(bundles.problem, inner, nested, Clock::now());
+      budget.nodes += plan.nodes;
+      for (size_t p = 0; p < num_parts; ++p) {
+        std::vector<uint64_t> local;
+        for (int b : in.parts[p].buffers) {
+          const size_t i = static_cast<size_t>(b);
+          local.push_back(plan.offsets[static_cast<size_t>(bundles.group[i])] + bundles.skip[i]);
         }
-        const Solution plan = solve_search(bundles.problem, nested, Clock::now());
-        budget.nodes += plan.nodes;
-        for (size_t p = 0; p < num_parts; ++p) {
-          std::vector<uint64_t> local;
-          for (int b : in.parts[p].buffers) {
-            const size_t i = static_cast<size_t>(b);
-            local.push_back(plan.offsets[static_cast<size_t>(bundles.group[i])] + bundles.skip[i]);
-          }
-          accept(p, std::move(local));
-        }
+        accept(p, std::move(local));
       }
     }
   }
@@ -1419,10 +1420,9 @@ Solution solve_search(const Problem& problem, const SolveOptions& options, Clock
     PartState& ps = parts[p];
     if (!ps.sized) {
       ps.sized = true;
-      const auto [pairs, memberships] = search_size(in, whole(in.parts[p]));
-      if (pairs > kMaxSearchPairs || memberships > kMaxSearchMemberships) {
+      if (ps.pairs > kMaxSearchPairs || ps.memberships > kMaxSearchMemberships) {
         ps.too_large = true;
-        ps.search_later = pairs <= kMaxLateSearchPairs && memberships <= kMaxSearchMemberships;
+        ps.search_later = ps.pairs <= kMaxLateSearchPairs && ps.memberships <= kMaxSearchMemberships;
         ps.replanning = true;
         ps.phase_until = window(2);
       }
@@ -1529,7 +1529,7 @@ struct SolveJob {
 void run_job(SolveJob& job, const char* floor) {
   stack_floor = floor;
   try {
-    job.result = solve_search(*job.problem, *job.options, job.start);
+    job.result = solve_search(*job.problem, make_instance(*job.problem), *job.options, job.start);
   } catch (...) {
     job.error = std::current_exception();
   }
