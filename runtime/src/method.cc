@@ -13,10 +13,6 @@
 namespace kiln {
 namespace {
 
-fb::Device device_or_cpu(const fb::Device* device) {
-  return device != nullptr ? *device : fb::Device(fb::DeviceType::CPU, 0);
-}
-
 TensorInfo tensor_info(const fb::Tensor& tensor) {
   TensorInfo info;
   info.name = tensor.name() != nullptr ? tensor.name()->c_str() : "";

@@ -31,10 +31,6 @@ bool valid_device(const fb::Device* device) {
   return device == nullptr || device->type() <= fb::DeviceType::MAX;
 }
 
-fb::Device device_or_cpu(const fb::Device* device) {
-  return device != nullptr ? *device : fb::Device(fb::DeviceType::CPU, 0);
-}
-
 const char* name_or(const flatbuffers::String* name, const char* fallback) {
   return name != nullptr ? name->c_str() : fallback;
 }

@@ -21,13 +21,4 @@ const char* dtype_name(DType dtype) {
   return "invalid";
 }
 
-const char* device_type_name(DeviceType type) {
-  switch (type) {
-    case DeviceType::CPU: return "cpu";
-    case DeviceType::CUDA: return "cuda";
-    case DeviceType::VULKAN: return "vulkan";
-  }
-  return "invalid";
-}
-
 }  // namespace kiln

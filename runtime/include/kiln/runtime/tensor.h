@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/schema/device.h"
 #include "kiln/schema/program_generated.h"
 
 namespace kiln {
@@ -43,13 +44,6 @@ constexpr size_t dtype_size(DType dtype) {
 
 // "float32", "int64", ...; "invalid" outside the enum.
 const char* dtype_name(DType dtype);
-// "cpu", "cuda", "vulkan"; "invalid" outside the enum.
-const char* device_type_name(DeviceType type);
-
-inline bool operator==(const Device& a, const Device& b) {
-  return a.type() == b.type() && a.index() == b.index();
-}
-inline bool operator!=(const Device& a, const Device& b) { return !(a == b); }
 
 class Tensor {
  public:
