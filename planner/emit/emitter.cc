@@ -45,34 +45,6 @@ class SegmentWriter {
   std::unordered_map<std::string, uint32_t> index_;
 };
 
-void count_instructions(const std::vector<std::unique_ptr<fb::InstructionT>>& list, abi::MethodCounts& counts) {
-  counts.instructions += list.size();
-  for (const auto& ins : list) {
-    switch (ins->kind.type) {
-      case fb::InstructionKind::KernelCall: {
-        const auto* call = ins->kind.AsKernelCall();
-        counts.operands += call->inputs.size() + call->outputs.size() + call->scratch.size();
-        break;
-      }
-      case fb::InstructionKind::CopyCall:
-        counts.operands += 2;
-        break;
-      case fb::InstructionKind::DelegateCall: {
-        const auto* call = ins->kind.AsDelegateCall();
-        counts.operands += call->inputs.size() + call->outputs.size();
-        break;
-      }
-      case fb::InstructionKind::CollectiveCall: {
-        const auto* call = ins->kind.AsCollectiveCall();
-        counts.operands += call->inputs.size() + call->outputs.size();
-        break;
-      }
-      default:
-        break;
-    }
-  }
-}
-
 std::unique_ptr<fb::InstructionT> copy_instruction(const LInstruction& ins) {
   auto instruction = std::make_unique<fb::InstructionT>();
   instruction->name = ins.name;
@@ -183,15 +155,12 @@ size_t delegate_run_end(const std::vector<LInstruction>& list, size_t begin) {
   return end;
 }
 
+// Packs `method` and counts the packed table with the runtime's own
+// definition (schema/bookkeeping.h), so the two cannot drift apart.
 uint64_t method_bookkeeping_bytes(const fb::MethodT& method) {
-  abi::MethodCounts counts;
-  counts.tensors = method.tensors.size();
-  count_instructions(method.init_instructions, counts);
-  count_instructions(method.instructions, counts);
-  counts.arenas = method.arenas.size();
-  counts.delegates = method.delegates.size();
-  for (const auto& d : method.delegates) counts.delegate_state_bytes += abi::round_up_bookkeeping(d->state_bytes);
-  return abi::bookkeeping_bytes(counts);
+  flatbuffers::FlatBufferBuilder builder;
+  builder.Finish(fb::Method::Pack(builder, &method));
+  return abi::method_bookkeeping_bytes(*flatbuffers::GetRoot<fb::Method>(builder.GetBufferPointer()));
 }
 
 std::string emit_program(const LProgram& program) {

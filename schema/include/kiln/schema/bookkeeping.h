@@ -1,11 +1,15 @@
 // The runtime's bookkeeping ABI: how many bytes a method's state takes.
 //
-// The planner writes Method.bookkeeping_bytes with bookkeeping_bytes() below,
-// and the runtime lays its per-method state out with exactly these strides
-// (it static_asserts that its structs fit their slots). So the number an app
-// reads from MethodMeta, or from the header `kiln pack` writes, is the exact
-// size of the buffer to hand the bookkeeping allocator: not an estimate, and
-// the same on 32-bit firmware and 64-bit hosts.
+// One definition for both sides of the contract: the planner writes
+// Method.bookkeeping_bytes with method_bookkeeping_bytes() below (it packs
+// the method it built and counts the packed table), the runtime's loader
+// checks that figure with the same function and lays its per-method state
+// out from count_method() with exactly these strides (it static_asserts
+// that its structs fit their slots). So the number an app reads from
+// MethodMeta, or from the header `kiln pack` writes, is the exact size of
+// the buffer to hand the bookkeeping allocator: not an estimate, and the
+// same on 32-bit firmware and 64-bit hosts. Header-only, no heap, usable in
+// firmware.
 //
 // The figure assumes the buffer starts at a multiple of kBookkeepingAlignment;
 // every array the runtime takes from it is a multiple of that size, so no
@@ -24,6 +28,8 @@
 #define KILN_SCHEMA_BOOKKEEPING_H_
 
 #include <cstdint>
+
+#include "kiln/schema/program_generated.h"
 
 namespace kiln {
 namespace abi {
@@ -59,6 +65,65 @@ constexpr uint64_t bookkeeping_bytes(const MethodCounts& c) {
          round_up_bookkeeping(c.arenas * kArenaSlotBytes) +
          round_up_bookkeeping(c.delegates * kDelegateSlotBytes) +
          round_up_bookkeeping(c.delegate_state_bytes);
+}
+
+// Adds the instructions of `list` (nullptr: none) and the tensor indices they
+// resolve to `out_counts`.
+inline void add_instruction_counts(const flatbuffers::Vector<flatbuffers::Offset<fb::Instruction>>* list,
+                                   MethodCounts* out_counts) {
+  if (list == nullptr) return;
+  auto size = [](const flatbuffers::Vector<int32_t>* operands) -> uint64_t {
+    return operands != nullptr ? operands->size() : 0;
+  };
+  out_counts->instructions += list->size();
+  for (const fb::Instruction* instruction : *list) {
+    switch (instruction->kind_type()) {
+      case fb::InstructionKind::KernelCall: {
+        const fb::KernelCall* call = instruction->kind_as_KernelCall();
+        out_counts->operands += size(call->inputs()) + size(call->outputs()) + size(call->scratch());
+        break;
+      }
+      case fb::InstructionKind::CopyCall:
+        out_counts->operands += 2;
+        break;
+      case fb::InstructionKind::DelegateCall: {
+        const fb::DelegateCall* call = instruction->kind_as_DelegateCall();
+        out_counts->operands += size(call->inputs()) + size(call->outputs());
+        break;
+      }
+      case fb::InstructionKind::CollectiveCall: {
+        const fb::CollectiveCall* call = instruction->kind_as_CollectiveCall();
+        out_counts->operands += size(call->inputs()) + size(call->outputs());
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+// What `method`'s bookkeeping holds. Reads only vector sizes and the
+// instructions' kinds; the runtime calls it on programs that passed
+// flatbuffer verification.
+inline MethodCounts count_method(const fb::Method& method) {
+  MethodCounts counts;
+  counts.tensors = method.tensors() != nullptr ? method.tensors()->size() : 0;
+  counts.arenas = method.arenas() != nullptr ? method.arenas()->size() : 0;
+  if (method.delegates() != nullptr) {
+    counts.delegates = method.delegates()->size();
+    for (const fb::Delegate* delegate : *method.delegates()) {
+      // Each delegate's state starts 16-byte aligned.
+      counts.delegate_state_bytes += round_up_bookkeeping(delegate->state_bytes());
+    }
+  }
+  add_instruction_counts(method.init_instructions(), &counts);
+  add_instruction_counts(method.instructions(), &counts);
+  return counts;
+}
+
+// The figure the planner writes into Method.bookkeeping_bytes.
+inline uint64_t method_bookkeeping_bytes(const fb::Method& method) {
+  return bookkeeping_bytes(count_method(method));
 }
 
 }  // namespace abi
