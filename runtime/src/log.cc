@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "kiln/runtime/check.h"
+
 namespace kiln {
 namespace internal {
 
@@ -15,6 +17,17 @@ void log_formatted(kiln_log_level level, const char* file, int line, const char*
   if (n < 0) return;
   size_t length = static_cast<size_t>(n) < sizeof(message) ? static_cast<size_t>(n) : sizeof(message) - 1;
   kiln_pal_log(level, file, line, message, length);
+}
+
+void debug_check_failed(const char* file, int line, const char* condition) {
+#if KILN_ENABLE_LOGGING
+  log_formatted(KILN_LOG_ERROR, file, line, "check failed: %s", condition);
+#else
+  (void)file;
+  (void)line;
+  (void)condition;
+#endif
+  kiln_pal_abort();
 }
 
 }  // namespace internal

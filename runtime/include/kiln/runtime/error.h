@@ -2,7 +2,9 @@
 // Error or a Result<T>; nothing throws. The detailed, human-readable reason
 // (which tensor, arena or operator, what was expected) goes to the platform
 // log at the place the error is detected; the code says what kind of failure
-// it was so callers can react to it.
+// it was so callers can react to it (check.h has the macros that do both in
+// one statement). An Error must be looked at: the type is [[nodiscard]], so
+// ignoring one is a compiler warning; cast to (void) where that is meant.
 
 #ifndef KILN_RUNTIME_ERROR_H_
 #define KILN_RUNTIME_ERROR_H_
@@ -11,7 +13,7 @@
 
 namespace kiln {
 
-enum class Error : uint32_t {
+enum class [[nodiscard]] Error : uint32_t {
   kOk = 0,
   // An argument from the application is wrong (null pointer, index out of range).
   kInvalidArgument,

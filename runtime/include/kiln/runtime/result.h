@@ -7,6 +7,10 @@
 //
 //   KILN_RETURN_IF_ERROR(method.set_input(0, data, size));
 //   KILN_ASSIGN_OR_RETURN(Program program, Program::load(loader));
+//
+// A Result must be looked at ([[nodiscard]]). Reading the value of a failed
+// Result, or making a Result from Error::kOk, is a programming mistake:
+// builds without NDEBUG end the program there (KILN_DEBUG_CHECK below).
 
 #ifndef KILN_RUNTIME_RESULT_H_
 #define KILN_RUNTIME_RESULT_H_
@@ -18,6 +22,25 @@
 #include "kiln/runtime/error.h"
 
 namespace kiln {
+namespace internal {
+
+// Logs "check failed: <condition>" at file:line, then kiln_pal_abort().
+[[noreturn]] void debug_check_failed(const char* file, int line, const char* condition);
+
+}  // namespace internal
+}  // namespace kiln
+
+// For programming mistakes in code that uses the runtime (reading the value
+// of a failed Result): without NDEBUG it logs and ends the program through
+// kiln_pal_abort(); with NDEBUG (release and firmware builds) it is nothing.
+#if defined(NDEBUG)
+#define KILN_DEBUG_CHECK(cond) ((void)0)
+#else
+#define KILN_DEBUG_CHECK(cond) \
+  ((cond) ? (void)0 : ::kiln::internal::debug_check_failed(__FILE__, __LINE__, #cond))
+#endif
+
+namespace kiln {
 
 template <typename T>
 class [[nodiscard]] Result {
@@ -26,10 +49,13 @@ class [[nodiscard]] Result {
 
   Result(const T& value) : has_value_(true) { new (&value_) T(value); }  // NOLINT: implicit
   Result(T&& value) : has_value_(true) { new (&value_) T(std::move(value)); }  // NOLINT
-  // An Error of kOk is a programming mistake; it is stored as kInternal so a
-  // Result never reports success without a value.
+  // An Error of kOk is a programming mistake: caught in debug builds, and
+  // stored as kInternal otherwise, so a Result never reports success
+  // without a value.
   Result(Error error)  // NOLINT: implicit
-      : error_(error == Error::kOk ? Error::kInternal : error), has_value_(false) {}
+      : error_(error == Error::kOk ? Error::kInternal : error), has_value_(false) {
+    KILN_DEBUG_CHECK(error != Error::kOk);
+  }
 
   Result(Result&& other) noexcept : has_value_(other.has_value_) {
     if (has_value_) {
@@ -49,14 +75,23 @@ class [[nodiscard]] Result {
   bool ok() const { return has_value_; }
   Error error() const { return has_value_ ? Error::kOk : error_; }
 
-  // Only valid when ok().
-  T& get() & { return value_; }
-  const T& get() const& { return value_; }
-  T&& get() && { return std::move(value_); }
-  T* operator->() { return &value_; }
-  const T* operator->() const { return &value_; }
-  T& operator*() & { return value_; }
-  const T& operator*() const& { return value_; }
+  // Only valid when ok(); checked in debug builds.
+  T& get() & {
+    KILN_DEBUG_CHECK(has_value_);
+    return value_;
+  }
+  const T& get() const& {
+    KILN_DEBUG_CHECK(has_value_);
+    return value_;
+  }
+  T&& get() && {
+    KILN_DEBUG_CHECK(has_value_);
+    return std::move(value_);
+  }
+  T* operator->() { return &get(); }
+  const T* operator->() const { return &get(); }
+  T& operator*() & { return get(); }
+  const T& operator*() const& { return get(); }
 
  private:
   union {
@@ -72,14 +107,16 @@ class [[nodiscard]] Result {
 #define KILN_CONCAT_(a, b) KILN_CONCAT_INNER_(a, b)
 
 // Returns the Error of `expr` (an expression of type Error) unless it is kOk.
+// Does not log: whoever produced the Error logged it.
 #define KILN_RETURN_IF_ERROR(expr)                    \
   do {                                                \
     const ::kiln::Error kiln_error_ = (expr);         \
     if (kiln_error_ != ::kiln::Error::kOk) return kiln_error_; \
   } while (0)
 
-// Evaluates `expr` (a Result<T>); on failure returns its Error, else moves
-// the value into `lhs` (a declaration or an assignable name).
+// Evaluates `expr` (a Result<T>); on failure returns its Error (not logged
+// again), else moves the value into `lhs` (a declaration or an assignable
+// name).
 #define KILN_ASSIGN_OR_RETURN(lhs, expr) \
   KILN_ASSIGN_OR_RETURN_IMPL_(KILN_CONCAT_(kiln_result_, __LINE__), lhs, expr)
 #define KILN_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
