@@ -1,22 +1,21 @@
 #include <string.h>
 
 #include "kiln/runtime/backend.h"
-#include "kiln/runtime/log.h"
+#include "kiln/runtime/check.h"
 
 namespace kiln {
 
 Error BackendRegistry::register_backend(Backend* backend) {
-  if (backend == nullptr || backend->id() == nullptr) return Error::kInvalidArgument;
+  KILN_CHECK_OR_RETURN(backend != nullptr && backend->id() != nullptr, Error::kInvalidArgument,
+                       "a backend without an id cannot be registered");
   for (size_t i = 0; i < count_; ++i) {
     if (strcmp(backends_[i]->id(), backend->id()) == 0) {
       backends_[i] = backend;
       return Error::kOk;
     }
   }
-  if (count_ == kCapacity) {
-    KILN_LOG(ERROR, "backend registry full registering '%s'", backend->id());
-    return Error::kRegistryFull;
-  }
+  KILN_CHECK_OR_RETURN(count_ < kCapacity, Error::kRegistryFull, "backend registry full (%u entries) registering '%s'",
+                       static_cast<unsigned>(kCapacity), backend->id());
   backends_[count_++] = backend;
   return Error::kOk;
 }

@@ -1,23 +1,22 @@
 #include <string.h>
 
+#include "kiln/runtime/check.h"
 #include "kiln/runtime/kernel.h"
-#include "kiln/runtime/log.h"
 
 namespace kiln {
 
 Error KernelRegistry::register_kernel(const KernelEntry& entry) {
-  if (entry.name == nullptr || entry.run == nullptr) return Error::kInvalidArgument;
+  KILN_CHECK_OR_RETURN(entry.name != nullptr && entry.run != nullptr, Error::kInvalidArgument,
+                       "kernel '%s' cannot be registered without a name and a run function",
+                       entry.name != nullptr ? entry.name : "?");
   for (size_t i = 0; i < count_; ++i) {
     if (strcmp(entries_[i].name, entry.name) == 0) {
       entries_[i] = entry;
       return Error::kOk;
     }
   }
-  if (count_ == kCapacity) {
-    KILN_LOG(ERROR, "kernel registry full (%u entries) registering '%s'",
-             static_cast<unsigned>(kCapacity), entry.name);
-    return Error::kRegistryFull;
-  }
+  KILN_CHECK_OR_RETURN(count_ < kCapacity, Error::kRegistryFull, "kernel registry full (%u entries) registering '%s'",
+                       static_cast<unsigned>(kCapacity), entry.name);
   entries_[count_++] = entry;
   return Error::kOk;
 }

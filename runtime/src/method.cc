@@ -1,88 +1,47 @@
-// Method loading (resolve every address and kernel once) and execution (run
-// the flat instruction list). The program passed Program::load's validation,
-// so indices and sizes read here are known to be in range.
+// Method loading (resolve every address and kernel once, against the
+// memory and registries the application hands in) and execution (run the
+// flat instruction list).
+//
+// Trust boundary: validate once at load; execute runs without checks. The
+// program passed Program::load's validation (program_validator.cc), so
+// indices and sizes read from it here are known to be in range; what is
+// checked here is what the application provides (bookkeeping, arenas,
+// kernels, backends, bound buffers). Method::execute checks only that every
+// input and output is bound, then runs the resolved instructions.
 
 #include "kiln/runtime/method.h"
 
 #include <string.h>
 
-#include "kiln/runtime/log.h"
+#include "kiln/runtime/check.h"
 #include "kiln/runtime/program.h"
+#include "kiln/schema/device.h"
 #include "method_internal.h"
 
 namespace kiln {
 namespace {
 
-TensorInfo tensor_info(const fb::Tensor& tensor) {
-  TensorInfo info;
-  info.name = tensor.name() != nullptr ? tensor.name()->c_str() : "";
-  info.dtype = tensor.dtype();
-  info.rank = tensor.shape() != nullptr ? tensor.shape()->size() : 0;
-  info.dims = tensor.shape() != nullptr ? tensor.shape()->data() : nullptr;
-  info.nbytes = tensor.nbytes();
-  info.device = device_or_cpu(tensor.device());
-  return info;
-}
-
-uint32_t list_size(const flatbuffers::Vector<uint32_t>* list) {
-  return list != nullptr ? list->size() : 0;
-}
-
 const char* instruction_name(const fb::Instruction& instruction) {
   return instruction.name() != nullptr ? instruction.name()->c_str() : "";
 }
 
+const char* tensor_name(const fb::Method& method, uint32_t t) {
+  const flatbuffers::String* name = method.tensors()->Get(t)->name();
+  return name != nullptr ? name->c_str() : "?";
+}
+
+// The tensor index of input (or output) `index` of `method`. kInvalidArgument
+// when the Method holds no method (moved from) or has no such input.
+Result<uint32_t> io_tensor(const fb::Method* method, bool output, size_t index) {
+  KILN_CHECK_OR_RETURN(method != nullptr, Error::kInvalidArgument, "the Method was moved from");
+  const flatbuffers::Vector<uint32_t>* list = output ? method->outputs() : method->inputs();
+  KILN_CHECK_OR_RETURN(index < internal::list_size(list), Error::kInvalidArgument,
+                       "method '%s' has no %s %u (it has %u)", method->name()->c_str(), output ? "output" : "input",
+                       static_cast<unsigned>(index), static_cast<unsigned>(internal::list_size(list)));
+  return list->Get(static_cast<uint32_t>(index));
+}
+
 }  // namespace
-
-// ---------------------------------------------------------------------------
-// MethodMeta
-
-const char* MethodMeta::name() const { return method_->name()->c_str(); }
-
-size_t MethodMeta::num_arenas() const {
-  return method_->arenas() != nullptr ? method_->arenas()->size() : 0;
-}
-
-Result<ArenaInfo> MethodMeta::arena(size_t index) const {
-  if (index >= num_arenas()) return Error::kInvalidArgument;
-  const fb::Arena& arena = *method_->arenas()->Get(static_cast<uint32_t>(index));
-  ArenaInfo info;
-  info.size = arena.size();
-  info.alignment = arena.alignment();
-  info.device = device_or_cpu(arena.device());
-  info.kind = arena.kind();
-  info.group = arena.group();
-  return info;
-}
-
-uint64_t MethodMeta::arena_bytes(Device device) const {
-  uint64_t total = 0;
-  for (size_t i = 0; i < num_arenas(); ++i) {
-    const fb::Arena& arena = *method_->arenas()->Get(static_cast<uint32_t>(i));
-    if (device_or_cpu(arena.device()) == device) total += arena.size();
-  }
-  return total;
-}
-
-size_t MethodMeta::num_inputs() const { return list_size(method_->inputs()); }
-size_t MethodMeta::num_outputs() const { return list_size(method_->outputs()); }
-
-Result<TensorInfo> MethodMeta::input(size_t index) const {
-  if (index >= num_inputs()) return Error::kInvalidArgument;
-  return tensor_info(*method_->tensors()->Get(method_->inputs()->Get(static_cast<uint32_t>(index))));
-}
-
-Result<TensorInfo> MethodMeta::output(size_t index) const {
-  if (index >= num_outputs()) return Error::kInvalidArgument;
-  return tensor_info(
-      *method_->tensors()->Get(method_->outputs()->Get(static_cast<uint32_t>(index))));
-}
-
-size_t MethodMeta::num_instructions() const {
-  return method_->instructions() != nullptr ? method_->instructions()->size() : 0;
-}
-
-uint64_t MethodMeta::bookkeeping_bytes() const { return method_->bookkeeping_bytes(); }
 
 // ---------------------------------------------------------------------------
 // Loading
@@ -97,11 +56,9 @@ class MethodLoader final : public MethodView {
       : program_(program), method_(method), memory_(memory), kernels_(kernels), backends_(backends) {}
 
   Result<Method> load() {
-    if (memory_.bookkeeping == nullptr) {
-      KILN_LOG(ERROR, "method '%s': no bookkeeping allocator given", name());
-      return Error::kInvalidArgument;
-    }
-    counts_ = internal::count_method(method_);
+    KILN_CHECK_OR_RETURN(memory_.bookkeeping != nullptr, Error::kInvalidArgument,
+                         "method '%s': no bookkeeping allocator given", name());
+    counts_ = abi::count_method(method_);
     Method result;
     result.method_ = &method_;
     KILN_RETURN_IF_ERROR(allocate_sections());
@@ -123,10 +80,8 @@ class MethodLoader final : public MethodView {
     // Load-time instructions (constant uploads) run once, now.
     for (uint32_t i = 0; i < num_init; ++i) {
       const Error error = internal::run_instruction(instructions_[i]);
-      if (error != Error::kOk) {
-        KILN_LOG(ERROR, "method '%s': load-time copy %u failed: %s", name(), i, error_name(error));
-        return error;
-      }
+      KILN_CHECK_OR_RETURN(error == Error::kOk, error, "method '%s': load-time copy %u failed: %s", name(), i,
+                           error_name(error));
     }
     result.instructions_ = instructions_ + num_init;
     result.num_instructions_ = static_cast<uint32_t>(counts_.instructions) - num_init;
@@ -137,9 +92,10 @@ class MethodLoader final : public MethodView {
   const char* name() const { return method_.name()->c_str(); }
 
   // Takes a section of `count * slot` bytes (rounded to 16) from bookkeeping.
+  // After the first failure (logged) takes nothing more.
   void* take(uint64_t count, uint64_t slot, const char* what) {
     const uint64_t bytes = abi::round_up_bookkeeping(count * slot);
-    if (bytes == 0) return nullptr;
+    if (bytes == 0 || failed_) return nullptr;
     void* p = memory_.bookkeeping->allocate(static_cast<size_t>(bytes), abi::kBookkeepingAlignment);
     if (p == nullptr) {
       KILN_LOG(ERROR, "method '%s': bookkeeping allocator has %llu of %llu bytes free, %s need %llu",
@@ -175,32 +131,24 @@ class MethodLoader final : public MethodView {
     state.where = device;
     state.size = arena.size();
     state.backend = backends_.for_device(device.type());
-    if (state.backend == nullptr) {
-      KILN_LOG(ERROR, "method '%s': arena %u is on %s:%u; no backend for that device is registered", name(), i,
-               device_type_name(device.type()), device.index());
-      return Error::kBackendNotFound;
-    }
+    KILN_CHECK_OR_RETURN(state.backend != nullptr, Error::kBackendNotFound,
+                         "method '%s': arena %u is on %s:%u; no backend for that device is registered", name(), i,
+                         device_type_name(device.type()), device.index());
     if (i < memory_.device_arenas.size() && memory_.device_arenas[i].handle != nullptr) {
-      if (memory_.device_arenas[i].size < arena.size()) {
-        KILN_LOG(ERROR, "method '%s': device arena %u needs %llu bytes, %llu were given", name(), i,
-                 static_cast<unsigned long long>(arena.size()),
-                 static_cast<unsigned long long>(memory_.device_arenas[i].size));
-        return Error::kArenaTooSmall;
-      }
+      KILN_CHECK_OR_RETURN(memory_.device_arenas[i].size >= arena.size(), Error::kArenaTooSmall,
+                           "method '%s': device arena %u needs %llu bytes, %llu were given", name(), i,
+                           static_cast<unsigned long long>(arena.size()),
+                           static_cast<unsigned long long>(memory_.device_arenas[i].size));
       state.device = memory_.device_arenas[i];
       return Error::kOk;
     }
-    if (i < memory_.arenas.size() && memory_.arenas[i].data() != nullptr) {
-      KILN_LOG(ERROR, "method '%s': arena %u is on %s:%u, a host buffer was given for it", name(), i,
-               device_type_name(device.type()), device.index());
-      return Error::kDeviceMismatch;
-    }
+    KILN_CHECK_OR_RETURN(i >= memory_.arenas.size() || memory_.arenas[i].data() == nullptr, Error::kDeviceMismatch,
+                         "method '%s': arena %u is on %s:%u, a host buffer was given for it", name(), i,
+                         device_type_name(device.type()), device.index());
     const Error error = state.backend->allocate(device, arena.size(), arena.alignment(), &state.device);
-    if (error != Error::kOk) {
-      KILN_LOG(ERROR, "method '%s': backend '%s' failed to allocate device arena %u (%llu bytes): %s", name(),
-               state.backend->id(), i, static_cast<unsigned long long>(arena.size()), error_name(error));
-      return Error::kDeviceAllocationFailed;
-    }
+    KILN_CHECK_OR_RETURN(error == Error::kOk, Error::kDeviceAllocationFailed,
+                         "method '%s': backend '%s' failed to allocate device arena %u (%llu bytes): %s", name(),
+                         state.backend->id(), i, static_cast<unsigned long long>(arena.size()), error_name(error));
     state.owned = true;
     return Error::kOk;
   }
@@ -209,29 +157,25 @@ class MethodLoader final : public MethodView {
     for (uint32_t i = 0; i < counts_.arenas; ++i) {
       const fb::Arena& arena = *method_.arenas()->Get(i);
       const fb::Device device = device_or_cpu(arena.device());
-      if (device.type() != fb::DeviceType::CPU) {
+      if (!is_host(device)) {
         KILN_RETURN_IF_ERROR(bind_device_arena(i, arena, device));
         continue;
       }
       arenas_[i].where = device;
       if (i >= memory_.arenas.size() || memory_.arenas[i].data() == nullptr) {
-        if (arena.size() == 0) continue;
-        KILN_LOG(ERROR, "method '%s': arena %u (%llu bytes) was not given", name(), i,
-                 static_cast<unsigned long long>(arena.size()));
-        return Error::kArenaMissing;
+        KILN_CHECK_OR_RETURN(arena.size() == 0, Error::kArenaMissing,
+                             "method '%s': arena %u (%llu bytes) was not given", name(), i,
+                             static_cast<unsigned long long>(arena.size()));
+        continue;
       }
       const Span<uint8_t> given = memory_.arenas[i];
-      if (given.size() < arena.size()) {
-        KILN_LOG(ERROR, "method '%s': arena %u needs %llu bytes, %llu were given", name(), i,
-                 static_cast<unsigned long long>(arena.size()),
-                 static_cast<unsigned long long>(given.size()));
-        return Error::kArenaTooSmall;
-      }
-      if (reinterpret_cast<uintptr_t>(given.data()) % arena.alignment() != 0) {
-        KILN_LOG(ERROR, "method '%s': arena %u must be aligned to %u bytes", name(), i,
-                 arena.alignment());
-        return Error::kArenaMisaligned;
-      }
+      KILN_CHECK_OR_RETURN(given.size() >= arena.size(), Error::kArenaTooSmall,
+                           "method '%s': arena %u needs %llu bytes, %llu were given", name(), i,
+                           static_cast<unsigned long long>(arena.size()),
+                           static_cast<unsigned long long>(given.size()));
+      KILN_CHECK_OR_RETURN(reinterpret_cast<uintptr_t>(given.data()) % arena.alignment() == 0,
+                           Error::kArenaMisaligned, "method '%s': arena %u must be aligned to %u bytes", name(), i,
+                           arena.alignment());
       arenas_[i].base = given.data();
       arenas_[i].size = given.size();
     }
@@ -274,11 +218,9 @@ class MethodLoader final : public MethodView {
           const fb::PlannedStorage* fallback = source.storage_as_UserStorage()->fallback();
           if (fallback != nullptr) place(tensor, *fallback);
           tensor->flags_ = internal::kTensorUser;
-          if (tensor->device_.type() != fb::DeviceType::CPU && fallback == nullptr) {
-            KILN_LOG(ERROR, "method '%s': device tensor %u '%s' has no planned device memory", name(), t,
-                     source.name() != nullptr ? source.name()->c_str() : "?");
-            return Error::kInvalidProgram;
-          }
+          KILN_CHECK_OR_RETURN(is_host(tensor->device_) || fallback != nullptr, Error::kInvalidProgram,
+                               "method '%s': device tensor %u '%s' has no planned device memory", name(), t,
+                               source.name() != nullptr ? source.name()->c_str() : "?");
           if (fallback != nullptr || tensor->nbytes_ == 0) tensor->flags_ |= internal::kTensorBound;
           break;
         }
@@ -291,8 +233,8 @@ class MethodLoader final : public MethodView {
           tensor->flags_ = internal::kTensorAlias;
           break;
         }
-        default:
-          return Error::kInternal;
+        default:  // Program::load refused it
+          KILN_RETURN_ERROR(Error::kInternal, "method '%s': tensor %u has no storage", name(), t);
       }
     }
     for (uint32_t t = 0; t < counts_.tensors; ++t) {
@@ -310,25 +252,21 @@ class MethodLoader final : public MethodView {
 
   // Picks how a copy from `src` to `dst` runs, and with which backend.
   Error setup_copy(uint32_t index, const Tensor& src, const Tensor& dst, internal::InstructionState* state) {
-    const bool src_host = src.device().type() == fb::DeviceType::CPU;
-    const bool dst_host = dst.device().type() == fb::DeviceType::CPU;
+    const bool src_host = is_host(src.device());
+    const bool dst_host = is_host(dst.device());
     if (src_host && dst_host) {
       state->kind = internal::InstructionKind::kCopyHost;
       state->run = nullptr;
       return Error::kOk;
     }
-    if (!src_host && !dst_host && src.device() != dst.device()) {
-      KILN_LOG(ERROR, "method '%s': copy %u goes from %s:%u to %s:%u; copies between two devices go through "
-               "the host", name(), index, device_type_name(src.device().type()), src.device().index(),
-               device_type_name(dst.device().type()), dst.device().index());
-      return Error::kNotSupported;
-    }
+    KILN_CHECK_OR_RETURN(src_host || dst_host || same_device(src.device(), dst.device()), Error::kNotSupported,
+                         "method '%s': copy %u goes from %s:%u to %s:%u; copies between two devices go through "
+                         "the host", name(), index, device_type_name(src.device().type()), src.device().index(),
+                         device_type_name(dst.device().type()), dst.device().index());
     const Tensor& device_side = src_host ? dst : src;
     const internal::ArenaState* arena = arena_of(device_side);
-    if (arena == nullptr || arena->backend == nullptr) {
-      KILN_LOG(ERROR, "method '%s': copy %u touches a device tensor outside any device arena", name(), index);
-      return Error::kInvalidProgram;
-    }
+    KILN_CHECK_OR_RETURN(arena != nullptr && arena->backend != nullptr, Error::kInvalidProgram,
+                         "method '%s': copy %u touches a device tensor outside any device arena", name(), index);
     state->backend = arena->backend;
     state->arenas = arenas_;
     state->kind = src_host ? internal::InstructionKind::kCopyToDevice
@@ -353,12 +291,10 @@ class MethodLoader final : public MethodView {
         if (root_of(static_cast<uint32_t>(args.inputs[i] - tensors_)) != out_root) continue;
         const bool declared = o == 0 && i < 32 && (entry.inplace_inputs & (1u << i)) != 0 &&
                               args.inputs[i]->nbytes() == args.outputs[o]->nbytes();
-        if (!declared) {
-          KILN_LOG(ERROR, "method '%s': instruction %u ('%s', kernel '%s') writes output %u over input %u, "
-                   "which the kernel does not allow", name(), index, instruction_name(instruction), entry.name,
-                   o, i);
-          return Error::kInvalidProgram;
-        }
+        KILN_CHECK_OR_RETURN(declared, Error::kInvalidProgram,
+                             "method '%s': instruction %u ('%s', kernel '%s') writes output %u over input %u, "
+                             "which the kernel does not allow", name(), index, instruction_name(instruction),
+                             entry.name, o, i);
       }
     }
     return Error::kOk;
@@ -389,11 +325,9 @@ class MethodLoader final : public MethodView {
           const fb::KernelCall& call = *instruction.kind_as_KernelCall();
           const char* op = method_.operators()->Get(call.op())->name()->c_str();
           const KernelEntry* entry = kernels_.find(op);
-          if (entry == nullptr) {
-            KILN_LOG(ERROR, "method '%s': instruction %u ('%s') needs kernel '%s', which is not "
-                     "registered", name(), i, instruction_name(instruction), op);
-            return Error::kKernelNotFound;
-          }
+          KILN_CHECK_OR_RETURN(entry != nullptr, Error::kKernelNotFound,
+                               "method '%s': instruction %u ('%s') needs kernel '%s', which is not registered",
+                               name(), i, instruction_name(instruction), op);
           state->kind = internal::InstructionKind::kKernel;
           state->run = entry->run;
           state->args.call = &call;
@@ -403,12 +337,9 @@ class MethodLoader final : public MethodView {
           KILN_RETURN_IF_ERROR(check_inplace(i, instruction, *entry, state->args));
           if (entry->check != nullptr) {
             const Error error = entry->check(state->args);
-            if (error != Error::kOk) {
-              KILN_LOG(ERROR, "method '%s': instruction %u ('%s', kernel '%s') rejected its "
-                       "operands: %s", name(), i, instruction_name(instruction), op,
-                       error_name(error));
-              return error;
-            }
+            KILN_CHECK_OR_RETURN(error == Error::kOk, error,
+                                 "method '%s': instruction %u ('%s', kernel '%s') rejected its operands: %s",
+                                 name(), i, instruction_name(instruction), op, error_name(error));
           }
           break;
         }
@@ -436,11 +367,10 @@ class MethodLoader final : public MethodView {
           break;
         }
         case fb::InstructionKind::CollectiveCall:
-          KILN_LOG(ERROR, "method '%s': instruction %u is a collective; no communicator given",
-                   name(), i);
-          return Error::kNotSupported;
-        default:
-          return Error::kInternal;
+          KILN_RETURN_ERROR(Error::kNotSupported, "method '%s': instruction %u is a collective; no communicator given",
+                            name(), i);
+        default:  // Program::load refused it
+          KILN_RETURN_ERROR(Error::kInternal, "method '%s': instruction %u has no kind", name(), i);
       }
     }
     return Error::kOk;
@@ -451,18 +381,14 @@ class MethodLoader final : public MethodView {
     for (uint32_t d = 0; d < counts_.delegates; ++d) {
       const fb::Delegate& delegate = *method_.delegates()->Get(d);
       Backend* backend = backends_.find(delegate.backend()->c_str());
-      if (backend == nullptr) {
-        KILN_LOG(ERROR, "method '%s': delegate %u needs backend '%s', which is not registered", name(), d,
-                 delegate.backend()->c_str());
-        return Error::kBackendNotFound;
-      }
+      KILN_CHECK_OR_RETURN(backend != nullptr, Error::kBackendNotFound,
+                           "method '%s': delegate %u needs backend '%s', which is not registered", name(), d,
+                           delegate.backend()->c_str());
       const fb::Device device = device_or_cpu(delegate.device());
-      if (device.type() != backend->device_type()) {
-        KILN_LOG(ERROR, "method '%s': delegate %u is on %s:%u but backend '%s' serves %s", name(), d,
-                 device_type_name(device.type()), device.index(), backend->id(),
-                 device_type_name(backend->device_type()));
-        return Error::kInvalidProgram;
-      }
+      KILN_CHECK_OR_RETURN(device.type() == backend->device_type(), Error::kInvalidProgram,
+                           "method '%s': delegate %u is on %s:%u but backend '%s' serves %s", name(), d,
+                           device_type_name(device.type()), device.index(), backend->id(),
+                           device_type_name(backend->device_type()));
       Span<const uint8_t> blob;
       if (delegate.segment() >= 0) {
         const fb::DataRef& ref = *program_.flatbuffer()->segments()->Get(static_cast<uint32_t>(delegate.segment()));
@@ -471,12 +397,10 @@ class MethodLoader final : public MethodView {
         blob = Span<const uint8_t>(delegate.inline_blob()->data(), delegate.inline_blob()->size());
       }
       const uint64_t needed = backend->state_bytes(delegate, blob);
-      if (needed > delegate.state_bytes()) {
-        KILN_LOG(ERROR, "method '%s': backend '%s' needs %llu state bytes for delegate %u, the program reserved %llu",
-                 name(), backend->id(), static_cast<unsigned long long>(needed), d,
-                 static_cast<unsigned long long>(delegate.state_bytes()));
-        return Error::kOutOfMemory;
-      }
+      KILN_CHECK_OR_RETURN(needed <= delegate.state_bytes(), Error::kOutOfMemory,
+                           "method '%s': backend '%s' needs %llu state bytes for delegate %u, the program reserved "
+                           "%llu", name(), backend->id(), static_cast<unsigned long long>(needed), d,
+                           static_cast<unsigned long long>(delegate.state_bytes()));
       const size_t reserved = static_cast<size_t>(abi::round_up_bookkeeping(delegate.state_bytes()));
       BumpAllocator allocator(state, reserved);
       state += reserved;
@@ -486,11 +410,9 @@ class MethodLoader final : public MethodView {
       context.method = this;
       context.allocator = &allocator;
       Result<void*> handle = backend->init(context);
-      if (!handle.ok()) {
-        KILN_LOG(ERROR, "method '%s': backend '%s' failed to initialise delegate %u: %s", name(), backend->id(), d,
-                 error_name(handle.error()));
-        return Error::kDelegateInitFailed;
-      }
+      KILN_CHECK_OR_RETURN(handle.ok(), Error::kDelegateInitFailed,
+                           "method '%s': backend '%s' failed to initialise delegate %u: %s", name(), backend->id(), d,
+                           error_name(handle.error()));
       delegates_[d].backend = backend;
       delegates_[d].handle = handle.get();
     }
@@ -566,8 +488,8 @@ void Method::release() {
   }
 }
 
-size_t Method::num_inputs() const { return list_size(method_->inputs()); }
-size_t Method::num_outputs() const { return list_size(method_->outputs()); }
+size_t Method::num_inputs() const { return internal::list_size(method_->inputs()); }
+size_t Method::num_outputs() const { return internal::list_size(method_->outputs()); }
 
 const Tensor* Method::input(size_t index) const {
   if (method_ == nullptr || index >= num_inputs()) return nullptr;
@@ -581,7 +503,9 @@ const Tensor* Method::output(size_t index) const {
 
 Result<Method::Location> Method::location(uint32_t tensor_index) const {
   const Tensor& tensor = tensors_[tensor_index];
-  if (tensor.device().type() == fb::DeviceType::CPU) return Error::kDeviceMismatch;
+  KILN_CHECK_OR_RETURN(!is_host(tensor.device()), Error::kDeviceMismatch,
+                       "method '%s': '%s' lives on the host, it has no device location", method_->name()->c_str(),
+                       tensor_name(*method_, tensor_index));
   Location where;
   where.device = tensor.device();
   where.offset = tensor.offset_;
@@ -591,34 +515,32 @@ Result<Method::Location> Method::location(uint32_t tensor_index) const {
 }
 
 Result<Method::Location> Method::input_location(size_t index) const {
-  if (method_ == nullptr || index >= num_inputs()) return Error::kInvalidArgument;
-  return location(method_->inputs()->Get(static_cast<uint32_t>(index)));
+  KILN_ASSIGN_OR_RETURN(const uint32_t t, io_tensor(method_, false, index));
+  return location(t);
 }
 
 Result<Method::Location> Method::output_location(size_t index) const {
-  if (method_ == nullptr || index >= num_outputs()) return Error::kInvalidArgument;
-  return location(method_->outputs()->Get(static_cast<uint32_t>(index)));
+  KILN_ASSIGN_OR_RETURN(const uint32_t t, io_tensor(method_, true, index));
+  return location(t);
 }
 
 Error Method::bind(uint32_t tensor_index, void* data, size_t size) {
   Tensor& tensor = tensors_[tensor_index];
-  const char* name = method_->tensors()->Get(tensor_index)->name() != nullptr
-                         ? method_->tensors()->Get(tensor_index)->name()->c_str()
-                         : "?";
-  if (tensor.device().type() != fb::DeviceType::CPU) {
-    KILN_LOG(ERROR, "'%s' lives on %s:%u; a host buffer cannot be bound to it (write into its device memory, "
-             "see Method::input_location)", name, device_type_name(tensor.device().type()), tensor.device().index());
-    return Error::kDeviceMismatch;
-  }
+  const char* name = tensor_name(*method_, tensor_index);
+  KILN_CHECK_OR_RETURN(is_host(tensor.device()), Error::kDeviceMismatch,
+                       "'%s' lives on %s:%u; a host buffer cannot be bound to it (write into its device memory, "
+                       "see Method::input_location)", name, device_type_name(tensor.device().type()),
+                       tensor.device().index());
   // Zero-byte tensors may be bound to any pointer, null included.
-  if (data == nullptr && tensor.nbytes() != 0) return Error::kInvalidArgument;
-  if (size < tensor.nbytes()) {
-    KILN_LOG(ERROR, "'%s' needs %llu bytes, the buffer bound has %llu", name,
-             static_cast<unsigned long long>(tensor.nbytes()), static_cast<unsigned long long>(size));
-    return Error::kBufferTooSmall;
-  }
+  KILN_CHECK_OR_RETURN(data != nullptr || tensor.nbytes() == 0, Error::kInvalidArgument,
+                       "'%s' needs %llu bytes, a null buffer was bound", name,
+                       static_cast<unsigned long long>(tensor.nbytes()));
+  KILN_CHECK_OR_RETURN(size >= tensor.nbytes(), Error::kBufferTooSmall, "'%s' needs %llu bytes, the buffer bound has %llu",
+                       name, static_cast<unsigned long long>(tensor.nbytes()), static_cast<unsigned long long>(size));
   const size_t element = dtype_size(tensor.dtype());
-  if (reinterpret_cast<uintptr_t>(data) % element != 0) return Error::kBufferMisaligned;
+  KILN_CHECK_OR_RETURN(reinterpret_cast<uintptr_t>(data) % element == 0, Error::kBufferMisaligned,
+                       "'%s' is %s, the buffer bound is not aligned to %u bytes", name, dtype_name(tensor.dtype()),
+                       static_cast<unsigned>(element));
   tensor.data_ = data;
   tensor.flags_ |= internal::kTensorBound;
   aliases_stale_ = true;
@@ -626,48 +548,40 @@ Error Method::bind(uint32_t tensor_index, void* data, size_t size) {
 }
 
 Error Method::set_input(size_t index, const void* data, size_t size) {
-  if (method_ == nullptr || index >= num_inputs()) return Error::kInvalidArgument;
-  return bind(method_->inputs()->Get(static_cast<uint32_t>(index)), const_cast<void*>(data), size);
+  KILN_ASSIGN_OR_RETURN(const uint32_t t, io_tensor(method_, false, index));
+  return bind(t, const_cast<void*>(data), size);
 }
 
 Error Method::set_output(size_t index, void* data, size_t size) {
-  if (method_ == nullptr || index >= num_outputs()) return Error::kInvalidArgument;
-  return bind(method_->outputs()->Get(static_cast<uint32_t>(index)), data, size);
+  KILN_ASSIGN_OR_RETURN(const uint32_t t, io_tensor(method_, true, index));
+  return bind(t, data, size);
 }
 
 Error Method::bind_checked(uint32_t tensor_index, const Tensor& given) {
   const Tensor& expected = tensors_[tensor_index];
-  const char* name = method_->tensors()->Get(tensor_index)->name() != nullptr
-                         ? method_->tensors()->Get(tensor_index)->name()->c_str()
-                         : "?";
-  if (given.dtype() != expected.dtype()) {
-    KILN_LOG(ERROR, "'%s' is %s, a %s tensor was given", name, dtype_name(expected.dtype()),
-             dtype_name(given.dtype()));
-    return Error::kDTypeMismatch;
-  }
+  const char* name = tensor_name(*method_, tensor_index);
+  KILN_CHECK_OR_RETURN(given.dtype() == expected.dtype(), Error::kDTypeMismatch, "'%s' is %s, a %s tensor was given",
+                       name, dtype_name(expected.dtype()), dtype_name(given.dtype()));
   bool same = given.rank() == expected.rank();
   for (uint32_t d = 0; same && d < expected.rank(); ++d) same = given.dim(d) == expected.dim(d);
-  if (!same) {
-    KILN_LOG(ERROR, "'%s' has rank %u and a different shape than the tensor given (rank %u)", name,
-             expected.rank(), given.rank());
-    return Error::kShapeMismatch;
-  }
-  if (given.device() != expected.device()) {
-    KILN_LOG(ERROR, "'%s' lives on %s:%u, a tensor on %s:%u was given", name, device_type_name(expected.device().type()),
-             expected.device().index(), device_type_name(given.device().type()), given.device().index());
-    return Error::kDeviceMismatch;
-  }
+  KILN_CHECK_OR_RETURN(same, Error::kShapeMismatch,
+                       "'%s' has rank %u and a different shape than the tensor given (rank %u)", name,
+                       expected.rank(), given.rank());
+  KILN_CHECK_OR_RETURN(same_device(given.device(), expected.device()), Error::kDeviceMismatch,
+                       "'%s' lives on %s:%u, a tensor on %s:%u was given", name,
+                       device_type_name(expected.device().type()), expected.device().index(),
+                       device_type_name(given.device().type()), given.device().index());
   return bind(tensor_index, given.data(), static_cast<size_t>(given.nbytes()));
 }
 
 Error Method::set_input(size_t index, const Tensor& tensor) {
-  if (method_ == nullptr || index >= num_inputs()) return Error::kInvalidArgument;
-  return bind_checked(method_->inputs()->Get(static_cast<uint32_t>(index)), tensor);
+  KILN_ASSIGN_OR_RETURN(const uint32_t t, io_tensor(method_, false, index));
+  return bind_checked(t, tensor);
 }
 
 Error Method::set_output(size_t index, const Tensor& tensor) {
-  if (method_ == nullptr || index >= num_outputs()) return Error::kInvalidArgument;
-  return bind_checked(method_->outputs()->Get(static_cast<uint32_t>(index)), tensor);
+  KILN_ASSIGN_OR_RETURN(const uint32_t t, io_tensor(method_, true, index));
+  return bind_checked(t, tensor);
 }
 
 void Method::refresh_aliases() {
@@ -729,29 +643,27 @@ Error run_instruction(const InstructionState& state) {
 
 }  // namespace internal
 
+// The only checks left at execute: what the application had to bind.
+// Everything about the program itself was settled at load.
 Error Method::execute() {
-  if (method_ == nullptr) return Error::kInvalidArgument;
+  KILN_CHECK_OR_RETURN(method_ != nullptr, Error::kInvalidArgument, "the Method was moved from");
   for (size_t i = 0; i < num_inputs(); ++i) {
-    if (!(input(i)->flags_ & internal::kTensorBound)) {
-      KILN_LOG(ERROR, "input %u ('%s') is not bound", static_cast<unsigned>(i), meta().input(i)->name);
-      return Error::kNotBound;
-    }
+    KILN_CHECK_OR_RETURN(input(i)->flags_ & internal::kTensorBound, Error::kNotBound,
+                         "input %u ('%s') is not bound", static_cast<unsigned>(i),
+                         tensor_name(*method_, method_->inputs()->Get(static_cast<uint32_t>(i))));
   }
   for (size_t i = 0; i < num_outputs(); ++i) {
-    if (!(output(i)->flags_ & internal::kTensorBound)) {
-      KILN_LOG(ERROR, "output %u ('%s') is not bound", static_cast<unsigned>(i), meta().output(i)->name);
-      return Error::kNotBound;
-    }
+    KILN_CHECK_OR_RETURN(output(i)->flags_ & internal::kTensorBound, Error::kNotBound,
+                         "output %u ('%s') is not bound", static_cast<unsigned>(i),
+                         tensor_name(*method_, method_->outputs()->Get(static_cast<uint32_t>(i))));
   }
   if (aliases_stale_) refresh_aliases();
   for (uint32_t i = 0; i < num_instructions_; ++i) {
     const internal::InstructionState& state = instructions_[i];
     const uint64_t start = observer_ != nullptr ? kiln_pal_ticks() : 0;
     const Error error = internal::run_instruction(state);
-    if (error != Error::kOk) {
-      KILN_LOG(ERROR, "instruction %u ('%s') failed: %s", i, state.args.node_name, error_name(error));
-      return error;
-    }
+    KILN_CHECK_OR_RETURN(error == Error::kOk, error, "instruction %u ('%s') failed: %s", i, state.args.node_name,
+                         error_name(error));
     if (observer_ != nullptr) observer_(observer_context_, i, kiln_pal_ticks() - start);
   }
   return Error::kOk;

@@ -1,5 +1,6 @@
 // Internal state of a loaded Method, laid out in the bookkeeping buffer with
-// the strides of schema/bookkeeping.h. Not part of the public API.
+// the strides of schema/bookkeeping.h (abi::count_method gives the counts).
+// Not part of the public API.
 
 #ifndef KILN_RUNTIME_SRC_METHOD_INTERNAL_H_
 #define KILN_RUNTIME_SRC_METHOD_INTERNAL_H_
@@ -68,9 +69,7 @@ static_assert(sizeof(const Tensor*) <= abi::kOperandSlotBytes, "operand slot");
 static_assert(sizeof(ArenaState) <= abi::kArenaSlotBytes, "ArenaState outgrew its slot");
 static_assert(sizeof(DelegateState) <= abi::kDelegateSlotBytes, "DelegateState outgrew its slot");
 
-// Counts the runtime's bookkeeping needs for `method`; the program must have
-// passed validation.
-abi::MethodCounts count_method(const fb::Method& method);
+inline uint32_t list_size(const flatbuffers::Vector<uint32_t>* list) { return list != nullptr ? list->size() : 0; }
 
 }  // namespace internal
 }  // namespace kiln

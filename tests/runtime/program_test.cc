@@ -1,16 +1,40 @@
 // Program::load and Method: valid programs load and run; truncated,
 // corrupted and semantically wrong programs are refused with an Error; the
-// memory an application hands in is checked before anything runs.
+// memory an application hands in is checked before anything runs; every
+// failure logs one line naming what is at fault.
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "kiln/kernels/portable.h"
+#include "kiln/runtime/log.h"
 #include "kiln/runtime/program.h"
 #include "kiln/schema/bookkeeping.h"
 #include "support/graph_builder.h"
 #include "support/program_bytes.h"
+
+namespace kiln::testing {
+
+// The ERROR lines the runtime logged (this binary's kiln_pal_log, below).
+std::vector<std::string>& logged_errors() {
+  static std::vector<std::string> lines;
+  return lines;
+}
+
+}  // namespace kiln::testing
+
+// Replaces the platform's weak default for this test binary: records ERROR
+// lines and still prints every line.
+extern "C" void kiln_pal_log(kiln_log_level level, const char* file, int line, const char* message,
+                             size_t length) {
+  if (level == KILN_LOG_ERROR) kiln::testing::logged_errors().emplace_back(message, length);
+  std::fprintf(stderr, "[kiln %s:%d] %.*s\n", file != nullptr ? file : "", line, static_cast<int>(length), message);
+}
 
 namespace kiln::testing {
 namespace {
@@ -164,6 +188,84 @@ TEST(ProgramTest, BindingIsChecked) {
   EXPECT_EQ(method.execute(), Error::kOk);
   EXPECT_EQ(method.input(5), nullptr);
   EXPECT_NE(method.output(0), nullptr);
+}
+
+// Each failure the application can cause logs exactly one ERROR line, and
+// the line names the method, tensor, index or registry at fault.
+TEST(ProgramTest, EveryFailureLogsOneLineNamingItsCause) {
+#if !KILN_ENABLE_LOGGING
+  GTEST_SKIP() << "built with KILN_ENABLE_LOGGING=0";
+#endif
+  register_kernels();
+  LoadedProgram p(add_relu_program());
+  MethodMeta meta = p.program->method_meta("forward").get();
+  MethodMemory memory(meta);
+  Method method = std::move(p.program->load_method("forward", memory.manager()).get());
+  alignas(16) float buffer[8] = {};
+  KernelRegistry kernels;
+  BackendRegistry backends;
+  struct Case {
+    const char* what;
+    std::function<Error()> call;
+    Error expected;
+    const char* named;  // a word the line must contain
+  };
+  const Case cases[] = {
+      {"execute, input unbound", [&] { return method.execute(); }, Error::kNotBound, "input 0 ('x')"},
+      {"input index", [&] { return method.set_input(1, buffer, sizeof(buffer)); }, Error::kInvalidArgument,
+       "method 'forward' has no input 1"},
+      {"output index", [&] { return method.set_output(2, buffer, sizeof(buffer)); }, Error::kInvalidArgument,
+       "method 'forward' has no output 2"},
+      {"null buffer", [&] { return method.set_input(0, nullptr, 24); }, Error::kInvalidArgument, "'x'"},
+      {"small buffer", [&] { return method.set_input(0, buffer, 23); }, Error::kBufferTooSmall, "'x'"},
+      {"misaligned buffer",
+       [&] { return method.set_input(0, reinterpret_cast<uint8_t*>(buffer) + 1, 24); }, Error::kBufferMisaligned,
+       "'x'"},
+      {"host tensor location", [&] { return method.input_location(0).error(); }, Error::kDeviceMismatch, "'x'"},
+      {"arena index", [&] { return meta.arena(1).error(); }, Error::kInvalidArgument, "arena 1"},
+      {"meta input index", [&] { return meta.input(1).error(); }, Error::kInvalidArgument, "input 1"},
+      {"meta output index", [&] { return meta.output(1).error(); }, Error::kInvalidArgument, "output 1"},
+      {"method index", [&] { return p.program->method_name(3).error(); }, Error::kInvalidArgument, "method 3"},
+      {"method name", [&] { return p.program->method_meta("missing").error(); }, Error::kNotFound, "'missing'"},
+      {"null method name", [&] { return p.program->method_meta(nullptr).error(); }, Error::kInvalidArgument,
+       "null"},
+      {"kernel without a name", [&] { return kernels.register_kernel(KernelEntry{}); }, Error::kInvalidArgument,
+       "kernel"},
+      {"null backend", [&] { return backends.register_backend(nullptr); }, Error::kInvalidArgument, "backend"},
+  };
+  for (const Case& c : cases) {
+    logged_errors().clear();
+    EXPECT_EQ(c.call(), c.expected) << c.what;
+    ASSERT_EQ(logged_errors().size(), 1u) << c.what;
+    EXPECT_NE(logged_errors()[0].find(c.named), std::string::npos) << c.what << ": " << logged_errors()[0];
+  }
+}
+
+// A Result is never "Ok" without a value, and reading a failed one is a
+// bug that debug builds stop at (release builds keep going: kInternal).
+TEST(ResultTest, MisuseIsCaughtInDebugBuilds) {
+#ifdef NDEBUG
+  Result<int> from_ok(Error::kOk);
+  EXPECT_FALSE(from_ok.ok());
+  EXPECT_EQ(from_ok.error(), Error::kInternal);
+#else
+  EXPECT_DEATH(
+      {
+        Result<int> failed(Error::kNotFound);
+        (void)failed.get();
+      },
+      "check failed");
+  EXPECT_DEATH({ Result<int> from_ok(Error::kOk); }, "check failed");
+#endif
+}
+
+// The planner's figure and the runtime's come from one definition
+// (schema/bookkeeping.h): the program states exactly what the runtime counts.
+TEST(ProgramTest, BookkeepingFigureIsTheRuntimesCount) {
+  LoadedProgram p(cnn_program());
+  ASSERT_TRUE(p.program.ok());
+  MethodMeta meta = p.program->method_meta("forward").get();
+  EXPECT_EQ(meta.bookkeeping_bytes(), abi::method_bookkeeping_bytes(*meta.flatbuffer()));
 }
 
 TEST(ProgramTest, DescribedTensorsAreCheckedBeforeBinding) {

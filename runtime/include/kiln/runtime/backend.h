@@ -17,8 +17,10 @@
 // of the runtime. Threading: a backend's functions are called from the
 // thread that loads or executes a Method.
 //
-// Adding a backend: a folder backends/<name>/ with a class implementing
-// this interface and one register_<name>_backend() call.
+// Adding a backend: a backend is a folder, backends/<name>/, that registers
+// itself: a class implementing this interface and the backend's own
+// register_<name>_backend() function, which the application calls once.
+// Nothing in runtime/ changes.
 
 #ifndef KILN_RUNTIME_BACKEND_H_
 #define KILN_RUNTIME_BACKEND_H_

@@ -1,0 +1,76 @@
+// MethodMeta: answers what a method needs (arenas, inputs and outputs,
+// bookkeeping bytes) straight from the program's tables, before and without
+// loading it. The program passed Program::load's validation (validate once
+// at load; nothing after it re-checks), so the only checks here are on the
+// application's indices.
+
+#include "kiln/runtime/method_meta.h"
+
+#include "kiln/runtime/check.h"
+#include "kiln/schema/device.h"
+#include "method_internal.h"
+
+namespace kiln {
+namespace {
+
+TensorInfo tensor_info(const fb::Tensor& tensor) {
+  TensorInfo info;
+  info.name = tensor.name() != nullptr ? tensor.name()->c_str() : "";
+  info.dtype = tensor.dtype();
+  info.rank = tensor.shape() != nullptr ? tensor.shape()->size() : 0;
+  info.dims = tensor.shape() != nullptr ? tensor.shape()->data() : nullptr;
+  info.nbytes = tensor.nbytes();
+  info.device = device_or_cpu(tensor.device());
+  return info;
+}
+
+}  // namespace
+
+const char* MethodMeta::name() const { return method_->name()->c_str(); }
+
+size_t MethodMeta::num_arenas() const { return method_->arenas() != nullptr ? method_->arenas()->size() : 0; }
+
+Result<ArenaInfo> MethodMeta::arena(size_t index) const {
+  KILN_CHECK_OR_RETURN(index < num_arenas(), Error::kInvalidArgument, "method '%s' has no arena %u (it has %u)",
+                       name(), static_cast<unsigned>(index), static_cast<unsigned>(num_arenas()));
+  const fb::Arena& arena = *method_->arenas()->Get(static_cast<uint32_t>(index));
+  ArenaInfo info;
+  info.size = arena.size();
+  info.alignment = arena.alignment();
+  info.device = device_or_cpu(arena.device());
+  info.kind = arena.kind();
+  info.group = arena.group();
+  return info;
+}
+
+uint64_t MethodMeta::arena_bytes(Device device) const {
+  uint64_t total = 0;
+  for (size_t i = 0; i < num_arenas(); ++i) {
+    const fb::Arena& arena = *method_->arenas()->Get(static_cast<uint32_t>(i));
+    if (same_device(device_or_cpu(arena.device()), device)) total += arena.size();
+  }
+  return total;
+}
+
+size_t MethodMeta::num_inputs() const { return internal::list_size(method_->inputs()); }
+size_t MethodMeta::num_outputs() const { return internal::list_size(method_->outputs()); }
+
+Result<TensorInfo> MethodMeta::input(size_t index) const {
+  KILN_CHECK_OR_RETURN(index < num_inputs(), Error::kInvalidArgument, "method '%s' has no input %u (it has %u)",
+                       name(), static_cast<unsigned>(index), static_cast<unsigned>(num_inputs()));
+  return tensor_info(*method_->tensors()->Get(method_->inputs()->Get(static_cast<uint32_t>(index))));
+}
+
+Result<TensorInfo> MethodMeta::output(size_t index) const {
+  KILN_CHECK_OR_RETURN(index < num_outputs(), Error::kInvalidArgument, "method '%s' has no output %u (it has %u)",
+                       name(), static_cast<unsigned>(index), static_cast<unsigned>(num_outputs()));
+  return tensor_info(*method_->tensors()->Get(method_->outputs()->Get(static_cast<uint32_t>(index))));
+}
+
+size_t MethodMeta::num_instructions() const {
+  return method_->instructions() != nullptr ? method_->instructions()->size() : 0;
+}
+
+uint64_t MethodMeta::bookkeeping_bytes() const { return method_->bookkeeping_bytes(); }
+
+}  // namespace kiln

@@ -1,0 +1,413 @@
+// Semantic validation of a program: the runtime's trust boundary.
+//
+// Program::load (program.cc) runs the flatbuffers Verifier, which proves the
+// buffer is a well-formed flatbuffer, then the checks here, which prove it is
+// a program the runtime can run: every index in range, shapes, dtypes and
+// byte sizes that agree (overflow-checked, on values read from the file),
+// every planned tensor inside its arena and aligned, aliases without cycles
+// that stay inside their base and device, constants inside the data segment,
+// nothing written that must stay read-only, and at least the bookkeeping the
+// runtime will take. Validate once at load; execute runs without checks:
+// Method loading (method.cc) and the execute loop rely on every fact
+// established here and check none of them again.
+//
+// Each failure logs one line naming the method and the tensor, arena,
+// delegate or instruction at fault, and returns kInvalidProgram.
+
+#include "program_validator.h"
+
+#include "kiln/runtime/check.h"
+#include "kiln/runtime/tensor.h"
+#include "kiln/schema/bookkeeping.h"
+#include "kiln/schema/device.h"
+
+namespace kiln {
+namespace internal {
+namespace {
+
+constexpr uint32_t kMaxOperandsPerInstruction = 0xFFFF;
+constexpr Error kInvalid = Error::kInvalidProgram;
+
+// The flatbuffers verifier checks the alignment of a vector's length, not
+// of 8-byte elements; the runtime reads int64 shapes in place, so a hostile
+// buffer must not place them at an address that is not a multiple of 8.
+template <typename T>
+bool aligned8(const flatbuffers::Vector<T>* v) {
+  return v == nullptr || reinterpret_cast<uintptr_t>(v->data()) % 8 == 0;
+}
+
+bool valid_device(const fb::Device* device) {
+  return device == nullptr || device->type() <= fb::DeviceType::MAX;
+}
+
+const char* name_or(const flatbuffers::String* name, const char* fallback) {
+  return name != nullptr ? name->c_str() : fallback;
+}
+
+bool listed(const flatbuffers::Vector<uint32_t>* list, uint32_t t) {
+  if (list == nullptr) return false;
+  for (uint32_t i = 0; i < list->size(); ++i) {
+    if (list->Get(i) == t) return true;
+  }
+  return false;
+}
+
+// Validates one method of a program whose flatbuffer passed verification.
+// The checks run in order (arenas, tensors, aliases, inputs and outputs,
+// delegates, instructions, bookkeeping): each relies on those before it.
+class MethodValidator {
+ public:
+  MethodValidator(const fb::Program& program, const fb::Method& method) : program_(program), method_(method) {}
+
+  Error run() {
+    name_ = method_.name()->c_str();
+    num_tensors_ = method_.tensors() != nullptr ? method_.tensors()->size() : 0;
+    KILN_RETURN_IF_ERROR(check_arenas());
+    KILN_RETURN_IF_ERROR(check_tensors());
+    KILN_RETURN_IF_ERROR(check_aliases());
+    KILN_RETURN_IF_ERROR(check_io());
+    KILN_RETURN_IF_ERROR(check_delegates());
+    KILN_RETURN_IF_ERROR(check_instructions());
+    return check_bookkeeping();
+  }
+
+ private:
+  const fb::Tensor& tensor(uint32_t i) const { return *method_.tensors()->Get(i); }
+  const char* tensor_name(uint32_t i) const { return name_or(tensor(i).name(), "?"); }
+
+  Error check_arenas() {
+    const auto* arenas = method_.arenas();
+    if (arenas == nullptr) return Error::kOk;
+    for (uint32_t i = 0; i < arenas->size(); ++i) {
+      const fb::Arena& arena = *arenas->Get(i);
+      KILN_CHECK_OR_RETURN(is_power_of_two(arena.alignment()) && arena.alignment() <= 4096, kInvalid,
+                           "method '%s': arena %u alignment %u is not a power of two <= 4096", name_, i,
+                           arena.alignment());
+      KILN_CHECK_OR_RETURN(valid_device(arena.device()) && arena.kind() <= fb::ArenaKind::MAX, kInvalid,
+                           "method '%s': arena %u has an unknown device or kind", name_, i);
+      KILN_CHECK_OR_RETURN(arena.kind() != fb::ArenaKind::SYMMETRIC || has_communicator(arena.group()), kInvalid,
+                           "method '%s': symmetric arena %u names group %u, which has no communicator", name_, i,
+                           arena.group());
+    }
+    return Error::kOk;
+  }
+
+  bool has_communicator(uint32_t group) const {
+    const auto* comms = method_.communicators();
+    if (comms == nullptr) return false;
+    for (uint32_t i = 0; i < comms->size(); ++i) {
+      if (comms->Get(i)->group() == group) return true;
+    }
+    return false;
+  }
+
+  Error check_planned(uint32_t t, const fb::PlannedStorage& planned, uint64_t nbytes, fb::Device device) {
+    const auto* arenas = method_.arenas();
+    KILN_CHECK_OR_RETURN(arenas != nullptr && planned.arena() < arenas->size(), kInvalid,
+                         "method '%s': tensor %u '%s' names arena %u, which does not exist", name_, t,
+                         tensor_name(t), planned.arena());
+    const fb::Arena& arena = *arenas->Get(planned.arena());
+    uint64_t end = 0;
+    KILN_CHECK_OR_RETURN(!add_overflows(planned.offset(), nbytes, &end) && end <= arena.size(), kInvalid,
+                         "method '%s': tensor %u '%s' at offset %llu + %llu bytes lies outside arena %u "
+                         "(%llu bytes)",
+                         name_, t, tensor_name(t), static_cast<unsigned long long>(planned.offset()),
+                         static_cast<unsigned long long>(nbytes), planned.arena(),
+                         static_cast<unsigned long long>(arena.size()));
+    KILN_CHECK_OR_RETURN(planned.offset() % arena.alignment() == 0, kInvalid,
+                         "method '%s': tensor %u '%s' offset %llu is not aligned to arena %u's %u", name_, t,
+                         tensor_name(t), static_cast<unsigned long long>(planned.offset()), planned.arena(),
+                         arena.alignment());
+    const fb::Device arena_device = device_or_cpu(arena.device());
+    KILN_CHECK_OR_RETURN(same_device(arena_device, device), kInvalid,
+                         "method '%s': tensor %u '%s' is on %s:%u but arena %u is on %s:%u", name_, t,
+                         tensor_name(t), device_type_name(device.type()), device.index(), planned.arena(),
+                         device_type_name(arena_device.type()), arena_device.index());
+    return Error::kOk;
+  }
+
+  // Rank, shape and byte size of tensor `t`; on success its byte count in
+  // `out_nbytes`.
+  Error check_shape(uint32_t t, uint64_t* out_nbytes) {
+    const fb::Tensor& tensor = this->tensor(t);
+    const size_t element = dtype_size(tensor.dtype());
+    KILN_CHECK_OR_RETURN(element != 0, kInvalid, "method '%s': tensor %u '%s' has unknown dtype %u", name_, t,
+                         tensor_name(t), static_cast<unsigned>(tensor.dtype()));
+    const auto* shape = tensor.shape();
+    const uint32_t rank = shape != nullptr ? shape->size() : 0;
+    KILN_CHECK_OR_RETURN(aligned8(shape), kInvalid, "method '%s': tensor %u '%s' has a misaligned shape", name_,
+                         t, tensor_name(t));
+    KILN_CHECK_OR_RETURN(rank <= kMaxRank, kInvalid, "method '%s': tensor %u '%s' has rank %u (at most %u)",
+                         name_, t, tensor_name(t), rank, kMaxRank);
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < rank; ++d) {
+      const int64_t dim = shape->Get(d);
+      KILN_CHECK_OR_RETURN(
+          dim >= 0 && !mul_overflows(numel, static_cast<uint64_t>(dim), &numel) && numel <= (uint64_t{1} << 62),
+          kInvalid, "method '%s': tensor %u '%s' has an invalid or too large shape", name_, t, tensor_name(t));
+    }
+    uint64_t nbytes = 0;
+    KILN_CHECK_OR_RETURN(!mul_overflows(numel, element, &nbytes) && nbytes == tensor.nbytes(), kInvalid,
+                         "method '%s': tensor %u '%s' says %llu bytes, its shape and dtype make %llu", name_, t,
+                         tensor_name(t), static_cast<unsigned long long>(tensor.nbytes()),
+                         static_cast<unsigned long long>(nbytes));
+    *out_nbytes = nbytes;
+    return Error::kOk;
+  }
+
+  Error check_tensors() {
+    for (uint32_t t = 0; t < num_tensors_; ++t) {
+      const fb::Tensor& tensor = this->tensor(t);
+      uint64_t nbytes = 0;
+      KILN_RETURN_IF_ERROR(check_shape(t, &nbytes));
+      KILN_CHECK_OR_RETURN(valid_device(tensor.device()), kInvalid, "method '%s': tensor %u '%s' has an unknown device",
+                           name_, t, tensor_name(t));
+      const fb::Device device = device_or_cpu(tensor.device());
+      switch (tensor.storage_type()) {
+        case fb::Storage::ConstantStorage: {
+          const auto* constants = program_.constants();
+          const uint32_t index = tensor.storage_as_ConstantStorage()->index();
+          KILN_CHECK_OR_RETURN(constants != nullptr && index < constants->size(), kInvalid,
+                               "method '%s': tensor %u '%s' names constant %u, which does not exist", name_, t,
+                               tensor_name(t), index);
+          KILN_CHECK_OR_RETURN(constants->Get(index)->size() >= nbytes, kInvalid,
+                               "method '%s': tensor %u '%s' needs %llu bytes, constant %u has %llu", name_, t,
+                               tensor_name(t), static_cast<unsigned long long>(nbytes), index,
+                               static_cast<unsigned long long>(constants->Get(index)->size()));
+          // Device constants are uploaded by their backend (delegate blobs).
+          KILN_CHECK_OR_RETURN(is_host(device), kInvalid,
+                               "method '%s': constant tensor %u '%s' is not on the host", name_, t, tensor_name(t));
+          break;
+        }
+        case fb::Storage::PlannedStorage:
+          KILN_RETURN_IF_ERROR(check_planned(t, *tensor.storage_as_PlannedStorage(), nbytes, device));
+          break;
+        case fb::Storage::AliasStorage:
+          KILN_CHECK_OR_RETURN(tensor.storage_as_AliasStorage()->base() < num_tensors_, kInvalid,
+                               "method '%s': tensor %u '%s' aliases tensor %u, which does not exist", name_, t,
+                               tensor_name(t), tensor.storage_as_AliasStorage()->base());
+          break;
+        case fb::Storage::UserStorage: {
+          const fb::PlannedStorage* fallback = tensor.storage_as_UserStorage()->fallback();
+          if (fallback != nullptr) KILN_RETURN_IF_ERROR(check_planned(t, *fallback, nbytes, device));
+          break;
+        }
+        default:
+          KILN_RETURN_ERROR(kInvalid, "method '%s': tensor %u '%s' has no storage", name_, t, tensor_name(t));
+      }
+    }
+    return Error::kOk;
+  }
+
+  // The tensor whose storage `t` uses, following aliases; num_tensors_ for a
+  // cycle (a chain longer than the tensor count).
+  uint32_t root_of(uint32_t t) const {
+    for (uint32_t steps = 0; steps <= num_tensors_; ++steps) {
+      const fb::Tensor& tensor = this->tensor(t);
+      if (tensor.storage_type() != fb::Storage::AliasStorage) return t;
+      t = tensor.storage_as_AliasStorage()->base();
+    }
+    return num_tensors_;
+  }
+
+  Error check_aliases() {
+    for (uint32_t t = 0; t < num_tensors_; ++t) {
+      if (tensor(t).storage_type() != fb::Storage::AliasStorage) continue;
+      const uint32_t root = root_of(t);
+      KILN_CHECK_OR_RETURN(root != num_tensors_, kInvalid, "method '%s': tensor %u '%s' is part of an alias cycle",
+                           name_, t, tensor_name(t));
+      KILN_CHECK_OR_RETURN(tensor(t).nbytes() <= tensor(root).nbytes(), kInvalid,
+                           "method '%s': alias %u '%s' (%llu bytes) is larger than its base '%s' (%llu)", name_, t,
+                           tensor_name(t), static_cast<unsigned long long>(tensor(t).nbytes()), tensor_name(root),
+                           static_cast<unsigned long long>(tensor(root).nbytes()));
+      KILN_CHECK_OR_RETURN(same_device(device_or_cpu(tensor(t).device()), device_or_cpu(tensor(root).device())),
+                           kInvalid, "method '%s': alias %u '%s' is on another device than its base '%s'", name_, t,
+                           tensor_name(t), tensor_name(root));
+    }
+    return Error::kOk;
+  }
+
+  Error check_io_list(const flatbuffers::Vector<uint32_t>* list, const char* what) {
+    if (list == nullptr) return Error::kOk;
+    for (uint32_t i = 0; i < list->size(); ++i) {
+      const uint32_t t = list->Get(i);
+      KILN_CHECK_OR_RETURN(t < num_tensors_, kInvalid, "method '%s': %s %u is tensor %u, which does not exist",
+                           name_, what, i, t);
+      KILN_CHECK_OR_RETURN(tensor(t).storage_type() == fb::Storage::UserStorage, kInvalid,
+                           "method '%s': %s %u ('%s') is not user-provided storage", name_, what, i,
+                           tensor_name(t));
+    }
+    return Error::kOk;
+  }
+
+  Error check_io() {
+    KILN_RETURN_IF_ERROR(check_io_list(method_.inputs(), "input"));
+    KILN_RETURN_IF_ERROR(check_io_list(method_.outputs(), "output"));
+    // User storage without fallback memory is only reachable by binding it:
+    // it must be a method input or output.
+    for (uint32_t t = 0; t < num_tensors_; ++t) {
+      const fb::Tensor& tensor = this->tensor(t);
+      if (tensor.storage_type() != fb::Storage::UserStorage || tensor.storage_as_UserStorage()->fallback()) continue;
+      KILN_CHECK_OR_RETURN(listed(method_.inputs(), t) || listed(method_.outputs(), t), kInvalid,
+                           "method '%s': tensor %u '%s' is user-provided but neither an input nor an output", name_,
+                           t, tensor_name(t));
+    }
+    return Error::kOk;
+  }
+
+  Error check_written(uint32_t instruction, uint32_t t) {
+    const uint32_t root = root_of(t);
+    const bool constant = tensor(root).storage_type() == fb::Storage::ConstantStorage;
+    KILN_CHECK_OR_RETURN(!constant && !listed(method_.inputs(), root), kInvalid,
+                         "method '%s': instruction %u writes tensor '%s', which is read-only (%s)", name_,
+                         instruction, tensor_name(t), constant ? "a constant" : "a method input");
+    return Error::kOk;
+  }
+
+  Error check_operands(uint32_t instruction, const flatbuffers::Vector<int32_t>* list, bool optional, bool written) {
+    if (list == nullptr) return Error::kOk;
+    KILN_CHECK_OR_RETURN(list->size() <= kMaxOperandsPerInstruction, kInvalid,
+                         "method '%s': instruction %u has %u operands in one list", name_, instruction, list->size());
+    for (uint32_t i = 0; i < list->size(); ++i) {
+      const int32_t t = list->Get(i);
+      if (t == -1 && optional) continue;
+      KILN_CHECK_OR_RETURN(t >= 0 && static_cast<uint32_t>(t) < num_tensors_, kInvalid,
+                           "method '%s': instruction %u operand %u is tensor %d, which does not exist", name_,
+                           instruction, i, t);
+      if (written) KILN_RETURN_IF_ERROR(check_written(instruction, static_cast<uint32_t>(t)));
+    }
+    return Error::kOk;
+  }
+
+  Error check_delegates() {
+    const auto* delegates = method_.delegates();
+    if (delegates == nullptr) return Error::kOk;
+    const uint32_t num_segments = program_.segments() != nullptr ? program_.segments()->size() : 0;
+    for (uint32_t i = 0; i < delegates->size(); ++i) {
+      const fb::Delegate& delegate = *delegates->Get(i);
+      KILN_CHECK_OR_RETURN(valid_device(delegate.device()), kInvalid,
+                           "method '%s': delegate %u has an unknown device", name_, i);
+      KILN_CHECK_OR_RETURN(
+          delegate.segment() == -1 ||
+              (delegate.segment() >= 0 && static_cast<uint32_t>(delegate.segment()) < num_segments),
+          kInvalid, "method '%s': delegate %u names segment %d, which does not exist", name_, i, delegate.segment());
+      KILN_CHECK_OR_RETURN(delegate.state_bytes() <= (uint64_t{1} << 40), kInvalid,
+                           "method '%s': delegate %u asks for %llu state bytes", name_, i,
+                           static_cast<unsigned long long>(delegate.state_bytes()));
+    }
+    return Error::kOk;
+  }
+
+  // Load-time instructions may only copy into planned memory (uploads of
+  // constants to a device).
+  Error check_init_instructions() {
+    const auto* instructions = method_.init_instructions();
+    if (instructions == nullptr) return Error::kOk;
+    for (uint32_t i = 0; i < instructions->size(); ++i) {
+      const fb::CopyCall* copy = instructions->Get(i)->kind_as_CopyCall();
+      KILN_CHECK_OR_RETURN(copy != nullptr && copy->src() < num_tensors_ && copy->dst() < num_tensors_, kInvalid,
+                           "method '%s': load-time instruction %u is not a valid copy", name_, i);
+      KILN_CHECK_OR_RETURN(tensor(copy->src()).nbytes() == tensor(copy->dst()).nbytes() &&
+                               tensor(root_of(copy->dst())).storage_type() == fb::Storage::PlannedStorage,
+                           kInvalid, "method '%s': load-time copy %u must fill planned memory of the same size",
+                           name_, i);
+    }
+    return Error::kOk;
+  }
+
+  Error check_instructions() {
+    KILN_RETURN_IF_ERROR(check_init_instructions());
+    const auto* instructions = method_.instructions();
+    if (instructions == nullptr) return Error::kOk;
+    const uint32_t num_operators = method_.operators() != nullptr ? method_.operators()->size() : 0;
+    const uint32_t num_delegates = method_.delegates() != nullptr ? method_.delegates()->size() : 0;
+    for (uint32_t i = 0; i < instructions->size(); ++i) {
+      const fb::Instruction& instruction = *instructions->Get(i);
+      switch (instruction.kind_type()) {
+        case fb::InstructionKind::KernelCall: {
+          const fb::KernelCall& call = *instruction.kind_as_KernelCall();
+          KILN_CHECK_OR_RETURN(call.op() < num_operators, kInvalid,
+                               "method '%s': instruction %u calls operator %u, which does not exist", name_, i,
+                               call.op());
+          KILN_RETURN_IF_ERROR(check_operands(i, call.inputs(), true, false));
+          KILN_RETURN_IF_ERROR(check_operands(i, call.outputs(), false, true));
+          KILN_RETURN_IF_ERROR(check_operands(i, call.scratch(), false, true));
+          break;
+        }
+        case fb::InstructionKind::CopyCall: {
+          const fb::CopyCall& copy = *instruction.kind_as_CopyCall();
+          KILN_CHECK_OR_RETURN(copy.src() < num_tensors_ && copy.dst() < num_tensors_, kInvalid,
+                               "method '%s': copy instruction %u names a tensor that does not exist", name_, i);
+          KILN_CHECK_OR_RETURN(tensor(copy.src()).nbytes() == tensor(copy.dst()).nbytes(), kInvalid,
+                               "method '%s': copy instruction %u from '%s' to '%s' changes byte size", name_, i,
+                               tensor_name(copy.src()), tensor_name(copy.dst()));
+          KILN_RETURN_IF_ERROR(check_written(i, copy.dst()));
+          break;
+        }
+        case fb::InstructionKind::DelegateCall: {
+          const fb::DelegateCall& call = *instruction.kind_as_DelegateCall();
+          KILN_CHECK_OR_RETURN(call.delegate() < num_delegates, kInvalid,
+                               "method '%s': instruction %u calls delegate %u, which does not exist", name_, i,
+                               call.delegate());
+          KILN_RETURN_IF_ERROR(check_operands(i, call.inputs(), false, false));
+          KILN_RETURN_IF_ERROR(check_operands(i, call.outputs(), false, true));
+          break;
+        }
+        case fb::InstructionKind::CollectiveCall: {
+          const fb::CollectiveCall& call = *instruction.kind_as_CollectiveCall();
+          KILN_CHECK_OR_RETURN(has_communicator(call.group()), kInvalid,
+                               "method '%s': collective instruction %u names group %u, which has no communicator",
+                               name_, i, call.group());
+          KILN_RETURN_IF_ERROR(check_operands(i, call.inputs(), false, false));
+          KILN_RETURN_IF_ERROR(check_operands(i, call.outputs(), false, true));
+          break;
+        }
+        default:
+          KILN_RETURN_ERROR(kInvalid, "method '%s': instruction %u has no kind", name_, i);
+      }
+    }
+    return Error::kOk;
+  }
+
+  // The planner wrote the figure with the same definition
+  // (schema/bookkeeping.h); a smaller one would let Method loading run out.
+  Error check_bookkeeping() {
+    const uint64_t required = abi::method_bookkeeping_bytes(method_);
+    KILN_CHECK_OR_RETURN(method_.bookkeeping_bytes() >= required, kInvalid,
+                         "method '%s': program states %llu bookkeeping bytes, the runtime needs %llu", name_,
+                         static_cast<unsigned long long>(method_.bookkeeping_bytes()),
+                         static_cast<unsigned long long>(required));
+    return Error::kOk;
+  }
+
+  const fb::Program& program_;
+  const fb::Method& method_;
+  const char* name_ = "";
+  uint32_t num_tensors_ = 0;
+};
+
+}  // namespace
+
+Error validate_data_refs(const flatbuffers::Vector<const fb::DataRef*>* refs, uint64_t segment_size,
+                         uint32_t alignment, const char* what) {
+  if (refs == nullptr) return Error::kOk;
+  KILN_CHECK_OR_RETURN(aligned8(refs), kInvalid, "the %s table is misaligned", what);
+  for (uint32_t i = 0; i < refs->size(); ++i) {
+    const fb::DataRef& ref = *refs->Get(i);
+    uint64_t end = 0;
+    KILN_CHECK_OR_RETURN(!add_overflows(ref.offset(), ref.size(), &end) && end <= segment_size, kInvalid,
+                         "%s %u (offset %llu, %llu bytes) lies outside the %llu-byte data segment", what, i,
+                         static_cast<unsigned long long>(ref.offset()), static_cast<unsigned long long>(ref.size()),
+                         static_cast<unsigned long long>(segment_size));
+    KILN_CHECK_OR_RETURN(ref.offset() % alignment == 0, kInvalid, "%s %u offset %llu is not aligned to %u", what, i,
+                         static_cast<unsigned long long>(ref.offset()), alignment);
+  }
+  return Error::kOk;
+}
+
+Error validate_method(const fb::Program& program, const fb::Method& method) {
+  return MethodValidator(program, method).run();
+}
+
+}  // namespace internal
+}  // namespace kiln
