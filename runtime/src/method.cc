@@ -526,7 +526,7 @@ Result<Method::Location> Method::output_location(size_t index) const {
 
 Error Method::bind(uint32_t tensor_index, void* data, size_t size) {
   Tensor& tensor = tensors_[tensor_index];
-  const char* name = tensor_name(*method_, tensor_index);
+  [[maybe_unused]] const char* name = tensor_name(*method_, tensor_index);  // messages only
   KILN_CHECK_OR_RETURN(is_host(tensor.device()), Error::kDeviceMismatch,
                        "'%s' lives on %s:%u; a host buffer cannot be bound to it (write into its device memory, "
                        "see Method::input_location)", name, device_type_name(tensor.device().type()),
@@ -559,7 +559,7 @@ Error Method::set_output(size_t index, void* data, size_t size) {
 
 Error Method::bind_checked(uint32_t tensor_index, const Tensor& given) {
   const Tensor& expected = tensors_[tensor_index];
-  const char* name = tensor_name(*method_, tensor_index);
+  [[maybe_unused]] const char* name = tensor_name(*method_, tensor_index);  // messages only
   KILN_CHECK_OR_RETURN(given.dtype() == expected.dtype(), Error::kDTypeMismatch, "'%s' is %s, a %s tensor was given",
                        name, dtype_name(expected.dtype()), dtype_name(given.dtype()));
   bool same = given.rank() == expected.rank();
