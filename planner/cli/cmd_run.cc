@@ -34,9 +34,8 @@ constexpr const char* kHelp =
     "  --profile           time every instruction; print the time per operator and\n"
     "                      the slowest instructions (medians over the runs)\n"
     "\n"
-    "Delegates planned for vulkan:N run on the Vulkan backend (when kiln is built\n"
-    "with it). KILN_VULKAN_VALIDATION=1 enables the Khronos validation layer; any\n"
-    "validation message then fails the run.\n";
+    "Delegates run on the backend their device names; any diagnostic a backend\n"
+    "reports (a validation message) fails the run.\n";
 
 std::string summary(const HostTensor& t) {
   if (t.numel() == 0) return "(empty)";
@@ -142,6 +141,8 @@ int cmd_run(const Argv& argv) {
                          {"--profile", false}, {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
+    std::printf("\nbackends built in: %s\nenvironment:\n%s", builtin_runtime_backend_names().c_str(),
+                builtin_runtime_backend_options().c_str());
     return 0;
   }
   if (args.positional().size() != 1) throw UsageError{"expects one program file"};
@@ -159,7 +160,7 @@ int cmd_run(const Argv& argv) {
   options.profile = args.has("--profile");
   const RunResult result = run_program(bytes, inputs, options);
   const uint64_t validation_messages = shutdown_builtin_runtime_backends();
-  if (validation_messages != 0) fail("the Vulkan validation layer reported ", validation_messages, " message(s)");
+  if (validation_messages != 0) fail("the backends reported ", validation_messages, " diagnostic message(s)");
 
   const std::string dir = args.get("--output-dir");
   if (!dir.empty()) {

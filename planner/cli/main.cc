@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const kiln::planner::cli::Argv args(argv + 2, argv + argc);
-  kiln::planner::register_builtin_backend_planners();
+  kiln::planner::register_builtin_backends();
   try {
     return command->run(args);
   } catch (const kiln::planner::cli::UsageError& e) {

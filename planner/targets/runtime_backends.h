@@ -1,14 +1,8 @@
 // The runtime halves of the backends built into kiln, for the host tools
-// (`kiln run`, the conformance runner, benchmarks): a registry holding one
-// instance of each, created on first use.
-//
-// The Vulkan backend is there when kiln was built with KILN_WITH_VULKAN.
-// Environment: KILN_VULKAN_VALIDATION=1 enables the Khronos validation
-// layer (every validation message then fails the run). Driver host
-// allocations go through a pool of KILN_VULKAN_HOST_POOL_MB megabytes
-// (default 64; 0 leaves them to the driver). KILN_VULKAN_KERNELS=tiles or
-// =registers forces how Gemm, MatMul and Conv run (default: by device type,
-// see VulkanOptions::Kernels).
+// (`kiln run`, constant folding, the conformance runner, benchmarks): one
+// registry holding each registered HostBackend's kiln::Backend, each made
+// on first use with the options the backend reads from the environment
+// (`kiln run --help` lists them).
 
 #ifndef KILN_PLANNER_TARGETS_RUNTIME_BACKENDS_H_
 #define KILN_PLANNER_TARGETS_RUNTIME_BACKENDS_H_
@@ -20,14 +14,19 @@
 
 namespace kiln::planner {
 
+// Makes every registered host backend (register_builtin_backends() must
+// have run) and registers it. Throws PlanError when one cannot be made.
 BackendRegistry& builtin_runtime_backends();
 
-// Releases every device of the built-in backends (after the last Method is
-// gone) and returns how many validation messages they reported in total.
+// Releases every device of the backends made so far (after the last Method
+// is gone) and returns how many diagnostics they reported in total.
 uint64_t shutdown_builtin_runtime_backends();
 
-// "vulkan" when the Vulkan runtime half is built in, and so on.
+// "null, vulkan": the runtime halves built in, comma separated.
 std::string builtin_runtime_backend_names();
+
+// The environment variables the built-in runtime halves read, one per line.
+std::string builtin_runtime_backend_options();
 
 }  // namespace kiln::planner
 

@@ -80,7 +80,8 @@ def check_pack(k, w, model, garbage):
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     cxx = subprocess.run(["c++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
                           "-I", os.path.join(root, "runtime", "include"), "-I", os.path.join(root, "platform", "include"),
-                          "-I", os.path.join(build, "schema", "include"), "relu_model_kernels.cc"],
+                          "-I", os.path.join(build, "schema", "include"),
+                          "-I", os.path.join(root, "schema", "include"), "relu_model_kernels.cc"],
                          cwd=out_dir, capture_output=True, text=True)
     expect("pack: the registration compiles as C++17", cxx.returncode == 0, cxx.stderr)
 

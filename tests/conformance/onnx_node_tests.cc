@@ -362,7 +362,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no ONNX node tests under %s (install libonnx-testdata)\n", root.c_str());
     return 1;
   }
-  kp::register_builtin_backend_planners();
+  kp::register_builtin_backends();
   int pass = 0, fail = 0, skip = 0, on_device = 0;
   std::map<std::string, int> skip_reasons, host_reasons;
   std::map<std::string, OpStats> per_op;
@@ -438,7 +438,7 @@ int main(int argc, char** argv) {
                 on_device, pass);
     const uint64_t messages = kp::shutdown_builtin_runtime_backends();
     if (messages != 0) {
-      std::printf("the Vulkan validation layer reported %llu message(s)\n", static_cast<unsigned long long>(messages));
+      std::printf("the backends reported %llu diagnostic message(s)\n", static_cast<unsigned long long>(messages));
       status = 1;
     }
   }

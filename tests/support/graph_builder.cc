@@ -85,7 +85,7 @@ void GraphBuilder::output(int value) {
 }
 
 planner::PlanResult GraphBuilder::plan(const planner::PlanOptions& options) {
-  planner::register_builtin_backend_planners();
+  planner::register_builtin_backends();
   return planner::plan_graph(graph_, options);
 }
 

@@ -13,11 +13,11 @@
 //   - no tensor above 128 MiB: the smallest maxStorageBufferRange a Vulkan
 //     device may have, the most one descriptor binds.
 
-#include "backends/vulkan/planner/vulkan_planner.h"
+#include <string>
 
 #include "backends/vulkan/vulkan_abi.h"
-#include "planner/core/error.h"
-#include "planner/targets/table_planner.h"
+#include "backends/vulkan/vulkan_kernels.h"
+#include "kiln/planner/backend_planner.h"
 
 namespace kiln::planner {
 namespace {
@@ -25,28 +25,29 @@ namespace {
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 27;
 constexpr size_t kMaxRank = 8;
 
-using Check = std::function<std::string(const Graph&, const Node&)>;
+using Check = std::function<std::string(const NodeView&)>;
 
 // The rules every Vulkan op shares (above); shape arguments (constant
 // inputs beyond the first) are not tensors the shaders see.
-std::string common_rules(const Graph& graph, const Node& node, size_t tensor_inputs) {
-  auto check = [](const Value& v, const char* what, size_t i) -> std::string {
-    if (!v.has_shape) return str(what, " ", i, " has no static shape");
-    if (v.shape.size() > kMaxRank) return str(what, " ", i, " has rank ", v.shape.size(), " (8 at most)");
-    if (shape_numel(v.shape) == 0) return str(what, " ", i, " is empty");
-    if (static_cast<uint64_t>(shape_numel(v.shape)) * 4 > kMaxTensorBytes) {
-      return str(what, " ", i, " is larger than 128 MiB (what every Vulkan device binds)");
+std::string common_rules(const NodeView& node, size_t tensor_inputs) {
+  auto check = [](const ValueView& v, const char* what, size_t i) -> std::string {
+    const std::string operand = std::string(what) + " " + std::to_string(i);
+    if (!v.has_shape()) return operand + " has no static shape";
+    if (v.rank() > kMaxRank) return operand + " has rank " + std::to_string(v.rank()) + " (8 at most)";
+    if (v.numel() == 0) return operand + " is empty";
+    if (static_cast<uint64_t>(v.numel()) * 4 > kMaxTensorBytes) {
+      return operand + " is larger than 128 MiB (what every Vulkan device binds)";
     }
     return "";
   };
-  for (size_t i = 0; i < node.inputs.size() && i < tensor_inputs; ++i) {
-    if (node.inputs[i] < 0) continue;
-    const std::string why = check(graph.values[static_cast<size_t>(node.inputs[i])], "input", i);
+  for (size_t i = 0; i < node.num_inputs() && i < tensor_inputs; ++i) {
+    if (!node.has_input(i)) continue;
+    const std::string why = check(node.input(i), "input", i);
     if (!why.empty()) return why;
   }
-  for (size_t i = 0; i < node.outputs.size(); ++i) {
-    if (node.outputs[i] < 0) continue;
-    const std::string why = check(graph.values[static_cast<size_t>(node.outputs[i])], "output", i);
+  for (size_t i = 0; i < node.num_outputs(); ++i) {
+    if (!node.has_output(i)) continue;
+    const std::string why = check(node.output(i), "output", i);
     if (!why.empty()) return why;
   }
   return "";
@@ -55,50 +56,50 @@ std::string common_rules(const Graph& graph, const Node& node, size_t tensor_inp
 // The shared rules, then `extra` (may be null). `tensor_inputs`: how many
 // leading inputs are tensors (the rest are shape arguments).
 Check rules(Check extra = nullptr, size_t tensor_inputs = 1024) {
-  return [extra, tensor_inputs](const Graph& graph, const Node& node) {
-    std::string why = common_rules(graph, node, tensor_inputs);
-    if (why.empty() && extra) why = extra(graph, node);
+  return [extra, tensor_inputs](const NodeView& node) {
+    std::string why = common_rules(node, tensor_inputs);
+    if (why.empty() && extra) why = extra(node);
     return why;
   };
 }
 
-std::string spatial_1d_2d(const Graph& graph, const Node& node) {
-  const size_t rank = node_input(graph, node, 0).shape.size();
+std::string spatial_1d_2d(const NodeView& node) {
+  const size_t rank = node.input(0).rank();
   return rank == 3 || rank == 4 ? "" : "only 1-D and 2-D (NCW, NCHW) windows";
 }
 
 // The matmul shader walks at most 3 batch dims.
-std::string matmul_batches(const Graph& graph, const Node& node) {
+std::string matmul_batches(const NodeView& node) {
   for (size_t i = 0; i < 2; ++i) {
-    if (node_input(graph, node, i).shape.size() > 5) return "more than 3 batch dims";
+    if (node.input(i).rank() > 5) return "more than 3 batch dims";
   }
   return "";
 }
 
 }  // namespace
 
-std::unique_ptr<BackendPlanner> make_vulkan_planner() {
+// Registered by the build (kiln_add_backend in ../CMakeLists.txt).
+void register_vulkan_backend_planner() {
   TablePlannerSpec spec;
   spec.name = "vulkan";
   spec.device_type = fb::DeviceType::VULKAN;
   spec.max_devices = vulkan::kMaxDevices;
   spec.arena_alignment = vulkan::kArenaAlignment;
   spec.state_bytes_fixed = vulkan::kDelegateStateBytes;
-  spec.state_bytes_per_kernel = 0;
-  const uint32_t in0 = 1u << 0, in01 = (1u << 0) | (1u << 1);
+  for (const vulkan::KernelInfo& k : vulkan::kKernels) spec.inplace.push_back({k.name, k.inplace_inputs});
   // binary.comp (Sum and Mean lower to Add, and Mul by 1/n; Pow with a
   // scalar constant exponent to unary.comp's PowScalar).
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean"}) {
-    spec.ops.push_back(op_support(op, rules(), in01));
+    spec.ops.push_back(op_support(op, rules()));
   }
   // unary.comp
   for (const char* op : {"Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Exp", "Log", "Sqrt", "Erf", "Floor", "Ceil",
                          "Reciprocal", "Softplus", "LeakyRelu", "Elu", "HardSigmoid", "HardSwish"}) {
-    spec.ops.push_back(op_support(op, rules(), in0));
+    spec.ops.push_back(op_support(op, rules()));
   }
   // Clip's bounds become parameters when they are constants; bounds
   // computed at run time stay on the CPU.
-  spec.ops.push_back(op_support("Clip", rules(nullptr, 1), in0, {1, 2}));
+  spec.ops.push_back(op_support("Clip", rules(nullptr, 1), {1, 2}));
   // matmul.comp
   spec.ops.push_back(op_support("Gemm", rules()));
   spec.ops.push_back(op_support("MatMul", rules(matmul_batches)));
@@ -111,23 +112,25 @@ std::unique_ptr<BackendPlanner> make_vulkan_planner() {
   spec.ops.push_back(op_support("GlobalMaxPool", rules()));
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                          "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}) {
-    spec.ops.push_back(op_support(op, rules(nullptr, 1), 0, {1}));
+    spec.ops.push_back(op_support(op, rules(nullptr, 1), {1}));
   }
   // softmax.comp, layer_norm.comp, batch_norm.comp
   spec.ops.push_back(op_support("Softmax", rules()));
   spec.ops.push_back(op_support("LogSoftmax", rules()));
-  spec.ops.push_back(op_support("LayerNormalization", rules(), in0));
-  spec.ops.push_back(op_support("BatchNormalization", rules(), in0));
+  spec.ops.push_back(op_support("LayerNormalization", rules()));
+  spec.ops.push_back(op_support("BatchNormalization", rules()));
   // strided_copy.comp, copy_rows.comp
   spec.ops.push_back(op_support("Transpose", rules()));
-  spec.ops.push_back(op_support("Slice", rules(nullptr, 1), 0, {1, 2, 3, 4}));
+  spec.ops.push_back(op_support("Slice", rules(nullptr, 1), {1, 2, 3, 4}));
   spec.ops.push_back(op_support("Concat", rules()));
-  spec.ops.push_back(op_support("Split", rules(nullptr, 1), 0, {1}));
+  spec.ops.push_back(op_support("Split", rules(nullptr, 1), {1}));
   // Views: the planner aliases them (no work) or copies with copy_rows.comp.
-  for (const char* op : {"Reshape", "Squeeze", "Unsqueeze"}) spec.ops.push_back(op_support(op, rules(nullptr, 1), in0, {1}));
-  spec.ops.push_back(op_support("Dropout", rules(nullptr, 1), in0, {1, 2}));
-  for (const char* op : {"Flatten", "Identity"}) spec.ops.push_back(op_support(op, rules(), in0));
-  return std::make_unique<TableBackendPlanner>(std::move(spec));
+  for (const char* op : {"Reshape", "Squeeze", "Unsqueeze"}) {
+    spec.ops.push_back(op_support(op, rules(nullptr, 1), {1}));
+  }
+  spec.ops.push_back(op_support("Dropout", rules(nullptr, 1), {1, 2}));
+  for (const char* op : {"Flatten", "Identity"}) spec.ops.push_back(op_support(op, rules()));
+  register_backend_planner(make_table_planner(std::move(spec)));
 }
 
 }  // namespace kiln::planner

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backends/vulkan/vulkan_kernels.h"
 #include "kiln/runtime/log.h"
 
 // In a lowering function: fails the kernel with a message naming its node.
@@ -1070,23 +1071,11 @@ bool is(const char* op, const char* name) { return strcmp(op, name) == 0; }
 
 }  // namespace
 
-bool kernel_supported(const char* op) {
-  static const char* const kOthers[] = {"Copy",    "Gemm",       "MatMul",         "Conv",
-                                        "Pool",    "GlobalAveragePool", "GlobalMaxPool", "Softmax",
-                                        "LogSoftmax", "LayerNormalization", "BatchNormalization", "Transpose",
-                                        "Slice", "Concat", "Split"};
-  if (find_unary(op) != nullptr || find_binary(op) != nullptr || find_reduce(op) != nullptr) return true;
-  for (const char* name : kOthers) {
-    if (is(op, name)) return true;
-  }
-  return false;
-}
+bool kernel_supported(const char* op) { return find_kernel(op) != nullptr; }
 
 bool kernel_allows_inplace(const char* op, uint32_t input) {
-  if (find_unary(op) != nullptr || is(op, "Copy") || is(op, "LayerNormalization") || is(op, "BatchNormalization")) {
-    return input == 0;
-  }
-  return find_binary(op) != nullptr && input < 2;
+  const KernelInfo* k = find_kernel(op);
+  return k != nullptr && input < 32 && (k->inplace_inputs >> input & 1u) != 0;
 }
 
 Error lower_kernel(const KernelView& k, const Limits& limits, DispatchSink& sink) {

@@ -24,13 +24,14 @@ inline bool same_device(const fb::Device& a, const fb::Device& b) {
 inline bool operator==(const fb::Device& a, const fb::Device& b) { return same_device(a, b); }
 inline bool operator!=(const fb::Device& a, const fb::Device& b) { return !same_device(a, b); }
 
-// "cpu", "cuda", "vulkan": the prefix of a target name ("vulkan:0") and the
+// "cpu", "cuda", ...: the prefix of a target name ("vulkan:0") and the
 // word in messages; "invalid" outside the enum.
 constexpr const char* device_type_name(fb::DeviceType type) {
   switch (type) {
     case fb::DeviceType::CPU: return "cpu";
     case fb::DeviceType::CUDA: return "cuda";
     case fb::DeviceType::VULKAN: return "vulkan";
+    case fb::DeviceType::NULL_DEVICE: return "null";
   }
   return "invalid";
 }

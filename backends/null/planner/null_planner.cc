@@ -1,0 +1,59 @@
+// The null backend's planner half: the ONNX ops it takes (float32 only, the
+// table's rule), its arena alignment and the host state of a delegate. Its
+// kernels are the portable CPU kernels, so which inputs a kernel may
+// overwrite comes from their own table (KernelEntry::inplace_inputs), the
+// same one the runtime half checks at init.
+
+#include <string>
+
+#include "backends/null/null_abi.h"
+#include "kiln/kernels/portable.h"
+#include "kiln/planner/backend_planner.h"
+
+namespace kiln::planner {
+namespace {
+
+std::string spatial_1d_2d(const NodeView& node) {
+  const size_t rank = node.input(0).rank();
+  return rank == 3 || rank == 4 ? "" : "only 1-D and 2-D (NCW, NCHW) windows";
+}
+
+}  // namespace
+
+// Registered by the build (kiln_add_backend in ../CMakeLists.txt).
+void register_null_backend_planner() {
+  TablePlannerSpec spec;
+  spec.name = "null";
+  spec.device_type = fb::DeviceType::NULL_DEVICE;
+  spec.max_devices = null_backend::kMaxDevices;
+  spec.arena_alignment = null_backend::kArenaAlignment;
+  spec.state_bytes_fixed = null_backend::kDelegateHeaderBytes;
+  spec.state_bytes_per_kernel = null_backend::kStepBytes;
+  spec.state_bytes_per_operand = null_backend::kOperandBytes;
+  static KernelRegistry kernels;
+  if (kernels.size() == 0 && register_portable_kernels(kernels) != Error::kOk) return;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    spec.inplace.push_back({kernels.entry(i).name, kernels.entry(i).inplace_inputs});
+  }
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Relu", "Sigmoid", "Tanh",
+                         "Neg", "Abs", "Exp", "Log", "Sqrt", "Erf", "Floor", "Ceil", "Reciprocal", "Softplus",
+                         "LeakyRelu", "Elu", "HardSigmoid", "HardSwish", "Gemm", "MatMul", "GlobalAveragePool",
+                         "GlobalMaxPool", "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
+                         "Transpose", "Concat", "Flatten", "Identity"}) {
+    spec.ops.push_back(op_support(op));
+  }
+  spec.ops.push_back(op_support("Conv", spatial_1d_2d));
+  spec.ops.push_back(op_support("MaxPool", spatial_1d_2d));
+  spec.ops.push_back(op_support("AveragePool", spatial_1d_2d));
+  spec.ops.push_back(op_support("Clip", nullptr, {1, 2}));
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                         "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Split", "Reshape", "Squeeze",
+                         "Unsqueeze"}) {
+    spec.ops.push_back(op_support(op, nullptr, {1}));
+  }
+  spec.ops.push_back(op_support("Slice", nullptr, {1, 2, 3, 4}));
+  spec.ops.push_back(op_support("Dropout", nullptr, {1, 2}));
+  register_backend_planner(make_table_planner(std::move(spec)));
+}
+
+}  // namespace kiln::planner

@@ -1,0 +1,136 @@
+// The planner's side of kiln/planner/backend_planner.h: the views backends
+// read nodes through, the table-driven planner half, and the registry of
+// host runtime halves.
+
+#include "kiln/planner/backend_planner.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+#include "ir/graph.h"
+#include "targets/target.h"
+
+namespace kiln::planner {
+
+fb::DType ValueView::dtype() const { return value_->dtype; }
+bool ValueView::has_shape() const { return value_->has_shape; }
+const std::vector<int64_t>& ValueView::shape() const { return value_->shape; }
+int64_t ValueView::numel() const { return shape_numel(value_->shape); }
+uint64_t ValueView::nbytes() const { return value_->nbytes(); }
+bool ValueView::is_constant() const { return value_->is_constant(); }
+
+const std::string& NodeView::op() const { return node_->op_type; }
+const std::string& NodeView::domain() const { return node_->domain; }
+size_t NodeView::num_inputs() const { return node_->inputs.size(); }
+size_t NodeView::num_outputs() const { return node_->outputs.size(); }
+bool NodeView::has_input(size_t i) const { return i < node_->inputs.size() && node_->inputs[i] >= 0; }
+bool NodeView::has_output(size_t i) const { return i < node_->outputs.size() && node_->outputs[i] >= 0; }
+
+ValueView NodeView::input(size_t i) const {
+  if (!has_input(i)) fail("internal error: ", describe(), " has no input ", i);
+  return ValueView(graph_->values[static_cast<size_t>(node_->inputs[i])]);
+}
+
+ValueView NodeView::output(size_t i) const {
+  if (!has_output(i)) fail("internal error: ", describe(), " has no output ", i);
+  return ValueView(graph_->values[static_cast<size_t>(node_->outputs[i])]);
+}
+
+int64_t NodeView::attr_int(const std::string& key, int64_t fallback) const {
+  auto it = node_->attrs.find(key);
+  return it == node_->attrs.end() ? fallback : it->second.i;
+}
+
+std::string NodeView::attr_string(const std::string& key, const std::string& fallback) const {
+  auto it = node_->attrs.find(key);
+  return it == node_->attrs.end() ? fallback : it->second.s;
+}
+
+std::string NodeView::describe() const { return graph_->describe(*node_); }
+
+std::string dtype_name_of(fb::DType dtype) { return dtype_str(dtype); }
+
+OpSupport op_support(std::string op, std::function<std::string(const NodeView&)> check,
+                     std::vector<int> constant_inputs) {
+  OpSupport s;
+  s.op = std::move(op);
+  s.check = std::move(check);
+  s.constant_inputs = std::move(constant_inputs);
+  return s;
+}
+
+namespace {
+
+class TableBackendPlanner final : public BackendPlanner {
+ public:
+  explicit TableBackendPlanner(TablePlannerSpec spec) : spec_(std::move(spec)) {
+    for (const OpSupport& op : spec_.ops) by_op_[op.op] = &op;
+    for (const KernelInplace& k : spec_.inplace) inplace_[k.kernel] = k.inputs;
+  }
+  std::string name() const override { return spec_.name; }
+  fb::DeviceType device_type() const override { return spec_.device_type; }
+  int max_devices() const override { return spec_.max_devices; }
+  uint32_t arena_alignment() const override { return spec_.arena_alignment; }
+
+  std::string unsupported_reason(const NodeView& node) const override {
+    if (!node.domain().empty()) return "op " + node.domain() + "." + node.op() + " is not supported";
+    auto it = by_op_.find(node.op());
+    if (it == by_op_.end()) return "op " + node.op() + " is not supported";
+    const OpSupport& support = *it->second;
+    for (size_t i = 0; i < node.num_inputs(); ++i) {
+      if (!node.has_input(i)) continue;
+      const ValueView v = node.input(i);
+      const auto& shape_args = support.constant_inputs;
+      if (std::find(shape_args.begin(), shape_args.end(), static_cast<int>(i)) != shape_args.end()) {
+        if (!v.is_constant()) return str("input ", i, " must be a constant");
+        continue;
+      }
+      if (v.dtype() != fb::DType::FLOAT32) return str("input ", i, " is ", dtype_str(v.dtype()), " (float32 only)");
+    }
+    for (size_t i = 0; i < node.num_outputs(); ++i) {
+      if (node.has_output(i) && node.output(i).dtype() != fb::DType::FLOAT32) return "non-float32 output";
+    }
+    return support.check ? support.check(node) : "";
+  }
+
+  uint32_t inplace_inputs(const std::string& kernel) const override {
+    auto it = inplace_.find(kernel);
+    return it == inplace_.end() ? 0 : it->second;
+  }
+
+  uint64_t state_bytes(const DelegateSummary& delegate) const override {
+    return spec_.state_bytes_fixed + spec_.state_bytes_per_kernel * delegate.kernels +
+           spec_.state_bytes_per_operand * delegate.operands;
+  }
+
+ private:
+  TablePlannerSpec spec_;
+  std::map<std::string, const OpSupport*> by_op_;
+  std::map<std::string, uint32_t> inplace_;
+};
+
+std::vector<HostBackendInfo>& host_backend_infos() {
+  static std::vector<HostBackendInfo> all;
+  return all;
+}
+
+}  // namespace
+
+std::unique_ptr<BackendPlanner> make_table_planner(TablePlannerSpec spec) {
+  return std::make_unique<TableBackendPlanner>(std::move(spec));
+}
+
+void register_host_backend(HostBackendInfo info) {
+  for (HostBackendInfo& existing : host_backend_infos()) {
+    if (existing.name == info.name) {
+      existing = std::move(info);
+      return;
+    }
+  }
+  host_backend_infos().push_back(std::move(info));
+}
+
+const std::vector<HostBackendInfo>& host_backends() { return host_backend_infos(); }
+
+}  // namespace kiln::planner

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Checks that the top-level folders form the one-way stack README.md's
+Layout section describes, by reading every #include in the sources:
+
+    schema <- platform <- runtime <- kernels <- backends
+                                  \\------------ planner
+
+- nothing below includes anything above it (the runtime never includes the
+  planner, the kernels or a backend);
+- the planner includes no backend: backends reach it only through the
+  generated registration (cmake/KilnBackends.cmake);
+- a backend includes nothing of the planner but its one public header,
+  kiln/planner/backend_planner.h;
+- a backend includes nothing of another backend.
+
+Prints one line per offending include and exits 1 when there is any.
+"""
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LAYERS = ["schema", "platform", "runtime", "kernels", "backends", "planner"]
+# What each folder may include besides itself.
+ALLOWED = {
+    "schema": set(),
+    "platform": {"schema"},
+    "runtime": {"schema", "platform"},
+    "kernels": {"schema", "platform", "runtime"},
+    "backends": {"schema", "platform", "runtime", "kernels", "planner-api"},
+    "planner": {"schema", "platform", "runtime", "kernels"},
+}
+PUBLIC_PREFIXES = {
+    "kiln/schema/": "schema",
+    "kiln/platform/": "platform",
+    "kiln/runtime/": "runtime",
+    "kiln/kernels/": "kernels",
+    "kiln/backends/": "backends",
+    "kiln/planner/backend_planner.h": "planner-api",
+    "kiln/planner/": "planner",
+    "backends/": "backends",
+    "planner/": "planner",
+    "runtime/": "runtime",
+    "kernels/": "kernels",
+    "platform/": "platform",
+    "schema/": "schema",
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def layer_of(include):
+    for prefix, layer in PUBLIC_PREFIXES.items():
+        if include.startswith(prefix):
+            return layer
+    return None  # a header of the including folder itself
+
+
+def backend_of(path):
+    parts = path.relative_to(ROOT).parts
+    return parts[1] if parts[0] == "backends" and len(parts) > 1 else None
+
+
+def main():
+    problems = []
+    files = 0
+    for layer in LAYERS:
+        for path in sorted((ROOT / layer).rglob("*")):
+            if path.suffix not in {".h", ".cc", ".cu", ".cuh"}:
+                continue
+            files += 1
+            for include in INCLUDE.findall(path.read_text(errors="replace")):
+                target = layer_of(include)
+                if target == "planner-api" and layer == "planner":
+                    continue
+                if target is None or target == layer:
+                    if layer == "backends" and target == "backends":
+                        other = include.split("/")[1] if include.startswith("backends/") else include.split("/")[2]
+                        if other != backend_of(path):
+                            problems.append(f"{path.relative_to(ROOT)}: includes another backend's {include}")
+                    continue
+                if target not in ALLOWED[layer]:
+                    problems.append(f"{path.relative_to(ROOT)}: {layer}/ must not include {include} ({target})")
+    for p in problems:
+        print(p)
+    print(f"{files} files checked, {len(problems)} include(s) against the layering")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
