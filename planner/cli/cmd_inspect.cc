@@ -6,11 +6,11 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/host_tensor.h"
 #include "emit/program_file.h"
-#include "lower/lowerer.h"
 #include "kiln/schema/delegate_generated.h"
 #include "report/json.h"
 #include "verify/verifier.h"

@@ -4,10 +4,10 @@
 #include <map>
 #include <unordered_map>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "kiln/schema/bookkeeping.h"
 #include "kiln/schema/delegate_generated.h"
-#include "lower/lowerer.h"
 #include "targets/target.h"
 
 namespace kiln::planner {

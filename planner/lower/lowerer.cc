@@ -1,25 +1,14 @@
 #include "lower/lowerer.h"
 
+#include "core/device.h"
 #include "core/error.h"
 #include "kiln/runtime/tensor.h"
 #include "ops/op_registry.h"
 
 namespace kiln::planner {
-
-std::string device_str(const fb::Device& device) {
-  std::string name = fb::EnumNameDeviceType(device.type());
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return name + ":" + std::to_string(device.index());
-}
-
-bool same_device(const fb::Device& a, const fb::Device& b) {
-  return a.type() == b.type() && a.index() == b.index();
-}
-
 namespace {
 
 int device_key(const fb::Device& d) { return static_cast<int>(d.type()) * 256 + d.index(); }
-bool on_host(const fb::Device& d) { return d.type() == fb::DeviceType::CPU; }
 
 }  // namespace
 
@@ -54,7 +43,7 @@ int Lowerer::tensor(int value) {
     t.storage = Storage::kUser;
     t.is_input = true;
     // Device inputs live in the device arena, where the application writes them.
-    t.user_fallback = !on_host(t.device);
+    t.user_fallback = !is_host(t.device);
   }
   const int id = method_.add_tensor(std::move(t));
   value_to_tensor_[value] = id;
@@ -90,7 +79,7 @@ int Lowerer::on_device(int t, fb::Device device) {
   if (it != copies_.end()) return it->second;
   // Between two devices the bytes go through the host (a copy the runtime
   // can issue with each side's backend).
-  if (!on_host(source.device) && !on_host(device)) {
+  if (!is_host(source.device) && !is_host(device)) {
     const int staged = on_device(t, fb::Device(fb::DeviceType::CPU, 0));
     const int id = on_device(staged, device);
     copies_[key] = id;
@@ -120,8 +109,8 @@ int Lowerer::on_device(int t, fb::Device device) {
   return id;
 }
 
-LInstruction& Lowerer::kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs,
-                              fb::ParamsUnion params, std::vector<int> scratch) {
+void Lowerer::add_kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs, fb::ParamsUnion params,
+                         std::vector<int> scratch) {
   for (int& t : inputs) t = on_device(t, device_);
   for (int t : outputs) {
     if (!same_device(method_.tensors[static_cast<size_t>(t)].device, device_)) {
@@ -140,10 +129,7 @@ LInstruction& Lowerer::kernel(std::string op, std::vector<int> inputs, std::vect
   instruction.source_op = node_op_;
   instruction.device = device_;
   method_.instructions.push_back(std::move(instruction));
-  return method_.instructions.back();
 }
-
-void Lowerer::view(int src, int dst) { kernel("Copy", {src}, {dst}); }
 
 void Lowerer::copy(int src, int dst) {
   LInstruction instruction;
@@ -198,11 +184,11 @@ LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_
   for (int value : graph.outputs) {
     const int t = lowerer.tensor(value);
     LTensor& source = method.tensors[static_cast<size_t>(t)];
-    const bool stays = on_host(source.device) || devices.device_io;
+    const bool stays = is_host(source.device) || devices.device_io;
     if (source.storage == Storage::kPlanned && !source.is_output && stays) {
       source.storage = Storage::kUser;
       source.is_output = true;
-      source.user_fallback = !on_host(source.device);
+      source.user_fallback = !is_host(source.device);
       method.outputs.push_back(t);
       continue;
     }
@@ -214,7 +200,7 @@ LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_
     out.is_output = true;
     out.device = devices.device_io && source.storage != Storage::kConstant ? source.device
                                                                           : fb::Device(fb::DeviceType::CPU, 0);
-    out.user_fallback = !on_host(out.device);
+    out.user_fallback = !is_host(out.device);
     source.name += source.storage == Storage::kConstant ? ":constant" : ":source";
     const int dst = method.add_tensor(std::move(out));
     lowerer.copy(t, dst);

@@ -18,52 +18,27 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ir/device_plan.h"
 #include "ir/graph.h"
 #include "lower/program.h"
+#include "ops/lowering_context.h"
 
 namespace kiln::planner {
 
-// Where each node runs, and in which order.
-struct DevicePlan {
-  std::vector<fb::Device> node_device;  // per node; empty: all on the CPU
-  std::vector<int> order;               // node schedule; empty: topological order
-  // Graph inputs live on the device of their first reader, outputs stay on
-  // the device that produced them (for applications that bind device memory).
-  bool device_io = false;
-};
-
-// Choices of kernel that trade memory for speed.
-struct LowerOptions {
-  // Conv, Gemm and MatMul get scratch tensors for their packed, blocked
-  // product (kernels/portable/include/kiln/kernels/gemm_blocking.h). Off:
-  // plain loops and smaller arenas (microcontrollers).
-  bool packing_scratch = true;
-};
-
-class Lowerer {
+// The LoweringContext op definitions lower through (ops/lowering_context.h),
+// and what lower_graph needs besides: the current node, explicit copies.
+class Lowerer final : public LoweringContext {
  public:
   Lowerer(Graph& graph, LProgram& program, LMethod& method, const DevicePlan& devices,
           const LowerOptions& options = {})
       : graph_(graph), program_(program), method_(method), devices_(devices), options_(options) {}
 
-  const LowerOptions& options() const { return options_; }
+  const LowerOptions& options() const override { return options_; }
+  fb::Device device() const override { return device_; }
+  int tensor(int value) override;
+  int temp(const std::string& stem, DType dtype, std::vector<int64_t> shape) override;
+  int constant(const std::string& name, HostTensor data) override;
 
-  // The method tensor holding graph value `value` where it lives (created on
-  // first use).
-  int tensor(int value);
-  // A new intermediate tensor on the current node's device.
-  int temp(const std::string& stem, DType dtype, std::vector<int64_t> shape);
-  // A constant tensor holding `data`.
-  int constant(const std::string& name, HostTensor data);
-
-  // A kernel call on the current node's device; inputs that live elsewhere
-  // are replaced by their copy on this device. `scratch` tensors (from
-  // temp()) are planned memory the kernel may use while it runs.
-  LInstruction& kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs,
-                       fb::ParamsUnion params = {}, std::vector<int> scratch = {});
-  // Bytes of `src` into `dst` unchanged (a reshape): a Copy kernel the
-  // in-place pass can turn into a view.
-  void view(int src, int dst);
   // An explicit copy instruction (across devices or into a user tensor).
   void copy(int src, int dst);
 
@@ -72,7 +47,6 @@ class Lowerer {
     node_name_ = std::move(name);
     node_op_ = std::move(op_type);
   }
-  fb::Device device() const { return device_; }
   fb::Device value_device(int value) const;
   void set_input_device(int value, fb::Device device) { input_device_[value] = device; }
   // The copy of tensor `t` on `device` (t itself when it already lives there).
@@ -83,6 +57,9 @@ class Lowerer {
   Graph& graph() { return graph_; }
 
  private:
+  void add_kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs, fb::ParamsUnion params,
+                  std::vector<int> scratch) override;
+
   Graph& graph_;
   LProgram& program_;
   LMethod& method_;
@@ -100,10 +77,6 @@ class Lowerer {
 // Graph inputs and outputs become user-provided tensors.
 LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_name,
                      const DevicePlan& devices = {}, const LowerOptions& options = {});
-
-// "cpu:0", "vulkan:1"
-std::string device_str(const fb::Device& device);
-bool same_device(const fb::Device& a, const fb::Device& b);
 
 }  // namespace kiln::planner
 

@@ -20,7 +20,7 @@ void infer_binary(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(0), broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)));
 }
 
-void lower_binary(OpContext& ctx, Lowerer& l) {
+void lower_binary(OpContext& ctx, LoweringContext& l) {
   fb::BinaryParamsT p;
   p.activation = fused_activation(ctx.node());
   fb::ParamsUnion params;
@@ -44,7 +44,7 @@ void infer_pow(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(0), broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)));
 }
 
-void lower_pow(OpContext& ctx, Lowerer& l) {
+void lower_pow(OpContext& ctx, LoweringContext& l) {
   if (pow_is_scalar(ctx) && ctx.output(0).shape == ctx.shape(0)) {
     fb::UnaryParamsT p;
     p.alpha = static_cast<float>(ctx.input(1).constant->float_at(0));
@@ -81,7 +81,7 @@ void infer_variadic(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(0), shape);
 }
 
-void lower_variadic(OpContext& ctx, Lowerer& l) {
+void lower_variadic(OpContext& ctx, LoweringContext& l) {
   const std::string& op = ctx.node().op_type;
   const std::string kernel = op == "Sum" || op == "Mean" ? "Add" : op;
   const int out = l.tensor(ctx.output_id(0));
@@ -134,7 +134,7 @@ constexpr UnaryAttrs kUnaryAttrs[] = {
     {"HardSigmoid", 0.2f, 0.5f},
 };
 
-void lower_unary(OpContext& ctx, Lowerer& l) {
+void lower_unary(OpContext& ctx, LoweringContext& l) {
   const std::string& op = ctx.node().op_type;
   fb::ParamsUnion params;
   for (const UnaryAttrs& attrs : kUnaryAttrs) {
@@ -163,7 +163,7 @@ void infer_clip(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(0), ctx.shape(0));
 }
 
-void lower_clip(OpContext& ctx, Lowerer& l) {
+void lower_clip(OpContext& ctx, LoweringContext& l) {
   const bool is_float = ctx.dtype(0) == DType::FLOAT32;
   fb::UnaryParamsT p;
   p.alpha = ctx.attr_float("min", -std::numeric_limits<float>::infinity());
@@ -202,7 +202,7 @@ void infer_logical(OpContext& ctx) {
   ctx.set_output(0, DType::BOOL, is_not ? ctx.shape(0) : broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)));
 }
 
-void lower_plain(OpContext& ctx, Lowerer& l) {
+void lower_plain(OpContext& ctx, LoweringContext& l) {
   std::vector<int> inputs;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(l.tensor(ctx.input_id(i)));
   l.kernel(ctx.node().op_type, inputs, {l.tensor(ctx.output_id(0))});
@@ -239,7 +239,7 @@ void infer_identity(OpContext& ctx) {
   if (dropout) ctx.set_output(1, dropout_mask_dtype(ctx), ctx.shape(0));
 }
 
-void lower_identity(OpContext& ctx, Lowerer& l) {
+void lower_identity(OpContext& ctx, LoweringContext& l) {
   l.view(l.tensor(ctx.input_id(0)), l.tensor(ctx.output_id(0)));
   if (ctx.node().op_type == "Dropout" && ctx.has_output(1)) {
     HostTensor ones(dropout_mask_dtype(ctx), ctx.shape(0));

@@ -10,14 +10,14 @@ namespace {
 
 // Whether the kernels get packing scratch and packed weights: the portable
 // CPU kernels, unless the options turn packing off.
-bool packs(const Lowerer& l) {
+bool packs(const LoweringContext& l) {
   return l.options().packing_scratch && l.device().type() == fb::DeviceType::CPU;
 }
 
 // The packing scratch of a linear kernel computing m x k times k x n
 // products (empty when the lowering options turn packing off): packed A,
 // packed B, each used only while the instruction runs.
-std::vector<int> packing_scratch(OpContext& ctx, Lowerer& l, int64_t m, int64_t n, int64_t k) {
+std::vector<int> packing_scratch(OpContext& ctx, LoweringContext& l, int64_t m, int64_t n, int64_t k) {
   if (!packs(l)) return {};
   using namespace kiln::kernels;
   return {l.temp(ctx.node().name + "/packed_a", DType::FLOAT32, {gemm_pack_a_floats(m, k)}),
@@ -37,7 +37,7 @@ Spatial conv_spatial(OpContext& ctx) {
 
 // Input 1 (a constant B, k x n, or n x k when trans_b) packed for the
 // blocked product, as a new constant tensor.
-int packed_b(OpContext& ctx, Lowerer& l, int64_t k, int64_t n, bool trans_b) {
+int packed_b(OpContext& ctx, LoweringContext& l, int64_t k, int64_t n, bool trans_b) {
   using namespace kiln::kernels;
   HostTensor packed(DType::FLOAT32, {gemm_prepacked_b_floats(k, n)});
   gemm_prepack_b(k, n, ctx.input(1).constant->data<float>(), trans_b, packed.data<float>());
@@ -68,7 +68,7 @@ void infer_conv(OpContext& ctx) {
   ctx.set_output(0, DType::FLOAT32, out);
 }
 
-void lower_conv(OpContext& ctx, Lowerer& l) {
+void lower_conv(OpContext& ctx, LoweringContext& l) {
   const Spatial s = conv_spatial(ctx);
   fb::ConvParamsT p;
   p.group = static_cast<int32_t>(ctx.attr_int("group", 1));
@@ -237,7 +237,7 @@ void infer_conv_transpose(OpContext& ctx) {
   ctx.set_output(0, DType::FLOAT32, out);
 }
 
-void lower_conv_transpose(OpContext& ctx, Lowerer& l) {
+void lower_conv_transpose(OpContext& ctx, LoweringContext& l) {
   const TransposeSpatial t = conv_transpose_spatial(ctx);
   fb::ConvParamsT p;
   p.group = static_cast<int32_t>(ctx.attr_int("group", 1));
@@ -275,7 +275,7 @@ void infer_gemm(OpContext& ctx) {
   ctx.set_output(0, DType::FLOAT32, {m, n});
 }
 
-void lower_gemm(OpContext& ctx, Lowerer& l) {
+void lower_gemm(OpContext& ctx, LoweringContext& l) {
   fb::GemmParamsT p;
   p.alpha = ctx.attr_float("alpha", 1.f);
   p.beta = ctx.attr_float("beta", 1.f);
@@ -320,7 +320,7 @@ void infer_matmul(OpContext& ctx) {
   ctx.set_output(0, DType::FLOAT32, out);
 }
 
-void lower_matmul(OpContext& ctx, Lowerer& l) {
+void lower_matmul(OpContext& ctx, LoweringContext& l) {
   const auto& a = ctx.shape(0);
   const auto& b = ctx.shape(1);
   // With a B of rank 1 or 2 the kernel stacks A's batches into one product.

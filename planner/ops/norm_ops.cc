@@ -17,7 +17,7 @@ void infer_softmax(OpContext& ctx) {
   ctx.set_output(0, DType::FLOAT32, ctx.shape(0));
 }
 
-void lower_softmax(OpContext& ctx, Lowerer& l) {
+void lower_softmax(OpContext& ctx, LoweringContext& l) {
   const int64_t rank = ctx.rank(0);
   const int64_t axis = ctx.axis(ctx.attr_int("axis", softmax_is_legacy(ctx) ? 1 : -1), rank);
   const int in = l.tensor(ctx.input_id(0));
@@ -59,7 +59,7 @@ void infer_batch_norm(OpContext& ctx) {
   ctx.set_output(0, DType::FLOAT32, x);
 }
 
-void lower_batch_norm(OpContext& ctx, Lowerer& l) {
+void lower_batch_norm(OpContext& ctx, LoweringContext& l) {
   fb::BatchNormParamsT p;
   p.epsilon = ctx.attr_float("epsilon", 1e-5f);
   fb::ParamsUnion params;
@@ -97,7 +97,7 @@ void infer_layer_norm(OpContext& ctx) {
   ctx.set_output(2, DType::FLOAT32, stats);
 }
 
-void lower_layer_norm(OpContext& ctx, Lowerer& l) {
+void lower_layer_norm(OpContext& ctx, LoweringContext& l) {
   fb::LayerNormParamsT p;
   p.axis = static_cast<int32_t>(layer_norm_axis(ctx));
   p.epsilon = ctx.attr_float("epsilon", 1e-5f);

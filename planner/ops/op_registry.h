@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "ir/graph.h"
-#include "lower/lowerer.h"
+#include "ops/lowering_context.h"
 
 namespace kiln::planner {
 
@@ -77,7 +77,7 @@ struct OpDef {
   // UnsupportedError naming the node.
   void (*infer)(OpContext& ctx) = nullptr;
   // Emits the node's instructions.
-  void (*lower)(OpContext& ctx, Lowerer& lowerer) = nullptr;
+  void (*lower)(OpContext& ctx, LoweringContext& lowerer) = nullptr;
   // Computes the outputs at plan time without kernels (Shape, Size,
   // ConstantOfShape, Range); ops without it fold by running their kernels.
   std::vector<HostTensor> (*evaluate)(OpContext& ctx) = nullptr;

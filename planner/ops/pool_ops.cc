@@ -30,7 +30,7 @@ void infer_pool(OpContext& ctx) {
   ctx.set_output(0, DType::FLOAT32, out);
 }
 
-void lower_pool(OpContext& ctx, Lowerer& l) {
+void lower_pool(OpContext& ctx, LoweringContext& l) {
   const Spatial s = pool_spatial(ctx);
   fb::PoolParamsT p;
   p.kind = ctx.node().op_type == "MaxPool" ? fb::PoolKind::MAXIMUM : fb::PoolKind::AVERAGE;
@@ -53,7 +53,7 @@ void infer_global_pool(OpContext& ctx) {
   ctx.set_output(0, DType::FLOAT32, out);
 }
 
-void lower_global_pool(OpContext& ctx, Lowerer& l) {
+void lower_global_pool(OpContext& ctx, LoweringContext& l) {
   l.kernel(ctx.node().op_type, {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))});
 }
 

@@ -70,7 +70,7 @@ void infer_reduce(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(0), a.noop ? in : out);
 }
 
-void lower_reduce(OpContext& ctx, Lowerer& l) {
+void lower_reduce(OpContext& ctx, LoweringContext& l) {
   const ReduceArgs a = reduce_args(ctx);
   const int in = l.tensor(ctx.input_id(0));
   const int out = l.tensor(ctx.output_id(0));
@@ -103,7 +103,7 @@ void infer_arg_extreme(OpContext& ctx) {
   ctx.set_output(0, DType::INT64, out);
 }
 
-void lower_arg_extreme(OpContext& ctx, Lowerer& l) {
+void lower_arg_extreme(OpContext& ctx, LoweringContext& l) {
   fb::ReduceParamsT p;
   p.axes = {static_cast<int32_t>(arg_axis(ctx))};
   p.keepdims = ctx.attr_int("keepdims", 1) != 0;

@@ -143,7 +143,7 @@ void infer_resize(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(0), a.out);
 }
 
-void lower_resize(OpContext& ctx, Lowerer& l) {
+void lower_resize(OpContext& ctx, LoweringContext& l) {
   ResizeArgs a = resize_args(ctx);
   const int in = l.tensor(ctx.input_id(0));
   const int out = l.tensor(ctx.output_id(0));

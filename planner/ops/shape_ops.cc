@@ -14,7 +14,7 @@
 namespace kiln::planner {
 namespace {
 
-void lower_view(OpContext& ctx, Lowerer& l) {
+void lower_view(OpContext& ctx, LoweringContext& l) {
   l.view(l.tensor(ctx.input_id(0)), l.tensor(ctx.output_id(0)));
 }
 
@@ -285,7 +285,7 @@ void infer_transpose(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(0), out);
 }
 
-void lower_transpose(OpContext& ctx, Lowerer& l) {
+void lower_transpose(OpContext& ctx, LoweringContext& l) {
   fb::TransposeParamsT p;
   for (int64_t v : transpose_perm(ctx)) p.perm.push_back(static_cast<int32_t>(v));
   fb::ParamsUnion params;
@@ -311,7 +311,7 @@ void infer_concat(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(0), out);
 }
 
-void lower_concat(OpContext& ctx, Lowerer& l) {
+void lower_concat(OpContext& ctx, LoweringContext& l) {
   fb::AxisParamsT p;
   p.axis = static_cast<int32_t>(ctx.axis(ctx.attr_int("axis", 0), ctx.rank(0)));
   std::vector<int> inputs;
@@ -369,7 +369,7 @@ void infer_split(OpContext& ctx) {
   }
 }
 
-void lower_split(OpContext& ctx, Lowerer& l) {
+void lower_split(OpContext& ctx, LoweringContext& l) {
   int64_t axis = 0;
   const auto sizes = split_sizes(ctx, &axis);
   std::vector<int> outputs;
@@ -463,7 +463,7 @@ void infer_slice(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(0), slice_args(ctx).counts);
 }
 
-void lower_slice(OpContext& ctx, Lowerer& l) {
+void lower_slice(OpContext& ctx, LoweringContext& l) {
   const SliceArgs a = slice_args(ctx);
   const int in = l.tensor(ctx.input_id(0));
   const int out = l.tensor(ctx.output_id(0));
@@ -494,7 +494,7 @@ void infer_expand(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(0), broadcast_shapes(ctx, ctx.shape(0), shape));
 }
 
-void lower_expand(OpContext& ctx, Lowerer& l) {
+void lower_expand(OpContext& ctx, LoweringContext& l) {
   const int in = l.tensor(ctx.input_id(0));
   const int out = l.tensor(ctx.output_id(0));
   if (ctx.output(0).shape == ctx.shape(0)) {
@@ -520,7 +520,7 @@ void infer_gather(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(0), out);
 }
 
-void lower_gather(OpContext& ctx, Lowerer& l) {
+void lower_gather(OpContext& ctx, LoweringContext& l) {
   fb::AxisParamsT p;
   p.axis = static_cast<int32_t>(ctx.axis(ctx.attr_int("axis", 0), ctx.rank(0)));
   fb::ParamsUnion params;
@@ -559,7 +559,7 @@ void infer_cast_like(OpContext& ctx) {
 }
 
 // Cast and CastLike.
-void lower_cast(OpContext& ctx, Lowerer& l) {
+void lower_cast(OpContext& ctx, LoweringContext& l) {
   const int in = l.tensor(ctx.input_id(0));
   const int out = l.tensor(ctx.output_id(0));
   if (ctx.dtype(0) == ctx.output(0).dtype) {
@@ -634,7 +634,7 @@ void infer_pad(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(0), out);
 }
 
-void lower_pad(OpContext& ctx, Lowerer& l) {
+void lower_pad(OpContext& ctx, LoweringContext& l) {
   const PadArgs a = pad_args(ctx);
   const int in = l.tensor(ctx.input_id(0));
   const int out = l.tensor(ctx.output_id(0));

@@ -26,8 +26,8 @@
 #ifndef KILN_PLANNER_PASSES_FUSE_H_
 #define KILN_PLANNER_PASSES_FUSE_H_
 
+#include "ir/device_plan.h"
 #include "ir/graph.h"
-#include "lower/lowerer.h"
 
 namespace kiln::planner {
 

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "exec/run.h"
-#include "lower/lowerer.h"
+#include "kiln/schema/device.h"
 #include "targets/target.h"
 
 namespace kiln::planner {

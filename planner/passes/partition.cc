@@ -4,12 +4,11 @@
 #include <set>
 
 #include "core/error.h"
+#include "kiln/schema/device.h"
 #include "passes/inplace.h"
 
 namespace kiln::planner {
 namespace {
-
-bool on_host(const fb::Device& d) { return d.type() == fb::DeviceType::CPU; }
 
 const TargetDevice* find_target(const std::vector<TargetDevice>& targets, const fb::Device& device) {
   for (const TargetDevice& t : targets) {
@@ -68,7 +67,7 @@ DevicePlan partition(const Graph& graph, const PartitionOptions& options) {
   DevicePlan plan;
   plan.device_io = options.device_io;
   const bool cpu_only = std::all_of(options.targets.begin(), options.targets.end(),
-                                    [](const TargetDevice& t) { return on_host(t.device); });
+                                    [](const TargetDevice& t) { return is_host(t.device); });
   if (cpu_only && options.placements.empty()) {
     // Only check that every placement is sane; nothing moves.
     return plan;
@@ -118,7 +117,7 @@ DevicePlan partition(const Graph& graph, const PartitionOptions& options) {
     }
     if (!placed) {
       const bool has_cpu = std::any_of(options.targets.begin(), options.targets.end(),
-                                       [](const TargetDevice& t) { return on_host(t.device); });
+                                       [](const TargetDevice& t) { return is_host(t.device); });
       fail(graph.describe(node), ": no target in the list runs op ", node.op_type, " (", reasons,
            has_cpu ? "" : "; add cpu to --target to run it on the host", ")");
     }
@@ -132,7 +131,7 @@ void cluster_copies(LMethod& method) {
   for (size_t p = 0; p < list.size(); ++p) {
     if (list[p].kind != LInstruction::Kind::kCopy) continue;
     const fb::Device dst = method.tensors[static_cast<size_t>(list[p].outputs[0])].device;
-    if (on_host(dst)) continue;
+    if (is_host(dst)) continue;
     // The run of dst's kernels and copies into dst that ends here.
     size_t start = p;
     while (start > 0) {
@@ -190,7 +189,7 @@ int remove_round_trips(LMethod& method) {
     if (up.kind != LInstruction::Kind::kCopy) continue;
     const int host = up.inputs[0], dev = up.outputs[0];
     const LTensor& dev_t = method.tensors[static_cast<size_t>(dev)];
-    if (!on_host(method.tensors[static_cast<size_t>(host)].device) || on_host(dev_t.device) ||
+    if (!is_host(method.tensors[static_cast<size_t>(host)].device) || is_host(dev_t.device) ||
         dev_t.storage != Storage::kPlanned) {
       continue;
     }

@@ -23,8 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "ir/device_plan.h"
 #include "ir/graph.h"
-#include "lower/lowerer.h"
+#include "lower/program.h"
 #include "targets/target.h"
 
 namespace kiln::planner {

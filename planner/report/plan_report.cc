@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "emit/emitter.h"
-#include "lower/lowerer.h"
 #include "memory/method_plan.h"
 #include "report/json.h"
 

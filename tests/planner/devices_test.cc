@@ -4,12 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "emit/program_file.h"
 #include "kiln/kernels/portable.h"
 #include "kiln/runtime/program.h"
 #include "kiln/schema/delegate_generated.h"
-#include "lower/lowerer.h"
 #include "support/graph_builder.h"
 #include "support/program_bytes.h"
 #include "verify/verifier.h"

@@ -1,0 +1,66 @@
+// LoweringContext: what an op definition's lowering (OpDef::lower) sees of
+// the lowerer. Ops ask it for the method tensors of graph values and emit
+// kernel calls through it; which device a tensor lives on, the copies that
+// keep devices apart and the method being built stay with the implementation
+// (lower/lowerer.h). Ops depend on this interface only, so ops/ never
+// includes lower/; the lowerer includes ops/ to find each node's definition.
+//
+// An instance lives for one lower_graph() call; an op must not keep it.
+
+#ifndef KILN_PLANNER_OPS_LOWERING_CONTEXT_H_
+#define KILN_PLANNER_OPS_LOWERING_CONTEXT_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/host_tensor.h"
+#include "kiln/schema/program_generated.h"
+
+namespace kiln::planner {
+
+// Choices of kernel that trade memory for speed.
+struct LowerOptions {
+  // Conv, Gemm and MatMul get scratch tensors for their packed, blocked
+  // product (kernels/portable/include/kiln/kernels/gemm_blocking.h). Off:
+  // plain loops and smaller arenas (microcontrollers).
+  bool packing_scratch = true;
+};
+
+class LoweringContext {
+ public:
+  virtual ~LoweringContext() = default;
+
+  virtual const LowerOptions& options() const = 0;
+  // The device the current node runs on.
+  virtual fb::Device device() const = 0;
+
+  // The method tensor holding graph value `value` where it lives (created on
+  // first use).
+  virtual int tensor(int value) = 0;
+  // A new intermediate tensor on the current node's device.
+  virtual int temp(const std::string& stem, DType dtype, std::vector<int64_t> shape) = 0;
+  // A constant tensor holding `data`.
+  virtual int constant(const std::string& name, HostTensor data) = 0;
+
+  // A kernel call on the current node's device; inputs that live elsewhere
+  // are replaced by their copy on this device. `scratch` tensors (from
+  // temp()) are planned memory the kernel may use while it runs.
+  void kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs, fb::ParamsUnion params = {},
+              std::vector<int> scratch = {}) {
+    add_kernel(std::move(op), std::move(inputs), std::move(outputs), std::move(params), std::move(scratch));
+  }
+  // Bytes of `src` into `dst` unchanged (a reshape): a Copy kernel the
+  // in-place pass can turn into a view.
+  void view(int src, int dst) { kernel("Copy", {src}, {dst}); }
+
+ protected:
+  // kernel() without defaults (default arguments stay off virtual functions).
+  virtual void add_kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs,
+                          fb::ParamsUnion params, std::vector<int> scratch) = 0;
+};
+
+}  // namespace kiln::planner
+
+#endif  // KILN_PLANNER_OPS_LOWERING_CONTEXT_H_
