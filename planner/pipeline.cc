@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "emit/emitter.h"
+#include "exec/evaluate.h"
 #include "lower/lowerer.h"
 #include "passes/fuse.h"
 #include "passes/infer.h"
@@ -12,7 +13,10 @@
 namespace kiln::planner {
 
 PlanResult plan_graph(Graph graph, const PlanOptions& options) {
-  infer_and_fold(graph, InferOptions{});
+  const KernelEvaluator evaluator{};
+  InferOptions infer_options;
+  infer_options.evaluator = &evaluator;
+  infer_and_fold(graph, infer_options);
   eliminate_dead_nodes(graph);
   PlanResult result;
   if (options.fuse) result.fuse.batch_norms_folded = fold_batch_norms(graph);

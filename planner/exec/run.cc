@@ -6,7 +6,6 @@
 #include <memory>
 
 #include "core/error.h"
-#include "kiln/kernels/portable.h"
 #include "kiln/platform/platform.h"
 #include "kiln/runtime/program.h"
 
@@ -31,15 +30,6 @@ void check(Error error, const std::string& what) {
 }
 
 }  // namespace
-
-const KernelRegistry& host_kernel_registry() {
-  static KernelRegistry* registry = [] {
-    auto* r = new KernelRegistry();
-    if (register_portable_kernels(*r) != Error::kOk) fail("internal error: kernel registration failed");
-    return r;
-  }();
-  return *registry;
-}
 
 double RunResult::median_ms() const {
   if (latencies_ms.empty()) return 0.0;

@@ -13,6 +13,7 @@
 #include "core/host_tensor.h"
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/kernel.h"
+#include "ops/host_kernels.h"  // host_kernel_registry(), which programs run with
 
 namespace kiln::planner {
 
@@ -39,9 +40,6 @@ struct RunResult {
 // failure, naming the input at fault for a dtype or shape mismatch.
 RunResult run_program(const std::string& program_bytes, const std::vector<HostTensor>& inputs,
                       const RunOptions& options);
-
-// The registry holding kiln's CPU kernels, filled on first use.
-const KernelRegistry& host_kernel_registry();
 
 }  // namespace kiln::planner
 

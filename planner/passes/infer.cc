@@ -1,55 +1,9 @@
 #include "passes/infer.h"
 
 #include "core/error.h"
-#include "emit/emitter.h"
-#include "exec/run.h"
-#include "lower/lowerer.h"
-#include "memory/method_plan.h"
 #include "ops/op_registry.h"
 
 namespace kiln::planner {
-
-std::vector<HostTensor> evaluate_node(const Graph& graph, int node_index) {
-  // A one-node graph: the inputs are constants, the outputs graph outputs.
-  const Node& source = graph.nodes[static_cast<size_t>(node_index)];
-  Graph g;
-  g.opset = graph.opset;
-  Node node = source;
-  node.inputs.clear();
-  node.outputs.clear();
-  for (int v : source.inputs) {
-    if (v < 0) {
-      node.inputs.push_back(-1);
-      continue;
-    }
-    Value value = graph.values[static_cast<size_t>(v)];
-    value.producer = -1;
-    value.is_graph_input = value.is_graph_output = false;
-    const int existing = g.find_value(value.name);
-    node.inputs.push_back(existing >= 0 ? existing : g.add_value(std::move(value)));
-  }
-  for (int v : source.outputs) {
-    if (v < 0) {
-      node.outputs.push_back(-1);
-      continue;
-    }
-    Value value = graph.values[static_cast<size_t>(v)];
-    value.producer = 0;
-    value.is_graph_input = false;
-    value.is_graph_output = true;
-    const int id = g.add_value(std::move(value));
-    node.outputs.push_back(id);
-    g.outputs.push_back(id);
-  }
-  g.nodes.push_back(std::move(node));
-  LProgram program;
-  LMethod& method = lower_graph(g, program, "forward");
-  memory::MethodPlanOptions plan;
-  plan.solve.algorithm = memory::Algorithm::kGreedyFirstFit;
-  memory::plan_method_memory(method, plan);
-  RunResult result = run_program(emit_program(program), {}, RunOptions{});
-  return std::move(result.outputs);
-}
 
 void infer_and_fold(Graph& graph, const InferOptions& options) {
   for (int n : graph.topological_order()) {
@@ -69,10 +23,10 @@ void infer_and_fold(Graph& graph, const InferOptions& options) {
       if (v >= 0 && !graph.values[static_cast<size_t>(v)].is_constant()) inputs_known = false;
     }
     if (!inputs_known && !(op->shape_only && op->evaluate != nullptr)) continue;
-    if (op->evaluate == nullptr && op->lower == nullptr) continue;
+    if (op->evaluate == nullptr && (op->lower == nullptr || options.evaluator == nullptr)) continue;
     std::vector<HostTensor> outputs;
     try {
-      outputs = op->evaluate != nullptr ? op->evaluate(ctx) : evaluate_node(graph, n);
+      outputs = op->evaluate != nullptr ? op->evaluate(ctx) : options.evaluator->evaluate(graph, n);
     } catch (const PlanError& e) {
       fail(graph.describe(node), ": constant folding failed: ", e.what());
     }

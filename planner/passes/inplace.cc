@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "exec/run.h"
 #include "kiln/schema/device.h"
+#include "ops/host_kernels.h"
 #include "targets/target.h"
 
 namespace kiln::planner {

@@ -1,0 +1,17 @@
+#include "ops/host_kernels.h"
+
+#include "core/error.h"
+#include "kiln/kernels/portable.h"
+
+namespace kiln::planner {
+
+const KernelRegistry& host_kernel_registry() {
+  static KernelRegistry* registry = [] {
+    auto* r = new KernelRegistry();
+    if (register_portable_kernels(*r) != Error::kOk) fail("internal error: kernel registration failed");
+    return r;
+  }();
+  return *registry;
+}
+
+}  // namespace kiln::planner
