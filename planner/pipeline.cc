@@ -4,6 +4,7 @@
 #include "emit/emitter.h"
 #include "exec/evaluate.h"
 #include "lower/lowerer.h"
+#include "passes/copies.h"
 #include "passes/fuse.h"
 #include "passes/infer.h"
 #include "passes/partition.h"

@@ -9,7 +9,7 @@
 //      into their producer
 //   -> lower to kernel calls, with copies      (lower/, ops/)
 //      where a tensor crosses devices
-//   -> remove copy round trips, cluster copies (passes/partition)
+//   -> remove copy round trips, cluster copies (passes/copies)
 //   -> in-place reuse and views                (passes/inplace)
 //   -> plan memory per arena                   (memory/)
 //   -> emit the .kiln bytes                    (emit/)

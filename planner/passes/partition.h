@@ -14,7 +14,7 @@
 //
 // Device propagation then happens during lowering (lower/lowerer.h): every
 // tensor lives on the device of its producer, and a reader on another
-// device gets a copy.
+// device gets a copy; passes/copies.h tidies those copies afterwards.
 
 #ifndef KILN_PLANNER_PASSES_PARTITION_H_
 #define KILN_PLANNER_PASSES_PARTITION_H_
@@ -25,7 +25,6 @@
 
 #include "ir/device_plan.h"
 #include "ir/graph.h"
-#include "lower/program.h"
 #include "targets/target.h"
 
 namespace kiln::planner {
@@ -38,21 +37,8 @@ struct PartitionOptions {
 };
 
 // An empty plan (everything on the CPU, topological order) when the only
-// target is the CPU.
+// target is the CPU and no node is placed.
 DevicePlan partition(const Graph& graph, const PartitionOptions& options);
-
-// After lowering: moves each copy into a device to the start of the run of
-// that device's kernels it feeds, so one delegate call covers the run.
-void cluster_copies(LMethod& method);
-
-// Removes a device-to-host copy followed by a host-to-device copy of the
-// same bytes back to the same device: the reader uses the device original.
-// Returns how many copies were removed.
-int remove_round_trips(LMethod& method);
-
-// Drops tensors nothing refers to any more (after copies and views were
-// removed) and renumbers the rest, so no arena reserves bytes for them.
-void compact_tensors(LMethod& method);
 
 }  // namespace kiln::planner
 
