@@ -12,6 +12,15 @@
 #include "verify/verifier.h"
 
 namespace kiln::planner {
+namespace {
+
+uint64_t total_first_fit_bytes(const LMethod& method) {
+  uint64_t total = 0;
+  for (const LArena& arena : method.arenas) total += arena.first_fit;
+  return total;
+}
+
+}  // namespace
 
 PlanResult plan_graph(Graph graph, const PlanOptions& options) {
   const KernelEvaluator evaluator{};
@@ -44,14 +53,21 @@ PlanResult plan_graph(Graph graph, const PlanOptions& options) {
     const BackendPlanner* backend = backend_planner_for(device.type());
     return backend != nullptr ? backend->arena_alignment() : 64u;
   };
+  InplaceSaving& saving = result.inplace_saving;
   if (options.inplace.enabled) {
     LMethod baseline = method;
-    memory::plan_method_memory(baseline, memory_options);
-    result.arena_bytes_without_inplace = total_arena_bytes(baseline);
+    memory::MethodPlanOptions baseline_options = memory_options;
+    if (!options.compare_without_inplace) {
+      saving.measure = InplaceSaving::Measure::kFirstFit;
+      baseline_options.solve.algorithm = memory::Algorithm::kGreedyFirstFit;
+    }
+    memory::plan_method_memory(baseline, baseline_options);
+    saving.without = total_arena_bytes(baseline);
     result.inplace = apply_inplace(method, options.inplace);
   }
   memory::plan_method_memory(method, memory_options);
-  if (!options.inplace.enabled) result.arena_bytes_without_inplace = total_arena_bytes(method);
+  saving.with = saving.estimated() ? total_first_fit_bytes(method) : total_arena_bytes(method);
+  if (!options.inplace.enabled) saving.without = saving.with;
   result.bytes = emit_program(result.program);
   const auto errors = verify_program(result.bytes);
   if (!errors.empty()) {

@@ -22,10 +22,10 @@
 #include <string>
 
 #include "ir/graph.h"
-#include "lower/lowerer.h"
 #include "lower/program.h"
 #include "memory/method_plan.h"
 #include "onnx/import.h"
+#include "ops/lowering_context.h"
 #include "passes/fuse.h"
 #include "passes/inplace.h"
 
@@ -49,6 +49,28 @@ struct PlanOptions {
   std::map<std::string, std::string> placements;
   // Method inputs and outputs stay on the device that reads or writes them.
   bool device_io = false;
+  // Report what in-place reuse saved against a second, full memory plan of
+  // the method without reuse (doubles planning time); otherwise the saving
+  // is a first-fit estimate (InplaceSaving).
+  bool compare_without_inplace = false;
+};
+
+// What in-place reuse saved, in total arena bytes, measured one of two ways:
+//   kPlanned   the method without reuse planned exactly like the real plan
+//              (PlanOptions::compare_without_inplace); `with` is the real
+//              plan's total. Also the measure when reuse is off (no saving).
+//   kFirstFit  an estimate without a second search: the method without
+//              reuse planned by greedy first fit, against the first fit of
+//              the real plan's arenas (LArena::first_fit). Both sides are
+//              the same algorithm, so the difference is reuse's, not the
+//              search's.
+struct InplaceSaving {
+  enum class Measure { kPlanned, kFirstFit };
+  Measure measure = Measure::kPlanned;
+  uint64_t without = 0;  // arena bytes without in-place reuse
+  uint64_t with = 0;     // arena bytes with it, by the same measure
+  uint64_t bytes_saved() const { return without > with ? without - with : 0; }
+  bool estimated() const { return measure == Measure::kFirstFit; }
 };
 
 struct PlanResult {
@@ -58,9 +80,7 @@ struct PlanResult {
   InplaceStats inplace;
   FuseStats fuse;
   int round_trips_removed = 0;
-  // Total arena bytes of the same plan without in-place reuse (equal to the
-  // planned total when reuse is off).
-  uint64_t arena_bytes_without_inplace = 0;
+  InplaceSaving inplace_saving;
 };
 
 // Sum of the sizes of a method's arenas.

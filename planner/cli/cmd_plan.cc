@@ -37,6 +37,8 @@ constexpr const char* kHelp =
     "  --inplace-ops LIST         ONNX ops whose outputs may reuse a dying input's bytes\n"
     "                             (comma-separated; default: every op whose kernel allows it)\n"
     "  --no-inplace               no in-place reuse and no views: every output gets its own bytes\n"
+    "  --compare-inplace          report the bytes in-place reuse saves against a full second plan\n"
+    "                             without it (doubles planning time; default: a first-fit estimate)\n"
     "  --no-packing               Conv, Gemm and MatMul without packing scratch: smaller arenas,\n"
     "                             slower kernels (for microcontrollers)\n"
     "  --target LIST              devices in order of preference, such as vulkan:0,cpu (default cpu)\n"
@@ -113,13 +115,12 @@ void print_summary(const std::string& model, const std::string& output, const Pl
                   m.init_instructions.size() == 1 ? "" : "s", result.round_trips_removed,
                   result.round_trips_removed == 1 ? "" : "s");
     }
-    const uint64_t arena_total = total_arena_bytes(m);
-    const uint64_t saved = result.arena_bytes_without_inplace > arena_total
-                               ? result.arena_bytes_without_inplace - arena_total : 0;
+    const InplaceSaving& saving = result.inplace_saving;
     std::printf("  in place:    %d outputs over a dying input, %d views; %s bytes saved against --no-inplace "
-                "(%s -> %s)\n", result.inplace.outputs_in_place, result.inplace.views,
-                group_digits(saved).c_str(), group_digits(result.arena_bytes_without_inplace).c_str(),
-                group_digits(arena_total).c_str());
+                "(%s -> %s), %s\n", result.inplace.outputs_in_place, result.inplace.views,
+                group_digits(saving.bytes_saved()).c_str(), group_digits(saving.without).c_str(),
+                group_digits(saving.with).c_str(),
+                saving.estimated() ? "first-fit estimate (--compare-inplace plans it)" : "planned");
     if (result.fuse.batch_norms_folded > 0 || result.fuse.biases_fused > 0 || result.fuse.activations_fused > 0) {
       std::printf("  fused:       %d BatchNormalization into Conv, %d bias Add into MatMul, %d activations into "
                   "their producer\n", result.fuse.batch_norms_folded, result.fuse.biases_fused,
@@ -160,9 +161,9 @@ void print_summary(const std::string& model, const std::string& output, const Pl
 int cmd_plan(const Argv& argv) {
   const Args args(argv, {{"-o", true}, {"--output", true}, {"--input-shape", true}, {"--freeze", true},
                          {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
-                         {"--inplace-ops", true}, {"--no-inplace", false}, {"--target", true},
-                         {"--device-count", true}, {"--place", true}, {"--device-io", false}, {"--no-packing", false},
-                         {"--report", true}, {"--help", false}});
+                         {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
+                         {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
+                         {"--no-packing", false}, {"--report", true}, {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     return 0;
@@ -208,6 +209,7 @@ int cmd_plan(const Argv& argv) {
     throw UsageError{"--no-inplace and --inplace-ops exclude each other"};
   }
   options.inplace.enabled = !args.has("--no-inplace");
+  options.compare_without_inplace = args.has("--compare-inplace");
   if (args.has("--inplace-ops")) {
     std::set<std::string> ops;
     const std::string list = args.get("--inplace-ops");

@@ -175,14 +175,18 @@ std::string op_at(const LMethod& m, int i) {
 
 // "inplace" and "aliases": what in-place reuse did.
 void write_reuse(JsonWriter& j, const LMethod& m, const PlanResult& result) {
-  const uint64_t arena_bytes = total_arena_bytes(m);
-  const uint64_t without = result.arena_bytes_without_inplace;
+  const InplaceSaving& saving = result.inplace_saving;
   j.key("inplace").begin_object();
   j.field("outputs_in_place", result.inplace.outputs_in_place);
   j.field("views", result.inplace.views);
-  j.field("arena_bytes", arena_bytes);
-  j.field("arena_bytes_without_inplace", without);
-  j.field("bytes_saved", without > arena_bytes ? without - arena_bytes : uint64_t{0});
+  j.field("arena_bytes", total_arena_bytes(m));
+  // "planned": arena_bytes_without_inplace is a full plan without reuse and
+  // bytes_saved its difference to arena_bytes. "first_fit_estimate": both
+  // sides by greedy first fit (arena_bytes_first_fit is the plan's).
+  j.field("bytes_saved_measure", saving.estimated() ? "first_fit_estimate" : "planned");
+  j.field("arena_bytes_without_inplace", saving.without);
+  if (saving.estimated()) j.field("arena_bytes_first_fit", saving.with);
+  j.field("bytes_saved", saving.bytes_saved());
   j.end_object();
   // The instruction that writes each tensor: an alias written by a kernel
   // is an in-place output; one nobody writes is a view of its base.

@@ -35,7 +35,7 @@ def main():
         torch.onnx.export(model, x, base + ".onnx", opset_version=13, input_names=["x"], output_names=["y"])
         np.save(base + "_x.npy", x.numpy())
         outputs = {}
-        for variant, flags in (("inplace", []), ("no-inplace", ["--no-inplace"])):
+        for variant, flags in (("inplace", ["--compare-inplace"]), ("no-inplace", ["--no-inplace"])):
             program = f"{base}.{variant}.kiln"
             p = subprocess.run([args.kiln, "plan", base + ".onnx", "-o", program, *flags], check=True,
                                capture_output=True, text=True)

@@ -173,15 +173,23 @@ TEST(InplaceTest, ElementwiseChainsShrinkTheArenaWithIdenticalOutputs) {
   b.output(b.node("Relu", {v}));
   b.graph().opset = 6;  // Clip with min/max attributes
   for (auto& n : b.graph().nodes) n.opset = 6;
+  PlanOptions on;
+  on.compare_without_inplace = true;
   PlanOptions off;
   off.inplace.enabled = false;
-  PlanResult with = b.plan();
+  PlanResult with = b.plan(on);
   PlanResult without = b.plan(off);
   const uint64_t a = with.program.methods[0].arenas[0].size;
   const uint64_t c = without.program.methods[0].arenas[0].size;
   EXPECT_EQ(a, 64u * 1024 * 4);
   EXPECT_EQ(c, 2u * 64 * 1024 * 4);
-  EXPECT_EQ(with.arena_bytes_without_inplace, c);
+  EXPECT_EQ(with.inplace_saving.without, c);
+  EXPECT_EQ(with.inplace_saving.with, a);
+  // By default the saving is estimated by first fit on both sides (which
+  // plans these chains optimally), with no second search.
+  const PlanResult estimated = b.plan();
+  EXPECT_TRUE(estimated.inplace_saving.estimated());
+  EXPECT_EQ(estimated.inplace_saving.bytes_saved(), c - a);
   planner::HostTensor input(DType::FLOAT32, {64, 1024});
   for (int64_t i = 0; i < input.numel(); ++i) input.data<float>()[i] = static_cast<float>(i % 113) * 0.05f - 2.f;
   const auto r1 = planner::run_program(with.bytes, {input}, {});
