@@ -16,6 +16,7 @@
 #include "onnx/import.h"
 #include "pipeline.h"
 #include "report/plan_report.h"
+#include "targets/target.h"
 
 namespace kiln::planner::cli {
 namespace {
@@ -41,7 +42,7 @@ constexpr const char* kHelp =
     "                             without it (doubles planning time; default: a first-fit estimate)\n"
     "  --no-packing               Conv, Gemm and MatMul without packing scratch: smaller arenas,\n"
     "                             slower kernels (for microcontrollers)\n"
-    "  --target LIST              devices in order of preference, such as vulkan:0,cpu (default cpu)\n"
+    "  --target LIST              devices in order of preference, BACKEND:N or cpu (default cpu)\n"
     "  --device-count NAME=N      how many devices of a backend the target machine has\n"
     "  --place NODE=DEVICE        run a node on a given device of the target list\n"
     "  --device-io                keep method inputs and outputs on the device that reads or writes them\n";
@@ -166,6 +167,9 @@ int cmd_plan(const Argv& argv) {
                          {"--no-packing", false}, {"--report", true}, {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
+    std::string targets = "cpu";
+    for (const std::string& name : backend_planner_names()) targets += ", " + name + ":N";
+    std::printf("\ntargets built in: %s\n", targets.c_str());
     return 0;
   }
   if (args.positional().size() != 1) throw UsageError{"expects one model file"};

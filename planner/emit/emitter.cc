@@ -130,7 +130,12 @@ void emit_delegate(const LMethod& method, size_t begin, size_t end, fb::MethodT&
   spec->value.assign(where.begin(), where.end());
   delegate->compile_specs.push_back(std::move(spec));
   delegate->inline_blob.assign(builder.GetBufferPointer(), builder.GetBufferPointer() + builder.GetSize());
-  delegate->state_bytes = backend->state_bytes(end - begin);
+  DelegateSummary summary;
+  summary.kernels = end - begin;
+  for (size_t k = begin; k < end; ++k) {
+    summary.operands += list[k].inputs.size() + list[k].outputs.size() + list[k].scratch.size();
+  }
+  delegate->state_bytes = backend->state_bytes(summary);
   fb::DelegateCallT call;
   call.delegate = static_cast<uint32_t>(out.delegates.size());
   call.inputs.assign(inputs.begin(), inputs.end());

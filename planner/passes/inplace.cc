@@ -49,14 +49,15 @@ class InplacePass {
 
  private:
   // Inputs the kernel running `ins` may overwrite: the CPU kernel's
-  // declaration, or the device backend's.
+  // declaration, or the device backend's for that kernel name (the table
+  // its runtime half checks at load).
   static uint32_t declared_inputs(const LInstruction& ins) {
     if (ins.device.type() == fb::DeviceType::CPU) {
       const KernelEntry* entry = host_kernel_registry().find(ins.op.c_str());
       return entry != nullptr ? entry->inplace_inputs : 0;
     }
     const BackendPlanner* backend = backend_planner_for(ins.device.type());
-    return backend != nullptr ? backend->inplace_inputs(ins.source_op) : 0;
+    return backend != nullptr ? backend->inplace_inputs(ins.op) : 0;
   }
 
   bool allowed(const std::string& op) const {
