@@ -20,7 +20,7 @@ const TargetDevice* find_target(const std::vector<TargetDevice>& targets, const 
 // Empty when `target` runs `node`, else why not.
 std::string reason(const Graph& graph, const Node& node, const TargetDevice& target) {
   if (target.planner == nullptr) return "";  // the CPU lowers every op the planner knows
-  return target.planner->unsupported_reason(graph, node);
+  return target.planner->unsupported_reason(NodeView(graph, node));
 }
 
 std::vector<int> affinity_order(const Graph& graph, const std::vector<fb::Device>& device) {

@@ -37,19 +37,7 @@ ValueView NodeView::output(size_t i) const {
   return ValueView(graph_->values[static_cast<size_t>(node_->outputs[i])]);
 }
 
-int64_t NodeView::attr_int(const std::string& key, int64_t fallback) const {
-  auto it = node_->attrs.find(key);
-  return it == node_->attrs.end() ? fallback : it->second.i;
-}
-
-std::string NodeView::attr_string(const std::string& key, const std::string& fallback) const {
-  auto it = node_->attrs.find(key);
-  return it == node_->attrs.end() ? fallback : it->second.s;
-}
-
 std::string NodeView::describe() const { return graph_->describe(*node_); }
-
-std::string dtype_name_of(fb::DType dtype) { return dtype_str(dtype); }
 
 OpSupport op_support(std::string op, std::function<std::string(const NodeView&)> check,
                      std::vector<int> constant_inputs) {

@@ -224,7 +224,7 @@ std::string host_reason(const kp::PlanResult& plan) {
   for (const kp::TargetDevice& target : kp::parse_targets(g_targets)) {
     if (target.planner == nullptr) continue;
     for (const kp::Node& node : plan.graph.nodes) {
-      const std::string why = target.planner->unsupported_reason(plan.graph, node);
+      const std::string why = target.planner->unsupported_reason(kp::NodeView(plan.graph, node));
       if (!why.empty()) return node.op_type + ": " + why;
     }
   }

@@ -4,6 +4,7 @@
 // overwrite comes from their own table (KernelEntry::inplace_inputs), the
 // same one the runtime half checks at init.
 
+#include <stdexcept>
 #include <string>
 
 #include "backends/null/null_abi.h"
@@ -30,8 +31,10 @@ void register_null_backend_planner() {
   spec.state_bytes_fixed = null_backend::kDelegateHeaderBytes;
   spec.state_bytes_per_kernel = null_backend::kStepBytes;
   spec.state_bytes_per_operand = null_backend::kOperandBytes;
-  static KernelRegistry kernels;
-  if (kernels.size() == 0 && register_portable_kernels(kernels) != Error::kOk) return;
+  KernelRegistry kernels;
+  if (register_portable_kernels(kernels) != Error::kOk) {
+    throw std::logic_error("the null backend: the portable kernels do not fit a KernelRegistry");
+  }
   for (size_t i = 0; i < kernels.size(); ++i) {
     spec.inplace.push_back({kernels.entry(i).name, kernels.entry(i).inplace_inputs});
   }

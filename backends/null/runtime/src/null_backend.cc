@@ -49,6 +49,15 @@ const fb::DelegateGraph* parse(Span<const uint8_t> blob) {
 
 uint32_t size_of(const flatbuffers::Vector<int32_t>* v) { return v != nullptr ? v->size() : 0; }
 
+// The state a delegate of `graph` takes (the layout above).
+uint64_t state_bytes_of(const fb::DelegateGraph& graph) {
+  uint64_t operands = 0;
+  for (const fb::KernelCall* call : *graph.kernels()) {
+    operands += size_of(call->inputs()) + size_of(call->outputs()) + size_of(call->scratch());
+  }
+  return kDelegateHeaderBytes + graph.kernels()->size() * kStepBytes + operands * kOperandBytes;
+}
+
 bool overlap(const Tensor& a, const Tensor& b) {
   const uint8_t* pa = static_cast<const uint8_t*>(a.data());
   const uint8_t* pb = static_cast<const uint8_t*>(b.data());
@@ -126,12 +135,7 @@ void* NullBackend::address(DeviceBuffer buffer, uint64_t offset) {
 
 uint64_t NullBackend::state_bytes(const fb::Delegate& delegate, Span<const uint8_t> blob) const {
   const fb::DelegateGraph* graph = parse(blob);
-  if (graph == nullptr) return 0;  // init() refuses it, naming why
-  uint64_t operands = 0;
-  for (const fb::KernelCall* call : *graph->kernels()) {
-    operands += size_of(call->inputs()) + size_of(call->outputs()) + size_of(call->scratch());
-  }
-  return kDelegateHeaderBytes + graph->kernels()->size() * kStepBytes + operands * kOperandBytes;
+  return graph != nullptr ? state_bytes_of(*graph) : 0;  // init() refuses a bad blob, naming why
 }
 
 Result<void*> NullBackend::init(const DelegateContext& context) {
@@ -145,7 +149,7 @@ Result<void*> NullBackend::init(const DelegateContext& context) {
   }
   const KernelRegistry& registry = options_.kernels != nullptr ? *options_.kernels : global_kernel_registry();
   const MethodView& method = *context.method;
-  const uint64_t bytes = state_bytes(*context.delegate, context.blob);
+  const uint64_t bytes = state_bytes_of(*graph);
   uint8_t* memory = static_cast<uint8_t*>(context.allocator->allocate(static_cast<size_t>(bytes), 16));
   if (memory == nullptr) {
     KILN_LOG(ERROR, "null: the delegate's state needs %llu bytes; the program reserved fewer",

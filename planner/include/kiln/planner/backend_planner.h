@@ -78,8 +78,6 @@ class NodeView {
   bool has_output(size_t i) const;
   ValueView input(size_t i) const;   // has_input(i) must hold
   ValueView output(size_t i) const;  // has_output(i) must hold
-  int64_t attr_int(const std::string& key, int64_t fallback) const;
-  std::string attr_string(const std::string& key, const std::string& fallback) const;
   // "node 'conv1' (Conv)", for messages.
   std::string describe() const;
 
@@ -87,9 +85,6 @@ class NodeView {
   const Graph* graph_;
   const Node* node_;
 };
-
-// "float32", "int64", ... for messages.
-std::string dtype_name_of(fb::DType dtype);
 
 // What the planner knows of one delegate when it sizes the delegate's
 // host state: the kernel calls the runtime half will resolve.
@@ -112,9 +107,6 @@ class BackendPlanner {
   // Empty when the backend runs `node`; otherwise why not, for messages
   // ("input 0 is float64 (float32 only)").
   virtual std::string unsupported_reason(const NodeView& node) const = 0;
-  std::string unsupported_reason(const Graph& graph, const Node& node) const {
-    return unsupported_reason(NodeView(graph, node));
-  }
   // Alignment of every offset in this backend's device arenas (at least the
   // device's storage-buffer offset alignment).
   virtual uint32_t arena_alignment() const = 0;
