@@ -1,0 +1,45 @@
+// What the two halves of the CUDA backend agree on: the planner half
+// (backends/cuda/planner) writes these figures into programs, the runtime
+// half (backends/cuda/runtime) static_asserts that its records fit them.
+// No CUDA headers: the planner builds without the CUDA Toolkit.
+//
+// A delegate's host state (from the method's bookkeeping):
+//
+//   +--------+--------------------------------+-----------------------------+
+//   | header | launches[kernels + operands]   | gemm plans[kernels]         |
+//   | 256 B  | kLaunchBytes each              | kGemmPlanBytes each         |
+//   +--------+--------------------------------+-----------------------------+
+//
+// A kernel call becomes one launch, or one per part (Concat, Split: at most
+// one per operand) plus one for a separate activation or bias, so
+// kernels + operands launches always suffice. A Gemm/MatMul the GPU runs
+// through cuBLASLt keeps its descriptors (cuBLASLt's opaque structs, which
+// the backend initialises in place: nothing on the heap) in a plan.
+
+#ifndef KILN_BACKENDS_CUDA_CUDA_ABI_H_
+#define KILN_BACKENDS_CUDA_CUDA_ABI_H_
+
+#include <stdint.h>
+
+namespace kiln::cuda_backend {
+
+constexpr uint64_t kDelegateHeaderBytes = 256;
+constexpr uint64_t kLaunchBytes = 256;
+constexpr uint64_t kGemmPlanBytes = 768;
+
+constexpr uint64_t delegate_state_bytes(uint64_t kernels, uint64_t operands) {
+  return kDelegateHeaderBytes + (kernels + operands) * kLaunchBytes + kernels * kGemmPlanBytes;
+}
+
+// Offsets in CUDA arenas: what cudaMalloc guarantees and float4 loads want.
+constexpr uint32_t kArenaAlignment = 256;
+
+// Devices cuda:0 .. cuda:15 may be addressed.
+constexpr int kMaxDevices = 16;
+
+// Largest tensor rank the kernels index.
+constexpr uint32_t kMaxRank = 8;
+
+}  // namespace kiln::cuda_backend
+
+#endif  // KILN_BACKENDS_CUDA_CUDA_ABI_H_

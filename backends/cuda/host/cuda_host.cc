@@ -1,0 +1,66 @@
+// The CUDA backend as kiln's host tools use it (`kiln run`, the
+// conformance runner, benchmarks), with options from the environment:
+//
+//   KILN_CUDA_EXECUTION=host      run the CUDA kernels under the host
+//                                 execution model (backends/cuda/hostsim,
+//                                 test infrastructure; Gemm/MatMul on the
+//                                 reference GEMM kernel, not cuBLASLt)
+//   KILN_CUDA_WORKSPACE_MB=N      cuBLASLt workspace per device (default 32)
+//   KILN_CUDA_GRAPHS=0            launch every delegate call directly
+//                                 instead of replaying a CUDA graph
+//
+// Without KILN_CUDA_EXECUTION=host the GPU build runs; on a machine without
+// a GPU (or a kiln built without the CUDA Toolkit) a program that needs
+// cuda:N then fails to load, naming the device.
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "backends/cuda/host/cuda_host.h"
+
+namespace kiln::planner {
+namespace {
+
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
+
+std::unique_ptr<HostBackend> make_cuda_host() {
+  cuda_backend::CudaOptions options;
+  if (const char* mb = std::getenv("KILN_CUDA_WORKSPACE_MB")) {
+    const long n = std::strtol(mb, nullptr, 10);
+    options.gemm_workspace_bytes = static_cast<uint64_t>(n > 0 ? n : 0) << 20;
+  }
+  options.graphs = !env_is("KILN_CUDA_GRAPHS", "0");
+  if (env_is("KILN_CUDA_EXECUTION", "host")) {
+    std::fprintf(stderr,
+                 "cuda: KILN_CUDA_EXECUTION=host: CUDA kernels run under the host execution model (test "
+                 "infrastructure); Gemm/MatMul run the reference GEMM kernel, not cuBLASLt\n");
+    return cuda_host::sim::make(options, true);
+  }
+#if KILN_CUDA_WITH_GPU
+  return cuda_host::gpu::make(options, false);
+#else
+  options.unavailable = "kiln was built without the CUDA Toolkit; KILN_CUDA_EXECUTION=host runs the host execution model";
+  return cuda_host::sim::make(options, false);
+#endif
+}
+
+}  // namespace
+
+// Registered by the build (kiln_add_backend in ../CMakeLists.txt).
+void register_cuda_host_backend() {
+  HostBackendInfo info;
+  info.name = "cuda";
+  info.make = make_cuda_host;
+  info.options_help =
+      "  KILN_CUDA_EXECUTION=host      cuda: run the kernels under the host execution model (test infrastructure)\n"
+      "  KILN_CUDA_WORKSPACE_MB=N      cuda: cuBLASLt workspace per device (default 32)\n"
+      "  KILN_CUDA_GRAPHS=0            cuda: launch delegates directly, no CUDA graphs\n";
+  register_host_backend(std::move(info));
+}
+
+}  // namespace kiln::planner

@@ -1,0 +1,206 @@
+// hostsim: a small execution model of CUDA on the host, so the kernels the
+// CUDA backend writes (backends/cuda/runtime/src/kernels.cuh) run for real
+// on a machine without a GPU. It is TEST INFRASTRUCTURE: nothing an
+// application links, no claim about speed, and only the subset of CUDA the
+// backend uses.
+//
+// What it models:
+//   - a launch runs its grid's blocks one after another (x fastest), so
+//     blocks never run concurrently, as CUDA allows;
+//   - a block's threads are cooperative fibers (ucontext) on the calling
+//     thread. A fiber runs until it reaches a synchronisation point:
+//     __syncthreads() (block barrier), __syncwarp() and the warp shuffles
+//     (__shfl_down_sync, __shfl_xor_sync, __shfl_sync: a warp barrier
+//     before the exchange and one after), or an atomic (a yield after the
+//     read-modify-write, so other threads interleave between atomics);
+//   - __shared__ variables are function statics: one instance shared by
+//     every thread, fresh (in the sense of "unspecified") for each block
+//     because blocks run in turn;
+//   - a barrier some live thread can never reach (divergent __syncthreads,
+//     a warp barrier with a lane that exited) is a deadlock: the launch
+//     stops and reports cudaErrorLaunchFailure, instead of hanging;
+//   - threads that exit count as arrived at later block barriers (as on
+//     sm_70 and later).
+//
+// The CUDA runtime API the backend calls (memory, async copies, streams,
+// stream capture, graphs) is implemented over host memory in namespace
+// kiln::hostsim. Streams run synchronously; stream capture records each
+// launch and copy (the kernel, a copy of its argument bytes, the grid) and
+// a graph launch replays that record, so the backend's capture-and-replay
+// path runs here exactly as on a GPU. cuBLASLt is not modelled.
+//
+// Threading: each OS thread runs its own launches; the device memory API is
+// thread safe only in that malloc/free are.
+
+#ifndef KILN_BACKENDS_CUDA_HOSTSIM_HOSTSIM_H_
+#define KILN_BACKENDS_CUDA_HOSTSIM_HOSTSIM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+namespace kiln::hostsim {
+
+struct uint3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorLaunchFailure = 719,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+};
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+constexpr unsigned cudaStreamNonBlocking = 1;
+
+struct Stream;
+struct Graph;
+using cudaStream_t = Stream*;
+using cudaGraph_t = Graph*;
+using cudaGraphExec_t = Graph*;
+
+// Devices the model pretends to have (KILN_HOSTSIM_DEVICES, default 4).
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaMalloc(void** ptr, size_t bytes);
+cudaError_t cudaFree(void* ptr);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+// The error of the last launch (cleared by reading it).
+cudaError_t cudaGetLastError();
+const char* cudaGetErrorString(cudaError_t error);
+
+// A kernel as the model runs it: a function of the argument bytes.
+using KernelFn = void (*)(const void* args);
+// Runs (or, on a capturing stream, records) `fn` over `grid` x `block`.
+// `args` is copied. Errors are reported through cudaGetLastError().
+void launch(dim3 grid, dim3 block, cudaStream_t stream, KernelFn fn, const void* args, size_t args_bytes);
+
+// What ran, for tests (per OS thread; reset_stats() zeroes it).
+struct Stats {
+  uint64_t launches = 0;        // kernels run (direct or from a graph)
+  uint64_t graph_launches = 0;  // cudaGraphLaunch calls
+  uint64_t captured = 0;        // launches and copies recorded by capture
+  uint64_t switches = 0;        // fiber switches
+  uint64_t deadlocks = 0;
+};
+Stats& stats();
+void reset_stats();
+
+// --- The device side: what kernels see. ---
+
+struct ThreadContext {
+  uint3 thread_idx;
+  uint3 block_idx;
+  dim3 block_dim;
+  dim3 grid_dim;
+};
+// The running fiber's context (valid inside a kernel).
+const ThreadContext& this_thread();
+
+void syncthreads();
+void syncwarp();
+// Exchanges 8 bytes with lane `src_lane` of the warp (own value when that
+// lane does not exist).
+uint64_t shfl_bits(uint64_t bits, int src_lane);
+// Lets other threads run (after an atomic).
+void yield();
+int lane_id();
+
+template <typename T>
+T shfl_any(T v, int src_lane) {
+  static_assert(sizeof(T) <= 8, "shuffle of a value wider than 8 bytes");
+  uint64_t bits = 0;
+  memcpy(&bits, &v, sizeof(T));
+  bits = shfl_bits(bits, src_lane);
+  memcpy(&v, &bits, sizeof(T));
+  return v;
+}
+
+}  // namespace kiln::hostsim
+
+// CUDA's built-in names, for kernel source compiled by the host compiler.
+#define threadIdx (::kiln::hostsim::this_thread().thread_idx)
+#define blockIdx (::kiln::hostsim::this_thread().block_idx)
+#define blockDim (::kiln::hostsim::this_thread().block_dim)
+#define gridDim (::kiln::hostsim::this_thread().grid_dim)
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__
+// One instance per kernel, shared by the block's fibers (blocks run in turn).
+#define __shared__ static thread_local
+
+inline void __syncthreads() { ::kiln::hostsim::syncthreads(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { ::kiln::hostsim::syncwarp(); }
+template <typename T>
+T __shfl_sync(unsigned, T v, int src_lane, int = 32) {
+  return ::kiln::hostsim::shfl_any(v, src_lane);
+}
+template <typename T>
+T __shfl_down_sync(unsigned, T v, unsigned delta, int = 32) {
+  return ::kiln::hostsim::shfl_any(v, ::kiln::hostsim::lane_id() + static_cast<int>(delta));
+}
+template <typename T>
+T __shfl_xor_sync(unsigned, T v, int mask, int = 32) {
+  return ::kiln::hostsim::shfl_any(v, ::kiln::hostsim::lane_id() ^ mask);
+}
+template <typename T>
+T atomicAdd(T* address, T v) {
+  const T old = *address;
+  *address = old + v;
+  ::kiln::hostsim::yield();
+  return old;
+}
+template <typename T>
+T atomicMax(T* address, T v) {
+  const T old = *address;
+  if (v > old) *address = v;
+  ::kiln::hostsim::yield();
+  return old;
+}
+template <typename T>
+T atomicCAS(T* address, T compare, T v) {
+  const T old = *address;
+  if (old == compare) *address = v;
+  ::kiln::hostsim::yield();
+  return old;
+}
+
+#endif  // KILN_BACKENDS_CUDA_HOSTSIM_HOSTSIM_H_

@@ -1,0 +1,115 @@
+// The CUDA backend's runtime half: device arenas in GPU memory, copies on
+// the backend's stream, and delegates that run kiln's CUDA kernels (and
+// cuBLASLt for Gemm/MatMul), each delegate call captured once as a CUDA
+// graph and replayed.
+//
+//   static kiln::cuda_backend::gpu::CudaBackend backend{kiln::cuda_backend::CudaOptions{}};
+//   kiln::global_backend_registry().register_backend(&backend);
+//
+// Memory: one cudaMalloc per device arena, when a method loads
+// (Backend::allocate), freed with the Method; per device, a stream and the
+// cuBLASLt workspace (CudaOptions::gemm_workspace_bytes, one cudaMalloc
+// with the device's first arena, kept until the backend is destroyed or
+// shutdown() is called). execute() allocates nothing.
+// Copies: cudaMemcpyAsync on the device's stream; copy_to_host waits for
+// the stream (the host reads the bytes next). Host memory is pageable
+// unless the application registered it.
+// Delegates: init() checks every kernel call (lower.cc) and records its
+// launches, with every device address fixed, in the delegate's state
+// (DelegateContext::allocator, sized by the planner half: cuda_abi.h);
+// cuBLASLt descriptors live there too (initialised in place). The first
+// execute() launches directly (warm-up: modules load, cuBLASLt settles),
+// the second captures the launches as a CUDA graph and every later one
+// replays it. Where capture fails the delegate keeps launching directly,
+// and says so once in the log.
+// A device that is missing (no GPU, no driver, index out of range) is an
+// Error naming it (cuda:N) when a method loads, never a crash.
+//
+// Two builds of this class exist (cuda_flavor.h): `gpu`, the real one, and
+// `sim`, the same source over the host execution model (test
+// infrastructure, backends/cuda/hostsim).
+//
+// Threading: one thread loads or executes a given Method at a time.
+
+#ifndef KILN_BACKENDS_CUDA_CUDA_BACKEND_H_
+#define KILN_BACKENDS_CUDA_CUDA_BACKEND_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/backends/cuda/cuda_flavor.h"
+#include "kiln/runtime/backend.h"
+
+namespace kiln::cuda_backend {
+
+struct CudaOptions {
+  // cuBLASLt workspace per device (0: none; cuBLASLt then only picks
+  // algorithms that need none). NVIDIA suggests 32 MiB on Hopper.
+  uint64_t gemm_workspace_bytes = uint64_t{32} << 20;
+  // Capture each delegate call as a CUDA graph after the warm-up call.
+  bool graphs = true;
+  // When set, every device is unavailable for this reason (a kiln built
+  // without the CUDA Toolkit). Not owned; a string literal.
+  const char* unavailable = nullptr;
+};
+
+// What a backend did, for tests and benchmarks.
+struct CudaStats {
+  uint64_t direct_calls = 0;      // delegate calls launched kernel by kernel
+  uint64_t graph_replays = 0;     // delegate calls replayed from a graph
+  uint64_t captures = 0;          // graphs captured
+  uint64_t capture_failures = 0;  // delegates that fell back to direct launches
+  uint64_t gemm_library = 0;      // Gemm/MatMul kernels set up on cuBLASLt
+  uint64_t gemm_reference = 0;    // ... on the reference GEMM kernel
+};
+
+namespace KILN_CUDA_FLAVOR {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaOptions& options) : options_(options) {}
+  ~CudaBackend() { shutdown(); }
+
+  const char* id() const override { return "cuda"; }
+  DeviceType device_type() const override { return DeviceType::CUDA; }
+  Error allocate(Device device, uint64_t size, uint32_t alignment, DeviceBuffer* out_buffer) override;
+  void release(Device device, DeviceBuffer buffer) override;
+  Error copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_offset, const void* src,
+                       uint64_t bytes) override;
+  Error copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset, uint64_t bytes) override;
+  Error copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src,
+                       uint64_t src_offset, uint64_t bytes) override;
+  uint64_t state_bytes(const fb::Delegate& delegate, Span<const uint8_t> blob) const override;
+  Result<void*> init(const DelegateContext& context) override;
+  Error execute(void* delegate, const DelegateCallArgs& args) override;
+  void destroy(void* delegate) override;
+
+  // Releases every device's stream, workspace and cuBLASLt handle (after
+  // the last Method using the backend is gone).
+  void shutdown();
+  const CudaStats& stats() const { return stats_; }
+  // Arenas allocated and not yet released.
+  uint32_t live_arenas() const { return live_; }
+
+  // Per device: opened on its first arena.
+  struct DeviceState {
+    bool open = false;
+    void* stream = nullptr;      // cudaStream_t
+    void* workspace = nullptr;   // cuBLASLt workspace
+    uint64_t workspace_bytes = 0;
+    void* blas = nullptr;        // cublasLtHandle_t
+  };
+
+ private:
+  Error open_device(int index);
+
+  CudaOptions options_;
+  DeviceState devices_[16];
+  CudaStats stats_;
+  uint32_t live_ = 0;
+};
+
+}  // namespace KILN_CUDA_FLAVOR
+}  // namespace kiln::cuda_backend
+
+#endif  // KILN_BACKENDS_CUDA_CUDA_BACKEND_H_

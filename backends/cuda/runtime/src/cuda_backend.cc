@@ -1,0 +1,529 @@
+#include "kiln/backends/cuda/cuda_backend.h"
+
+#include <string.h>
+
+#include <new>
+
+#include "backends/cuda/cuda_abi.h"
+#include "backends/cuda/cuda_kernels.h"
+#include "kiln/runtime/check.h"
+#include "kiln/schema/delegate_generated.h"
+#include "launch.h"
+#include "lower.h"
+
+#if !KILN_CUDA_HOSTSIM
+#include <cublasLt.h>
+#endif
+
+namespace kiln::cuda_backend::KILN_CUDA_FLAVOR {
+
+#if !KILN_CUDA_HOSTSIM
+// A Gemm/MatMul on cuBLASLt: its descriptors, initialised in place (no
+// cuBLASLt allocation), and the algorithm picked at init. Row-major
+// Y = op(A) op(B) runs as the column-major Y^T = op(B)^T op(A)^T.
+struct GemmPlan {
+  cublasLtMatmulDescOpaque_t desc;
+  cublasLtMatrixLayoutOpaque_t a, b, d;
+  cublasLtMatmulAlgo_t algo;
+  const float* first;   // op(B)^T's data
+  const float* second;  // op(A)^T's data
+  const float* c;       // C (D's layout) or nullptr
+  float* y;
+  float alpha, beta;
+};
+static_assert(sizeof(GemmPlan) <= kGemmPlanBytes, "GemmPlan outgrew the bytes the planner half reserves");
+#else
+struct GemmPlan {};
+#endif
+
+namespace {
+
+// A delegate's state: this record, then its launches, then its GEMM plans
+// (cuda_abi.h draws the layout).
+struct Record {
+  Launch* launches = nullptr;
+  GemmPlan* plans = nullptr;
+  uint32_t count = 0;
+  uint32_t capacity = 0;
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  const CudaBackend::DeviceState* state = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  enum Phase : uint8_t { kWarmUp, kCapture, kReplay, kDirect } phase = kWarmUp;
+};
+static_assert(sizeof(Record) <= kDelegateHeaderBytes, "Record outgrew its header (cuda_abi.h)");
+
+const fb::DelegateGraph* parse(Span<const uint8_t> blob) {
+  if (blob.size() < 8 || !fb::DelegateGraphBufferHasIdentifier(blob.data())) return nullptr;
+  flatbuffers::Verifier verifier(blob.data(), blob.size());
+  if (!fb::VerifyDelegateGraphBuffer(verifier)) return nullptr;
+  const fb::DelegateGraph* graph = fb::GetDelegateGraph(blob.data());
+  return graph->kernels() != nullptr && graph->operators() != nullptr ? graph : nullptr;
+}
+
+uint32_t size_of(const flatbuffers::Vector<int32_t>* v) { return v != nullptr ? v->size() : 0; }
+
+uint64_t state_bytes_of(const fb::DelegateGraph& graph) {
+  uint64_t operands = 0;
+  for (const fb::KernelCall* call : *graph.kernels()) {
+    operands += size_of(call->inputs()) + size_of(call->outputs()) + size_of(call->scratch());
+  }
+  return delegate_state_bytes(graph.kernels()->size(), operands);
+}
+
+bool in_range(DeviceBuffer buffer, uint64_t offset, uint64_t bytes) {
+  return buffer.handle != nullptr && offset <= buffer.size && bytes <= buffer.size - offset;
+}
+
+uint8_t* base_of(DeviceBuffer buffer) { return static_cast<uint8_t*>(buffer.handle); }
+
+cudaStream_t stream_of(const CudaBackend::DeviceState& d) { return static_cast<cudaStream_t>(d.stream); }
+
+bool overlap(const Tensor& a, const Tensor& b) {
+  return a.arena() == b.arena() && a.offset() < b.offset() + b.nbytes() && b.offset() < a.offset() + a.nbytes();
+}
+
+#if !KILN_CUDA_HOSTSIM
+// Folds the batch of `m` into one (count, stride) per operand, or fails.
+bool one_batch(const MatMulArgs& m, uint64_t* count, int64_t* a_stride, int64_t* b_stride) {
+  *count = 1;
+  *a_stride = *b_stride = 0;
+  int64_t expect_a = -1, expect_b = -1;
+  for (int i = 3; i >= 0; --i) {
+    const uint32_t d = m.batch_dims[i];
+    if (d == 1) continue;
+    for (int side = 0; side < 2; ++side) {
+      const int64_t s = side == 0 ? m.a_batch[i] : m.b_batch[i];
+      int64_t& expect = side == 0 ? expect_a : expect_b;
+      int64_t& stride = side == 0 ? *a_stride : *b_stride;
+      if (expect == -1) {
+        stride = s;
+        expect = s * d;
+      } else if (s == 0 && stride == 0) {
+      } else if (s == expect && stride != 0) {
+        expect = s * d;
+      } else {
+        return false;
+      }
+    }
+    *count *= d;
+  }
+  return true;
+}
+
+// Sets up `launch` (a kMatMul) on cuBLASLt, with `activation` set when its
+// activation must run as a separate launch. False when cuBLASLt cannot take
+// it (the reference kernel runs it then).
+bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, Launch& launch, GemmPlan* plan,
+               Launch* activation, bool* needs_activation) {
+  const MatMulArgs& m = launch.matmul;
+  uint64_t batch = 1;
+  int64_t a_stride = 0, b_stride = 0;
+  if (!one_batch(m, &batch, &a_stride, &b_stride)) return false;
+  const bool bias = m.c != nullptr && m.c_row == 0 && m.c_col == 1 && m.beta == 1.f && batch == 1;
+  const bool full_c = m.c != nullptr && m.c_row == static_cast<int64_t>(m.n) && m.c_col == 1 && batch == 1;
+  if (m.c != nullptr && !bias && !full_c) return false;
+  if ((m.a_col != 1 && m.a_row != 1) || (m.b_col != 1 && m.b_row != 1)) return false;
+  cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  *needs_activation = false;
+  if (m.act.kind == 1) {
+    epilogue = bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+  } else if (m.act.kind != 0) {
+    *needs_activation = true;
+  }
+  const uint64_t k = m.k, n = m.n, rows = m.m;
+  if (cublasLtMatmulDescInit(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
+  // op(B)^T (n x k): B row-major with unit columns is column-major n x k.
+  const bool b_t = m.b_col != 1;
+  const bool a_t = m.a_col != 1;
+  const cublasOperation_t op_first = b_t ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = a_t ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulDesc_t desc = &plan->desc;
+  bool ok = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)) ==
+                CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)) ==
+                CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)) ==
+                CUBLAS_STATUS_SUCCESS;
+  if (bias) {
+    const void* bias_ptr = m.c;
+    ok = ok && cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
+                                              sizeof(bias_ptr)) == CUBLAS_STATUS_SUCCESS;
+  }
+  // Stored (not op'd) shapes, column-major.
+  const uint64_t first_rows = b_t ? k : n, first_cols = b_t ? n : k;
+  const int64_t first_ld = b_t ? m.b_col : m.b_row;
+  const uint64_t second_rows = a_t ? rows : k, second_cols = a_t ? k : rows;
+  const int64_t second_ld = a_t ? m.a_col : m.a_row;
+  ok = ok && cublasLtMatrixLayoutInit(&plan->a, CUDA_R_32F, first_rows, first_cols, first_ld) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && cublasLtMatrixLayoutInit(&plan->b, CUDA_R_32F, second_rows, second_cols, second_ld) ==
+                 CUBLAS_STATUS_SUCCESS;
+  ok = ok && cublasLtMatrixLayoutInit(&plan->d, CUDA_R_32F, n, rows, n) == CUBLAS_STATUS_SUCCESS;
+  if (batch > 1) {
+    const int32_t count = static_cast<int32_t>(batch);
+    const int64_t d_stride = static_cast<int64_t>(n * rows);
+    for (auto [layout, stride] : {std::pair{&plan->a, b_stride}, std::pair{&plan->b, a_stride},
+                                  std::pair{&plan->d, d_stride}}) {
+      ok = ok && cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)) ==
+                     CUBLAS_STATUS_SUCCESS;
+      ok = ok && cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                  sizeof(stride)) == CUBLAS_STATUS_SUCCESS;
+    }
+  }
+  if (!ok) return false;
+  cublasLtMatmulPreferenceOpaque_t preference;
+  ok = cublasLtMatmulPreferenceInit(&preference) == CUBLAS_STATUS_SUCCESS;
+  const uint64_t workspace = device.workspace_bytes;
+  ok = ok && cublasLtMatmulPreferenceSetAttribute(&preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                  sizeof(workspace)) == CUBLAS_STATUS_SUCCESS;
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  ok = ok && cublasLtMatmulAlgoGetHeuristic(handle, desc, &plan->a, &plan->b, &plan->d, &plan->d, &preference, 1,
+                                            &result, &found) == CUBLAS_STATUS_SUCCESS &&
+       found > 0;
+  if (!ok) return false;
+  plan->algo = result.algo;
+  plan->first = m.b;
+  plan->second = m.a;
+  plan->c = full_c ? m.c : nullptr;
+  plan->y = m.y;
+  plan->alpha = m.alpha;
+  plan->beta = full_c ? m.beta : 0.f;
+  if (*needs_activation) {
+    Launch& a = *activation;
+    a = Launch();
+    a.kind = LaunchKind::kUnary;
+    a.node = launch.node;
+    a.unary.x = m.y;
+    a.unary.y = m.y;
+    a.unary.n = uint64_t{rows} * n * batch;
+    a.unary.op = kActivation;
+    a.unary.act = m.act;
+    const uint64_t blocks = (a.unary.n / 4 + 256) / 256;
+    a.grid[0] = static_cast<uint32_t>(blocks < 4096 ? blocks : 4096);
+  }
+  launch.kind = LaunchKind::kGemmLt;
+  launch.gemm = plan;
+  return true;
+}
+
+// The plan's descriptors are only read; cuBLASLt's signature takes them non-const.
+void run_gemm(GemmPlan& p, const CudaBackend::DeviceState& device, cudaStream_t stream) {
+  cublasLtMatmul(static_cast<cublasLtHandle_t>(device.blas), &p.desc, &p.alpha, p.first, &p.a, p.second, &p.b,
+                 &p.beta, p.c != nullptr ? p.c : p.y, &p.d, p.y, &p.d, &p.algo, device.workspace,
+                 device.workspace_bytes, stream);
+}
+#endif
+
+// Collects a delegate's launches into its record; on the GPU, moves each
+// Gemm/MatMul onto cuBLASLt where it can.
+class RecordSink final : public LaunchSink {
+ public:
+  RecordSink(Record& record, CudaStats& stats) : record_(record), stats_(stats) {}
+  uint32_t kernel = 0;
+
+  Error emit(const Launch& launch) override {
+    KILN_CHECK_OR_RETURN(record_.count < record_.capacity, Error::kOutOfMemory,
+                         "cuda: node '%s': more launches than the delegate's state holds", launch.node);
+    Launch& l = record_.launches[record_.count++];
+    l = launch;
+    if (l.kind != LaunchKind::kMatMul) return Error::kOk;
+#if !KILN_CUDA_HOSTSIM
+    Launch activation;
+    bool needs_activation = false;
+    if (plan_gemm(static_cast<cublasLtHandle_t>(record_.state->blas), *record_.state, l, &record_.plans[kernel],
+                  &activation, &needs_activation)) {
+      ++stats_.gemm_library;
+      if (needs_activation) return emit(activation);
+      return Error::kOk;
+    }
+#endif
+    ++stats_.gemm_reference;
+    return Error::kOk;
+  }
+
+ private:
+  Record& record_;
+  CudaStats& stats_;
+};
+
+// Enqueues every launch of `r` on its stream.
+void enqueue_all(const Record& r) {
+  for (uint32_t i = 0; i < r.count; ++i) {
+    const Launch& l = r.launches[i];
+#if !KILN_CUDA_HOSTSIM
+    if (l.kind == LaunchKind::kGemmLt) {
+      run_gemm(*l.gemm, *r.state, r.stream);
+      continue;
+    }
+#endif
+    enqueue_kernel(l, r.stream);
+  }
+}
+
+}  // namespace
+
+Error CudaBackend::open_device(int index) {
+  KILN_CHECK_OR_RETURN(index >= 0 && index < kMaxDevices, Error::kDeviceError,
+                       "cuda: device cuda:%d is out of range (cuda:0 .. cuda:%d)", index, kMaxDevices - 1);
+  DeviceState& d = devices_[index];
+  if (d.open) return Error::kOk;
+  KILN_CHECK_OR_RETURN(options_.unavailable == nullptr, Error::kDeviceError, "cuda: device cuda:%d is not available (%s)",
+                       index, options_.unavailable);
+  int count = 0;
+  const cudaError_t counted = cudaGetDeviceCount(&count);
+  KILN_CHECK_OR_RETURN(counted == cudaSuccess && index < count, Error::kDeviceError,
+                       "cuda: device cuda:%d is not available (%d CUDA devices; %s)", index,
+                       counted == cudaSuccess ? count : 0, cudaGetErrorString(counted));
+  KILN_CHECK_OR_RETURN(cudaSetDevice(index) == cudaSuccess, Error::kDeviceError, "cuda: cannot select cuda:%d",
+                       index);
+  cudaStream_t stream = nullptr;
+  KILN_CHECK_OR_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, Error::kDeviceError,
+                       "cuda: cannot create a stream on cuda:%d", index);
+  d.stream = stream;
+#if !KILN_CUDA_HOSTSIM
+  cublasLtHandle_t handle = nullptr;
+  KILN_CHECK_OR_RETURN(cublasLtCreate(&handle) == CUBLAS_STATUS_SUCCESS, Error::kDeviceError,
+                       "cuda: cuBLASLt cannot start on cuda:%d", index);
+  d.blas = handle;
+  if (options_.gemm_workspace_bytes > 0) {
+    KILN_CHECK_OR_RETURN(cudaMalloc(&d.workspace, options_.gemm_workspace_bytes) == cudaSuccess,
+                         Error::kDeviceAllocationFailed, "cuda: cuda:%d has no room for the %llu-byte cuBLASLt workspace",
+                         index, static_cast<unsigned long long>(options_.gemm_workspace_bytes));
+    d.workspace_bytes = options_.gemm_workspace_bytes;
+  }
+#endif
+  d.open = true;
+  return Error::kOk;
+}
+
+void CudaBackend::shutdown() {
+  for (int i = 0; i < kMaxDevices; ++i) {
+    DeviceState& d = devices_[i];
+    if (!d.open) continue;
+    cudaSetDevice(i);
+    cudaStreamSynchronize(stream_of(d));
+    if (d.workspace != nullptr) cudaFree(d.workspace);
+#if !KILN_CUDA_HOSTSIM
+    if (d.blas != nullptr) cublasLtDestroy(static_cast<cublasLtHandle_t>(d.blas));
+#endif
+    cudaStreamDestroy(stream_of(d));
+    d = DeviceState();
+  }
+}
+
+Error CudaBackend::allocate(Device device, uint64_t size, uint32_t alignment, DeviceBuffer* out_buffer) {
+  KILN_CHECK_OR_RETURN(device.type() == DeviceType::CUDA && out_buffer != nullptr && alignment != 0 &&
+                           alignment <= kArenaAlignment && (alignment & (alignment - 1)) == 0,
+                       Error::kInvalidArgument, "cuda: bad arena request (alignment %u)", alignment);
+  KILN_RETURN_IF_ERROR(open_device(device.index()));
+  cudaSetDevice(device.index());
+  void* p = nullptr;
+  KILN_CHECK_OR_RETURN(cudaMalloc(&p, size > 0 ? size : 1) == cudaSuccess, Error::kDeviceAllocationFailed,
+                       "cuda: cuda:%d cannot allocate an arena of %llu bytes", device.index(),
+                       static_cast<unsigned long long>(size));
+  ++live_;
+  out_buffer->handle = p;
+  out_buffer->size = size;
+  return Error::kOk;
+}
+
+void CudaBackend::release(Device device, DeviceBuffer buffer) {
+  if (buffer.handle == nullptr) return;
+  cudaSetDevice(device.index());
+  if (devices_[device.index()].open) cudaStreamSynchronize(stream_of(devices_[device.index()]));
+  cudaFree(buffer.handle);
+  if (live_ > 0) --live_;
+}
+
+Error CudaBackend::copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_offset, const void* src,
+                                  uint64_t bytes) {
+  KILN_CHECK_OR_RETURN(in_range(dst, dst_offset, bytes) && (bytes == 0 || src != nullptr), Error::kInvalidArgument,
+                       "cuda: copy to cuda:%d outside its arena", device.index());
+  KILN_RETURN_IF_ERROR(open_device(device.index()));
+  if (bytes == 0) return Error::kOk;
+  KILN_CHECK_OR_RETURN(cudaMemcpyAsync(base_of(dst) + dst_offset, src, bytes, cudaMemcpyHostToDevice,
+                                       stream_of(devices_[device.index()])) == cudaSuccess,
+                       Error::kDeviceError, "cuda: copy of %llu bytes to cuda:%d failed",
+                       static_cast<unsigned long long>(bytes), device.index());
+  return Error::kOk;
+}
+
+Error CudaBackend::copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset, uint64_t bytes) {
+  KILN_CHECK_OR_RETURN(in_range(src, src_offset, bytes) && (bytes == 0 || dst != nullptr), Error::kInvalidArgument,
+                       "cuda: copy from cuda:%d outside its arena", device.index());
+  KILN_RETURN_IF_ERROR(open_device(device.index()));
+  const cudaStream_t stream = stream_of(devices_[device.index()]);
+  if (bytes != 0) {
+    KILN_CHECK_OR_RETURN(cudaMemcpyAsync(dst, base_of(src) + src_offset, bytes, cudaMemcpyDeviceToHost, stream) ==
+                             cudaSuccess,
+                         Error::kDeviceError, "cuda: copy of %llu bytes from cuda:%d failed",
+                         static_cast<unsigned long long>(bytes), device.index());
+  }
+  const cudaError_t e = cudaStreamSynchronize(stream);
+  KILN_CHECK_OR_RETURN(e == cudaSuccess, Error::kDeviceError, "cuda: cuda:%d failed: %s", device.index(),
+                       cudaGetErrorString(e));
+  return Error::kOk;
+}
+
+Error CudaBackend::copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src,
+                                  uint64_t src_offset, uint64_t bytes) {
+  KILN_CHECK_OR_RETURN(in_range(dst, dst_offset, bytes) && in_range(src, src_offset, bytes), Error::kInvalidArgument,
+                       "cuda: copy on cuda:%d outside its arenas", device.index());
+  KILN_RETURN_IF_ERROR(open_device(device.index()));
+  if (bytes == 0) return Error::kOk;
+  KILN_CHECK_OR_RETURN(cudaMemcpyAsync(base_of(dst) + dst_offset, base_of(src) + src_offset, bytes,
+                                       cudaMemcpyDeviceToDevice, stream_of(devices_[device.index()])) == cudaSuccess,
+                       Error::kDeviceError, "cuda: copy of %llu bytes on cuda:%d failed",
+                       static_cast<unsigned long long>(bytes), device.index());
+  return Error::kOk;
+}
+
+uint64_t CudaBackend::state_bytes(const fb::Delegate& delegate, Span<const uint8_t> blob) const {
+  const fb::DelegateGraph* graph = parse(blob);
+  return graph != nullptr ? state_bytes_of(*graph) : 0;  // init() refuses a bad blob, naming why
+}
+
+Result<void*> CudaBackend::init(const DelegateContext& context) {
+  KILN_CHECK_OR_RETURN(context.delegate != nullptr && context.method != nullptr && context.allocator != nullptr,
+                       Error::kInvalidArgument, "cuda: init without a delegate, method or allocator");
+  const fb::DelegateGraph* graph = parse(context.blob);
+  KILN_CHECK_OR_RETURN(graph != nullptr, Error::kInvalidProgram,
+                       "cuda: the delegate blob is not a valid DelegateGraph (KDLG) flatbuffer with kernels");
+  const Device device = context.delegate->device() != nullptr ? *context.delegate->device() : Device();
+  KILN_CHECK_OR_RETURN(device.type() == DeviceType::CUDA, Error::kInvalidProgram,
+                       "cuda: a delegate for another device type");
+  KILN_RETURN_IF_ERROR(open_device(device.index()));
+  cudaSetDevice(device.index());
+  const MethodView& method = *context.method;
+  const uint64_t bytes = state_bytes_of(*graph);
+  uint8_t* memory = static_cast<uint8_t*>(context.allocator->allocate(static_cast<size_t>(bytes), 16));
+  KILN_CHECK_OR_RETURN(memory != nullptr, Error::kOutOfMemory,
+                       "cuda: the delegate's state needs %llu bytes; the program reserved fewer",
+                       static_cast<unsigned long long>(bytes));
+  const uint32_t kernels = graph->kernels()->size();
+  const uint64_t launches = (bytes - kDelegateHeaderBytes - kernels * kGemmPlanBytes) / kLaunchBytes;
+  Record* record = new (memory) Record();
+  record->launches = reinterpret_cast<Launch*>(memory + kDelegateHeaderBytes);
+  record->plans = reinterpret_cast<GemmPlan*>(memory + kDelegateHeaderBytes + launches * kLaunchBytes);
+  record->capacity = static_cast<uint32_t>(launches);
+  record->device = device.index();
+  record->state = &devices_[device.index()];
+  record->stream = stream_of(devices_[device.index()]);
+  RecordSink sink(*record, stats_);
+  for (uint32_t k = 0; k < kernels; ++k) {
+    const fb::KernelCall& call = *graph->kernels()->Get(k);
+    const auto* names = graph->names();
+    const char* node = names != nullptr && k < names->size() ? names->Get(k)->c_str() : "?";
+    KILN_CHECK_OR_RETURN(call.op() < graph->operators()->size(), Error::kInvalidProgram,
+                         "cuda: node '%s' names operator %u, which does not exist", node, call.op());
+    const char* op = graph->operators()->Get(call.op())->name()->c_str();
+    const KernelInfo* info = find_kernel(op);
+    KILN_CHECK_OR_RETURN(info != nullptr, Error::kKernelNotFound, "cuda: node '%s': no CUDA kernel runs '%s'", node,
+                         op);
+    // Every operand: a float32 tensor inside an arena of this device.
+    for (const flatbuffers::Vector<int32_t>* list : {call.inputs(), call.outputs(), call.scratch()}) {
+      for (uint32_t i = 0; i < size_of(list); ++i) {
+        const int32_t t = list->Get(i);
+        if (t == -1 && list == call.inputs()) continue;
+        KILN_CHECK_OR_RETURN(t >= 0 && static_cast<uint32_t>(t) < method.num_tensors(), Error::kInvalidProgram,
+                             "cuda: node '%s' names tensor %d, which does not exist", node, t);
+        const Tensor& tensor = method.tensor(static_cast<uint32_t>(t));
+        KILN_CHECK_OR_RETURN(tensor.dtype() == DType::FLOAT32, Error::kDTypeMismatch,
+                             "cuda: node '%s': tensor %d is %s (float32 only)", node, t, dtype_name(tensor.dtype()));
+        const int32_t arena = tensor.arena();
+        KILN_CHECK_OR_RETURN(arena >= 0 && static_cast<uint32_t>(arena) < method.num_arenas() &&
+                                 tensor.device().type() == DeviceType::CUDA &&
+                                 tensor.device().index() == device.index() &&
+                                 in_range(method.arena(static_cast<uint32_t>(arena)), tensor.offset(),
+                                          tensor.nbytes()),
+                             Error::kDeviceMismatch, "cuda: node '%s': tensor %d is not in an arena of cuda:%d", node,
+                             t, device.index());
+      }
+    }
+    KernelView view;
+    view.node = node;
+    view.op = op;
+    view.call = &call;
+    view.method = &method;
+    // An output may share bytes with an input only where the kernel says.
+    for (uint32_t o = 0; o < view.num_outputs(); ++o) {
+      for (uint32_t i = 0; i < view.num_inputs(); ++i) {
+        const Tensor* in = view.input(i);
+        if (in == nullptr || !overlap(*in, view.output(o))) continue;
+        const bool same = in->offset() == view.output(o).offset() && in->nbytes() == view.output(o).nbytes();
+        KILN_CHECK_OR_RETURN(o == 0 && same && i < 32 && (info->inplace_inputs >> i & 1u) != 0,
+                             Error::kInvalidProgram,
+                             "cuda: node '%s' (%s): output %u shares bytes with input %u, which the kernel does not "
+                             "allow",
+                             node, op, o, i);
+      }
+    }
+    sink.kernel = k;
+    KILN_RETURN_IF_ERROR(lower_kernel(view, sink));
+  }
+  record->phase = Record::kWarmUp;
+  return static_cast<void*>(record);
+}
+
+Error CudaBackend::execute(void* delegate, const DelegateCallArgs& args) {
+  Record& r = *static_cast<Record*>(delegate);
+  cudaSetDevice(r.device);
+  switch (r.phase) {
+    case Record::kWarmUp:
+    case Record::kDirect:
+      enqueue_all(r);
+      ++stats_.direct_calls;
+      if (r.phase == Record::kWarmUp) r.phase = options_.graphs ? Record::kCapture : Record::kDirect;
+      break;
+    case Record::kCapture: {
+      // Thread-local mode: other threads' CUDA calls cannot break the capture.
+      cudaError_t e = cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal);
+      if (e == cudaSuccess) {
+        enqueue_all(r);
+        e = cudaStreamEndCapture(r.stream, &r.graph);
+      }
+      if (e == cudaSuccess) e = cudaGraphInstantiate(&r.exec, r.graph, 0);
+      if (e != cudaSuccess) {
+        cudaGetLastError();  // capture failures are sticky only to the capture
+        KILN_LOG(WARNING, "cuda: delegate (first node '%s') could not be captured as a CUDA graph (%s); it runs by "
+                 "direct launches",
+                 r.count > 0 ? r.launches[0].node : "?", cudaGetErrorString(e));
+        ++stats_.capture_failures;
+        r.phase = Record::kDirect;
+        enqueue_all(r);
+        ++stats_.direct_calls;
+        break;
+      }
+      ++stats_.captures;
+      r.phase = Record::kReplay;
+    }
+      [[fallthrough]];
+    case Record::kReplay: {
+      const cudaError_t e = cudaGraphLaunch(r.exec, r.stream);
+      KILN_CHECK_OR_RETURN(e == cudaSuccess, Error::kDeviceError, "cuda: graph launch on cuda:%d failed: %s",
+                           r.device, cudaGetErrorString(e));
+      ++stats_.graph_replays;
+      break;
+    }
+  }
+  const cudaError_t e = cudaGetLastError();
+  KILN_CHECK_OR_RETURN(e == cudaSuccess, Error::kDeviceError, "cuda: a kernel of the delegate (first node '%s') "
+                       "failed on cuda:%d: %s",
+                       r.count > 0 ? r.launches[0].node : "?", r.device, cudaGetErrorString(e));
+  return Error::kOk;
+}
+
+void CudaBackend::destroy(void* delegate) {
+  if (delegate == nullptr) return;
+  Record& r = *static_cast<Record*>(delegate);
+  cudaSetDevice(r.device);
+  cudaStreamSynchronize(r.stream);
+  if (r.exec != nullptr) cudaGraphExecDestroy(r.exec);
+  if (r.graph != nullptr) cudaGraphDestroy(r.graph);
+  r.exec = nullptr;
+  r.graph = nullptr;
+}
+
+}  // namespace kiln::cuda_backend::KILN_CUDA_FLAVOR

@@ -1,0 +1,180 @@
+// A delegate's work as the CUDA backend records it: each kernel call of
+// the delegate's blob becomes one or more launches (a kernel and its
+// argument struct, every device address resolved when the delegate is
+// initialised), or a GEMM through cuBLASLt on the GPU. lower.cc makes them
+// from kernel calls (the checks each kernel relies on: the backend's trust
+// boundary, once at init); launch.cu enqueues them on a stream.
+//
+// The argument structs are passed by value to the kernels (kernels.cuh);
+// they hold device pointers and sizes only, so the same bytes serve the GPU
+// build and the host execution model.
+
+#ifndef KILN_BACKENDS_CUDA_RUNTIME_SRC_LAUNCH_H_
+#define KILN_BACKENDS_CUDA_RUNTIME_SRC_LAUNCH_H_
+
+#include <stdint.h>
+
+#include "backends/cuda/cuda_abi.h"
+#include "cuda_compat.h"
+
+namespace kiln::cuda_backend::KILN_CUDA_FLAVOR {
+
+// Unary ops (kernels.cuh apply_unary) and fused activations (fb::Activation).
+enum UnaryOp : uint32_t {
+  kRelu, kSigmoid, kTanh, kNeg, kAbs, kExp, kLog, kSqrt, kErf, kFloor, kCeil, kReciprocal, kSoftplus,
+  kLeakyRelu, kElu, kHardSigmoid, kHardSwish, kGelu, kGeluTanh, kClip, kIdentity,
+  kActivation,  // UnaryArgs::act (an activation cuBLASLt's epilogues lack)
+};
+enum BinaryOp : uint32_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
+enum ReduceKind : uint32_t {
+  kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceProd, kReduceL1, kReduceL2, kReduceLogSum,
+  kReduceLogSumExp, kReduceSumSquare,
+};
+
+struct Activation {
+  uint32_t kind = 0;  // fb::Activation
+  float alpha = 0.f, beta = 0.f;
+};
+
+struct UnaryArgs {
+  const float* x;
+  float* y;
+  uint64_t n;
+  uint32_t op;
+  float alpha, beta;
+  Activation act;
+};
+
+// The reference GEMM's tile: 16 x 16 outputs per block of 256 threads.
+constexpr uint32_t kTile = 16;
+constexpr uint32_t kTileThreads = kTile * kTile;
+
+// y[i] = act(a[ia] op b[ib]); dims collapsed, strides 0 where broadcast.
+struct BinaryArgs {
+  const float* a;
+  const float* b;
+  float* y;
+  uint64_t n;
+  uint32_t op, rank;
+  Activation act;
+  uint32_t dims[kMaxRank];
+  uint32_t a_strides[kMaxRank], b_strides[kMaxRank];
+};
+
+// Y[b] = act(alpha * op(A[b]) op(B[b]) + beta * C), row-major Y;
+// batch index b decomposed over batch_dims.
+struct MatMulArgs {
+  const float* a;
+  const float* b;
+  const float* c;
+  float* y;
+  uint32_t m, n, k, batch_rank;
+  int64_t a_row, a_col, b_row, b_col, c_row, c_col;
+  float alpha, beta;
+  Activation act;
+  uint32_t batch_dims[4];
+  int64_t a_batch[4], b_batch[4];
+};
+
+struct ConvArgs {
+  const float* x;
+  const float* w;
+  const float* bias;
+  float* y;
+  uint64_t total;
+  uint32_t c, h, w_, m, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, groups;
+  Activation act;
+};
+
+struct PoolArgs {
+  const float* x;
+  float* y;
+  uint64_t total;
+  uint32_t h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, is_max, include_pad;
+};
+
+struct ReduceArgs {
+  const float* x;
+  float* y;
+  uint32_t outputs, count, op, kept_rank, reduced_rank;
+  uint32_t kept_dims[kMaxRank], kept_strides[kMaxRank];
+  uint32_t reduced_dims[kMaxRank], reduced_strides[kMaxRank];
+};
+
+// Rows of n elements `inner` apart (softmax over one axis).
+struct SoftmaxArgs {
+  const float* x;
+  float* y;
+  uint32_t rows, n, inner, log;
+};
+
+struct LayerNormArgs {
+  const float* x;
+  const float* scale;
+  const float* bias;
+  float* y;
+  float* mean;     // optional outputs
+  float* inv_std;
+  uint32_t rows, n;
+  float epsilon;
+};
+
+struct BatchNormArgs {
+  const float* x;
+  const float* scale;
+  const float* bias;
+  const float* mean;
+  const float* var;
+  float* y;
+  uint64_t total;
+  uint32_t channels, inner;
+  float epsilon;
+};
+
+// y[y_base + sum i_d * y_strides[d]] = x[x_base + sum i_d * x_strides[d]]
+// over dims (elements of 4 bytes).
+struct StridedArgs {
+  const float* x;
+  float* y;
+  uint64_t n;
+  uint32_t rank;
+  uint32_t dims[kMaxRank];
+  int64_t x_base, y_base;
+  int64_t x_strides[kMaxRank], y_strides[kMaxRank];
+};
+
+enum class LaunchKind : uint8_t {
+  kUnary, kBinary, kMatMul, kGemmLt, kConv, kPool, kReduce, kSoftmax, kLayerNorm, kBatchNorm, kStrided,
+};
+
+struct GemmPlan;  // cuda_backend.cc (GPU build only)
+
+struct Launch {
+  LaunchKind kind = LaunchKind::kUnary;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block = 256;
+  const char* node = "";
+  GemmPlan* gemm = nullptr;  // kGemmLt
+  union {
+    UnaryArgs unary;
+    BinaryArgs binary;
+    MatMulArgs matmul;
+    ConvArgs conv;
+    PoolArgs pool;
+    ReduceArgs reduce;
+    SoftmaxArgs softmax;
+    LayerNormArgs layer_norm;
+    BatchNormArgs batch_norm;
+    StridedArgs strided;
+  };
+  Launch() : unary() {}
+};
+static_assert(sizeof(Launch) <= kLaunchBytes, "Launch outgrew the bytes the planner half reserves (cuda_abi.h)");
+
+// Enqueues `launch` (not kGemmLt) on `stream`. Errors surface through
+// cudaGetLastError().
+void enqueue_kernel(const Launch& launch, cudaStream_t stream);
+
+}  // namespace kiln::cuda_backend::KILN_CUDA_FLAVOR
+
+#endif  // KILN_BACKENDS_CUDA_RUNTIME_SRC_LAUNCH_H_

@@ -1,0 +1,201 @@
+// The host execution model of CUDA (backends/cuda/hostsim) on its own:
+// block barriers order shared-memory writes and reads, warp shuffles
+// exchange lanes, atomics interleave without losing updates, a barrier
+// that cannot be reached is reported instead of hanging, and stream
+// capture records launches that a graph launch replays.
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "backends/cuda/hostsim/hostsim.h"
+
+namespace kiln::hostsim {
+namespace {
+
+template <typename Args>
+void run(void (*kernel)(Args), dim3 grid, dim3 block, const Args& args, cudaStream_t stream = nullptr) {
+  // The same shape as KILN_CUDA_LAUNCH, without the backend's headers.
+  static void (*k)(Args) = nullptr;
+  k = kernel;
+  launch(grid, block, stream, [](const void* a) { k(*static_cast<const Args*>(a)); }, &args, sizeof(args));
+}
+
+struct ReverseArgs {
+  const int* in;
+  int* out;
+};
+
+// Each thread writes its element to shared memory; after the barrier each
+// reads another thread's: wrong without a real barrier between.
+__global__ void reverse_kernel(ReverseArgs p) {
+  __shared__ int tile[256];
+  const unsigned t = threadIdx.x;
+  tile[t] = p.in[blockIdx.x * blockDim.x + t];
+  __syncthreads();
+  p.out[blockIdx.x * blockDim.x + t] = tile[blockDim.x - 1 - t];
+}
+
+TEST(CudaHostSim, BlockBarrierOrdersSharedMemory) {
+  std::vector<int> in(512), out(512, -1);
+  for (int i = 0; i < 512; ++i) in[i] = i;
+  run(reverse_kernel, dim3(2), dim3(256), ReverseArgs{in.data(), out.data()});
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (int b = 0; b < 2; ++b) {
+    for (int t = 0; t < 256; ++t) EXPECT_EQ(out[b * 256 + t], b * 256 + 255 - t);
+  }
+}
+
+struct IndexArgs {
+  unsigned* out;
+};
+
+__global__ void index_kernel(IndexArgs p) {
+  const unsigned block = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  const unsigned thread = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  p.out[block * blockDim.x * blockDim.y * blockDim.z + thread] = block * 1000 + thread;
+}
+
+TEST(CudaHostSim, EveryThreadOfEveryBlockRunsOnceWithItsIndices) {
+  std::vector<unsigned> out(2 * 3 * 2 * 4 * 2 * 3, 0);
+  run(index_kernel, dim3(2, 3, 2), dim3(4, 2, 3), IndexArgs{out.data()});
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (unsigned i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], i / 24 * 1000 + i % 24) << i;
+}
+
+struct ShuffleArgs {
+  float* down;
+  int* xor_out;
+  float* sum;
+};
+
+__global__ void shuffle_kernel(ShuffleArgs p) {
+  const unsigned t = threadIdx.x, lane = t % 32;
+  p.down[t] = __shfl_down_sync(0xffffffffu, static_cast<float>(t), 3);
+  p.xor_out[t] = __shfl_xor_sync(0xffffffffu, static_cast<int>(t), 5);
+  float v = static_cast<float>(lane);
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  p.sum[t] = v;
+}
+
+TEST(CudaHostSim, WarpShufflesExchangeLanesOfTheirOwnWarp) {
+  std::vector<float> down(64), sum(64);
+  std::vector<int> x(64);
+  run(shuffle_kernel, dim3(1), dim3(64), ShuffleArgs{down.data(), x.data(), sum.data()});
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  for (unsigned t = 0; t < 64; ++t) {
+    const unsigned lane = t % 32;
+    // Lanes past the warp's end keep their own value.
+    EXPECT_EQ(down[t], lane + 3 < 32 ? static_cast<float>(t + 3) : static_cast<float>(t)) << t;
+    EXPECT_EQ(x[t], static_cast<int>(t - lane + (lane ^ 5))) << t;
+    EXPECT_EQ(sum[t], 496.f) << t;  // 0 + 1 + ... + 31 in every lane
+  }
+}
+
+struct AtomicArgs {
+  int* counter;
+  int* max;
+  float* sum;
+};
+
+__global__ void atomic_kernel(AtomicArgs p) {
+  const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  atomicAdd(p.counter, 1);
+  atomicMax(p.max, t);
+  atomicAdd(p.sum, 0.5f);
+}
+
+TEST(CudaHostSim, AtomicsInterleaveWithoutLosingUpdates) {
+  int counter = 0, max = -1;
+  float sum = 0.f;
+  reset_stats();
+  run(atomic_kernel, dim3(3), dim3(128), AtomicArgs{&counter, &max, &sum});
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(counter, 384);
+  EXPECT_EQ(max, 383);
+  EXPECT_EQ(sum, 192.f);
+  // Each atomic yields: threads interleave between them.
+  EXPECT_GT(stats().switches, 3u * 384u);
+}
+
+struct DivergentArgs {
+  int* out;
+};
+
+// Half the block waits at a barrier the other half never reaches while
+// staying alive (they wait at a second, different barrier).
+__global__ void divergent_kernel(DivergentArgs p) {
+  if (threadIdx.x < 16) {
+    __syncwarp();
+  } else {
+    __syncthreads();
+  }
+  p.out[threadIdx.x] = 1;
+}
+
+TEST(CudaHostSim, AnUnreachableBarrierIsADeadlockNotAHang) {
+  std::vector<int> out(64, 0);
+  reset_stats();
+  run(divergent_kernel, dim3(1), dim3(64), DivergentArgs{out.data()});
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  EXPECT_EQ(stats().deadlocks, 1u);
+  // The next launch runs normally.
+  std::vector<int> in(256, 7), rev(256);
+  run(reverse_kernel, dim3(1), dim3(256), ReverseArgs{in.data(), rev.data()});
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(rev[0], 7);
+}
+
+struct EarlyExitArgs {
+  int* out;
+};
+
+// Threads that exit count as arrived at later barriers (sm_70 and later).
+__global__ void early_exit_kernel(EarlyExitArgs p) {
+  if (threadIdx.x >= 32) return;
+  __syncthreads();
+  p.out[threadIdx.x] = 2;
+}
+
+TEST(CudaHostSim, ExitedThreadsCountAsArrived) {
+  std::vector<int> out(64, 0);
+  run(early_exit_kernel, dim3(1), dim3(64), EarlyExitArgs{out.data()});
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(out[0], 2);
+  EXPECT_EQ(out[40], 0);
+}
+
+struct AddOneArgs {
+  int* data;
+};
+
+__global__ void add_one_kernel(AddOneArgs p) { p.data[threadIdx.x] += 1; }
+
+TEST(CudaHostSim, CaptureRecordsAndAGraphReplays) {
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<int> data(32, 0), host(32, 5);
+  reset_stats();
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(data.data(), host.data(), 32 * sizeof(int), cudaMemcpyHostToDevice, stream), cudaSuccess);
+  run(add_one_kernel, dim3(1), dim3(32), AddOneArgs{data.data()}, stream);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  EXPECT_EQ(data[0], 0);  // captured, not run
+  EXPECT_EQ(stats().captured, 2u);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  EXPECT_EQ(data[31], 6);
+  host[31] = 10;  // the copy reads the host bytes when replayed
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  EXPECT_EQ(data[31], 11);
+  EXPECT_EQ(stats().graph_launches, 2u);
+  EXPECT_EQ(stats().launches, 2u);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace kiln::hostsim
