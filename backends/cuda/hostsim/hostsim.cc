@@ -170,24 +170,19 @@ void arrive(Barrier& barrier, unsigned members, Wait kind) {
 // Runs one block to completion. False on a deadlock.
 bool run_block(Scheduler& s, BlockRun& run, dim3 grid, dim3 block, uint3 block_idx) {
   s.run = &run;
-  unsigned i = 0;
-  for (unsigned z = 0; z < block.z; ++z) {
-    for (unsigned y = 0; y < block.y; ++y) {
-      for (unsigned x = 0; x < block.x; ++x, ++i) {
-        Fiber& f = s.fibers[i];
-        f.thread.thread_idx = {x, y, z};
-        f.thread.block_idx = block_idx;
-        f.thread.block_dim = block;
-        f.thread.grid_dim = grid;
-        f.wait = Wait::kNone;
-        f.linear = i;
-        getcontext(&f.context);
-        f.context.uc_stack.ss_sp = stack_of(s, i);
-        f.context.uc_stack.ss_size = kStackBytes;
-        f.context.uc_link = nullptr;
-        makecontext(&f.context, fiber_main, 0);
-      }
-    }
+  for (unsigned i = 0; i < run.threads; ++i) {
+    Fiber& f = s.fibers[i];
+    f.thread.thread_idx = {i % block.x, i / block.x % block.y, i / (block.x * block.y)};
+    f.thread.block_idx = block_idx;
+    f.thread.block_dim = block;
+    f.thread.grid_dim = grid;
+    f.wait = Wait::kNone;
+    f.linear = i;
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = stack_of(s, i);
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = nullptr;
+    makecontext(&f.context, fiber_main, 0);
   }
   run.live = run.threads;
   for (unsigned w = 0; w * kWarp < run.threads; ++w) {
