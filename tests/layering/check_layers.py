@@ -2,16 +2,18 @@
 """Checks that the top-level folders form the one-way stack README.md's
 Layout section describes, by reading every #include in the sources:
 
-    schema <- platform <- runtime <- kernels <- backends
+    schema <- platform <- runtime <- kernels <- backends, comm
                                   \\------------ planner
 
 - nothing below includes anything above it (the runtime never includes the
-  planner, the kernels or a backend);
+  planner, the kernels, a backend or a communicator);
 - the planner includes no backend: backends reach it only through the
   generated registration (cmake/KilnBackends.cmake);
 - a backend includes nothing of the planner but its one public header,
   kiln/planner/backend_planner.h;
-- a backend includes nothing of another backend.
+- a backend includes nothing of another backend;
+- comm/ (the communicators) includes nothing of the planner or a backend;
+  of comm/, only the planner (kiln run) includes anything.
 
 Prints one line per offending include and exits 1 when there is any.
 """
@@ -20,7 +22,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-LAYERS = ["schema", "platform", "runtime", "kernels", "backends", "planner"]
+LAYERS = ["schema", "platform", "runtime", "kernels", "backends", "comm", "planner"]
 # What each folder may include besides itself.
 ALLOWED = {
     "schema": set(),
@@ -28,7 +30,8 @@ ALLOWED = {
     "runtime": {"schema", "platform"},
     "kernels": {"schema", "platform", "runtime"},
     "backends": {"schema", "platform", "runtime", "kernels", "planner-api"},
-    "planner": {"schema", "platform", "runtime", "kernels"},
+    "comm": {"schema", "platform", "runtime", "kernels"},
+    "planner": {"schema", "platform", "runtime", "kernels", "comm"},
 }
 PUBLIC_PREFIXES = {
     "kiln/schema/": "schema",
@@ -36,9 +39,11 @@ PUBLIC_PREFIXES = {
     "kiln/runtime/": "runtime",
     "kiln/kernels/": "kernels",
     "kiln/backends/": "backends",
+    "kiln/comm/": "comm",
     "kiln/planner/backend_planner.h": "planner-api",
     "kiln/planner/": "planner",
     "backends/": "backends",
+    "comm/": "comm",
     "planner/": "planner",
     "runtime/": "runtime",
     "kernels/": "kernels",

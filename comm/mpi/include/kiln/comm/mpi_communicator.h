@@ -1,0 +1,150 @@
+// mpi-shm: a host communicator for ranks that are processes on one node,
+// started by OpenMPI's mpirun. Symmetric arenas are MPI-3 shared-memory
+// windows, so every rank addresses every peer's copy of an arena directly
+// and an all-reduce reads its peers' operands where they lie.
+//
+// Window of one symmetric arena (MPI_Win_allocate_shared on the node
+// communicator; one segment per rank, page aligned, mapped by every rank):
+//
+//   rank r's segment
+//   +-----+----------------------------------+-----+----------------------+
+//   | pad | arena: `size` bytes, aligned to  | pad | control block of r:  |
+//   |     | `alignment` (the planned tensors)| (to | line 0: sequence,    |
+//   |     |                                  | 64) |   call descriptor    |
+//   +-----+----------------------------------+-----+ line 1: pid, rank    |
+//         ^ SymmetricMemory::local.handle            +----------------------+
+//   Every rank holds the address of every peer's arena and control block.
+//   The pads are per rank (gathered at map time), not assumed equal.
+//
+// Flag protocol (MpiSync::kFlags). Each rank owns one counter, `sequence`,
+// in its control block; only the owner writes it, it only grows, and every
+// call moves it on by 3, so nothing is ever reset between calls. For call e
+// on an arena (e counts that arena's calls from 0, the same on every rank):
+//
+//   arrive  publish descriptor(e), then sequence = 3e+1 (release): "my input
+//           is written". Wait until every peer's sequence >= 3e+1
+//           (acquire), then check that every peer's descriptor (offset,
+//           count, dtype, op, algorithm) equals ours.
+//   reduce  one-shot (output elsewhere): read all N inputs, reduce them in
+//           rank order into the output.
+//           two-shot (in place: the output is the input, which peers
+//           read): rank r reduces slice r of all N inputs into slice r of
+//           its own input (no peer reads that slice of it); sequence =
+//           3e+2 (release); wait for every peer >= 3e+2; copy slice j from
+//           rank j's arena, for every j != r, over its own slice j.
+//   depart  sequence = 3e+3 (release): "I have stopped reading your
+//           arenas". Wait until every peer's sequence >= 3e+3, then return.
+//
+// Why two-shot in place: a one-shot rank writing its result over its input
+// would change what its peers are still reading, and a staging buffer is
+// what symmetric memory exists to avoid; two-shot only ever writes what no
+// peer reads at that moment. The descriptor check catches ranks that
+// disagree about it.
+//
+// The depart wait is what makes reuse safe: after all_reduce() returns, the
+// caller may overwrite the input (the planner reuses symmetric buffers
+// across layers, and an in-place output is the input), and no peer is still
+// reading it. A peer cannot arrive at e+1 before every rank departed e, so
+// the descriptor a peer reads is never overwritten under it. Every rank sums
+// in rank order 0..N-1, so all ranks get the same bits.
+//
+// Barrier mode (MpiSync::kBarrier), the fallback to measure against: each
+// wait above is MPI_Win_sync + a barrier on the node communicator +
+// MPI_Win_sync instead (non-blocking barrier, polled, so it has the same
+// timeout; OpenMPI allocates inside it).
+//
+// Waits spin briefly (only while there are no more ranks than cores), then
+// sched_yield(): ranks may be oversubscribed, and a spinning rank would take
+// the core its peer needs to arrive. While waiting, a rank checks that the
+// peer it waits for is alive (every rank publishes its pid; kill(pid, 0))
+// and gives up after the timeout: kPeerFailed, naming the rank. After that
+// the communicator is failed: later collectives return kPeerFailed at once,
+// and unmapping and destruction skip MPI's collective clean-up (a failed peer
+// would never join it); the process should end with an error, which makes
+// mpirun end the job.
+//
+// all_reduce() allocates nothing and makes no MPI call in flags mode.
+// Lifetime: create() once per process; destroy after every Method that
+// uses it. Not thread safe: one thread calls it (MPI_THREAD_FUNNELED).
+
+#ifndef KILN_COMM_MPI_COMMUNICATOR_H_
+#define KILN_COMM_MPI_COMMUNICATOR_H_
+
+#include <stdint.h>
+
+#include <memory>
+
+#include "kiln/comm/mpi_session.h"
+#include "kiln/runtime/communicator.h"
+
+namespace kiln {
+namespace comm {
+
+enum class MpiSync : uint8_t {
+  // Per-rank counters in the window (the protocol above). The default.
+  kFlags,
+  // MPI_Win_sync + a node barrier at each step: the fallback.
+  kBarrier,
+};
+
+struct MpiOptions {
+  MpiSync sync = MpiSync::kFlags;
+  // How long a rank waits for a peer within one collective before giving up
+  // with kPeerFailed. 0: KILN_COLLECTIVE_TIMEOUT_MS from the environment,
+  // else 30000.
+  uint32_t timeout_ms = 0;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Initialises MPI unless the application has (mpi_session.h), splits the
+  // world into its node communicator and checks that it is the whole world:
+  // kNotSupported, logged, when the ranks span nodes or MPI cannot start.
+  // Collective across MPI_COMM_WORLD.
+  static Error create(const MpiOptions& options, std::unique_ptr<MpiCommunicator>* out);
+  // Frees the windows still mapped and finalises MPI if create() initialised
+  // it (neither after a peer failed). Collective, like MPI_Finalize.
+  ~MpiCommunicator();
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  const char* name() const override { return "mpi-shm"; }
+  uint32_t rank() const override { return rank_; }
+  uint32_t size() const override { return size_; }
+  DeviceType device_type() const override { return DeviceType::CPU; }
+
+  // `alignment`: a power of two (0 means 64). A zero-byte arena maps too.
+  // Also kOutOfMemory when the window cannot be allocated, and
+  // kCommunicatorMismatch when the ranks disagree on size or digest.
+  Error map_symmetric(uint64_t size, uint32_t alignment, uint64_t layout_digest,
+                      SymmetricMemory* out_memory) override;
+  void unmap_symmetric(SymmetricMemory memory) override;
+  // FLOAT32, FLOAT16, BFLOAT16 (reduced in float32, rounded once) and INT32
+  // (SUM and PROD wrap around); every ReduceOp (AVERAGE: the sum divided by
+  // size(), truncated for INT32). `output` must be the input itself or not
+  // overlap it, and the input must be aligned to its element size. Also
+  // kInvalidArgument for a bad slot, offset or count (logged), and
+  // kCommunicatorMismatch when the ranks called with different arguments.
+  // A call refused for its own arguments (logged) takes no part in the
+  // protocol: when only some ranks refuse, the others time out.
+  Error all_reduce(const AllReduceArgs& args) override;
+
+  // True once a collective failed (kPeerFailed or a call mismatch).
+  bool failed() const { return failed_; }
+
+ private:
+  struct State;
+  MpiCommunicator(const MpiOptions& options, std::unique_ptr<State> state, uint32_t rank,
+                  uint32_t size);
+
+  MpiOptions options_;
+  std::unique_ptr<State> state_;
+  uint32_t rank_ = 0;
+  uint32_t size_ = 1;
+  bool failed_ = false;
+};
+
+}  // namespace comm
+}  // namespace kiln
+
+#endif  // KILN_COMM_MPI_COMMUNICATOR_H_

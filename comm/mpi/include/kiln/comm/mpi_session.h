@@ -1,0 +1,34 @@
+// MPI initialisation shared by kiln's communicators (mpi-shm, nccl), so that
+// one process may hold both and neither finalises MPI under the other.
+//
+// The first mpi_session_acquire() initialises MPI unless the application
+// already has (MPI_THREAD_FUNNELED: one thread calls MPI); every acquire is
+// matched by one mpi_session_release(), and the last one finalises MPI only
+// if kiln initialised it, and only when `may_finalize` (false after a peer
+// failed: MPI_Finalize synchronises with every rank and would wait for the
+// failed one). MPI cannot be initialised again once finalised: an acquire
+// then fails. Not thread safe, like the communicators.
+
+#ifndef KILN_COMM_MPI_SESSION_H_
+#define KILN_COMM_MPI_SESSION_H_
+
+#include "kiln/runtime/error.h"
+
+namespace kiln {
+namespace comm {
+
+// kOk, or kNotSupported (logged) when MPI was finalised or fails to start.
+Error mpi_session_acquire();
+void mpi_session_release(bool may_finalize);
+
+// Whether this process was started by OpenMPI's mpirun/mpiexec (or another
+// PMIx launcher): its environment names the job (OMPI_COMM_WORLD_SIZE,
+// PMIX_RANK). `out_world_size`, when given and known, receives the job's
+// rank count. Reads the environment only: MPI is not initialised, so a
+// program can decide whether to create a communicator at all (kiln run).
+bool launched_by_mpirun(unsigned* out_world_size = nullptr);
+
+}  // namespace comm
+}  // namespace kiln
+
+#endif  // KILN_COMM_MPI_SESSION_H_

@@ -1,0 +1,530 @@
+#include "kiln/comm/mpi_communicator.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "kiln/runtime/log.h"
+#include "reduce.h"
+
+namespace kiln {
+namespace comm {
+namespace {
+
+constexpr uint32_t kDefaultTimeoutMs = 30000;
+constexpr uint64_t kControlMagic = 0x6b696c6e2d73686dull;  // "kiln-shm"
+// How often a waiting rank checks that the peer it waits for still exists.
+constexpr uint64_t kLivenessPeriodNs = 10 * 1000 * 1000;
+// Pause instructions before the first sched_yield(), when every rank has a core.
+constexpr uint32_t kSpinIterations = 2000;
+
+// The steps of one call (the header's protocol); sequence = 3e + step.
+enum Step : uint64_t { kArrive = 1, kReduced = 2, kDepart = 3 };
+
+const char* step_verb(uint64_t step) {
+  switch (step) {
+    case kArrive: return "arrive at";
+    case kReduced: return "reduce its slice of";
+    default: return "depart from";
+  }
+}
+
+// One rank's control block, after its arena in its segment. Line 0 is
+// written by its owner and polled by every peer; line 1 is written once.
+struct ControlBlock {
+  alignas(64) uint64_t sequence;
+  // The current call's arguments, for the check that every rank agrees.
+  uint64_t input_offset;
+  uint64_t count;
+  uint32_t kind;  // dtype | op << 8 | in_place << 16
+  uint32_t unused;
+  alignas(64) uint64_t magic;
+  int32_t pid;
+  uint32_t rank;
+};
+static_assert(sizeof(ControlBlock) == 128, "two cache lines");
+
+uint64_t load_acquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+void store_release(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t align_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) & ~(alignment - 1); }
+
+uint32_t timeout_from_environment() {
+  const char* text = getenv("KILN_COLLECTIVE_TIMEOUT_MS");
+  if (text == nullptr || *text == '\0') return kDefaultTimeoutMs;
+  char* end = nullptr;
+  const unsigned long value = strtoul(text, &end, 10);
+  if (*end != '\0' || value == 0 || value > 0xffffffffu) {
+    KILN_LOG(WARNING, "KILN_COLLECTIVE_TIMEOUT_MS='%s' is not a positive number of milliseconds; using %u",
+             text, kDefaultTimeoutMs);
+    return kDefaultTimeoutMs;
+  }
+  return static_cast<uint32_t>(value);
+}
+
+uint32_t cpu_count() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return static_cast<uint32_t>(CPU_COUNT(&set));
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<uint32_t>(n) : 1;
+}
+
+}  // namespace
+
+struct MpiCommunicator::State {
+  struct Window {
+    bool in_use = false;
+    MPI_Win win = MPI_WIN_NULL;
+    uint64_t size = 0;
+    // Calls made on this window: e in the protocol.
+    uint64_t calls = 0;
+    std::vector<uint8_t*> arenas;          // every rank's arena
+    std::vector<ControlBlock*> controls;   // every rank's control block
+  };
+
+  MPI_Comm node = MPI_COMM_NULL;
+  std::vector<Window> windows;
+  // Scratch for all_reduce's input pointers (one per rank), sized at create.
+  std::vector<const void*> inputs;
+  uint64_t timeout_ns = 0;
+  uint32_t timeout_ms = 0;
+  uint32_t spin_iterations = 0;
+};
+
+namespace {
+
+// Backs off while a wait lasts, checks the awaited peer's liveness, and
+// ends the wait at the timeout.
+class Backoff {
+ public:
+  Backoff(uint32_t spin_iterations, uint64_t timeout_ns)
+      : spins_left_(spin_iterations), timeout_ns_(timeout_ns) {}
+
+  // kOk to keep waiting; kPeerFailed (not logged) when `pid` is gone
+  // (*out_exited) or the time is up.
+  Error pause(int32_t pid, bool* out_exited) {
+    if (spins_left_ > 0) {
+      --spins_left_;
+      cpu_relax();
+      return Error::kOk;
+    }
+    sched_yield();
+    const uint64_t now = now_ns();
+    if (start_ == 0) {
+      start_ = now;
+      next_check_ = now + kLivenessPeriodNs;
+      return Error::kOk;
+    }
+    if (now >= next_check_) {
+      next_check_ = now + kLivenessPeriodNs;
+      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+        *out_exited = true;
+        return Error::kPeerFailed;
+      }
+    }
+    if (now - start_ > timeout_ns_) {
+      *out_exited = false;
+      return Error::kPeerFailed;
+    }
+    return Error::kOk;
+  }
+
+ private:
+  uint32_t spins_left_;
+  uint64_t timeout_ns_;
+  uint64_t start_ = 0;
+  uint64_t next_check_ = 0;
+};
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(const MpiOptions& options, std::unique_ptr<State> state, uint32_t rank,
+                                 uint32_t size)
+    : options_(options), state_(std::move(state)), rank_(rank), size_(size) {}
+
+Error MpiCommunicator::create(const MpiOptions& options, std::unique_ptr<MpiCommunicator>* out) {
+  if (out == nullptr) return Error::kInvalidArgument;
+  Error error = mpi_session_acquire();
+  if (error != Error::kOk) return error;
+
+  int world_rank = 0, world_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
+    KILN_LOG(ERROR, "mpi-shm: rank %d: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) failed", world_rank);
+    mpi_session_release(true);
+    return Error::kNotSupported;
+  }
+  int node_size = 1, node_rank = 0;
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_rank(node, &node_rank);
+  // Every rank learns whether any node holds fewer than all of them, so that
+  // all refuse together.
+  int smallest_node = node_size;
+  MPI_Allreduce(&node_size, &smallest_node, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (smallest_node != world_size) {
+    KILN_LOG(ERROR,
+             "mpi-shm: the %d ranks span more than one node (rank %d's node holds %d of them, the "
+             "smallest %d): shared-memory windows need every rank on one node",
+             world_size, world_rank, node_size, smallest_node);
+    MPI_Comm_free(&node);
+    mpi_session_release(true);
+    return Error::kNotSupported;
+  }
+  MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
+
+  auto state = std::make_unique<State>();
+  state->node = node;
+  state->inputs.resize(static_cast<size_t>(node_size));
+  state->timeout_ms = options.timeout_ms != 0 ? options.timeout_ms : timeout_from_environment();
+  state->timeout_ns = static_cast<uint64_t>(state->timeout_ms) * 1000000ull;
+  // Spinning only helps while every rank has a core of its own; beyond that
+  // it takes the core a late peer needs.
+  state->spin_iterations = static_cast<uint32_t>(node_size) <= cpu_count() ? kSpinIterations : 0;
+  out->reset(new MpiCommunicator(options, std::move(state), static_cast<uint32_t>(node_rank),
+                                 static_cast<uint32_t>(node_size)));
+  return Error::kOk;
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  for (size_t slot = 0; slot < state_->windows.size(); ++slot) {
+    State::Window& window = state_->windows[slot];
+    if (!window.in_use) continue;
+    SymmetricMemory memory;
+    memory.local.handle = window.arenas[rank_];
+    memory.local.size = window.size;
+    memory.slot = static_cast<uint32_t>(slot);
+    unmap_symmetric(memory);
+  }
+  if (!failed_) MPI_Comm_free(&state_->node);
+  mpi_session_release(!failed_);
+}
+
+Error MpiCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_t layout_digest,
+                                     SymmetricMemory* out_memory) {
+  if (out_memory == nullptr) return Error::kInvalidArgument;
+  if (alignment == 0) alignment = 64;
+  if ((alignment & (alignment - 1)) != 0) {
+    KILN_LOG(ERROR, "mpi-shm: rank %u: symmetric arena alignment %u is not a power of two", rank_, alignment);
+    return Error::kInvalidArgument;
+  }
+  if (alignment < 64) alignment = 64;
+  const uint32_t slot_index = [&] {
+    for (size_t i = 0; i < state_->windows.size(); ++i) {
+      if (!state_->windows[i].in_use) return static_cast<uint32_t>(i);
+    }
+    return static_cast<uint32_t>(state_->windows.size());
+  }();
+
+  // 1. Every rank must plan this arena alike: compare sizes and digests.
+  std::vector<uint64_t> layouts(2 * static_cast<size_t>(size_));
+  const uint64_t mine[2] = {size, layout_digest};
+  if (MPI_Allgather(mine, 2, MPI_UINT64_T, layouts.data(), 2, MPI_UINT64_T, state_->node) != MPI_SUCCESS) {
+    KILN_LOG(ERROR, "mpi-shm: rank %u: MPI_Allgather of symmetric arena %u's layout failed", rank_, slot_index);
+    return Error::kInternal;
+  }
+  bool agree = true;
+  for (uint32_t r = 1; r < size_; ++r) {
+    agree = agree && layouts[2 * r] == layouts[0] && layouts[2 * r + 1] == layouts[1];
+  }
+  if (!agree) {
+    KILN_LOG(ERROR,
+             "mpi-shm: rank %u: symmetric arena %u is planned differently across ranks; rank 0 has "
+             "%llu bytes, layout digest 0x%016llx",
+             rank_, slot_index, static_cast<unsigned long long>(layouts[0]),
+             static_cast<unsigned long long>(layouts[1]));
+    for (uint32_t r = 1; r < size_; ++r) {
+      if (layouts[2 * r] == layouts[0] && layouts[2 * r + 1] == layouts[1]) continue;
+      KILN_LOG(ERROR, "mpi-shm: rank %u:   rank %u has %llu bytes, layout digest 0x%016llx", rank_, r,
+               static_cast<unsigned long long>(layouts[2 * r]),
+               static_cast<unsigned long long>(layouts[2 * r + 1]));
+    }
+    return Error::kCommunicatorMismatch;
+  }
+
+  // 2. The window: one segment per rank, its arena aligned within it and the
+  //    control block after it (the picture in the header).
+  const uint64_t segment = (alignment - 1) + align_up(size, 64) + 63 + sizeof(ControlBlock);
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "alloc_shared_noncontig", "true");
+  void* base = nullptr;
+  MPI_Win win = MPI_WIN_NULL;
+  const int status = MPI_Win_allocate_shared(static_cast<MPI_Aint>(segment), 1, info, state_->node, &base, &win);
+  MPI_Info_free(&info);
+  if (status != MPI_SUCCESS) {
+    KILN_LOG(ERROR, "mpi-shm: rank %u: MPI_Win_allocate_shared of %llu bytes for symmetric arena %u failed",
+             rank_, static_cast<unsigned long long>(segment), slot_index);
+    return Error::kOutOfMemory;
+  }
+  const uintptr_t base_address = reinterpret_cast<uintptr_t>(base);
+  const uint64_t arena_offset = align_up(base_address, alignment) - base_address;
+  const uint64_t control_offset = align_up(base_address + arena_offset + size, 64) - base_address;
+  const uint64_t offsets_mine[2] = {arena_offset, control_offset};
+  std::vector<uint64_t> offsets(2 * static_cast<size_t>(size_));
+  MPI_Allgather(offsets_mine, 2, MPI_UINT64_T, offsets.data(), 2, MPI_UINT64_T, state_->node);
+
+  State::Window window;
+  window.in_use = true;
+  window.win = win;
+  window.size = size;
+  window.arenas.resize(size_);
+  window.controls.resize(size_);
+  for (uint32_t r = 0; r < size_; ++r) {
+    MPI_Aint peer_bytes = 0;
+    int displacement_unit = 0;
+    void* peer_base = nullptr;
+    MPI_Win_shared_query(win, static_cast<int>(r), &peer_bytes, &displacement_unit, &peer_base);
+    uint8_t* peer = static_cast<uint8_t*>(peer_base);
+    window.arenas[r] = peer + offsets[2 * r];
+    window.controls[r] = reinterpret_cast<ControlBlock*>(peer + offsets[2 * r + 1]);
+  }
+  ControlBlock* own = window.controls[rank_];
+  memset(own, 0, sizeof(*own));
+  own->magic = kControlMagic;
+  own->pid = static_cast<int32_t>(getpid());
+  own->rank = rank_;
+  // A passive-target epoch for the life of the window (MPI_Win_sync in
+  // barrier mode needs one); then every control block is initialised before
+  // any rank looks at a peer's.
+  MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
+  MPI_Win_sync(win);
+  MPI_Barrier(state_->node);
+  MPI_Win_sync(win);
+  for (uint32_t r = 0; r < size_; ++r) {
+    if (window.controls[r]->magic != kControlMagic || window.controls[r]->rank != r) {
+      KILN_LOG(ERROR, "mpi-shm: rank %u: rank %u's control block of symmetric arena %u is not where it should be",
+               rank_, r, slot_index);
+      MPI_Win_unlock_all(win);
+      MPI_Win_free(&win);
+      return Error::kInternal;
+    }
+  }
+
+  if (slot_index == state_->windows.size()) {
+    state_->windows.push_back(std::move(window));
+  } else {
+    state_->windows[slot_index] = std::move(window);
+  }
+  out_memory->local.handle = state_->windows[slot_index].arenas[rank_];
+  out_memory->local.size = size;
+  out_memory->slot = slot_index;
+  return Error::kOk;
+}
+
+void MpiCommunicator::unmap_symmetric(SymmetricMemory memory) {
+  if (memory.slot >= state_->windows.size()) return;
+  State::Window& window = state_->windows[memory.slot];
+  if (!window.in_use) return;
+  window.in_use = false;
+  if (failed_) return;  // MPI_Win_free waits for every rank, the failed one too
+  MPI_Win_unlock_all(window.win);
+  MPI_Win_free(&window.win);
+  window.arenas.clear();
+  window.controls.clear();
+}
+
+namespace {
+
+// Publishes `target` as this rank's sequence and waits until every peer's
+// is at least as far (the header's protocol), or, in barrier mode, until
+// every rank reaches the node barrier. kPeerFailed, logged, when a peer
+// exits or the time is up.
+struct Waiting {
+  const std::vector<ControlBlock*>& controls;
+  uint32_t rank;
+  uint32_t size;
+  uint32_t slot;
+  uint64_t call;
+};
+
+Error report_failure(const Waiting& w, uint32_t peer, uint64_t step, bool exited, uint32_t timeout_ms) {
+  if (exited) {
+    KILN_LOG(ERROR, "mpi-shm: rank %u: peer rank %u (pid %d) exited; it did not %s all-reduce #%llu on symmetric arena %u",
+             w.rank, peer, w.controls[peer]->pid, step_verb(step), static_cast<unsigned long long>(w.call), w.slot);
+  } else {
+    KILN_LOG(ERROR,
+             "mpi-shm: rank %u: peer rank %u (pid %d) did not %s all-reduce #%llu on symmetric arena %u within %u ms "
+             "(KILN_COLLECTIVE_TIMEOUT_MS)",
+             w.rank, peer, w.controls[peer]->pid, step_verb(step), static_cast<unsigned long long>(w.call), w.slot,
+             timeout_ms);
+  }
+  return Error::kPeerFailed;
+}
+
+}  // namespace
+
+Error MpiCommunicator::all_reduce(const AllReduceArgs& args) {
+  State& state = *state_;
+  if (failed_) {
+    KILN_LOG(ERROR, "mpi-shm: rank %u: all-reduce refused: a collective failed earlier", rank_);
+    return Error::kPeerFailed;
+  }
+  if (args.memory.slot >= state.windows.size() || !state.windows[args.memory.slot].in_use ||
+      args.memory.local.handle != state.windows[args.memory.slot].arenas[rank_]) {
+    KILN_LOG(ERROR, "mpi-shm: rank %u: all-reduce on symmetric arena %u, which this communicator has not mapped",
+             rank_, args.memory.slot);
+    return Error::kInvalidArgument;
+  }
+  State::Window& window = state.windows[args.memory.slot];
+  if (!internal::reducible(args.dtype, args.op)) {
+    KILN_LOG(ERROR, "mpi-shm: rank %u: all-reduce of %s with reduce op %u is not supported (float32, float16, "
+             "bfloat16, int32)", rank_, dtype_name(args.dtype), static_cast<unsigned>(args.op));
+    return Error::kNotSupported;
+  }
+  const uint64_t element = dtype_size(args.dtype);
+  const uint64_t bytes = args.count * element;
+  if (args.count > window.size / element || args.input_offset > window.size - bytes ||
+      args.input_offset % element != 0) {
+    KILN_LOG(ERROR,
+             "mpi-shm: rank %u: all-reduce of %llu %s elements at offset %llu does not fit symmetric arena %u "
+             "(%llu bytes) or is misaligned",
+             rank_, static_cast<unsigned long long>(args.count), dtype_name(args.dtype),
+             static_cast<unsigned long long>(args.input_offset), args.memory.slot,
+             static_cast<unsigned long long>(window.size));
+    return Error::kInvalidArgument;
+  }
+  uint8_t* input = window.arenas[rank_] + args.input_offset;
+  uint8_t* output = static_cast<uint8_t*>(args.output);
+  const bool in_place = output == input;
+  if (bytes > 0 && (output == nullptr || reinterpret_cast<uintptr_t>(output) % element != 0 ||
+                    (!in_place && output < input + bytes && input < output + bytes))) {
+    KILN_LOG(ERROR, "mpi-shm: rank %u: all-reduce output %p is null, misaligned, or overlaps the input without being it",
+             rank_, args.output);
+    return Error::kInvalidArgument;
+  }
+
+  const uint64_t call = window.calls++;
+  const uint64_t base = 3 * call;
+  Waiting waiting{window.controls, rank_, size_, args.memory.slot, call};
+  ControlBlock* own = window.controls[rank_];
+
+  // One step of the protocol: publish, then wait for every peer.
+  auto step = [&](uint64_t which) -> Error {
+    const uint64_t target = base + which;
+    store_release(&own->sequence, target);
+    Backoff backoff(state.spin_iterations, state.timeout_ns);
+    bool exited = false;
+    if (options_.sync == MpiSync::kBarrier) {
+      MPI_Request request;
+      MPI_Win_sync(window.win);
+      MPI_Ibarrier(state.node, &request);
+      int done = 0;
+      for (;;) {
+        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        if (done) break;
+        // Name the first peer that has not published this step.
+        uint32_t late = rank_;
+        for (uint32_t p = 0; p < size_ && late == rank_; ++p) {
+          if (p != rank_ && load_acquire(&window.controls[p]->sequence) < target) late = p;
+        }
+        if (late == rank_) late = (rank_ + 1) % size_;
+        if (backoff.pause(window.controls[late]->pid, &exited) != Error::kOk) {
+          return report_failure(waiting, late, which, exited, state.timeout_ms);
+        }
+      }
+      MPI_Win_sync(window.win);
+      return Error::kOk;
+    }
+    for (uint32_t p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const uint64_t* sequence = &window.controls[p]->sequence;
+      while (load_acquire(sequence) < target) {
+        if (backoff.pause(window.controls[p]->pid, &exited) != Error::kOk) {
+          return report_failure(waiting, p, which, exited, state.timeout_ms);
+        }
+      }
+    }
+    return Error::kOk;
+  };
+
+  // Arrive: the call's arguments first, for the check below.
+  own->input_offset = args.input_offset;
+  own->count = args.count;
+  own->kind = static_cast<uint32_t>(args.dtype) | static_cast<uint32_t>(args.op) << 8 |
+              static_cast<uint32_t>(in_place) << 16;
+  Error error = step(kArrive);
+  if (error != Error::kOk) {
+    failed_ = true;
+    return error;
+  }
+  for (uint32_t p = 0; p < size_; ++p) {
+    const ControlBlock& peer = *window.controls[p];
+    if (peer.input_offset == own->input_offset && peer.count == own->count && peer.kind == own->kind) continue;
+    KILN_LOG(ERROR,
+             "mpi-shm: rank %u: all-reduce #%llu on symmetric arena %u: rank %u called it with offset %llu, count "
+             "%llu, dtype %u, op %u, %s; this rank with offset %llu, count %llu, dtype %u, op %u, %s",
+             rank_, static_cast<unsigned long long>(call), args.memory.slot, p,
+             static_cast<unsigned long long>(peer.input_offset), static_cast<unsigned long long>(peer.count),
+             peer.kind & 0xffu, (peer.kind >> 8) & 0xffu, (peer.kind >> 16) ? "in place" : "out of place",
+             static_cast<unsigned long long>(own->input_offset), static_cast<unsigned long long>(own->count),
+             own->kind & 0xffu, (own->kind >> 8) & 0xffu, in_place ? "in place" : "out of place");
+    // Every rank sees the difference; all depart without reading, so the
+    // communicator stays usable.
+    error = step(kDepart);
+    if (error != Error::kOk) {
+      failed_ = true;
+      return error;
+    }
+    return Error::kCommunicatorMismatch;
+  }
+
+  for (uint32_t p = 0; p < size_; ++p) state.inputs[p] = window.arenas[p] + args.input_offset;
+  const size_t count = static_cast<size_t>(args.count);
+  if (!in_place) {
+    // One-shot: every input, read where it lies.
+    (void)internal::reduce(args.dtype, args.op, state.inputs.data(), size_, output, 0, count);
+  } else {
+    // Two-shot: slice r of every input into slice r of this rank's own
+    // input, then every other slice from its owner. Slices start on cache
+    // lines.
+    const size_t per_line = 64 / element;
+    const size_t slice = ((count + size_ - 1) / size_ + per_line - 1) / per_line * per_line;
+    auto begin_of = [&](uint32_t r) { return static_cast<size_t>(r) * slice < count ? r * slice : count; };
+    (void)internal::reduce(args.dtype, args.op, state.inputs.data(), size_, output, begin_of(rank_),
+                           begin_of(rank_ + 1));
+    error = step(kReduced);
+    if (error != Error::kOk) {
+      failed_ = true;
+      return error;
+    }
+    for (uint32_t p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const size_t begin = begin_of(p), end = begin_of(p + 1);
+      if (end > begin) memcpy(output + begin * element, window.arenas[p] + args.input_offset + begin * element,
+                                  (end - begin) * element);
+    }
+  }
+
+  error = step(kDepart);
+  if (error != Error::kOk) {
+    failed_ = true;
+    return error;
+  }
+  return Error::kOk;
+}
+
+}  // namespace comm
+}  // namespace kiln

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Runs a test program under mpirun and judges how the job ended.
+
+    run_mpi.py --mpirun PATH -n N --expect ok|killed|stuck --max-seconds S -- PROGRAM ARGS...
+
+mpirun is told to keep the job on this machine (shared memory and self
+only), to allow root (CI runs as root) and more ranks than cores; its
+process group is killed if the job outlives --max-seconds, which fails the
+test rather than hanging ctest.
+
+  ok      exit status 0
+  killed  a rank SIGKILLed itself: the job must end with a non-zero status
+          within the bound, and the output must carry either the
+          communicator's message (a peer exited) or mpirun's (a rank was
+          killed by signal 9)
+  stuck   a rank sleeps past KILN_COLLECTIVE_TIMEOUT_MS (set to 1500 here):
+          every other rank must report "PeerFailed as expected" within the
+          bound (mpirun's own exit status is not looked at: the ranks that
+          gave up leave without MPI_Finalize, which mpirun reports)
+"""
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mpirun", required=True)
+    parser.add_argument("-n", type=int, required=True)
+    parser.add_argument("--expect", choices=["ok", "killed", "stuck"], default="ok")
+    parser.add_argument("--max-seconds", type=float, required=True)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+
+    env = dict(os.environ)
+    # Quiet and local: shared memory and self only, no network probing, and
+    # no warning about the transports left out.
+    env.update({
+        "OMPI_MCA_btl": "self,vader",
+        "OMPI_MCA_btl_base_warn_component_unused": "0",
+        "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+        "OMPI_MCA_pml": "ob1",
+        "OMPI_MCA_osc": "sm",
+        "OMPI_MCA_rmaps_base_oversubscribe": "1",
+        "OMPI_MCA_hwloc_base_binding_policy": "none",
+        # Under AddressSanitizer: OpenMPI's malloc hooks fight the sanitizer's.
+        "OMPI_MCA_memory": "^patcher",
+    })
+    # The sanitizer build: no leak check. OpenMPI keeps thousands of blocks
+    # until exit, most allocated by its components, which MPI_Finalize
+    # unloads, so their stacks name no module to suppress by. Address and
+    # undefined-behaviour checks stay on.
+    env["ASAN_OPTIONS"] = "detect_leaks=0:" + env.get("ASAN_OPTIONS", "")
+    if args.expect == "stuck":
+        env["KILN_COLLECTIVE_TIMEOUT_MS"] = "1500"
+    argv = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", str(args.n)] + command
+
+    start = time.monotonic()
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=args.max_seconds)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        timed_out = True
+    elapsed = time.monotonic() - start
+    print(" ".join(argv))
+    print(output)
+    print(f"run_mpi.py: exit status {process.returncode} after {elapsed:.1f} s")
+
+    problems = []
+    if timed_out:
+        problems.append(f"the job did not end within {args.max_seconds} s (a hang)")
+    elif args.expect == "ok":
+        if process.returncode != 0:
+            problems.append(f"exit status {process.returncode}")
+    elif args.expect == "killed":
+        if process.returncode == 0:
+            problems.append("a rank was killed, yet the job ended with status 0")
+        ours = re.search(r"peer rank 1 \(pid \d+\) exited", output)
+        theirs = re.search(r"rank 1 .*(signal 9|Killed)", output, re.S)
+        if not ours and not theirs:
+            problems.append("neither the communicator nor mpirun said that rank 1 died")
+    else:
+        for rank in range(args.n):
+            if rank == 1:
+                continue
+            if f"rank {rank}: PeerFailed as expected" not in output:
+                problems.append(f"rank {rank} did not report PeerFailed")
+        if "peer rank 1 (pid" not in output or "within 1500 ms" not in output:
+            problems.append("no message naming rank 1 and the timeout")
+    if "FAIL" in output:
+        problems.append("a rank reported FAIL")
+    for p in problems:
+        print(f"run_mpi.py: {p}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
