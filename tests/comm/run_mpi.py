@@ -3,6 +3,8 @@
 
     run_mpi.py --mpirun PATH -n N --expect ok|killed|stuck --max-seconds S -- PROGRAM ARGS...
 
+-n 0 runs PROGRAM alone, without mpirun, in the same environment.
+
 mpirun is told to keep the job on this machine (shared memory and self
 only), to allow root (CI runs as root) and more ranks than cores; its
 process group is killed if the job outlives --max-seconds, which fails the
@@ -59,6 +61,8 @@ def main():
     if args.expect == "stuck":
         env["KILN_COLLECTIVE_TIMEOUT_MS"] = "1500"
     argv = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", str(args.n)] + command
+    if args.n == 0:
+        argv = command  # one process, without mpirun (MPI starts as a singleton)
 
     start = time.monotonic()
     process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

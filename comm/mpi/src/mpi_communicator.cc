@@ -18,7 +18,6 @@ namespace kiln {
 namespace comm {
 namespace {
 
-constexpr uint32_t kDefaultTimeoutMs = 30000;
 constexpr uint64_t kControlMagic = 0x6b696c6e2d73686dull;  // "kiln-shm"
 // How often a waiting rank checks that the peer it waits for still exists.
 constexpr uint64_t kLivenessPeriodNs = 10 * 1000 * 1000;
@@ -69,19 +68,6 @@ uint64_t now_ns() {
 }
 
 uint64_t align_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) & ~(alignment - 1); }
-
-uint32_t timeout_from_environment() {
-  const char* text = getenv("KILN_COLLECTIVE_TIMEOUT_MS");
-  if (text == nullptr || *text == '\0') return kDefaultTimeoutMs;
-  char* end = nullptr;
-  const unsigned long value = strtoul(text, &end, 10);
-  if (*end != '\0' || value == 0 || value > 0xffffffffu) {
-    KILN_LOG(WARNING, "KILN_COLLECTIVE_TIMEOUT_MS='%s' is not a positive number of milliseconds; using %u",
-             text, kDefaultTimeoutMs);
-    return kDefaultTimeoutMs;
-  }
-  return static_cast<uint32_t>(value);
-}
 
 uint32_t cpu_count() {
   cpu_set_t set;
@@ -198,7 +184,7 @@ Error MpiCommunicator::create(const MpiOptions& options, std::unique_ptr<MpiComm
   auto state = std::make_unique<State>();
   state->node = node;
   state->inputs.resize(static_cast<size_t>(node_size));
-  state->timeout_ms = options.timeout_ms != 0 ? options.timeout_ms : timeout_from_environment();
+  state->timeout_ms = collective_timeout_ms(options.timeout_ms);
   state->timeout_ns = static_cast<uint64_t>(state->timeout_ms) * 1000000ull;
   // Spinning only helps while every rank has a core of its own; beyond that
   // it takes the core a late peer needs.
@@ -238,31 +224,10 @@ Error MpiCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_t
     return static_cast<uint32_t>(state_->windows.size());
   }();
 
-  // 1. Every rank must plan this arena alike: compare sizes and digests.
-  std::vector<uint64_t> layouts(2 * static_cast<size_t>(size_));
-  const uint64_t mine[2] = {size, layout_digest};
-  if (MPI_Allgather(mine, 2, MPI_UINT64_T, layouts.data(), 2, MPI_UINT64_T, state_->node) != MPI_SUCCESS) {
-    KILN_LOG(ERROR, "mpi-shm: rank %u: MPI_Allgather of symmetric arena %u's layout failed", rank_, slot_index);
-    return Error::kInternal;
-  }
-  bool agree = true;
-  for (uint32_t r = 1; r < size_; ++r) {
-    agree = agree && layouts[2 * r] == layouts[0] && layouts[2 * r + 1] == layouts[1];
-  }
-  if (!agree) {
-    KILN_LOG(ERROR,
-             "mpi-shm: rank %u: symmetric arena %u is planned differently across ranks; rank 0 has "
-             "%llu bytes, layout digest 0x%016llx",
-             rank_, slot_index, static_cast<unsigned long long>(layouts[0]),
-             static_cast<unsigned long long>(layouts[1]));
-    for (uint32_t r = 1; r < size_; ++r) {
-      if (layouts[2 * r] == layouts[0] && layouts[2 * r + 1] == layouts[1]) continue;
-      KILN_LOG(ERROR, "mpi-shm: rank %u:   rank %u has %llu bytes, layout digest 0x%016llx", rank_, r,
-               static_cast<unsigned long long>(layouts[2 * r]),
-               static_cast<unsigned long long>(layouts[2 * r + 1]));
-    }
-    return Error::kCommunicatorMismatch;
-  }
+  // 1. Every rank must plan this arena alike: compare sizes and digests
+  //    (the node communicator is the world, in the same order).
+  Error error = mpi_compare_layouts(name(), slot_index, size, layout_digest);
+  if (error != Error::kOk) return error;
 
   // 2. The window: one segment per rank, its arena aligned within it and the
   //    control block after it (the picture in the header).

@@ -3,6 +3,8 @@
 #include <mpi.h>
 #include <stdlib.h>
 
+#include <vector>
+
 #include "kiln/runtime/log.h"
 
 namespace kiln {
@@ -11,6 +13,7 @@ namespace {
 
 int g_references = 0;
 bool g_kiln_initialised_mpi = false;
+constexpr uint32_t kDefaultTimeoutMs = 30000;
 
 }  // namespace
 
@@ -46,6 +49,45 @@ void mpi_session_release(bool may_finalize) {
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
   g_kiln_initialised_mpi = false;
+}
+
+Error mpi_compare_layouts(const char* communicator, uint32_t arena, uint64_t size, uint64_t layout_digest) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  std::vector<uint64_t> layouts(2 * static_cast<size_t>(ranks));
+  const uint64_t mine[2] = {size, layout_digest};
+  if (MPI_Allgather(mine, 2, MPI_UINT64_T, layouts.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD) != MPI_SUCCESS) {
+    KILN_LOG(ERROR, "%s: rank %d: MPI_Allgather of symmetric arena %u's layout failed", communicator, rank, arena);
+    return Error::kInternal;
+  }
+  auto same = [&](int r) { return layouts[2 * r] == layouts[0] && layouts[2 * r + 1] == layouts[1]; };
+  bool agree = true;
+  for (int r = 1; r < ranks; ++r) agree = agree && same(r);
+  if (agree) return Error::kOk;
+  KILN_LOG(ERROR, "%s: rank %d: symmetric arena %u is planned differently across ranks; rank 0 has %llu bytes, "
+           "layout digest 0x%016llx", communicator, rank, arena, static_cast<unsigned long long>(layouts[0]),
+           static_cast<unsigned long long>(layouts[1]));
+  for (int r = 1; r < ranks; ++r) {
+    if (same(r)) continue;
+    KILN_LOG(ERROR, "%s: rank %d:   rank %d has %llu bytes, layout digest 0x%016llx", communicator, rank, r,
+             static_cast<unsigned long long>(layouts[2 * r]), static_cast<unsigned long long>(layouts[2 * r + 1]));
+  }
+  return Error::kCommunicatorMismatch;
+}
+
+uint32_t collective_timeout_ms(uint32_t option) {
+  if (option != 0) return option;
+  const char* text = getenv("KILN_COLLECTIVE_TIMEOUT_MS");
+  if (text == nullptr || *text == '\0') return kDefaultTimeoutMs;
+  char* end = nullptr;
+  const unsigned long value = strtoul(text, &end, 10);
+  if (*end != '\0' || value == 0 || value > 0xffffffffu) {
+    KILN_LOG(WARNING, "KILN_COLLECTIVE_TIMEOUT_MS='%s' is not a positive number of milliseconds; using %u",
+             text, kDefaultTimeoutMs);
+    return kDefaultTimeoutMs;
+  }
+  return static_cast<uint32_t>(value);
 }
 
 bool launched_by_mpirun(unsigned* out_world_size) {

@@ -12,6 +12,8 @@
 #ifndef KILN_COMM_MPI_SESSION_H_
 #define KILN_COMM_MPI_SESSION_H_
 
+#include <stdint.h>
+
 #include "kiln/runtime/error.h"
 
 namespace kiln {
@@ -20,6 +22,17 @@ namespace comm {
 // kOk, or kNotSupported (logged) when MPI was finalised or fails to start.
 Error mpi_session_acquire();
 void mpi_session_release(bool may_finalize);
+
+// Compares one symmetric arena's planned size and layout digest across
+// MPI_COMM_WORLD (every rank calls it; collective). kOk when all agree;
+// otherwise every rank logs which ranks differ, with their sizes and
+// digests, and returns kCommunicatorMismatch. `communicator` and `arena`
+// name them in the message. kInternal when MPI fails.
+Error mpi_compare_layouts(const char* communicator, uint32_t arena, uint64_t size, uint64_t layout_digest);
+
+// The collective timeout in milliseconds: `option` when not 0, else
+// KILN_COLLECTIVE_TIMEOUT_MS from the environment, else 30000.
+uint32_t collective_timeout_ms(uint32_t option);
 
 // Whether this process was started by OpenMPI's mpirun/mpiexec (or another
 // PMIx launcher): its environment names the job (OMPI_COMM_WORLD_SIZE,
