@@ -1,5 +1,7 @@
 #include "pipeline.h"
 
+#include <optional>
+
 #include "core/error.h"
 #include "emit/emitter.h"
 #include "exec/evaluate.h"
@@ -20,15 +22,26 @@ uint64_t total_first_fit_bytes(const LMethod& method) {
   return total;
 }
 
-}  // namespace
-
-PlanResult plan_graph(Graph graph, const PlanOptions& options) {
+void fold(Graph& graph) {
   const KernelEvaluator evaluator{};
   InferOptions infer_options;
   infer_options.evaluator = &evaluator;
   infer_and_fold(graph, infer_options);
   eliminate_dead_nodes(graph);
+}
+
+// A method lowered and placed, before memory planning; `baseline` is the
+// same method without in-place reuse (to measure what reuse saved).
+struct Lowered {
   PlanResult result;
+  std::optional<LMethod> baseline;
+};
+
+Lowered lower_stage(Graph graph, const PlanOptions& options) {
+  fold(graph);
+  Lowered lowered;
+  PlanResult& result = lowered.result;
+  result.ranks = graph.ranks;
   if (options.fuse) result.fuse.batch_norms_folded = fold_batch_norms(graph);
   PartitionOptions partition_options;
   partition_options.targets = parse_targets(options.targets, options.device_counts);
@@ -48,26 +61,37 @@ PlanResult plan_graph(Graph graph, const PlanOptions& options) {
     }
   }
   compact_tensors(method);
+  if (options.inplace.enabled) {
+    lowered.baseline = method;
+    place_symmetric(*lowered.baseline);
+    result.inplace = apply_inplace(method, options.inplace);
+  }
+  result.symmetric = place_symmetric(method);
+  result.graph = std::move(graph);
+  return lowered;
+}
+
+void plan_memory_and_emit(Lowered& lowered, const PlanOptions& options) {
+  PlanResult& result = lowered.result;
+  LMethod& method = result.program.methods.back();
   memory::MethodPlanOptions memory_options = options.memory;
   memory_options.device_alignment = [](const fb::Device& device) {
     const BackendPlanner* backend = backend_planner_for(device.type());
     return backend != nullptr ? backend->arena_alignment() : 64u;
   };
   InplaceSaving& saving = result.inplace_saving;
-  if (options.inplace.enabled) {
-    LMethod baseline = method;
+  if (lowered.baseline) {
     memory::MethodPlanOptions baseline_options = memory_options;
     if (!options.compare_without_inplace) {
       saving.measure = InplaceSaving::Measure::kFirstFit;
       baseline_options.solve.algorithm = memory::Algorithm::kGreedyFirstFit;
     }
-    memory::plan_method_memory(baseline, baseline_options);
-    saving.without = total_arena_bytes(baseline);
-    result.inplace = apply_inplace(method, options.inplace);
+    memory::plan_method_memory(*lowered.baseline, baseline_options);
+    saving.without = total_arena_bytes(*lowered.baseline);
   }
   memory::plan_method_memory(method, memory_options);
   saving.with = saving.estimated() ? total_first_fit_bytes(method) : total_arena_bytes(method);
-  if (!options.inplace.enabled) saving.without = saving.with;
+  if (!lowered.baseline) saving.without = saving.with;
   result.bytes = emit_program(result.program);
   const auto errors = verify_program(result.bytes);
   if (!errors.empty()) {
@@ -75,8 +99,89 @@ PlanResult plan_graph(Graph graph, const PlanOptions& options) {
     for (const auto& e : errors) all += "\n  " + e;
     fail("internal error: the verifier rejected the plan:", all);
   }
-  result.graph = std::move(graph);
-  return result;
+}
+
+std::string packed_params(const fb::ParamsUnion& params) {
+  if (params.type == fb::Params::NONE) return {};
+  flatbuffers::FlatBufferBuilder builder;
+  builder.Finish(params.Pack(builder));
+  return std::string(reinterpret_cast<const char*>(builder.GetBufferPointer()), builder.GetSize());
+}
+
+bool same_instruction(const LInstruction& a, const LInstruction& b) {
+  return a.kind == b.kind && a.op == b.op && a.inputs == b.inputs && a.outputs == b.outputs &&
+         a.scratch == b.scratch && a.device == b.device && a.group == b.group &&
+         packed_params(a.params) == packed_params(b.params);
+}
+
+bool same_tensor(const LTensor& a, const LTensor& b) {
+  return a.dtype == b.dtype && a.shape == b.shape && a.device == b.device && a.storage == b.storage &&
+         a.constant == b.constant && a.alias_of == b.alias_of && a.is_input == b.is_input &&
+         a.is_output == b.is_output && a.user_fallback == b.user_fallback && a.persistent == b.persistent &&
+         a.symmetric_group == b.symmetric_group;
+}
+
+// Rank r's lowering must be rank 0's with other constant bytes: then one
+// memory plan serves every rank and symmetric offsets agree by construction.
+void check_same_structure(const LMethod& a, const LMethod& b, const LProgram& pa, const LProgram& pb, uint32_t rank) {
+  auto differ = [&](const std::string& what) {
+    fail("internal error: --tensor-parallel: rank ", rank, "'s lowering differs from rank 0's (", what, ")");
+  };
+  if (a.tensors.size() != b.tensors.size()) differ("tensor count");
+  for (size_t t = 0; t < a.tensors.size(); ++t) {
+    if (!same_tensor(a.tensors[t], b.tensors[t])) differ("tensor '" + a.tensors[t].name + "'");
+  }
+  if (a.instructions.size() != b.instructions.size()) differ("instruction count");
+  for (size_t i = 0; i < a.instructions.size(); ++i) {
+    if (!same_instruction(a.instructions[i], b.instructions[i])) differ("instruction " + std::to_string(i));
+  }
+  if (a.init_instructions.size() != b.init_instructions.size()) differ("init instruction count");
+  for (size_t i = 0; i < a.init_instructions.size(); ++i) {
+    if (!same_instruction(a.init_instructions[i], b.init_instructions[i])) differ("init instruction");
+  }
+  if (pa.constants.size() != pb.constants.size()) differ("constant count");
+  for (size_t c = 0; c < pa.constants.size(); ++c) {
+    if (pa.constants[c]->shape != pb.constants[c]->shape || pa.constants[c]->dtype != pb.constants[c]->dtype) {
+      differ("constant " + std::to_string(c) + "'s shape");
+    }
+  }
+}
+
+PlanResult plan_tensor_parallel(Graph graph, const PlanOptions& options) {
+  fold(graph);
+  TensorParallelStats stats;
+  std::vector<Graph> graphs = shard_tensor_parallel(graph, options.tensor_parallel, &stats);
+  std::vector<Lowered> ranks;
+  for (Graph& g : graphs) ranks.push_back(lower_stage(std::move(g), options));
+  LProgram& program = ranks[0].result.program;
+  for (uint32_t r = 1; r < ranks.size(); ++r) {
+    check_same_structure(program.methods.back(), ranks[r].result.program.methods.back(), program,
+                         ranks[r].result.program, r);
+  }
+  program.rank_group = 0;
+  program.rank_constants.assign(program.constants.size(), {});
+  for (size_t c = 0; c < program.constants.size(); ++c) {
+    bool differs = false;
+    for (size_t r = 1; r < ranks.size(); ++r) {
+      differs = differs || ranks[r].result.program.constants[c]->bytes != program.constants[c]->bytes;
+    }
+    if (!differs) continue;
+    for (size_t r = 0; r < ranks.size(); ++r) program.rank_constants[c].push_back(ranks[r].result.program.constants[c]);
+  }
+  Lowered& lowered = ranks[0];
+  plan_memory_and_emit(lowered, options);
+  lowered.result.tensor_parallel = stats;
+  return std::move(lowered.result);
+}
+
+}  // namespace
+
+PlanResult plan_graph(Graph graph, const PlanOptions& options) {
+  if (options.tensor_parallel > 1) return plan_tensor_parallel(std::move(graph), options);
+  graph.ranks = options.ranks;
+  Lowered lowered = lower_stage(std::move(graph), options);
+  plan_memory_and_emit(lowered, options);
+  return std::move(lowered.result);
 }
 
 uint64_t total_arena_bytes(const LMethod& method) {

@@ -4,6 +4,10 @@
 //   -> infer static shapes, fold constants     (passes/infer)
 //   -> remove dead nodes
 //   -> fold BatchNormalization into Conv       (passes/fuse)
+//   -> with --tensor-parallel N: one graph per  (passes/tensor_parallel)
+//      rank; each is lowered, the lowerings must
+//      agree, and rank 0's is planned with the
+//      other ranks' constants beside its own
 //   -> partition across targets                (passes/partition, targets/)
 //   -> fuse biases into MatMul, activations     (passes/fuse)
 //      into their producer
@@ -11,6 +15,7 @@
 //      where a tensor crosses devices
 //   -> remove copy round trips, cluster copies (passes/copies)
 //   -> in-place reuse and views                (passes/inplace)
+//   -> symmetric placement of collective inputs (passes/symmetric)
 //   -> plan memory per arena                   (memory/)
 //   -> emit the .kiln bytes                    (emit/)
 //   -> verify the emitted plan independently   (verify/)
@@ -28,6 +33,8 @@
 #include "ops/lowering_context.h"
 #include "passes/fuse.h"
 #include "passes/inplace.h"
+#include "passes/symmetric.h"
+#include "passes/tensor_parallel.h"
 
 namespace kiln::planner {
 
@@ -53,6 +60,12 @@ struct PlanOptions {
   // the method without reuse (doubles planning time); otherwise the saving
   // is a first-fit estimate (InplaceSaving).
   bool compare_without_inplace = false;
+  // Ranks running the program together: the size of communicator group 0,
+  // over which imported AllReduce nodes reduce.
+  uint32_t ranks = 1;
+  // Split the graph's linear layers across this many ranks (0 or 1: off);
+  // sets `ranks`.
+  uint32_t tensor_parallel = 0;
 };
 
 // What in-place reuse saved, in total arena bytes, measured one of two ways:
@@ -81,6 +94,9 @@ struct PlanResult {
   FuseStats fuse;
   int round_trips_removed = 0;
   InplaceSaving inplace_saving;
+  SymmetricStats symmetric;
+  TensorParallelStats tensor_parallel;
+  uint32_t ranks = 1;
 };
 
 // Sum of the sizes of a method's arenas.

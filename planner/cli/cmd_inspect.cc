@@ -51,8 +51,13 @@ std::string storage_str(const fb::Method& m, const fb::Tensor& t) {
       const auto* p = t.storage_as_PlannedStorage();
       return str("arena ", p->arena(), " @ ", p->offset());
     }
-    case fb::Storage::ConstantStorage:
-      return str("constant #", t.storage_as_ConstantStorage()->index());
+    case fb::Storage::ConstantStorage: {
+      const auto* c = t.storage_as_ConstantStorage();
+      if (c->ranks() == nullptr || c->ranks()->size() == 0) return str("constant #", c->index());
+      std::string shards;
+      for (uint32_t r = 0; r < c->ranks()->size(); ++r) shards += str(r == 0 ? "" : ", ", "#", c->ranks()->Get(r));
+      return str("constant per rank of group ", c->group(), ": ", shards);
+    }
     case fb::Storage::AliasStorage: {
       const uint32_t base = t.storage_as_AliasStorage()->base();
       return str("alias of #", base, " '", name_of(*m.tensors()->Get(base)), "'");

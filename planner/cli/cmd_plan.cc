@@ -45,7 +45,12 @@ constexpr const char* kHelp =
     "  --target LIST              devices in order of preference, BACKEND:N or cpu (default cpu)\n"
     "  --device-count NAME=N      how many devices of a backend the target machine has\n"
     "  --place NODE=DEVICE        run a node on a given device of the target list\n"
-    "  --device-io                keep method inputs and outputs on the device that reads or writes them\n";
+    "  --device-io                keep method inputs and outputs on the device that reads or writes them\n"
+    "  --ranks N                  ranks running the program together: the group AllReduce nodes\n"
+    "                             of the model reduce over (default 1)\n"
+    "  --tensor-parallel N        split MatMul/Gemm pairs and attention heads across N ranks, with an\n"
+    "                             AllReduce where partial results meet; one program for all ranks,\n"
+    "                             each rank's weight shards in its constant segment\n";
 
 std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
   std::vector<int64_t> dims;
@@ -127,6 +132,22 @@ void print_summary(const std::string& model, const std::string& output, const Pl
                   "their producer\n", result.fuse.batch_norms_folded, result.fuse.biases_fused,
                   result.fuse.activations_fused);
     }
+    if (result.tensor_parallel.row_splits > 0) {
+      const TensorParallelStats& tp = result.tensor_parallel;
+      std::printf("  tensor-parallel: %u ranks; %d MatMul/Gemm split by columns, %d by rows (each then an "
+                  "AllReduce), %d Reshape head counts divided; weights %s bytes per rank of %s\n", result.ranks,
+                  tp.column_splits, tp.row_splits, tp.reshapes, group_digits(tp.weight_bytes_per_rank).c_str(),
+                  group_digits(tp.weight_bytes_total).c_str());
+    }
+    if (result.symmetric.collectives > 0) {
+      const SymmetricStats& s = result.symmetric;
+      std::printf("  collectives: %d over group 0 of %u rank%s; inputs in the symmetric arena: %d zero copy "
+                  "(%s bytes), %d method input%s copied once at entry (%s bytes), %d explicit cop%s (%s bytes)\n",
+                  s.collectives, result.ranks, result.ranks == 1 ? "" : "s", s.zero_copy,
+                  group_digits(s.zero_copy_bytes).c_str(), s.input_buffers, s.input_buffers == 1 ? "" : "s",
+                  group_digits(s.input_buffer_bytes).c_str(), s.explicit_copies, s.explicit_copies == 1 ? "y" : "ies",
+                  group_digits(s.explicit_copy_bytes).c_str());
+    }
     std::printf("  %-5s %-8s %-9s %14s %14s %7s %14s  %s\n", "arena", "device", "kind", "size", "lower bound",
                 "ratio", "first fit", "algorithm");
     for (size_t a = 0; a < m.arenas.size(); ++a) {
@@ -140,7 +161,7 @@ void print_summary(const std::string& model, const std::string& output, const Pl
       if (arena.peak_instruction >= 0 && static_cast<size_t>(arena.peak_instruction) < m.instructions.size()) {
         const LInstruction& peak = m.instructions[static_cast<size_t>(arena.peak_instruction)];
         std::printf("        peak at instruction %d (%s '%s'), %zu tensors live:", arena.peak_instruction,
-                    peak.kind == LInstruction::Kind::kCopy ? "copy" : peak.op.c_str(), peak.name.c_str(),
+                    peak.what().c_str(), peak.name.c_str(),
                     arena.peak_tensors.size());
         // The largest few, by size.
         std::vector<int> live = arena.peak_tensors;
@@ -164,7 +185,8 @@ int cmd_plan(const Argv& argv) {
                          {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
                          {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
                          {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
-                         {"--no-packing", false}, {"--report", true}, {"--help", false}});
+                         {"--no-packing", false}, {"--report", true}, {"--ranks", true},
+                         {"--tensor-parallel", true}, {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     std::string targets = "cpu";
@@ -198,6 +220,17 @@ int cmd_plan(const Argv& argv) {
   options.lower.packing_scratch = !args.has("--no-packing");
   options.targets = args.get("--target", "cpu");
   options.device_io = args.has("--device-io");
+  const long ranks = args.get_int("--ranks", 1);
+  if (ranks < 1 || ranks > 1024) throw UsageError{"--ranks must be from 1 to 1024"};
+  const long tensor_parallel = args.get_int("--tensor-parallel", 0);
+  if (tensor_parallel < 0 || tensor_parallel == 1 || tensor_parallel > 1024) {
+    throw UsageError{"--tensor-parallel must be from 2 to 1024"};
+  }
+  if (args.has("--ranks") && args.has("--tensor-parallel") && ranks != tensor_parallel) {
+    throw UsageError{"--ranks and --tensor-parallel disagree"};
+  }
+  options.ranks = static_cast<uint32_t>(ranks);
+  options.tensor_parallel = static_cast<uint32_t>(tensor_parallel);
   for (const std::string& spec : args.all("--device-count")) {
     auto [name, count] = split_assignment(spec, "--device-count");
     char* end = nullptr;

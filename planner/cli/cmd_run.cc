@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -16,6 +17,9 @@
 #include "exec/run.h"
 #include "onnx/import.h"
 #include "targets/runtime_backends.h"
+#if KILN_WITH_MPI
+#include "kiln/comm/mpi_communicator.h"
+#endif
 
 namespace kiln::planner::cli {
 namespace {
@@ -35,7 +39,17 @@ constexpr const char* kHelp =
     "                      the slowest instructions (medians over the runs)\n"
     "\n"
     "Delegates run on the backend their device names; any diagnostic a backend\n"
-    "reports (a validation message) fails the run.\n";
+    "reports (a validation message) fails the run.\n"
+    "\n"
+    "Ranks: a program planned for N ranks (kiln plan --tensor-parallel N or --ranks N)\n"
+    "runs as N processes started by OpenMPI's launcher, all given the same arguments:\n"
+    "  mpirun -n N kiln run PROGRAM.kiln --input FILE ...\n"
+    "Their collectives go through MPI shared memory (one-shot all-reduce over\n"
+    "symmetric arenas); rank 0 prints and writes the outputs. A peer that fails or\n"
+    "stalls ends every rank with an error after KILN_COLLECTIVE_TIMEOUT_MS (default\n"
+    "30000).\n"
+    "  --collective-sync flags|barrier   how ranks meet in a collective: per-rank flags\n"
+    "                                    in shared memory (default) or MPI barriers\n";
 
 std::string summary(const HostTensor& t) {
   if (t.numel() == 0) return "(empty)";
@@ -138,7 +152,7 @@ void print_profile(const std::string& bytes, const std::string& method_name, con
 
 int cmd_run(const Argv& argv) {
   const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
-                         {"--profile", false}, {"--help", false}});
+                         {"--profile", false}, {"--collective-sync", true}, {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     std::printf("\nbackends built in: %s\nenvironment:\n%s", builtin_runtime_backend_names().c_str(),
@@ -158,10 +172,28 @@ int cmd_run(const Argv& argv) {
   options.method = args.get("--method", "forward");
   options.backends = &builtin_runtime_backends();
   options.profile = args.has("--profile");
+  const std::string sync = args.get("--collective-sync", "flags");
+  if (sync != "flags" && sync != "barrier") throw UsageError{"--collective-sync is flags or barrier"};
+#if KILN_WITH_MPI
+  std::unique_ptr<comm::MpiCommunicator> communicator;
+  unsigned world = 1;
+  if (comm::launched_by_mpirun(&world) && world > 1) {
+    comm::MpiOptions mpi;
+    mpi.sync = sync == "barrier" ? comm::MpiSync::kBarrier : comm::MpiSync::kFlags;
+    const Error error = comm::MpiCommunicator::create(mpi, &communicator);
+    if (error != Error::kOk) fail("cannot start the MPI communicator: ", error_name(error));
+    options.communicators.push_back(communicator.get());
+  }
+  // Only rank 0 reports; every rank runs.
+  const bool quiet = communicator != nullptr && communicator->rank() != 0;
+#else
+  const bool quiet = false;
+#endif
   const RunResult result = run_program(bytes, inputs, options);
   const uint64_t validation_messages = shutdown_builtin_runtime_backends();
   if (validation_messages != 0) fail("the backends reported ", validation_messages, " diagnostic message(s)");
 
+  if (quiet) return 0;
   const std::string dir = args.get("--output-dir");
   if (!dir.empty()) {
     struct stat st;

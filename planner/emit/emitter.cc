@@ -201,6 +201,12 @@ std::string emit_program(const LProgram& program) {
         case Storage::kConstant: {
           fb::ConstantStorageT c;
           c.index = constant_index(t.constant);
+          const size_t k = static_cast<size_t>(t.constant);
+          if (k < program.rank_constants.size() && !program.rank_constants[k].empty()) {
+            for (const auto& shard : program.rank_constants[k]) c.ranks.push_back(segment.add(*shard));
+            c.index = c.ranks.front();
+            c.group = program.rank_group;
+          }
           tensor->storage.Set(std::move(c));
           break;
         }
@@ -237,6 +243,17 @@ std::string emit_program(const LProgram& program) {
         instruction->name = ins.name;
         instruction->kind.Set(kernel_call(ins, operator_index(m->operators, ins.op)));
         m->instructions.push_back(std::move(instruction));
+      } else if (ins.kind == LInstruction::Kind::kCollective) {
+        auto instruction = std::make_unique<fb::InstructionT>();
+        instruction->name = ins.name;
+        fb::CollectiveCallT call;
+        call.kind = ins.collective;
+        call.op = ins.reduce_op;
+        call.group = ins.group;
+        call.inputs.assign(ins.inputs.begin(), ins.inputs.end());
+        call.outputs.assign(ins.outputs.begin(), ins.outputs.end());
+        instruction->kind.Set(std::move(call));
+        m->instructions.push_back(std::move(instruction));
       } else {
         fail("internal error: instruction kind not emitted yet");
       }
@@ -250,6 +267,12 @@ std::string emit_program(const LProgram& program) {
       arena->kind = a.kind;
       arena->group = a.group;
       m->arenas.push_back(std::move(arena));
+    }
+    for (const LCommunicator& c : method.communicators) {
+      auto communicator = std::make_unique<fb::CommunicatorT>();
+      communicator->group = c.group;
+      communicator->size = c.size;
+      m->communicators.push_back(std::move(communicator));
     }
     m->bookkeeping_bytes = method_bookkeeping_bytes(*m);
     root.methods.push_back(std::move(m));

@@ -55,8 +55,11 @@ RunResult run_program(const std::string& program_bytes, const std::vector<HostTe
   std::vector<Span<uint8_t>> arena_spans;
   for (size_t i = 0; i < meta->num_arenas(); ++i) {
     const ArenaInfo info = meta->arena(i).get();
-    if (info.device.type() != DeviceType::CPU) {
-      // Device arenas are allocated by their backend.
+    const bool mapped = info.kind == fb::ArenaKind::SYMMETRIC && info.group < options.communicators.size() &&
+                        options.communicators[info.group] != nullptr;
+    if (info.device.type() != DeviceType::CPU || mapped) {
+      // Device arenas are allocated by their backend, symmetric ones mapped
+      // by their communicator.
       arena_spans.emplace_back();
       continue;
     }
@@ -66,6 +69,7 @@ RunResult run_program(const std::string& program_bytes, const std::vector<HostTe
   MemoryManager memory;
   memory.bookkeeping = &bookkeeping;
   memory.arenas = Span<const Span<uint8_t>>(arena_spans.data(), arena_spans.size());
+  memory.communicators = Span<Communicator* const>(options.communicators.data(), options.communicators.size());
   const BackendRegistry& backends = options.backends != nullptr ? *options.backends : global_backend_registry();
   Result<Method> method = program->load_method(options.method.c_str(), memory, host_kernel_registry(), backends);
   check(method.error(), "method load failed");

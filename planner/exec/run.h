@@ -12,6 +12,7 @@
 
 #include "core/host_tensor.h"
 #include "kiln/runtime/backend.h"
+#include "kiln/runtime/communicator.h"
 #include "kiln/runtime/kernel.h"
 #include "ops/host_kernels.h"  // host_kernel_registry(), which programs run with
 
@@ -25,6 +26,9 @@ struct RunOptions {
   const BackendRegistry* backends = nullptr;
   // Time every instruction (Method::set_observer) on every run.
   bool profile = false;
+  // Communicators by group (not owned; see MemoryManager::communicators):
+  // empty for a program of one rank.
+  std::vector<Communicator*> communicators;
 };
 
 struct RunResult {

@@ -81,6 +81,10 @@ class Graph {
   std::vector<int> inputs;   // graph inputs (values that are not constants)
   std::vector<int> outputs;
   int opset = 0;             // default-domain opset of the model
+  // How many ranks run the graph together: the size of communicator group 0,
+  // which its collectives (AllReduce) reduce over. Set by --ranks or the
+  // tensor-parallel pass.
+  uint32_t ranks = 1;
 
   // Adds a value; its name must be unique.
   int add_value(Value value);

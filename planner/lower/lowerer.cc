@@ -131,6 +131,24 @@ void Lowerer::add_kernel(std::string op, std::vector<int> inputs, std::vector<in
   method_.instructions.push_back(std::move(instruction));
 }
 
+void Lowerer::collective(fb::CollectiveKind kind, fb::ReduceOp op, int input, int output) {
+  const uint32_t group = 0;
+  bool known = false;
+  for (const LCommunicator& c : method_.communicators) known = known || c.group == group;
+  if (!known) method_.communicators.push_back({group, graph_.ranks});
+  LInstruction instruction;
+  instruction.kind = LInstruction::Kind::kCollective;
+  instruction.collective = kind;
+  instruction.reduce_op = op;
+  instruction.group = group;
+  instruction.inputs = {on_device(input, device_)};
+  instruction.outputs = {output};
+  instruction.name = node_name_;
+  instruction.source_op = node_op_;
+  instruction.device = device_;
+  method_.instructions.push_back(std::move(instruction));
+}
+
 void Lowerer::copy(int src, int dst) {
   LInstruction instruction;
   instruction.kind = LInstruction::Kind::kCopy;

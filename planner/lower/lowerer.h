@@ -38,6 +38,7 @@ class Lowerer final : public LoweringContext {
   int tensor(int value) override;
   int temp(const std::string& stem, DType dtype, std::vector<int64_t> shape) override;
   int constant(const std::string& name, HostTensor data) override;
+  void collective(fb::CollectiveKind kind, fb::ReduceOp op, int input, int output) override;
 
   // An explicit copy instruction (across devices or into a user tensor).
   void copy(int src, int dst);

@@ -34,6 +34,10 @@ struct LTensor {
   // Written once at load (a constant uploaded to a device): alive for the
   // whole method.
   bool persistent = false;
+  // Set by symmetric placement (passes/symmetric): the tensor lives in the
+  // symmetric arena of this communicator group, at the same offset on every
+  // rank. -1: an ordinary arena.
+  int symmetric_group = -1;
   // Filled by memory planning (kPlanned, and kUser with fallback).
   int arena = -1;
   uint64_t offset = 0;
@@ -52,6 +56,15 @@ struct LInstruction {
   fb::ParamsUnion params;
   std::string name;          // the model node it came from
   std::string source_op;     // that node's ONNX op type ("Reshape" for a Copy)
+  // kCollective: what it computes and over which communicator group; one
+  // input and one output per instruction.
+  fb::CollectiveKind collective = fb::CollectiveKind::ALL_REDUCE;
+  fb::ReduceOp reduce_op = fb::ReduceOp::SUM;
+  uint32_t group = 0;
+  // What it does, for reports: the kernel's name, "copy" or "all-reduce".
+  std::string what() const {
+    return kind == Kind::kCopy ? "copy" : kind == Kind::kCollective ? "all-reduce" : op;
+  }
   // Where a kernel runs; the emitter groups consecutive kernels of one
   // device into a delegate call. Copies say nothing here (their tensors do).
   fb::Device device{fb::DeviceType::CPU, 0};
@@ -77,6 +90,12 @@ struct LArena {
   double solve_seconds = 0;
 };
 
+// A group of ranks running collectives together (groups are numbered from 0).
+struct LCommunicator {
+  uint32_t group = 0;
+  uint32_t size = 1;
+};
+
 struct LMethod {
   std::string name = "forward";
   std::vector<LTensor> tensors;
@@ -86,6 +105,7 @@ struct LMethod {
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::vector<LArena> arenas;
+  std::vector<LCommunicator> communicators;
 
   int add_tensor(LTensor tensor) {
     tensors.push_back(std::move(tensor));
@@ -101,6 +121,12 @@ struct LMethod {
 struct LProgram {
   std::vector<LMethod> methods;
   std::vector<std::shared_ptr<const HostTensor>> constants;
+  // Constants that differ per rank (weights the tensor-parallel pass
+  // sharded), by constant index: empty where every rank shares
+  // constants[c], else one tensor per rank of `rank_group` (entry 0 is
+  // constants[c]).
+  std::vector<std::vector<std::shared_ptr<const HostTensor>>> rank_constants;
+  uint32_t rank_group = 0;
 };
 
 }  // namespace kiln::planner

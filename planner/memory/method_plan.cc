@@ -38,11 +38,12 @@ Lifetimes compute_lifetimes(const LMethod& method) {
 
 void plan_method_memory(LMethod& method, const MethodPlanOptions& options) {
   const Lifetimes lt = compute_lifetimes(method);
-  // One arena per device (ordinary kind; symmetric arenas come with
-  // collectives), in order of first appearance; on a device, the constants
-  // uploaded at load (persistent) get an arena of their own, written once
-  // and never reused, beside the one the run reuses.
-  std::map<std::tuple<int, int, bool>, int> arena_of;
+  // One arena per device, in order of first appearance; on a device, the
+  // constants uploaded at load (persistent) get an arena of their own,
+  // written once and never reused, beside the one the run reuses; and the
+  // tensors symmetric placement put in a communicator group's symmetric
+  // arena get that arena (one per device and group), planned like any other.
+  std::map<std::tuple<int, int, bool, int>, int> arena_of;
   std::vector<std::vector<int>> members;
   method.arenas.clear();
   for (size_t t = 0; t < method.tensors.size(); ++t) {
@@ -50,12 +51,16 @@ void plan_method_memory(LMethod& method, const MethodPlanOptions& options) {
     if (!tensor.has_memory()) continue;
     const bool device_constant = tensor.device.type() != fb::DeviceType::CPU && tensor.persistent;
     const auto key = std::make_tuple(static_cast<int>(tensor.device.type()), static_cast<int>(tensor.device.index()),
-                                     device_constant);
+                                     device_constant, tensor.symmetric_group);
     auto it = arena_of.find(key);
     if (it == arena_of.end()) {
       it = arena_of.emplace(key, static_cast<int>(method.arenas.size())).first;
       LArena arena;
       arena.device = tensor.device;
+      if (tensor.symmetric_group >= 0) {
+        arena.kind = fb::ArenaKind::SYMMETRIC;
+        arena.group = static_cast<uint32_t>(tensor.symmetric_group);
+      }
       arena.alignment = options.alignment;
       if (tensor.device.type() != fb::DeviceType::CPU && options.device_alignment) {
         arena.alignment = std::max(arena.alignment, options.device_alignment(tensor.device));

@@ -55,6 +55,11 @@ class LoweringContext {
   // in-place pass can turn into a view.
   void view(int src, int dst) { kernel("Copy", {src}, {dst}); }
 
+  // A collective over communicator group 0 (the ranks running the graph,
+  // Graph::ranks): `output` receives `input` reduced with `op` across them.
+  // Symmetric placement (passes/symmetric) later decides where `input` lives.
+  virtual void collective(fb::CollectiveKind kind, fb::ReduceOp op, int input, int output) = 0;
+
  protected:
   // kernel() without defaults (default arguments stay off virtual functions).
   virtual void add_kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs,

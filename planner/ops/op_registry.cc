@@ -145,6 +145,7 @@ const std::vector<OpDef>& registry() {
     add_norm_ops(all);
     add_reduce_ops(all);
     add_resize_ops(all);
+    add_collective_ops(all);
     return all;
   }();
   return ops;

@@ -168,7 +168,7 @@ const char* color_of(const TensorView& v) {
 std::string op_at(const LMethod& m, int i) {
   if (i < 0 || static_cast<size_t>(i) >= m.instructions.size()) return "?";
   const LInstruction& ins = m.instructions[static_cast<size_t>(i)];
-  const std::string op = ins.kind == LInstruction::Kind::kCopy ? "copy" : ins.op;
+  const std::string op = ins.what();
   return ins.name.empty() ? op : op + " '" + ins.name + "'";
 }
 
@@ -285,6 +285,33 @@ void write_devices(JsonWriter& j, const LMethod& m) {
 
 }  // namespace
 
+// "collectives": the communicator groups, how each collective input reached
+// its symmetric arena (passes/symmetric.h) and what the tensor-parallel pass
+// split.
+void write_collectives(JsonWriter& j, const LMethod& m, const PlanResult& result) {
+  j.field("ranks", result.ranks);
+  j.key("communicators").begin_array();
+  for (const LCommunicator& c : m.communicators) {
+    j.begin_object().field("group", c.group).field("size", c.size).end_object();
+  }
+  j.end_array();
+  const SymmetricStats& s = result.symmetric;
+  j.key("symmetric").begin_object();
+  j.field("collectives", s.collectives);
+  j.key("zero_copy").begin_object().field("operands", s.zero_copy).field("bytes", s.zero_copy_bytes).field("copies", 0);
+  j.end_object();
+  j.key("input_buffers").begin_object().field("operands", s.input_buffers).field("bytes", s.input_buffer_bytes);
+  j.field("copies", s.input_copies).end_object();
+  j.key("explicit_copies").begin_object().field("operands", s.explicit_copies).field("bytes", s.explicit_copy_bytes);
+  j.field("copies", s.explicit_copies).end_object();
+  j.end_object();
+  const TensorParallelStats& tp = result.tensor_parallel;
+  j.key("tensor_parallel").begin_object();
+  j.field("column_splits", tp.column_splits).field("row_splits", tp.row_splits).field("reshapes", tp.reshapes);
+  j.field("weight_bytes_total", tp.weight_bytes_total).field("weight_bytes_per_rank", tp.weight_bytes_per_rank);
+  j.end_object();
+}
+
 std::string plan_json(const PlanResult& result) {
   const LProgram& program = result.program;
   JsonWriter j;
@@ -307,6 +334,7 @@ std::string plan_json(const PlanResult& result) {
     j.field("lower_bound", arena.lower_bound);
     j.field("device", device_str(arena.device));
     j.field("kind", arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary");
+    if (arena.kind == fb::ArenaKind::SYMMETRIC) j.field("group", arena.group);
     j.field("alignment", arena.alignment);
     j.field("ratio", arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0);
     j.field("algorithm", arena.algorithm);
@@ -345,6 +373,7 @@ std::string plan_json(const PlanResult& result) {
   write_reuse(j, m, result);
   write_devices(j, m);
   j.field("round_trips_removed", result.round_trips_removed);
+  write_collectives(j, m, result);
   j.end_object();
   return j.str() + "\n";
 }

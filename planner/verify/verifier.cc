@@ -50,6 +50,35 @@ const fb::DelegateGraph* delegate_graph(const ProgramFile& file, const fb::Deleg
   return fb::GetDelegateGraph(data);
 }
 
+// Every collective reads its input from the symmetric arena of its own
+// group (passes/symmetric.h), and the group has a communicator.
+void verify_collectives(const fb::Method& m, const std::vector<int>& root, const std::string& where,
+                        std::vector<std::string>& errors) {
+  if (m.instructions() == nullptr) return;
+  const uint32_t n = static_cast<uint32_t>(root.size());
+  for (uint32_t i = 0; i < m.instructions()->size(); ++i) {
+    const fb::CollectiveCall* call = m.instructions()->Get(i)->kind_as_CollectiveCall();
+    if (call == nullptr) continue;
+    bool known = false;
+    if (m.communicators() != nullptr) {
+      for (const fb::Communicator* c : *m.communicators()) known = known || c->group() == call->group();
+    }
+    if (!known) errors.push_back(where + str("collective ", i, " names group ", call->group(), " without a communicator"));
+    if (call->inputs() == nullptr) continue;
+    for (int32_t t : *call->inputs()) {
+      if (t < 0 || static_cast<uint32_t>(t) >= n || root[static_cast<size_t>(t)] < 0) continue;
+      const fb::PlannedStorage* p = storage_of(*m.tensors()->Get(static_cast<uint32_t>(root[static_cast<size_t>(t)])));
+      const fb::Arena* arena = p != nullptr && m.arenas() != nullptr && p->arena() < m.arenas()->size()
+                                   ? m.arenas()->Get(p->arena())
+                                   : nullptr;
+      if (arena == nullptr || arena->kind() != fb::ArenaKind::SYMMETRIC || arena->group() != call->group()) {
+        errors.push_back(where + str("collective ", i, " reads ", name_of(m, static_cast<uint32_t>(t)),
+                                     ", which is not in a symmetric arena of group ", call->group()));
+      }
+    }
+  }
+}
+
 void verify_method(const ProgramFile& file, const fb::Method& m, std::vector<std::string>& errors) {
   const std::string where = str("method '", m.name() != nullptr ? m.name()->str() : "?", "': ");
   const uint32_t n = m.tensors() != nullptr ? m.tensors()->size() : 0;
@@ -146,6 +175,7 @@ void verify_method(const ProgramFile& file, const fb::Method& m, std::vector<std
       }
     }
   }
+  verify_collectives(m, root, where, errors);
   std::vector<Extent> extents;
   for (uint32_t t = 0; t < n; ++t) {
     const fb::Tensor& tensor = *m.tensors()->Get(t);

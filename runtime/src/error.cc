@@ -29,6 +29,8 @@ const char* error_name(Error error) {
     case Error::kIoError: return "IoError";
     case Error::kNotSupported: return "NotSupported";
     case Error::kInternal: return "Internal";
+    case Error::kCommunicatorMismatch: return "CommunicatorMismatch";
+    case Error::kPeerFailed: return "PeerFailed";
   }
   return "Unknown";
 }

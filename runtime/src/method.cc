@@ -68,6 +68,7 @@ class MethodLoader final : public MethodView {
     result.num_arenas_ = static_cast<uint32_t>(counts_.arenas);
     result.delegates_ = delegates_;
     result.num_delegates_ = static_cast<uint32_t>(counts_.delegates);
+    KILN_RETURN_IF_ERROR(bind_communicators());
     KILN_RETURN_IF_ERROR(bind_arenas());
     KILN_RETURN_IF_ERROR(init_tensors());
     result.tensors_ = tensors_;
@@ -157,6 +158,10 @@ class MethodLoader final : public MethodView {
     for (uint32_t i = 0; i < counts_.arenas; ++i) {
       const fb::Arena& arena = *method_.arenas()->Get(i);
       const fb::Device device = device_or_cpu(arena.device());
+      if (arena.kind() == fb::ArenaKind::SYMMETRIC && groups_[arena.group()].communicator != nullptr) {
+        KILN_RETURN_IF_ERROR(map_symmetric_arena(i, arena, device));
+        continue;
+      }
       if (!is_host(device)) {
         KILN_RETURN_IF_ERROR(bind_device_arena(i, arena, device));
         continue;
@@ -182,6 +187,101 @@ class MethodLoader final : public MethodView {
     return Error::kOk;
   }
 
+#if KILN_COLLECTIVES
+  // The communicator of each group the method names, and this rank in it.
+  // A group of one rank may have none (its collectives are copies); a
+  // larger group must have one of its size.
+  Error bind_communicators() {
+    const auto* list = method_.communicators();
+    const uint32_t count = list != nullptr ? list->size() : 0;
+    for (uint32_t c = 0; c < count; ++c) {
+      const fb::Communicator& group = *list->Get(c);
+      KILN_CHECK_OR_RETURN(group.group() < abi::kMaxCommunicatorGroups, Error::kNotSupported,
+                           "method '%s': communicator group %u; the runtime supports groups 0 to %u", name(),
+                           group.group(), static_cast<unsigned>(abi::kMaxCommunicatorGroups - 1));
+      Communicator* communicator =
+          group.group() < memory_.communicators.size() ? memory_.communicators[group.group()] : nullptr;
+      if (communicator == nullptr) {
+        KILN_CHECK_OR_RETURN(group.size() == 1, Error::kCommunicatorMismatch,
+                             "method '%s' was planned for %u ranks (communicator group %u) and no communicator "
+                             "was given for them (run it with one process per rank, e.g. mpirun -n %u)",
+                             name(), group.size(), group.group(), group.size());
+        continue;
+      }
+      KILN_CHECK_OR_RETURN(communicator->size() == group.size(), Error::kCommunicatorMismatch,
+                           "method '%s' was planned for %u ranks (communicator group %u); communicator '%s' has "
+                           "%u", name(), group.size(), group.group(), communicator->name(), communicator->size());
+      groups_[group.group()].communicator = communicator;
+      groups_[group.group()].rank = communicator->rank();
+    }
+    return Error::kOk;
+  }
+
+  // A digest of where arena `index`'s tensors lie (FNV-1a over the arena's
+  // size and every tensor's index, offset and byte size): equal on every
+  // rank exactly when all ranks planned the same layout.
+  uint64_t layout_digest(uint32_t index, const fb::Arena& arena) const {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](uint64_t v) {
+      for (int b = 0; b < 8; ++b) {
+        h ^= (v >> (8 * b)) & 0xFF;
+        h *= 1099511628211ull;
+      }
+    };
+    mix(arena.size());
+    mix(arena.alignment());
+    for (uint32_t t = 0; t < counts_.tensors; ++t) {
+      const fb::Tensor& tensor = *method_.tensors()->Get(t);
+      const fb::PlannedStorage* planned = tensor.storage_as_PlannedStorage();
+      if (planned == nullptr && tensor.storage_as_UserStorage() != nullptr) {
+        planned = tensor.storage_as_UserStorage()->fallback();
+      }
+      if (planned == nullptr || planned->arena() != index) continue;
+      mix(t);
+      mix(planned->offset());
+      mix(tensor.nbytes());
+    }
+    return h;
+  }
+
+  // A symmetric arena of a group with a communicator: every rank's copy is
+  // mapped by it (host memory for host communicators, device memory
+  // otherwise), after the ranks agree on its layout.
+  Error map_symmetric_arena(uint32_t i, const fb::Arena& arena, fb::Device device) {
+    internal::ArenaState& state = arenas_[i];
+    Communicator* communicator = groups_[arena.group()].communicator;
+    KILN_CHECK_OR_RETURN(communicator->device_type() == device.type(), Error::kDeviceMismatch,
+                         "method '%s': symmetric arena %u is on %s:%u, communicator '%s' maps %s memory", name(), i,
+                         device_type_name(device.type()), device.index(), communicator->name(),
+                         device_type_name(communicator->device_type()));
+    state.where = device;
+    state.size = arena.size();
+    if (!is_host(device)) {
+      state.backend = backends_.for_device(device.type());
+      KILN_CHECK_OR_RETURN(state.backend != nullptr, Error::kBackendNotFound,
+                           "method '%s': symmetric arena %u is on %s:%u; no backend for that device is registered",
+                           name(), i, device_type_name(device.type()), device.index());
+    }
+    const Error error =
+        communicator->map_symmetric(arena.size(), arena.alignment(), layout_digest(i, arena), &state.symmetric);
+    KILN_CHECK_OR_RETURN(error == Error::kOk, error, "method '%s': communicator '%s' could not map symmetric arena %u "
+                         "(%llu bytes): %s", name(), communicator->name(), i,
+                         static_cast<unsigned long long>(arena.size()), error_name(error));
+    state.communicator = communicator;
+    if (is_host(device)) {
+      state.base = static_cast<uint8_t*>(state.symmetric.local.handle);
+    } else {
+      state.device = state.symmetric.local;
+    }
+    return Error::kOk;
+  }
+
+#else
+  // Built without collectives: the validator refused programs with any.
+  Error bind_communicators() { return Error::kOk; }
+  Error map_symmetric_arena(uint32_t, const fb::Arena&, fb::Device) { return Error::kNotSupported; }
+#endif  // KILN_COLLECTIVES
+
   // Places `tensor` at `planned`: a host address, or (device arenas) the
   // backend's address if it has one.
   void place(Tensor* tensor, const fb::PlannedStorage& planned) const {
@@ -206,11 +306,16 @@ class MethodLoader final : public MethodView {
       tensor->numel_ = static_cast<int64_t>(source.nbytes() / dtype_size(source.dtype()));
       tensor->device_ = device_or_cpu(source.device());
       switch (source.storage_type()) {
-        case fb::Storage::ConstantStorage:
-          tensor->data_ = const_cast<uint8_t*>(
-              program_.constant(source.storage_as_ConstantStorage()->index()).data());
+        case fb::Storage::ConstantStorage: {
+          const fb::ConstantStorage& constant = *source.storage_as_ConstantStorage();
+          uint32_t index = constant.index();
+          if (constant.ranks() != nullptr && constant.ranks()->size() > 0) {
+            index = constant.ranks()->Get(groups_[constant.group()].rank);
+          }
+          tensor->data_ = const_cast<uint8_t*>(program_.constant(index).data());
           tensor->flags_ = internal::kTensorConstant;
           break;
+        }
         case fb::Storage::PlannedStorage:
           place(tensor, *source.storage_as_PlannedStorage());
           break;
@@ -366,9 +471,23 @@ class MethodLoader final : public MethodView {
           state->args.outputs = resolve(call.outputs(), &state->args.num_outputs);
           break;
         }
-        case fb::InstructionKind::CollectiveCall:
-          KILN_RETURN_ERROR(Error::kNotSupported, "method '%s': instruction %u is a collective; no communicator given",
-                            name(), i);
+        case fb::InstructionKind::CollectiveCall: {
+          // The validator checked the operands: one input in a symmetric
+          // arena of the call's group, one output of its dtype and size.
+          const fb::CollectiveCall& call = *instruction.kind_as_CollectiveCall();
+          state->kind = internal::InstructionKind::kCollective;
+          state->arenas = arenas_;
+          state->reduce_op = call.op();
+          state->args.inputs = resolve(call.inputs(), &state->args.num_inputs);
+          state->args.outputs = resolve(call.outputs(), &state->args.num_outputs);
+          const Tensor& input = *state->args.inputs[0];
+          const internal::ArenaState& arena = arenas_[input.arena_];
+          KILN_CHECK_OR_RETURN(arena.communicator != nullptr || is_host(input.device()), Error::kNotSupported,
+                               "method '%s': collective %u ('%s') of a one-rank group on %s:%u needs a communicator",
+                               name(), i, instruction_name(instruction), device_type_name(input.device().type()),
+                               input.device().index());
+          break;
+        }
         default:  // Program::load refused it
           KILN_RETURN_ERROR(Error::kInternal, "method '%s': instruction %u has no kind", name(), i);
       }
@@ -440,6 +559,11 @@ class MethodLoader final : public MethodView {
   const Tensor** operands_ = nullptr;
   uint64_t next_operand_ = 0;
   internal::ArenaState* arenas_ = nullptr;
+  struct Group {
+    Communicator* communicator = nullptr;
+    uint32_t rank = 0;
+  };
+  Group groups_[abi::kMaxCommunicatorGroups];
 };
 
 Result<Method> Program::load_method(const char* name, const MemoryManager& memory, const KernelRegistry& kernels,
@@ -485,6 +609,8 @@ void Method::release() {
     internal::ArenaState& arena = arenas_[a];
     if (arena.owned && arena.backend != nullptr) arena.backend->release(arena.where, arena.device);
     arena.owned = false;
+    if (arena.communicator != nullptr) arena.communicator->unmap_symmetric(arena.symmetric);
+    arena.communicator = nullptr;
   }
 }
 
@@ -635,6 +761,30 @@ Error run_instruction(const InstructionState& state) {
       args.num_inputs = state.args.num_inputs;
       args.num_outputs = state.args.num_outputs;
       return state.backend->execute(state.delegate, args);
+    }
+    case InstructionKind::kCollective: {
+      const Tensor& input = *state.args.inputs[0];
+      const Tensor& output = *state.args.outputs[0];
+      const ArenaState& arena = state.arenas[input.arena()];
+      if (arena.communicator == nullptr) {
+        // A group of one rank: the sum of one tensor is itself.
+        if (input.data() != output.data() && input.nbytes() > 0) {
+          memcpy(output.data(), input.data(), static_cast<size_t>(input.nbytes()));
+        }
+        return Error::kOk;
+      }
+#if KILN_COLLECTIVES
+      AllReduceArgs args;
+      args.memory = arena.symmetric;
+      args.input_offset = input.offset();
+      args.output = output.data();
+      args.count = static_cast<uint64_t>(input.numel());
+      args.dtype = input.dtype();
+      args.op = state.reduce_op;
+      return arena.communicator->all_reduce(args);
+#else
+      return Error::kNotSupported;
+#endif
     }
     default:
       return Error::kInternal;

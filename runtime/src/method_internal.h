@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "kiln/runtime/backend.h"
+#include "kiln/runtime/communicator.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/tensor.h"
 #include "kiln/schema/bookkeeping.h"
@@ -22,6 +23,7 @@ enum class InstructionKind : uint8_t {
   kCopyToHost,         // device -> host
   kCopyOnDevice,       // device -> device, one backend
   kDelegate,
+  kCollective,         // args.inputs[0] reduced into args.outputs[0]
 };
 
 // One per instruction. A copy uses args.inputs[0] as source and
@@ -33,10 +35,11 @@ struct InstructionState {
   union {
     KernelRunFn run;           // kernels
     void* delegate;            // delegate calls: the delegate's handle
-    const ArenaState* arenas;  // copies: the method's arenas
+    const ArenaState* arenas;  // copies and collectives: the method's arenas
   };
   Backend* backend;  // copies to, from or on a device; delegate calls
   InstructionKind kind;
+  fb::ReduceOp reduce_op;  // collectives
 };
 
 // Runs one resolved instruction (the execute loop and load-time uploads).
@@ -49,6 +52,11 @@ struct ArenaState {
   Backend* backend;     // device arenas
   Device where;
   bool owned;           // allocated by the backend at load: released by ~Method
+  // Symmetric arenas mapped by a communicator (released by ~Method); null
+  // for ordinary arenas and for a one-rank group without one, whose
+  // collectives are copies.
+  Communicator* communicator;
+  SymmetricMemory symmetric;
 };
 
 struct DelegateState {

@@ -62,6 +62,7 @@ class MethodValidator {
   Error run() {
     name_ = method_.name()->c_str();
     num_tensors_ = method_.tensors() != nullptr ? method_.tensors()->size() : 0;
+    KILN_RETURN_IF_ERROR(check_communicators());
     KILN_RETURN_IF_ERROR(check_arenas());
     KILN_RETURN_IF_ERROR(check_tensors());
     KILN_RETURN_IF_ERROR(check_aliases());
@@ -91,6 +92,91 @@ class MethodValidator {
     }
     return Error::kOk;
   }
+
+  // The size of `group`'s communicator, 0 when it has none.
+  uint32_t group_size(uint32_t group) const {
+    const auto* comms = method_.communicators();
+    if (comms == nullptr) return 0;
+    for (uint32_t i = 0; i < comms->size(); ++i) {
+      if (comms->Get(i)->group() == group) return comms->Get(i)->size();
+    }
+    return 0;
+  }
+
+#if KILN_COLLECTIVES
+  Error check_communicators() {
+    const auto* comms = method_.communicators();
+    if (comms == nullptr) return Error::kOk;
+    for (uint32_t i = 0; i < comms->size(); ++i) {
+      const fb::Communicator& c = *comms->Get(i);
+      KILN_CHECK_OR_RETURN(c.group() < abi::kMaxCommunicatorGroups && c.size() >= 1, kInvalid,
+                           "method '%s': communicator %u has group %u and size %u (groups 0 to %u, size >= 1)", name_,
+                           i, c.group(), c.size(), static_cast<unsigned>(abi::kMaxCommunicatorGroups - 1));
+      for (uint32_t j = 0; j < i; ++j) {
+        KILN_CHECK_OR_RETURN(comms->Get(j)->group() != c.group(), kInvalid,
+                             "method '%s': communicator group %u is listed twice", name_, c.group());
+      }
+    }
+    return Error::kOk;
+  }
+
+  // A per-rank constant has one shard per rank of its group, each at least
+  // the tensor's size.
+  Error check_rank_constants(uint32_t t, const fb::ConstantStorage& storage, uint64_t nbytes) {
+    if (storage.ranks() == nullptr || storage.ranks()->size() == 0) return Error::kOk;
+    const uint32_t size = group_size(storage.group());
+    KILN_CHECK_OR_RETURN(size == storage.ranks()->size(), kInvalid,
+                         "method '%s': tensor %u '%s' has %u per-rank constants; group %u has %u ranks", name_, t,
+                         tensor_name(t), storage.ranks()->size(), storage.group(), size);
+    const auto* constants = program_.constants();
+    for (uint32_t r = 0; r < storage.ranks()->size(); ++r) {
+      const uint32_t index = storage.ranks()->Get(r);
+      KILN_CHECK_OR_RETURN(constants != nullptr && index < constants->size() && constants->Get(index)->size() >= nbytes,
+                           kInvalid, "method '%s': tensor %u '%s': rank %u's constant %u does not exist or is too "
+                           "small", name_, t, tensor_name(t), r, index);
+    }
+    return Error::kOk;
+  }
+
+  // One input in a symmetric arena of the call's group; one output of the
+  // same dtype and size; a reduction the runtime knows.
+  Error check_collective(uint32_t i, const fb::CollectiveCall& call) {
+    const auto size = [](const flatbuffers::Vector<int32_t>* v) { return v != nullptr ? v->size() : 0u; };
+    KILN_CHECK_OR_RETURN(size(call.inputs()) == 1 && size(call.outputs()) == 1, kInvalid,
+                         "method '%s': collective instruction %u has %u inputs and %u outputs, not one of each", name_,
+                         i, size(call.inputs()), size(call.outputs()));
+    KILN_CHECK_OR_RETURN(call.kind() <= fb::CollectiveKind::MAX && call.op() <= fb::ReduceOp::MAX, kInvalid,
+                         "method '%s': collective instruction %u has an unknown kind or reduction", name_, i);
+    const uint32_t in = static_cast<uint32_t>(call.inputs()->Get(0));
+    const uint32_t out = static_cast<uint32_t>(call.outputs()->Get(0));
+    KILN_CHECK_OR_RETURN(tensor(in).dtype() == tensor(out).dtype() && tensor(in).nbytes() == tensor(out).nbytes(),
+                         kInvalid, "method '%s': collective instruction %u reduces '%s' into '%s' of another dtype "
+                         "or size", name_, i, tensor_name(in), tensor_name(out));
+    const uint32_t root = root_of(in);
+    const fb::PlannedStorage* planned = root < num_tensors_ ? tensor(root).storage_as_PlannedStorage() : nullptr;
+    const fb::Arena* arena = planned != nullptr && method_.arenas() != nullptr &&
+                                     planned->arena() < method_.arenas()->size()
+                                 ? method_.arenas()->Get(planned->arena())
+                                 : nullptr;
+    KILN_CHECK_OR_RETURN(arena != nullptr && arena->kind() == fb::ArenaKind::SYMMETRIC &&
+                             arena->group() == call.group(),
+                         kInvalid, "method '%s': collective instruction %u reads '%s', which is not planned in a "
+                         "symmetric arena of group %u", name_, i, tensor_name(in), call.group());
+    return Error::kOk;
+  }
+
+#else
+  // Built without collectives (KILN_WITH_COLLECTIVES off, as for firmware):
+  // a program that needs them is refused at load.
+  Error check_communicators() {
+    KILN_CHECK_OR_RETURN(method_.communicators() == nullptr || method_.communicators()->size() == 0,
+                         Error::kNotSupported, "method '%s' has collectives; this runtime was built without them "
+                         "(KILN_WITH_COLLECTIVES)", name_);
+    return Error::kOk;
+  }
+  Error check_rank_constants(uint32_t, const fb::ConstantStorage&, uint64_t) { return Error::kOk; }
+  Error check_collective(uint32_t, const fb::CollectiveCall&) { return Error::kOk; }
+#endif  // KILN_COLLECTIVES
 
   bool has_communicator(uint32_t group) const {
     const auto* comms = method_.communicators();
@@ -167,6 +253,7 @@ class MethodValidator {
         case fb::Storage::ConstantStorage: {
           const auto* constants = program_.constants();
           const uint32_t index = tensor.storage_as_ConstantStorage()->index();
+          KILN_RETURN_IF_ERROR(check_rank_constants(t, *tensor.storage_as_ConstantStorage(), nbytes));
           KILN_CHECK_OR_RETURN(constants != nullptr && index < constants->size(), kInvalid,
                                "method '%s': tensor %u '%s' names constant %u, which does not exist", name_, t,
                                tensor_name(t), index);
@@ -360,6 +447,7 @@ class MethodValidator {
                                name_, i, call.group());
           KILN_RETURN_IF_ERROR(check_operands(i, call.inputs(), false, false));
           KILN_RETURN_IF_ERROR(check_operands(i, call.outputs(), false, true));
+          KILN_RETURN_IF_ERROR(check_collective(i, call));
           break;
         }
         default:

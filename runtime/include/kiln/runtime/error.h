@@ -53,6 +53,10 @@ enum class [[nodiscard]] Error : uint32_t {
   kIoError,
   kNotSupported,
   kInternal,
+  // A collective's group does not match the program (rank count, layout of
+  // a symmetric arena), or a peer rank failed, exited or timed out.
+  kCommunicatorMismatch,
+  kPeerFailed,
 };
 
 // A stable name for the code, such as "ArenaTooSmall". Never null.

@@ -18,6 +18,14 @@
 // The Method does not own any of this memory; all of it, the Program and its
 // data must outlive the Method.
 //
+// Ranks: a method with collectives runs on every rank of its communicator
+// groups at once, each rank loading the same program. Loading maps the
+// symmetric arenas through the communicators (a collective step: every rank
+// loads its methods in the same order), checks that the group has the size
+// the program was planned for and that every rank planned the same layout
+// (kCommunicatorMismatch otherwise), and picks this rank's shard of every
+// per-rank constant.
+//
 // Devices: tensors on a device are reached through their backend. Binding a
 // host buffer to a device tensor (or the reverse) is kDeviceMismatch; device
 // inputs and outputs (planned with `kiln plan --device-io`) live in the
@@ -37,6 +45,7 @@
 
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/bump_allocator.h"
+#include "kiln/runtime/communicator.h"
 #include "kiln/runtime/method_meta.h"
 #include "kiln/runtime/result.h"
 #include "kiln/runtime/span.h"
@@ -51,6 +60,12 @@ struct MemoryManager {
   // Optional, indexed like arenas: a buffer with a null handle is allocated
   // by the backend.
   Span<const DeviceBuffer> device_arenas;
+  // Optional, indexed by communicator group: communicators[g] runs group
+  // g's collectives and maps its symmetric arenas (whose spans in `arenas`
+  // are then ignored). A group of one rank needs none: its symmetric arenas
+  // are host arenas like any other and its collectives copies. Not owned;
+  // each must outlive the Method. See communicator.h.
+  Span<Communicator* const> communicators;
 };
 
 class BackendRegistry;

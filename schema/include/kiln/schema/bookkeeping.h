@@ -38,7 +38,9 @@ constexpr uint64_t kBookkeepingAlignment = 16;
 constexpr uint64_t kTensorSlotBytes = 64;
 constexpr uint64_t kInstructionSlotBytes = 80;
 constexpr uint64_t kOperandSlotBytes = 8;
-constexpr uint64_t kArenaSlotBytes = 48;
+constexpr uint64_t kArenaSlotBytes = 80;
+// Communicator groups a method may name (0 to kMaxCommunicatorGroups - 1).
+constexpr uint32_t kMaxCommunicatorGroups = 8;
 constexpr uint64_t kDelegateSlotBytes = 32;
 
 constexpr uint64_t round_up_bookkeeping(uint64_t n) {

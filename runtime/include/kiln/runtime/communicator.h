@@ -1,0 +1,94 @@
+// Communicators: how the ranks of a group run the collectives a program
+// names (CollectiveCall) over its symmetric arenas.
+//
+// A symmetric arena has the same size and the same tensor offsets on every
+// rank of its group: the planner lays it out once for all ranks. A
+// communicator maps one copy of it per rank so that every rank can address
+// every peer's copy, and a one-shot all-reduce reads its peers' operands in
+// place, with no staging copy:
+//
+//   rank 0 window   [ arena bytes (planned)  | communicator's own flags ]
+//   rank 1 window   [ arena bytes (planned)  | communicator's own flags ]
+//     ...             ^ offset X holds the same tensor on every rank
+//
+// Implementations live outside the runtime core (comm/<name>/: MPI shared
+// memory between host processes, NCCL symmetric windows between GPUs); they
+// may allocate and talk to their peers while they are created and while a
+// method maps its arenas, never in all_reduce(). The runtime itself has one
+// built in, for a group of one rank, used when a program's group has size 1
+// and the application gives none (a collective is then a copy, or nothing
+// when in place).
+//
+// Lifetime: the application creates a communicator, passes it to method
+// loading (MemoryManager::communicators), and destroys it after every Method
+// that uses it. Every rank must load the same program and method, in the
+// same order: mapping is a collective operation. Not thread safe.
+
+#ifndef KILN_RUNTIME_COMMUNICATOR_H_
+#define KILN_RUNTIME_COMMUNICATOR_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/runtime/backend.h"
+#include "kiln/runtime/error.h"
+#include "kiln/runtime/tensor.h"
+
+namespace kiln {
+
+// One mapped symmetric arena: this rank's copy (`local`: a host pointer in
+// `handle` for host communicators, a device buffer for device ones) and the
+// communicator's handle for it.
+struct SymmetricMemory {
+  DeviceBuffer local;
+  uint32_t slot = 0;
+};
+
+// One all-reduce: `count` elements of `dtype` at `input_offset` in the
+// symmetric arena `memory` (the same offset on every rank), reduced with
+// `op` into `output`. `output` is an address in the communicator's memory
+// space (host memory for host communicators, device memory for device
+// ones); it may be the input itself (in place) or anywhere else, including
+// elsewhere in the same arena.
+struct AllReduceArgs {
+  SymmetricMemory memory;
+  uint64_t input_offset = 0;
+  void* output = nullptr;
+  uint64_t count = 0;
+  DType dtype = DType::FLOAT32;
+  fb::ReduceOp op = fb::ReduceOp::SUM;
+};
+
+class Communicator {
+ public:
+  // "mpi-shm", "nccl", "local": for messages.
+  virtual const char* name() const = 0;
+  virtual uint32_t rank() const = 0;
+  virtual uint32_t size() const = 0;
+  // Where its symmetric memory lives (CPU for host communicators).
+  virtual DeviceType device_type() const = 0;
+
+  // Maps a symmetric arena of `size` bytes aligned to `alignment` on every
+  // rank. `layout_digest` summarises the arena's planned layout (size and
+  // every tensor's offset and byte size, see Method): the communicator
+  // compares it across ranks and returns kCommunicatorMismatch, with a
+  // message naming the ranks that differ, when they do not all agree.
+  // Collective across the group.
+  virtual Error map_symmetric(uint64_t size, uint32_t alignment, uint64_t layout_digest,
+                              SymmetricMemory* out_memory) = 0;
+  // Releases what map_symmetric made. Collective across the group.
+  virtual void unmap_symmetric(SymmetricMemory memory) = 0;
+
+  // Sum (or another reduction) of one tensor across the group, every rank
+  // receiving the result. Allocates nothing. kPeerFailed when a peer exits
+  // or does not arrive in time; kNotSupported for a dtype or op the
+  // communicator does not reduce.
+  virtual Error all_reduce(const AllReduceArgs& args) = 0;
+
+ protected:
+  ~Communicator() = default;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_RUNTIME_COMMUNICATOR_H_

@@ -1,0 +1,255 @@
+// Collectives in the planner: AllReduce lowering, the three symmetric
+// placement paths and their counts, buffer reuse in symmetric and ordinary
+// arenas across a chain of layers, the tensor-parallel pass (what it splits,
+// what it refuses), per-rank constants in the program, and the runtime's
+// refusal of collectives whose input is not symmetric.
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "core/error.h"
+#include "kiln/runtime/error.h"
+#include "kiln/schema/program_generated.h"
+#include "support/graph_builder.h"
+#include "support/program_bytes.h"
+
+namespace kiln::testing {
+namespace {
+
+using planner::LArena;
+using planner::LMethod;
+using planner::LTensor;
+using planner::PlanOptions;
+using planner::PlanResult;
+
+int all_reduce(GraphBuilder& b, int input) {
+  const int out = b.node("AllReduce", {input});
+  b.graph().nodes.back().domain = "com.microsoft";
+  b.graph().nodes.back().opset = 1;
+  return out;
+}
+
+const LArena* symmetric_arena(const LMethod& m) {
+  for (const LArena& a : m.arenas) {
+    if (a.kind == fb::ArenaKind::SYMMETRIC) return &a;
+  }
+  return nullptr;
+}
+
+// Where the input of every collective of `m` lives.
+std::set<int> collective_input_arenas(const LMethod& m) {
+  std::set<int> arenas;
+  for (const auto& ins : m.instructions) {
+    if (ins.kind == planner::LInstruction::Kind::kCollective) {
+      arenas.insert(m.tensors[static_cast<size_t>(m.root(ins.inputs[0]))].arena);
+    }
+  }
+  return arenas;
+}
+
+TEST(CollectivesTest, EachPlacementPathIsTakenAndCounted) {
+  GraphBuilder b;
+  const int x = b.input("x", {4, 32});
+  const int mm = b.node("MatMul", {x, b.ramp("w", {32, 32})});
+  const int s1 = all_reduce(b, mm);                   // (a) zero copy
+  const int s2 = all_reduce(b, x);                    // (b) input: one buffer
+  const int s3 = all_reduce(b, x);                    //     ... shared, no second copy
+  const int s4 = all_reduce(b, b.ramp("c", {4, 32}));  // (c) constant
+  const int relu = b.node("Relu", {x});
+  const int s5 = all_reduce(b, relu);                 // (c) a method output
+  b.output(b.node("Add", {b.node("Add", {b.node("Add", {s1, s2}), b.node("Add", {s3, s4})}), s5}));
+  b.output(relu);
+  PlanOptions options;
+  options.ranks = 4;
+  const PlanResult r = b.plan(options);
+  EXPECT_EQ(r.symmetric.collectives, 5);
+  EXPECT_EQ(r.symmetric.zero_copy, 1);
+  EXPECT_EQ(r.symmetric.zero_copy_bytes, 4u * 32 * 4);
+  EXPECT_EQ(r.symmetric.input_buffers, 1);
+  EXPECT_EQ(r.symmetric.input_copies, 1);
+  EXPECT_EQ(r.symmetric.explicit_copies, 2);
+  EXPECT_EQ(r.symmetric.copies(), 3);
+  const LMethod& m = r.program.methods[0];
+  // The method input's copy runs first, before anything reads the buffer.
+  ASSERT_EQ(m.instructions[0].kind, planner::LInstruction::Kind::kCopy);
+  EXPECT_TRUE(m.tensors[static_cast<size_t>(m.instructions[0].inputs[0])].is_input);
+  const LArena* sym = symmetric_arena(m);
+  ASSERT_NE(sym, nullptr);
+  EXPECT_EQ(sym->group, 0u);
+  const std::set<int> arenas = collective_input_arenas(m);
+  ASSERT_EQ(arenas.size(), 1u);
+  EXPECT_EQ(&m.arenas[static_cast<size_t>(*arenas.begin())], sym);
+  ASSERT_EQ(m.communicators.size(), 1u);
+  EXPECT_EQ(m.communicators[0].size, 4u);
+  EXPECT_EQ(load_error(r.bytes), Error::kOk);
+}
+
+// PyTorch Inductor's example: 8 x (matmul -> all_reduce) went from 9
+// buffers to 2 once collective outputs were visible to its planner. Here:
+// one symmetric buffer (every MatMul output) and one ordinary buffer (every
+// AllReduce output).
+TEST(CollectivesTest, ChainOfLayersReusesOneSymmetricAndOneOrdinaryBuffer) {
+  GraphBuilder b;
+  int v = b.input("x", {4, 64});
+  for (int i = 0; i < 8; ++i) v = all_reduce(b, b.node("MatMul", {v, b.ramp("w" + std::to_string(i), {64, 64})}));
+  b.output(v);
+  PlanOptions options;
+  options.ranks = 2;
+  options.lower.packing_scratch = false;
+  const PlanResult r = b.plan(options);
+  EXPECT_EQ(r.symmetric.zero_copy, 8);
+  EXPECT_EQ(r.symmetric.copies(), 0);
+  const LMethod& m = r.program.methods[0];
+  const uint64_t layer = 4 * 64 * 4;
+  ASSERT_EQ(m.arenas.size(), 2u);
+  std::set<uint64_t> symmetric_offsets, ordinary_offsets;
+  for (const LTensor& t : m.tensors) {
+    if (t.storage != planner::Storage::kPlanned) continue;
+    (m.arenas[static_cast<size_t>(t.arena)].kind == fb::ArenaKind::SYMMETRIC ? symmetric_offsets : ordinary_offsets)
+        .insert(t.offset);
+  }
+  EXPECT_EQ(symmetric_offsets.size(), 1u);
+  EXPECT_EQ(ordinary_offsets.size(), 1u);
+  for (const LArena& a : m.arenas) EXPECT_EQ(a.size, layer);
+}
+
+TEST(CollectivesTest, OneRankProgramHasAGroupOfOne) {
+  GraphBuilder b;
+  b.output(all_reduce(b, b.node("Relu", {b.input("x", {2, 8})})));
+  const PlanResult r = b.plan();
+  ASSERT_EQ(r.program.methods[0].communicators.size(), 1u);
+  EXPECT_EQ(r.program.methods[0].communicators[0].size, 1u);
+}
+
+int linear(GraphBuilder& b, int x, int64_t in, int64_t out, const std::string& name) {
+  return b.node("Add", {b.node("MatMul", {x, b.ramp(name + ".w", {in, out}, 0.05f)}), b.ramp(name + ".b", {out})});
+}
+
+TEST(CollectivesTest, TensorParallelSplitsAnMlpPair) {
+  GraphBuilder b;
+  const int x = b.input("x", {2, 8, 16});
+  const int h = b.node("Relu", {linear(b, x, 16, 64, "fc1")});
+  b.output(b.node("Add", {x, linear(b, h, 64, 16, "fc2")}));
+  PlanOptions options;
+  options.tensor_parallel = 4;
+  const PlanResult r = b.plan(options);
+  EXPECT_EQ(r.ranks, 4u);
+  EXPECT_EQ(r.tensor_parallel.column_splits, 1);
+  EXPECT_EQ(r.tensor_parallel.row_splits, 1);
+  EXPECT_EQ(r.symmetric.collectives, 1);
+  EXPECT_EQ(r.symmetric.zero_copy, 1);
+  // fc1's weight and bias and fc2's weight are split 4 ways; fc2's bias is
+  // added once, after the AllReduce.
+  const uint64_t split = (16 * 64 + 64 + 64 * 16) * 4;
+  EXPECT_EQ(r.tensor_parallel.weight_bytes_total - r.tensor_parallel.weight_bytes_per_rank, split - split / 4);
+  size_t per_rank = 0;
+  for (const auto& shards : r.program.rank_constants) {
+    if (shards.empty()) continue;
+    ++per_rank;
+    EXPECT_EQ(shards.size(), 4u);
+  }
+  EXPECT_EQ(per_rank, 3u);
+  // The program: those constants carry one shard per rank.
+  LoadedProgram loaded(r.bytes);
+  ASSERT_TRUE(loaded.program.ok());
+  const fb::Method& m = *loaded.program.get().flatbuffer()->methods()->Get(0);
+  size_t sharded = 0;
+  for (const fb::Tensor* t : *m.tensors()) {
+    const fb::ConstantStorage* c = t->storage_as_ConstantStorage();
+    if (c != nullptr && c->ranks() != nullptr && c->ranks()->size() > 0) {
+      ++sharded;
+      EXPECT_EQ(c->ranks()->size(), 4u);
+      EXPECT_EQ(c->index(), c->ranks()->Get(0));
+    }
+  }
+  EXPECT_EQ(sharded, 3u);
+}
+
+TEST(CollectivesTest, TensorParallelSplitsAttentionHeads) {
+  GraphBuilder b;
+  const int64_t seq = 4, dim = 16, heads = 4;
+  const int x = b.input("x", {1, seq, dim});
+  auto heads_of = [&](int t) {
+    const int shaped = b.node("Reshape", {t, b.constant("shape" + std::to_string(t),
+                                                        HostTensor::from_int64s({1, seq, heads, dim / heads}, {4}))});
+    return b.node("Transpose", {shaped}, {{"perm", ints_attr({0, 2, 1, 3})}});
+  };
+  const int q = heads_of(linear(b, x, dim, dim, "q"));
+  const int k = heads_of(linear(b, x, dim, dim, "k"));
+  const int v = heads_of(linear(b, x, dim, dim, "v"));
+  const int kt = b.node("Transpose", {k}, {{"perm", ints_attr({0, 1, 3, 2})}});
+  const int p = b.node("Softmax", {b.node("MatMul", {q, kt})}, {{"axis", int_attr(-1)}});
+  const int y = b.node("Transpose", {b.node("MatMul", {p, v})}, {{"perm", ints_attr({0, 2, 1, 3})}});
+  const int merged = b.node("Reshape", {y, b.constant("merge", HostTensor::from_int64s({1, seq, dim}, {3}))});
+  b.output(linear(b, merged, dim, dim, "out"));
+  PlanOptions options;
+  options.tensor_parallel = 2;
+  const PlanResult r = b.plan(options);
+  EXPECT_EQ(r.tensor_parallel.column_splits, 3);
+  EXPECT_EQ(r.tensor_parallel.row_splits, 1);
+  EXPECT_EQ(r.tensor_parallel.reshapes, 4);
+  EXPECT_EQ(r.symmetric.collectives, 1);
+}
+
+TEST(CollectivesTest, TensorParallelLeavesWhatItCannotSplit) {
+  // The hidden activation is also a graph output: splitting would hand
+  // each rank a different output, so nothing is split.
+  GraphBuilder b;
+  const int x = b.input("x", {4, 16});
+  const int h = b.node("Relu", {linear(b, x, 16, 32, "fc1")});
+  b.output(linear(b, h, 32, 16, "fc2"));
+  b.output(h);
+  PlanOptions options;
+  options.tensor_parallel = 2;
+  try {
+    b.plan(options);
+    FAIL() << "planned a split it should refuse";
+  } catch (const planner::PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("found no MatMul/Gemm pair to split"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CollectivesTest, TensorParallelNeedsWidthsTheRanksDivide) {
+  GraphBuilder b;
+  const int x = b.input("x", {4, 16});
+  b.output(linear(b, b.node("Relu", {linear(b, x, 16, 30, "fc1")}), 30, 16, "fc2"));
+  PlanOptions options;
+  options.tensor_parallel = 4;  // 30 columns do not split 4 ways
+  EXPECT_THROW(b.plan(options), planner::PlanError);
+  options.tensor_parallel = 3;
+  EXPECT_EQ(b.plan(options).tensor_parallel.row_splits, 1);
+}
+
+TEST(CollectivesTest, RuntimeRefusesACollectiveOutsideASymmetricArena) {
+  GraphBuilder b;
+  b.output(all_reduce(b, b.node("Relu", {b.input("x", {2, 8})})));
+  const std::string bytes = b.plan().bytes;
+  ASSERT_EQ(load_error(bytes), Error::kOk);
+  const std::string ordinary = mutate_program(bytes, [](fb::ProgramT& p) {
+    for (auto& arena : p.methods[0]->arenas) arena->kind = fb::ArenaKind::ORDINARY;
+  });
+  EXPECT_EQ(load_error(ordinary), Error::kInvalidProgram);
+  const std::string no_group = mutate_program(bytes, [](fb::ProgramT& p) { p.methods[0]->communicators.clear(); });
+  EXPECT_EQ(load_error(no_group), Error::kInvalidProgram);
+}
+
+TEST(CollectivesTest, RuntimeRefusesPerRankConstantsThatDoNotMatchTheGroup) {
+  GraphBuilder b;
+  const int x = b.input("x", {4, 16});
+  b.output(linear(b, b.node("Relu", {linear(b, x, 16, 32, "fc1")}), 32, 16, "fc2"));
+  PlanOptions options;
+  options.tensor_parallel = 2;
+  const std::string bytes = b.plan(options).bytes;
+  ASSERT_EQ(load_error(bytes), Error::kOk);
+  const std::string three = mutate_program(bytes, [](fb::ProgramT& p) {
+    for (auto& t : p.methods[0]->tensors) {
+      if (auto* c = t->storage.AsConstantStorage(); c != nullptr && !c->ranks.empty()) c->ranks.push_back(0);
+    }
+  });
+  EXPECT_EQ(load_error(three), Error::kInvalidProgram);
+}
+
+}  // namespace
+}  // namespace kiln::testing
