@@ -43,7 +43,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 log "build ($build)"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=ON -DKILN_WITH_VULKAN=OFF \
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=ON -DKILN_CUDA_IN_TOOLS=ON -DKILN_WITH_VULKAN=OFF \
   -DCMAKE_CUDA_COMPILER="$nvcc" -DKILN_PYTHON="$(command -v "$py")"
 cmake --build "$build" --target kiln kiln_onnx_node_tests
 

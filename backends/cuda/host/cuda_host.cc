@@ -9,9 +9,9 @@
 //   KILN_CUDA_GRAPHS=0            launch every delegate call directly
 //                                 instead of replaying a CUDA graph
 //
-// Without KILN_CUDA_EXECUTION=host the GPU build runs; on a machine without
-// a GPU (or a kiln built without the CUDA Toolkit) a program that needs
-// cuda:N then fails to load, naming the device.
+// Without KILN_CUDA_EXECUTION=host the GPU build runs where the tools link
+// it (KILN_CUDA_IN_TOOLS); on a machine without a GPU, or in tools without
+// the GPU build, a program that needs cuda:N fails to load, naming the device.
 
 #include <cstdio>
 #include <cstdlib>
@@ -44,7 +44,9 @@ std::unique_ptr<HostBackend> make_cuda_host() {
 #if KILN_CUDA_WITH_GPU
   return cuda_host::gpu::make(options, false);
 #else
-  options.unavailable = "kiln was built without the CUDA Toolkit; KILN_CUDA_EXECUTION=host runs the host execution model";
+  options.unavailable =
+      "this kiln does not link the GPU build (KILN_WITH_CUDA and KILN_CUDA_IN_TOOLS); KILN_CUDA_EXECUTION=host runs "
+      "the host execution model";
   return cuda_host::sim::make(options, false);
 #endif
 }

@@ -84,7 +84,22 @@ struct Scheduler {
   }
 };
 
-thread_local Scheduler g_scheduler;
+// Per OS thread, made on first use. A pointer, not the object: static TLS
+// of a megabyte would raise the smallest stack every thread of the program
+// may be created with (glibc counts static TLS against it).
+thread_local Scheduler* g_scheduler_ptr = nullptr;
+thread_local struct SchedulerOwner {
+  ~SchedulerOwner() { delete g_scheduler_ptr; }
+} g_scheduler_owner;
+
+Scheduler& scheduler() {
+  if (g_scheduler_ptr == nullptr) {
+    g_scheduler_ptr = new Scheduler();
+    (void)&g_scheduler_owner;
+  }
+  return *g_scheduler_ptr;
+}
+#define g_scheduler (scheduler())
 
 void start_switch(Scheduler& s, void* bottom, size_t size) {
 #ifdef KILN_HOSTSIM_ASAN
@@ -262,7 +277,9 @@ void execute_launch(dim3 grid, dim3 block, KernelFn fn, const void* args) {
     s.stacks = static_cast<uint8_t*>(p);
   }
   ++s.stats.launches;
-  static thread_local BlockRun run;
+  static thread_local BlockRun* run_ptr = nullptr;
+  if (run_ptr == nullptr) run_ptr = new BlockRun();  // kept for the thread's lifetime, like its stacks
+  BlockRun& run = *run_ptr;
   run.fn = fn;
   run.args = args;
   run.threads = static_cast<unsigned>(threads);
