@@ -3,7 +3,8 @@
 //
 //   correctness [barrier]  all-reduce results, exact, for every dtype and op,
 //                          sizes from 1 element to 4 MB, odd counts, offsets,
-//                          in place and out of place; 1000 calls on one buffer
+//                          in place and out of place (one-shot and two-shot);
+//                          1000 calls on one buffer
 //                          rewritten between calls; layout digests and call
 //                          arguments that differ between ranks
 //   killed                 rank 1 raises SIGKILL before a collective: the job
@@ -163,6 +164,9 @@ void check_all_reduce(MpiCommunicator& comm, const SymmetricMemory& memory, std:
 int run_correctness(bool barrier) {
   MpiOptions options;
   options.sync = barrier ? MpiSync::kBarrier : MpiSync::kFlags;
+  // Outputs elsewhere in the arena from 1 KB on go two-shot, so that both
+  // algorithms see every kind of size below.
+  options.two_shot_min_bytes = 1024;
   std::unique_ptr<MpiCommunicator> comm;
   Error error = MpiCommunicator::create(options, &comm);
   if (error != Error::kOk) {
@@ -242,6 +246,11 @@ int run_correctness(bool barrier) {
     args.output = static_cast<uint8_t*>(memory.local.handle) + (comm->rank() == 0 ? 0 : 4096);
     error = comm->all_reduce(args);  // in place on rank 0 only
     EXPECT(error == Error::kCommunicatorMismatch, "all_reduce in place on one rank only returned %s",
+           kiln::error_name(error));
+    args.count = 1000;  // 4000 bytes: two-shot through outputs at different offsets
+    args.output = static_cast<uint8_t*>(memory.local.handle) + (comm->rank() == 0 ? 8192 : 16384);
+    error = comm->all_reduce(args);
+    EXPECT(error == Error::kCommunicatorMismatch, "all_reduce with outputs at different offsets returned %s",
            kiln::error_name(error));
     EXPECT(!comm->failed(), "a mismatch left the communicator failed");
     check_all_reduce(*comm, memory, host, 0, 100, DType::FLOAT32, fb::ReduceOp::SUM, Where::kInPlace, ++salt);

@@ -27,6 +27,20 @@ constexpr uint32_t kSpinIterations = 2000;
 // The steps of one call (the header's protocol); sequence = 3e + step.
 enum Step : uint64_t { kArrive = 1, kReduced = 2, kDepart = 3 };
 
+enum Algorithm : uint32_t {
+  kOneShot = 0,
+  kTwoShotInPlace = 1,        // the reduced slices go into the input
+  kTwoShotThroughOutput = 2,  // into the output, which is in the arena
+};
+
+const char* algorithm_name(uint32_t algorithm) {
+  switch (algorithm) {
+    case kOneShot: return "one-shot";
+    case kTwoShotInPlace: return "two-shot in place";
+    default: return "two-shot through the output";
+  }
+}
+
 const char* step_verb(uint64_t step) {
   switch (step) {
     case kArrive: return "arrive at";
@@ -42,8 +56,8 @@ struct ControlBlock {
   // The current call's arguments, for the check that every rank agrees.
   uint64_t input_offset;
   uint64_t count;
-  uint32_t kind;  // dtype | op << 8 | in_place << 16
-  uint32_t unused;
+  uint64_t result_offset;  // two-shot: where the reduced slices lie
+  uint32_t kind;           // dtype | op << 8 | algorithm << 16
   alignas(64) uint64_t magic;
   int32_t pid;
   uint32_t rank;
@@ -381,6 +395,20 @@ Error MpiCommunicator::all_reduce(const AllReduceArgs& args) {
     return Error::kInvalidArgument;
   }
 
+  // The algorithm (the header's protocol). An output elsewhere in the arena
+  // is where peers can read reduced slices from, at the same offset.
+  uint8_t* arena = window.arenas[rank_];
+  const bool output_in_arena = bytes > 0 && output >= arena && output + bytes <= arena + window.size;
+  uint32_t algorithm = kOneShot;
+  uint64_t result_offset = 0;
+  if (in_place) {
+    algorithm = kTwoShotInPlace;
+    result_offset = args.input_offset;
+  } else if (output_in_arena && bytes >= options_.two_shot_min_bytes) {
+    algorithm = kTwoShotThroughOutput;
+    result_offset = static_cast<uint64_t>(output - arena);
+  }
+
   const uint64_t call = window.calls++;
   const uint64_t base = 3 * call;
   Waiting waiting{window.controls, rank_, size_, args.memory.slot, call};
@@ -428,8 +456,8 @@ Error MpiCommunicator::all_reduce(const AllReduceArgs& args) {
   // Arrive: the call's arguments first, for the check below.
   own->input_offset = args.input_offset;
   own->count = args.count;
-  own->kind = static_cast<uint32_t>(args.dtype) | static_cast<uint32_t>(args.op) << 8 |
-              static_cast<uint32_t>(in_place) << 16;
+  own->result_offset = result_offset;
+  own->kind = static_cast<uint32_t>(args.dtype) | static_cast<uint32_t>(args.op) << 8 | algorithm << 16;
   Error error = step(kArrive);
   if (error != Error::kOk) {
     failed_ = true;
@@ -437,15 +465,19 @@ Error MpiCommunicator::all_reduce(const AllReduceArgs& args) {
   }
   for (uint32_t p = 0; p < size_; ++p) {
     const ControlBlock& peer = *window.controls[p];
-    if (peer.input_offset == own->input_offset && peer.count == own->count && peer.kind == own->kind) continue;
+    if (peer.input_offset == own->input_offset && peer.count == own->count && peer.kind == own->kind &&
+        peer.result_offset == own->result_offset) {
+      continue;
+    }
     KILN_LOG(ERROR,
              "mpi-shm: rank %u: all-reduce #%llu on symmetric arena %u: rank %u called it with offset %llu, count "
-             "%llu, dtype %u, op %u, %s; this rank with offset %llu, count %llu, dtype %u, op %u, %s",
+             "%llu, dtype %u, op %u, %s (%llu); this rank with offset %llu, count %llu, dtype %u, op %u, %s (%llu)",
              rank_, static_cast<unsigned long long>(call), args.memory.slot, p,
              static_cast<unsigned long long>(peer.input_offset), static_cast<unsigned long long>(peer.count),
-             peer.kind & 0xffu, (peer.kind >> 8) & 0xffu, (peer.kind >> 16) ? "in place" : "out of place",
-             static_cast<unsigned long long>(own->input_offset), static_cast<unsigned long long>(own->count),
-             own->kind & 0xffu, (own->kind >> 8) & 0xffu, in_place ? "in place" : "out of place");
+             peer.kind & 0xffu, (peer.kind >> 8) & 0xffu, algorithm_name(peer.kind >> 16),
+             static_cast<unsigned long long>(peer.result_offset), static_cast<unsigned long long>(own->input_offset),
+             static_cast<unsigned long long>(own->count), own->kind & 0xffu, (own->kind >> 8) & 0xffu,
+             algorithm_name(algorithm), static_cast<unsigned long long>(result_offset));
     // Every rank sees the difference; all depart without reading, so the
     // communicator stays usable.
     error = step(kDepart);
@@ -458,13 +490,13 @@ Error MpiCommunicator::all_reduce(const AllReduceArgs& args) {
 
   for (uint32_t p = 0; p < size_; ++p) state.inputs[p] = window.arenas[p] + args.input_offset;
   const size_t count = static_cast<size_t>(args.count);
-  if (!in_place) {
+  if (algorithm == kOneShot) {
     // One-shot: every input, read where it lies.
     (void)internal::reduce(args.dtype, args.op, state.inputs.data(), size_, output, 0, count);
   } else {
-    // Two-shot: slice r of every input into slice r of this rank's own
-    // input, then every other slice from its owner. Slices start on cache
-    // lines.
+    // Two-shot: slice r of every input into slice r of the result (this
+    // rank's input in place, else its output), then every other slice from
+    // its owner's result. Slices start on cache lines.
     const size_t per_line = 64 / element;
     const size_t slice = ((count + size_ - 1) / size_ + per_line - 1) / per_line * per_line;
     auto begin_of = [&](uint32_t r) { return static_cast<size_t>(r) * slice < count ? r * slice : count; };
@@ -478,8 +510,9 @@ Error MpiCommunicator::all_reduce(const AllReduceArgs& args) {
     for (uint32_t p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       const size_t begin = begin_of(p), end = begin_of(p + 1);
-      if (end > begin) memcpy(output + begin * element, window.arenas[p] + args.input_offset + begin * element,
-                                  (end - begin) * element);
+      if (end > begin) {
+        memcpy(output + begin * element, window.arenas[p] + result_offset + begin * element, (end - begin) * element);
+      }
     }
   }
 

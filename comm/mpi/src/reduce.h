@@ -64,30 +64,39 @@ struct Min {
   static A apply(A a, A b) { return b < a ? b : a; }
 };
 
+// Elements [b, b + m) of inputs[0..n) into dst, through `acc`. Inlined
+// into reduce_range, where full blocks give it a constant `m` (the
+// vectoriser of -O2 wants a known trip count).
+template <typename Traits, typename Op>
+__attribute__((always_inline)) inline void reduce_block(const void* const* inputs, uint32_t n,
+                                                        typename Traits::T* dst, size_t b, size_t m,
+                                                        uint32_t divisor, typename Traits::A* acc) {
+  using T = typename Traits::T;
+  using A = typename Traits::A;
+  const T* src = static_cast<const T*>(inputs[0]) + b;
+  for (size_t k = 0; k < m; ++k) acc[k] = Traits::load(src[k]);
+  for (uint32_t p = 1; p < n; ++p) {
+    src = static_cast<const T*>(inputs[p]) + b;
+    for (size_t k = 0; k < m; ++k) acc[k] = Op::apply(acc[k], Traits::load(src[k]));
+  }
+  if (divisor > 0) {
+    const A d = static_cast<A>(divisor);
+    for (size_t k = 0; k < m; ++k) acc[k] = acc[k] / d;
+  }
+  for (size_t k = 0; k < m; ++k) dst[b + k] = Traits::store(acc[k]);
+}
+
 // Elements [begin, end) of inputs[0..n) into out (element indices).
 // `divisor` > 0 divides the result (AVERAGE).
 template <typename Traits, typename Op>
 void reduce_range(const void* const* inputs, uint32_t n, void* out, size_t begin, size_t end,
                   uint32_t divisor) {
-  using T = typename Traits::T;
-  using A = typename Traits::A;
   constexpr size_t kBlock = 512;
-  A acc[kBlock];
-  T* dst = static_cast<T*>(out);
-  for (size_t b = begin; b < end; b += kBlock) {
-    const size_t m = end - b < kBlock ? end - b : kBlock;
-    const T* src = static_cast<const T*>(inputs[0]) + b;
-    for (size_t k = 0; k < m; ++k) acc[k] = Traits::load(src[k]);
-    for (uint32_t p = 1; p < n; ++p) {
-      src = static_cast<const T*>(inputs[p]) + b;
-      for (size_t k = 0; k < m; ++k) acc[k] = Op::apply(acc[k], Traits::load(src[k]));
-    }
-    if (divisor > 0) {
-      const A d = static_cast<A>(divisor);
-      for (size_t k = 0; k < m; ++k) acc[k] = acc[k] / d;
-    }
-    for (size_t k = 0; k < m; ++k) dst[b + k] = Traits::store(acc[k]);
-  }
+  typename Traits::A acc[kBlock];
+  typename Traits::T* dst = static_cast<typename Traits::T*>(out);
+  size_t b = begin;
+  for (; end - b >= kBlock; b += kBlock) reduce_block<Traits, Op>(inputs, n, dst, b, kBlock, divisor, acc);
+  if (b < end) reduce_block<Traits, Op>(inputs, n, dst, b, end - b, divisor, acc);
 }
 
 // False for a dtype or op it does not reduce.

@@ -24,14 +24,17 @@
 //   arrive  publish descriptor(e), then sequence = 3e+1 (release): "my input
 //           is written". Wait until every peer's sequence >= 3e+1
 //           (acquire), then check that every peer's descriptor (offset,
-//           count, dtype, op, algorithm) equals ours.
-//   reduce  one-shot (output elsewhere): read all N inputs, reduce them in
-//           rank order into the output.
-//           two-shot (in place: the output is the input, which peers
-//           read): rank r reduces slice r of all N inputs into slice r of
-//           its own input (no peer reads that slice of it); sequence =
-//           3e+2 (release); wait for every peer >= 3e+2; copy slice j from
-//           rank j's arena, for every j != r, over its own slice j.
+//           count, dtype, op, algorithm, result offset) equals ours.
+//   reduce  one-shot (output outside the input): read all N inputs, reduce
+//           them in rank order into the output.
+//           two-shot (in place, where the output is the input, which peers
+//           read; or an output elsewhere in the arena, at least
+//           two_shot_min_bytes, where peers can read it): rank r reduces
+//           slice r of all N inputs into slice r of its result (its input
+//           in place, else its output; no peer reads that slice of it
+//           now); sequence = 3e+2 (release); wait for every peer >= 3e+2;
+//           copy slice j of rank j's result, for every j != r, into its own
+//           output. Each rank reads about 2 messages instead of N.
 //   depart  sequence = 3e+3 (release): "I have stopped reading your
 //           arenas". Wait until every peer's sequence >= 3e+3, then return.
 //
@@ -89,6 +92,12 @@ enum class MpiSync : uint8_t {
 
 struct MpiOptions {
   MpiSync sync = MpiSync::kFlags;
+  // Out-of-place all-reduces of at least this many bytes whose output lies
+  // in the same symmetric arena (at the same offset on every rank, as the
+  // planner places it) use two-shot; in place always does. UINT64_MAX:
+  // never. The default is where two-shot overtook one-shot in
+  // bench/allreduce (bench/RESULTS.md).
+  uint64_t two_shot_min_bytes = 256 * 1024;
   // How long a rank waits for a peer within one collective before giving up
   // with kPeerFailed. 0: KILN_COLLECTIVE_TIMEOUT_MS from the environment,
   // else 30000.
