@@ -80,9 +80,9 @@ class Communicator {
   virtual void unmap_symmetric(SymmetricMemory memory) = 0;
 
   // Sum (or another reduction) of one tensor across the group, every rank
-  // receiving the result. Allocates nothing itself (an MPI or NCCL call inside may). kPeerFailed when a peer exits
-  // or does not arrive in time; kNotSupported for a dtype or op the
-  // communicator does not reduce.
+  // receiving the result. Allocates nothing itself (an MPI or NCCL call
+  // inside may). kPeerFailed when a peer exits or does not arrive in time;
+  // kNotSupported for a dtype or op the communicator does not reduce.
   virtual Error all_reduce(const AllReduceArgs& args) = 0;
 
  protected:
