@@ -2,7 +2,7 @@
 """Checks that the top-level folders form the one-way stack README.md's
 Layout section describes, by reading every #include in the sources:
 
-    schema <- platform <- runtime <- kernels <- backends, comm
+    schema <- platform <- runtime <- kernels <- capi, backends, comm
                                   \\------------ planner
 
 - nothing below includes anything above it (the runtime never includes the
@@ -12,6 +12,7 @@ Layout section describes, by reading every #include in the sources:
 - a backend includes nothing of the planner but its one public header,
   kiln/planner/backend_planner.h;
 - a backend includes nothing of another backend;
+- capi/ (the C API) wraps the runtime and kernels and nothing else;
 - comm/ (the communicators) includes nothing of the planner or a backend;
   of comm/, only the planner (kiln run) includes anything.
 
@@ -22,13 +23,14 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-LAYERS = ["schema", "platform", "runtime", "kernels", "backends", "comm", "planner"]
+LAYERS = ["schema", "platform", "runtime", "kernels", "capi", "backends", "comm", "planner"]
 # What each folder may include besides itself.
 ALLOWED = {
     "schema": set(),
     "platform": {"schema"},
     "runtime": {"schema", "platform"},
     "kernels": {"schema", "platform", "runtime"},
+    "capi": {"schema", "platform", "runtime", "kernels"},
     "backends": {"schema", "platform", "runtime", "kernels", "planner-api"},
     "comm": {"schema", "platform", "runtime", "kernels"},
     "planner": {"schema", "platform", "runtime", "kernels", "comm"},
@@ -38,6 +40,7 @@ PUBLIC_PREFIXES = {
     "kiln/platform/": "platform",
     "kiln/runtime/": "runtime",
     "kiln/kernels/": "kernels",
+    "kiln/kiln.h": "capi",
     "kiln/backends/": "backends",
     "kiln/comm/": "comm",
     "kiln/planner/backend_planner.h": "planner-api",
