@@ -15,6 +15,7 @@
 #include "core/npy.h"
 #include "emit/program_file.h"
 #include "exec/run.h"
+#include "kiln/kernels/isa.h"
 #include "onnx/import.h"
 #include "targets/runtime_backends.h"
 #if KILN_WITH_MPI
@@ -37,6 +38,10 @@ constexpr const char* kHelp =
     "  --method NAME       the method to run (default forward)\n"
     "  --profile           time every instruction; print the time per operator and\n"
     "                      the slowest instructions (medians over the runs)\n"
+    "  --isa scalar|avx2|avx512\n"
+    "                      the CPU kernels' instruction-set path (default: the best\n"
+    "                      the processor has, or KILN_ISA=scalar|avx2|avx512); a path\n"
+    "                      the processor lacks is an error\n"
     "\n"
     "Delegates run on the backend their device names; any diagnostic a backend\n"
     "reports (a validation message) fails the run.\n"
@@ -152,7 +157,8 @@ void print_profile(const std::string& bytes, const std::string& method_name, con
 
 int cmd_run(const Argv& argv) {
   const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
-                         {"--profile", false}, {"--collective-sync", true}, {"--help", false}});
+                         {"--profile", false}, {"--collective-sync", true}, {"--isa", true},
+                         {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     std::printf("\nbackends built in: %s\nenvironment:\n%s", builtin_runtime_backend_names().c_str(),
@@ -166,6 +172,15 @@ int cmd_run(const Argv& argv) {
   std::vector<HostTensor> inputs;
   for (const std::string& file : args.all("--input")) inputs.push_back(read_tensor_file(file));
   const std::string bytes = read_file(path);
+  if (args.has("--isa")) {
+    namespace kk = ::kiln::kernels;
+    const std::string name = args.get("--isa");
+    kk::Isa isa;
+    if (!kk::parse_isa(name.c_str(), &isa)) throw UsageError{"--isa is scalar, avx2 or avx512"};
+    if (kk::set_isa(isa) != ::kiln::Error::kOk) {
+      fail("--isa ", name, ": this processor's best path is ", kk::isa_name(kk::processor_isa()));
+    }
+  }
 
   RunOptions options;
   options.runs = static_cast<int>(runs);
@@ -209,7 +224,8 @@ int cmd_run(const Argv& argv) {
                 summary(out).c_str());
     if (!dir.empty()) write_npy(dir + "/output_" + std::to_string(i) + ".npy", out);
   }
-  std::printf("latency: median %.3f ms over %ld run%s\n", result.median_ms(), runs, runs == 1 ? "" : "s");
+  std::printf("latency: median %.3f ms over %ld run%s (cpu path %s)\n", result.median_ms(), runs,
+              runs == 1 ? "" : "s", ::kiln::kernels::isa_name(::kiln::kernels::active_isa()));
   if (options.profile) print_profile(bytes, options.method, result);
   return 0;
 }

@@ -356,7 +356,7 @@ TEST(DirectConvS2Test, MatchesDefinitionOrDeclines) {
 
 #if KILN_GEMM_X86
 TEST(MaxPoolAvx2Test, MatchesDirectMaximumWithPaddingAndNaN) {
-  if (!x86::has_avx2_fma()) GTEST_SKIP() << "no AVX2 on this processor";
+  if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)";
   for (int64_t stride : {1, 2}) {
     for (const auto& [kh, kw, pad] : {std::tuple<int64_t, int64_t, int64_t>{3, 3, 1}, {2, 2, 0}, {3, 2, 1}, {4, 4, 2}}) {
       for (const auto& [h, w] : {std::pair<int64_t, int64_t>{7, 7}, {12, 37}, {30, 9}}) {

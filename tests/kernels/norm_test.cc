@@ -41,7 +41,7 @@ std::vector<double> softmax_reference(const std::vector<float>& x) {
 }
 
 TEST(SoftmaxAvx2Test, MatchesReferenceWithinAFewUlp) {
-  if (!x86::has_avx2_fma()) GTEST_SKIP() << "no AVX2 on this processor";
+  if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)";
   for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 31, 128, 1000}) {
     for (float spread : {0.5f, 10.f, 100.f}) {
       const std::vector<float> x = values(static_cast<size_t>(n), static_cast<uint32_t>(n), spread);
@@ -59,7 +59,7 @@ TEST(SoftmaxAvx2Test, MatchesReferenceWithinAFewUlp) {
 }
 
 TEST(SoftmaxAvx2Test, ExpIsAccurateAcrossItsRange) {
-  if (!x86::has_avx2_fma()) GTEST_SKIP() << "no AVX2 on this processor";
+  if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)";
   // A two-element row [x, 0] gives e^x / (1 + e^x); with x far below 0
   // that is e^x itself, which checks exp8 from -87 to 0.
   for (float x = -87.f; x <= 0.f; x += 0.37f) {
@@ -73,7 +73,7 @@ TEST(SoftmaxAvx2Test, ExpIsAccurateAcrossItsRange) {
 }
 
 TEST(SoftmaxAvx2Test, SpecialValuesBehaveAsTheScalarKernel) {
-  if (!x86::has_avx2_fma()) GTEST_SKIP() << "no AVX2 on this processor";
+  if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)";
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   for (int64_t n : {4, 12}) {
     std::vector<float> x(static_cast<size_t>(n), 1.f), y(static_cast<size_t>(n));
@@ -100,7 +100,7 @@ TEST(SoftmaxAvx2Test, SpecialValuesBehaveAsTheScalarKernel) {
 }
 
 TEST(LayerNormAvx2Test, MatchesReference) {
-  if (!x86::has_avx2_fma()) GTEST_SKIP() << "no AVX2 on this processor";
+  if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)";
   for (int64_t n : {1, 5, 8, 13, 64, 512, 777}) {
     for (bool with_bias : {false, true}) {
       // An offset large against the spread: the statistics need care.

@@ -125,6 +125,8 @@ bool conv_s2_direct(const DirectConvS2& conv, GemmPath path = GemmPath::kAuto);
 
 #if KILN_GEMM_X86
 namespace x86 {
+// Whether the AVX2+FMA (AVX-512) kernels may run: the processor has them
+// and the ISA switch (kiln/kernels/isa.h, isa.cc) does not cap below them.
 bool has_avx2_fma();
 bool has_avx512f();
 void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,

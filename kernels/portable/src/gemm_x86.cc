@@ -18,17 +18,6 @@ namespace kiln {
 namespace kernels {
 namespace x86 {
 
-bool has_avx2_fma() {
-  // Initialises the processor model when called before constructors ran.
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
-bool has_avx512f() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
-}
-
 namespace {
 
 // max(lo, v) then min(hi, v): NaN in v passes through (the second operand

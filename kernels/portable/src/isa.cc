@@ -1,0 +1,103 @@
+// The ISA switch (kiln/kernels/isa.h): the processor's best path, capped by
+// set_isa() or the KILN_ISA environment variable. Every x86 dispatch in the
+// kernels asks x86::has_avx2_fma() / has_avx512f() (gemm.h), which read
+// active_isa(), so one switch forces every kernel at once.
+
+#include "kiln/kernels/isa.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+
+#include "gemm.h"
+#include "kiln/runtime/log.h"
+
+namespace kiln {
+namespace kernels {
+namespace {
+
+// -1 until first read; then the active Isa as an int.
+std::atomic<int> g_active{-1};
+
+Isa detect_processor() {
+#if KILN_GEMM_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    return __builtin_cpu_supports("avx512f") ? Isa::kAvx512 : Isa::kAvx2;
+  }
+#endif
+  return Isa::kScalar;
+}
+
+Isa from_environment() {
+  const Isa best = processor_isa();
+#if KILN_GEMM_X86
+  const char* requested = getenv("KILN_ISA");
+  if (requested == nullptr || requested[0] == '\0') return best;
+  Isa cap = best;
+  if (!parse_isa(requested, &cap)) {
+    KILN_LOG(WARNING, "KILN_ISA=%s is not scalar, avx2 or avx512; using %s", requested, isa_name(best));
+    return best;
+  }
+  if (cap > best) {
+    KILN_LOG(WARNING, "KILN_ISA=%s: this processor has no %s; using %s", requested, isa_name(cap),
+             isa_name(best));
+    return best;
+  }
+  return cap;
+#else
+  return best;
+#endif
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+bool parse_isa(const char* name, Isa* out) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (strcmp(name, isa_name(isa)) == 0) {
+      *out = isa;
+      return true;
+    }
+  }
+  return false;
+}
+
+Isa processor_isa() { return detect_processor(); }
+
+Isa active_isa() {
+  int v = g_active.load(std::memory_order_relaxed);
+  if (v < 0) {
+    // Racing first readers compute the same value.
+    v = static_cast<int>(from_environment());
+    g_active.store(v, std::memory_order_relaxed);
+  }
+  return static_cast<Isa>(v);
+}
+
+Error set_isa(Isa isa) {
+  if (isa > processor_isa()) {
+    KILN_LOG(ERROR, "cannot run the %s path: this processor's best is %s", isa_name(isa),
+             isa_name(processor_isa()));
+    return Error::kNotSupported;
+  }
+  g_active.store(static_cast<int>(isa), std::memory_order_relaxed);
+  return Error::kOk;
+}
+
+#if KILN_GEMM_X86
+bool x86::has_avx2_fma() { return active_isa() >= Isa::kAvx2; }
+bool x86::has_avx512f() { return active_isa() >= Isa::kAvx512; }
+#endif
+
+}  // namespace kernels
+}  // namespace kiln
