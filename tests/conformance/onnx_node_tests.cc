@@ -21,12 +21,20 @@
 // ran at least one kernel on a device; any mismatch fails, as does any
 // validation message when KILN_VULKAN_VALIDATION=1.
 //
+// With --export DIR, each passing test's program, inputs and expected
+// outputs are also written to DIR/<test>/ (program.kiln, input_<i>.bin,
+// expected_<i>.bin: raw little-endian bytes), for a runtime on a machine
+// without the planner to run the same cases: the arm64 build runs them under
+// qemu-aarch64 (tests/arm64, kiln-runner check).
+//
 // usage: kiln_onnx_node_tests [--data DIR] [--filter SUBSTRING] [--target LIST] [--verbose] [--all-ops]
+//                             [--export DIR]
 
 #include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -217,6 +225,22 @@ struct TestResult {
 
 // Devices the tests are planned for ("cpu" unless --target says otherwise).
 std::string g_targets = "cpu";
+// --export's folder, or "".
+std::string g_export;
+
+void export_case(const std::string& name, const std::string& program, const std::vector<kp::HostTensor>& inputs,
+                 const std::vector<kp::HostTensor>& expected) {
+  const std::string dir = g_export + "/" + name;
+  mkdir(dir.c_str(), 0755);
+  const auto bytes = [](const kp::HostTensor& t) {
+    return std::string(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+  };
+  kp::write_file_atomic(dir + "/program.kiln", program);
+  for (size_t i = 0; i < inputs.size(); ++i) kp::write_file_atomic(kp::str(dir, "/input_", i, ".bin"), bytes(inputs[i]));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    kp::write_file_atomic(kp::str(dir, "/expected_", i, ".bin"), bytes(expected[i]));
+  }
+}
 
 // Why a test planned for a device ran no kernel there: the first node the
 // device's backend refuses, grouped by op like the skip reasons.
@@ -332,6 +356,7 @@ TestResult run_test(const std::string& dir, const std::string& name) {
     const std::string diff = compare(result.outputs[i], expected[i]);
     if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, ": ", diff), on_device};
   }
+  if (!g_export.empty() && g_targets == "cpu") export_case(name, plan.bytes, run_inputs, expected);
   return {Outcome::kPass, "", on_device, on_device || g_targets == "cpu" ? "" : host_reason(plan)};
 }
 
@@ -351,8 +376,12 @@ int main(int argc, char** argv) {
       verbose = true;
     } else if (!std::strcmp(argv[i], "--all-ops")) {
       all_ops = true;
+    } else if (!std::strcmp(argv[i], "--export") && i + 1 < argc) {
+      g_export = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--data DIR] [--filter SUBSTRING] [--target LIST] [--verbose] [--all-ops]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--data DIR] [--filter SUBSTRING] [--target LIST] [--verbose] [--all-ops] "
+                   "[--export DIR]\n",
                    argv[0]);
       return 2;
     }
@@ -360,6 +389,10 @@ int main(int argc, char** argv) {
   const std::vector<std::string> tests = list_dir(root);
   if (tests.empty()) {
     std::fprintf(stderr, "no ONNX node tests under %s (install libonnx-testdata)\n", root.c_str());
+    return 1;
+  }
+  if (!g_export.empty() && mkdir(g_export.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "cannot create %s\n", g_export.c_str());
     return 1;
   }
   kp::register_builtin_backends();

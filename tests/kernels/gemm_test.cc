@@ -12,6 +12,7 @@
 #include "flatbuffers/flatbuffers.h"
 #include "gemm.h"
 #include "kernel_test_values.h"
+#include "neon.h"
 
 namespace kiln::kernels {
 namespace {
@@ -318,6 +319,8 @@ TEST(DirectConvS2Test, MatchesDefinitionOrDeclines) {
     SCOPED_TRACE(testing::Message() << "c" << g.c << " " << g.h << "x" << g.w << " k" << g.kh << "x" << g.kw);
 #if KILN_GEMM_X86
     const bool has_kernel = x86::has_avx512f();  // and every geometry here fits its buffers
+#elif KILN_NEON
+    const bool has_kernel = neon::enabled();
 #else
     const bool has_kernel = false;
 #endif

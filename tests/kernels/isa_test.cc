@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "gemm.h"
+#include "neon.h"
 
 namespace kiln::kernels {
 namespace {
@@ -19,7 +20,7 @@ class IsaTest : public ::testing::Test {
 };
 
 TEST_F(IsaTest, NamesRoundTrip) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
     Isa parsed = Isa::kScalar;
     ASSERT_TRUE(parse_isa(isa_name(isa), &parsed)) << isa_name(isa);
     EXPECT_EQ(parsed, isa);
@@ -58,6 +59,13 @@ TEST_F(IsaTest, CapsTheKernelsDispatch) {
     EXPECT_TRUE(x86::has_avx2_fma());
     EXPECT_TRUE(x86::has_avx512f());
   }
+#endif
+#if KILN_NEON
+  EXPECT_FALSE(neon::enabled());
+  ASSERT_EQ(set_isa(Isa::kNeon), Error::kOk);
+  EXPECT_TRUE(neon::enabled());
+  EXPECT_EQ(set_isa(Isa::kAvx2), Error::kNotSupported);  // no x86 path on arm64
+  EXPECT_TRUE(neon::enabled());
 #endif
 }
 

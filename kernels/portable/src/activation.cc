@@ -2,6 +2,7 @@
 
 #include "gemm.h"
 #include "kernel_util.h"
+#include "neon.h"
 
 namespace kiln {
 namespace kernels {
@@ -27,12 +28,24 @@ void apply_activation(float* data, int64_t n, const fb::FusedActivation* activat
         return;
       }
 #endif
+#if KILN_NEON
+      if (neon::enabled()) {
+        neon::clamp(data, n, 0.f, __builtin_inff(), true);
+        return;
+      }
+#endif
       for (int64_t i = 0; i < n; ++i) data[i] = data[i] > 0.f ? data[i] : 0.f;
       return;
     case fb::Activation::CLIP:
 #if KILN_GEMM_X86
       if (x86::has_avx2_fma()) {
         x86::clamp_avx2(data, n, alpha, beta, false);
+        return;
+      }
+#endif
+#if KILN_NEON
+      if (neon::enabled()) {
+        neon::clamp(data, n, alpha, beta, false);
         return;
       }
 #endif

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "activation.h"
+#include "neon.h"
 
 namespace kiln {
 namespace kernels {
@@ -69,6 +70,9 @@ MicroKernel select_micro_kernel(GemmPath path) {
 #if KILN_GEMM_X86
   if (path == GemmPath::kAuto && x86::has_avx512f()) return x86::micro_kernel_avx512;
   if (path != GemmPath::kPortable && x86::has_avx2_fma()) return x86::micro_kernel_avx2;
+#endif
+#if KILN_NEON
+  if (path != GemmPath::kPortable && neon::enabled()) return neon::micro_kernel;
 #endif
   return micro_kernel_portable;
 }
@@ -196,6 +200,9 @@ inline void im2col_segment(const GemmIm2col& g, const float* image, int64_t ky, 
 #if KILN_GEMM_X86
   } else if (g.sw == 2 && avx2 && q1 > q0) {
     x86::copy_stride2_avx2(row + ix0 + 2 * q0, q1 - q0, g.w - (ix0 + 2 * q0), d + q0);
+#elif KILN_NEON
+  } else if (g.sw == 2 && avx2 && q1 > q0) {  // `avx2`: the vector path, here NEON
+    neon::copy_stride2(row + ix0 + 2 * q0, q1 - q0, g.w - (ix0 + 2 * q0), d + q0);
 #endif
   } else {
     for (int64_t q = q0; q < q1; ++q) d[q] = row[ix0 + q * g.sw];
@@ -210,6 +217,8 @@ inline void im2col_segment(const GemmIm2col& g, const float* image, int64_t ky, 
 void pack_b_im2col(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst, GemmPath path) {
 #if KILN_GEMM_X86
   const bool avx2 = path != GemmPath::kPortable && x86::has_avx2_fma();
+#elif KILN_NEON
+  const bool avx2 = path != GemmPath::kPortable && neon::enabled();
 #else
   const bool avx2 = false;
 #endif
@@ -274,6 +283,12 @@ void gemv(int64_t n, int64_t k, const float* a, const GemmMatrix& b, float* out,
 #if KILN_GEMM_X86
   if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
     x86::gemv_avx2(n, k, a, b.data, b.ld, b.trans, out);
+    return;
+  }
+#endif
+#if KILN_NEON
+  if (path != GemmPath::kPortable && neon::enabled()) {
+    neon::gemv(n, k, a, b.data, b.ld, b.trans, out);
     return;
   }
 #endif
@@ -439,6 +454,11 @@ void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, f
     done = true;
   }
 #endif
+#if KILN_NEON
+  if (path != GemmPath::kPortable && neon::enabled()) {
+    done = neon::depthwise3x3(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
+  }
+#endif
   if (!done) depthwise3x3_portable(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
   if (clamp.post) apply_activation(out, oh * ow, activation);
 }
@@ -449,6 +469,15 @@ bool conv_s2_direct(const DirectConvS2& conv, GemmPath path) {
   if (path != GemmPath::kAuto || !x86::has_avx512f() ||
       !x86::conv_s2_avx512(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl, conv.packed_weights,
                            conv.m, conv.bias, conv.y, conv.oh, conv.ow, clamp.on, clamp.lo, clamp.hi)) {
+    return false;
+  }
+  if (clamp.post) apply_activation(conv.y, conv.m * conv.oh * conv.ow, conv.activation);
+  return true;
+#elif KILN_NEON
+  const Clamp clamp = clamp_of(conv.activation);
+  if (path != GemmPath::kAuto || !neon::enabled() ||
+      !neon::conv_s2(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl, conv.packed_weights,
+                     conv.m, conv.bias, conv.y, conv.oh, conv.ow, clamp.on, clamp.lo, clamp.hi)) {
     return false;
   }
   if (clamp.post) apply_activation(conv.y, conv.m * conv.oh * conv.ow, conv.activation);

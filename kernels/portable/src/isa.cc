@@ -1,7 +1,8 @@
 // The ISA switch (kiln/kernels/isa.h): the processor's best path, capped by
 // set_isa() or the KILN_ISA environment variable. Every x86 dispatch in the
-// kernels asks x86::has_avx2_fma() / has_avx512f() (gemm.h), which read
-// active_isa(), so one switch forces every kernel at once.
+// kernels asks x86::has_avx2_fma() / has_avx512f() (gemm.h), every arm64
+// one neon::enabled() (neon.h), which read active_isa(), so one switch
+// forces every kernel at once.
 
 #include "kiln/kernels/isa.h"
 
@@ -11,6 +12,7 @@
 #include <atomic>
 
 #include "gemm.h"
+#include "neon.h"
 #include "kiln/runtime/log.h"
 
 namespace kiln {
@@ -26,21 +28,23 @@ Isa detect_processor() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     return __builtin_cpu_supports("avx512f") ? Isa::kAvx512 : Isa::kAvx2;
   }
+#elif KILN_NEON
+  return Isa::kNeon;  // Advanced SIMD is part of every AArch64 processor
 #endif
   return Isa::kScalar;
 }
 
 Isa from_environment() {
   const Isa best = processor_isa();
-#if KILN_GEMM_X86
+#if KILN_GEMM_X86 || KILN_NEON
   const char* requested = getenv("KILN_ISA");
   if (requested == nullptr || requested[0] == '\0') return best;
   Isa cap = best;
   if (!parse_isa(requested, &cap)) {
-    KILN_LOG(WARNING, "KILN_ISA=%s is not scalar, avx2 or avx512; using %s", requested, isa_name(best));
+    KILN_LOG(WARNING, "KILN_ISA=%s is not scalar, avx2, avx512 or neon; using %s", requested, isa_name(best));
     return best;
   }
-  if (cap > best) {
+  if (!processor_has(cap)) {
     KILN_LOG(WARNING, "KILN_ISA=%s: this processor has no %s; using %s", requested, isa_name(cap),
              isa_name(best));
     return best;
@@ -58,12 +62,13 @@ const char* isa_name(Isa isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kNeon: return "neon";
   }
   return "?";
 }
 
 bool parse_isa(const char* name, Isa* out) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
     if (strcmp(name, isa_name(isa)) == 0) {
       *out = isa;
       return true;
@@ -73,6 +78,12 @@ bool parse_isa(const char* name, Isa* out) {
 }
 
 Isa processor_isa() { return detect_processor(); }
+
+bool processor_has(Isa isa) {
+  const Isa best = processor_isa();
+  if (isa == Isa::kScalar || isa == best) return true;
+  return best != Isa::kNeon && isa != Isa::kNeon && isa < best;
+}
 
 Isa active_isa() {
   int v = g_active.load(std::memory_order_relaxed);
@@ -85,7 +96,7 @@ Isa active_isa() {
 }
 
 Error set_isa(Isa isa) {
-  if (isa > processor_isa()) {
+  if (!processor_has(isa)) {
     KILN_LOG(ERROR, "cannot run the %s path: this processor's best is %s", isa_name(isa),
              isa_name(processor_isa()));
     return Error::kNotSupported;
@@ -97,6 +108,9 @@ Error set_isa(Isa isa) {
 #if KILN_GEMM_X86
 bool x86::has_avx2_fma() { return active_isa() >= Isa::kAvx2; }
 bool x86::has_avx512f() { return active_isa() >= Isa::kAvx512; }
+#endif
+#if KILN_NEON
+bool neon::enabled() { return active_isa() == Isa::kNeon; }
 #endif
 
 }  // namespace kernels

@@ -5,6 +5,7 @@
 
 #include "gemm.h"
 #include "kernel_util.h"
+#include "neon.h"
 #include "portable_kernels.h"
 
 namespace kiln {
@@ -38,6 +39,12 @@ Error run_softmax(const KernelArgs& args) {
   if (!kLog && inner == 1 && x86::has_avx2_fma()) {
     // Contiguous rows: eight lanes at a time.
     for (int64_t o = 0; o < outer; ++o) x86::softmax_row_avx2(in + o * n, n, out + o * n);
+    return Error::kOk;
+  }
+#endif
+#if KILN_NEON
+  if (!kLog && inner == 1 && neon::enabled()) {
+    for (int64_t o = 0; o < outer; ++o) neon::softmax_row(in + o * n, n, out + o * n);
     return Error::kOk;
   }
 #endif
@@ -157,6 +164,15 @@ Error run_layer_norm(const KernelArgs& args) {
     for (int64_t o = 0; o < outer; ++o) {
       x86::layer_norm_row_avx2(in + o * inner, inner, scale, bias, eps, out + o * inner,
                                mean_out != nullptr ? mean_out + o : nullptr, inv_out != nullptr ? inv_out + o : nullptr);
+    }
+    return Error::kOk;
+  }
+#endif
+#if KILN_NEON
+  if (neon::enabled()) {
+    for (int64_t o = 0; o < outer; ++o) {
+      neon::layer_norm_row(in + o * inner, inner, scale, bias, eps, out + o * inner,
+                           mean_out != nullptr ? mean_out + o : nullptr, inv_out != nullptr ? inv_out + o : nullptr);
     }
     return Error::kOk;
   }

@@ -6,6 +6,7 @@
 
 #include "gemm.h"
 #include "kernel_util.h"
+#include "neon.h"
 #include "portable_kernels.h"
 
 namespace kiln {
@@ -88,16 +89,20 @@ Error run_pool(const KernelArgs& args) {
   const bool is_max = p->kind() == fb::PoolKind::MAXIMUM;
   const bool include_pad = p->count_include_pad();
   // Max pooling without dilation and with one stride of 1 or 2 has an AVX2
-  // version on x86-64 processors that have it.
+  // version on x86-64 processors that have it, and a NEON one on arm64.
   bool vector = false;
 #if KILN_GEMM_X86
   vector = is_max && g.dh == 1 && g.dw == 1 && g.sh == g.sw && x86::has_avx2_fma();
+#elif KILN_NEON
+  vector = is_max && g.dh == 1 && g.dw == 1 && g.sh == g.sw && neon::enabled();
 #endif
   for (int64_t plane = 0; plane < g.planes; ++plane) {
     const float* in = x + plane * g.h * g.w;
     float* out = y + plane * g.oh * g.ow;
 #if KILN_GEMM_X86
     if (vector && x86::max_pool_avx2(in, g.h, g.w, g.kh, g.kw, g.sh, g.pt, g.pl, out, g.oh, g.ow)) continue;
+#elif KILN_NEON
+    if (vector && neon::max_pool(in, g.h, g.w, g.kh, g.kw, g.sh, g.pt, g.pl, out, g.oh, g.ow)) continue;
 #endif
     for (int64_t oy = 0; oy < g.oh; ++oy) {
       const int64_t y0 = oy * g.sh - g.pt;

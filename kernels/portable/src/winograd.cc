@@ -28,6 +28,7 @@
 #include "activation.h"
 #include "gemm.h"
 #include "kernel_util.h"
+#include "neon.h"
 #include "portable_kernels.h"
 
 namespace kiln {
@@ -159,6 +160,19 @@ void transform_input(const WinogradGeometry& g, const float* x, int64_t t0, int6
     return;
   }
 #endif
+#if KILN_NEON
+  if (path != GemmPath::kPortable && neon::enabled()) {
+    // Four tiles per step: a quarter of a panel's lanes.
+    for (int64_t c = 0; c < g.c; ++c) {
+      for (int64_t t = 0; t < gemm_round_up(tb, kGemmNr); t += 4) {
+        const int64_t count = gemm_max(0, gemm_min(4, tb - t));
+        neon::winograd_input(x + c * g.h * g.w, g.h, g.w, g.pt, g.pl, tile_columns(g), t0 + t, count,
+                             v + (t / kGemmNr * g.c + c) * kGemmNr + t % kGemmNr, stride_xi);
+      }
+    }
+    return;
+  }
+#endif
   for (int64_t c = 0; c < g.c; ++c) {
     const float* image = x + c * g.h * g.w;
     for (int64_t t = 0; t < gemm_round_up(tb, kGemmNr); ++t) {
@@ -210,6 +224,24 @@ void transform_output(const WinogradGeometry& g, const float* prod, int64_t t0, 
       for (int64_t t = 0; t < tb; t += 8) {
         x86::winograd_output_avx2(prod + m * tb + t, stride_xi, t0 + t, gemm_min(8, tb - t), tile_columns(g),
                                   bias != nullptr ? bias[m] : 0.f, y + m * g.oh * g.ow, g.oh, g.ow, clamp, lo, hi);
+      }
+    }
+    if (clamp || kind == fb::Activation::NONE) return;
+    apply_block_activation(g, t0, tb, activation, y);
+    return;
+  }
+#endif
+#if KILN_NEON
+  if (path != GemmPath::kPortable && neon::enabled()) {
+    // ReLU and Clip are applied in registers; other activations after.
+    const fb::Activation kind = activation != nullptr ? activation->kind() : fb::Activation::NONE;
+    const bool clamp = kind == fb::Activation::RELU || kind == fb::Activation::CLIP;
+    const float lo = kind == fb::Activation::CLIP ? activation->alpha() : 0.f;
+    const float hi = kind == fb::Activation::CLIP ? activation->beta() : __builtin_inff();
+    for (int64_t m = 0; m < g.m; ++m) {
+      for (int64_t t = 0; t < tb; t += 4) {
+        neon::winograd_output(prod + m * tb + t, stride_xi, t0 + t, gemm_min(4, tb - t), tile_columns(g),
+                              bias != nullptr ? bias[m] : 0.f, y + m * g.oh * g.ow, g.oh, g.ow, clamp, lo, hi);
       }
     }
     if (clamp || kind == fb::Activation::NONE) return;

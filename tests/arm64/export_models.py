@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Plans PyTorch models on the host for kiln-runner on another machine.
+
+Each model becomes one case folder, as `kiln-runner check` reads them:
+OUT/<name>/program.kiln (planned by the host's `kiln plan`), input_0.bin
+(the input's raw float32 bytes) and expected_0.bin (PyTorch's output for
+it), plus <name>.onnx and input.npy beside them.
+
+  --set tests   small models the arm64 tests run under qemu in seconds on
+                either CPU path: the demo CNN (examples/demo) and a
+                transformer encoder block (width 64, 4 heads, 16 tokens)
+  --set bench   what bench/arm64 counts instructions on: torchvision's
+                mobilenet_v2 and resnet18 (random weights, 1x3x224x224) and
+                a BERT-width encoder block (512, 8 heads, feed-forward 2048,
+                128 tokens), as bench/models/bench_models.py builds them
+
+usage: export_models.py --kiln KILN --out DIR [--set tests|bench] [--models a,b]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torchvision
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+
+
+def demo_cnn():
+    sys.path.insert(0, os.path.join(ROOT, "examples", "demo"))
+    import make_model  # noqa: E402 (the demo's own model definition)
+    return make_model.DemoCNN()
+
+
+# name: (constructor, input shape)
+MODELS = {
+    "tests": {
+        "demo_cnn": (demo_cnn, (1, 3, 32, 32)),
+        "encoder_small": (lambda: nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, batch_first=True),
+                          (1, 16, 64)),
+    },
+    "bench": {
+        "mobilenet_v2": (lambda: torchvision.models.mobilenet_v2(weights=None), (1, 3, 224, 224)),
+        "resnet18": (lambda: torchvision.models.resnet18(weights=None), (1, 3, 224, 224)),
+        "encoder_block": (lambda: nn.TransformerEncoderLayer(512, 8, dim_feedforward=2048, batch_first=True),
+                          (1, 128, 512)),
+    },
+}
+
+
+def export(kiln, out, name, make, shape):
+    case = os.path.join(out, name)
+    os.makedirs(case, exist_ok=True)
+    torch.manual_seed(1234)
+    model = make().eval()
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        y = model(x).numpy().astype(np.float32)
+    onnx_path = os.path.join(case, name + ".onnx")
+    torch.onnx.export(model, x, onnx_path, opset_version=17, input_names=["x"], output_names=["y"])
+    subprocess.run([kiln, "plan", onnx_path, "-o", os.path.join(case, "program.kiln")], check=True,
+                   stdout=subprocess.DEVNULL)
+    np.save(os.path.join(case, "input.npy"), x.numpy())
+    x.numpy().astype(np.float32).tofile(os.path.join(case, "input_0.bin"))
+    y.tofile(os.path.join(case, "expected_0.bin"))
+    print(f"{name}: {shape} -> {tuple(y.shape)}, planned into {case}/program.kiln")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kiln", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--set", default="tests", choices=sorted(MODELS))
+    parser.add_argument("--models", default="", help="comma-separated names of the set (default: all)")
+    args = parser.parse_args()
+    models = MODELS[args.set]
+    names = args.models.split(",") if args.models else list(models)
+    os.makedirs(args.out, exist_ok=True)
+    for name in names:
+        make, shape = models[name]
+        export(args.kiln, args.out, name, make, shape)
+
+
+if __name__ == "__main__":
+    main()

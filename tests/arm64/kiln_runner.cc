@@ -1,0 +1,425 @@
+// kiln-runner: runs programs planned on another machine, for targets where
+// the planner is not built (arm64 Linux, Android). It links the runtime, the
+// platform layer and the portable kernels only (no ONNX, no protobuf), and
+// uses the runtime as an application would: Program::load, buffers sized
+// from MethodMeta, zero-copy binding. Its own buffers come from the heap;
+// the runtime's never do.
+//
+//   kiln-runner run PROGRAM [--input FILE]... [--output-dir DIR] [--runs N] [--method NAME]
+//       Inputs in method order, .npy (any dtype; its bytes must be what the
+//       method takes) or raw little-endian bytes (.bin). Writes
+//       DIR/output_<i>.bin (raw bytes). --runs 0 loads and binds only: with
+//       an instruction counter, count(runs=N) - count(runs=0) is N
+//       inferences and nothing else (bench/arm64).
+//   kiln-runner check DIR [--rtol R] [--atol A] [--min-cases N]
+//       Every folder under DIR holding program.kiln (or DIR itself) is a
+//       case: inputs input_<i>.bin, expected outputs expected_<i>.bin,
+//       written by the host's conformance runner (kiln_onnx_node_tests
+//       --export) or bench/arm64/export_models.sh. Floats must agree within
+//       atol + rtol * |expected| (NaN with NaN, infinities by sign), other
+//       dtypes exactly. Exit 1 on any failure or fewer than N cases.
+//   kiln-runner isa [--expect PATH]
+//       Prints the CPU path the kernels take ("cpu path neon"); with
+//       --expect, exits 1 unless it is PATH.
+//
+// The kernels' path follows the ISA switch: KILN_ISA=scalar|neon on arm64
+// (kiln/kernels/isa.h).
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/kernels/float16.h"
+#include "kiln/kernels/isa.h"
+#include "kiln/kernels/portable.h"
+#include "kiln/runtime/program.h"
+
+namespace {
+
+// 64-byte aligned heap bytes.
+class Buffer {
+ public:
+  explicit Buffer(size_t size) : storage_(new uint64_t[(size + 63) / 8 + 8]), size_(size) {
+    const uintptr_t v = reinterpret_cast<uintptr_t>(storage_.get());
+    data_ = reinterpret_cast<uint8_t*>((v + 63) & ~uintptr_t{63});
+  }
+  uint8_t* data() { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  std::unique_ptr<uint64_t[]> storage_;
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+bool read_file(const std::string& path, std::string* out) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  out->clear();
+  char chunk[65536];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0) out->append(chunk, n);
+  std::fclose(f);
+  return true;
+}
+
+bool write_file(const std::string& path, const void* data, size_t size) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return false;
+  const bool ok = std::fwrite(data, 1, size, f) == size;
+  return std::fclose(f) == 0 && ok;
+}
+
+// The kernels' CPU path, as KILN_ISA names it.
+const char* cpu_path() { return kiln::kernels::isa_name(kiln::kernels::active_isa()); }
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// The data of a tensor file: a .npy file's bytes after its header (format
+// 1.0 to 3.0), or the whole file. False with *error set otherwise.
+bool tensor_bytes(const std::string& path, std::string* out, std::string* error) {
+  std::string bytes;
+  if (!read_file(path, &bytes)) {
+    *error = path + ": cannot read";
+    return false;
+  }
+  if (bytes.size() >= 10 && bytes.compare(0, 6, "\x93NUMPY") == 0) {
+    const int major = static_cast<unsigned char>(bytes[6]);
+    size_t header = 0, start = 0;
+    if (major == 1) {
+      header = static_cast<unsigned char>(bytes[8]) | static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
+      start = 10;
+    } else if (bytes.size() >= 12) {
+      for (int i = 0; i < 4; ++i) header |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+      start = 12;
+    }
+    if (start == 0 || start + header > bytes.size()) {
+      *error = path + ": malformed .npy header";
+      return false;
+    }
+    if (bytes.find("'fortran_order': True", start) < start + header) {
+      *error = path + ": Fortran-order .npy is not supported";
+      return false;
+    }
+    *out = bytes.substr(start + header);
+    return true;
+  }
+  *out = std::move(bytes);
+  return true;
+}
+
+// A loaded method with its memory: the program's bytes, bookkeeping and
+// host arenas.
+struct Loaded {
+  std::unique_ptr<Buffer> file, bookkeeping_memory;
+  std::vector<std::unique_ptr<Buffer>> arenas;
+  std::vector<kiln::Span<uint8_t>> spans;
+  std::unique_ptr<kiln::BufferDataLoader> loader;
+  std::unique_ptr<kiln::BumpAllocator> bookkeeping;
+  std::optional<kiln::Program> program;
+  std::optional<kiln::Method> method;
+};
+
+bool load(const std::string& path, const char* method_name, Loaded* out, std::string* error) {
+  std::string bytes;
+  if (!read_file(path, &bytes)) {
+    *error = path + ": cannot read";
+    return false;
+  }
+  out->file = std::make_unique<Buffer>(bytes.size());
+  std::memcpy(out->file->data(), bytes.data(), bytes.size());
+  out->loader = std::make_unique<kiln::BufferDataLoader>(out->file->data(), out->file->size());
+  kiln::Result<kiln::Program> program = kiln::Program::load(*out->loader);
+  if (!program.ok()) {
+    *error = path + ": load failed: " + kiln::error_name(program.error());
+    return false;
+  }
+  out->program.emplace(*program);
+  kiln::Result<kiln::MethodMeta> meta = out->program->method_meta(method_name);
+  if (!meta.ok()) {
+    *error = path + ": no method '" + method_name + "'";
+    return false;
+  }
+  out->bookkeeping_memory = std::make_unique<Buffer>(static_cast<size_t>(meta->bookkeeping_bytes()));
+  out->bookkeeping =
+      std::make_unique<kiln::BumpAllocator>(out->bookkeeping_memory->data(), out->bookkeeping_memory->size());
+  for (size_t i = 0; i < meta->num_arenas(); ++i) {
+    const kiln::ArenaInfo info = meta->arena(i).get();
+    if (info.device.type() != kiln::DeviceType::CPU) {
+      *error = path + ": arena " + std::to_string(i) + " is on a device; kiln-runner runs CPU programs only";
+      return false;
+    }
+    out->arenas.push_back(std::make_unique<Buffer>(static_cast<size_t>(info.size)));
+    out->spans.emplace_back(out->arenas.back()->data(), static_cast<size_t>(info.size));
+  }
+  kiln::MemoryManager memory;
+  memory.bookkeeping = out->bookkeeping.get();
+  memory.arenas = kiln::Span<const kiln::Span<uint8_t>>(out->spans.data(), out->spans.size());
+  kiln::Result<kiln::Method> method = out->program->load_method(method_name, memory);
+  if (!method.ok()) {
+    *error = path + ": method load failed: " + kiln::error_name(method.error());
+    return false;
+  }
+  out->method.emplace(std::move(*method));
+  return true;
+}
+
+// Binds inputs (their bytes must outlive the runs) and fresh outputs.
+bool bind_io(Loaded& loaded, const std::vector<std::string>& inputs, std::vector<std::string>* outputs,
+          std::string* error) {
+  kiln::Method& method = *loaded.method;
+  if (inputs.size() != method.num_inputs()) {
+    *error = "the method takes " + std::to_string(method.num_inputs()) + " inputs, " +
+             std::to_string(inputs.size()) + " were given";
+    return false;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    // Zero-size inputs still need a valid pointer.
+    const void* data = inputs[i].empty() ? static_cast<const void*>(&inputs) : inputs[i].data();
+    const kiln::Error e = method.set_input(i, data, inputs[i].size());
+    if (e != kiln::Error::kOk) {
+      *error = "input " + std::to_string(i) + " (" + std::to_string(inputs[i].size()) +
+               " bytes): " + kiln::error_name(e);
+      return false;
+    }
+  }
+  outputs->assign(method.num_outputs(), std::string());
+  for (size_t i = 0; i < method.num_outputs(); ++i) {
+    (*outputs)[i].assign(method.output(i)->nbytes(), '\0');
+    (*outputs)[i].reserve(16);
+    const kiln::Error e = method.set_output(i, (*outputs)[i].data(), (*outputs)[i].size());
+    if (e != kiln::Error::kOk) {
+      *error = "output " + std::to_string(i) + ": " + kiln::error_name(e);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool is_float(kiln::DType t) {
+  return t == kiln::DType::FLOAT32 || t == kiln::DType::FLOAT64 || t == kiln::DType::FLOAT16 ||
+         t == kiln::DType::BFLOAT16;
+}
+
+double float_at(const std::string& bytes, kiln::DType t, size_t i) {
+  const char* p = bytes.data();
+  switch (t) {
+    case kiln::DType::FLOAT64: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    }
+    case kiln::DType::FLOAT16:
+    case kiln::DType::BFLOAT16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return t == kiln::DType::FLOAT16 ? kiln::half_to_float(h) : kiln::bfloat16_to_float(h);
+    }
+    default: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+  }
+}
+
+// "" when `got` matches `want` (tensor of dtype t).
+std::string compare(const std::string& got, const std::string& want, kiln::DType t, double rtol, double atol) {
+  if (got.size() != want.size()) {
+    return std::to_string(got.size()) + " bytes, expected " + std::to_string(want.size());
+  }
+  if (!is_float(t)) {
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != want[i]) return "byte " + std::to_string(i) + " differs";
+    }
+    return "";
+  }
+  const size_t n = got.size() / kiln::dtype_size(t);
+  for (size_t i = 0; i < n; ++i) {
+    const double a = float_at(got, t, i), b = float_at(want, t, i);
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (std::isinf(a) && std::isinf(b) && (a > 0) == (b > 0)) continue;
+    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+      char text[128];
+      std::snprintf(text, sizeof(text), "element %zu: %.9g != %.9g", i, a, b);
+      return text;
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') out.push_back(e->d_name);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// One case of `check`: "" when it passes.
+std::string check_case(const std::string& dir, double rtol, double atol) {
+  Loaded loaded;
+  std::string error;
+  if (!load(dir + "/program.kiln", "forward", &loaded, &error)) return error;
+  std::vector<std::string> inputs;
+  for (size_t i = 0; exists(dir + "/input_" + std::to_string(i) + ".bin"); ++i) {
+    inputs.emplace_back();
+    if (!tensor_bytes(dir + "/input_" + std::to_string(i) + ".bin", &inputs.back(), &error)) return error;
+  }
+  std::vector<std::string> outputs;
+  if (!bind_io(loaded, inputs, &outputs, &error)) return error;
+  const kiln::Error e = loaded.method->execute();
+  if (e != kiln::Error::kOk) return std::string("execute: ") + kiln::error_name(e);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::string want;
+    if (!tensor_bytes(dir + "/expected_" + std::to_string(i) + ".bin", &want, &error)) return error;
+    const std::string diff = compare(outputs[i], want, loaded.method->output(i)->dtype(), rtol, atol);
+    if (!diff.empty()) return "output " + std::to_string(i) + ": " + diff;
+  }
+  return "";
+}
+
+int cmd_check(int argc, char** argv) {
+  std::string root;
+  // ONNX's backend test tolerances.
+  double rtol = 1e-3, atol = 1e-5;
+  long min_cases = 1;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--rtol" && i + 1 < argc) {
+      rtol = std::atof(argv[++i]);
+    } else if (a == "--atol" && i + 1 < argc) {
+      atol = std::atof(argv[++i]);
+    } else if (a == "--min-cases" && i + 1 < argc) {
+      min_cases = std::atol(argv[++i]);
+    } else if (root.empty() && a[0] != '-') {
+      root = a;
+    } else {
+      std::fprintf(stderr, "kiln-runner check: unexpected argument '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  std::vector<std::string> cases;
+  if (exists(root + "/program.kiln")) {
+    cases.push_back(root);
+  } else {
+    for (const std::string& name : list_dir(root)) {
+      if (exists(root + "/" + name + "/program.kiln")) cases.push_back(root + "/" + name);
+    }
+  }
+  long pass = 0, fail = 0;
+  for (const std::string& dir : cases) {
+    const std::string why = check_case(dir, rtol, atol);
+    if (why.empty()) {
+      ++pass;
+    } else {
+      ++fail;
+      std::printf("FAIL %s: %s\n", dir.c_str(), why.c_str());
+    }
+  }
+  std::printf("cpu path %s: %ld passed, %ld failed (of %zu cases under %s)\n",
+              cpu_path(), pass, fail, cases.size(), root.c_str());
+  if (static_cast<long>(cases.size()) < min_cases) {
+    std::printf("expected at least %ld cases\n", min_cases);
+    return 1;
+  }
+  return fail == 0 ? 0 : 1;
+}
+
+int cmd_run(int argc, char** argv) {
+  std::string path, output_dir, method_name = "forward";
+  std::vector<std::string> input_files;
+  long runs = 1;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--input" && i + 1 < argc) {
+      input_files.push_back(argv[++i]);
+    } else if (a == "--output-dir" && i + 1 < argc) {
+      output_dir = argv[++i];
+    } else if (a == "--runs" && i + 1 < argc) {
+      runs = std::atol(argv[++i]);
+    } else if (a == "--method" && i + 1 < argc) {
+      method_name = argv[++i];
+    } else if (path.empty() && a[0] != '-') {
+      path = a;
+    } else {
+      std::fprintf(stderr, "kiln-runner run: unexpected argument '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  Loaded loaded;
+  std::string error;
+  std::vector<std::string> inputs(input_files.size()), outputs;
+  for (size_t i = 0; i < input_files.size(); ++i) {
+    if (!tensor_bytes(input_files[i], &inputs[i], &error)) {
+      std::fprintf(stderr, "kiln-runner: %s\n", error.c_str());
+      return 1;
+    }
+  }
+  if (!load(path, method_name.c_str(), &loaded, &error) || !bind_io(loaded, inputs, &outputs, &error)) {
+    std::fprintf(stderr, "kiln-runner: %s\n", error.c_str());
+    return 1;
+  }
+  std::vector<double> ms;
+  for (long r = 0; r < runs; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    const kiln::Error e = loaded.method->execute();
+    const auto stop = std::chrono::steady_clock::now();
+    if (e != kiln::Error::kOk) {
+      std::fprintf(stderr, "kiln-runner: execute failed: %s\n", kiln::error_name(e));
+      return 1;
+    }
+    ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!output_dir.empty() &&
+        !write_file(output_dir + "/output_" + std::to_string(i) + ".bin", outputs[i].data(), outputs[i].size())) {
+      std::fprintf(stderr, "kiln-runner: cannot write into %s\n", output_dir.c_str());
+      return 1;
+    }
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf("%ld run%s, cpu path %s, median %.3f ms (wall time; under an emulator it means little)\n", runs,
+              runs == 1 ? "" : "s", cpu_path(),
+              ms.empty() ? 0.0 : ms[ms.size() / 2]);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (kiln::register_portable_kernels() != kiln::Error::kOk) {
+    std::fprintf(stderr, "kiln-runner: kernel registration failed\n");
+    return 1;
+  }
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (command == "run" && argc > 2) return cmd_run(argc - 2, argv + 2);
+  if (command == "check" && argc > 2) return cmd_check(argc - 2, argv + 2);
+  if (command == "isa") {
+    const char* active = cpu_path();
+    std::printf("cpu path %s\n", active);
+    return argc == 4 && std::strcmp(argv[2], "--expect") == 0 && std::strcmp(argv[3], active) != 0 ? 1 : 0;
+  }
+  std::fprintf(stderr,
+               "usage: kiln-runner run PROGRAM [--input FILE]... [--output-dir DIR] [--runs N] [--method NAME]\n"
+               "       kiln-runner check DIR [--rtol R] [--atol A] [--min-cases N]\n"
+               "       kiln-runner isa [--expect PATH]\n");
+  return 2;
+}
