@@ -2,6 +2,7 @@
 
 #include "gemm.h"
 #include "kernel_util.h"
+#include "vmath.h"
 #include "neon.h"
 
 namespace kiln {
@@ -55,18 +56,23 @@ void apply_activation(float* data, int64_t n, const fb::FusedActivation* activat
       }
       return;
     case fb::Activation::SIGMOID:
+      if (vector_math(MathOp::kSigmoid, data, data, n)) return;
       for (int64_t i = 0; i < n; ++i) data[i] = sigmoid(data[i]);
       return;
     case fb::Activation::TANH:
+      if (vector_math(MathOp::kTanh, data, data, n)) return;
       for (int64_t i = 0; i < n; ++i) data[i] = tanhf(data[i]);
       return;
     case fb::Activation::LEAKY_RELU:
+      if (vector_math(MathOp::kLeakyRelu, data, data, n, alpha)) return;
       for (int64_t i = 0; i < n; ++i) data[i] = data[i] >= 0.f ? data[i] : alpha * data[i];
       return;
     case fb::Activation::HARD_SIGMOID:
+      if (vector_math(MathOp::kHardSigmoid, data, data, n, alpha, beta)) return;
       for (int64_t i = 0; i < n; ++i) data[i] = hard_sigmoid(data[i], alpha, beta);
       return;
     case fb::Activation::HARD_SWISH:
+      if (vector_math(MathOp::kHardSwish, data, data, n, alpha, beta)) return;
       for (int64_t i = 0; i < n; ++i) data[i] = data[i] * hard_sigmoid(data[i], alpha, beta);
       return;
   }

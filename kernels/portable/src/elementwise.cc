@@ -15,6 +15,7 @@
 #include "broadcast.h"
 #include "kernel_util.h"
 #include "portable_kernels.h"
+#include "vmath.h"
 
 namespace kiln {
 namespace kernels {
@@ -244,6 +245,16 @@ Error map_unary(const KernelArgs& args, F f) {
   return Error::kOk;
 }
 
+// The same through the vector math (vmath.h) where the ISA path has it.
+template <typename F>
+Error map_math(const KernelArgs& args, MathOp op, F f, float alpha = 0.f, float beta = 0.f) {
+  if (vector_math(op, args.in(0).data_as<const float>(), args.out(0).data_as<float>(), args.out(0).numel(), alpha,
+                  beta)) {
+    return Error::kOk;
+  }
+  return map_unary(args, f);
+}
+
 // Neg and Abs also serve the integer dtypes (shape arithmetic); integer
 // negation wraps.
 Error check_unary_signed(const KernelArgs& args) {
@@ -277,42 +288,44 @@ Error run_negate(const KernelArgs& a) {
 }
 
 Error run_relu(const KernelArgs& a) { return map_unary(a, [](float x) { return x > 0.f ? x : 0.f; }); }
-Error run_sigmoid(const KernelArgs& a) { return map_unary(a, sigmoid); }
-Error run_tanh(const KernelArgs& a) { return map_unary(a, [](float x) { return tanhf(x); }); }
-Error run_exp(const KernelArgs& a) { return map_unary(a, [](float x) { return expf(x); }); }
-Error run_log(const KernelArgs& a) { return map_unary(a, [](float x) { return logf(x); }); }
+Error run_sigmoid(const KernelArgs& a) { return map_math(a, MathOp::kSigmoid, sigmoid); }
+Error run_tanh(const KernelArgs& a) { return map_math(a, MathOp::kTanh, [](float x) { return tanhf(x); }); }
+Error run_exp(const KernelArgs& a) { return map_math(a, MathOp::kExp, [](float x) { return expf(x); }); }
+Error run_log(const KernelArgs& a) { return map_math(a, MathOp::kLog, [](float x) { return logf(x); }); }
 Error run_sqrt(const KernelArgs& a) { return map_unary(a, [](float x) { return sqrtf(x); }); }
-Error run_erf(const KernelArgs& a) { return map_unary(a, [](float x) { return erff(x); }); }
+Error run_erf(const KernelArgs& a) { return map_math(a, MathOp::kErf, [](float x) { return erff(x); }); }
 Error run_floor(const KernelArgs& a) { return map_unary(a, [](float x) { return floorf(x); }); }
 Error run_ceil(const KernelArgs& a) { return map_unary(a, [](float x) { return ceilf(x); }); }
 Error run_reciprocal(const KernelArgs& a) { return map_unary(a, [](float x) { return 1.f / x; }); }
 Error run_softplus(const KernelArgs& a) {
-  return map_unary(a, [](float x) { return x > 20.f ? x : log1pf(expf(x)); });
+  return map_math(a, MathOp::kSoftplus, [](float x) { return x > 20.f ? x : log1pf(expf(x)); });
 }
 Error run_leaky_relu(const KernelArgs& a) {
   const float alpha = unary_alpha(a, 0.01f);
-  return map_unary(a, [alpha](float x) { return x >= 0.f ? x : alpha * x; });
+  return map_math(a, MathOp::kLeakyRelu, [alpha](float x) { return x >= 0.f ? x : alpha * x; }, alpha);
 }
 Error run_elu(const KernelArgs& a) {
   const float alpha = unary_alpha(a, 1.f);
-  return map_unary(a, [alpha](float x) { return x >= 0.f ? x : alpha * (expf(x) - 1.f); });
+  return map_math(a, MathOp::kElu, [alpha](float x) { return x >= 0.f ? x : alpha * (expf(x) - 1.f); }, alpha);
 }
 Error run_hard_sigmoid(const KernelArgs& a) {
   const float alpha = unary_alpha(a, 0.2f), beta = unary_beta(a, 0.5f);
-  return map_unary(a, [alpha, beta](float x) { return hard_sigmoid(x, alpha, beta); });
+  return map_math(a, MathOp::kHardSigmoid, [alpha, beta](float x) { return hard_sigmoid(x, alpha, beta); }, alpha,
+                  beta);
 }
 Error run_hard_swish(const KernelArgs& a) {
-  return map_unary(a, [](float x) { return x * hard_sigmoid(x, 1.f / 6.f, 0.5f); });
+  return map_math(a, MathOp::kHardSwish, [](float x) { return x * hard_sigmoid(x, 1.f / 6.f, 0.5f); }, 1.f / 6.f,
+                  0.5f);
 }
 Error run_gelu(const KernelArgs& a) {
   // beta != 0 selects the tanh approximation.
   if (unary_beta(a, 0.f) != 0.f) {
-    return map_unary(a, [](float x) {
+    return map_math(a, MathOp::kGeluTanh, [](float x) {
       const float k = 0.7978845608028654f;  // sqrt(2 / pi)
       return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
     });
   }
-  return map_unary(a, [](float x) { return 0.5f * x * (1.f + erff(x * 0.7071067811865476f)); });
+  return map_math(a, MathOp::kGelu, [](float x) { return 0.5f * x * (1.f + erff(x * 0.7071067811865476f)); });
 }
 Error run_pow_scalar(const KernelArgs& a) {
   const float e = unary_alpha(a, 1.f);
