@@ -8,7 +8,9 @@
 // Nothing is allocated: the image is linked with every heap function
 // poisoned (kiln_no_heap).
 //
-// The firmware prints the outputs beside PyTorch's (firmware_cnn_io.h, from
+// At boot it runs the bundled self-test (the input and the outputs the host
+// computed, packed beside the program), then the firmware prints the
+// outputs beside PyTorch's (firmware_cnn_io.h, from
 // make_model.py), and the SysTick ticks execute() took, then exits through
 // semihosting with status 0 only when every output is within 1e-4 of
 // PyTorch's, relative to the largest magnitude of that output.
@@ -20,7 +22,9 @@
 #include "firmware_cnn_io.h"
 #include "kiln/platform/mps2.h"
 #include "kiln/platform/platform.h"
+#include "firmware_cnn_self_test.h"
 #include "kiln/runtime/program.h"
+#include "kiln/runtime/self_test.h"
 
 static_assert(FIRMWARE_CNN_FORWARD_NUM_ARENAS == 1, "the model is planned into one arena");
 static_assert(FIRMWARE_CNN_FORWARD_NUM_INPUTS == 1 && FIRMWARE_CNN_FORWARD_NUM_OUTPUTS == 2,
@@ -38,6 +42,7 @@ alignas(16) uint8_t g_bookkeeping[FIRMWARE_CNN_FORWARD_BOOKKEEPING_BYTES];
 alignas(FIRMWARE_CNN_FORWARD_ARENA_0_ALIGNMENT) uint8_t g_arena[FIRMWARE_CNN_FORWARD_ARENA_0_SIZE];
 alignas(16) float g_logits[FIRMWARE_CNN_CLASSES];
 alignas(16) float g_probabilities[FIRMWARE_CNN_CLASSES];
+alignas(64) uint8_t g_self_test_scratch[FIRMWARE_CNN_SELF_TEST_SCRATCH_BYTES];
 
 float magnitude(float v) { return v < 0.0f ? -v : v; }
 
@@ -96,6 +101,19 @@ int main() {
   kiln::MemoryManager memory{&bookkeeping, {arenas, 1}};
   kiln::Result<kiln::Method> method = program->load_method("forward", memory);
   if (!method.ok()) return fail("load_method", method.error());
+
+  // At boot: does the program in flash still compute what it did on the
+  // host? The bundled self-test (kiln plan --bundle-test, kiln pack
+  // --self-test) holds an input and the host's outputs for it.
+  kiln::SelfTestReport report;
+  error = kiln::run_self_test(program.get(), method.get(),
+                              {firmware_cnn_self_test, FIRMWARE_CNN_SELF_TEST_SIZE},
+                              {g_self_test_scratch, sizeof(g_self_test_scratch)}, &report);
+  if (error != kiln::Error::kOk) return fail("self-test", error);
+  kiln_mps2_printf("self-test: %u outputs, max relative error %.7f (tolerance %.4f): %s\n",
+                   static_cast<unsigned>(report.num_outputs), static_cast<double>(report.max_error),
+                   static_cast<double>(report.tolerance), report.passed ? "passed" : "FAILED");
+  if (!report.passed) return 1;
 
   if ((error = method->set_input(0, kFirmwareCnnInput, sizeof(kFirmwareCnnInput))) != kiln::Error::kOk ||
       (error = method->set_output(0, g_logits, sizeof(g_logits))) != kiln::Error::kOk ||

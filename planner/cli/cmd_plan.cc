@@ -13,9 +13,12 @@
 #include "core/file_util.h"
 #include "emit/emitter.h"
 #include "emit/program_file.h"
+#include "emit/self_test_file.h"
+#include "exec/run.h"
 #include "onnx/import.h"
 #include "pipeline.h"
 #include "report/plan_report.h"
+#include "targets/runtime_backends.h"
 #include "targets/target.h"
 
 namespace kiln::planner::cli {
@@ -50,7 +53,11 @@ constexpr const char* kHelp =
     "                             of the model reduce over (default 1)\n"
     "  --tensor-parallel N        split MatMul/Gemm pairs and attention heads across N ranks, with an\n"
     "                             AllReduce where partial results meet; one program for all ranks,\n"
-    "                             each rank's weight shards in its constant segment\n";
+    "                             each rank's weight shards in its constant segment\n"
+    "  --bundle-test FILE         an input for a bundled self-test (once per method input, in order):\n"
+    "                             the program runs on it here and OUT.kiln.test keeps the inputs and\n"
+    "                             outputs, for `kiln run --self-test` or run_self_test() on a device\n"
+    "  --test-tolerance X         the self-test's relative tolerance per output (default 1e-4)\n";
 
 std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
   std::vector<int64_t> dims;
@@ -186,7 +193,8 @@ int cmd_plan(const Argv& argv) {
                          {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
                          {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
                          {"--no-packing", false}, {"--report", true}, {"--ranks", true},
-                         {"--tensor-parallel", true}, {"--help", false}});
+                         {"--tensor-parallel", true}, {"--bundle-test", true}, {"--test-tolerance", true},
+                         {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     std::string targets = "cpu";
@@ -268,6 +276,22 @@ int cmd_plan(const Argv& argv) {
   write_file_atomic(output, result.bytes);
   if (args.has("--report")) write_plan_report(result, args.get("--report"));
   print_summary(model, output, result);
+  if (args.has("--bundle-test")) {
+    std::vector<HostTensor> inputs;
+    for (const std::string& file : args.all("--bundle-test")) inputs.push_back(read_tensor_file(file));
+    const double tolerance = args.get_double("--test-tolerance", 1e-4);
+    if (!(tolerance >= 0)) throw UsageError{"--test-tolerance must not be negative"};
+    RunOptions run;
+    run.method = options.method_name;
+    run.backends = &builtin_runtime_backends();
+    const RunResult reference = run_program(result.bytes, inputs, run);
+    const std::string test_path = output + ".test";
+    write_file_atomic(test_path, make_self_test(result.bytes, options.method_name, inputs, reference.outputs,
+                                                static_cast<float>(tolerance)));
+    std::printf("  self-test:   %s (%zu input%s, %zu output%s computed here, tolerance %g)\n", test_path.c_str(),
+                inputs.size(), inputs.size() == 1 ? "" : "s", reference.outputs.size(),
+                reference.outputs.size() == 1 ? "" : "s", tolerance);
+  }
   if (args.has("--report")) {
     std::printf("  report:      %s/plan.json, %s/memory.svg\n", args.get("--report").c_str(),
                 args.get("--report").c_str());

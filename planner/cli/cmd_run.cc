@@ -36,6 +36,9 @@ constexpr const char* kHelp =
     "  --output-dir DIR    write output_0.npy, output_1.npy, ... to DIR\n"
     "  --runs N            execute N times and report the median latency (default 1)\n"
     "  --method NAME       the method to run (default forward)\n"
+    "  --self-test FILE    run the bundled self-test FILE (kiln plan --bundle-test writes\n"
+    "                      PROGRAM.test) instead of inputs: its inputs, its expected\n"
+    "                      outputs and tolerance; exit status 1 when it fails\n"
     "  --profile           time every instruction; print the time per operator and\n"
     "                      the slowest instructions (medians over the runs)\n"
     "  --isa scalar|avx2|avx512\n"
@@ -157,7 +160,7 @@ void print_profile(const std::string& bytes, const std::string& method_name, con
 
 int cmd_run(const Argv& argv) {
   const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
-                         {"--profile", false}, {"--collective-sync", true}, {"--isa", true},
+                         {"--profile", false}, {"--collective-sync", true}, {"--self-test", true}, {"--isa", true},
                          {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
@@ -204,7 +207,21 @@ int cmd_run(const Argv& argv) {
 #else
   const bool quiet = false;
 #endif
+  std::string self_test;
+  if (args.has("--self-test")) {
+    self_test = read_file(args.get("--self-test"));
+    options.self_test = &self_test;
+  }
   const RunResult result = run_program(bytes, inputs, options);
+  if (options.self_test != nullptr) {
+    const SelfTestReport& r = result.self_test;
+    (void)shutdown_builtin_runtime_backends();
+    if (quiet) return r.passed ? 0 : 1;
+    std::printf("self-test %s: %u output%s, worst is output %u with max relative error %.3g (tolerance %.3g): %s\n",
+                args.get("--self-test").c_str(), r.num_outputs, r.num_outputs == 1 ? "" : "s", r.worst_output,
+                static_cast<double>(r.max_error), static_cast<double>(r.tolerance), r.passed ? "passed" : "FAILED");
+    return r.passed ? 0 : 1;
+  }
   const uint64_t validation_messages = shutdown_builtin_runtime_backends();
   if (validation_messages != 0) fail("the backends reported ", validation_messages, " diagnostic message(s)");
 

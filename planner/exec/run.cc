@@ -73,6 +73,19 @@ RunResult run_program(const std::string& program_bytes, const std::vector<HostTe
   const BackendRegistry& backends = options.backends != nullptr ? *options.backends : global_backend_registry();
   Result<Method> method = program->load_method(options.method.c_str(), memory, host_kernel_registry(), backends);
   check(method.error(), "method load failed");
+  if (options.self_test != nullptr) {
+    if (!inputs.empty()) fail("a self-test brings its own inputs; none may be given");
+    AlignedBuffer test(options.self_test->size());
+    std::memcpy(test.data, options.self_test->data(), test.size);
+    const Span<const uint8_t> test_bytes(test.data, test.size);
+    Result<uint64_t> scratch_bytes = self_test_scratch_bytes(test_bytes);
+    check(scratch_bytes.error(), "self-test");
+    AlignedBuffer scratch(static_cast<size_t>(scratch_bytes.get()));
+    RunResult result;
+    check(run_self_test(*program, *method, test_bytes, Span<uint8_t>(scratch.data, scratch.size), &result.self_test),
+          "self-test");
+    return result;
+  }
 
   if (inputs.size() != method->num_inputs()) {
     fail("the method takes ", method->num_inputs(), " inputs, ", inputs.size(), " were given");

@@ -14,6 +14,7 @@
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/communicator.h"
 #include "kiln/runtime/kernel.h"
+#include "kiln/runtime/self_test.h"
 #include "ops/host_kernels.h"  // host_kernel_registry(), which programs run with
 
 namespace kiln::planner {
@@ -26,6 +27,9 @@ struct RunOptions {
   const BackendRegistry* backends = nullptr;
   // Time every instruction (Method::set_observer) on every run.
   bool profile = false;
+  // A bundled self-test's bytes (a .kiln.test file): run it instead of the
+  // inputs (which must then be empty) and fill RunResult::self_test.
+  const std::string* self_test = nullptr;
   // Communicators by group (not owned; see MemoryManager::communicators):
   // empty for a program of one rank.
   std::vector<Communicator*> communicators;
@@ -37,6 +41,7 @@ struct RunResult {
   // With RunOptions::profile: per instruction, its milliseconds in each
   // run (instruction_ms[i][r]).
   std::vector<std::vector<double>> instruction_ms;
+  SelfTestReport self_test;
   double median_ms() const;
 };
 

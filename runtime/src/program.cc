@@ -69,7 +69,7 @@ Result<Program> Program::load(DataLoader& loader) {
   for (uint32_t i = 0; i < methods->size(); ++i) {
     KILN_RETURN_IF_ERROR(internal::validate_method(*program, *methods->Get(i)));
   }
-  return Program(program, segment);
+  return Program(program, segment, buffer);
 }
 
 size_t Program::num_methods() const { return program_->methods()->size(); }

@@ -107,7 +107,7 @@ typedef enum kiln_device_type {
 
 /* Opaque, fixed-size storage the application provides. */
 typedef struct kiln_program {
-  uint64_t opaque_[6];
+  uint64_t opaque_[8];
 } kiln_program;
 
 typedef struct kiln_method {

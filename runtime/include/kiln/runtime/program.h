@@ -54,13 +54,17 @@ class Program {
   // The bytes of constant `index` (in the data segment).
   Span<const uint8_t> constant(uint32_t index) const;
   Span<const uint8_t> segment() const { return segment_; }
+  // The program's size-prefixed flatbuffer (what its digest covers, see
+  // schema/include/kiln/schema/digest.h).
+  Span<const uint8_t> flatbuffer_bytes() const { return flatbuffer_bytes_; }
 
  private:
-  Program(const fb::Program* program, Span<const uint8_t> segment)
-      : program_(program), segment_(segment) {}
+  Program(const fb::Program* program, Span<const uint8_t> segment, Span<const uint8_t> flatbuffer_bytes)
+      : program_(program), segment_(segment), flatbuffer_bytes_(flatbuffer_bytes) {}
 
   const fb::Program* program_;
   Span<const uint8_t> segment_;
+  Span<const uint8_t> flatbuffer_bytes_;
 };
 
 }  // namespace kiln
