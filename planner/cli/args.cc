@@ -22,8 +22,9 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& 
       }
       if (spec == nullptr) throw UsageError{"unknown option '" + name + "'"};
       if (!spec->takes_value) {
-        if (has_inline) throw UsageError{"option '" + name + "' takes no value"};
-        values_.emplace(name, "");
+        if (has_inline && !spec->optional_value) throw UsageError{"option '" + name + "' takes no value"};
+        if (has_inline && inline_value.empty()) throw UsageError{"option '" + name + "=' needs a value"};
+        values_.emplace(name, inline_value);
         continue;
       }
       if (has_inline) {

@@ -14,6 +14,9 @@ namespace kiln::planner::cli {
 struct OptionSpec {
   std::string name;  // "--input", "-o"
   bool takes_value;
+  // A flag that may also carry a value written `--name=VALUE` (never the
+  // next argument): `--profile` or `--profile=FILE`.
+  bool optional_value = false;
 };
 
 class Args {

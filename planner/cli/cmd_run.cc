@@ -14,7 +14,10 @@
 #include "core/file_util.h"
 #include "core/npy.h"
 #include "emit/program_file.h"
+#include "emit/self_test_file.h"
 #include "exec/run.h"
+#include "exec/trace_file.h"
+#include "kiln/platform/platform.h"
 #include "kiln/kernels/isa.h"
 #include "onnx/import.h"
 #include "targets/runtime_backends.h"
@@ -41,6 +44,8 @@ constexpr const char* kHelp =
     "                      outputs and tolerance; exit status 1 when it fails\n"
     "  --profile           time every instruction; print the time per operator and\n"
     "                      the slowest instructions (medians over the runs)\n"
+    "  --profile=FILE      also write every run's trace records to FILE (read it with\n"
+    "                      `kiln profile FILE --program PROGRAM.kiln`)\n"
     "  --isa scalar|avx2|avx512\n"
     "                      the CPU kernels' instruction-set path (default: the best\n"
     "                      the processor has, or KILN_ISA=scalar|avx2|avx512); a path\n"
@@ -160,7 +165,7 @@ void print_profile(const std::string& bytes, const std::string& method_name, con
 
 int cmd_run(const Argv& argv) {
   const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
-                         {"--profile", false}, {"--collective-sync", true}, {"--self-test", true}, {"--isa", true},
+                         {"--profile", false, true}, {"--collective-sync", true}, {"--self-test", true}, {"--isa", true},
                          {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
@@ -212,7 +217,32 @@ int cmd_run(const Argv& argv) {
     self_test = read_file(args.get("--self-test"));
     options.self_test = &self_test;
   }
+  // --profile=FILE: a trace buffer for every run's instructions, its
+  // execute record and what delegates add.
+  const std::string trace_path = args.get("--profile");
+  std::vector<TraceRecord> trace_buffer;
+  std::unique_ptr<EventTracer> tracer;
+  if (!trace_path.empty()) {
+    size_t instructions = 0;
+    const ProgramFile file(bytes, path);
+    for (const fb::Method* m : *file.program().methods()) {
+      if (m->name()->str() == options.method && m->instructions() != nullptr) instructions = m->instructions()->size();
+    }
+    // Delegates add their own records: room for 64 Ki of them besides.
+    trace_buffer.resize(static_cast<size_t>(runs) * (instructions + 1) + (size_t{1} << 16));
+    tracer = std::make_unique<EventTracer>(Span<TraceRecord>(trace_buffer.data(), trace_buffer.size()));
+    options.tracer = tracer.get();
+  }
   const RunResult result = run_program(bytes, inputs, options);
+  if (tracer != nullptr) {
+    TraceFile trace;
+    trace.ticks_per_second = kiln_pal_ticks_per_second();
+    trace.dropped = tracer->dropped();
+    trace.program_digest = program_digest(bytes);
+    trace.method = options.method;
+    trace.records.assign(tracer->records().data(), tracer->records().data() + tracer->records().size());
+    write_file_atomic(trace_path, encode_trace(trace));
+  }
   if (options.self_test != nullptr) {
     const SelfTestReport& r = result.self_test;
     (void)shutdown_builtin_runtime_backends();

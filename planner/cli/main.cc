@@ -24,6 +24,7 @@ constexpr const char* kUsage =
     "  pack PROGRAM.kiln --c-array NAME -o DIR\n"
     "                                write the program as C source and a header of buffer sizes\n"
     "  memplan INTERVALS.csv         plan a bare interval set (memory planner benchmark)\n"
+    "  profile TRACE                 where a traced run's time went (kiln run --profile=TRACE)\n"
     "\n"
     "`kiln <command> --help` describes each command's options.\n";
 
@@ -55,6 +56,7 @@ constexpr Command kCommands[] = {
     {"verify", kiln::planner::cli::cmd_verify},
     {"pack", kiln::planner::cli::cmd_pack},
     {"memplan", kiln::planner::cli::cmd_memplan},
+    {"profile", kiln::planner::cli::cmd_profile},
 };
 
 }  // namespace

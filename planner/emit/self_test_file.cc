@@ -1,5 +1,6 @@
 #include "emit/self_test_file.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -17,15 +18,20 @@ void pad_to(std::string& s, size_t alignment) {
 
 }  // namespace
 
+uint64_t program_digest(const std::string& program_bytes) {
+  uint32_t prefix = 0;
+  if (program_bytes.size() < 8) return 0;
+  std::memcpy(&prefix, program_bytes.data(), sizeof(prefix));
+  const size_t n = std::min<size_t>(program_bytes.size(), static_cast<size_t>(prefix) + 4);
+  return abi::fnv1a64(reinterpret_cast<const uint8_t*>(program_bytes.data()), n);
+}
+
 std::string make_self_test(const std::string& program_bytes, const std::string& method,
                            const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& outputs,
                            float tolerance) {
-  uint32_t prefix = 0;
   if (program_bytes.size() < 8) fail("internal error: no program to bundle a self-test with");
-  std::memcpy(&prefix, program_bytes.data(), sizeof(prefix));
   fb::SelfTestT test;
-  test.program_digest =
-      abi::fnv1a64(reinterpret_cast<const uint8_t*>(program_bytes.data()), static_cast<size_t>(prefix) + 4);
+  test.program_digest = program_digest(program_bytes);
   test.method = method;
   test.tolerance = tolerance;
   test.segment_alignment = kAlignment;

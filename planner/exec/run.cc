@@ -126,6 +126,7 @@ RunResult run_program(const std::string& program_bytes, const std::vector<HostTe
         },
         &profile);
   }
+  method->set_tracer(options.tracer);
   for (int r = 0; r < runs; ++r) {
     const auto start = std::chrono::steady_clock::now();
     check(method->execute(), "execute failed");

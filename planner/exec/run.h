@@ -27,6 +27,8 @@ struct RunOptions {
   const BackendRegistry* backends = nullptr;
   // Time every instruction (Method::set_observer) on every run.
   bool profile = false;
+  // Records every execute() and instruction (Method::set_tracer); not owned.
+  EventTracer* tracer = nullptr;
   // A bundled self-test's bytes (a .kiln.test file): run it instead of the
   // inputs (which must then be empty) and fill RunResult::self_test.
   const std::string* self_test = nullptr;

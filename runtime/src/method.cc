@@ -21,6 +21,15 @@
 namespace kiln {
 namespace {
 
+TraceKind trace_kind(internal::InstructionKind kind) {
+  switch (kind) {
+    case internal::InstructionKind::kKernel: return TraceKind::kKernel;
+    case internal::InstructionKind::kDelegate: return TraceKind::kDelegate;
+    case internal::InstructionKind::kCollective: return TraceKind::kCollective;
+    default: return TraceKind::kCopy;
+  }
+}
+
 const char* instruction_name(const fb::Instruction& instruction) {
   return instruction.name() != nullptr ? instruction.name()->c_str() : "";
 }
@@ -587,7 +596,8 @@ Method::Method(Method&& other) noexcept
       num_delegates_(other.num_delegates_),
       aliases_stale_(other.aliases_stale_),
       observer_(other.observer_),
-      observer_context_(other.observer_context_) {
+      observer_context_(other.observer_context_),
+      tracer_(other.tracer_) {
   other.moved_from_ = true;
   other.tensors_ = nullptr;
   other.instructions_ = nullptr;
@@ -722,7 +732,7 @@ namespace internal {
 
 // Runs one resolved instruction. Copies to and from devices go through the
 // backend of the device side, with the arena buffer and offset of each tensor.
-Error run_instruction(const InstructionState& state) {
+Error run_instruction(const InstructionState& state, EventTracer* tracer, uint32_t index) {
   switch (state.kind) {
     case InstructionKind::kKernel:
       return state.run(state.args);
@@ -760,6 +770,8 @@ Error run_instruction(const InstructionState& state) {
       args.outputs = state.args.outputs;
       args.num_inputs = state.args.num_inputs;
       args.num_outputs = state.args.num_outputs;
+      args.tracer = tracer;
+      args.instruction = index;
       return state.backend->execute(state.delegate, args);
     }
     case InstructionKind::kCollective: {
@@ -808,14 +820,21 @@ Error Method::execute() {
                          tensor_name(*method_, method_->outputs()->Get(static_cast<uint32_t>(i))));
   }
   if (aliases_stale_) refresh_aliases();
+  const bool timed = observer_ != nullptr || tracer_ != nullptr;
+  const uint64_t begin = tracer_ != nullptr ? kiln_pal_ticks() : 0;
   for (uint32_t i = 0; i < num_instructions_; ++i) {
     const internal::InstructionState& state = instructions_[i];
-    const uint64_t start = observer_ != nullptr ? kiln_pal_ticks() : 0;
-    const Error error = internal::run_instruction(state);
+    const uint64_t start = timed ? kiln_pal_ticks() : 0;
+    const Error error = internal::run_instruction(state, tracer_, i);
     KILN_CHECK_OR_RETURN(error == Error::kOk, error, "instruction %u ('%s') failed: %s", i, state.args.node_name,
                          error_name(error));
-    if (observer_ != nullptr) observer_(observer_context_, i, kiln_pal_ticks() - start);
+    if (timed) {
+      const uint64_t end = kiln_pal_ticks();
+      if (observer_ != nullptr) observer_(observer_context_, i, end - start);
+      if (tracer_ != nullptr) tracer_->record({start, end, i, trace_kind(state.kind), 0});
+    }
   }
+  if (tracer_ != nullptr) tracer_->record({begin, kiln_pal_ticks(), 0, TraceKind::kExecute, 0});
   return Error::kOk;
 }
 

@@ -42,8 +42,9 @@ struct InstructionState {
   fb::ReduceOp reduce_op;  // collectives
 };
 
-// Runs one resolved instruction (the execute loop and load-time uploads).
-Error run_instruction(const InstructionState& state);
+// Runs one resolved instruction (the execute loop and load-time uploads);
+// a delegate call gets `tracer` and the instruction's index to add records to.
+Error run_instruction(const InstructionState& state, EventTracer* tracer = nullptr, uint32_t index = 0);
 
 struct ArenaState {
   uint8_t* base;        // host arenas

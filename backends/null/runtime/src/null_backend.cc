@@ -5,6 +5,7 @@
 #include <new>
 
 #include "backends/null/null_abi.h"
+#include "kiln/platform/platform.h"
 #include "kiln/runtime/log.h"
 #include "kiln/schema/delegate_generated.h"
 
@@ -220,10 +221,15 @@ Error NullBackend::execute(void* delegate, const DelegateCallArgs& args) {
   const Record& record = *static_cast<const Record*>(delegate);
   for (uint32_t k = 0; k < record.count; ++k) {
     const Step& step = record.steps[k];
+    const uint64_t start = args.tracer != nullptr ? kiln_pal_ticks() : 0;
     const Error error = step.run(step.args);
     if (error != Error::kOk) {
       KILN_LOG(ERROR, "null: node '%s' failed: %s", step.args.node_name, error_name(error));
       return error;
+    }
+    // One record per kernel inside the delegate call (detail: its index).
+    if (args.tracer != nullptr) {
+      args.tracer->record({start, kiln_pal_ticks(), args.instruction, TraceKind::kBackend, static_cast<uint16_t>(k)});
     }
   }
   return Error::kOk;

@@ -30,6 +30,7 @@
 
 #include "kiln/runtime/bump_allocator.h"
 #include "kiln/runtime/error.h"
+#include "kiln/runtime/event_tracer.h"
 #include "kiln/runtime/result.h"
 #include "kiln/runtime/span.h"
 #include "kiln/runtime/tensor.h"
@@ -75,6 +76,10 @@ struct DelegateCallArgs {
   const Tensor* const* outputs = nullptr;
   uint16_t num_inputs = 0;
   uint16_t num_outputs = 0;
+  // Set while the Method is traced: the delegate may add TraceKind::kBackend
+  // records of its own work (instruction is this call's index).
+  EventTracer* tracer = nullptr;
+  uint32_t instruction = 0;
 };
 
 class Backend {

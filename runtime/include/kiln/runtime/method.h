@@ -46,6 +46,7 @@
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/bump_allocator.h"
 #include "kiln/runtime/communicator.h"
+#include "kiln/runtime/event_tracer.h"
 #include "kiln/runtime/method_meta.h"
 #include "kiln/runtime/result.h"
 #include "kiln/runtime/span.h"
@@ -133,6 +134,10 @@ class Method {
     observer_ = observer;
     observer_context_ = context;
   }
+  // Records every execute() and instruction into `tracer` (not owned; must
+  // outlive the Method or be unset with nullptr); delegates may add their
+  // own records. See event_tracer.h.
+  void set_tracer(EventTracer* tracer) { tracer_ = tracer; }
 
  private:
   friend class MethodLoader;
@@ -156,6 +161,7 @@ class Method {
   bool moved_from_ = false;
   InstructionObserver observer_ = nullptr;
   void* observer_context_ = nullptr;
+  EventTracer* tracer_ = nullptr;
 };
 
 }  // namespace kiln
