@@ -1,7 +1,9 @@
 // The planner pipeline, from a model to a verified program:
 //
-//   import (ONNX checker + shape inference)
-//   -> infer static shapes, fold constants     (passes/infer)
+//   import (ONNX checker)
+//   -> infer static shapes, fold constants     (passes/infer), then
+//      ONNX shape inference as a cross-check
+//      of the shapes it accepted
 //   -> remove dead nodes
 //   -> fold BatchNormalization into Conv       (passes/fuse)
 //   -> with --tensor-parallel N: one graph per  (passes/tensor_parallel)

@@ -35,23 +35,37 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 int64_t shape_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) fail("shape ", shape_str(shape), " has more elements than int64 holds");
+  }
   return n;
+}
+
+uint64_t checked_nbytes(DType dtype, const std::vector<int64_t>& shape, const std::string& what) {
+  // Shapes come from files: refuse what overflows or could never fit.
+  uint64_t n = dtype_bytes(dtype);
+  for (int64_t d : shape) {
+    if (d < 0) fail(what, ": negative dimension in shape ", shape_str(shape));
+  }
+  // Zero dims aside, so an empty tensor's other dims stay small too (and
+  // every count over them fits int64).
+  bool empty = false;
+  for (int64_t d : shape) {
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (n > kMaxTensorBytes / static_cast<uint64_t>(d)) {
+      fail(what, ": shape ", shape_str(shape), " of ", dtype_str(dtype), " is larger than 64 GiB");
+    }
+    n *= static_cast<uint64_t>(d);
+  }
+  return empty ? 0 : n;
 }
 
 HostTensor::HostTensor(DType dtype_in, std::vector<int64_t> shape_in)
     : dtype(dtype_in), shape(std::move(shape_in)) {
-  // Shapes come from files: refuse what overflows or could never fit.
-  constexpr uint64_t kMaxBytes = uint64_t{1} << 36;
-  uint64_t n = dtype_bytes(dtype);
-  for (int64_t d : shape) {
-    if (d < 0) fail("negative dimension in shape ", shape_str(shape));
-    if (d != 0 && n > kMaxBytes / static_cast<uint64_t>(d)) {
-      fail("shape ", shape_str(shape), " of ", dtype_str(dtype), " is larger than 64 GiB");
-    }
-    n *= static_cast<uint64_t>(d);
-  }
-  bytes.assign(static_cast<size_t>(n), 0);
+  bytes.assign(static_cast<size_t>(checked_nbytes(dtype, shape, "tensor")), 0);
 }
 
 int64_t HostTensor::int_at(int64_t i) const {

@@ -20,8 +20,17 @@ size_t dtype_bytes(DType dtype);
 std::string dtype_str(DType dtype);
 // "[1, 3, 224, 224]"
 std::string shape_str(const std::vector<int64_t>& shape);
-// Product of the dims (1 for a scalar).
+// Product of the dims (1 for a scalar). Throws PlanError when it overflows
+// int64 (a hostile shape such as [2^31, 2^31, 2^31]).
 int64_t shape_numel(const std::vector<int64_t>& shape);
+
+// The largest tensor the planner accepts, constant or planned: 64 GiB. Every
+// value of a graph is checked against it (import, each node's inference), so
+// byte sizes, offsets and arena sums computed later cannot overflow uint64.
+constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 36;
+// Bytes of a tensor of `shape` and `dtype`; throws PlanError naming `what`
+// when a dim is negative or the size exceeds kMaxTensorBytes.
+uint64_t checked_nbytes(DType dtype, const std::vector<int64_t>& shape, const std::string& what);
 
 struct HostTensor {
   DType dtype = DType::FLOAT32;

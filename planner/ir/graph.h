@@ -6,6 +6,7 @@
 #define KILN_PLANNER_IR_GRAPH_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,9 +41,6 @@ struct Value {
   int producer = -1;
   bool is_graph_input = false;
   bool is_graph_output = false;
-  // The shape ONNX shape inference gave, kept to cross-check ours.
-  std::vector<int64_t> onnx_shape;
-  bool has_onnx_shape = false;
 
   bool is_constant() const { return constant != nullptr; }
   uint64_t nbytes() const {
@@ -85,6 +83,12 @@ class Graph {
   // which its collectives (AllReduce) reduce over. Set by --ranks or the
   // tensor-parallel pass.
   uint32_t ranks = 1;
+  // ONNX's own shape inference over the imported model (value name ->
+  // static shape), to cross-check the planner's. Set by the importer and
+  // called once by infer_and_fold after the planner's inference has accepted
+  // every node: libonnx trusts attributes (a Conv stride of 0 divides by
+  // zero inside it), so it only ever sees models kiln has validated.
+  std::function<std::map<std::string, std::vector<int64_t>>()> onnx_shapes;
 
   // Adds a value; its name must be unique.
   int add_value(Value value);

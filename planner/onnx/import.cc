@@ -83,6 +83,33 @@ std::string one_line(const std::string& text) {
   return out;
 }
 
+// ONNX's shape inference divides by some attributes and sizes loops by
+// others without checking them first (a Conv with strides [0, 0] dies of
+// SIGFPE inside libonnx). It runs before kiln's own inference, so these are
+// checked here, for every node of every (sub)graph, by attribute name.
+void check_attributes_onnx_trusts(const onnx::GraphProto& graph, const std::string& what) {
+  static const char* const kPositive[] = {"strides", "dilations", "kernel_shape", "blocksize", "group", "size"};
+  int unnamed = 0;
+  for (const auto& node : graph.node()) {
+    const std::string name = node.name().empty() ? node.op_type() + "_" + std::to_string(unnamed++) : node.name();
+    for (const auto& attr : node.attribute()) {
+      if (attr.type() == onnx::AttributeProto::GRAPH && attr.has_g()) check_attributes_onnx_trusts(attr.g(), what);
+      for (const auto& g : attr.graphs()) check_attributes_onnx_trusts(g, what);
+      for (const char* key : kPositive) {
+        if (attr.name() != key) continue;
+        std::vector<int64_t> values(attr.ints().begin(), attr.ints().end());
+        if (attr.type() == onnx::AttributeProto::INT) values = {attr.i()};
+        for (int64_t v : values) {
+          if (v <= 0) {
+            fail(what, ": node '", name, "' (", node.op_type(), "): attribute '", key, "' must be positive, has ",
+                 attr.type() == onnx::AttributeProto::INT ? std::to_string(attr.i()) : shape_str(values));
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::optional<DType> dtype_from_onnx(int32_t elem_type) {
@@ -104,6 +131,21 @@ std::optional<DType> dtype_from_onnx(int32_t elem_type) {
   }
 }
 
+namespace {
+
+// How many values the typed field that holds `dtype` carries.
+uint64_t typed_value_count(const onnx::TensorProto& proto, DType dtype) {
+  switch (dtype) {
+    case DType::FLOAT32: return static_cast<uint64_t>(proto.float_data_size());
+    case DType::FLOAT64: return static_cast<uint64_t>(proto.double_data_size());
+    case DType::INT64: return static_cast<uint64_t>(proto.int64_data_size());
+    case DType::UINT64: case DType::UINT32: return static_cast<uint64_t>(proto.uint64_data_size());
+    default: return static_cast<uint64_t>(proto.int32_data_size());
+  }
+}
+
+}  // namespace
+
 HostTensor from_tensor_proto(const onnx::TensorProto& proto, const std::string& what) {
   if (proto.has_data_location() && proto.data_location() == onnx::TensorProto::EXTERNAL) {
     unsupported(what, ": tensors with external data are not supported");
@@ -114,15 +156,21 @@ HostTensor from_tensor_proto(const onnx::TensorProto& proto, const std::string& 
                 onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(proto.data_type())));
   }
   std::vector<int64_t> shape(proto.dims().begin(), proto.dims().end());
-  for (int64_t d : shape) {
-    if (d < 0) fail(what, ": negative dimension in ", shape_str(shape));
+  // The size is checked against the data present before anything is
+  // allocated: a hostile header must not make the planner allocate 64 GiB.
+  const uint64_t nbytes = checked_nbytes(*dtype, shape, what);
+  if (proto.has_raw_data() && proto.raw_data().size() != nbytes) {
+    fail(what, ": raw data is ", proto.raw_data().size(), " bytes, shape ", shape_str(shape), " of ",
+         dtype_str(*dtype), " needs ", nbytes);
+  }
+  if (!proto.has_raw_data() && nbytes > 0) {
+    const uint64_t numel = nbytes / dtype_bytes(*dtype);
+    if (typed_value_count(proto, *dtype) != numel) {
+      fail(what, ": has ", typed_value_count(proto, *dtype), " values, shape ", shape_str(shape), " needs ", numel);
+    }
   }
   HostTensor out(*dtype, shape);
   if (proto.has_raw_data()) {
-    if (proto.raw_data().size() != out.nbytes()) {
-      fail(what, ": raw data is ", proto.raw_data().size(), " bytes, shape ", shape_str(shape), " of ",
-           dtype_str(*dtype), " needs ", out.nbytes());
-    }
     // memcpy with the null pointer of an empty vector is undefined, even of 0 bytes.
     if (out.nbytes() > 0) std::memcpy(out.bytes.data(), proto.raw_data().data(), out.nbytes());
     return out;
@@ -188,13 +236,7 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what,
   } catch (const std::exception& e) {
     fail(what, ": ONNX checker: ", one_line(e.what()));
   }
-  try {
-    onnx::ShapeInferenceOptions shape_options(/*check_type=*/false, /*strict_mode=*/0,
-                                              /*data_prop=*/true);
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), shape_options);
-  } catch (const std::exception& e) {
-    fail(what, ": ONNX shape inference: ", one_line(e.what()));
-  }
+  check_attributes_onnx_trusts(model.graph(), what);
 
   Graph graph;
   const onnx::GraphProto& g = model.graph();
@@ -243,6 +285,7 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what,
       fail("input '", input.name(), "' has shape ", shape_str(v.shape),
            " with unknown dimensions; give it with --input-shape ", input.name(), "=DIMS (such as 1x3x224x224)");
     }
+    checked_nbytes(*dtype, v.shape, "input '" + input.name() + "'");
     v.dtype = *dtype;
     v.has_type = v.has_shape = true;
     v.is_graph_input = true;
@@ -253,11 +296,6 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what,
     for (const auto& input : g.input()) found = found || input.name() == name;
     if (!found) fail("--freeze names '", name, "', which is not an input of the model");
   }
-
-  // Shapes from ONNX shape inference, to cross-check the planner's own.
-  std::map<std::string, const onnx::ValueInfoProto*> inferred;
-  for (const auto& info : g.value_info()) inferred[info.name()] = &info;
-  for (const auto& info : g.output()) inferred[info.name()] = &info;
 
   int unnamed = 0;
   for (const auto& proto : g.node()) {
@@ -286,16 +324,6 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what,
       Value v;
       v.name = name;
       v.producer = node_index;
-      auto it = inferred.find(name);
-      if (it != inferred.end() && it->second->type().has_tensor_type()) {
-        const auto& type = it->second->type().tensor_type();
-        bool known = false;
-        std::vector<int64_t> shape = static_shape(type, name, &known);
-        if (known) {
-          v.onnx_shape = shape;
-          v.has_onnx_shape = true;
-        }
-      }
       if (graph.find_value(name) >= 0) fail(where, ": output '", name, "' is defined twice");
       node.outputs.push_back(graph.add_value(std::move(v)));
     }
@@ -308,6 +336,28 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what,
     graph.outputs.push_back(id);
   }
   if (graph.outputs.empty()) fail(what, ": model has no outputs");
+  // ONNX shape inference runs later, on a copy, once kiln's inference has
+  // validated every node (Graph::onnx_shapes).
+  auto copy = std::make_shared<onnx::ModelProto>(model);
+  graph.onnx_shapes = [copy, what]() {
+    try {
+      onnx::ShapeInferenceOptions shape_options(/*check_type=*/false, /*strict_mode=*/0,
+                                                /*data_prop=*/true);
+      onnx::shape_inference::InferShapes(*copy, onnx::OpSchemaRegistry::Instance(), shape_options);
+    } catch (const std::exception& e) {
+      fail(what, ": ONNX shape inference: ", one_line(e.what()));
+    }
+    std::map<std::string, std::vector<int64_t>> shapes;
+    auto add = [&](const onnx::ValueInfoProto& info) {
+      if (!info.type().has_tensor_type()) return;
+      bool known = false;
+      std::vector<int64_t> shape = static_shape(info.type().tensor_type(), info.name(), &known);
+      if (known) shapes[info.name()] = std::move(shape);
+    };
+    for (const auto& info : copy->graph().value_info()) add(info);
+    for (const auto& info : copy->graph().output()) add(info);
+    return shapes;
+  };
   return graph;
 }
 

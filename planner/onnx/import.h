@@ -1,6 +1,11 @@
-// ONNX import: reads a model with the ONNX C++ library, runs its checker and
-// shape inference, and builds the planner's Graph: initializers and Constant
-// nodes become constants, graph inputs keep their (static) shapes.
+// ONNX import: reads a model with the ONNX C++ library, runs its checker,
+// and builds the planner's Graph: initializers and Constant nodes become
+// constants, graph inputs keep their (static) shapes. ONNX's shape inference
+// is deferred (Graph::onnx_shapes) until the planner's own inference has
+// validated every node, because libonnx trusts attributes and crashes on
+// hostile ones; until then only the attributes it divides by are checked.
+// Every declared size is checked (checked_nbytes) before anything is
+// allocated.
 
 #ifndef KILN_PLANNER_ONNX_IMPORT_H_
 #define KILN_PLANNER_ONNX_IMPORT_H_

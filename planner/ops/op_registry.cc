@@ -87,10 +87,7 @@ void OpContext::set_output(size_t i, DType dtype, std::vector<int64_t> shape) {
     if (d < 0) error("output ", i, " would have shape ", shape_str(shape));
   }
   Value& v = output(i);
-  if (v.has_onnx_shape && v.onnx_shape != shape) {
-    error("output '", v.name, "' has shape ", shape_str(shape), " but ONNX shape inference says ",
-          shape_str(v.onnx_shape));
-  }
+  checked_nbytes(dtype, shape, str(where(), ": output '", v.name, "'"));
   v.dtype = dtype;
   v.shape = std::move(shape);
   v.has_type = v.has_shape = true;
@@ -146,6 +143,7 @@ const std::vector<OpDef>& registry() {
     add_reduce_ops(all);
     add_resize_ops(all);
     add_collective_ops(all);
+    add_math_ops(all);
     return all;
   }();
   return ops;

@@ -63,7 +63,8 @@ Spatial resolve_spatial(OpContext& ctx, const std::vector<int64_t>& in,
   for (size_t i = 0; i < n; ++i) {
     const int64_t window = (s.kernel[i] - 1) * s.dilations[i] + 1;
     const int64_t span = in[i] + s.pads_begin[i] + s.pads_end[i] - window;
-    if (span < 0) ctx.error("window larger than the padded input on axis ", i);
+    if (span < 0) ctx.error("kernel_shape ", s.kernel[i], " with dilations ", s.dilations[i], " and pads ", s.pads_begin[i],
+                            "+", s.pads_end[i], " give a window larger than the padded input on axis ", i);
     int64_t out = ceil_mode ? (span + s.strides[i] - 1) / s.strides[i] + 1 : span / s.strides[i] + 1;
     // A last window that would start in the end padding is dropped.
     if (ceil_mode && (out - 1) * s.strides[i] >= in[i] + s.pads_begin[i]) --out;

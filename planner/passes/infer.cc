@@ -5,6 +5,49 @@
 
 namespace kiln::planner {
 
+namespace {
+
+// The largest plan-time value folding makes.
+constexpr uint64_t kMaxFoldBytes = uint64_t{1} << 30;
+
+// Runs the op's inference. Helpers deep inside it (shape_numel, HostTensor)
+// throw without knowing the node; their messages get the node's name here,
+// so every error is one line naming the node.
+void infer_naming_node(Graph& graph, const Node& node, const OpDef& op, OpContext& ctx) {
+  const std::string where = graph.describe(node);
+  auto named = [&](const PlanError& e) {
+    const std::string message = e.what();
+    return message.rfind(where, 0) == 0 ? message : where + ": " + message;
+  };
+  try {
+    op.infer(ctx);
+  } catch (const NotConstantError&) {
+    throw;
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(named(e));
+  } catch (const PlanError& e) {
+    throw PlanError(named(e));
+  }
+}
+
+// Compares every value's shape with ONNX shape inference's, where it gave
+// a static one. Runs once per graph: later passes change shapes on purpose
+// (tensor parallelism) and fold again.
+void cross_check_onnx_shapes(Graph& graph) {
+  if (!graph.onnx_shapes) return;
+  const auto onnx_shapes = graph.onnx_shapes();
+  graph.onnx_shapes = nullptr;
+  for (const Value& v : graph.values) {
+    const auto it = onnx_shapes.find(v.name);
+    if (!v.has_shape || it == onnx_shapes.end() || it->second == v.shape) continue;
+    const std::string where = v.producer >= 0 ? graph.describe(graph.nodes[static_cast<size_t>(v.producer)]) + ": " : "";
+    fail(where, "output '", v.name, "' has shape ", shape_str(v.shape), " but ONNX shape inference says ",
+         shape_str(it->second));
+  }
+}
+
+}  // namespace
+
 void infer_and_fold(Graph& graph, const InferOptions& options) {
   for (int n : graph.topological_order()) {
     Node& node = graph.nodes[static_cast<size_t>(n)];
@@ -14,7 +57,7 @@ void infer_and_fold(Graph& graph, const InferOptions& options) {
                   " is not supported");
     }
     OpContext ctx(graph, n);
-    op->infer(ctx);
+    infer_naming_node(graph, node, *op, ctx);
     if (!options.fold || !op->foldable) continue;
     // A node folds when all its inputs are constants, or when it reads only
     // their static shapes.
@@ -24,6 +67,16 @@ void infer_and_fold(Graph& graph, const InferOptions& options) {
     }
     if (!inputs_known && !(op->shape_only && op->evaluate != nullptr)) continue;
     if (op->evaluate == nullptr && (op->lower == nullptr || options.evaluator == nullptr)) continue;
+    // Folding allocates the outputs on the host: a node that would make a
+    // huge constant runs at run time instead, or is refused.
+    uint64_t fold_bytes = 0;
+    for (int v : node.outputs) {
+      if (v >= 0) fold_bytes += graph.values[static_cast<size_t>(v)].nbytes();
+    }
+    if (fold_bytes > kMaxFoldBytes) {
+      if (op->lower != nullptr) continue;
+      fail(graph.describe(node), ": its outputs would be a ", fold_bytes, "-byte constant (more than 1 GiB)");
+    }
     std::vector<HostTensor> outputs;
     try {
       outputs = op->evaluate != nullptr ? op->evaluate(ctx) : options.evaluator->evaluate(graph, n);
@@ -43,6 +96,7 @@ void infer_and_fold(Graph& graph, const InferOptions& options) {
     }
     node.dead = true;
   }
+  cross_check_onnx_shapes(graph);
   graph.compact();
 }
 

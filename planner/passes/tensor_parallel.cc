@@ -334,7 +334,6 @@ Graph rank_graph(const Graph& graph, const Plan& plan, uint32_t rank, uint32_t r
     }
   }
   // Shapes change: the planner infers them again; ONNX's no longer apply.
-  for (Value& v : g.values) v.has_onnx_shape = false;
   return g;
 }
 

@@ -42,6 +42,8 @@ extern const KernelEntry kReduceKernels[];
 extern const size_t kNumReduceKernels;
 extern const KernelEntry kWinogradKernels[];
 extern const size_t kNumWinogradKernels;
+extern const KernelEntry kMathKernels[];
+extern const size_t kNumMathKernels;
 
 }  // namespace kernels
 }  // namespace kiln

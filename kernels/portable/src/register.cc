@@ -15,6 +15,7 @@ Error register_portable_kernels(KernelRegistry& registry) {
   KILN_RETURN_IF_ERROR(registry.register_kernels(kCompareKernels, kNumCompareKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kResizeKernels, kNumResizeKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kWinogradKernels, kNumWinogradKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kMathKernels, kNumMathKernels));
   return Error::kOk;
 }
 

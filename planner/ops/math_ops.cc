@@ -1,0 +1,129 @@
+// Element-wise math added for ONNX coverage: trigonometric and hyperbolic
+// functions and their inverses, Round, Sign, Selu, Celu, Softsign,
+// ThresholdedRelu, Shrink (one MathUnary kernel, the function in its
+// parameters), IsNaN and IsInf (FloatClass), Mod and BitShift. The kernels
+// and the meaning of their GenericParams are in kernels/portable/src/math.cc.
+
+#include <cstring>
+
+#include "ops/op_registry.h"
+
+namespace kiln::planner {
+namespace {
+
+// MathUnary's function numbers (kernels/portable/src/math.cc, MathFunction),
+// with the attributes that become floats[0] and floats[1] and their defaults.
+struct MathUnaryOp {
+  const char* op;
+  int64_t function;
+  const char* attr_a;
+  float default_a;
+  const char* attr_b;
+  float default_b;
+};
+constexpr MathUnaryOp kMathUnary[] = {
+    {"Sin", 0, nullptr, 0.f, nullptr, 0.f},      {"Cos", 1, nullptr, 0.f, nullptr, 0.f},
+    {"Tan", 2, nullptr, 0.f, nullptr, 0.f},      {"Asin", 3, nullptr, 0.f, nullptr, 0.f},
+    {"Acos", 4, nullptr, 0.f, nullptr, 0.f},     {"Atan", 5, nullptr, 0.f, nullptr, 0.f},
+    {"Sinh", 6, nullptr, 0.f, nullptr, 0.f},     {"Cosh", 7, nullptr, 0.f, nullptr, 0.f},
+    {"Asinh", 9, nullptr, 0.f, nullptr, 0.f},    {"Acosh", 10, nullptr, 0.f, nullptr, 0.f},
+    {"Atanh", 11, nullptr, 0.f, nullptr, 0.f},   {"Round", 12, nullptr, 0.f, nullptr, 0.f},
+    {"Sign", 13, nullptr, 0.f, nullptr, 0.f},
+    {"Selu", 14, "alpha", 1.67326319217681884765625f, "gamma", 1.05070102214813232421875f},
+    {"Celu", 15, "alpha", 1.f, nullptr, 0.f},    {"Softsign", 16, nullptr, 0.f, nullptr, 0.f},
+    {"ThresholdedRelu", 17, "alpha", 1.f, nullptr, 0.f},
+    {"Shrink", 18, "bias", 0.f, "lambd", 0.5f},
+};
+
+const MathUnaryOp& math_unary_of(OpContext& ctx) {
+  for (const MathUnaryOp& m : kMathUnary) {
+    if (ctx.node().op_type == m.op) return m;
+  }
+  ctx.error("internal error: no MathUnary function");
+}
+
+fb::ParamsUnion generic_params(std::vector<int64_t> ints, std::vector<float> floats) {
+  fb::GenericParamsT p;
+  p.ints = std::move(ints);
+  p.floats = std::move(floats);
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  return params;
+}
+
+void infer_math_unary(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  const MathUnaryOp& m = math_unary_of(ctx);
+  if (m.function == 15 && ctx.attr_float("alpha", 1.f) == 0.f) ctx.error("attribute 'alpha' must not be 0");
+  ctx.set_output(0, DType::FLOAT32, ctx.shape(0));
+}
+
+void lower_math_unary(OpContext& ctx, LoweringContext& l) {
+  const MathUnaryOp& m = math_unary_of(ctx);
+  const float a = m.attr_a != nullptr ? ctx.attr_float(m.attr_a, m.default_a) : 0.f;
+  const float b = m.attr_b != nullptr ? ctx.attr_float(m.attr_b, m.default_b) : 0.f;
+  l.kernel("MathUnary", {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))},
+           generic_params({m.function}, {a, b}));
+}
+
+void infer_float_class(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  ctx.set_output(0, DType::BOOL, ctx.shape(0));
+}
+
+void lower_float_class(OpContext& ctx, LoweringContext& l) {
+  const bool is_inf = ctx.node().op_type == "IsInf";
+  std::vector<int64_t> ints = {is_inf ? 1 : 0, ctx.attr_int("detect_positive", 1) != 0 ? 1 : 0,
+                               ctx.attr_int("detect_negative", 1) != 0 ? 1 : 0};
+  l.kernel("FloatClass", {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))},
+           generic_params(std::move(ints), {}));
+}
+
+void infer_mod(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(0, {DType::FLOAT32, DType::FLOAT64, DType::INT8, DType::INT16, DType::INT32, DType::INT64,
+                       DType::UINT8, DType::UINT16, DType::UINT32, DType::UINT64});
+  if (ctx.dtype(1) != ctx.dtype(0)) ctx.error("inputs are ", dtype_str(ctx.dtype(0)), " and ", dtype_str(ctx.dtype(1)));
+  const int64_t fmod = ctx.attr_int("fmod", 0);
+  if (fmod != 0 && fmod != 1) ctx.error("attribute 'fmod' must be 0 or 1, has ", fmod);
+  const bool is_float = ctx.dtype(0) == DType::FLOAT32 || ctx.dtype(0) == DType::FLOAT64;
+  if (is_float && fmod == 0) ctx.error("attribute 'fmod' must be 1 for floating-point inputs");
+  ctx.set_output(0, ctx.dtype(0), broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)));
+}
+
+void lower_mod(OpContext& ctx, LoweringContext& l) {
+  l.kernel("Mod", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))},
+           generic_params({ctx.attr_int("fmod", 0)}, {}));
+}
+
+void infer_bit_shift(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(0, {DType::UINT8, DType::UINT16, DType::UINT32, DType::UINT64});
+  if (ctx.dtype(1) != ctx.dtype(0)) ctx.error("inputs are ", dtype_str(ctx.dtype(0)), " and ", dtype_str(ctx.dtype(1)));
+  const std::string direction = ctx.attr_string("direction", "");
+  if (direction != "LEFT" && direction != "RIGHT") {
+    ctx.error("attribute 'direction' must be LEFT or RIGHT, has '", direction, "'");
+  }
+  ctx.set_output(0, ctx.dtype(0), broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)));
+}
+
+void lower_bit_shift(OpContext& ctx, LoweringContext& l) {
+  l.kernel("BitShift", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))},
+           generic_params({ctx.attr_string("direction", "") == "RIGHT" ? 1 : 0}, {}));
+}
+
+}  // namespace
+
+void add_math_ops(std::vector<OpDef>& ops) {
+  for (const MathUnaryOp& m : kMathUnary) {
+    ops.push_back({.op_type = m.op, .infer = infer_math_unary, .lower = lower_math_unary});
+  }
+  ops.push_back({.op_type = "IsNaN", .infer = infer_float_class, .lower = lower_float_class});
+  ops.push_back({.op_type = "IsInf", .infer = infer_float_class, .lower = lower_float_class});
+  ops.push_back({.op_type = "Mod", .infer = infer_mod, .lower = lower_mod});
+  ops.push_back({.op_type = "BitShift", .infer = infer_bit_shift, .lower = lower_bit_shift});
+}
+
+}  // namespace kiln::planner
