@@ -77,7 +77,8 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
   p.dilations = s.dilations2();
   p.pads = s.pads4();
   p.activation = fused_activation(ctx.node());
-  // The depthwise 3x3 kernel (stride 1 or 2, no dilation) needs no scratch;
+  // The depthwise kernels (up to 7x7, stride 1 or 2, no dilation;
+  // kernels/portable/src/depthwise.h) need no scratch;
   // every other convolution multiplies weights [M/group, C/group * kH * kW]
   // by the im2col matrix of [C/group * kH * kW, oH * oW], group by group.
   // Constant weights are packed here, once, into the layout the product
@@ -89,10 +90,10 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
   int64_t k = w[1], n = 1;
   for (int64_t v : s.kernel) k *= v;
   for (int64_t v : s.out) n *= v;
-  const bool depthwise3x3 = group == x[1] && w[0] == x[1] && s.kernel == std::vector<int64_t>{3, 3} &&
-                            s.dilations == std::vector<int64_t>{1, 1} && s.strides[0] == s.strides[1] &&
-                            (s.strides[0] == 1 || s.strides[0] == 2);
-  const bool pack = packs(l) && !depthwise3x3;
+  const bool depthwise = group == x[1] && w[0] == x[1] && s.kernel.size() == 2 && s.kernel[0] <= 7 &&
+                         s.kernel[1] <= 7 && s.dilations == std::vector<int64_t>{1, 1} &&
+                         s.strides[0] == s.strides[1] && (s.strides[0] == 1 || s.strides[0] == 2);
+  const bool pack = packs(l) && !depthwise;
   // 3x3, stride 1, one group, constant weights, channels enough to pay for
   // the transforms: Winograd F(2x2, 3x3) (kernels/portable/src/winograd.cc).
   const bool winograd = pack && ctx.input(1).is_constant() && x.size() == 4 && group == 1 &&

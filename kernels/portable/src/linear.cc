@@ -5,12 +5,15 @@
 // Conv, Gemm and MatMul planned with two scratch tensors (packed A, packed
 // B; sizes from gemm_blocking.h) run the blocked product of gemm.h:
 // Conv as weights x im2col (a 1x1 convolution reads its input as the
-// matrix). Planned without scratch they run plain loops. A depthwise 3x3
-// convolution (stride 1 or 2) runs its own direct kernel either way.
+// matrix). Planned without scratch they run plain loops. A depthwise
+// convolution up to 7x7 (stride 1 or 2) runs its own direct kernel
+// (depthwise3x3 in gemm.h, the others depthwise.h) unless the planner
+// packed its weights.
 
 #include <string.h>
 
 #include "activation.h"
+#include "depthwise.h"
 #include "gemm.h"
 #include "kernel_util.h"
 #include "portable_kernels.h"
@@ -123,6 +126,13 @@ bool is_depthwise3x3(const ConvGeometry& g) {
          (g.sh == 1 || g.sh == 2);
 }
 
+// Any other depthwise kernel up to 7x7 with those strides (depthwise.h):
+// what the planner leaves unpacked (planner/ops/linear_ops.cc).
+bool is_depthwise_direct(const ConvGeometry& g) {
+  return g.group == g.c && g.m == g.c && g.kh <= kDepthwiseMaxKernel && g.kw <= kDepthwiseMaxKernel &&
+         g.dh == 1 && g.dw == 1 && g.sh == g.sw && (g.sh == 1 || g.sh == 2);
+}
+
 Error check_conv(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_conv_common(args));
   const Tensor& w = args.in(1);
@@ -232,7 +242,7 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
   }
 }
 
-void run_depthwise3x3(const KernelArgs& args, const ConvGeometry& g) {
+void run_depthwise(const KernelArgs& args, const ConvGeometry& g) {
   const float* x = args.in(0).data_as<const float>();
   const float* w = args.in(1).data_as<const float>();
   const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
@@ -240,8 +250,20 @@ void run_depthwise3x3(const KernelArgs& args, const ConvGeometry& g) {
   const fb::FusedActivation* activation = args.params<fb::ConvParams>()->activation();
   for (int64_t n = 0; n < g.n; ++n) {
     for (int64_t c = 0; c < g.c; ++c) {
-      depthwise3x3(x + (n * g.c + c) * g.h * g.w, g.h, g.w, w + c * 9, bias != nullptr ? bias[c] : 0.f, g.sh,
-                   g.pt, g.pl, y + (n * g.m + c) * g.oh * g.ow, g.oh, g.ow, activation);
+      if (g.kh == 3 && g.kw == 3) {
+        depthwise3x3(x + (n * g.c + c) * g.h * g.w, g.h, g.w, w + c * 9, bias != nullptr ? bias[c] : 0.f, g.sh,
+                     g.pt, g.pl, y + (n * g.m + c) * g.oh * g.ow, g.oh, g.ow, activation);
+        continue;
+      }
+      DepthwiseConv conv;
+      conv.in = x + (n * g.c + c) * g.h * g.w;
+      conv.h = g.h; conv.w = g.w;
+      conv.weights = w + c * g.kh * g.kw;
+      conv.kh = g.kh; conv.kw = g.kw; conv.stride = g.sh; conv.pt = g.pt; conv.pl = g.pl;
+      conv.bias = bias != nullptr ? bias[c] : 0.f;
+      conv.out = y + (n * g.m + c) * g.oh * g.ow;
+      conv.oh = g.oh; conv.ow = g.ow;
+      depthwise_conv(conv, activation);
     }
   }
 }
@@ -252,8 +274,8 @@ Error run_conv(const KernelArgs& args) {
     run_conv_packed(args, g);
     return Error::kOk;
   }
-  if (is_depthwise3x3(g)) {
-    run_depthwise3x3(args, g);
+  if (is_depthwise3x3(g) || is_depthwise_direct(g)) {
+    run_depthwise(args, g);
     return Error::kOk;
   }
   if (packed(args)) {

@@ -1,0 +1,53 @@
+// depthwise_conv (depthwise.h): the vector kernel the ISA switch allows, or
+// plain loops (any stride, firmware).
+
+#include "depthwise.h"
+
+#include "activation.h"
+#include "gemm.h"
+#include "kiln/kernels/isa.h"
+
+namespace kiln {
+namespace kernels {
+namespace {
+
+void depthwise_portable(const DepthwiseConv& c) {
+  for (int64_t oy = 0; oy < c.oh; ++oy) {
+    float* orow = c.out + oy * c.ow;
+    for (int64_t ox = 0; ox < c.ow; ++ox) orow[ox] = c.bias;
+    for (int64_t ky = 0; ky < c.kh; ++ky) {
+      const int64_t iy = oy * c.stride - c.pt + ky;
+      if (iy < 0 || iy >= c.h) continue;
+      const float* row = c.in + iy * c.w;
+      for (int64_t kx = 0; kx < c.kw; ++kx) {
+        const float wv = c.weights[ky * c.kw + kx];
+        for (int64_t ox = 0; ox < c.ow; ++ox) {
+          const int64_t ix = ox * c.stride - c.pl + kx;
+          if (ix >= 0 && ix < c.w) orow[ox] += wv * row[ix];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void depthwise_conv(const DepthwiseConv& conv, const fb::FusedActivation* activation) {
+  // RELU and CLIP clamp inside the vector kernels; the others run after.
+  const fb::Activation kind = activation != nullptr ? activation->kind() : fb::Activation::NONE;
+  const bool clamp = kind == fb::Activation::RELU || kind == fb::Activation::CLIP;
+  const float lo = kind == fb::Activation::RELU ? 0.f : clamp ? activation->alpha() : 0.f;
+  const float hi = kind == fb::Activation::RELU ? __builtin_inff() : clamp ? activation->beta() : 0.f;
+  bool done = false;
+#if KILN_GEMM_X86
+  const Isa isa = active_isa();
+  if (isa == Isa::kAvx512) done = depthwise_conv_avx512(conv, clamp, lo, hi);
+  if (!done && (isa == Isa::kAvx512 || isa == Isa::kAvx2)) done = depthwise_conv_avx2(conv, clamp, lo, hi);
+  if (done && clamp) return;
+#endif
+  if (!done) depthwise_portable(conv);
+  apply_activation(conv.out, conv.oh * conv.ow, activation);
+}
+
+}  // namespace kernels
+}  // namespace kiln

@@ -1,0 +1,88 @@
+// depthwise_conv (kernels/portable/src/depthwise.h) against a plain
+// double-precision loop: kernels 1x1 to 7x7 (square and not), strides 1
+// and 2, pads from 0 to beyond the kernel, widths around the vector lengths
+// and one too wide for the stack buffers (the plain path), with and without
+// a clamp, on every CPU path this processor and KILN_ISA allow (set_isa).
+
+#include "depthwise.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernel_test_values.h"
+#include "kiln/kernels/isa.h"
+
+namespace kiln::kernels {
+namespace {
+
+struct Geometry {
+  int64_t h, w, kh, kw, stride, pt, pl, pb, pr;
+};
+
+void check(const Geometry& g, Isa isa, const fb::FusedActivation* activation, float lo, float hi) {
+  const int64_t oh = (g.h + g.pt + g.pb - g.kh) / g.stride + 1;
+  const int64_t ow = (g.w + g.pl + g.pr - g.kw) / g.stride + 1;
+  const std::vector<float> in = values(static_cast<size_t>(g.h * g.w), 7);
+  const std::vector<float> wt = values(static_cast<size_t>(g.kh * g.kw), 11);
+  std::vector<float> out(static_cast<size_t>(oh * ow) + 1, kSentinel);
+  DepthwiseConv c;
+  c.in = in.data(); c.h = g.h; c.w = g.w; c.weights = wt.data();
+  c.kh = g.kh; c.kw = g.kw; c.stride = g.stride; c.pt = g.pt; c.pl = g.pl;
+  c.bias = 0.25f; c.out = out.data(); c.oh = oh; c.ow = ow;
+  ASSERT_EQ(set_isa(isa), Error::kOk);
+  depthwise_conv(c, activation);
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    for (int64_t ox = 0; ox < ow; ++ox) {
+      double acc = 0.25;
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          const int64_t iy = oy * g.stride - g.pt + ky, ix = ox * g.stride - g.pl + kx;
+          if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) acc += double(wt[ky * g.kw + kx]) * in[iy * g.w + ix];
+        }
+      }
+      if (activation != nullptr) acc = std::min<double>(hi, std::max<double>(lo, acc));
+      ASSERT_NEAR(out[static_cast<size_t>(oy * ow + ox)], acc, 1e-5)
+          << isa_name(isa) << " at " << oy << "," << ox << " of " << oh << "x" << ow;
+    }
+  }
+  EXPECT_EQ(out.back(), kSentinel) << "wrote past the output";
+}
+
+// A FusedActivation table built with flatbuffers, as kernels read them.
+class Activation {
+ public:
+  Activation(fb::Activation kind, float alpha, float beta) {
+    builder_.Finish(fb::CreateFusedActivation(builder_, kind, alpha, beta));
+  }
+  const fb::FusedActivation* get() const {
+    return flatbuffers::GetRoot<fb::FusedActivation>(builder_.GetBufferPointer());
+  }
+
+ private:
+  flatbuffers::FlatBufferBuilder builder_;
+};
+
+TEST(DepthwiseConvTest, MatchesDirectConvolutionOnEveryPath) {
+  const Isa saved = active_isa();
+  const Geometry cases[] = {
+      {7, 7, 5, 5, 1, 2, 2, 2, 2},      {14, 14, 5, 5, 2, 2, 2, 2, 2},   {112, 112, 5, 5, 2, 1, 1, 2, 2},
+      {28, 28, 7, 7, 1, 3, 3, 3, 3},    {9, 23, 3, 5, 1, 1, 2, 1, 2},    {17, 33, 5, 3, 2, 0, 0, 0, 0},
+      {5, 5, 1, 1, 1, 0, 0, 0, 0},      {6, 6, 2, 2, 2, 0, 0, 1, 1},     {3, 4, 5, 5, 1, 4, 4, 4, 4},
+      {8, 16, 5, 5, 1, 2, 2, 2, 2},     {8, 17, 5, 5, 2, 2, 2, 2, 2},    {4, 2000, 5, 5, 1, 2, 2, 2, 2},
+      {4, 1500, 3, 5, 2, 1, 2, 1, 2},
+  };
+  const Activation clip(fb::Activation::CLIP, 0.f, 0.05f);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!processor_has(isa)) continue;
+    for (const Geometry& g : cases) {
+      check(g, isa, nullptr, 0.f, 0.f);
+      check(g, isa, clip.get(), 0.f, 0.05f);
+    }
+  }
+  ASSERT_EQ(set_isa(saved), Error::kOk);
+}
+
+}  // namespace
+}  // namespace kiln::kernels
