@@ -74,9 +74,10 @@ float alpha_of(MathOp op) {
 }
 float beta_of(MathOp op) { return op == MathOp::kHardSigmoid || op == MathOp::kHardSwish ? 0.5f : 0.f; }
 
-// Whether the vector path (1 = AVX2, 2 = AVX-512) may run here.
+// Whether the vector path (1 = AVX2, 2 = AVX-512, 3 = NEON) may run here.
 bool path_on(int path) {
   const Isa a = active_isa();
+  if (path == 3) return a == Isa::kNeon;
   return (a == Isa::kAvx2 || a == Isa::kAvx512) && static_cast<int>(a) >= path;
 }
 
@@ -85,7 +86,7 @@ class VectorMathTest : public ::testing::TestWithParam<std::tuple<int, Case>> {
   void SetUp() override {
     path_ = std::get<0>(GetParam());
     if (!path_on(path_)) {
-      GTEST_SKIP() << "the " << (path_ == 2 ? "avx512" : "avx2") << " path is off here (processor "
+      GTEST_SKIP() << "the " << (path_ == 3 ? "neon" : path_ == 2 ? "avx512" : "avx2") << " path is off here (processor "
                    << isa_name(processor_isa()) << ", active " << isa_name(active_isa()) << ")";
     }
   }
@@ -183,7 +184,7 @@ TEST_P(VectorMathTest, Edges) {
 }
 
 TEST(VectorMathEdges, ExpAndLogAtTheirLimits) {
-  for (int path : {1, 2}) {
+  for (int path : {1, 2, 3}) {
     if (!path_on(path)) continue;
     EXPECT_EQ(one(path, MathOp::kExp, kInf), kInf);
     EXPECT_EQ(one(path, MathOp::kExp, -kInf), 0.f);
@@ -222,11 +223,12 @@ TEST(VectorMathEdges, ScalarPathHasNoVectorMath) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<std::tuple<int, Case>>& info) {
-  return std::string(std::get<0>(info.param) == 2 ? "avx512_" : "avx2_") + std::get<1>(info.param).name;
+  const int path = std::get<0>(info.param);
+  return std::string(path == 3 ? "neon_" : path == 2 ? "avx512_" : "avx2_") + std::get<1>(info.param).name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, VectorMathTest, ::testing::Combine(::testing::Values(1, 2), ::testing::ValuesIn(kCases)),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(Paths, VectorMathTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::ValuesIn(kCases)), case_name);
 
 }  // namespace
 }  // namespace kiln::kernels

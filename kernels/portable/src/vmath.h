@@ -50,7 +50,8 @@ enum class MathOp : uint8_t {
 // (scalar path, or not x86-64): the caller runs its scalar loop.
 bool vector_math(MathOp op, const float* in, float* out, int64_t n, float alpha = 0.f, float beta = 0.f);
 
-// The same on one chosen path (for tests): 2 = AVX-512, 1 = AVX2; false
+// The same on one chosen path (for tests): 2 = AVX-512, 1 = AVX2, 3 = NEON
+// (vmath_neon.cc, the same polynomials over 4 lanes); false
 // when the processor or the switch does not allow it.
 bool vector_math_on(int path, MathOp op, const float* in, float* out, int64_t n, float alpha = 0.f,
                     float beta = 0.f);

@@ -167,7 +167,7 @@ bool vector_math(MathOp op, const float* in, float* out, int64_t n, float alpha,
 }  // namespace kernels
 }  // namespace kiln
 
-#else
+#elif !defined(__aarch64__)  // AArch64: vmath_neon.cc
 
 namespace kiln {
 namespace kernels {
