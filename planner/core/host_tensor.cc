@@ -103,14 +103,14 @@ std::vector<int64_t> HostTensor::to_int64s() const {
 HostTensor HostTensor::from_int64s(const std::vector<int64_t>& values, std::vector<int64_t> shape) {
   HostTensor t(DType::INT64, std::move(shape));
   if (static_cast<size_t>(t.numel()) != values.size()) fail("value count does not match shape");
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  if (!t.bytes.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   return t;
 }
 
 HostTensor HostTensor::from_floats(const std::vector<float>& values, std::vector<int64_t> shape) {
   HostTensor t(DType::FLOAT32, std::move(shape));
   if (static_cast<size_t>(t.numel()) != values.size()) fail("value count does not match shape");
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  if (!t.bytes.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   return t;
 }
 

@@ -184,8 +184,8 @@ void infer_reshape(OpContext& ctx) {
       infer_at = static_cast<int>(i);
     } else if (target[i] < 0) {
       ctx.error("shape ", shape_str(target), " has a negative dimension");
-    } else {
-      known *= target[i];
+    } else if (__builtin_mul_overflow(known, target[i], &known)) {
+      ctx.error("shape ", shape_str(target), " has more elements than int64 holds");
     }
   }
   const int64_t total = shape_numel(in);
