@@ -1,41 +1,108 @@
 #!/usr/bin/env python3
-"""The CUDA backend on real models, on one GPU (run by bench/cuda_gpu.sh).
+"""The CUDA backend on real models, planned here and run on a GPU machine.
 
-Each model (random weights, fixed seed: mobilenet_v2, resnet18, a
-transformer encoder block as bench/models/bench_models.py builds them) is
-exported to ONNX, planned for `--target cpu` and `--target cuda:0,cpu`, and
-run by `kiln run --runs N`. The table gives kiln's median latency on
-cuda:0 (host input in, host output out: the copies are included), the max
-relative error of its output against kiln on the CPU and against PyTorch,
-and PyTorch's batch-1 latency on the same GPU in eager mode and with
-torch.compile(mode="reduce-overhead") (CUDA graphs), input already on the
-GPU, synchronised per run. The first kiln run warms up, the second
-captures the CUDA graph; the median leaves both out.
+  bundle  (where the planner is: bench/cuda_bundle.sh) each model (random
+          weights, fixed seed: mobilenet_v2, resnet18, a transformer
+          encoder block as bench/models/bench_models.py builds them) is
+          exported to ONNX and planned for `--target cuda:0,cpu` and for
+          the CPU; kiln on the CPU runs the CPU program for the expected
+          output. OUT/<name>/ holds program.kiln (cuda:0,cpu), input_0.bin,
+          expected_0.bin (kiln CPU), torch_0.bin (PyTorch CPU) and
+          meta.json, as `kiln-runner check` reads them; the ONNX model and
+          the CPU program stay in a temporary folder (--keep: beside them).
+  run     (on the GPU machine: bench/cuda_gpu.sh) kiln-runner runs each
+          program.kiln `--runs N` times. The table gives kiln's median
+          latency on cuda:0 (host input in, host output out: the copies
+          are included; the first run warms up, the second captures the
+          CUDA graph, the median leaves both out), the max relative error
+          of its output against kiln on the CPU and against PyTorch, and
+          PyTorch's batch-1 latency on the same GPU in eager mode and with
+          torch.compile(mode="reduce-overhead") (CUDA graphs), the model
+          rebuilt from bench_models.py with the same seed, input already on
+          the GPU, synchronised per run (--no-torch leaves it out). Exit 1
+          when kiln cuda:0 is more than 1e-4 (relative to the largest
+          output) from kiln CPU. --models defaults to every model the
+          bundle holds.
 
-usage: cuda_models.py --kiln PATH [--runs 50] [--workdir DIR] [--models a,b]
+usage: cuda_models.py bundle --kiln PATH --out DIR [--models a,b] [--keep]
+       cuda_models.py run --runner PATH --bundle DIR [--runs 50] [--workdir DIR] [--models a,b] [--no-torch]
 """
 import argparse
+import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
-import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "models"))
-from bench_models import MODELS  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_MODELS = "mobilenet_v2,resnet18,encoder_block"
 
 
-def kiln_run(kiln, program, x_path, out_dir, runs):
-    out = subprocess.run([kiln, "run", program, "--input", x_path, "--output-dir", out_dir, "--runs", str(runs)],
-                         check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"latency: median ([0-9.]+) ms", out).group(1)), np.load(
-        os.path.join(out_dir, "output_0.npy"))
+def model_and_input(name):
+    import torch
+    sys.path.insert(0, os.path.join(HERE, "models"))
+    from bench_models import MODELS  # noqa: E402
+    entry = MODELS[name]
+    torch.manual_seed(1234)
+    model = entry[0]().eval()
+    return model, torch.randn(*entry[1])
+
+
+def rel(a, b):
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def bundle(args):
+    os.makedirs(args.out, exist_ok=True)
+    for name in args.models.split(","):
+        case = os.path.join(args.out, name)
+        os.makedirs(case, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            bundle_one(args, name, case, case if args.keep else tmp)
+
+
+def bundle_one(args, name, case, work):
+    import torch
+    model, x = model_and_input(name)
+    with torch.no_grad():
+        y = model(x).numpy().astype(np.float32)
+    onnx_path = os.path.join(work, "model.onnx")
+    torch.onnx.export(model, x, onnx_path, opset_version=17, input_names=["x"], output_names=["y"])
+    x_np = x.numpy().astype(np.float32)
+    np.save(os.path.join(work, "input.npy"), x_np)
+    x_np.tofile(os.path.join(case, "input_0.bin"))
+    y.tofile(os.path.join(case, "torch_0.bin"))
+    for target, program in (("cuda:0,cpu", os.path.join(case, "program.kiln")),
+                            ("cpu", os.path.join(work, "cpu.kiln"))):
+        subprocess.run([args.kiln, "plan", onnx_path, "-o", program, "--target", target],
+                       check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([args.kiln, "run", os.path.join(work, "cpu.kiln"), "--input", os.path.join(work, "input.npy"),
+                    "--output-dir", work], check=True, stdout=subprocess.DEVNULL)
+    expected = np.load(os.path.join(work, "output_0.npy")).astype(np.float32)
+    expected.tofile(os.path.join(case, "expected_0.bin"))
+    with open(os.path.join(case, "meta.json"), "w") as f:
+        json.dump({"input_shape": list(x.shape), "output_shape": list(y.shape), "seed": 1234,
+                   "kiln_cpu_vs_torch": rel(expected, y)}, f)
+    print(f"{name}: {tuple(x.shape)} -> {tuple(y.shape)}, kiln CPU vs PyTorch {rel(expected, y):.1e}, "
+          f"planned into {case}")
+
+
+def runner_ms(runner, case, out_dir, runs):
+    os.makedirs(out_dir, exist_ok=True)
+    out = subprocess.run([runner, "run", os.path.join(case, "program.kiln"), "--input",
+                          os.path.join(case, "input_0.bin"), "--output-dir", out_dir, "--runs", str(runs)],
+                         check=True, capture_output=True, text=True)
+    sys.stderr.write(out.stderr)
+    return float(re.search(r"median ([0-9.]+) ms", out.stdout).group(1)), np.fromfile(
+        os.path.join(out_dir, "output_0.bin"), dtype=np.float32)
 
 
 def torch_ms(fn, x, runs):
+    import torch
     for _ in range(5):
         fn(x)
     torch.cuda.synchronize()
@@ -48,45 +115,24 @@ def torch_ms(fn, x, runs):
     return float(np.median(times))
 
 
-def rel(a, b):
-    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kiln", required=True)
-    ap.add_argument("--runs", type=int, default=50)
-    ap.add_argument("--workdir", default="build/cuda_models")
-    ap.add_argument("--models", default="mobilenet_v2,resnet18,encoder_block")
-    args = ap.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+def run(args):
     rows = []
-    for name in args.models.split(","):
-        make, shape = MODELS[name]
-        torch.manual_seed(1234)
-        model = make().eval()
-        x = torch.randn(*shape)
-        with torch.no_grad():
-            expected = model(x).numpy()
-        onnx_path = os.path.join(args.workdir, name + ".onnx")
-        torch.onnx.export(model, x, onnx_path, opset_version=17, input_names=["x"], output_names=["y"])
-        x_path = os.path.join(args.workdir, name + "_x.npy")
-        np.save(x_path, x.numpy())
-        results = {}
-        for target in ("cpu", "cuda:0,cpu"):
-            program = os.path.join(args.workdir, f"{name}_{target.split(':')[0]}.kiln")
-            subprocess.run([args.kiln, "plan", onnx_path, "-o", program, "--target", target], check=True,
-                           stdout=subprocess.DEVNULL)
-            results[target] = kiln_run(args.kiln, program, x_path, os.path.join(args.workdir, name + "_" +
-                                                                                target.split(":")[0]), args.runs)
-        gpu = model.cuda()
-        xg = x.cuda()
-        with torch.no_grad():
-            eager = torch_ms(gpu, xg, args.runs)
-            compiled = torch.compile(gpu, mode="reduce-overhead")
-            graphs = torch_ms(compiled, xg, args.runs)
-        ms, y = results["cuda:0,cpu"]
-        rows.append((name, ms, rel(y, results["cpu"][1]), rel(y, expected), eager, graphs))
+    names = args.models.split(",") if args.models else sorted(
+        d for d in os.listdir(args.bundle) if os.path.exists(os.path.join(args.bundle, d, "program.kiln")))
+    for name in names:
+        case = os.path.join(args.bundle, name)
+        ms, y = runner_ms(args.runner, case, os.path.join(args.workdir, name), args.runs)
+        e_cpu = rel(y, np.fromfile(os.path.join(case, "expected_0.bin"), dtype=np.float32))
+        e_torch = rel(y, np.fromfile(os.path.join(case, "torch_0.bin"), dtype=np.float32))
+        eager = graphs = float("nan")
+        if not args.no_torch:
+            import torch
+            model, x = model_and_input(name)
+            gpu, xg = model.cuda(), x.cuda()
+            with torch.no_grad():
+                eager = torch_ms(gpu, xg, args.runs)
+                graphs = torch_ms(torch.compile(gpu, mode="reduce-overhead"), xg, args.runs)
+        rows.append((name, ms, e_cpu, e_torch, eager, graphs))
         print(f"  {name}: kiln cuda {ms:.3f} ms, eager {eager:.3f} ms, reduce-overhead {graphs:.3f} ms",
               file=sys.stderr, flush=True)
     print("| model | kiln cuda:0 ms | vs kiln CPU (rel) | vs PyTorch (rel) | torch eager ms | "
@@ -95,8 +141,30 @@ def main():
     bad = False
     for name, ms, e_cpu, e_torch, eager, graphs in rows:
         print(f"| {name} | {ms:.3f} | {e_cpu:.1e} | {e_torch:.1e} | {eager:.3f} | {graphs:.3f} | {ms / graphs:.2f} |")
-        bad = bad or e_cpu > 1e-4
+        bad = bad or not e_cpu <= 1e-4
     return 1 if bad else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("bundle")
+    b.add_argument("--kiln", required=True)
+    b.add_argument("--out", required=True)
+    b.add_argument("--models", default=DEFAULT_MODELS)
+    b.add_argument("--keep", action="store_true", help="keep model.onnx, input.npy and cpu.kiln in the case folder")
+    r = sub.add_parser("run")
+    r.add_argument("--runner", required=True)
+    r.add_argument("--bundle", required=True, help="the models folder of a bundle")
+    r.add_argument("--runs", type=int, default=50)
+    r.add_argument("--workdir", default="build/cuda_models")
+    r.add_argument("--models", default="", help="default: every model in the bundle")
+    r.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args()
+    if args.command == "bundle":
+        bundle(args)
+        return 0
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -11,19 +11,30 @@
 //       DIR/output_<i>.bin (raw bytes). --runs 0 loads and binds only: with
 //       an instruction counter, count(runs=N) - count(runs=0) is N
 //       inferences and nothing else (bench/arm64).
-//   kiln-runner check DIR [--rtol R] [--atol A] [--min-cases N]
+//   kiln-runner check DIR [--rtol R] [--atol A] [--min-cases N] [--runs N]
 //       Every folder under DIR holding program.kiln (or DIR itself) is a
 //       case: inputs input_<i>.bin, expected outputs expected_<i>.bin,
 //       written by the host's conformance runner (kiln_onnx_node_tests
 //       --export) or bench/arm64/export_models.sh. Floats must agree within
 //       atol + rtol * |expected| (NaN with NaN, infinities by sign), other
-//       dtypes exactly. Exit 1 on any failure or fewer than N cases.
+//       dtypes exactly, after each of --runs executions (default 1; the
+//       CUDA backend's third replays a captured graph). Exit 1 on any
+//       failure or fewer than N cases.
 //   kiln-runner isa [--expect PATH]
 //       Prints the CPU path the kernels take ("cpu path neon"); with
 //       --expect, exits 1 unless it is PATH.
 //
 // The kernels' path follows the ISA switch: KILN_ISA=scalar|neon on arm64
 // (kiln/kernels/isa.h).
+//
+// Built with the CUDA backend (a native build without the planner,
+// KILN_BUILD_RUNNER: kiln_runner.cmake), programs planned for cuda:N run
+// too: on the GPU (its GPU build), or under the host execution model with
+// KILN_CUDA_EXECUTION=host (test infrastructure: Gemm/MatMul on the
+// reference GEMM kernel). KILN_CUDA_WORKSPACE_MB and KILN_CUDA_GRAPHS=0 as
+// for `kiln run`. What the backend did (delegate calls launched directly,
+// replayed from CUDA graphs, Gemm on cuBLASLt or the reference kernel) is
+// printed to stderr at exit.
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -43,6 +54,24 @@
 #include "kiln/kernels/isa.h"
 #include "kiln/kernels/portable.h"
 #include "kiln/runtime/program.h"
+
+#if KILN_RUNNER_CUDA_GPU || KILN_RUNNER_CUDA_SIM
+#include "kiln/backends/cuda/cuda_backend.h"
+#define KILN_RUNNER_CUDA 1
+// runner_cuda.cc, one per flavour built.
+#define KILN_RUNNER_CUDA_DECLARE(flavor)                                                \
+  namespace kiln_runner::flavor {                                                        \
+  kiln::Backend* cuda_backend(const kiln::cuda_backend::CudaOptions& options);           \
+  const kiln::cuda_backend::CudaStats& cuda_stats();                                     \
+  uint32_t cuda_shutdown();                                                              \
+  }
+#if KILN_RUNNER_CUDA_GPU
+KILN_RUNNER_CUDA_DECLARE(gpu)
+#endif
+#if KILN_RUNNER_CUDA_SIM
+KILN_RUNNER_CUDA_DECLARE(sim)
+#endif
+#endif
 
 namespace {
 
@@ -159,8 +188,16 @@ bool load(const std::string& path, const char* method_name, Loaded* out, std::st
   for (size_t i = 0; i < meta->num_arenas(); ++i) {
     const kiln::ArenaInfo info = meta->arena(i).get();
     if (info.device.type() != kiln::DeviceType::CPU) {
-      *error = path + ": arena " + std::to_string(i) + " is on a device; kiln-runner runs CPU programs only";
-      return false;
+      // Device arenas: allocated by their backend when the method loads.
+      if (kiln::global_backend_registry().for_device(info.device.type()) == nullptr) {
+        *error = path + ": arena " + std::to_string(i) +
+                 " is on a device this kiln-runner has no backend for (CUDA joins a native build with "
+                 "KILN_BUILD_RUNNER)";
+        return false;
+      }
+      out->arenas.push_back(nullptr);
+      out->spans.emplace_back();
+      continue;
     }
     out->arenas.push_back(std::make_unique<Buffer>(static_cast<size_t>(info.size)));
     out->spans.emplace_back(out->arenas.back()->data(), static_cast<size_t>(info.size));
@@ -274,7 +311,7 @@ std::vector<std::string> list_dir(const std::string& dir) {
 }
 
 // One case of `check`: "" when it passes.
-std::string check_case(const std::string& dir, double rtol, double atol) {
+std::string check_case(const std::string& dir, double rtol, double atol, long runs) {
   Loaded loaded;
   std::string error;
   if (!load(dir + "/program.kiln", "forward", &loaded, &error)) return error;
@@ -285,13 +322,19 @@ std::string check_case(const std::string& dir, double rtol, double atol) {
   }
   std::vector<std::string> outputs;
   if (!bind_io(loaded, inputs, &outputs, &error)) return error;
-  const kiln::Error e = loaded.method->execute();
-  if (e != kiln::Error::kOk) return std::string("execute: ") + kiln::error_name(e);
+  std::vector<std::string> wants(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
-    std::string want;
-    if (!tensor_bytes(dir + "/expected_" + std::to_string(i) + ".bin", &want, &error)) return error;
-    const std::string diff = compare(outputs[i], want, loaded.method->output(i)->dtype(), rtol, atol);
-    if (!diff.empty()) return "output " + std::to_string(i) + ": " + diff;
+    if (!tensor_bytes(dir + "/expected_" + std::to_string(i) + ".bin", &wants[i], &error)) return error;
+  }
+  for (long r = 0; r < runs; ++r) {
+    const std::string run = runs > 1 ? " (run " + std::to_string(r + 1) + ")" : "";
+    const kiln::Error e = loaded.method->execute();
+    if (e != kiln::Error::kOk) return "execute" + run + ": " + kiln::error_name(e);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const std::string diff = compare(outputs[i], wants[i], loaded.method->output(i)->dtype(), rtol, atol);
+      if (!diff.empty()) return "output " + std::to_string(i) + run + ": " + diff;
+      if (r + 1 < runs) std::memset(outputs[i].data(), 0xff, outputs[i].size());  // NaNs: stale outputs fail
+    }
   }
   return "";
 }
@@ -300,7 +343,7 @@ int cmd_check(int argc, char** argv) {
   std::string root;
   // ONNX's backend test tolerances.
   double rtol = 1e-3, atol = 1e-5;
-  long min_cases = 1;
+  long min_cases = 1, runs = 1;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rtol" && i + 1 < argc) {
@@ -309,6 +352,8 @@ int cmd_check(int argc, char** argv) {
       atol = std::atof(argv[++i]);
     } else if (a == "--min-cases" && i + 1 < argc) {
       min_cases = std::atol(argv[++i]);
+    } else if (a == "--runs" && i + 1 < argc) {
+      runs = std::max(1L, std::atol(argv[++i]));
     } else if (root.empty() && a[0] != '-') {
       root = a;
     } else {
@@ -326,7 +371,7 @@ int cmd_check(int argc, char** argv) {
   }
   long pass = 0, fail = 0;
   for (const std::string& dir : cases) {
-    const std::string why = check_case(dir, rtol, atol);
+    const std::string why = check_case(dir, rtol, atol, runs);
     if (why.empty()) {
       ++pass;
     } else {
@@ -402,16 +447,87 @@ int cmd_run(int argc, char** argv) {
   return 0;
 }
 
+#if KILN_RUNNER_CUDA
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
+
+// The CUDA backend's flavour in use: 's' (host execution model) or 'g'.
+char g_cuda_flavor = 0;
+
+bool register_cuda() {
+  kiln::cuda_backend::CudaOptions options;
+  if (const char* mb = std::getenv("KILN_CUDA_WORKSPACE_MB")) {
+    const long n = std::strtol(mb, nullptr, 10);
+    options.gemm_workspace_bytes = static_cast<uint64_t>(n > 0 ? n : 0) << 20;
+  }
+  options.graphs = !env_is("KILN_CUDA_GRAPHS", "0");
+  kiln::Backend* backend = nullptr;
+  if (env_is("KILN_CUDA_EXECUTION", "host")) {
+#if KILN_RUNNER_CUDA_SIM
+    backend = kiln_runner::sim::cuda_backend(options);
+    g_cuda_flavor = 's';
+#endif
+  } else {
+#if KILN_RUNNER_CUDA_GPU
+    backend = kiln_runner::gpu::cuda_backend(options);
+    g_cuda_flavor = 'g';
+#else
+    std::fprintf(stderr,
+                 "kiln-runner: built without the CUDA backend's GPU build (KILN_WITH_CUDA); cuda:N programs run "
+                 "only with KILN_CUDA_EXECUTION=host\n");
+#endif
+  }
+  return backend == nullptr || kiln::global_backend_registry().register_backend(backend) == kiln::Error::kOk;
+}
+
+// What the CUDA backend did; its leaked arenas count as a failure.
+int report_cuda(int status) {
+  if (g_cuda_flavor == 0) return status;
+#if KILN_RUNNER_CUDA_SIM
+  if (g_cuda_flavor == 's') {
+    const kiln::cuda_backend::CudaStats& s = kiln_runner::sim::cuda_stats();
+    std::fprintf(stderr,
+                 "cuda (host execution model): %llu delegate calls launched directly, %llu replayed from %llu "
+                 "captured graphs; %llu Gemm/MatMul kernels on the reference GEMM (cuBLASLt is not modelled)\n",
+                 static_cast<unsigned long long>(s.direct_calls), static_cast<unsigned long long>(s.graph_replays),
+                 static_cast<unsigned long long>(s.captures), static_cast<unsigned long long>(s.gemm_reference));
+    const uint32_t leaks = kiln_runner::sim::cuda_shutdown();
+    if (leaks != 0) std::fprintf(stderr, "cuda: %u arenas never released\n", leaks);
+    return leaks != 0 ? 1 : status;
+  }
+#endif
+#if KILN_RUNNER_CUDA_GPU
+  const kiln::cuda_backend::CudaStats& s = kiln_runner::gpu::cuda_stats();
+  std::fprintf(stderr,
+               "cuda (GPU): %llu delegate calls launched directly, %llu replayed from %llu captured graphs "
+               "(%llu capture failures); Gemm/MatMul kernels: %llu on cuBLASLt, %llu on the reference GEMM\n",
+               static_cast<unsigned long long>(s.direct_calls), static_cast<unsigned long long>(s.graph_replays),
+               static_cast<unsigned long long>(s.captures), static_cast<unsigned long long>(s.capture_failures),
+               static_cast<unsigned long long>(s.gemm_library), static_cast<unsigned long long>(s.gemm_reference));
+  const uint32_t leaks = kiln_runner::gpu::cuda_shutdown();
+  if (leaks != 0) std::fprintf(stderr, "cuda: %u arenas never released\n", leaks);
+  return leaks != 0 ? 1 : status;
+#else
+  return status;
+#endif
+}
+#else
+bool register_cuda() { return true; }
+int report_cuda(int status) { return status; }
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (kiln::register_portable_kernels() != kiln::Error::kOk) {
-    std::fprintf(stderr, "kiln-runner: kernel registration failed\n");
+  if (kiln::register_portable_kernels() != kiln::Error::kOk || !register_cuda()) {
+    std::fprintf(stderr, "kiln-runner: kernel or backend registration failed\n");
     return 1;
   }
   const std::string command = argc > 1 ? argv[1] : "";
-  if (command == "run" && argc > 2) return cmd_run(argc - 2, argv + 2);
-  if (command == "check" && argc > 2) return cmd_check(argc - 2, argv + 2);
+  if (command == "run" && argc > 2) return report_cuda(cmd_run(argc - 2, argv + 2));
+  if (command == "check" && argc > 2) return report_cuda(cmd_check(argc - 2, argv + 2));
   if (command == "isa") {
     const char* active = cpu_path();
     std::printf("cpu path %s\n", active);
@@ -419,7 +535,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: kiln-runner run PROGRAM [--input FILE]... [--output-dir DIR] [--runs N] [--method NAME]\n"
-               "       kiln-runner check DIR [--rtol R] [--atol A] [--min-cases N]\n"
+               "       kiln-runner check DIR [--rtol R] [--atol A] [--min-cases N] [--runs N]\n"
                "       kiln-runner isa [--expect PATH]\n");
   return 2;
 }

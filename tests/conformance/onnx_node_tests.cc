@@ -25,7 +25,8 @@
 // outputs are also written to DIR/<test>/ (program.kiln, input_<i>.bin,
 // expected_<i>.bin: raw little-endian bytes), for a runtime on a machine
 // without the planner to run the same cases: the arm64 build runs them under
-// qemu-aarch64 (tests/arm64, kiln-runner check).
+// qemu-aarch64 (tests/arm64, kiln-runner check), and with --target
+// cuda:0,cpu a GPU machine runs them from a bundle (bench/cuda_bundle.sh).
 //
 // usage: kiln_onnx_node_tests [--data DIR] [--filter SUBSTRING] [--target LIST] [--verbose] [--all-ops]
 //                             [--export DIR]
@@ -356,7 +357,7 @@ TestResult run_test(const std::string& dir, const std::string& name) {
     const std::string diff = compare(result.outputs[i], expected[i]);
     if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, ": ", diff), on_device};
   }
-  if (!g_export.empty() && g_targets == "cpu") export_case(name, plan.bytes, run_inputs, expected);
+  if (!g_export.empty()) export_case(name, plan.bytes, run_inputs, expected);
   return {Outcome::kPass, "", on_device, on_device || g_targets == "cpu" ? "" : host_reason(plan)};
 }
 

@@ -1,0 +1,30 @@
+# kiln-runner (kiln_runner.cc): runs programs planned on another machine,
+# with the runtime, the platform layer and the portable kernels only (no
+# ONNX, no protobuf, no flatc where the schema headers are given:
+# schema/CMakeLists.txt). Included by the arm64 tests (this folder) and by a
+# native build without the planner (KILN_BUILD_RUNNER), where the CUDA
+# backend joins it: its GPU build where built (KILN_WITH_CUDA), and the host
+# execution model (KILN_CUDA_EXECUTION=host), so that the cases a bundle
+# carries to a GPU machine (bench/cuda_bundle.sh) run through the same
+# runner there and here.
+add_executable(kiln_runner ${CMAKE_CURRENT_LIST_DIR}/kiln_runner.cc)
+set_target_properties(kiln_runner PROPERTIES OUTPUT_NAME kiln-runner RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+target_link_libraries(kiln_runner PRIVATE kiln_portable_kernels kiln_runtime kiln_platform)
+kiln_host_target(kiln_runner)
+foreach(flavor sim gpu)
+  set(lib kiln_cuda)
+  if(flavor STREQUAL "sim")
+    set(lib kiln_cuda_hostsim)
+  endif()
+  if(TARGET ${lib})
+    add_library(kiln_runner_cuda_${flavor} STATIC ${CMAKE_CURRENT_LIST_DIR}/runner_cuda.cc)
+    target_link_libraries(kiln_runner_cuda_${flavor} PUBLIC ${lib})
+    if(flavor STREQUAL "sim")
+      target_compile_definitions(kiln_runner_cuda_${flavor} PRIVATE KILN_CUDA_HOSTSIM=1)
+    endif()
+    kiln_host_target(kiln_runner_cuda_${flavor})
+    string(TOUPPER ${flavor} upper)
+    target_link_libraries(kiln_runner PRIVATE kiln_runner_cuda_${flavor})
+    target_compile_definitions(kiln_runner PRIVATE KILN_RUNNER_CUDA_${upper}=1)
+  endif()
+endforeach()
