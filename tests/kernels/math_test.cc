@@ -52,6 +52,7 @@ double ref_gelu_tanh(double x) {
 double ref_hard_sigmoid(double x) { return std::min(1.0, std::max(0.0, static_cast<double>(1.f / 6.f) * x + 0.5)); }
 double ref_hard_swish(double x) { return x * ref_hard_sigmoid(x); }
 double ref_softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
+double ref_relu(double x) { return x > 0 ? x : 0.0; }
 double ref_leaky(double x) { return x >= 0 ? x : static_cast<double>(0.1f) * x; }
 
 const Case kCases[] = {
@@ -67,6 +68,7 @@ const Case kCases[] = {
     {MathOp::kHardSwish, "hard_swish", ref_hard_swish, 2, 0, -8, 8},
     {MathOp::kSoftplus, "softplus", ref_softplus, 4, 0, -100, 40},
     {MathOp::kLeakyRelu, "leaky_relu", ref_leaky, 1, 0, -10, 10},
+    {MathOp::kRelu, "relu", ref_relu, 0, 0, -10, 10},
 };
 
 float alpha_of(MathOp op) {
@@ -161,7 +163,11 @@ TEST_P(VectorMathTest, Edges) {
   const Case& c = std::get<1>(GetParam());
   const MathOp op = c.op;
   const float a = alpha_of(op), b = beta_of(op);
-  EXPECT_TRUE(std::isnan(one(path_, op, kNaN, a, b))) << c.name << "(NaN)";
+  if (op == MathOp::kRelu) {
+    EXPECT_EQ(one(path_, op, kNaN, a, b), 0.f) << "relu(NaN) is 0, as the scalar kernel gives";
+  } else {
+    EXPECT_TRUE(std::isnan(one(path_, op, kNaN, a, b))) << c.name << "(NaN)";
+  }
   // +-inf, the largest finite floats and denormals against the reference
   // (NaN where the function has no value there).
   for (float x : {kInf, -kInf, 3.4e38f, -3.4e38f, 1e30f, -1e30f, kDenorm, -kDenorm, 1.4e-45f, 0.f, -0.f,

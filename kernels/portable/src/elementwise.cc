@@ -287,7 +287,7 @@ Error run_negate(const KernelArgs& a) {
   return kAbs ? map_unary(a, [](float x) { return fabsf(x); }) : map_unary(a, [](float x) { return -x; });
 }
 
-Error run_relu(const KernelArgs& a) { return map_unary(a, [](float x) { return x > 0.f ? x : 0.f; }); }
+Error run_relu(const KernelArgs& a) { return map_math(a, MathOp::kRelu, [](float x) { return x > 0.f ? x : 0.f; }); }
 Error run_sigmoid(const KernelArgs& a) { return map_math(a, MathOp::kSigmoid, sigmoid); }
 Error run_tanh(const KernelArgs& a) { return map_math(a, MathOp::kTanh, [](float x) { return tanhf(x); }); }
 Error run_exp(const KernelArgs& a) { return map_math(a, MathOp::kExp, [](float x) { return expf(x); }); }

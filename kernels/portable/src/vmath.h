@@ -15,6 +15,7 @@
 //   hard sigmoid <= 1 ulp, hard swish <= 2 ulp, leaky relu <= 1 ulp (one
 //   fma and a clamp: the scalar loops round alpha x + beta twice)
 //   elu          alpha (e^x - 1) as the scalar loop computes it
+//   relu         exact
 // Edges: NaN gives NaN; exp(+inf) = inf, exp(-inf) = 0 and results below
 // FLT_MIN are denormals rounded once; log(0) = -inf, log(x < 0) = NaN,
 // log(+inf) = inf, denormal inputs are exact; sigmoid, tanh, erf and the
@@ -43,6 +44,7 @@ enum class MathOp : uint8_t {
   kLeakyRelu,    // x >= 0 ? x : alpha x
   kSoftplus,     // x > 20 ? x : log(1 + exp(x))
   kElu,          // x >= 0 ? x : alpha (exp(x) - 1)
+  kRelu,         // x > 0 ? x : 0 (NaN gives 0, as the scalar loop)
 };
 
 // out[i] = op(in[i]) for i < n (in == out allowed) on the best vector path
