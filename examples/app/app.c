@@ -104,8 +104,15 @@ int main(int argc, char** argv) {
   kiln_method_destroy(&method);
 
   FILE* f = fopen(argv[3], "wb");
-  if (f == NULL || fwrite(output, 1, (size_t)out_info.nbytes, f) != (size_t)out_info.nbytes) return 1;
-  fclose(f);
-  printf("output '%s': %llu bytes written to %s\n", out_info.name, (unsigned long long)out_info.nbytes, argv[3]);
-  return 0;
+  int status = f != NULL && fwrite(output, 1, (size_t)out_info.nbytes, f) == (size_t)out_info.nbytes ? 0 : 1;
+  if (f != NULL) fclose(f);
+  if (status == 0) {
+    printf("output '%s': %llu bytes written to %s\n", out_info.name, (unsigned long long)out_info.nbytes, argv[3]);
+  }
+  for (size_t i = 0; i < info.num_arenas; ++i) free(arenas[i]);
+  free(bookkeeping);
+  free(output);
+  free(input);
+  free(program_bytes);
+  return status;
 }

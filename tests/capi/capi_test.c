@@ -34,7 +34,10 @@ static void* read_file(const char* path, size_t* out_size) {
   size = ftell(f);
   fseek(f, 0, SEEK_SET);
   if (posix_memalign(&data, 64, (size_t)size + 64) != 0) data = NULL;
-  if (data != NULL && fread(data, 1, (size_t)size, f) != (size_t)size) data = NULL;
+  if (data != NULL && fread(data, 1, (size_t)size, f) != (size_t)size) {
+    free(data);
+    data = NULL;
+  }
   fclose(f);
   *out_size = (size_t)size;
   return data;
@@ -136,6 +139,14 @@ int main(int argc, char** argv) {
   EXPECT(max_error <= 1e-4 * max_value, "the output matches PyTorch's within 1e-4 relative");
   EXPECT(kiln_method_execute(&method) == KILN_OK, "execute again");
   kiln_method_destroy(&method);
+
+  for (i = 0; i < info.num_arenas; ++i) free(arenas[i]);
+  free(bookkeeping);
+  free(output);
+  free(corrupt);
+  free(bytes);
+  free(input);
+  free(expected);
 
   printf("%d failure(s)\n", failures);
   return failures == 0 ? 0 : 1;

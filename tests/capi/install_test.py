@@ -28,7 +28,11 @@ def main():
     parser.add_argument("--build", required=True)
     parser.add_argument("--capi-test", required=True)
     parser.add_argument("--workdir", required=True)
+    # The build's sanitizers (KILN_SANITIZE): its installed libraries are
+    # instrumented, so the applications built against them are too.
+    parser.add_argument("--sanitize", default="")
     args = parser.parse_args()
+    sanitize = [f"-fsanitize={args.sanitize}"] if args.sanitize else []
     work = os.path.abspath(args.workdir)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -63,7 +67,8 @@ def main():
     # find_package(kiln) from the installed prefix only.
     app_build = os.path.join(work, "app-build")
     run(["cmake", "-S", os.path.join(ROOT, "examples", "app"), "-B", app_build, "-G", "Ninja",
-         f"-DCMAKE_PREFIX_PATH={prefix}", "-DCMAKE_BUILD_TYPE=Release"], stdout=subprocess.DEVNULL)
+         f"-DCMAKE_PREFIX_PATH={prefix}", "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_C_FLAGS=" + " ".join(sanitize),
+         "-DCMAKE_EXE_LINKER_FLAGS=" + " ".join(sanitize)], stdout=subprocess.DEVNULL)
     run(["cmake", "--build", app_build], stdout=subprocess.DEVNULL)
     out = os.path.join(work, "out_cmake.bin")
     run([os.path.join(app_build, "kiln_app"), program, os.path.join(work, "input.bin"), out])
@@ -74,8 +79,8 @@ def main():
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "kiln"], env=env, check=True, text=True,
                            stdout=subprocess.PIPE).stdout.split()
     exe = os.path.join(work, "kiln_app_pc")
-    run(["cc", "-std=c99", "-D_POSIX_C_SOURCE=200112L", os.path.join(ROOT, "examples", "app", "app.c"), "-o", exe,
-         *flags])
+    run(["cc", "-std=c99", "-D_POSIX_C_SOURCE=200112L", *sanitize, os.path.join(ROOT, "examples", "app", "app.c"),
+         "-o", exe, *flags])
     out = os.path.join(work, "out_pc.bin")
     run([exe, program, os.path.join(work, "input.bin"), out])
     check_output(out, "examples/app via pkg-config")
