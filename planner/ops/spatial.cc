@@ -3,6 +3,16 @@
 namespace kiln::planner {
 namespace {
 
+// Kernels take windows, strides, dilations and pads as int32; anything this
+// large is a malformed model, and bounding it keeps every sum below exact.
+constexpr int64_t kMaxSpatial = int64_t{1} << 30;
+
+void check_range(OpContext& ctx, const char* attribute, const std::vector<int64_t>& values) {
+  for (int64_t v : values) {
+    if (v > kMaxSpatial || v < -kMaxSpatial) ctx.error(attribute, " value ", v, " is out of range (at most 2^30)");
+  }
+}
+
 std::vector<int32_t> as2(const std::vector<int64_t>& v, int32_t pad_value) {
   if (v.size() == 1) return {pad_value, static_cast<int32_t>(v[0])};
   return {static_cast<int32_t>(v[0]), static_cast<int32_t>(v[1])};
@@ -29,6 +39,9 @@ Spatial resolve_spatial(OpContext& ctx, const std::vector<int64_t>& in,
   s.strides = ctx.attr_ints("strides", std::vector<int64_t>(n, 1));
   s.dilations = ctx.attr_ints("dilations", std::vector<int64_t>(n, 1));
   if (s.strides.size() != n || s.dilations.size() != n) ctx.error("strides or dilations have the wrong length");
+  check_range(ctx, "kernel_shape", s.kernel);
+  check_range(ctx, "strides", s.strides);
+  check_range(ctx, "dilations", s.dilations);
   for (size_t i = 0; i < n; ++i) {
     if (s.kernel[i] <= 0 || s.strides[i] <= 0 || s.dilations[i] <= 0) {
       ctx.error("kernel, strides and dilations must be positive");
@@ -43,6 +56,7 @@ Spatial resolve_spatial(OpContext& ctx, const std::vector<int64_t>& in,
   if (auto_pad == "NOTSET") {
     const auto pads = ctx.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
     if (pads.size() != 2 * n) ctx.error("pads has ", pads.size(), " entries, expected ", 2 * n);
+    check_range(ctx, "pads", pads);
     for (size_t i = 0; i < n; ++i) {
       s.pads_begin[i] = pads[i];
       s.pads_end[i] = pads[i + n];
@@ -65,6 +79,8 @@ Spatial resolve_spatial(OpContext& ctx, const std::vector<int64_t>& in,
     const int64_t span = in[i] + s.pads_begin[i] + s.pads_end[i] - window;
     if (span < 0) ctx.error("kernel_shape ", s.kernel[i], " with dilations ", s.dilations[i], " and pads ", s.pads_begin[i],
                             "+", s.pads_end[i], " give a window larger than the padded input on axis ", i);
+    if (window > kMaxSpatial) ctx.error("kernel_shape ", s.kernel[i], " with dilations ", s.dilations[i], " spans ", window,
+                                        " elements on axis ", i, " (at most 2^30)");
     int64_t out = ceil_mode ? (span + s.strides[i] - 1) / s.strides[i] + 1 : span / s.strides[i] + 1;
     // A last window that would start in the end padding is dropped.
     if (ceil_mode && (out - 1) * s.strides[i] >= in[i] + s.pads_begin[i]) --out;
