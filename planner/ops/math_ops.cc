@@ -1,7 +1,8 @@
 // Element-wise math added for ONNX coverage: trigonometric and hyperbolic
 // functions and their inverses, Round, Sign, Selu, Celu, Softsign,
 // ThresholdedRelu, Shrink (one MathUnary kernel, the function in its
-// parameters), IsNaN and IsInf (FloatClass), Mod and BitShift. The kernels
+// parameters), IsNaN and IsInf (FloatClass), Mod and BitShift, Trilu and
+// CumSum. The kernels
 // and the meaning of their GenericParams are in kernels/portable/src/math.cc.
 
 #include <cstring>
@@ -116,6 +117,41 @@ void lower_bit_shift(OpContext& ctx, LoweringContext& l) {
 
 }  // namespace
 
+// Trilu: the diagonal offset k (input 1) must be known when planning.
+void infer_trilu(OpContext& ctx) {
+  ctx.expect_inputs(1, 2);
+  if (ctx.rank(0) < 2) ctx.error("input has rank ", ctx.rank(0), ", Trilu needs 2 or more");
+  if (ctx.has_input(1) && ctx.constant_input(1, "k").numel() != 1) ctx.error("k must be a scalar");
+  ctx.set_output(0, ctx.dtype(0), ctx.shape(0));
+}
+
+void lower_trilu(OpContext& ctx, LoweringContext& l) {
+  const int64_t k = ctx.has_input(1) ? ctx.constant_input(1, "k").int_at(0) : 0;
+  l.kernel("Trilu", {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))},
+           generic_params({ctx.attr_int("upper", 1) != 0 ? 1 : 0, k}, {}));
+}
+
+// CumSum: the axis (input 1) must be known when planning.
+void infer_cumsum(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(0, {DType::FLOAT32, DType::FLOAT64, DType::INT32, DType::INT64});
+  if (ctx.rank(0) < 1) ctx.error("input is a scalar; CumSum needs an axis");
+  const HostTensor& axis = ctx.constant_input(1, "axis");
+  if (axis.numel() != 1) ctx.error("axis must be a scalar");
+  ctx.axis(axis.int_at(0), ctx.rank(0));
+  for (const char* flag : {"exclusive", "reverse"}) {
+    const int64_t v = ctx.attr_int(flag, 0);
+    if (v != 0 && v != 1) ctx.error("attribute '", flag, "' must be 0 or 1, has ", v);
+  }
+  ctx.set_output(0, ctx.dtype(0), ctx.shape(0));
+}
+
+void lower_cumsum(OpContext& ctx, LoweringContext& l) {
+  const int64_t axis = ctx.axis(ctx.constant_input(1, "axis").int_at(0), ctx.rank(0));
+  l.kernel("CumSum", {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))},
+           generic_params({axis, ctx.attr_int("exclusive", 0), ctx.attr_int("reverse", 0)}, {}));
+}
+
 void add_math_ops(std::vector<OpDef>& ops) {
   for (const MathUnaryOp& m : kMathUnary) {
     ops.push_back({.op_type = m.op, .infer = infer_math_unary, .lower = lower_math_unary});
@@ -124,6 +160,8 @@ void add_math_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "IsInf", .infer = infer_float_class, .lower = lower_float_class});
   ops.push_back({.op_type = "Mod", .infer = infer_mod, .lower = lower_mod});
   ops.push_back({.op_type = "BitShift", .infer = infer_bit_shift, .lower = lower_bit_shift});
+  ops.push_back({.op_type = "Trilu", .infer = infer_trilu, .lower = lower_trilu});
+  ops.push_back({.op_type = "CumSum", .infer = infer_cumsum, .lower = lower_cumsum});
 }
 
 }  // namespace kiln::planner

@@ -14,12 +14,18 @@
 //                integers (ONNX leaves it unspecified).
 //   BitShift     unsigned integers, broadcast; ints[0] = 1 for right. Shifts
 //                of the type's width or more give 0.
+//   Trilu        any dtype, rank >= 2; ints [upper, k]: keeps the elements on
+//                and above (upper) or on and below the k-th diagonal of every
+//                matrix of the last two axes, zeroes the rest.
+//   CumSum       float32/float64/int32/int64; ints [axis, exclusive,
+//                reverse]: running sums along one axis.
 //
 // Parameters are GenericParams (schema/program.fbs). Every kernel reads
 // element i of each input before writing element i of the output and walks
 // all tensors in the same order, so the output may take an input's bytes.
 
 #include <math.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -244,6 +250,96 @@ Error run_bit_shift(const KernelArgs& args) {
   return Error::kOk;
 }
 
+Error check_trilu(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  KILN_RETURN_IF_ERROR(check_params(args, 2, 0));
+  const Tensor& x = args.in(0);
+  KILN_KERNEL_CHECK(args, x.rank() >= 2, "needs rank 2 or more, has %u", static_cast<unsigned>(x.rank()));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, x.dtype()));
+  return check_same_shape(args, x, args.out(0), "output");
+}
+
+// Per row of each matrix, the kept columns are one contiguous range: moved
+// with memmove (the output may be the input), the rest zeroed.
+Error run_trilu(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  const bool upper = param_int(args, 0) != 0;
+  const int64_t k = param_int(args, 1);
+  const int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
+  const size_t elem = dtype_size(x.dtype());
+  const int64_t matrices = rows * cols > 0 ? x.numel() / (rows * cols) : 0;
+  const uint8_t* in = static_cast<const uint8_t*>(x.data());
+  uint8_t* out = static_cast<uint8_t*>(y.data());
+  auto clamp = [cols](int64_t v) { return v < 0 ? 0 : v > cols ? cols : v; };
+  for (int64_t m = 0; m < matrices; ++m) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const size_t row = static_cast<size_t>((m * rows + i) * cols) * elem;
+      // Kept columns [begin, end).
+      const int64_t begin = upper ? clamp(i + k) : 0;
+      const int64_t end = upper ? cols : clamp(i + k + 1);
+      memset(out + row, 0, static_cast<size_t>(begin) * elem);
+      if (end > begin) {
+        memmove(out + row + static_cast<size_t>(begin) * elem, in + row + static_cast<size_t>(begin) * elem,
+                static_cast<size_t>(end - begin) * elem);
+      }
+      memset(out + row + static_cast<size_t>(end) * elem, 0, static_cast<size_t>(cols - end) * elem);
+    }
+  }
+  return Error::kOk;
+}
+
+Error check_cumsum(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  KILN_RETURN_IF_ERROR(check_params(args, 3, 0));
+  const Tensor& x = args.in(0);
+  const DType dtype = x.dtype();
+  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::FLOAT64 || dtype == DType::INT32 ||
+                              dtype == DType::INT64,
+                    "unsupported dtype %s", dtype_name(dtype));
+  const int64_t axis = param_int(args, 0);
+  KILN_KERNEL_CHECK(args, axis >= 0 && axis < static_cast<int64_t>(x.rank()), "axis %lld out of range",
+                    static_cast<long long>(axis));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, dtype));
+  return check_same_shape(args, x, args.out(0), "output");
+}
+
+// Reads element i before writing it, so the output may be the input.
+template <typename T>
+void cumsum(const Tensor& x, const Tensor& y, int64_t axis, bool exclusive, bool reverse) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x.dim(static_cast<uint32_t>(d));
+  for (uint32_t d = static_cast<uint32_t>(axis) + 1; d < x.rank(); ++d) inner *= x.dim(d);
+  const int64_t n = x.dim(static_cast<uint32_t>(axis));
+  const T* in = static_cast<const T*>(x.data());
+  T* out = static_cast<T*>(y.data());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) {
+      T sum = 0;
+      for (int64_t s = 0; s < n; ++s) {
+        const int64_t a = reverse ? n - 1 - s : s;
+        const int64_t at = (o * n + a) * inner + j;
+        const T v = in[at];
+        out[at] = exclusive ? sum : static_cast<T>(sum + v);
+        sum = static_cast<T>(sum + v);
+      }
+    }
+  }
+}
+
+Error run_cumsum(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const int64_t axis = param_int(args, 0);
+  const bool exclusive = param_int(args, 1) != 0, reverse = param_int(args, 2) != 0;
+  switch (x.dtype()) {
+    case DType::FLOAT32: cumsum<float>(x, args.out(0), axis, exclusive, reverse); break;
+    case DType::FLOAT64: cumsum<double>(x, args.out(0), axis, exclusive, reverse); break;
+    case DType::INT32: cumsum<int32_t>(x, args.out(0), axis, exclusive, reverse); break;
+    default: cumsum<int64_t>(x, args.out(0), axis, exclusive, reverse); break;
+  }
+  return Error::kOk;
+}
+
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
@@ -251,7 +347,9 @@ Error run_bit_shift(const KernelArgs& args) {
   K(MathUnary, check_math_unary, run_math_unary, kInplaceInput0) \
   K(FloatClass, check_float_class, run_float_class, 0) \
   K(Mod, check_mod, run_mod, kInplaceInput0 | kInplaceInput1) \
-  K(BitShift, check_bit_shift, run_bit_shift, kInplaceInput0 | kInplaceInput1)
+  K(BitShift, check_bit_shift, run_bit_shift, kInplaceInput0 | kInplaceInput1) \
+  K(Trilu, check_trilu, run_trilu, kInplaceInput0) \
+  K(CumSum, check_cumsum, run_cumsum, kInplaceInput0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_MATH_KERNELS)
 const KernelEntry kMathKernels[] = {KILN_MATH_KERNELS(KILN_KERNEL_TABLE_ROW)};
