@@ -1,8 +1,9 @@
 // Element-wise math added for ONNX coverage: trigonometric and hyperbolic
 // functions and their inverses, Round, Sign, Selu, Celu, Softsign,
 // ThresholdedRelu, Shrink (one MathUnary kernel, the function in its
-// parameters), IsNaN and IsInf (FloatClass), Mod and BitShift, Trilu and
-// CumSum. The kernels
+// parameters), IsNaN and IsInf (FloatClass), Mod and BitShift, Trilu,
+// CumSum, Hardmax and GatherElements; DepthToSpace and SpaceToDepth as views
+// around a Transpose. The kernels
 // and the meaning of their GenericParams are in kernels/portable/src/math.cc.
 
 #include <cstring>
@@ -152,6 +153,88 @@ void lower_cumsum(OpContext& ctx, LoweringContext& l) {
            generic_params({axis, ctx.attr_int("exclusive", 0), ctx.attr_int("reverse", 0)}, {}));
 }
 
+void infer_hardmax(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  if (ctx.opset() < 13) ctx.not_supported("Hardmax before opset 13 (it flattened from the axis on)");
+  ctx.axis(ctx.attr_int("axis", -1), ctx.rank(0));
+  ctx.set_output(0, DType::FLOAT32, ctx.shape(0));
+}
+
+void lower_hardmax(OpContext& ctx, LoweringContext& l) {
+  l.kernel("Hardmax", {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))},
+           generic_params({ctx.axis(ctx.attr_int("axis", -1), ctx.rank(0))}, {}));
+}
+
+void infer_gather_elements(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(1, {DType::INT32, DType::INT64});
+  if (ctx.rank(0) < 1 || ctx.rank(1) != ctx.rank(0)) ctx.error("data and indices must have the same rank (>= 1)");
+  const int64_t axis = ctx.axis(ctx.attr_int("axis", 0), ctx.rank(0));
+  for (int64_t d = 0; d < ctx.rank(0); ++d) {
+    if (d != axis && ctx.shape(1)[static_cast<size_t>(d)] > ctx.shape(0)[static_cast<size_t>(d)]) {
+      ctx.error("indices are larger than data on axis ", d);
+    }
+  }
+  ctx.set_output(0, ctx.dtype(0), ctx.shape(1));
+}
+
+void lower_gather_elements(OpContext& ctx, LoweringContext& l) {
+  l.kernel("GatherElements", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))},
+           generic_params({ctx.axis(ctx.attr_int("axis", 0), ctx.rank(0))}, {}));
+}
+
+// DepthToSpace and SpaceToDepth are a reshape, a transpose and a reshape:
+// the reshapes are views (the in-place pass makes them aliases), the
+// transpose is the Transpose kernel.
+struct Rearrangement {
+  std::vector<int64_t> split;  // the input viewed with the block axes apart
+  std::vector<int64_t> perm;
+};
+
+Rearrangement rearrangement(OpContext& ctx) {
+  const auto& s = ctx.shape(0);
+  const int64_t b = ctx.attr_int("blocksize", 0);
+  const int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+  if (ctx.node().op_type == "SpaceToDepth") return {{n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4}};
+  if (ctx.attr_string("mode", "DCR") == "CRD") return {{n, c / (b * b), b, b, h, w}, {0, 1, 4, 2, 5, 3}};
+  return {{n, b, b, c / (b * b), h, w}, {0, 3, 4, 1, 5, 2}};
+}
+
+void infer_depth_space(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  if (ctx.rank(0) != 4) ctx.error("input must be 4-D (N, C, H, W), has rank ", ctx.rank(0));
+  const int64_t b = ctx.attr_int("blocksize", 0);
+  if (b < 1 || b > 4096) ctx.error("attribute 'blocksize' must be from 1 to 4096, has ", b);
+  const auto& s = ctx.shape(0);
+  const bool to_space = ctx.node().op_type == "DepthToSpace";
+  const std::string mode = ctx.attr_string("mode", "DCR");
+  if (to_space && mode != "DCR" && mode != "CRD") ctx.error("attribute 'mode' must be DCR or CRD, is '", mode, "'");
+  if (to_space) {
+    if (s[1] % (b * b) != 0) ctx.error("channels ", s[1], " are not a multiple of blocksize^2 = ", b * b);
+    ctx.set_output(0, ctx.dtype(0), {s[0], s[1] / (b * b), s[2] * b, s[3] * b});
+  } else {
+    if (s[2] % b != 0 || s[3] % b != 0) ctx.error("height and width must be multiples of blocksize ", b);
+    ctx.set_output(0, ctx.dtype(0), {s[0], s[1] * b * b, s[2] / b, s[3] / b});
+  }
+}
+
+void lower_depth_space(OpContext& ctx, LoweringContext& l) {
+  const Rearrangement r = rearrangement(ctx);
+  std::vector<int64_t> moved(r.perm.size());
+  for (size_t i = 0; i < r.perm.size(); ++i) moved[i] = r.split[static_cast<size_t>(r.perm[i])];
+  const DType dtype = ctx.dtype(0);
+  const int split = l.temp(ctx.node().name + ".blocks", dtype, r.split);
+  const int transposed = l.temp(ctx.node().name + ".moved", dtype, moved);
+  l.view(l.tensor(ctx.input_id(0)), split);
+  fb::TransposeParamsT p;
+  for (int64_t v : r.perm) p.perm.push_back(static_cast<int32_t>(v));
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  l.kernel("Transpose", {split}, {transposed}, std::move(params));
+  l.view(transposed, l.tensor(ctx.output_id(0)));
+}
+
 void add_math_ops(std::vector<OpDef>& ops) {
   for (const MathUnaryOp& m : kMathUnary) {
     ops.push_back({.op_type = m.op, .infer = infer_math_unary, .lower = lower_math_unary});
@@ -162,6 +245,10 @@ void add_math_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "BitShift", .infer = infer_bit_shift, .lower = lower_bit_shift});
   ops.push_back({.op_type = "Trilu", .infer = infer_trilu, .lower = lower_trilu});
   ops.push_back({.op_type = "CumSum", .infer = infer_cumsum, .lower = lower_cumsum});
+  ops.push_back({.op_type = "Hardmax", .infer = infer_hardmax, .lower = lower_hardmax});
+  ops.push_back({.op_type = "GatherElements", .infer = infer_gather_elements, .lower = lower_gather_elements});
+  ops.push_back({.op_type = "DepthToSpace", .infer = infer_depth_space, .lower = lower_depth_space});
+  ops.push_back({.op_type = "SpaceToDepth", .infer = infer_depth_space, .lower = lower_depth_space});
 }
 
 }  // namespace kiln::planner

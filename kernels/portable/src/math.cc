@@ -19,6 +19,12 @@
 //                matrix of the last two axes, zeroes the rest.
 //   CumSum       float32/float64/int32/int64; ints [axis, exclusive,
 //                reverse]: running sums along one axis.
+//   Hardmax      float32; ints [axis]: 1 at the first maximum along the
+//                axis, 0 elsewhere.
+//   GatherElements  any data dtype, int32/int64 indices of the output's
+//                shape; ints [axis]: out[..i..] = data[..indices[..i..]..]
+//                along the axis (negative indices count from the end; one
+//                out of range fails the call with kInvalidInput).
 //
 // Parameters are GenericParams (schema/program.fbs). Every kernel reads
 // element i of each input before writing element i of the output and walks
@@ -340,6 +346,91 @@ Error run_cumsum(const KernelArgs& args) {
   return Error::kOk;
 }
 
+Error check_hardmax(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  KILN_RETURN_IF_ERROR(check_params(args, 1, 0));
+  const Tensor& x = args.in(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32, "unsupported dtype %s", dtype_name(x.dtype()));
+  const int64_t axis = param_int(args, 0);
+  KILN_KERNEL_CHECK(args, axis >= 0 && axis < static_cast<int64_t>(x.rank()), "axis out of range");
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, x.dtype()));
+  return check_same_shape(args, x, args.out(0), "output");
+}
+
+Error run_hardmax(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const uint32_t axis = static_cast<uint32_t>(param_int(args, 0));
+  int64_t outer = 1, inner = 1;
+  for (uint32_t d = 0; d < axis; ++d) outer *= x.dim(d);
+  for (uint32_t d = axis + 1; d < x.rank(); ++d) inner *= x.dim(d);
+  const int64_t n = x.dim(axis);
+  const float* in = static_cast<const float*>(x.data());
+  float* out = static_cast<float*>(args.out(0).data());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) {
+      int64_t best = 0;
+      for (int64_t s = 1; s < n; ++s) {
+        if (in[(o * n + s) * inner + j] > in[(o * n + best) * inner + j]) best = s;
+      }
+      for (int64_t s = 0; s < n; ++s) out[(o * n + s) * inner + j] = s == best ? 1.f : 0.f;
+    }
+  }
+  return Error::kOk;
+}
+
+Error check_gather_elements(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  KILN_RETURN_IF_ERROR(check_params(args, 1, 0));
+  const Tensor& data = args.in(0);
+  const Tensor& indices = args.in(1);
+  const Tensor& out = args.out(0);
+  KILN_KERNEL_CHECK(args, indices.dtype() == DType::INT32 || indices.dtype() == DType::INT64,
+                    "indices are %s", dtype_name(indices.dtype()));
+  KILN_KERNEL_CHECK(args, out.dtype() == data.dtype() && indices.rank() == data.rank() && out.rank() == data.rank(),
+                    "operands differ in dtype or rank");
+  const int64_t axis = param_int(args, 0);
+  KILN_KERNEL_CHECK(args, axis >= 0 && axis < static_cast<int64_t>(data.rank()), "axis out of range");
+  return check_same_shape(args, indices, out, "output");
+}
+
+Error run_gather_elements(const KernelArgs& args) {
+  const Tensor& data = args.in(0);
+  const Tensor& indices = args.in(1);
+  const Tensor& out = args.out(0);
+  const uint32_t axis = static_cast<uint32_t>(param_int(args, 0));
+  const uint32_t rank = data.rank();
+  const size_t elem = dtype_size(data.dtype());
+  // Strides of data, in elements.
+  int64_t stride[kMaxRank];
+  int64_t s = 1;
+  for (uint32_t d = rank; d-- > 0;) {
+    stride[d] = s;
+    s *= data.dim(d);
+  }
+  const int64_t extent = data.dim(axis);
+  int64_t index[kMaxRank] = {};
+  const uint8_t* src = static_cast<const uint8_t*>(data.data());
+  uint8_t* dst = static_cast<uint8_t*>(out.data());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t at = indices.dtype() == DType::INT64 ? static_cast<const int64_t*>(indices.data())[i]
+                                                  : static_cast<const int32_t*>(indices.data())[i];
+    if (at < 0) at += extent;
+    if (at < 0 || at >= extent) {
+      KILN_LOG(ERROR, "kernel GatherElements (node '%s'): index %lld out of range for an axis of %lld",
+               args.node_name, static_cast<long long>(at), static_cast<long long>(extent));
+      return Error::kInvalidInput;
+    }
+    int64_t offset = 0;
+    for (uint32_t d = 0; d < rank; ++d) offset += (d == axis ? at : index[d]) * stride[d];
+    memcpy(dst + static_cast<size_t>(i) * elem, src + static_cast<size_t>(offset) * elem, elem);
+    for (uint32_t d = rank; d-- > 0;) {  // next output index
+      if (++index[d] < indices.dim(d)) break;
+      index[d] = 0;
+    }
+  }
+  return Error::kOk;
+}
+
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
@@ -349,7 +440,9 @@ Error run_cumsum(const KernelArgs& args) {
   K(Mod, check_mod, run_mod, kInplaceInput0 | kInplaceInput1) \
   K(BitShift, check_bit_shift, run_bit_shift, kInplaceInput0 | kInplaceInput1) \
   K(Trilu, check_trilu, run_trilu, kInplaceInput0) \
-  K(CumSum, check_cumsum, run_cumsum, kInplaceInput0)
+  K(CumSum, check_cumsum, run_cumsum, kInplaceInput0) \
+  K(Hardmax, check_hardmax, run_hardmax, 0) \
+  K(GatherElements, check_gather_elements, run_gather_elements, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_MATH_KERNELS)
 const KernelEntry kMathKernels[] = {KILN_MATH_KERNELS(KILN_KERNEL_TABLE_ROW)};
