@@ -2,8 +2,8 @@
 // functions and their inverses, Round, Sign, Selu, Celu, Softsign,
 // ThresholdedRelu, Shrink (one MathUnary kernel, the function in its
 // parameters), IsNaN and IsInf (FloatClass), Mod and BitShift, Trilu,
-// CumSum, Hardmax and GatherElements; DepthToSpace and SpaceToDepth as views
-// around a Transpose. The kernels
+// CumSum, Hardmax, GatherElements, EyeLike and Tile; DepthToSpace and
+// SpaceToDepth as views around a Transpose. The kernels
 // and the meaning of their GenericParams are in kernels/portable/src/math.cc.
 
 #include <cstring>
@@ -122,7 +122,11 @@ void lower_bit_shift(OpContext& ctx, LoweringContext& l) {
 void infer_trilu(OpContext& ctx) {
   ctx.expect_inputs(1, 2);
   if (ctx.rank(0) < 2) ctx.error("input has rank ", ctx.rank(0), ", Trilu needs 2 or more");
-  if (ctx.has_input(1) && ctx.constant_input(1, "k").numel() != 1) ctx.error("k must be a scalar");
+  if (ctx.has_input(1)) {
+    const HostTensor& k = ctx.constant_input(1, "k");
+    if (k.numel() != 1) ctx.error("k must be a scalar");
+    if (k.int_at(0) > (int64_t{1} << 31) || k.int_at(0) < -(int64_t{1} << 31)) ctx.error("k is ", k.int_at(0), ", out of range");
+  }
   ctx.set_output(0, ctx.dtype(0), ctx.shape(0));
 }
 
@@ -182,6 +186,60 @@ void infer_gather_elements(OpContext& ctx) {
 void lower_gather_elements(OpContext& ctx, LoweringContext& l) {
   l.kernel("GatherElements", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))},
            generic_params({ctx.axis(ctx.attr_int("axis", 0), ctx.rank(0))}, {}));
+}
+
+// EyeLike: the input gives only the shape (2-D); dtype attribute or the
+// input's.
+void infer_eye_like(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  if (ctx.rank(0) != 2) ctx.error("input must be 2-D, has rank ", ctx.rank(0));
+  const int64_t k = ctx.attr_int("k", 0);
+  if (k > (int64_t{1} << 31) || k < -(int64_t{1} << 31)) ctx.error("attribute 'k' is ", k, ", out of range");
+  DType dtype = ctx.dtype(0);
+  if (ctx.has_attr("dtype")) {
+    const int64_t onnx = ctx.attr_int("dtype", 1);
+    // ONNX TensorProto element types kiln has.
+    switch (onnx) {
+      case 1: dtype = DType::FLOAT32; break;
+      case 2: dtype = DType::UINT8; break;
+      case 3: dtype = DType::INT8; break;
+      case 4: dtype = DType::UINT16; break;
+      case 5: dtype = DType::INT16; break;
+      case 6: dtype = DType::INT32; break;
+      case 7: dtype = DType::INT64; break;
+      case 9: dtype = DType::BOOL; break;
+      case 10: dtype = DType::FLOAT16; break;
+      case 11: dtype = DType::FLOAT64; break;
+      case 12: dtype = DType::UINT32; break;
+      case 13: dtype = DType::UINT64; break;
+      case 16: dtype = DType::BFLOAT16; break;
+      default: ctx.not_supported("attribute 'dtype' ", onnx);
+    }
+  }
+  ctx.set_output(0, dtype, ctx.shape(0));
+}
+
+void lower_eye_like(OpContext& ctx, LoweringContext& l) {
+  l.kernel("EyeLike", {}, {l.tensor(ctx.output_id(0))}, generic_params({ctx.attr_int("k", 0)}, {}));
+}
+
+// Tile: the repeats (input 1) must be known when planning.
+void infer_tile(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  const std::vector<int64_t> repeats = ctx.constant_input(1, "repeats").to_int64s();
+  if (static_cast<int64_t>(repeats.size()) != ctx.rank(0)) {
+    ctx.error("repeats has ", repeats.size(), " entries for an input of rank ", ctx.rank(0));
+  }
+  std::vector<int64_t> out = ctx.shape(0);
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (repeats[d] < 0 || repeats[d] > (int64_t{1} << 30)) ctx.error("repeats[", d, "] is ", repeats[d]);
+    if (__builtin_mul_overflow(out[d], repeats[d], &out[d])) ctx.error("repeats overflow the output's size");
+  }
+  ctx.set_output(0, ctx.dtype(0), out);
+}
+
+void lower_tile(OpContext& ctx, LoweringContext& l) {
+  l.kernel("Tile", {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))});
 }
 
 // DepthToSpace and SpaceToDepth are a reshape, a transpose and a reshape:
@@ -249,6 +307,8 @@ void add_math_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "GatherElements", .infer = infer_gather_elements, .lower = lower_gather_elements});
   ops.push_back({.op_type = "DepthToSpace", .infer = infer_depth_space, .lower = lower_depth_space});
   ops.push_back({.op_type = "SpaceToDepth", .infer = infer_depth_space, .lower = lower_depth_space});
+  ops.push_back({.op_type = "EyeLike", .infer = infer_eye_like, .lower = lower_eye_like});
+  ops.push_back({.op_type = "Tile", .infer = infer_tile, .lower = lower_tile});
 }
 
 }  // namespace kiln::planner

@@ -21,6 +21,9 @@
 //                reverse]: running sums along one axis.
 //   Hardmax      float32; ints [axis]: 1 at the first maximum along the
 //                axis, 0 elsewhere.
+//   EyeLike      any dtype, 2-D; ints [k]: ones on the k-th diagonal.
+//   Tile         any dtype; the output's shape is the input's times the
+//                repeats: out[i] = in[i mod input dims].
 //   GatherElements  any data dtype, int32/int64 indices of the output's
 //                shape; ints [axis]: out[..i..] = data[..indices[..i..]..]
 //                along the axis (negative indices count from the end; one
@@ -378,6 +381,80 @@ Error run_hardmax(const KernelArgs& args) {
   return Error::kOk;
 }
 
+Error check_eye_like(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 0, 0, 1));
+  KILN_RETURN_IF_ERROR(check_params(args, 1, 0));
+  KILN_KERNEL_CHECK(args, args.out(0).rank() == 2, "output must be 2-D");
+  return Error::kOk;
+}
+
+// One in the output's own dtype, by dtype: the bytes of 1.
+void write_one(DType dtype, uint8_t* at) {
+  switch (dtype) {
+    case DType::FLOAT32: { const float v = 1.f; memcpy(at, &v, sizeof v); break; }
+    case DType::FLOAT64: { const double v = 1.0; memcpy(at, &v, sizeof v); break; }
+    case DType::FLOAT16: { const uint16_t v = 0x3C00; memcpy(at, &v, sizeof v); break; }
+    case DType::BFLOAT16: { const uint16_t v = 0x3F80; memcpy(at, &v, sizeof v); break; }
+    default: {  // integers and bool: the lowest byte is 1 (little-endian)
+      memset(at, 0, dtype_size(dtype));
+      at[0] = 1;
+      break;
+    }
+  }
+}
+
+Error run_eye_like(const KernelArgs& args) {
+  const Tensor& y = args.out(0);
+  const int64_t k = param_int(args, 0);
+  const int64_t rows = y.dim(0), cols = y.dim(1);
+  const size_t elem = dtype_size(y.dtype());
+  uint8_t* out = static_cast<uint8_t*>(y.data());
+  memset(out, 0, static_cast<size_t>(y.nbytes()));
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t j = i + k;
+    if (j >= 0 && j < cols) write_one(y.dtype(), out + static_cast<size_t>(i * cols + j) * elem);
+  }
+  return Error::kOk;
+}
+
+Error check_tile(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == y.dtype() && x.rank() == y.rank(), "output differs in dtype or rank");
+  for (uint32_t d = 0; d < x.rank(); ++d) {
+    KILN_KERNEL_CHECK(args, x.dim(d) > 0 ? y.dim(d) % x.dim(d) == 0 : y.dim(d) == 0,
+                      "output dim %u is not a multiple of the input's", d);
+  }
+  return Error::kOk;
+}
+
+Error run_tile(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  const uint32_t rank = x.rank();
+  const size_t elem = dtype_size(x.dtype());
+  int64_t stride[kMaxRank];
+  int64_t s = 1;
+  for (uint32_t d = rank; d-- > 0;) {
+    stride[d] = s;
+    s *= x.dim(d);
+  }
+  int64_t index[kMaxRank] = {};
+  const uint8_t* in = static_cast<const uint8_t*>(x.data());
+  uint8_t* out = static_cast<uint8_t*>(y.data());
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    int64_t offset = 0;
+    for (uint32_t d = 0; d < rank; ++d) offset += (index[d] % x.dim(d)) * stride[d];
+    memcpy(out + static_cast<size_t>(i) * elem, in + static_cast<size_t>(offset) * elem, elem);
+    for (uint32_t d = rank; d-- > 0;) {
+      if (++index[d] < y.dim(d)) break;
+      index[d] = 0;
+    }
+  }
+  return Error::kOk;
+}
+
 Error check_gather_elements(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
   KILN_RETURN_IF_ERROR(check_params(args, 1, 0));
@@ -442,7 +519,9 @@ Error run_gather_elements(const KernelArgs& args) {
   K(Trilu, check_trilu, run_trilu, kInplaceInput0) \
   K(CumSum, check_cumsum, run_cumsum, kInplaceInput0) \
   K(Hardmax, check_hardmax, run_hardmax, 0) \
-  K(GatherElements, check_gather_elements, run_gather_elements, 0)
+  K(GatherElements, check_gather_elements, run_gather_elements, 0) \
+  K(EyeLike, check_eye_like, run_eye_like, 0) \
+  K(Tile, check_tile, run_tile, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_MATH_KERNELS)
 const KernelEntry kMathKernels[] = {KILN_MATH_KERNELS(KILN_KERNEL_TABLE_ROW)};
