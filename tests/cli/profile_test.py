@@ -8,69 +8,57 @@ trace is refused against another program.
 
     profile_test.py --kiln KILN --workdir DIR
 """
-import argparse
 import json
 import os
 import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+from kiln_checks import expect, finish, run, test_args  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-failures = []
 
 
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
-
-
-def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return p
+def kiln(args, *argv):
+    """Runs kiln; (exit status, stdout and stderr together)."""
+    status, out, err = run(args.kiln, *argv)
+    return status, out + err
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--kiln", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
+    args = test_args()
     work = args.workdir
-    os.makedirs(work, exist_ok=True)
     demo = os.path.join(work, "demo")
     subprocess.run([sys.executable, os.path.join(ROOT, "examples", "demo", "make_model.py"), demo], check=True,
                    stdout=subprocess.DEVNULL)
     x = os.path.join(demo, "input.npy")
     for target in ["cpu", "null:0,cpu"]:
         program = os.path.join(work, f"demo_{target.split(':')[0]}.kiln")
-        run([args.kiln, "plan", os.path.join(demo, "demo_cnn.onnx"), "-o", program, "--target", target])
+        kiln(args, "plan", os.path.join(demo, "demo_cnn.onnx"), "-o", program, "--target", target)
         trace = program + ".trace"
-        p = run([args.kiln, "run", program, "--input", x, "--runs", "20", f"--profile={trace}"])
-        check(p.returncode == 0 and os.path.exists(trace), f"{target}: kiln run --profile=FILE writes a trace")
+        status, out = kiln(args, "run", program, "--input", x, "--runs", "20", f"--profile={trace}")
+        expect(f"{target}: kiln run --profile=FILE writes a trace", status == 0 and os.path.exists(trace), out)
         chrome = program + ".json"
-        p = run([args.kiln, "profile", trace, "--program", program, "--chrome", chrome])
-        print(p.stdout)
-        m = re.search(r"instructions account for ([0-9.]+)% of it", p.stdout)
+        status, out = kiln(args, "profile", trace, "--program", program, "--chrome", chrome)
+        print(out)
+        m = re.search(r"instructions account for ([0-9.]+)% of it", out)
         share = float(m.group(1)) if m else 0.0
-        check(p.returncode == 0 and 90.0 <= share <= 100.0,
-              f"{target}: instruction times add up to the execute time within 10% ({share}%)")
-        check("Conv" in p.stdout or "delegate null" in p.stdout, f"{target}: the op table names the model's ops")
+        expect(f"{target}: instruction times add up to the execute time within 10% ({share}%)",
+               status == 0 and 90.0 <= share <= 100.0)
+        expect(f"{target}: the op table names the model's ops", "Conv" in out or "delegate null" in out)
         events = json.load(open(chrome))["traceEvents"]
         runs = sum(1 for e in events if e["cat"] == "execute")
-        check(runs == 20 and all(e["ph"] == "X" and e["dur"] >= 0 for e in events),
-              f"{target}: Chrome trace with {len(events)} events over {runs} runs")
+        expect(f"{target}: Chrome trace with {len(events)} events over {runs} runs",
+               runs == 20 and all(e["ph"] == "X" and e["dur"] >= 0 for e in events))
         if target != "cpu":
-            check(any(e["cat"] == "backend" for e in events), f"{target}: the delegate added its own records")
-    p = run([args.kiln, "profile", os.path.join(work, "demo_cpu.kiln.trace"), "--program",
-             os.path.join(work, "demo_null.kiln")])
-    check(p.returncode != 0 and "not the program" in p.stdout, "a trace against another program is refused")
-    p = run([args.kiln, "profile", os.path.join(work, "demo_cpu.kiln")])
-    check(p.returncode != 0 and "not a kiln trace" in p.stdout, "a program is not a trace")
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+            expect(f"{target}: the delegate added its own records", any(e["cat"] == "backend" for e in events))
+    status, out = kiln(args, "profile", os.path.join(work, "demo_cpu.kiln.trace"), "--program",
+                       os.path.join(work, "demo_null.kiln"))
+    expect("a trace against another program is refused", status != 0 and "not the program" in out, out)
+    status, out = kiln(args, "profile", os.path.join(work, "demo_cpu.kiln"))
+    expect("a program is not a trace", status != 0 and "not a kiln trace" in out, out)
+    return finish()
 
 
 if __name__ == "__main__":

@@ -6,44 +6,37 @@ constant segment is changed, and refuses a test made for another program.
 
     self_test_test.py --kiln KILN --workdir DIR
 """
-import argparse
 import os
 import struct
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+from kiln_checks import expect, finish, run, test_args  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-failures = []
 
 
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
-
-
-def run(cmd):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def kiln(args, *argv):
+    """Runs kiln; (exit status, stdout and stderr together)."""
+    status, out, err = run(args.kiln, *argv)
+    return status, out + err
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--kiln", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
+    args = test_args()
     work = args.workdir
-    os.makedirs(work, exist_ok=True)
     demo = os.path.join(work, "demo")
     subprocess.run([sys.executable, os.path.join(ROOT, "examples", "demo", "make_model.py"), demo], check=True,
                    stdout=subprocess.DEVNULL)
     program = os.path.join(work, "demo.kiln")
-    p = run([args.kiln, "plan", os.path.join(demo, "demo_cnn.onnx"), "-o", program, "--bundle-test",
-             os.path.join(demo, "input.npy")])
-    check(p.returncode == 0 and "self-test:" in p.stdout and os.path.exists(program + ".test"),
-          "kiln plan --bundle-test writes PROGRAM.test")
+    status, out = kiln(args, "plan", os.path.join(demo, "demo_cnn.onnx"), "-o", program, "--bundle-test",
+                       os.path.join(demo, "input.npy"))
+    expect("kiln plan --bundle-test writes PROGRAM.test",
+           status == 0 and "self-test:" in out and os.path.exists(program + ".test"), out)
 
-    p = run([args.kiln, "run", program, "--self-test", program + ".test"])
-    check(p.returncode == 0 and "passed" in p.stdout, "the self-test passes on its program: " + p.stdout.strip())
+    status, out = kiln(args, "run", program, "--self-test", program + ".test")
+    expect("the self-test passes on its program", status == 0 and "passed" in out, out)
 
     # Change one weight: the program still loads (its flatbuffer is intact),
     # and the self-test catches the different outputs.
@@ -54,23 +47,19 @@ def main():
     struct.pack_into("<f", data, offset, struct.unpack_from("<f", data, offset)[0] + 10.0)
     corrupt = os.path.join(work, "corrupt.kiln")
     open(corrupt, "wb").write(data)
-    p = run([args.kiln, "run", corrupt, "--self-test", program + ".test"])
-    check(p.returncode == 1 and "FAILED" in p.stdout, "a changed weight fails the self-test: " + p.stdout.strip())
-    p = run([args.kiln, "run", corrupt, "--self-test", program + ".test", "--input", os.path.join(demo, "input.npy")])
-    check(p.returncode != 0 and "brings its own inputs" in p.stdout, "inputs and a self-test exclude each other")
+    status, out = kiln(args, "run", corrupt, "--self-test", program + ".test")
+    expect("a changed weight fails the self-test", status == 1 and "FAILED" in out, out)
+    status, out = kiln(args, "run", corrupt, "--self-test", program + ".test", "--input",
+                       os.path.join(demo, "input.npy"))
+    expect("inputs and a self-test exclude each other", status != 0 and "brings its own inputs" in out, out)
 
     other = os.path.join(work, "other.kiln")
-    run([args.kiln, "plan", os.path.join(demo, "demo_cnn.onnx"), "-o", other, "--no-packing"])
-    p = run([args.kiln, "run", other, "--self-test", program + ".test"])
-    check(p.returncode != 0 and "another program" in p.stdout, "a test for another program is refused")
-    p = run([args.kiln, "run", program, "--self-test", program])
-    check(p.returncode != 0 and "not a kiln self-test" in p.stdout, "a program is not a self-test")
-
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    kiln(args, "plan", os.path.join(demo, "demo_cnn.onnx"), "-o", other, "--no-packing")
+    status, out = kiln(args, "run", other, "--self-test", program + ".test")
+    expect("a test for another program is refused", status != 0 and "another program" in out, out)
+    status, out = kiln(args, "run", program, "--self-test", program)
+    expect("a program is not a self-test", status != 0 and "not a kiln self-test" in out, out)
+    return finish()
 
 
 if __name__ == "__main__":

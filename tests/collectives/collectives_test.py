@@ -26,13 +26,12 @@ import onnx
 from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-failures = []
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+from kiln_checks import expect, finish  # noqa: E402
 
 
 def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
+    expect(what, ok)
 
 
 def run(cmd, expect_ok=True):
@@ -135,11 +134,7 @@ def main():
     check(p.returncode != 0 and "planned for 2 ranks" in p.stdout and "mpirun -n 2" in p.stdout,
           "a program for 2 ranks run alone says how to launch it")
 
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":
