@@ -16,6 +16,7 @@
 #include "kiln/runtime/check.h"
 #include "kiln/runtime/program.h"
 #include "kiln/schema/device.h"
+#include "kiln/schema/digest.h"
 #include "method_internal.h"
 
 namespace kiln {
@@ -230,12 +231,11 @@ class MethodLoader final : public MethodView {
   // size and every tensor's index, offset and byte size): equal on every
   // rank exactly when all ranks planned the same layout.
   uint64_t layout_digest(uint32_t index, const fb::Arena& arena) const {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = abi::kFnv1a64Start;
     auto mix = [&h](uint64_t v) {
-      for (int b = 0; b < 8; ++b) {
-        h ^= (v >> (8 * b)) & 0xFF;
-        h *= 1099511628211ull;
-      }
+      uint8_t bytes[8];
+      for (int b = 0; b < 8; ++b) bytes[b] = static_cast<uint8_t>(v >> (8 * b));
+      h = abi::fnv1a64(h, bytes, sizeof(bytes));
     };
     mix(arena.size());
     mix(arena.alignment());
