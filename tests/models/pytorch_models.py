@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kiln plan + kiln run reproduce PyTorch on exported CNN, MLP and transformer models.
+"""kiln plan + kiln run reproduce PyTorch on exported CNN, MLP, recurrent and transformer models.
 
 Each model is built with a fixed seed, exported to ONNX by PyTorch, planned
 and run by the kiln CLI, and compared with PyTorch's own output. The error
@@ -110,6 +110,54 @@ class Decoder(nn.Module):
         return y[..., 1:-1, 2:]
 
 
+class Lstm(nn.Module):
+    """torch.nn.LSTM, two layers, sequence first: LSTM nodes with Y used by
+    the next layer and Y_h and Y_c unused, the last step through a Linear."""
+
+    def __init__(self, bidirectional):
+        super().__init__()
+        self.lstm = nn.LSTM(12, 20, num_layers=2, bidirectional=bidirectional)
+        self.head = nn.Linear(20 * (2 if bidirectional else 1), 6)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        return self.head(y[-1])
+
+
+class GruKeywordSpotter(nn.Module):
+    """A keyword-spotting model: a Conv1d front end over 10 MFCC bands, a
+    batch-first GRU (linear_before_reset, as PyTorch exports it), a Linear
+    head over the final hidden state (Y_h)."""
+
+    def __init__(self):
+        super().__init__()
+        self.front = nn.Sequential(nn.Conv1d(10, 32, 3, stride=2, padding=1), nn.BatchNorm1d(32), nn.ReLU())
+        self.gru = nn.GRU(32, 48, batch_first=True)
+        self.head = nn.Linear(48, 12)
+
+    def forward(self, x):
+        f = self.front(x).transpose(1, 2)
+        _, h = self.gru(f)
+        return F.log_softmax(self.head(h[-1]), dim=-1)
+
+
+class Rnn(nn.Module):
+    """torch.nn.RNN: a bidirectional tanh layer whose initial state is
+    computed from the input (initial_h at run time), then a ReLU layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.h0 = nn.Linear(8, 16)
+        self.rnn = nn.RNN(8, 16, bidirectional=True, batch_first=True)
+        self.relu_rnn = nn.RNN(32, 24, nonlinearity="relu", batch_first=True)
+
+    def forward(self, x):
+        h0 = torch.tanh(self.h0(x.mean(dim=1))).unsqueeze(0).expand(2, -1, -1).contiguous()
+        y, _ = self.rnn(x, h0)
+        y, h = self.relu_rnn(y)
+        return y + h.transpose(0, 1)
+
+
 def encoder(norm_first, activation):
     """torch.nn.TransformerEncoderLayer (d_model 64, 4 heads, batch first):
     attention, MatMul, Softmax, LayerNormalization (opset 17) or its
@@ -139,6 +187,10 @@ MODELS = {
     "encoder": (encoder(False, "relu"), (2, 10, 64)),
     "encoder_norm_first": (encoder(True, "relu"), (2, 10, 64)),
     "encoder_gelu": (encoder(True, "gelu"), (2, 10, 64)),
+    "lstm": (lambda: Lstm(False), (9, 3, 12)),
+    "lstm_bidirectional": (lambda: Lstm(True), (9, 3, 12)),
+    "gru_kws": (GruKeywordSpotter, (2, 10, 49)),
+    "rnn": (Rnn, (3, 7, 8)),
     "mobilenet_v2": (torchvision_model("mobilenet_v2"), (1, 3, 224, 224)),
     "resnet18": (torchvision_model("resnet18"), (1, 3, 224, 224)),
 }
@@ -150,7 +202,7 @@ def prepare(model):
             if isinstance(m, nn.LayerNorm):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
-            if isinstance(m, nn.BatchNorm2d):
+            if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 1.5)
                 m.weight.uniform_(0.5, 1.5)
