@@ -41,6 +41,11 @@ Lowered lower_stage(Graph graph, const PlanOptions& options) {
   fold(graph);
   Lowered lowered;
   PlanResult& result = lowered.result;
+  // Folding leaves DequantizeLinear alone (its weights stay int8 for this
+  // pass); the pass folds the constant ones it does not use into floats.
+  result.qdq = fold_qdq(graph);
+  if (result.qdq.total() > 0) fold(graph);
+  result.int8 = int8_share(graph);
   result.ranks = graph.ranks;
   if (options.fuse) result.fuse.batch_norms_folded = fold_batch_norms(graph);
   PartitionOptions partition_options;

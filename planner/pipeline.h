@@ -34,6 +34,7 @@
 #include "onnx/import.h"
 #include "ops/lowering_context.h"
 #include "passes/fuse.h"
+#include "passes/qdq.h"
 #include "passes/inplace.h"
 #include "passes/symmetric.h"
 #include "passes/tensor_parallel.h"
@@ -98,6 +99,10 @@ struct PlanResult {
   InplaceSaving inplace_saving;
   SymmetricStats symmetric;
   TensorParallelStats tensor_parallel;
+  // QDQ patterns folded into int8 kernels, and how much of the linear work
+  // runs int8 (passes/qdq.h).
+  QdqStats qdq;
+  Int8Share int8;
   uint32_t ranks = 1;
 };
 

@@ -128,6 +128,16 @@ void print_summary(const std::string& model, const std::string& output, const Pl
                   m.init_instructions.size() == 1 ? "" : "s", result.round_trips_removed,
                   result.round_trips_removed == 1 ? "" : "s");
     }
+    if (result.int8.int8_ops > 0) {
+      const Int8Share& q = result.int8;
+      std::string folded;
+      for (const auto& [op, count] : result.qdq.folded) folded += str(folded.empty() ? "" : ", ", count, " ", op);
+      std::printf("  int8:        %d of %d linear ops (%s of %s MACs, %.1f%%); QDQ folded: %s\n", q.int8_ops,
+                  q.linear_ops, group_digits(static_cast<uint64_t>(q.int8_macs)).c_str(),
+                  group_digits(static_cast<uint64_t>(q.linear_macs)).c_str(),
+                  q.linear_macs > 0 ? 100.0 * static_cast<double>(q.int8_macs) / static_cast<double>(q.linear_macs) : 0.0,
+                  folded.empty() ? "none" : folded.c_str());
+    }
     const InplaceSaving& saving = result.inplace_saving;
     std::printf("  in place:    %d outputs over a dying input, %d views; %s bytes saved against --no-inplace "
                 "(%s -> %s), %s\n", result.inplace.outputs_in_place, result.inplace.views,

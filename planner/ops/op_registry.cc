@@ -144,6 +144,7 @@ const std::vector<OpDef>& registry() {
     add_resize_ops(all);
     add_collective_ops(all);
     add_math_ops(all);
+    add_quant_ops(all);
     add_rnn_ops(all);
     add_refused_ops(all);
     return all;

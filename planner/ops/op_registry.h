@@ -103,6 +103,7 @@ void add_reduce_ops(std::vector<OpDef>& ops);
 void add_resize_ops(std::vector<OpDef>& ops);
 void add_collective_ops(std::vector<OpDef>& ops);
 void add_math_ops(std::vector<OpDef>& ops);
+void add_quant_ops(std::vector<OpDef>& ops);
 void add_rnn_ops(std::vector<OpDef>& ops);
 void add_refused_ops(std::vector<OpDef>& ops);
 

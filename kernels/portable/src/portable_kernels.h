@@ -28,6 +28,8 @@ extern const KernelEntry kElementwiseKernels[];
 extern const size_t kNumElementwiseKernels;
 extern const KernelEntry kLinearKernels[];
 extern const size_t kNumLinearKernels;
+extern const KernelEntry kQuantizedKernels[];
+extern const size_t kNumQuantizedKernels;
 extern const KernelEntry kPoolKernels[];
 extern const size_t kNumPoolKernels;
 extern const KernelEntry kShapeKernels[];

@@ -8,6 +8,7 @@ Error register_portable_kernels(KernelRegistry& registry) {
   using namespace kernels;
   KILN_RETURN_IF_ERROR(registry.register_kernels(kElementwiseKernels, kNumElementwiseKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kLinearKernels, kNumLinearKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kQuantizedKernels, kNumQuantizedKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kPoolKernels, kNumPoolKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kShapeKernels, kNumShapeKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kNormKernels, kNumNormKernels));

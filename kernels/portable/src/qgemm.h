@@ -1,0 +1,87 @@
+// The int8 product of kiln/kernels/qgemm.h as the kernels call it: packing
+// of activations into panels, the register-tile inner loops per ISA, and
+// the shared epilogue. Internal.
+//
+// One call multiplies one weight matrix (m channels x kp) by packed
+// activations (n columns) and writes y[c * y_channel_stride + p *
+// y_column_stride]: a convolution's NCHW plane (channel stride oh*ow,
+// column stride 1) or a matrix product's rows (channel stride 1, column
+// stride n).
+//
+// Adding an inner loop: write a QGemmTileFn for the ISA (it must give the
+// exact int32 sums; nothing else changes) and return it from
+// qgemm_tile_for() when the ISA switch allows it.
+
+#ifndef KILN_KERNELS_PORTABLE_SRC_QGEMM_H_
+#define KILN_KERNELS_PORTABLE_SRC_QGEMM_H_
+
+#include <stdint.h>
+
+#include "kiln/kernels/isa.h"
+#include "kiln/kernels/qgemm.h"
+#include "kiln/runtime/tensor.h"
+
+namespace kiln {
+namespace kernels {
+
+// acc[r][i] = sum_{k<kp} panel(k, i) * w[r * ldw + k] for r < mr (<=
+// kQGemmMr) and all kQGemmNr columns i of one packed panel. Rows >= mr of
+// acc are left alone.
+using QGemmTileFn = void (*)(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                             int32_t acc[kQGemmMr][kQGemmNr]);
+
+// The inner loop for `isa` (the portable one where there is none for it).
+QGemmTileFn qgemm_tile_for(Isa isa);
+void qgemm_tile_portable(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                         int32_t acc[kQGemmMr][kQGemmNr]);
+#if defined(__x86_64__) && defined(__GNUC__)
+void qgemm_tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                     int32_t acc[kQGemmMr][kQGemmNr]);
+void qgemm_tile_avx512_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                            int32_t acc[kQGemmMr][kQGemmNr]);
+// Whether the processor has AVX512-VNNI (and AVX512BW); the avx512 path
+// uses vpdpbusd only then, the AVX2 loop otherwise.
+bool processor_has_avx512_vnni();
+#endif
+
+struct QGemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  const int8_t* w = nullptr;        // [m][qgemm_kp(k)]
+  const uint8_t* x = nullptr;       // packed panels of n columns
+  const int32_t* x_sums = nullptr;  // [n] (needed with w_zp)
+  const int32_t* bias = nullptr;    // [m], folded
+  const int32_t* w_zp = nullptr;    // [m] or nullptr (all zero)
+  const int32_t* multiplier = nullptr;  // [m]; nullptr: int32 output
+  const int32_t* shift = nullptr;       // [m]
+  int32_t y_zp = 0, y_min = 0, y_max = 0;
+  DType y_dtype = DType::UINT8;     // UINT8, INT8 or INT32
+  void* y = nullptr;
+  int64_t y_channel_stride = 0, y_column_stride = 0;
+};
+
+void qgemm(const QGemmProblem& p, QGemmTileFn tile);
+
+// Packs columns of a matrix stored row by row (column p's k values at
+// x + p * ldx) into panels; `flip` adds 128 (int8 input); sums into x_sums
+// when not null.
+void qgemm_pack_rows(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out,
+                     int32_t* x_sums);
+
+// The im2col columns of one image and group (channels c, h x w) packed into
+// panels: column (oy, ox), row (c, ky, kx) reads
+// x[c][oy*sh - pt + ky*dh][ox*sw - pl + kx*dw], `pad` outside (the zero
+// point, already flipped).
+struct QIm2col {
+  const uint8_t* x = nullptr;
+  int64_t channels = 0, h = 0, w = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  int64_t oh = 0, ow = 0;
+  bool flip = false;
+  uint8_t pad = 0;
+};
+void qgemm_pack_im2col(const QIm2col& g, uint8_t* out, int32_t* x_sums);
+
+}  // namespace kernels
+}  // namespace kiln
+
+#endif  // KILN_KERNELS_PORTABLE_SRC_QGEMM_H_

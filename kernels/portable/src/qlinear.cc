@@ -1,0 +1,400 @@
+// Quantized kernels:
+//
+//   QuantizeLinear    float32 -> uint8/int8; inputs x, scale (float32, one
+//                     value or one per channel of the axis), zero point
+//                     (optional, the output's dtype, as many as scale);
+//                     ints [axis]. y = saturate(round_half_even(x / scale)
+//                     + zero_point), as ONNX specifies; NaN gives the zero
+//                     point.
+//   DequantizeLinear  uint8/int8/int32 -> float32; inputs x, scale, zero
+//                     point (optional, x's dtype); ints [axis].
+//                     y = (x - zero_point) * scale.
+//   ConvInt8          the int8 convolution of kiln/kernels/qgemm.h (groups
+//                     and depthwise included; NCHW, 1-D as height 1).
+//                     inputs: 0 x (uint8/int8), 1 packed weights (int8,
+//                     1-D: [group][M/group][kp]), 2 folded bias (int32
+//                     [M]), 3 multiplier and 4 shift (int32 [M]; both
+//                     absent for an int32 output), 5 weight zero points
+//                     (int32 [M], optional). scratch: packed activations
+//                     (uint8, qgemm_packed_x_bytes(K, oH * oW)), and with
+//                     input 5 the column sums (int32 [oH * oW]).
+//                     ints [group, kH, kW, sH, sW, dH, dW, pad top, left,
+//                     bottom, right, x zero point (uint8 domain: int8 + 128),
+//                     y zero point, y min, y max].
+//   GemmInt8          the int8 matrix product y[..., r, c] = sum_k a[..., r,
+//                     k] w[c][k] (requantized). inputs: 0 a (uint8/int8,
+//                     [..., R, K]), 1 packed weights (int8, 1-D:
+//                     [batches][N][kp]), 2 folded bias (int32 [batches *
+//                     N]), 3 multiplier, 4 shift (int32 [N]), 5 weight zero
+//                     points (int32 [N], optional). With batches 1 every row
+//                     of a meets the same weights; otherwise a's rows split
+//                     into `batches` equal parts, one per weight matrix.
+//                     scratch as ConvInt8 with the rows as columns. ints
+//                     [batches, x zero point, y zero point, y min, y max].
+//
+// The int8 kernels check everything at load (operand sizes against the
+// geometry, the scratch against qgemm_packed_x_bytes); run() trusts it.
+
+#include <math.h>
+#include <string.h>
+
+#include "kernel_util.h"
+#include "portable_kernels.h"
+#include "qgemm.h"
+
+namespace kiln {
+namespace kernels {
+namespace {
+
+// GenericParams' integers (see the top of this file).
+bool has_ints(const KernelArgs& args, uint32_t count) {
+  const auto* p = args.params<fb::GenericParams>();
+  return p != nullptr && p->ints() != nullptr && p->ints()->size() == count && aligned8(p->ints());
+}
+int64_t int_param(const KernelArgs& args, uint32_t i) { return args.params<fb::GenericParams>()->ints()->Get(i); }
+
+// ---------------------------------------------------------------------------
+// QuantizeLinear, DequantizeLinear
+
+// Outer, channel and inner extents of `t` around the axis the scale runs
+// along (one channel when the scale is a single value).
+struct Channels {
+  int64_t outer = 1, channels = 1, inner = 1;
+};
+
+Error check_scale_layout(const KernelArgs& args, const Tensor& x, Channels* out) {
+  KILN_KERNEL_CHECK(args, has_ints(args, 1), "expects GenericParams with one integer (axis)");
+  const Tensor& scale = args.in(1);
+  KILN_KERNEL_CHECK(args, scale.dtype() == DType::FLOAT32, "scale must be float32");
+  if (args.has_input(2)) {
+    KILN_KERNEL_CHECK(args, args.in(2).numel() == scale.numel(), "zero point and scale differ in size");
+  }
+  Channels c;
+  if (scale.numel() != 1) {
+    const int64_t axis = int_param(args, 0);
+    KILN_KERNEL_CHECK(args, scale.rank() == 1 && axis >= 0 && axis < x.rank() && x.dim(static_cast<uint32_t>(axis)) == scale.numel(),
+                      "scale of %lld values does not match the input's axis", static_cast<long long>(scale.numel()));
+    c.outer = dims_product(x, 0, static_cast<uint32_t>(axis));
+    c.channels = scale.numel();
+    c.inner = dims_product(x, static_cast<uint32_t>(axis) + 1, x.rank());
+  } else {
+    c.inner = x.numel();
+  }
+  *out = c;
+  return Error::kOk;
+}
+
+Error check_quantize(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32, "input must be float32");
+  KILN_KERNEL_CHECK(args, y.dtype() == DType::UINT8 || y.dtype() == DType::INT8, "output must be uint8 or int8");
+  KILN_KERNEL_CHECK(args, !args.has_input(2) || args.in(2).dtype() == y.dtype(), "zero point differs from the output's dtype");
+  KILN_RETURN_IF_ERROR(check_same_shape(args, x, y, "input and output"));
+  Channels c;
+  return check_scale_layout(args, x, &c);
+}
+
+template <typename Q>
+void quantize(const KernelArgs& args, const Channels& c) {
+  const float* x = args.in(0).data_as<const float>();
+  const float* scale = args.in(1).data_as<const float>();
+  const Q* zp = args.has_input(2) ? args.in(2).data_as<const Q>() : nullptr;
+  Q* y = args.out(0).data_as<Q>();
+  constexpr float lo = sizeof(Q) == 1 && static_cast<Q>(-1) < 0 ? -128.f : 0.f;
+  constexpr float hi = lo + 255.f;
+  for (int64_t o = 0; o < c.outer; ++o) {
+    for (int64_t ch = 0; ch < c.channels; ++ch) {
+      const float s = scale[ch];
+      const float z = zp != nullptr ? static_cast<float>(zp[ch]) : 0.f;
+      const int64_t base = (o * c.channels + ch) * c.inner;
+      for (int64_t i = 0; i < c.inner; ++i) {
+        const float v = nearbyintf(x[base + i] / s) + z;
+        // NaN fails both comparisons and takes the zero point.
+        y[base + i] = v >= hi ? static_cast<Q>(hi) : v <= lo ? static_cast<Q>(lo) : v == v ? static_cast<Q>(v) : static_cast<Q>(z);
+      }
+    }
+  }
+}
+
+Error run_quantize(const KernelArgs& args) {
+  Channels c;
+  KILN_RETURN_IF_ERROR(check_scale_layout(args, args.in(0), &c));
+  if (args.out(0).dtype() == DType::UINT8) {
+    quantize<uint8_t>(args, c);
+  } else {
+    quantize<int8_t>(args, c);
+  }
+  return Error::kOk;
+}
+
+Error check_dequantize(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::UINT8 || x.dtype() == DType::INT8 || x.dtype() == DType::INT32,
+                    "input must be uint8, int8 or int32");
+  KILN_KERNEL_CHECK(args, y.dtype() == DType::FLOAT32, "output must be float32");
+  KILN_KERNEL_CHECK(args, !args.has_input(2) || args.in(2).dtype() == x.dtype(), "zero point differs from the input's dtype");
+  KILN_RETURN_IF_ERROR(check_same_shape(args, x, y, "input and output"));
+  Channels c;
+  return check_scale_layout(args, x, &c);
+}
+
+template <typename Q>
+void dequantize(const KernelArgs& args, const Channels& c) {
+  const Q* x = args.in(0).data_as<const Q>();
+  const float* scale = args.in(1).data_as<const float>();
+  const Q* zp = args.has_input(2) ? args.in(2).data_as<const Q>() : nullptr;
+  float* y = args.out(0).data_as<float>();
+  for (int64_t o = 0; o < c.outer; ++o) {
+    for (int64_t ch = 0; ch < c.channels; ++ch) {
+      const float s = scale[ch];
+      const int64_t z = zp != nullptr ? zp[ch] : 0;
+      const int64_t base = (o * c.channels + ch) * c.inner;
+      for (int64_t i = 0; i < c.inner; ++i) y[base + i] = static_cast<float>(x[base + i] - z) * s;
+    }
+  }
+}
+
+Error run_dequantize(const KernelArgs& args) {
+  Channels c;
+  KILN_RETURN_IF_ERROR(check_scale_layout(args, args.in(0), &c));
+  switch (args.in(0).dtype()) {
+    case DType::UINT8: dequantize<uint8_t>(args, c); break;
+    case DType::INT8: dequantize<int8_t>(args, c); break;
+    default: dequantize<int32_t>(args, c); break;
+  }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// ConvInt8, GemmInt8
+
+// What both check of inputs 1..5, the output and the scratch, given the
+// product's shape: `m` channels, `k` reduction, `columns` per call,
+// `weight_sets` weight matrices (bias sets).
+Error check_int8_operands(const KernelArgs& args, int64_t m, int64_t k, int64_t columns, int64_t weight_sets) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::UINT8 || x.dtype() == DType::INT8, "input must be uint8 or int8");
+  KILN_KERNEL_CHECK(args, k > 0 && k <= kQGemmMaxK, "reduction length %lld outside [1, %lld]", static_cast<long long>(k),
+                    static_cast<long long>(kQGemmMaxK));
+  const Tensor& w = args.in(1);
+  KILN_KERNEL_CHECK(args, w.dtype() == DType::INT8 && w.numel() == weight_sets * m * qgemm_kp(k),
+                    "packed weights must be int8 with %lld values", static_cast<long long>(weight_sets * m * qgemm_kp(k)));
+  KILN_KERNEL_CHECK(args, args.has_input(2) && args.in(2).dtype() == DType::INT32 && args.in(2).numel() == weight_sets * m,
+                    "bias must be int32 with %lld values", static_cast<long long>(weight_sets * m));
+  const bool requantized = args.has_input(3);
+  KILN_KERNEL_CHECK(args, requantized == args.has_input(4), "multiplier and shift come together");
+  if (requantized) {
+    for (uint32_t i = 3; i <= 4; ++i) {
+      KILN_KERNEL_CHECK(args, args.in(i).dtype() == DType::INT32 && args.in(i).numel() == m,
+                        "multiplier and shift must be int32 with %lld values", static_cast<long long>(m));
+    }
+    KILN_KERNEL_CHECK(args, y.dtype() == DType::UINT8 || y.dtype() == DType::INT8, "a requantized output is uint8 or int8");
+  } else {
+    KILN_KERNEL_CHECK(args, y.dtype() == DType::INT32, "without requantization the output is int32");
+  }
+  const bool w_zp = args.has_input(5);
+  if (w_zp) {
+    KILN_KERNEL_CHECK(args, args.in(5).dtype() == DType::INT32 && args.in(5).numel() == m,
+                      "weight zero points must be int32 with %lld values", static_cast<long long>(m));
+  }
+  KILN_KERNEL_CHECK(args, args.num_scratch == (w_zp ? 2 : 1), "expects %d scratch tensors", w_zp ? 2 : 1);
+  KILN_KERNEL_CHECK(args, args.scratch[0]->dtype() == DType::UINT8 &&
+                              args.scratch[0]->numel() >= qgemm_packed_x_bytes(k, columns),
+                    "packing scratch smaller than %lld bytes", static_cast<long long>(qgemm_packed_x_bytes(k, columns)));
+  if (w_zp) {
+    KILN_KERNEL_CHECK(args, args.scratch[1]->dtype() == DType::INT32 && args.scratch[1]->numel() >= columns,
+                      "column-sum scratch smaller than %lld values", static_cast<long long>(columns));
+  }
+  return Error::kOk;
+}
+
+// The product's fixed operands (everything but x, y and the columns).
+QGemmProblem int8_problem(const KernelArgs& args, int64_t y_zp_index) {
+  QGemmProblem p;
+  p.multiplier = args.has_input(3) ? args.in(3).data_as<const int32_t>() : nullptr;
+  p.shift = args.has_input(4) ? args.in(4).data_as<const int32_t>() : nullptr;
+  p.w_zp = args.has_input(5) ? args.in(5).data_as<const int32_t>() : nullptr;
+  p.x_sums = args.has_input(5) ? args.scratch[1]->data_as<int32_t>() : nullptr;
+  p.x = args.scratch[0]->data_as<const uint8_t>();
+  p.y_dtype = args.out(0).dtype();
+  if (p.multiplier != nullptr) {
+    p.y_zp = static_cast<int32_t>(int_param(args, static_cast<uint32_t>(y_zp_index)));
+    p.y_min = static_cast<int32_t>(int_param(args, static_cast<uint32_t>(y_zp_index + 1)));
+    p.y_max = static_cast<int32_t>(int_param(args, static_cast<uint32_t>(y_zp_index + 2)));
+  }
+  return p;
+}
+
+Error check_int8_clamp(const KernelArgs& args, uint32_t first) {
+  const DType y = args.out(0).dtype();
+  if (y == DType::INT32) return Error::kOk;
+  const int64_t lo = y == DType::UINT8 ? 0 : -128, hi = lo + 255;
+  const int64_t zp = int_param(args, first), y_min = int_param(args, first + 1), y_max = int_param(args, first + 2);
+  KILN_KERNEL_CHECK(args, zp >= lo && zp <= hi && y_min >= lo && y_max <= hi && y_min <= y_max,
+                    "output zero point or bounds outside the output's range");
+  return Error::kOk;
+}
+
+struct Int8Conv {
+  int64_t n, c, h, w, m, oh, ow;
+  int64_t group, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  int64_t x_zp;
+};
+
+Int8Conv int8_conv(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  const bool one_d = x.rank() == 3;
+  Int8Conv g;
+  g.n = x.dim(0); g.c = x.dim(1);
+  g.h = one_d ? 1 : x.dim(2); g.w = x.dim(x.rank() - 1);
+  g.m = y.dim(1);
+  g.oh = one_d ? 1 : y.dim(2); g.ow = y.dim(y.rank() - 1);
+  g.group = int_param(args, 0);
+  g.kh = int_param(args, 1); g.kw = int_param(args, 2);
+  g.sh = int_param(args, 3); g.sw = int_param(args, 4);
+  g.dh = int_param(args, 5); g.dw = int_param(args, 6);
+  g.pt = int_param(args, 7); g.pl = int_param(args, 8);
+  g.pb = int_param(args, 9); g.pr = int_param(args, 10);
+  g.x_zp = int_param(args, 11);
+  return g;
+}
+
+Error check_conv_int8(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 3, 6, 1, args.num_scratch));
+  KILN_KERNEL_CHECK(args, has_ints(args, 15), "expects GenericParams with 15 integers");
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank(), "expects NCHW (or NCW) tensors");
+  for (uint32_t i = 1; i <= 10; ++i) {
+    const int64_t v = int_param(args, i);
+    KILN_KERNEL_CHECK(args, v >= (i <= 6 ? 1 : 0) && v <= (int64_t{1} << 20), "geometry parameter %u is %lld", i,
+                      static_cast<long long>(v));
+  }
+  const Int8Conv g = int8_conv(args);
+  KILN_KERNEL_CHECK(args, x.rank() == 4 || (g.kh == 1 && g.sh == 1 && g.dh == 1 && g.pt == 0 && g.pb == 0),
+                    "a 1-D convolution has height 1");
+  KILN_KERNEL_CHECK(args, g.group >= 1 && g.c % g.group == 0 && g.m % g.group == 0 && y.dim(0) == g.n,
+                    "group %lld does not divide the channels", static_cast<long long>(g.group));
+  KILN_KERNEL_CHECK(args, g.x_zp >= 0 && g.x_zp <= 255, "input zero point outside the uint8 domain");
+  const int64_t eh = (g.h + g.pt + g.pb - g.dh * (g.kh - 1) - 1), ew = (g.w + g.pl + g.pr - g.dw * (g.kw - 1) - 1);
+  KILN_KERNEL_CHECK(args, eh >= 0 && ew >= 0 && eh / g.sh + 1 == g.oh && ew / g.sw + 1 == g.ow,
+                    "output size does not follow from the geometry");
+  const int64_t k = (g.c / g.group) * g.kh * g.kw;
+  KILN_RETURN_IF_ERROR(check_int8_operands(args, g.m, k, g.oh * g.ow, 1));
+  KILN_KERNEL_CHECK(args, args.in(1).numel() == g.group * (g.m / g.group) * qgemm_kp(k), "packed weights have the wrong size");
+  return check_int8_clamp(args, 12);
+}
+
+Error run_conv_int8(const KernelArgs& args) {
+  const Int8Conv g = int8_conv(args);
+  QGemmProblem p = int8_problem(args, 12);
+  const QGemmTileFn tile = qgemm_tile_for(active_isa());
+  const int64_t cg = g.c / g.group, mg = g.m / g.group;
+  const int64_t k = cg * g.kh * g.kw, kp = qgemm_kp(k);
+  const int64_t plane = g.oh * g.ow;
+  const size_t y_elem = dtype_size(p.y_dtype);
+  const bool flip = args.in(0).dtype() == DType::INT8;
+  const uint8_t* x = args.in(0).data_as<const uint8_t>();
+  const int8_t* w = args.in(1).data_as<const int8_t>();
+  const int32_t* bias = args.in(2).data_as<const int32_t>();
+  uint8_t* y = args.out(0).data_as<uint8_t>();
+  const int32_t* multiplier = p.multiplier;
+  const int32_t* shift = p.shift;
+  const int32_t* w_zp = p.w_zp;
+  p.m = mg;
+  p.n = plane;
+  p.k = k;
+  p.y_channel_stride = plane;
+  p.y_column_stride = 1;
+  for (int64_t b = 0; b < g.n; ++b) {
+    for (int64_t grp = 0; grp < g.group; ++grp) {
+      QIm2col im;
+      im.x = x + (b * g.c + grp * cg) * g.h * g.w;
+      im.channels = cg;
+      im.h = g.h; im.w = g.w;
+      im.kh = g.kh; im.kw = g.kw; im.sh = g.sh; im.sw = g.sw; im.dh = g.dh; im.dw = g.dw;
+      im.pt = g.pt; im.pl = g.pl;
+      im.oh = g.oh; im.ow = g.ow;
+      im.flip = flip;
+      im.pad = static_cast<uint8_t>(g.x_zp);
+      qgemm_pack_im2col(im, args.scratch[0]->data_as<uint8_t>(), const_cast<int32_t*>(p.x_sums));
+      const int64_t c0 = grp * mg;
+      p.w = w + c0 * kp;
+      p.bias = bias + c0;
+      p.multiplier = multiplier != nullptr ? multiplier + c0 : nullptr;
+      p.shift = shift != nullptr ? shift + c0 : nullptr;
+      p.w_zp = w_zp != nullptr ? w_zp + c0 : nullptr;
+      p.y = y + static_cast<size_t>((b * g.m + c0) * plane) * y_elem;
+      qgemm(p, tile);
+    }
+  }
+  return Error::kOk;
+}
+
+Error check_gemm_int8(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 3, 6, 1, args.num_scratch));
+  KILN_KERNEL_CHECK(args, has_ints(args, 5), "expects GenericParams with 5 integers");
+  const Tensor& a = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, a.rank() >= 1 && y.rank() == a.rank(), "input and output differ in rank");
+  const int64_t batches = int_param(args, 0);
+  const int64_t k = a.dim(a.rank() - 1);
+  const int64_t n = y.dim(y.rank() - 1);
+  KILN_KERNEL_CHECK(args, k > 0 && n > 0 && batches >= 1, "empty product");
+  const int64_t rows = a.numel() / k;
+  KILN_KERNEL_CHECK(args, rows % batches == 0 && y.numel() == rows * n, "output does not match the rows of the input");
+  for (uint32_t d = 0; d + 1 < a.rank(); ++d) KILN_KERNEL_CHECK(args, a.dim(d) == y.dim(d), "input and output differ in dim %u", d);
+  const int64_t x_zp = int_param(args, 1);
+  KILN_KERNEL_CHECK(args, x_zp >= 0 && x_zp <= 255, "input zero point outside the uint8 domain");
+  KILN_RETURN_IF_ERROR(check_int8_operands(args, n, k, rows / batches, batches));
+  return check_int8_clamp(args, 2);
+}
+
+Error run_gemm_int8(const KernelArgs& args) {
+  const Tensor& a = args.in(0);
+  const Tensor& yt = args.out(0);
+  QGemmProblem p = int8_problem(args, 2);
+  const QGemmTileFn tile = qgemm_tile_for(active_isa());
+  const int64_t batches = int_param(args, 0);
+  const int64_t k = a.dim(a.rank() - 1), kp = qgemm_kp(k);
+  const int64_t n = yt.dim(yt.rank() - 1);
+  const int64_t rows = a.numel() / k / batches;
+  const size_t y_elem = dtype_size(p.y_dtype);
+  const int8_t* w = args.in(1).data_as<const int8_t>();
+  const int32_t* bias = args.in(2).data_as<const int32_t>();
+  p.m = n;
+  p.n = rows;
+  p.k = k;
+  p.y_channel_stride = 1;
+  p.y_column_stride = n;
+  for (int64_t b = 0; b < batches; ++b) {
+    qgemm_pack_rows(a.data_as<const uint8_t>() + b * rows * k, k, rows, k, a.dtype() == DType::INT8,
+                    args.scratch[0]->data_as<uint8_t>(), const_cast<int32_t*>(p.x_sums));
+    p.w = w + b * n * kp;
+    p.bias = bias + b * n;
+    p.y = yt.data_as<uint8_t>() + static_cast<size_t>(b * rows * n) * y_elem;
+    qgemm(p, tile);
+  }
+  return Error::kOk;
+}
+
+}  // namespace
+
+#define KILN_QUANTIZED_KERNELS(K)                                      \
+  K(QuantizeLinear, check_quantize, run_quantize, 0)               \
+  K(DequantizeLinear, check_dequantize, run_dequantize, 0)            \
+  K(ConvInt8, check_conv_int8, run_conv_int8, 0)                      \
+  K(GemmInt8, check_gemm_int8, run_gemm_int8, 0)
+
+KILN_DEFINE_KERNEL_ENTRIES(KILN_QUANTIZED_KERNELS)
+const KernelEntry kQuantizedKernels[] = {KILN_QUANTIZED_KERNELS(KILN_KERNEL_TABLE_ROW)};
+const size_t kNumQuantizedKernels = sizeof(kQuantizedKernels) / sizeof(kQuantizedKernels[0]);
+
+}  // namespace kernels
+}  // namespace kiln

@@ -1,0 +1,397 @@
+// Quantization ops: QuantizeLinear and DequantizeLinear (per tensor and per
+// axis; uint8 and int8, DequantizeLinear also int32), and the int8 linear
+// ops QLinearConv, QLinearMatMul, ConvInteger and MatMulInteger, which lower
+// onto ConvInt8 / GemmInt8 (quant_ops.h). The linear ops need their weights,
+// scales and zero points known when planning (the planner folds them into
+// the kernel's constants); a model whose weights are computed at run time is
+// refused.
+
+#include "ops/quant_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kiln/kernels/qgemm.h"
+#include "ops/spatial.h"
+
+namespace kiln::planner {
+
+namespace {
+
+fb::ParamsUnion int_params(std::vector<int64_t> ints) {
+  fb::GenericParamsT p;
+  p.ints = std::move(ints);
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  return params;
+}
+
+int32_t low_of(DType d) { return d == DType::UINT8 ? 0 : -128; }
+
+// A scale or zero point's values, broadcast to `count` (one value or count).
+std::vector<double> floats_of(OpContext& ctx, const HostTensor& t, int64_t count, const char* what) {
+  if (t.numel() != 1 && t.numel() != count) ctx.not_supported(what, " with ", t.numel(), " values (1 or ", count, ")");
+  std::vector<double> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = t.float_at(t.numel() == 1 ? 0 : i);
+  return out;
+}
+
+std::vector<int32_t> ints_of(OpContext& ctx, const HostTensor& t, int64_t count, const char* what) {
+  if (t.numel() != 1 && t.numel() != count) ctx.not_supported(what, " with ", t.numel(), " values (1 or ", count, ")");
+  std::vector<int32_t> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = static_cast<int32_t>(t.int_at(t.numel() == 1 ? 0 : i));
+  return out;
+}
+
+// A scalar quantization parameter (one value).
+const HostTensor& scalar_input(OpContext& ctx, size_t i, const char* what) {
+  const HostTensor& t = ctx.constant_input(i, what);
+  if (t.numel() != 1) ctx.not_supported(what, " with ", t.numel(), " values (per-tensor only)");
+  return t;
+}
+
+// ---------------------------------------------------------------------------
+// QuantizeLinear, DequantizeLinear
+
+// Checks the scale (input 1) and zero point (input 2) against x's axis;
+// the axis the kernel takes (0 for a single scale).
+int64_t quant_axis(OpContext& ctx) {
+  const int64_t n = shape_numel(ctx.shape(1));
+  if (ctx.shape(1).size() > 1) ctx.error("scale must be a scalar or 1-D");
+  if (ctx.has_input(2) && shape_numel(ctx.shape(2)) != n) ctx.error("zero point and scale differ in size");
+  if (n == 1 && ctx.shape(1).size() <= 1) return 0;
+  const int64_t axis = ctx.axis(ctx.attr_int("axis", 1), ctx.rank(0));
+  if (ctx.shape(0)[static_cast<size_t>(axis)] != n) {
+    ctx.error("scale has ", n, " values, the input's axis ", axis, " has ", ctx.shape(0)[static_cast<size_t>(axis)]);
+  }
+  return axis;
+}
+
+void infer_quantize(OpContext& ctx) {
+  ctx.expect_inputs(2, 3);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  ctx.expect_dtype(1, {DType::FLOAT32});
+  if (ctx.attr_int("saturate", 1) != 1) ctx.not_supported("saturate = 0");
+  DType out = DType::UINT8;
+  if (ctx.has_input(2)) {
+    ctx.expect_dtype(2, {DType::UINT8, DType::INT8});
+    out = ctx.dtype(2);
+  }
+  quant_axis(ctx);
+  ctx.set_output(0, out, ctx.shape(0));
+}
+
+void infer_dequantize(OpContext& ctx) {
+  ctx.expect_inputs(2, 3);
+  ctx.expect_dtype(0, {DType::UINT8, DType::INT8, DType::INT32});
+  ctx.expect_dtype(1, {DType::FLOAT32});
+  if (ctx.has_input(2) && ctx.dtype(2) != ctx.dtype(0)) ctx.error("zero point differs from the input's dtype");
+  quant_axis(ctx);
+  ctx.set_output(0, DType::FLOAT32, ctx.shape(0));
+}
+
+void lower_quantize(OpContext& ctx, LoweringContext& l) {
+  std::vector<int> inputs = {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))};
+  if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
+  l.kernel(ctx.node().op_type, inputs, {l.tensor(ctx.output_id(0))}, int_params({quant_axis(ctx)}));
+}
+
+// ---------------------------------------------------------------------------
+// Shared by the int8 linear ops
+
+// The output clamp the QDQ pass (passes/qdq.h) moved from a Relu or Clip
+// into the node: attributes kiln_y_min / kiln_y_max, in the output's domain.
+void apply_clamp(OpContext& ctx, Int8Linear* q) {
+  if (ctx.has_attr("kiln_y_min")) q->y_min = static_cast<int32_t>(std::max<int64_t>(q->y_min, ctx.attr_int("kiln_y_min", 0)));
+  if (ctx.has_attr("kiln_y_max")) q->y_max = static_cast<int32_t>(std::min<int64_t>(q->y_max, ctx.attr_int("kiln_y_max", 0)));
+  if (q->y_min > q->y_max) ctx.error("kiln_y_min is above kiln_y_max");
+}
+
+std::vector<int64_t> spatial_dims(const std::vector<int64_t>& shape) {
+  return std::vector<int64_t>(shape.begin() + 2, shape.end());
+}
+
+// Conv geometry of inputs x (ix) and w (iw): the output shape [N, M, ...].
+std::vector<int64_t> conv_output(OpContext& ctx, size_t ix, size_t iw, Spatial* out_spatial) {
+  const auto& x = ctx.shape(ix);
+  const auto& w = ctx.shape(iw);
+  if (x.size() != 3 && x.size() != 4) ctx.not_supported(x.size() - 2, "-D convolution");
+  if (w.size() != x.size()) ctx.error("weight rank ", w.size(), " differs from input rank ", x.size());
+  const int64_t group = ctx.attr_int("group", 1);
+  if (group <= 0 || x[1] % group != 0 || w[0] % group != 0) ctx.error("group ", group, " does not divide the channels");
+  if (w[1] * group != x[1]) ctx.error("weight ", shape_str(w), " expects ", w[1] * group, " input channels, input has ", x[1]);
+  const Spatial s = resolve_spatial(ctx, spatial_dims(x), ctx.attr_ints("kernel_shape", spatial_dims(w)),
+                                    /*allow_ceil=*/false, /*allow_dilations=*/true);
+  if (spatial_dims(w) != s.kernel) ctx.error("kernel_shape does not match the weight");
+  if (out_spatial != nullptr) *out_spatial = s;
+  std::vector<int64_t> out = {x[0], w[0]};
+  out.insert(out.end(), s.out.begin(), s.out.end());
+  return out;
+}
+
+// Emits ConvInt8 for x (input ix; the weights' shape from input iw) and
+// the quantized constants in q.
+void lower_conv_int8(OpContext& ctx, LoweringContext& l, size_t ix, size_t iw, const Int8Linear& q) {
+  Spatial s;
+  conv_output(ctx, ix, iw, &s);
+  const Int8Operands ops = int8_operands(ctx, l, q);
+  std::vector<int> inputs = {l.tensor(ctx.input_id(ix))};
+  inputs.insert(inputs.end(), ops.inputs.begin(), ops.inputs.end());
+  const auto k2 = s.kernel2(), s2 = s.strides2(), d2 = s.dilations2(), p4 = s.pads4();
+  const int64_t columns = shape_numel(spatial_dims(ctx.output(0).shape));
+  l.kernel("ConvInt8", inputs, {l.tensor(ctx.output_id(0))},
+           int_params({ctx.attr_int("group", 1), k2[0], k2[1], s2[0], s2[1], d2[0], d2[1], p4[0], p4[1], p4[2], p4[3],
+                       ops.x_zp_u8, q.y_zp, q.y_min, q.y_max}),
+           int8_scratch(ctx, l, ops, q.k, columns));
+}
+
+// Conv weights [M, C/group, kH, kW] as m x k rows.
+void conv_weights(OpContext& ctx, const HostTensor& w, Int8Linear* q) {
+  q->m = w.shape[0];
+  q->k = w.numel() / q->m;
+  q->w_unsigned = w.dtype == DType::UINT8;
+  q->w.resize(static_cast<size_t>(w.numel()));
+  for (int64_t i = 0; i < w.numel(); ++i) q->w[static_cast<size_t>(i)] = static_cast<int32_t>(w.int_at(i));
+  (void)ctx;
+}
+
+// ---------------------------------------------------------------------------
+// QLinearConv: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+// y_zero_point, B (int32, optional).
+
+void infer_qlinear_conv(OpContext& ctx) {
+  ctx.expect_inputs(8, 9);
+  ctx.expect_dtype(0, {DType::UINT8, DType::INT8});
+  ctx.expect_dtype(3, {DType::UINT8, DType::INT8});
+  for (size_t i : {1, 4, 6}) ctx.expect_dtype(i, {DType::FLOAT32});
+  ctx.expect_dtype(7, {DType::UINT8, DType::INT8});
+  if (ctx.dtype(2) != ctx.dtype(0) || ctx.dtype(5) != ctx.dtype(3)) ctx.error("zero points differ from their tensors' dtypes");
+  if (ctx.has_input(8)) ctx.expect_dtype(8, {DType::INT32});
+  ctx.set_output(0, ctx.dtype(7), conv_output(ctx, 0, 3, nullptr));
+}
+
+void lower_qlinear_conv(OpContext& ctx, LoweringContext& l) {
+  Int8Linear q;
+  conv_weights(ctx, ctx.constant_input(3, "w"), &q);
+  q.w_zp = ints_of(ctx, ctx.constant_input(5, "w_zero_point"), q.m, "w_zero_point");
+  q.x_signed = ctx.dtype(0) == DType::INT8;
+  q.x_zp = static_cast<int32_t>(scalar_input(ctx, 2, "x_zero_point").int_at(0));
+  if (ctx.has_input(8)) {
+    const HostTensor& b = ctx.constant_input(8, "B");
+    if (b.numel() != q.m) ctx.error("B has ", b.numel(), " values for ", q.m, " channels");
+    q.bias = b.to_int64s();
+  }
+  const float xs = static_cast<float>(scalar_input(ctx, 1, "x_scale").float_at(0));
+  const float ys = static_cast<float>(scalar_input(ctx, 6, "y_scale").float_at(0));
+  for (double ws : floats_of(ctx, ctx.constant_input(4, "w_scale"), q.m, "w_scale")) {
+    q.real_multiplier.push_back(static_cast<double>(xs * static_cast<float>(ws) / ys));
+  }
+  const DType y = ctx.output(0).dtype;
+  q.y_zp = static_cast<int32_t>(scalar_input(ctx, 7, "y_zero_point").int_at(0));
+  q.y_min = low_of(y);
+  q.y_max = low_of(y) + 255;
+  apply_clamp(ctx, &q);
+  lower_conv_int8(ctx, l, 0, 3, q);
+}
+
+// ConvInteger: x, w, x_zero_point, w_zero_point (optional) -> int32.
+void infer_conv_integer(OpContext& ctx) {
+  ctx.expect_inputs(2, 4);
+  ctx.expect_dtype(0, {DType::UINT8, DType::INT8});
+  ctx.expect_dtype(1, {DType::UINT8, DType::INT8});
+  if (ctx.has_input(2) && ctx.dtype(2) != ctx.dtype(0)) ctx.error("x_zero_point differs from x's dtype");
+  if (ctx.has_input(3) && ctx.dtype(3) != ctx.dtype(1)) ctx.error("w_zero_point differs from w's dtype");
+  ctx.set_output(0, DType::INT32, conv_output(ctx, 0, 1, nullptr));
+}
+
+void lower_conv_integer(OpContext& ctx, LoweringContext& l) {
+  Int8Linear q;
+  conv_weights(ctx, ctx.constant_input(1, "w"), &q);
+  q.w_zp = ctx.has_input(3) ? ints_of(ctx, ctx.constant_input(3, "w_zero_point"), q.m, "w_zero_point")
+                            : std::vector<int32_t>(static_cast<size_t>(q.m), 0);
+  q.x_signed = ctx.dtype(0) == DType::INT8;
+  q.x_zp = ctx.has_input(2) ? static_cast<int32_t>(scalar_input(ctx, 2, "x_zero_point").int_at(0)) : 0;
+  lower_conv_int8(ctx, l, 0, 1, q);
+}
+
+// ---------------------------------------------------------------------------
+// QLinearMatMul: a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+// y_scale, y_zero_point (and kiln's bias, passes/qdq.h). MatMulInteger: a, b, a_zero_point, b_zero_point.
+// B is a constant [K, N] (every row of A meets it) or [..., K, N] with A's
+// batch dims (one matrix per batch).
+
+std::vector<int64_t> matmul_output(OpContext& ctx, size_t ia, size_t ib) {
+  const auto& a = ctx.shape(ia);
+  const auto& b = ctx.shape(ib);
+  if (a.empty() || b.size() < 2) ctx.not_supported("A of rank ", a.size(), " and B of rank ", b.size(), " (B must be a matrix or a batch of them)");
+  if (a.back() != b[b.size() - 2]) ctx.error("inner dimensions differ: ", shape_str(a), " x ", shape_str(b));
+  if (b.size() > 2 && (a.size() != b.size() || !std::equal(a.begin(), a.end() - 2, b.begin()))) {
+    ctx.not_supported("batched B ", shape_str(b), " with A ", shape_str(a), " (batch dims must be equal)");
+  }
+  std::vector<int64_t> out = a;
+  out.back() = b.back();
+  return out;
+}
+
+// B's matrices transposed into rows of weights: channel c of set s is
+// column c of matrix s.
+void matmul_weights(const HostTensor& b, Int8Linear* q) {
+  const int64_t k = b.shape[b.shape.size() - 2], n = b.shape.back();
+  q->sets = b.numel() / (k * n);
+  q->m = n;
+  q->k = k;
+  q->w_unsigned = b.dtype == DType::UINT8;
+  q->w.resize(static_cast<size_t>(b.numel()));
+  for (int64_t s = 0; s < q->sets; ++s) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      for (int64_t c = 0; c < n; ++c) {
+        q->w[static_cast<size_t>((s * n + c) * k + kk)] = static_cast<int32_t>(b.int_at((s * k + kk) * n + c));
+      }
+    }
+  }
+}
+
+void lower_gemm_int8(OpContext& ctx, LoweringContext& l, size_t ia, const Int8Linear& q) {
+  const Int8Operands ops = int8_operands(ctx, l, q);
+  std::vector<int> inputs = {l.tensor(ctx.input_id(ia))};
+  inputs.insert(inputs.end(), ops.inputs.begin(), ops.inputs.end());
+  const int64_t rows = shape_numel(ctx.shape(ia)) / q.k / q.sets;
+  l.kernel("GemmInt8", inputs, {l.tensor(ctx.output_id(0))},
+           int_params({q.sets, ops.x_zp_u8, q.y_zp, q.y_min, q.y_max}), int8_scratch(ctx, l, ops, q.k, rows));
+}
+
+void infer_qlinear_matmul(OpContext& ctx) {
+  ctx.expect_inputs(8, 9);
+  if (ctx.has_input(8)) ctx.expect_dtype(8, {DType::INT32});
+  ctx.expect_dtype(0, {DType::UINT8, DType::INT8});
+  ctx.expect_dtype(3, {DType::UINT8, DType::INT8});
+  for (size_t i : {1, 4, 6}) ctx.expect_dtype(i, {DType::FLOAT32});
+  ctx.expect_dtype(7, {DType::UINT8, DType::INT8});
+  if (ctx.dtype(2) != ctx.dtype(0) || ctx.dtype(5) != ctx.dtype(3)) ctx.error("zero points differ from their tensors' dtypes");
+  ctx.set_output(0, ctx.dtype(7), matmul_output(ctx, 0, 3));
+}
+
+void lower_qlinear_matmul(OpContext& ctx, LoweringContext& l) {
+  Int8Linear q;
+  matmul_weights(ctx.constant_input(3, "b"), &q);
+  q.w_zp = ints_of(ctx, ctx.constant_input(5, "b_zero_point"), q.m, "b_zero_point");
+  q.x_signed = ctx.dtype(0) == DType::INT8;
+  q.x_zp = static_cast<int32_t>(scalar_input(ctx, 2, "a_zero_point").int_at(0));
+  const float as = static_cast<float>(scalar_input(ctx, 1, "a_scale").float_at(0));
+  const float ys = static_cast<float>(scalar_input(ctx, 6, "y_scale").float_at(0));
+  for (double bs : floats_of(ctx, ctx.constant_input(4, "b_scale"), q.m, "b_scale")) {
+    q.real_multiplier.push_back(static_cast<double>(as * static_cast<float>(bs) / ys));
+  }
+  const DType y = ctx.output(0).dtype;
+  q.y_zp = static_cast<int32_t>(scalar_input(ctx, 7, "y_zero_point").int_at(0));
+  q.y_min = low_of(y);
+  q.y_max = low_of(y) + 255;
+  apply_clamp(ctx, &q);
+  if (ctx.has_input(8)) {
+    // kiln's own bias input (a Gemm folded by passes/qdq): int32, one per
+    // column, at scale a_scale * b_scale.
+    const HostTensor& b = ctx.constant_input(8, "bias");
+    if (b.numel() != q.m) ctx.error("bias has ", b.numel(), " values for ", q.m, " columns");
+    for (int64_t s = 0; s < q.sets; ++s) {
+      for (int64_t c = 0; c < q.m; ++c) q.bias.push_back(b.int_at(c));
+    }
+  }
+  lower_gemm_int8(ctx, l, 0, q);
+}
+
+void infer_matmul_integer(OpContext& ctx) {
+  ctx.expect_inputs(2, 4);
+  ctx.expect_dtype(0, {DType::UINT8, DType::INT8});
+  ctx.expect_dtype(1, {DType::UINT8, DType::INT8});
+  if (ctx.has_input(2) && ctx.dtype(2) != ctx.dtype(0)) ctx.error("a_zero_point differs from A's dtype");
+  if (ctx.has_input(3) && ctx.dtype(3) != ctx.dtype(1)) ctx.error("b_zero_point differs from B's dtype");
+  ctx.set_output(0, DType::INT32, matmul_output(ctx, 0, 1));
+}
+
+void lower_matmul_integer(OpContext& ctx, LoweringContext& l) {
+  Int8Linear q;
+  matmul_weights(ctx.constant_input(1, "B"), &q);
+  q.w_zp = ctx.has_input(3) ? ints_of(ctx, ctx.constant_input(3, "b_zero_point"), q.m, "b_zero_point")
+                            : std::vector<int32_t>(static_cast<size_t>(q.m), 0);
+  q.x_signed = ctx.dtype(0) == DType::INT8;
+  q.x_zp = ctx.has_input(2) ? static_cast<int32_t>(scalar_input(ctx, 2, "a_zero_point").int_at(0)) : 0;
+  lower_gemm_int8(ctx, l, 0, q);
+}
+
+}  // namespace
+
+Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear& q) {
+  using namespace kiln::kernels;
+  if (q.k > kQGemmMaxK) ctx.not_supported("int8 product over ", q.k, " values (at most ", kQGemmMaxK, ")");
+  const int64_t kp = qgemm_kp(q.k);
+  const std::string& stem = ctx.node().name;
+  Int8Operands out;
+  // The uint8 domain of the activations and the int8 domain of the weights.
+  const int64_t x_zp = q.x_signed ? int64_t{q.x_zp} + 128 : q.x_zp;
+  if (x_zp < 0 || x_zp > 255) ctx.error("activation zero point ", q.x_zp, " outside its dtype");
+  out.x_zp_u8 = x_zp;
+  const int32_t w_shift = q.w_unsigned ? 128 : 0;
+  HostTensor weights(DType::INT8, {q.sets * q.m * kp});
+  HostTensor bias(DType::INT32, {q.sets * q.m});
+  HostTensor w_zp(DType::INT32, {q.m});
+  for (int64_t c = 0; c < q.m; ++c) {
+    w_zp.data<int32_t>()[c] = q.w_zp[static_cast<size_t>(c)] - w_shift;
+    if (w_zp.data<int32_t>()[c] != 0) out.has_w_zp = true;
+  }
+  for (int64_t s = 0; s < q.sets; ++s) {
+    for (int64_t c = 0; c < q.m; ++c) {
+      const int64_t row = s * q.m + c;
+      int64_t sum = 0;
+      for (int64_t kk = 0; kk < q.k; ++kk) {
+        const int32_t v = q.w[static_cast<size_t>(row * q.k + kk)] - w_shift;
+        if (v < -128 || v > 127) ctx.error("weight ", v + w_shift, " outside its dtype");
+        weights.data<int8_t>()[row * kp + kk] = static_cast<int8_t>(v);
+        sum += v;
+      }
+      const int64_t folded = (q.bias.empty() ? 0 : q.bias[static_cast<size_t>(row)]) - x_zp * sum +
+                             q.k * x_zp * int64_t{w_zp.data<int32_t>()[c]};
+      if (folded < INT32_MIN || folded > INT32_MAX) ctx.not_supported("folded bias ", folded, " outside int32");
+      bias.data<int32_t>()[row] = static_cast<int32_t>(folded);
+    }
+  }
+  out.inputs.push_back(l.constant(stem + "/int8_weights", std::move(weights)));
+  out.inputs.push_back(l.constant(stem + "/int8_bias", std::move(bias)));
+  if (!q.real_multiplier.empty()) {
+    HostTensor multiplier(DType::INT32, {q.m});
+    HostTensor shift(DType::INT32, {q.m});
+    for (int64_t c = 0; c < q.m; ++c) {
+      if (!qgemm_quantize_multiplier(q.real_multiplier[static_cast<size_t>(c)], &multiplier.data<int32_t>()[c],
+                                     &shift.data<int32_t>()[c])) {
+        ctx.not_supported("requantization scale ", q.real_multiplier[static_cast<size_t>(c)], " of channel ", c,
+                          " (must be in (0, 2^30))");
+      }
+    }
+    out.inputs.push_back(l.constant(stem + "/int8_multiplier", std::move(multiplier)));
+    out.inputs.push_back(l.constant(stem + "/int8_shift", std::move(shift)));
+  } else if (out.has_w_zp) {
+    out.inputs.push_back(-1);
+    out.inputs.push_back(-1);
+  }
+  if (out.has_w_zp) out.inputs.push_back(l.constant(stem + "/int8_w_zero_point", std::move(w_zp)));
+  return out;
+}
+
+std::vector<int> int8_scratch(OpContext& ctx, LoweringContext& l, const Int8Operands& ops, int64_t k, int64_t columns) {
+  using namespace kiln::kernels;
+  std::vector<int> scratch = {l.temp(ctx.node().name + "/int8_packed", DType::UINT8, {qgemm_packed_x_bytes(k, columns)})};
+  if (ops.has_w_zp) scratch.push_back(l.temp(ctx.node().name + "/int8_column_sums", DType::INT32, {columns}));
+  return scratch;
+}
+
+void add_quant_ops(std::vector<OpDef>& ops) {
+  ops.push_back({.op_type = "QuantizeLinear", .infer = infer_quantize, .lower = lower_quantize});
+  // Not folded with the constants: passes/qdq needs DQ(weights) as a node;
+  // it folds the constant ones it leaves itself.
+  ops.push_back({.op_type = "DequantizeLinear", .infer = infer_dequantize, .lower = lower_quantize, .foldable = false});
+  ops.push_back({.op_type = "QLinearConv", .infer = infer_qlinear_conv, .lower = lower_qlinear_conv});
+  ops.push_back({.op_type = "ConvInteger", .infer = infer_conv_integer, .lower = lower_conv_integer});
+  ops.push_back({.op_type = "QLinearMatMul", .infer = infer_qlinear_matmul, .lower = lower_qlinear_matmul});
+  ops.push_back({.op_type = "MatMulInteger", .infer = infer_matmul_integer, .lower = lower_matmul_integer});
+}
+
+}  // namespace kiln::planner

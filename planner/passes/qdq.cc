@@ -1,0 +1,363 @@
+#include "passes/qdq.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+namespace kiln::planner {
+namespace {
+
+// The value's constant (folding has resolved Constant nodes already; a
+// Constant node is still followed, for graphs not folded).
+const HostTensor* constant_of(const Graph& graph, int v) {
+  if (v < 0) return nullptr;
+  const Value& value = graph.values[static_cast<size_t>(v)];
+  if (value.constant) return value.constant.get();
+  if (value.producer < 0) return nullptr;
+  const Node& node = graph.nodes[static_cast<size_t>(value.producer)];
+  if (node.dead || node.op_type != "Constant" || !node.domain.empty()) return nullptr;
+  const auto it = node.attrs.find("value");
+  if (it == node.attrs.end() || it->second.kind != Attribute::Kind::kTensor) return nullptr;
+  return it->second.tensor.get();
+}
+
+int add_constant(Graph& graph, const std::string& stem, HostTensor data) {
+  Value value;
+  value.name = graph.unique_name(stem);
+  value.dtype = data.dtype;
+  value.has_type = true;
+  value.shape = data.shape;
+  value.has_shape = true;
+  value.constant = std::make_shared<HostTensor>(std::move(data));
+  return graph.add_value(std::move(value));
+}
+
+// A live node of the default domain producing value v, or nullptr.
+Node* producer_of(Graph& graph, int v, const char* op_type) {
+  if (v < 0) return nullptr;
+  const int p = graph.values[static_cast<size_t>(v)].producer;
+  if (p < 0) return nullptr;
+  Node& node = graph.nodes[static_cast<size_t>(p)];
+  if (node.dead || node.op_type != op_type || !node.domain.empty()) return nullptr;
+  return &node;
+}
+
+// A DequantizeLinear or QuantizeLinear: its quantized side, constant scale
+// and zero point (nullptr: 0 of the quantized dtype), axis.
+struct QuantNode {
+  Node* node = nullptr;
+  int quantized = -1;
+  const HostTensor* scale = nullptr;
+  const HostTensor* zp = nullptr;
+  int zp_value = -1;
+  int64_t axis = 1;
+};
+
+bool read_quant(Graph& graph, Node* node, int quantized, QuantNode* out) {
+  if (node == nullptr || node->inputs.size() < 2) return false;
+  out->node = node;
+  out->quantized = quantized;
+  out->scale = constant_of(graph, node->inputs[1]);
+  if (out->scale == nullptr || out->scale->dtype != DType::FLOAT32) return false;
+  if (node->inputs.size() > 2 && node->inputs[2] >= 0) {
+    out->zp = constant_of(graph, node->inputs[2]);
+    if (out->zp == nullptr) return false;
+    out->zp_value = node->inputs[2];
+  }
+  const auto it = node->attrs.find("axis");
+  out->axis = it != node->attrs.end() ? it->second.i : 1;
+  return true;
+}
+
+bool per_tensor(const QuantNode& q) { return q.scale->numel() == 1 && (q.zp == nullptr || q.zp->numel() == 1); }
+
+// DQ producing value v, its input (the quantized tensor) any dtype kiln's
+// kernels take.
+bool match_dq(Graph& graph, int v, QuantNode* out) {
+  Node* node = producer_of(graph, v, "DequantizeLinear");
+  return node != nullptr && read_quant(graph, node, node->inputs[0], out);
+}
+
+// The zero point's value id, a new constant 0 of `dtype` when absent.
+int zp_value(Graph& graph, const QuantNode& q, DType dtype) {
+  if (q.zp_value >= 0) return q.zp_value;
+  return add_constant(graph, "zero_point", HostTensor(dtype, {}));
+}
+
+Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+
+// The activation between the float op and Q, as bounds in Q's domain;
+// false when it is not one the kernels clamp to.
+bool clamp_bounds(Graph& graph, const Node& act, const QuantNode& q, DType y, int64_t* lo, int64_t* hi) {
+  const float scale = q.scale->data<float>()[0];
+  const int64_t zp = q.zp != nullptr ? q.zp->int_at(0) : 0;
+  const int64_t low = y == DType::UINT8 ? 0 : -128, high = low + 255;
+  auto quantize = [&](float v) {
+    const double r = std::nearbyint(static_cast<double>(v / scale)) + static_cast<double>(zp);
+    return static_cast<int64_t>(std::min<double>(high, std::max<double>(low, r)));
+  };
+  if (act.op_type == "Relu") {
+    *lo = std::max(low, zp);
+    *hi = high;
+    return true;
+  }
+  if (act.op_type != "Clip") return false;
+  float a = -INFINITY, b = INFINITY;
+  if (act.has_attr("min")) a = act.attrs.at("min").f;
+  if (act.has_attr("max")) b = act.attrs.at("max").f;
+  for (size_t i = 1; i < act.inputs.size() && i < 3; ++i) {
+    if (act.inputs[i] < 0) continue;
+    const HostTensor* t = constant_of(graph, act.inputs[i]);
+    if (t == nullptr || t->numel() != 1 || t->dtype != DType::FLOAT32) return false;
+    (i == 1 ? a : b) = t->data<float>()[0];
+  }
+  *lo = std::isinf(a) ? low : quantize(a);
+  *hi = std::isinf(b) ? high : quantize(b);
+  return *lo <= *hi;
+}
+
+// The only reader of value v, or -1 (also when v is a graph output).
+int only_reader(const Graph& graph, const std::vector<std::vector<int>>& readers, int v) {
+  if (v < 0 || graph.values[static_cast<size_t>(v)].is_graph_output) return -1;
+  const auto& r = readers[static_cast<size_t>(v)];
+  return r.size() == 1 ? r[0] : -1;
+}
+
+// The int32 bias for channels scaled x_scale * w_scale[c]: DQ(int32) at that
+// scale as it is, anything else (float, other scale) requantized.
+int bias_value(Graph& graph, int bias, const QuantNode& x, const QuantNode& w, int64_t channels, const std::string& stem) {
+  const float xs = x.scale->data<float>()[0];
+  auto w_scale = [&](int64_t c) { return w.scale->data<float>()[w.scale->numel() == 1 ? 0 : c]; };
+  QuantNode b;
+  std::vector<double> real(static_cast<size_t>(channels));
+  if (match_dq(graph, bias, &b)) {
+    const HostTensor* q = constant_of(graph, b.quantized);
+    if (q == nullptr || q->numel() != channels || (b.scale->numel() != 1 && b.scale->numel() != channels)) return -2;
+    bool same = q->dtype == DType::INT32 && (b.zp == nullptr || (b.zp->numel() == 1 && b.zp->int_at(0) == 0));
+    for (int64_t c = 0; c < channels; ++c) {
+      const double bs = b.scale->data<float>()[b.scale->numel() == 1 ? 0 : c];
+      const double want = static_cast<double>(xs * w_scale(c));
+      if (std::fabs(bs - want) > 1e-6 * want) same = false;
+      const int64_t zp = b.zp != nullptr ? b.zp->int_at(b.zp->numel() == 1 ? 0 : c) : 0;
+      real[static_cast<size_t>(c)] = static_cast<double>(q->int_at(c) - zp) * bs;
+    }
+    if (same) return b.quantized;
+  } else {
+    const HostTensor* f = constant_of(graph, bias);
+    if (f == nullptr || f->dtype != DType::FLOAT32 || f->numel() != channels) return -2;
+    for (int64_t c = 0; c < channels; ++c) real[static_cast<size_t>(c)] = f->data<float>()[c];
+  }
+  HostTensor out(DType::INT32, {channels});
+  for (int64_t c = 0; c < channels; ++c) {
+    const double v = std::nearbyint(real[static_cast<size_t>(c)] / static_cast<double>(xs * w_scale(c)));
+    if (!(std::fabs(v) < 2147483647.0)) return -2;
+    out.data<int32_t>()[c] = static_cast<int32_t>(v);
+  }
+  return add_constant(graph, stem + "_bias_int32", std::move(out));
+}
+
+// One Conv / Gemm / MatMul at index n, if the pattern around it matches.
+bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n, QdqStats* stats) {
+  Node& op = graph.nodes[static_cast<size_t>(n)];
+  const std::string kind = op.op_type;
+  if (op.outputs.empty() || op.inputs.size() < 2) return false;
+  QuantNode x, w, y;
+  if (!match_dq(graph, op.inputs[0], &x) || !per_tensor(x)) return false;
+  if (!match_dq(graph, op.inputs[1], &w)) return false;
+  const HostTensor* wq = constant_of(graph, w.quantized);
+  if (wq == nullptr || (wq->dtype != DType::UINT8 && wq->dtype != DType::INT8)) return false;
+  // The float op's output, through an optional activation, into one Q.
+  int reader = only_reader(graph, readers, op.outputs[0]);
+  if (reader < 0) return false;
+  Node* act = nullptr;
+  if (graph.nodes[static_cast<size_t>(reader)].op_type == "Relu" || graph.nodes[static_cast<size_t>(reader)].op_type == "Clip") {
+    act = &graph.nodes[static_cast<size_t>(reader)];
+    if (act->inputs[0] != op.outputs[0]) return false;
+    reader = only_reader(graph, readers, act->outputs[0]);
+    if (reader < 0) return false;
+  }
+  Node& q = graph.nodes[static_cast<size_t>(reader)];
+  if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.outputs.empty()) return false;
+  if (!read_quant(graph, &q, q.outputs[0], &y) || !per_tensor(y)) return false;
+  const DType y_dtype = y.zp != nullptr ? y.zp->dtype : DType::UINT8;
+  const DType x_dtype = x.zp != nullptr ? x.zp->dtype : graph.values[static_cast<size_t>(x.quantized)].dtype;
+  if ((y_dtype != DType::UINT8 && y_dtype != DType::INT8) || (x_dtype != DType::UINT8 && x_dtype != DType::INT8)) return false;
+  int64_t lo = 0, hi = 0;
+  if (act != nullptr && !clamp_bounds(graph, *act, y, y_dtype, &lo, &hi)) return false;
+
+  // Per-channel weights must run along the output channel.
+  const int64_t wrank = static_cast<int64_t>(wq->shape.size());
+  const bool w_per_tensor = per_tensor(w);
+  const int64_t w_axis = w.axis < 0 ? w.axis + wrank : w.axis;
+  int weight = w.quantized, bias = -1;
+  int64_t channels = 0;
+  std::string target;
+  std::map<std::string, Attribute> attrs;
+  if (kind == "Conv") {
+    if (!w_per_tensor && w_axis != 0) return false;
+    channels = wq->shape[0];
+    target = "QLinearConv";
+    attrs = op.attrs;
+    if (op.inputs.size() > 2) bias = op.inputs[2];
+  } else if (kind == "Gemm" || kind == "MatMul") {
+    if (wrank != 2) return false;
+    bool trans_b = false;
+    if (kind == "Gemm") {
+      auto attr = [&](const char* key, float fallback) {
+        const auto it = op.attrs.find(key);
+        if (it == op.attrs.end()) return fallback;
+        return it->second.kind == Attribute::Kind::kInt ? static_cast<float>(it->second.i) : it->second.f;
+      };
+      if (attr("transA", 0) != 0 || attr("alpha", 1) != 1 || attr("beta", 1) != 1) return false;
+      trans_b = attr("transB", 0) != 0;
+      if (op.inputs.size() > 2) bias = op.inputs[2];
+    }
+    if (!w_per_tensor && w_axis != (trans_b ? 0 : 1)) return false;
+    channels = trans_b ? wq->shape[0] : wq->shape[1];
+    if (trans_b) {
+      const int64_t rows = wq->shape[0], cols = wq->shape[1];
+      HostTensor t(wq->dtype, {cols, rows});
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) t.bytes[static_cast<size_t>(c * rows + r)] = wq->bytes[static_cast<size_t>(r * cols + c)];
+      }
+      weight = add_constant(graph, op.name + "_weight_t", std::move(t));
+    }
+    target = "QLinearMatMul";
+  } else {
+    return false;
+  }
+  if ((w.scale->numel() != 1 && w.scale->numel() != channels) ||
+      (w.zp != nullptr && w.zp->numel() != 1 && w.zp->numel() != channels)) {
+    return false;
+  }
+  int bias_int32 = -1;
+  if (bias >= 0) {
+    bias_int32 = bias_value(graph, bias, x, w, channels, op.name);
+    if (bias_int32 == -2) return false;
+  }
+  if (act != nullptr) {
+    attrs["kiln_y_min"] = int_attr(lo);
+    attrs["kiln_y_max"] = int_attr(hi);
+  }
+  std::vector<int> inputs = {x.quantized, x.node->inputs[1], zp_value(graph, x, x_dtype),
+                             weight, w.node->inputs[1], zp_value(graph, w, wq->dtype),
+                             q.inputs[1], zp_value(graph, y, y_dtype)};
+  if (bias_int32 >= 0) inputs.push_back(bias_int32);
+  // The float op's node becomes the quantized one and takes over Q's output.
+  Node& rewritten = graph.nodes[static_cast<size_t>(n)];
+  graph.values[static_cast<size_t>(rewritten.outputs[0])].producer = -1;
+  rewritten.op_type = target;
+  rewritten.inputs = std::move(inputs);
+  rewritten.attrs = std::move(attrs);
+  rewritten.outputs = {y.quantized};
+  graph.values[static_cast<size_t>(y.quantized)].producer = n;
+  if (act != nullptr) act->dead = true;
+  graph.nodes[static_cast<size_t>(reader)].dead = true;
+  ++stats->folded[kind];
+  return true;
+}
+
+// A DequantizeLinear of constants becomes its float value.
+bool fold_constant_dq(Graph& graph, Node& node) {
+  QuantNode d;
+  if (!read_quant(graph, &node, node.inputs[0], &d) || node.outputs.empty() || node.outputs[0] < 0) return false;
+  const HostTensor* x = constant_of(graph, d.quantized);
+  if (x == nullptr) return false;
+  const int64_t channels = d.scale->numel();
+  int64_t inner = x->numel(), count = 1;
+  if (channels != 1) {
+    const int64_t rank = static_cast<int64_t>(x->shape.size());
+    const int64_t axis = d.axis < 0 ? d.axis + rank : d.axis;
+    if (axis < 0 || axis >= rank || x->shape[static_cast<size_t>(axis)] != channels) return false;
+    inner = 1;
+    for (int64_t i = axis + 1; i < rank; ++i) inner *= x->shape[static_cast<size_t>(i)];
+    count = channels;
+  }
+  if (d.zp != nullptr && d.zp->numel() != channels) return false;
+  HostTensor out(DType::FLOAT32, x->shape);
+  for (int64_t i = 0; i < x->numel(); ++i) {
+    const int64_t c = count == 1 ? 0 : (i / inner) % count;
+    const int64_t zp = d.zp != nullptr ? d.zp->int_at(c) : 0;
+    out.data<float>()[i] = static_cast<float>(x->int_at(i) - zp) * d.scale->data<float>()[c];
+  }
+  Value& value = graph.values[static_cast<size_t>(node.outputs[0])];
+  value.constant = std::make_shared<HostTensor>(std::move(out));
+  value.producer = -1;
+  node.dead = true;
+  return true;
+}
+
+int64_t numel_of(const Graph& graph, int v) {
+  return v < 0 ? 0 : shape_numel(graph.values[static_cast<size_t>(v)].shape);
+}
+
+}  // namespace
+
+QdqStats fold_qdq(Graph& graph) {
+  QdqStats stats;
+  const auto readers = graph.consumers();
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    if (node.dead || !node.domain.empty()) continue;
+    if (node.op_type != "Conv" && node.op_type != "Gemm" && node.op_type != "MatMul") continue;
+    // Each rewrite touches only its own op, activation and Q (readers of
+    // other values stay right).
+    fold_one(graph, readers, static_cast<int>(n), &stats);
+  }
+  bool changed = stats.total() > 0;
+  const auto after = graph.consumers();
+  for (Node& node : graph.nodes) {
+    if (node.dead || !node.domain.empty() || node.op_type != "DequantizeLinear" || node.outputs.empty()) continue;
+    const int out = node.outputs[0];
+    if (out >= 0 && after[static_cast<size_t>(out)].empty() && !graph.values[static_cast<size_t>(out)].is_graph_output) {
+      node.dead = true;  // its readers took the quantized tensor
+      changed = true;
+      continue;
+    }
+    changed |= fold_constant_dq(graph, node);
+  }
+  if (changed) graph.compact();
+  return stats;
+}
+
+Int8Share int8_share(const Graph& graph) {
+  Int8Share share;
+  for (const Node& node : graph.nodes) {
+    if (node.dead || !node.domain.empty() || node.outputs.empty() || node.inputs.size() < 2) continue;
+    const std::string& op = node.op_type;
+    const bool conv = op == "Conv" || op == "ConvTranspose" || op == "QLinearConv" || op == "ConvInteger";
+    const bool matmul = op == "Gemm" || op == "MatMul" || op == "QLinearMatMul" || op == "MatMulInteger";
+    if (!conv && !matmul) continue;
+    const bool int8 = op == "QLinearConv" || op == "ConvInteger" || op == "QLinearMatMul" || op == "MatMulInteger";
+    const size_t w_input = op == "QLinearConv" || op == "QLinearMatMul" ? 3 : 1;
+    if (w_input >= node.inputs.size() || node.inputs[w_input] < 0) continue;
+    const Value& w = graph.values[static_cast<size_t>(node.inputs[w_input])];
+    int64_t per_output = 0;
+    if (conv) {
+      // Every output element sums C/group * kernel taps (ConvTranspose: each
+      // input element meets M/group * taps weights; the same count of MACs).
+      per_output = w.shape.size() >= 2 ? shape_numel(w.shape) / w.shape[0] : 0;
+      if (op == "ConvTranspose") per_output = 0;
+    } else {
+      const Value& a = graph.values[static_cast<size_t>(node.inputs[0])];
+      const bool trans_a = node.has_attr("transA") && node.attrs.at("transA").i != 0;
+      per_output = a.shape.empty() ? 0 : trans_a && a.shape.size() == 2 ? a.shape[0] : a.shape.back();
+    }
+    int64_t macs = numel_of(graph, node.outputs[0]) * per_output;
+    if (op == "ConvTranspose") macs = numel_of(graph, node.inputs[0]) * (w.shape.size() >= 2 ? shape_numel(w.shape) / w.shape[0] : 0);
+    ++share.linear_ops;
+    share.linear_macs += macs;
+    if (int8) {
+      ++share.int8_ops;
+      share.int8_macs += macs;
+    }
+  }
+  return share;
+}
+
+}  // namespace kiln::planner

@@ -1,0 +1,66 @@
+// QDQ folding: models quantized the way ONNX Runtime recommends carry
+// float ops between DequantizeLinear (DQ) and QuantizeLinear (Q) nodes.
+// This pass runs after constant folding, which leaves DequantizeLinear
+// nodes in place (the op is not foldable: DQ(constant weights) would become
+// float weights). It rewrites the patterns kiln has int8 kernels for into
+// the ONNX quantized ops, which lower onto ConvInt8 / GemmInt8
+// (ops/quant_ops.h):
+//
+//   DQ(x), DQ(w const), [DQ(bias int32 const) or a float bias]
+//     -> Conv -> [Relu | Clip(const, const)] -> Q         => QLinearConv
+//   DQ(a), DQ(b const 2-D), [bias] -> Gemm (transA 0, alpha = beta = 1)
+//     -> [Relu | Clip] -> Q                               => QLinearMatMul
+//   DQ(a), DQ(b const 2-D) -> MatMul -> [Relu | Clip] -> Q => QLinearMatMul
+//
+// The activation becomes output clamping: Q is monotonic and Q(0) is the
+// zero point, so Q(Relu(v)) = max(Q(v), y_zp) and Q(Clip(v, a, b)) =
+// clamp(Q(v), Q(a), Q(b)) exactly. The rewritten node carries the bounds
+// as attributes kiln_y_min / kiln_y_max (kiln's own; ONNX has none), and a
+// Gemm's bias as a ninth input of QLinearMatMul (int32, one per column;
+// also kiln's own). The bias is used as given when its DQ scale is x_scale
+// * w_scale (what exporters write) with zero point 0; otherwise it is
+// requantized to that scale (round half to even).
+//
+// Conditions: weights, scales and zero points constant; per-channel weight
+// scales along the output channel (Conv axis 0, B's columns); activations
+// per tensor; the float op's output read only by the activation or the Q
+// (and no graph output). Anything else stays as it was and runs in float
+// between its explicit Q and DQ nodes; a DQ of constants left unused by
+// the patterns becomes a float constant here, as folding would have made it.
+
+#ifndef KILN_PLANNER_PASSES_QDQ_H_
+#define KILN_PLANNER_PASSES_QDQ_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace kiln::planner {
+
+struct QdqStats {
+  // Patterns folded, by the float op they replaced (Conv, Gemm, MatMul).
+  std::map<std::string, int> folded;
+  int total() const {
+    int n = 0;
+    for (const auto& [op, count] : folded) n += count;
+    return n;
+  }
+};
+
+QdqStats fold_qdq(Graph& graph);
+
+// How much of a planned graph's linear work (Conv, ConvTranspose, Gemm,
+// MatMul and the int8 linear ops) runs int8: ops and multiply-accumulates.
+struct Int8Share {
+  int int8_ops = 0, linear_ops = 0;
+  int64_t int8_macs = 0, linear_macs = 0;
+};
+
+// Over the graph after inference (shapes known).
+Int8Share int8_share(const Graph& graph);
+
+}  // namespace kiln::planner
+
+#endif  // KILN_PLANNER_PASSES_QDQ_H_

@@ -1,0 +1,203 @@
+// The int8 product (kernels/portable/src/qgemm.h): every inner loop this
+// processor has (portable, AVX2's exact vpmaddwd split, AVX-512 VNNI's
+// vpdpbusd) against a plain int64 loop, over shapes around the tile sizes
+// (m around 8, columns around 16, k not a multiple of 4) and the extreme
+// operands that would saturate vpmaddubsw (255 x -128 pairs); the epilogue
+// (weight zero points, folded bias, fixed-point requantization, clamping,
+// strided stores); packing of rows and of im2col columns; and the
+// multiplier's fixed-point split and rounding.
+
+#include "qgemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kiln/kernels/isa.h"
+
+namespace kiln::kernels {
+namespace {
+
+uint32_t next(uint32_t* s) {
+  *s = *s * 1664525u + 1013904223u;
+  return *s >> 8;
+}
+
+struct Operands {
+  int64_t m, n, k;
+  std::vector<uint8_t> x;  // n x k, row per column
+  std::vector<int8_t> w;   // m x kp
+};
+
+Operands make(int64_t m, int64_t n, int64_t k, uint32_t seed, bool extreme) {
+  Operands o{m, n, k, {}, {}};
+  const int64_t kp = qgemm_kp(k);
+  o.x.resize(static_cast<size_t>(n * k));
+  o.w.assign(static_cast<size_t>(m * kp), 0);
+  uint32_t s = seed;
+  for (auto& v : o.x) v = extreme ? 255 : static_cast<uint8_t>(next(&s));
+  for (int64_t c = 0; c < m; ++c) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      o.w[static_cast<size_t>(c * kp + kk)] = extreme ? (kk % 3 == 2 ? 127 : -128) : static_cast<int8_t>(next(&s));
+    }
+  }
+  return o;
+}
+
+// The int32 sums, exact, in int64.
+int64_t reference_sum(const Operands& o, int64_t c, int64_t p) {
+  int64_t acc = 0;
+  for (int64_t kk = 0; kk < o.k; ++kk) {
+    acc += int64_t{o.x[static_cast<size_t>(p * o.k + kk)]} * o.w[static_cast<size_t>(c * qgemm_kp(o.k) + kk)];
+  }
+  return acc;
+}
+
+std::vector<QGemmTileFn> tiles_here() {
+  std::vector<QGemmTileFn> out = {qgemm_tile_portable};
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (processor_has(Isa::kAvx2)) out.push_back(qgemm_tile_avx2);
+  if (processor_has(Isa::kAvx512) && processor_has_avx512_vnni()) out.push_back(qgemm_tile_avx512_vnni);
+#endif
+  return out;
+}
+
+// Every inner loop, int32 output with a bias and weight zero points.
+TEST(QGemm, Int32SumsMatchOnEveryInnerLoop) {
+  const int64_t shapes[][3] = {{1, 1, 1}, {8, 16, 4}, {7, 15, 3}, {9, 17, 5}, {16, 33, 64}, {3, 40, 147}, {24, 5, 1152}};
+  for (const auto& shape : shapes) {
+    for (bool extreme : {false, true}) {
+      const Operands o = make(shape[0], shape[1], shape[2], 7 + static_cast<uint32_t>(shape[2]), extreme);
+      std::vector<uint8_t> packed(static_cast<size_t>(qgemm_packed_x_bytes(o.k, o.n)), 0xEE);
+      std::vector<int32_t> sums(static_cast<size_t>(o.n));
+      qgemm_pack_rows(o.x.data(), o.k, o.n, o.k, false, packed.data(), sums.data());
+      std::vector<int32_t> bias(static_cast<size_t>(o.m)), w_zp(static_cast<size_t>(o.m));
+      for (int64_t c = 0; c < o.m; ++c) {
+        bias[static_cast<size_t>(c)] = static_cast<int32_t>(1000 * c - 77);
+        w_zp[static_cast<size_t>(c)] = static_cast<int32_t>(c % 3) - 1;
+      }
+      for (QGemmTileFn tile : tiles_here()) {
+        std::vector<int32_t> y(static_cast<size_t>(o.m * o.n + 1), 12345);
+        QGemmProblem p;
+        p.m = o.m; p.n = o.n; p.k = o.k;
+        p.w = o.w.data(); p.x = packed.data(); p.x_sums = sums.data();
+        p.bias = bias.data(); p.w_zp = w_zp.data();
+        p.y_dtype = DType::INT32; p.y = y.data();
+        p.y_channel_stride = o.n; p.y_column_stride = 1;
+        qgemm(p, tile);
+        for (int64_t c = 0; c < o.m; ++c) {
+          for (int64_t col = 0; col < o.n; ++col) {
+            int64_t colsum = 0;
+            for (int64_t kk = 0; kk < o.k; ++kk) colsum += o.x[static_cast<size_t>(col * o.k + kk)];
+            const int64_t want = reference_sum(o, c, col) + bias[static_cast<size_t>(c)] - w_zp[static_cast<size_t>(c)] * colsum;
+            ASSERT_EQ(y[static_cast<size_t>(c * o.n + col)], want)
+                << "tile " << reinterpret_cast<const void*>(tile) << " m=" << o.m << " n=" << o.n << " k=" << o.k
+                << " extreme=" << extreme << " at " << c << "," << col;
+          }
+        }
+        EXPECT_EQ(y.back(), 12345) << "wrote past the output";
+      }
+    }
+  }
+}
+
+// The ISA switch picks the inner loop: each path the processor has gives
+// the same bits as the portable one, requantized, into a transposed
+// (matrix-product) output.
+TEST(QGemm, EveryIsaPathRequantizesAlike) {
+  const Operands o = make(13, 37, 75, 3, false);
+  std::vector<uint8_t> packed(static_cast<size_t>(qgemm_packed_x_bytes(o.k, o.n)));
+  qgemm_pack_rows(o.x.data(), o.k, o.n, o.k, false, packed.data(), nullptr);
+  std::vector<int32_t> bias(13, -40000), multiplier(13), shift(13);
+  for (int64_t c = 0; c < 13; ++c) {
+    ASSERT_TRUE(qgemm_quantize_multiplier(0.0003 * (c + 1), &multiplier[static_cast<size_t>(c)], &shift[static_cast<size_t>(c)]));
+  }
+  std::vector<std::vector<int8_t>> results;
+  const Isa before = active_isa();
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+    if (!processor_has(isa)) continue;
+    ASSERT_EQ(set_isa(isa), Error::kOk);
+    std::vector<int8_t> y(static_cast<size_t>(o.m * o.n));
+    QGemmProblem p;
+    p.m = o.m; p.n = o.n; p.k = o.k;
+    p.w = o.w.data(); p.x = packed.data(); p.bias = bias.data();
+    p.multiplier = multiplier.data(); p.shift = shift.data();
+    p.y_zp = -3; p.y_min = -100; p.y_max = 90;
+    p.y_dtype = DType::INT8; p.y = y.data();
+    p.y_channel_stride = 1; p.y_column_stride = o.m;
+    qgemm(p, qgemm_tile_for(active_isa()));
+    for (int64_t c = 0; c < o.m; ++c) {
+      for (int64_t col = 0; col < o.n; ++col) {
+        const double real = std::ldexp(double(multiplier[static_cast<size_t>(c)]), -shift[static_cast<size_t>(c)]);
+        const double exact = double(reference_sum(o, c, col) - 40000) * real;
+        const double want = std::min(90.0, std::max(-100.0, std::floor(exact + 0.5) - 3));
+        ASSERT_EQ(y[static_cast<size_t>(col * o.m + c)], want) << isa_name(isa) << " at " << c << "," << col;
+      }
+    }
+    results.push_back(y);
+  }
+  ASSERT_EQ(set_isa(before), Error::kOk);
+  for (size_t i = 1; i < results.size(); ++i) EXPECT_EQ(results[i], results[0]);
+}
+
+// im2col packing: padding takes the zero point, int8 inputs are flipped,
+// the column sums include the padding.
+TEST(QGemm, Im2colPacksWindowsPaddingAndFlip) {
+  const int64_t c = 2, h = 5, w = 4, kh = 3, kw = 2, sh = 2, sw = 1, pt = 1, pl = 1;
+  const int64_t oh = (h + 2 * pt - kh) / sh + 1, ow = (w + 2 * pl - kw) / sw + 1;
+  std::vector<int8_t> x(static_cast<size_t>(c * h * w));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int8_t>(int(i * 37) % 256 - 128);
+  QIm2col g;
+  g.x = reinterpret_cast<const uint8_t*>(x.data());
+  g.channels = c; g.h = h; g.w = w; g.kh = kh; g.kw = kw; g.sh = sh; g.sw = sw; g.pt = pt; g.pl = pl;
+  g.oh = oh; g.ow = ow; g.flip = true; g.pad = 131;
+  const int64_t k = c * kh * kw, kp = qgemm_kp(k), n = oh * ow;
+  std::vector<uint8_t> packed(static_cast<size_t>(qgemm_packed_x_bytes(k, n)));
+  std::vector<int32_t> sums(static_cast<size_t>(n));
+  qgemm_pack_im2col(g, packed.data(), sums.data());
+  for (int64_t col = 0; col < n; ++col) {
+    const int64_t oy = col / ow, ox = col % ow;
+    int32_t sum = 0;
+    for (int64_t kk = 0; kk < kp; ++kk) {
+      int want = 0;
+      if (kk < k) {
+        const int64_t ch = kk / (kh * kw), ky = kk / kw % kh, kx = kk % kw;
+        const int64_t iy = oy * sh - pt + ky, ix = ox * sw - pl + kx;
+        want = iy >= 0 && iy < h && ix >= 0 && ix < w ? x[static_cast<size_t>((ch * h + iy) * w + ix)] + 128 : 131;
+      }
+      sum += want;
+      const size_t at = static_cast<size_t>((col / kQGemmNr) * kp * kQGemmNr + (kk / 4) * 64 + (col % kQGemmNr) * 4 + kk % 4);
+      ASSERT_EQ(packed[at], want) << "column " << col << " k " << kk;
+    }
+    EXPECT_EQ(sums[static_cast<size_t>(col)], sum);
+  }
+}
+
+// m * 2^-s is the real multiplier to 2^-31 relative; the rounding is half
+// up of the exact product; tiny multipliers give 0, huge ones are refused.
+TEST(QGemm, FixedPointMultiplierAndRounding) {
+  for (double real : {1e-9, 3.1e-5, 0.0045, 0.25, 0.5, 0.999999999, 1.0, 7.5, 1e6}) {
+    int32_t m = 0, s = 0;
+    ASSERT_TRUE(qgemm_quantize_multiplier(real, &m, &s)) << real;
+    EXPECT_GE(m, int32_t{1} << 30);
+    EXPECT_GE(s, 1);
+    EXPECT_LE(s, 62);
+    EXPECT_NEAR(std::ldexp(double(m), -s) / real, 1.0, std::ldexp(1.0, -30)) << real;
+  }
+  int32_t m = 1, s = 0;
+  EXPECT_TRUE(qgemm_quantize_multiplier(1e-12, &m, &s));
+  EXPECT_EQ(m, 0);
+  EXPECT_FALSE(qgemm_quantize_multiplier(std::ldexp(1.0, 31), &m, &s));
+  // 0.5 exactly: m = 2^30, s = 31. Ties go up: 3 * 0.5 = 1.5 -> 2, -1.5 -> -1.
+  ASSERT_TRUE(qgemm_quantize_multiplier(0.5, &m, &s));
+  EXPECT_EQ(qgemm_requantize(3, m, s), 2);
+  EXPECT_EQ(qgemm_requantize(-3, m, s), -1);
+  EXPECT_EQ(qgemm_requantize(-4, m, s), -2);
+  EXPECT_EQ(qgemm_requantize(INT32_MAX, m, s), 1073741824);
+  EXPECT_EQ(qgemm_requantize(INT32_MIN, m, s), -1073741824);
+}
+
+}  // namespace
+}  // namespace kiln::kernels
