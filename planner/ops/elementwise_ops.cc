@@ -70,9 +70,15 @@ void infer_prelu(OpContext& ctx) {
 // Max, Min, Sum, Mean: one or more inputs, broadcast together.
 void infer_variadic(OpContext& ctx) {
   ctx.expect_inputs(1, 64);
-  ctx.expect_dtype(0, ctx.node().op_type == "Mean"
-                         ? std::initializer_list<DType>{DType::FLOAT32}
-                         : std::initializer_list<DType>{DType::FLOAT32, DType::INT32, DType::INT64});
+  const std::string& op = ctx.node().op_type;
+  if (op == "Mean") {
+    ctx.expect_dtype(0, {DType::FLOAT32});
+  } else if (op == "Sum") {
+    ctx.expect_dtype(0, {DType::FLOAT32, DType::INT32, DType::INT64});
+  } else {  // Max, Min
+    ctx.expect_dtype(0, {DType::FLOAT16, DType::FLOAT32, DType::FLOAT64, DType::INT8, DType::INT16, DType::INT32,
+                         DType::INT64, DType::UINT8, DType::UINT16, DType::UINT32, DType::UINT64});
+  }
   std::vector<int64_t> shape = ctx.shape(0);
   for (size_t i = 1; i < ctx.num_inputs(); ++i) {
     if (ctx.dtype(i) != ctx.dtype(0)) ctx.error("inputs differ in dtype");

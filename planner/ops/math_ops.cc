@@ -44,15 +44,6 @@ const MathUnaryOp& math_unary_of(OpContext& ctx) {
   ctx.error("internal error: no MathUnary function");
 }
 
-fb::ParamsUnion generic_params(std::vector<int64_t> ints, std::vector<float> floats) {
-  fb::GenericParamsT p;
-  p.ints = std::move(ints);
-  p.floats = std::move(floats);
-  fb::ParamsUnion params;
-  params.Set(std::move(p));
-  return params;
-}
-
 void infer_math_unary(OpContext& ctx) {
   ctx.expect_inputs(1, 1);
   ctx.expect_dtype(0, {DType::FLOAT32});
@@ -85,12 +76,13 @@ void lower_float_class(OpContext& ctx, LoweringContext& l) {
 
 void infer_mod(OpContext& ctx) {
   ctx.expect_inputs(2, 2);
-  ctx.expect_dtype(0, {DType::FLOAT32, DType::FLOAT64, DType::INT8, DType::INT16, DType::INT32, DType::INT64,
-                       DType::UINT8, DType::UINT16, DType::UINT32, DType::UINT64});
+  ctx.expect_dtype(0, {DType::FLOAT16, DType::FLOAT32, DType::FLOAT64, DType::INT8, DType::INT16, DType::INT32,
+                       DType::INT64, DType::UINT8, DType::UINT16, DType::UINT32, DType::UINT64});
   if (ctx.dtype(1) != ctx.dtype(0)) ctx.error("inputs are ", dtype_str(ctx.dtype(0)), " and ", dtype_str(ctx.dtype(1)));
   const int64_t fmod = ctx.attr_int("fmod", 0);
   if (fmod != 0 && fmod != 1) ctx.error("attribute 'fmod' must be 0 or 1, has ", fmod);
-  const bool is_float = ctx.dtype(0) == DType::FLOAT32 || ctx.dtype(0) == DType::FLOAT64;
+  const bool is_float = ctx.dtype(0) == DType::FLOAT16 || ctx.dtype(0) == DType::FLOAT32 ||
+                        ctx.dtype(0) == DType::FLOAT64;
   if (is_float && fmod == 0) ctx.error("attribute 'fmod' must be 1 for floating-point inputs");
   ctx.set_output(0, ctx.dtype(0), broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)));
 }

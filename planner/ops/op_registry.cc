@@ -144,6 +144,8 @@ const std::vector<OpDef>& registry() {
     add_resize_ops(all);
     add_collective_ops(all);
     add_math_ops(all);
+    add_index_ops(all);
+    add_einsum_ops(all);
     add_quant_ops(all);
     add_rnn_ops(all);
     add_refused_ops(all);
@@ -183,6 +185,15 @@ std::unique_ptr<fb::FusedActivationT> fused_activation(const Node& node) {
   out->alpha = a.alpha;
   out->beta = a.beta;
   return out;
+}
+
+fb::ParamsUnion generic_params(std::vector<int64_t> ints, std::vector<float> floats) {
+  fb::GenericParamsT p;
+  p.ints = std::move(ints);
+  p.floats = std::move(floats);
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
+  return params;
 }
 
 }  // namespace kiln::planner

@@ -103,6 +103,8 @@ void add_reduce_ops(std::vector<OpDef>& ops);
 void add_resize_ops(std::vector<OpDef>& ops);
 void add_collective_ops(std::vector<OpDef>& ops);
 void add_math_ops(std::vector<OpDef>& ops);
+void add_index_ops(std::vector<OpDef>& ops);
+void add_einsum_ops(std::vector<OpDef>& ops);
 void add_quant_ops(std::vector<OpDef>& ops);
 void add_rnn_ops(std::vector<OpDef>& ops);
 void add_refused_ops(std::vector<OpDef>& ops);
@@ -110,6 +112,10 @@ void add_refused_ops(std::vector<OpDef>& ops);
 // The activation passes/fuse moved into the node, as kernel parameters;
 // nullptr when it carries none.
 std::unique_ptr<fb::FusedActivationT> fused_activation(const Node& node);
+
+// GenericParams (schema/program.fbs) holding `ints` and `floats`; their
+// meaning per kernel is written beside the kernel's check function.
+fb::ParamsUnion generic_params(std::vector<int64_t> ints, std::vector<float> floats);
 
 // NumPy broadcast of two shapes; throws naming the node when they do not broadcast.
 std::vector<int64_t> broadcast_shapes(const OpContext& ctx, const std::vector<int64_t>& a,

@@ -8,7 +8,11 @@ cases cover ops without node tests (com.microsoft Gelu), dtypes and
 attribute combinations the node tests do not exercise (integer reductions
 over non-adjacent axes, Slice with negative steps on several axes, three-way
 broadcasting in Where, unused Split and LayerNormalization outputs,
-integer Pow and Clip), and Shape folding of a value computed at run time.
+integer Pow and Clip, Min and Max over unsigned, int16 and float64 values,
+TopK with ties, the Einsum contractions torch exports, scatters and gathers
+with negative and duplicate indices), and Shape folding of a value computed
+at run time. The refusals check that an index out of range at run time
+fails `kiln run` naming the kernel.
 
 usage: onnx_op_cases.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
@@ -36,6 +40,10 @@ ONNX_TYPES = {
     np.dtype(np.int64): TensorProto.INT64,
     np.dtype(np.bool_): TensorProto.BOOL,
     np.dtype(np.uint8): TensorProto.UINT8,
+    np.dtype(np.int16): TensorProto.INT16,
+    np.dtype(np.uint32): TensorProto.UINT32,
+    np.dtype(np.uint64): TensorProto.UINT64,
+    np.dtype(np.float64): TensorProto.DOUBLE,
 }
 
 
@@ -168,11 +176,131 @@ def case_integer_pow_clip():
     return model(nodes, {"b": b, "xi": xi}, want, [("e", e), ("hi", np.array(17, np.int32))]), [b, xi]
 
 
+def case_min_max_wide_dtypes():
+    # Unsigned values above the signed range, three broadcast inputs.
+    u = np.array([[1, 2**63 + 5, 7], [2**64 - 1, 0, 9]], np.uint64)
+    v = np.array([2**63, 3, 8], np.uint64)
+    w = np.array([[4], [2**62]], np.uint64)
+    h = RNG.integers(-300, 300, (3, 4)).astype(np.int16)
+    g = RNG.integers(0, 2**32, (3, 4), dtype=np.uint64).astype(np.uint32)
+    d = RNG.standard_normal((2, 3))
+    nodes = [helper.make_node("Max", ["u", "v", "w"], ["umax"]), helper.make_node("Min", ["u", "v", "w"], ["umin"]),
+             helper.make_node("Max", ["h", "h_row"], ["hmax"]), helper.make_node("Min", ["g", "g_row"], ["gmin"]),
+             helper.make_node("Min", ["d", "d2"], ["dmin"])]
+    h_row = np.array([-5, 0, 5, 100], np.int16)
+    g_row = np.array([2**31, 7, 2**32 - 1, 0], np.uint32)
+    d2 = np.array([0.5, -0.5, 0.0])
+    want = {"umax": np.maximum(np.maximum(u, v), w), "umin": np.minimum(np.minimum(u, v), w),
+            "hmax": np.maximum(h, h_row), "gmin": np.minimum(g, g_row), "dmin": np.minimum(d, d2)}
+    return model(nodes, {"u": u, "v": v, "w": w, "h": h, "g": g, "d": d}, want,
+                 [("h_row", h_row), ("g_row", g_row), ("d2", d2)]), [u, v, w, h, g, d]
+
+
+def stable_topk(x, k, axis, largest):
+    order = np.argsort(-x if largest else x, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)
+
+
+def case_topk_ties_long_axis():
+    # Many ties along an axis of 40 that is not the last: the lower index
+    # comes first, for largest and smallest; k from a constant.
+    x = RNG.integers(0, 6, (3, 40, 5)).astype(np.float32)
+    nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1),
+             helper.make_node("TopK", ["x", "k"], ["sv", "si"], axis=-2, largest=0)]
+    v, i = stable_topk(x, 7, 1, True)
+    sv, si = stable_topk(x, 7, 1, False)
+    return model(nodes, {"x": x}, {"v": v, "i": i, "sv": sv, "si": si},
+                 [("k", np.array([7], np.int64))]), [x]
+
+
+def case_einsum_torch_patterns():
+    # Contractions torch exports (attention scores and values, batched
+    # products, outer products), an implicit output, "...", three operands.
+    q, k, v = randn(2, 3, 4, 8), randn(2, 3, 5, 8), randn(2, 3, 5, 8)
+    a, b = randn(4, 3, 6), randn(4, 6, 2)
+    x, y = randn(5), randn(7)
+    m, n, p = randn(3, 4), randn(4, 6), randn(6, 2)
+    nodes = [helper.make_node("Einsum", ["q", "k"], ["scores"], equation="bhid,bhjd->bhij"),
+             helper.make_node("Einsum", ["scores", "v"], ["ctx"], equation="bhij,bhjd->bhid"),
+             helper.make_node("Einsum", ["a", "b"], ["ab"], equation="bij,bjk->bik"),
+             helper.make_node("Einsum", ["x", "y"], ["outer"], equation="i,j->ij"),
+             helper.make_node("Einsum", ["m", "n"], ["implicit"], equation="ij, jk"),
+             helper.make_node("Einsum", ["a"], ["ell"], equation="...ij->...ji"),
+             helper.make_node("Einsum", ["m", "n", "p"], ["chain"], equation="ij,jk,kl->li")]
+    scores = np.einsum("bhid,bhjd->bhij", q, k)
+    want = {"scores": scores, "ctx": np.einsum("bhij,bhjd->bhid", scores, v),
+            "ab": np.einsum("bij,bjk->bik", a, b), "outer": np.einsum("i,j->ij", x, y),
+            "implicit": m @ n, "ell": np.einsum("...ij->...ji", a), "chain": (m @ n @ p).T}
+    inputs = {"q": q, "k": k, "v": v, "a": a, "b": b, "x": x, "y": y, "m": m, "n": n, "p": p}
+    return model(nodes, inputs, want), list(inputs.values())
+
+
+def case_scatter_gather_indices():
+    # Negative indices, duplicate indices under a reduction, GatherND with
+    # batch dims, OneHot with an index out of range (a row of off values).
+    data = randn(4, 5)
+    idx = np.array([[-1, 0, -5], [2, 2, -3], [4, -4, 1], [0, 0, 0]], np.int64)
+    upd = randn(4, 3)
+    added = data.copy()
+    for r in range(4):
+        for c in range(3):
+            added[r, idx[r, c]] += upd[r, c]
+    nd_idx = np.array([[1], [-1], [1]], np.int64)
+    nd_upd = randn(3, 5)
+    multiplied = data.copy()
+    for t in range(3):
+        multiplied[nd_idx[t, 0]] *= nd_upd[t]
+    g = randn(2, 3, 4, 5)
+    g_idx = np.array([[[0, 1], [2, -1]], [[-1, 0], [1, 3]]], np.int64)
+    gathered = np.stack([np.stack([g[b][tuple(t)] for t in g_idx[b]]) for b in range(2)])
+    hot_idx = np.array([[0, 5, -1], [7, -6, 2]], np.int64)
+    hot = np.full((2, 6, 3), 2, np.int32)
+    for i in range(2):
+        for j in range(3):
+            h = hot_idx[i, j]
+            if -6 <= h < 6:
+                hot[i, h % 6, j] = 9
+    nodes = [helper.make_node("ScatterElements", ["data", "idx", "upd"], ["added"], axis=1, reduction="add"),
+             helper.make_node("ScatterND", ["data", "nd_idx", "nd_upd"], ["multiplied"], reduction="mul"),
+             helper.make_node("GatherND", ["g", "g_idx"], ["gathered"], batch_dims=1),
+             helper.make_node("OneHot", ["hot_idx", "depth", "values"], ["hot"], axis=1)]
+    want = {"added": added, "multiplied": multiplied, "gathered": gathered, "hot": hot}
+    inputs = {"data": data, "upd": upd, "nd_upd": nd_upd, "g": g, "hot_idx": hot_idx}
+    return model(nodes, inputs, want, [("idx", idx), ("nd_idx", nd_idx), ("g_idx", g_idx),
+                                       ("depth", np.array(6, np.int64)), ("values", np.array([2, 9], np.int32))]), \
+        list(inputs.values())
+
+
+# Indices are data: one out of range must fail the run with a message
+# naming the kernel, never read or write outside a tensor.
+def refusal_scatter_elements():
+    data, upd = randn(4, 5), randn(1, 2)
+    idx = np.array([[1, 5]], np.int64)
+    node = helper.make_node("ScatterElements", ["data", "idx", "upd"], ["y"], axis=1)
+    return model([node], {"data": data, "idx": idx, "upd": upd}, {"y": data}), [data, idx, upd], "ScatterElements"
+
+
+def refusal_gather_nd():
+    data, idx = randn(4, 5), np.array([[0, -6]], np.int64)
+    node = helper.make_node("GatherND", ["data", "idx"], ["y"])
+    return model([node], {"data": data, "idx": idx}, {"y": randn(1)}), [data, idx], "GatherND"
+
+
+def refusal_scatter_nd():
+    data, idx, upd = randn(4, 5), np.array([[4]], np.int64), randn(1, 5)
+    node = helper.make_node("ScatterND", ["data", "idx", "upd"], ["y"], reduction="add")
+    return model([node], {"data": data, "idx": idx, "upd": upd}, {"y": data}), [data, idx, upd], "ScatterND"
+
+
+REFUSALS = {name[8:]: fn for name, fn in sorted(globals().items()) if name.startswith("refusal_")}
+
+
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 
 
-def run_case(name, kiln, workdir):
-    (m, expected), inputs = CASES[name]()
+def plan_and_run(name, m, inputs, kiln, workdir):
+    """Plans and runs `m`; returns the finished `kiln run` process."""
     onnx.checker.check_model(m)
     base = os.path.join(workdir, name)
     onnx.save(m, base + ".onnx")
@@ -181,8 +309,16 @@ def run_case(name, kiln, workdir):
         np.save(f"{base}_in{i}.npy", a)
         args += ["--input", f"{base}_in{i}.npy"]
     subprocess.run([kiln, "plan", base + ".onnx", "-o", base + ".kiln"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([kiln, "run", base + ".kiln", *args, "--output-dir", base + "_out"], check=True,
-                   stdout=subprocess.DEVNULL)
+    return subprocess.run([kiln, "run", base + ".kiln", *args, "--output-dir", base + "_out"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def run_case(name, kiln, workdir):
+    (m, expected), inputs = CASES[name]()
+    run = plan_and_run(name, m, inputs, kiln, workdir)
+    if run.returncode != 0:
+        return [f"kiln run failed with status {run.returncode}: {run.stderr.strip()}"]
+    base = os.path.join(workdir, name)
     problems = []
     for i, out in enumerate(m.graph.output):
         want = expected[out.name]
@@ -209,6 +345,13 @@ def main():
         except subprocess.CalledProcessError as e:
             problems = [f"{' '.join(e.cmd[:2])} failed with status {e.returncode}"]
         expect(name, not problems, "; ".join(problems))
+    for name in REFUSALS:
+        if args.only and name != args.only:
+            continue
+        (m, _), inputs, kernel = REFUSALS[name]()
+        run = plan_and_run(name, m, inputs, args.kiln, args.workdir)
+        expect(f"{name} refused at run time", run.returncode != 0 and kernel in run.stderr and
+               "out of range" in run.stderr, f"status {run.returncode}, stderr: {run.stderr.strip()}")
     return finish()
 
 

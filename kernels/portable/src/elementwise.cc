@@ -96,6 +96,45 @@ Error run_binary(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// Max and Min also take int8, int16, the wider unsigned integers, float64
+// and float16 (computed in float32), which the other binary kernels do not.
+// A NaN operand wins, as in the float32 kernel.
+
+bool min_max_only_dtype(DType t) {
+  return t == DType::INT8 || t == DType::INT16 || t == DType::UINT16 || t == DType::UINT32 || t == DType::UINT64 ||
+         t == DType::FLOAT64 || t == DType::FLOAT16;
+}
+
+Error check_min_max(const KernelArgs& args) {
+  if (args.num_inputs < 1 || args.inputs[0] == nullptr || !min_max_only_dtype(args.in(0).dtype())) {
+    return check_binary(args);
+  }
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, args.in(0).dtype()));
+  const auto* params = args.params<fb::BinaryParams>();
+  KILN_KERNEL_CHECK(args, params == nullptr || params->activation() == nullptr ||
+                              params->activation()->kind() == fb::Activation::NONE,
+                    "fused activation on a non-float32 op");
+  return check_broadcast_output(args, 0, 2);
+}
+
+template <typename Op>
+Error run_min_max(const KernelArgs& args) {
+  const Tensor& a = args.in(0);
+  const Tensor& b = args.in(1);
+  const Tensor& out = args.out(0);
+  switch (out.dtype()) {
+    case DType::INT8: binary_map<Op, int8_t, int8_t>(a, b, out); return Error::kOk;
+    case DType::INT16: binary_map<Op, int16_t, int16_t>(a, b, out); return Error::kOk;
+    case DType::UINT16: binary_map<Op, uint16_t, uint16_t>(a, b, out); return Error::kOk;
+    case DType::UINT32: binary_map<Op, uint32_t, uint32_t>(a, b, out); return Error::kOk;
+    case DType::UINT64: binary_map<Op, uint64_t, uint64_t>(a, b, out); return Error::kOk;
+    case DType::FLOAT64: binary_map<Op, double, double>(a, b, out); return Error::kOk;
+    case DType::FLOAT16: binary_map<Float16Op<Op>, uint16_t, uint16_t>(a, b, out); return Error::kOk;
+    default: return run_binary<Op>(args);
+  }
+}
+
 // Pow(X, Y): X float32, int32 or int64 (the output's dtype), Y float32 or
 // any 32/64-bit integer dtype. Integer powers of integers are exact, by
 // repeated squaring, and wrap; float powers of integers are computed in
@@ -412,8 +451,8 @@ Error run_copy(const KernelArgs& args) {
   K(Mul, check_binary, run_binary<MulOp>, kInplaceInput0 | kInplaceInput1) \
   K(Div, check_binary, run_binary<DivOp>, kInplaceInput0 | kInplaceInput1) \
   K(Pow, check_pow, run_pow, kInplaceInput0) \
-  K(Max, check_binary, run_binary<MaxOp>, kInplaceInput0 | kInplaceInput1) \
-  K(Min, check_binary, run_binary<MinOp>, kInplaceInput0 | kInplaceInput1) \
+  K(Max, check_min_max, run_min_max<MaxOp>, kInplaceInput0 | kInplaceInput1) \
+  K(Min, check_min_max, run_min_max<MinOp>, kInplaceInput0 | kInplaceInput1) \
   K(PRelu, check_prelu, run_prelu, kInplaceInput0) \
   K(PowScalar, check_unary, run_pow_scalar, kInplaceInput0) \
   K(Relu, check_unary, run_relu, kInplaceInput0) \

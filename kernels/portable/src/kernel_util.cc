@@ -101,5 +101,25 @@ void contiguous_strides(const int64_t* dims, uint32_t rank, int64_t* out_strides
   }
 }
 
+int64_t param_int(const KernelArgs& args, uint32_t i) {
+  const auto* p = args.params<fb::GenericParams>();
+  return p->ints()->Get(i);
+}
+
+float param_float(const KernelArgs& args, uint32_t i) {
+  const auto* p = args.params<fb::GenericParams>();
+  return p->floats()->Get(i);
+}
+
+Error check_params(const KernelArgs& args, uint32_t ints, uint32_t floats) {
+  const auto* p = args.params<fb::GenericParams>();
+  KILN_KERNEL_CHECK(args, p != nullptr, "expects GenericParams");
+  KILN_KERNEL_CHECK(args, ints == 0 || (p->ints() != nullptr && p->ints()->size() >= ints && aligned8(p->ints())),
+                    "expects %u integer parameters", ints);
+  KILN_KERNEL_CHECK(args, floats == 0 || (p->floats() != nullptr && p->floats()->size() >= floats),
+                    "expects %u float parameters", floats);
+  return Error::kOk;
+}
+
 }  // namespace kernels
 }  // namespace kiln

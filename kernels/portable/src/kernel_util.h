@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/kernels/float16.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/log.h"
 
@@ -51,6 +52,20 @@ bool broadcast_strides(const Tensor& t, const int64_t* out_dims, uint32_t rank, 
 // Checks that inputs [first, first + count) broadcast to output 0 and that
 // its shape is exactly their broadcast (no larger).
 Error check_broadcast_output(const KernelArgs& args, uint32_t first, uint32_t count);
+
+// GenericParams (schema/program.fbs): check_params checks that the
+// instruction carries at least `ints` integers and `floats` floats; after
+// it, param_int and param_float read them.
+Error check_params(const KernelArgs& args, uint32_t ints, uint32_t floats);
+int64_t param_int(const KernelArgs& args, uint32_t i);
+float param_float(const KernelArgs& args, uint32_t i);
+
+// A binary element-wise Op (broadcast.h's binary_map) applied to float16
+// bits: both operands widened to float32, the result rounded back.
+template <typename Op>
+struct Float16Op {
+  static uint16_t apply(uint16_t a, uint16_t b) { return float_to_half(Op::apply(half_to_float(a), half_to_float(b))); }
+};
 
 // Contiguous row-major strides of `t`.
 void contiguous_strides(const int64_t* dims, uint32_t rank, int64_t* out_strides);

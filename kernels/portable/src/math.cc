@@ -8,7 +8,7 @@
 //                lambd).
 //   FloatClass   float32 -> bool: IsNaN (ints [0]) or IsInf (ints [1,
 //                detect_positive, detect_negative]).
-//   Mod          integer or float32/float64, broadcast; ints[0] = fmod. With
+//   Mod          integer or float16/float32/float64, broadcast; ints[0] = fmod. With
 //                fmod 0 the result takes the divisor's sign (Python's %),
 //                with fmod 1 the dividend's (C's fmod). x mod 0 gives 0 for
 //                integers (ONNX leaves it unspecified).
@@ -52,27 +52,6 @@ enum MathFunction : int64_t {
   kRound, kSign, kSelu, kCelu, kSoftsign, kThresholdedRelu, kShrink,
   kNumMathFunctions,
 };
-
-int64_t param_int(const KernelArgs& args, uint32_t i) {
-  const auto* p = args.params<fb::GenericParams>();
-  return p->ints()->Get(i);
-}
-
-float param_float(const KernelArgs& args, uint32_t i) {
-  const auto* p = args.params<fb::GenericParams>();
-  return p->floats()->Get(i);
-}
-
-// The parameters carry at least `ints` integers and `floats` floats.
-Error check_params(const KernelArgs& args, uint32_t ints, uint32_t floats) {
-  const auto* p = args.params<fb::GenericParams>();
-  KILN_KERNEL_CHECK(args, p != nullptr, "expects GenericParams");
-  KILN_KERNEL_CHECK(args, ints == 0 || (p->ints() != nullptr && p->ints()->size() >= ints && aligned8(p->ints())),
-                    "expects %u integer parameters", ints);
-  KILN_KERNEL_CHECK(args, floats == 0 || (p->floats() != nullptr && p->floats()->size() >= floats),
-                    "expects %u float parameters", floats);
-  return Error::kOk;
-}
 
 Error check_math_unary(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
@@ -184,8 +163,8 @@ struct ShiftOp {
 
 bool mod_dtype(DType t) {
   switch (t) {
-    case DType::FLOAT32: case DType::FLOAT64: case DType::INT8: case DType::INT16: case DType::INT32:
-    case DType::INT64: case DType::UINT8: case DType::UINT16: case DType::UINT32: case DType::UINT64:
+    case DType::FLOAT16: case DType::FLOAT32: case DType::FLOAT64: case DType::INT8: case DType::INT16:
+    case DType::INT32: case DType::INT64: case DType::UINT8: case DType::UINT16: case DType::UINT32: case DType::UINT64:
       return true;
     default: return false;
   }
@@ -237,6 +216,7 @@ void mod_map(const KernelArgs& args) {
   switch (a.dtype()) {
     case DType::FLOAT32: binary_map<ModOp<kFmod>, float, float>(a, args.in(1), args.out(0)); break;
     case DType::FLOAT64: binary_map<ModOp<kFmod>, double, double>(a, args.in(1), args.out(0)); break;
+    case DType::FLOAT16: binary_map<Float16Op<ModOp<kFmod>>, uint16_t, uint16_t>(a, args.in(1), args.out(0)); break;
     default: integer_map<ModOp<kFmod>>(args); break;
   }
 }

@@ -1,5 +1,6 @@
 // Normalisation kernels: Softmax and LogSoftmax along one axis,
-// BatchNormalization (inference), LayerNormalization.
+// BatchNormalization (inference), LayerNormalization,
+// InstanceNormalization, LRN.
 
 #include <math.h>
 
@@ -203,6 +204,94 @@ Error run_layer_norm(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// ---------------------------------------------------------------------------
+// InstanceNormalization: inputs X [N, C, ...], scale [C], B [C];
+// GenericParams floats [epsilon]. Each (n, c) plane is normalised over its
+// spatial elements: y = (x - mean) / sqrt(var + epsilon) * scale[c] + B[c].
+// Statistics accumulate in double.
+
+Error check_instance_norm(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 3, 3, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  KILN_RETURN_IF_ERROR(check_params(args, 0, 1));
+  KILN_RETURN_IF_ERROR(check_same_shape(args, args.in(0), args.out(0), "input and output"));
+  const Tensor& x = args.in(0);
+  KILN_KERNEL_CHECK(args, x.rank() >= 3, "expects rank >= 3");
+  for (uint32_t i = 1; i < 3; ++i) {
+    KILN_KERNEL_CHECK(args, args.in(i).numel() == x.dim(1), "input %u must have C elements", i);
+  }
+  return Error::kOk;
+}
+
+Error run_instance_norm(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const double eps = param_float(args, 0);
+  const float* scale = args.in(1).data_as<const float>();
+  const float* bias = args.in(2).data_as<const float>();
+  const int64_t c = x.dim(1);
+  const int64_t planes = x.dim(0) * c;
+  const int64_t inner = dims_product(x, 2, x.rank());
+  const float* in = x.data_as<const float>();
+  float* out = args.out(0).data_as<float>();
+  for (int64_t p = 0; p < planes; ++p) {
+    const float* src = in + p * inner;
+    double sum = 0;
+    for (int64_t i = 0; i < inner; ++i) sum += src[i];
+    const double mean = inner > 0 ? sum / static_cast<double>(inner) : 0;
+    double sq = 0;
+    for (int64_t i = 0; i < inner; ++i) sq += (src[i] - mean) * (src[i] - mean);
+    const double var = inner > 0 ? sq / static_cast<double>(inner) : 0;
+    const float k = static_cast<float>(scale[p % c] / sqrt(var + eps));
+    const float shift = static_cast<float>(bias[p % c] - mean * k);
+    float* dst = out + p * inner;
+    for (int64_t i = 0; i < inner; ++i) dst[i] = src[i] * k + shift;
+  }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// LRN (local response normalisation across channels): X [N, C, ...];
+// GenericParams ints [size], floats [alpha, beta, bias]:
+//   y = x / (bias + alpha / size * sum of x^2 over the channels
+//            [c - (size - 1) / 2, c + size / 2] within [0, C))^beta.
+
+Error check_lrn(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  KILN_RETURN_IF_ERROR(check_params(args, 1, 3));
+  KILN_RETURN_IF_ERROR(check_same_shape(args, args.in(0), args.out(0), "input and output"));
+  KILN_KERNEL_CHECK(args, args.in(0).rank() >= 2, "expects rank >= 2");
+  KILN_KERNEL_CHECK(args, param_int(args, 0) >= 1 && param_int(args, 0) <= (int64_t{1} << 30), "size out of range");
+  return Error::kOk;
+}
+
+Error run_lrn(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const int64_t size = param_int(args, 0);
+  const float alpha = param_float(args, 0), beta = param_float(args, 1), bias = param_float(args, 2);
+  const int64_t n = x.dim(0), c = x.dim(1);
+  const int64_t inner = dims_product(x, 2, x.rank());
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  const float* in = x.data_as<const float>();
+  float* out = args.out(0).data_as<float>();
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const int64_t lo = ch - before < 0 ? 0 : ch - before;
+      const int64_t hi = ch + after >= c ? c - 1 : ch + after;
+      for (int64_t i = 0; i < inner; ++i) {
+        float sum = 0.f;
+        for (int64_t j = lo; j <= hi; ++j) {
+          const float v = in[(b * c + j) * inner + i];
+          sum += v * v;
+        }
+        const int64_t at = (b * c + ch) * inner + i;
+        out[at] = in[at] / powf(bias + alpha / static_cast<float>(size) * sum, beta);
+      }
+    }
+  }
+  return Error::kOk;
+}
+
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
@@ -210,7 +299,9 @@ Error run_layer_norm(const KernelArgs& args) {
   K(Softmax, check_softmax, run_softmax<false>, 0) \
   K(LogSoftmax, check_softmax, run_softmax<true>, 0) \
   K(BatchNormalization, check_batch_norm, run_batch_norm, 0) \
-  K(LayerNormalization, check_layer_norm, run_layer_norm, kInplaceInput0)
+  K(LayerNormalization, check_layer_norm, run_layer_norm, kInplaceInput0) \
+  K(InstanceNormalization, check_instance_norm, run_instance_norm, kInplaceInput0) \
+  K(LRN, check_lrn, run_lrn, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_NORM_KERNELS)
 const KernelEntry kNormKernels[] = {KILN_NORM_KERNELS(KILN_KERNEL_TABLE_ROW)};

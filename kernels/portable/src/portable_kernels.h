@@ -46,6 +46,8 @@ extern const KernelEntry kWinogradKernels[];
 extern const size_t kNumWinogradKernels;
 extern const KernelEntry kMathKernels[];
 extern const size_t kNumMathKernels;
+extern const KernelEntry kIndexKernels[];
+extern const size_t kNumIndexKernels;
 extern const KernelEntry kRnnKernels[];
 extern const size_t kNumRnnKernels;
 

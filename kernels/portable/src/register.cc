@@ -17,6 +17,7 @@ Error register_portable_kernels(KernelRegistry& registry) {
   KILN_RETURN_IF_ERROR(registry.register_kernels(kResizeKernels, kNumResizeKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kWinogradKernels, kNumWinogradKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kMathKernels, kNumMathKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kIndexKernels, kNumIndexKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kRnnKernels, kNumRnnKernels));
   return Error::kOk;
 }
