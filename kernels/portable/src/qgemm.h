@@ -44,6 +44,18 @@ void qgemm_tile_avx512_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr
 bool processor_has_avx512_vnni();
 #endif
 
+// Arm: Cortex-M with the DSP extension (SMLAD), chosen when the image is
+// compiled for such a core (qgemm_arm.cc).
+#if defined(__ARM_FEATURE_DSP) && !defined(__aarch64__) && defined(__GNUC__)
+#define KILN_QGEMM_DSP 1
+#else
+#define KILN_QGEMM_DSP 0
+#endif
+#if KILN_QGEMM_DSP
+void qgemm_tile_dsp(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                    int32_t acc[kQGemmMr][kQGemmNr]);
+#endif
+
 struct QGemmProblem {
   int64_t m = 0, n = 0, k = 0;
   const int8_t* w = nullptr;        // [m][qgemm_kp(k)]

@@ -1,0 +1,87 @@
+// The int8 product's inner loops for Arm (QGemmTileFn, qgemm.h): Cortex-M
+// with the DSP extension (SMLAD on SXTB16/UXTB16-widened halfwords).
+// Each gives the exact int32 sums of the portable loop on the same packed
+// bytes (kiln/kernels/qgemm.h): panel row q holds k = 4q..4q+3 of 16
+// columns, 4 bytes per column; a weight row holds 4 bytes per q.
+
+#include <string.h>
+
+#include "qgemm.h"
+
+#if KILN_QGEMM_DSP
+#include <arm_acle.h>
+#endif
+
+namespace kiln {
+namespace kernels {
+
+#if KILN_QGEMM_DSP
+
+namespace {
+
+inline uint32_t load_word(const void* p) {
+  uint32_t v;
+  memcpy(&v, p, sizeof(v));  // one LDR: Cortex-M4/M7 load unaligned words
+  return v;
+}
+
+// SXTB16 / UXTB16 of the word rotated right by 8 (bytes 1 and 3), in one
+// instruction: arm_acle.h of GCC 12 has no __ror, and GCC does not fold a
+// rotate written in C into the extend's operand.
+inline int32_t sxtb16_ror8(uint32_t x) {
+  int32_t r;
+  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+  return r;
+}
+inline int32_t uxtb16_ror8(uint32_t x) {
+  int32_t r;
+  __asm__("uxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+  return r;
+}
+
+// One channel x four consecutive columns over the panel's kp / 4 rows. A
+// word of four uint8 activations x3..x0 splits into the halfword pairs
+// (x2, x0) = UXTB16(x) and (x3, x1) = UXTB16(x ror 8); the weights
+// likewise with SXTB16. SMLAD adds both halfword products to the sum: two
+// k per instruction, exact (each 16 x 16 product is |x w| <= 255 * 128,
+// and the sum stays inside int32 for kp <= kQGemmMaxK). Eleven live
+// registers: four sums, two weight pairs, an activation pair, three
+// pointers.
+inline void tile_1x4(uint32_t rows, const int8_t* w, const uint8_t* x, int32_t* out) {
+  int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (; rows != 0; --rows, x += 4 * kQGemmNr, w += 4) {
+    const uint32_t wv = load_word(w);
+    const int32_t w_even = static_cast<int32_t>(__sxtb16(wv)), w_odd = sxtb16_ror8(wv);
+    uint32_t xv = load_word(x);
+    s0 = __smlad(static_cast<int32_t>(__uxtb16(xv)), w_even, s0);
+    s0 = __smlad(uxtb16_ror8(xv), w_odd, s0);
+    xv = load_word(x + 4);
+    s1 = __smlad(static_cast<int32_t>(__uxtb16(xv)), w_even, s1);
+    s1 = __smlad(uxtb16_ror8(xv), w_odd, s1);
+    xv = load_word(x + 8);
+    s2 = __smlad(static_cast<int32_t>(__uxtb16(xv)), w_even, s2);
+    s2 = __smlad(uxtb16_ror8(xv), w_odd, s2);
+    xv = load_word(x + 12);
+    s3 = __smlad(static_cast<int32_t>(__uxtb16(xv)), w_even, s3);
+    s3 = __smlad(uxtb16_ror8(xv), w_odd, s3);
+  }
+  out[0] = s0;
+  out[1] = s1;
+  out[2] = s2;
+  out[3] = s3;
+}
+
+}  // namespace
+
+void qgemm_tile_dsp(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                    int32_t acc[kQGemmMr][kQGemmNr]) {
+  const uint32_t rows = static_cast<uint32_t>(kp / 4);
+  for (int64_t r = 0; r < mr; ++r) {
+    for (int64_t i = 0; i < kQGemmNr; i += 4) tile_1x4(rows, w + r * ldw, panel + i * 4, &acc[r][i]);
+  }
+}
+
+#endif  // KILN_QGEMM_DSP
+
+}  // namespace kernels
+}  // namespace kiln
