@@ -12,6 +12,7 @@
 
 #include "kiln/kernels/isa.h"
 #include "kiln/platform/mps2.h"
+#include "kiln/platform/platform.h"
 #include "qgemm.h"
 
 namespace {
@@ -130,6 +131,20 @@ int main() {
   for (const auto& s : shapes) {
     for (bool extreme : {false, true}) check(s[0], s[1], s[2], extreme, tile);
   }
+  // Instructions of each loop on a pointwise-convolution-like product (24
+  // channels, 40 columns, k = 64; each run() is the int32 and the int8
+  // product, epilogues included; 40 instructions a tick with -icount
+  // shift=0), for bench/RESULTS.md. Printed, not checked.
+  fill(24, 40, 64, 1, false);
+  qgemm_pack_rows(g_x, 64, 40, 64, false, g_packed, g_sums);
+  uint64_t ticks[2];
+  for (int which = 0; which < 2; ++which) {
+    const uint64_t start = kiln_pal_ticks();
+    for (int rep = 0; rep < 3; ++rep) run(24, 40, 64, which == 0 ? tile : qgemm_tile_portable, which);
+    ticks[which] = kiln_pal_ticks() - start;
+  }
+  kiln_mps2_printf("24 x 40 x 64, 3 times: %s %llu ticks, portable %llu ticks\n", name,
+                   static_cast<unsigned long long>(ticks[0]), static_cast<unsigned long long>(ticks[1]));
   kiln_mps2_printf("%s\n", failures == 0 ? "PASS: every sum matches" : "FAIL");
   return failures == 0 ? 0 : 1;
 }

@@ -46,8 +46,9 @@ inline int32_t uxtb16_ror8(uint32_t x) {
 // k per instruction, exact (each 16 x 16 product is |x w| <= 255 * 128,
 // and the sum stays inside int32 for kp <= kQGemmMaxK). Eleven live
 // registers: four sums, two weight pairs, an activation pair, three
-// pointers.
-inline void tile_1x4(uint32_t rows, const int8_t* w, const uint8_t* x, int32_t* out) {
+// pointers; not inlined, so the caller's 64-bit loop state does not push
+// one of them to the stack.
+__attribute__((noinline)) void tile_1x4(uint32_t rows, const int8_t* w, const uint8_t* x, int32_t* out) {
   int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   for (; rows != 0; --rows, x += 4 * kQGemmNr, w += 4) {
     const uint32_t wv = load_word(w);
