@@ -1,7 +1,8 @@
 // The int8 product (kernels/portable/src/qgemm.h): every inner loop this
 // processor has (portable, AVX2's exact vpmaddwd split, AVX-512 VNNI's
-// vpdpbusd) against a plain int64 loop, over shapes around the tile sizes
-// (m around 8, columns around 16, k not a multiple of 4) and the extreme
+// vpdpbusd, AArch64's vmull/vpadal and sdot) against a plain int64 loop,
+// over shapes around the tile sizes (m around 8, columns around 16, k not a
+// multiple of 4) and the extreme
 // operands that would saturate vpmaddubsw (255 x -128 pairs); the epilogue
 // (weight zero points, folded bias, fixed-point requantization, clamping,
 // strided stores); packing of rows and of im2col columns; and the
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -61,7 +63,28 @@ std::vector<QGemmTileFn> tiles_here() {
   if (processor_has(Isa::kAvx2)) out.push_back(qgemm_tile_avx2);
   if (processor_has(Isa::kAvx512) && processor_has_avx512_vnni()) out.push_back(qgemm_tile_avx512_vnni);
 #endif
+#if KILN_QGEMM_NEON
+  out.push_back(qgemm_tile_neon);
+  if (processor_has_dotprod()) out.push_back(qgemm_tile_neon_dot);
+#endif
   return out;
+}
+
+// The switch picks the Arm inner loops: sdot where the processor has the
+// dot-product extension (the arm64 tests run under qemu-aarch64 -cpu max,
+// which has it, and say so with KILN_EXPECT_DOTPROD=1), vmull/vpadal where
+// not, the portable loop with KILN_ISA=scalar.
+TEST(QGemm, ArmInnerLoopIsSelected) {
+#if KILN_QGEMM_NEON
+  const char* expect_dotprod = std::getenv("KILN_EXPECT_DOTPROD");
+  if (expect_dotprod != nullptr && expect_dotprod[0] == '1') {
+    EXPECT_TRUE(processor_has_dotprod());
+  }
+  EXPECT_EQ(qgemm_tile_for(Isa::kNeon), processor_has_dotprod() ? qgemm_tile_neon_dot : qgemm_tile_neon);
+  EXPECT_EQ(qgemm_tile_for(Isa::kScalar), qgemm_tile_portable);
+#else
+  GTEST_SKIP() << "not an AArch64 build";
+#endif
 }
 
 // Every inner loop, int32 output with a bias and weight zero points.

@@ -29,6 +29,8 @@ QGemmTileFn qgemm_tile_for(Isa isa) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (isa == Isa::kAvx512 && processor_has_avx512_vnni()) return qgemm_tile_avx512_vnni;
   if (isa == Isa::kAvx512 || isa == Isa::kAvx2) return qgemm_tile_avx2;
+#elif KILN_QGEMM_NEON
+  if (isa == Isa::kNeon) return processor_has_dotprod() ? qgemm_tile_neon_dot : qgemm_tile_neon;
 #elif KILN_QGEMM_DSP
   (void)isa;
   return qgemm_tile_dsp;  // the core the image is built for has it

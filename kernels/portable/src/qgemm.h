@@ -45,15 +45,29 @@ bool processor_has_avx512_vnni();
 #endif
 
 // Arm: Cortex-M with the DSP extension (SMLAD), chosen when the image is
-// compiled for such a core (qgemm_arm.cc).
+// compiled for such a core; AArch64's Advanced SIMD, with sdot where the
+// processor has the dot-product extension (qgemm_arm.cc).
 #if defined(__ARM_FEATURE_DSP) && !defined(__aarch64__) && defined(__GNUC__)
 #define KILN_QGEMM_DSP 1
 #else
 #define KILN_QGEMM_DSP 0
 #endif
+#if defined(__aarch64__) && defined(__GNUC__)
+#define KILN_QGEMM_NEON 1
+#else
+#define KILN_QGEMM_NEON 0
+#endif
 #if KILN_QGEMM_DSP
 void qgemm_tile_dsp(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                     int32_t acc[kQGemmMr][kQGemmNr]);
+#endif
+#if KILN_QGEMM_NEON
+void qgemm_tile_neon(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                     int32_t acc[kQGemmMr][kQGemmNr]);
+void qgemm_tile_neon_dot(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                         int32_t acc[kQGemmMr][kQGemmNr]);
+// Whether the processor has the dot-product extension (sdot).
+bool processor_has_dotprod();
 #endif
 
 struct QGemmProblem {
