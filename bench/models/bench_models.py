@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
-"""kiln against ONNX Runtime on real models, single-threaded CPU.
+"""kiln against ONNX Runtime on real models, CPU, at equal thread counts.
 
 Exports torchvision classification and segmentation models (random weights,
 batch norm calibrated on random inputs so activations stay O(1); the three
 original models, mobilenet_v2, resnet18 and the encoder block, are exported
 as before), transformer blocks and element-wise chains with a fixed seed,
 plans each with `kiln plan`, then for several rounds runs `kiln run --runs N`
-once per CPU path asked for (--isa: `kiln run --isa P`) and ONNX Runtime
-(ort_runner.js: one thread, sequential, all graph optimizations, its own
-best path) back to back on the same input. Prints, per model and path, the
+once per CPU path and thread count asked for (--isa: `kiln run --isa P`;
+--threads: `kiln run --threads N`) and ONNX Runtime at each thread count
+(ort_runner.js: N intra-op threads, sequential, all graph optimizations,
+its own best path) back to back on the same input. Prints, per model and path, the
 median over rounds of each round's median latency, the ratio kiln / ORT,
 the spread of the round medians (how noisy the machine was), the relative
 error max|y - torch| / max|torch| of kiln and of ORT against PyTorch, and
 memory: kiln's arenas plus its constant segment (exact, from the program),
 ORT's peak RSS growth over session creation and the runs; then the
-geometric mean of kiln/ORT per path.
+geometric mean of kiln/ORT per path and thread count.
 
 ONNX Runtime comes from npm: `npm i --ignore-scripts onnxruntime-node` in
 bench/models (node_modules is not committed) or in the directory --ort-dir
@@ -22,7 +23,7 @@ names.
 
 usage: bench_models.py --kiln build/release/bin/kiln [--ort-dir DIR]
                        [--rounds 5] [--runs 20] [--models a,b|all|original]
-                       [--isa avx512,avx2] [--workdir DIR]
+                       [--isa avx512,avx2] [--threads 1,2] [--workdir DIR]
 """
 import argparse
 import json
@@ -145,22 +146,22 @@ def rel_error(got, expected):
     return float(np.max(np.abs(got - expected)) / max(float(np.max(np.abs(expected))), 1e-30))
 
 
-def kiln_round(kiln, program, workdir, name, runs, isa):
+def kiln_round(kiln, program, workdir, name, runs, isa, threads=1):
     outdir = os.path.join(workdir, name + "_kiln_out")
     command = [kiln, "run", program, "--input", os.path.join(workdir, name + "_input.npy"), "--output-dir", outdir,
-               "--runs", str(runs)]
+               "--runs", str(runs), "--threads", str(threads)]
     out = subprocess.run(command + (["--isa", isa] if isa != "auto" else []), check=True, capture_output=True,
                          text=True).stdout
     median = float(re.search(r"latency: median ([0-9.]+) ms", out).group(1))
     return median, np.load(os.path.join(outdir, "output_0.npy"))
 
 
-def ort_round(ort_dir, onnx_path, workdir, name, shape, runs):
+def ort_round(ort_dir, onnx_path, workdir, name, shape, runs, threads=1):
     out_bin = os.path.join(workdir, name + "_ort_out.bin")
     env = dict(os.environ, NODE_PATH=os.path.join(ort_dir, "node_modules"))
     out = subprocess.run(["node", os.path.join(HERE, "ort_runner.js"), onnx_path,
                           os.path.join(workdir, name + "_input.bin"), "x".join(map(str, shape)), str(runs),
-                          out_bin], check=True, capture_output=True, text=True, env=env).stdout
+                          out_bin, str(threads)], check=True, capture_output=True, text=True, env=env).stdout
     result = json.loads(out.strip().splitlines()[-1])
     return result, np.fromfile(out_bin, dtype=np.float32)
 
@@ -186,6 +187,8 @@ def main():
     parser.add_argument("--models", default="all", help="comma-separated names, 'all' or 'original'")
     parser.add_argument("--isa", default="auto",
                         help="kiln's CPU paths, comma-separated (auto, avx512, avx2, scalar)")
+    parser.add_argument("--threads", default="1",
+                        help="thread counts, comma-separated: kiln run --threads N against ORT's N intra-op threads")
     parser.add_argument("--workdir", default=os.path.join(HERE, "..", "..", "build", "bench-models"))
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
@@ -194,57 +197,82 @@ def main():
     names = list(MODELS) if args.models == "all" else ORIGINAL if args.models == "original" else \
         args.models.split(",")
     paths = args.isa.split(",")
+    thread_counts = [int(t) for t in args.threads.split(",")]
     rows = []
     for name in names:
         onnx_path, shape, expected = export(name, args.workdir)
         program = os.path.join(args.workdir, name + ".kiln")
         subprocess.run([kiln, "plan", onnx_path, "-o", program], check=True, stdout=subprocess.DEVNULL)
         arenas, constants = kiln_memory(kiln, program)
-        kiln_ms = {p: [] for p in paths}
+        kiln_ms = {(p, t): [] for p in paths for t in thread_counts}
         kiln_err = {}
-        ort_ms, ort_rss = [], []
+        ort_ms = {t: [] for t in thread_counts}
+        ort_rss = []
         ort_err = None
         ort_version = "?"
+        # Rounds interleave everything (each path and thread count of kiln,
+        # then ORT at each thread count), so load on the machine spreads over
+        # all of them alike.
         for _ in range(args.rounds):
+            for t in thread_counts:
+                for p in paths:
+                    ms, got = kiln_round(kiln, program, args.workdir, name, args.runs, p, t)
+                    kiln_ms[(p, t)].append(ms)
+                    kiln_err[(p, t)] = rel_error(got.reshape(expected.shape), expected)
+                result, ort_out = ort_round(args.ort_dir, onnx_path, args.workdir, name, shape, args.runs, t)
+                ort_ms[t].append(result["median_ms"])
+                ort_rss.append(result["peak_rss_delta_bytes"])
+                ort_version = result["version"]
+                ort_err = rel_error(ort_out.reshape(expected.shape), expected)
+                print(f"  {name} ({t} thread{'s' if t > 1 else ''}): " +
+                      ", ".join(f"kiln {p} {kiln_ms[(p, t)][-1]:.2f} ms" for p in paths) +
+                      f", ORT {result['median_ms']:.2f} ms", file=sys.stderr, flush=True)
+        for t in thread_counts:
+            o = float(np.median(ort_ms[t]))
             for p in paths:
-                ms, got = kiln_round(kiln, program, args.workdir, name, args.runs, p)
-                kiln_ms[p].append(ms)
-                kiln_err[p] = rel_error(got.reshape(expected.shape), expected)
-            result, ort_out = ort_round(args.ort_dir, onnx_path, args.workdir, name, shape, args.runs)
-            ort_ms.append(result["median_ms"])
-            ort_rss.append(result["peak_rss_delta_bytes"])
-            ort_version = result["version"]
-            ort_err = rel_error(ort_out.reshape(expected.shape), expected)
-            print(f"  {name}: " + ", ".join(f"kiln {p} {kiln_ms[p][-1]:.2f} ms" for p in paths) +
-                  f", ORT {result['median_ms']:.2f} ms", file=sys.stderr, flush=True)
-        o = float(np.median(ort_ms))
-        for p in paths:
-            k = float(np.median(kiln_ms[p]))
-            rows.append(dict(name=name, path=p, kiln=k, ort=o, ratio=k / o,
-                             kiln_spread=(min(kiln_ms[p]), max(kiln_ms[p])), ort_spread=(min(ort_ms), max(ort_ms)),
-                             kiln_err=kiln_err[p], ort_err=ort_err, arenas=arenas, constants=constants,
-                             ort_rss=int(np.median(ort_rss))))
+                k = float(np.median(kiln_ms[(p, t)]))
+                rows.append(dict(name=name, path=p, threads=t, kiln=k, ort=o, ratio=k / o,
+                                 kiln_spread=(min(kiln_ms[(p, t)]), max(kiln_ms[(p, t)])),
+                                 ort_spread=(min(ort_ms[t]), max(ort_ms[t])), kiln_err=kiln_err[(p, t)],
+                                 ort_err=ort_err, arenas=arenas, constants=constants,
+                                 ort_rss=int(np.median(ort_rss))))
 
-    print(f"ONNX Runtime {ort_version} (onnxruntime-node), 1 intra-op and 1 inter-op thread, sequential, "
-          f"graph optimizations all; {args.rounds} rounds of {args.runs} runs each, kiln and ORT back to back.")
+    print(f"ONNX Runtime {ort_version} (onnxruntime-node), {args.threads} intra-op thread(s) as kiln, 1 inter-op "
+          f"thread, sequential, graph optimizations all; {args.rounds} rounds of {args.runs} runs each, kiln and "
+          f"ORT back to back.")
     print()
-    print("| model | kiln path | kiln ms | ORT ms | kiln/ORT | kiln round medians | ORT round medians "
+    print("| model | kiln path | threads | kiln ms | ORT ms | kiln/ORT | kiln round medians | ORT round medians "
           "| kiln rel. error | ORT rel. error | kiln arenas + constants (MiB) | ORT peak RSS delta (MiB) |")
-    print("|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['name']} | {r['path']} | {r['kiln']:.2f} | {r['ort']:.2f} | {r['ratio']:.2f} "
+        print(f"| {r['name']} | {r['path']} | {r['threads']} | {r['kiln']:.2f} | {r['ort']:.2f} | {r['ratio']:.2f} "
               f"| {r['kiln_spread'][0]:.2f}-{r['kiln_spread'][1]:.2f} | {r['ort_spread'][0]:.2f}-{r['ort_spread'][1]:.2f} "
               f"| {r['kiln_err']:.1e} | {r['ort_err']:.1e} "
               f"| {mib(r['arenas'])} + {mib(r['constants'])} = {mib(r['arenas'] + r['constants'])} "
               f"| {mib(r['ort_rss'])} |")
     print()
-    for p in paths:
-        sel = [r for r in rows if r["path"] == p]
-        geomean = math.exp(sum(math.log(r["ratio"]) for r in sel) / len(sel))
-        worst = max(sel, key=lambda r: r["ratio"])
-        above = ", ".join(f"{r['name']} {r['ratio']:.2f}" for r in sel if r["ratio"] > 1.0) or "none"
-        print(f"kiln path {p}: geometric mean of kiln/ORT {geomean:.2f} over {len(sel)} models; "
-              f"slowest relative to ORT: {worst['name']} at {worst['ratio']:.2f}x; above 1.0x: {above}")
+    for t in thread_counts:
+        for p in paths:
+            sel = [r for r in rows if r["path"] == p and r["threads"] == t]
+            geomean = math.exp(sum(math.log(r["ratio"]) for r in sel) / len(sel))
+            worst = max(sel, key=lambda r: r["ratio"])
+            above = ", ".join(f"{r['name']} {r['ratio']:.2f}" for r in sel if r["ratio"] > 1.0) or "none"
+            print(f"kiln path {p}, {t} thread{'s' if t > 1 else ''}: geometric mean of kiln/ORT {geomean:.2f} over "
+                  f"{len(sel)} models; slowest relative to ORT: {worst['name']} at {worst['ratio']:.2f}x; "
+                  f"above 1.0x: {above}")
+    if len(thread_counts) > 1:
+        # What the extra threads bought each side: time on the first count over time on each other.
+        t0 = thread_counts[0]
+        for t in thread_counts[1:]:
+            for p in paths:
+                ks = [next(r for r in rows if r["name"] == n and r["path"] == p and r["threads"] == t0)["kiln"] /
+                      next(r for r in rows if r["name"] == n and r["path"] == p and r["threads"] == t)["kiln"]
+                      for n in names]
+                os_ = [next(r for r in rows if r["name"] == n and r["threads"] == t0)["ort"] /
+                       next(r for r in rows if r["name"] == n and r["threads"] == t)["ort"] for n in names]
+                gk = math.exp(sum(map(math.log, ks)) / len(ks))
+                go = math.exp(sum(map(math.log, os_)) / len(os_))
+                print(f"speed-up from {t0} to {t} threads (geometric mean): kiln path {p} {gk:.2f}x, ORT {go:.2f}x")
     return 0
 
 

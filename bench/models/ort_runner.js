@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 // Times one ONNX model in ONNX Runtime (npm onnxruntime-node) the way the
-// kiln comparison asks: one intra-op thread, one inter-op thread,
+// kiln comparison asks: THREADS intra-op threads (default one: kiln run
+// --threads N is measured against ORT with N), one inter-op thread,
 // sequential execution, all graph optimizations. Prints one JSON line:
 // median latency over --runs runs, the process's peak RSS growth from just
 // before the session was created to the end (the model's memory as the
 // process sees it), and where the first output was written.
 //
-// usage: node ort_runner.js MODEL.onnx INPUT.bin DIMS(1x3x224x224) RUNS OUTPUT.bin
+// usage: node ort_runner.js MODEL.onnx INPUT.bin DIMS(1x3x224x224) RUNS OUTPUT.bin [THREADS]
 
 const fs = require('fs');
 const ort = require('onnxruntime-node');
@@ -20,9 +21,9 @@ function maxRssKb() {
 }
 
 async function main() {
-  const [model, inputPath, dimsText, runsText, outputPath] = process.argv.slice(2);
+  const [model, inputPath, dimsText, runsText, outputPath, threadsText] = process.argv.slice(2);
   if (!outputPath) {
-    console.error('usage: node ort_runner.js MODEL.onnx INPUT.bin DIMS RUNS OUTPUT.bin');
+    console.error('usage: node ort_runner.js MODEL.onnx INPUT.bin DIMS RUNS OUTPUT.bin [THREADS]');
     process.exit(2);
   }
   const dims = dimsText.split('x').map(Number);
@@ -31,7 +32,7 @@ async function main() {
   const runs = Number(runsText);
   const rssBefore = maxRssKb();
   const session = await ort.InferenceSession.create(model, {
-    intraOpNumThreads: 1,
+    intraOpNumThreads: threadsText ? Number(threadsText) : 1,
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',

@@ -38,6 +38,22 @@ const ProgramBox* box_of(const kiln_program* program) {
   return program != nullptr ? std::launder(reinterpret_cast<const ProgramBox*>(program)) : nullptr;
 }
 
+// The application's kiln_thread_pool as a kiln::ThreadPool, placed in the
+// struct's own opaque_ words.
+class CThreadPool final : public kiln::ThreadPool {
+ public:
+  explicit CThreadPool(const kiln_thread_pool* pool) : pool_(pool) {}
+  int concurrency() const override { return pool_->concurrency; }
+  void parallel_for(int64_t count, Task task, void* context) override {
+    pool_->parallel_for(pool_->pool_context, count, task, context);
+  }
+
+ private:
+  const kiln_thread_pool* pool_;
+};
+static_assert(sizeof(CThreadPool) <= sizeof(kiln_thread_pool::opaque_), "kiln_thread_pool is too small");
+static_assert(alignof(CThreadPool) <= alignof(uint64_t), "kiln_thread_pool alignment");
+
 kiln::Method* method_of(kiln_method* method) { return std::launder(reinterpret_cast<kiln::Method*>(method)); }
 const kiln::Method* method_of(const kiln_method* method) {
   return std::launder(reinterpret_cast<const kiln::Method*>(method));
@@ -199,6 +215,17 @@ const void* kiln_method_output_data(const kiln_method* method, size_t index) {
 
 void kiln_method_destroy(kiln_method* method) {
   if (method != nullptr) method_of(method)->~Method();
+}
+
+kiln_status kiln_method_set_thread_pool(kiln_method* method, kiln_thread_pool* pool) {
+  if (method == nullptr) return KILN_INVALID_ARGUMENT;
+  if (pool == nullptr) {
+    method_of(method)->set_thread_pool(nullptr);
+    return KILN_OK;
+  }
+  if (pool->parallel_for == nullptr || pool->concurrency < 1) return KILN_INVALID_ARGUMENT;
+  method_of(method)->set_thread_pool(new (pool->opaque_) CThreadPool(pool));
+  return KILN_OK;
 }
 
 }  // extern "C"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "exec/trace_file.h"
 #include "kiln/platform/platform.h"
 #include "kiln/kernels/isa.h"
+#include "kiln/runtime/posix_thread_pool.h"
 #include "onnx/import.h"
 #include "targets/runtime_backends.h"
 #if KILN_WITH_MPI
@@ -50,6 +52,9 @@ constexpr const char* kHelp =
     "                      the CPU kernels' instruction-set path (default: the best\n"
     "                      the processor has, or KILN_ISA=scalar|avx2|avx512); a path\n"
     "                      the processor lacks is an error\n"
+    "  --threads N         split large kernels (products, convolutions, element-wise\n"
+    "                      passes) across N threads, this one included (default 1,\n"
+    "                      or KILN_THREADS=N); the outputs are the same bits on any N\n"
     "\n"
     "Delegates run on the backend their device names; any diagnostic a backend\n"
     "reports (a validation message) fails the run.\n"
@@ -166,7 +171,7 @@ void print_profile(const std::string& bytes, const std::string& method_name, con
 int cmd_run(const Argv& argv) {
   const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
                          {"--profile", false, true}, {"--collective-sync", true}, {"--self-test", true}, {"--isa", true},
-                         {"--help", false}});
+                         {"--threads", true}, {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     std::printf("\nbackends built in: %s\nenvironment:\n%s", builtin_runtime_backend_names().c_str(),
@@ -190,8 +195,24 @@ int cmd_run(const Argv& argv) {
     }
   }
 
+  // --threads N (or KILN_THREADS): a pool of N - 1 workers beside this thread.
+  long threads = 1;
+  if (args.has("--threads")) {
+    threads = args.get_int("--threads", 1);
+  } else if (const char* env = std::getenv("KILN_THREADS"); env != nullptr && env[0] != '\0') {
+    char* end = nullptr;
+    threads = std::strtol(env, &end, 10);
+    if (*end != '\0') threads = 0;
+  }
+  if (threads < 1 || threads > PosixThreadPool::kMaxThreads) {
+    throw UsageError{str("--threads (or KILN_THREADS) is 1 to ", PosixThreadPool::kMaxThreads)};
+  }
+  PosixThreadPool pool;
+  if (threads > 1 && pool.start(static_cast<int>(threads)) != Error::kOk) fail("cannot start ", threads, " threads");
+
   RunOptions options;
   options.runs = static_cast<int>(runs);
+  options.thread_pool = threads > 1 ? &pool : nullptr;
   options.method = args.get("--method", "forward");
   options.backends = &builtin_runtime_backends();
   options.profile = args.has("--profile");
@@ -271,8 +292,9 @@ int cmd_run(const Argv& argv) {
                 summary(out).c_str());
     if (!dir.empty()) write_npy(dir + "/output_" + std::to_string(i) + ".npy", out);
   }
-  std::printf("latency: median %.3f ms over %ld run%s (cpu path %s)\n", result.median_ms(), runs,
-              runs == 1 ? "" : "s", ::kiln::kernels::isa_name(::kiln::kernels::active_isa()));
+  std::printf("latency: median %.3f ms over %ld run%s (cpu path %s, %ld thread%s)\n", result.median_ms(), runs,
+              runs == 1 ? "" : "s", ::kiln::kernels::isa_name(::kiln::kernels::active_isa()), threads,
+              threads == 1 ? "" : "s");
   if (options.profile) print_profile(bytes, options.method, result);
   return 0;
 }

@@ -127,6 +127,7 @@ RunResult run_program(const std::string& program_bytes, const std::vector<HostTe
         &profile);
   }
   method->set_tracer(options.tracer);
+  method->set_thread_pool(options.thread_pool);
   for (int r = 0; r < runs; ++r) {
     const auto start = std::chrono::steady_clock::now();
     check(method->execute(), "execute failed");

@@ -29,6 +29,9 @@ struct RunOptions {
   bool profile = false;
   // Records every execute() and instruction (Method::set_tracer); not owned.
   EventTracer* tracer = nullptr;
+  // Workers the kernels may split their work across
+  // (Method::set_thread_pool); not owned; nullptr: the calling thread only.
+  ThreadPool* thread_pool = nullptr;
   // A bundled self-test's bytes (a .kiln.test file): run it instead of the
   // inputs (which must then be empty) and fill RunResult::self_test.
   const std::string* self_test = nullptr;

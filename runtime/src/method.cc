@@ -805,6 +805,12 @@ Error run_instruction(const InstructionState& state, EventTracer* tracer, uint32
 
 }  // namespace internal
 
+void Method::set_thread_pool(ThreadPool* pool) {
+  for (uint32_t i = 0; i < num_instructions_; ++i) {
+    if (instructions_[i].kind == internal::InstructionKind::kKernel) instructions_[i].args.pool = pool;
+  }
+}
+
 // The only checks left at execute: what the application had to bind.
 // Everything about the program itself was settled at load.
 Error Method::execute() {

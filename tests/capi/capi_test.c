@@ -1,6 +1,9 @@
 /* The C API from C99: a planned program loads, describes itself and runs
  * against the expected output; corrupt programs, short buffers and unbound
- * inputs come back as the right status, never a crash.
+ * inputs come back as the right status, never a crash. With a thread pool
+ * of the application's (one that runs its tasks backwards on the calling
+ * thread, and every kernel made to split: KILN_PARALLEL_MIN_WORK=0) the
+ * output is the same bytes.
  *
  *   capi_test PROGRAM.kiln INPUT.bin EXPECTED.bin
  *
@@ -43,6 +46,16 @@ static void* read_file(const char* path, size_t* out_size) {
   return data;
 }
 
+/* A pool that claims two threads and runs the tasks backwards, counting
+ * its calls: the kernels' results must not depend on the order. */
+static int pool_calls = 0;
+static void backwards_parallel_for(void* pool_context, int64_t count, kiln_task_fn task, void* task_context) {
+  int64_t i;
+  (void)pool_context;
+  ++pool_calls;
+  for (i = count - 1; i >= 0; --i) task(task_context, i);
+}
+
 static void* zeroed(size_t size, size_t alignment) {
   void* p = NULL;
   if (posix_memalign(&p, alignment < 16 ? 16 : alignment, size + 1) != 0) return NULL;
@@ -64,6 +77,7 @@ int main(int argc, char** argv) {
   double max_error = 0, max_value = 0;
 
   if (argc != 4) return 2;
+  setenv("KILN_PARALLEL_MIN_WORK", "0", 1); /* every kernel that can split does, on a pool */
   bytes = read_file(argv[1], &program_size);
   input = read_file(argv[2], &input_size);
   expected = read_file(argv[3], &expected_size);
@@ -138,6 +152,22 @@ int main(int argc, char** argv) {
   printf("max relative error %.3g\n", max_error / max_value);
   EXPECT(max_error <= 1e-4 * max_value, "the output matches PyTorch's within 1e-4 relative");
   EXPECT(kiln_method_execute(&method) == KILN_OK, "execute again");
+  {
+    kiln_thread_pool pool;
+    void* one_thread = malloc((size_t)out_info.nbytes);
+    memset(&pool, 0, sizeof pool);
+    pool.concurrency = 2;
+    EXPECT(kiln_method_set_thread_pool(&method, &pool) == KILN_INVALID_ARGUMENT, "a pool without parallel_for");
+    pool.parallel_for = backwards_parallel_for;
+    memcpy(one_thread, output, (size_t)out_info.nbytes);
+    memset(output, 0, (size_t)out_info.nbytes);
+    EXPECT(kiln_method_set_thread_pool(&method, &pool) == KILN_OK, "the application's pool is set");
+    EXPECT(kiln_method_execute(&method) == KILN_OK, "execute on the pool");
+    EXPECT(pool_calls > 0, "the kernels handed the pool work");
+    EXPECT(memcmp(one_thread, output, (size_t)out_info.nbytes) == 0, "the same bytes as on one thread");
+    EXPECT(kiln_method_set_thread_pool(&method, NULL) == KILN_OK, "the pool is unset");
+    free(one_thread);
+  }
   kiln_method_destroy(&method);
 
   for (i = 0; i < info.num_arenas; ++i) free(arenas[i]);

@@ -28,8 +28,13 @@
 // qemu-aarch64 (tests/arm64, kiln-runner check), and with --target
 // cuda:0,cpu a GPU machine runs them from a bundle (bench/cuda_bundle.sh).
 //
+// With --threads N each passing test runs again on a pool of N threads
+// (kiln/runtime/posix_thread_pool.h) and must give the same output bytes as
+// on one thread; ctest runs it with KILN_PARALLEL_MIN_WORK=0, so that every
+// kernel that can split its work does, however small the test.
+//
 // usage: kiln_onnx_node_tests [--data DIR] [--filter SUBSTRING] [--target LIST] [--verbose] [--all-ops]
-//                             [--export DIR]
+//                             [--export DIR] [--threads N]
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -38,6 +43,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -49,6 +55,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "exec/run.h"
+#include "kiln/runtime/posix_thread_pool.h"
 #include "onnx/import.h"
 #include "pipeline.h"
 #include "targets/runtime_backends.h"
@@ -228,6 +235,8 @@ struct TestResult {
 std::string g_targets = "cpu";
 // --export's folder, or "".
 std::string g_export;
+// --threads: the pool each passing test runs on again, or nullptr.
+kiln::PosixThreadPool* g_pool = nullptr;
 
 void export_case(const std::string& name, const std::string& program, const std::vector<kp::HostTensor>& inputs,
                  const std::vector<kp::HostTensor>& expected) {
@@ -357,6 +366,22 @@ TestResult run_test(const std::string& dir, const std::string& name) {
     const std::string diff = compare(result.outputs[i], expected[i]);
     if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, ": ", diff), on_device};
   }
+  if (g_pool != nullptr) {
+    kp::RunOptions threaded;
+    threaded.backends = &kp::builtin_runtime_backends();
+    threaded.thread_pool = g_pool;
+    try {
+      const kp::RunResult again = kp::run_program(plan.bytes, run_inputs, threaded);
+      for (size_t i = 0; i < result.outputs.size(); ++i) {
+        if (again.outputs[i].bytes != result.outputs[i].bytes) {
+          return {Outcome::kFail, kp::str("output ", i, " on ", g_pool->concurrency(),
+                                          " threads differs from one thread's"), on_device};
+        }
+      }
+    } catch (const kp::PlanError& e) {
+      return {Outcome::kFail, std::string("run on threads: ") + e.what(), on_device};
+    }
+  }
   if (!g_export.empty()) export_case(name, plan.bytes, run_inputs, expected);
   return {Outcome::kPass, "", on_device, on_device || g_targets == "cpu" ? "" : host_reason(plan)};
 }
@@ -366,6 +391,7 @@ TestResult run_test(const std::string& dir, const std::string& name) {
 int main(int argc, char** argv) {
   std::string root = kDefaultData, filter;
   bool verbose = false, all_ops = false;
+  int threads = 1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--data") && i + 1 < argc) {
       root = argv[++i];
@@ -379,13 +405,21 @@ int main(int argc, char** argv) {
       all_ops = true;
     } else if (!std::strcmp(argv[i], "--export") && i + 1 < argc) {
       g_export = argv[++i];
+    } else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--data DIR] [--filter SUBSTRING] [--target LIST] [--verbose] [--all-ops] "
-                   "[--export DIR]\n",
+                   "[--export DIR] [--threads N]\n",
                    argv[0]);
       return 2;
     }
+  }
+  kiln::PosixThreadPool pool;
+  if (threads > 1) {
+    if (pool.start(threads) != kiln::Error::kOk) return 2;
+    g_pool = &pool;
+    std::printf("each passing test runs again on %d threads, compared byte for byte\n", threads);
   }
   const std::vector<std::string> tests = list_dir(root);
   if (tests.empty()) {

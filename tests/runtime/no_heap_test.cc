@@ -1,6 +1,8 @@
 // Zero-heap proof at run time: with malloc/calloc/realloc/free wrapped by
 // the linker (-Wl,--wrap) and operator new/delete replaced, loading a
-// program, loading a method and executing it perform no heap allocation.
+// program, loading a method and executing it perform no heap allocation,
+// on one thread and on a thread pool (started before the window) with every
+// kernel splitting its work (KILN_PARALLEL_MIN_WORK=0).
 // (Planning the test program beforehand allocates freely; only the window
 // around the runtime calls is counted.)
 
@@ -11,6 +13,7 @@
 #include <new>
 
 #include "kiln/kernels/portable.h"
+#include "kiln/runtime/posix_thread_pool.h"
 #include "kiln/runtime/program.h"
 #include "support/graph_builder.h"
 #include "support/program_bytes.h"
@@ -63,7 +66,10 @@ namespace kiln::testing {
 namespace {
 
 TEST(NoHeapTest, LoadAndExecuteAllocateNothing) {
+  setenv("KILN_PARALLEL_MIN_WORK", "0", 1);  // read by the first kernel that could split
   ASSERT_EQ(register_portable_kernels(), Error::kOk);
+  PosixThreadPool workers;
+  ASSERT_EQ(workers.start(3), Error::kOk);
   GraphBuilder b;
   const int x = b.input("x", {1, 3, 8, 8});
   const int conv = b.node("Conv", {x, b.ramp("w", {8, 3, 3, 3}), b.ramp("b", {8})}, {{"pads", ints_attr({1, 1, 1, 1})}});
@@ -98,6 +104,10 @@ TEST(NoHeapTest, LoadAndExecuteAllocateNothing) {
     ok = method.ok() && method->set_input(0, input.data(), input.size() * 4) == Error::kOk &&
          method->set_output(0, output.data(), output.size() * 4) == Error::kOk &&
          method->execute() == Error::kOk && method->execute() == Error::kOk;
+    if (ok) {
+      method->set_thread_pool(&workers);
+      ok = method->execute() == Error::kOk && method->execute() == Error::kOk;
+    }
   }
   g_counting = false;
   ASSERT_TRUE(ok);

@@ -35,7 +35,9 @@
  * application may replace.
  *
  * Threads: one thread at a time per method; separate methods may run
- * concurrently. kiln_register_portable_kernels() before any method load. */
+ * concurrently. kiln_register_portable_kernels() before any method load.
+ * Within one execute, the kernels can split large work across threads the
+ * application lends (kiln_method_set_thread_pool); the library starts none. */
 
 #ifndef KILN_KILN_H_
 #define KILN_KILN_H_
@@ -179,6 +181,29 @@ const void* kiln_method_input_data(const kiln_method* method, size_t index);
 const void* kiln_method_output_data(const kiln_method* method, size_t index);
 /* Releases what backends allocated for the method. */
 void kiln_method_destroy(kiln_method* method);
+
+/* Worker threads the application lends a method (its own pool: pthreads,
+ * a platform's work queue, ...). parallel_for(pool_context, count, task,
+ * task_context) must call task(task_context, i) once for every i in
+ * [0, count), on any of its threads and the calling one, and return when
+ * all calls have returned; it must not allocate if the application wants
+ * none, and a call from inside a task must run inline. `concurrency` is
+ * how many threads run tasks at once, the caller included. The kernels
+ * split products, convolutions and large element-wise passes into tasks
+ * that write disjoint outputs in one thread's order of operations, so the
+ * outputs are the same bits on any number of threads. */
+typedef void (*kiln_task_fn)(void* task_context, int64_t index);
+typedef struct kiln_thread_pool {
+  int concurrency;
+  void (*parallel_for)(void* pool_context, int64_t count, kiln_task_fn task, void* task_context);
+  void* pool_context;
+  uint64_t opaque_[2]; /* kiln's own use */
+} kiln_thread_pool;
+/* Lends `pool` to the method's kernels from the next execute on; NULL
+ * stops. The pool must outlive the method or be unset first.
+ * KILN_INVALID_ARGUMENT for a null method, a pool without parallel_for or
+ * a concurrency below 1. */
+kiln_status kiln_method_set_thread_pool(kiln_method* method, kiln_thread_pool* pool);
 
 #ifdef __cplusplus
 }

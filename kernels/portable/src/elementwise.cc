@@ -14,6 +14,7 @@
 #include "activation.h"
 #include "broadcast.h"
 #include "kernel_util.h"
+#include "parallel.h"
 #include "portable_kernels.h"
 #include "vmath.h"
 
@@ -90,9 +91,27 @@ Error run_binary(const KernelArgs& args) {
     case DType::INT64: binary_map<Op, int64_t, int64_t>(args.in(0), args.in(1), out); return Error::kOk;
     default: break;
   }
-  binary_map<Op, float, float>(args.in(0), args.in(1), out);
+  // Float tensors split by binary_map_unit(), the activation
+  // applied to each range as it finishes.
   const auto* params = args.params<fb::BinaryParams>();
-  if (params != nullptr) apply_activation(out.data_as<float>(), out.numel(), params->activation());
+  const fb::FusedActivation* activation = params != nullptr ? params->activation() : nullptr;
+  if (parallel_threads(args.pool) <= 1) {  // always so in firmware: the rest compiles away
+    binary_map<Op, float, float>(args.in(0), args.in(1), out);
+    apply_activation(out.data_as<float>(), out.numel(), activation);
+    return Error::kOk;
+  }
+  const int64_t n = out.numel();
+  const int64_t unit = binary_map_unit(args.in(0), args.in(1), out);
+  const int64_t units = (n + unit - 1) / unit;
+  const int64_t tasks = parallel_tasks(args.pool, n, units, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t u0, u1;
+    parallel_range(units, tasks, t, 1, &u0, &u1);
+    if (u0 == u1) return;
+    binary_map<Op, float, float>(args.in(0), args.in(1), out, u0, u1);
+    const int64_t end = u1 * unit < n ? u1 * unit : n;
+    apply_activation(out.data_as<float>() + u0 * unit, end - u0 * unit, activation);
+  });
   return Error::kOk;
 }
 
@@ -275,23 +294,48 @@ float unary_beta(const KernelArgs& args, float fallback) {
   return p != nullptr ? p->beta() : fallback;
 }
 
+// Large tensors are cut into ranges of whole 64-element blocks (parallel.h),
+// so each range's vector loop meets the same blocks and tail as on one
+// thread.
+constexpr int64_t kElementBlock = 64;
+
 template <typename F>
 Error map_unary(const KernelArgs& args, F f) {
   const float* in = args.in(0).data_as<const float>();
   float* out = args.out(0).data_as<float>();
   const int64_t n = args.out(0).numel();
-  for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+  if (parallel_threads(args.pool) <= 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+    return Error::kOk;
+  }
+  const int64_t tasks = parallel_tasks(args.pool, n, n / kElementBlock, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t b, e;
+    parallel_range(n, tasks, t, kElementBlock, &b, &e);
+    for (int64_t i = b; i < e; ++i) out[i] = f(in[i]);
+  });
   return Error::kOk;
 }
 
 // The same through the vector math (vmath.h) where the ISA path has it.
 template <typename F>
 Error map_math(const KernelArgs& args, MathOp op, F f, float alpha = 0.f, float beta = 0.f) {
-  if (vector_math(op, args.in(0).data_as<const float>(), args.out(0).data_as<float>(), args.out(0).numel(), alpha,
-                  beta)) {
-    return Error::kOk;
+  const float* in = args.in(0).data_as<const float>();
+  float* out = args.out(0).data_as<float>();
+  const int64_t n = args.out(0).numel();
+  if (parallel_threads(args.pool) <= 1) {
+    return vector_math(op, in, out, n, alpha, beta) ? Error::kOk : map_unary(args, f);
   }
-  return map_unary(args, f);
+  // Whether this path has the op does not depend on the range: an empty
+  // range asks without computing anything.
+  if (!vector_math(op, in, out, 0, alpha, beta)) return map_unary(args, f);
+  const int64_t tasks = parallel_tasks(args.pool, n, n / kElementBlock, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t b, e;
+    parallel_range(n, tasks, t, kElementBlock, &b, &e);
+    vector_math(op, in + b, out + b, e - b, alpha, beta);
+  });
+  return Error::kOk;
 }
 
 // Neg and Abs also serve the integer dtypes (shape arithmetic); integer

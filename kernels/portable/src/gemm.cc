@@ -4,6 +4,7 @@
 
 #include "activation.h"
 #include "neon.h"
+#include "parallel.h"
 
 namespace kiln {
 namespace kernels {
@@ -324,9 +325,14 @@ bool read_b_in_place(int64_t m, int64_t ldb) {
 //           micro-kernel: C tile (+)= A panel x B panel
 // The first inner block starts from zero (or C, or the bias); later ones
 // accumulate; the last applies the activation while the tile is in cache.
+// With a thread pool, packing B is split by panels and the tiles of a
+// block by B panels and row panels (parallel.h): every tile still sums its
+// whole inner dimension block by block in the same order, so the result
+// has the same bits on any number of threads, and the one packing scratch
+// is filled before anyone reads it.
 void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
                  const GemmIm2col* im2col, float* c, int64_t ldc, const GemmEpilogue& epilogue,
-                 float* pack_a_buf, float* pack_b_buf, GemmPath path) {
+                 float* pack_a_buf, float* pack_b_buf, GemmPath path, ThreadPool* pool) {
   if (m <= 0 || n <= 0) return;
   const Clamp clamp = clamp_of(epilogue.activation);
   if (k <= 0) {
@@ -363,6 +369,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
   const bool direct_b = im2col == nullptr && !b.prepacked && !b.trans && read_b_in_place(m, b.ld);
   for (int64_t jc = 0; jc < n; jc += kGemmNc) {
     const int64_t nc = gemm_min(kGemmNc, n - jc);
+    const int64_t panels = (nc + kGemmNr - 1) / kGemmNr;
     for (int64_t pc = 0; pc < k; pc += kGemmKc) {
       const int64_t kc = gemm_min(kGemmKc, k - pc);
       const bool first = pc == 0, last = pc + kc == k;
@@ -374,41 +381,88 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
       // narrower panel is packed (reading 16 columns there could run past
       // the matrix).
       const int64_t whole = direct_b ? nc / kGemmNr * kGemmNr : 0;
-      if (im2col != nullptr) {
-        pack_b_im2col(*im2col, pc, kc, jc, nc, pack_b_buf, path);
-      } else if (direct_b) {
+      if (direct_b) {
         if (whole < nc) pack_b_matrix(b, pc, kc, jc + whole, nc - whole, pack_b_buf);
-      } else if (!b.prepacked) {
-        pack_b_matrix(b, pc, kc, jc, nc, pack_b_buf);
-      }
-      for (int64_t ic = 0; ic < m; ic += kGemmMc) {
-        const int64_t mc = gemm_min(kGemmMc, m - ic);
-        // Panels of A for this block: prepacked ones span all of k.
-        const float* a_block = a.prepacked ? a.data + ic * k + pc * kGemmMr : pack_a_buf;
-        const int64_t a_stride = a.prepacked ? kGemmMr * k : kGemmMr * kc;
-        if (!a.prepacked) pack_a(a, ic, mc, pc, kc, pack_a_buf);
-        for (int64_t jr = 0; jr < nc; jr += kGemmNr) {
-          const int64_t nr = gemm_min(kGemmNr, nc - jr);
-          const float* bp = b_block + jr / kGemmNr * b_stride;
-          int64_t ldb = kGemmNr;
-          if (jr < whole) {
-            bp = b.data + pc * b.ld + jc + jr;
-            ldb = b.ld;
-          } else if (direct_b) {
-            bp = pack_b_buf;
+      } else if (im2col != nullptr || !b.prepacked) {
+        // Whole panels per task: each fills its own part of the one buffer.
+        const int64_t tasks = parallel_tasks(pool, kc * nc * (im2col != nullptr ? 8 : 2), panels);
+        parallel_for(pool, tasks, [&](int64_t t) {
+          int64_t p0, p1;
+          parallel_range(panels, tasks, t, 1, &p0, &p1);
+          if (p0 == p1) return;
+          const int64_t j0 = p0 * kGemmNr, j1 = gemm_min(p1 * kGemmNr, nc);
+          float* dst = pack_b_buf + p0 * kGemmNr * kc;
+          if (im2col != nullptr) {
+            pack_b_im2col(*im2col, pc, kc, jc + j0, j1 - j0, dst, path);
+          } else {
+            pack_b_matrix(b, pc, kc, jc + j0, j1 - j0, dst);
           }
-          for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
-            const int64_t mr = gemm_min(kGemmMr, mc - ir);
-            float* tile = c + (ic + ir) * ldc + jc + jr;
-            const bool bias = first && !epilogue.accumulate;
-            const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
-            const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
-            kernel(kc, a_block + ir / kGemmMr * a_stride, bp, ldb, tile, ldc, mr, nr, !first || epilogue.accumulate,
-                   row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
-            if (last && clamp.post) {
-              for (int64_t i = 0; i < mr; ++i) apply_activation(tile + i * ldc, nr, epilogue.activation);
+        });
+      }
+      // The tiles of rows [i0, i1) (multiples of kGemmMr, or m) and B panels
+      // [q0, q1), block of A by block of A as on one thread.
+      auto tiles = [&](int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t ic_packed) {
+        for (int64_t ic = i0; ic < i1; ic += kGemmMc) {
+          const int64_t mc = gemm_min(kGemmMc, i1 - ic);
+          // Panels of A for this block: prepacked ones span all of k.
+          const float* a_block = a.prepacked ? a.data + ic * k + pc * kGemmMr
+                                             : pack_a_buf + (ic - ic_packed) * kc;
+          const int64_t a_stride = a.prepacked ? kGemmMr * k : kGemmMr * kc;
+          for (int64_t jr = q0 * kGemmNr; jr < gemm_min(q1 * kGemmNr, nc); jr += kGemmNr) {
+            const int64_t nr = gemm_min(kGemmNr, nc - jr);
+            const float* bp = b_block + jr / kGemmNr * b_stride;
+            int64_t ldb = kGemmNr;
+            if (jr < whole) {
+              bp = b.data + pc * b.ld + jc + jr;
+              ldb = b.ld;
+            } else if (direct_b) {
+              bp = pack_b_buf;
+            }
+            for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
+              const int64_t mr = gemm_min(kGemmMr, mc - ir);
+              float* tile = c + (ic + ir) * ldc + jc + jr;
+              const bool bias = first && !epilogue.accumulate;
+              const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
+              const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
+              kernel(kc, a_block + ir / kGemmMr * a_stride, bp, ldb, tile, ldc, mr, nr,
+                     !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
             }
           }
+          // Activations that are not a clamp run over the block's rows once
+          // its tiles are done, not tile by tile (16 floats a call): a 1x1
+          // convolution 16 -> 96 over 112 x 112 with a fused Tanh took 45 ms
+          // tile by tile, 1.9 ms by rows.
+          if (last && clamp.post) {
+            const int64_t j0 = q0 * kGemmNr, j1 = gemm_min(q1 * kGemmNr, nc);
+            for (int64_t i = 0; i < mc; ++i) {
+              apply_activation(c + (ic + i) * ldc + jc + j0, j1 - j0, epilogue.activation);
+            }
+          }
+        }
+      };
+      // Tasks over a grid of B panels by row panels: B panels first (each
+      // task keeps its B panel in L1 while A passes), rows when B is narrow.
+      auto run_tiles = [&](int64_t i0, int64_t i1, int64_t ic_packed) {
+        const int64_t row_panels = (i1 - i0 + kGemmMr - 1) / kGemmMr;
+        const int64_t tasks = parallel_tasks(pool, (i1 - i0) * nc * kc, panels * row_panels);
+        const int64_t tn = gemm_min(tasks, panels);
+        const int64_t tm = gemm_min(row_panels, (tasks + tn - 1) / tn);
+        parallel_for(pool, tn * tm, [&](int64_t t) {
+          int64_t q0, q1, r0, r1;
+          parallel_range(panels, tn, t % tn, 1, &q0, &q1);
+          parallel_range(row_panels, tm, t / tn, 1, &r0, &r1);
+          if (q0 < q1 && r0 < r1) {
+            tiles(i0 + r0 * kGemmMr, gemm_min(i0 + r1 * kGemmMr, i1), q0, q1, ic_packed);
+          }
+        });
+      };
+      if (a.prepacked) {
+        run_tiles(0, m, 0);
+      } else {
+        for (int64_t ic = 0; ic < m; ic += kGemmMc) {
+          const int64_t mc = gemm_min(kGemmMc, m - ic);
+          pack_a(a, ic, mc, pc, kc, pack_a_buf);
+          run_tiles(ic, ic + mc, ic);
         }
       }
     }

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "kiln/kernels/gemm_blocking.h"
+#include "kiln/runtime/thread_pool.h"
 #include "kiln/schema/program_generated.h"
 
 namespace kiln {
@@ -70,10 +71,11 @@ struct GemmEpilogue {
 // nullptr, the im2col matrix it describes (k = channels * kh * kw,
 // n = oh * ow). pack_a and pack_b hold gemm_pack_a_floats(m, k) and
 // gemm_pack_b_floats(k, n) floats; each is unused (may be nullptr) when
-// its operand is prepacked.
+// its operand is prepacked. `pool` (may be nullptr) splits large products
+// across threads with the same result bits.
 void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
                  const GemmIm2col* im2col, float* c, int64_t ldc, const GemmEpilogue& epilogue,
-                 float* pack_a, float* pack_b, GemmPath path = GemmPath::kAuto);
+                 float* pack_a, float* pack_b, GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
 
 // A Winograd F(2x2, 3x3) convolution (winograd.cc): NCHW input x
 // [n][c][h][w], weights from winograd_transform_weights, output y
@@ -89,7 +91,7 @@ struct WinogradConv {
   float* transformed_input = nullptr;
   float* products = nullptr;
 };
-void winograd_conv(const WinogradConv& conv, GemmPath path = GemmPath::kAuto);
+void winograd_conv(const WinogradConv& conv, GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
 
 // Depthwise 3x3 convolution of one channel (stride 1 or 2, no dilation):
 // out[oy][ox] = bias + sum w[ky][kx] * in[oy * s - pt + ky][ox * s - pl + kx],

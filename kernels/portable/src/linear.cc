@@ -12,10 +12,13 @@
 
 #include <string.h>
 
+#include <atomic>
+
 #include "activation.h"
 #include "depthwise.h"
 #include "gemm.h"
 #include "kernel_util.h"
+#include "parallel.h"
 #include "portable_kernels.h"
 
 namespace kiln {
@@ -206,11 +209,25 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
       conv.kh = g.kh; conv.kw = g.kw; conv.pt = g.pt; conv.pl = g.pl;
       conv.m = g.m; conv.oh = g.oh; conv.ow = g.ow;
       conv.x = x + n * g.c * g.h * g.w;
-      conv.packed_weights = w;
-      conv.bias = bias;
-      conv.y = y + n * g.m * plane;
       conv.activation = args.params<fb::ConvParams>()->activation();
-      if (conv_s2_direct(conv)) continue;
+      // Split by output channels, whole weight panels per task. Whether the
+      // kernel declines depends on the geometry alone: all tasks agree.
+      const int64_t panels = (g.m + kGemmMr - 1) / kGemmMr;
+      const int64_t tasks = parallel_tasks(args.pool, g.m * plane * g.c * g.kh * g.kw, panels);
+      std::atomic<bool> declined{false};
+      parallel_for(args.pool, tasks, [&](int64_t t) {
+        int64_t p0, p1;
+        parallel_range(panels, tasks, t, 1, &p0, &p1);
+        const int64_t m0 = p0 * kGemmMr, m1 = gemm_min(p1 * kGemmMr, g.m);
+        if (m0 >= m1) return;
+        DirectConvS2 part = conv;
+        part.m = m1 - m0;
+        part.packed_weights = w + m0 * g.c * g.kh * g.kw;
+        part.bias = bias != nullptr ? bias + m0 : nullptr;
+        part.y = y + (n * g.m + m0) * plane;
+        if (!conv_s2_direct(part)) declined.store(true, std::memory_order_relaxed);
+      });
+      if (!declined.load(std::memory_order_relaxed)) continue;
     }
     for (int64_t grp = 0; grp < g.group; ++grp) {
       const float* xg = x + (n * g.c + grp * cg) * g.h * g.w;
@@ -237,7 +254,8 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
       epilogue.row_bias = bias != nullptr ? bias + grp * mg : nullptr;
       epilogue.activation = args.params<fb::ConvParams>()->activation();
       gemm_packed(mg, plane, k, a, b, pointwise ? nullptr : &im2col, y + (n * g.m + grp * mg) * plane, plane,
-                  epilogue, prepacked ? nullptr : scratch_a(args), args.scratch[prepacked ? 0 : 1]->data_as<float>());
+                  epilogue, prepacked ? nullptr : scratch_a(args), args.scratch[prepacked ? 0 : 1]->data_as<float>(),
+                  GemmPath::kAuto, args.pool);
     }
   }
 }
@@ -248,8 +266,15 @@ void run_depthwise(const KernelArgs& args, const ConvGeometry& g) {
   const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
   float* y = args.out(0).data_as<float>();
   const fb::FusedActivation* activation = args.params<fb::ConvParams>()->activation();
-  for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t c = 0; c < g.c; ++c) {
+  // Channels are independent: split them (each kernel's row ring is on its
+  // own stack).
+  const int64_t channels = g.n * g.c;
+  const int64_t tasks = parallel_tasks(args.pool, channels * g.oh * g.ow * g.kh * g.kw, channels);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t i0, i1;
+    parallel_range(channels, tasks, t, 1, &i0, &i1);
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t n = i / g.c, c = i % g.c;
       if (g.kh == 3 && g.kw == 3) {
         depthwise3x3(x + (n * g.c + c) * g.h * g.w, g.h, g.w, w + c * 9, bias != nullptr ? bias[c] : 0.f, g.sh,
                      g.pt, g.pl, y + (n * g.m + c) * g.oh * g.ow, g.oh, g.ow, activation);
@@ -265,7 +290,7 @@ void run_depthwise(const KernelArgs& args, const ConvGeometry& g) {
       conv.oh = g.oh; conv.ow = g.ow;
       depthwise_conv(conv, activation);
     }
-  }
+  });
 }
 
 Error run_conv(const KernelArgs& args) {
@@ -289,11 +314,17 @@ Error run_conv(const KernelArgs& args) {
   const int64_t cg = g.c / g.group;
   const int64_t mg = g.m / g.group;
   const int64_t plane = g.oh * g.ow;
-  for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t m = 0; m < g.m; ++m) {
+  // Output channels are independent: split them.
+  const int64_t channels = g.n * g.m;
+  const int64_t tasks = parallel_tasks(args.pool, channels * plane * cg * g.kh * g.kw, channels);
+  parallel_for(args.pool, tasks, [&](int64_t task) {
+    int64_t i0, i1;
+    parallel_range(channels, tasks, task, 1, &i0, &i1);
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t n = i / g.m, m = i % g.m;
       float* out = y + (n * g.m + m) * plane;
       const float b = bias != nullptr ? bias[m] : 0.f;
-      for (int64_t i = 0; i < plane; ++i) out[i] = b;
+      for (int64_t j = 0; j < plane; ++j) out[j] = b;
       const int64_t grp = m / mg;
       for (int64_t c = 0; c < cg; ++c) {
         const float* in = x + (n * g.c + grp * cg + c) * g.h * g.w;
@@ -316,7 +347,7 @@ Error run_conv(const KernelArgs& args) {
       }
       apply_activation(out, plane, args.params<fb::ConvParams>()->activation());
     }
-  }
+  });
   return Error::kOk;
 }
 
@@ -478,7 +509,7 @@ Error run_gemm(const KernelArgs& args) {
     epilogue.activation = fused ? p->activation() : nullptr;
     GemmMatrix bm{b.data_as<const float>(), p->packed_b() ? 0 : b.dim(1), p->trans_b(), p->packed_b()};
     gemm_packed(m, n, k, {a.data_as<const float>(), a.dim(1), p->trans_a()}, bm, nullptr, out, n, epilogue,
-                scratch_a(args), p->packed_b() ? nullptr : scratch_b(args));
+                scratch_a(args), p->packed_b() ? nullptr : scratch_b(args), GemmPath::kAuto, args.pool);
   } else {
     gemm_f32(m, n, k, a.data_as<const float>(), a.dim(1), p->trans_a(), b.data_as<const float>(),
              b.dim(1), p->trans_b(), out, n, fold_c);
@@ -594,7 +625,8 @@ Error run_matmul(const KernelArgs& args) {
     epilogue.col_bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
     GemmMatrix b{args.in(1).data_as<const float>(), 0, false, true};
     gemm_packed(dims_product(in, 0, in.rank() - 1), n, k, {in.data_as<const float>(), k, false}, b, nullptr,
-                args.out(0).data_as<float>(), n, epilogue, args.scratch[0]->data_as<float>(), nullptr);
+                args.out(0).data_as<float>(), n, epilogue, args.scratch[0]->data_as<float>(), nullptr,
+                GemmPath::kAuto, args.pool);
     return Error::kOk;
   }
   MatMulShape s;
@@ -608,7 +640,7 @@ Error run_matmul(const KernelArgs& args) {
     GemmEpilogue epilogue;
     epilogue.activation = activation;
     gemm_packed(s.batches * s.m, s.n, s.k, {a, s.k, false}, {b, s.n, false}, nullptr, y, s.n, epilogue,
-                scratch_a(args), scratch_b(args));
+                scratch_a(args), scratch_b(args), GemmPath::kAuto, args.pool);
     return Error::kOk;
   }
   int64_t index[kMaxRank] = {};
@@ -618,7 +650,7 @@ Error run_matmul(const KernelArgs& args) {
       GemmEpilogue epilogue;
       epilogue.activation = activation;
       gemm_packed(s.m, s.n, s.k, {a + ia * s.m * s.k, s.k, false}, {b + ib * s.k * s.n, s.n, false}, nullptr,
-                  y + t * s.m * s.n, s.n, epilogue, scratch_a(args), scratch_b(args));
+                  y + t * s.m * s.n, s.n, epilogue, scratch_a(args), scratch_b(args), GemmPath::kAuto, args.pool);
     } else {
       gemm_f32(s.m, s.n, s.k, a + ia * s.m * s.k, s.k, false, b + ib * s.k * s.n, s.n, false,
                y + t * s.m * s.n, s.n, false);

@@ -29,6 +29,7 @@
 #include "gemm.h"
 #include "kernel_util.h"
 #include "neon.h"
+#include "parallel.h"
 #include "portable_kernels.h"
 
 namespace kiln {
@@ -125,10 +126,10 @@ Error check_winograd(const KernelArgs& args) {
   return check_activation(args, p->activation());
 }
 
-// The activation over the pixels of tiles [t0, t0 + tb) of every channel.
+// The activation over the pixels of tiles [t0, t0 + tb) of channels [m0, m1).
 void apply_block_activation(const WinogradGeometry& g, int64_t t0, int64_t tb, const fb::FusedActivation* activation,
-                            float* y) {
-  for (int64_t m = 0; m < g.m; ++m) {
+                            float* y, int64_t m0, int64_t m1) {
+  for (int64_t m = m0; m < m1; ++m) {
     float* plane = y + m * g.oh * g.ow;
     for (int64_t t = 0; t < tb; ++t) {
       const int64_t ty = (t0 + t) / tile_columns(g), tx = (t0 + t) % tile_columns(g);
@@ -142,15 +143,16 @@ void apply_block_activation(const WinogradGeometry& g, int64_t t0, int64_t tb, c
   }
 }
 
-// Step 1 for tiles [t0, t0 + tb) of one image: V_xi in packed-B panels
+// Step 1 for tiles [t0, t0 + tb) and channels [c0, c1) of one image: V_xi in packed-B panels
 // (panel q, channel c, lane l at (q * C + c) * kGemmNr + l, each V_xi
 // C * round_up(tb, kGemmNr) floats); lanes past tb are zero.
-void transform_input(const WinogradGeometry& g, const float* x, int64_t t0, int64_t tb, float* v, GemmPath path) {
+void transform_input(const WinogradGeometry& g, const float* x, int64_t t0, int64_t tb, float* v, GemmPath path,
+                     int64_t c0, int64_t c1) {
   const int64_t stride_xi = g.c * gemm_round_up(tb, kGemmNr);
 #if KILN_GEMM_X86
   if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
     // Eight tiles per step: half a panel's lanes.
-    for (int64_t c = 0; c < g.c; ++c) {
+    for (int64_t c = c0; c < c1; ++c) {
       for (int64_t t = 0; t < gemm_round_up(tb, kGemmNr); t += 8) {
         const int64_t count = gemm_max(0, gemm_min(8, tb - t));
         x86::winograd_input_avx2(x + c * g.h * g.w, g.h, g.w, g.pt, g.pl, tile_columns(g), t0 + t, count,
@@ -163,7 +165,7 @@ void transform_input(const WinogradGeometry& g, const float* x, int64_t t0, int6
 #if KILN_NEON
   if (path != GemmPath::kPortable && neon::enabled()) {
     // Four tiles per step: a quarter of a panel's lanes.
-    for (int64_t c = 0; c < g.c; ++c) {
+    for (int64_t c = c0; c < c1; ++c) {
       for (int64_t t = 0; t < gemm_round_up(tb, kGemmNr); t += 4) {
         const int64_t count = gemm_max(0, gemm_min(4, tb - t));
         neon::winograd_input(x + c * g.h * g.w, g.h, g.w, g.pt, g.pl, tile_columns(g), t0 + t, count,
@@ -173,7 +175,7 @@ void transform_input(const WinogradGeometry& g, const float* x, int64_t t0, int6
     return;
   }
 #endif
-  for (int64_t c = 0; c < g.c; ++c) {
+  for (int64_t c = c0; c < c1; ++c) {
     const float* image = x + c * g.h * g.w;
     for (int64_t t = 0; t < gemm_round_up(tb, kGemmNr); ++t) {
       float d[4][4];
@@ -209,9 +211,11 @@ void transform_input(const WinogradGeometry& g, const float* x, int64_t t0, int6
   }
 }
 
-// Step 3: products M_xi [M][tb] (M_xi at xi * M * tb) back to pixels.
+// Step 3: products M_xi [M][tb] (M_xi at xi * M * tb) back to pixels, for
+// output channels [m_begin, m_end).
 void transform_output(const WinogradGeometry& g, const float* prod, int64_t t0, int64_t tb, const float* bias,
-                      const fb::FusedActivation* activation, float* y, GemmPath path) {
+                      const fb::FusedActivation* activation, float* y, GemmPath path, int64_t m_begin,
+                      int64_t m_end) {
   const int64_t stride_xi = g.m * tb;
 #if KILN_GEMM_X86
   if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
@@ -220,14 +224,14 @@ void transform_output(const WinogradGeometry& g, const float* prod, int64_t t0, 
     const bool clamp = kind == fb::Activation::RELU || kind == fb::Activation::CLIP;
     const float lo = kind == fb::Activation::CLIP ? activation->alpha() : 0.f;
     const float hi = kind == fb::Activation::CLIP ? activation->beta() : __builtin_inff();
-    for (int64_t m = 0; m < g.m; ++m) {
+    for (int64_t m = m_begin; m < m_end; ++m) {
       for (int64_t t = 0; t < tb; t += 8) {
         x86::winograd_output_avx2(prod + m * tb + t, stride_xi, t0 + t, gemm_min(8, tb - t), tile_columns(g),
                                   bias != nullptr ? bias[m] : 0.f, y + m * g.oh * g.ow, g.oh, g.ow, clamp, lo, hi);
       }
     }
     if (clamp || kind == fb::Activation::NONE) return;
-    apply_block_activation(g, t0, tb, activation, y);
+    apply_block_activation(g, t0, tb, activation, y, m_begin, m_end);
     return;
   }
 #endif
@@ -238,18 +242,18 @@ void transform_output(const WinogradGeometry& g, const float* prod, int64_t t0, 
     const bool clamp = kind == fb::Activation::RELU || kind == fb::Activation::CLIP;
     const float lo = kind == fb::Activation::CLIP ? activation->alpha() : 0.f;
     const float hi = kind == fb::Activation::CLIP ? activation->beta() : __builtin_inff();
-    for (int64_t m = 0; m < g.m; ++m) {
+    for (int64_t m = m_begin; m < m_end; ++m) {
       for (int64_t t = 0; t < tb; t += 4) {
         neon::winograd_output(prod + m * tb + t, stride_xi, t0 + t, gemm_min(4, tb - t), tile_columns(g),
                               bias != nullptr ? bias[m] : 0.f, y + m * g.oh * g.ow, g.oh, g.ow, clamp, lo, hi);
       }
     }
     if (clamp || kind == fb::Activation::NONE) return;
-    apply_block_activation(g, t0, tb, activation, y);
+    apply_block_activation(g, t0, tb, activation, y, m_begin, m_end);
     return;
   }
 #endif
-  for (int64_t m = 0; m < g.m; ++m) {
+  for (int64_t m = m_begin; m < m_end; ++m) {
     float* plane = y + m * g.oh * g.ow;
     const float b = bias != nullptr ? bias[m] : 0.f;
     for (int64_t t = 0; t < tb; ++t) {
@@ -278,18 +282,18 @@ void transform_output(const WinogradGeometry& g, const float* prod, int64_t t0, 
     }
   }
   if (activation != nullptr && activation->kind() != fb::Activation::NONE) {
-    apply_block_activation(g, t0, tb, activation, y);
+    apply_block_activation(g, t0, tb, activation, y, m_begin, m_end);
   }
 }
 
 Error run_winograd(const KernelArgs& args) {
-  winograd_conv(winograd_geometry(args));
+  winograd_conv(winograd_geometry(args), GemmPath::kAuto, args.pool);
   return Error::kOk;
 }
 
 }  // namespace
 
-void winograd_conv(const WinogradConv& g, GemmPath path) {
+void winograd_conv(const WinogradConv& g, GemmPath path, ThreadPool* pool) {
   const int64_t tiles = tile_count(g);
   const int64_t block = winograd_tile_block(g.c, tiles);
   for (int64_t n = 0; n < g.n; ++n) {
@@ -297,15 +301,32 @@ void winograd_conv(const WinogradConv& g, GemmPath path) {
     float* yn = g.y + n * g.m * g.oh * g.ow;
     for (int64_t t0 = 0; t0 < tiles; t0 += block) {
       const int64_t tb = gemm_min(block, tiles - t0);
-      transform_input(g, xn, t0, tb, g.transformed_input, path);
+      // Each step split where its outputs do not overlap: input channels,
+      // then the 16 products, then output channels.
+      const int64_t in_tasks = parallel_tasks(pool, g.c * tb * 64, g.c);
+      parallel_for(pool, in_tasks, [&](int64_t task) {
+        int64_t c0, c1;
+        parallel_range(g.c, in_tasks, task, 1, &c0, &c1);
+        transform_input(g, xn, t0, tb, g.transformed_input, path, c0, c1);
+      });
       const int64_t v_stride = g.c * gemm_round_up(tb, kGemmNr);
-      for (int64_t xi = 0; xi < 16; ++xi) {
-        GemmMatrix a{g.weights + xi * gemm_prepacked_a_floats(g.m, g.c), g.c, false, true};
-        GemmMatrix b{g.transformed_input + xi * v_stride, 0, false, true};
-        gemm_packed(g.m, tb, g.c, a, b, nullptr, g.products + xi * g.m * tb, tb, GemmEpilogue{}, nullptr, nullptr,
-                    path);
-      }
-      transform_output(g, g.products, t0, tb, g.bias, g.activation, yn, path);
+      const int64_t product_tasks = parallel_tasks(pool, 16 * g.m * tb * g.c, 16);
+      parallel_for(pool, product_tasks, [&](int64_t task) {
+        int64_t x0, x1;
+        parallel_range(16, product_tasks, task, 1, &x0, &x1);
+        for (int64_t xi = x0; xi < x1; ++xi) {
+          GemmMatrix a{g.weights + xi * gemm_prepacked_a_floats(g.m, g.c), g.c, false, true};
+          GemmMatrix b{g.transformed_input + xi * v_stride, 0, false, true};
+          gemm_packed(g.m, tb, g.c, a, b, nullptr, g.products + xi * g.m * tb, tb, GemmEpilogue{}, nullptr,
+                      nullptr, path);
+        }
+      });
+      const int64_t out_tasks = parallel_tasks(pool, g.m * tb * 64, g.m);
+      parallel_for(pool, out_tasks, [&](int64_t task) {
+        int64_t m0, m1;
+        parallel_range(g.m, out_tasks, task, 1, &m0, &m1);
+        transform_output(g, g.products, t0, tb, g.bias, g.activation, yn, path, m0, m1);
+      });
     }
   }
 }

@@ -9,7 +9,10 @@
 //     load-time check can see (an index value inside an input tensor that is
 //     out of range).
 // Kernels keep no state between calls; any scratch memory they need is a
-// tensor planned by the planner and passed in `scratch`.
+// tensor planned by the planner and passed in `scratch`. A kernel may split
+// its work across `pool` (the Method's ThreadPool, or nullptr: one thread)
+// only in ways that need no scratch per thread and give the same bits on
+// any number of threads.
 //
 // The registry is a fixed-size table filled by explicit calls such as
 // register_portable_kernels(); no static constructors. Registration is not
@@ -24,6 +27,7 @@
 #include "kiln/runtime/error.h"
 #include "kiln/runtime/result.h"
 #include "kiln/runtime/tensor.h"
+#include "kiln/runtime/thread_pool.h"
 
 namespace kiln {
 
@@ -38,6 +42,8 @@ struct KernelArgs {
   // The instruction, for its parameters and (in messages) its name.
   const fb::KernelCall* call = nullptr;
   const char* node_name = nullptr;
+  // The application's workers (Method::set_thread_pool), or nullptr.
+  ThreadPool* pool = nullptr;
 
   const Tensor& in(uint32_t i) const { return *inputs[i]; }
   const Tensor& out(uint32_t i) const { return *outputs[i]; }

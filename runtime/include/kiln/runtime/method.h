@@ -35,7 +35,9 @@
 // application's buffers are used in place until they are re-bound.
 //
 // Not thread safe: one thread executes a Method at a time. Separate Methods
-// (with separate bookkeeping and arenas) may run concurrently.
+// (with separate bookkeeping and arenas) may run concurrently. Within one
+// execute(), kernels split large work across the ThreadPool the application
+// sets (set_thread_pool); the results are the same bits with or without it.
 
 #ifndef KILN_RUNTIME_METHOD_H_
 #define KILN_RUNTIME_METHOD_H_
@@ -51,6 +53,7 @@
 #include "kiln/runtime/result.h"
 #include "kiln/runtime/span.h"
 #include "kiln/runtime/tensor.h"
+#include "kiln/runtime/thread_pool.h"
 
 namespace kiln {
 
@@ -138,6 +141,10 @@ class Method {
   // outlive the Method or be unset with nullptr); delegates may add their
   // own records. See event_tracer.h.
   void set_tracer(EventTracer* tracer) { tracer_ = tracer; }
+  // Lends `pool`'s threads to the CPU kernels from the next execute() on;
+  // nullptr runs them on the calling thread (the default). Not owned; must
+  // outlive the Method or be unset first. See thread_pool.h.
+  void set_thread_pool(ThreadPool* pool);
 
  private:
   friend class MethodLoader;

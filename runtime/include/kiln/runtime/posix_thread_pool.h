@@ -1,0 +1,83 @@
+// PosixThreadPool: the ThreadPool (thread_pool.h) of host builds, on
+// pthreads. What `kiln run --threads N` and the tests lend a Method.
+//
+// start(n) creates n - 1 persistent workers; the thread calling
+// parallel_for() is the n-th. A call publishes its task under a new
+// generation number, the workers and the caller take indices from one
+// atomic counter until none are left, and the caller waits until every
+// worker has checked in for that generation. Between calls a worker spins
+// for a while (kernels of one inference follow each other within
+// microseconds) and then sleeps on a condition variable, so an idle pool
+// costs nothing.
+//
+// Memory: everything lives in the object (at most kMaxThreads threads); no
+// allocation after start(), none at all in parallel_for(). pthread_create
+// itself maps the workers' stacks, once, in start().
+//
+// Thread safety: parallel_for() is meant for one thread at a time (a
+// Method executes on one thread); a second thread calling while a call is
+// in flight, or a task calling it, runs its tasks inline on its own thread.
+// start() and the destructor must not race with parallel_for().
+
+#ifndef KILN_RUNTIME_POSIX_THREAD_POOL_H_
+#define KILN_RUNTIME_POSIX_THREAD_POOL_H_
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <atomic>
+
+#include "kiln/runtime/error.h"
+#include "kiln/runtime/thread_pool.h"
+
+namespace kiln {
+
+class PosixThreadPool final : public ThreadPool {
+ public:
+  static constexpr int kMaxThreads = 64;
+
+  PosixThreadPool() = default;
+  PosixThreadPool(const PosixThreadPool&) = delete;
+  PosixThreadPool& operator=(const PosixThreadPool&) = delete;
+  // Stops and joins the workers.
+  ~PosixThreadPool();
+
+  // Starts `threads` - 1 workers (threads counts the caller). kInvalidArgument
+  // outside [1, kMaxThreads] or when already started; kInternal (the workers
+  // that did start are stopped) when pthread_create fails.
+  Error start(int threads);
+
+  // The number of logical processors this process may run on (>= 1).
+  static int processor_count();
+
+  int concurrency() const override { return workers_ + 1; }
+  void parallel_for(int64_t count, Task task, void* context) override;
+
+ private:
+  static void* worker_main(void* self);
+  void work(uint64_t generation);
+  void stop();
+
+  pthread_t threads_[kMaxThreads] = {};
+  int workers_ = 0;
+  uint64_t first_generation_ = 0;  // generation_ when start() ran
+
+  // The current call: written by the caller before `generation_` moves on,
+  // read by the workers after they see it move.
+  Task task_ = nullptr;
+  void* context_ = nullptr;
+  int64_t count_ = 0;
+
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  alignas(64) std::atomic<int64_t> next_{0};
+  alignas(64) std::atomic<int> remaining_{0};  // workers yet to finish this generation
+  alignas(64) std::atomic<int> sleepers_{0};
+  std::atomic<bool> busy_{false};
+  std::atomic<bool> stopping_{false};
+  pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t wake_ = PTHREAD_COND_INITIALIZER;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_RUNTIME_POSIX_THREAD_POOL_H_

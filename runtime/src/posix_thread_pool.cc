@@ -1,0 +1,160 @@
+// PosixThreadPool (kiln/runtime/posix_thread_pool.h).
+//
+// One call, step by step:
+//   caller: busy_ from false to true (or run inline: another call is in
+//           flight, or this is a task calling back)
+//           task_, context_, count_ = the call; next_ = 0;
+//           remaining_ = workers_; generation_ += 1 (release)
+//           wake the sleepers, if any
+//           take indices from next_ until count_; then wait for remaining_ = 0
+//   worker: sees generation_ move (spinning, then on the condition variable),
+//           takes indices from next_ until count_, remaining_ -= 1 (release)
+// The caller returns only after every worker has checked in, so no worker
+// can still be reading task_ when the next call overwrites it.
+//
+// Sleeping without lost wake-ups: a worker counts itself in sleepers_ and
+// then re-reads generation_ under the mutex; the caller moves generation_ and
+// then reads sleepers_ (both sequentially consistent), so either the worker
+// sees the new generation or the caller sees the sleeper and signals under
+// the mutex.
+
+#include "kiln/runtime/posix_thread_pool.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include "kiln/runtime/check.h"
+#include "kiln/runtime/log.h"
+
+namespace kiln {
+namespace {
+
+// Set while a thread runs tasks of a pool: a parallel_for from a task runs
+// inline.
+thread_local bool t_in_task = false;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// How long a worker spins before it sleeps, and how long the caller spins
+// between yields while it waits for workers: about 50 and 5 microseconds.
+constexpr int kWorkerSpins = 20000;
+constexpr int kCallerSpinsBeforeYield = 2000;
+
+}  // namespace
+
+int PosixThreadPool::processor_count() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+Error PosixThreadPool::start(int threads) {
+  KILN_CHECK_OR_RETURN(threads >= 1 && threads <= kMaxThreads, Error::kInvalidArgument,
+                       "thread pool: %d threads asked for; 1 to %d can be", threads, kMaxThreads);
+  KILN_CHECK_OR_RETURN(workers_ == 0, Error::kInvalidArgument, "thread pool: already started");
+  stopping_.store(false);
+  // Workers count generations from here, however late they start running:
+  // a call made before a worker first looks still waits for it.
+  first_generation_ = generation_.load();
+  for (int i = 0; i < threads - 1; ++i) {
+    if (pthread_create(&threads_[i], nullptr, &PosixThreadPool::worker_main, this) != 0) {
+      KILN_LOG(ERROR, "thread pool: could not start worker %d of %d", i + 1, threads - 1);
+      stop();
+      return Error::kInternal;
+    }
+    ++workers_;
+  }
+  return Error::kOk;
+}
+
+PosixThreadPool::~PosixThreadPool() { stop(); }
+
+void PosixThreadPool::stop() {
+  if (workers_ == 0) return;
+  stopping_.store(true);
+  generation_.fetch_add(1);
+  pthread_mutex_lock(&mutex_);
+  pthread_cond_broadcast(&wake_);
+  pthread_mutex_unlock(&mutex_);
+  for (int i = 0; i < workers_; ++i) pthread_join(threads_[i], nullptr);
+  workers_ = 0;
+}
+
+void* PosixThreadPool::worker_main(void* self) {
+  PosixThreadPool& pool = *static_cast<PosixThreadPool*>(self);
+  uint64_t seen = pool.first_generation_;
+  for (;;) {
+    uint64_t now = seen;
+    for (int spin = 0; spin < kWorkerSpins; ++spin) {
+      now = pool.generation_.load(std::memory_order_acquire);
+      if (now != seen) break;
+      cpu_relax();
+    }
+    if (now == seen) {
+      pthread_mutex_lock(&pool.mutex_);
+      pool.sleepers_.fetch_add(1);
+      while ((now = pool.generation_.load()) == seen) pthread_cond_wait(&pool.wake_, &pool.mutex_);
+      pool.sleepers_.fetch_sub(1);
+      pthread_mutex_unlock(&pool.mutex_);
+    }
+    if (pool.stopping_.load()) return nullptr;
+    seen = now;
+    pool.work(now);
+    pool.remaining_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+void PosixThreadPool::work(uint64_t /*generation*/) {
+  const Task task = task_;
+  void* const context = context_;
+  const int64_t count = count_;
+  t_in_task = true;
+  for (int64_t i = next_.fetch_add(1, std::memory_order_relaxed); i < count;
+       i = next_.fetch_add(1, std::memory_order_relaxed)) {
+    task(context, i);
+  }
+  t_in_task = false;
+}
+
+void PosixThreadPool::parallel_for(int64_t count, Task task, void* context) {
+  if (count <= 0) return;
+  bool idle = false;
+  if (workers_ == 0 || count == 1 || t_in_task ||
+      !busy_.compare_exchange_strong(idle, true, std::memory_order_acquire)) {
+    for (int64_t i = 0; i < count; ++i) task(context, i);
+    return;
+  }
+  task_ = task;
+  context_ = context;
+  count_ = count;
+  next_.store(0, std::memory_order_relaxed);
+  remaining_.store(workers_, std::memory_order_relaxed);
+  generation_.fetch_add(1);  // sequentially consistent: publishes the call, then...
+  if (sleepers_.load() > 0) {  // ...reads the sleepers (see the top of the file)
+    pthread_mutex_lock(&mutex_);
+    pthread_cond_broadcast(&wake_);
+    pthread_mutex_unlock(&mutex_);
+  }
+  work(0);
+  for (int spin = 0; remaining_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < kCallerSpinsBeforeYield) {
+      cpu_relax();
+    } else {
+      sched_yield();  // a worker may be waiting for a core (more threads than cores)
+      spin = 0;
+    }
+  }
+  busy_.store(false, std::memory_order_release);
+}
+
+}  // namespace kiln

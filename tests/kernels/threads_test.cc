@@ -1,0 +1,210 @@
+// The kernels on a thread pool give the same bits as on one thread: small
+// graphs of the kernels that split their work (Conv as im2col, 1x1, Winograd
+// and first-layer paths, grouped and without packing; depthwise 3x3 and
+// 5x5; Gemm and MatMul with packed and unpacked operands, batched; binary
+// element-wise ops with and without broadcasting, a fused activation;
+// unary vector math) are planned once, run with no pool and then on 2, 3
+// and 4 threads, on every CPU path this processor has, with the kernels'
+// thresholds as shipped and with every split forced (set_parallel_min_work
+// (0)), and the outputs compared byte for byte.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "exec/run.h"
+#include "kiln/kernels/isa.h"
+#include "kiln/runtime/posix_thread_pool.h"
+#include "parallel.h"
+#include "support/graph_builder.h"
+
+namespace kiln::testing {
+namespace {
+
+using planner::HostTensor;
+using planner::PlanOptions;
+using planner::RunOptions;
+
+HostTensor noise(std::vector<int64_t> shape, uint32_t seed) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  uint32_t s = seed * 2654435761u + 1;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001) / 1000.f - 1.f;
+  }
+  return HostTensor::from_floats(v, shape);
+}
+
+struct Case {
+  std::string name;
+  std::string bytes;
+  std::vector<HostTensor> inputs;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  auto add = [&](const std::string& name, GraphBuilder& b, std::vector<HostTensor> inputs,
+                 const PlanOptions& options = {}) { out.push_back({name, b.plan(options).bytes, std::move(inputs)}); };
+  {
+    GraphBuilder b;  // 3x3, stride 1: Winograd where the planner picks it
+    const int x = b.input("x", {1, 16, 20, 20});
+    b.output(b.node("Conv", {x, b.ramp("w", {24, 16, 3, 3}, 0.05f), b.ramp("b", {24})},
+                    {{"pads", ints_attr({1, 1, 1, 1})}}));
+    add("conv3x3", b, {noise({1, 16, 20, 20}, 1)});
+  }
+  {
+    GraphBuilder b;  // 3x3, stride 2, ReLU fused: im2col
+    const int x = b.input("x", {2, 8, 33, 31});
+    b.output(b.node("Relu", {b.node("Conv", {x, b.ramp("w", {40, 8, 3, 3}, 0.05f)},
+                                    {{"pads", ints_attr({1, 1, 1, 1})}, {"strides", ints_attr({2, 2})}})}));
+    add("conv3x3_s2_relu", b, {noise({2, 8, 33, 31}, 2)});
+  }
+  {
+    GraphBuilder b;  // 1x1: B read in place
+    const int x = b.input("x", {1, 64, 13, 13});
+    b.output(b.node("Conv", {x, b.ramp("w", {100, 64, 1, 1}, 0.02f), b.ramp("b", {100})}));
+    add("conv1x1", b, {noise({1, 64, 13, 13}, 3)});
+  }
+  {
+    GraphBuilder b;  // a first layer: 3 channels, 7x7 stride 2 (direct on AVX-512)
+    const int x = b.input("x", {1, 3, 64, 64});
+    b.output(b.node("Conv", {x, b.ramp("w", {32, 3, 7, 7}, 0.02f), b.ramp("b", {32})},
+                    {{"pads", ints_attr({3, 3, 3, 3})}, {"strides", ints_attr({2, 2})}}));
+    add("conv_first_layer", b, {noise({1, 3, 64, 64}, 4)});
+  }
+  {
+    GraphBuilder b;  // grouped, and the same without packing scratch (plain loops)
+    const int x = b.input("x", {1, 32, 16, 16});
+    b.output(b.node("Conv", {x, b.ramp("w", {32, 8, 3, 3}, 0.05f)},
+                    {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(4)}}));
+    add("conv_grouped", b, {noise({1, 32, 16, 16}, 5)});
+    PlanOptions plain;
+    plain.lower.packing_scratch = false;
+    add("conv_grouped_plain_loops", b, {noise({1, 32, 16, 16}, 5)}, plain);
+  }
+  for (int64_t k : {3, 5}) {
+    GraphBuilder b;  // depthwise
+    const int x = b.input("x", {1, 48, 29, 29});
+    b.output(b.node("Clip", {b.node("Conv", {x, b.ramp("w", {48, 1, k, k}, 0.1f), b.ramp("b", {48})},
+                                    {{"pads", ints_attr({k / 2, k / 2, k / 2, k / 2})}, {"group", int_attr(48)},
+                                     {"strides", ints_attr({k == 3 ? 1 : 2, k == 3 ? 1 : 2})}}),
+                             b.ramp("lo", {}, 0.f), b.constant("hi", HostTensor::scalar_float(0.5f))}));
+    add("depthwise" + std::to_string(k), b, {noise({1, 48, 29, 29}, 6)});
+  }
+  {
+    GraphBuilder b;  // Gemm with constant (packed) B, and a bias
+    const int x = b.input("x", {7, 300});
+    b.output(b.node("Gemm", {x, b.ramp("w", {300, 530}, 0.01f), b.ramp("c", {530})}));
+    add("gemm_packed_b", b, {noise({7, 300}, 7)});
+  }
+  {
+    GraphBuilder b;  // MatMul of two inputs: both packed at run time, batched
+    const int a = b.input("a", {3, 90, 270});
+    const int c = b.input("c", {3, 270, 100});
+    b.output(b.node("MatMul", {a, c}));
+    add("matmul_batched", b, {noise({3, 90, 270}, 8), noise({3, 270, 100}, 9)});
+  }
+  {
+    GraphBuilder b;  // MatMul, one matrix for every batch, a long inner dimension
+    const int a = b.input("a", {2, 150, 600});
+    b.output(b.node("MatMul", {a, b.ramp("w", {600, 80}, 0.01f)}));
+    add("matmul_shared_b", b, {noise({2, 150, 600}, 10)});
+  }
+  {
+    GraphBuilder b;  // element-wise: same shapes, a broadcast row, a scalar; unary math
+    const int x = b.input("x", {2, 24, 40, 40});
+    const int y = b.input("y", {2, 24, 40, 40});
+    const int s = b.node("Sigmoid", {b.node("Add", {x, y})});
+    const int m = b.node("Mul", {s, b.ramp("scale", {24, 1, 1}, 0.2f)});
+    const int r = b.node("Relu", {b.node("Sub", {m, b.ramp("shift", {40}, 0.05f)})});
+    b.output(b.node("Tanh", {b.node("Div", {r, b.constant("two", HostTensor::scalar_float(2.f))})}));
+    add("elementwise", b, {noise({2, 24, 40, 40}, 11), noise({2, 24, 40, 40}, 12)});
+  }
+  return out;
+}
+
+std::string bytes_of(const std::vector<HostTensor>& outputs) {
+  std::string s;
+  for (const HostTensor& t : outputs) s.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+  return s;
+}
+
+void check_every_thread_count(const std::vector<Case>& all) {
+  PosixThreadPool pools[3];
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(pools[i].start(i + 2), Error::kOk);
+  for (const Case& c : all) {
+    const std::string want = bytes_of(planner::run_program(c.bytes, c.inputs, {}).outputs);
+    ASSERT_FALSE(want.empty());
+    for (PosixThreadPool& pool : pools) {
+      RunOptions options;
+      options.thread_pool = &pool;
+      options.runs = 2;
+      const std::string got = bytes_of(planner::run_program(c.bytes, c.inputs, options).outputs);
+      EXPECT_TRUE(got == want) << c.name << " on " << pool.concurrency() << " threads differs from one thread";
+    }
+  }
+}
+
+class ThreadsTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    kernels::set_parallel_min_work(-1);
+    ASSERT_EQ(kernels::set_isa(saved_), Error::kOk);
+  }
+  const kernels::Isa saved_ = kernels::active_isa();
+};
+
+TEST_F(ThreadsTest, SameBitsAsOneThreadOnEveryPath) {
+  const std::vector<Case> all = cases();
+  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
+    if (!kernels::processor_has(isa)) continue;
+    SCOPED_TRACE(kernels::isa_name(isa));
+    ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
+    kernels::set_parallel_min_work(-1);
+    check_every_thread_count(all);
+    kernels::set_parallel_min_work(0);  // every kernel splits, however small
+    check_every_thread_count(all);
+  }
+}
+
+TEST_F(ThreadsTest, ForcedSplitsDoSplit) {
+  // With every split forced, a pool that counts its calls sees the kernels
+  // hand it work; with the shipped thresholds the tiny Add stays inline.
+  struct CountingPool final : ThreadPool {
+    int calls = 0;
+    int concurrency() const override { return 2; }
+    void parallel_for(int64_t count, Task task, void* context) override {
+      ++calls;
+      for (int64_t i = count - 1; i >= 0; --i) task(context, i);  // backwards: order must not matter
+    }
+  };
+  GraphBuilder b;
+  const int x = b.input("x", {4, 64});
+  b.output(b.node("Add", {x, b.ramp("y", {4, 64})}));
+  const std::string bytes = b.plan().bytes;
+  const std::vector<HostTensor> in = {noise({4, 64}, 13)};
+  CountingPool pool;
+  RunOptions options;
+  options.thread_pool = &pool;
+  const std::string want = bytes_of(planner::run_program(bytes, in, {}).outputs);
+  EXPECT_EQ(bytes_of(planner::run_program(bytes, in, options).outputs), want);
+  EXPECT_EQ(pool.calls, 0) << "256 elements are below the element-wise threshold";
+  kernels::set_parallel_min_work(0);
+  EXPECT_EQ(bytes_of(planner::run_program(bytes, in, options).outputs), want);
+  EXPECT_GT(pool.calls, 0);
+
+  // Every kernel of the cases, run backwards by this pool, too.
+  for (const Case& c : cases()) {
+    const std::string one = bytes_of(planner::run_program(c.bytes, c.inputs, {}).outputs);
+    pool.calls = 0;
+    EXPECT_TRUE(bytes_of(planner::run_program(c.bytes, c.inputs, options).outputs) == one) << c.name;
+    EXPECT_GT(pool.calls, 0) << c.name << " never split its work";
+  }
+}
+
+}  // namespace
+}  // namespace kiln::testing
