@@ -159,35 +159,51 @@ inline int8x16_t load_flipped(const uint8_t* p) {
 
 // Dot-product extension: sdot adds, per 32-bit lane (one column), the
 // four products of its 4 k bytes with the channel's 4 weights broadcast to
-// every lane. Four channels x 16 columns = 16 accumulators per pass.
-KILN_TARGET_DOTPROD void qgemm_tile_neon_dot(int64_t kp, const int8_t* w,
-                                                                             int64_t ldw, int64_t mr,
-                                                                             const uint8_t* panel,
-                                                                             int32_t acc[kQGemmMr][kQGemmNr]) {
+// every lane. Four channels x 16 columns = 16 accumulators per pass, named
+// one by one so they stay in registers (an array indexed in a loop lands on
+// the stack at -O2).
+KILN_TARGET_DOTPROD void qgemm_tile_neon_dot(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr,
+                                             const uint8_t* panel, int32_t acc[kQGemmMr][kQGemmNr]) {
   for (int64_t r0 = 0; r0 < mr; r0 += 4) {
     const int64_t rows = mr - r0 < 4 ? mr - r0 : 4;
-    int32x4_t s[4][4];
-    for (int r = 0; r < 4; ++r) {
-      for (int j = 0; j < 4; ++j) s[r][j] = vdupq_n_s32(0);
-    }
     // Rows past mr repeat the last one (never stored): the loop stays fixed.
-    const int8_t* wr[4];
-    for (int r = 0; r < 4; ++r) wr[r] = w + (r0 + (r < rows ? r : rows - 1)) * ldw;
-    for (int64_t q = 0; q < kp / 4; ++q) {
-      const uint8_t* row = panel + q * 4 * kQGemmNr;
+    const int8_t* w0 = w + r0 * ldw;
+    const int8_t* w1 = w + (r0 + (rows > 1 ? 1 : 0)) * ldw;
+    const int8_t* w2 = w + (r0 + (rows > 2 ? 2 : rows - 1)) * ldw;
+    const int8_t* w3 = w + (r0 + rows - 1) * ldw;
+    int32x4_t s00 = vdupq_n_s32(0), s01 = s00, s02 = s00, s03 = s00, s10 = s00, s11 = s00, s12 = s00, s13 = s00,
+              s20 = s00, s21 = s00, s22 = s00, s23 = s00, s30 = s00, s31 = s00, s32 = s00, s33 = s00;
+    const uint8_t* row = panel;
+    for (int64_t k = 0; k < kp; k += 4, row += 4 * kQGemmNr) {
       const int8x16_t x0 = load_flipped(row), x1 = load_flipped(row + 16), x2 = load_flipped(row + 32),
                       x3 = load_flipped(row + 48);
-      for (int r = 0; r < 4; ++r) {
-        const int8x16_t wv = broadcast_word(wr[r] + q * 4);
-        s[r][0] = sdot(s[r][0], x0, wv);
-        s[r][1] = sdot(s[r][1], x1, wv);
-        s[r][2] = sdot(s[r][2], x2, wv);
-        s[r][3] = sdot(s[r][3], x3, wv);
-      }
+      int8x16_t wv = broadcast_word(w0 + k);
+      s00 = sdot(s00, x0, wv);
+      s01 = sdot(s01, x1, wv);
+      s02 = sdot(s02, x2, wv);
+      s03 = sdot(s03, x3, wv);
+      wv = broadcast_word(w1 + k);
+      s10 = sdot(s10, x0, wv);
+      s11 = sdot(s11, x1, wv);
+      s12 = sdot(s12, x2, wv);
+      s13 = sdot(s13, x3, wv);
+      wv = broadcast_word(w2 + k);
+      s20 = sdot(s20, x0, wv);
+      s21 = sdot(s21, x1, wv);
+      s22 = sdot(s22, x2, wv);
+      s23 = sdot(s23, x3, wv);
+      wv = broadcast_word(w3 + k);
+      s30 = sdot(s30, x0, wv);
+      s31 = sdot(s31, x1, wv);
+      s32 = sdot(s32, x2, wv);
+      s33 = sdot(s33, x3, wv);
     }
+    const int32x4_t sums[4][4] = {{s00, s01, s02, s03}, {s10, s11, s12, s13}, {s20, s21, s22, s23},
+                                  {s30, s31, s32, s33}};
+    const int8_t* rows_w[4] = {w0, w1, w2, w3};
     for (int64_t r = 0; r < rows; ++r) {
-      const int32x4_t correction = vdupq_n_s32(128 * row_sum(wr[r], kp));
-      for (int j = 0; j < 4; ++j) vst1q_s32(&acc[r0 + r][4 * j], vaddq_s32(s[r][j], correction));
+      const int32x4_t correction = vdupq_n_s32(128 * row_sum(rows_w[r], kp));
+      for (int j = 0; j < 4; ++j) vst1q_s32(&acc[r0 + r][4 * j], vaddq_s32(sums[r][j], correction));
     }
   }
 }
@@ -195,34 +211,46 @@ KILN_TARGET_DOTPROD void qgemm_tile_neon_dot(int64_t kp, const int8_t* w,
 // Base Advanced SIMD: vmull_s8 multiplies two columns' 4 k bytes by the
 // channel's 4 weights (repeated) into 8 int16 products (|p| <= 2^14);
 // vpadalq_s16 adds adjacent pairs into int32 lanes (column c, k 0-1 and
-// 2-3); the pairs are folded once at the end. Two channels per pass.
+// 2-3); the pairs are folded once at the end. Two channels per pass, 16
+// named accumulators.
 void qgemm_tile_neon(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                      int32_t acc[kQGemmMr][kQGemmNr]) {
   for (int64_t r0 = 0; r0 < mr; r0 += 2) {
     const int64_t rows = mr - r0 < 2 ? mr - r0 : 2;
-    int32x4_t s[2][8];
-    for (int r = 0; r < 2; ++r) {
-      for (int j = 0; j < 8; ++j) s[r][j] = vdupq_n_s32(0);
+    const int8_t* w0 = w + r0 * ldw;
+    const int8_t* w1 = w + (r0 + rows - 1) * ldw;
+    int32x4_t a0 = vdupq_n_s32(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    int32x4_t b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0;
+    const uint8_t* row = panel;
+    for (int64_t k = 0; k < kp; k += 4, row += 4 * kQGemmNr) {
+      const int8x16_t x0 = load_flipped(row), x1 = load_flipped(row + 16), x2 = load_flipped(row + 32),
+                      x3 = load_flipped(row + 48);
+      const int8x8_t u = vget_low_s8(broadcast_word(w0 + k)), v = vget_low_s8(broadcast_word(w1 + k));
+      a0 = vpadalq_s16(a0, vmull_s8(vget_low_s8(x0), u));
+      a1 = vpadalq_s16(a1, vmull_s8(vget_high_s8(x0), u));
+      a2 = vpadalq_s16(a2, vmull_s8(vget_low_s8(x1), u));
+      a3 = vpadalq_s16(a3, vmull_s8(vget_high_s8(x1), u));
+      a4 = vpadalq_s16(a4, vmull_s8(vget_low_s8(x2), u));
+      a5 = vpadalq_s16(a5, vmull_s8(vget_high_s8(x2), u));
+      a6 = vpadalq_s16(a6, vmull_s8(vget_low_s8(x3), u));
+      a7 = vpadalq_s16(a7, vmull_s8(vget_high_s8(x3), u));
+      b0 = vpadalq_s16(b0, vmull_s8(vget_low_s8(x0), v));
+      b1 = vpadalq_s16(b1, vmull_s8(vget_high_s8(x0), v));
+      b2 = vpadalq_s16(b2, vmull_s8(vget_low_s8(x1), v));
+      b3 = vpadalq_s16(b3, vmull_s8(vget_high_s8(x1), v));
+      b4 = vpadalq_s16(b4, vmull_s8(vget_low_s8(x2), v));
+      b5 = vpadalq_s16(b5, vmull_s8(vget_high_s8(x2), v));
+      b6 = vpadalq_s16(b6, vmull_s8(vget_low_s8(x3), v));
+      b7 = vpadalq_s16(b7, vmull_s8(vget_high_s8(x3), v));
     }
-    const int8_t* wr[2] = {w + r0 * ldw, w + (r0 + rows - 1) * ldw};
-    for (int64_t q = 0; q < kp / 4; ++q) {
-      const uint8_t* row = panel + q * 4 * kQGemmNr;
-      int8x16_t x[4];
-      for (int j = 0; j < 4; ++j) x[j] = load_flipped(row + 16 * j);
-      for (int r = 0; r < 2; ++r) {
-        const int8x8_t wv = vget_low_s8(broadcast_word(wr[r] + q * 4));
-        for (int j = 0; j < 4; ++j) {
-          s[r][2 * j] = vpadalq_s16(s[r][2 * j], vmull_s8(vget_low_s8(x[j]), wv));
-          s[r][2 * j + 1] = vpadalq_s16(s[r][2 * j + 1], vmull_s8(vget_high_s8(x[j]), wv));
-        }
-      }
-    }
+    // a[2j] = (column 4j: k 0-1, k 2-3; column 4j+1: ...), a[2j+1] for
+    // columns 4j+2, 4j+3: one pairwise add gives columns 4j..4j+3.
+    const int32x4_t sums[2][8] = {{a0, a1, a2, a3, a4, a5, a6, a7}, {b0, b1, b2, b3, b4, b5, b6, b7}};
+    const int8_t* rows_w[2] = {w0, w1};
     for (int64_t r = 0; r < rows; ++r) {
-      const int32x4_t correction = vdupq_n_s32(128 * row_sum(wr[r], kp));
-      // s[r][2j] = (c 4j: k01, k23, c 4j+1: k01, k23), s[r][2j+1] for
-      // columns 4j+2, 4j+3: one pairwise add gives columns 4j..4j+3.
+      const int32x4_t correction = vdupq_n_s32(128 * row_sum(rows_w[r], kp));
       for (int j = 0; j < 4; ++j) {
-        vst1q_s32(&acc[r0 + r][4 * j], vaddq_s32(vpaddq_s32(s[r][2 * j], s[r][2 * j + 1]), correction));
+        vst1q_s32(&acc[r0 + r][4 * j], vaddq_s32(vpaddq_s32(sums[r][2 * j], sums[r][2 * j + 1]), correction));
       }
     }
   }
