@@ -6,8 +6,8 @@ one-node models cover the rest of what kiln implements: reverse and
 bidirectional directions, layout 1, every optional input (B, initial_h,
 initial_c, P) and output (Y, Y_h, Y_c, each present or absent), every gate
 activation ONNX allows with activation_alpha/beta, clip, GRU's
-linear_before_reset 0 and 1, LSTM's input_forget, hidden_size left out, and
-sequence_lens as a constant (all seq_length, or varied: rows shorter than
+linear_before_reset 0 and 1, LSTM's input_forget, hidden_size left out, an
+empty sequence and an empty batch, and sequence_lens as a constant (all seq_length, or varied: rows shorter than
 the sequence, including an empty one). Weights come both as initializers and
 as graph inputs. The reference below follows the ONNX operator definitions in
 float64; `kiln plan` + `kiln run` must match it within 1e-5 relative to each
@@ -224,6 +224,10 @@ CASES = {
     "rnn_sigmoid_softsign_clip": dict(
         op="RNN", seq=4, batch=2, input_size=3, hidden=3, direction="bidirectional",
         activations=["Sigmoid", "Softsign"], clip=0.5),
+    # Empty sequences and batches: Y is empty, Y_h and Y_c are the initial state.
+    "lstm_empty_sequence": dict(
+        op="LSTM", seq=0, batch=2, input_size=3, hidden=4, direction="bidirectional", initial=True),
+    "gru_empty_batch": dict(op="GRU", seq=3, batch=0, input_size=3, hidden=4, layout=1),
     # sequence_lens: all seq_length (dropped when planning), and varied rows.
     "lstm_sequence_lens_full": dict(
         op="LSTM", seq=4, batch=3, input_size=3, hidden=4, lens=[4, 4, 4], initial=True),
@@ -304,6 +308,8 @@ def run_case(name, kiln, workdir, packing):
         got = np.load(os.path.join(workdir, name + "_out", f"output_{i}.npy"))
         if got.shape != want.shape:
             problems.append(f"{out}: shape {list(got.shape)} != {list(want.shape)}")
+            continue
+        if want.size == 0:
             continue
         err = float(np.max(np.abs(got - want))) / max(float(np.max(np.abs(want))), 1e-30)
         if not err <= TOLERANCE:
