@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -165,6 +166,34 @@ TEST(QGemm, EveryIsaPathRequantizesAlike) {
   for (size_t i = 1; i < results.size(); ++i) EXPECT_EQ(results[i], results[0]);
 }
 
+// Columns stored channel by channel (a 1x1 convolution's input) pack as
+// the same matrix stored column by column does, flipped or not, tails
+// included.
+TEST(QGemm, PackColumnsMatchesPackRows) {
+  for (int64_t n : {1, 15, 16, 17, 50}) {
+    for (int64_t k : {1, 3, 4, 9}) {
+      for (bool flip : {false, true}) {
+        uint32_t seed = static_cast<uint32_t>(n * 31 + k);
+        std::vector<uint8_t> by_channel(static_cast<size_t>(k * n)), by_column(static_cast<size_t>(k * n));
+        for (int64_t kk = 0; kk < k; ++kk) {
+          for (int64_t p = 0; p < n; ++p) {
+            const uint8_t v = static_cast<uint8_t>(next(&seed));
+            by_channel[static_cast<size_t>(kk * n + p)] = v;
+            by_column[static_cast<size_t>(p * k + kk)] = v;
+          }
+        }
+        const size_t bytes = static_cast<size_t>(qgemm_packed_x_bytes(k, n));
+        std::vector<uint8_t> want(bytes, 0xEE), got(bytes, 0xEE);
+        std::vector<int32_t> want_sums(static_cast<size_t>(n)), got_sums(static_cast<size_t>(n));
+        qgemm_pack_rows(by_column.data(), k, n, k, flip, want.data(), want_sums.data());
+        qgemm_pack_columns(by_channel.data(), n, n, k, flip, got.data(), got_sums.data());
+        ASSERT_EQ(got, want) << "n=" << n << " k=" << k << " flip=" << flip;
+        ASSERT_EQ(got_sums, want_sums);
+      }
+    }
+  }
+}
+
 // im2col packing: padding takes the zero point, int8 inputs are flipped,
 // the column sums include the padding.
 TEST(QGemm, Im2colPacksWindowsPaddingAndFlip) {
@@ -195,6 +224,47 @@ TEST(QGemm, Im2colPacksWindowsPaddingAndFlip) {
       ASSERT_EQ(packed[at], want) << "column " << col << " k " << kk;
     }
     EXPECT_EQ(sums[static_cast<size_t>(col)], sum);
+  }
+}
+
+// The vector epilogue and the depthwise tap give the scalar loops' bits on
+// every path this processor has (lengths around the vector widths, shifts
+// 32..62, biases up to 2^30, both output dtypes).
+TEST(QGemm, RequantizeRowAndDepthwiseTapAgreeAcrossPaths) {
+  uint32_t seed = 99;
+  for (int64_t n : {1, 7, 8, 9, 16, 31, 40}) {
+    for (int32_t s : {32, 33, 40, 47, 62}) {
+      std::vector<int32_t> acc(static_cast<size_t>(n));
+      for (auto& v : acc) v = static_cast<int32_t>(next(&seed) % (1u << 28)) - (1 << 27);
+      const int32_t bias = static_cast<int32_t>(next(&seed) % (1u << 24)) - (1 << 23);
+      const int32_t m = (1 << 30) + static_cast<int32_t>(next(&seed) % (1u << 30));
+      const int32_t mult_s = s - 20;  // outputs spread over the 8-bit range and beyond
+      for (DType dtype : {DType::UINT8, DType::INT8}) {
+        std::vector<uint8_t> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+        const int32_t lo = dtype == DType::UINT8 ? 0 : -128;
+        qgemm_requantize_row(acc.data(), n, bias, m, mult_s < 32 ? s : mult_s, 5, lo, lo + 255, dtype, want.data(),
+                             Isa::kScalar, true);
+        for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+          if (!processor_has(isa)) continue;
+          qgemm_requantize_row(acc.data(), n, bias, m, mult_s < 32 ? s : mult_s, 5, lo, lo + 255, dtype, got.data(),
+                               isa, true);
+          ASSERT_EQ(got, want) << isa_name(isa) << " n=" << n << " s=" << s;
+        }
+      }
+    }
+    std::vector<uint8_t> x(static_cast<size_t>(2 * n));
+    for (auto& v : x) v = static_cast<uint8_t>(next(&seed));
+    for (int64_t stride : {1, 2}) {
+      std::vector<int32_t> want(static_cast<size_t>(n), 17), got(static_cast<size_t>(n), 17);
+      qgemm_depthwise_tap(want.data(), x.data(), stride, n, -128, Isa::kScalar);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(want[static_cast<size_t>(i)], 17 - 128 * x[static_cast<size_t>(i * stride)]);
+      for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+        if (!processor_has(isa)) continue;
+        std::fill(got.begin(), got.end(), 17);
+        qgemm_depthwise_tap(got.data(), x.data(), stride, n, -128, isa);
+        ASSERT_EQ(got, want) << isa_name(isa) << " n=" << n << " stride " << stride;
+      }
+    }
   }
 }
 

@@ -5,6 +5,10 @@
 
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <emmintrin.h>
+#endif
+
 namespace kiln {
 namespace kernels {
 
@@ -49,8 +53,16 @@ inline int32_t saturate_int32(int64_t v) {
 // Zero-point correction, requantization, clamping and the store of one tile.
 void finish_tile(const QGemmProblem& p, int64_t c0, int64_t mr, int64_t p0, int64_t nr,
                  const int32_t acc[kQGemmMr][kQGemmNr]) {
+  const size_t y_elem = dtype_size(p.y_dtype);
   for (int64_t r = 0; r < mr; ++r) {
     const int64_t c = c0 + r;
+    if (p.multiplier != nullptr && p.w_zp == nullptr && p.y_column_stride == 1) {
+      // One channel's contiguous outputs (a convolution's plane).
+      qgemm_requantize_row(acc[r], nr, p.bias[c], p.multiplier[c], p.shift[c], p.y_zp, p.y_min, p.y_max, p.y_dtype,
+                           static_cast<uint8_t*>(p.y) + static_cast<size_t>(c * p.y_channel_stride + p0) * y_elem,
+                           p.isa, p.k <= 4096);
+      continue;
+    }
     const int64_t bias = p.bias[c];
     const int64_t w_zp = p.w_zp != nullptr ? p.w_zp[c] : 0;
     const int64_t base = c * p.y_channel_stride;
@@ -64,7 +76,8 @@ void finish_tile(const QGemmProblem& p, int64_t c0, int64_t mr, int64_t p0, int6
         static_cast<int32_t*>(p.y)[at] = sat;
         continue;
       }
-      int64_t q = qgemm_requantize(sat, p.multiplier[c], p.shift[c]) + p.y_zp;
+      const int32_t shift = p.shift[c] < 1 ? 1 : p.shift[c] > 62 ? 62 : p.shift[c];
+      int64_t q = qgemm_requantize(sat, p.multiplier[c], shift) + p.y_zp;
       q = q < p.y_min ? p.y_min : q > p.y_max ? p.y_max : q;
       if (p.y_dtype == DType::UINT8) {
         static_cast<uint8_t*>(p.y)[at] = static_cast<uint8_t>(q);
@@ -76,6 +89,44 @@ void finish_tile(const QGemmProblem& p, int64_t c0, int64_t mr, int64_t p0, int6
 }
 
 }  // namespace
+
+void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp,
+                          int32_t lo, int32_t hi, DType dtype, void* y, Isa isa, bool small_k) {
+  int64_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (isa != Isa::kScalar && isa != Isa::kNeon && small_k && s >= 32 && s <= 62 && bias <= (1 << 30) &&
+      bias >= -(1 << 30)) {
+    requantize_row_avx2(acc, n, bias, m, s, zp, lo, hi, dtype == DType::UINT8, y);
+    i = n - n % 8;
+  }
+#else
+  (void)isa;
+  (void)small_k;
+#endif
+  const int32_t shift = s < 1 ? 1 : s > 62 ? 62 : s;
+  for (; i < n; ++i) {
+    int64_t q = qgemm_requantize(saturate_int32(int64_t{acc[i]} + bias), m, shift) + zp;
+    q = q < lo ? lo : q > hi ? hi : q;
+    if (dtype == DType::UINT8) {
+      static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(q);
+    } else {
+      static_cast<int8_t*>(y)[i] = static_cast<int8_t>(q);
+    }
+  }
+}
+
+void qgemm_depthwise_tap(int32_t* acc, const uint8_t* x, int64_t stride, int64_t n, int32_t w, Isa isa) {
+  int64_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (stride == 1 && isa != Isa::kScalar && isa != Isa::kNeon) {
+    depthwise_tap_avx2(acc, x, n, w);
+    i = n - n % 16;
+  }
+#else
+  (void)isa;
+#endif
+  for (; i < n; ++i) acc[i] += w * x[i * stride];
+}
 
 void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
   const int64_t kp = qgemm_kp(p.k);
@@ -110,30 +161,150 @@ void qgemm_pack_rows(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool f
   }
 }
 
+void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out,
+                        int32_t* x_sums) {
+  const int64_t kp = qgemm_kp(k);
+  const int64_t panel_bytes = kp * kQGemmNr;
+  const uint8_t bias = flip ? 0x80 : 0;
+  const int64_t full = n / kQGemmNr * kQGemmNr;
+  for (int64_t q = 0; q < kp / 4; ++q) {
+    // Four channel rows (zeros past k) interleaved into 16 x 4 bytes per panel.
+    const uint8_t* rows[4];
+    static const uint8_t kZeros[kQGemmNr] = {};
+    for (int64_t r = 0; r < 4; ++r) rows[r] = 4 * q + r < k ? x + (4 * q + r) * ldx : nullptr;
+    int64_t p0 = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    // SSE2 (baseline x86-64): a 4 x 16 byte transpose by unpacking.
+    const __m128i vflip = _mm_set1_epi8(static_cast<char>(bias));
+    for (; p0 < full; p0 += kQGemmNr) {
+      __m128i v[4];
+      for (int64_t r = 0; r < 4; ++r) {
+        v[r] = rows[r] != nullptr
+                   ? _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + p0)), vflip)
+                   : _mm_setzero_si128();
+      }
+      const __m128i a = _mm_unpacklo_epi8(v[0], v[1]), b = _mm_unpackhi_epi8(v[0], v[1]);
+      const __m128i c = _mm_unpacklo_epi8(v[2], v[3]), d = _mm_unpackhi_epi8(v[2], v[3]);
+      __m128i* dst = reinterpret_cast<__m128i*>(out + (p0 / kQGemmNr) * panel_bytes + q * 4 * kQGemmNr);
+      _mm_storeu_si128(dst + 0, _mm_unpacklo_epi16(a, c));
+      _mm_storeu_si128(dst + 1, _mm_unpackhi_epi16(a, c));
+      _mm_storeu_si128(dst + 2, _mm_unpacklo_epi16(b, d));
+      _mm_storeu_si128(dst + 3, _mm_unpackhi_epi16(b, d));
+    }
+#endif
+    for (; p0 < n; p0 += kQGemmNr) {
+      uint8_t* dst = out + (p0 / kQGemmNr) * panel_bytes + q * 4 * kQGemmNr;
+      for (int64_t i = 0; i < kQGemmNr; ++i) {
+        for (int64_t r = 0; r < 4; ++r) {
+          const uint8_t* row = rows[r] != nullptr ? rows[r] : kZeros;
+          dst[i * 4 + r] = p0 + i < n && rows[r] != nullptr ? static_cast<uint8_t>(row[p0 + i] ^ bias) : 0;
+        }
+      }
+    }
+  }
+  if (x_sums != nullptr) {
+    for (int64_t p = 0; p < n; ++p) x_sums[p] = 0;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      for (int64_t p = 0; p < n; ++p) x_sums[p] += static_cast<uint8_t>(x[kk * ldx + p] ^ bias);
+    }
+  }
+}
+
+namespace {
+
+// Row kk = (c, ky, kx) of the im2col matrix, columns [p0, p0 + count), into
+// dst, raw (not flipped): the padding as pad ^ flip, so that the flip
+// applied when the rows are interleaved gives `pad` back.
+void im2col_row(const QIm2col& g, int64_t c, int64_t ky, int64_t kx, int64_t p0, int64_t count, uint8_t raw_pad,
+                uint8_t* dst) {
+  const uint8_t* plane = g.x + c * g.h * g.w;
+  const int64_t first = g.pl - kx * g.dw;  // ix = ox * sw - first
+  int64_t ox_lo = first <= 0 ? 0 : (first + g.sw - 1) / g.sw;
+  int64_t ox_hi = g.w + first <= 0 ? 0 : (g.w + first - 1) / g.sw + 1;
+  if (ox_lo > g.ow) ox_lo = g.ow;
+  if (ox_hi > g.ow) ox_hi = g.ow;
+  if (ox_hi < ox_lo) ox_hi = ox_lo;
+  int64_t done = 0;
+  while (done < count) {
+    const int64_t col = p0 + done;
+    const int64_t oy = col / g.ow, ox0 = col % g.ow;
+    const int64_t run = g.ow - ox0 < count - done ? g.ow - ox0 : count - done;  // up to the row's end
+    const int64_t iy = oy * g.sh - g.pt + ky * g.dh;
+    uint8_t* d = dst + done;
+    if (iy < 0 || iy >= g.h) {
+      memset(d, raw_pad, static_cast<size_t>(run));
+    } else {
+      const int64_t a = ox0, b = ox0 + run;  // output columns of this run
+      const int64_t in_a = a > ox_lo ? a : ox_lo, in_b = b < ox_hi ? b : ox_hi;
+      if (in_a >= in_b) {
+        memset(d, raw_pad, static_cast<size_t>(run));
+      } else {
+        if (in_a > a) memset(d, raw_pad, static_cast<size_t>(in_a - a));
+        const uint8_t* src = plane + iy * g.w;
+        if (g.sw == 1) {
+          memcpy(d + (in_a - a), src + in_a - first, static_cast<size_t>(in_b - in_a));
+        } else {
+          for (int64_t ox = in_a; ox < in_b; ++ox) d[ox - a] = src[ox * g.sw - first];
+        }
+        if (b > in_b) memset(d + (in_b - a), raw_pad, static_cast<size_t>(b - in_b));
+      }
+    }
+    done += run;
+  }
+}
+
+}  // namespace
+
 void qgemm_pack_im2col(const QIm2col& g, uint8_t* out, int32_t* x_sums) {
+  // Four im2col rows at a time into a small buffer, then interleaved into
+  // the panels as qgemm_pack_columns does.
   const int64_t k = g.channels * g.kh * g.kw;
   const int64_t n = g.oh * g.ow;
   const int64_t kp = qgemm_kp(k);
-  const int64_t panels = qgemm_round_up(n, kQGemmNr) / kQGemmNr;
-  memset(out, 0, static_cast<size_t>(panels * kp * kQGemmNr));
-  const uint8_t bias = g.flip ? 0x80 : 0;
+  const int64_t panel_bytes = kp * kQGemmNr;
+  const uint8_t flip = g.flip ? 0x80 : 0;
+  const uint8_t raw_pad = static_cast<uint8_t>(g.pad ^ flip);
+  constexpr int64_t kChunk = 256;  // columns per pass, a multiple of kQGemmNr
+  uint8_t rows[4][kChunk];
   if (x_sums != nullptr) memset(x_sums, 0, static_cast<size_t>(n) * sizeof(int32_t));
-  int64_t kk = 0;
-  for (int64_t c = 0; c < g.channels; ++c) {
-    const uint8_t* plane = g.x + c * g.h * g.w;
-    for (int64_t ky = 0; ky < g.kh; ++ky) {
-      for (int64_t kx = 0; kx < g.kw; ++kx, ++kk) {
-        uint8_t* row = out + (kk / 4) * 4 * kQGemmNr + kk % 4;
-        int64_t col = 0;
-        for (int64_t oy = 0; oy < g.oh; ++oy) {
-          const int64_t iy = oy * g.sh - g.pt + ky * g.dh;
-          const bool row_in = iy >= 0 && iy < g.h;
-          for (int64_t ox = 0; ox < g.ow; ++ox, ++col) {
-            const int64_t ix = ox * g.sw - g.pl + kx * g.dw;
-            const uint8_t v = row_in && ix >= 0 && ix < g.w ? static_cast<uint8_t>(plane[iy * g.w + ix] ^ bias) : g.pad;
-            row[(col / kQGemmNr) * kp * kQGemmNr + (col % kQGemmNr) * 4] = v;
-            if (x_sums != nullptr) x_sums[col] += v;
+  for (int64_t p0 = 0; p0 < n; p0 += kChunk) {
+    const int64_t count = n - p0 < kChunk ? n - p0 : kChunk;
+    for (int64_t q = 0; q < kp / 4; ++q) {
+      int64_t valid = 0;
+      for (int64_t r = 0; r < 4; ++r) {
+        const int64_t kk = 4 * q + r;
+        if (kk >= k) break;
+        const int64_t c = kk / (g.kh * g.kw), ky = kk / g.kw % g.kh, kx = kk % g.kw;
+        im2col_row(g, c, ky, kx, p0, count, raw_pad, rows[r]);
+        if (x_sums != nullptr) {
+          for (int64_t i = 0; i < count; ++i) x_sums[p0 + i] += static_cast<uint8_t>(rows[r][i] ^ flip);
+        }
+        ++valid;
+      }
+      // Rows past k hold zeros after the flip: their raw value is the flip.
+      for (int64_t r = valid; r < 4; ++r) memset(rows[r], flip, static_cast<size_t>(count));
+      for (int64_t c0 = 0; c0 < count; c0 += kQGemmNr) {
+        uint8_t* dst = out + ((p0 + c0) / kQGemmNr) * panel_bytes + q * 4 * kQGemmNr;
+        const int64_t nc = count - c0 < kQGemmNr ? count - c0 : kQGemmNr;
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (nc == kQGemmNr) {
+          const __m128i vflip = _mm_set1_epi8(static_cast<char>(flip));
+          __m128i v[4];
+          for (int64_t r = 0; r < 4; ++r) {
+            v[r] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + c0)), vflip);
           }
+          const __m128i a = _mm_unpacklo_epi8(v[0], v[1]), b = _mm_unpackhi_epi8(v[0], v[1]);
+          const __m128i c = _mm_unpacklo_epi8(v[2], v[3]), d = _mm_unpackhi_epi8(v[2], v[3]);
+          __m128i* o = reinterpret_cast<__m128i*>(dst);
+          _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(a, c));
+          _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(a, c));
+          _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(b, d));
+          _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(b, d));
+          continue;
+        }
+#endif
+        for (int64_t i = 0; i < kQGemmNr; ++i) {
+          for (int64_t r = 0; r < 4; ++r) dst[i * 4 + r] = i < nc ? static_cast<uint8_t>(rows[r][c0 + i] ^ flip) : 0;
         }
       }
     }

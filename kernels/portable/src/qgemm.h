@@ -83,7 +83,33 @@ struct QGemmProblem {
   DType y_dtype = DType::UINT8;     // UINT8, INT8 or INT32
   void* y = nullptr;
   int64_t y_channel_stride = 0, y_column_stride = 0;
+  // The ISA path of the epilogue (requantize_row's vector loop).
+  Isa isa = Isa::kScalar;
 };
+
+// y[i] = clamp(requantize(acc[i] + bias, m, s) + zp, lo, hi) for i < n,
+// uint8 or int8 y, as the epilogue computes it (acc + bias saturated to
+// int32 first). `small_k`: the caller's reduction is at most 4096 long, so
+// |acc| < 2^27 and the AVX2 loop (64-bit products, shifts of 32 or more)
+// gives the same bits; without it, or with s < 32 or |bias| > 2^30, the
+// scalar loop runs.
+void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp,
+                          int32_t lo, int32_t hi, DType dtype, void* y, Isa isa, bool small_k);
+// acc[i] += w * x[i * stride] for i < n: one tap of a depthwise
+// convolution's output row (x already in the uint8 domain).
+void qgemm_depthwise_tap(int32_t* acc, const uint8_t* x, int64_t stride, int64_t n, int32_t w, Isa isa);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The first n - n % 16 taps of qgemm_depthwise_tap with stride 1.
+void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int32_t w);
+// QuantizeLinear of the first n - n % 8 values: y = clamp(round_half_even(x
+// / scale) + zp, lo, hi), NaN giving zp; the scalar loop's bits.
+void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi, bool is_unsigned,
+                       void* y);
+// The first n - n % 8 values of qgemm_requantize_row (s in [32, 62]).
+void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
+                         int32_t hi, bool is_unsigned, void* y);
+#endif
 
 void qgemm(const QGemmProblem& p, QGemmTileFn tile);
 
@@ -92,6 +118,11 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile);
 // when not null.
 void qgemm_pack_rows(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out,
                      int32_t* x_sums);
+
+// Packs columns stored channel by channel (column p's k-th value at x[k *
+// ldx + p]: a 1x1, stride-1, unpadded convolution's input) into panels.
+void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out,
+                        int32_t* x_sums);
 
 // The im2col columns of one image and group (channels c, h x w) packed into
 // panels: column (oy, ox), row (c, ky, kx) reads

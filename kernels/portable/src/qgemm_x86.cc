@@ -118,6 +118,60 @@ KILN_VNNI void qgemm_tile_avx512_vnni(int64_t kp, const int8_t* w, int64_t ldw, 
   for (int64_t r = 0; r < mr; ++r) _mm512_storeu_si512(acc[r], all[r]);
 }
 
+// Sixteen outputs at a time: uint8 x int8 products fit int16 (|255 x 128|
+// < 2^15), widened to int32 before they are added.
+KILN_AVX2 void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int32_t w) {
+  const __m256i vw = _mm256_set1_epi16(static_cast<int16_t>(w));
+  for (int64_t i = 0; i + 16 <= n; i += 16) {
+    const __m256i x16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    const __m256i prod = _mm256_mullo_epi16(x16, vw);
+    __m256i* a = reinterpret_cast<__m256i*>(acc + i);
+    _mm256_storeu_si256(a, _mm256_add_epi32(_mm256_loadu_si256(a), _mm256_cvtepi16_epi32(_mm256_castsi256_si128(prod))));
+    _mm256_storeu_si256(a + 1, _mm256_add_epi32(_mm256_loadu_si256(a + 1),
+                                                _mm256_cvtepi16_epi32(_mm256_extracti128_si256(prod, 1))));
+  }
+}
+
+KILN_AVX2 void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi,
+                                 bool is_unsigned, void* y) {
+  const __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zp);
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    __m256 q = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm256_add_ps(q, vz);
+    q = _mm256_blendv_ps(q, vz, _mm256_cmp_ps(q, q, _CMP_UNORD_Q));
+    q = _mm256_min_ps(_mm256_max_ps(q, vlo), vhi);
+    const __m256i v = _mm256_cvtps_epi32(q);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    const __m128i b8 = is_unsigned ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(static_cast<uint8_t*>(y) + i), b8);
+  }
+}
+
+// Eight values at a time: (acc + bias) * m + 2^(s-1) as four even and four
+// odd 64-bit products; the high halves are the products >> 32 exactly
+// (arithmetic), then >> (s - 32) in 32 bits. Equal to the scalar loop for
+// |acc + bias| < 2^31 and s in [32, 62].
+KILN_AVX2 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp,
+                                   int32_t lo, int32_t hi, bool is_unsigned, void* y) {
+  const __m256i vb = _mm256_set1_epi32(bias);
+  const __m256i vm = _mm256_set1_epi32(m);
+  const __m256i round = _mm256_set1_epi64x(int64_t{1} << (s - 1));
+  const __m128i rest = _mm_cvtsi32_si128(s - 32);
+  const __m256i vzp = _mm256_set1_epi32(zp), vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    const __m256i v = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)), vb);
+    const __m256i even = _mm256_add_epi64(_mm256_mul_epi32(v, vm), round);
+    const __m256i odd = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vm), round);
+    __m256i q = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+    q = _mm256_add_epi32(_mm256_sra_epi32(q, rest), vzp);
+    q = _mm256_min_epi32(_mm256_max_epi32(q, vlo), vhi);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i b8 = is_unsigned ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(static_cast<uint8_t*>(y) + i), b8);
+  }
+}
+
 }  // namespace kernels
 }  // namespace kiln
 

@@ -104,12 +104,22 @@ void quantize(const KernelArgs& args, const Channels& c) {
   Q* y = args.out(0).data_as<Q>();
   constexpr float lo = sizeof(Q) == 1 && static_cast<Q>(-1) < 0 ? -128.f : 0.f;
   constexpr float hi = lo + 255.f;
+#if defined(__x86_64__) && defined(__GNUC__)
+  const bool vector = active_isa() == Isa::kAvx2 || active_isa() == Isa::kAvx512;
+#endif
   for (int64_t o = 0; o < c.outer; ++o) {
     for (int64_t ch = 0; ch < c.channels; ++ch) {
       const float s = scale[ch];
       const float z = zp != nullptr ? static_cast<float>(zp[ch]) : 0.f;
       const int64_t base = (o * c.channels + ch) * c.inner;
-      for (int64_t i = 0; i < c.inner; ++i) {
+      int64_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+      if (vector) {
+        quantize_row_avx2(x + base, c.inner, s, z, lo, hi, lo == 0.f, y + base);
+        i = c.inner - c.inner % 8;
+      }
+#endif
+      for (; i < c.inner; ++i) {
         const float v = nearbyintf(x[base + i] / s) + z;
         // NaN fails both comparisons and takes the zero point.
         y[base + i] = v >= hi ? static_cast<Q>(hi) : v <= lo ? static_cast<Q>(lo) : v == v ? static_cast<Q>(v) : static_cast<Q>(z);
@@ -222,6 +232,7 @@ QGemmProblem int8_problem(const KernelArgs& args, int64_t y_zp_index) {
   p.x_sums = args.has_input(5) ? args.scratch[1]->data_as<int32_t>() : nullptr;
   p.x = args.scratch[0]->data_as<const uint8_t>();
   p.y_dtype = args.out(0).dtype();
+  p.isa = active_isa();
   if (p.multiplier != nullptr) {
     p.y_zp = static_cast<int32_t>(int_param(args, static_cast<uint32_t>(y_zp_index)));
     p.y_min = static_cast<int32_t>(int_param(args, static_cast<uint32_t>(y_zp_index + 1)));
@@ -291,9 +302,117 @@ Error check_conv_int8(const KernelArgs& args) {
   return check_int8_clamp(args, 12);
 }
 
+// A depthwise convolution (one input channel per output channel, weight
+// zero points 0, requantized) computed directly: the image's channel copied
+// into scratch with its padding (the zero point), then per output row and
+// tap one multiply-add over the row. The same sums as the im2col product
+// (zero-padded taps there add nothing: their weights are 0). False (nothing
+// done) when it does not apply or the padded plane exceeds the scratch.
+bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
+  if (g.group != g.c || g.m != g.c || p.w_zp != nullptr || p.multiplier == nullptr) return false;
+  const int64_t ph = g.h + g.pt + g.pb, pw = g.w + g.pl + g.pr;
+  const Tensor& scratch = *args.scratch[0];
+  if (ph * pw > scratch.numel()) return false;
+  const int64_t kp = qgemm_kp(g.kh * g.kw), plane = g.oh * g.ow;
+  const uint8_t flip = args.in(0).dtype() == DType::INT8 ? 0x80 : 0;
+  const uint8_t* x = args.in(0).data_as<const uint8_t>();
+  const int8_t* w = args.in(1).data_as<const int8_t>();
+  const int32_t* bias = args.in(2).data_as<const int32_t>();
+  const size_t y_elem = dtype_size(p.y_dtype);
+  uint8_t* y = args.out(0).data_as<uint8_t>();
+  uint8_t* padded = scratch.data_as<uint8_t>();
+  constexpr int64_t kChunk = 512;  // 2 KiB of stack for the sums
+  int32_t acc[kChunk];
+  for (int64_t b = 0; b < g.n; ++b) {
+    for (int64_t ch = 0; ch < g.c; ++ch) {
+      const uint8_t* src = x + (b * g.c + ch) * g.h * g.w;
+      memset(padded, static_cast<int>(g.x_zp), static_cast<size_t>(ph * pw));
+      for (int64_t r = 0; r < g.h; ++r) {
+        uint8_t* row = padded + (r + g.pt) * pw + g.pl;
+        for (int64_t i = 0; i < g.w; ++i) row[i] = static_cast<uint8_t>(src[r * g.w + i] ^ flip);
+      }
+      const int8_t* wc = w + ch * kp;
+      uint8_t* out = y + static_cast<size_t>((b * g.m + ch) * plane) * y_elem;
+      if (g.sw == 1 && pw <= kChunk) {
+        // Stride 1 along rows: several output rows at once over the padded
+        // width (the columns past ow are computed and dropped), so each tap
+        // is one long multiply-add.
+        const int64_t rows = kChunk / pw;
+        for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
+          const int64_t nrows = g.oh - oy0 < rows ? g.oh - oy0 : rows;
+          const int64_t count = (nrows - 1) * pw + g.ow;
+          memset(acc, 0, static_cast<size_t>(count) * sizeof(int32_t));
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const uint8_t* in = padded + (oy0 * g.sh + ky * g.dh) * pw;
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              if (g.sh == 1) {
+                qgemm_depthwise_tap(acc, in + kx * g.dw, 1, count, wc[ky * g.kw + kx], p.isa);
+              } else {
+                for (int64_t r = 0; r < nrows; ++r) {
+                  qgemm_depthwise_tap(acc + r * pw, in + r * g.sh * pw + kx * g.dw, 1, g.ow, wc[ky * g.kw + kx], p.isa);
+                }
+              }
+            }
+          }
+          // The rows' valid columns side by side (moving left only), then
+          // one requantization over them.
+          for (int64_t r = 1; r < nrows; ++r) memmove(acc + r * g.ow, acc + r * pw, static_cast<size_t>(g.ow) * sizeof(int32_t));
+          qgemm_requantize_row(acc, nrows * g.ow, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max,
+                               p.y_dtype, out + static_cast<size_t>(oy0 * g.ow) * y_elem, p.isa, g.kh * g.kw <= 4096);
+        }
+        continue;
+      }
+      const int64_t half = (pw + 1) / 2;
+      if (g.sw == 2 && g.dw == 1 && g.ow <= kChunk && ph * pw + 2 * ph * half <= scratch.numel()) {
+        // Stride 2 along rows: the padded plane's even and odd columns
+        // apart (after it in the scratch), so every tap reads contiguously.
+        uint8_t* even = padded + ph * pw;
+        uint8_t* odd = even + ph * half;
+        for (int64_t r = 0; r < ph; ++r) {
+          const uint8_t* row = padded + r * pw;
+          for (int64_t j = 0; j < half; ++j) {
+            even[r * half + j] = row[2 * j];
+            odd[r * half + j] = 2 * j + 1 < pw ? row[2 * j + 1] : row[2 * j];
+          }
+        }
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          memset(acc, 0, static_cast<size_t>(g.ow) * sizeof(int32_t));
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const int64_t r = oy * g.sh + ky * g.dh;
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              const uint8_t* src = (kx % 2 == 0 ? even : odd) + r * half + kx / 2;
+              qgemm_depthwise_tap(acc, src, 1, g.ow, wc[ky * g.kw + kx], p.isa);
+            }
+          }
+          qgemm_requantize_row(acc, g.ow, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max,
+                               p.y_dtype, out + static_cast<size_t>(oy * g.ow) * y_elem, p.isa, g.kh * g.kw <= 4096);
+        }
+        continue;
+      }
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        for (int64_t ox0 = 0; ox0 < g.ow; ox0 += kChunk) {
+          const int64_t count = g.ow - ox0 < kChunk ? g.ow - ox0 : kChunk;
+          memset(acc, 0, static_cast<size_t>(count) * sizeof(int32_t));
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const uint8_t* in_row = padded + (oy * g.sh + ky * g.dh) * pw + ox0 * g.sw;
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              qgemm_depthwise_tap(acc, in_row + kx * g.dw, g.sw, count, wc[ky * g.kw + kx], p.isa);
+            }
+          }
+          qgemm_requantize_row(acc, count, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max,
+                               p.y_dtype, out + static_cast<size_t>(oy * g.ow + ox0) * y_elem, p.isa,
+                               g.kh * g.kw <= 4096);
+        }
+      }
+    }
+  }
+  return true;
+}
+
 Error run_conv_int8(const KernelArgs& args) {
   const Int8Conv g = int8_conv(args);
   QGemmProblem p = int8_problem(args, 12);
+  if (run_depthwise_int8(args, g, p)) return Error::kOk;
   const QGemmTileFn tile = qgemm_tile_for(active_isa());
   const int64_t cg = g.c / g.group, mg = g.m / g.group;
   const int64_t k = cg * g.kh * g.kw, kp = qgemm_kp(k);
@@ -323,7 +442,12 @@ Error run_conv_int8(const KernelArgs& args) {
       im.oh = g.oh; im.ow = g.ow;
       im.flip = flip;
       im.pad = static_cast<uint8_t>(g.x_zp);
-      qgemm_pack_im2col(im, args.scratch[0]->data_as<uint8_t>(), const_cast<int32_t*>(p.x_sums));
+      if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0) {
+        qgemm_pack_columns(im.x, g.h * g.w, plane, cg, flip, args.scratch[0]->data_as<uint8_t>(),
+                           const_cast<int32_t*>(p.x_sums));
+      } else {
+        qgemm_pack_im2col(im, args.scratch[0]->data_as<uint8_t>(), const_cast<int32_t*>(p.x_sums));
+      }
       const int64_t c0 = grp * mg;
       p.w = w + c0 * kp;
       p.bias = bias + c0;
