@@ -3,14 +3,20 @@
 // One call, step by step:
 //   caller: busy_ from false to true (or run inline: another call is in
 //           flight, or this is a task calling back)
-//           task_, context_, count_ = the call; next_ = 0;
-//           remaining_ = workers_; generation_ += 1 (release)
+//           task_, context_, count_ = the call; done_ = 0
+//           ticket_ = (generation << 32 | index 0) (release); generation_ = generation
 //           wake the sleepers, if any
-//           take indices from next_ until count_; then wait for remaining_ = 0
+//           claim indices from ticket_ and run them; then wait for done_ = count
 //   worker: sees generation_ move (spinning, then on the condition variable),
-//           takes indices from next_ until count_, remaining_ -= 1 (release)
-// The caller returns only after every worker has checked in, so no worker
-// can still be reading task_ when the next call overwrites it.
+//           claims indices from ticket_ while it still names that generation
+//           and the index is below count_, runs each, done_ += 1 (release)
+// Every index is claimed by one compare-and-swap on ticket_, which carries
+// the generation: a worker that wakes late, after its call returned, finds
+// another generation there and claims nothing. So the caller waits for the
+// tasks, never for a worker that has not shown up (on a loaded machine a
+// worker may not get a core for milliseconds; the caller then runs its
+// share). A claim that succeeds proves the call is still in flight, so the
+// task_, context_ and count_ read just before it are that call's.
 //
 // Sleeping without lost wake-ups: a worker counts itself in sleepers_ and
 // then re-reads generation_ under the mutex; the caller moves generation_ and
@@ -110,18 +116,27 @@ void* PosixThreadPool::worker_main(void* self) {
     if (pool.stopping_.load()) return nullptr;
     seen = now;
     pool.work(now);
-    pool.remaining_.fetch_sub(1, std::memory_order_release);
   }
 }
 
-void PosixThreadPool::work(uint64_t /*generation*/) {
-  const Task task = task_;
-  void* const context = context_;
-  const int64_t count = count_;
+void PosixThreadPool::work(uint64_t generation) {
+  const uint64_t tag = (generation & 0xffffffffu) << 32;
   t_in_task = true;
-  for (int64_t i = next_.fetch_add(1, std::memory_order_relaxed); i < count;
-       i = next_.fetch_add(1, std::memory_order_relaxed)) {
-    task(context, i);
+  uint64_t ticket = ticket_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((ticket & ~uint64_t{0xffffffffu}) != tag) break;  // another call's
+    const Task task = task_.load(std::memory_order_relaxed);
+    void* const context = context_.load(std::memory_order_relaxed);
+    const int64_t count = count_.load(std::memory_order_relaxed);
+    const int64_t index = static_cast<int64_t>(ticket & 0xffffffffu);
+    if (index >= count) break;
+    if (!ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+      continue;  // `ticket` now holds what another thread left there
+    }
+    task(context, index);
+    done_.fetch_add(1, std::memory_order_release);
+    ticket = ticket_.load(std::memory_order_acquire);
   }
   t_in_task = false;
 }
@@ -129,28 +144,29 @@ void PosixThreadPool::work(uint64_t /*generation*/) {
 void PosixThreadPool::parallel_for(int64_t count, Task task, void* context) {
   if (count <= 0) return;
   bool idle = false;
-  if (workers_ == 0 || count == 1 || t_in_task ||
+  if (workers_ == 0 || count == 1 || count > kMaxTasks || t_in_task ||
       !busy_.compare_exchange_strong(idle, true, std::memory_order_acquire)) {
     for (int64_t i = 0; i < count; ++i) task(context, i);
     return;
   }
-  task_ = task;
-  context_ = context;
-  count_ = count;
-  next_.store(0, std::memory_order_relaxed);
-  remaining_.store(workers_, std::memory_order_relaxed);
-  generation_.fetch_add(1);  // sequentially consistent: publishes the call, then...
-  if (sleepers_.load() > 0) {  // ...reads the sleepers (see the top of the file)
+  task_.store(task, std::memory_order_relaxed);
+  context_.store(context, std::memory_order_relaxed);
+  count_.store(count, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  const uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;  // only this thread moves it
+  ticket_.store((generation & 0xffffffffu) << 32, std::memory_order_release);
+  generation_.store(generation);  // sequentially consistent: publishes the call, then...
+  if (sleepers_.load() > 0) {     // ...reads the sleepers (see the top of the file)
     pthread_mutex_lock(&mutex_);
     pthread_cond_broadcast(&wake_);
     pthread_mutex_unlock(&mutex_);
   }
-  work(0);
-  for (int spin = 0; remaining_.load(std::memory_order_acquire) != 0; ++spin) {
+  work(generation);
+  for (int spin = 0; done_.load(std::memory_order_acquire) != count; ++spin) {
     if (spin < kCallerSpinsBeforeYield) {
       cpu_relax();
     } else {
-      sched_yield();  // a worker may be waiting for a core (more threads than cores)
+      sched_yield();  // a worker runs a task but waits for a core (more threads than cores)
       spin = 0;
     }
   }

@@ -3,9 +3,10 @@
 //
 // start(n) creates n - 1 persistent workers; the thread calling
 // parallel_for() is the n-th. A call publishes its task under a new
-// generation number, the workers and the caller take indices from one
-// atomic counter until none are left, and the caller waits until every
-// worker has checked in for that generation. Between calls a worker spins
+// generation number, the workers and the caller claim indices from one
+// atomic ticket tagged with it until none are left, and the caller waits
+// for the tasks to finish, not for workers that never got a core (it runs
+// their share instead). Between calls a worker spins
 // for a while (kernels of one inference follow each other within
 // microseconds) and then sleeps on a condition variable, so an idle pool
 // costs nothing.
@@ -62,15 +63,18 @@ class PosixThreadPool final : public ThreadPool {
   int workers_ = 0;
   uint64_t first_generation_ = 0;  // generation_ when start() ran
 
-  // The current call: written by the caller before `generation_` moves on,
-  // read by the workers after they see it move.
-  Task task_ = nullptr;
-  void* context_ = nullptr;
-  int64_t count_ = 0;
+  // Calls of more tasks run inline (the ticket holds a 32-bit index).
+  static constexpr int64_t kMaxTasks = int64_t{1} << 31;
+
+  // The current call: written by the caller before `ticket_` names its
+  // generation, read by the workers before each claim (see the .cc).
+  std::atomic<Task> task_{nullptr};
+  std::atomic<void*> context_{nullptr};
+  std::atomic<int64_t> count_{0};
 
   alignas(64) std::atomic<uint64_t> generation_{0};
-  alignas(64) std::atomic<int64_t> next_{0};
-  alignas(64) std::atomic<int> remaining_{0};  // workers yet to finish this generation
+  alignas(64) std::atomic<uint64_t> ticket_{0};  // generation << 32 | next index
+  alignas(64) std::atomic<int64_t> done_{0};     // tasks of this call finished
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<bool> busy_{false};
   std::atomic<bool> stopping_{false};
