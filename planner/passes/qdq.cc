@@ -292,6 +292,70 @@ bool fold_constant_dq(Graph& graph, Node& node) {
   return true;
 }
 
+// Whether two per-tensor quantizations are the same (scale bits, zero
+// point and its dtype).
+bool same_quantization(const Graph& graph, const QuantNode& a, const QuantNode& b) {
+  if (a.scale->data<float>()[0] != b.scale->data<float>()[0]) return false;
+  const int64_t za = a.zp != nullptr ? a.zp->int_at(0) : 0, zb = b.zp != nullptr ? b.zp->int_at(0) : 0;
+  const DType da = a.zp != nullptr ? a.zp->dtype : graph.values[static_cast<size_t>(a.quantized)].dtype;
+  const DType db = b.zp != nullptr ? b.zp->dtype : DType::UINT8;
+  return za == zb && da == db;
+}
+
+// DQ -> op -> Q with one quantization on both sides, where the op commutes
+// with it: the op on the quantized data. Reshape, Flatten, Squeeze,
+// Unsqueeze, Transpose and Concat move bytes; Relu and Clip become a Clip
+// of the quantized values to Q(bounds) (exact: Q is monotonic and
+// Q(DQ(x)) = x).
+bool fold_passthrough(Graph& graph, const std::vector<std::vector<int>>& readers, int n, QdqStats* stats) {
+  Node& op = graph.nodes[static_cast<size_t>(n)];
+  const std::string kind = op.op_type;
+  const bool clamp = kind == "Relu" || kind == "Clip";
+  if (op.outputs.empty() || op.inputs.empty()) return false;
+  const size_t data_inputs = kind == "Concat" ? op.inputs.size() : 1;
+  std::vector<QuantNode> in(data_inputs);
+  for (size_t i = 0; i < data_inputs; ++i) {
+    if (!match_dq(graph, op.inputs[i], &in[i]) || !per_tensor(in[i])) return false;
+    if (i > 0 && !same_quantization(graph, in[0], in[i])) return false;
+  }
+  for (size_t i = data_inputs; i < op.inputs.size(); ++i) {
+    if (op.inputs[i] >= 0 && constant_of(graph, op.inputs[i]) == nullptr) return false;
+  }
+  const int reader = only_reader(graph, readers, op.outputs[0]);
+  if (reader < 0) return false;
+  Node& q = graph.nodes[static_cast<size_t>(reader)];
+  QuantNode y;
+  if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.outputs.empty()) return false;
+  if (!read_quant(graph, &q, q.outputs[0], &y) || !per_tensor(y) || !same_quantization(graph, in[0], y)) return false;
+  const DType dtype = y.zp != nullptr ? y.zp->dtype : DType::UINT8;
+  if (dtype != DType::UINT8 && dtype != DType::INT8) return false;
+  std::vector<int> inputs = op.inputs;
+  for (size_t i = 0; i < data_inputs; ++i) inputs[i] = in[i].quantized;
+  if (clamp) {
+    int64_t lo = 0, hi = 0;
+    if (!clamp_bounds(graph, op, y, dtype, &lo, &hi)) return false;
+    HostTensor lo_t(dtype, {}), hi_t(dtype, {});
+    if (dtype == DType::UINT8) {
+      lo_t.data<uint8_t>()[0] = static_cast<uint8_t>(lo);
+      hi_t.data<uint8_t>()[0] = static_cast<uint8_t>(hi);
+    } else {
+      lo_t.data<int8_t>()[0] = static_cast<int8_t>(lo);
+      hi_t.data<int8_t>()[0] = static_cast<int8_t>(hi);
+    }
+    inputs = {in[0].quantized, add_constant(graph, op.name + "_min", std::move(lo_t)),
+              add_constant(graph, op.name + "_max", std::move(hi_t))};
+    op.op_type = "Clip";
+    op.attrs.clear();
+  }
+  graph.values[static_cast<size_t>(op.outputs[0])].producer = -1;
+  op.inputs = std::move(inputs);
+  op.outputs = {y.quantized};
+  graph.values[static_cast<size_t>(y.quantized)].producer = n;
+  q.dead = true;
+  ++stats->folded[kind];
+  return true;
+}
+
 int64_t numel_of(const Graph& graph, int v) {
   return v < 0 ? 0 : shape_numel(graph.values[static_cast<size_t>(v)].shape);
 }
@@ -304,10 +368,23 @@ QdqStats fold_qdq(Graph& graph) {
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
     if (node.dead || !node.domain.empty()) continue;
-    if (node.op_type != "Conv" && node.op_type != "Gemm" && node.op_type != "MatMul") continue;
     // Each rewrite touches only its own op, activation and Q (readers of
     // other values stay right).
-    fold_one(graph, readers, static_cast<int>(n), &stats);
+    if (node.op_type == "Conv" || node.op_type == "Gemm" || node.op_type == "MatMul") {
+      fold_one(graph, readers, static_cast<int>(n), &stats);
+    }
+  }
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    if (node.dead || !node.domain.empty()) continue;
+    static const char* const kPassThrough[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+                                               "Concat", "Relu", "Clip"};
+    for (const char* op : kPassThrough) {
+      if (node.op_type == op) {
+        fold_passthrough(graph, readers, static_cast<int>(n), &stats);
+        break;
+      }
+    }
   }
   bool changed = stats.total() > 0;
   const auto after = graph.consumers();

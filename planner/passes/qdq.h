@@ -12,6 +12,11 @@
 //     -> [Relu | Clip] -> Q                               => QLinearMatMul
 //   DQ(a), DQ(b const 2-D) -> MatMul -> [Relu | Clip] -> Q => QLinearMatMul
 //
+//   DQ(x) -> Reshape | Flatten | Squeeze | Unsqueeze | Transpose -> Q,
+//   DQ(a), DQ(b), ... -> Concat -> Q (one quantization throughout)
+//                                                          => the op on int8
+//   DQ(x) -> Relu | Clip -> Q (the same quantization)       => Clip on int8
+//
 // The activation becomes output clamping: Q is monotonic and Q(0) is the
 // zero point, so Q(Relu(v)) = max(Q(v), y_zp) and Q(Clip(v, a, b)) =
 // clamp(Q(v), Q(a), Q(b)) exactly. The rewritten node carries the bounds
@@ -40,7 +45,8 @@
 namespace kiln::planner {
 
 struct QdqStats {
-  // Patterns folded, by the float op they replaced (Conv, Gemm, MatMul).
+  // Patterns folded, by the float op they replaced (Conv, Gemm, MatMul,
+  // and the ops that now run on quantized data).
   std::map<std::string, int> folded;
   int total() const {
     int n = 0;

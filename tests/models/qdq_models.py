@@ -22,8 +22,9 @@ asks for at least 99% of the outputs within 1 LSB and none beyond 4 LSB.
 
 The models: the four MLPerf Tiny architectures, built from their published
 descriptions (DS-CNN keyword spotting, MobileNetV1-0.25 visual wake words,
-ResNet-8 for CIFAR-10, the dense autoencoder for anomaly detection), and
-torchvision's mobilenet_v2 and resnet18 (--large; 224 x 224).
+ResNet-8 for CIFAR-10, the dense autoencoder for anomaly detection), a
+MobileNetV2 block (ReLU6 as Clip on int8 data, a residual Add in float,
+MaxPool), and torchvision's mobilenet_v2 and resnet18 (--large; 224 x 224).
 
 usage: qdq_models.py --kiln PATH/TO/kiln --workdir DIR [--only NAME] [--large] [--ort NODE_MODULES]
        qdq_models.py --export DIR [--only NAME] [--large]   (write the .onnx files and inputs only)
@@ -140,6 +141,26 @@ class DenseAutoencoder(nn.Module):
         return self.body(x)
 
 
+class InvertedResidual(nn.Module):
+    """A MobileNetV2 block at 32 x 32 (expand 1x1, depthwise 3x3, project
+    1x1, residual Add) with ReLU6, which PyTorch exports as DQ -> Clip -> Q
+    after each convolution's Q (the QDQ pass clamps the int8 data there)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU6())
+        self.expand = nn.Sequential(nn.Conv2d(16, 64, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU6())
+        self.dw = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, groups=64, bias=False), nn.BatchNorm2d(64), nn.ReLU6())
+        self.project = nn.Sequential(nn.Conv2d(64, 16, 1, bias=False), nn.BatchNorm2d(16))
+        self.fc = nn.Linear(16 * 8 * 8, 10)
+        self.pool = nn.MaxPool2d(4)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = x + self.project(self.dw(self.expand(x)))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
 def torchvision_model(name):
     def make():
         import torchvision
@@ -152,6 +173,7 @@ MODELS = {
     "mobilenet_v1_025": (MobileNetV1, (1, 3, 96, 96)),
     "resnet8": (ResNet8, (1, 3, 32, 32)),
     "dense_autoencoder": (DenseAutoencoder, (1, 640)),
+    "inverted_residual": (InvertedResidual, (1, 3, 32, 32)),
 }
 LARGE = {
     "mobilenet_v2": (torchvision_model("mobilenet_v2"), (1, 3, 224, 224)),
