@@ -55,7 +55,8 @@ Lowered lower_stage(Graph graph, const PlanOptions& options) {
   DevicePlan devices = partition(graph, partition_options);
   if (options.fuse) {
     result.fuse.biases_fused = fuse_matmul_biases(graph, devices);
-    result.fuse.activations_fused = fuse_activations(graph, devices);
+    fuse_gated_activations(graph, devices, &result.fuse);
+    fuse_activations(graph, devices, &result.fuse);
   }
   LMethod& method = lower_graph(graph, result.program, options.method_name, devices, options.lower);
   result.round_trips_removed = remove_round_trips(method);

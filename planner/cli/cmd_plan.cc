@@ -144,10 +144,17 @@ void print_summary(const std::string& model, const std::string& output, const Pl
                 group_digits(saving.bytes_saved()).c_str(), group_digits(saving.without).c_str(),
                 group_digits(saving.with).c_str(),
                 saving.estimated() ? "first-fit estimate (--compare-inplace plans it)" : "planned");
-    if (result.fuse.batch_norms_folded > 0 || result.fuse.biases_fused > 0 || result.fuse.activations_fused > 0) {
+    const FuseStats& fuse = result.fuse;
+    if (fuse.total() > 0) {
+      std::string kinds;
+      for (const auto& [kind, count] : fuse.activations_by_kind) {
+        kinds += str(kinds.empty() ? " (" : ", ", kind, " ", count);
+      }
+      if (!kinds.empty()) kinds += ")";
       std::printf("  fused:       %d BatchNormalization into Conv, %d bias Add into MatMul, %d activations into "
-                  "their producer\n", result.fuse.batch_norms_folded, result.fuse.biases_fused,
-                  result.fuse.activations_fused);
+                  "their producer%s; SiLU, HardSwish and GELU patterns: %d into their producer, %d into one "
+                  "element-wise pass\n", fuse.batch_norms_folded, fuse.biases_fused, fuse.activations_fused,
+                  kinds.c_str(), fuse.gated_into_producer, fuse.gated_standalone);
     }
     if (result.tensor_parallel.row_splits > 0) {
       const TensorParallelStats& tp = result.tensor_parallel;

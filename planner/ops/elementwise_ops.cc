@@ -278,6 +278,9 @@ void add_elementwise_ops(std::vector<OpDef>& ops) {
   // ONNX Runtime's contrib Gelu (the exact, erf-based one), which its graph
   // optimizer writes in place of the Div/Erf/Add/Mul/Mul chain exporters emit.
   ops.push_back({.op_type = "Gelu", .domain = "com.microsoft", .infer = infer_unary, .lower = lower_unary});
+  // x * sigmoid(x) in one pass: no ONNX op before opset 24's Swish; the
+  // planner writes it where it fuses Mul(x, Sigmoid(x)) (passes/fuse.h).
+  ops.push_back({.op_type = "Silu", .domain = "kiln", .infer = infer_unary, .lower = lower_unary});
   ops.push_back({.op_type = "Clip", .infer = infer_clip, .lower = lower_clip});
   for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) {
     ops.push_back({.op_type = op, .infer = infer_compare, .lower = lower_plain});

@@ -176,7 +176,8 @@ std::unique_ptr<fb::FusedActivationT> fused_activation(const Node& node) {
       {"Relu", fb::Activation::RELU},           {"Clip", fb::Activation::CLIP},
       {"Sigmoid", fb::Activation::SIGMOID},     {"Tanh", fb::Activation::TANH},
       {"LeakyRelu", fb::Activation::LEAKY_RELU}, {"HardSigmoid", fb::Activation::HARD_SIGMOID},
-      {"HardSwish", fb::Activation::HARD_SWISH},
+      {"HardSwish", fb::Activation::HARD_SWISH}, {"Silu", fb::Activation::SILU},
+      {"Gelu", fb::Activation::GELU},
   };
   const auto it = kinds.find(a.op);
   if (it == kinds.end()) fail("internal error: ", node.name, " carries activation ", a.op, ", which no kernel fuses");

@@ -177,6 +177,252 @@ bool column_bias(const Graph& graph, int v, const std::vector<int64_t>& out) {
   return true;
 }
 
+
+// A float32 constant holding one value (any shape of one element).
+bool scalar_constant(const Graph& graph, int v, float* out) {
+  if (v < 0 || !value_of(graph, v).is_constant()) return false;
+  const HostTensor& t = *value_of(graph, v).constant;
+  if (t.dtype != DType::FLOAT32 || t.numel() != 1) return false;
+  *out = static_cast<float>(t.float_at(0));
+  return true;
+}
+
+// The node producing `v`, if it is a live node of `op_type` in the default
+// domain whose first output is `v`; nullptr otherwise.
+Node* producer_of(Graph& graph, int v, const char* op_type) {
+  if (v < 0 || value_of(graph, v).producer < 0) return nullptr;
+  Node& node = graph.nodes[static_cast<size_t>(value_of(graph, v).producer)];
+  if (node.dead || node.op_type != op_type || !node.domain.empty() || node.outputs.empty() || node.outputs[0] != v) {
+    return nullptr;
+  }
+  return &node;
+}
+
+// `v` is read by exactly the nodes `want` (each once or more) and is no
+// graph output.
+bool read_only_by(const Graph& graph, const std::vector<std::vector<int>>& readers, int v, std::set<int> want) {
+  if (value_of(graph, v).is_graph_output) return false;
+  const std::vector<int>& r = readers[static_cast<size_t>(v)];
+  return std::set<int>(r.begin(), r.end()) == want;
+}
+
+// No output of `node` but the first is read or is a graph output.
+bool other_outputs_unused(const Graph& graph, const std::vector<std::vector<int>>& readers, const Node& node) {
+  for (size_t i = 1; i < node.outputs.size(); ++i) {
+    const int v = node.outputs[i];
+    if (v >= 0 && (value_of(graph, v).is_graph_output || !readers[static_cast<size_t>(v)].empty())) return false;
+  }
+  return true;
+}
+
+int index_of(const Graph& graph, const Node* node) { return static_cast<int>(node - graph.nodes.data()); }
+
+// Mul(x, gate(x)), possibly followed by a division, that computes x times
+// a sigmoid-like function of x: what fuse_gated_activations rewrites.
+struct Gated {
+  int x = -1;
+  NodeActivation activation;  // "Silu", "Gelu", or "HardSwish" with its alpha and beta
+  std::vector<int> nodes;     // every node of the pattern, the last one writing the result
+};
+
+// gate = Clip(Add(x, k), 0, h): with a division by h after it, this is
+// HardSwish's clamp(alpha x + beta, 0, 1) with alpha = 1 / h, beta = k / h.
+// Appends the Add and the Clip to `nodes`.
+bool shifted_clip(Graph& graph, int clip_out, int x, NodeActivation* out, std::vector<int>* nodes) {
+  Node* clip = producer_of(graph, clip_out, "Clip");
+  if (clip == nullptr || !clip->activation.op.empty()) return false;
+  const NodeActivation bounds = activation_of(graph, *clip);
+  if (bounds.op != "Clip" || bounds.alpha != 0.f || !(bounds.beta > 0.f) || std::isinf(bounds.beta)) return false;
+  Node* add = producer_of(graph, clip->inputs[0], "Add");
+  if (add == nullptr || add->inputs.size() != 2 || !add->activation.op.empty()) return false;
+  float k = 0.f;
+  if (!(add->inputs[0] == x && scalar_constant(graph, add->inputs[1], &k)) &&
+      !(add->inputs[1] == x && scalar_constant(graph, add->inputs[0], &k))) {
+    return false;
+  }
+  out->op = "HardSwish";
+  out->alpha = 1.f / bounds.beta;
+  out->beta = k / bounds.beta;
+  nodes->push_back(index_of(graph, add));
+  nodes->push_back(index_of(graph, clip));
+  return true;
+}
+
+// A division of `v` by the constant `d` (Div(v, d) or Mul(v, 1 / d) within
+// a float's rounding).
+bool divides_by(const Graph& graph, const Node& node, int v, float d) {
+  if (!node.domain.empty() || node.inputs.size() != 2 || node.dead) return false;
+  float c = 0.f;
+  if (node.op_type == "Div") return node.inputs[0] == v && scalar_constant(graph, node.inputs[1], &c) && c == d;
+  if (node.op_type != "Mul") return false;
+  const bool found = (node.inputs[0] == v && scalar_constant(graph, node.inputs[1], &c)) ||
+                     (node.inputs[1] == v && scalar_constant(graph, node.inputs[0], &c));
+  return found && std::fabs(c * d - 1.f) <= 1e-6f;
+}
+
+// Every value inside the pattern has its one reader inside it (x aside).
+bool closed_pattern(const Graph& graph, const std::vector<std::vector<int>>& readers, const Gated& g) {
+  for (size_t i = 0; i + 1 < g.nodes.size(); ++i) {
+    const Node& node = graph.nodes[static_cast<size_t>(g.nodes[i])];
+    if (node.outputs.size() != 1 || value_of(graph, node.outputs[0]).dtype != DType::FLOAT32) return false;
+    const std::vector<int>& r = readers[static_cast<size_t>(node.outputs[0])];
+    const std::set<int> distinct(r.begin(), r.end());
+    if (value_of(graph, node.outputs[0]).is_graph_output || distinct.size() != 1 ||
+        std::find(g.nodes.begin(), g.nodes.end(), *distinct.begin()) == g.nodes.end()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The other input of a two-input node when one is the scalar constant
+// `c` (within `tolerance`), else -1.
+int operand_beside(const Graph& graph, const Node& node, float c, float tolerance) {
+  if (node.inputs.size() != 2 || !node.activation.op.empty()) return -1;
+  for (int side = 0; side < 2; ++side) {
+    float v = 0.f;
+    if (scalar_constant(graph, node.inputs[static_cast<size_t>(side)], &v) && std::fabs(v - c) <= tolerance) {
+      return node.inputs[static_cast<size_t>(1 - side)];
+    }
+  }
+  return -1;
+}
+
+// 1 + erf(x / sqrt 2) as Add(Erf(Div(x, sqrt 2) or Mul(x, 1 / sqrt 2)), 1):
+// x, with the three nodes appended to `nodes`, or -1.
+int erf_plus_one(Graph& graph, int v, std::vector<int>* nodes) {
+  Node* add = producer_of(graph, v, "Add");
+  if (add == nullptr) return -1;
+  Node* erf = producer_of(graph, operand_beside(graph, *add, 1.f, 0.f), "Erf");
+  if (erf == nullptr || !erf->activation.op.empty()) return -1;
+  const int d = erf->inputs[0];
+  if (d < 0 || value_of(graph, d).producer < 0) return -1;
+  Node& scale = graph.nodes[static_cast<size_t>(value_of(graph, d).producer)];
+  if (scale.dead || !scale.domain.empty() || scale.outputs.empty() || scale.outputs[0] != d) return -1;
+  int x = -1;
+  float c = 0.f;
+  if (scale.op_type == "Div" && scale.inputs.size() == 2 && scalar_constant(graph, scale.inputs[1], &c) &&
+      std::fabs(c - 1.41421356f) <= 1e-6f && scale.activation.op.empty()) {
+    x = scale.inputs[0];
+  } else if (scale.op_type == "Mul") {
+    x = operand_beside(graph, scale, 0.70710678f, 1e-6f);
+  }
+  if (x < 0) return -1;
+  nodes->insert(nodes->end(), {index_of(graph, &scale), index_of(graph, erf), index_of(graph, add)});
+  return x;
+}
+
+// GELU as exporters write it, anchored at the last Mul:
+//   Mul(Mul(x, 1 + erf(x / sqrt 2)), 0.5)      (PyTorch)
+//   Mul(Mul(x, 0.5), 1 + erf(x / sqrt 2))
+bool match_gelu(Graph& graph, const std::vector<std::vector<int>>& readers, int mul_index, Gated* out) {
+  const Node& mul = graph.nodes[static_cast<size_t>(mul_index)];
+  if (mul.dead || mul.op_type != "Mul" || !mul.domain.empty() || mul.inputs.size() != 2 || mul.outputs.empty() ||
+      mul.outputs[0] < 0 || !mul.activation.op.empty()) {
+    return false;
+  }
+  Gated g;
+  // Mul(Mul(x, 1 + erf(...)), 0.5)
+  if (Node* inner = producer_of(graph, operand_beside(graph, mul, 0.5f, 0.f), "Mul");
+      inner != nullptr && inner->inputs.size() == 2 && inner->activation.op.empty()) {
+    for (int side = 0; side < 2 && g.x < 0; ++side) {
+      std::vector<int> nodes;
+      const int x = erf_plus_one(graph, inner->inputs[static_cast<size_t>(1 - side)], &nodes);
+      if (x >= 0 && x == inner->inputs[static_cast<size_t>(side)]) {
+        g.x = x;
+        g.nodes = nodes;
+        g.nodes.push_back(index_of(graph, inner));
+      }
+    }
+  }
+  // Mul(Mul(x, 0.5), 1 + erf(x / sqrt 2))
+  for (int side = 0; side < 2 && g.x < 0; ++side) {
+    Node* half = producer_of(graph, mul.inputs[static_cast<size_t>(side)], "Mul");
+    if (half == nullptr) continue;
+    const int x = operand_beside(graph, *half, 0.5f, 0.f);
+    std::vector<int> nodes;
+    if (x >= 0 && erf_plus_one(graph, mul.inputs[static_cast<size_t>(1 - side)], &nodes) == x) {
+      g.x = x;
+      g.nodes = nodes;
+      g.nodes.push_back(index_of(graph, half));
+    }
+  }
+  if (g.x < 0 || value_of(graph, g.x).dtype != DType::FLOAT32 ||
+      value_of(graph, g.x).shape != value_of(graph, mul.outputs[0]).shape) {
+    return false;
+  }
+  g.nodes.push_back(mul_index);
+  g.activation.op = "Gelu";
+  if (!closed_pattern(graph, readers, g)) return false;
+  *out = std::move(g);
+  return true;
+}
+
+// Matches the patterns exporters write for SiLU and HardSwish, anchored at
+// the Mul `mul_index`:
+//   Mul(x, Sigmoid(x))                          -> Silu
+//   Mul(x, HardSigmoid(x))                      -> HardSwish(alpha, beta)
+//   Mul(x, Clip(Add(x, 3), 0, 6) / 6)           -> HardSwish(1/6, 1/2)
+//   Mul(x, Clip(Add(x, 3), 0, 6)) / 6           -> HardSwish(1/6, 1/2)
+// Every intermediate has one reader; x may have others.
+bool match_gated(Graph& graph, const std::vector<std::vector<int>>& readers, int mul_index, Gated* out) {
+  const Node& mul = graph.nodes[static_cast<size_t>(mul_index)];
+  if (mul.dead || mul.op_type != "Mul" || !mul.domain.empty() || mul.inputs.size() != 2 || mul.outputs.empty() ||
+      mul.outputs[0] < 0 || !mul.activation.op.empty()) {
+    return false;
+  }
+  for (int side = 0; side < 2; ++side) {
+    const int x = mul.inputs[static_cast<size_t>(side)];
+    const int gate = mul.inputs[static_cast<size_t>(1 - side)];
+    if (x < 0 || gate < 0 || x == gate || value_of(graph, x).dtype != DType::FLOAT32) continue;
+    if (value_of(graph, x).shape != value_of(graph, mul.outputs[0]).shape) continue;
+    Gated g;
+    g.x = x;
+    const int gate_producer = value_of(graph, gate).producer;
+    Node* sig = producer_of(graph, gate, "Sigmoid");
+    Node* hs = producer_of(graph, gate, "HardSigmoid");
+    if (sig != nullptr && sig->inputs[0] == x && sig->activation.op.empty()) {
+      g.activation.op = "Silu";
+      g.nodes = {index_of(graph, sig), mul_index};
+    } else if (hs != nullptr && hs->inputs[0] == x && hs->activation.op.empty()) {
+      g.activation = activation_of(graph, *hs);
+      g.activation.op = "HardSwish";
+      g.nodes = {index_of(graph, hs), mul_index};
+    } else if (producer_of(graph, gate, "Clip") != nullptr) {
+      // Mul(x, Clip(Add(x, k), 0, h)) / h: the division reads the product.
+      if (!shifted_clip(graph, gate, x, &g.activation, &g.nodes)) continue;
+      const int product = mul.outputs[0];
+      const std::vector<int>& r = readers[static_cast<size_t>(product)];
+      if (r.size() != 1 || value_of(graph, product).is_graph_output) continue;
+      const Node& div = graph.nodes[static_cast<size_t>(r[0])];
+      if (!div.activation.op.empty() || !divides_by(graph, div, product, 1.f / g.activation.alpha) ||
+          div.outputs.size() != 1 || value_of(graph, div.outputs[0]).shape != value_of(graph, product).shape) {
+        continue;
+      }
+      g.nodes.push_back(mul_index);
+      g.nodes.push_back(r[0]);
+    } else if (gate_producer >= 0 && graph.nodes[static_cast<size_t>(gate_producer)].inputs.size() == 2 &&
+               graph.nodes[static_cast<size_t>(gate_producer)].activation.op.empty()) {
+      // Mul(x, Clip(Add(x, k), 0, h) / h)
+      const Node& div = graph.nodes[static_cast<size_t>(gate_producer)];
+      float c = 0.f;
+      const int clipped = scalar_constant(graph, div.inputs[1], &c) ? div.inputs[0] : div.inputs[1];
+      if (!shifted_clip(graph, clipped, x, &g.activation, &g.nodes) ||
+          !divides_by(graph, div, clipped, 1.f / g.activation.alpha)) {
+        continue;
+      }
+      g.nodes.push_back(gate_producer);
+      g.nodes.push_back(mul_index);
+    } else {
+      continue;
+    }
+    if (g.nodes.empty()) continue;
+    if (!closed_pattern(graph, readers, g)) continue;
+    *out = std::move(g);
+    return true;
+  }
+  return false;
+}
 }  // namespace
 
 int fuse_matmul_biases(Graph& graph, DevicePlan& devices) {
@@ -221,7 +467,7 @@ int fold_batch_norms(Graph& graph) {
   return folded;
 }
 
-int fuse_activations(Graph& graph, DevicePlan& devices) {
+int fuse_activations(Graph& graph, DevicePlan& devices, FuseStats* stats) {
   int fused = 0;
   const auto readers = graph.consumers();
   for (int n : graph.topological_order()) {
@@ -238,6 +484,68 @@ int fuse_activations(Graph& graph, DevicePlan& devices) {
     if (!only_reader(graph, readers, node, n)) continue;
     node.activation = activation;
     absorb(graph, node, act, producer);
+    ++stats->activations_fused;
+    ++stats->activations_by_kind[activation.op];
+    ++fused;
+  }
+  if (fused > 0) drop_dead(graph, devices);
+  return fused;
+}
+
+int fuse_gated_activations(Graph& graph, DevicePlan& devices, FuseStats* stats) {
+  int fused = 0;
+  const auto readers = graph.consumers();
+  for (int n : graph.topological_order()) {
+    Gated g;
+    if (!match_gated(graph, readers, n, &g) && !match_gelu(graph, readers, n, &g)) continue;
+    bool cpu = true;
+    for (int i : g.nodes) cpu = cpu && on_cpu(devices, i);
+    if (!cpu) continue;
+    Node& last = graph.nodes[static_cast<size_t>(g.nodes.back())];
+    const int result = last.outputs[0];
+    // Into the producer of x when it applies fused activations and nothing
+    // but the pattern reads x.
+    const int producer = value_of(graph, g.x).producer;
+    std::set<int> pattern_readers;
+    for (int i : g.nodes) {
+      for (int in : graph.nodes[static_cast<size_t>(i)].inputs) {
+        if (in == g.x) pattern_readers.insert(i);
+      }
+    }
+    if (producer >= 0 && on_cpu(devices, producer)) {
+      Node& p = graph.nodes[static_cast<size_t>(producer)];
+      if (fuses_activations(p) && p.activation.op.empty() && !p.outputs.empty() && p.outputs[0] == g.x &&
+          read_only_by(graph, readers, g.x, pattern_readers) && other_outputs_unused(graph, readers, p)) {
+        p.activation = g.activation;
+        graph.values[static_cast<size_t>(g.x)].producer = -1;
+        p.outputs[0] = result;
+        graph.values[static_cast<size_t>(result)].producer = producer;
+        for (int i : g.nodes) graph.nodes[static_cast<size_t>(i)].dead = true;
+        ++stats->activations_fused;
+        ++stats->activations_by_kind[g.activation.op];
+        ++stats->gated_into_producer;
+        ++fused;
+        continue;
+      }
+    }
+    // Otherwise one element-wise pass: kiln's Silu, the erf Gelu, or ONNX
+    // HardSwish when its constants are the standard ones.
+    const bool standard = g.activation.op == "Silu" || g.activation.op == "Gelu" ||
+                          (g.activation.alpha == 1.f / 6.f && g.activation.beta == 0.5f);
+    if (!standard) continue;
+    Node single;
+    single.name = last.name.empty() ? graph.unique_name(g.activation.op) : last.name;
+    single.op_type = g.activation.op;
+    single.domain = g.activation.op == "Silu" ? "kiln" : g.activation.op == "Gelu" ? "com.microsoft" : "";
+    single.opset = g.activation.op == "HardSwish" ? 14 : 1;
+    single.inputs = {g.x};
+    single.outputs = {result};
+    for (int i : g.nodes) graph.nodes[static_cast<size_t>(i)].dead = true;
+    // The last node of the pattern becomes the single one, so the schedule
+    // (devices.order) keeps its place.
+    last = std::move(single);
+    graph.values[static_cast<size_t>(result)].producer = g.nodes.back();
+    ++stats->gated_standalone;
     ++fused;
   }
   if (fused > 0) drop_dead(graph, devices);

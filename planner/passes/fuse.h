@@ -19,12 +19,27 @@
 //     kernel's parameters). Never when the producer's output is a graph
 //     output, when the producer already carries an activation, or when
 //     either node runs on a device other than the CPU.
+//   - fuse_gated_activations: x times a sigmoid-like gate of itself, in the
+//     forms exporters write (Mul(x, Sigmoid(x)); Mul(x, HardSigmoid(x));
+//     Mul(x, Clip(x + 3, 0, 6) / 6) and Mul(x, Clip(x + 3, 0, 6)) / 6,
+//     any shift k and bound h with the division by h), becomes SiLU or
+//     HardSwish(1 / h, k / h), and GELU as PyTorch writes it
+//     (Mul(Mul(x, 1 + Erf(x / sqrt 2)), 0.5), or the 0.5 applied to x first)
+//     becomes GELU; each fused into the producer of x under the same
+//     conditions as fuse_activations, when nothing else reads x. Where the
+//     producer cannot take it, the pattern becomes one element-wise node
+//     (kiln's Silu, ONNX HardSwish, com.microsoft Gelu) reading x once: one pass over memory
+//     instead of two or four. HardSwish with other constants stays as it is
+//     when no producer takes it.
 //
 // The fused node takes over the output value of the node it absorbed, so
 // names, graph outputs and every later reader stay as they were.
 
 #ifndef KILN_PLANNER_PASSES_FUSE_H_
 #define KILN_PLANNER_PASSES_FUSE_H_
+
+#include <map>
+#include <string>
 
 #include "ir/device_plan.h"
 #include "ir/graph.h"
@@ -34,7 +49,16 @@ namespace kiln::planner {
 struct FuseStats {
   int batch_norms_folded = 0;
   int biases_fused = 0;
+  // Activations fused into their producer, gated ones included, and the
+  // same by kind (the ONNX op name, "Silu" for x * sigmoid(x)).
   int activations_fused = 0;
+  std::map<std::string, int> activations_by_kind;
+  // Gated patterns and GELU (fuse_gated_activations) fused into their producer, and
+  // those that became one element-wise node instead.
+  int gated_into_producer = 0;
+  int gated_standalone = 0;
+
+  int total() const { return batch_norms_folded + biases_fused + activations_fused + gated_standalone; }
 };
 
 // Run after folding, before partitioning. Returns how many were folded.
@@ -47,8 +71,14 @@ int fuse_matmul_biases(Graph& graph, DevicePlan& devices);
 
 // Run after partitioning: only pairs that `devices` puts on the CPU fuse.
 // Dead nodes leave `devices.order`; the graph is compacted only when
-// `devices` names no node (node indices stay valid otherwise).
-int fuse_activations(Graph& graph, DevicePlan& devices);
+// `devices` names no node (node indices stay valid otherwise). Adds to
+// `stats` what it fused; returns how many patterns it rewrote.
+int fuse_activations(Graph& graph, DevicePlan& devices, FuseStats* stats);
+
+// Run after partitioning, before fuse_activations (which would otherwise
+// leave the producer no room); only patterns whose every node `devices`
+// puts on the CPU fuse. Same bookkeeping as fuse_activations.
+int fuse_gated_activations(Graph& graph, DevicePlan& devices, FuseStats* stats);
 
 }  // namespace kiln::planner
 

@@ -305,6 +305,15 @@ void write_collectives(JsonWriter& j, const LMethod& m, const PlanResult& result
   j.key("explicit_copies").begin_object().field("operands", s.explicit_copies).field("bytes", s.explicit_copy_bytes);
   j.field("copies", s.explicit_copies).end_object();
   j.end_object();
+  const FuseStats& fuse = result.fuse;
+  j.key("fusion").begin_object();
+  j.field("batch_norms_folded", fuse.batch_norms_folded).field("biases_fused", fuse.biases_fused);
+  j.field("activations_fused", fuse.activations_fused);
+  j.key("activations_by_kind").begin_object();
+  for (const auto& [kind, count] : fuse.activations_by_kind) j.field(kind, count);
+  j.end_object();
+  j.field("gated_into_producer", fuse.gated_into_producer).field("gated_standalone", fuse.gated_standalone);
+  j.end_object();
   const TensorParallelStats& tp = result.tensor_parallel;
   j.key("tensor_parallel").begin_object();
   j.field("column_splits", tp.column_splits).field("row_splits", tp.row_splits).field("reshapes", tp.reshapes);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "exec/run.h"
+#include "report/plan_report.h"
 #include "support/graph_builder.h"
 
 namespace kiln::testing {
@@ -213,6 +214,256 @@ TEST(FuseTest, ClipWithARunTimeBoundStaysApart) {
   const PlanResult r = plan_and_compare(b, {input_values({3, 4}), HostTensor::scalar_float(0.3f)});
   EXPECT_EQ(r.fuse.activations_fused, 0);
   EXPECT_EQ(kernels(r), (std::vector<std::string>{"MatMul", "Clip"}));
+}
+
+// x -> producer: the producers a gated activation fuses into.
+int producer(GraphBuilder& b, const std::string& op, int x) {
+  if (op == "Conv") {
+    return b.node("Conv", {x, b.ramp("w", {6, 3, 3, 3}, 0.08f), b.ramp("b", {6}, 0.3f)},
+                  {{"pads", ints_attr({1, 1, 1, 1})}});
+  }
+  if (op == "Gemm") return b.node("Gemm", {x, b.ramp("w", {8, 8}, 0.3f), b.ramp("c", {8})});
+  if (op == "MatMul") return b.node("MatMul", {x, b.ramp("w", {8, 8}, 0.3f)});
+  return b.node("Add", {x, b.ramp("c", {8}, 0.5f)});
+}
+
+std::vector<int64_t> producer_input(const std::string& op) {
+  return op == "Conv" ? std::vector<int64_t>{1, 3, 7, 7} : std::vector<int64_t>{5, 8};
+}
+
+TEST(FuseTest, SiluFusesIntoItsProducer) {
+  for (const std::string op : {"Conv", "Gemm", "MatMul", "Add"}) {
+    for (bool gate_first : {false, true}) {
+      SCOPED_TRACE(op + (gate_first ? ", Mul(sigmoid(x), x)" : ", Mul(x, sigmoid(x))"));
+      GraphBuilder b;
+      const int x = b.input("x", producer_input(op));
+      const int y = producer(b, op, x);
+      const int s = b.node("Sigmoid", {y});
+      b.output(b.node("Mul", gate_first ? std::vector<int>{s, y} : std::vector<int>{y, s}));
+      const PlanResult r = plan_and_compare(b, {input_values(producer_input(op), 4.f)});
+      EXPECT_EQ(kernels(r), std::vector<std::string>{op});
+      EXPECT_EQ(r.fuse.gated_into_producer, 1);
+      EXPECT_EQ(r.fuse.gated_standalone, 0);
+      EXPECT_EQ(r.fuse.activations_fused, 1);
+      EXPECT_EQ(r.fuse.activations_by_kind.at("Silu"), 1);
+      const fb::FusedActivationT* a = activation_of(r, op);
+      ASSERT_NE(a, nullptr);
+      EXPECT_EQ(a->kind, fb::Activation::SILU);
+      // plan.json reports it by kind.
+      const std::string json = planner::plan_json(r);
+      EXPECT_NE(json.find("\"activations_by_kind\":{\"Silu\":1}"), std::string::npos) << json.substr(0, 400);
+      EXPECT_NE(json.find("\"gated_into_producer\":1"), std::string::npos);
+    }
+  }
+}
+
+// The HardSwish patterns exporters write, each fused into a Conv.
+TEST(FuseTest, HardSwishPatternsFuseIntoTheirProducer) {
+  struct Pattern {
+    std::string name;
+    int (*build)(GraphBuilder& b, int y);
+    float alpha, beta;
+  };
+  const std::vector<Pattern> patterns = {
+      {"Mul(x, HardSigmoid(x))",
+       [](GraphBuilder& b, int y) {
+         return b.node("Mul", {y, b.node("HardSigmoid", {y}, {{"alpha", float_attr(1.f / 6.f)}})});
+       },
+       1.f / 6.f, 0.5f},
+      {"Mul(x, HardSigmoid(x)) with alpha 0.2, beta 0.4",
+       [](GraphBuilder& b, int y) {
+         return b.node("Mul", {b.node("HardSigmoid", {y}, {{"alpha", float_attr(0.2f)}, {"beta", float_attr(0.4f)}}),
+                               y});
+       },
+       0.2f, 0.4f},
+      {"Mul(x, Clip(x + 3, 0, 6) / 6)",
+       [](GraphBuilder& b, int y) {
+         const int clip = b.node("Clip", {b.node("Add", {y, b.constant("three", HostTensor::scalar_float(3.f))}),
+                                          b.constant("lo", HostTensor::scalar_float(0.f)),
+                                          b.constant("hi", HostTensor::scalar_float(6.f))});
+         return b.node("Mul", {y, b.node("Div", {clip, b.constant("six", HostTensor::scalar_float(6.f))})});
+       },
+       1.f / 6.f, 0.5f},
+      {"Mul(x, Clip(3 + x, 0, 6)) / 6",
+       [](GraphBuilder& b, int y) {
+         const int clip = b.node("Clip", {b.node("Add", {b.constant("three", HostTensor::scalar_float(3.f)), y}),
+                                          b.constant("lo", HostTensor::scalar_float(0.f)),
+                                          b.constant("hi", HostTensor::scalar_float(6.f))});
+         return b.node("Div", {b.node("Mul", {clip, y}), b.constant("six", HostTensor::scalar_float(6.f))});
+       },
+       1.f / 6.f, 0.5f},
+      {"Mul(x, Clip(x + 3, 0, 6) * (1/6))",
+       [](GraphBuilder& b, int y) {
+         const int clip = b.node("Clip", {b.node("Add", {y, b.constant("three", HostTensor::scalar_float(3.f))}),
+                                          b.constant("lo", HostTensor::scalar_float(0.f)),
+                                          b.constant("hi", HostTensor::scalar_float(6.f))});
+         return b.node("Mul", {y, b.node("Mul", {b.constant("sixth", HostTensor::scalar_float(1.f / 6.f)), clip})});
+       },
+       1.f / 6.f, 0.5f},
+  };
+  for (const Pattern& pattern : patterns) {
+    SCOPED_TRACE(pattern.name);
+    GraphBuilder b;
+    const int x = b.input("x", {1, 3, 7, 7});
+    b.output(pattern.build(b, producer(b, "Conv", x)));
+    const PlanResult r = plan_and_compare(b, {input_values({1, 3, 7, 7}, 6.f)});
+    EXPECT_EQ(kernels(r), std::vector<std::string>{"Conv"});
+    EXPECT_EQ(r.fuse.gated_into_producer, 1);
+    EXPECT_EQ(r.fuse.activations_by_kind.at("HardSwish"), 1);
+    const fb::FusedActivationT* a = activation_of(r, "Conv");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->kind, fb::Activation::HARD_SWISH);
+    EXPECT_FLOAT_EQ(a->alpha, pattern.alpha);
+    EXPECT_FLOAT_EQ(a->beta, pattern.beta);
+  }
+}
+
+// Where no producer can take the gate (a graph input, a node without fused
+// activations, x read elsewhere), the pattern still becomes one pass.
+TEST(FuseTest, GatedPatternsWithoutAProducerBecomeOneElementwisePass) {
+  {
+    SCOPED_TRACE("SiLU of a graph input");
+    GraphBuilder b;
+    const int x = b.input("x", {3, 50});
+    b.output(b.node("Mul", {x, b.node("Sigmoid", {x})}));
+    const PlanResult r = plan_and_compare(b, {input_values({3, 50}, 12.f)});
+    EXPECT_EQ(kernels(r), std::vector<std::string>{"Silu"});
+    EXPECT_EQ(r.fuse.gated_standalone, 1);
+    EXPECT_EQ(r.fuse.gated_into_producer, 0);
+  }
+  {
+    SCOPED_TRACE("HardSwish pattern after MaxPool, x read again");
+    GraphBuilder b;
+    const int x = b.input("x", {1, 2, 6, 6});
+    const int pool = b.node("MaxPool", {x}, {{"kernel_shape", ints_attr({2, 2})}});
+    const int clip = b.node("Clip", {b.node("Add", {pool, b.constant("three", HostTensor::scalar_float(3.f))}),
+                                     b.constant("lo", HostTensor::scalar_float(0.f)),
+                                     b.constant("hi", HostTensor::scalar_float(6.f))});
+    const int hs = b.node("Div", {b.node("Mul", {pool, clip}), b.constant("six", HostTensor::scalar_float(6.f))});
+    b.output(b.node("Add", {hs, pool}));
+    const PlanResult r = plan_and_compare(b, {input_values({1, 2, 6, 6}, 5.f)});
+    EXPECT_EQ(kernels(r), (std::vector<std::string>{"Pool", "HardSwish", "Add"}));
+    EXPECT_EQ(r.fuse.gated_standalone, 1);
+  }
+  {
+    SCOPED_TRACE("SiLU of a Conv whose output is read again");
+    GraphBuilder b;
+    const int x = b.input("x", {1, 3, 7, 7});
+    const int y = producer(b, "Conv", x);
+    const int silu = b.node("Mul", {y, b.node("Sigmoid", {y})});
+    b.output(b.node("Sub", {silu, y}));
+    const PlanResult r = plan_and_compare(b, {input_values({1, 3, 7, 7}, 3.f)});
+    EXPECT_EQ(kernels(r), (std::vector<std::string>{"Conv", "Silu", "Sub"}));
+  }
+}
+
+TEST(FuseTest, GatedPatternsStayWhenAnIntermediateIsReadElsewhere) {
+  {
+    SCOPED_TRACE("the sigmoid is a graph output");
+    GraphBuilder b;
+    const int x = b.input("x", {4, 8});
+    const int y = producer(b, "Gemm", x);
+    const int s = b.node("Sigmoid", {y});
+    b.output(b.node("Mul", {y, s}));
+    b.output(s);
+    const PlanResult r = plan_and_compare(b, {input_values({4, 8})});
+    EXPECT_EQ(r.fuse.gated_into_producer + r.fuse.gated_standalone, 0);
+    EXPECT_EQ(kernels(r), (std::vector<std::string>{"Gemm", "Sigmoid", "Mul"}));
+  }
+  {
+    SCOPED_TRACE("the sigmoid reads something else");
+    GraphBuilder b;
+    const int x = b.input("x", {4, 8});
+    const int y = producer(b, "Gemm", x);
+    b.output(b.node("Mul", {y, b.node("Sigmoid", {x})}));
+    const PlanResult r = plan_and_compare(b, {input_values({4, 8})});
+    EXPECT_EQ(r.fuse.gated_into_producer + r.fuse.gated_standalone, 0);
+  }
+  {
+    SCOPED_TRACE("a clip that is not 0..h with a division by h");
+    GraphBuilder b;
+    const int x = b.input("x", {4, 8});
+    const int y = producer(b, "Gemm", x);
+    const int clip = b.node("Clip", {b.node("Add", {y, b.constant("three", HostTensor::scalar_float(3.f))}),
+                                     b.constant("lo", HostTensor::scalar_float(0.f)),
+                                     b.constant("hi", HostTensor::scalar_float(6.f))});
+    b.output(b.node("Mul", {y, b.node("Div", {clip, b.constant("five", HostTensor::scalar_float(5.f))})}));
+    const PlanResult r = plan_and_compare(b, {input_values({4, 8}, 5.f)});
+    EXPECT_EQ(r.fuse.gated_into_producer + r.fuse.gated_standalone, 0);
+  }
+}
+
+// Only nodes on the CPU fuse: with the pattern on a Vulkan device nothing
+// changes there (its shaders take SILU too, but the planner fuses on the CPU).
+TEST(FuseTest, GatedPatternsOnAnotherDeviceStayApart) {
+  GraphBuilder b;
+  const int x = b.input("x", {1, 3, 7, 7});
+  const int y = producer(b, "Conv", x);
+  b.output(b.node("Mul", {y, b.node("Sigmoid", {y})}));
+  PlanOptions options;
+  options.targets = "vulkan:0,cpu";
+  const PlanResult r = b.plan(options);
+  EXPECT_EQ(r.fuse.gated_into_producer + r.fuse.gated_standalone, 0);
+  EXPECT_EQ(r.fuse.activations_fused, 0);
+}
+
+// Squeeze-and-excitation as torchvision writes it (mobilenet_v3): the gate's
+// activations fuse into the two 1x1 convolutions, the scaling stays one Mul.
+TEST(FuseTest, SqueezeExcitationGateFusesIntoItsConvolutions) {
+  GraphBuilder b;
+  const int x = b.input("x", {1, 8, 5, 5});
+  const int pooled = b.node("GlobalAveragePool", {x});
+  const int fc1 = b.node("Conv", {pooled, b.ramp("w1", {4, 8, 1, 1}, 0.2f), b.ramp("b1", {4})});
+  const int fc2 = b.node("Conv", {b.node("Relu", {fc1}), b.ramp("w2", {8, 4, 1, 1}, 0.2f), b.ramp("b2", {8})});
+  const int gate = b.node("HardSigmoid", {fc2}, {{"alpha", float_attr(1.f / 6.f)}});
+  b.output(b.node("Mul", {x, gate}));
+  const PlanResult r = plan_and_compare(b, {input_values({1, 8, 5, 5}, 2.f)});
+  EXPECT_EQ(kernels(r), (std::vector<std::string>{"GlobalAveragePool", "Conv", "Conv", "Mul"}));
+  EXPECT_EQ(r.fuse.activations_by_kind.at("Relu"), 1);
+  EXPECT_EQ(r.fuse.activations_by_kind.at("HardSigmoid"), 1);
+}
+
+// GELU as PyTorch exports it (and with the 0.5 applied to x first): fused
+// into a MatMul that took its bias, or one Gelu pass over a graph input.
+TEST(FuseTest, GeluFusesIntoItsProducerOrBecomesOnePass) {
+  for (bool half_first : {false, true}) {
+    for (bool producer_present : {true, false}) {
+      SCOPED_TRACE(std::string(half_first ? "Mul(Mul(x, 0.5), 1 + erf)" : "Mul(Mul(x, 1 + erf), 0.5)") +
+                   (producer_present ? ", after MatMul + bias" : ", of a graph input"));
+      GraphBuilder b;
+      const int in = b.input("x", {3, 8});
+      const int x = producer_present ? b.node("Add", {b.node("MatMul", {in, b.ramp("w", {8, 8}, 0.3f)}),
+                                                     b.ramp("bias", {8}, 0.2f)})
+                                     : in;
+      const int erf = b.node("Erf", {b.node("Div", {x, b.constant("sqrt2", HostTensor::scalar_float(1.4142135f))})});
+      const int one_plus = b.node("Add", {erf, b.constant("one", HostTensor::scalar_float(1.f))});
+      const int half = b.constant("half", HostTensor::scalar_float(0.5f));
+      b.output(half_first ? b.node("Mul", {b.node("Mul", {x, half}), one_plus})
+                          : b.node("Mul", {b.node("Mul", {x, one_plus}), half}));
+      const PlanResult r = plan_and_compare(b, {input_values({3, 8}, 3.f)});
+      if (producer_present) {
+        EXPECT_EQ(kernels(r), std::vector<std::string>{"MatMul"});
+        EXPECT_EQ(r.fuse.biases_fused, 1);
+        EXPECT_EQ(r.fuse.activations_by_kind.at("Gelu"), 1);
+        ASSERT_NE(activation_of(r, "MatMul"), nullptr);
+        EXPECT_EQ(activation_of(r, "MatMul")->kind, fb::Activation::GELU);
+      } else {
+        EXPECT_EQ(kernels(r), std::vector<std::string>{"Gelu"});
+        EXPECT_EQ(r.fuse.gated_standalone, 1);
+      }
+    }
+  }
+}
+
+TEST(FuseTest, GeluWithOtherConstantsStaysApart) {
+  GraphBuilder b;
+  const int x = b.input("x", {3, 8});
+  const int erf = b.node("Erf", {b.node("Div", {x, b.constant("two", HostTensor::scalar_float(2.f))})});
+  const int one_plus = b.node("Add", {erf, b.constant("one", HostTensor::scalar_float(1.f))});
+  b.output(b.node("Mul", {b.node("Mul", {x, one_plus}), b.constant("half", HostTensor::scalar_float(0.5f))}));
+  const PlanResult r = plan_and_compare(b, {input_values({3, 8}, 3.f)});
+  EXPECT_EQ(r.fuse.gated_into_producer + r.fuse.gated_standalone, 0);
+  EXPECT_EQ(kernels(r).size(), 5u);
 }
 
 }  // namespace

@@ -18,6 +18,8 @@ const uint ACT_TANH = 4u;
 const uint ACT_LEAKY_RELU = 5u;
 const uint ACT_HARD_SIGMOID = 6u;
 const uint ACT_HARD_SWISH = 7u;
+const uint ACT_SILU = 8u;
+const uint ACT_GELU = 9u;
 
 float kiln_inf() { return uintBitsToFloat(0x7f800000u); }
 float kiln_nan() { return uintBitsToFloat(0x7fc00000u); }
@@ -76,6 +78,8 @@ float kiln_activation(float x, uint kind, float alpha, float beta) {
     case ACT_LEAKY_RELU: return x >= 0.0 ? x : alpha * x;
     case ACT_HARD_SIGMOID: return kiln_hard_sigmoid(x, alpha, beta);
     case ACT_HARD_SWISH: return x * kiln_hard_sigmoid(x, alpha, beta);
+    case ACT_SILU: return x * kiln_sigmoid(x);
+    case ACT_GELU: return 0.5 * x * (1.0 + kiln_erf(x * 0.70710678118654752));
     default: return x;
   }
 }

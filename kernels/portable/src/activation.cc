@@ -75,6 +75,14 @@ void apply_activation(float* data, int64_t n, const fb::FusedActivation* activat
       if (vector_math(MathOp::kHardSwish, data, data, n, alpha, beta)) return;
       for (int64_t i = 0; i < n; ++i) data[i] = data[i] * hard_sigmoid(data[i], alpha, beta);
       return;
+    case fb::Activation::SILU:
+      if (vector_math(MathOp::kSilu, data, data, n)) return;
+      for (int64_t i = 0; i < n; ++i) data[i] = data[i] * sigmoid(data[i]);
+      return;
+    case fb::Activation::GELU:
+      if (vector_math(MathOp::kGelu, data, data, n)) return;
+      for (int64_t i = 0; i < n; ++i) data[i] = 0.5f * data[i] * (1.f + erff(data[i] * 0.7071067811865476f));
+      return;
   }
 }
 

@@ -400,6 +400,7 @@ Error run_hard_swish(const KernelArgs& a) {
   return map_math(a, MathOp::kHardSwish, [](float x) { return x * hard_sigmoid(x, 1.f / 6.f, 0.5f); }, 1.f / 6.f,
                   0.5f);
 }
+Error run_silu(const KernelArgs& a) { return map_math(a, MathOp::kSilu, [](float x) { return x * sigmoid(x); }); }
 Error run_gelu(const KernelArgs& a) {
   // beta != 0 selects the tanh approximation.
   if (unary_beta(a, 0.f) != 0.f) {
@@ -516,6 +517,7 @@ Error run_copy(const KernelArgs& args) {
   K(Elu, check_unary, run_elu, kInplaceInput0) \
   K(HardSigmoid, check_unary, run_hard_sigmoid, kInplaceInput0) \
   K(HardSwish, check_unary, run_hard_swish, kInplaceInput0) \
+  K(Silu, check_unary, run_silu, kInplaceInput0) \
   K(Gelu, check_unary, run_gelu, kInplaceInput0) \
   K(Clip, check_clip, run_clip, kInplaceInput0) \
   K(Copy, check_copy, run_copy, kInplaceInput0)

@@ -60,7 +60,7 @@ __device__ __forceinline__ float apply_unary(const UnaryArgs& p, float x) {
   }
 }
 
-// fb::Activation: NONE, RELU, CLIP, SIGMOID, TANH, LEAKY_RELU, HARD_SIGMOID, HARD_SWISH.
+// fb::Activation: NONE, RELU, CLIP, SIGMOID, TANH, LEAKY_RELU, HARD_SIGMOID, HARD_SWISH, SILU, GELU.
 __device__ __forceinline__ float apply_activation(const Activation& a, float x) {
   switch (a.kind) {
     case 1: return x > 0.f ? x : 0.f;
@@ -70,6 +70,8 @@ __device__ __forceinline__ float apply_activation(const Activation& a, float x) 
     case 5: return x >= 0.f ? x : a.alpha * x;
     case 6: return clampf(a.alpha * x + a.beta, 0.f, 1.f);
     case 7: return x * clampf(a.alpha * x + a.beta, 0.f, 1.f);
+    case 8: return x * sigmoidf(x);
+    case 9: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
     default: return x;
   }
 }
