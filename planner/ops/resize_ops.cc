@@ -6,10 +6,15 @@
 // coordinates asymmetrically and, for nearest, round down, which matches
 // ONNX Runtime for upsampling; their nearest downsampling rounds up there,
 // which no single rounding mode reproduces, so it is refused.
+//
+// On the CPU, a float32 nearest or linear resize of the last two axes gets
+// its taps (input indices and weights per output row and column) computed
+// here, once, as a constant second input (kiln/kernels/resize_taps.h).
 
 #include <cmath>
 #include <string>
 
+#include "kiln/kernels/resize_taps.h"
 #include "ops/op_registry.h"
 
 namespace kiln::planner {
@@ -158,9 +163,32 @@ void lower_resize(OpContext& ctx, LoweringContext& l) {
       return;
     }
   }
+  std::vector<int> inputs = {in};
+  const std::vector<int64_t>& shape = ctx.shape(0);
+  const size_t rank = shape.size();
+  bool table = l.options().resize_taps && l.device().type() == fb::DeviceType::CPU &&
+               ctx.dtype(0) == DType::FLOAT32 && a.params.mode != fb::ResizeMode::CUBIC && rank >= 2 &&
+               shape_numel(a.out) > 0;
+  for (size_t d = 0; table && d < rank; ++d) {
+    table = d + 2 < rank ? shape[d] == a.out[d] : shape[d] > 0 && shape[d] < kernels::kResizeTableMaxIndex;
+  }
+  if (table) {
+    kernels::ResizeAxisMode mode;
+    mode.mode = a.params.mode;
+    mode.coordinate = a.params.coordinate;
+    mode.nearest = a.params.nearest;
+    mode.sized = a.params.sized;
+    mode.exclude_outside = a.params.exclude_outside;
+    mode.cubic_coeff_a = a.params.cubic_coeff_a;
+    const int64_t oh = a.out[rank - 2], ow = a.out[rank - 1];
+    HostTensor taps(DType::FLOAT32, {4, oh + ow});
+    kernels::resize_taps_table(mode, a.params.scales[rank - 2], a.params.scales[rank - 1], shape[rank - 2],
+                               shape[rank - 1], oh, ow, taps.data<float>());
+    inputs.push_back(l.constant(ctx.node().name + "/taps", std::move(taps)));
+  }
   fb::ParamsUnion params;
   params.Set(std::move(a.params));
-  l.kernel("Resize", {in}, {out}, std::move(params));
+  l.kernel("Resize", inputs, {out}, std::move(params));
 }
 
 }  // namespace

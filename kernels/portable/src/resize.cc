@@ -25,96 +25,59 @@
 #include <string.h>
 
 #include "kernel_util.h"
+#include "kiln/kernels/resize_taps.h"
 #include "portable_kernels.h"
 
 namespace kiln {
 namespace kernels {
 namespace {
 
-struct Taps {
-  int64_t index[4];
-  double weight[4];
-  uint32_t count;
+ResizeAxisMode axis_mode(const fb::ResizeParams* p) {
+  ResizeAxisMode m;
+  m.mode = p->mode();
+  m.coordinate = p->coordinate();
+  m.nearest = p->nearest();
+  m.sized = p->sized();
+  m.exclude_outside = p->exclude_outside();
+  m.cubic_coeff_a = p->cubic_coeff_a();
+  return m;
+}
+
+struct Image2d {
+  int64_t planes, ih, iw, oh, ow;
 };
 
-double original_coordinate(const fb::ResizeParams* p, int64_t x, double scale, int64_t out_len,
-                           int64_t in_len) {
-  const double xf = static_cast<double>(x);
-  const double length = p->sized() ? static_cast<double>(out_len) : static_cast<double>(in_len) * scale;
-  switch (p->coordinate()) {
-    case fb::ResizeCoordinate::HALF_PIXEL: return (xf + 0.5) / scale - 0.5;
-    case fb::ResizeCoordinate::PYTORCH_HALF_PIXEL: return length > 1.0 ? (xf + 0.5) / scale - 0.5 : 0.0;
-    case fb::ResizeCoordinate::ALIGN_CORNERS:
-      return length != 1.0 ? xf * static_cast<double>(in_len - 1) / (length - 1.0) : 0.0;
-    case fb::ResizeCoordinate::ASYMMETRIC: return xf / scale;
-    case fb::ResizeCoordinate::TF_HALF_PIXEL_FOR_NN: return (xf + 0.5) / scale;
+bool image_2d(const fb::ResizeParams* p, const Tensor& x, const Tensor& y, Image2d* g) {
+  const uint32_t rank = x.rank();
+  if (rank < 2 || x.dtype() != DType::FLOAT32 || p->mode() == fb::ResizeMode::CUBIC) return false;
+  g->planes = 1;
+  for (uint32_t d = 0; d + 2 < rank; ++d) {
+    if (x.dim(d) != y.dim(d)) return false;
+    g->planes *= x.dim(d);
   }
-  return 0.0;
+  g->ih = x.dim(rank - 2);
+  g->iw = x.dim(rank - 1);
+  g->oh = y.dim(rank - 2);
+  g->ow = y.dim(rank - 1);
+  return true;
 }
 
-int64_t clamp_index(int64_t i, int64_t len) { return i < 0 ? 0 : (i >= len ? len - 1 : i); }
-
-void cubic_weights(double r, double a, double* w) {
-  const double t0 = r + 1.0, t1 = r, t2 = 1.0 - r, t3 = 2.0 - r;
-  w[0] = ((a * t0 - 5.0 * a) * t0 + 8.0 * a) * t0 - 4.0 * a;
-  w[1] = ((a + 2.0) * t1 - (a + 3.0)) * t1 * t1 + 1.0;
-  w[2] = ((a + 2.0) * t2 - (a + 3.0)) * t2 * t2 + 1.0;
-  w[3] = ((a * t3 - 5.0 * a) * t3 + 8.0 * a) * t3 - 4.0 * a;
-}
-
-void axis_taps(const fb::ResizeParams* p, double scale, int64_t x, int64_t out_len, int64_t in_len, Taps* t) {
-  double c = original_coordinate(p, x, scale, out_len, in_len);
-  // Keep c (even NaN or infinite, from extreme scales) in a range where the
-  // conversions below are defined; clamping of indices does the rest.
-  if (!(c > -4.0)) c = -4.0;
-  if (c > static_cast<double>(in_len) + 4.0) c = static_cast<double>(in_len) + 4.0;
-  const double f = floor(c);
-  const double r = c - f;
-  const int64_t base = static_cast<int64_t>(f);
-  if (p->mode() == fb::ResizeMode::NEAREST) {
-    bool up = false;
-    switch (p->nearest()) {
-      case fb::ResizeNearest::ROUND_PREFER_FLOOR: up = r > 0.5; break;
-      case fb::ResizeNearest::ROUND_PREFER_CEIL: up = r >= 0.5; break;
-      case fb::ResizeNearest::FLOOR: up = false; break;
-      case fb::ResizeNearest::CEIL: up = r > 0.0; break;
-    }
-    t->count = 1;
-    t->index[0] = clamp_index(base + (up ? 1 : 0), in_len);
-    t->weight[0] = 1.0;
-    return;
-  }
-  if (r == 0.0) {
-    t->count = 1;
-    t->index[0] = clamp_index(base, in_len);
-    t->weight[0] = 1.0;
-    return;
-  }
-  int64_t first;
-  if (p->mode() == fb::ResizeMode::LINEAR) {
-    t->count = 2;
-    first = base;
-    t->weight[0] = 1.0 - r;
-    t->weight[1] = r;
-  } else {
-    t->count = 4;
-    first = base - 1;
-    cubic_weights(r, static_cast<double>(p->cubic_coeff_a()), t->weight);
-  }
-  double sum = 0.0;
-  for (uint32_t i = 0; i < t->count; ++i) {
-    const int64_t index = first + static_cast<int64_t>(i);
-    if (p->exclude_outside() && (index < 0 || index >= in_len)) t->weight[i] = 0.0;
-    sum += t->weight[i];
-    t->index[i] = clamp_index(index, in_len);
-  }
-  if (p->exclude_outside() && sum != 0.0) {
-    for (uint32_t i = 0; i < t->count; ++i) t->weight[i] /= sum;
-  }
+// The planner's tap table (resize_taps.h): its shape. The run clamps every
+// index it reads from the table into its axis, so a table of any contents
+// (a program may make it a tensor computed at run time) stays in bounds.
+Error check_table(const KernelArgs& args, const fb::ResizeParams* p, const Tensor& x, const Tensor& y) {
+  Image2d g;
+  KILN_KERNEL_CHECK(args, image_2d(p, x, y, &g), "a tap table needs a float32 nearest or linear resize of the last two axes");
+  const Tensor& table = args.in(1);
+  const int64_t n = g.oh + g.ow;
+  KILN_KERNEL_CHECK(args, table.dtype() == DType::FLOAT32 && table.numel() == 4 * n, "tap table must be float32 [4, %lld]",
+                    static_cast<long long>(n));
+  KILN_KERNEL_CHECK(args, g.ih < kResizeTableMaxIndex && g.iw < kResizeTableMaxIndex, "axis too long for a tap table");
+  return Error::kOk;
 }
 
 Error check_resize(const KernelArgs& args) {
-  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 2, 1));
   const auto* p = args.params<fb::ResizeParams>();
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
@@ -131,6 +94,7 @@ Error check_resize(const KernelArgs& args) {
     KILN_KERNEL_CHECK(args, s > 0.f && isfinite(s), "scale %u must be positive and finite", d);
     KILN_KERNEL_CHECK(args, y.numel() == 0 || x.dim(d) > 0, "cannot resize an empty axis to a non-empty one");
   }
+  if (args.has_input(1)) return check_table(args, p, x, y);
   return Error::kOk;
 }
 
@@ -140,9 +104,10 @@ template <typename F>
 void for_each_tap(const fb::ResizeParams* p, const Tensor& x, const Tensor& y, const int64_t* index,
                   const int64_t* strides, F visit) {
   const uint32_t rank = x.rank();
-  Taps taps[kMaxRank];
+  const ResizeAxisMode mode = axis_mode(p);
+  ResizeTaps taps[kMaxRank];
   for (uint32_t d = 0; d < rank; ++d) {
-    axis_taps(p, static_cast<double>(p->scales()->Get(d)), index[d], y.dim(d), x.dim(d), &taps[d]);
+    resize_axis_taps(mode, static_cast<double>(p->scales()->Get(d)), index[d], y.dim(d), x.dim(d), &taps[d]);
   }
   // An odometer over the taps of every axis.
   uint32_t pick[kMaxRank] = {};
@@ -179,63 +144,133 @@ void resize_nearest(const fb::ResizeParams* p, const Tensor& x, const Tensor& y,
 }
 
 // The common case, float32 images resized over their last two axes only
-// (leading axes keep their size), nearest or linear: each axis's taps are
-// computed once instead of once per element. The last axis's taps go to
-// stack arrays a block of columns at a time (no heap, bounded stack); each
-// output row's taps once per row. Linear sums in float, the general path
-// below in double (results differ by a few ulp). A single tap (integer
-// coordinate) is taken as two halves of the same element, exact for finite
-// values and infinities alike.
+// (leading axes keep their size), nearest or linear. The taps come from the
+// table the planner computed (resize_taps.h; the second input), or, for a
+// program without one, are computed here once per axis, the columns a
+// block at a time into stack arrays (no heap, bounded stack).
+//
+// Linear is separable: each input row a block of output columns needs is
+// interpolated horizontally once into a row buffer (a gather), and every
+// output row is then the blend of two such buffers, a contiguous loop the
+// compiler vectorises. While consecutive output rows read the same input
+// rows (upsampling), the buffers are reused, so the gathers cost
+// (input rows) x (output columns) instead of (output rows) x (output
+// columns). Sums in float, the general path below in double (results
+// differ by a few ulp). A single tap is two halves of the same element,
+// exact for finite values and infinities alike.
 constexpr int64_t kColumnBlock = 256;
 
-bool resize_last_two_axes(const fb::ResizeParams* p, const Tensor& x, const Tensor& y) {
-  const uint32_t rank = x.rank();
-  if (rank < 2 || x.dtype() != DType::FLOAT32 || p->mode() == fb::ResizeMode::CUBIC) return false;
-  int64_t planes = 1;
-  for (uint32_t d = 0; d + 2 < rank; ++d) {
-    if (x.dim(d) != y.dim(d)) return false;
-    planes *= x.dim(d);
+// out[j] = w0 a[i0[j]] + w1 a[i1[j]] for j < nb.
+void horizontal(const float* a, const int32_t* i0, const int32_t* i1, const float* w0, const float* w1, int64_t nb,
+                float* out) {
+  for (int64_t j = 0; j < nb; ++j) out[j] = w0[j] * a[i0[j]] + w1[j] * a[i1[j]];
+}
+
+// Output columns [j0, j0 + nb) of every plane, given their taps; row_taps(oy,
+// &r0, &r1, &w0, &w1) gives each output row's.
+template <typename RowTaps>
+void resize_column_block(const Image2d& g, bool nearest, const float* in, float* out, int64_t j0, int64_t nb,
+                         const int32_t* xi0, const int32_t* xi1, const float* xw0, const float* xw1,
+                         RowTaps row_taps) {
+  float buffers[2][kColumnBlock];
+  for (int64_t plane = 0; plane < g.planes; ++plane) {
+    const float* src = in + plane * g.ih * g.iw;
+    float* h0 = buffers[0];
+    float* h1 = buffers[1];
+    int64_t row0 = -1, row1 = -1;  // the input rows h0 and h1 hold
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      int64_t r0, r1;
+      float wy0, wy1;
+      row_taps(oy, &r0, &r1, &wy0, &wy1);
+      float* o = out + (plane * g.oh + oy) * g.ow + j0;
+      if (nearest) {
+        const float* a = src + r0 * g.iw;
+        for (int64_t j = 0; j < nb; ++j) o[j] = a[xi0[j]];
+        continue;
+      }
+      if (r0 != row0 && r0 == row1) {
+        float* t = h0;
+        h0 = h1;
+        h1 = t;
+        row1 = row0;
+        row0 = r0;
+      }
+      if (r0 != row0) {
+        horizontal(src + r0 * g.iw, xi0, xi1, xw0, xw1, nb, h0);
+        row0 = r0;
+      }
+      if (r1 != row1) {
+        if (r1 == row0) {
+          memcpy(h1, h0, static_cast<size_t>(nb) * sizeof(float));
+        } else {
+          horizontal(src + r1 * g.iw, xi0, xi1, xw0, xw1, nb, h1);
+        }
+        row1 = r1;
+      }
+      for (int64_t j = 0; j < nb; ++j) o[j] = wy0 * h0[j] + wy1 * h1[j];
+    }
   }
-  const int64_t ih = x.dim(rank - 2), iw = x.dim(rank - 1), oh = y.dim(rank - 2), ow = y.dim(rank - 1);
-  const double sh = p->scales()->Get(rank - 2), sw = p->scales()->Get(rank - 1);
-  const bool nearest = p->mode() == fb::ResizeMode::NEAREST;
-  const float* in = x.data_as<const float>();
-  float* out = y.data_as<float>();
-  int64_t xi0[kColumnBlock], xi1[kColumnBlock];
-  float xw0[kColumnBlock], xw1[kColumnBlock];
-  for (int64_t j0 = 0; j0 < ow; j0 += kColumnBlock) {
-    const int64_t nb = ow - j0 < kColumnBlock ? ow - j0 : kColumnBlock;
+}
+
+// An index read from a table, clamped into [0, len) (NaN gives 0).
+int64_t table_index(float v, int64_t len) {
+  if (!(v >= 0.f)) return 0;
+  const int64_t i = v < static_cast<float>(len) ? static_cast<int64_t>(v) : len - 1;
+  return i < len ? i : len - 1;
+}
+
+// With the planner's table (check_resize validated its shape).
+void resize_2d_with_table(const fb::ResizeParams* p, const Image2d& g, const float* table, const float* in,
+                          float* out) {
+  const int64_t n = g.oh + g.ow;
+  const float* i0 = table;
+  const float* i1 = table + n;
+  const float* w0 = table + 2 * n;
+  const float* w1 = table + 3 * n;
+  const auto row_taps = [&](int64_t oy, int64_t* r0, int64_t* r1, float* wy0, float* wy1) {
+    *r0 = table_index(i0[oy], g.ih);
+    *r1 = table_index(i1[oy], g.ih);
+    *wy0 = w0[oy];
+    *wy1 = w1[oy];
+  };
+  int32_t xi0[kColumnBlock], xi1[kColumnBlock];
+  for (int64_t j0 = 0; j0 < g.ow; j0 += kColumnBlock) {
+    const int64_t nb = g.ow - j0 < kColumnBlock ? g.ow - j0 : kColumnBlock;
     for (int64_t j = 0; j < nb; ++j) {
-      Taps t;
-      axis_taps(p, sw, j0 + j, ow, iw, &t);
+      xi0[j] = static_cast<int32_t>(table_index(i0[g.oh + j0 + j], g.iw));
+      xi1[j] = static_cast<int32_t>(table_index(i1[g.oh + j0 + j], g.iw));
+    }
+    resize_column_block(g, p->mode() == fb::ResizeMode::NEAREST, in, out, j0, nb, xi0, xi1, w0 + g.oh + j0,
+                        w1 + g.oh + j0, row_taps);
+  }
+}
+
+// Without a table: the same, taps computed here.
+void resize_2d(const fb::ResizeParams* p, const Image2d& g, const float* in, float* out) {
+  const uint32_t rank = p->scales()->size();
+  const double sh = p->scales()->Get(rank - 2), sw = p->scales()->Get(rank - 1);
+  const ResizeAxisMode mode = axis_mode(p);
+  const auto row_taps = [&](int64_t oy, int64_t* r0, int64_t* r1, float* wy0, float* wy1) {
+    float f0, f1;
+    resize_axis_pair(mode, sh, oy, g.oh, g.ih, &f0, &f1, wy0, wy1);
+    *r0 = static_cast<int64_t>(f0);
+    *r1 = static_cast<int64_t>(f1);
+  };
+  int32_t xi0[kColumnBlock], xi1[kColumnBlock];
+  float xw0[kColumnBlock], xw1[kColumnBlock];
+  for (int64_t j0 = 0; j0 < g.ow; j0 += kColumnBlock) {
+    const int64_t nb = g.ow - j0 < kColumnBlock ? g.ow - j0 : kColumnBlock;
+    for (int64_t j = 0; j < nb; ++j) {
+      ResizeTaps t;
+      resize_axis_taps(mode, sw, j0 + j, g.ow, g.iw, &t);
       const bool two = t.count == 2;
-      xi0[j] = t.index[0];
-      xi1[j] = two ? t.index[1] : t.index[0];
+      xi0[j] = static_cast<int32_t>(t.index[0]);
+      xi1[j] = static_cast<int32_t>(two ? t.index[1] : t.index[0]);
       xw0[j] = two ? static_cast<float>(t.weight[0]) : 0.5f;
       xw1[j] = two ? static_cast<float>(t.weight[1]) : 0.5f;
     }
-    for (int64_t oy = 0; oy < oh; ++oy) {
-      Taps t;
-      axis_taps(p, sh, oy, oh, ih, &t);
-      const bool two = t.count == 2;
-      const int64_t r0 = t.index[0], r1 = two ? t.index[1] : t.index[0];
-      const float wy0 = two ? static_cast<float>(t.weight[0]) : 0.5f;
-      const float wy1 = two ? static_cast<float>(t.weight[1]) : 0.5f;
-      for (int64_t plane = 0; plane < planes; ++plane) {
-        const float* a = in + (plane * ih + r0) * iw;
-        const float* b = in + (plane * ih + r1) * iw;
-        float* o = out + (plane * oh + oy) * ow + j0;
-        if (nearest) {
-          for (int64_t j = 0; j < nb; ++j) o[j] = a[xi0[j]];
-        } else {
-          for (int64_t j = 0; j < nb; ++j) {
-            o[j] = wy0 * (xw0[j] * a[xi0[j]] + xw1[j] * a[xi1[j]]) + wy1 * (xw0[j] * b[xi0[j]] + xw1[j] * b[xi1[j]]);
-          }
-        }
-      }
-    }
+    resize_column_block(g, p->mode() == fb::ResizeMode::NEAREST, in, out, j0, nb, xi0, xi1, xw0, xw1, row_taps);
   }
-  return true;
 }
 
 Error run_resize(const KernelArgs& args) {
@@ -243,7 +278,16 @@ Error run_resize(const KernelArgs& args) {
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   if (y.numel() == 0) return Error::kOk;
-  if (resize_last_two_axes(p, x, y)) return Error::kOk;
+  Image2d g;
+  if (args.has_input(1)) {
+    image_2d(p, x, y, &g);  // check_resize made sure it applies
+    resize_2d_with_table(p, g, args.in(1).data_as<const float>(), x.data_as<const float>(), y.data_as<float>());
+    return Error::kOk;
+  }
+  if (x.dim(x.rank() - 1) < (int64_t{1} << 31) && image_2d(p, x, y, &g)) {
+    resize_2d(p, g, x.data_as<const float>(), y.data_as<float>());
+    return Error::kOk;
+  }
   int64_t strides[kMaxRank];
   contiguous_strides(x.dims(), x.rank(), strides);
   if (p->mode() == fb::ResizeMode::NEAREST) {
