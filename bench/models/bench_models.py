@@ -17,6 +17,9 @@ memory: kiln's arenas plus its constant segment (exact, from the program),
 ORT's peak RSS growth over session creation and the runs; then the
 geometric mean of kiln/ORT per path and thread count.
 
+`--models tiny_chain` (not part of 'all') runs 100 element-wise ops on 64
+floats, where the time is what each instruction costs beyond its work.
+
 ONNX Runtime comes from npm: `npm i --ignore-scripts onnxruntime-node` in
 bench/models (node_modules is not committed) or in the directory --ort-dir
 names.
@@ -80,6 +83,16 @@ class ElementwiseChain(nn.Module):
         return torch.erf(y) + torch.pow(y, 3)
 
 
+class TinyChain(nn.Module):
+    """100 element-wise ops on 64 floats: what each instruction costs beyond its work."""
+
+    def forward(self, x):
+        for _ in range(25):
+            x = torch.abs(x + 0.1)
+            x = -(x * 0.9)
+        return x
+
+
 def segmentation(make):
     # The 'out' map of a torchvision segmentation model, as one tensor.
     class Out(nn.Module):
@@ -110,6 +123,10 @@ MODELS = {
     "elementwise_chain": (ElementwiseChain, (1, 64, 112, 112), False),
 }
 ORIGINAL = ["mobilenet_v2", "resnet18", "encoder_block"]
+# Named with --models only (not in 'all', whose geometric mean is the broad set's).
+EXTRA = {
+    "tiny_chain": (TinyChain, (1, 64), False),
+}
 
 
 def calibrate_batch_norm(model, shape):
@@ -127,7 +144,7 @@ def calibrate_batch_norm(model, shape):
 
 
 def export(name, workdir):
-    make, shape, calibrate = MODELS[name]
+    make, shape, calibrate = MODELS[name] if name in MODELS else EXTRA[name]
     torch.manual_seed(1234)
     model = make().eval()
     if calibrate:
