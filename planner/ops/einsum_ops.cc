@@ -62,7 +62,9 @@ std::vector<int> term_labels(OpContext& ctx, const std::string& term, int64_t ra
   }
   for (size_t i = 0; i < term.size();) {
     if (i == dots) {
-      for (int64_t j = 0; j < spread; ++j) labels.push_back(static_cast<int>(kEllipsisLabel + ellipsis_rank - spread + j));
+      for (int64_t j = 0; j < spread; ++j) {
+        labels.push_back(static_cast<int>(kEllipsisLabel + ellipsis_rank - spread + j));
+      }
       i += 3;
     } else {
       labels.push_back(static_cast<unsigned char>(term[i]));
@@ -105,7 +107,9 @@ Equation parse_equation(OpContext& ctx) {
       const int label = e.inputs.back()[d];
       auto [it, inserted] = e.size.emplace(label, shape[d]);
       if (!inserted && it->second != shape[d]) {
-        if (label >= kEllipsisLabel) ctx.not_supported("Einsum broadcasting within '...' (sizes ", it->second, " and ", shape[d], ")");
+        if (label >= kEllipsisLabel) {
+          ctx.not_supported("Einsum broadcasting within '...' (sizes ", it->second, " and ", shape[d], ")");
+        }
         ctx.error("equation letter '", static_cast<char>(label), "' has sizes ", it->second, " and ", shape[d]);
       }
     }
@@ -125,7 +129,9 @@ Equation parse_equation(OpContext& ctx) {
   } else {
     e.output = term_labels(ctx, eq.substr(arrow + 2), 0, ellipsis_rank, true);
     for (size_t i = 0; i < e.output.size(); ++i) {
-      if (!e.size.count(e.output[i])) ctx.error("output letter '", static_cast<char>(e.output[i]), "' names no input axis");
+      if (!e.size.count(e.output[i])) {
+        ctx.error("output letter '", static_cast<char>(e.output[i]), "' names no input axis");
+      }
       if (std::count(e.output.begin(), e.output.end(), e.output[i]) > 1) ctx.error("output repeats a letter");
     }
   }

@@ -1,6 +1,6 @@
 // Ops that move elements by index: TopK, OneHot, ScatterElements (and the
-// deprecated Scatter, the same op without reductions), ScatterND and
-// GatherND. The kernels and the meaning of their GenericParams are in
+// deprecated Scatter, the same op without reductions), ScatterND, GatherND
+// and ReverseSequence. The kernels and the meaning of their GenericParams are in
 // kernels/portable/src/index.cc.
 //
 // TopK's k and OneHot's depth size the outputs, so they must be known when
@@ -202,6 +202,33 @@ void lower_gather_nd(OpContext& ctx, LoweringContext& l) {
            generic_params({gather_nd_batch_dims(ctx)}, {}));
 }
 
+// --- ReverseSequence ------------------------------------------------------
+
+std::vector<int64_t> reverse_sequence_axes(OpContext& ctx) {
+  const int64_t batch_axis = ctx.attr_int("batch_axis", 1), time_axis = ctx.attr_int("time_axis", 0);
+  if (!((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0))) {
+    ctx.error("attributes 'batch_axis' (", batch_axis, ") and 'time_axis' (", time_axis, ") must be 0 and 1");
+  }
+  return {batch_axis, time_axis};
+}
+
+void infer_reverse_sequence(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(1, {DType::INT32, DType::INT64});
+  if (ctx.rank(0) < 2) ctx.error("input must have rank >= 2");
+  const auto axes = reverse_sequence_axes(ctx);
+  const int64_t batches = ctx.shape(0)[static_cast<size_t>(axes[0])];
+  if (ctx.shape(1) != std::vector<int64_t>{batches}) {
+    ctx.error("sequence_lens ", shape_str(ctx.shape(1)), " must be [", batches, "], one length per batch");
+  }
+  ctx.set_output(0, ctx.dtype(0), ctx.shape(0));
+}
+
+void lower_reverse_sequence(OpContext& ctx, LoweringContext& l) {
+  l.kernel("ReverseSequence", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))},
+           generic_params(reverse_sequence_axes(ctx), {}));
+}
+
 }  // namespace
 
 void add_index_ops(std::vector<OpDef>& ops) {
@@ -211,6 +238,7 @@ void add_index_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Scatter", .infer = infer_scatter_elements, .lower = lower_scatter_elements});
   ops.push_back({.op_type = "ScatterND", .infer = infer_scatter_nd, .lower = lower_scatter_nd});
   ops.push_back({.op_type = "GatherND", .infer = infer_gather_nd, .lower = lower_gather_nd});
+  ops.push_back({.op_type = "ReverseSequence", .infer = infer_reverse_sequence, .lower = lower_reverse_sequence});
 }
 
 }  // namespace kiln::planner

@@ -1,5 +1,7 @@
 // Pooling ops: MaxPool, AveragePool (1-D, 2-D), GlobalAveragePool,
-// GlobalMaxPool.
+// GlobalMaxPool. MaxPool over int8 or uint8 runs the float32 kernel between
+// two Casts: every 8-bit value is exact in float32, and the maximum is one
+// of them.
 
 #include "ops/op_registry.h"
 #include "ops/spatial.h"
@@ -15,9 +17,15 @@ Spatial pool_spatial(OpContext& ctx) {
                          /*allow_ceil=*/true, /*allow_dilations=*/is_max);
 }
 
+bool is_8bit(DType t) { return t == DType::INT8 || t == DType::UINT8; }
+
 void infer_pool(OpContext& ctx) {
   ctx.expect_inputs(1, 1);
-  ctx.expect_dtype(0, {DType::FLOAT32});
+  if (ctx.node().op_type == "MaxPool") {
+    ctx.expect_dtype(0, {DType::FLOAT32, DType::INT8, DType::UINT8});
+  } else {
+    ctx.expect_dtype(0, {DType::FLOAT32});
+  }
   const auto& x = ctx.shape(0);
   if (x.size() != 3 && x.size() != 4) ctx.not_supported(static_cast<int64_t>(x.size()) - 2, "-D pooling");
   if (ctx.has_output(1)) ctx.not_supported("the Indices output is not supported");
@@ -27,7 +35,7 @@ void infer_pool(OpContext& ctx) {
   }
   std::vector<int64_t> out = {x[0], x[1]};
   out.insert(out.end(), s.out.begin(), s.out.end());
-  ctx.set_output(0, DType::FLOAT32, out);
+  ctx.set_output(0, ctx.dtype(0), out);
 }
 
 void lower_pool(OpContext& ctx, LoweringContext& l) {
@@ -41,7 +49,17 @@ void lower_pool(OpContext& ctx, LoweringContext& l) {
   p.count_include_pad = ctx.attr_int("count_include_pad", 0) != 0;
   fb::ParamsUnion params;
   params.Set(std::move(p));
-  l.kernel("Pool", {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))}, std::move(params));
+  int in = l.tensor(ctx.input_id(0));
+  int out = l.tensor(ctx.output_id(0));
+  if (is_8bit(ctx.dtype(0))) {
+    const int wide_in = l.temp(ctx.node().name + "/float_in", DType::FLOAT32, ctx.shape(0));
+    const int wide_out = l.temp(ctx.node().name + "/float_out", DType::FLOAT32, ctx.output(0).shape);
+    l.kernel("Cast", {in}, {wide_in});
+    l.kernel("Pool", {wide_in}, {wide_out}, std::move(params));
+    l.kernel("Cast", {wide_out}, {out});
+    return;
+  }
+  l.kernel("Pool", {in}, {out}, std::move(params));
 }
 
 void infer_global_pool(OpContext& ctx) {

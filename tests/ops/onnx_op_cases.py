@@ -9,10 +9,12 @@ attribute combinations the node tests do not exercise (integer reductions
 over non-adjacent axes, Slice with negative steps on several axes, three-way
 broadcasting in Where, unused Split and LayerNormalization outputs,
 integer Pow and Clip, Min and Max over unsigned, int16 and float64 values,
-TopK with ties, the Einsum contractions torch exports, scatters and gathers
-with negative and duplicate indices), and Shape folding of a value computed
-at run time. The refusals check that an index out of range at run time
-fails `kiln run` naming the kernel.
+MaxPool over int8 and uint8, TopK with ties, the Einsum contractions torch
+exports, scatters and gathers with negative and duplicate indices,
+ReverseSequence on either axis order), and
+Shape folding of a value computed at run time. The refusals check that an
+index or sequence length out of range at run time fails `kiln run` naming
+the kernel.
 
 usage: onnx_op_cases.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
@@ -40,6 +42,7 @@ ONNX_TYPES = {
     np.dtype(np.int64): TensorProto.INT64,
     np.dtype(np.bool_): TensorProto.BOOL,
     np.dtype(np.uint8): TensorProto.UINT8,
+    np.dtype(np.int8): TensorProto.INT8,
     np.dtype(np.int16): TensorProto.INT16,
     np.dtype(np.uint32): TensorProto.UINT32,
     np.dtype(np.uint64): TensorProto.UINT64,
@@ -196,6 +199,35 @@ def case_min_max_wide_dtypes():
                  [("h_row", h_row), ("g_row", g_row), ("d2", d2)]), [u, v, w, h, g, d]
 
 
+def case_max_pool_8bit():
+    # int8 with padding (the pads never win, even over -128) and uint8.
+    x = RNG.integers(-128, 128, (1, 2, 6, 5)).astype(np.int8)
+    u = RNG.integers(0, 256, (1, 1, 5, 5)).astype(np.uint8)
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("MaxPool", ["u"], ["v"], kernel_shape=[2, 2], dilations=[2, 1])]
+    y = F.max_pool2d(torch.from_numpy(x.astype(np.float32)), 3, stride=2, padding=1).numpy().astype(np.int8)
+    v = F.max_pool2d(torch.from_numpy(u.astype(np.float32)), 2, stride=1, dilation=(2, 1)).numpy().astype(np.uint8)
+    return model(nodes, {"x": x, "u": u}, {"y": y, "v": v}), [x, u]
+
+
+def case_reverse_sequence():
+    # Lengths 0, partial and full, batch first and time first.
+    x = RNG.integers(-99, 99, (4, 5, 2)).astype(np.int64)
+    lens = np.array([0, 3, 5, 1], np.int32)
+    t = randn(5, 3)
+    t_lens = np.array([2, 5, 4], np.int64)
+    want_x = x.copy()
+    for b, n in enumerate(lens):
+        want_x[b, :n] = x[b, :n][::-1]
+    want_t = t.copy()
+    for b, n in enumerate(t_lens):
+        want_t[:n, b] = t[:n, b][::-1]
+    nodes = [helper.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=0, time_axis=1),
+             helper.make_node("ReverseSequence", ["t", "t_lens"], ["u"])]
+    return model(nodes, {"x": x, "lens": lens, "t": t, "t_lens": t_lens}, {"y": want_x, "u": want_t}), \
+        [x, lens, t, t_lens]
+
+
 def stable_topk(x, k, axis, largest):
     order = np.argsort(-x if largest else x, axis=axis, kind="stable")
     idx = np.take(order, np.arange(k), axis=axis)
@@ -291,6 +323,12 @@ def refusal_scatter_nd():
     data, idx, upd = randn(4, 5), np.array([[4]], np.int64), randn(1, 5)
     node = helper.make_node("ScatterND", ["data", "idx", "upd"], ["y"], reduction="add")
     return model([node], {"data": data, "idx": idx, "upd": upd}, {"y": data}), [data, idx, upd], "ScatterND"
+
+
+def refusal_reverse_sequence():
+    x, lens = randn(3, 2), np.array([1, 4], np.int64)
+    node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"])
+    return model([node], {"x": x, "lens": lens}, {"y": x}), [x, lens], "ReverseSequence"
 
 
 REFUSALS = {name[8:]: fn for name, fn in sorted(globals().items()) if name.startswith("refusal_")}

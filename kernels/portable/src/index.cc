@@ -1,5 +1,5 @@
 // Kernels that move elements by index: selection, one-hot encoding,
-// scatters and gathers. Parameters are GenericParams (schema/program.fbs):
+// scatters and gathers, sequence reversal. Parameters are GenericParams (schema/program.fbs):
 //
 //   TopK         float32/float64/int32/int64 X; outputs Values (X's dtype)
 //                and Indices (int64), both X's shape with k on the axis;
@@ -20,6 +20,12 @@
 //   GatherND     data, indices (int32/int64, [..., q]); ints [batch_dims]:
 //                out[b, j] = data[b][indices[b, j]], the output
 //                indices.shape[:-1] + data.shape[batch_dims + q:].
+//   ReverseSequence  X (rank >= 2, any dtype), sequence_lens (int32/int64,
+//                one per batch); ints [batch_axis, time_axis], 0 and 1 in
+//                either order: the first sequence_lens[b] steps of batch b
+//                reversed along the time axis, the rest copied. A length
+//                outside [0, steps] fails the call before anything is
+//                written.
 //
 // Reduction (ScatterElements, ScatterND): 0 none (assign, any dtype), 1 add,
 // 2 mul, 3 max, 4 min (float32/float64/int32/int64); later updates of the
@@ -454,6 +460,50 @@ Error run_gather_nd(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// ---------------------------------------------------------------------------
+// ReverseSequence
+
+Error check_reverse_sequence(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  KILN_RETURN_IF_ERROR(check_params(args, 2, 0));
+  const Tensor& x = args.in(0);
+  const Tensor& lens = args.in(1);
+  KILN_KERNEL_CHECK(args, x.rank() >= 2 && args.out(0).dtype() == x.dtype(), "expects rank >= 2, one dtype");
+  KILN_RETURN_IF_ERROR(check_same_shape(args, x, args.out(0), "input and output"));
+  const int64_t batch_axis = param_int(args, 0), time_axis = param_int(args, 1);
+  KILN_KERNEL_CHECK(args, (batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0),
+                    "batch_axis and time_axis must be 0 and 1");
+  KILN_KERNEL_CHECK(args, is_index_dtype(lens.dtype()) && lens.numel() == x.dim(static_cast<uint32_t>(batch_axis)),
+                    "sequence_lens must be one int32/int64 per batch");
+  return Error::kOk;
+}
+
+Error run_reverse_sequence(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const Tensor& lens = args.in(1);
+  const bool time_first = param_int(args, 1) == 0;
+  const int64_t steps = x.dim(time_first ? 0 : 1), batches = x.dim(time_first ? 1 : 0);
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t len = index_at(lens, b);
+    if (len < 0 || len > steps) {
+      KILN_LOG(ERROR, "kernel ReverseSequence (node '%s'): sequence length %lld out of range [0, %lld]", args.node_name,
+               static_cast<long long>(len), static_cast<long long>(steps));
+      return Error::kInvalidInput;
+    }
+  }
+  const size_t row = static_cast<size_t>(dims_product(x, 2, x.rank())) * dtype_size(x.dtype());
+  const uint8_t* src = static_cast<const uint8_t*>(x.data());
+  uint8_t* dst = static_cast<uint8_t*>(args.out(0).data());
+  auto at = [&](int64_t t, int64_t b) {
+    return static_cast<size_t>(time_first ? t * batches + b : b * steps + t) * row;
+  };
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t len = index_at(lens, b);
+    for (int64_t t = 0; t < steps; ++t) memcpy(dst + at(t, b), src + at(t < len ? len - 1 - t : t, b), row);
+  }
+  return Error::kOk;
+}
+
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
@@ -462,7 +512,8 @@ Error run_gather_nd(const KernelArgs& args) {
   K(OneHot, check_one_hot, run_one_hot, 0)                                         \
   K(ScatterElements, check_scatter_elements, run_scatter_elements, kInplaceInput0) \
   K(ScatterND, check_scatter_nd, run_scatter_nd, kInplaceInput0)                   \
-  K(GatherND, check_gather_nd, run_gather_nd, 0)
+  K(GatherND, check_gather_nd, run_gather_nd, 0)                                   \
+  K(ReverseSequence, check_reverse_sequence, run_reverse_sequence, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_INDEX_KERNELS)
 const KernelEntry kIndexKernels[] = {KILN_INDEX_KERNELS(KILN_KERNEL_TABLE_ROW)};
