@@ -365,6 +365,65 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
     }
     return;
   }
+#if defined(KILN_BARE_METAL)
+  // Firmware has no threads: the one-thread loop, without the splitting
+  // below (which costs it about 500 bytes of .text).
+  static_cast<void>(pool);
+  const MicroKernel kernel = select_micro_kernel(path);
+  const bool direct_b = im2col == nullptr && !b.prepacked && !b.trans && read_b_in_place(m, b.ld);
+  for (int64_t jc = 0; jc < n; jc += kGemmNc) {
+    const int64_t nc = gemm_min(kGemmNc, n - jc);
+    for (int64_t pc = 0; pc < k; pc += kGemmKc) {
+      const int64_t kc = gemm_min(kGemmKc, k - pc);
+      const bool first = pc == 0, last = pc + kc == k;
+      // Panels of B for this block: prepacked ones span all of k.
+      const float* b_block = b.prepacked ? b.data + jc * k + pc * kGemmNr : pack_b_buf;
+      const int64_t b_stride = b.prepacked ? kGemmNr * k : kGemmNr * kc;
+      // Whole panels of a plain row-major B (a 1x1 convolution's input) are
+      // read in place, row by row, by the micro-kernel; only a last,
+      // narrower panel is packed (reading 16 columns there could run past
+      // the matrix).
+      const int64_t whole = direct_b ? nc / kGemmNr * kGemmNr : 0;
+      if (im2col != nullptr) {
+        pack_b_im2col(*im2col, pc, kc, jc, nc, pack_b_buf, path);
+      } else if (direct_b) {
+        if (whole < nc) pack_b_matrix(b, pc, kc, jc + whole, nc - whole, pack_b_buf);
+      } else if (!b.prepacked) {
+        pack_b_matrix(b, pc, kc, jc, nc, pack_b_buf);
+      }
+      for (int64_t ic = 0; ic < m; ic += kGemmMc) {
+        const int64_t mc = gemm_min(kGemmMc, m - ic);
+        // Panels of A for this block: prepacked ones span all of k.
+        const float* a_block = a.prepacked ? a.data + ic * k + pc * kGemmMr : pack_a_buf;
+        const int64_t a_stride = a.prepacked ? kGemmMr * k : kGemmMr * kc;
+        if (!a.prepacked) pack_a(a, ic, mc, pc, kc, pack_a_buf);
+        for (int64_t jr = 0; jr < nc; jr += kGemmNr) {
+          const int64_t nr = gemm_min(kGemmNr, nc - jr);
+          const float* bp = b_block + jr / kGemmNr * b_stride;
+          int64_t ldb = kGemmNr;
+          if (jr < whole) {
+            bp = b.data + pc * b.ld + jc + jr;
+            ldb = b.ld;
+          } else if (direct_b) {
+            bp = pack_b_buf;
+          }
+          for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
+            const int64_t mr = gemm_min(kGemmMr, mc - ir);
+            float* tile = c + (ic + ir) * ldc + jc + jr;
+            const bool bias = first && !epilogue.accumulate;
+            const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
+            const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
+            kernel(kc, a_block + ir / kGemmMr * a_stride, bp, ldb, tile, ldc, mr, nr, !first || epilogue.accumulate,
+                   row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
+            if (last && clamp.post) {
+              for (int64_t i = 0; i < mr; ++i) apply_activation(tile + i * ldc, nr, epilogue.activation);
+            }
+          }
+        }
+      }
+    }
+  }
+#else
   const MicroKernel kernel = select_micro_kernel(path);
   const bool direct_b = im2col == nullptr && !b.prepacked && !b.trans && read_b_in_place(m, b.ld);
   for (int64_t jc = 0; jc < n; jc += kGemmNc) {
@@ -467,6 +526,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
       }
     }
   }
+#endif
 }
 
 namespace {

@@ -210,6 +210,12 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
       conv.m = g.m; conv.oh = g.oh; conv.ow = g.ow;
       conv.x = x + n * g.c * g.h * g.w;
       conv.activation = args.params<fb::ConvParams>()->activation();
+#if defined(KILN_BARE_METAL)
+      conv.packed_weights = w;  // firmware: one thread, no split to pay for
+      conv.bias = bias;
+      conv.y = y + n * g.m * plane;
+      if (conv_s2_direct(conv)) continue;
+#else
       // Split by output channels, whole weight panels per task. Whether the
       // kernel declines depends on the geometry alone: all tasks agree.
       const int64_t panels = (g.m + kGemmMr - 1) / kGemmMr;
@@ -228,6 +234,7 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
         if (!conv_s2_direct(part)) declined.store(true, std::memory_order_relaxed);
       });
       if (!declined.load(std::memory_order_relaxed)) continue;
+#endif
     }
     for (int64_t grp = 0; grp < g.group; ++grp) {
       const float* xg = x + (n * g.c + grp * cg) * g.h * g.w;
