@@ -1,5 +1,6 @@
 // Quantization ops: QuantizeLinear and DequantizeLinear (per tensor and per
-// axis; uint8 and int8, DequantizeLinear also int32), and the int8 linear
+// axis; uint8 and int8, DequantizeLinear also int32), DynamicQuantizeLinear,
+// and the int8 linear
 // ops QLinearConv, QLinearMatMul, ConvInteger and MatMulInteger, which lower
 // onto ConvInt8 / GemmInt8 (quant_ops.h). The linear ops need their weights,
 // scales and zero points known when planning (the planner folds them into
@@ -94,6 +95,22 @@ void lower_quantize(OpContext& ctx, LoweringContext& l) {
   std::vector<int> inputs = {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))};
   if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
   l.kernel(ctx.node().op_type, inputs, {l.tensor(ctx.output_id(0))}, int_params({quant_axis(ctx)}));
+}
+
+// DynamicQuantizeLinear: x (float32) -> y (uint8), y_scale, y_zero_point.
+void infer_dynamic_quantize(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  ctx.set_output(0, DType::UINT8, ctx.shape(0));
+  if (ctx.has_output(1)) ctx.set_output(1, DType::FLOAT32, {});
+  if (ctx.has_output(2)) ctx.set_output(2, DType::UINT8, {});
+}
+
+void lower_dynamic_quantize(OpContext& ctx, LoweringContext& l) {
+  std::vector<int> outputs = {l.tensor(ctx.output_id(0))};
+  outputs.push_back(ctx.has_output(1) ? l.tensor(ctx.output_id(1)) : l.temp(ctx.node().name + "/scale", DType::FLOAT32, {}));
+  outputs.push_back(ctx.has_output(2) ? l.tensor(ctx.output_id(2)) : l.temp(ctx.node().name + "/zero_point", DType::UINT8, {}));
+  l.kernel("DynamicQuantizeLinear", {l.tensor(ctx.input_id(0))}, outputs);
 }
 
 // ---------------------------------------------------------------------------
@@ -388,6 +405,7 @@ void add_quant_ops(std::vector<OpDef>& ops) {
   // Not folded with the constants: passes/qdq needs DQ(weights) as a node;
   // it folds the constant ones it leaves itself.
   ops.push_back({.op_type = "DequantizeLinear", .infer = infer_dequantize, .lower = lower_quantize, .foldable = false});
+  ops.push_back({.op_type = "DynamicQuantizeLinear", .infer = infer_dynamic_quantize, .lower = lower_dynamic_quantize});
   ops.push_back({.op_type = "QLinearConv", .infer = infer_qlinear_conv, .lower = lower_qlinear_conv});
   ops.push_back({.op_type = "ConvInteger", .infer = infer_conv_integer, .lower = lower_conv_integer});
   ops.push_back({.op_type = "QLinearMatMul", .infer = infer_qlinear_matmul, .lower = lower_qlinear_matmul});

@@ -9,6 +9,9 @@
 //   DequantizeLinear  uint8/int8/int32 -> float32; inputs x, scale, zero
 //                     point (optional, x's dtype); ints [axis].
 //                     y = (x - zero_point) * scale.
+//   DynamicQuantizeLinear  float32 -> uint8, its scale and zero point from
+//                     the data's range (widened to include 0), as ONNX
+//                     specifies; three outputs.
 //   ConvInt8          the int8 convolution of kiln/kernels/qgemm.h (groups
 //                     and depthwise included; NCHW, 1-D as height 1).
 //                     inputs: 0 x (uint8/int8), 1 packed weights (int8,
@@ -175,6 +178,41 @@ Error run_dequantize(const KernelArgs& args) {
     case DType::UINT8: dequantize<uint8_t>(args, c); break;
     case DType::INT8: dequantize<int8_t>(args, c); break;
     default: dequantize<int32_t>(args, c); break;
+  }
+  return Error::kOk;
+}
+
+// DynamicQuantizeLinear: float32 x -> uint8 y, float32 scale, uint8 zero
+// point, from the data's range widened to include 0, as ONNX specifies.
+Error check_dynamic_quantize(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 3));
+  KILN_KERNEL_CHECK(args, args.in(0).dtype() == DType::FLOAT32 && args.out(0).dtype() == DType::UINT8 &&
+                              args.out(1).dtype() == DType::FLOAT32 && args.out(2).dtype() == DType::UINT8 &&
+                              args.out(1).numel() == 1 && args.out(2).numel() == 1,
+                    "expects float32 -> uint8, float32 scale, uint8 zero point");
+  return check_same_shape(args, args.in(0), args.out(0), "input and output");
+}
+
+Error run_dynamic_quantize(const KernelArgs& args) {
+  const float* x = args.in(0).data_as<const float>();
+  const int64_t n = args.in(0).numel();
+  float lo = 0.f, hi = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
+  }
+  const float scale = (hi - lo) / 255.f;
+  float zp = 0.f;
+  if (scale > 0.f) {
+    zp = nearbyintf(0.f - lo / scale);
+    zp = zp < 0.f ? 0.f : zp > 255.f ? 255.f : zp;
+  }
+  *args.out(1).data_as<float>() = scale;
+  *args.out(2).data_as<uint8_t>() = static_cast<uint8_t>(zp);
+  uint8_t* y = args.out(0).data_as<uint8_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = scale > 0.f ? nearbyintf(x[i] / scale) + zp : zp;
+    y[i] = v >= 255.f ? 255 : v <= 0.f ? 0 : v == v ? static_cast<uint8_t>(v) : static_cast<uint8_t>(zp);
   }
   return Error::kOk;
 }
@@ -513,6 +551,7 @@ Error run_gemm_int8(const KernelArgs& args) {
 #define KILN_QUANTIZED_KERNELS(K)                                      \
   K(QuantizeLinear, check_quantize, run_quantize, 0)               \
   K(DequantizeLinear, check_dequantize, run_dequantize, 0)            \
+  K(DynamicQuantizeLinear, check_dynamic_quantize, run_dynamic_quantize, 0) \
   K(ConvInt8, check_conv_int8, run_conv_int8, 0)                      \
   K(GemmInt8, check_gemm_int8, run_gemm_int8, 0)
 
