@@ -219,6 +219,26 @@ TEST(VectorMathEdges, ExpAndLogAtTheirLimits) {
   }
 }
 
+// Firmware's fused GELU takes erf from erf_portable (vmath.h): the vector
+// paths' polynomials on one float, with the C library's expf.
+TEST(VectorMathEdges, PortableErfWithinThreeUlp) {
+  double worst = 0;
+  float worst_x = 0;
+  for (float x = -6.f; x <= 6.f; x += 1.f / 4096) {
+    for (const float v : {x, std::ldexp(x, -20)}) {
+      const double ref = std::erf(static_cast<double>(v));
+      const double ulps = std::fabs(erf_portable(v) - ref) / ulp_of(ref);
+      if (ulps > worst) worst = ulps, worst_x = v;
+    }
+  }
+  EXPECT_LE(worst, 3.0) << "worst at x = " << worst_x;
+  std::printf("  erf_portable: max error %.2f ulp\n", worst);
+  EXPECT_TRUE(std::isnan(erf_portable(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(erf_portable(std::numeric_limits<float>::infinity()), 1.f);
+  EXPECT_EQ(erf_portable(-std::numeric_limits<float>::infinity()), -1.f);
+  EXPECT_TRUE(std::signbit(erf_portable(-0.f)));
+}
+
 TEST(VectorMathEdges, ScalarPathHasNoVectorMath) {
   const Isa saved = active_isa();
   ASSERT_EQ(set_isa(Isa::kScalar), Error::kOk);

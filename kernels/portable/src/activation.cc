@@ -81,7 +81,11 @@ void apply_activation(float* data, int64_t n, const fb::FusedActivation* activat
       return;
     case fb::Activation::GELU:
       if (vector_math(MathOp::kGelu, data, data, n)) return;
+#if defined(KILN_BARE_METAL)
+      for (int64_t i = 0; i < n; ++i) data[i] = 0.5f * data[i] * (1.f + erf_portable(data[i] * 0.7071067811865476f));
+#else
       for (int64_t i = 0; i < n; ++i) data[i] = 0.5f * data[i] * (1.f + erff(data[i] * 0.7071067811865476f));
+#endif
       return;
   }
 }

@@ -25,10 +25,40 @@
 #ifndef KILN_KERNELS_PORTABLE_SRC_VMATH_H_
 #define KILN_KERNELS_PORTABLE_SRC_VMATH_H_
 
+#include <math.h>
 #include <stdint.h>
 
 namespace kiln {
 namespace kernels {
+
+// erf's polynomials, shared by every vector path and erf_portable below:
+// |x| < 1: x P(x^2) (kErfSmall, degree 6); above, 1 - e^(Q(|x| - 1))
+// (kErfLarge, degree 8, fitted to log erfc on [1, 3.92]).
+constexpr float kErfSmall[] = {7.9334233305417e-05f, -0.0008034828351810575f, 0.0051912167109549046f,
+                               -0.02685539796948433f, 0.11283625662326813f, -0.3761262893676758f,
+                               1.128379225730896f};
+constexpr float kErfLarge[] = {1.6449591839773348e-06f, -3.3021173294400796e-05f, 0.0003203694068361074f,
+                               -0.002054204698652029f, 0.010077053681015968f, -0.041574664413928986f,
+                               -0.8431053757667542f, -2.638967514038086f, -1.8496055603027344f};
+
+// erf of one float with those polynomials and the C library's expf: what
+// firmware's fused GELU uses instead of the C library's erff, which would
+// pull about 2 KB (newlib's erff and erfcf) into every image whose
+// kernels apply a fused activation. Within 3 ulp (tests/kernels/math_test.cc).
+inline float erf_portable(float x) {
+  const float ax = fabsf(x);
+  if (!(ax < 1.f)) {
+    if (ax != ax) return x;
+    const float u = (ax < 3.92f ? ax : 3.92f) - 1.f;
+    float q = kErfLarge[0];
+    for (int i = 1; i <= 8; ++i) q = q * u + kErfLarge[i];
+    return copysignf(1.f - expf(q), x);
+  }
+  const float z = x * x;
+  float p = kErfSmall[0];
+  for (int i = 1; i <= 6; ++i) p = p * z + kErfSmall[i];
+  return x * p;
+}
 
 enum class MathOp : uint8_t {
   kExp,
