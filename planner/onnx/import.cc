@@ -1,6 +1,8 @@
 #include "onnx/import.h"
 
 #include <cstring>
+#include <map>
+#include <set>
 
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
@@ -339,6 +341,31 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what,
   // ONNX shape inference runs later, on a copy, once kiln's inference has
   // validated every node (Graph::onnx_shapes).
   auto copy = std::make_shared<onnx::ModelProto>(model);
+  // libonnx takes the last type declared for a name, and trusts ranks: a
+  // value_info or graph output entry naming a graph input would replace
+  // that input's type (a fuzzed QLinearConv whose output was renamed to its
+  // input, declared with one dimension less, crashed libonnx's convolution
+  // inference). Inputs keep their own declaration; initializers their data.
+  {
+    onnx::GraphProto& cg = *copy->mutable_graph();
+    std::map<std::string, const onnx::ValueInfoProto*> inputs;
+    for (const auto& input : cg.input()) inputs[input.name()] = &input;
+    std::set<std::string> initializers;
+    for (const auto& init : cg.initializer()) initializers.insert(init.name());
+    auto* infos = cg.mutable_value_info();
+    for (int i = infos->size() - 1; i >= 0; --i) {
+      const std::string& name = infos->Get(i).name();
+      if (inputs.count(name) || initializers.count(name)) infos->DeleteSubrange(i, 1);
+    }
+    for (auto& output : *cg.mutable_output()) {
+      const auto it = inputs.find(output.name());
+      if (it != inputs.end() && it->second != &output) {
+        *output.mutable_type() = it->second->type();
+      } else if (initializers.count(output.name()) && output.type().has_tensor_type()) {
+        output.mutable_type()->mutable_tensor_type()->clear_shape();
+      }
+    }
+  }
   graph.onnx_shapes = [copy, what]() {
     try {
       onnx::ShapeInferenceOptions shape_options(/*check_type=*/false, /*strict_mode=*/0,
