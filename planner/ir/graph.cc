@@ -6,6 +6,17 @@
 
 namespace kiln::planner {
 
+int Graph::add_constant(const std::string& stem, HostTensor data) {
+  Value value;
+  value.name = unique_name(stem);
+  value.dtype = data.dtype;
+  value.has_type = true;
+  value.shape = data.shape;
+  value.has_shape = true;
+  value.constant = std::make_shared<HostTensor>(std::move(data));
+  return add_value(std::move(value));
+}
+
 int Graph::add_value(Value value) {
   if (!value.name.empty() && by_name_.count(value.name) != 0) {
     fail("value name '", value.name, "' is defined twice");

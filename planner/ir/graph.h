@@ -96,6 +96,9 @@ class Graph {
   int find_value(const std::string& name) const;
   // A fresh value name starting with `stem`.
   std::string unique_name(const std::string& stem);
+  // Adds a constant value (a fresh name from `stem`, type and shape from
+  // `data`) that no node produces; returns its id.
+  int add_constant(const std::string& stem, HostTensor data);
 
   // For every value, the live nodes that read it (in node order).
   std::vector<std::vector<int>> consumers() const;

@@ -40,18 +40,6 @@ void absorb(Graph& graph, Node& into, Node& absorbed, int into_index) {
   absorbed.dead = true;
 }
 
-// A constant the graph did not have, for folded weights.
-int add_constant(Graph& graph, const std::string& stem, HostTensor data) {
-  Value value;
-  value.name = graph.unique_name(stem);
-  value.dtype = data.dtype;
-  value.has_type = true;
-  value.shape = data.shape;
-  value.has_shape = true;
-  value.constant = std::make_shared<HostTensor>(std::move(data));
-  return graph.add_value(std::move(value));
-}
-
 bool fold_one_batch_norm(Graph& graph, const std::vector<std::vector<int>>& readers, int bn_index) {
   Node& bn = graph.nodes[static_cast<size_t>(bn_index)];
   if (bn.inputs.size() != 5 || bn.outputs.empty() || bn.outputs[0] < 0) return false;
@@ -100,8 +88,8 @@ bool fold_one_batch_norm(Graph& graph, const std::vector<std::vector<int>>& read
   }
   const std::string stem = conv.name.empty() ? "conv" : conv.name;
   conv.inputs.resize(3, -1);
-  conv.inputs[1] = add_constant(graph, stem + "/folded_weight", std::move(new_w));
-  conv.inputs[2] = add_constant(graph, stem + "/folded_bias", std::move(new_b));
+  conv.inputs[1] = graph.add_constant(stem + "/folded_weight", std::move(new_w));
+  conv.inputs[2] = graph.add_constant(stem + "/folded_bias", std::move(new_b));
   absorb(graph, conv, bn, conv_index);
   return true;
 }

@@ -21,17 +21,6 @@ const HostTensor* constant_of(const Graph& graph, int v) {
   return it->second.tensor.get();
 }
 
-int add_constant(Graph& graph, const std::string& stem, HostTensor data) {
-  Value value;
-  value.name = graph.unique_name(stem);
-  value.dtype = data.dtype;
-  value.has_type = true;
-  value.shape = data.shape;
-  value.has_shape = true;
-  value.constant = std::make_shared<HostTensor>(std::move(data));
-  return graph.add_value(std::move(value));
-}
-
 // A live node of the default domain producing value v, or nullptr.
 Node* producer_of(Graph& graph, int v, const char* op_type) {
   if (v < 0) return nullptr;
@@ -81,7 +70,7 @@ bool match_dq(Graph& graph, int v, QuantNode* out) {
 // The zero point's value id, a new constant 0 of `dtype` when absent.
 int zp_value(Graph& graph, const QuantNode& q, DType dtype) {
   if (q.zp_value >= 0) return q.zp_value;
-  return add_constant(graph, "zero_point", HostTensor(dtype, {}));
+  return graph.add_constant("zero_point", HostTensor(dtype, {}));
 }
 
 Attribute int_attr(int64_t v) {
@@ -158,7 +147,7 @@ int bias_value(Graph& graph, int bias, const QuantNode& x, const QuantNode& w, i
     if (!(std::fabs(v) < 2147483647.0)) return -2;
     out.data<int32_t>()[c] = static_cast<int32_t>(v);
   }
-  return add_constant(graph, stem + "_bias_int32", std::move(out));
+  return graph.add_constant(stem + "_bias_int32", std::move(out));
 }
 
 // One Conv / Gemm / MatMul at index n, if the pattern around it matches.
@@ -225,7 +214,7 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t c = 0; c < cols; ++c) t.bytes[static_cast<size_t>(c * rows + r)] = wq->bytes[static_cast<size_t>(r * cols + c)];
       }
-      weight = add_constant(graph, op.name + "_weight_t", std::move(t));
+      weight = graph.add_constant(op.name + "_weight_t", std::move(t));
     }
     target = "QLinearMatMul";
   } else {
@@ -342,8 +331,8 @@ bool fold_passthrough(Graph& graph, const std::vector<std::vector<int>>& readers
       lo_t.data<int8_t>()[0] = static_cast<int8_t>(lo);
       hi_t.data<int8_t>()[0] = static_cast<int8_t>(hi);
     }
-    inputs = {in[0].quantized, add_constant(graph, op.name + "_min", std::move(lo_t)),
-              add_constant(graph, op.name + "_max", std::move(hi_t))};
+    inputs = {in[0].quantized, graph.add_constant(op.name + "_min", std::move(lo_t)),
+              graph.add_constant(op.name + "_max", std::move(hi_t))};
     op.op_type = "Clip";
     op.attrs.clear();
   }

@@ -249,15 +249,8 @@ bool can_start(const Graph& graph, const Node& node, uint32_t ranks) {
 // Replaces input `i` of node `n` with a fresh constant (constants may be
 // shared between nodes; a shard belongs to one).
 void replace_constant(Graph& graph, int n, size_t i, HostTensor data, const char* stem) {
-  Value v;
-  v.name = graph.unique_name(graph.values[static_cast<size_t>(graph.nodes[static_cast<size_t>(n)].inputs[i])].name +
-                             stem);
-  v.dtype = data.dtype;
-  v.has_type = true;
-  v.shape = data.shape;
-  v.has_shape = true;
-  v.constant = std::make_shared<HostTensor>(std::move(data));
-  const int id = graph.add_value(std::move(v));
+  const int id = graph.add_constant(
+      graph.values[static_cast<size_t>(graph.nodes[static_cast<size_t>(n)].inputs[i])].name + stem, std::move(data));
   graph.nodes[static_cast<size_t>(n)].inputs[i] = id;
 }
 

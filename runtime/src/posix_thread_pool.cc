@@ -21,7 +21,7 @@
 // Sleeping without lost wake-ups: a worker counts itself in sleepers_ and
 // then re-reads generation_ under the mutex; the caller moves generation_ and
 // then reads sleepers_ (both sequentially consistent), so either the worker
-// sees the new generation or the caller sees the sleeper and signals under
+// sees the next generation or the caller sees the sleeper and signals under
 // the mutex.
 
 #include "kiln/runtime/posix_thread_pool.h"

@@ -7,7 +7,7 @@
 // The interface is one call: parallel_for(count, task, context) runs
 // task(context, i) once for every i in [0, count), on the pool's threads and
 // the calling thread, and returns when all have finished. Tasks are plain
-// function pointers with a context pointer (no std::function, nothing to
+// function pointers with a context pointer (no type-erased callables, nothing to
 // allocate); the kernels decide the partition, so a result never depends on
 // how many threads ran it or which task ran where (see
 // kernels/portable/src/parallel.h).
