@@ -187,8 +187,8 @@ void fix_bfloat16(kp::HostTensor& t, const onnx::ValueInfoProto& info) {
   }
 }
 
-const onnx::ValueInfoProto* find_input(const onnx::ModelProto& model, const std::string& name) {
-  for (const auto& input : model.graph().input()) {
+onnx::ValueInfoProto* find_input(onnx::ModelProto& model, const std::string& name) {
+  for (auto& input : *model.mutable_graph()->mutable_input()) {
     if (input.name() == name) return &input;
   }
   return nullptr;
@@ -201,14 +201,33 @@ std::string element_type_reason(const std::string& what, const kp::UnsupportedEr
   return what + " dtype: " + (at == std::string::npos ? message : message.substr(at));
 }
 
-// Tests whose reference output this release of ONNX computed with another
-// rule than the one kiln follows.
-const std::map<std::string, std::string> kReferenceDeviations = {
-    {"test_cast_FLOAT_to_BFLOAT16",
-     "reference truncates float32 to bfloat16; kiln rounds to nearest even (as PyTorch and later ONNX releases)"},
-    {"test_castlike_FLOAT_to_BFLOAT16_expanded",
-     "reference truncates float32 to bfloat16; kiln rounds to nearest even (as PyTorch and later ONNX releases)"},
+// Tests whose reference output this release of ONNX computed by truncating
+// float32 to bfloat16, where kiln rounds to nearest even (as PyTorch and
+// later ONNX releases do): their bfloat16 outputs are compared within one
+// bfloat16 ulp of the reference instead of the usual tolerance.
+const std::set<std::string> kTruncatedBfloat16 = {
+    "test_cast_FLOAT_to_BFLOAT16",
+    "test_castlike_FLOAT_to_BFLOAT16",
+    "test_castlike_FLOAT_to_BFLOAT16_expanded",
 };
+
+// Within one bfloat16 ulp of `want` (a bfloat16 value), element by element.
+std::string compare_bfloat16_ulp(const kp::HostTensor& got, const kp::HostTensor& want) {
+  if (got.dtype != kp::DType::BFLOAT16 || want.dtype != kp::DType::BFLOAT16) return "not bfloat16";
+  if (got.shape != want.shape) return "shape " + kp::shape_str(got.shape) + " != " + kp::shape_str(want.shape);
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double a = got.float_at(i), b = want.float_at(i);
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (a == b) continue;
+    // bfloat16 keeps 8 significant bits: one ulp of b is 2^(exponent(b) - 7).
+    int exponent = 0;
+    std::frexp(b, &exponent);
+    if (!std::isfinite(a) || !std::isfinite(b) || std::fabs(a - b) > std::ldexp(1.0, exponent - 8)) {
+      return kp::str("element ", i, ": ", a, " != ", b, " (more than one bfloat16 ulp)");
+    }
+  }
+  return "";
+}
 
 // The static shape `info` declares, or false when it declares none or has
 // symbolic dims.
@@ -275,8 +294,6 @@ bool has_device_kernel(const kp::PlanResult& plan) {
 }
 
 TestResult run_test(const std::string& dir, const std::string& name) {
-  auto deviation = kReferenceDeviations.find(name);
-  if (deviation != kReferenceDeviations.end()) return {Outcome::kSkip, deviation->second};
   onnx::ModelProto model;
   const std::string bytes = kp::read_file(dir + "/model.onnx");
   if (!model.ParseFromString(bytes)) return {Outcome::kFail, "cannot parse model.onnx"};
@@ -296,11 +313,16 @@ TestResult run_test(const std::string& dir, const std::string& name) {
     } catch (const kp::UnsupportedError& e) {
       return {Outcome::kSkip, element_type_reason("input", e)};
     }
-    if (const auto* info = find_input(model, names[i])) {
+    if (auto* info = find_input(model, names[i])) {
       fix_bfloat16(inputs.back(), *info);
       std::vector<int64_t> shape;
       if (declared_shape(*info, &shape) && shape != inputs.back().shape) {
-        return {Outcome::kSkip, "test data input has another shape than the model declares"};
+        // ONNX's own runner feeds the test data whatever the model declares
+        // (three CastLike tests of this release store `like` as [1] where
+        // the model says [3, 4]): plan with the data's shape.
+        auto* dims = info->mutable_type()->mutable_tensor_type()->mutable_shape();
+        dims->clear_dim();
+        for (const int64_t d : inputs.back().shape) dims->add_dim()->set_dim_value(d);
       }
     }
   }
@@ -362,8 +384,10 @@ TestResult run_test(const std::string& dir, const std::string& name) {
   if (result.outputs.size() != expected.size()) {
     return {Outcome::kFail, kp::str(result.outputs.size(), " outputs, expected ", expected.size())};
   }
+  const bool truncated_bfloat16 = kTruncatedBfloat16.count(name) > 0;
   for (size_t i = 0; i < expected.size(); ++i) {
-    const std::string diff = compare(result.outputs[i], expected[i]);
+    const std::string diff = truncated_bfloat16 ? compare_bfloat16_ulp(result.outputs[i], expected[i])
+                                                : compare(result.outputs[i], expected[i]);
     if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, ": ", diff), on_device};
   }
   if (g_pool != nullptr) {
