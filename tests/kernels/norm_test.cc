@@ -1,137 +1,39 @@
 // The AVX2 Softmax and LayerNormalization rows against double-precision
-// references: row lengths around the vector width, inputs spanning the
-// range of exp, and the special values (infinities, NaN) the scalar
-// kernels' results define.
+// references (the checks of row_checks.h, which the NEON rows share).
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <limits>
-#include <vector>
-
 #include "gemm.h"
+#include "row_checks.h"
 
 namespace kiln::kernels {
 namespace {
 
 #if KILN_GEMM_X86
 
-std::vector<float> values(size_t n, uint32_t seed, float spread) {
-  std::vector<float> v(n);
-  uint32_t s = seed * 2654435761u + 1;
-  for (float& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = (static_cast<float>(s >> 8) / 16777216.f * 2.f - 1.f) * spread;
-  }
-  return v;
-}
+using namespace row_checks;
 
-std::vector<double> softmax_reference(const std::vector<float>& x) {
-  double max = -INFINITY;
-  for (float v : x) max = std::max<double>(max, v);
-  std::vector<double> e(x.size());
-  double sum = 0;
-  // x - max rounded to float as the kernels compute it (that rounding is
-  // the larger error for large differences, and the scalar kernel's too).
-  for (size_t i = 0; i < x.size(); ++i) {
-    sum += e[i] = std::exp(static_cast<double>(x[i] - static_cast<float>(max)));
-  }
-  for (double& v : e) v /= sum;
-  return e;
-}
+#define KILN_SKIP_WITHOUT_AVX2 \
+  if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)"
 
 TEST(SoftmaxAvx2Test, MatchesReferenceWithinAFewUlp) {
-  if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)";
-  for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 31, 128, 1000}) {
-    for (float spread : {0.5f, 10.f, 100.f}) {
-      const std::vector<float> x = values(static_cast<size_t>(n), static_cast<uint32_t>(n), spread);
-      std::vector<float> y(static_cast<size_t>(n) + 8, 7.f);
-      x86::softmax_row_avx2(x.data(), n, y.data());
-      const std::vector<double> want = softmax_reference(x);
-      for (int64_t i = 0; i < n; ++i) {
-        const double w = want[static_cast<size_t>(i)];
-        // Results below the smallest normal float may flush to zero.
-        EXPECT_NEAR(y[static_cast<size_t>(i)], w, 6e-7 * w + 1.2e-38) << "n " << n << " spread " << spread << " at " << i;
-      }
-      for (size_t i = static_cast<size_t>(n); i < y.size(); ++i) ASSERT_EQ(y[i], 7.f) << "wrote past the row";
-    }
-  }
+  KILN_SKIP_WITHOUT_AVX2;
+  check_softmax_matches_reference(x86::softmax_row_avx2);
 }
 
 TEST(SoftmaxAvx2Test, ExpIsAccurateAcrossItsRange) {
-  if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)";
-  // A two-element row [x, 0] gives e^x / (1 + e^x); with x far below 0
-  // that is e^x itself, which checks exp8 from -87 to 0.
-  for (float x = -87.f; x <= 0.f; x += 0.37f) {
-    const float in[2] = {x, 0.f};
-    float out[2];
-    x86::softmax_row_avx2(in, 2, out);
-    const double e = std::exp(static_cast<double>(x));
-    EXPECT_NEAR(out[0], e / (1 + e), 3e-7 * e / (1 + e)) << "x " << x;
-    EXPECT_NEAR(out[1], 1 / (1 + e), 3e-7) << "x " << x;
-  }
+  KILN_SKIP_WITHOUT_AVX2;
+  check_softmax_exp_range(x86::softmax_row_avx2);
 }
 
 TEST(SoftmaxAvx2Test, SpecialValuesBehaveAsTheScalarKernel) {
-  if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)";
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  for (int64_t n : {4, 12}) {
-    std::vector<float> x(static_cast<size_t>(n), 1.f), y(static_cast<size_t>(n));
-    // -inf contributes exactly 0.
-    x[1] = -inf;
-    x86::softmax_row_avx2(x.data(), n, y.data());
-    EXPECT_EQ(y[1], 0.f);
-    EXPECT_NEAR(y[0], 1.0 / static_cast<double>(n - 1), 1e-7);
-    // A NaN anywhere makes every output NaN.
-    x[1] = nan;
-    x86::softmax_row_avx2(x.data(), n, y.data());
-    for (float v : y) EXPECT_TRUE(std::isnan(v));
-    // +inf: inf - inf is NaN, so the row is NaN (as expf gives it).
-    x[1] = inf;
-    x86::softmax_row_avx2(x.data(), n, y.data());
-    for (float v : y) EXPECT_TRUE(std::isnan(v));
-    // Very negative entries underflow to 0 beside a large one.
-    x.assign(static_cast<size_t>(n), -1000.f);
-    x[static_cast<size_t>(n - 1)] = 50.f;
-    x86::softmax_row_avx2(x.data(), n, y.data());
-    EXPECT_EQ(y[0], 0.f);
-    EXPECT_EQ(y[static_cast<size_t>(n - 1)], 1.f);
-  }
+  KILN_SKIP_WITHOUT_AVX2;
+  check_softmax_special_values(x86::softmax_row_avx2);
 }
 
 TEST(LayerNormAvx2Test, MatchesReference) {
-  if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)";
-  for (int64_t n : {1, 5, 8, 13, 64, 512, 777}) {
-    for (bool with_bias : {false, true}) {
-      // An offset large against the spread: the statistics need care.
-      std::vector<float> x = values(static_cast<size_t>(n), 3, 2.f);
-      for (float& v : x) v += 1000.f;
-      const std::vector<float> scale = values(static_cast<size_t>(n), 4, 1.f);
-      const std::vector<float> bias = values(static_cast<size_t>(n), 5, 1.f);
-      std::vector<float> y(static_cast<size_t>(n));
-      float mean = 0, inv = 0;
-      x86::layer_norm_row_avx2(x.data(), n, scale.data(), with_bias ? bias.data() : nullptr, 1e-5, y.data(), &mean,
-                               &inv);
-      double m = 0, var = 0;
-      for (float v : x) m += v;
-      m /= static_cast<double>(n);
-      for (float v : x) var += (v - m) * (v - m);
-      var /= static_cast<double>(n);
-      const double want_inv = 1 / std::sqrt(var + 1e-5);
-      EXPECT_NEAR(mean, m, 1e-4);
-      EXPECT_NEAR(inv, want_inv, 1e-5 * want_inv);
-      for (int64_t i = 0; i < n; ++i) {
-        const size_t j = static_cast<size_t>(i);
-        const double w = (x[j] - m) * want_inv * scale[j] + (with_bias ? bias[j] : 0.0);
-        EXPECT_NEAR(y[j], w, 2e-4) << "n " << n << " at " << i;
-      }
-      // In place, as the planner may run it.
-      std::vector<float> z = x;
-      x86::layer_norm_row_avx2(z.data(), n, scale.data(), with_bias ? bias.data() : nullptr, 1e-5, z.data(), nullptr,
-                               nullptr);
-      EXPECT_EQ(z, y);
-    }
-  }
+  KILN_SKIP_WITHOUT_AVX2;
+  check_layer_norm_matches_reference(x86::layer_norm_row_avx2);
 }
 
 #endif  // KILN_GEMM_X86
