@@ -19,6 +19,10 @@ namespace kiln::planner {
 
 namespace {
 
+// Packing scratch of one int8 product without --packing (bytes; see
+// int8_scratch).
+constexpr int64_t kInt8BlockBytes = 2048;
+
 fb::ParamsUnion int_params(std::vector<int64_t> ints) {
   fb::GenericParamsT p;
   p.ints = std::move(ints);
@@ -156,10 +160,19 @@ void lower_conv_int8(OpContext& ctx, LoweringContext& l, size_t ix, size_t iw, c
   inputs.insert(inputs.end(), ops.inputs.begin(), ops.inputs.end());
   const auto k2 = s.kernel2(), s2 = s.strides2(), d2 = s.dilations2(), p4 = s.pads4();
   const int64_t columns = shape_numel(spatial_dims(ctx.output(0).shape));
+  // A depthwise convolution runs directly over its padded plane (and, with
+  // stride 2 along rows, the plane's even and odd columns) in the scratch.
+  int64_t direct = 0;
+  const auto& xs = ctx.shape(ix);
+  const int64_t group = ctx.attr_int("group", 1);
+  if (group == xs[1] && q.m == group) {
+    const int64_t ph = (xs.size() == 4 ? xs[2] : 1) + p4[0] + p4[2], pw = xs.back() + p4[1] + p4[3];
+    direct = ph * pw + (s2[1] == 2 ? 2 * ph * ((pw + 1) / 2) : 0);
+  }
   l.kernel("ConvInt8", inputs, {l.tensor(ctx.output_id(0))},
            int_params({ctx.attr_int("group", 1), k2[0], k2[1], s2[0], s2[1], d2[0], d2[1], p4[0], p4[1], p4[2], p4[3],
                        ops.x_zp_u8, q.y_zp, q.y_min, q.y_max}),
-           int8_scratch(ctx, l, ops, q.k, columns));
+           int8_scratch(ctx, l, ops, q.k, columns, direct));
 }
 
 // Conv weights [M, C/group, kH, kW] as m x k rows.
@@ -335,6 +348,147 @@ void lower_matmul_integer(OpContext& ctx, LoweringContext& l) {
   lower_gemm_int8(ctx, l, 0, q);
 }
 
+// ---------------------------------------------------------------------------
+// QLinearAveragePool, QLinearGlobalAveragePool, QLinearAdd, QLinearMul
+// (domain com.microsoft, as ONNX Runtime's contrib ops; the QDQ pass
+// writes them for DQ -> AveragePool | GlobalAveragePool | Add | Mul -> Q):
+// lowered onto AvgPoolInt8, AddInt8 and MulInt8 (kernels/portable/src/
+// qlinear.cc), their fixed-point multipliers computed here.
+// Pools: X, x_scale, x_zero_point, y_scale, y_zero_point (NCHW only).
+// Add, Mul: A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale,
+// C_zero_point.
+
+int64_t zero_point_of(OpContext& ctx, size_t i) {
+  return ctx.has_input(i) ? scalar_input(ctx, i, "zero point").int_at(0) : 0;
+}
+
+void expect_q_pool(OpContext& ctx) {
+  ctx.expect_inputs(4, 5);
+  ctx.expect_dtype(0, {DType::UINT8, DType::INT8});
+  for (size_t i : {1, 3}) ctx.expect_dtype(i, {DType::FLOAT32});
+  if (ctx.has_input(2) && ctx.dtype(2) != ctx.dtype(0)) ctx.error("x_zero_point differs from X's dtype");
+  if (ctx.has_input(4) && ctx.dtype(4) != ctx.dtype(0)) ctx.error("y_zero_point differs from X's dtype");
+  if (ctx.attr_int("channels_last", 0) != 0) ctx.not_supported("channels_last");
+  const auto& x = ctx.shape(0);
+  if (x.size() != 3 && x.size() != 4) ctx.not_supported(static_cast<int64_t>(x.size()) - 2, "-D pooling");
+}
+
+Spatial q_pool_spatial(OpContext& ctx) {
+  const auto& x = ctx.shape(0);
+  const std::vector<int64_t> in(x.begin() + 2, x.end());
+  if (ctx.node().op_type == "QLinearGlobalAveragePool") {
+    Spatial s;
+    s.kernel = in;
+    s.strides = std::vector<int64_t>(in.size(), 1);
+    s.dilations = s.strides;
+    s.pads_begin = s.pads_end = std::vector<int64_t>(in.size(), 0);
+    s.out = s.strides;
+    return s;
+  }
+  if (!ctx.has_attr("kernel_shape")) ctx.error("kernel_shape is required");
+  const Spatial s = resolve_spatial(ctx, in, ctx.attr_ints("kernel_shape"), /*allow_ceil=*/true, /*allow_dilations=*/false);
+  for (size_t i = 0; i < s.kernel.size(); ++i) {
+    if (s.pads_begin[i] >= s.kernel[i] || s.pads_end[i] >= s.kernel[i]) ctx.not_supported("pads as large as the window");
+  }
+  return s;
+}
+
+void infer_q_pool(OpContext& ctx) {
+  expect_q_pool(ctx);
+  const Spatial s = q_pool_spatial(ctx);
+  std::vector<int64_t> out = {ctx.shape(0)[0], ctx.shape(0)[1]};
+  out.insert(out.end(), s.out.begin(), s.out.end());
+  ctx.set_output(0, ctx.dtype(0), out);
+}
+
+void lower_q_pool(OpContext& ctx, LoweringContext& l) {
+  using namespace kiln::kernels;
+  const Spatial s = q_pool_spatial(ctx);
+  const auto k2 = s.kernel2(), s2 = s.strides2(), p4 = s.pads4();
+  const auto& x = ctx.shape(0);
+  const int64_t h = x.size() == 4 ? x[2] : 1, w = x.back();
+  const auto& y = ctx.output(0).shape;
+  const int64_t oh = y.size() == 4 ? y[2] : 1, ow = y.back();
+  const bool include_pad = ctx.attr_int("count_include_pad", 0) != 0;
+  // One multiplier when every window counts kh * kw taps, else one per
+  // count d = 1 .. kh * kw.
+  const int64_t lo_h = include_pad ? -p4[0] : 0, hi_h = include_pad ? h + p4[2] : h;
+  const int64_t lo_w = include_pad ? -p4[1] : 0, hi_w = include_pad ? w + p4[3] : w;
+  const bool full = -p4[0] >= lo_h && (oh - 1) * s2[0] - p4[0] + k2[0] <= hi_h && -p4[1] >= lo_w &&
+                    (ow - 1) * s2[1] - p4[1] + k2[1] <= hi_w;
+  const int64_t taps = int64_t{k2[0]} * k2[1];
+  if (taps > (int64_t{1} << 23)) ctx.not_supported("a window of ", taps, " taps");
+  const int64_t count = full ? 1 : taps;
+  const double xs = static_cast<double>(scalar_input(ctx, 1, "x_scale").float_at(0));
+  const double ys = static_cast<double>(scalar_input(ctx, 3, "y_scale").float_at(0));
+  HostTensor multiplier(DType::INT32, {count}), shift(DType::INT32, {count});
+  for (int64_t i = 0; i < count; ++i) {
+    const double d = full ? static_cast<double>(taps) : static_cast<double>(i + 1);
+    const double real = xs / (ys * d);
+    if (!qgemm_quantize_multiplier(real, &multiplier.data<int32_t>()[i], &shift.data<int32_t>()[i])) {
+      ctx.not_supported("requantization scale ", real, " (must be in (0, 2^30))");
+    }
+  }
+  const DType dtype = ctx.dtype(0);
+  const std::string& stem = ctx.node().name;
+  l.kernel("AvgPoolInt8",
+           {l.tensor(ctx.input_id(0)), l.constant(stem + "/int8_multiplier", std::move(multiplier)),
+            l.constant(stem + "/int8_shift", std::move(shift))},
+           {l.tensor(ctx.output_id(0))},
+           int_params({k2[0], k2[1], s2[0], s2[1], p4[0], p4[1], p4[2], p4[3], include_pad ? 1 : 0,
+                       zero_point_of(ctx, 2), zero_point_of(ctx, 4), low_of(dtype), low_of(dtype) + 255}));
+}
+
+void infer_q_binary(OpContext& ctx) {
+  ctx.expect_inputs(7, 8);
+  for (size_t i : {0, 3}) ctx.expect_dtype(i, {DType::UINT8, DType::INT8});
+  for (size_t i : {1, 4, 6}) ctx.expect_dtype(i, {DType::FLOAT32});
+  if ((ctx.has_input(2) && ctx.dtype(2) != ctx.dtype(0)) || (ctx.has_input(5) && ctx.dtype(5) != ctx.dtype(3))) {
+    ctx.error("zero points differ from their tensors' dtypes");
+  }
+  if (ctx.has_input(7)) ctx.expect_dtype(7, {DType::UINT8, DType::INT8});
+  // ONNX Runtime's C has A's type.
+  const DType y = ctx.has_input(7) ? ctx.dtype(7) : ctx.dtype(0);
+  ctx.set_output(0, y, broadcast_shapes(ctx, ctx.shape(0), ctx.shape(3)));
+}
+
+void lower_q_binary(OpContext& ctx, LoweringContext& l) {
+  using namespace kiln::kernels;
+  const double as = static_cast<double>(scalar_input(ctx, 1, "A_scale").float_at(0));
+  const double bs = static_cast<double>(scalar_input(ctx, 4, "B_scale").float_at(0));
+  const double ys = static_cast<double>(scalar_input(ctx, 6, "C_scale").float_at(0));
+  const DType y = ctx.output(0).dtype;
+  std::vector<int64_t> ints = {zero_point_of(ctx, 2), zero_point_of(ctx, 5), zero_point_of(ctx, 7), low_of(y),
+                               low_of(y) + 255};
+  int64_t lo = low_of(y), hi = low_of(y) + 255;
+  if (ctx.has_attr("kiln_y_min")) lo = std::max(lo, ctx.attr_int("kiln_y_min", 0));
+  if (ctx.has_attr("kiln_y_max")) hi = std::min(hi, ctx.attr_int("kiln_y_max", 0));
+  if (lo > hi) ctx.error("kiln_y_min is above kiln_y_max");
+  ints[3] = lo;
+  ints[4] = hi;
+  const bool mul = ctx.node().op_type == "QLinearMul";
+  int32_t m = 0, s = 1;
+  if (mul) {
+    const double real = as * bs / ys;
+    if (!qgemm_quantize_multiplier(real, &m, &s)) ctx.not_supported("requantization scale ", real, " (must be in (0, 2^30))");
+    ints.push_back(m);
+    ints.push_back(s);
+  } else {
+    // Both ratios on the shift of the larger (its multiplier in [2^30, 2^31)).
+    const double ra = as / ys, rb = bs / ys;
+    if (!qgemm_quantize_multiplier(std::max(ra, rb), &m, &s)) {
+      ctx.not_supported("requantization scale ", std::max(ra, rb), " (must be in (0, 2^30))");
+    }
+    const double unit = std::ldexp(1.0, s);
+    ints.push_back(m == 0 ? 0 : std::llround(ra * unit));
+    ints.push_back(m == 0 ? 0 : std::llround(rb * unit));
+    ints.push_back(s);
+    if (ints[5] > INT32_MAX || ints[6] > INT32_MAX) ints[5] = ints[6] = 0;  // unreachable: the larger is m
+  }
+  l.kernel(mul ? "MulInt8" : "AddInt8", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(3))},
+           {l.tensor(ctx.output_id(0))}, int_params(std::move(ints)));
+}
+
 }  // namespace
 
 Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear& q) {
@@ -393,9 +547,18 @@ Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear&
   return out;
 }
 
-std::vector<int> int8_scratch(OpContext& ctx, LoweringContext& l, const Int8Operands& ops, int64_t k, int64_t columns) {
+std::vector<int> int8_scratch(OpContext& ctx, LoweringContext& l, const Int8Operands& ops, int64_t k, int64_t columns,
+                              int64_t min_bytes) {
   using namespace kiln::kernels;
-  std::vector<int> scratch = {l.temp(ctx.node().name + "/int8_packed", DType::UINT8, {qgemm_packed_x_bytes(k, columns)})};
+  int64_t bytes = qgemm_packed_x_bytes(k, columns);
+  if (!l.options().packing_scratch) {
+    // Microcontrollers: the kernel packs and multiplies a block of columns
+    // at a time, as many panels as kInt8BlockBytes hold (at least one).
+    const int64_t panel = qgemm_packed_x_bytes(k, kQGemmNr);
+    bytes = std::min(bytes, std::max(panel, kInt8BlockBytes / panel * panel));
+  }
+  bytes = std::max(bytes, min_bytes);
+  std::vector<int> scratch = {l.temp(ctx.node().name + "/int8_packed", DType::UINT8, {bytes})};
   if (ops.has_w_zp) scratch.push_back(l.temp(ctx.node().name + "/int8_column_sums", DType::INT32, {columns}));
   return scratch;
 }
@@ -410,6 +573,12 @@ void add_quant_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "ConvInteger", .infer = infer_conv_integer, .lower = lower_conv_integer});
   ops.push_back({.op_type = "QLinearMatMul", .infer = infer_qlinear_matmul, .lower = lower_qlinear_matmul});
   ops.push_back({.op_type = "MatMulInteger", .infer = infer_matmul_integer, .lower = lower_matmul_integer});
+  for (const char* op : {"QLinearAveragePool", "QLinearGlobalAveragePool"}) {
+    ops.push_back({.op_type = op, .domain = "com.microsoft", .infer = infer_q_pool, .lower = lower_q_pool});
+  }
+  for (const char* op : {"QLinearAdd", "QLinearMul"}) {
+    ops.push_back({.op_type = op, .domain = "com.microsoft", .infer = infer_q_binary, .lower = lower_q_binary});
+  }
 }
 
 }  // namespace kiln::planner

@@ -51,10 +51,12 @@ struct Int8Operands {
 
 Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear& q);
 
-// Scratch of one int8 kernel call: packed activations (k x columns) and,
-// with weight zero points, the column sums.
+// Scratch of one int8 kernel call: packed activations (k x columns; with
+// the lowering options' packing off, a block of at most 2 KiB of them, the
+// kernel working through the columns a block at a time) of at least
+// min_bytes, and, with weight zero points, the column sums.
 std::vector<int> int8_scratch(OpContext& ctx, LoweringContext& l, const Int8Operands& ops, int64_t k,
-                              int64_t columns);
+                              int64_t columns, int64_t min_bytes = 0);
 
 }  // namespace kiln::planner
 

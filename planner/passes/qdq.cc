@@ -345,6 +345,71 @@ bool fold_passthrough(Graph& graph, const std::vector<std::vector<int>>& readers
   return true;
 }
 
+// DQ -> AveragePool | GlobalAveragePool -> Q (one dtype), DQ, DQ -> Add |
+// Mul -> [Relu | Clip] -> Q, all per tensor: ONNX Runtime's contrib ops
+// QLinearAveragePool, QLinearGlobalAveragePool, QLinearAdd, QLinearMul
+// (domain com.microsoft; ops/quant_ops.cc), the activation as output
+// clamping.
+bool fold_qlinear_op(Graph& graph, const std::vector<std::vector<int>>& readers, int n, QdqStats* stats) {
+  Node& op = graph.nodes[static_cast<size_t>(n)];
+  const std::string kind = op.op_type;
+  const bool binary = kind == "Add" || kind == "Mul";
+  if (op.outputs.empty() || op.inputs.size() != (binary ? 2u : 1u)) return false;
+  if (!binary) {
+    const auto it = op.attrs.find("dilations");
+    if (it != op.attrs.end()) {
+      for (int64_t d : it->second.ints) {
+        if (d != 1) return false;
+      }
+    }
+  }
+  QuantNode in[2];
+  DType in_dtype[2] = {DType::UINT8, DType::UINT8};
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    if (!match_dq(graph, op.inputs[i], &in[i]) || !per_tensor(in[i])) return false;
+    in_dtype[i] = in[i].zp != nullptr ? in[i].zp->dtype : graph.values[static_cast<size_t>(in[i].quantized)].dtype;
+    if (in_dtype[i] != DType::UINT8 && in_dtype[i] != DType::INT8) return false;
+  }
+  int reader = only_reader(graph, readers, op.outputs[0]);
+  if (reader < 0) return false;
+  Node* act = nullptr;
+  const std::string& next = graph.nodes[static_cast<size_t>(reader)].op_type;
+  if (binary && (next == "Relu" || next == "Clip")) {
+    act = &graph.nodes[static_cast<size_t>(reader)];
+    if (act->inputs[0] != op.outputs[0]) return false;
+    reader = only_reader(graph, readers, act->outputs[0]);
+    if (reader < 0) return false;
+  }
+  Node& q = graph.nodes[static_cast<size_t>(reader)];
+  QuantNode y;
+  if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.outputs.empty()) return false;
+  if (!read_quant(graph, &q, q.outputs[0], &y) || !per_tensor(y)) return false;
+  const DType y_dtype = y.zp != nullptr ? y.zp->dtype : DType::UINT8;
+  if (y_dtype != DType::UINT8 && y_dtype != DType::INT8) return false;
+  if (!binary && y_dtype != in_dtype[0]) return false;
+  int64_t lo = 0, hi = 0;
+  if (act != nullptr && !clamp_bounds(graph, *act, y, y_dtype, &lo, &hi)) return false;
+  std::vector<int> inputs;
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    inputs.insert(inputs.end(), {in[i].quantized, in[i].node->inputs[1], zp_value(graph, in[i], in_dtype[i])});
+  }
+  inputs.insert(inputs.end(), {q.inputs[1], zp_value(graph, y, y_dtype)});
+  if (act != nullptr) {
+    op.attrs["kiln_y_min"] = int_attr(lo);
+    op.attrs["kiln_y_max"] = int_attr(hi);
+    act->dead = true;
+  }
+  graph.values[static_cast<size_t>(op.outputs[0])].producer = -1;
+  op.op_type = "QLinear" + kind;
+  op.domain = "com.microsoft";
+  op.inputs = std::move(inputs);
+  op.outputs = {y.quantized};
+  graph.values[static_cast<size_t>(y.quantized)].producer = n;
+  q.dead = true;
+  ++stats->folded[kind];
+  return true;
+}
+
 int64_t numel_of(const Graph& graph, int v) {
   return v < 0 ? 0 : shape_numel(graph.values[static_cast<size_t>(v)].shape);
 }
@@ -361,6 +426,9 @@ QdqStats fold_qdq(Graph& graph) {
     // other values stay right).
     if (node.op_type == "Conv" || node.op_type == "Gemm" || node.op_type == "MatMul") {
       fold_one(graph, readers, static_cast<int>(n), &stats);
+    } else if (node.op_type == "AveragePool" || node.op_type == "GlobalAveragePool" || node.op_type == "Add" ||
+               node.op_type == "Mul") {
+      fold_qlinear_op(graph, readers, static_cast<int>(n), &stats);
     }
   }
   for (size_t n = 0; n < graph.nodes.size(); ++n) {

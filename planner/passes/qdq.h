@@ -16,6 +16,11 @@
 //   DQ(a), DQ(b), ... -> Concat -> Q (one quantization throughout)
 //                                                          => the op on int8
 //   DQ(x) -> Relu | Clip -> Q (the same quantization)       => Clip on int8
+//   DQ(x) -> AveragePool | GlobalAveragePool -> Q (x's dtype)
+//                           => QLinearAveragePool | QLinearGlobalAveragePool
+//   DQ(a), DQ(b) -> Add | Mul -> [Relu | Clip] -> Q => QLinearAdd | QLinearMul
+//   (ONNX Runtime's com.microsoft contrib ops; the average, sum and product
+//   requantized with one rounding, half up: ops/quant_ops.cc)
 //
 // The activation becomes output clamping: Q is monotonic and Q(0) is the
 // zero point, so Q(Relu(v)) = max(Q(v), y_zp) and Q(Clip(v, a, b)) =

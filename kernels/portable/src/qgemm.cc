@@ -212,6 +212,41 @@ void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, boo
 
 namespace {
 
+// memcpy and memset for the short runs of small feature maps (an 8 x 8
+// plane's rows are 8 bytes): fixed-size, possibly overlapping moves the
+// compiler inlines, instead of a library call per run.
+inline void copy_run(uint8_t* d, const uint8_t* s, int64_t n) {
+  if (n >= 16) {
+    memcpy(d, s, static_cast<size_t>(n));
+  } else if (n >= 8) {
+    uint64_t a, b;
+    memcpy(&a, s, 8);
+    memcpy(&b, s + n - 8, 8);
+    memcpy(d, &a, 8);
+    memcpy(d + n - 8, &b, 8);
+  } else if (n >= 4) {
+    uint32_t a, b;
+    memcpy(&a, s, 4);
+    memcpy(&b, s + n - 4, 4);
+    memcpy(d, &a, 4);
+    memcpy(d + n - 4, &b, 4);
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i] = s[i];
+  }
+}
+
+inline void fill_run(uint8_t* d, uint8_t v, int64_t n) {
+  if (n >= 16) {
+    memset(d, v, static_cast<size_t>(n));
+  } else if (n >= 8) {
+    const uint64_t a = 0x0101010101010101ull * v;
+    memcpy(d, &a, 8);
+    memcpy(d + n - 8, &a, 8);
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i] = v;
+  }
+}
+
 // Row kk = (c, ky, kx) of the im2col matrix, columns [p0, p0 + count), into
 // dst, raw (not flipped): the padding as pad ^ flip, so that the flip
 // applied when the rows are interleaved gives `pad` back.
@@ -225,31 +260,35 @@ void im2col_row(const QIm2col& g, int64_t c, int64_t ky, int64_t kx, int64_t p0,
   if (ox_hi > g.ow) ox_hi = g.ow;
   if (ox_hi < ox_lo) ox_hi = ox_lo;
   int64_t done = 0;
+  int64_t oy = p0 / g.ow, ox0 = p0 % g.ow;  // of the run's first column
   while (done < count) {
-    const int64_t col = p0 + done;
-    const int64_t oy = col / g.ow, ox0 = col % g.ow;
     const int64_t run = g.ow - ox0 < count - done ? g.ow - ox0 : count - done;  // up to the row's end
     const int64_t iy = oy * g.sh - g.pt + ky * g.dh;
     uint8_t* d = dst + done;
     if (iy < 0 || iy >= g.h) {
-      memset(d, raw_pad, static_cast<size_t>(run));
+      fill_run(d, raw_pad, run);
     } else {
       const int64_t a = ox0, b = ox0 + run;  // output columns of this run
       const int64_t in_a = a > ox_lo ? a : ox_lo, in_b = b < ox_hi ? b : ox_hi;
       if (in_a >= in_b) {
-        memset(d, raw_pad, static_cast<size_t>(run));
+        fill_run(d, raw_pad, run);
       } else {
-        if (in_a > a) memset(d, raw_pad, static_cast<size_t>(in_a - a));
+        if (in_a > a) fill_run(d, raw_pad, in_a - a);
         const uint8_t* src = plane + iy * g.w;
         if (g.sw == 1) {
-          memcpy(d + (in_a - a), src + in_a - first, static_cast<size_t>(in_b - in_a));
+          copy_run(d + (in_a - a), src + in_a - first, in_b - in_a);
         } else {
           for (int64_t ox = in_a; ox < in_b; ++ox) d[ox - a] = src[ox * g.sw - first];
         }
-        if (b > in_b) memset(d + (in_b - a), raw_pad, static_cast<size_t>(b - in_b));
+        if (b > in_b) fill_run(d + (in_b - a), raw_pad, b - in_b);
       }
     }
     done += run;
+    ox0 += run;
+    if (ox0 == g.ow) {
+      ox0 = 0;
+      ++oy;
+    }
   }
 }
 
@@ -259,7 +298,7 @@ void qgemm_pack_im2col(const QIm2col& g, uint8_t* out, int32_t* x_sums) {
   // Four im2col rows at a time into a small buffer, then interleaved into
   // the panels as qgemm_pack_columns does.
   const int64_t k = g.channels * g.kh * g.kw;
-  const int64_t n = g.oh * g.ow;
+  const int64_t n = g.cols >= 0 ? g.cols : g.oh * g.ow;
   const int64_t kp = qgemm_kp(k);
   const int64_t panel_bytes = kp * kQGemmNr;
   const uint8_t flip = g.flip ? 0x80 : 0;
@@ -275,7 +314,7 @@ void qgemm_pack_im2col(const QIm2col& g, uint8_t* out, int32_t* x_sums) {
         const int64_t kk = 4 * q + r;
         if (kk >= k) break;
         const int64_t c = kk / (g.kh * g.kw), ky = kk / g.kw % g.kh, kx = kk % g.kw;
-        im2col_row(g, c, ky, kx, p0, count, raw_pad, rows[r]);
+        im2col_row(g, c, ky, kx, g.col0 + p0, count, raw_pad, rows[r]);
         if (x_sums != nullptr) {
           for (int64_t i = 0; i < count; ++i) x_sums[p0 + i] += static_cast<uint8_t>(rows[r][i] ^ flip);
         }

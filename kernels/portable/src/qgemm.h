@@ -127,7 +127,8 @@ void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, boo
 // The im2col columns of one image and group (channels c, h x w) packed into
 // panels: column (oy, ox), row (c, ky, kx) reads
 // x[c][oy*sh - pt + ky*dh][ox*sw - pl + kx*dw], `pad` outside (the zero
-// point, already flipped).
+// point, already flipped). Only columns [col0, col0 + cols) when cols >= 0
+// (a block of them: the panels and x_sums start at column col0).
 struct QIm2col {
   const uint8_t* x = nullptr;
   int64_t channels = 0, h = 0, w = 0;
@@ -135,6 +136,7 @@ struct QIm2col {
   int64_t oh = 0, ow = 0;
   bool flip = false;
   uint8_t pad = 0;
+  int64_t col0 = 0, cols = -1;
 };
 void qgemm_pack_im2col(const QIm2col& g, uint8_t* out, int32_t* x_sums);
 

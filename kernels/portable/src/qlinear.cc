@@ -34,6 +34,30 @@
 //                     into `batches` equal parts, one per weight matrix.
 //                     scratch as ConvInt8 with the rows as columns. ints
 //                     [batches, x zero point, y zero point, y min, y max].
+//   AvgPoolInt8       average pooling of uint8/int8 data (AveragePool and
+//                     GlobalAveragePool as one window over the plane; NCHW,
+//                     1-D as height 1), requantized: a window of d taps
+//                     (counted as AveragePool counts them) gives
+//                     y = clamp(requantize(sum(x) - taps_inside * x_zp,
+//                     multiplier[d-1], shift[d-1]) + y_zp, y_min, y_max),
+//                     the multipliers x_scale / (y_scale * d) in
+//                     qgemm.h's fixed point (one rounding, half up).
+//                     inputs: 0 x, 1 multiplier, 2 shift (int32, kh * kw
+//                     values, or one when every window has kh * kw taps).
+//                     ints [kh, kw, sH, sW, pad top, left, bottom, right,
+//                     count_include_pad, x zero point, y zero point, y min,
+//                     y max] (zero points in the data's own domain).
+//   AddInt8           y = clamp(y_zp + round(((a - a_zp) * ma + (b - b_zp) *
+//                     mb) / 2^s), y_min, y_max), a, b and y uint8/int8 (a
+//                     and b broadcast to y); ma, mb: a_scale / y_scale and
+//                     b_scale / y_scale on one fixed-point shift s (the
+//                     larger in [2^30, 2^31)), so the sum is exact in 64
+//                     bits and rounded once (half up). ints [a_zp, b_zp,
+//                     y_zp, y_min, y_max, ma, mb, s].
+//   MulInt8           y = clamp(requantize((a - a_zp) * (b - b_zp), m, s) +
+//                     y_zp, y_min, y_max), m * 2^-s = a_scale * b_scale /
+//                     y_scale (qgemm.h). ints [a_zp, b_zp, y_zp, y_min,
+//                     y_max, m, s].
 //
 // The int8 kernels check everything at load (operand sizes against the
 // geometry, the scratch against qgemm_packed_x_bytes); run() trusts it.
@@ -41,6 +65,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "broadcast.h"
 #include "kernel_util.h"
 #include "portable_kernels.h"
 #include "qgemm.h"
@@ -251,14 +276,24 @@ Error check_int8_operands(const KernelArgs& args, int64_t m, int64_t k, int64_t 
                       "weight zero points must be int32 with %lld values", static_cast<long long>(m));
   }
   KILN_KERNEL_CHECK(args, args.num_scratch == (w_zp ? 2 : 1), "expects %d scratch tensors", w_zp ? 2 : 1);
-  KILN_KERNEL_CHECK(args, args.scratch[0]->dtype() == DType::UINT8 &&
-                              args.scratch[0]->numel() >= qgemm_packed_x_bytes(k, columns),
-                    "packing scratch smaller than %lld bytes", static_cast<long long>(qgemm_packed_x_bytes(k, columns)));
+  // At least one panel: the kernels pack and multiply as many columns at a
+  // time as the scratch holds (the planner's --no-packing gives a small one).
+  const int64_t least = qgemm_packed_x_bytes(k, columns < kQGemmNr ? columns : kQGemmNr);
+  KILN_KERNEL_CHECK(args, args.scratch[0]->dtype() == DType::UINT8 && args.scratch[0]->numel() >= least,
+                    "packing scratch smaller than %lld bytes", static_cast<long long>(least));
   if (w_zp) {
     KILN_KERNEL_CHECK(args, args.scratch[1]->dtype() == DType::INT32 && args.scratch[1]->numel() >= columns,
                       "column-sum scratch smaller than %lld values", static_cast<long long>(columns));
   }
   return Error::kOk;
+}
+
+// Columns packed and multiplied per block: as many whole panels as the
+// packing scratch holds (at least one; the check asked for that much).
+int64_t qgemm_block_columns(const Tensor& scratch, int64_t k, int64_t columns) {
+  const int64_t panels = scratch.numel() / (qgemm_kp(k) * kQGemmNr);
+  const int64_t block = (panels < 1 ? 1 : panels) * kQGemmNr;
+  return block < columns ? block : columns;
 }
 
 // The product's fixed operands (everything but x, y and the columns).
@@ -465,35 +500,43 @@ Error run_conv_int8(const KernelArgs& args) {
   const int32_t* shift = p.shift;
   const int32_t* w_zp = p.w_zp;
   p.m = mg;
-  p.n = plane;
   p.k = k;
   p.y_channel_stride = plane;
   p.y_column_stride = 1;
+  int32_t* sums = const_cast<int32_t*>(p.x_sums);
+  const int64_t block = qgemm_block_columns(*args.scratch[0], k, plane);
   for (int64_t b = 0; b < g.n; ++b) {
     for (int64_t grp = 0; grp < g.group; ++grp) {
-      QIm2col im;
-      im.x = x + (b * g.c + grp * cg) * g.h * g.w;
-      im.channels = cg;
-      im.h = g.h; im.w = g.w;
-      im.kh = g.kh; im.kw = g.kw; im.sh = g.sh; im.sw = g.sw; im.dh = g.dh; im.dw = g.dw;
-      im.pt = g.pt; im.pl = g.pl;
-      im.oh = g.oh; im.ow = g.ow;
-      im.flip = flip;
-      im.pad = static_cast<uint8_t>(g.x_zp);
-      if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0) {
-        qgemm_pack_columns(im.x, g.h * g.w, plane, cg, flip, args.scratch[0]->data_as<uint8_t>(),
-                           const_cast<int32_t*>(p.x_sums));
-      } else {
-        qgemm_pack_im2col(im, args.scratch[0]->data_as<uint8_t>(), const_cast<int32_t*>(p.x_sums));
+      for (int64_t b0 = 0; b0 < plane; b0 += block) {
+        const int64_t nb = plane - b0 < block ? plane - b0 : block;
+        p.n = nb;
+        p.x_sums = sums != nullptr ? sums + b0 : nullptr;
+        QIm2col im;
+        im.x = x + (b * g.c + grp * cg) * g.h * g.w;
+        im.channels = cg;
+        im.h = g.h; im.w = g.w;
+        im.kh = g.kh; im.kw = g.kw; im.sh = g.sh; im.sw = g.sw; im.dh = g.dh; im.dw = g.dw;
+        im.pt = g.pt; im.pl = g.pl;
+        im.oh = g.oh; im.ow = g.ow;
+        im.flip = flip;
+        im.pad = static_cast<uint8_t>(g.x_zp);
+        im.col0 = b0;
+        im.cols = nb;
+        if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0) {
+          qgemm_pack_columns(im.x + b0, g.h * g.w, nb, cg, flip, args.scratch[0]->data_as<uint8_t>(),
+                             const_cast<int32_t*>(p.x_sums));
+        } else {
+          qgemm_pack_im2col(im, args.scratch[0]->data_as<uint8_t>(), const_cast<int32_t*>(p.x_sums));
+        }
+        const int64_t c0 = grp * mg;
+        p.w = w + c0 * kp;
+        p.bias = bias + c0;
+        p.multiplier = multiplier != nullptr ? multiplier + c0 : nullptr;
+        p.shift = shift != nullptr ? shift + c0 : nullptr;
+        p.w_zp = w_zp != nullptr ? w_zp + c0 : nullptr;
+        p.y = y + static_cast<size_t>((b * g.m + c0) * plane + b0) * y_elem;
+        qgemm(p, tile);
       }
-      const int64_t c0 = grp * mg;
-      p.w = w + c0 * kp;
-      p.bias = bias + c0;
-      p.multiplier = multiplier != nullptr ? multiplier + c0 : nullptr;
-      p.shift = shift != nullptr ? shift + c0 : nullptr;
-      p.w_zp = w_zp != nullptr ? w_zp + c0 : nullptr;
-      p.y = y + static_cast<size_t>((b * g.m + c0) * plane) * y_elem;
-      qgemm(p, tile);
     }
   }
   return Error::kOk;
@@ -531,18 +574,243 @@ Error run_gemm_int8(const KernelArgs& args) {
   const int8_t* w = args.in(1).data_as<const int8_t>();
   const int32_t* bias = args.in(2).data_as<const int32_t>();
   p.m = n;
-  p.n = rows;
   p.k = k;
   p.y_channel_stride = 1;
   p.y_column_stride = n;
+  int32_t* sums = const_cast<int32_t*>(p.x_sums);
+  const int64_t block = qgemm_block_columns(*args.scratch[0], k, rows);
   for (int64_t b = 0; b < batches; ++b) {
-    qgemm_pack_rows(a.data_as<const uint8_t>() + b * rows * k, k, rows, k, a.dtype() == DType::INT8,
-                    args.scratch[0]->data_as<uint8_t>(), const_cast<int32_t*>(p.x_sums));
-    p.w = w + b * n * kp;
-    p.bias = bias + b * n;
-    p.y = yt.data_as<uint8_t>() + static_cast<size_t>(b * rows * n) * y_elem;
-    qgemm(p, tile);
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+      const int64_t nb = rows - r0 < block ? rows - r0 : block;
+      p.n = nb;
+      p.x_sums = sums != nullptr ? sums + r0 : nullptr;
+      qgemm_pack_rows(a.data_as<const uint8_t>() + (b * rows + r0) * k, k, nb, k, a.dtype() == DType::INT8,
+                      args.scratch[0]->data_as<uint8_t>(), const_cast<int32_t*>(p.x_sums));
+      p.w = w + b * n * kp;
+      p.bias = bias + b * n;
+      p.y = yt.data_as<uint8_t>() + static_cast<size_t>((b * rows + r0) * n) * y_elem;
+      qgemm(p, tile);
+    }
   }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// AvgPoolInt8, AddInt8, MulInt8
+
+bool is_8bit(DType t) { return t == DType::UINT8 || t == DType::INT8; }
+
+// Reads element i of uint8 or int8 data as its integer value.
+inline int32_t load_q(const void* data, bool is_signed, int64_t i) {
+  return is_signed ? static_cast<const int8_t*>(data)[i] : static_cast<const uint8_t*>(data)[i];
+}
+
+inline void store_q(void* data, bool is_signed, int64_t i, int64_t v, int64_t lo, int64_t hi) {
+  v = v < lo ? lo : v > hi ? hi : v;
+  if (is_signed) {
+    static_cast<int8_t*>(data)[i] = static_cast<int8_t>(v);
+  } else {
+    static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(v);
+  }
+}
+
+// The zero point at ints[i] and the bounds at ints[first..first+2] inside
+// the dtype's range.
+Error check_q_range(const KernelArgs& args, DType dtype, uint32_t zp, uint32_t first) {
+  const int64_t lo = dtype == DType::UINT8 ? 0 : -128, hi = lo + 255;
+  const int64_t z = int_param(args, zp), y_zp = int_param(args, first), y_min = int_param(args, first + 1),
+                y_max = int_param(args, first + 2);
+  KILN_KERNEL_CHECK(args, z >= lo && z <= hi && y_zp >= lo && y_zp <= hi && y_min >= lo && y_max <= hi && y_min <= y_max,
+                    "zero point or bounds outside the data's range");
+  return Error::kOk;
+}
+
+struct AvgPoolInt8Geometry {
+  int64_t planes, h, w, oh, ow, kh, kw, sh, sw, pt, pl, pb, pr;
+  bool include_pad;
+};
+
+AvgPoolInt8Geometry avg_pool_int8_geometry(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  const bool one_d = x.rank() == 3;
+  AvgPoolInt8Geometry g;
+  g.planes = x.dim(0) * x.dim(1);
+  g.h = one_d ? 1 : x.dim(2);
+  g.w = x.dim(x.rank() - 1);
+  g.oh = one_d ? 1 : y.dim(2);
+  g.ow = y.dim(y.rank() - 1);
+  g.kh = int_param(args, 0); g.kw = int_param(args, 1);
+  g.sh = int_param(args, 2); g.sw = int_param(args, 3);
+  g.pt = int_param(args, 4); g.pl = int_param(args, 5);
+  g.pb = int_param(args, 6); g.pr = int_param(args, 7);
+  g.include_pad = int_param(args, 8) != 0;
+  return g;
+}
+
+// Taps of a window starting at `first` (kernel k) inside [lo, hi).
+inline int64_t taps_in(int64_t first, int64_t k, int64_t lo, int64_t hi) {
+  const int64_t a = first > lo ? first : lo, b = first + k < hi ? first + k : hi;
+  return b > a ? b - a : 0;
+}
+
+Error check_avg_pool_int8(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 3, 3, 1));
+  KILN_KERNEL_CHECK(args, has_ints(args, 13), "expects GenericParams with 13 integers");
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, is_8bit(x.dtype()) && y.dtype() == x.dtype(), "input and output must be uint8 or int8 alike");
+  KILN_KERNEL_CHECK(args, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank() && y.dim(0) == x.dim(0) &&
+                              y.dim(1) == x.dim(1),
+                    "expects NCHW (or NCW) tensors of the same N and C");
+  for (uint32_t i = 0; i < 8; ++i) {
+    const int64_t v = int_param(args, i);
+    KILN_KERNEL_CHECK(args, v >= (i < 4 ? 1 : 0) && v <= (int64_t{1} << 20), "geometry parameter %u is %lld", i,
+                      static_cast<long long>(v));
+  }
+  const AvgPoolInt8Geometry g = avg_pool_int8_geometry(args);
+  KILN_KERNEL_CHECK(args, x.rank() == 4 || (g.kh == 1 && g.sh == 1 && g.pt == 0 && g.pb == 0), "a 1-D pool has height 1");
+  KILN_KERNEL_CHECK(args, g.kh * g.kw <= (int64_t{1} << 23), "window of %lld taps (at most 2^23)",
+                    static_cast<long long>(g.kh * g.kw));
+  KILN_KERNEL_CHECK(args, g.pt < g.kh && g.pb < g.kh && g.pl < g.kw && g.pr < g.kw, "pads as large as the window");
+  // Every window starts inside the padded plane and meets the image.
+  KILN_KERNEL_CHECK(args, g.oh >= 1 && g.ow >= 1 && (g.oh - 1) * g.sh < g.h + g.pt && (g.ow - 1) * g.sw < g.w + g.pl,
+                    "output size does not follow from the geometry");
+  const int64_t taps = args.in(1).numel();
+  for (uint32_t i = 1; i <= 2; ++i) {
+    KILN_KERNEL_CHECK(args, args.in(i).dtype() == DType::INT32 && args.in(i).numel() == taps,
+                      "multiplier and shift must be int32 of one size");
+  }
+  KILN_KERNEL_CHECK(args, taps == g.kh * g.kw || taps == 1, "expects %lld multipliers or one",
+                    static_cast<long long>(g.kh * g.kw));
+  if (taps == 1 && g.kh * g.kw != 1) {
+    // One multiplier: every window must have all kh * kw taps counted.
+    const int64_t lo_h = g.include_pad ? -g.pt : 0, hi_h = g.include_pad ? g.h + g.pb : g.h;
+    const int64_t lo_w = g.include_pad ? -g.pl : 0, hi_w = g.include_pad ? g.w + g.pr : g.w;
+    KILN_KERNEL_CHECK(args, -g.pt >= lo_h && (g.oh - 1) * g.sh - g.pt + g.kh <= hi_h && -g.pl >= lo_w &&
+                                (g.ow - 1) * g.sw - g.pl + g.kw <= hi_w,
+                      "one multiplier, but some windows have fewer than %lld taps", static_cast<long long>(g.kh * g.kw));
+  }
+  const int32_t* shift = args.in(2).data_as<const int32_t>();
+  for (int64_t i = 0; i < taps; ++i) {
+    KILN_KERNEL_CHECK(args, shift[i] >= 1 && shift[i] <= 62, "shift %d outside [1, 62]", static_cast<int>(shift[i]));
+  }
+  return check_q_range(args, x.dtype(), 9, 10);
+}
+
+Error run_avg_pool_int8(const KernelArgs& args) {
+  const AvgPoolInt8Geometry g = avg_pool_int8_geometry(args);
+  const bool is_signed = args.in(0).dtype() == DType::INT8;
+  const void* x = args.in(0).data();
+  void* y = args.out(0).data();
+  const int32_t* multiplier = args.in(1).data_as<const int32_t>();
+  const int32_t* shift = args.in(2).data_as<const int32_t>();
+  const bool one = args.in(1).numel() == 1;
+  const int64_t x_zp = int_param(args, 9), y_zp = int_param(args, 10), lo = int_param(args, 11),
+                hi = int_param(args, 12);
+  for (int64_t plane = 0; plane < g.planes; ++plane) {
+    const int64_t in = plane * g.h * g.w, out = plane * g.oh * g.ow;
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      const int64_t y0 = oy * g.sh - g.pt;
+      const int64_t rows = taps_in(y0, g.kh, 0, g.h);
+      const int64_t ry0 = y0 > 0 ? y0 : 0;
+      const int64_t padded_rows = taps_in(y0, g.kh, -g.pt, g.h + g.pb);
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const int64_t x0 = ox * g.sw - g.pl;
+        const int64_t cols = taps_in(x0, g.kw, 0, g.w);
+        const int64_t rx0 = x0 > 0 ? x0 : 0;
+        int64_t sum = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t base = in + (ry0 + r) * g.w + rx0;
+          for (int64_t c = 0; c < cols; ++c) sum += load_q(x, is_signed, base + c);
+        }
+        const int64_t d = g.include_pad ? padded_rows * taps_in(x0, g.kw, -g.pl, g.w + g.pr) : rows * cols;
+        const int64_t i = one ? 0 : (d < 1 ? 1 : d) - 1;
+        const int64_t acc = sum - rows * cols * x_zp;
+        store_q(y, is_signed, out + oy * g.ow + ox, qgemm_requantize(acc, multiplier[i], shift[i]) + y_zp, lo, hi);
+      }
+    }
+  }
+  return Error::kOk;
+}
+
+// AddInt8 and MulInt8: a, b broadcast to y, all uint8 or int8.
+Error check_binary_int8(const KernelArgs& args, uint32_t ints) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  KILN_KERNEL_CHECK(args, has_ints(args, ints), "expects GenericParams with %u integers", ints);
+  const DType ya = args.in(0).dtype(), yb = args.in(1).dtype(), y = args.out(0).dtype();
+  KILN_KERNEL_CHECK(args, is_8bit(ya) && is_8bit(yb) && is_8bit(y), "operands must be uint8 or int8");
+  KILN_RETURN_IF_ERROR(check_broadcast_output(args, 0, 2));
+  const int64_t a_lo = ya == DType::UINT8 ? 0 : -128, b_lo = yb == DType::UINT8 ? 0 : -128;
+  KILN_KERNEL_CHECK(args, int_param(args, 0) >= a_lo && int_param(args, 0) <= a_lo + 255 && int_param(args, 1) >= b_lo &&
+                              int_param(args, 1) <= b_lo + 255,
+                    "input zero points outside their dtypes");
+  // Multipliers in [0, 2^31), the shift in [1, 62].
+  for (uint32_t i = 5; i + 1 < ints; ++i) {
+    KILN_KERNEL_CHECK(args, int_param(args, i) >= 0 && int_param(args, i) <= INT32_MAX, "multiplier outside int32");
+  }
+  KILN_KERNEL_CHECK(args, int_param(args, ints - 1) >= 1 && int_param(args, ints - 1) <= 62, "shift outside [1, 62]");
+  return check_q_range(args, y, 2, 2);
+}
+
+Error check_add_int8(const KernelArgs& args) { return check_binary_int8(args, 8); }
+Error check_mul_int8(const KernelArgs& args) { return check_binary_int8(args, 7); }
+
+// AddInt8 by tables: every byte value of a and of b scaled once (256 int64
+// each, 4 KiB of stack), so each element is two loads, an add and a shift.
+Error run_add_int8(const KernelArgs& args) {
+  const Tensor* inputs[2] = {&args.in(0), &args.in(1)};
+  const bool y_signed = args.out(0).dtype() == DType::INT8;
+  int64_t table[2][256];
+  for (int t = 0; t < 2; ++t) {
+    const bool is_signed = args.in(static_cast<uint32_t>(t)).dtype() == DType::INT8;
+    const int64_t zp = int_param(args, static_cast<uint32_t>(t)), m = int_param(args, static_cast<uint32_t>(5 + t));
+    for (int u = 0; u < 256; ++u) table[t][u] = ((is_signed ? static_cast<int8_t>(u) : u) - zp) * m;
+  }
+  const uint8_t* a = args.in(0).data_as<const uint8_t>();
+  const uint8_t* b = args.in(1).data_as<const uint8_t>();
+  const int64_t y_zp = int_param(args, 2), lo = int_param(args, 3), hi = int_param(args, 4);
+  const int32_t s = static_cast<int32_t>(int_param(args, 7));
+  const int64_t half = int64_t{1} << (s - 1);
+  void* y = args.out(0).data();
+  for_each_broadcast_row<2>(inputs, args.out(0), [&](int64_t out, const int64_t* offsets, const int64_t* steps, int64_t n) {
+    const uint8_t* ra = a + offsets[0];
+    const uint8_t* rb = b + offsets[1];
+    if (steps[0] == 1 && steps[1] == 1 && !y_signed) {
+      uint8_t* ry = static_cast<uint8_t*>(y) + out;
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t v = ((table[0][ra[i]] + table[1][rb[i]] + half) >> s) + y_zp;
+        v = v < lo ? lo : v > hi ? hi : v;
+        ry[i] = static_cast<uint8_t>(v);
+      }
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = (table[0][ra[i * steps[0]]] + table[1][rb[i * steps[1]]] + half) >> s;
+      store_q(y, y_signed, out + i, v + y_zp, lo, hi);
+    }
+  });
+  return Error::kOk;
+}
+
+Error run_mul_int8(const KernelArgs& args) {
+  const Tensor* inputs[2] = {&args.in(0), &args.in(1)};
+  const bool a_signed = args.in(0).dtype() == DType::INT8, b_signed = args.in(1).dtype() == DType::INT8;
+  const bool y_signed = args.out(0).dtype() == DType::INT8;
+  const void* a = args.in(0).data();
+  const void* b = args.in(1).data();
+  void* y = args.out(0).data();
+  const int64_t a_zp = int_param(args, 0), b_zp = int_param(args, 1), y_zp = int_param(args, 2);
+  const int64_t lo = int_param(args, 3), hi = int_param(args, 4);
+  const int32_t m = static_cast<int32_t>(int_param(args, 5)), s = static_cast<int32_t>(int_param(args, 6));
+  for_each_broadcast_row<2>(inputs, args.out(0), [&](int64_t out, const int64_t* offsets, const int64_t* steps, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t da = load_q(a, a_signed, offsets[0] + i * steps[0]) - a_zp;
+      const int64_t db = load_q(b, b_signed, offsets[1] + i * steps[1]) - b_zp;
+      // |da * db| <= 65025: requantize's 64-bit product cannot overflow.
+      store_q(y, y_signed, out + i, qgemm_requantize(da * db, m, s) + y_zp, lo, hi);
+    }
+  });
   return Error::kOk;
 }
 
@@ -553,7 +821,10 @@ Error run_gemm_int8(const KernelArgs& args) {
   K(DequantizeLinear, check_dequantize, run_dequantize, 0)            \
   K(DynamicQuantizeLinear, check_dynamic_quantize, run_dynamic_quantize, 0) \
   K(ConvInt8, check_conv_int8, run_conv_int8, 0)                      \
-  K(GemmInt8, check_gemm_int8, run_gemm_int8, 0)
+  K(GemmInt8, check_gemm_int8, run_gemm_int8, 0)                      \
+  K(AvgPoolInt8, check_avg_pool_int8, run_avg_pool_int8, 0)           \
+  K(AddInt8, check_add_int8, run_add_int8, 0)                         \
+  K(MulInt8, check_mul_int8, run_mul_int8, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_QUANTIZED_KERNELS)
 const KernelEntry kQuantizedKernels[] = {KILN_QUANTIZED_KERNELS(KILN_KERNEL_TABLE_ROW)};

@@ -1,0 +1,281 @@
+// The QDQ pass's pooling and element-wise folds (passes/qdq.h) and the
+// int8 kernels they lower onto (AvgPoolInt8, AddInt8, MulInt8 in
+// kernels/portable/src/qlinear.cc), against int64 references of the
+// documented arithmetic: one rounding, half up, of the exact value. Scales
+// that are powers of two make the fixed-point multipliers exact, so every
+// tie (a value exactly halfway) must round up and every saturation must
+// clamp; other scales are checked against the real-valued result within
+// one step at near-ties. And the int8 convolution and matrix product
+// planned with --no-packing (a 2 KiB block of packed columns at a time)
+// give the same bytes as with the whole image packed.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "exec/run.h"
+#include "support/graph_builder.h"
+
+namespace kiln::testing {
+namespace {
+
+using planner::LInstruction;
+using planner::PlanOptions;
+using planner::PlanResult;
+
+HostTensor scalar(float v) { return HostTensor::from_floats({v}, {}); }
+
+HostTensor zero_point(DType dtype, int v) {
+  HostTensor t(dtype, {});
+  if (dtype == DType::UINT8) {
+    t.data<uint8_t>()[0] = static_cast<uint8_t>(v);
+  } else {
+    t.data<int8_t>()[0] = static_cast<int8_t>(v);
+  }
+  return t;
+}
+
+// Deterministic 8-bit data covering the whole range (both ends included).
+HostTensor data8(DType dtype, std::vector<int64_t> shape, uint32_t seed) {
+  HostTensor t(dtype, shape);
+  uint32_t s = seed;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s = s * 1664525u + 1013904223u;
+    const int v = i % 17 == 0 ? 0 : i % 17 == 1 ? 255 : static_cast<int>(s >> 24);
+    if (dtype == DType::UINT8) {
+      t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+    } else {
+      t.data<int8_t>()[i] = static_cast<int8_t>(v - 128);
+    }
+  }
+  return t;
+}
+
+int dq(GraphBuilder& b, int x, float scale, DType dtype, int zp, const std::string& name) {
+  return b.node("DequantizeLinear", {x, b.constant(name + "_s", scalar(scale)), b.constant(name + "_z", zero_point(dtype, zp))});
+}
+
+int q(GraphBuilder& b, int x, float scale, DType dtype, int zp, const std::string& name = "y") {
+  return b.node("QuantizeLinear", {x, b.constant(name + "_s", scalar(scale)), b.constant(name + "_z", zero_point(dtype, zp))});
+}
+
+std::vector<std::string> kernels(const PlanResult& r) {
+  std::vector<std::string> ops;
+  for (const LInstruction& ins : r.program.methods[0].instructions) {
+    if (ins.kind == LInstruction::Kind::kKernel && ins.op != "Copy") ops.push_back(ins.op);
+  }
+  return ops;
+}
+
+int64_t lo_of(DType d) { return d == DType::UINT8 ? 0 : -128; }
+
+// floor(num / den + 1/2) for den > 0: round half up of an exact fraction.
+int64_t round_half_up(int64_t num, int64_t den) {
+  const int64_t n2 = 2 * num + den, d2 = 2 * den;
+  return n2 >= 0 ? n2 / d2 : -((-n2 + d2 - 1) / d2);
+}
+
+int64_t clamp8(int64_t v, DType d) { return std::min(lo_of(d) + 255, std::max(lo_of(d), v)); }
+
+// AveragePool 2x2 stride 2 with padding 1 (windows of 1, 2 and 4 taps) and
+// GlobalAveragePool over 4 x 4 (16 taps), x_scale = y_scale: the averages
+// of every window against floor(sum / d + 1/2), ties (sums = d/2 mod d)
+// rounding up, and the zero points moved so that some outputs saturate.
+TEST(QdqTest, AveragePoolsFoldToInt8AndRoundHalfUp) {
+  for (DType dtype : {DType::UINT8, DType::INT8}) {
+    for (bool global : {false, true}) {
+      for (int include_pad : {0, 1}) {
+        if (global && include_pad) continue;
+        const int x_zp = static_cast<int>(lo_of(dtype)) + 100, y_zp = static_cast<int>(lo_of(dtype)) + 200;
+        GraphBuilder b;
+        const int x = b.input("x", {1, 3, 4, 4}, dtype);
+        const int f = dq(b, x, 0.5f, dtype, x_zp, "x");
+        const int pool = global ? b.node("GlobalAveragePool", {f})
+                                : b.node("AveragePool", {f}, {{"kernel_shape", ints_attr({2, 2})},
+                                                              {"strides", ints_attr({2, 2})},
+                                                              {"pads", ints_attr({1, 1, 1, 1})},
+                                                              {"count_include_pad", int_attr(include_pad)}});
+        b.output(q(b, pool, 0.5f, dtype, y_zp));
+        const PlanResult r = b.plan();
+        EXPECT_EQ(kernels(r), std::vector<std::string>{"AvgPoolInt8"});
+        const HostTensor in = data8(dtype, {1, 3, 4, 4}, 11);
+        const HostTensor out = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
+        ASSERT_EQ(out.dtype, dtype);
+        const int64_t oh = global ? 1 : 3;
+        ASSERT_EQ(out.numel(), 3 * oh * oh);
+        int ties = 0, saturated = 0;
+        for (int64_t c = 0; c < 3; ++c) {
+          for (int64_t oy = 0; oy < oh; ++oy) {
+            for (int64_t ox = 0; ox < oh; ++ox) {
+              int64_t sum = 0, taps = 0;
+              const int64_t y0 = global ? 0 : oy * 2 - 1, x0 = global ? 0 : ox * 2 - 1, k = global ? 4 : 2;
+              for (int64_t iy = y0; iy < y0 + k; ++iy) {
+                for (int64_t ix = x0; ix < x0 + k; ++ix) {
+                  if (iy < 0 || iy >= 4 || ix < 0 || ix >= 4) continue;
+                  sum += in.int_at((c * 4 + iy) * 4 + ix) - x_zp;
+                  ++taps;
+                }
+              }
+              const int64_t d = include_pad ? k * k : taps;
+              ties += (2 * sum) % (2 * d) == d || (2 * sum) % (2 * d) == -d;
+              const int64_t want_raw = round_half_up(sum, d) + y_zp;
+              saturated += want_raw != clamp8(want_raw, dtype);
+              EXPECT_EQ(out.int_at((c * oh + oy) * oh + ox), clamp8(want_raw, dtype))
+                  << "channel " << c << " window " << oy << "," << ox << " sum " << sum << " / " << d;
+            }
+          }
+        }
+        if (!global) EXPECT_GT(ties, 0) << "the data has no tie to round";
+        if (!global) EXPECT_GT(saturated, 0) << "nothing saturated";
+      }
+    }
+  }
+}
+
+// A scale ratio that is not a power of two (the multiplier rounded to 31
+// bits): each average within one step of the real value's rounding, equal
+// away from ties.
+TEST(QdqTest, GlobalAveragePoolOtherScalesMatchTheRealValue) {
+  GraphBuilder b;
+  const int x = b.input("x", {1, 4, 5, 6}, DType::UINT8);
+  b.output(q(b, b.node("GlobalAveragePool", {dq(b, x, 0.0371f, DType::UINT8, 131, "x")}), 0.0123f, DType::UINT8, 7));
+  const PlanResult r = b.plan();
+  EXPECT_EQ(kernels(r), std::vector<std::string>{"AvgPoolInt8"});
+  const HostTensor in = data8(DType::UINT8, {1, 4, 5, 6}, 5);
+  const HostTensor out = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
+  for (int64_t c = 0; c < 4; ++c) {
+    int64_t sum = 0;
+    for (int64_t i = 0; i < 30; ++i) sum += in.int_at(c * 30 + i) - 131;
+    const double real = static_cast<double>(sum) * (static_cast<double>(0.0371f) / (static_cast<double>(0.0123f) * 30));
+    const double want = std::min(255.0, std::max(0.0, std::floor(real + 0.5) + 7));
+    const bool near_tie = std::fabs(real - std::floor(real) - 0.5) < 1e-6;
+    EXPECT_LE(std::fabs(static_cast<double>(out.int_at(c)) - want), near_tie ? 1.0 : 0.0) << "channel " << c;
+  }
+}
+
+// DQ(a), DQ(b) -> Add -> Relu -> Q and -> Mul -> Q, b broadcast along
+// channels; scales powers of two, so the results are exact fractions:
+// Add: y = zp + floor((da * a_s + db * b_s) / y_s + 1/2), Mul: y = zp +
+// floor(da * db * a_s * b_s / y_s + 1/2), clamped (Relu: at y_zp).
+TEST(QdqTest, AddAndMulFoldToInt8WithTiesAndSaturation) {
+  for (DType dtype : {DType::UINT8, DType::INT8}) {
+    for (bool mul : {false, true}) {
+      const int a_zp = static_cast<int>(lo_of(dtype)) + 120, b_zp = static_cast<int>(lo_of(dtype)) + 9;
+      const int y_zp = static_cast<int>(lo_of(dtype)) + (mul ? 60 : 200);
+      // Add: a_s / y_s = 1/2, b_s / y_s = 1/4; Mul: a_s * b_s / y_s = 1/64.
+      const float a_s = 0.5f, b_s = 0.25f, y_s = mul ? 8.f : 1.f;
+      GraphBuilder b;
+      const int a = b.input("a", {1, 3, 4, 5}, dtype);
+      const int bb = b.input("b", {1, 3, 1, 1}, dtype);
+      const int fa = dq(b, a, a_s, dtype, a_zp, "a"), fb = dq(b, bb, b_s, dtype, b_zp, "b");
+      int v = b.node(mul ? "Mul" : "Add", {fa, fb});
+      if (!mul) v = b.node("Relu", {v});
+      b.output(q(b, v, y_s, dtype, y_zp));
+      const PlanResult r = b.plan();
+      EXPECT_EQ(kernels(r), std::vector<std::string>{mul ? "MulInt8" : "AddInt8"});
+      const HostTensor ta = data8(dtype, {1, 3, 4, 5}, 3);
+      HostTensor tb(dtype, {1, 3, 1, 1});
+      const int bv[3] = {0, 255, 130};  // both ends and a middle value
+      for (int c = 0; c < 3; ++c) {
+        if (dtype == DType::UINT8) {
+          tb.data<uint8_t>()[c] = static_cast<uint8_t>(bv[c]);
+        } else {
+          tb.data<int8_t>()[c] = static_cast<int8_t>(bv[c] - 128);
+        }
+      }
+      const HostTensor out = planner::run_program(r.bytes, {ta, tb}, {}).outputs.at(0);
+      int ties = 0, saturated = 0;
+      for (int64_t i = 0; i < ta.numel(); ++i) {
+        const int64_t da = ta.int_at(i) - a_zp, db = tb.int_at(i / 20) - b_zp;
+        const int64_t num = mul ? da * db : 2 * da + db, den = mul ? 64 : 4;
+        ties += (2 * num) % (2 * den) == den || (2 * num) % (2 * den) == -den;
+        int64_t want = round_half_up(num, den) + y_zp;
+        if (!mul) want = std::max<int64_t>(want, y_zp);
+        saturated += want != clamp8(want, dtype);
+        EXPECT_EQ(out.int_at(i), clamp8(want, dtype)) << (mul ? "Mul" : "Add") << " at " << i << ": " << num << " / " << den;
+      }
+      EXPECT_GT(ties, 0) << "the data has no tie to round";
+      EXPECT_GT(saturated, 0) << "nothing saturated";
+    }
+  }
+}
+
+// An Add whose scales differ by a ratio that is not a power of two: within
+// one step of the real sum's rounding, equal away from ties.
+TEST(QdqTest, AddOtherScalesMatchTheRealValue) {
+  GraphBuilder b;
+  const int a = b.input("a", {2, 50}, DType::UINT8);
+  const int c = b.input("c", {2, 50}, DType::INT8);
+  const float a_s = 0.0173f, c_s = 0.0411f, y_s = 0.0297f;
+  b.output(q(b, b.node("Add", {dq(b, a, a_s, DType::UINT8, 128, "a"), dq(b, c, c_s, DType::INT8, -5, "c")}), y_s,
+             DType::INT8, 3));
+  const PlanResult r = b.plan();
+  EXPECT_EQ(kernels(r), std::vector<std::string>{"AddInt8"});
+  const HostTensor ta = data8(DType::UINT8, {2, 50}, 1), tc = data8(DType::INT8, {2, 50}, 2);
+  const HostTensor out = planner::run_program(r.bytes, {ta, tc}, {}).outputs.at(0);
+  for (int64_t i = 0; i < ta.numel(); ++i) {
+    const double real = static_cast<double>(ta.int_at(i) - 128) * (static_cast<double>(a_s) / y_s) +
+                        static_cast<double>(tc.int_at(i) + 5) * (static_cast<double>(c_s) / y_s);
+    const double want = std::min(127.0, std::max(-128.0, std::floor(real + 0.5) + 3));
+    const bool near_tie = std::fabs(real - std::floor(real) - 0.5) < 1e-6;
+    EXPECT_LE(std::fabs(static_cast<double>(out.int_at(i)) - want), near_tie ? 1.0 : 0.0) << "at " << i;
+  }
+}
+
+// What the pass leaves alone: different input and output dtypes around a
+// pool, a per-axis quantization, an Add whose sum is also a graph output.
+TEST(QdqTest, PatternsThatDoNotFoldStayFloat) {
+  {
+    GraphBuilder b;
+    const int x = b.input("x", {1, 2, 4, 4}, DType::UINT8);
+    b.output(q(b, b.node("GlobalAveragePool", {dq(b, x, 0.5f, DType::UINT8, 3, "x")}), 0.5f, DType::INT8, 0));
+    const auto ops = kernels(b.plan());
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "AvgPoolInt8"), 0);
+  }
+  {
+    GraphBuilder b;
+    const int a = b.input("a", {1, 4}, DType::UINT8);
+    const int c = b.input("c", {1, 4}, DType::UINT8);
+    const int sum = b.node("Add", {dq(b, a, 0.5f, DType::UINT8, 3, "a"), dq(b, c, 0.5f, DType::UINT8, 3, "c")});
+    b.output(q(b, sum, 0.5f, DType::UINT8, 0));
+    b.output(sum);
+    const auto ops = kernels(b.plan());
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "AddInt8"), 0);
+  }
+}
+
+// QDQ Conv (3x3 over 12 channels, 1x1) and Gemm (40 rows): --no-packing
+// packs 2 KiB of columns at a time; the outputs are the same bytes.
+TEST(QdqTest, Int8ProductsInColumnBlocksMatchTheWholeImage) {
+  GraphBuilder b;
+  const int x = b.input("x", {1, 12, 20, 20}, DType::UINT8);
+  HostTensor w3(DType::INT8, {16, 12, 3, 3}), w1(DType::INT8, {8, 16, 1, 1}), wg(DType::INT8, {20, 6});
+  for (HostTensor* w : {&w3, &w1, &wg}) {
+    for (int64_t i = 0; i < w->numel(); ++i) w->data<int8_t>()[i] = static_cast<int8_t>((i * 37) % 255 - 127);
+  }
+  auto dq_const = [&](HostTensor w, const std::string& name) {
+    return b.node("DequantizeLinear", {b.constant(name, std::move(w)), b.constant(name + "_s", scalar(0.01f))});
+  };
+  int v = dq(b, x, 0.02f, DType::UINT8, 128, "x");
+  v = b.node("Conv", {v, dq_const(w3, "w3")}, {{"pads", ints_attr({1, 1, 1, 1})}});
+  v = dq(b, q(b, v, 0.05f, DType::UINT8, 120, "q1"), 0.05f, DType::UINT8, 120, "c1");
+  v = b.node("Conv", {v, dq_const(w1, "w1")});
+  v = b.node("Reshape", {q(b, v, 0.05f, DType::UINT8, 120, "q2"), b.constant("shape", HostTensor::from_int64s({160, 20}, {2}))});
+  v = b.node("MatMul", {dq(b, v, 0.05f, DType::UINT8, 120, "c2"), dq_const(wg, "wg")});
+  b.output(q(b, v, 0.1f, DType::UINT8, 128));
+  PlanOptions small;
+  small.lower.packing_scratch = false;
+  const PlanResult whole = b.plan(), blocks = b.plan(small);
+  const auto ops = kernels(blocks);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "ConvInt8"), 2);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "GemmInt8"), 1);
+  const HostTensor in = data8(DType::UINT8, {1, 12, 20, 20}, 9);
+  const HostTensor want = planner::run_program(whole.bytes, {in}, {}).outputs.at(0);
+  const HostTensor got = planner::run_program(blocks.bytes, {in}, {}).outputs.at(0);
+  ASSERT_EQ(want.numel(), 160 * 6);
+  EXPECT_EQ(want.bytes, got.bytes);
+  EXPECT_LT(blocks.program.methods[0].arenas.at(0).size, whole.program.methods[0].arenas.at(0).size);
+}
+
+}  // namespace
+}  // namespace kiln::testing
