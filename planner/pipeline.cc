@@ -22,10 +22,11 @@ uint64_t total_first_fit_bytes(const LMethod& method) {
   return total;
 }
 
-void fold(Graph& graph) {
+void fold(Graph& graph, const FoldBudget& budget) {
   const KernelEvaluator evaluator{};
   InferOptions infer_options;
   infer_options.evaluator = &evaluator;
+  infer_options.budget = budget;
   infer_and_fold(graph, infer_options);
   eliminate_dead_nodes(graph);
 }
@@ -38,13 +39,13 @@ struct Lowered {
 };
 
 Lowered lower_stage(Graph graph, const PlanOptions& options) {
-  fold(graph);
+  fold(graph, options.fold_budget);
   Lowered lowered;
   PlanResult& result = lowered.result;
   // Folding leaves DequantizeLinear alone (its weights stay int8 for this
   // pass); the pass folds the constant ones it does not use into floats.
   result.qdq = fold_qdq(graph);
-  if (result.qdq.total() > 0) fold(graph);
+  if (result.qdq.total() > 0) fold(graph, options.fold_budget);
   result.int8 = int8_share(graph);
   result.ranks = graph.ranks;
   if (options.fuse) result.fuse.batch_norms_folded = fold_batch_norms(graph);
@@ -154,7 +155,7 @@ void check_same_structure(const LMethod& a, const LMethod& b, const LProgram& pa
 }
 
 PlanResult plan_tensor_parallel(Graph graph, const PlanOptions& options) {
-  fold(graph);
+  fold(graph, options.fold_budget);
   TensorParallelStats stats;
   std::vector<Graph> graphs = shard_tensor_parallel(graph, options.tensor_parallel, &stats);
   std::vector<Lowered> ranks;

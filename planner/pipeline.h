@@ -2,6 +2,7 @@
 //
 //   import (ONNX checker)
 //   -> infer static shapes, fold constants     (passes/infer), then
+//      within a budget (beyond it, run time);
 //      ONNX shape inference as a cross-check
 //      of the shapes it accepted
 //   -> remove dead nodes
@@ -34,6 +35,7 @@
 #include "onnx/import.h"
 #include "ops/lowering_context.h"
 #include "passes/fuse.h"
+#include "passes/infer.h"
 #include "passes/qdq.h"
 #include "passes/inplace.h"
 #include "passes/symmetric.h"
@@ -43,6 +45,9 @@ namespace kiln::planner {
 
 struct PlanOptions {
   ImportOptions import;
+  // How much constant data folding may make (passes/infer.h); what exceeds
+  // it runs at run time.
+  FoldBudget fold_budget;
   memory::MethodPlanOptions memory;
   // Give method inputs and outputs fallback memory in the arena, so a method
   // runs without the application binding them.

@@ -33,6 +33,9 @@ constexpr const char* kHelp =
     "  -o, --output FILE          the program to write (required)\n"
     "  --input-shape NAME=DIMS    static shape for an input with symbolic dims (1x3x224x224)\n"
     "  --freeze NAME=FILE         replace input NAME by the constant in FILE (.npy or .pb)\n"
+    "  --fold-budget MIB          the largest constant that folding makes (default 64); all folded\n"
+    "                             constants together stay within 16 times that; larger ones run at\n"
+    "                             run time\n"
     "  --algo NAME                memory planning: auto (default), search, best-fit, first-fit, naive\n"
     "  --time-limit SEC           time budget of the memory search (default 10)\n"
     "  --report DIR               also write DIR/plan.json and DIR/memory.svg (the memory plan)\n"
@@ -206,6 +209,7 @@ void print_summary(const std::string& model, const std::string& output, const Pl
 
 int cmd_plan(const Argv& argv) {
   const Args args(argv, {{"-o", true}, {"--output", true}, {"--input-shape", true}, {"--freeze", true},
+                         {"--fold-budget", true},
                          {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
                          {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
                          {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
@@ -233,6 +237,10 @@ int cmd_plan(const Argv& argv) {
     auto [name, file] = split_assignment(spec, "--freeze");
     options.import.frozen_inputs[name] = read_tensor_file(file);
   }
+  const long fold_mib = args.get_int("--fold-budget", 64);
+  if (fold_mib < 1 || fold_mib > 65536) throw UsageError{"--fold-budget must be from 1 to 65536 (MiB)"};
+  options.fold_budget.tensor_bytes = static_cast<uint64_t>(fold_mib) << 20;
+  options.fold_budget.total_bytes = options.fold_budget.tensor_bytes * 16;
   options.memory.solve.algorithm = memory::parse_algorithm(args.get("--algo", "auto"));
   options.memory.solve.time_limit_s = args.get_double("--time-limit", 10.0);
   if (options.memory.solve.time_limit_s < 0) throw UsageError{"--time-limit must not be negative"};

@@ -9,7 +9,8 @@
 
 namespace kiln::planner {
 
-std::vector<HostTensor> KernelEvaluator::evaluate(const Graph& graph, int node_index) const {
+std::optional<std::vector<HostTensor>> KernelEvaluator::evaluate(const Graph& graph, int node_index,
+                                                                 uint64_t max_work_bytes) const {
   // A one-node graph: the inputs are constants, the outputs graph outputs.
   const Node& source = graph.nodes[static_cast<size_t>(node_index)];
   Graph g;
@@ -47,6 +48,9 @@ std::vector<HostTensor> KernelEvaluator::evaluate(const Graph& graph, int node_i
   memory::MethodPlanOptions plan;
   plan.solve.algorithm = memory::Algorithm::kGreedyFirstFit;
   memory::plan_method_memory(method, plan);
+  uint64_t work_bytes = 0;
+  for (const LArena& arena : method.arenas) work_bytes += arena.size;
+  if (work_bytes > max_work_bytes) return std::nullopt;
   RunResult result = run_program(emit_program(program), {}, RunOptions{});
   return std::move(result.outputs);
 }

@@ -19,7 +19,7 @@ void lower_view(OpContext& ctx, LoweringContext& l) {
 }
 
 // ---------------------------------------------------------------------------
-// Plan-time only: Constant, Shape, Size, ConstantOfShape.
+// Plan-time: Constant, Shape, Size; ConstantOfShape and Range.
 
 HostTensor constant_value(OpContext& ctx) {
   const auto& attrs = ctx.node().attrs;
@@ -71,36 +71,71 @@ std::vector<HostTensor> evaluate_size(OpContext& ctx) {
   return {HostTensor::from_int64s({shape_numel(ctx.shape(0))}, {})};
 }
 
-HostTensor constant_of_shape(OpContext& ctx) {
-  const std::vector<int64_t> shape = ctx.constant_input(0, "the shape").to_int64s();
-  HostTensor fill = HostTensor::scalar_float(0.f);
-  if (ctx.has_attr("value")) fill = *ctx.node().attrs.at("value").tensor;
-  if (fill.numel() != 1) ctx.error("value must have one element");
-  HostTensor out(fill.dtype, shape);
-  const size_t element = dtype_bytes(fill.dtype);
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    std::memcpy(out.bytes.data() + i * element, fill.bytes.data(), element);
+// ConstantOfShape and Range describe their outputs in a few numbers; their
+// inference reads those numbers and never materialises the output, so a
+// hostile shape costs nothing until folding (passes/infer.h), which makes the
+// constant only within its budget. Beyond it they run at run time: the value
+// broadcast by Expand, the sequence by the Range kernel.
+
+struct ConstantOfShapeSpec {
+  HostTensor fill;  // one element
+  std::vector<int64_t> shape;
+};
+
+ConstantOfShapeSpec constant_of_shape_spec(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ConstantOfShapeSpec spec{HostTensor::scalar_float(0.f), ctx.constant_input(0, "the shape").to_int64s()};
+  if (ctx.has_attr("value")) {
+    const Attribute& value = ctx.node().attrs.at("value");
+    if (value.kind != Attribute::Kind::kTensor || value.tensor == nullptr) ctx.error("value must be a tensor");
+    spec.fill = *value.tensor;
   }
-  return out;
+  if (spec.fill.numel() != 1) ctx.error("value must have one element");
+  for (int64_t d : spec.shape) {
+    if (d < 0) ctx.error("shape ", shape_str(spec.shape), " has a negative dimension");
+  }
+  return spec;
 }
 void infer_constant_of_shape(OpContext& ctx) {
-  ctx.expect_inputs(1, 1);
-  const HostTensor out = constant_of_shape(ctx);
-  ctx.set_output(0, out.dtype, out.shape);
+  ConstantOfShapeSpec spec = constant_of_shape_spec(ctx);
+  ctx.set_output(0, spec.fill.dtype, std::move(spec.shape));
 }
-std::vector<HostTensor> evaluate_constant_of_shape(OpContext& ctx) { return {constant_of_shape(ctx)}; }
+std::vector<HostTensor> evaluate_constant_of_shape(OpContext& ctx) {
+  const ConstantOfShapeSpec spec = constant_of_shape_spec(ctx);
+  HostTensor out(spec.fill.dtype, spec.shape);
+  const size_t element = dtype_bytes(spec.fill.dtype);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    std::memcpy(out.bytes.data() + i * element, spec.fill.bytes.data(), element);
+  }
+  return {out};
+}
+// The value, as a constant with as many unit dims as the output, broadcast
+// into the output by Expand.
+void lower_constant_of_shape(OpContext& ctx, LoweringContext& l) {
+  const ConstantOfShapeSpec spec = constant_of_shape_spec(ctx);
+  if (spec.shape.size() > 8) ctx.not_supported("output rank ", spec.shape.size(), " above 8");
+  HostTensor value = spec.fill;
+  value.shape.assign(spec.shape.size(), 1);
+  const int in = l.constant(ctx.output(0).name + "_value", std::move(value));
+  const int out = l.tensor(ctx.output_id(0));
+  if (shape_numel(spec.shape) == 1) {
+    l.view(in, out);
+  } else {
+    l.kernel("Expand", {in}, {out});
+  }
+}
 
-// Range(start, limit, delta): computed at plan time, so its inputs must be
-// constants. count = max(ceil((limit - start) / delta), 0).
+// Range(start, limit, delta), its inputs constants: count = max(ceil((limit -
+// start) / delta), 0) elements, element i = start + i * delta in the dtype's
+// own arithmetic (integers wrap as unsigned).
 template <typename T>
-HostTensor range_typed(OpContext& ctx, DType dtype) {
+int64_t range_count(OpContext& ctx) {
   const HostTensor& start_t = ctx.constant_input(0, "start");
   const HostTensor& limit_t = ctx.constant_input(1, "limit");
   const HostTensor& delta_t = ctx.constant_input(2, "delta");
   for (const HostTensor* t : {&start_t, &limit_t, &delta_t}) {
     if (t->numel() != 1) ctx.error("start, limit and delta must be scalars");
   }
-  int64_t count = 0;
   if constexpr (std::is_floating_point_v<T>) {
     const double start = start_t.float_at(0), limit = limit_t.float_at(0), delta = delta_t.float_at(0);
     if (delta == 0.0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) {
@@ -108,55 +143,74 @@ HostTensor range_typed(OpContext& ctx, DType dtype) {
     }
     const double n = std::ceil((limit - start) / delta);
     if (n > static_cast<double>(int64_t{1} << 40)) ctx.error("range of ", n, " elements is too large");
-    count = n > 0 ? static_cast<int64_t>(n) : 0;
-    HostTensor out(dtype, {count});
-    for (int64_t i = 0; i < count; ++i) {
-      out.data<T>()[i] = static_cast<T>(static_cast<T>(start) + static_cast<T>(i) * static_cast<T>(delta));
-    }
-    return out;
+    return n > 0 ? static_cast<int64_t>(n) : 0;
   } else {
     const int64_t start = start_t.int_at(0), limit = limit_t.int_at(0), delta = delta_t.int_at(0);
     if (delta == 0) ctx.error("delta must be non-zero");
     // The distance as an unsigned number: exact even for extreme values.
     if (delta > 0 && limit > start) {
       const uint64_t distance = static_cast<uint64_t>(limit) - static_cast<uint64_t>(start);
-      count = static_cast<int64_t>((distance - 1) / static_cast<uint64_t>(delta) + 1);
-    } else if (delta < 0 && limit < start) {
+      return static_cast<int64_t>((distance - 1) / static_cast<uint64_t>(delta) + 1);
+    }
+    if (delta < 0 && limit < start) {
       const uint64_t distance = static_cast<uint64_t>(start) - static_cast<uint64_t>(limit);
       const uint64_t step = uint64_t{0} - static_cast<uint64_t>(delta);
-      count = static_cast<int64_t>((distance - 1) / step + 1);
+      return static_cast<int64_t>((distance - 1) / step + 1);
     }
-    HostTensor out(dtype, {count});
-    for (int64_t i = 0; i < count; ++i) {
-      // In unsigned arithmetic: wraps where signed arithmetic would overflow.
-      out.data<T>()[i] = static_cast<T>(static_cast<uint64_t>(start) +
-                                        static_cast<uint64_t>(i) * static_cast<uint64_t>(delta));
-    }
-    return out;
+    return 0;
   }
 }
 
-HostTensor range_value(OpContext& ctx) {
+template <typename T>
+void range_fill(const HostTensor& start_t, const HostTensor& delta_t, HostTensor& out) {
+  const int64_t count = out.numel();
+  if constexpr (std::is_floating_point_v<T>) {
+    const T start = static_cast<T>(start_t.float_at(0)), delta = static_cast<T>(delta_t.float_at(0));
+    for (int64_t i = 0; i < count; ++i) out.data<T>()[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+  } else {
+    const uint64_t start = static_cast<uint64_t>(start_t.int_at(0)), delta = static_cast<uint64_t>(delta_t.int_at(0));
+    // In unsigned arithmetic: wraps where signed arithmetic would overflow.
+    for (int64_t i = 0; i < count; ++i) out.data<T>()[i] = static_cast<T>(start + static_cast<uint64_t>(i) * delta);
+  }
+}
+
+int64_t range_length(OpContext& ctx) {
   ctx.expect_inputs(3, 3);
   const DType dtype = ctx.dtype(0);
   for (size_t i = 1; i < 3; ++i) {
     if (ctx.dtype(i) != dtype) ctx.error("start, limit and delta differ in dtype");
   }
   switch (dtype) {
-    case DType::FLOAT32: return range_typed<float>(ctx, dtype);
-    case DType::FLOAT64: return range_typed<double>(ctx, dtype);
-    case DType::INT16: return range_typed<int16_t>(ctx, dtype);
-    case DType::INT32: return range_typed<int32_t>(ctx, dtype);
-    case DType::INT64: return range_typed<int64_t>(ctx, dtype);
+    case DType::FLOAT32: return range_count<float>(ctx);
+    case DType::FLOAT64: return range_count<double>(ctx);
+    case DType::INT16: return range_count<int16_t>(ctx);
+    case DType::INT32: return range_count<int32_t>(ctx);
+    case DType::INT64: return range_count<int64_t>(ctx);
     default: ctx.not_supported("Range of ", dtype_str(dtype));
   }
 }
 
 void infer_range(OpContext& ctx) {
-  const HostTensor out = range_value(ctx);
-  ctx.set_output(0, out.dtype, out.shape);
+  const int64_t count = range_length(ctx);
+  ctx.set_output(0, ctx.dtype(0), {count});
 }
-std::vector<HostTensor> evaluate_range(OpContext& ctx) { return {range_value(ctx)}; }
+std::vector<HostTensor> evaluate_range(OpContext& ctx) {
+  HostTensor out(ctx.dtype(0), {range_length(ctx)});
+  const HostTensor& start = ctx.constant_input(0, "start");
+  const HostTensor& delta = ctx.constant_input(2, "delta");
+  switch (out.dtype) {
+    case DType::FLOAT32: range_fill<float>(start, delta, out); break;
+    case DType::FLOAT64: range_fill<double>(start, delta, out); break;
+    case DType::INT16: range_fill<int16_t>(start, delta, out); break;
+    case DType::INT32: range_fill<int32_t>(start, delta, out); break;
+    default: range_fill<int64_t>(start, delta, out); break;
+  }
+  return {out};
+}
+// The Range kernel reads start and delta; the count is the output's length.
+void lower_range(OpContext& ctx, LoweringContext& l) {
+  l.kernel("Range", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(2))}, {l.tensor(ctx.output_id(0))});
+}
 
 // ---------------------------------------------------------------------------
 // Views: Reshape, Flatten, Squeeze, Unsqueeze.
@@ -660,9 +714,9 @@ void add_shape_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Constant", .infer = infer_constant, .evaluate = evaluate_constant});
   ops.push_back({.op_type = "Shape", .infer = infer_shape, .evaluate = evaluate_shape, .shape_only = true});
   ops.push_back({.op_type = "Size", .infer = infer_size, .evaluate = evaluate_size, .shape_only = true});
-  ops.push_back({.op_type = "ConstantOfShape", .infer = infer_constant_of_shape,
+  ops.push_back({.op_type = "ConstantOfShape", .infer = infer_constant_of_shape, .lower = lower_constant_of_shape,
                  .evaluate = evaluate_constant_of_shape});
-  ops.push_back({.op_type = "Range", .infer = infer_range, .evaluate = evaluate_range});
+  ops.push_back({.op_type = "Range", .infer = infer_range, .lower = lower_range, .evaluate = evaluate_range});
   ops.push_back({.op_type = "Reshape", .infer = infer_reshape, .lower = lower_view});
   ops.push_back({.op_type = "Flatten", .infer = infer_flatten, .lower = lower_view});
   ops.push_back({.op_type = "Squeeze", .infer = infer_squeeze, .lower = lower_view});

@@ -7,6 +7,7 @@
 #ifndef KILN_PLANNER_PASSES_EVALUATOR_H_
 #define KILN_PLANNER_PASSES_EVALUATOR_H_
 
+#include <optional>
 #include <vector>
 
 #include "ir/graph.h"
@@ -19,8 +20,11 @@ class ConstantEvaluator {
 
   // The outputs of node `node` of `graph`, whose inputs are all constants
   // (and whose outputs have their inferred dtypes and shapes), as host
-  // tensors in output order. Throws PlanError when it cannot.
-  virtual std::vector<HostTensor> evaluate(const Graph& graph, int node) const = 0;
+  // tensors in output order; nothing when computing them would need more
+  // than `max_work_bytes` of working memory besides inputs and outputs.
+  // Throws PlanError when it cannot.
+  virtual std::optional<std::vector<HostTensor>> evaluate(const Graph& graph, int node,
+                                                          uint64_t max_work_bytes) const = 0;
 };
 
 }  // namespace kiln::planner

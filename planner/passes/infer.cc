@@ -1,5 +1,7 @@
 #include "passes/infer.h"
 
+#include <optional>
+
 #include "core/error.h"
 #include "ops/op_registry.h"
 
@@ -7,8 +9,12 @@ namespace kiln::planner {
 
 namespace {
 
-// The largest plan-time value folding makes.
-constexpr uint64_t kMaxFoldBytes = uint64_t{1} << 30;
+// "64 MiB" for budgets (powers of two), exact bytes otherwise.
+std::string bytes_str(uint64_t bytes) {
+  if (bytes >= (uint64_t{1} << 30) && bytes % (uint64_t{1} << 30) == 0) return str(bytes >> 30, " GiB");
+  if (bytes >= (uint64_t{1} << 20) && bytes % (uint64_t{1} << 20) == 0) return str(bytes >> 20, " MiB");
+  return str(bytes, " bytes");
+}
 
 // Runs the op's inference. Helpers deep inside it (shape_numel, HostTensor)
 // throw without knowing the node; their messages get the node's name here,
@@ -49,6 +55,7 @@ void cross_check_onnx_shapes(Graph& graph) {
 }  // namespace
 
 void infer_and_fold(Graph& graph, const InferOptions& options) {
+  uint64_t folded_bytes = 0;  // outputs of the nodes folded so far, within options.budget.total_bytes
   for (int n : graph.topological_order()) {
     Node& node = graph.nodes[static_cast<size_t>(n)];
     const OpDef* op = find_op(node.domain, node.op_type);
@@ -67,22 +74,37 @@ void infer_and_fold(Graph& graph, const InferOptions& options) {
     }
     if (!inputs_known && !(op->shape_only && op->evaluate != nullptr)) continue;
     if (op->evaluate == nullptr && (op->lower == nullptr || options.evaluator == nullptr)) continue;
-    // Folding allocates the outputs on the host: a node that would make a
-    // huge constant runs at run time instead, or is refused.
+    // Folding holds the outputs on the host: within the budget only. Beyond
+    // it the node runs at run time, or is refused when its op has no kernels.
     uint64_t fold_bytes = 0;
     for (int v : node.outputs) {
       if (v >= 0) fold_bytes += graph.values[static_cast<size_t>(v)].nbytes();
     }
-    if (fold_bytes > kMaxFoldBytes) {
+    const FoldBudget& budget = options.budget;
+    const bool exempt = (node.inputs.empty() && op->lower == nullptr) || op->shape_only;
+    if (!exempt && (fold_bytes > budget.tensor_bytes || fold_bytes > budget.total_bytes - folded_bytes)) {
       if (op->lower != nullptr) continue;
-      fail(graph.describe(node), ": its outputs would be a ", fold_bytes, "-byte constant (more than 1 GiB)");
+      if (fold_bytes > budget.tensor_bytes) {
+        fail(graph.describe(node), ": folding would make a ", fold_bytes, "-byte constant, over the folding budget of ",
+             bytes_str(budget.tensor_bytes), " per tensor, and op ", node.op_type, " cannot run at run time");
+      }
+      fail(graph.describe(node), ": folding its ", fold_bytes, "-byte output would take the constants folded past the ",
+           "folding budget of ", bytes_str(budget.total_bytes), " in all, and op ", node.op_type,
+           " cannot run at run time");
     }
     std::vector<HostTensor> outputs;
     try {
-      outputs = op->evaluate != nullptr ? op->evaluate(ctx) : options.evaluator->evaluate(graph, n);
+      if (op->evaluate != nullptr) {
+        outputs = op->evaluate(ctx);
+      } else {
+        std::optional<std::vector<HostTensor>> computed = options.evaluator->evaluate(graph, n, budget.tensor_bytes);
+        if (!computed) continue;  // its kernels need more working memory than the budget: run time
+        outputs = std::move(*computed);
+      }
     } catch (const PlanError& e) {
       fail(graph.describe(node), ": constant folding failed: ", e.what());
     }
+    if (!exempt) folded_bytes += fold_bytes;
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       if (node.outputs[i] < 0) continue;
       Value& value = graph.values[static_cast<size_t>(node.outputs[i])];

@@ -24,6 +24,10 @@
 //   EyeLike      any dtype, 2-D; ints [k]: ones on the k-th diagonal.
 //   Tile         any dtype; the output's shape is the input's times the
 //                repeats: out[i] = in[i mod input dims].
+//   Range        float32/float64/int16/int32/int64, inputs start and delta
+//                (one element each), 1-D output: element i = start + i *
+//                delta in the dtype's arithmetic (integers wrap as unsigned;
+//                the planner's folding computes it the same way).
 //   GatherElements  any data dtype, int32/int64 indices of the output's
 //                shape; ints [axis]: out[..i..] = data[..indices[..i..]..]
 //                along the axis (negative indices count from the end; one
@@ -397,6 +401,43 @@ Error run_eye_like(const KernelArgs& args) {
   return Error::kOk;
 }
 
+Error check_range(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  const DType t = args.out(0).dtype();
+  KILN_KERNEL_CHECK(args, t == DType::FLOAT32 || t == DType::FLOAT64 || t == DType::INT16 || t == DType::INT32 ||
+                              t == DType::INT64, "unsupported dtype");
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, t));
+  KILN_KERNEL_CHECK(args, args.in(0).numel() == 1 && args.in(1).numel() == 1, "start and delta must be scalars");
+  KILN_KERNEL_CHECK(args, args.out(0).rank() == 1, "output must be 1-D");
+  return Error::kOk;
+}
+
+template <typename T>
+void range_typed(const Tensor& start_t, const Tensor& delta_t, const Tensor& y) {
+  T* out = y.data_as<T>();
+  const int64_t n = y.numel();
+  const T start = *start_t.data_as<const T>(), delta = *delta_t.data_as<const T>();
+  if constexpr (std::is_floating_point<T>::value) {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+  } else {
+    const uint64_t s = static_cast<uint64_t>(static_cast<int64_t>(start));
+    const uint64_t d = static_cast<uint64_t>(static_cast<int64_t>(delta));
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(s + static_cast<uint64_t>(i) * d);
+  }
+}
+
+Error run_range(const KernelArgs& args) {
+  const Tensor& y = args.out(0);
+  switch (y.dtype()) {
+    case DType::FLOAT32: range_typed<float>(args.in(0), args.in(1), y); break;
+    case DType::FLOAT64: range_typed<double>(args.in(0), args.in(1), y); break;
+    case DType::INT16: range_typed<int16_t>(args.in(0), args.in(1), y); break;
+    case DType::INT32: range_typed<int32_t>(args.in(0), args.in(1), y); break;
+    default: range_typed<int64_t>(args.in(0), args.in(1), y); break;
+  }
+  return Error::kOk;
+}
+
 Error check_tile(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
   const Tensor& x = args.in(0);
@@ -501,7 +542,8 @@ Error run_gather_elements(const KernelArgs& args) {
   K(Hardmax, check_hardmax, run_hardmax, 0) \
   K(GatherElements, check_gather_elements, run_gather_elements, 0) \
   K(EyeLike, check_eye_like, run_eye_like, 0) \
-  K(Tile, check_tile, run_tile, 0)
+  K(Tile, check_tile, run_tile, 0) \
+  K(Range, check_range, run_range, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_MATH_KERNELS)
 const KernelEntry kMathKernels[] = {KILN_MATH_KERNELS(KILN_KERNEL_TABLE_ROW)};
