@@ -1,6 +1,7 @@
 // depthwise_conv (kernels/portable/src/depthwise.h) against a plain
 // double-precision loop: kernels 1x1 to 7x7 (square and not), strides 1
-// and 2, pads from 0 to beyond the kernel, widths around the vector lengths
+// and 2, dilations 1 to 7 (and one the vector kernels' row ring declines),
+// pads from 0 to beyond the kernel, widths around the vector lengths
 // and one too wide for the stack buffers (the plain path), with and without
 // a clamp, on every CPU path this processor and KILN_ISA allow (set_isa).
 
@@ -19,17 +20,21 @@ namespace {
 
 struct Geometry {
   int64_t h, w, kh, kw, stride, pt, pl, pb, pr;
+  int64_t dh = 1, dw = 1;
 };
 
 void check(const Geometry& g, Isa isa, const fb::FusedActivation* activation, float lo, float hi) {
-  const int64_t oh = (g.h + g.pt + g.pb - g.kh) / g.stride + 1;
-  const int64_t ow = (g.w + g.pl + g.pr - g.kw) / g.stride + 1;
+  const int64_t oh = (g.h + g.pt + g.pb - (g.kh - 1) * g.dh - 1) / g.stride + 1;
+  const int64_t ow = (g.w + g.pl + g.pr - (g.kw - 1) * g.dw - 1) / g.stride + 1;
+  ASSERT_GT(oh, 0);
+  ASSERT_GT(ow, 0);
   const std::vector<float> in = values(static_cast<size_t>(g.h * g.w), 7);
   const std::vector<float> wt = values(static_cast<size_t>(g.kh * g.kw), 11);
   std::vector<float> out(static_cast<size_t>(oh * ow) + 1, kSentinel);
   DepthwiseConv c;
   c.in = in.data(); c.h = g.h; c.w = g.w; c.weights = wt.data();
   c.kh = g.kh; c.kw = g.kw; c.stride = g.stride; c.pt = g.pt; c.pl = g.pl;
+  c.dh = g.dh; c.dw = g.dw;
   c.bias = 0.25f; c.out = out.data(); c.oh = oh; c.ow = ow;
   ASSERT_EQ(set_isa(isa), Error::kOk);
   depthwise_conv(c, activation);
@@ -38,13 +43,14 @@ void check(const Geometry& g, Isa isa, const fb::FusedActivation* activation, fl
       double acc = 0.25;
       for (int64_t ky = 0; ky < g.kh; ++ky) {
         for (int64_t kx = 0; kx < g.kw; ++kx) {
-          const int64_t iy = oy * g.stride - g.pt + ky, ix = ox * g.stride - g.pl + kx;
+          const int64_t iy = oy * g.stride - g.pt + ky * g.dh, ix = ox * g.stride - g.pl + kx * g.dw;
           if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) acc += double(wt[ky * g.kw + kx]) * in[iy * g.w + ix];
         }
       }
       if (activation != nullptr) acc = std::min<double>(hi, std::max<double>(lo, acc));
       ASSERT_NEAR(out[static_cast<size_t>(oy * ow + ox)], acc, 1e-5)
-          << isa_name(isa) << " at " << oy << "," << ox << " of " << oh << "x" << ow;
+          << isa_name(isa) << " at " << oy << "," << ox << " of " << oh << "x" << ow << " (kernel " << g.kh << "x"
+          << g.kw << ", stride " << g.stride << ", dilation " << g.dh << "x" << g.dw << ")";
     }
   }
   EXPECT_EQ(out.back(), kSentinel) << "wrote past the output";
@@ -71,7 +77,19 @@ TEST(DepthwiseConvTest, MatchesDirectConvolutionOnEveryPath) {
       {28, 28, 7, 7, 1, 3, 3, 3, 3},    {9, 23, 3, 5, 1, 1, 2, 1, 2},    {17, 33, 5, 3, 2, 0, 0, 0, 0},
       {5, 5, 1, 1, 1, 0, 0, 0, 0},      {6, 6, 2, 2, 2, 0, 0, 1, 1},     {3, 4, 5, 5, 1, 4, 4, 4, 4},
       {8, 16, 5, 5, 1, 2, 2, 2, 2},     {8, 17, 5, 5, 2, 2, 2, 2, 2},    {4, 2000, 5, 5, 1, 2, 2, 2, 2},
-      {4, 1500, 3, 5, 2, 1, 2, 1, 2},
+      {4, 1500, 3, 5, 2, 1, 2, 1, 2},   {1, 1, 5, 5, 1, 2, 2, 2, 2},     {7, 1, 7, 7, 2, 3, 3, 3, 3},
+      // Stride 2 rows split by parity in whole vectors: left pads even and
+      // odd, the vector part ending on either parity.
+      {6, 100, 5, 5, 2, 2, 2, 2, 2},    {5, 99, 7, 7, 2, 3, 3, 3, 3},    {4, 64, 3, 3, 2, 0, 0, 1, 1},
+      // Dilated: LR-ASPP's 5x5 at dilation 2 on 20x20, strides 1 and 2,
+      // widths 1 and odd, pads beyond the dilated kernel, rings of 4 and 7
+      // rows (dilations 3 and 7), unequal dilations, four vectors a row,
+      // and a dilation no ring of at most 7 rows takes (the plain path).
+      {20, 20, 5, 5, 1, 4, 4, 4, 4, 2, 2},   {21, 21, 5, 5, 2, 4, 4, 4, 4, 2, 2},
+      {9, 1, 3, 3, 1, 2, 2, 2, 2, 2, 2},     {11, 13, 3, 3, 2, 5, 6, 5, 6, 3, 3},
+      {16, 70, 3, 3, 1, 7, 7, 7, 7, 7, 7},   {12, 19, 5, 3, 1, 4, 1, 4, 1, 2, 1},
+      {10, 9, 3, 5, 2, 3, 6, 3, 6, 3, 3},    {30, 9, 7, 7, 1, 18, 18, 18, 18, 6, 6},
+      {25, 31, 3, 3, 1, 210, 210, 210, 210, 210, 210}, {8, 90, 5, 5, 2, 4, 5, 4, 5, 2, 3},
   };
   const Activation clip(fb::Activation::CLIP, 0.f, 0.05f);
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {

@@ -16,13 +16,13 @@ void depthwise_portable(const DepthwiseConv& c) {
     float* orow = c.out + oy * c.ow;
     for (int64_t ox = 0; ox < c.ow; ++ox) orow[ox] = c.bias;
     for (int64_t ky = 0; ky < c.kh; ++ky) {
-      const int64_t iy = oy * c.stride - c.pt + ky;
+      const int64_t iy = oy * c.stride - c.pt + ky * c.dh;
       if (iy < 0 || iy >= c.h) continue;
       const float* row = c.in + iy * c.w;
       for (int64_t kx = 0; kx < c.kw; ++kx) {
         const float wv = c.weights[ky * c.kw + kx];
         for (int64_t ox = 0; ox < c.ow; ++ox) {
-          const int64_t ix = ox * c.stride - c.pl + kx;
+          const int64_t ix = ox * c.stride - c.pl + kx * c.dw;
           if (ix >= 0 && ix < c.w) orow[ox] += wv * row[ix];
         }
       }

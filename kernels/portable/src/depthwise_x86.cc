@@ -1,7 +1,8 @@
 // depthwise_conv_avx2 / depthwise_conv_avx512 (depthwise.h): the kernel of
 // depthwise_x86_body.inc with 8 and 16 lanes, per-function target
 // attributes as in gemm_x86.cc. Stores use full vectors except at a row's
-// end (AVX2: through a small buffer, no vmaskmovps; AVX-512: masked).
+// end (AVX2: through a small buffer, no vmaskmovps; AVX-512: masked);
+// stride 2 splits input rows by parity with two permutes per vector pair.
 
 #include "depthwise.h"
 
@@ -21,12 +22,19 @@ KILN_DT inline V set1(float v) { return _mm256_set1_ps(v); }
 KILN_DT inline V loadu(const float* p) { return _mm256_loadu_ps(p); }
 KILN_DT inline void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
 KILN_DT inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+KILN_DT inline V vadd(V a, V b) { return _mm256_add_ps(a, b); }
 KILN_DT inline V vmin(V a, V b) { return _mm256_min_ps(a, b); }
 KILN_DT inline V vmax(V a, V b) { return _mm256_max_ps(a, b); }
 KILN_DT inline void store_part(float* p, int64_t n, V v) {
   float buf[8];
   _mm256_storeu_ps(buf, v);
   memcpy(p, buf, static_cast<size_t>(n) * sizeof(float));
+}
+// p[0, 2, .., 14] and p[1, 3, .., 15].
+KILN_DT inline void deinterleave(const float* p, V* even, V* odd) {
+  const V a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+  *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+  *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
 }
 #include "depthwise_x86_body.inc"
 #undef KILN_DT
@@ -47,10 +55,19 @@ KILN_DT inline V set1(float v) { return _mm512_set1_ps(v); }
 KILN_DT inline V loadu(const float* p) { return _mm512_loadu_ps(p); }
 KILN_DT inline void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
 KILN_DT inline V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+KILN_DT inline V vadd(V a, V b) { return _mm512_add_ps(a, b); }
 KILN_DT inline V vmin(V a, V b) { return _mm512_min_ps(a, b); }
 KILN_DT inline V vmax(V a, V b) { return _mm512_max_ps(a, b); }
 KILN_DT inline void store_part(float* p, int64_t n, V v) {
   _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), v);
+}
+// p[0, 2, .., 30] and p[1, 3, .., 31].
+KILN_DT inline void deinterleave(const float* p, V* even, V* odd) {
+  const V a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  *even = _mm512_permutex2var_ps(a, ie, b);
+  *odd = _mm512_permutex2var_ps(a, io, b);
 }
 #include "depthwise_x86_body.inc"
 #undef KILN_DT
