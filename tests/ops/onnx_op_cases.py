@@ -210,6 +210,18 @@ def case_max_pool_8bit():
     return model(nodes, {"x": x, "u": u}, {"y": y, "v": v}), [x, u]
 
 
+def case_global_average_pool_long_planes():
+    # Planes of 143 (eight runs of the sixteen running sums and a tail of
+    # 15), 16, 1 and 3136 (a 56x56 feature map) floats, offset from zero.
+    xs = [randn(2, 3, 13, 11) + np.float32(3), randn(1, 4, 4, 4), randn(1, 5, 1, 1),
+          randn(1, 2, 56, 56) - np.float32(1)]
+    names = ["a", "b", "c", "d"]
+    nodes = [helper.make_node("GlobalAveragePool", [n], [n + "_y"]) for n in names]
+    outputs = {n + "_y": x.astype(np.float64).mean(axis=(2, 3), keepdims=True).astype(np.float32)
+               for n, x in zip(names, xs)}
+    return model(nodes, dict(zip(names, xs)), outputs), xs
+
+
 def case_reverse_sequence():
     # Lengths 0, partial and full, batch first and time first.
     x = RNG.integers(-99, 99, (4, 5, 2)).astype(np.int64)

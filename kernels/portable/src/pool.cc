@@ -7,6 +7,7 @@
 #include "gemm.h"
 #include "kernel_util.h"
 #include "neon.h"
+#include "parallel.h"
 #include "portable_kernels.h"
 
 namespace kiln {
@@ -182,18 +183,36 @@ Error run_global_pool(const KernelArgs& args) {
   const int64_t size = dims_product(x, 2, x.rank());
   const float* in = x.data_as<const float>();
   float* out = args.out(0).data_as<float>();
-  for (int64_t p = 0; p < planes; ++p) {
-    const float* v = in + p * size;
-    float acc = kMax ? -INFINITY : 0.f;
-    for (int64_t i = 0; i < size; ++i) {
+  // Planes are independent: split them.
+  const int64_t tasks = parallel_tasks(args.pool, planes * size, planes, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t p0, p1;
+    parallel_range(planes, tasks, t, 1, &p0, &p1);
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* v = in + p * size;
       if (kMax) {
-        if (v[i] > acc || isnan(v[i])) acc = v[i];
-      } else {
-        acc += v[i];
+        float acc = -INFINITY;
+        for (int64_t i = 0; i < size; ++i) {
+          if (v[i] > acc || isnan(v[i])) acc = v[i];
+        }
+        out[p] = acc;
+        continue;
       }
+      // Sixteen running sums, lane j taking elements j, j + 16, ...: the
+      // compiler keeps them in vector registers (no reassociation needed),
+      // one add per 16 floats instead of a chain of scalar adds; the same
+      // order, so the same bits, on every path.
+      float part[16] = {};
+      int64_t i = 0;
+      for (; i + 16 <= size; i += 16) {
+        for (int j = 0; j < 16; ++j) part[j] += v[i + j];
+      }
+      for (int64_t j = 0; i < size; ++i, ++j) part[j] += v[i];
+      float acc = 0.f;
+      for (int j = 0; j < 16; ++j) acc += part[j];
+      out[p] = acc / static_cast<float>(size);
     }
-    out[p] = kMax ? acc : acc / static_cast<float>(size);
-  }
+  });
   return Error::kOk;
 }
 
