@@ -3,11 +3,15 @@
 // ThresholdedRelu, Shrink (one MathUnary kernel, the function in its
 // parameters), IsNaN and IsInf (FloatClass), Mod and BitShift, Trilu,
 // CumSum, Hardmax, GatherElements, EyeLike and Tile; DepthToSpace and
-// SpaceToDepth as views around a Transpose. The kernels
+// SpaceToDepth as views around a Transpose; Bernoulli, RandomUniform(Like)
+// and RandomNormal(Like) (one Random kernel). The kernels
 // and the meaning of their GenericParams are in kernels/portable/src/math.cc.
 
+#include <cmath>
 #include <cstring>
+#include <optional>
 
+#include "onnx/import.h"
 #include "ops/op_registry.h"
 
 namespace kiln::planner {
@@ -285,6 +289,91 @@ void lower_depth_space(OpContext& ctx, LoweringContext& l) {
   l.view(transposed, l.tensor(ctx.output_id(0)));
 }
 
+// Random ops: a counter-based generator (the Random kernel) with a 64-bit
+// key. A `seed` attribute gives the key (its float's bits), so a model with a
+// seed gives the same values wherever it runs. Without a seed the planner
+// fixes the key from the node's output name: the same plan for the same
+// model, the same values on every run (the runtime keeps no state between
+// runs). The values are drawn at run time, never folded into constants.
+enum RandomKind : int64_t { kRandomUniform = 0, kRandomNormal = 1, kRandomBernoulli = 2 };
+
+int64_t random_key(OpContext& ctx) {
+  uint64_t key = 0;
+  if (ctx.has_attr("seed")) {
+    const float seed = ctx.attr_float("seed", 0.f);
+    uint32_t bits = 0;
+    std::memcpy(&bits, &seed, sizeof bits);
+    key = bits;
+  } else {
+    // FNV-1a of the output's name, with the top bit set: never a seed's key.
+    key = 1469598103934665603ull;
+    for (unsigned char c : ctx.output(0).name) key = (key ^ c) * 1099511628211ull;
+    key |= uint64_t{1} << 63;
+  }
+  return static_cast<int64_t>(key);
+}
+
+DType random_dtype(OpContext& ctx, DType fallback) {
+  if (!ctx.has_attr("dtype")) return fallback;
+  const int64_t onnx = ctx.attr_int("dtype", 1);
+  const std::optional<DType> dtype = onnx >= 0 && onnx <= 64 ? dtype_from_onnx(static_cast<int32_t>(onnx))
+                                                              : std::nullopt;
+  if (!dtype) ctx.not_supported("attribute 'dtype' ", onnx);
+  return *dtype;
+}
+
+bool is_random_float(DType t) { return t == DType::FLOAT32 || t == DType::FLOAT64 || t == DType::FLOAT16; }
+
+void infer_random(OpContext& ctx) {
+  const std::string& op = ctx.node().op_type;
+  const bool like = op == "RandomUniformLike" || op == "RandomNormalLike";
+  DType dtype = DType::FLOAT32;
+  std::vector<int64_t> shape;
+  if (op == "Bernoulli") {
+    ctx.expect_inputs(1, 1);
+    ctx.expect_dtype(0, {DType::FLOAT32, DType::FLOAT64});
+    dtype = random_dtype(ctx, ctx.dtype(0));
+    if (dtype == DType::BFLOAT16 || dtype_bytes(dtype) == 0 || dtype_bytes(dtype) > 8) {
+      ctx.not_supported("output dtype ", dtype_str(dtype));
+    }
+    shape = ctx.shape(0);
+  } else if (like) {
+    ctx.expect_inputs(1, 1);
+    dtype = random_dtype(ctx, ctx.dtype(0));
+    shape = ctx.shape(0);
+  } else {
+    ctx.expect_inputs(0, 0);
+    if (!ctx.has_attr("shape")) ctx.error("attribute 'shape' is required");
+    shape = ctx.attr_ints("shape");
+    for (int64_t d : shape) {
+      if (d < 0) ctx.error("attribute 'shape' ", shape_str(shape), " has a negative dimension");
+    }
+    dtype = random_dtype(ctx, DType::FLOAT32);
+  }
+  if (op != "Bernoulli" && !is_random_float(dtype)) ctx.not_supported("output dtype ", dtype_str(dtype));
+  const bool normal = op == "RandomNormal" || op == "RandomNormalLike";
+  if (op != "Bernoulli") {
+    const float a = normal ? ctx.attr_float("mean", 0.f) : ctx.attr_float("low", 0.f);
+    const float b = normal ? ctx.attr_float("scale", 1.f) : ctx.attr_float("high", 1.f);
+    if (!std::isfinite(a) || !std::isfinite(b)) ctx.error(normal ? "mean and scale" : "low and high", " must be finite");
+  }
+  ctx.set_output(0, dtype, std::move(shape));
+}
+
+void lower_random(OpContext& ctx, LoweringContext& l) {
+  const std::string& op = ctx.node().op_type;
+  const int out = l.tensor(ctx.output_id(0));
+  const int64_t key = random_key(ctx);
+  if (op == "Bernoulli") {
+    l.kernel("Random", {l.tensor(ctx.input_id(0))}, {out}, generic_params({kRandomBernoulli, key}, {0.f, 0.f}));
+    return;
+  }
+  const bool normal = op == "RandomNormal" || op == "RandomNormalLike";
+  const float a = normal ? ctx.attr_float("mean", 0.f) : ctx.attr_float("low", 0.f);
+  const float b = normal ? ctx.attr_float("scale", 1.f) : ctx.attr_float("high", 1.f);
+  l.kernel("Random", {}, {out}, generic_params({normal ? kRandomNormal : kRandomUniform, key}, {a, b}));
+}
+
 void add_math_ops(std::vector<OpDef>& ops) {
   for (const MathUnaryOp& m : kMathUnary) {
     ops.push_back({.op_type = m.op, .infer = infer_math_unary, .lower = lower_math_unary});
@@ -301,6 +390,9 @@ void add_math_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "SpaceToDepth", .infer = infer_depth_space, .lower = lower_depth_space});
   ops.push_back({.op_type = "EyeLike", .infer = infer_eye_like, .lower = lower_eye_like});
   ops.push_back({.op_type = "Tile", .infer = infer_tile, .lower = lower_tile});
+  for (const char* op : {"Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike"}) {
+    ops.push_back({.op_type = op, .infer = infer_random, .lower = lower_random, .foldable = false});
+  }
 }
 
 }  // namespace kiln::planner

@@ -28,6 +28,14 @@
 //                (one element each), 1-D output: element i = start + i *
 //                delta in the dtype's arithmetic (integers wrap as unsigned;
 //                the planner's folding computes it the same way).
+//   Random       ints [kind, key], floats [a, b]; element i from Philox-4x32-10
+//                (Salmon et al., SC'11) of counter (i, 0, 0, 0) under the
+//                64-bit key: no state, the same values on every run, thread
+//                and platform. kind 0, uniform: a + u * (b - a) in [a, b)
+//                (float16/32/64); kind 1, normal: mean a, deviation b, by
+//                Box-Muller (float16/32/64); kind 2, Bernoulli: 1 where u < p
+//                for p from input 0 (float32/float64), else 0, in any numeric
+//                dtype or bool. u takes 24 bits for float32 and 53 otherwise.
 //   GatherElements  any data dtype, int32/int64 indices of the output's
 //                shape; ints [axis]: out[..i..] = data[..indices[..i..]..]
 //                along the axis (negative indices count from the end; one
@@ -41,6 +49,8 @@
 #include <string.h>
 
 #include <type_traits>
+
+#include "kiln/kernels/float16.h"
 
 #include "broadcast.h"
 #include "kernel_util.h"
@@ -438,6 +448,111 @@ Error run_range(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// Random: Philox-4x32-10, the four words of block `counter` under `key`.
+void philox(uint64_t counter, uint64_t key, uint32_t out[4]) {
+  uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = uint64_t{0xD2511F53u} * c0;
+    const uint64_t p1 = uint64_t{0xCD9E8D57u} * c2;
+    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    c1 = static_cast<uint32_t>(p1);
+    c3 = static_cast<uint32_t>(p0);
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+// [0, 1) from two words (53 bits) or one (24 bits).
+inline double unit53(uint32_t a, uint32_t b) {
+  return (static_cast<double>(a >> 5) * 67108864.0 + static_cast<double>(b >> 6)) * (1.0 / 9007199254740992.0);
+}
+inline float unit24(uint32_t a) { return static_cast<float>(a >> 8) * (1.f / 16777216.f); }
+
+enum RandomKind : int64_t { kRandomUniform = 0, kRandomNormal = 1, kRandomBernoulli = 2 };
+
+bool random_float_dtype(DType t) { return t == DType::FLOAT32 || t == DType::FLOAT64 || t == DType::FLOAT16; }
+
+Error check_random(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_params(args, 2, 2));
+  const int64_t kind = param_int(args, 0);
+  const DType t = args.out(0).dtype();
+  if (kind == kRandomBernoulli) {
+    KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
+    const DType p = args.in(0).dtype();
+    KILN_KERNEL_CHECK(args, p == DType::FLOAT32 || p == DType::FLOAT64, "probabilities must be float32 or float64");
+    KILN_KERNEL_CHECK(args, same_shape(args.in(0), args.out(0)), "output shape differs from the input's");
+    KILN_KERNEL_CHECK(args, t != DType::BFLOAT16 && dtype_size(t) > 0 && dtype_size(t) <= 8, "unsupported dtype");
+  } else {
+    KILN_RETURN_IF_ERROR(check_arity(args, 0, 0, 1));
+    KILN_KERNEL_CHECK(args, kind == kRandomUniform || kind == kRandomNormal, "unknown kind %lld",
+                      static_cast<long long>(kind));
+    KILN_KERNEL_CHECK(args, random_float_dtype(t), "output must be float16, float32 or float64");
+  }
+  return Error::kOk;
+}
+
+void store_float(DType t, double v, uint8_t* at) {
+  if (t == DType::FLOAT64) {
+    memcpy(at, &v, sizeof v);
+  } else if (t == DType::FLOAT32) {
+    const float f = static_cast<float>(v);
+    memcpy(at, &f, sizeof f);
+  } else {
+    const uint16_t h = float_to_half(static_cast<float>(v));
+    memcpy(at, &h, sizeof h);
+  }
+}
+
+Error run_random(const KernelArgs& args) {
+  const int64_t kind = param_int(args, 0);
+  const uint64_t key = static_cast<uint64_t>(param_int(args, 1));
+  const float a = param_float(args, 0), b = param_float(args, 1);
+  const Tensor& y = args.out(0);
+  const DType t = y.dtype();
+  const size_t elem = dtype_size(t);
+  uint8_t* out = static_cast<uint8_t*>(y.data());
+  const int64_t n = y.numel();
+  uint32_t w[4];
+  if (kind == kRandomBernoulli) {
+    const Tensor& p = args.in(0);
+    memset(out, 0, static_cast<size_t>(y.nbytes()));
+    for (int64_t i = 0; i < n; ++i) {
+      philox(static_cast<uint64_t>(i), key, w);
+      const bool one = p.dtype() == DType::FLOAT32 ? unit24(w[0]) < p.data_as<const float>()[i]
+                                                   : unit53(w[0], w[1]) < p.data_as<const double>()[i];
+      if (one) write_one(t, out + static_cast<size_t>(i) * elem);
+    }
+    return Error::kOk;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    philox(static_cast<uint64_t>(i), key, w);
+    double v;
+    if (kind == kRandomUniform) {
+      if (t == DType::FLOAT32) {
+        float f = a + unit24(w[0]) * (b - a);
+        if (!(f < b)) f = a;  // rounding reached b (or b <= a)
+        v = f;
+      } else {
+        v = static_cast<double>(a) + unit53(w[0], w[1]) * (static_cast<double>(b) - static_cast<double>(a));
+        if (!(v < b)) v = a;
+        // float16: round first, then keep below b.
+        if (t == DType::FLOAT16 && !(half_to_float(float_to_half(static_cast<float>(v))) < b)) v = a;
+      }
+    } else {
+      const double u1 = 1.0 - unit53(w[0], w[1]);  // (0, 1]
+      const double u2 = unit53(w[2], w[3]);
+      v = static_cast<double>(a) + static_cast<double>(b) * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    }
+    store_float(t, v, out + static_cast<size_t>(i) * elem);
+  }
+  return Error::kOk;
+}
+
 Error check_tile(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
   const Tensor& x = args.in(0);
@@ -543,7 +658,8 @@ Error run_gather_elements(const KernelArgs& args) {
   K(GatherElements, check_gather_elements, run_gather_elements, 0) \
   K(EyeLike, check_eye_like, run_eye_like, 0) \
   K(Tile, check_tile, run_tile, 0) \
-  K(Range, check_range, run_range, 0)
+  K(Range, check_range, run_range, 0) \
+  K(Random, check_random, run_random, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_MATH_KERNELS)
 const KernelEntry kMathKernels[] = {KILN_MATH_KERNELS(KILN_KERNEL_TABLE_ROW)};
