@@ -277,5 +277,46 @@ TEST(QdqTest, Int8ProductsInColumnBlocksMatchTheWholeImage) {
   EXPECT_LT(blocks.program.methods[0].arenas.at(0).size, whole.program.methods[0].arenas.at(0).size);
 }
 
+// The direct depthwise kernel (padded plane, several output rows per tap,
+// the stride-2 rows through the even and odd half planes) against the same
+// convolution as a dense one (group 1, every weight off the diagonal 0),
+// which runs through im2col and the product: the same bytes, over plane
+// widths around the vector width, strides 1 and 2, padding and dilation.
+TEST(QdqTest, DepthwiseDirectMatchesTheDenseProduct) {
+  const int64_t c = 5;
+  for (int64_t width : {3, 6, 12, 17, 40}) {
+    for (int64_t stride : {1, 2}) {
+      for (int64_t dilation : {1, 2}) {
+        if (dilation == 2 && stride == 2) continue;
+        HostTensor dw(DType::INT8, {c, 1, 3, 3}), dense(DType::INT8, {c, c, 3, 3});
+        for (int64_t i = 0; i < dense.numel(); ++i) dense.data<int8_t>()[i] = 0;
+        for (int64_t ch = 0; ch < c; ++ch) {
+          for (int64_t t = 0; t < 9; ++t) {
+            const int8_t v = static_cast<int8_t>(((ch * 9 + t) * 53) % 255 - 127);
+            dw.data<int8_t>()[ch * 9 + t] = v;
+            dense.data<int8_t>()[(ch * c + ch) * 9 + t] = v;
+          }
+        }
+        std::vector<HostTensor> outs;
+        const HostTensor in = data8(DType::UINT8, {1, c, width + 3, width}, static_cast<uint32_t>(width));
+        for (bool depthwise : {true, false}) {
+          GraphBuilder b;
+          const int x = b.input("x", {1, c, width + 3, width}, DType::UINT8);
+          const int w = b.node("DequantizeLinear", {b.constant("w", depthwise ? dw : dense), b.constant("w_s", scalar(0.01f))});
+          const int v = b.node("Conv", {dq(b, x, 0.02f, DType::UINT8, 128, "x"), w},
+                               {{"group", int_attr(depthwise ? c : 1)}, {"pads", ints_attr({1, 2, 1, 1})},
+                                {"strides", ints_attr({stride, stride})}, {"dilations", ints_attr({dilation, dilation})}});
+          b.output(q(b, v, 0.03f, DType::UINT8, 100));
+          const PlanResult r = b.plan();
+          EXPECT_EQ(kernels(r), std::vector<std::string>{"ConvInt8"});
+          outs.push_back(planner::run_program(r.bytes, {in}, {}).outputs.at(0));
+        }
+        EXPECT_EQ(outs[0].shape, outs[1].shape);
+        EXPECT_EQ(outs[0].bytes, outs[1].bytes) << "width " << width << " stride " << stride << " dilation " << dilation;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing

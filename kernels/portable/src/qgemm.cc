@@ -120,7 +120,7 @@ void qgemm_depthwise_tap(int32_t* acc, const uint8_t* x, int64_t stride, int64_t
 #if defined(__x86_64__) && defined(__GNUC__)
   if (stride == 1 && isa != Isa::kScalar && isa != Isa::kNeon) {
     depthwise_tap_avx2(acc, x, n, w);
-    i = n - n % 16;
+    i = n - n % 8;
   }
 #else
   (void)isa;

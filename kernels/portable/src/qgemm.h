@@ -100,7 +100,7 @@ void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m
 void qgemm_depthwise_tap(int32_t* acc, const uint8_t* x, int64_t stride, int64_t n, int32_t w, Isa isa);
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// The first n - n % 16 taps of qgemm_depthwise_tap with stride 1.
+// The first n - n % 8 taps of qgemm_depthwise_tap with stride 1.
 void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int32_t w);
 // QuantizeLinear of the first n - n % 8 values: y = clamp(round_half_even(x
 // / scale) + zp, lo, hi), NaN giving zp; the scalar loop's bits.

@@ -130,6 +130,12 @@ KILN_AVX2 void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int
     _mm256_storeu_si256(a + 1, _mm256_add_epi32(_mm256_loadu_si256(a + 1),
                                                 _mm256_cvtepi16_epi32(_mm256_extracti128_si256(prod, 1))));
   }
+  if (n % 16 >= 8) {
+    const int64_t i = n - n % 16;
+    const __m256i x32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i)));
+    __m256i* a = reinterpret_cast<__m256i*>(acc + i);
+    _mm256_storeu_si256(a, _mm256_add_epi32(_mm256_loadu_si256(a), _mm256_mullo_epi32(x32, _mm256_set1_epi32(w))));
+  }
 }
 
 KILN_AVX2 void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi,

@@ -448,17 +448,26 @@ bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmPr
             odd[r * half + j] = 2 * j + 1 < pw ? row[2 * j + 1] : row[2 * j];
           }
         }
-        for (int64_t oy = 0; oy < g.oh; ++oy) {
-          memset(acc, 0, static_cast<size_t>(g.ow) * sizeof(int32_t));
+        // Output row oy reads rows oy * sH + ky * dH of the half planes:
+        // consecutive output rows are `pitch` bytes apart, so several rows
+        // go through each tap at once (the columns between them computed
+        // and dropped), as in the stride-1 case.
+        const int64_t pitch = g.sh * half;
+        const int64_t rows = pitch <= kChunk ? kChunk / pitch : 1;
+        for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
+          const int64_t nrows = g.oh - oy0 < rows ? g.oh - oy0 : rows;
+          const int64_t count = (nrows - 1) * pitch + g.ow;
+          memset(acc, 0, static_cast<size_t>(count) * sizeof(int32_t));
           for (int64_t ky = 0; ky < g.kh; ++ky) {
-            const int64_t r = oy * g.sh + ky * g.dh;
+            const int64_t r = oy0 * g.sh + ky * g.dh;
             for (int64_t kx = 0; kx < g.kw; ++kx) {
-              const uint8_t* src = (kx % 2 == 0 ? even : odd) + r * half + kx / 2;
-              qgemm_depthwise_tap(acc, src, 1, g.ow, wc[ky * g.kw + kx], p.isa);
+              const uint8_t* half_plane = (kx % 2 == 0 ? even : odd) + r * half + kx / 2;
+              qgemm_depthwise_tap(acc, half_plane, 1, count, wc[ky * g.kw + kx], p.isa);
             }
           }
-          qgemm_requantize_row(acc, g.ow, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max,
-                               p.y_dtype, out + static_cast<size_t>(oy * g.ow) * y_elem, p.isa, g.kh * g.kw <= 4096);
+          for (int64_t r = 1; r < nrows; ++r) memmove(acc + r * g.ow, acc + r * pitch, static_cast<size_t>(g.ow) * sizeof(int32_t));
+          qgemm_requantize_row(acc, nrows * g.ow, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max,
+                               p.y_dtype, out + static_cast<size_t>(oy0 * g.ow) * y_elem, p.isa, g.kh * g.kw <= 4096);
         }
         continue;
       }
@@ -625,8 +634,11 @@ Error check_q_range(const KernelArgs& args, DType dtype, uint32_t zp, uint32_t f
   return Error::kOk;
 }
 
+// Checked at load: every extent below 2^24 (the sums and offsets inside
+// one plane fit int32, which keeps the Cortex-M code small).
 struct AvgPoolInt8Geometry {
-  int64_t planes, h, w, oh, ow, kh, kw, sh, sw, pt, pl, pb, pr;
+  int64_t planes;
+  int32_t h, w, oh, ow, kh, kw, sh, sw, pt, pl, pb, pr;
   bool include_pad;
 };
 
@@ -636,21 +648,19 @@ AvgPoolInt8Geometry avg_pool_int8_geometry(const KernelArgs& args) {
   const bool one_d = x.rank() == 3;
   AvgPoolInt8Geometry g;
   g.planes = x.dim(0) * x.dim(1);
-  g.h = one_d ? 1 : x.dim(2);
-  g.w = x.dim(x.rank() - 1);
-  g.oh = one_d ? 1 : y.dim(2);
-  g.ow = y.dim(y.rank() - 1);
-  g.kh = int_param(args, 0); g.kw = int_param(args, 1);
-  g.sh = int_param(args, 2); g.sw = int_param(args, 3);
-  g.pt = int_param(args, 4); g.pl = int_param(args, 5);
-  g.pb = int_param(args, 6); g.pr = int_param(args, 7);
+  g.h = static_cast<int32_t>(one_d ? 1 : x.dim(2));
+  g.w = static_cast<int32_t>(x.dim(x.rank() - 1));
+  g.oh = static_cast<int32_t>(one_d ? 1 : y.dim(2));
+  g.ow = static_cast<int32_t>(y.dim(y.rank() - 1));
+  int32_t* fields[] = {&g.kh, &g.kw, &g.sh, &g.sw, &g.pt, &g.pl, &g.pb, &g.pr};
+  for (uint32_t i = 0; i < 8; ++i) *fields[i] = static_cast<int32_t>(int_param(args, i));
   g.include_pad = int_param(args, 8) != 0;
   return g;
 }
 
 // Taps of a window starting at `first` (kernel k) inside [lo, hi).
-inline int64_t taps_in(int64_t first, int64_t k, int64_t lo, int64_t hi) {
-  const int64_t a = first > lo ? first : lo, b = first + k < hi ? first + k : hi;
+inline int32_t taps_in(int32_t first, int32_t k, int32_t lo, int32_t hi) {
+  const int32_t a = first > lo ? first : lo, b = first + k < hi ? first + k : hi;
   return b > a ? b - a : 0;
 }
 
@@ -668,28 +678,33 @@ Error check_avg_pool_int8(const KernelArgs& args) {
     KILN_KERNEL_CHECK(args, v >= (i < 4 ? 1 : 0) && v <= (int64_t{1} << 20), "geometry parameter %u is %lld", i,
                       static_cast<long long>(v));
   }
+  for (uint32_t d = 2; d < x.rank(); ++d) {
+    KILN_KERNEL_CHECK(args, x.dim(d) < (int64_t{1} << 24) && y.dim(d) < (int64_t{1} << 24), "plane extent of 2^24 or more");
+  }
   const AvgPoolInt8Geometry g = avg_pool_int8_geometry(args);
   KILN_KERNEL_CHECK(args, x.rank() == 4 || (g.kh == 1 && g.sh == 1 && g.pt == 0 && g.pb == 0), "a 1-D pool has height 1");
-  KILN_KERNEL_CHECK(args, g.kh * g.kw <= (int64_t{1} << 23), "window of %lld taps (at most 2^23)",
-                    static_cast<long long>(g.kh * g.kw));
+  KILN_KERNEL_CHECK(args, int64_t{g.kh} * g.kw <= (int64_t{1} << 23), "window of %lld taps (at most 2^23)",
+                    static_cast<long long>(int64_t{g.kh} * g.kw));
   KILN_KERNEL_CHECK(args, g.pt < g.kh && g.pb < g.kh && g.pl < g.kw && g.pr < g.kw, "pads as large as the window");
   // Every window starts inside the padded plane and meets the image.
-  KILN_KERNEL_CHECK(args, g.oh >= 1 && g.ow >= 1 && (g.oh - 1) * g.sh < g.h + g.pt && (g.ow - 1) * g.sw < g.w + g.pl,
+  KILN_KERNEL_CHECK(args, g.oh >= 1 && g.ow >= 1 && int64_t{g.oh - 1} * g.sh < g.h + g.pt &&
+                              int64_t{g.ow - 1} * g.sw < g.w + g.pl && int64_t{g.h} * g.w <= INT32_MAX &&
+                              int64_t{g.oh} * g.ow <= INT32_MAX,
                     "output size does not follow from the geometry");
   const int64_t taps = args.in(1).numel();
   for (uint32_t i = 1; i <= 2; ++i) {
     KILN_KERNEL_CHECK(args, args.in(i).dtype() == DType::INT32 && args.in(i).numel() == taps,
                       "multiplier and shift must be int32 of one size");
   }
-  KILN_KERNEL_CHECK(args, taps == g.kh * g.kw || taps == 1, "expects %lld multipliers or one",
-                    static_cast<long long>(g.kh * g.kw));
-  if (taps == 1 && g.kh * g.kw != 1) {
+  KILN_KERNEL_CHECK(args, taps == int64_t{g.kh} * g.kw || taps == 1, "expects %lld multipliers or one",
+                    static_cast<long long>(int64_t{g.kh} * g.kw));
+  if (taps == 1 && int64_t{g.kh} * g.kw != 1) {
     // One multiplier: every window must have all kh * kw taps counted.
     const int64_t lo_h = g.include_pad ? -g.pt : 0, hi_h = g.include_pad ? g.h + g.pb : g.h;
     const int64_t lo_w = g.include_pad ? -g.pl : 0, hi_w = g.include_pad ? g.w + g.pr : g.w;
-    KILN_KERNEL_CHECK(args, -g.pt >= lo_h && (g.oh - 1) * g.sh - g.pt + g.kh <= hi_h && -g.pl >= lo_w &&
-                                (g.ow - 1) * g.sw - g.pl + g.kw <= hi_w,
-                      "one multiplier, but some windows have fewer than %lld taps", static_cast<long long>(g.kh * g.kw));
+    KILN_KERNEL_CHECK(args, -g.pt >= lo_h && int64_t{g.oh - 1} * g.sh - g.pt + g.kh <= hi_h && -g.pl >= lo_w &&
+                                int64_t{g.ow - 1} * g.sw - g.pl + g.kw <= hi_w,
+                      "one multiplier, but some windows have fewer than %lld taps", static_cast<long long>(int64_t{g.kh} * g.kw));
   }
   const int32_t* shift = args.in(2).data_as<const int32_t>();
   for (int64_t i = 0; i < taps; ++i) {
@@ -701,33 +716,34 @@ Error check_avg_pool_int8(const KernelArgs& args) {
 Error run_avg_pool_int8(const KernelArgs& args) {
   const AvgPoolInt8Geometry g = avg_pool_int8_geometry(args);
   const bool is_signed = args.in(0).dtype() == DType::INT8;
-  const void* x = args.in(0).data();
-  void* y = args.out(0).data();
   const int32_t* multiplier = args.in(1).data_as<const int32_t>();
   const int32_t* shift = args.in(2).data_as<const int32_t>();
   const bool one = args.in(1).numel() == 1;
-  const int64_t x_zp = int_param(args, 9), y_zp = int_param(args, 10), lo = int_param(args, 11),
-                hi = int_param(args, 12);
+  const int32_t x_zp = static_cast<int32_t>(int_param(args, 9)), y_zp = static_cast<int32_t>(int_param(args, 10));
+  const int32_t lo = static_cast<int32_t>(int_param(args, 11)), hi = static_cast<int32_t>(int_param(args, 12));
   for (int64_t plane = 0; plane < g.planes; ++plane) {
-    const int64_t in = plane * g.h * g.w, out = plane * g.oh * g.ow;
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      const int64_t y0 = oy * g.sh - g.pt;
-      const int64_t rows = taps_in(y0, g.kh, 0, g.h);
-      const int64_t ry0 = y0 > 0 ? y0 : 0;
-      const int64_t padded_rows = taps_in(y0, g.kh, -g.pt, g.h + g.pb);
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        const int64_t x0 = ox * g.sw - g.pl;
-        const int64_t cols = taps_in(x0, g.kw, 0, g.w);
-        const int64_t rx0 = x0 > 0 ? x0 : 0;
-        int64_t sum = 0;
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t base = in + (ry0 + r) * g.w + rx0;
-          for (int64_t c = 0; c < cols; ++c) sum += load_q(x, is_signed, base + c);
+    const uint8_t* x = args.in(0).data_as<const uint8_t>() + plane * g.h * g.w;
+    void* y = args.out(0).data_as<uint8_t>() + plane * g.oh * g.ow;
+    int32_t at = 0;
+    for (int32_t oy = 0; oy < g.oh; ++oy) {
+      const int32_t y0 = oy * g.sh - g.pt;
+      const int32_t rows = taps_in(y0, g.kh, 0, g.h);
+      const int32_t ry0 = y0 > 0 ? y0 : 0;
+      const int32_t padded_rows = taps_in(y0, g.kh, -g.pt, g.h + g.pb);
+      for (int32_t ox = 0; ox < g.ow; ++ox, ++at) {
+        const int32_t x0 = ox * g.sw - g.pl;
+        const int32_t cols = taps_in(x0, g.kw, 0, g.w);
+        const uint8_t* window = x + ry0 * g.w + (x0 > 0 ? x0 : 0);
+        // At most 2^23 taps of |v| <= 255: inside int32.
+        int32_t sum = 0;
+        for (int32_t r = 0; r < rows; ++r, window += g.w) {
+          for (int32_t c = 0; c < cols; ++c) sum += is_signed ? static_cast<int8_t>(window[c]) : window[c];
         }
-        const int64_t d = g.include_pad ? padded_rows * taps_in(x0, g.kw, -g.pl, g.w + g.pr) : rows * cols;
-        const int64_t i = one ? 0 : (d < 1 ? 1 : d) - 1;
-        const int64_t acc = sum - rows * cols * x_zp;
-        store_q(y, is_signed, out + oy * g.ow + ox, qgemm_requantize(acc, multiplier[i], shift[i]) + y_zp, lo, hi);
+        const int32_t d = g.include_pad ? padded_rows * taps_in(x0, g.kw, -g.pl, g.w + g.pr)
+                                        : rows * cols;
+        const int32_t i = one ? 0 : d - 1;
+        const int64_t v = qgemm_requantize(int64_t{sum} - int64_t{rows} * cols * x_zp, multiplier[i], shift[i]) + y_zp;
+        store_q(y, is_signed, at, v, lo, hi);
       }
     }
   }
