@@ -71,7 +71,8 @@ constexpr const char* kHelp =
 
 std::string summary(const HostTensor& t) {
   if (t.numel() == 0) return "(empty)";
-  const bool is_float = t.dtype == DType::FLOAT32 || t.dtype == DType::FLOAT64;
+  const bool is_float = t.dtype == DType::FLOAT32 || t.dtype == DType::FLOAT64 || t.dtype == DType::FLOAT16 ||
+                        t.dtype == DType::BFLOAT16;
   double lo = INFINITY, hi = -INFINITY, sum = 0;
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double v = t.float_at(i);

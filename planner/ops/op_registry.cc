@@ -148,6 +148,7 @@ const std::vector<OpDef>& registry() {
     add_einsum_ops(all);
     add_quant_ops(all);
     add_rnn_ops(all);
+    add_signal_ops(all);
     add_refused_ops(all);
     return all;
   }();
