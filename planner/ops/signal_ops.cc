@@ -1,5 +1,5 @@
-// Signal-processing ops: HannWindow, HammingWindow, BlackmanWindow and
-// MelWeightMatrix.
+// Signal-processing ops: HannWindow, HammingWindow, BlackmanWindow,
+// MelWeightMatrix, DFT and STFT.
 //
 // The windows and the mel matrix are tables computed from scalars, so they
 // are made when planning (OpDef::evaluate): their inputs must be constants,
@@ -25,11 +25,20 @@
 //
 // output_datatype picks the tables' dtype; values are converted as Cast
 // converts float32 (integers truncate toward zero).
+//
+// DFT and STFT lower to one kernel each (kernels/portable/src/signal.cc),
+// float32 only, with the transform's twiddle table baked as a constant and
+// one scratch line (kiln/kernels/signal.h). The transform length (DFT's
+// dft_length, STFT's frame_step and frame_length) sizes the output, so it
+// must be known when planning; the signal and STFT's window are run-time
+// tensors. A onesided transform of a complex signal (ONNX: not possible)
+// and an inverse onesided DFT are refused.
 
 #include <cmath>
 #include <cstring>
 
 #include "kiln/kernels/float16.h"
+#include "kiln/kernels/signal.h"
 #include "onnx/import.h"
 #include "ops/op_registry.h"
 
@@ -207,6 +216,112 @@ std::vector<HostTensor> evaluate_mel_weight_matrix(OpContext& ctx) {
   return {converted(w, {rows, a.bands}, output_datatype(ctx))};
 }
 
+// --- DFT, STFT ------------------------------------------------------------
+
+// The constant twiddle table of a length-n transform.
+int twiddle_table(OpContext& ctx, LoweringContext& l, int64_t n) {
+  HostTensor table(DType::FLOAT32, {n, 2});
+  kernels::fill_dft_twiddles(n, table.data<float>());
+  return l.constant(ctx.node().name + "/twiddles", std::move(table));
+}
+
+int scratch_line(OpContext& ctx, LoweringContext& l, int64_t n) {
+  return l.temp(ctx.node().name + "/line", DType::FLOAT32, {kernels::dft_scratch_floats(n)});
+}
+
+// A transform length from a constant scalar input (int32/int64).
+int64_t length_input(OpContext& ctx, size_t i, const char* what) {
+  const int64_t n = scalar_input(ctx, i, what, true).int_at(0);
+  if (n < 1 || n > (int64_t{1} << 32)) ctx.error(what, " is ", n, ", must be 1 to 2^32");
+  return n;
+}
+
+struct DftArgs {
+  int64_t axis, n, inverse, onesided;
+  std::vector<int64_t> out_shape;
+};
+
+DftArgs dft_args(OpContext& ctx) {
+  ctx.expect_inputs(1, 2);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  const int64_t rank = ctx.rank(0);
+  if (rank < 2) ctx.error("input must have rank >= 2 ([batch, signal..., 1 or 2]), is ", shape_str(ctx.shape(0)));
+  const int64_t c = ctx.shape(0).back();
+  if (c != 1 && c != 2) ctx.error("input's last dim must be 1 (real) or 2 (complex), is ", c);
+  DftArgs a;
+  a.axis = ctx.axis(ctx.attr_int("axis", 1), rank);
+  if (a.axis == rank - 1) ctx.error("axis ", a.axis, " is the (real, imaginary) dim; the DFT runs along a signal dim");
+  a.inverse = ctx.attr_int("inverse", 0) != 0;
+  a.onesided = ctx.attr_int("onesided", 0) != 0;
+  if (a.onesided && c == 2) ctx.error("a onesided DFT needs a real input (last dim 1), the input is complex");
+  if (a.onesided && a.inverse) ctx.not_supported("an inverse onesided DFT");
+  a.n = ctx.has_input(1) ? length_input(ctx, 1, "dft_length") : ctx.shape(0)[static_cast<size_t>(a.axis)];
+  if (a.n < 1) ctx.error("the DFT's length is ", a.n, " (an empty axis and no dft_length)");
+  a.out_shape = ctx.shape(0);
+  a.out_shape[static_cast<size_t>(a.axis)] = a.onesided ? a.n / 2 + 1 : a.n;
+  a.out_shape.back() = 2;
+  return a;
+}
+
+void infer_dft(OpContext& ctx) {
+  const DftArgs a = dft_args(ctx);
+  ctx.set_output(0, DType::FLOAT32, a.out_shape);
+}
+
+void lower_dft(OpContext& ctx, LoweringContext& l) {
+  const DftArgs a = dft_args(ctx);
+  l.kernel("DFT", {l.tensor(ctx.input_id(0)), twiddle_table(ctx, l, a.n)}, {l.tensor(ctx.output_id(0))},
+           generic_params({a.axis, a.n, a.inverse, a.onesided}, {}), {scratch_line(ctx, l, a.n)});
+}
+
+struct StftArgs {
+  int64_t step, n, onesided;
+  std::vector<int64_t> out_shape;
+};
+
+StftArgs stft_args(OpContext& ctx) {
+  ctx.expect_inputs(2, 4);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  const std::vector<int64_t>& signal = ctx.shape(0);
+  if (signal.size() != 3 || (signal[2] != 1 && signal[2] != 2)) {
+    ctx.error("signal must be [batch, length, 1 or 2], is ", shape_str(signal));
+  }
+  StftArgs a;
+  a.step = length_input(ctx, 1, "frame_step");
+  a.onesided = ctx.attr_int("onesided", 1) != 0;
+  if (a.onesided && signal[2] == 2) ctx.error("a onesided STFT needs a real signal (last dim 1), the signal is complex");
+  a.n = -1;
+  if (ctx.has_input(2)) {
+    ctx.expect_dtype(2, {DType::FLOAT32});
+    if (ctx.rank(2) != 1) ctx.error("window must have rank 1, is ", shape_str(ctx.shape(2)));
+    a.n = ctx.shape(2)[0];
+    if (a.n < 1) ctx.error("window is empty");
+  }
+  if (ctx.has_input(3)) {
+    const int64_t length = length_input(ctx, 3, "frame_length");
+    if (a.n >= 0 && length != a.n) ctx.error("frame_length ", length, " differs from the window's length ", a.n);
+    a.n = length;
+  }
+  if (a.n < 0) ctx.error("needs a window or a frame_length");
+  if (signal[1] < a.n) ctx.error("signal of ", signal[1], " samples is shorter than one frame of ", a.n);
+  const int64_t frames = (signal[1] - a.n) / a.step + 1;
+  a.out_shape = {signal[0], frames, a.onesided ? a.n / 2 + 1 : a.n, 2};
+  return a;
+}
+
+void infer_stft(OpContext& ctx) {
+  const StftArgs a = stft_args(ctx);
+  ctx.set_output(0, DType::FLOAT32, a.out_shape);
+}
+
+void lower_stft(OpContext& ctx, LoweringContext& l) {
+  const StftArgs a = stft_args(ctx);
+  std::vector<int> inputs = {l.tensor(ctx.input_id(0)), twiddle_table(ctx, l, a.n)};
+  if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
+  l.kernel("STFT", std::move(inputs), {l.tensor(ctx.output_id(0))}, generic_params({a.step, a.n, a.onesided}, {}),
+           {scratch_line(ctx, l, a.n)});
+}
+
 }  // namespace
 
 void add_signal_ops(std::vector<OpDef>& ops) {
@@ -215,6 +330,8 @@ void add_signal_ops(std::vector<OpDef>& ops) {
   }
   ops.push_back({.op_type = "MelWeightMatrix", .infer = infer_mel_weight_matrix,
                  .evaluate = evaluate_mel_weight_matrix});
+  ops.push_back({.op_type = "DFT", .infer = infer_dft, .lower = lower_dft});
+  ops.push_back({.op_type = "STFT", .infer = infer_stft, .lower = lower_stft});
 }
 
 }  // namespace kiln::planner

@@ -7,13 +7,19 @@ the rest: the three windows periodic and symmetric at sizes 1, 2, 7 and 64
 with output_datatype float64, float16 and int32 (the ONNX function body's
 float32 arithmetic, reproduced in NumPy); mel matrices for an even and an
 odd dft_length with a non-zero lower edge (the reference's integer bin
-arithmetic). Float outputs must match within 1e-5 relative to the
-output's largest magnitude (float16 within its own precision), integer
-outputs exactly.
+arithmetic); DFT against numpy.fft at lengths 1, 2, 7, 13, 16, 64, 97,
+100, 128 and 256 (radix-2 FFT and direct sum), real, complex and inverse,
+dft_length padding and cutting, the last signal axis, onesided for even
+and odd lengths; STFT with a window, without one, at a length that is not
+a power of two, on a complex signal. Float outputs must match within 1e-5
+relative to the output's largest magnitude (float16 within its own
+precision), integer outputs exactly.
 
-Refusals: a window size or a mel argument computed at run time, and a mel
-range beyond the DFT's bins, must be refused by `kiln plan` with one line
-naming the node (and, for a run-time value, the input and --freeze).
+Refusals: a window size, a mel argument, a dft_length or a frame_step
+computed at run time, a mel range beyond the DFT's bins, a onesided DFT of
+a complex input and a window whose length is not frame_length must be
+refused by `kiln plan` with one line naming the node (and, for a run-time
+value, the input and --freeze).
 
 usage: onnx_signal_cases.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
@@ -118,6 +124,76 @@ def case_mel_weight_matrix():
     return model(nodes, {}, want, inits), []
 
 
+def to_onnx_complex(z, real):
+    """[..., n] complex -> [..., n, 1] (real) or [..., n, 2]."""
+    if real:
+        return z.real.astype(np.float32)[..., None]
+    return np.stack([z.real, z.imag], axis=-1).astype(np.float32)
+
+
+def case_dft_lengths():
+    # Powers of two (radix-2), primes and others (direct sum), 1; real and
+    # complex input; forward and inverse.
+    nodes, inputs, want = [], {}, {}
+    for n in (1, 2, 7, 13, 16, 64, 97, 100, 128, 256):
+        for kind in ("real", "complex", "inverse"):
+            z = RNG.standard_normal((2, n, 3)) + (1j * RNG.standard_normal((2, n, 3)) if kind != "real" else 0)
+            x = to_onnx_complex(z, kind == "real")
+            zx = x[..., 0].astype(np.float64) + (1j * x[..., 1] if kind != "real" else 0)
+            name = f"{kind}_{n}"
+            inputs["x_" + name] = x
+            nodes.append(helper.make_node("DFT", ["x_" + name], [name], inverse=int(kind == "inverse")))
+            want[name] = to_onnx_complex(np.fft.ifft(zx, axis=1) if kind == "inverse" else np.fft.fft(zx, axis=1),
+                                         False)
+    return model(nodes, inputs, want), list(inputs.values())
+
+
+def case_dft_length_axis_onesided():
+    # dft_length padding and cutting, the last signal axis (as 2 and -2),
+    # onesided for an even and an odd length.
+    x = RNG.standard_normal((2, 10, 12, 1)).astype(np.float32)
+    c = RNG.standard_normal((3, 9, 2)).astype(np.float32)
+    xz = x[..., 0].astype(np.float64)
+    cz = c[..., 0].astype(np.float64) + 1j * c[..., 1]
+    nodes = [helper.make_node("DFT", ["x", "len16"], ["padded"], axis=1),
+             helper.make_node("DFT", ["x", "len7"], ["cut"], axis=2),
+             helper.make_node("DFT", ["x"], ["onesided_even"], axis=-2, onesided=1),
+             helper.make_node("DFT", ["x", "len7"], ["onesided_odd"], axis=1, onesided=1),
+             helper.make_node("DFT", ["c", "len16"], ["complex_padded"], axis=1, inverse=1)]
+    want = {"padded": to_onnx_complex(np.fft.fft(xz, 16, axis=1), False),
+            "cut": to_onnx_complex(np.fft.fft(xz, 7, axis=2), False),
+            "onesided_even": to_onnx_complex(np.fft.rfft(xz, axis=2), False),
+            "onesided_odd": to_onnx_complex(np.fft.rfft(xz, 7, axis=1), False),
+            "complex_padded": to_onnx_complex(np.fft.ifft(cz, 16, axis=1), False)}
+    inits = [("len16", np.array(16, np.int64)), ("len7", np.array(7, np.int32))]
+    return model(nodes, {"x": x, "c": c}, want, inits), [x, c]
+
+
+def stft(signal, step, n, window, onesided):
+    z = signal[..., 0].astype(np.float64) + (1j * signal[..., 1] if signal.shape[-1] == 2 else 0)
+    w = np.ones(n) if window is None else window.astype(np.float64)
+    frames = (z.shape[1] - n) // step + 1
+    out = np.stack([np.fft.fft(z[:, f * step:f * step + n] * w, axis=1) for f in range(frames)], axis=1)
+    return to_onnx_complex(out[:, :, :n // 2 + 1] if onesided else out, False)
+
+
+def case_stft():
+    # A Hann window of 32 (radix-2), a frame_length of 25 without a window
+    # (direct sum), a complex signal (two-sided), frames that leave a tail.
+    s = RNG.standard_normal((2, 203, 1)).astype(np.float32)
+    cs = RNG.standard_normal((1, 90, 2)).astype(np.float32)
+    hann = window("HannWindow", 32, 1)
+    w20 = RNG.random(20).astype(np.float32)
+    nodes = [helper.make_node("STFT", ["s", "step10", "hann"], ["hann_frames"]),
+             helper.make_node("STFT", ["s", "step7", "", "len25"], ["plain_frames"], onesided=0),
+             helper.make_node("STFT", ["cs", "step7", "w20", "len20"], ["complex_frames"], onesided=0)]
+    want = {"hann_frames": stft(s, 10, 32, hann, True), "plain_frames": stft(s, 7, 25, None, False),
+            "complex_frames": stft(cs, 7, 20, w20, False)}
+    inits = [("step10", np.array(10, np.int64)), ("step7", np.array(7, np.int32)),
+             ("len25", np.array(25, np.int64)), ("len20", np.array(20, np.int64))]
+    return model(nodes, {"s": s, "cs": cs, "hann": hann, "w20": w20}, want, inits), [s, cs, hann, w20]
+
+
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 
 
@@ -140,6 +216,37 @@ def refusal_mel_beyond_bins():
     node, inits = mel_node("m", (4, 15, 1000, 0.0, 1000.0))  # twice the Nyquist frequency
     node.name = "mel"
     return model([node], {}, {"m": np.zeros((8, 4), np.float32)}, inits)[0], ["mel", "beyond the 8 bins"]
+
+
+def refusal_dft_length_at_run_time():
+    x, n = randn(1, 8, 1), np.array(8, np.int64)
+    node = helper.make_node("DFT", ["x", "n"], ["y"], name="dft")
+    return model([node], {"x": x, "n": n}, {"y": randn(1, 8, 2)})[0], ["dft", "dft_length", "'n'", "--freeze"]
+
+
+def refusal_dft_onesided_complex():
+    x = randn(1, 8, 2)
+    node = helper.make_node("DFT", ["x"], ["y"], name="dft", onesided=1)
+    return model([node], {"x": x}, {"y": randn(1, 5, 2)})[0], ["dft", "onesided", "complex"]
+
+
+def refusal_stft_step_at_run_time():
+    s, step, w = randn(1, 64, 1), np.array(8, np.int64), randn(16)
+    node = helper.make_node("STFT", ["s", "step", "w"], ["y"], name="stft")
+    return model([node], {"s": s, "step": step, "w": w}, {"y": randn(1, 7, 9, 2)})[0], \
+        ["stft", "frame_step", "'step'", "--freeze"]
+
+
+def refusal_stft_window_length():
+    s, w = randn(1, 64, 1), randn(16)
+    node = helper.make_node("STFT", ["s", "step", "w", "len"], ["y"], name="stft")
+    return model([node], {"s": s, "w": w}, {"y": randn(1, 7, 9, 2)},
+                 [("step", np.array(8, np.int64)), ("len", np.array(12, np.int64))])[0], \
+        ["stft", "frame_length 12", "window's length 16"]
+
+
+def randn(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
 
 
 REFUSALS = {name[8:]: fn for name, fn in sorted(globals().items()) if name.startswith("refusal_")}

@@ -50,6 +50,8 @@ extern const KernelEntry kIndexKernels[];
 extern const size_t kNumIndexKernels;
 extern const KernelEntry kRnnKernels[];
 extern const size_t kNumRnnKernels;
+extern const KernelEntry kSignalKernels[];
+extern const size_t kNumSignalKernels;
 
 }  // namespace kernels
 }  // namespace kiln

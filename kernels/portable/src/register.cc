@@ -19,6 +19,7 @@ Error register_portable_kernels(KernelRegistry& registry) {
   KILN_RETURN_IF_ERROR(registry.register_kernels(kMathKernels, kNumMathKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kIndexKernels, kNumIndexKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kRnnKernels, kNumRnnKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kSignalKernels, kNumSignalKernels));
   return Error::kOk;
 }
 
