@@ -149,6 +149,7 @@ const std::vector<OpDef>& registry() {
     add_quant_ops(all);
     add_rnn_ops(all);
     add_signal_ops(all);
+    add_linalg_ops(all);
     add_refused_ops(all);
     return all;
   }();

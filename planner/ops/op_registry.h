@@ -108,6 +108,7 @@ void add_einsum_ops(std::vector<OpDef>& ops);
 void add_quant_ops(std::vector<OpDef>& ops);
 void add_rnn_ops(std::vector<OpDef>& ops);
 void add_signal_ops(std::vector<OpDef>& ops);
+void add_linalg_ops(std::vector<OpDef>& ops);
 void add_refused_ops(std::vector<OpDef>& ops);
 
 // The activation passes/fuse moved into the node, as kernel parameters;

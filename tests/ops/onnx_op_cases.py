@@ -11,7 +11,8 @@ broadcasting in Where, unused Split and LayerNormalization outputs,
 integer Pow and Clip, Min and Max over unsigned, int16 and float64 values,
 MaxPool over int8 and uint8, TopK with ties, the Einsum contractions torch
 exports, scatters and gathers with negative and duplicate indices,
-ReverseSequence on either axis order), and
+ReverseSequence on either axis order, Det of batches from 1x1 to 8x8 with
+row swaps, a singular matrix and empty shapes), and
 Shape folding of a value computed at run time. The refusals check that an
 index or sequence length out of range at run time fails `kiln run` naming
 the kernel.
@@ -314,6 +315,19 @@ def case_scatter_gather_indices():
     return model(nodes, inputs, want, [("idx", idx), ("nd_idx", nd_idx), ("g_idx", g_idx),
                                        ("depth", np.array(6, np.int64)), ("values", np.array([2, 9], np.int32))]), \
         list(inputs.values())
+
+
+def case_det():
+    # Batched matrices from 1x1 to 8x8, a zero leading pivot (a row swap), a
+    # singular matrix, an empty batch and 0x0 matrices (determinant 1).
+    a = randn(3, 4, 5, 5)
+    swap = np.array([[0, 2, 1], [3, 1, 4], [1, 5, 9]], np.float32)
+    singular = np.array([[[1, 2, 3], [2, 4, 6], [1, 0, 1]], [[2, 0, 0], [0, 3, 0], [0, 0, 4]]], np.float32)
+    inputs = {"a": a, "one": randn(2, 1, 1), "b": randn(6, 8, 8), "swap": swap, "singular": singular,
+              "empty_batch": randn(0, 3, 3), "empty_matrix": randn(2, 0, 0)}
+    nodes = [helper.make_node("Det", [n], ["det_" + n]) for n in inputs]
+    want = {"det_" + n: np.linalg.det(x.astype(np.float64)).astype(np.float32) for n, x in inputs.items()}
+    return model(nodes, inputs, want), list(inputs.values())
 
 
 # Indices are data: one out of range must fail the run with a message

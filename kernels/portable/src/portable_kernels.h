@@ -52,6 +52,8 @@ extern const KernelEntry kRnnKernels[];
 extern const size_t kNumRnnKernels;
 extern const KernelEntry kSignalKernels[];
 extern const size_t kNumSignalKernels;
+extern const KernelEntry kLinalgKernels[];
+extern const size_t kNumLinalgKernels;
 
 }  // namespace kernels
 }  // namespace kiln

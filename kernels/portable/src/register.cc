@@ -20,6 +20,7 @@ Error register_portable_kernels(KernelRegistry& registry) {
   KILN_RETURN_IF_ERROR(registry.register_kernels(kIndexKernels, kNumIndexKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kRnnKernels, kNumRnnKernels));
   KILN_RETURN_IF_ERROR(registry.register_kernels(kSignalKernels, kNumSignalKernels));
+  KILN_RETURN_IF_ERROR(registry.register_kernels(kLinalgKernels, kNumLinalgKernels));
   return Error::kOk;
 }
 
