@@ -1,7 +1,12 @@
-// Pooling ops: MaxPool, AveragePool (1-D, 2-D), GlobalAveragePool,
+// Pooling ops: MaxPool, AveragePool (1-D, 2-D, 3-D), GlobalAveragePool,
 // GlobalMaxPool. MaxPool over int8 or uint8 runs the float32 kernel between
 // two Casts: every 8-bit value is exact in float32, and the maximum is one
 // of them.
+//
+// 1-D and 2-D windows without MaxPool's Indices output run the Pool kernel
+// (the hot path of CNNs, with its vector versions); 3-D windows and MaxPool
+// with Indices run PoolNd (kernels/portable/src/pool.cc, GenericParams
+// written by pool_nd_params below).
 
 #include "ops/op_registry.h"
 #include "ops/spatial.h"
@@ -14,7 +19,7 @@ Spatial pool_spatial(OpContext& ctx) {
   if (!ctx.has_attr("kernel_shape")) ctx.error("kernel_shape is required");
   const bool is_max = ctx.node().op_type == "MaxPool";
   return resolve_spatial(ctx, std::vector<int64_t>(x.begin() + 2, x.end()), ctx.attr_ints("kernel_shape"),
-                         /*allow_ceil=*/true, /*allow_dilations=*/is_max);
+                         /*allow_ceil=*/true, /*allow_dilations=*/is_max, /*max_axes=*/3);
 }
 
 bool is_8bit(DType t) { return t == DType::INT8 || t == DType::UINT8; }
@@ -27,8 +32,11 @@ void infer_pool(OpContext& ctx) {
     ctx.expect_dtype(0, {DType::FLOAT32});
   }
   const auto& x = ctx.shape(0);
-  if (x.size() != 3 && x.size() != 4) ctx.not_supported(static_cast<int64_t>(x.size()) - 2, "-D pooling");
-  if (ctx.has_output(1)) ctx.not_supported("the Indices output is not supported");
+  if (x.size() < 3 || x.size() > 5) ctx.not_supported(static_cast<int64_t>(x.size()) - 2, "-D pooling (1-D to 3-D windows are supported)");
+  const bool is_max = ctx.node().op_type == "MaxPool";
+  if (ctx.num_outputs() > (is_max ? 2 : 1)) ctx.error("has ", ctx.num_outputs(), " outputs");
+  const int64_t storage_order = ctx.attr_int("storage_order", 0);
+  if (storage_order != 0 && storage_order != 1) ctx.error("storage_order must be 0 or 1, is ", storage_order);
   const Spatial s = pool_spatial(ctx);
   for (size_t i = 0; i < s.kernel.size(); ++i) {
     if (s.pads_begin[i] >= (s.kernel[i] - 1) * s.dilations[i] + 1) ctx.not_supported("pads as large as the window");
@@ -36,10 +44,47 @@ void infer_pool(OpContext& ctx) {
   std::vector<int64_t> out = {x[0], x[1]};
   out.insert(out.end(), s.out.begin(), s.out.end());
   ctx.set_output(0, ctx.dtype(0), out);
+  if (ctx.has_output(1)) ctx.set_output(1, DType::INT64, out);
+}
+
+// PoolNd's GenericParams (pool.cc): [kind (0 max, 1 average),
+// count_include_pad, storage_order], then per axis (depth, height, width;
+// missing leading axes are 1 wide, unpadded) kernel, stride, dilation,
+// pad_begin, pad_end.
+fb::ParamsUnion pool_nd_params(OpContext& ctx, const Spatial& s) {
+  std::vector<int64_t> ints = {ctx.node().op_type == "MaxPool" ? 0 : 1, ctx.attr_int("count_include_pad", 0) != 0,
+                               ctx.attr_int("storage_order", 0)};
+  const size_t n = s.kernel.size();
+  for (size_t axis = 0; axis < 3; ++axis) {
+    if (axis + n < 3) {
+      ints.insert(ints.end(), {1, 1, 1, 0, 0});
+      continue;
+    }
+    const size_t i = axis + n - 3;
+    ints.insert(ints.end(), {s.kernel[i], s.strides[i], s.dilations[i], s.pads_begin[i], s.pads_end[i]});
+  }
+  return generic_params(std::move(ints), {});
 }
 
 void lower_pool(OpContext& ctx, LoweringContext& l) {
   const Spatial s = pool_spatial(ctx);
+  const bool nd = s.kernel.size() == 3 || ctx.has_output(1);
+  if (nd) {
+    const int in = l.tensor(ctx.input_id(0));
+    const int out = l.tensor(ctx.output_id(0));
+    std::vector<int> outs = {out};
+    if (ctx.has_output(1)) outs.push_back(l.tensor(ctx.output_id(1)));
+    if (!is_8bit(ctx.dtype(0))) {
+      l.kernel("PoolNd", {in}, outs, pool_nd_params(ctx, s));
+      return;
+    }
+    const int wide_in = l.temp(ctx.node().name + "/float_in", DType::FLOAT32, ctx.shape(0));
+    outs[0] = l.temp(ctx.node().name + "/float_out", DType::FLOAT32, ctx.output(0).shape);
+    l.kernel("Cast", {in}, {wide_in});
+    l.kernel("PoolNd", {wide_in}, outs, pool_nd_params(ctx, s));
+    l.kernel("Cast", {outs[0]}, {out});
+    return;
+  }
   fb::PoolParamsT p;
   p.kind = ctx.node().op_type == "MaxPool" ? fb::PoolKind::MAXIMUM : fb::PoolKind::AVERAGE;
   p.kernel = s.kernel2();

@@ -30,9 +30,12 @@ std::vector<int32_t> Spatial::pads4() const {
 }
 
 Spatial resolve_spatial(OpContext& ctx, const std::vector<int64_t>& in,
-                        const std::vector<int64_t>& kernel, bool allow_ceil, bool allow_dilations) {
+                        const std::vector<int64_t>& kernel, bool allow_ceil, bool allow_dilations,
+                        size_t max_axes) {
   const size_t n = in.size();
-  if (n < 1 || n > 2) ctx.not_supported(n, "-D spatial input (1-D and 2-D are supported)");
+  if (n < 1 || n > max_axes) {
+    ctx.not_supported(n, "-D spatial input (1-D up to ", max_axes, "-D is supported)");
+  }
   Spatial s;
   s.kernel = kernel;
   if (s.kernel.size() != n) ctx.error("kernel_shape has ", s.kernel.size(), " entries for ", n, " spatial axes");

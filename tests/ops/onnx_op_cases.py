@@ -15,7 +15,8 @@ ReverseSequence on either axis order, Det of batches from 1x1 to 8x8 with
 row swaps, a singular matrix and empty shapes), and
 Shape folding of a value computed at run time. The refusals check that an
 index or sequence length out of range at run time fails `kiln run` naming
-the kernel.
+the kernel; the plan refusals, that what is not supported fails `kiln plan`
+with one line naming the node.
 
 usage: onnx_op_cases.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
@@ -317,6 +318,39 @@ def case_scatter_gather_indices():
         list(inputs.values())
 
 
+def torch_pool_indices(y_idx, x_shape, storage_order):
+    """torch's per-plane row-major indices as ONNX's: counted over N and C
+    too, and with storage_order 1 over the spatial axes column-major."""
+    spatial = x_shape[2:]
+    plane = int(np.prod(spatial))
+    planes = np.arange(x_shape[0] * x_shape[1]).reshape(x_shape[0], x_shape[1], *([1] * len(spatial)))
+    if storage_order == 1:
+        y_idx = np.ravel_multi_index(np.unravel_index(y_idx, spatial), spatial, order="F")
+    return (y_idx + planes * plane).astype(np.int64)
+
+
+def case_pool_3d_and_indices():
+    # 3-D MaxPool with Indices (storage_order 1, dilations,
+    # padding, one NaN), 3-D AveragePool counting the padding, and 1-D
+    # MaxPool with row-major Indices.
+    x = randn(2, 3, 5, 6, 7)
+    x[1, 2, 3, 4, 5] = np.nan
+    t = torch.from_numpy(x)
+    my, mi = F.max_pool3d(t, (2, 3, 2), stride=(2, 1, 2), padding=(1, 1, 0), dilation=(1, 2, 1),
+                          return_indices=True)
+    avg = F.avg_pool3d(t, (3, 2, 3), stride=(1, 2, 2), padding=(1, 1, 1), count_include_pad=True)
+    s = randn(2, 2, 9)
+    sy, si = F.max_pool1d(torch.from_numpy(s), 3, stride=2, padding=1, return_indices=True)
+    nodes = [helper.make_node("MaxPool", ["x"], ["my", "mi"], kernel_shape=[2, 3, 2], strides=[2, 1, 2],
+                              pads=[1, 1, 0, 1, 1, 0], dilations=[1, 2, 1], storage_order=1),
+             helper.make_node("AveragePool", ["x"], ["avg"], kernel_shape=[3, 2, 3], strides=[1, 2, 2],
+                              pads=[1, 1, 1, 1, 1, 1], count_include_pad=1),
+             helper.make_node("MaxPool", ["s"], ["sy", "si"], kernel_shape=[3], strides=[2], pads=[1, 1])]
+    want = {"my": my.numpy(), "mi": torch_pool_indices(mi.numpy(), x.shape, 1), "avg": avg.numpy(),
+            "sy": sy.numpy(), "si": torch_pool_indices(si.numpy(), s.shape, 0)}
+    return model(nodes, {"x": x, "s": s}, want), [x, s]
+
+
 def case_det():
     # Batched matrices from 1x1 to 8x8, a zero leading pivot (a row swap), a
     # singular matrix, an empty batch and 0x0 matrices (determinant 1).
@@ -360,6 +394,22 @@ def refusal_reverse_sequence():
 REFUSALS = {name[8:]: fn for name, fn in sorted(globals().items()) if name.startswith("refusal_")}
 
 
+# What kiln does not support is refused when planning, in one line naming
+# the node and what is missing. Each returns the model and that text.
+def plan_refusal(op, inputs, outputs, text, initializers=(), **attrs):
+    node = helper.make_node(op, list(inputs) + [n for n, _ in initializers], list(outputs), name="refused", **attrs)
+    return model([node], inputs, outputs, initializers)[0], text
+
+
+def plan_refusal_pool_4d():
+    x = randn(1, 1, 2, 2, 2, 2)
+    return plan_refusal("MaxPool", {"x": x}, {"y": x}, "4-D pooling (1-D to 3-D windows are supported)",
+                        kernel_shape=[1, 1, 1, 1])
+
+
+PLAN_REFUSALS = {name[13:]: fn for name, fn in sorted(globals().items()) if name.startswith("plan_refusal_")}
+
+
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 
 
@@ -389,7 +439,11 @@ def run_case(name, kiln, workdir):
         got = np.load(os.path.join(base + "_out", f"output_{i}.npy"))
         if got.shape != want.shape or got.dtype != want.dtype:
             problems.append(f"{out.name}: {got.dtype}{list(got.shape)} != {want.dtype}{list(want.shape)}")
+        elif want.dtype == np.float32 and not np.array_equal(np.isnan(got), np.isnan(want)):
+            problems.append(f"{out.name}: NaN in other places")
         elif want.dtype == np.float32:
+            # NaN where expected (checked above); the numbers within tolerance.
+            got, want = np.nan_to_num(got, nan=0.0), np.nan_to_num(want, nan=0.0)
             scale = max(float(np.max(np.abs(want))), 1e-30) if want.size else 1.0
             err = float(np.max(np.abs(got - want))) / scale if want.size else 0.0
             if not err <= TOLERANCE:
@@ -416,6 +470,16 @@ def main():
         run = plan_and_run(name, m, inputs, args.kiln, args.workdir)
         expect(f"{name} refused at run time", run.returncode != 0 and kernel in run.stderr and
                "out of range" in run.stderr, f"status {run.returncode}, stderr: {run.stderr.strip()}")
+    for name in PLAN_REFUSALS:
+        if args.only and name != args.only:
+            continue
+        m, text = PLAN_REFUSALS[name]()
+        path = os.path.join(args.workdir, name + ".onnx")
+        onnx.save(m, path)
+        plan = subprocess.run([args.kiln, "plan", path, "-o", path + ".kiln"], capture_output=True, text=True)
+        lines = plan.stderr.strip().splitlines()
+        expect(f"{name} refused when planning", plan.returncode != 0 and len(lines) == 1 and
+               "node 'refused'" in lines[0] and text in lines[0], f"status {plan.returncode}, stderr: {plan.stderr}")
     return finish()
 
 

@@ -16,6 +16,7 @@ namespace {
 
 std::string spatial_1d_2d(const NodeView& node) {
   const size_t rank = node.input(0).rank();
+  if (node.num_outputs() > 1 && node.has_output(1)) return "MaxPool's Indices output runs on the CPU only";
   return rank == 3 || rank == 4 ? "" : "only 1-D and 2-D (NCW, NCHW) windows";
 }
 

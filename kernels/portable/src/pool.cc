@@ -1,6 +1,17 @@
 // Pooling kernels: MaxPool and AveragePool (1-D as height 1, and 2-D),
 // GlobalAveragePool and GlobalMaxPool. The planner resolved auto_pad and
 // ceil_mode into pads and the output shape.
+//
+//   Pool     PoolParams; 1-D and 2-D windows, one output (the hot path).
+//   PoolNd   X of rank 3 to 5 (1-D to 3-D windows); outputs Y and, for max
+//            pooling only, optionally Indices (int64, Y's shape). GenericParams
+//            ints [kind (0 max, 1 average), count_include_pad, storage_order],
+//            then for each of the axes depth, height, width: kernel, stride,
+//            dilation, pad_begin, pad_end (an axis the input lacks is 1, 1, 1,
+//            0, 0). Indices are positions in X flattened, counted over N and C
+//            too; storage_order 1 counts the spatial axes column-major (the
+//            first spatial axis fastest), as ONNX's MaxPool says. The first
+//            maximum of a window wins; a NaN beats every number.
 
 #include <math.h>
 
@@ -165,6 +176,130 @@ Error run_pool(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// ---------------------------------------------------------------------------
+// PoolNd
+
+struct PoolNdAxis {
+  int64_t in, out, kernel, stride, dilation, pad_begin, pad_end;
+};
+
+// Axes depth, height, width of the PoolNd call (missing ones 1 wide).
+void pool_nd_axes(const KernelArgs& args, PoolNdAxis* out_axes) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  const uint32_t spatial = x.rank() - 2;
+  for (uint32_t a = 0; a < 3; ++a) {
+    PoolNdAxis& ax = out_axes[a];
+    const bool present = a + spatial >= 3;
+    ax.in = present ? x.dim(a + spatial - 1) : 1;
+    ax.out = present ? y.dim(a + spatial - 1) : 1;
+    ax.kernel = param_int(args, 3 + 5 * a);
+    ax.stride = param_int(args, 4 + 5 * a);
+    ax.dilation = param_int(args, 5 + 5 * a);
+    ax.pad_begin = param_int(args, 6 + 5 * a);
+    ax.pad_end = param_int(args, 7 + 5 * a);
+  }
+}
+
+Error check_pool_nd(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, args.num_outputs == 2 ? 2 : 1));
+  KILN_RETURN_IF_ERROR(check_params(args, 18, 0));
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  const int64_t kind = param_int(args, 0), storage_order = param_int(args, 2);
+  KILN_KERNEL_CHECK(args, kind == 0 || kind == 1, "unknown pool kind %lld", static_cast<long long>(kind));
+  KILN_KERNEL_CHECK(args, storage_order == 0 || storage_order == 1, "storage_order must be 0 or 1");
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32 && y.dtype() == DType::FLOAT32, "expects float32 X and Y");
+  KILN_KERNEL_CHECK(args, x.rank() >= 3 && x.rank() <= 5 && y.rank() == x.rank(),
+                    "expects X and Y of rank 3 to 5");
+  KILN_KERNEL_CHECK(args, y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1), "N or C changes");
+  if (args.num_outputs == 2) {
+    const Tensor& indices = args.out(1);
+    KILN_KERNEL_CHECK(args, kind == 0, "only max pooling has Indices");
+    KILN_KERNEL_CHECK(args, indices.dtype() == DType::INT64, "Indices must be int64");
+    KILN_RETURN_IF_ERROR(check_same_shape(args, y, indices, "Y and Indices"));
+  }
+  PoolNdAxis axes[3];
+  pool_nd_axes(args, axes);
+  // Bounds as the planner writes them (spatial.cc: at most 2^30 each), so
+  // the sums below cannot overflow.
+  constexpr int64_t kLimit = int64_t{1} << 30;
+  for (const PoolNdAxis& a : axes) {
+    KILN_KERNEL_CHECK(args, a.kernel > 0 && a.stride > 0 && a.dilation > 0 && a.kernel <= kLimit &&
+                                a.stride <= kLimit && a.dilation <= kLimit,
+                      "kernel, strides and dilations must be in [1, 2^30]");
+    KILN_KERNEL_CHECK(args, a.pad_begin >= 0 && a.pad_end >= 0 && a.pad_begin <= kLimit && a.pad_end <= kLimit,
+                      "pads must be in [0, 2^30]");
+    // Every window starts inside the padded input.
+    KILN_KERNEL_CHECK(args, a.out > 0 && (a.out - 1) * a.stride < a.in + a.pad_begin + a.pad_end,
+                      "output size does not match the geometry");
+  }
+  return Error::kOk;
+}
+
+Error run_pool_nd(const KernelArgs& args) {
+  PoolNdAxis ax[3];
+  pool_nd_axes(args, ax);
+  const bool is_max = param_int(args, 0) == 0;
+  const bool include_pad = param_int(args, 1) != 0;
+  const bool column_major = param_int(args, 2) == 1;
+  const Tensor& x = args.in(0);
+  const float* in = x.data_as<const float>();
+  float* out = args.out(0).data_as<float>();
+  int64_t* indices = args.num_outputs == 2 ? args.out(1).data_as<int64_t>() : nullptr;
+  const int64_t planes = x.dim(0) * x.dim(1);
+  const int64_t plane_in = ax[0].in * ax[1].in * ax[2].in;
+  int64_t at = 0;
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const float* src = in + plane * plane_in;
+    for (int64_t o0 = 0; o0 < ax[0].out; ++o0) {
+      for (int64_t o1 = 0; o1 < ax[1].out; ++o1) {
+        for (int64_t o2 = 0; o2 < ax[2].out; ++o2, ++at) {
+          // Per axis: the first tap, the taps on real elements and those
+          // inside the padded extent (average pooling with padding counts them).
+          const int64_t pos[3] = {o0, o1, o2};
+          int64_t first[3], begin[3], real[3], padded = 1, count = 1;
+          for (int a = 0; a < 3; ++a) {
+            int64_t ignored;
+            first[a] = pos[a] * ax[a].stride - ax[a].pad_begin;
+            real[a] = taps_inside(first[a], ax[a].kernel, ax[a].dilation, 0, ax[a].in, &begin[a]);
+            padded *= taps_inside(first[a], ax[a].kernel, ax[a].dilation, -ax[a].pad_begin,
+                                  ax[a].in + ax[a].pad_end, &ignored);
+            count *= real[a];
+          }
+          float acc = is_max ? -INFINITY : 0.f;
+          int64_t best = -1;
+          for (int64_t k0 = begin[0]; k0 < begin[0] + real[0]; ++k0) {
+            const int64_t i0 = first[0] + k0 * ax[0].dilation;
+            for (int64_t k1 = begin[1]; k1 < begin[1] + real[1]; ++k1) {
+              const int64_t i1 = first[1] + k1 * ax[1].dilation;
+              const float* row = src + (i0 * ax[1].in + i1) * ax[2].in;
+              for (int64_t k2 = begin[2]; k2 < begin[2] + real[2]; ++k2) {
+                const int64_t i2 = first[2] + k2 * ax[2].dilation;
+                const float v = row[i2];
+                if (!is_max) {
+                  acc += v;
+                } else if (v > acc || (isnan(v) && !isnan(acc)) || best < 0) {
+                  acc = v;
+                  best = column_major ? i0 + ax[0].in * (i1 + ax[1].in * i2) : (i0 * ax[1].in + i1) * ax[2].in + i2;
+                }
+              }
+            }
+          }
+          if (!is_max) {
+            const int64_t divisor = include_pad ? padded : count;
+            acc = divisor > 0 ? acc / static_cast<float>(divisor) : 0.f;
+          }
+          out[at] = acc;
+          // A window over padding only (no real tap) has no position: -1.
+          if (indices != nullptr) indices[at] = best < 0 ? -1 : plane * plane_in + best;
+        }
+      }
+    }
+  }
+  return Error::kOk;
+}
+
 Error check_global_pool(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
   KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
@@ -221,6 +356,7 @@ Error run_global_pool(const KernelArgs& args) {
 // Name, check, run and in-place inputs of each kernel of this file.
 #define KILN_POOL_KERNELS(K) \
   K(Pool, check_pool, run_pool, 0) \
+  K(PoolNd, check_pool_nd, run_pool_nd, 0) \
   K(GlobalAveragePool, check_global_pool, run_global_pool<false>, 0) \
   K(GlobalMaxPool, check_global_pool, run_global_pool<true>, 0)
 
