@@ -1,5 +1,5 @@
 // Pooling ops: MaxPool, AveragePool (1-D, 2-D, 3-D), GlobalAveragePool,
-// GlobalMaxPool. MaxPool over int8 or uint8 runs the float32 kernel between
+// GlobalMaxPool, MaxUnpool. MaxPool over int8 or uint8 runs the float32 kernel between
 // two Casts: every 8-bit value is exact in float32, and the maximum is one
 // of them.
 //
@@ -120,6 +120,65 @@ void lower_global_pool(OpContext& ctx, LoweringContext& l) {
   l.kernel(ctx.node().op_type, {l.tensor(ctx.input_id(0))}, {l.tensor(ctx.output_id(0))});
 }
 
+// MaxUnpool: the unpooled shape is, per spatial axis, (in - 1) * stride +
+// kernel - pads; the indices count positions in it. The output is that
+// shape or output_shape (a constant, the whole shape), values keeping their
+// coordinates. The indices are data; the kernel (pool.cc) checks each.
+std::vector<int64_t> max_unpool_shape(OpContext& ctx, bool apply_output_shape) {
+  const auto& x = ctx.shape(0);
+  const size_t n = x.size() - 2;
+  if (!ctx.has_attr("kernel_shape")) ctx.error("kernel_shape is required");
+  const auto kernel = ctx.attr_ints("kernel_shape");
+  const auto strides = ctx.attr_ints("strides", std::vector<int64_t>(n, 1));
+  const auto pads = ctx.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
+  if (kernel.size() != n || strides.size() != n || pads.size() != 2 * n) {
+    ctx.error("kernel_shape, strides or pads do not have one entry per spatial axis (pads two)");
+  }
+  constexpr int64_t kLimit = int64_t{1} << 30;
+  std::vector<int64_t> out = {x[0], x[1]};
+  for (size_t i = 0; i < n; ++i) {
+    if (kernel[i] <= 0 || strides[i] <= 0 || kernel[i] > kLimit || strides[i] > kLimit) {
+      ctx.error("kernel_shape and strides must be in [1, 2^30]");
+    }
+    if (pads[i] < 0 || pads[i + n] < 0 || pads[i] > kLimit || pads[i + n] > kLimit) {
+      ctx.error("pads must be in [0, 2^30]");
+    }
+    if (x[i + 2] > kLimit) ctx.error("spatial axis ", i, " has more than 2^30 elements");
+    out.push_back((x[i + 2] - 1) * strides[i] + kernel[i] - pads[i] - pads[i + n]);
+    if (out.back() <= 0) ctx.error("output size ", out.back(), " on spatial axis ", i, " is not positive");
+  }
+  if (ctx.has_input(2) && apply_output_shape) {
+    const HostTensor& t = ctx.constant_input(2, "output_shape");
+    if (t.numel() != static_cast<int64_t>(x.size())) {
+      ctx.error("output_shape has ", t.numel(), " entries for an input of rank ", x.size());
+    }
+    for (size_t d = 0; d < x.size(); ++d) {
+      const int64_t v = t.int_at(static_cast<int64_t>(d));
+      if (d < 2 && v != x[d]) ctx.error("output_shape changes N or C (", v, " for ", x[d], ")");
+      if (v <= 0 || v > kLimit) ctx.error("output_shape entry ", v, " must be in [1, 2^30]");
+      out[d] = v;
+    }
+  }
+  return out;
+}
+
+void infer_max_unpool(OpContext& ctx) {
+  ctx.expect_inputs(2, 3);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  ctx.expect_dtype(1, {DType::INT64});
+  if (ctx.has_input(2)) ctx.expect_dtype(2, {DType::INT64});
+  if (ctx.rank(0) < 3) ctx.error("expects rank >= 3 (N, C and spatial axes)");
+  if (ctx.shape(1) != ctx.shape(0)) {
+    ctx.error("indices ", shape_str(ctx.shape(1)), " must have X's shape ", shape_str(ctx.shape(0)));
+  }
+  ctx.set_output(0, DType::FLOAT32, max_unpool_shape(ctx, /*apply_output_shape=*/true));
+}
+
+void lower_max_unpool(OpContext& ctx, LoweringContext& l) {
+  l.kernel("MaxUnpool", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))},
+           generic_params(max_unpool_shape(ctx, /*apply_output_shape=*/false), {}));
+}
+
 }  // namespace
 
 void add_pool_ops(std::vector<OpDef>& ops) {
@@ -127,6 +186,7 @@ void add_pool_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "AveragePool", .infer = infer_pool, .lower = lower_pool});
   ops.push_back({.op_type = "GlobalAveragePool", .infer = infer_global_pool, .lower = lower_global_pool});
   ops.push_back({.op_type = "GlobalMaxPool", .infer = infer_global_pool, .lower = lower_global_pool});
+  ops.push_back({.op_type = "MaxUnpool", .infer = infer_max_unpool, .lower = lower_max_unpool});
 }
 
 }  // namespace kiln::planner

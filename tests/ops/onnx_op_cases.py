@@ -351,6 +351,32 @@ def case_pool_3d_and_indices():
     return model(nodes, {"x": x, "s": s}, want), [x, s]
 
 
+def case_max_unpool_output_shape():
+    # 3-D MaxPool's Indices unpooled into its unpooled shape and into a
+    # larger output_shape (values keep their coordinates), and 1-D.
+    x = randn(1, 2, 4, 6, 4)
+    pooled, idx = F.max_pool3d(torch.from_numpy(x), 2, stride=2, return_indices=True)
+    pooled = pooled.numpy()
+    flat = torch_pool_indices(idx.numpy(), x.shape, 0)
+    unpooled_shape = (1, 2, 4, 6, 4)  # (in - 1) * 2 + 2 per axis
+    def unpool(shape):
+        y = np.zeros(shape, np.float32)
+        coords = np.unravel_index(flat.ravel(), unpooled_shape)
+        y[coords] = pooled.ravel()
+        return y
+    s = randn(2, 1, 4)
+    s_idx = np.array([[[0, 3, 5, 6]], [[1, 2, 4, 7]]], np.int64) + np.array([0, 8]).reshape(2, 1, 1)
+    s_want = np.zeros((2, 1, 8), np.float32)
+    s_want.ravel()[s_idx.ravel()] = s.ravel()
+    nodes = [helper.make_node("MaxUnpool", ["p", "i"], ["same"], kernel_shape=[2, 2, 2], strides=[2, 2, 2]),
+             helper.make_node("MaxUnpool", ["p", "i", "shape"], ["larger"], kernel_shape=[2, 2, 2],
+                              strides=[2, 2, 2]),
+             helper.make_node("MaxUnpool", ["s", "s_idx"], ["s_out"], kernel_shape=[2], strides=[2])]
+    want = {"same": unpool(unpooled_shape), "larger": unpool((1, 2, 5, 7, 6)), "s_out": s_want}
+    inputs = {"p": pooled, "i": flat, "s": s, "s_idx": s_idx}
+    return model(nodes, inputs, want, [("shape", np.array([1, 2, 5, 7, 6], np.int64))]), list(inputs.values())
+
+
 def case_det():
     # Batched matrices from 1x1 to 8x8, a zero leading pivot (a row swap), a
     # singular matrix, an empty batch and 0x0 matrices (determinant 1).
@@ -389,6 +415,12 @@ def refusal_reverse_sequence():
     x, lens = randn(3, 2), np.array([1, 4], np.int64)
     node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"])
     return model([node], {"x": x, "lens": lens}, {"y": x}), [x, lens], "ReverseSequence"
+
+
+def refusal_max_unpool():
+    x, idx = randn(1, 1, 2), np.array([[[1, 4]]], np.int64)
+    node = helper.make_node("MaxUnpool", ["x", "idx"], ["y"], kernel_shape=[2], strides=[2])
+    return model([node], {"x": x, "idx": idx}, {"y": randn(1, 1, 4)}), [x, idx], "MaxUnpool"
 
 
 REFUSALS = {name[8:]: fn for name, fn in sorted(globals().items()) if name.startswith("refusal_")}

@@ -12,6 +12,7 @@
 //            too; storage_order 1 counts the spatial axes column-major (the
 //            first spatial axis fastest), as ONNX's MaxPool says. The first
 //            maximum of a window wins; a NaN beats every number.
+//   MaxUnpool  see below.
 
 #include <math.h>
 
@@ -300,6 +301,77 @@ Error run_pool_nd(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// ---------------------------------------------------------------------------
+// MaxUnpool: X and Indices (int64, X's shape) into Y, all zeros but for
+// X's values. GenericParams ints: the unpooled shape U the indices count in
+// ((in - 1) * stride + kernel - pads per spatial axis, N and C as Y's): an
+// index is a position in U flattened, as MaxPool's Indices count them, and
+// X[i] lands at the same coordinates in Y (Y is U, or output_shape, which
+// may be larger: ONNX's reference places values so). A later duplicate
+// overwrites an earlier one. Indices are data: every one is checked before
+// anything is written, and one outside [0, numel(U)), or whose coordinates
+// fall outside a smaller Y, fails the call with kInvalidInput.
+
+Error check_max_unpool(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32 && y.dtype() == DType::FLOAT32 &&
+                              args.in(1).dtype() == DType::INT64, "expects float32 X and Y and int64 indices");
+  KILN_RETURN_IF_ERROR(check_same_shape(args, x, args.in(1), "X and indices"));
+  KILN_KERNEL_CHECK(args, x.rank() >= 3 && y.rank() == x.rank() && y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1),
+                    "expects X and Y of one rank >= 3 with the same N and C");
+  KILN_RETURN_IF_ERROR(check_params(args, y.rank(), 0));
+  int64_t size = 1;
+  for (uint32_t d = 0; d < y.rank(); ++d) {
+    const int64_t u = param_int(args, d);
+    KILN_KERNEL_CHECK(args, u > 0 && checked_mul(size, u, &size) && (d >= 2 || u == y.dim(d)),
+                      "bad unpooled shape");
+  }
+  return Error::kOk;
+}
+
+Error run_max_unpool(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  const uint32_t rank = y.rank();
+  const int64_t* indices = args.in(1).data_as<const int64_t>();
+  const int64_t n = x.numel(), out_size = y.numel();
+  int64_t unpooled[kMaxRank], strides[kMaxRank];
+  int64_t size = 1;
+  bool same = true;
+  for (uint32_t d = 0; d < rank; ++d) {
+    unpooled[d] = param_int(args, d);
+    size *= unpooled[d];
+    same = same && unpooled[d] == y.dim(d);
+  }
+  contiguous_strides(y.dims(), rank, strides);
+  // Position in Y of index `at` of U; -1 when it lies outside Y.
+  auto place = [&](int64_t at) -> int64_t {
+    if (same) return at;
+    int64_t offset = 0;
+    for (int32_t d = static_cast<int32_t>(rank) - 1; d >= 0; --d) {
+      const int64_t coordinate = at % unpooled[d];
+      at /= unpooled[d];
+      if (coordinate >= y.dim(static_cast<uint32_t>(d))) return -1;
+      offset += coordinate * strides[d];
+    }
+    return offset;
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    if (indices[i] < 0 || indices[i] >= size || place(indices[i]) < 0) {
+      KILN_LOG(ERROR, "kernel MaxUnpool (node '%s'): index %lld out of range for an unpooled output of %lld elements",
+               args.node_name, static_cast<long long>(indices[i]), static_cast<long long>(size));
+      return Error::kInvalidInput;
+    }
+  }
+  const float* in = x.data_as<const float>();
+  float* out = y.data_as<float>();
+  for (int64_t i = 0; i < out_size; ++i) out[i] = 0.f;
+  for (int64_t i = 0; i < n; ++i) out[place(indices[i])] = in[i];
+  return Error::kOk;
+}
+
 Error check_global_pool(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
   KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
@@ -357,6 +429,7 @@ Error run_global_pool(const KernelArgs& args) {
 #define KILN_POOL_KERNELS(K) \
   K(Pool, check_pool, run_pool, 0) \
   K(PoolNd, check_pool_nd, run_pool_nd, 0) \
+  K(MaxUnpool, check_max_unpool, run_max_unpool, 0) \
   K(GlobalAveragePool, check_global_pool, run_global_pool<false>, 0) \
   K(GlobalMaxPool, check_global_pool, run_global_pool<true>, 0)
 
