@@ -1,4 +1,5 @@
-// Resize (opsets 10 to 17) and its predecessor Upsample (nearest only).
+// Resize (opsets 10 to 17) and its predecessor Upsample (nearest only);
+// GridSample (at the end).
 //
 // Scales or sizes must be constants. With scales, each output axis has
 // floor(in * scale) elements and the kernel maps coordinates with the given
@@ -191,11 +192,65 @@ void lower_resize(OpContext& ctx, LoweringContext& l) {
   l.kernel("Resize", inputs, {out}, std::move(params));
 }
 
+// --- GridSample (opset 16: 4-D input) -----------------------------------
+// The kernel (resize.cc, GridSample) reads the grid at run time; its
+// GenericParams are [mode, padding_mode, align_corners] as numbers.
+
+std::vector<int64_t> grid_sample_params(OpContext& ctx) {
+  const std::string mode = ctx.attr_string("mode", "bilinear");
+  const std::string padding = ctx.attr_string("padding_mode", "zeros");
+  const int64_t align = ctx.attr_int("align_corners", 0);
+  int64_t m = 0, p = 0;
+  if (mode == "bilinear" || mode == "linear") {
+    m = 0;
+  } else if (mode == "nearest") {
+    m = 1;
+  } else if (mode == "bicubic" || mode == "cubic") {
+    m = 2;
+  } else {
+    ctx.not_supported("mode '", mode, "' (bilinear, nearest and bicubic are supported)");
+  }
+  if (padding == "zeros") {
+    p = 0;
+  } else if (padding == "border") {
+    p = 1;
+  } else if (padding == "reflection") {
+    p = 2;
+  } else {
+    ctx.not_supported("padding_mode '", padding, "' (zeros, border and reflection are supported)");
+  }
+  if (align != 0 && align != 1) ctx.error("align_corners must be 0 or 1, is ", align);
+  return {m, p, align};
+}
+
+void infer_grid_sample(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  ctx.expect_dtype(1, {DType::FLOAT32});
+  const auto& x = ctx.shape(0);
+  const auto& grid = ctx.shape(1);
+  if (x.size() != 4) ctx.not_supported(x.size(), "-D input (only 4-D, N C H W, is supported)");
+  if (grid.size() != 4 || grid[0] != x[0] || grid[3] != 2) {
+    ctx.error("grid ", shape_str(grid), " must be [", x[0], ", H_out, W_out, 2]");
+  }
+  if (x[2] <= 0 || x[3] <= 0 || x[2] >= (int64_t{1} << 30) || x[3] >= (int64_t{1} << 30)) {
+    ctx.error("input height and width must be in [1, 2^30)");
+  }
+  grid_sample_params(ctx);
+  ctx.set_output(0, DType::FLOAT32, {x[0], x[1], grid[1], grid[2]});
+}
+
+void lower_grid_sample(OpContext& ctx, LoweringContext& l) {
+  l.kernel("GridSample", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))},
+           generic_params(grid_sample_params(ctx), {}));
+}
+
 }  // namespace
 
 void add_resize_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Resize", .infer = infer_resize, .lower = lower_resize});
   ops.push_back({.op_type = "Upsample", .infer = infer_resize, .lower = lower_resize});
+  ops.push_back({.op_type = "GridSample", .infer = infer_grid_sample, .lower = lower_grid_sample});
 }
 
 }  // namespace kiln::planner

@@ -351,6 +351,39 @@ def case_pool_3d_and_indices():
     return model(nodes, {"x": x, "s": s}, want), [x, s]
 
 
+def case_grid_sample_hostile_grid():
+    # Grid points outside [-1, 1], huge and infinite ones (zeros and border
+    # padding: clamped, they land outside or on the edge) and NaN ones (a
+    # NaN coordinate samples 0, kiln's documented choice), every mode,
+    # padding mode and align_corners against PyTorch.
+    x = randn(2, 3, 5, 6)
+    near = RNG.uniform(-3, 3, (2, 4, 5, 2)).astype(np.float32)
+    near[0, 1, 2, 0] = np.nan
+    near[1, 3, 4, 1] = np.nan
+    far = near.copy()
+    far[0, 0, :, 0] = [1e30, -1e30, np.inf, -np.inf, 7e9]
+    far[1, 2, :, 1] = [np.inf, -np.inf, 1e30, -3e9, 1.5]
+    # PyTorch has no defined answer for infinities: ±1e6 lands in the
+    # same place after kiln's clamp to ±2^30 for zeros and border padding.
+    far_ref = np.clip(np.nan_to_num(far, nan=np.nan, posinf=1e6, neginf=-1e6), -1e6, 1e6)
+    nodes, want = [], {}
+    for mode in ("bilinear", "nearest", "bicubic"):
+        for padding in ("zeros", "border", "reflection"):
+            for align in (0, 1):
+                for grid_name, grid, ref in (("near", near, near), ("far", far, far_ref)):
+                    if grid_name == "far" and padding == "reflection":
+                        continue
+                    name = f"{mode}_{padding}_{align}_{grid_name}"
+                    nodes.append(helper.make_node("GridSample", ["x", grid_name], [name], mode=mode,
+                                                  padding_mode=padding, align_corners=align))
+                    y = F.grid_sample(torch.from_numpy(x), torch.from_numpy(ref), mode=mode, padding_mode=padding,
+                                      align_corners=bool(align)).numpy()
+                    nan_point = np.isnan(grid).any(axis=-1)
+                    y[np.broadcast_to(nan_point[:, None], y.shape)] = 0.0
+                    want[name] = y
+    return model(nodes, {"x": x, "near": near, "far": far}, want), [x, near, far]
+
+
 def case_max_unpool_output_shape():
     # 3-D MaxPool's Indices unpooled into its unpooled shape and into a
     # larger output_shape (values keep their coordinates), and 1-D.
@@ -437,6 +470,12 @@ def plan_refusal_pool_4d():
     x = randn(1, 1, 2, 2, 2, 2)
     return plan_refusal("MaxPool", {"x": x}, {"y": x}, "4-D pooling (1-D to 3-D windows are supported)",
                         kernel_shape=[1, 1, 1, 1])
+
+
+def plan_refusal_grid_sample_5d():
+    x, grid = randn(1, 1, 2, 2, 2), randn(1, 2, 2, 2, 3)
+    return plan_refusal("GridSample", {"x": x, "grid": grid}, {"y": randn(1, 1, 2, 2, 2)},
+                        "5-D input (only 4-D, N C H W, is supported)")
 
 
 PLAN_REFUSALS = {name[13:]: fn for name, fn in sorted(globals().items()) if name.startswith("plan_refusal_")}

@@ -1,5 +1,6 @@
 // Resize: nearest (any dtype), linear and cubic (float32) interpolation over
-// any number of axes, with ONNX's coordinate transformations.
+// any number of axes, with ONNX's coordinate transformations; and the
+// samplers at coordinates from data, GridSample (below).
 //
 // Each output element is a weighted sum over a small grid of input
 // elements, separable by axis. For one axis, output index x maps to the
@@ -315,11 +316,161 @@ Error run_resize(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// ---------------------------------------------------------------------------
+// GridSample: X [N, C, H, W] float32 sampled at the points of grid
+// [N, Ho, Wo, 2] (x then y, normalised to [-1, 1]) into Y [N, C, Ho, Wo].
+// GenericParams ints [mode (0 bilinear, 1 nearest, 2 bicubic),
+// padding (0 zeros, 1 border, 2 reflection), align_corners].
+//
+// A grid value is data: it is unnormalised to the pixel coordinate
+//   align_corners  (g + 1) / 2 * (size - 1),  else  ((g + 1) * size - 1) / 2,
+// clamped to [-2^30, 2^30] (far outside any image, and exact as an
+// integer), then for bilinear and nearest mapped by the padding mode
+// (border clamps it to [0, size - 1], reflection folds it back over the
+// image's edges, the pixel centres with align_corners and the outer edges
+// without, then clamps it); nearest rounds half to even. Bicubic maps each
+// of its 4 x 4 taps instead. A tap outside the image reads 0. A NaN
+// coordinate (a NaN in the grid) gives the sample 0, in every padding mode,
+// as if it lay outside the image; an infinite one is clamped like any other.
+// Every index read is inside the image, whatever the grid holds.
+
+enum GridMode : int64_t { kGridBilinear = 0, kGridNearest, kGridBicubic };
+enum GridPadding : int64_t { kGridZeros = 0, kGridBorder, kGridReflection };
+
+// Folds c into [lo, hi] by reflection at both ends (period 2 * (hi - lo)).
+float reflect(float c, float lo, float hi) {
+  const float span = hi - lo;
+  if (!(span > 0.f)) return 0.f;
+  const float d = fabsf(c - lo);
+  const float extra = fmodf(d, span);
+  const float flips = floorf(d / span);
+  return fmodf(flips, 2.f) == 0.f ? lo + extra : hi - extra;
+}
+
+// A coordinate mapped by the padding mode; NaN stays NaN.
+float pad_coordinate(float c, int64_t size, int64_t padding, bool align_corners) {
+  const float last = static_cast<float>(size - 1);
+  if (padding == kGridBorder) return c < 0.f ? 0.f : (c > last ? last : c);
+  if (padding == kGridReflection) {
+    c = align_corners ? reflect(c, 0.f, last) : reflect(c, -0.5f, static_cast<float>(size) - 0.5f);
+    return c < 0.f ? 0.f : (c > last ? last : c);
+  }
+  return c;
+}
+
+// The value at integer coordinates (ix, iy), or 0 outside the image.
+float grid_tap(const float* plane, int64_t h, int64_t w, int64_t ix, int64_t iy) {
+  return ix >= 0 && ix < w && iy >= 0 && iy < h ? plane[iy * w + ix] : 0.f;
+}
+
+// Keys' cubic convolution weights (a = -0.75, as PyTorch) of the taps
+// floor(c) - 1 .. floor(c) + 2 at fraction t.
+void cubic_weights(float t, float* out_w) {
+  const float a = -0.75f;
+  auto near = [a](float x) { return ((a + 2.f) * x - (a + 3.f)) * x * x + 1.f; };
+  auto far = [a](float x) { return ((a * x - 5.f * a) * x + 8.f * a) * x - 4.f * a; };
+  out_w[0] = far(t + 1.f);
+  out_w[1] = near(t);
+  out_w[2] = near(1.f - t);
+  out_w[3] = far(2.f - t);
+}
+
+Error check_grid_sample(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  KILN_RETURN_IF_ERROR(check_params(args, 3, 0));
+  const Tensor& x = args.in(0);
+  const Tensor& grid = args.in(1);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, param_int(args, 0) >= kGridBilinear && param_int(args, 0) <= kGridBicubic,
+                    "unknown mode %lld", static_cast<long long>(param_int(args, 0)));
+  KILN_KERNEL_CHECK(args, param_int(args, 1) >= kGridZeros && param_int(args, 1) <= kGridReflection,
+                    "unknown padding mode %lld", static_cast<long long>(param_int(args, 1)));
+  KILN_KERNEL_CHECK(args, x.rank() == 4 && grid.rank() == 4 && y.rank() == 4, "expects 4-D X, grid and Y");
+  KILN_KERNEL_CHECK(args, grid.dim(0) == x.dim(0) && grid.dim(3) == 2, "grid must be [N, Ho, Wo, 2]");
+  KILN_KERNEL_CHECK(args, y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1) && y.dim(2) == grid.dim(1) &&
+                              y.dim(3) == grid.dim(2), "Y must be [N, C, Ho, Wo]");
+  KILN_KERNEL_CHECK(args, x.dim(2) > 0 && x.dim(3) > 0 && x.dim(2) < (int64_t{1} << 30) &&
+                              x.dim(3) < (int64_t{1} << 30), "image height and width must be in [1, 2^30)");
+  return Error::kOk;
+}
+
+Error run_grid_sample(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const int64_t mode = param_int(args, 0), padding = param_int(args, 1);
+  const bool align = param_int(args, 2) != 0;
+  const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  const int64_t points = args.in(1).dim(1) * args.in(1).dim(2);
+  const float* in = x.data_as<const float>();
+  const float* grid = args.in(1).data_as<const float>();
+  float* out = args.out(0).data_as<float>();
+  constexpr float kFar = static_cast<float>(int64_t{1} << 30);
+  auto unnormalise = [align](float g, int64_t size) {
+    const float v = align ? (g + 1.f) * 0.5f * static_cast<float>(size - 1)
+                          : ((g + 1.f) * static_cast<float>(size) - 1.f) * 0.5f;
+    return v < -kFar ? -kFar : (v > kFar ? kFar : v);  // NaN passes through
+  };
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t p = 0; p < points; ++p) {
+      float cx = unnormalise(grid[(b * points + p) * 2], w);
+      float cy = unnormalise(grid[(b * points + p) * 2 + 1], h);
+      float* dst = out + b * c * points + p;
+      if (mode != kGridBicubic) {
+        cx = pad_coordinate(cx, w, padding, align);
+        cy = pad_coordinate(cy, h, padding, align);
+      }
+      if (isnan(cx) || isnan(cy)) {
+        for (int64_t ch = 0; ch < c; ++ch) dst[ch * points] = 0.f;
+        continue;
+      }
+      const float* plane = in + b * c * h * w;
+      if (mode == kGridNearest) {
+        const int64_t ix = static_cast<int64_t>(nearbyintf(cx)), iy = static_cast<int64_t>(nearbyintf(cy));
+        for (int64_t ch = 0; ch < c; ++ch) dst[ch * points] = grid_tap(plane + ch * h * w, h, w, ix, iy);
+        continue;
+      }
+      const float fx = floorf(cx), fy = floorf(cy);
+      const float tx = cx - fx, ty = cy - fy;
+      if (mode == kGridBilinear) {
+        const int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const float* src = plane + ch * h * w;
+          dst[ch * points] = (1.f - ty) * ((1.f - tx) * grid_tap(src, h, w, x0, y0) + tx * grid_tap(src, h, w, x0 + 1, y0)) +
+                             ty * ((1.f - tx) * grid_tap(src, h, w, x0, y0 + 1) + tx * grid_tap(src, h, w, x0 + 1, y0 + 1));
+        }
+        continue;
+      }
+      // Bicubic: each tap's coordinate goes through the padding mode.
+      float wx[4], wy[4];
+      int64_t tap_x[4], tap_y[4];
+      cubic_weights(tx, wx);
+      cubic_weights(ty, wy);
+      for (int k = 0; k < 4; ++k) {
+        // Finite and within 2^30 + 2 of the image: exact as int64.
+        tap_x[k] = static_cast<int64_t>(pad_coordinate(fx - 1.f + static_cast<float>(k), w, padding, align));
+        tap_y[k] = static_cast<int64_t>(pad_coordinate(fy - 1.f + static_cast<float>(k), h, padding, align));
+      }
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float* src = plane + ch * h * w;
+        float acc = 0.f;
+        for (int j = 0; j < 4; ++j) {
+          float row = 0.f;
+          for (int k = 0; k < 4; ++k) row += wx[k] * grid_tap(src, h, w, tap_x[k], tap_y[j]);
+          acc += wy[j] * row;
+        }
+        dst[ch * points] = acc;
+      }
+    }
+  }
+  return Error::kOk;
+}
+
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
 #define KILN_RESIZE_KERNELS(K) \
-  K(Resize, check_resize, run_resize, 0)
+  K(Resize, check_resize, run_resize, 0) \
+  K(GridSample, check_grid_sample, run_grid_sample, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_RESIZE_KERNELS)
 const KernelEntry kResizeKernels[] = {KILN_RESIZE_KERNELS(KILN_KERNEL_TABLE_ROW)};
