@@ -1,5 +1,5 @@
 // Resize (opsets 10 to 17) and its predecessor Upsample (nearest only);
-// GridSample (at the end).
+// GridSample and RoiAlign (at the end).
 //
 // Scales or sizes must be constants. With scales, each output axis has
 // floor(in * scale) elements and the kernel maps coordinates with the given
@@ -245,12 +245,62 @@ void lower_grid_sample(OpContext& ctx, LoweringContext& l) {
            generic_params(grid_sample_params(ctx), {}));
 }
 
+// --- RoiAlign (opsets 10 and 16) ------------------------------------------
+// The kernel (resize.cc, RoiAlign) reads the ROIs and batch indices at run
+// time and checks every batch index. Opset 10 has no
+// coordinate_transformation_mode: it behaves as output_half_pixel.
+
+fb::ParamsUnion roi_align_params(OpContext& ctx) {
+  const std::string mode = ctx.attr_string("mode", "avg");
+  const std::string transform =
+      ctx.attr_string("coordinate_transformation_mode", ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel");
+  if (mode != "avg" && mode != "max") ctx.not_supported("mode '", mode, "' (avg and max are supported)");
+  if (transform != "half_pixel" && transform != "output_half_pixel") {
+    ctx.not_supported("coordinate_transformation_mode '", transform,
+                      "' (half_pixel and output_half_pixel are supported)");
+  }
+  const int64_t ratio = ctx.attr_int("sampling_ratio", 0);
+  if (ratio < 0 || ratio > (int64_t{1} << 16)) ctx.error("sampling_ratio ", ratio, " must be in [0, 2^16]");
+  const float scale = ctx.attr_float("spatial_scale", 1.f);
+  if (!std::isfinite(scale)) ctx.error("spatial_scale must be finite");
+  return generic_params({ratio, mode == "max" ? 1 : 0, transform == "half_pixel" ? 1 : 0}, {scale});
+}
+
+void infer_roi_align(OpContext& ctx) {
+  ctx.expect_inputs(3, 3);
+  ctx.expect_dtype(0, {DType::FLOAT32});
+  ctx.expect_dtype(1, {DType::FLOAT32});
+  ctx.expect_dtype(2, {DType::INT64});
+  const auto& x = ctx.shape(0);
+  const auto& rois = ctx.shape(1);
+  if (x.size() != 4) ctx.error("X ", shape_str(x), " must be 4-D (N, C, H, W)");
+  if (x[2] <= 0 || x[3] <= 0 || x[2] >= (int64_t{1} << 24) || x[3] >= (int64_t{1} << 24)) {
+    ctx.error("X's height and width must be in [1, 2^24)");
+  }
+  if (rois.size() != 2 || rois[1] != 4) ctx.error("rois ", shape_str(rois), " must be [num_rois, 4]");
+  if (ctx.shape(2) != std::vector<int64_t>{rois[0]}) {
+    ctx.error("batch_indices ", shape_str(ctx.shape(2)), " must be [", rois[0], "], one per ROI");
+  }
+  const int64_t oh = ctx.attr_int("output_height", 1), ow = ctx.attr_int("output_width", 1);
+  if (oh <= 0 || ow <= 0 || oh > (int64_t{1} << 20) || ow > (int64_t{1} << 20)) {
+    ctx.error("output_height and output_width must be in [1, 2^20]");
+  }
+  roi_align_params(ctx);
+  ctx.set_output(0, DType::FLOAT32, {rois[0], x[1], oh, ow});
+}
+
+void lower_roi_align(OpContext& ctx, LoweringContext& l) {
+  l.kernel("RoiAlign", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1)), l.tensor(ctx.input_id(2))},
+           {l.tensor(ctx.output_id(0))}, roi_align_params(ctx));
+}
+
 }  // namespace
 
 void add_resize_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Resize", .infer = infer_resize, .lower = lower_resize});
   ops.push_back({.op_type = "Upsample", .infer = infer_resize, .lower = lower_resize});
   ops.push_back({.op_type = "GridSample", .infer = infer_grid_sample, .lower = lower_grid_sample});
+  ops.push_back({.op_type = "RoiAlign", .infer = infer_roi_align, .lower = lower_roi_align});
 }
 
 }  // namespace kiln::planner

@@ -423,6 +423,77 @@ def case_det():
     return model(nodes, inputs, want), list(inputs.values())
 
 
+def roi_align_reference(x, rois, batch, oh, ow, ratio, scale, half_pixel, max_mode):
+    """RoiAlign as ONNX's reference and ONNX Runtime compute it (max mode:
+    the largest weighted corner value), with kiln's bound on adaptive
+    sampling (at most the input's extent per axis)."""
+    _, c, h, w = x.shape
+    y = np.zeros((len(rois), c, oh, ow), np.float32)
+    off = 0.5 if half_pixel else 0.0
+    for r, (box, b) in enumerate(zip(rois.astype(np.float64), batch)):
+        x0, y0 = box[0] * scale - off, box[1] * scale - off
+        rw, rh = box[2] * scale - off - x0, box[3] * scale - off - y0
+        if not half_pixel:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        bh, bw = rh / oh, rw / ow
+        gh = ratio or min(max(int(math.ceil(rh / oh)), 1), h)
+        gw = ratio or min(max(int(math.ceil(rw / ow)), 1), w)
+        for py in range(oh):
+            for px in range(ow):
+                vals = []
+                for iy in range(gh):
+                    sy = y0 + py * bh + (iy + 0.5) * bh / gh
+                    for ix in range(gw):
+                        sx = x0 + px * bw + (ix + 0.5) * bw / gw
+                        if not (-1 <= sy <= h and -1 <= sx <= w):
+                            vals.append(np.zeros(c) if not max_mode else np.zeros((4, c)))
+                            continue
+                        sy_, sx_ = max(sy, 0.0), max(sx, 0.0)
+                        ylo, xlo = int(sy_), int(sx_)
+                        yhi, xhi = min(ylo + 1, h - 1), min(xlo + 1, w - 1)
+                        if ylo >= h - 1:
+                            ylo = yhi = h - 1
+                            sy_ = float(ylo)
+                        if xlo >= w - 1:
+                            xlo = xhi = w - 1
+                            sx_ = float(xlo)
+                        ly, lx = sy_ - ylo, sx_ - xlo
+                        corners = np.stack([(1 - ly) * (1 - lx) * x[b, :, ylo, xlo], (1 - ly) * lx * x[b, :, ylo, xhi],
+                                            ly * (1 - lx) * x[b, :, yhi, xlo], ly * lx * x[b, :, yhi, xhi]])
+                        vals.append(corners if max_mode else corners.sum(axis=0))
+                vals = np.array(vals)
+                y[r, :, py, px] = vals.max(axis=(0, 1)) if max_mode else vals.mean(axis=0)
+    return y
+
+
+def case_roi_align_modes():
+    # avg against torchvision (aligned = half_pixel), max mode, a fixed
+    # sampling_ratio, ROIs reaching outside the image, and ROIs the adaptive
+    # sampling must not follow: huge (1e30: samples bounded by the image's
+    # extent, all outside, so 0) and NaN (every sample 0).
+    import torchvision
+    x = randn(2, 3, 7, 9)
+    rois = np.array([[0.5, 1.0, 6.2, 5.5], [-3.0, -2.0, 4.0, 9.5], [2.0, 2.0, 2.5, 2.2], [1.0, 0.0, 8.9, 6.9]],
+                    np.float32)
+    batch = np.array([1, 0, 1, 0], np.int64)
+    hostile = np.array([[0.0, 0.0, 1e30, 1e30], [np.nan, 1.0, 3.0, np.nan]], np.float32)
+    hostile_batch = np.array([0, 1], np.int64)
+    boxes = torch.from_numpy(np.concatenate([batch[:, None].astype(np.float32), rois], axis=1))
+    avg = torchvision.ops.roi_align(torch.from_numpy(x), boxes, (3, 4), spatial_scale=0.8, sampling_ratio=0,
+                                    aligned=True).numpy()
+    nodes = [helper.make_node("RoiAlign", ["x", "rois", "batch"], ["avg"], output_height=3, output_width=4,
+                              spatial_scale=0.8),
+             helper.make_node("RoiAlign", ["x", "rois", "batch"], ["max"], mode="max", output_height=2,
+                              output_width=3, sampling_ratio=2, coordinate_transformation_mode="output_half_pixel"),
+             helper.make_node("RoiAlign", ["x", "hostile", "hostile_batch"], ["far"], output_height=2,
+                              output_width=2)]
+    want = {"avg": avg,
+            "max": roi_align_reference(x, rois, batch, 2, 3, 2, 1.0, False, True),
+            "far": np.zeros((2, 3, 2, 2), np.float32)}
+    inputs = {"x": x, "rois": rois, "batch": batch, "hostile": hostile, "hostile_batch": hostile_batch}
+    return model(nodes, inputs, want, opset=16), list(inputs.values())
+
+
 # Indices are data: one out of range must fail the run with a message
 # naming the kernel, never read or write outside a tensor.
 def refusal_scatter_elements():
@@ -456,6 +527,13 @@ def refusal_max_unpool():
     return model([node], {"x": x, "idx": idx}, {"y": randn(1, 1, 4)}), [x, idx], "MaxUnpool"
 
 
+def refusal_roi_align_batch():
+    x, rois, batch = randn(2, 1, 4, 4), np.array([[0, 0, 2, 2], [1, 1, 3, 3]], np.float32), np.array([1, 2], np.int64)
+    node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"])
+    return model([node], {"x": x, "rois": rois, "batch": batch}, {"y": randn(2, 1, 1, 1)}, opset=16), \
+        [x, rois, batch], "RoiAlign"
+
+
 REFUSALS = {name[8:]: fn for name, fn in sorted(globals().items()) if name.startswith("refusal_")}
 
 
@@ -476,6 +554,13 @@ def plan_refusal_grid_sample_5d():
     x, grid = randn(1, 1, 2, 2, 2), randn(1, 2, 2, 2, 3)
     return plan_refusal("GridSample", {"x": x, "grid": grid}, {"y": randn(1, 1, 2, 2, 2)},
                         "5-D input (only 4-D, N C H W, is supported)")
+
+
+def plan_refusal_roi_align_mode():
+    x, rois, batch = randn(1, 1, 4, 4), np.zeros((1, 4), np.float32), np.zeros(1, np.int64)
+    node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], name="refused", mode="min")
+    return model([node], {"x": x, "rois": rois, "batch": batch}, {"y": randn(1, 1, 1, 1)}, opset=16)[0], \
+        "mode 'min' (avg and max are supported)"
 
 
 PLAN_REFUSALS = {name[13:]: fn for name, fn in sorted(globals().items()) if name.startswith("plan_refusal_")}

@@ -1,6 +1,6 @@
 // Resize: nearest (any dtype), linear and cubic (float32) interpolation over
 // any number of axes, with ONNX's coordinate transformations; and the
-// samplers at coordinates from data, GridSample (below).
+// samplers at coordinates from data, GridSample and RoiAlign (below).
 //
 // Each output element is a weighted sum over a small grid of input
 // elements, separable by axis. For one axis, output index x maps to the
@@ -465,12 +465,168 @@ Error run_grid_sample(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// ---------------------------------------------------------------------------
+// RoiAlign: X [N, C, H, W] float32, rois [R, 4] (x1, y1, x2, y2, float32)
+// and batch_indices [R] (int64) into Y [R, C, Ho, Wo]. GenericParams ints
+// [sampling_ratio, mode (0 avg, 1 max), half_pixel (1: half_pixel, 0:
+// output_half_pixel)], floats [spatial_scale].
+//
+// Each ROI, scaled (and shifted by half a pixel with half_pixel; without it
+// at least 1 x 1), is cut into Ho x Wo bins; each bin takes gh x gw
+// samples at regular points, bilinear between the four neighbouring
+// pixels; avg averages them, max keeps the largest weighted corner value
+// (as ONNX Runtime and ONNX's reference do). A sample farther than one
+// pixel outside the image, or at a NaN coordinate, counts as 0.
+//
+// ROIs and batch indices are data. Every batch index is checked against N
+// before anything is written (kInvalidInput naming the node). With
+// sampling_ratio 0 the samples per bin are adaptive, ceil(roi / bins) per
+// axis, which the data decides: it is bounded here by the input's extent
+// on that axis (H or W; a ROI inside the image never needs more), so one
+// output element costs at most H * W samples whatever the ROIs hold.
+
+struct RoiSample {
+  int64_t at[4];  // offsets of the four neighbours in the plane
+  float w[4];
+};
+
+// The bilinear taps of (y, x); all weights 0 when it is outside the image.
+RoiSample roi_sample(float y, float x, int64_t h, int64_t w) {
+  RoiSample s = {{0, 0, 0, 0}, {0.f, 0.f, 0.f, 0.f}};
+  const float fh = static_cast<float>(h), fw = static_cast<float>(w);
+  if (!(y >= -1.f && y <= fh && x >= -1.f && x <= fw)) return s;  // NaN too
+  if (y < 0.f) y = 0.f;
+  if (x < 0.f) x = 0.f;
+  int64_t y0 = static_cast<int64_t>(y), x0 = static_cast<int64_t>(x), y1, x1;
+  if (y0 >= h - 1) {
+    y0 = y1 = h - 1;
+    y = static_cast<float>(y0);
+  } else {
+    y1 = y0 + 1;
+  }
+  if (x0 >= w - 1) {
+    x0 = x1 = w - 1;
+    x = static_cast<float>(x0);
+  } else {
+    x1 = x0 + 1;
+  }
+  const float ly = y - static_cast<float>(y0), lx = x - static_cast<float>(x0);
+  const float hy = 1.f - ly, hx = 1.f - lx;
+  s.at[0] = y0 * w + x0;
+  s.at[1] = y0 * w + x1;
+  s.at[2] = y1 * w + x0;
+  s.at[3] = y1 * w + x1;
+  s.w[0] = hy * hx;
+  s.w[1] = hy * lx;
+  s.w[2] = ly * hx;
+  s.w[3] = ly * lx;
+  return s;
+}
+
+// Samples per bin on one axis: sampling_ratio, or adaptive within [1, extent].
+int64_t roi_grid(int64_t sampling_ratio, float roi, int64_t bins, int64_t extent) {
+  if (sampling_ratio > 0) return sampling_ratio;
+  const float per_bin = ceilf(roi / static_cast<float>(bins));
+  if (!(per_bin >= 1.f)) return 1;  // NaN too
+  return per_bin >= static_cast<float>(extent) ? extent : static_cast<int64_t>(per_bin);
+}
+
+Error check_roi_align(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 3, 3, 1));
+  KILN_RETURN_IF_ERROR(check_params(args, 3, 1));
+  const Tensor& x = args.in(0);
+  const Tensor& rois = args.in(1);
+  const Tensor& batch = args.in(2);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32 && rois.dtype() == DType::FLOAT32 &&
+                              batch.dtype() == DType::INT64 && y.dtype() == DType::FLOAT32,
+                    "expects float32 X, rois and Y, int64 batch_indices");
+  KILN_KERNEL_CHECK(args, x.rank() == 4 && rois.rank() == 2 && rois.dim(1) == 4 && batch.rank() == 1 &&
+                              batch.dim(0) == rois.dim(0), "expects X [N, C, H, W], rois [R, 4], batch_indices [R]");
+  KILN_KERNEL_CHECK(args, y.rank() == 4 && y.dim(0) == rois.dim(0) && y.dim(1) == x.dim(1) && y.dim(2) > 0 &&
+                              y.dim(3) > 0, "Y must be [R, C, Ho, Wo]");
+  KILN_KERNEL_CHECK(args, x.dim(2) > 0 && x.dim(3) > 0 && x.dim(2) < (int64_t{1} << 24) &&
+                              x.dim(3) < (int64_t{1} << 24), "H and W must be in [1, 2^24)");
+  const int64_t ratio = param_int(args, 0);
+  KILN_KERNEL_CHECK(args, ratio >= 0 && ratio <= (int64_t{1} << 16), "sampling_ratio must be in [0, 2^16]");
+  KILN_KERNEL_CHECK(args, param_int(args, 1) == 0 || param_int(args, 1) == 1, "mode must be 0 (avg) or 1 (max)");
+  return Error::kOk;
+}
+
+Error run_roi_align(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  const int64_t r = y.dim(0), oh = y.dim(2), ow = y.dim(3);
+  const int64_t* batch = args.in(2).data_as<const int64_t>();
+  for (int64_t i = 0; i < r; ++i) {
+    if (batch[i] < 0 || batch[i] >= n) {
+      KILN_LOG(ERROR, "kernel RoiAlign (node '%s'): batch index %lld of ROI %lld out of range for a batch of %lld",
+               args.node_name, static_cast<long long>(batch[i]), static_cast<long long>(i), static_cast<long long>(n));
+      return Error::kInvalidInput;
+    }
+  }
+  const int64_t ratio = param_int(args, 0);
+  const bool is_max = param_int(args, 1) == 1;
+  const bool half_pixel = param_int(args, 2) == 1;
+  const float scale = param_float(args, 0);
+  const float offset = half_pixel ? 0.5f : 0.f;
+  const float* in = x.data_as<const float>();
+  const float* roi = args.in(1).data_as<const float>();
+  float* out = y.data_as<float>();
+  for (int64_t i = 0; i < r; ++i) {
+    const float* box = roi + i * 4;
+    const float x0 = box[0] * scale - offset, y0 = box[1] * scale - offset;
+    float roi_w = box[2] * scale - offset - x0, roi_h = box[3] * scale - offset - y0;
+    if (!half_pixel) {
+      roi_w = roi_w > 1.f ? roi_w : 1.f;
+      roi_h = roi_h > 1.f ? roi_h : 1.f;
+    }
+    const float bin_h = roi_h / static_cast<float>(oh), bin_w = roi_w / static_cast<float>(ow);
+    const int64_t gh = roi_grid(ratio, roi_h, oh, h), gw = roi_grid(ratio, roi_w, ow, w);
+    const float count = static_cast<float>(gh * gw);
+    const float* image = in + batch[i] * c * h * w;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* plane = image + ch * h * w;
+      float* dst = out + (i * c + ch) * oh * ow;
+      for (int64_t py = 0; py < oh; ++py) {
+        for (int64_t px = 0; px < ow; ++px) {
+          float acc = 0.f;
+          bool first = true;
+          for (int64_t iy = 0; iy < gh; ++iy) {
+            const float sy = y0 + static_cast<float>(py) * bin_h +
+                             (static_cast<float>(iy) + 0.5f) * bin_h / static_cast<float>(gh);
+            for (int64_t ix = 0; ix < gw; ++ix) {
+              const float sx = x0 + static_cast<float>(px) * bin_w +
+                               (static_cast<float>(ix) + 0.5f) * bin_w / static_cast<float>(gw);
+              const RoiSample s = roi_sample(sy, sx, h, w);
+              if (!is_max) {
+                acc += s.w[0] * plane[s.at[0]] + s.w[1] * plane[s.at[1]] + s.w[2] * plane[s.at[2]] +
+                       s.w[3] * plane[s.at[3]];
+                continue;
+              }
+              for (int k = 0; k < 4; ++k) {
+                const float v = s.w[k] * plane[s.at[k]];
+                if (first || v > acc) acc = v;
+                first = false;
+              }
+            }
+          }
+          dst[py * ow + px] = is_max ? acc : acc / count;
+        }
+      }
+    }
+  }
+  return Error::kOk;
+}
+
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
 #define KILN_RESIZE_KERNELS(K) \
   K(Resize, check_resize, run_resize, 0) \
-  K(GridSample, check_grid_sample, run_grid_sample, 0)
+  K(GridSample, check_grid_sample, run_grid_sample, 0) \
+  K(RoiAlign, check_roi_align, run_roi_align, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_RESIZE_KERNELS)
 const KernelEntry kResizeKernels[] = {KILN_RESIZE_KERNELS(KILN_KERNEL_TABLE_ROW)};
