@@ -11,6 +11,9 @@
 // On the CPU, a float32 nearest or linear resize of the last two axes gets
 // its taps (input indices and weights per output row and column) computed
 // here, once, as a constant second input (kiln/kernels/resize_taps.h).
+// tf_crop_and_resize (a constant roi; nearest or linear; only the last two
+// axes cropped) always runs so, followed by a Where that writes
+// extrapolation_value where a row or column maps outside the input.
 
 #include <cmath>
 #include <string>
@@ -24,6 +27,10 @@ namespace {
 struct ResizeArgs {
   fb::ResizeParamsT params;
   std::vector<int64_t> out;
+  // tf_crop_and_resize: the roi input (starts, then ends, one per axis) and
+  // the extrapolation value; crop is empty in every other mode.
+  std::vector<double> crop;
+  float extrapolation = 0.f;
 };
 
 std::vector<double> constant_floats(OpContext& ctx, size_t i, const char* what) {
@@ -55,11 +62,34 @@ void resolve_sizes(OpContext& ctx, const std::vector<double>& scales, const std:
     // Scales are float32 in the model; the output size uses that value.
     const float s = static_cast<float>(scales[d]);
     if (!(s > 0.f) || !std::isfinite(s)) ctx.error("scale ", scales[d], " must be positive and finite");
+    // Also with tf_crop_and_resize: ONNX's shape inference, its reference
+    // and ONNX Runtime size the output from the input, not the region.
     const double size = std::floor(static_cast<double>(in[d]) * static_cast<double>(s));
     if (size > static_cast<double>(int64_t{1} << 40)) ctx.error("output axis of ", size, " elements is too large");
     a.out.push_back(static_cast<int64_t>(size));
     a.params.scales.push_back(s);
   }
+}
+
+// tf_crop_and_resize's region of interest: a constant of 2 * rank finite
+// values. The kernel resizes only the last two axes with a table, so the
+// leading axes must keep the whole input (start 0, end 1).
+std::vector<double> crop_roi(OpContext& ctx) {
+  const size_t rank = ctx.shape(0).size();
+  if (!ctx.has_input(1)) ctx.error("tf_crop_and_resize needs the roi input");
+  std::vector<double> roi = constant_floats(ctx, 1, "roi");
+  if (roi.size() != 2 * rank) ctx.error("roi has ", roi.size(), " entries, expected ", 2 * rank);
+  for (double v : roi) {
+    if (!std::isfinite(v)) ctx.error("roi value ", v, " is not finite");
+  }
+  if (rank < 2) ctx.not_supported("tf_crop_and_resize of a rank-", rank, " input (rank >= 2 is supported)");
+  for (size_t d = 0; d + 2 < rank; ++d) {
+    if (roi[d] != 0.0 || roi[d + rank] != 1.0) {
+      ctx.not_supported("tf_crop_and_resize with a region of interest on axis ", d,
+                        " (only the last two axes may be cropped)");
+    }
+  }
+  return roi;
 }
 
 fb::ResizeMode resize_mode(OpContext& ctx, const std::string& mode) {
@@ -115,7 +145,11 @@ ResizeArgs resize_args(OpContext& ctx) {
     } else if (coordinate == "tf_half_pixel_for_nn") {
       p.coordinate = fb::ResizeCoordinate::TF_HALF_PIXEL_FOR_NN;
     } else if (coordinate == "tf_crop_and_resize") {
-      ctx.not_supported("coordinate_transformation_mode tf_crop_and_resize (regions of interest)");
+      // The kernel only sees the taps table (resize_taps.h); its
+      // coordinate field is not read.
+      p.coordinate = fb::ResizeCoordinate::ALIGN_CORNERS;
+      a.crop = crop_roi(ctx);
+      a.extrapolation = ctx.attr_float("extrapolation_value", 0.f);
     } else {
       ctx.error("unknown coordinate_transformation_mode '", coordinate, "'");
     }
@@ -146,11 +180,69 @@ void infer_resize(OpContext& ctx) {
   } else {
     ctx.expect_dtype(0, {DType::FLOAT32});
   }
+  if (!a.crop.empty()) {
+    // Cropping runs only as a taps table (resize_taps.h).
+    const size_t rank = a.out.size();
+    if (a.params.mode == fb::ResizeMode::CUBIC) ctx.not_supported("tf_crop_and_resize in cubic mode");
+    if (ctx.dtype(0) != DType::FLOAT32) ctx.not_supported("tf_crop_and_resize of ", dtype_str(ctx.dtype(0)), " data");
+    for (size_t d = 0; d < rank; ++d) {
+      if (d + 2 < rank && a.out[d] != ctx.shape(0)[d]) {
+        ctx.not_supported("tf_crop_and_resize that resizes axis ", d, " (only the last two axes)");
+      }
+      if (d + 2 >= rank && (a.out[d] <= 0 || a.out[d] >= kernels::kResizeTableMaxIndex ||
+                            ctx.shape(0)[d] >= kernels::kResizeTableMaxIndex)) {
+        ctx.error("tf_crop_and_resize axis ", d, " must have input and output lengths in [1, 2^24)");
+      }
+    }
+  }
   ctx.set_output(0, ctx.dtype(0), a.out);
+}
+
+// tf_crop_and_resize: the taps table of the region of interest, and the
+// extrapolation value written with a Where over the output rows and
+// columns that fall outside the input.
+void lower_crop_and_resize(OpContext& ctx, LoweringContext& l, ResizeArgs& a) {
+  const std::vector<int64_t>& shape = ctx.shape(0);
+  const size_t rank = shape.size();
+  const int64_t ih = shape[rank - 2], iw = shape[rank - 1], oh = a.out[rank - 2], ow = a.out[rank - 1];
+  const double crop[4] = {a.crop[rank - 2], a.crop[rank - 1], a.crop[2 * rank - 2], a.crop[2 * rank - 1]};
+  kernels::ResizeAxisMode mode;
+  mode.mode = a.params.mode;
+  mode.nearest = a.params.nearest;
+  HostTensor taps(DType::FLOAT32, {4, oh + ow});
+  kernels::resize_taps_table(mode, 1.0, 1.0, ih, iw, oh, ow, taps.data<float>(), crop);
+  HostTensor outside(DType::BOOL, {oh, ow});
+  bool any = false;
+  const double crop_rows[2] = {crop[0], crop[2]}, crop_cols[2] = {crop[1], crop[3]};
+  for (int64_t y = 0; y < oh; ++y) {
+    const bool row = kernels::resize_crop_outside(crop_rows, y, oh, ih);
+    for (int64_t x = 0; x < ow; ++x) {
+      const bool o = row || kernels::resize_crop_outside(crop_cols, x, ow, iw);
+      outside.data<uint8_t>()[y * ow + x] = o ? 1 : 0;
+      any = any || o;
+    }
+  }
+  const int in = l.tensor(ctx.input_id(0));
+  const int out = l.tensor(ctx.output_id(0));
+  const int table = l.constant(ctx.node().name + "/taps", std::move(taps));
+  const int resized = any ? l.temp(ctx.node().name + "/cropped", DType::FLOAT32, a.out) : out;
+  fb::ParamsUnion params;
+  params.Set(std::move(a.params));
+  l.kernel("Resize", {in, table}, {resized}, std::move(params));
+  if (!any) return;
+  HostTensor value(DType::FLOAT32, {});
+  value.data<float>()[0] = a.extrapolation;
+  l.kernel("Where", {l.constant(ctx.node().name + "/outside", std::move(outside)),
+                     l.constant(ctx.node().name + "/extrapolation", std::move(value)), resized},
+           {out});
 }
 
 void lower_resize(OpContext& ctx, LoweringContext& l) {
   ResizeArgs a = resize_args(ctx);
+  if (!a.crop.empty()) {
+    lower_crop_and_resize(ctx, l, a);
+    return;
+  }
   const int in = l.tensor(ctx.input_id(0));
   const int out = l.tensor(ctx.output_id(0));
   if (a.out == ctx.shape(0)) {

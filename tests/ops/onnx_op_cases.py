@@ -494,6 +494,26 @@ def case_roi_align_modes():
     return model(nodes, inputs, want, opset=16), list(inputs.values())
 
 
+def case_resize_crop_extrapolate():
+    # tf_crop_and_resize on a rank-3 input with scales (not sizes), a region
+    # reaching outside the image (those rows and columns take
+    # extrapolation_value), linear and nearest, against ONNX's reference.
+    from onnx.backend.test.case.node.resize import interpolate_nd, linear_coeffs, nearest_coeffs
+    x = randn(2, 5, 6)
+    roi = np.array([0, -0.2, 0.3, 1, 0.9, 1.4], np.float32)
+    scales = np.array([1, 1.5, 1.5], np.float32)
+    nodes = [helper.make_node("Resize", ["x", "roi", "scales"], ["lin"], mode="linear",
+                              coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-7.5),
+             helper.make_node("Resize", ["x", "roi", "scales"], ["near"], mode="nearest",
+                              coordinate_transformation_mode="tf_crop_and_resize", nearest_mode="round_prefer_ceil")]
+    size = [2, 7, 9]
+    lin = interpolate_nd(x, linear_coeffs, output_size=size, roi=roi, coordinate_transformation_mode="tf_crop_and_resize",
+                         extrapolation_value=-7.5).astype(np.float32)
+    near = interpolate_nd(x, lambda r: nearest_coeffs(r, mode="round_prefer_ceil"), output_size=size, roi=roi,
+                          coordinate_transformation_mode="tf_crop_and_resize").astype(np.float32)
+    return model(nodes, {"x": x}, {"lin": lin, "near": near}, [("roi", roi), ("scales", scales)]), [x]
+
+
 # Indices are data: one out of range must fail the run with a message
 # naming the kernel, never read or write outside a tensor.
 def refusal_scatter_elements():
@@ -554,6 +574,14 @@ def plan_refusal_grid_sample_5d():
     x, grid = randn(1, 1, 2, 2, 2), randn(1, 2, 2, 2, 3)
     return plan_refusal("GridSample", {"x": x, "grid": grid}, {"y": randn(1, 1, 2, 2, 2)},
                         "5-D input (only 4-D, N C H W, is supported)")
+
+
+def plan_refusal_crop_cubic():
+    x = randn(1, 1, 4, 4)
+    return plan_refusal("Resize", {"x": x}, {"y": randn(1, 1, 2, 2)}, "tf_crop_and_resize in cubic mode",
+                        [("roi", np.array([0, 0, 0.2, 0.2, 1, 1, 0.8, 0.8], np.float32)),
+                         ("scales", np.array([1, 1, 0.5, 0.5], np.float32))],
+                        mode="cubic", coordinate_transformation_mode="tf_crop_and_resize")
 
 
 def plan_refusal_roi_align_mode():

@@ -19,6 +19,14 @@
 // with w2/w3 the weight rows and i0/i1 the index rows (indices are exact
 // in float32 up to 2^24, which the planner checks). Nearest mode and
 // integer coordinates have one tap, stored as two halves of the same index.
+//
+// tf_crop_and_resize exists only as such a table (the schema's
+// ResizeCoordinate has no member for it): the planner passes the region of
+// interest of each axis (start, end, as fractions of in - 1) and maps
+//   x -> start * (in - 1) + x * (end - start) * (in - 1) / (out - 1),
+// or (start + end) / 2 * (in - 1) when out is 1. Rows and columns whose
+// coordinate falls outside [0, in - 1] take the extrapolation value: the
+// planner writes it over them after the Resize (resize_crop_outside).
 // Header-only, no state.
 
 #ifndef KILN_KERNELS_RESIZE_TAPS_H_
@@ -54,6 +62,13 @@ constexpr int64_t kResizeTableMaxIndex = int64_t{1} << 24;
 
 namespace resize_detail {
 
+// The coordinate of tf_crop_and_resize; crop holds (start, end).
+inline double crop_coordinate(const double* crop, int64_t x, int64_t out_len, int64_t in_len) {
+  const double last = static_cast<double>(in_len - 1);
+  if (out_len <= 1) return 0.5 * (crop[0] + crop[1]) * last;
+  return crop[0] * last + static_cast<double>(x) * (crop[1] - crop[0]) * last / static_cast<double>(out_len - 1);
+}
+
 inline double original_coordinate(const ResizeAxisMode& m, int64_t x, double scale, int64_t out_len,
                                   int64_t in_len) {
   const double xf = static_cast<double>(x);
@@ -83,11 +98,13 @@ inline void cubic_weights(double r, double a, double* w) {
 
 // The taps of output index x along an axis of in_len inputs and out_len
 // outputs, scale = out / in as the model gave it. Input indices are
-// clamped to [0, in_len).
+// clamped to [0, in_len). With `crop` (start, end), the coordinate is
+// tf_crop_and_resize's and m.coordinate is not read.
 inline void resize_axis_taps(const ResizeAxisMode& m, double scale, int64_t x, int64_t out_len, int64_t in_len,
-                             ResizeTaps* t) {
+                             ResizeTaps* t, const double* crop = nullptr) {
   using namespace resize_detail;
-  double c = original_coordinate(m, x, scale, out_len, in_len);
+  double c = crop != nullptr ? crop_coordinate(crop, x, out_len, in_len)
+                             : original_coordinate(m, x, scale, out_len, in_len);
   // Keep c (even NaN or infinite, from extreme scales) in a range where the
   // conversions below are defined; clamping of indices does the rest.
   if (!(c > -4.0)) c = -4.0;
@@ -140,9 +157,9 @@ inline void resize_axis_taps(const ResizeAxisMode& m, double scale, int64_t x, i
 // Taps of nearest or linear mode as the table's two (index, weight) pairs:
 // one tap becomes two halves of the same index.
 inline void resize_axis_pair(const ResizeAxisMode& m, double scale, int64_t x, int64_t out_len, int64_t in_len,
-                             float* i0, float* i1, float* w0, float* w1) {
+                             float* i0, float* i1, float* w0, float* w1, const double* crop = nullptr) {
   ResizeTaps t;
-  resize_axis_taps(m, scale, x, out_len, in_len, &t);
+  resize_axis_taps(m, scale, x, out_len, in_len, &t, crop);
   const bool two = t.count == 2;
   *i0 = static_cast<float>(t.index[0]);
   *i1 = static_cast<float>(two ? t.index[1] : t.index[0]);
@@ -151,15 +168,27 @@ inline void resize_axis_pair(const ResizeAxisMode& m, double scale, int64_t x, i
 }
 
 // Fills the table (4 * (oh + ow) floats, layout above) for a nearest or
-// linear Resize from (ih, iw) to (oh, ow) with scales (sh, sw).
+// linear Resize from (ih, iw) to (oh, ow) with scales (sh, sw). `crop`, for
+// tf_crop_and_resize, holds the regions of interest (row start, column
+// start, row end, column end); nullptr otherwise.
 inline void resize_taps_table(const ResizeAxisMode& m, double sh, double sw, int64_t ih, int64_t iw, int64_t oh,
-                              int64_t ow, float* table) {
+                              int64_t ow, float* table, const double* crop = nullptr) {
   const int64_t n = oh + ow;
+  const double crop_rows[2] = {crop != nullptr ? crop[0] : 0.0, crop != nullptr ? crop[2] : 1.0};
+  const double crop_cols[2] = {crop != nullptr ? crop[1] : 0.0, crop != nullptr ? crop[3] : 1.0};
   for (int64_t k = 0; k < n; ++k) {
     const bool row = k < oh;
     resize_axis_pair(m, row ? sh : sw, row ? k : k - oh, row ? oh : ow, row ? ih : iw, &table[k], &table[n + k],
-                     &table[2 * n + k], &table[3 * n + k]);
+                     &table[2 * n + k], &table[3 * n + k],
+                     crop == nullptr ? nullptr : (row ? crop_rows : crop_cols));
   }
+}
+
+// tf_crop_and_resize: true when output index x along an axis maps outside
+// the input (or to NaN), so the element takes the extrapolation value.
+inline bool resize_crop_outside(const double* crop, int64_t x, int64_t out_len, int64_t in_len) {
+  const double c = resize_detail::crop_coordinate(crop, x, out_len, in_len);
+  return !(c >= 0.0 && c <= static_cast<double>(in_len - 1));
 }
 
 }  // namespace kernels
