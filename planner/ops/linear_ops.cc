@@ -1,5 +1,5 @@
-// Linear ops: Conv and ConvTranspose (1-D, 2-D; groups, depthwise), Gemm,
-// MatMul.
+// Linear ops: Conv and ConvTranspose (1-D, 2-D; groups, depthwise; also
+// 3-D ConvTranspose), Gemm, MatMul.
 
 #include "kiln/kernels/gemm_blocking.h"
 #include "ops/op_registry.h"
@@ -156,7 +156,7 @@ TransposeSpatial conv_transpose_spatial(OpContext& ctx) {
   const auto& x = ctx.shape(0);
   const auto& w = ctx.shape(1);
   const size_t n = x.size() - 2;
-  if (n < 1 || n > 2) ctx.not_supported(n, "-D transposed convolution (1-D and 2-D are supported)");
+  if (n < 1 || n > 3) ctx.not_supported(n, "-D transposed convolution (1-D to 3-D are supported)");
   TransposeSpatial t;
   Spatial& s = t.s;
   s.kernel = ctx.attr_ints("kernel_shape", spatial_dims(w));
@@ -213,6 +213,7 @@ TransposeSpatial conv_transpose_spatial(OpContext& ctx) {
       s.pads_end[i] = pads[i + n];
       if (s.pads_begin[i] < 0 || s.pads_end[i] < 0) ctx.not_supported("negative pads");
     }
+    if (t.output_padding[i] > kLimit) ctx.not_supported("output padding above 2^30 (from output_shape)");
     s.out[i] = base + t.output_padding[i] - s.pads_begin[i] - s.pads_end[i];
     if (s.out[i] <= 0) ctx.error("output size ", s.out[i], " on axis ", i, " is not positive");
   }
@@ -243,6 +244,23 @@ void lower_conv_transpose(OpContext& ctx, LoweringContext& l) {
   const TransposeSpatial t = conv_transpose_spatial(ctx);
   fb::ConvParamsT p;
   p.group = static_cast<int32_t>(ctx.attr_int("group", 1));
+  if (t.s.kernel.size() == 3) {
+    // ConvTransposeNd (linear.cc): three entries per list, six pads.
+    auto narrow = [](const std::vector<int64_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); };
+    p.kernel = narrow(t.s.kernel);
+    p.strides = narrow(t.s.strides);
+    p.dilations = narrow(t.s.dilations);
+    p.pads = narrow(t.s.pads_begin);
+    p.pads.insert(p.pads.end(), t.s.pads_end.begin(), t.s.pads_end.end());
+    p.output_padding = narrow(t.output_padding);
+    p.activation = fused_activation(ctx.node());
+    fb::ParamsUnion params;
+    params.Set(std::move(p));
+    std::vector<int> inputs = {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))};
+    if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
+    l.kernel("ConvTransposeNd", inputs, {l.tensor(ctx.output_id(0))}, std::move(params));
+    return;
+  }
   p.kernel = t.s.kernel2();
   p.strides = t.s.strides2();
   p.dilations = t.s.dilations2();

@@ -514,6 +514,21 @@ def case_resize_crop_extrapolate():
     return model(nodes, {"x": x}, {"lin": lin, "near": near}, [("roi", roi), ("scales", scales)]), [x]
 
 
+def case_conv_transpose_3d_groups():
+    # 3-D ConvTranspose with groups, strides, dilations, asymmetric pads,
+    # output_padding and a bias, followed by a Relu (fused into it).
+    x = randn(2, 4, 3, 4, 2)
+    w = randn(4, 3, 2, 3, 2)
+    b = randn(6)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], group=2, strides=[2, 1, 3],
+                              dilations=[1, 2, 1], pads=[1, 0, 0, 0, 1, 1], output_padding=[1, 0, 2]),
+             helper.make_node("Relu", ["t"], ["y"])]
+    full = F.conv_transpose3d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), stride=(2, 1, 3),
+                              output_padding=(1, 0, 2), groups=2, dilation=(1, 2, 1)).numpy()
+    want = np.maximum(full[:, :, 1:, :full.shape[3] - 1, :full.shape[4] - 1], 0)
+    return model(nodes, {"x": x}, {"y": want}, [("w", w), ("b", b)]), [x]
+
+
 # Indices are data: one out of range must fail the run with a message
 # naming the kernel, never read or write outside a tensor.
 def refusal_scatter_elements():
@@ -589,6 +604,13 @@ def plan_refusal_roi_align_mode():
     node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], name="refused", mode="min")
     return model([node], {"x": x, "rois": rois, "batch": batch}, {"y": randn(1, 1, 1, 1)}, opset=16)[0], \
         "mode 'min' (avg and max are supported)"
+
+
+def plan_refusal_conv_transpose_4d():
+    x = randn(1, 1, 2, 2, 2, 2)
+    return plan_refusal("ConvTranspose", {"x": x}, {"y": randn(1, 1, 2, 2, 2, 2)},
+                        "4-D transposed convolution (1-D to 3-D are supported)",
+                        [("w", randn(1, 1, 1, 1, 1, 1))])
 
 
 PLAN_REFUSALS = {name[13:]: fn for name, fn in sorted(globals().items()) if name.startswith("plan_refusal_")}

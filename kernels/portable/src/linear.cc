@@ -1,6 +1,6 @@
 // Linear kernels: Conv and ConvTranspose (1-D as height 1, and 2-D; groups,
-// pads, strides, dilations), Gemm, MatMul (batched, NumPy broadcasting of
-// batch dimensions).
+// pads, strides, dilations), ConvTransposeNd (3-D), Gemm, MatMul (batched,
+// NumPy broadcasting of batch dimensions).
 //
 // Conv, Gemm and MatMul planned with two scratch tensors (packed A, packed
 // B; sizes from gemm_blocking.h) run the blocked product of gemm.h:
@@ -454,6 +454,121 @@ Error run_conv_transpose(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// ConvTransposeNd: the same scatter over three spatial axes (depth,
+// height, width), for 5-D input, weight and output. ConvParams hold three
+// entries per list (kernel, strides, dilations, output_padding) and six
+// pads (the three begins, then the three ends). The 2-D kernel above stays
+// the one 1-D and 2-D models run.
+
+struct TransposeAxes {
+  int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad[3];
+};
+
+bool read_three(const flatbuffers::Vector<int32_t>* v, int64_t* out) {
+  if (v == nullptr || v->size() != 3) return false;
+  for (uint32_t i = 0; i < 3; ++i) out[i] = v->Get(i);
+  return true;
+}
+
+Error check_conv_transpose_nd(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
+  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  const auto* p = args.params<fb::ConvParams>();
+  KILN_KERNEL_CHECK(args, p != nullptr && !p->packed_weights(), "missing ConvParams");
+  const Tensor& x = args.in(0);
+  const Tensor& w = args.in(1);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.rank() == 5 && w.rank() == 5 && y.rank() == 5, "expects 5-D input, weight and output");
+  int64_t kernel[3], stride[3], dilation[3], extra[3];
+  KILN_KERNEL_CHECK(args, read_three(p->kernel(), kernel) && read_three(p->strides(), stride) &&
+                              read_three(p->dilations(), dilation) && read_three(p->output_padding(), extra) &&
+                              p->pads() != nullptr && p->pads()->size() == 6,
+                    "expects three kernel, stride, dilation and output_padding entries and six pads");
+  const int64_t group = p->group();
+  const int64_t c = x.dim(1), m = y.dim(1);
+  KILN_KERNEL_CHECK(args, group > 0 && c % group == 0 && m % group == 0, "group %lld does not divide channels",
+                    static_cast<long long>(group));
+  KILN_KERNEL_CHECK(args, w.dim(0) == c && w.dim(1) * group == m && y.dim(0) == x.dim(0),
+                    "weight or output shape does not match");
+  for (uint32_t a = 0; a < 3; ++a) {
+    const int64_t p0 = p->pads()->Get(a), p1 = p->pads()->Get(a + 3);
+    KILN_KERNEL_CHECK(args, kernel[a] > 0 && stride[a] > 0 && dilation[a] > 0 && extra[a] >= 0 && p0 >= 0 && p1 >= 0,
+                      "kernel, strides, dilations, pads or output_padding out of range");
+    int64_t out = 0;
+    KILN_KERNEL_CHECK(args, w.dim(a + 2) == kernel[a] &&
+                                transposed_size(x.dim(a + 2), kernel[a], stride[a], dilation[a], p0, p1, extra[a], &out) &&
+                                out == y.dim(a + 2), "output size does not match the geometry");
+  }
+  if (args.has_input(2)) {
+    KILN_KERNEL_CHECK(args, args.in(2).numel() == m, "bias must have %lld elements", static_cast<long long>(m));
+  }
+  return check_activation(args, p->activation());
+}
+
+Error run_conv_transpose_nd(const KernelArgs& args) {
+  const auto* p = args.params<fb::ConvParams>();
+  const Tensor& xt = args.in(0);
+  const Tensor& yt = args.out(0);
+  TransposeAxes g;
+  for (uint32_t a = 0; a < 3; ++a) {
+    g.in[a] = xt.dim(a + 2);
+    g.out[a] = yt.dim(a + 2);
+    g.kernel[a] = p->kernel()->Get(a);
+    g.stride[a] = p->strides()->Get(a);
+    g.dilation[a] = p->dilations()->Get(a);
+    g.pad[a] = p->pads()->Get(a);
+  }
+  const int64_t n_images = xt.dim(0), c_in = xt.dim(1), m_out = yt.dim(1), group = p->group();
+  const int64_t cg = c_in / group, mg = m_out / group;
+  const int64_t in_plane = g.in[0] * g.in[1] * g.in[2], out_plane = g.out[0] * g.out[1] * g.out[2];
+  const int64_t taps = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  const float* x = xt.data_as<const float>();
+  const float* w = args.in(1).data_as<const float>();
+  const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+  float* y = yt.data_as<float>();
+  for (int64_t n = 0; n < n_images; ++n) {
+    for (int64_t m = 0; m < m_out; ++m) {
+      float* out = y + (n * m_out + m) * out_plane;
+      const float b = bias != nullptr ? bias[m] : 0.f;
+      for (int64_t i = 0; i < out_plane; ++i) out[i] = b;
+    }
+    for (int64_t c = 0; c < c_in; ++c) {
+      const int64_t grp = c / cg;
+      const float* in = x + (n * c_in + c) * in_plane;
+      for (int64_t m = 0; m < mg; ++m) {
+        float* out = y + (n * m_out + grp * mg + m) * out_plane;
+        const float* wk = w + (c * mg + m) * taps;
+        for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
+          // Input indices whose output index i * s - pad + k * d lies inside the output, per axis.
+          int64_t d0, d1;
+          valid_range(g.in[0], g.out[0], g.stride[0], g.pad[0], kd * g.dilation[0], &d0, &d1);
+          for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
+            int64_t h0, h1;
+            valid_range(g.in[1], g.out[1], g.stride[1], g.pad[1], kh * g.dilation[1], &h0, &h1);
+            for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+              int64_t w0, w1;
+              valid_range(g.in[2], g.out[2], g.stride[2], g.pad[2], kw * g.dilation[2], &w0, &w1);
+              const float wv = wk[(kd * g.kernel[1] + kh) * g.kernel[2] + kw];
+              const int64_t shift = kw * g.dilation[2] - g.pad[2];
+              for (int64_t id = d0; id < d1; ++id) {
+                const int64_t od = id * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+                for (int64_t ih = h0; ih < h1; ++ih) {
+                  const int64_t oh = ih * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+                  float* orow = out + (od * g.out[1] + oh) * g.out[2];
+                  const float* irow = in + (id * g.in[1] + ih) * g.in[2];
+                  for (int64_t iw = w0; iw < w1; ++iw) orow[iw * g.stride[2] + shift] += wv * irow[iw];
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  apply_activation(y, yt.numel(), p->activation());
+  return Error::kOk;
+}
+
 // ---------------------------------------------------------------------------
 // Gemm: Y = alpha * op(A) * op(B) + beta * C
 
@@ -683,6 +798,7 @@ Error run_matmul(const KernelArgs& args) {
 #define KILN_LINEAR_KERNELS(K) \
   K(Conv, check_conv, run_conv, 0) \
   K(ConvTranspose, check_conv_transpose, run_conv_transpose, 0) \
+  K(ConvTransposeNd, check_conv_transpose_nd, run_conv_transpose_nd, 0) \
   K(Gemm, check_gemm, run_gemm, 0) \
   K(MatMul, check_matmul, run_matmul, 0)
 
