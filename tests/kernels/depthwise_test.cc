@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernel_test_values.h"
@@ -22,6 +24,27 @@ struct Geometry {
   int64_t h, w, kh, kw, stride, pt, pl, pb, pr;
   int64_t dh = 1, dw = 1;
 };
+
+void check_output(const Geometry& g, const std::vector<float>& in, const std::vector<float>& wt,
+                  const std::vector<float>& out, int64_t oh, int64_t ow, bool clamped, float lo, float hi,
+                  const std::string& path) {
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    for (int64_t ox = 0; ox < ow; ++ox) {
+      double acc = 0.25;
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          const int64_t iy = oy * g.stride - g.pt + ky * g.dh, ix = ox * g.stride - g.pl + kx * g.dw;
+          if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) acc += double(wt[ky * g.kw + kx]) * in[iy * g.w + ix];
+        }
+      }
+      if (clamped) acc = std::min<double>(hi, std::max<double>(lo, acc));
+      ASSERT_NEAR(out[static_cast<size_t>(oy * ow + ox)], acc, 1e-5)
+          << path << " at " << oy << "," << ox << " of " << oh << "x" << ow << " (kernel " << g.kh << "x"
+          << g.kw << ", stride " << g.stride << ", dilation " << g.dh << "x" << g.dw << ")";
+    }
+  }
+  EXPECT_EQ(out.back(), kSentinel) << "wrote past the output";
+}
 
 void check(const Geometry& g, Isa isa, const fb::FusedActivation* activation, float lo, float hi) {
   const int64_t oh = (g.h + g.pt + g.pb - (g.kh - 1) * g.dh - 1) / g.stride + 1;
@@ -37,23 +60,23 @@ void check(const Geometry& g, Isa isa, const fb::FusedActivation* activation, fl
   c.dh = g.dh; c.dw = g.dw;
   c.bias = 0.25f; c.out = out.data(); c.oh = oh; c.ow = ow;
   ASSERT_EQ(set_isa(isa), Error::kOk);
-  depthwise_conv(c, activation);
-  for (int64_t oy = 0; oy < oh; ++oy) {
-    for (int64_t ox = 0; ox < ow; ++ox) {
-      double acc = 0.25;
-      for (int64_t ky = 0; ky < g.kh; ++ky) {
-        for (int64_t kx = 0; kx < g.kw; ++kx) {
-          const int64_t iy = oy * g.stride - g.pt + ky * g.dh, ix = ox * g.stride - g.pl + kx * g.dw;
-          if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) acc += double(wt[ky * g.kw + kx]) * in[iy * g.w + ix];
-        }
-      }
-      if (activation != nullptr) acc = std::min<double>(hi, std::max<double>(lo, acc));
-      ASSERT_NEAR(out[static_cast<size_t>(oy * ow + ox)], acc, 1e-5)
-          << isa_name(isa) << " at " << oy << "," << ox << " of " << oh << "x" << ow << " (kernel " << g.kh << "x"
-          << g.kw << ", stride " << g.stride << ", dilation " << g.dh << "x" << g.dw << ")";
+  // `direct`: the path's own vector kernel called directly (the dispatch
+  // hands some widths of the AVX-512 path to the AVX2 kernel), skipped
+  // where it declines the geometry.
+  for (bool direct : {false, true}) {
+    if (direct && isa == Isa::kScalar) break;
+    std::fill(out.begin(), out.end(), kSentinel);
+    if (!direct) {
+      depthwise_conv(c, activation);
+    } else {
+      const bool clamp = activation != nullptr;
+      const bool done = isa == Isa::kAvx512 ? depthwise_conv_avx512(c, clamp, lo, hi)
+                                            : depthwise_conv_avx2(c, clamp, lo, hi);
+      if (!done) break;
     }
+    check_output(g, in, wt, out, oh, ow, activation != nullptr, lo, hi,
+                 std::string(isa_name(isa)) + (direct ? " kernel" : ""));
   }
-  EXPECT_EQ(out.back(), kSentinel) << "wrote past the output";
 }
 
 // A FusedActivation table built with flatbuffers, as kernels read them.
