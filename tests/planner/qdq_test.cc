@@ -318,5 +318,46 @@ TEST(QdqTest, DepthwiseDirectMatchesTheDenseProduct) {
   }
 }
 
+// A product of one row (GemmInt8's matrix-vector path, the weight rows read
+// in place) against the same row inside a product of two (the panel path):
+// the same bytes, for reductions around the vector widths, uint8 weights
+// with a zero point (the column-sum correction) and int8 activations.
+TEST(QdqTest, OneRowProductMatchesThePanelPath) {
+  for (int64_t k : {3, 16, 64, 67, 200}) {
+    for (bool weight_zp : {false, true}) {
+      HostTensor w(weight_zp ? DType::UINT8 : DType::INT8, {k, 24});
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const int v = static_cast<int>((i * 41 + 7) % 256);
+        if (weight_zp) {
+          w.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+        } else {
+          w.data<int8_t>()[i] = static_cast<int8_t>(v - 128);
+        }
+      }
+      const HostTensor one = data8(DType::INT8, {1, k}, static_cast<uint32_t>(k));
+      HostTensor two(DType::INT8, {2, k});
+      for (int64_t i = 0; i < 2 * k; ++i) two.data<int8_t>()[i] = one.data<int8_t>()[i % k];
+      std::vector<HostTensor> outs;
+      for (const HostTensor* in : {&one, static_cast<const HostTensor*>(&two)}) {
+        GraphBuilder b;
+        const int x = b.input("x", in->shape, DType::INT8);
+        std::vector<int> w_inputs = {b.constant("w", w), b.constant("w_s", scalar(0.004f))};
+        if (weight_zp) w_inputs.push_back(b.constant("w_z", zero_point(DType::UINT8, 131)));
+        const int v = b.node("MatMul", {dq(b, x, 0.05f, DType::INT8, -3, "x"), b.node("DequantizeLinear", w_inputs)});
+        b.output(q(b, v, 0.07f, DType::UINT8, 128));
+        const PlanResult r = b.plan();
+        EXPECT_EQ(kernels(r), std::vector<std::string>{"GemmInt8"});
+        outs.push_back(planner::run_program(r.bytes, {*in}, {}).outputs.at(0));
+      }
+      ASSERT_EQ(outs[0].numel(), 24);
+      ASSERT_EQ(outs[1].numel(), 48);
+      for (int64_t c = 0; c < 24; ++c) {
+        EXPECT_EQ(outs[0].int_at(c), outs[1].int_at(c)) << "k " << k << " column " << c;
+        EXPECT_EQ(outs[1].int_at(c), outs[1].int_at(24 + c));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing

@@ -142,6 +142,42 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
   }
 }
 
+void qgemm_dot_rows(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out, Isa isa) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (isa == Isa::kAvx512 && processor_has_avx512_vnni()) {
+    dot_rows_avx512_vnni(kp, w, rows, x, out);
+    return;
+  }
+  if (isa == Isa::kAvx512 || isa == Isa::kAvx2) {
+    dot_rows_avx2(kp, w, rows, x, out);
+    return;
+  }
+#else
+  (void)isa;
+#endif
+  for (int64_t r = 0; r < rows; ++r) {
+    const int8_t* wr = w + r * kp;
+    int32_t sum = 0;
+    for (int64_t k = 0; k < kp; ++k) sum += x[k] * wr[k];
+    out[r] = sum;
+  }
+}
+
+void qgemm_gemv(const QGemmProblem& p, const uint8_t* x, int32_t x_sum) {
+  const int64_t kp = qgemm_kp(p.k);
+  QGemmProblem one = p;
+  one.n = 1;
+  one.x_sums = &x_sum;
+  int32_t acc[kQGemmMr][kQGemmNr];
+  for (int64_t c0 = 0; c0 < p.m; c0 += kQGemmMr) {
+    const int64_t mr = p.m - c0 < kQGemmMr ? p.m - c0 : kQGemmMr;
+    int32_t dots[kQGemmMr];
+    qgemm_dot_rows(kp, p.w + c0 * kp, mr, x, dots, p.isa);
+    for (int64_t r = 0; r < mr; ++r) acc[r][0] = dots[r];
+    finish_tile(one, c0, mr, 0, 1, acc);
+  }
+}
+
 void qgemm_pack_rows(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out,
                      int32_t* x_sums) {
   const int64_t kp = qgemm_kp(k);

@@ -113,6 +113,19 @@ void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m,
 
 void qgemm(const QGemmProblem& p, QGemmTileFn tile);
 
+// One column (a matrix-vector product: a Gemm's single row): the product
+// of p's weights with x (kp uint8 values in the product's domain, zero past
+// k) and the same epilogue as qgemm, for p.n == 1. x_sum: the sum of x
+// (used only with weight zero points). Reads the weight rows in place.
+void qgemm_gemv(const QGemmProblem& p, const uint8_t* x, int32_t x_sum);
+// out[r] = sum_{k<kp} x[k] * w[r * kp + k] for r < rows (kp a multiple of
+// 4), exact, on the ISA's vector path where it has one.
+void qgemm_dot_rows(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out, Isa isa);
+#if defined(__x86_64__) && defined(__GNUC__)
+void dot_rows_avx2(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out);
+void dot_rows_avx512_vnni(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out);
+#endif
+
 // Packs columns of a matrix stored row by row (column p's k values at
 // x + p * ldx) into panels; `flip` adds 128 (int8 input); sums into x_sums
 // when not null.

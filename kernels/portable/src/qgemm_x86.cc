@@ -138,6 +138,44 @@ KILN_AVX2 void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int
   }
 }
 
+KILN_AVX2 void dot_rows_avx2(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out) {
+  // uint8 x int8 widened to int16 and vpmaddwd: exact (no vpmaddubsw
+  // saturation).
+  for (int64_t r = 0; r < rows; ++r) {
+    const int8_t* wr = w + r * kp;
+    __m256i acc = _mm256_setzero_si256();
+    int64_t k = 0;
+    for (; k + 16 <= kp; k += 16) {
+      const __m256i x16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k)));
+      const __m256i w16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + k)));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(x16, w16));
+    }
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    int32_t sum = _mm_cvtsi128_si32(s4);
+    for (; k < kp; ++k) sum += x[k] * wr[k];
+    out[r] = sum;
+  }
+}
+
+KILN_VNNI void dot_rows_avx512_vnni(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out) {
+  const int64_t tail = kp % 64;
+  const __mmask64 mask = tail == 0 ? ~__mmask64{0} : (__mmask64{1} << tail) - 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int8_t* wr = w + r * kp;
+    __m512i acc = _mm512_setzero_si512();
+    int64_t k = 0;
+    for (; k + 64 <= kp; k += 64) {
+      acc = _mm512_dpbusd_epi32(acc, _mm512_loadu_si512(x + k), _mm512_loadu_si512(wr + k));
+    }
+    if (tail != 0) {
+      acc = _mm512_dpbusd_epi32(acc, _mm512_maskz_loadu_epi8(mask, x + k), _mm512_maskz_loadu_epi8(mask, wr + k));
+    }
+    out[r] = _mm512_reduce_add_epi32(acc);
+  }
+}
+
 KILN_AVX2 void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi,
                                  bool is_unsigned, void* y) {
   const __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zp);

@@ -588,6 +588,32 @@ Error run_gemm_int8(const KernelArgs& args) {
   p.y_column_stride = n;
   int32_t* sums = const_cast<int32_t*>(p.x_sums);
   const int64_t block = qgemm_block_columns(*args.scratch[0], k, rows);
+#if !defined(KILN_BARE_METAL)
+  // (Firmware keeps the panel path only: 576 bytes less code on Cortex-M4,
+  // where the one-row products of its models are a few hundred MACs.)
+  if (rows == 1) {
+    // One row per weight matrix: a matrix-vector product over the weight
+    // rows in place (a 16-column panel would be 15/16 padding).
+    const int64_t kp_bytes = kp;
+    uint8_t* x = args.scratch[0]->data_as<uint8_t>();
+    const uint8_t flip = a.dtype() == DType::INT8 ? 0x80 : 0;
+    for (int64_t b = 0; b < batches; ++b) {
+      const uint8_t* src = a.data_as<const uint8_t>() + b * k;
+      int32_t sum = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        x[kk] = static_cast<uint8_t>(src[kk] ^ flip);
+        sum += x[kk];
+      }
+      for (int64_t kk = k; kk < kp_bytes; ++kk) x[kk] = 0;
+      p.n = 1;
+      p.w = w + b * n * kp;
+      p.bias = bias + b * n;
+      p.y = yt.data_as<uint8_t>() + static_cast<size_t>(b * n) * y_elem;
+      qgemm_gemv(p, x, sum);
+    }
+    return Error::kOk;
+  }
+#endif
   for (int64_t b = 0; b < batches; ++b) {
     for (int64_t r0 = 0; r0 < rows; r0 += block) {
       const int64_t nb = rows - r0 < block ? rows - r0 : block;
