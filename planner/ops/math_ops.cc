@@ -4,9 +4,10 @@
 // parameters), IsNaN and IsInf (FloatClass), Mod and BitShift, Trilu,
 // CumSum, Hardmax, GatherElements, EyeLike and Tile; DepthToSpace and
 // SpaceToDepth as views around a Transpose; Bernoulli, RandomUniform(Like)
-// and RandomNormal(Like) (one Random kernel). The kernels
+// and RandomNormal(Like) (one Random kernel); TfIdfVectorizer. The kernels
 // and the meaning of their GenericParams are in kernels/portable/src/math.cc.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -374,6 +375,104 @@ void lower_random(OpContext& ctx, LoweringContext& l) {
   l.kernel("Random", {}, {out}, generic_params({normal ? kRandomNormal : kRandomUniform, key}, {a, b}));
 }
 
+// TfIdfVectorizer over int32/int64 tokens (a string pool is refused): the
+// pool becomes an n-gram table the TfIdf kernel walks. ngram_counts[k] is
+// where the (k+1)-grams start in the pool; ngram_indexes gives each n-gram's
+// output coordinate; weights (one per n-gram, default 1) scale IDF and TFIDF.
+struct TfIdfTable {
+  int64_t mode = 0;  // 0 TF, 1 IDF, 2 TFIDF
+  int64_t min_gram = 1, max_gram = 1, max_skip = 0;
+  std::vector<int64_t> pool;
+  std::vector<int64_t> grams;  // per n-gram: length, pool offset, output index
+  std::vector<float> weights;
+  int64_t outputs = 0;
+};
+
+TfIdfTable tfidf_table(OpContext& ctx) {
+  TfIdfTable t;
+  if (ctx.has_attr("pool_strings")) ctx.not_supported("string n-grams (pool_strings) are not supported");
+  const std::string mode = ctx.attr_string("mode", "");
+  if (mode == "TF") {
+    t.mode = 0;
+  } else if (mode == "IDF") {
+    t.mode = 1;
+  } else if (mode == "TFIDF") {
+    t.mode = 2;
+  } else {
+    ctx.error("attribute 'mode' is '", mode, "', expected TF, IDF or TFIDF");
+  }
+  t.min_gram = ctx.attr_int("min_gram_length", 0);
+  t.max_gram = ctx.attr_int("max_gram_length", 0);
+  t.max_skip = ctx.attr_int("max_skip_count", -1);
+  if (t.min_gram < 1 || t.max_gram < t.min_gram || t.max_gram > 64) {
+    ctx.error("attributes 'min_gram_length' ", t.min_gram, " and 'max_gram_length' ", t.max_gram,
+              " must satisfy 1 <= min <= max <= 64");
+  }
+  if (t.max_skip < 0 || t.max_skip > (int64_t{1} << 20)) ctx.error("attribute 'max_skip_count' is ", t.max_skip);
+  t.pool = ctx.attr_ints("pool_int64s");
+  const std::vector<int64_t> counts = ctx.attr_ints("ngram_counts");
+  const std::vector<int64_t> indexes = ctx.attr_ints("ngram_indexes");
+  if (t.pool.empty()) ctx.error("attribute 'pool_int64s' is required");
+  if (counts.empty() || counts.size() > 64) ctx.error("attribute 'ngram_counts' has ", counts.size(), " entries");
+  const int64_t pool_size = static_cast<int64_t>(t.pool.size());
+  std::vector<int64_t> grams;  // (n, offset) in pool order
+  for (size_t k = 0; k < counts.size(); ++k) {
+    const int64_t n = static_cast<int64_t>(k) + 1;
+    const int64_t begin = counts[k], end = k + 1 < counts.size() ? counts[k + 1] : pool_size;
+    if (begin < 0 || end < begin || end > pool_size || (end - begin) % n != 0) {
+      ctx.error("attributes 'ngram_counts' and 'pool_int64s' disagree: ngram_counts[", k, "] = ", begin,
+                " does not delimit whole ", n, "-grams of a pool of ", pool_size);
+    }
+    for (int64_t at = begin; at < end; at += n) {
+      grams.push_back(n);
+      grams.push_back(at);
+    }
+  }
+  const size_t count = grams.size() / 2;
+  if (indexes.size() != count) {
+    ctx.error("attributes 'ngram_indexes', 'ngram_counts' and 'pool_int64s' disagree: ", indexes.size(),
+              " output indexes for ", count, " n-grams in the pool");
+  }
+  std::vector<float> weights = ctx.attr_floats("weights");
+  if (!weights.empty() && weights.size() != count) {
+    ctx.error("attribute 'weights' has ", weights.size(), " entries for ", count, " n-grams");
+  }
+  if (weights.empty()) weights.assign(count, 1.f);
+  for (size_t i = 0; i < count; ++i) {
+    if (indexes[i] < 0 || indexes[i] >= (int64_t{1} << 31)) {
+      ctx.error("attribute 'ngram_indexes' [", i, "] is ", indexes[i]);
+    }
+    t.outputs = std::max(t.outputs, indexes[i] + 1);
+    const int64_t n = grams[2 * i];
+    if (n < t.min_gram || n > t.max_gram) continue;  // a length the op does not extract
+    t.grams.insert(t.grams.end(), {n, grams[2 * i + 1], indexes[i]});
+    t.weights.push_back(weights[i]);
+  }
+  return t;
+}
+
+void infer_tfidf(OpContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_dtype(0, {DType::INT32, DType::INT64});
+  const TfIdfTable t = tfidf_table(ctx);
+  std::vector<int64_t> shape = ctx.shape(0);
+  if (shape.size() != 1 && shape.size() != 2) ctx.error("X must be 1-D or 2-D, has rank ", shape.size());
+  shape.back() = t.outputs;
+  ctx.set_output(0, DType::FLOAT32, shape);
+}
+
+void lower_tfidf(OpContext& ctx, LoweringContext& l) {
+  TfIdfTable t = tfidf_table(ctx);
+  const std::string& name = ctx.output(0).name;
+  const int64_t grams = static_cast<int64_t>(t.weights.size());
+  const int64_t pool_size = static_cast<int64_t>(t.pool.size());
+  const int pool = l.constant(name + "_pool", HostTensor::from_int64s(t.pool, {pool_size}));
+  const int table = l.constant(name + "_ngrams", HostTensor::from_int64s(t.grams, {grams, 3}));
+  const int weights = l.constant(name + "_weights", HostTensor::from_floats(t.weights, {grams}));
+  l.kernel("TfIdf", {l.tensor(ctx.input_id(0)), pool, table, weights}, {l.tensor(ctx.output_id(0))},
+           generic_params({t.mode, t.min_gram, t.max_gram, t.max_skip}, {}));
+}
+
 void add_math_ops(std::vector<OpDef>& ops) {
   for (const MathUnaryOp& m : kMathUnary) {
     ops.push_back({.op_type = m.op, .infer = infer_math_unary, .lower = lower_math_unary});
@@ -393,6 +492,7 @@ void add_math_ops(std::vector<OpDef>& ops) {
   for (const char* op : {"Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike"}) {
     ops.push_back({.op_type = op, .infer = infer_random, .lower = lower_random, .foldable = false});
   }
+  ops.push_back({.op_type = "TfIdfVectorizer", .infer = infer_tfidf, .lower = lower_tfidf});
 }
 
 }  // namespace kiln::planner

@@ -36,6 +36,8 @@
 //                Box-Muller (float16/32/64); kind 2, Bernoulli: 1 where u < p
 //                for p from input 0 (float32/float64), else 0, in any numeric
 //                dtype or bool. u takes 24 bits for float32 and 53 otherwise.
+//   TfIdf        TfIdfVectorizer over int32/int64 tokens: counts of the pool's
+//                n-grams (with skips) per row, as TF, IDF or TFIDF (below).
 //   GatherElements  any data dtype, int32/int64 indices of the output's
 //                shape; ints [axis]: out[..i..] = data[..indices[..i..]..]
 //                along the axis (negative indices count from the end; one
@@ -553,6 +555,90 @@ Error run_random(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// TfIdfVectorizer over integer tokens. Inputs: X (int32/int64, [C] or
+// [N, C]), the pool (int64 [P]), the n-grams (int64 [G, 3]: length n, offset
+// in the pool, output index) and their weights (float32 [G]); output float32
+// [O] or [N, O]. ints [mode, min_gram, max_gram, max_skip]. Every index the
+// kernel follows comes from the n-gram table, checked here at load.
+Error check_tfidf(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 4, 4, 1));
+  KILN_RETURN_IF_ERROR(check_params(args, 4, 0));
+  const Tensor& x = args.in(0);
+  const Tensor& pool = args.in(1);
+  const Tensor& grams = args.in(2);
+  const Tensor& weights = args.in(3);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::INT32 || x.dtype() == DType::INT64, "X must be int32 or int64");
+  KILN_KERNEL_CHECK(args, pool.dtype() == DType::INT64 && grams.dtype() == DType::INT64 &&
+                              weights.dtype() == DType::FLOAT32 && y.dtype() == DType::FLOAT32,
+                    "pool and n-grams must be int64, weights and output float32");
+  KILN_KERNEL_CHECK(args, (x.rank() == 1 || x.rank() == 2) && y.rank() == x.rank(), "X must be 1-D or 2-D");
+  KILN_KERNEL_CHECK(args, x.rank() == 1 || y.dim(0) == x.dim(0), "output rows differ from X's");
+  KILN_KERNEL_CHECK(args, pool.rank() == 1 && grams.rank() == 2 && grams.dim(1) == 3 && weights.rank() == 1 &&
+                              weights.dim(0) == grams.dim(0), "malformed n-gram table");
+  const int64_t mode = param_int(args, 0), min_gram = param_int(args, 1), max_gram = param_int(args, 2);
+  const int64_t max_skip = param_int(args, 3);
+  KILN_KERNEL_CHECK(args, mode >= 0 && mode <= 2 && min_gram >= 1 && max_gram >= min_gram && max_skip >= 0,
+                    "bad parameters");
+  const int64_t* g = grams.data_as<const int64_t>();
+  const int64_t outputs = y.dim(y.rank() - 1);
+  for (int64_t i = 0; i < grams.dim(0); ++i) {
+    const int64_t n = g[3 * i], offset = g[3 * i + 1], index = g[3 * i + 2];
+    KILN_KERNEL_CHECK(args, n >= min_gram && n <= max_gram && offset >= 0 && offset <= pool.dim(0) - n &&
+                                index >= 0 && index < outputs, "n-gram %lld out of range", static_cast<long long>(i));
+  }
+  return Error::kOk;
+}
+
+template <typename T>
+int64_t count_ngram(const T* x, int64_t c, const int64_t* gram, int64_t n, int64_t max_skip) {
+  int64_t count = 0;
+  // A 1-gram is the same for every skip: counted once per position.
+  const int64_t skips = n == 1 ? 0 : max_skip;
+  for (int64_t start = 0; start < c; ++start) {
+    if (static_cast<int64_t>(x[start]) != gram[0]) continue;
+    for (int64_t s = 0; s <= skips; ++s) {
+      const int64_t step = s + 1;
+      if (start + (n - 1) * step >= c) break;
+      int64_t k = 1;
+      while (k < n && static_cast<int64_t>(x[start + k * step]) == gram[k]) ++k;
+      count += k == n;
+    }
+  }
+  return count;
+}
+
+template <typename T>
+void tfidf_typed(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  const int64_t* pool = args.in(1).data_as<const int64_t>();
+  const int64_t* g = args.in(2).data_as<const int64_t>();
+  const float* w = args.in(3).data_as<const float>();
+  const int64_t grams = args.in(2).dim(0);
+  const int64_t mode = param_int(args, 0), max_skip = param_int(args, 3);
+  const int64_t rows = x.rank() == 2 ? x.dim(0) : 1, c = x.dim(x.rank() - 1), outputs = y.dim(y.rank() - 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = x.data_as<const T>() + r * c;
+    float* out = y.data_as<float>() + r * outputs;
+    for (int64_t o = 0; o < outputs; ++o) out[o] = 0.f;
+    for (int64_t i = 0; i < grams; ++i) {
+      const int64_t count = count_ngram(row, c, pool + g[3 * i + 1], g[3 * i], max_skip);
+      const float tf = static_cast<float>(count);
+      out[g[3 * i + 2]] += mode == 0 ? tf : mode == 1 ? (count > 0 ? w[i] : 0.f) : tf * w[i];
+    }
+  }
+}
+
+Error run_tfidf(const KernelArgs& args) {
+  if (args.in(0).dtype() == DType::INT32) {
+    tfidf_typed<int32_t>(args);
+  } else {
+    tfidf_typed<int64_t>(args);
+  }
+  return Error::kOk;
+}
+
 Error check_tile(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
   const Tensor& x = args.in(0);
@@ -659,7 +745,8 @@ Error run_gather_elements(const KernelArgs& args) {
   K(EyeLike, check_eye_like, run_eye_like, 0) \
   K(Tile, check_tile, run_tile, 0) \
   K(Range, check_range, run_range, 0) \
-  K(Random, check_random, run_random, 0)
+  K(Random, check_random, run_random, 0) \
+  K(TfIdf, check_tfidf, run_tfidf, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_MATH_KERNELS)
 const KernelEntry kMathKernels[] = {KILN_MATH_KERNELS(KILN_KERNEL_TABLE_ROW)};
