@@ -128,7 +128,9 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
     }
     weight = l.constant(ctx.node().name + "/packed_weight", std::move(packed));
     p.packed_weights = true;
-    scratch = {l.temp(ctx.node().name + "/packed_b", DType::FLOAT32, {gemm_pack_b_floats(k, n)})};
+    // Grouped: a block per group that runs at once (gemm_blocking.h).
+    const int64_t blocks = depthwise ? 1 : gemm_group_scratch_blocks(group);
+    scratch = {l.temp(ctx.node().name + "/packed_b", DType::FLOAT32, {blocks * gemm_pack_b_floats(k, n)})};
   } else {
     weight = l.tensor(ctx.input_id(1));
     if (pack) scratch = packing_scratch(ctx, l, mg, n, k);

@@ -1,6 +1,7 @@
 // The kernels on a thread pool give the same bits as on one thread: small
 // graphs of the kernels that split their work (Conv as im2col, 1x1, Winograd
-// and first-layer paths, grouped and without packing; depthwise 3x3 and
+// and first-layer paths, grouped (split within a group, or groups side by
+// side on scratch blocks of their own) and without packing; depthwise 3x3 and
 // 5x5; Gemm and MatMul with packed and unpacked operands, batched; binary
 // element-wise ops with and without broadcasting, a fused activation;
 // unary vector math) are planned once, run with no pool and then on 2, 3
@@ -85,6 +86,13 @@ std::vector<Case> cases() {
     PlanOptions plain;
     plain.lower.packing_scratch = false;
     add("conv_grouped_plain_loops", b, {noise({1, 32, 16, 16}, 5)}, plain);
+  }
+  {
+    GraphBuilder b;  // 8 groups of products too small to split: groups side by side, 4 scratch blocks
+    const int x = b.input("x", {2, 64, 14, 14});
+    b.output(b.node("Relu", {b.node("Conv", {x, b.ramp("w", {64, 8, 3, 3}, 0.05f), b.ramp("b", {64})},
+                                    {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(8)}})}));
+    add("conv_grouped_side_by_side", b, {noise({2, 64, 14, 14}, 14)});
   }
   for (int64_t k : {3, 5}) {
     GraphBuilder b;  // depthwise

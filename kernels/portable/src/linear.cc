@@ -185,6 +185,44 @@ void valid_range(int64_t count, int64_t limit, int64_t s, int64_t p, int64_t off
   if (*lo > *hi) *lo = *hi;
 }
 
+// One image's group of a packed convolution (run_conv_packed), packing B
+// into `pack_b`, its product split across `pool` when it is given.
+void run_conv_group(const KernelArgs& args, const ConvGeometry& g, int64_t n, int64_t grp, bool pointwise,
+                    float* pack_b, ThreadPool* pool) {
+  const bool prepacked = args.params<fb::ConvParams>()->packed_weights();
+  const float* x = args.in(0).data_as<const float>();
+  const float* w = args.in(1).data_as<const float>();
+  const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+  float* y = args.out(0).data_as<float>();
+  const int64_t cg = g.c / g.group, mg = g.m / g.group;
+  const int64_t plane = g.oh * g.ow, k = cg * g.kh * g.kw;
+  const float* xg = x + (n * g.c + grp * cg) * g.h * g.w;
+  GemmMatrix a;
+  a.data = prepacked ? w + grp * gemm_prepacked_a_floats(mg, k) : w + grp * mg * k;
+  a.ld = k;
+  a.prepacked = prepacked;
+  GemmMatrix b;
+  GemmIm2col im2col;
+  if (pointwise) {
+    b.data = xg;
+    b.ld = plane;
+  } else {
+    im2col.x = xg;
+    im2col.channels = cg;
+    im2col.h = g.h; im2col.w = g.w;
+    im2col.kh = g.kh; im2col.kw = g.kw;
+    im2col.sh = g.sh; im2col.sw = g.sw;
+    im2col.dh = g.dh; im2col.dw = g.dw;
+    im2col.pt = g.pt; im2col.pl = g.pl;
+    im2col.oh = g.oh; im2col.ow = g.ow;
+  }
+  GemmEpilogue epilogue;
+  epilogue.row_bias = bias != nullptr ? bias + grp * mg : nullptr;
+  epilogue.activation = args.params<fb::ConvParams>()->activation();
+  gemm_packed(mg, plane, k, a, b, pointwise ? nullptr : &im2col, y + (n * g.m + grp * mg) * plane, plane,
+              epilogue, prepacked ? nullptr : scratch_a(args), pack_b, GemmPath::kAuto, pool);
+}
+
 // Per image and group: Y[mg][oh * ow] = W[mg][cg * kh * kw] x im2col(X),
 // the bias and activation applied as each tile finishes. A 1x1 convolution
 // with stride 1 and no padding multiplies by X itself. Weights packed by
@@ -237,36 +275,33 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
       if (!declined.load(std::memory_order_relaxed)) continue;
 #endif
     }
+    // Groups too small to split one by one run side by side, each task
+    // packing into a block of B scratch of its own (as many blocks as the
+    // planner gave: gemm_group_scratch_blocks); every output element is
+    // computed as on one thread.
+    const int64_t b_block = gemm_pack_b_floats(k, plane);
+    const int64_t blocks = prepacked && g.group > 1 ? args.scratch[0]->numel() / b_block : 1;
+    int64_t group_tasks = 1;
+    if (blocks > 1 && parallel_tasks(args.pool, mg * plane * k, 2) == 1) {
+      group_tasks = gemm_min(blocks, parallel_tasks(args.pool, g.group * mg * plane * k, g.group));
+    }
+    if (group_tasks > 1) {
+      float* pack_b = args.scratch[0]->data_as<float>();
+      parallel_for(args.pool, group_tasks, [&](int64_t t) {
+        int64_t g0, g1;
+        parallel_range(g.group, group_tasks, t, 1, &g0, &g1);
+        for (int64_t grp = g0; grp < g1; ++grp) {
+          run_conv_group(args, g, n, grp, pointwise, pack_b + t * b_block, nullptr);
+        }
+      });
+      continue;
+    }
     for (int64_t grp = 0; grp < g.group; ++grp) {
-      const float* xg = x + (n * g.c + grp * cg) * g.h * g.w;
-      GemmMatrix a;
-      a.data = prepacked ? w + grp * gemm_prepacked_a_floats(mg, k) : w + grp * mg * k;
-      a.ld = k;
-      a.prepacked = prepacked;
-      GemmMatrix b;
-      GemmIm2col im2col;
-      if (pointwise) {
-        b.data = xg;
-        b.ld = plane;
-      } else {
-        im2col.x = xg;
-        im2col.channels = cg;
-        im2col.h = g.h; im2col.w = g.w;
-        im2col.kh = g.kh; im2col.kw = g.kw;
-        im2col.sh = g.sh; im2col.sw = g.sw;
-        im2col.dh = g.dh; im2col.dw = g.dw;
-        im2col.pt = g.pt; im2col.pl = g.pl;
-        im2col.oh = g.oh; im2col.ow = g.ow;
-      }
-      GemmEpilogue epilogue;
-      epilogue.row_bias = bias != nullptr ? bias + grp * mg : nullptr;
-      epilogue.activation = args.params<fb::ConvParams>()->activation();
-      gemm_packed(mg, plane, k, a, b, pointwise ? nullptr : &im2col, y + (n * g.m + grp * mg) * plane, plane,
-                  epilogue, prepacked ? nullptr : scratch_a(args), args.scratch[prepacked ? 0 : 1]->data_as<float>(),
-                  GemmPath::kAuto, args.pool);
+      run_conv_group(args, g, n, grp, pointwise, args.scratch[prepacked ? 0 : 1]->data_as<float>(), args.pool);
     }
   }
 }
+
 
 void run_depthwise(const KernelArgs& args, const ConvGeometry& g) {
   const float* x = args.in(0).data_as<const float>();

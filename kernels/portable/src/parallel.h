@@ -10,7 +10,9 @@
 //   - scratch the planner sized for one thread is shared, never split: a
 //     phase that fills it (packing a block of B) runs as its own
 //     parallel_for, each task filling whole panels, before the phase that
-//     reads it;
+//     reads it; where the planner gave several blocks (grouped
+//     convolutions: gemm_group_scratch_blocks), at most that many tasks run,
+//     each on a block of its own;
 //   - work below kParallelMinWork stays on the calling thread, where waking
 //     the workers would cost more than it saves.
 // Firmware (KILN_BARE_METAL) compiles every parallel_for to a plain loop.

@@ -11,8 +11,9 @@
 // Kernels keep no state between calls; any scratch memory they need is a
 // tensor planned by the planner and passed in `scratch`. A kernel may split
 // its work across `pool` (the Method's ThreadPool, or nullptr: one thread)
-// only in ways that need no scratch per thread and give the same bits on
-// any number of threads.
+// only in ways that give the same bits on any number of threads and need no
+// scratch beyond what the planner gave it (a kernel given several blocks of
+// scratch may run as many tasks at once, one block each).
 //
 // The registry is a fixed-size table filled by explicit calls such as
 // register_portable_kernels(); no static constructors. Registration is not

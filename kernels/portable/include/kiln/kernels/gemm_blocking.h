@@ -38,6 +38,17 @@ constexpr int64_t gemm_pack_b_floats(int64_t k, int64_t n) {
   return gemm_min(k, kGemmKc) * gemm_round_up(gemm_min(n, kGemmNc), kGemmNr);
 }
 
+// A grouped convolution (1 < group, not depthwise) with packed weights gets
+// this many blocks of B scratch, or one per group when it has fewer: its
+// groups' products are small (ResNeXt and RegNet groups are 8 to 64
+// channels), too small to split one by one, so threads take whole groups,
+// each packing into a block of its own. A program planned with one block
+// runs its groups on one thread.
+constexpr int64_t kGemmGroupScratchBlocks = 4;
+constexpr int64_t gemm_group_scratch_blocks(int64_t group) {
+  return group > 1 ? gemm_min(group, kGemmGroupScratchBlocks) : 1;
+}
+
 // Floats of A (m x k) packed ahead of time: panels of kGemmMr rows over the
 // whole inner dimension, the last zero-padded.
 constexpr int64_t gemm_prepacked_a_floats(int64_t m, int64_t k) { return gemm_round_up(m, kGemmMr) * k; }
