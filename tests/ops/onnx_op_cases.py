@@ -22,17 +22,16 @@ usage: onnx_op_cases.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
-import onnx
 import torch
 import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from kiln_checks import expect, finish, test_args  # noqa: E402
+from onnx_cases import check_run, plan_and_run, plan_only, run_each  # noqa: E402
 
 
 TOLERANCE = 1e-5
@@ -619,56 +618,15 @@ PLAN_REFUSALS = {name[13:]: fn for name, fn in sorted(globals().items()) if name
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 
 
-def plan_and_run(name, m, inputs, kiln, workdir):
-    """Plans and runs `m`; returns the finished `kiln run` process."""
-    onnx.checker.check_model(m)
-    base = os.path.join(workdir, name)
-    onnx.save(m, base + ".onnx")
-    args = []
-    for i, a in enumerate(inputs):
-        np.save(f"{base}_in{i}.npy", a)
-        args += ["--input", f"{base}_in{i}.npy"]
-    subprocess.run([kiln, "plan", base + ".onnx", "-o", base + ".kiln"], check=True, stdout=subprocess.DEVNULL)
-    return subprocess.run([kiln, "run", base + ".kiln", *args, "--output-dir", base + "_out"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
 def run_case(name, kiln, workdir):
     (m, expected), inputs = CASES[name]()
     run = plan_and_run(name, m, inputs, kiln, workdir)
-    if run.returncode != 0:
-        return [f"kiln run failed with status {run.returncode}: {run.stderr.strip()}"]
-    base = os.path.join(workdir, name)
-    problems = []
-    for i, out in enumerate(m.graph.output):
-        want = expected[out.name]
-        got = np.load(os.path.join(base + "_out", f"output_{i}.npy"))
-        if got.shape != want.shape or got.dtype != want.dtype:
-            problems.append(f"{out.name}: {got.dtype}{list(got.shape)} != {want.dtype}{list(want.shape)}")
-        elif want.dtype == np.float32 and not np.array_equal(np.isnan(got), np.isnan(want)):
-            problems.append(f"{out.name}: NaN in other places")
-        elif want.dtype == np.float32:
-            # NaN where expected (checked above); the numbers within tolerance.
-            got, want = np.nan_to_num(got, nan=0.0), np.nan_to_num(want, nan=0.0)
-            scale = max(float(np.max(np.abs(want))), 1e-30) if want.size else 1.0
-            err = float(np.max(np.abs(got - want))) / scale if want.size else 0.0
-            if not err <= TOLERANCE:
-                problems.append(f"{out.name}: relative error {err:.2e}")
-        elif not np.array_equal(got, want):
-            problems.append(f"{out.name}: values differ")
-    return problems
+    return check_run(run, name, workdir, [(out.name, expected[out.name]) for out in m.graph.output], TOLERANCE)
 
 
 def main():
     args = test_args(with_only=True)
-    for name in CASES:
-        if args.only and name != args.only:
-            continue
-        try:
-            problems = run_case(name, args.kiln, args.workdir)
-        except subprocess.CalledProcessError as e:
-            problems = [f"{' '.join(e.cmd[:2])} failed with status {e.returncode}"]
-        expect(name, not problems, "; ".join(problems))
+    run_each(CASES, args.only, lambda name: run_case(name, args.kiln, args.workdir))
     for name in REFUSALS:
         if args.only and name != args.only:
             continue
@@ -680,12 +638,10 @@ def main():
         if args.only and name != args.only:
             continue
         m, text = PLAN_REFUSALS[name]()
-        path = os.path.join(args.workdir, name + ".onnx")
-        onnx.save(m, path)
-        plan = subprocess.run([args.kiln, "plan", path, "-o", path + ".kiln"], capture_output=True, text=True)
-        lines = plan.stderr.strip().splitlines()
-        expect(f"{name} refused when planning", plan.returncode != 0 and len(lines) == 1 and
-               "node 'refused'" in lines[0] and text in lines[0], f"status {plan.returncode}, stderr: {plan.stderr}")
+        status, message = plan_only(args.kiln, m, os.path.join(args.workdir, name + ".onnx"))
+        lines = message.splitlines()
+        expect(f"{name} refused when planning", status != 0 and len(lines) == 1 and
+               "node 'refused'" in lines[0] and text in lines[0], f"status {status}, stderr: {message}")
     return finish()
 
 

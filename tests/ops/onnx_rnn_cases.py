@@ -21,15 +21,14 @@ the input or attribute at fault.
 usage: onnx_rnn_cases.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
 import os
-import subprocess
 import sys
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from kiln_checks import expect, finish, test_args  # noqa: E402
+from onnx_cases import check_run, plan_and_run, plan_only, run_each  # noqa: E402
 
 
 TOLERANCE = 1e-5
@@ -282,70 +281,31 @@ def refusal_model(op, attrs, lens, w_shape):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
 
 
-def plan_and_run(name, m, inputs, kiln, workdir, plan_args=()):
-    """Plans (with `plan_args`) and runs `m`; returns the finished `kiln run` process."""
-    onnx.checker.check_model(m)
-    base = os.path.join(workdir, name)
-    onnx.save(m, base + ".onnx")
-    args = []
-    for i, a in enumerate(inputs):
-        np.save(f"{base}_in{i}.npy", a)
-        args += ["--input", f"{base}_in{i}.npy"]
-    subprocess.run([kiln, "plan", base + ".onnx", "-o", base + ".kiln", *plan_args], check=True,
-                   stdout=subprocess.DEVNULL)
-    return subprocess.run([kiln, "run", base + ".kiln", *args, "--output-dir", base + "_out"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
 def run_case(name, kiln, workdir, packing):
     m, inputs, expected = build(**CASES[name])
     name += "" if packing else "_no_packing"
     run = plan_and_run(name, m, inputs, kiln, workdir, () if packing else ("--no-packing",))
-    if run.returncode != 0:
-        return [f"kiln run failed with status {run.returncode}: {run.stderr.strip()}"]
-    problems = []
-    for i, (out, want) in enumerate(expected.items()):
-        got = np.load(os.path.join(workdir, name + "_out", f"output_{i}.npy"))
-        if got.shape != want.shape:
-            problems.append(f"{out}: shape {list(got.shape)} != {list(want.shape)}")
-            continue
-        if want.size == 0:
-            continue
-        err = float(np.max(np.abs(got - want))) / max(float(np.max(np.abs(want))), 1e-30)
-        if not err <= TOLERANCE:
-            problems.append(f"{out}: relative error {err:.2e}")
-    return problems
+    return check_run(run, name, workdir, list(expected.items()), TOLERANCE)
 
 
 def main():
     args = test_args(with_only=True)
-    for name in CASES:
-        if args.only and name != args.only:
-            continue
-        for packing in (True, False):
-            try:
-                problems = run_case(name, args.kiln, args.workdir, packing)
-            except subprocess.CalledProcessError as e:
-                problems = [f"{' '.join(e.cmd[:2])} failed with status {e.returncode}"]
-            expect(name + ("" if packing else " --no-packing"), not problems, "; ".join(problems))
+    for packing in (True, False):
+        run_each(CASES, args.only, lambda name: run_case(name, args.kiln, args.workdir, packing),
+                 lambda name: name + ("" if packing else " --no-packing"))
     if not args.only or args.only == "run_time_sequence_lens":
         m, _, _ = build("GRU", 4, 2, 3, 3, lens=[4, 2], lens_as_input=True, outputs=("Y_h",))
-        path = os.path.join(args.workdir, "run_time_sequence_lens.onnx")
-        onnx.save(m, path)
-        plan = subprocess.run([args.kiln, "plan", path, "-o", path + ".kiln"], capture_output=True, text=True)
-        message = plan.stderr.strip()
+        status, message = plan_only(args.kiln, m, os.path.join(args.workdir, "run_time_sequence_lens.onnx"))
         expect("run_time_sequence_lens refused naming node and input",
-               plan.returncode != 0 and len(message.splitlines()) == 1 and "gru_node" in message and
-               "sequence_lens" in message, f"status {plan.returncode}, stderr: {message}")
+               status != 0 and len(message.splitlines()) == 1 and "gru_node" in message and
+               "sequence_lens" in message, f"status {status}, stderr: {message}")
     for name, (op, attrs, lens, w_shape, names) in REFUSALS.items():
         if args.only and name != args.only:
             continue
-        path = os.path.join(args.workdir, f"refusal_{name}.onnx")
-        onnx.save(refusal_model(op, attrs, lens, w_shape), path)
-        plan = subprocess.run([args.kiln, "plan", path, "-o", path + ".kiln"], capture_output=True, text=True)
-        message = plan.stderr.strip()
-        expect(f"refusal {name}", plan.returncode == 1 and len(message.splitlines()) == 1 and
-               "'bad_node'" in message and names in message, f"status {plan.returncode}, stderr: {message}")
+        status, message = plan_only(args.kiln, refusal_model(op, attrs, lens, w_shape),
+                                       os.path.join(args.workdir, f"refusal_{name}.onnx"))
+        expect(f"refusal {name}", status == 1 and len(message.splitlines()) == 1 and
+               "'bad_node'" in message and names in message, f"status {status}, stderr: {message}")
     return finish()
 
 

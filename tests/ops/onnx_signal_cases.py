@@ -24,7 +24,6 @@ value, the input and --freeze).
 usage: onnx_signal_cases.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -33,7 +32,8 @@ from onnx import TensorProto, helper
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from kiln_checks import expect, finish, test_args  # noqa: E402
-from onnx_op_cases import ONNX_TYPES, model, plan_and_run  # noqa: E402
+from onnx_cases import check_run, plan_and_run, plan_only, run_each  # noqa: E402
+from onnx_op_cases import ONNX_TYPES, model  # noqa: E402
 
 ONNX_TYPES.setdefault(np.dtype(np.float16), TensorProto.FLOAT16)
 
@@ -252,57 +252,23 @@ def randn(*shape):
 REFUSALS = {name[8:]: fn for name, fn in sorted(globals().items()) if name.startswith("refusal_")}
 
 
-def compare(name, got, want):
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return f"{name}: {got.dtype}{list(got.shape)} != {want.dtype}{list(want.shape)}"
-    if want.dtype.kind != "f":
-        return "" if np.array_equal(got, want) else f"{name}: values differ"
-    if want.size == 0:
-        return ""
-    tolerance = 1e-3 if want.dtype == np.float16 else TOLERANCE
-    g, w = got.astype(np.float64), want.astype(np.float64)
-    scale = max(float(np.max(np.abs(w))), 1e-30)
-    err = float(np.max(np.abs(g - w))) / scale
-    return "" if err <= tolerance else f"{name}: relative error {err:.2e}"
-
-
 def run_case(name, kiln, workdir):
     (m, expected), inputs = CASES[name]()
     run = plan_and_run(name, m, inputs, kiln, workdir)
-    if run.returncode != 0:
-        return [f"kiln run failed with status {run.returncode}: {run.stderr.strip()}"]
-    base = os.path.join(workdir, name)
-    problems = []
-    for i, out in enumerate(m.graph.output):
-        got = np.load(os.path.join(base + "_out", f"output_{i}.npy"))
-        problem = compare(out.name, got, expected[out.name])
-        if problem:
-            problems.append(problem)
-    return problems
+    return check_run(run, name, workdir, [(out.name, expected[out.name]) for out in m.graph.output], TOLERANCE)
 
 
 def main():
     args = test_args(with_only=True)
-    for name in CASES:
-        if args.only and name != args.only:
-            continue
-        try:
-            problems = run_case(name, args.kiln, args.workdir)
-        except subprocess.CalledProcessError as e:
-            problems = [f"{' '.join(e.cmd[:2])} failed with status {e.returncode}"]
-        expect(name, not problems, "; ".join(problems))
+    run_each(CASES, args.only, lambda name: run_case(name, args.kiln, args.workdir))
     for name in REFUSALS:
         if args.only and name != args.only:
             continue
         m, words = REFUSALS[name]()
-        path = os.path.join(args.workdir, name + ".onnx")
-        with open(path, "wb") as f:
-            f.write(m.SerializeToString())
-        p = subprocess.run([args.kiln, "plan", path, "-o", path + ".kiln"], capture_output=True, text=True)
-        message = p.stderr.strip()
+        status, message = plan_only(args.kiln, m, os.path.join(args.workdir, name + ".onnx"))
         expect(f"{name} refused by kiln plan",
-               p.returncode != 0 and len(message.splitlines()) == 1 and all(w in message for w in words),
-               f"status {p.returncode}, stderr: {message}")
+               status != 0 and len(message.splitlines()) == 1 and all(w in message for w in words),
+               f"status {status}, stderr: {message}")
     return finish()
 
 
