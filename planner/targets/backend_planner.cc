@@ -50,6 +50,45 @@ OpSupport op_support(std::string op, std::function<std::string(const NodeView&)>
 
 namespace {
 
+std::string operand_problem(const ValueView& v, const char* what, size_t i, const OperandLimits& limits) {
+  const std::string operand = std::string(what) + " " + std::to_string(i);
+  if (!v.has_shape()) return operand + " has no static shape";
+  if (v.rank() > limits.max_rank) {
+    return operand + " has rank " + std::to_string(v.rank()) + " (" + std::to_string(limits.max_rank) + " at most)";
+  }
+  if (v.numel() == 0) return operand + " is empty";
+  if (v.numel() > limits.max_elements) return operand + " " + limits.too_large;
+  return "";
+}
+
+}  // namespace
+
+std::function<std::string(const NodeView&)> operand_rules(const OperandLimits& limits,
+                                                           std::function<std::string(const NodeView&)> extra,
+                                                           size_t tensor_inputs) {
+  return [limits, extra, tensor_inputs](const NodeView& node) {
+    for (size_t i = 0; i < node.num_inputs() && i < tensor_inputs; ++i) {
+      if (!node.has_input(i)) continue;
+      const std::string why = operand_problem(node.input(i), "input", i, limits);
+      if (!why.empty()) return why;
+    }
+    for (size_t i = 0; i < node.num_outputs(); ++i) {
+      if (!node.has_output(i)) continue;
+      const std::string why = operand_problem(node.output(i), "output", i, limits);
+      if (!why.empty()) return why;
+    }
+    return extra ? extra(node) : std::string();
+  };
+}
+
+std::string windows_1d_2d(const NodeView& node) {
+  const size_t rank = node.input(0).rank();
+  if (node.num_outputs() > 1 && node.has_output(1)) return "MaxPool's Indices output runs on the CPU only";
+  return rank == 3 || rank == 4 ? "" : "only 1-D and 2-D (NCW, NCHW) windows";
+}
+
+namespace {
+
 class TableBackendPlanner final : public BackendPlanner {
  public:
   explicit TableBackendPlanner(TablePlannerSpec spec) : spec_(std::move(spec)) {

@@ -22,42 +22,15 @@ namespace {
 
 using Check = std::function<std::string(const NodeView&)>;
 
-std::string common_rules(const NodeView& node, size_t tensor_inputs) {
-  auto check = [](const ValueView& v, const char* what, size_t i) -> std::string {
-    const std::string operand = std::string(what) + " " + std::to_string(i);
-    if (!v.has_shape()) return operand + " has no static shape";
-    if (v.rank() > cuda_backend::kMaxRank) return operand + " has rank " + std::to_string(v.rank()) + " (8 at most)";
-    if (v.numel() == 0) return operand + " is empty";
-    if (v.numel() >= (int64_t{1} << 31)) return operand + " has 2^31 elements or more";
-    return "";
-  };
-  for (size_t i = 0; i < node.num_inputs() && i < tensor_inputs; ++i) {
-    if (!node.has_input(i)) continue;
-    const std::string why = check(node.input(i), "input", i);
-    if (!why.empty()) return why;
-  }
-  for (size_t i = 0; i < node.num_outputs(); ++i) {
-    if (!node.has_output(i)) continue;
-    const std::string why = check(node.output(i), "output", i);
-    if (!why.empty()) return why;
-  }
-  return "";
-}
-
-// The shared rules, then `extra` (may be null). `tensor_inputs`: how many
-// leading inputs are tensors (the rest are shape arguments).
-Check rules(Check extra = nullptr, size_t tensor_inputs = 1024) {
-  return [extra, tensor_inputs](const NodeView& node) {
-    std::string why = common_rules(node, tensor_inputs);
-    if (why.empty() && extra) why = extra(node);
-    return why;
-  };
-}
-
-std::string spatial_1d_2d(const NodeView& node) {
-  const size_t rank = node.input(0).rank();
-  if (node.num_outputs() > 1 && node.has_output(1)) return "MaxPool's Indices output runs on the CPU only";
-  return rank == 3 || rank == 4 ? "" : "only 1-D and 2-D (NCW, NCHW) windows";
+// The shared operand limits (above), then `extra` (may be null).
+// `tensor_inputs`: how many leading inputs are tensors (the rest are shape
+// arguments).
+Check rules(Check extra = nullptr, size_t tensor_inputs = SIZE_MAX) {
+  OperandLimits limits;
+  limits.max_rank = cuda_backend::kMaxRank;
+  limits.max_elements = (int64_t{1} << 31) - 1;
+  limits.too_large = "has 2^31 elements or more";
+  return operand_rules(limits, std::move(extra), tensor_inputs);
 }
 
 // The GEMM walks at most 4 batch dims.
@@ -97,9 +70,9 @@ void register_cuda_backend_planner() {
   spec.ops.push_back(op_support("Gemm", rules()));
   spec.ops.push_back(op_support("MatMul", rules(matmul_batches)));
   // Direct convolution (groups and depthwise included).
-  spec.ops.push_back(op_support("Conv", rules(spatial_1d_2d)));
-  spec.ops.push_back(op_support("MaxPool", rules(spatial_1d_2d)));
-  spec.ops.push_back(op_support("AveragePool", rules(spatial_1d_2d)));
+  spec.ops.push_back(op_support("Conv", rules(windows_1d_2d)));
+  spec.ops.push_back(op_support("MaxPool", rules(windows_1d_2d)));
+  spec.ops.push_back(op_support("AveragePool", rules(windows_1d_2d)));
   spec.ops.push_back(op_support("GlobalAveragePool", rules()));
   spec.ops.push_back(op_support("GlobalMaxPool", rules()));
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",

@@ -12,16 +12,6 @@
 #include "kiln/planner/backend_planner.h"
 
 namespace kiln::planner {
-namespace {
-
-std::string spatial_1d_2d(const NodeView& node) {
-  const size_t rank = node.input(0).rank();
-  if (node.num_outputs() > 1 && node.has_output(1)) return "MaxPool's Indices output runs on the CPU only";
-  return rank == 3 || rank == 4 ? "" : "only 1-D and 2-D (NCW, NCHW) windows";
-}
-
-}  // namespace
-
 // Registered by the build (kiln_add_backend in ../CMakeLists.txt).
 void register_null_backend_planner() {
   TablePlannerSpec spec;
@@ -46,9 +36,9 @@ void register_null_backend_planner() {
                          "Transpose", "Concat", "Flatten", "Identity"}) {
     spec.ops.push_back(op_support(op));
   }
-  spec.ops.push_back(op_support("Conv", spatial_1d_2d));
-  spec.ops.push_back(op_support("MaxPool", spatial_1d_2d));
-  spec.ops.push_back(op_support("AveragePool", spatial_1d_2d));
+  spec.ops.push_back(op_support("Conv", windows_1d_2d));
+  spec.ops.push_back(op_support("MaxPool", windows_1d_2d));
+  spec.ops.push_back(op_support("AveragePool", windows_1d_2d));
   spec.ops.push_back(op_support("Clip", nullptr, {1, 2}));
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                          "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Split", "Reshape", "Squeeze",

@@ -22,51 +22,17 @@
 namespace kiln::planner {
 namespace {
 
-constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 27;
-constexpr size_t kMaxRank = 8;
-
 using Check = std::function<std::string(const NodeView&)>;
 
-// The rules every Vulkan op shares (above); shape arguments (constant
-// inputs beyond the first) are not tensors the shaders see.
-std::string common_rules(const NodeView& node, size_t tensor_inputs) {
-  auto check = [](const ValueView& v, const char* what, size_t i) -> std::string {
-    const std::string operand = std::string(what) + " " + std::to_string(i);
-    if (!v.has_shape()) return operand + " has no static shape";
-    if (v.rank() > kMaxRank) return operand + " has rank " + std::to_string(v.rank()) + " (8 at most)";
-    if (v.numel() == 0) return operand + " is empty";
-    if (static_cast<uint64_t>(v.numel()) * 4 > kMaxTensorBytes) {
-      return operand + " is larger than 128 MiB (what every Vulkan device binds)";
-    }
-    return "";
-  };
-  for (size_t i = 0; i < node.num_inputs() && i < tensor_inputs; ++i) {
-    if (!node.has_input(i)) continue;
-    const std::string why = check(node.input(i), "input", i);
-    if (!why.empty()) return why;
-  }
-  for (size_t i = 0; i < node.num_outputs(); ++i) {
-    if (!node.has_output(i)) continue;
-    const std::string why = check(node.output(i), "output", i);
-    if (!why.empty()) return why;
-  }
-  return "";
-}
-
-// The shared rules, then `extra` (may be null). `tensor_inputs`: how many
-// leading inputs are tensors (the rest are shape arguments).
-Check rules(Check extra = nullptr, size_t tensor_inputs = 1024) {
-  return [extra, tensor_inputs](const NodeView& node) {
-    std::string why = common_rules(node, tensor_inputs);
-    if (why.empty() && extra) why = extra(node);
-    return why;
-  };
-}
-
-std::string spatial_1d_2d(const NodeView& node) {
-  const size_t rank = node.input(0).rank();
-  if (node.num_outputs() > 1 && node.has_output(1)) return "MaxPool's Indices output runs on the CPU only";
-  return rank == 3 || rank == 4 ? "" : "only 1-D and 2-D (NCW, NCHW) windows";
+// The shared operand limits (above; 2^25 floats are 128 MiB), then `extra`
+// (may be null). `tensor_inputs`: how many leading inputs are tensors the
+// shaders see (the rest are shape arguments).
+Check rules(Check extra = nullptr, size_t tensor_inputs = SIZE_MAX) {
+  OperandLimits limits;
+  limits.max_rank = 8;
+  limits.max_elements = int64_t{1} << 25;
+  limits.too_large = "is larger than 128 MiB (what every Vulkan device binds)";
+  return operand_rules(limits, std::move(extra), tensor_inputs);
 }
 
 // The matmul shader walks at most 3 batch dims.
@@ -105,10 +71,10 @@ void register_vulkan_backend_planner() {
   spec.ops.push_back(op_support("Gemm", rules()));
   spec.ops.push_back(op_support("MatMul", rules(matmul_batches)));
   // conv.comp (implicit GEMM) and conv_direct.comp (depthwise, few channels)
-  spec.ops.push_back(op_support("Conv", rules(spatial_1d_2d)));
+  spec.ops.push_back(op_support("Conv", rules(windows_1d_2d)));
   // pool.comp; reduce.comp for the global poolings and the reductions
-  spec.ops.push_back(op_support("MaxPool", rules(spatial_1d_2d)));
-  spec.ops.push_back(op_support("AveragePool", rules(spatial_1d_2d)));
+  spec.ops.push_back(op_support("MaxPool", rules(windows_1d_2d)));
+  spec.ops.push_back(op_support("AveragePool", rules(windows_1d_2d)));
   spec.ops.push_back(op_support("GlobalAveragePool", rules()));
   spec.ops.push_back(op_support("GlobalMaxPool", rules()));
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",

@@ -132,6 +132,26 @@ struct OpSupport {
 OpSupport op_support(std::string op, std::function<std::string(const NodeView&)> check = nullptr,
                      std::vector<int> constant_inputs = {});
 
+// What a device's kernels need of every tensor operand (the first
+// `tensor_inputs` inputs, the rest being shape arguments, and every
+// output): a static shape, rank at most max_rank, at least one element and
+// at most max_elements ("input 0 " + too_large otherwise, e.g. "has 2^31
+// elements or more").
+struct OperandLimits {
+  size_t max_rank = 8;
+  int64_t max_elements = INT64_MAX;
+  std::string too_large;
+};
+
+// A check: the operand limits, then `extra` (may be null).
+std::function<std::string(const NodeView&)> operand_rules(const OperandLimits& limits,
+                                                           std::function<std::string(const NodeView&)> extra = nullptr,
+                                                           size_t tensor_inputs = SIZE_MAX);
+
+// Conv, MaxPool and AveragePool with 1-D or 2-D windows (NCW, NCHW) and
+// without MaxPool's Indices output: what the device backends run.
+std::string windows_1d_2d(const NodeView& node);
+
 // Inputs a kernel of the backend may write its output over (bit i), by the
 // kernel name the planner lowers to ("Add", "Copy"): what the runtime half
 // accepts when it checks a delegate.
