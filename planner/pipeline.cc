@@ -99,7 +99,9 @@ void plan_memory_and_emit(Lowered& lowered, const PlanOptions& options) {
   memory::plan_method_memory(method, memory_options);
   saving.with = saving.estimated() ? total_first_fit_bytes(method) : total_arena_bytes(method);
   if (!lowered.baseline) saving.without = saving.with;
-  result.bytes = emit_program(result.program);
+  EmitOptions emit;
+  emit.names = options.names;
+  result.bytes = emit_program(result.program, emit);
   const auto errors = verify_program(result.bytes);
   if (!errors.empty()) {
     std::string all;

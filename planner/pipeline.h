@@ -64,6 +64,8 @@ struct PlanOptions {
   std::map<std::string, std::string> placements;
   // Method inputs and outputs stay on the device that reads or writes them.
   bool device_io = false;
+  // Write tensor and instruction names into the program (EmitOptions).
+  bool names = true;
   // Report what in-place reuse saved against a second, full memory plan of
   // the method without reuse (doubles planning time); otherwise the saving
   // is a first-fit estimate (InplaceSaving).

@@ -60,7 +60,8 @@ std::string storage_str(const fb::Method& m, const fb::Tensor& t) {
     }
     case fb::Storage::AliasStorage: {
       const uint32_t base = t.storage_as_AliasStorage()->base();
-      return str("alias of #", base, " '", name_of(*m.tensors()->Get(base)), "'");
+      const std::string name = name_of(*m.tensors()->Get(base));
+      return name.empty() ? str("alias of #", base) : str("alias of #", base, " '", name, "'");
     }
     case fb::Storage::UserStorage: {
       const auto* fallback = t.storage_as_UserStorage()->fallback();

@@ -48,6 +48,9 @@ constexpr const char* kHelp =
     "                             without it (doubles planning time; default: a first-fit estimate)\n"
     "  --no-packing               float Conv, Gemm and MatMul without packing scratch, int8 ones\n"
     "                             with 2 KiB blocks: smaller arenas, slower kernels (microcontrollers)\n"
+    "  --strip-names              leave tensor and instruction names out of the program (the method's\n"
+    "                             inputs and outputs keep theirs): a smaller program for firmware,\n"
+    "                             whose messages then name them by index\n"
     "  --target LIST              devices in order of preference, BACKEND:N or cpu (default cpu)\n"
     "  --device-count NAME=N      how many devices of a backend the target machine has\n"
     "  --place NODE=DEVICE        run a node on a given device of the target list\n"
@@ -213,7 +216,7 @@ int cmd_plan(const Argv& argv) {
                          {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
                          {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
                          {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
-                         {"--no-packing", false}, {"--report", true}, {"--ranks", true},
+                         {"--no-packing", false}, {"--strip-names", false}, {"--report", true}, {"--ranks", true},
                          {"--tensor-parallel", true}, {"--bundle-test", true}, {"--test-tolerance", true},
                          {"--help", false}});
   if (args.has("--help")) {
@@ -253,6 +256,7 @@ int cmd_plan(const Argv& argv) {
   options.lower.packing_scratch = !args.has("--no-packing");
   options.targets = args.get("--target", "cpu");
   options.device_io = args.has("--device-io");
+  options.names = !args.has("--strip-names");
   const long ranks = args.get_int("--ranks", 1);
   if (ranks < 1 || ranks > 1024) throw UsageError{"--ranks must be from 1 to 1024"};
   const long tensor_parallel = args.get_int("--tensor-parallel", 0);

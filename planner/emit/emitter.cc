@@ -168,7 +168,7 @@ uint64_t method_bookkeeping_bytes(const fb::MethodT& method) {
   return abi::method_bookkeeping_bytes(*flatbuffers::GetRoot<fb::Method>(builder.GetBufferPointer()));
 }
 
-std::string emit_program(const LProgram& program) {
+std::string emit_program(const LProgram& program, const EmitOptions& options) {
   fb::ProgramT root;
   root.version = static_cast<uint32_t>(fb::SchemaVersion::Current);
   root.producer = kProducer;
@@ -187,7 +187,7 @@ std::string emit_program(const LProgram& program) {
     m->name = method.name;
     for (const LTensor& t : method.tensors) {
       auto tensor = std::make_unique<fb::TensorT>();
-      tensor->name = t.name;
+      if (options.names || t.is_input || t.is_output) tensor->name = t.name;
       tensor->dtype = to_fb(t.dtype);
       tensor->shape = t.shape;
       tensor->nbytes = t.nbytes();
@@ -273,6 +273,10 @@ std::string emit_program(const LProgram& program) {
       communicator->group = c.group;
       communicator->size = c.size;
       m->communicators.push_back(std::move(communicator));
+    }
+    if (!options.names) {
+      for (auto& instruction : m->init_instructions) instruction->name.clear();
+      for (auto& instruction : m->instructions) instruction->name.clear();
     }
     m->bookkeeping_bytes = method_bookkeeping_bytes(*m);
     root.methods.push_back(std::move(m));

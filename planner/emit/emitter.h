@@ -28,8 +28,16 @@ bool is_device_kernel(const LInstruction& ins);
 // of device kernels on one device from there, or `begin` when none starts.
 size_t delegate_run_end(const std::vector<LInstruction>& list, size_t begin);
 
+struct EmitOptions {
+  // Tensor and instruction names (for messages, profiles and `kiln
+  // inspect`). Without them a method's inputs and outputs keep theirs (the
+  // application's interface, MethodMeta); nothing else in the runtime reads
+  // a name, and the program is smaller (firmware in flash).
+  bool names = true;
+};
+
 // Returns the bytes of the .kiln file.
-std::string emit_program(const LProgram& program);
+std::string emit_program(const LProgram& program, const EmitOptions& options = {});
 
 // The bookkeeping figure of an emitted method, with schema/bookkeeping.h.
 uint64_t method_bookkeeping_bytes(const fb::MethodT& method);

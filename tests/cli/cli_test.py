@@ -93,6 +93,50 @@ def check_pack(k, w, model, garbage):
     expect("pack of a non-program: one clear error", rc == 1 and "not a kiln program" in err, err)
 
 
+def check_strip_names(k, w):
+    """plan --strip-names: the program holds no tensor or instruction name
+    but the method's input's and output's, is smaller, verifies, and
+    computes what the named program computes."""
+    x = helper.make_tensor_value_info("features", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("scores", TensorProto.FLOAT, [2, 3])
+    nodes = [helper.make_node("Relu", ["features"], ["hidden_activation"], name="first_relu"),
+             helper.make_node("Sigmoid", ["hidden_activation"], ["scores"], name="squash_node")]
+    model = os.path.join(w, "two_nodes.onnx")
+    onnx.save(model_with(nodes, [x], [y]), model)
+    programs = {}
+    for flag in ("named", "stripped"):
+        path = os.path.join(w, f"two_nodes_{flag}.kiln")
+        extra = ["--strip-names"] if flag == "stripped" else []
+        rc, out, err = run(k, "plan", model, "-o", path, *extra)
+        expect(f"plan {' '.join(extra) or '(names kept)'}", rc == 0, out + err)
+        with open(path, "rb") as f:
+            programs[flag] = (path, f.read() if rc == 0 else b"")
+    named, stripped = programs["named"][1], programs["stripped"][1]
+    inner = [b"hidden_activation", b"first_relu", b"squash_node"]
+    expect("--strip-names: the named program holds the inner names", all(n in named for n in inner))
+    expect("--strip-names: no inner tensor or instruction name is left",
+           not any(n in stripped for n in inner), str([n for n in inner if n in stripped]))
+    expect("--strip-names: the input's and output's names stay",
+           b"features" in stripped and b"scores" in stripped)
+    expect("--strip-names: the program is smaller", 0 < len(stripped) < len(named), f"{len(stripped)} vs {len(named)}")
+    rc, out, err = run(k, "verify", programs["stripped"][0])
+    expect("--strip-names: verify accepts the program", rc == 0 and "ok" in out, out + err)
+    rc, out, err = run(k, "inspect", programs["stripped"][0])
+    expect("--strip-names: inspect names the input and output",
+           rc == 0 and "'features'" in out and "'scores'" in out and "hidden_activation" not in out, out + err)
+    data = np.array([[-1, 2, -3], [4, -5, 6]], dtype=np.float32)
+    np.save(os.path.join(w, "features.npy"), data)
+    results = {}
+    for flag, (path, _) in programs.items():
+        out_dir = os.path.join(w, f"two_nodes_out_{flag}")
+        rc, out, err = run(k, "run", path, "--input", os.path.join(w, "features.npy"), "--output-dir", out_dir)
+        results[flag] = np.load(os.path.join(out_dir, "output_0.npy")) if rc == 0 else None
+        expect(f"run of the {flag} program", rc == 0, out + err)
+    expect("--strip-names: the same outputs as the named program",
+           results["named"] is not None and results["stripped"] is not None
+           and np.array_equal(results["named"], results["stripped"]))
+
+
 def main():
     args = test_args()
     k, w = args.kiln, args.workdir
@@ -194,6 +238,7 @@ def main():
     expect("verify accepts a planned program", rc == 0 and "ok" in out, out + err)
 
     check_pack(k, w, good, garbage)
+    check_strip_names(k, w)
 
     return finish()
 
