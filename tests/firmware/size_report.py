@@ -75,6 +75,11 @@ def map_breakdown(map_path):
         if group:
             source = os.path.basename(re.sub(r"\(.*\)$", "", m.group(3)))
             source = re.sub(r"\.(cc|c)\.(o|obj)$", "", source)
+            # Link-time optimisation compiles the kiln code of the image
+            # (runtime, platform layer, start-up code, the image's own) into
+            # partitions with temporary names: one row for all of them.
+            if re.search(r"\.ltrans\d*\.ltrans\.o$", source):
+                source = "kiln code, optimised at link time"
             figures = result.setdefault(source, dict.fromkeys(COLUMNS, 0))
             figures[group] += int(m.group(2), 16)
     return result
