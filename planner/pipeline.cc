@@ -57,6 +57,9 @@ Lowered lower_stage(Graph graph, const PlanOptions& options) {
   if (options.fuse) {
     result.fuse.biases_fused = fuse_matmul_biases(graph, devices);
     fuse_gated_activations(graph, devices, &result.fuse);
+    // The affine map is applied as the product packs B: without packing
+    // scratch there is no packing to apply it in.
+    if (options.lower.packing_scratch) fuse_input_affines(graph, devices, &result.fuse);
     fuse_activations(graph, devices, &result.fuse);
   }
   LMethod& method = lower_graph(graph, result.program, options.method_name, devices, options.lower);

@@ -159,8 +159,9 @@ void print_summary(const std::string& model, const std::string& output, const Pl
       if (!kinds.empty()) kinds += ")";
       std::printf("  fused:       %d BatchNormalization into Conv, %d bias Add into MatMul, %d activations into "
                   "their producer%s; SiLU, HardSwish and GELU patterns: %d into their producer, %d into one "
-                  "element-wise pass\n", fuse.batch_norms_folded, fuse.biases_fused, fuse.activations_fused,
-                  kinds.c_str(), fuse.gated_into_producer, fuse.gated_standalone);
+                  "element-wise pass; %d BatchNormalization[+Relu] ahead of a 1x1 Conv into its input\n",
+                  fuse.batch_norms_folded, fuse.biases_fused, fuse.activations_fused, kinds.c_str(),
+                  fuse.gated_into_producer, fuse.gated_standalone, fuse.input_affines_fused);
     }
     if (result.tensor_parallel.row_splits > 0) {
       const TensorParallelStats& tp = result.tensor_parallel;

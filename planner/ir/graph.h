@@ -56,6 +56,14 @@ struct NodeActivation {
   float beta = 0.f;
 };
 
+// A per-channel affine map (and Relu) fused ahead of the node's input 0
+// (passes/fuse.h: a BatchNormalization and Relu ahead of a 1x1 Conv):
+// `value` is a constant [2, C] float32, scales then shifts; -1 for none.
+struct NodeInputAffine {
+  int value = -1;
+  bool relu = false;
+};
+
 struct Node {
   std::string name;
   std::string op_type;
@@ -66,6 +74,8 @@ struct Node {
   std::map<std::string, Attribute> attrs;
   // Applied to output 0 by the node's kernel (set by passes/fuse).
   NodeActivation activation;
+  // Applied to input 0 channel by channel as the kernel reads it (Conv).
+  NodeInputAffine input_affine;
   bool dead = false;
 
   bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }

@@ -135,10 +135,19 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
     weight = l.tensor(ctx.input_id(1));
     if (pack) scratch = packing_scratch(ctx, l, mg, n, k);
   }
-  fb::ParamsUnion params;
-  params.Set(std::move(p));
   std::vector<int> inputs = {l.tensor(ctx.input_id(0)), weight};
   if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
+  // A BatchNormalization [+ Relu] fused ahead (passes/fuse.h): the fourth
+  // input, applied as B is packed (the fusion asks for packing).
+  const NodeInputAffine& affine = ctx.node().input_affine;
+  if (affine.value >= 0) {
+    if (!pack || group != 1) ctx.error("internal error: an input affine map without the packed product");
+    if (!ctx.has_input(2)) inputs.push_back(-1);
+    inputs.push_back(l.tensor(affine.value));
+    p.input_affine_relu = affine.relu;
+  }
+  fb::ParamsUnion params;
+  params.Set(std::move(p));
   l.kernel("Conv", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), std::move(scratch));
 }
 

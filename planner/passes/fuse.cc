@@ -540,4 +540,96 @@ int fuse_gated_activations(Graph& graph, DevicePlan& devices, FuseStats* stats) 
   return fused;
 }
 
+namespace {
+
+// An attribute of ints absent or every entry `v`.
+bool ints_all(const Node& node, const char* name, int64_t v) {
+  const auto it = node.attrs.find(name);
+  if (it == node.attrs.end()) return true;
+  return std::all_of(it->second.ints.begin(), it->second.ints.end(), [v](int64_t x) { return x == v; });
+}
+
+// A Conv reading its input 0 as a plain matrix: 1x1 kernel (constant 4-D
+// float weights), stride 1, no padding, one group, on a 4-D input.
+bool pointwise_conv(const Graph& graph, const Node& conv) {
+  if (conv.op_type != "Conv" || !conv.domain.empty() || conv.input_affine.value >= 0) return false;
+  if (conv.inputs.empty() || conv.inputs[0] < 0 || !constant_input(graph, conv, 1)) return false;
+  const Value& x = value_of(graph, conv.inputs[0]);
+  const HostTensor& w = *value_of(graph, conv.inputs[1]).constant;
+  if (!x.has_shape || x.shape.size() != 4 || x.dtype != DType::FLOAT32) return false;
+  if (w.dtype != DType::FLOAT32 || w.shape.size() != 4 || w.shape[2] != 1 || w.shape[3] != 1) return false;
+  const auto pad = conv.attrs.find("auto_pad");
+  if (pad != conv.attrs.end() && pad->second.s != "NOTSET" && pad->second.s != "VALID") return false;
+  const auto group = conv.attrs.find("group");
+  if (group != conv.attrs.end() && group->second.i != 1) return false;
+  return ints_all(conv, "pads", 0) && ints_all(conv, "strides", 1) && w.shape[1] == x.shape[1];
+}
+
+}  // namespace
+
+int fuse_input_affines(Graph& graph, DevicePlan& devices, FuseStats* stats) {
+  int fused = 0;
+  const auto readers = graph.consumers();
+  for (int bn_index : graph.topological_order()) {
+    Node& bn = graph.nodes[static_cast<size_t>(bn_index)];
+    if (bn.dead || bn.op_type != "BatchNormalization" || !bn.domain.empty() || bn.inputs.size() != 5) continue;
+    if (bn.outputs.empty() || bn.outputs[0] < 0 || !on_cpu(devices, bn_index)) continue;
+    bool statistics = true;
+    for (size_t i = 1; i < 5; ++i) {
+      statistics = statistics && constant_input(graph, bn, i) && value_of(graph, bn.inputs[i]).dtype == DType::FLOAT32;
+    }
+    for (size_t i = 1; i < bn.outputs.size(); ++i) statistics = statistics && bn.outputs[i] < 0;
+    if (!statistics) continue;
+    // BN -> [Relu ->] Conv, each intermediate read by the next node alone.
+    const std::vector<int>& bn_readers = readers[static_cast<size_t>(bn.outputs[0])];
+    if (bn_readers.size() != 1) continue;
+    int relu_index = -1, conv_index = bn_readers[0];
+    if (graph.nodes[static_cast<size_t>(conv_index)].op_type == "Relu" &&
+        graph.nodes[static_cast<size_t>(conv_index)].domain.empty()) {
+      relu_index = conv_index;
+      const Node& relu = graph.nodes[static_cast<size_t>(relu_index)];
+      if (!only_reader(graph, readers, bn, relu_index) || relu.outputs.empty() || relu.outputs[0] < 0) continue;
+      const std::vector<int>& relu_readers = readers[static_cast<size_t>(relu.outputs[0])];
+      if (relu_readers.size() != 1 || !on_cpu(devices, relu_index)) continue;
+      conv_index = relu_readers[0];
+      if (!only_reader(graph, readers, relu, conv_index)) continue;
+    } else if (!only_reader(graph, readers, bn, conv_index)) {
+      continue;
+    }
+    Node& conv = graph.nodes[static_cast<size_t>(conv_index)];
+    const int fed = relu_index >= 0 ? graph.nodes[static_cast<size_t>(relu_index)].outputs[0] : bn.outputs[0];
+    if (!on_cpu(devices, conv_index) || !pointwise_conv(graph, conv) || conv.inputs[0] != fed) continue;
+    // The Conv reads the normalised value once, as input 0, and nowhere else.
+    if (std::count(conv.inputs.begin(), conv.inputs.end(), fed) != 1) continue;
+    const Value& x = value_of(graph, bn.inputs[0]);
+    if (!x.has_shape || x.shape != value_of(graph, fed).shape || x.dtype != DType::FLOAT32) continue;
+    const int64_t c = x.shape[1];
+    bool sizes = true;
+    for (size_t i = 1; i < 5; ++i) sizes = sizes && value_of(graph, bn.inputs[i]).constant->numel() == c;
+    if (!sizes) continue;
+    const auto attr = bn.attrs.find("epsilon");
+    const double epsilon = attr != bn.attrs.end() ? attr->second.f : 1e-5;
+    const HostTensor& scale = *value_of(graph, bn.inputs[1]).constant;
+    const HostTensor& shift = *value_of(graph, bn.inputs[2]).constant;
+    const HostTensor& mean = *value_of(graph, bn.inputs[3]).constant;
+    const HostTensor& var = *value_of(graph, bn.inputs[4]).constant;
+    HostTensor affine(DType::FLOAT32, {2, c});
+    for (int64_t i = 0; i < c; ++i) {
+      const double s = scale.float_at(i) / std::sqrt(var.float_at(i) + epsilon);
+      affine.data<float>()[i] = static_cast<float>(s);
+      affine.data<float>()[c + i] = static_cast<float>(shift.float_at(i) - mean.float_at(i) * s);
+    }
+    conv.input_affine.value = graph.add_constant((conv.name.empty() ? "conv" : conv.name) + "/input_affine",
+                                                 std::move(affine));
+    conv.input_affine.relu = relu_index >= 0;
+    conv.inputs[0] = bn.inputs[0];
+    bn.dead = true;
+    if (relu_index >= 0) graph.nodes[static_cast<size_t>(relu_index)].dead = true;
+    ++stats->input_affines_fused;
+    ++fused;
+  }
+  if (fused > 0) drop_dead(graph, devices);
+  return fused;
+}
+
 }  // namespace kiln::planner

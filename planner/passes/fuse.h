@@ -32,6 +32,18 @@
 //     instead of two or four. HardSwish with other constants stays as it is
 //     when no producer takes it.
 //
+//   - fuse_input_affines: a BatchNormalization (inference, constant
+//     statistics), optionally followed by a Relu, whose result only a 1x1
+//     Conv (stride 1, no padding, one group) reads, moves into that Conv
+//     as a per-input-channel affine map (Node::input_affine):
+//         s[c] = scale[c] / sqrt(var[c] + epsilon),  t[c] = B[c] - mean[c] s[c]
+//     applied, with the Relu, as the product packs its input: the
+//     pre-activation blocks of DenseNet and ResNet v2 (BN -> Relu -> Conv
+//     over a concatenation other layers also read) stop writing a
+//     normalised copy of their input and reading it back. Only where the
+//     Conv runs the packed product (LowerOptions::packing_scratch) and all
+//     nodes are on the CPU.
+//
 // The fused node takes over the output value of the node it absorbed, so
 // names, graph outputs and every later reader stay as they were.
 
@@ -57,8 +69,12 @@ struct FuseStats {
   // those that became one element-wise node instead.
   int gated_into_producer = 0;
   int gated_standalone = 0;
+  // BatchNormalization (and Relu) pairs fused ahead of a 1x1 Conv.
+  int input_affines_fused = 0;
 
-  int total() const { return batch_norms_folded + biases_fused + activations_fused + gated_standalone; }
+  int total() const {
+    return batch_norms_folded + biases_fused + activations_fused + gated_standalone + input_affines_fused;
+  }
 };
 
 // Run after folding, before partitioning. Returns how many were folded.
@@ -79,6 +95,11 @@ int fuse_activations(Graph& graph, DevicePlan& devices, FuseStats* stats);
 // leave the producer no room); only patterns whose every node `devices`
 // puts on the CPU fuse. Same bookkeeping as fuse_activations.
 int fuse_gated_activations(Graph& graph, DevicePlan& devices, FuseStats* stats);
+
+// Run after partitioning, before fuse_activations (the Relu it takes would
+// otherwise be fused elsewhere); only nodes `devices` puts on the CPU
+// fuse. Same bookkeeping as fuse_activations.
+int fuse_input_affines(Graph& graph, DevicePlan& devices, FuseStats* stats);
 
 }  // namespace kiln::planner
 

@@ -313,6 +313,7 @@ void write_collectives(JsonWriter& j, const LMethod& m, const PlanResult& result
   for (const auto& [kind, count] : fuse.activations_by_kind) j.field(kind, count);
   j.end_object();
   j.field("gated_into_producer", fuse.gated_into_producer).field("gated_standalone", fuse.gated_standalone);
+  j.field("input_affines_fused", fuse.input_affines_fused);
   j.end_object();
   const TensorParallelStats& tp = result.tensor_parallel;
   j.key("tensor_parallel").begin_object();

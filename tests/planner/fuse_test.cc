@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "exec/run.h"
+#include "kiln/runtime/posix_thread_pool.h"
 #include "report/plan_report.h"
 #include "support/graph_builder.h"
 
@@ -43,21 +44,28 @@ const fb::FusedActivationT* activation_of(const PlanResult& r, const std::string
   return nullptr;
 }
 
-// Plans `b` with and without fusion, runs both on `inputs` and expects the
-// same outputs; returns the fused plan.
-PlanResult plan_and_compare(GraphBuilder& b, const std::vector<HostTensor>& inputs) {
+// Plans `b` with and without fusion, runs both on `inputs` (the fused plan
+// on `pool` when given) and expects the same outputs; returns the fused
+// plan.
+PlanResult plan_and_compare(GraphBuilder& b, const std::vector<HostTensor>& inputs, ThreadPool* pool = nullptr) {
   PlanOptions plain;
   plain.fuse = false;
   const PlanResult unfused = b.plan(plain);
   PlanResult fused = b.plan();
+  planner::RunOptions options;
+  options.thread_pool = pool;
   const auto want = planner::run_program(unfused.bytes, inputs, {}).outputs;
-  const auto got = planner::run_program(fused.bytes, inputs, {}).outputs;
+  const auto got = planner::run_program(fused.bytes, inputs, options).outputs;
   EXPECT_EQ(want.size(), got.size());
   for (size_t o = 0; o < want.size() && o < got.size(); ++o) {
     EXPECT_EQ(want[o].shape, got[o].shape);
     double scale = 1e-30;
     for (int64_t i = 0; i < want[o].numel(); ++i) scale = std::max(scale, std::fabs(want[o].float_at(i)));
     for (int64_t i = 0; i < want[o].numel(); ++i) {
+      if (std::isnan(want[o].float_at(i))) {
+        EXPECT_TRUE(std::isnan(got[o].float_at(i))) << "output " << o << " at " << i;
+        continue;
+      }
       EXPECT_NEAR(got[o].float_at(i), want[o].float_at(i), 1e-5 * scale) << "output " << o << " at " << i;
     }
   }
@@ -464,6 +472,114 @@ TEST(FuseTest, GeluWithOtherConstantsStaysApart) {
   const PlanResult r = plan_and_compare(b, {input_values({3, 8}, 3.f)});
   EXPECT_EQ(r.fuse.gated_into_producer + r.fuse.gated_standalone, 0);
   EXPECT_EQ(kernels(r).size(), 5u);
+}
+
+// x -> BatchNormalization (c channels, per-channel statistics, variance
+// from 0.25 to 2, some scales negative) -> [Relu] -> 1x1 Conv (m outputs).
+int bn_relu_conv(GraphBuilder& b, int x, int64_t c, int64_t m, bool relu, bool bias) {
+  std::vector<float> var(static_cast<size_t>(c));
+  for (int64_t i = 0; i < c; ++i) var[static_cast<size_t>(i)] = 0.25f + 0.07f * static_cast<float>(i % 26);
+  const int bn = b.node("BatchNormalization", {x, b.ramp("bn_s", {c}, 0.4f), b.ramp("bn_t", {c}, 0.3f),
+                                               b.ramp("bn_m", {c}, 0.2f), b.constant("bn_v", HostTensor::from_floats(var, {c}))},
+                        {{"epsilon", float_attr(1e-3f)}});
+  const int fed = relu ? b.node("Relu", {bn}) : bn;
+  std::vector<int> inputs = {fed, b.ramp("conv_w", {m, c, 1, 1}, 0.05f)};
+  if (bias) inputs.push_back(b.ramp("conv_b", {m}, 0.1f));
+  return b.node("Conv", inputs);
+}
+
+const fb::ConvParamsT* conv_params(const PlanResult& r) {
+  for (const LInstruction& ins : r.program.methods[0].instructions) {
+    if (ins.op == "Conv") return ins.params.AsConvParams();
+  }
+  return nullptr;
+}
+
+// Pre-activation blocks (DenseNet, ResNet v2): the normalised copy of the
+// input is never written; the Conv applies the map as it packs its input.
+// Planes of 1, 7x7 and 20x20 positions, output channels on both sides of
+// the product's read-in-place limit (96), NaN and a large value in the input
+// (Relu maps NaN to 0 fused or not), one thread and three.
+TEST(FuseTest, BatchNormAndReluAheadOfAPointwiseConvFuseIntoItsInput) {
+  PosixThreadPool pool;
+  ASSERT_EQ(pool.start(3), Error::kOk);
+  struct Case {
+    int64_t c, m, h, w;
+  };
+  for (const Case& k : {Case{24, 8, 1, 1}, Case{40, 128, 7, 7}, Case{16, 100, 20, 20}, Case{300, 12, 5, 3}}) {
+    for (bool relu : {true, false}) {
+      for (bool bias : {true, false}) {
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), static_cast<ThreadPool*>(&pool)}) {
+          SCOPED_TRACE(::testing::Message() << "c " << k.c << " m " << k.m << " plane " << k.h << "x" << k.w
+                                            << (relu ? " relu" : "") << (bias ? " bias" : "")
+                                            << (p != nullptr ? " 3 threads" : ""));
+          GraphBuilder b;
+          const int x = b.input("x", {2, k.c, k.h, k.w});
+          b.output(bn_relu_conv(b, x, k.c, k.m, relu, bias));
+          HostTensor in = input_values({2, k.c, k.h, k.w}, 2.f);
+          in.data<float>()[3] = std::nanf("");
+          in.data<float>()[in.numel() - 1] = -1e4f;
+          const PlanResult r = plan_and_compare(b, {in}, p);
+          EXPECT_EQ(r.fuse.input_affines_fused, 1);
+          EXPECT_EQ(kernels(r), std::vector<std::string>{"Conv"});
+          const fb::ConvParamsT* params = conv_params(r);
+          ASSERT_NE(params, nullptr);
+          EXPECT_EQ(params->input_affine_relu, relu);
+        }
+      }
+    }
+  }
+}
+
+TEST(FuseTest, BatchNormAheadOfAConvStaysWhereTheMapCannotGoIntoThePacking) {
+  const auto bn = [](GraphBuilder& b, int x, int64_t c) {
+    return b.node("BatchNormalization", {x, b.ramp("s", {c}, 0.3f), b.ramp("t", {c}), b.ramp("m", {c}),
+                                         b.constant("v", HostTensor::from_floats(std::vector<float>(c, 1.f), {c}))});
+  };
+  {  // a 3x3 kernel (its padding would read the map's zero as a shifted value)
+    GraphBuilder b;
+    const int x = b.input("x", {1, 8, 6, 6});
+    b.output(b.node("Conv", {b.node("Relu", {bn(b, x, 8)}), b.ramp("w", {4, 8, 3, 3}, 0.05f)},
+                    {{"pads", ints_attr({1, 1, 1, 1})}}));
+    const PlanResult r = plan_and_compare(b, {input_values({1, 8, 6, 6})});
+    EXPECT_EQ(r.fuse.input_affines_fused, 0);
+    EXPECT_EQ(kernels(r), (std::vector<std::string>{"BatchNormalization", "Relu", "Conv"}));
+  }
+  {  // stride 2, and padding on a 1x1 kernel
+    for (const char* attr : {"strides", "pads"}) {
+      GraphBuilder b;
+      const int x = b.input("x", {1, 8, 6, 6});
+      std::map<std::string, Attribute> attrs;
+      attrs[attr] = std::string(attr) == "strides" ? ints_attr({2, 2}) : ints_attr({1, 0, 1, 0});
+      b.output(b.node("Conv", {bn(b, x, 8), b.ramp("w", {4, 8, 1, 1}, 0.05f)}, attrs));
+      const PlanResult r = plan_and_compare(b, {input_values({1, 8, 6, 6})});
+      EXPECT_EQ(r.fuse.input_affines_fused, 0) << attr;
+    }
+  }
+  {  // the normalised value is also read elsewhere, or is a graph output
+    for (bool as_output : {false, true}) {
+      GraphBuilder b;
+      const int x = b.input("x", {1, 8, 4, 4});
+      const int y = b.node("Relu", {bn(b, x, 8)});
+      b.output(b.node("Conv", {y, b.ramp("w", {4, 8, 1, 1}, 0.05f)}));
+      if (as_output) {
+        b.output(y);
+      } else {
+        b.output(b.node("Sigmoid", {y}));
+      }
+      const PlanResult r = plan_and_compare(b, {input_values({1, 8, 4, 4})});
+      EXPECT_EQ(r.fuse.input_affines_fused, 0);
+    }
+  }
+  {  // planned without packing scratch (firmware): nothing packs B
+    GraphBuilder b;
+    const int x = b.input("x", {1, 8, 4, 4});
+    b.output(b.node("Conv", {bn(b, x, 8), b.ramp("w", {4, 8, 1, 1}, 0.05f)}));
+    PlanOptions options;
+    options.lower.packing_scratch = false;
+    const PlanResult r = b.plan(options);
+    EXPECT_EQ(r.fuse.input_affines_fused, 0);
+  }
 }
 
 }  // namespace

@@ -134,13 +134,41 @@ void pack_a(const GemmMatrix& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
   }
 }
 
+// d[j] = r[j] * s + t for j < nr, then (relu) v > 0 ? v : 0 as Relu
+// computes it (NaN gives 0); d[nr .. kGemmNr) = 0. Four floats at a time
+// with the compiler's generic vectors (SSE, NEON; scalar code elsewhere).
+inline void affine_row(const float* r, int64_t nr, float s, float t, bool relu, float* d) {
+  typedef float V4 __attribute__((vector_size(16)));
+  if (nr == kGemmNr) {
+    const V4 vs = {s, s, s, s}, vt = {t, t, t, t}, zero = {0.f, 0.f, 0.f, 0.f};
+    for (int64_t j = 0; j < kGemmNr; j += 4) {
+      V4 v;
+      memcpy(&v, r + j, sizeof(v));
+      v = v * vs + vt;
+      if (relu) v = v > zero ? v : zero;
+      memcpy(d + j, &v, sizeof(v));
+    }
+    return;
+  }
+  for (int64_t j = 0; j < kGemmNr; ++j) {
+    const float v = j < nr ? r[j] * s + t : 0.f;
+    d[j] = relu && !(v > 0.f) ? 0.f : v;
+  }
+}
+
 // Packs rows [p0, p0 + kc) and columns [j0, j0 + nc) of B into panels of
 // kGemmNr columns, each stored row by row (kc x kGemmNr), the columns past
 // nc zero.
 void pack_b_matrix(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
   for (int64_t jr = 0; jr < nc; jr += kGemmNr) {
     const int64_t nr = gemm_min(kGemmNr, nc - jr);
-    if (!b.trans) {
+    if (b.row_scale != nullptr) {
+      // The input affine map (GemmMatrix): row by row, as the copy below.
+      const float* src = b.data + p0 * b.ld + j0 + jr;
+      for (int64_t p = 0; p < kc; ++p) {
+        affine_row(src + p * b.ld, nr, b.row_scale[p0 + p], b.row_shift[p0 + p], b.row_relu, dst + p * kGemmNr);
+      }
+    } else if (!b.trans) {
       const float* src = b.data + p0 * b.ld + j0 + jr;
       if (nr == kGemmNr) {
         // A constant size: the copy compiles to a few vector moves.
@@ -346,7 +374,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
     }
     return;
   }
-  if (m == 1 && im2col == nullptr && !a.trans && !a.prepacked && !b.prepacked) {
+  if (m == 1 && im2col == nullptr && !a.trans && !a.prepacked && !b.prepacked && b.row_scale == nullptr) {
     // The product goes to pack_b, then the epilogue into C.
     float* product = pack_b_buf;
     for (int64_t jc = 0; jc < n; jc += kGemmNc) {
@@ -370,7 +398,8 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
   // below (which costs it about 500 bytes of .text).
   static_cast<void>(pool);
   const MicroKernel kernel = select_micro_kernel(path);
-  const bool direct_b = im2col == nullptr && !b.prepacked && !b.trans && read_b_in_place(m, b.ld);
+  const bool direct_b =
+      im2col == nullptr && !b.prepacked && !b.trans && b.row_scale == nullptr && read_b_in_place(m, b.ld);
   for (int64_t jc = 0; jc < n; jc += kGemmNc) {
     const int64_t nc = gemm_min(kGemmNc, n - jc);
     for (int64_t pc = 0; pc < k; pc += kGemmKc) {
@@ -425,7 +454,8 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
   }
 #else
   const MicroKernel kernel = select_micro_kernel(path);
-  const bool direct_b = im2col == nullptr && !b.prepacked && !b.trans && read_b_in_place(m, b.ld);
+  const bool direct_b =
+      im2col == nullptr && !b.prepacked && !b.trans && b.row_scale == nullptr && read_b_in_place(m, b.ld);
   for (int64_t jc = 0; jc < n; jc += kGemmNc) {
     const int64_t nc = gemm_min(kGemmNc, n - jc);
     const int64_t panels = (nc + kGemmNr - 1) / kGemmNr;

@@ -39,6 +39,13 @@ struct GemmMatrix {
   int64_t ld = 0;
   bool trans = false;
   bool prepacked = false;
+  // B of gemm_packed only, row-major and packed (neither prepacked nor
+  // transposed): row k is read as x * row_scale[k] + row_shift[k], then,
+  // with row_relu, x > 0 ? x : 0 (as Relu: NaN gives 0). A BatchNormalization
+  // and Relu fused ahead of a 1x1 convolution. nullptr: read as it is.
+  const float* row_scale = nullptr;
+  const float* row_shift = nullptr;
+  bool row_relu = false;
 };
 
 // The im2col matrix of one image (one group's channels) as operand B:

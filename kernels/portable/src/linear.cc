@@ -67,10 +67,10 @@ int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, i
   return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
 }
 
-// What Conv and ConvTranspose check alike: operand counts and dtypes, the
-// parameters, the ranks.
-Error check_conv_common(const KernelArgs& args) {
-  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
+// What Conv and ConvTranspose check alike: operand counts (up to
+// `max_inputs`) and dtypes, the parameters, the ranks.
+Error check_conv_common(const KernelArgs& args, uint32_t max_inputs = 3) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, max_inputs, 1));
   KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
   const auto* p = args.params<fb::ConvParams>();
   KILN_KERNEL_CHECK(args, p != nullptr, "missing ConvParams");
@@ -119,6 +119,11 @@ Error check_packed_b(const KernelArgs& args, int64_t m, int64_t n, int64_t k) {
 
 // Packed product: runtime packing of both operands (two scratch tensors),
 // or B packed by the planner (one).
+// A 1x1 convolution with stride 1 and no padding: B is the input itself.
+bool is_pointwise(const ConvGeometry& g) {
+  return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0;
+}
+
 bool packed(const KernelArgs& args) { return args.num_scratch == 2 || args.num_scratch == 1; }
 float* scratch_a(const KernelArgs& args) { return args.scratch[0]->data_as<float>(); }
 float* scratch_b(const KernelArgs& args) { return args.scratch[1]->data_as<float>(); }
@@ -138,7 +143,7 @@ bool is_depthwise_direct(const ConvGeometry& g) {
 }
 
 Error check_conv(const KernelArgs& args) {
-  KILN_RETURN_IF_ERROR(check_conv_common(args));
+  KILN_RETURN_IF_ERROR(check_conv_common(args, 4));
   const Tensor& w = args.in(1);
   const Tensor& y = args.out(0);
   const ConvGeometry g = conv_geometry(args);
@@ -167,6 +172,15 @@ Error check_conv(const KernelArgs& args) {
   if (args.has_input(2)) {
     KILN_KERNEL_CHECK(args, args.in(2).numel() == g.m, "bias must have %lld elements",
                       static_cast<long long>(g.m));
+  }
+  if (args.has_input(3)) {
+    // The input affine map (ConvParams.input_affine_relu): applied as B is
+    // packed, so only where B is the input itself and is packed.
+    KILN_KERNEL_CHECK(args, packed(args) && g.group == 1 && is_pointwise(g),
+                      "an input affine map needs a 1x1 convolution with stride 1, no padding, one group "
+                      "and packing scratch");
+    KILN_KERNEL_CHECK(args, args.in(3).rank() == 2 && args.in(3).dim(0) == 2 && args.in(3).dim(1) == g.c,
+                      "the input affine map must be [2, %lld]", static_cast<long long>(g.c));
   }
   return Error::kOk;
 }
@@ -206,6 +220,11 @@ void run_conv_group(const KernelArgs& args, const ConvGeometry& g, int64_t n, in
   if (pointwise) {
     b.data = xg;
     b.ld = plane;
+    if (args.has_input(3)) {  // checked: one group
+      b.row_scale = args.in(3).data_as<const float>();
+      b.row_shift = b.row_scale + g.c;
+      b.row_relu = args.params<fb::ConvParams>()->input_affine_relu();
+    }
   } else {
     im2col.x = xg;
     im2col.channels = cg;
@@ -235,8 +254,7 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
   float* y = args.out(0).data_as<float>();
   const int64_t cg = g.c / g.group, mg = g.m / g.group;
   const int64_t plane = g.oh * g.ow, k = cg * g.kh * g.kw;
-  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 &&
-                         g.pb == 0 && g.pr == 0;
+  const bool pointwise = is_pointwise(g);
   // A first layer (few channels, stride 2): straight from the image where
   // the processor has a kernel for it (conv_s2_direct declines otherwise).
   const bool direct_s2 =
