@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "exec/run.h"
+#include "kiln/kernels/isa.h"
 #include "support/graph_builder.h"
 
 namespace kiln::testing {
@@ -315,6 +316,64 @@ TEST(QdqTest, DepthwiseDirectMatchesTheDenseProduct) {
         EXPECT_EQ(outs[0].bytes, outs[1].bytes) << "width " << width << " stride " << stride << " dilation " << dilation;
       }
     }
+  }
+}
+
+// The depthwise kernel with the channels across the vector lanes (x86,
+// 16 channels at a time; 37 channels leave a block of 5) against the
+// per-channel kernel the scalar path runs: the same bytes on every ISA
+// path, for int8 and uint8 data, 3x3 and 5x5 windows, strides 1 and 2,
+// dilation, asymmetric padding, plane widths below, at and past 16, and
+// scales that saturate part of the output at both ends. A plane too wide
+// for the lanes' band (700 columns) takes the per-channel kernel on
+// every path.
+TEST(QdqTest, DepthwiseLanesMatchThePerChannelKernel) {
+  const int64_t c = 37;
+  struct Case {
+    int64_t k, width, height, stride, dilation;
+    DType dtype;
+  };
+  const Case cases[] = {
+      {3, 1, 1, 1, 1, DType::UINT8},  {3, 6, 6, 1, 1, DType::INT8},   {3, 5, 25, 1, 1, DType::UINT8},
+      {3, 16, 9, 2, 1, DType::INT8},  {3, 17, 12, 2, 1, DType::UINT8}, {3, 40, 7, 1, 2, DType::INT8},
+      {5, 20, 11, 1, 1, DType::UINT8}, {5, 9, 9, 2, 1, DType::INT8},  {3, 3, 3, 1, 1, DType::INT8},
+      {3, 700, 3, 1, 1, DType::UINT8},
+  };
+  for (const Case& cs : cases) {
+    HostTensor dw(DType::INT8, {c, 1, cs.k, cs.k});
+    for (int64_t i = 0; i < dw.numel(); ++i) dw.data<int8_t>()[i] = static_cast<int8_t>((i * 53 + 11) % 256 - 128);
+    GraphBuilder b;
+    const int x = b.input("x", {1, c, cs.height, cs.width}, cs.dtype);
+    const int w = b.node("DequantizeLinear", {b.constant("w", dw), b.constant("w_s", scalar(0.01f))});
+    const int64_t pad = cs.k / 2 * cs.dilation;
+    const int v = b.node("Conv", {dq(b, x, 0.02f, cs.dtype, cs.dtype == DType::UINT8 ? 128 : -3, "x"), w},
+                         {{"group", int_attr(c)}, {"pads", ints_attr({pad, pad + 1, pad + 1, pad})},
+                          {"strides", ints_attr({cs.stride, cs.stride})},
+                          {"dilations", ints_attr({cs.dilation, cs.dilation})}});
+    b.output(q(b, v, 0.05f, cs.dtype, cs.dtype == DType::UINT8 ? 100 : 7));
+    const PlanResult r = b.plan();
+    ASSERT_EQ(kernels(r), std::vector<std::string>{"ConvInt8"});
+    const HostTensor in = data8(cs.dtype, {1, c, cs.height, cs.width}, static_cast<uint32_t>(cs.width * 7 + cs.k));
+    const kernels::Isa before = kernels::active_isa();
+    ASSERT_EQ(kernels::set_isa(kernels::Isa::kScalar), Error::kOk);
+    const HostTensor want = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
+    int64_t low = 0, high = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      low += want.int_at(i) == lo_of(cs.dtype);
+      high += want.int_at(i) == lo_of(cs.dtype) + 255;
+    }
+    if (cs.width * cs.height >= 36) {
+      EXPECT_GT(low, 0) << "width " << cs.width;
+      EXPECT_GT(high, 0) << "width " << cs.width;
+    }
+    for (kernels::Isa isa : {kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
+      if (!kernels::processor_has(isa)) continue;
+      ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
+      const HostTensor got = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
+      EXPECT_EQ(want.bytes, got.bytes) << "isa " << static_cast<int>(isa) << " k " << cs.k << " width " << cs.width
+                                       << " stride " << cs.stride << " dilation " << cs.dilation;
+    }
+    ASSERT_EQ(kernels::set_isa(before), Error::kOk);
   }
 }
 

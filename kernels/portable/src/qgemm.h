@@ -109,6 +109,34 @@ void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float l
 // The first n - n % 8 values of qgemm_requantize_row (s in [32, 62]).
 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
                          int32_t hi, bool is_unsigned, void* y);
+
+// A depthwise convolution of up to 16 channels at once, one channel per
+// 16-bit lane (AVX2): bands of output rows; the band's input rows of every
+// channel transposed into a padded [row][column][16] block on the stack
+// (16 x 16 byte transposes), each output position's taps read as 16 bytes,
+// two taps per vpmaddwd, requantized per lane with each channel's bias,
+// multiplier and shift, and transposed back into the channels' planes. The
+// same sums and the same requantization as the per-channel kernel, for
+// geometries whose band buffer fits (depthwise_lanes_fit) and channels
+// whose shift is in [32, 62] and |bias| <= 2^30 (depthwise_lanes_params_ok).
+struct QDepthwiseLanes {
+  const uint8_t* x = nullptr;  // channel 0's input plane (h x w, raw)
+  int64_t channels = 0;        // in this block, 1..16
+  int64_t h = 0, w = 0, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, oh = 0, ow = 0;
+  uint8_t flip = 0;            // 0x80 for int8 input
+  uint8_t pad = 0;             // the input zero point, uint8 domain
+  const int8_t* w8 = nullptr;  // [channels][kp], taps first
+  int64_t kp = 0;
+  const int32_t* bias = nullptr;
+  const int32_t* multiplier = nullptr;
+  const int32_t* shift = nullptr;
+  int32_t y_zp = 0, y_min = 0, y_max = 0;
+  bool y_unsigned = true;
+  uint8_t* y = nullptr;  // channel 0's output plane (oh x ow)
+};
+bool depthwise_lanes_fit(const QDepthwiseLanes& d);
+bool depthwise_lanes_params_ok(const int32_t* bias, const int32_t* shift, int64_t channels);
+void depthwise_lanes_avx2(const QDepthwiseLanes& d);
 #endif
 
 void qgemm(const QGemmProblem& p, QGemmTileFn tile);

@@ -176,6 +176,195 @@ KILN_VNNI void dot_rows_avx512_vnni(int64_t kp, const int8_t* w, int64_t rows, c
   }
 }
 
+// ---------------------------------------------------------------------------
+// Depthwise convolution with the channels across the lanes (qgemm.h).
+
+namespace {
+
+constexpr int64_t kLaneBand = 8192;  // bytes of the padded band block
+constexpr int64_t kLaneTaps = 64;
+
+// The padded block's width and rows for `rows` output rows.
+int64_t lanes_width(const QDepthwiseLanes& d) { return (d.ow - 1) * d.sw + (d.kw - 1) * d.dw + 1; }
+int64_t lanes_rows(const QDepthwiseLanes& d, int64_t rows) { return (rows - 1) * d.sh + (d.kh - 1) * d.dh + 1; }
+
+// v[c] byte i -> v[i] byte c for a 16 x 16 block (SSE2 unpacks).
+inline void transpose16(__m128i v[16]) {
+  __m128i s1[16], s2[16], s3[16];
+  for (int i = 0; i < 8; ++i) {
+    s1[i] = _mm_unpacklo_epi8(v[2 * i], v[2 * i + 1]);
+    s1[8 + i] = _mm_unpackhi_epi8(v[2 * i], v[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (int i = 0; i < 4; ++i) {
+      s2[h * 8 + i] = _mm_unpacklo_epi16(s1[h * 8 + 2 * i], s1[h * 8 + 2 * i + 1]);
+      s2[h * 8 + 4 + i] = _mm_unpackhi_epi16(s1[h * 8 + 2 * i], s1[h * 8 + 2 * i + 1]);
+    }
+  }
+  for (int q = 0; q < 4; ++q) {
+    for (int e = 0; e < 2; ++e) {
+      s3[(2 * q) * 2 + e] = _mm_unpacklo_epi32(s2[q * 4 + 2 * e], s2[q * 4 + 2 * e + 1]);
+      s3[(2 * q + 1) * 2 + e] = _mm_unpackhi_epi32(s2[q * 4 + 2 * e], s2[q * 4 + 2 * e + 1]);
+    }
+  }
+  for (int cp = 0; cp < 8; ++cp) {
+    v[2 * cp] = _mm_unpacklo_epi64(s3[cp * 2], s3[cp * 2 + 1]);
+    v[2 * cp + 1] = _mm_unpackhi_epi64(s3[cp * 2], s3[cp * 2 + 1]);
+  }
+}
+
+// dst[i * 16 + c] = rows[c][i] ^ flip for i < n, c < 16.
+void lanes_in(const uint8_t* const rows[16], int64_t n, uint8_t flip, uint8_t* dst) {
+  const __m128i vflip = _mm_set1_epi8(static_cast<char>(flip));
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m128i v[16];
+    for (int c = 0; c < 16; ++c) v[c] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[c] + i)), vflip);
+    transpose16(v);
+    for (int j = 0; j < 16; ++j) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (i + j) * 16), v[j]);
+  }
+  for (; i < n; ++i) {
+    for (int c = 0; c < 16; ++c) dst[i * 16 + c] = static_cast<uint8_t>(rows[c][i] ^ flip);
+  }
+}
+
+// rows[c][i] = src[i * 16 + c] for i < n, c < channels.
+void lanes_out(const uint8_t* src, int64_t n, uint8_t* const rows[16], int64_t channels) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m128i v[16];
+    for (int j = 0; j < 16; ++j) v[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (i + j) * 16));
+    transpose16(v);
+    for (int64_t c = 0; c < channels; ++c) _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[c] + i), v[c]);
+  }
+  for (; i < n; ++i) {
+    for (int64_t c = 0; c < channels; ++c) rows[c][i] = src[i * 16 + c];
+  }
+}
+
+}  // namespace
+
+bool depthwise_lanes_fit(const QDepthwiseLanes& d) {
+  const int64_t pw = lanes_width(d);
+  const int64_t widest = pw > d.w ? pw : d.w;
+  return d.channels >= 1 && d.channels <= 16 && d.kh * d.kw <= kLaneTaps && d.ow >= 1 && d.oh >= 1 &&
+         lanes_rows(d, 1) * widest * 16 <= kLaneBand && d.ow * 16 <= kLaneBand;
+}
+
+bool depthwise_lanes_params_ok(const int32_t* bias, const int32_t* shift, int64_t channels) {
+  for (int64_t c = 0; c < channels; ++c) {
+    if (shift[c] < 32 || shift[c] > 62 || bias[c] > (1 << 30) || bias[c] < -(1 << 30)) return false;
+  }
+  return true;
+}
+
+KILN_AVX2 void depthwise_lanes_avx2(const QDepthwiseLanes& d) {
+  const int64_t taps = d.kh * d.kw, pairs = (taps + 1) / 2;
+  const int64_t pw = lanes_width(d), widest = pw > d.w ? pw : d.w;
+  // Output rows per band: the padded input rows fit the block, and the
+  // band's outputs (16 bytes each) fit the same amount of stack.
+  int64_t band = 1;
+  while (band < d.oh && lanes_rows(d, band + 1) * widest * 16 <= kLaneBand && (band + 1) * d.ow * 16 <= kLaneBand) ++band;
+  alignas(32) uint8_t block[kLaneBand];
+  alignas(32) uint8_t staging[kLaneBand];  // transposed input rows, then the band's outputs
+  // Channel lanes in the order vpmaddwd's interleave leaves them: the low
+  // accumulator holds channels 0-3 and 8-11, the high one 4-7 and 12-15.
+  int32_t lane_bias[2][8], lane_m[2][8], lane_rest[2][8];
+  int64_t lane_round[2][8];
+  for (int half = 0; half < 2; ++half) {
+    for (int j = 0; j < 8; ++j) {
+      const int64_t c = (j < 4 ? j : j + 4) + half * 4;
+      const bool on = c < d.channels;
+      lane_bias[half][j] = on ? d.bias[c] : 0;
+      lane_m[half][j] = on ? d.multiplier[c] : 0;
+      lane_rest[half][j] = on ? d.shift[c] - 32 : 0;
+      lane_round[half][j] = on ? int64_t{1} << (d.shift[c] - 1) : 0;
+    }
+  }
+  __m256i wpair[kLaneTaps / 2][2];
+  int64_t offset[kLaneTaps + 1];
+  for (int64_t p = 0; p < pairs; ++p) {
+    alignas(32) int16_t wa[16], wb[16];
+    for (int64_t c = 0; c < 16; ++c) {
+      const bool on = c < d.channels;
+      wa[c] = on ? d.w8[c * d.kp + 2 * p] : 0;
+      wb[c] = on && 2 * p + 1 < taps ? d.w8[c * d.kp + 2 * p + 1] : 0;
+    }
+    const __m256i va = _mm256_load_si256(reinterpret_cast<const __m256i*>(wa));
+    const __m256i vb = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb));
+    wpair[p][0] = _mm256_unpacklo_epi16(va, vb);
+    wpair[p][1] = _mm256_unpackhi_epi16(va, vb);
+  }
+  for (int64_t t = 0; t < taps; ++t) offset[t] = ((t / d.kw) * d.dh * pw + (t % d.kw) * d.dw) * 16;
+  offset[taps] = offset[taps - 1];  // an odd count's last pair: weight 0
+  __m256i vbias[2], vm[2], vm_odd[2], vround_even[2], vround_odd[2], vrest[2];
+  for (int half = 0; half < 2; ++half) {
+    vbias[half] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lane_bias[half]));
+    vm[half] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lane_m[half]));
+    vm_odd[half] = _mm256_srli_epi64(vm[half], 32);
+    vrest[half] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lane_rest[half]));
+    const int64_t* r = lane_round[half];
+    vround_even[half] = _mm256_setr_epi64x(r[0], r[2], r[4], r[6]);
+    vround_odd[half] = _mm256_setr_epi64x(r[1], r[3], r[5], r[7]);
+  }
+  const __m256i vzp = _mm256_set1_epi32(d.y_zp), vlo = _mm256_set1_epi32(d.y_min), vhi = _mm256_set1_epi32(d.y_max);
+  const int64_t plane_in = d.h * d.w, plane_out = d.oh * d.ow;
+  for (int64_t oy0 = 0; oy0 < d.oh; oy0 += band) {
+    const int64_t nb = d.oh - oy0 < band ? d.oh - oy0 : band;
+    const int64_t rows = lanes_rows(d, nb);
+    const int64_t pr0 = oy0 * d.sh;  // the block's first padded row
+    memset(block, d.pad, static_cast<size_t>(rows * pw * 16));
+    int64_t iy_a = pr0 - d.pt, iy_b = pr0 + rows - d.pt;
+    if (iy_a < 0) iy_a = 0;
+    if (iy_b > d.h) iy_b = d.h;
+    if (iy_a < iy_b) {
+      const uint8_t* src[16];
+      for (int64_t c = 0; c < 16; ++c) src[c] = d.x + (c < d.channels ? c : 0) * plane_in + iy_a * d.w;
+      lanes_in(src, (iy_b - iy_a) * d.w, d.flip, staging);
+      // Columns [pl, pl + w) of each row, those inside the block.
+      const int64_t x1 = pw - d.pl < d.w ? pw - d.pl : d.w;
+      if (x1 > 0) {
+        for (int64_t iy = iy_a; iy < iy_b; ++iy) {
+          memcpy(block + ((iy + d.pt - pr0) * pw + d.pl) * 16, staging + (iy - iy_a) * d.w * 16,
+                 static_cast<size_t>(x1 * 16));
+        }
+      }
+    }
+    uint8_t* out = staging;
+    for (int64_t oy = 0; oy < nb; ++oy) {
+      for (int64_t ox = 0; ox < d.ow; ++ox) {
+        const uint8_t* base = block + (oy * d.sh * pw + ox * d.sw) * 16;
+        __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+        for (int64_t p = 0; p < pairs; ++p) {
+          const __m256i xa = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + offset[2 * p])));
+          const __m256i xb =
+              _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + offset[2 * p + 1])));
+          acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_unpacklo_epi16(xa, xb), wpair[p][0]));
+          acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_unpackhi_epi16(xa, xb), wpair[p][1]));
+        }
+        __m256i q[2];
+        const __m256i accs[2] = {acc0, acc1};
+        for (int half = 0; half < 2; ++half) {
+          const __m256i v = _mm256_add_epi32(accs[half], vbias[half]);
+          const __m256i even = _mm256_add_epi64(_mm256_mul_epi32(v, vm[half]), vround_even[half]);
+          const __m256i odd = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vm_odd[half]), vround_odd[half]);
+          __m256i r = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+          r = _mm256_add_epi32(_mm256_srav_epi32(r, vrest[half]), vzp);
+          q[half] = _mm256_min_epi32(_mm256_max_epi32(r, vlo), vhi);
+        }
+        // packs pairs the lanes back into channel order.
+        const __m256i w16 = _mm256_packs_epi32(q[0], q[1]);
+        const __m128i lo = _mm256_castsi256_si128(w16), hi = _mm256_extracti128_si256(w16, 1);
+        const __m128i b8 = d.y_unsigned ? _mm_packus_epi16(lo, hi) : _mm_packs_epi16(lo, hi);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (oy * d.ow + ox) * 16), b8);
+      }
+    }
+    uint8_t* dst[16];
+    for (int64_t c = 0; c < 16; ++c) dst[c] = d.y + (c < d.channels ? c : 0) * plane_out + oy0 * d.ow;
+    lanes_out(out, nb * d.ow, dst, d.channels);
+  }
+}
+
 KILN_AVX2 void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi,
                                  bool is_unsigned, void* y) {
   const __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zp);

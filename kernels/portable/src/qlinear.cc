@@ -385,8 +385,45 @@ Error check_conv_int8(const KernelArgs& args) {
 // tap one multiply-add over the row. The same sums as the im2col product
 // (zero-padded taps there add nothing: their weights are 0). False (nothing
 // done) when it does not apply or the padded plane exceeds the scratch.
+#if defined(__x86_64__) && defined(__GNUC__)
+// Below this many channels the per-channel kernel's long rows beat the
+// lanes' half-empty vectors (depthwise_lanes_avx2).
+constexpr int64_t kDepthwiseLanesMinChannels = 16;
+#endif
+
 bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
   if (g.group != g.c || g.m != g.c || p.w_zp != nullptr || p.multiplier == nullptr) return false;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (g.c >= kDepthwiseLanesMinChannels && (p.isa == Isa::kAvx2 || p.isa == Isa::kAvx512) &&
+      depthwise_lanes_params_ok(args.in(2).data_as<const int32_t>(), p.shift, g.c)) {
+    QDepthwiseLanes d;
+    d.h = g.h; d.w = g.w; d.kh = g.kh; d.kw = g.kw; d.sh = g.sh; d.sw = g.sw; d.dh = g.dh; d.dw = g.dw;
+    d.pt = g.pt; d.pl = g.pl; d.oh = g.oh; d.ow = g.ow;
+    d.channels = 16;
+    if (depthwise_lanes_fit(d)) {
+      // Channels across the vector lanes, 16 at a time: no per-channel
+      // passes, whatever the plane's size.
+      d.flip = args.in(0).dtype() == DType::INT8 ? 0x80 : 0;
+      d.pad = static_cast<uint8_t>(g.x_zp);
+      d.kp = qgemm_kp(g.kh * g.kw);
+      d.y_zp = p.y_zp; d.y_min = p.y_min; d.y_max = p.y_max;
+      d.y_unsigned = p.y_dtype == DType::UINT8;
+      for (int64_t b = 0; b < g.n; ++b) {
+        for (int64_t c0 = 0; c0 < g.c; c0 += 16) {
+          d.channels = g.c - c0 < 16 ? g.c - c0 : 16;
+          d.x = args.in(0).data_as<const uint8_t>() + (b * g.c + c0) * g.h * g.w;
+          d.w8 = args.in(1).data_as<const int8_t>() + c0 * d.kp;
+          d.bias = args.in(2).data_as<const int32_t>() + c0;
+          d.multiplier = p.multiplier + c0;
+          d.shift = p.shift + c0;
+          d.y = args.out(0).data_as<uint8_t>() + (b * g.m + c0) * g.oh * g.ow;
+          depthwise_lanes_avx2(d);
+        }
+      }
+      return true;
+    }
+  }
+#endif
   const int64_t ph = g.h + g.pt + g.pb, pw = g.w + g.pl + g.pr;
   const Tensor& scratch = *args.scratch[0];
   if (ph * pw > scratch.numel()) return false;
