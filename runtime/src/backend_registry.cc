@@ -1,7 +1,6 @@
-#include <string.h>
-
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/check.h"
+#include "names.h"
 
 namespace kiln {
 
@@ -9,7 +8,7 @@ Error BackendRegistry::register_backend(Backend* backend) {
   KILN_CHECK_OR_RETURN(backend != nullptr && backend->id() != nullptr, Error::kInvalidArgument,
                        "a backend without an id cannot be registered");
   for (size_t i = 0; i < count_; ++i) {
-    if (strcmp(backends_[i]->id(), backend->id()) == 0) {
+    if (internal::same_name(backends_[i]->id(), backend->id())) {
       backends_[i] = backend;
       return Error::kOk;
     }
@@ -23,7 +22,7 @@ Error BackendRegistry::register_backend(Backend* backend) {
 Backend* BackendRegistry::find(const char* id) const {
   if (id == nullptr) return nullptr;
   for (size_t i = 0; i < count_; ++i) {
-    if (strcmp(backends_[i]->id(), id) == 0) return backends_[i];
+    if (internal::same_name(backends_[i]->id(), id)) return backends_[i];
   }
   return nullptr;
 }

@@ -1,7 +1,6 @@
-#include <string.h>
-
 #include "kiln/runtime/check.h"
 #include "kiln/runtime/kernel.h"
+#include "names.h"
 
 namespace kiln {
 
@@ -10,7 +9,7 @@ Error KernelRegistry::register_kernel(const KernelEntry& entry) {
                        "kernel '%s' cannot be registered without a name and a run function",
                        entry.name != nullptr ? entry.name : "?");
   for (size_t i = 0; i < count_; ++i) {
-    if (strcmp(entries_[i].name, entry.name) == 0) {
+    if (internal::same_name(entries_[i].name, entry.name)) {
       entries_[i] = entry;
       return Error::kOk;
     }
@@ -31,7 +30,7 @@ Error KernelRegistry::register_kernels(const KernelEntry* entries, size_t count)
 const KernelEntry* KernelRegistry::find(const char* name) const {
   if (name == nullptr) return nullptr;
   for (size_t i = 0; i < count_; ++i) {
-    if (strcmp(entries_[i].name, name) == 0) return &entries_[i];
+    if (internal::same_name(entries_[i].name, name)) return &entries_[i];
   }
   return nullptr;
 }

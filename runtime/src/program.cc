@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kiln/runtime/check.h"
+#include "names.h"
 #include "program_validator.h"
 
 namespace kiln {
@@ -85,7 +86,7 @@ Result<MethodMeta> Program::method_meta(const char* name) const {
   KILN_CHECK_OR_RETURN(name != nullptr, Error::kInvalidArgument, "method name is null");
   const auto* methods = program_->methods();
   for (uint32_t i = 0; i < methods->size(); ++i) {
-    if (strcmp(methods->Get(i)->name()->c_str(), name) == 0) return MethodMeta(methods->Get(i));
+    if (internal::same_name(methods->Get(i)->name()->c_str(), name)) return MethodMeta(methods->Get(i));
   }
   KILN_RETURN_ERROR(Error::kNotFound, "program has no method named '%s'", name);
 }

@@ -10,6 +10,7 @@
 #include "kiln/runtime/check.h"
 #include "kiln/schema/digest.h"
 #include "kiln/schema/selftest_generated.h"
+#include "names.h"
 
 namespace kiln {
 namespace {
@@ -105,7 +106,7 @@ Error run_self_test(const Program& program, Method& method, Span<const uint8_t> 
   KILN_CHECK_OR_RETURN(parsed.test->program_digest() == abi::fnv1a64(fb_bytes.data(), fb_bytes.size()),
                        Error::kInvalidArgument, "self-test was made for another program (digest differs)");
   const MethodMeta meta = method.meta();
-  KILN_CHECK_OR_RETURN(strcmp(parsed.test->method()->c_str(), meta.name()) == 0, Error::kInvalidArgument,
+  KILN_CHECK_OR_RETURN(internal::same_name(parsed.test->method()->c_str(), meta.name()), Error::kInvalidArgument,
                        "self-test is for method '%s', not '%s'", parsed.test->method()->c_str(), meta.name());
   const uint32_t num_inputs = parsed.test->inputs() != nullptr ? parsed.test->inputs()->size() : 0;
   const uint32_t num_outputs = parsed.test->outputs() != nullptr ? parsed.test->outputs()->size() : 0;

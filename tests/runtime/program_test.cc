@@ -310,6 +310,31 @@ TEST(ProgramTest, MissingKernelIsAnError) {
   EXPECT_EQ(p.program->load_method("forward", memory.manager(), empty).error(), Error::kKernelNotFound);
 }
 
+// Lookups by name match whole names only: a prefix or an extension of a
+// registered name is not it, and registering a name again replaces it.
+TEST(ProgramTest, RegistriesMatchWholeNames) {
+  auto run = [](const KernelArgs&) { return Error::kOk; };
+  auto run_too = [](const KernelArgs&) { return Error::kNotSupported; };
+  KernelRegistry kernels;
+  ASSERT_EQ(kernels.register_kernel({"Relu", nullptr, run}), Error::kOk);
+  ASSERT_EQ(kernels.register_kernel({"ReluInt8", nullptr, run}), Error::kOk);
+  ASSERT_NE(kernels.find("Relu"), nullptr);
+  EXPECT_STREQ(kernels.find("Relu")->name, "Relu");
+  EXPECT_STREQ(kernels.find("ReluInt8")->name, "ReluInt8");
+  EXPECT_EQ(kernels.find("Rel"), nullptr);
+  EXPECT_EQ(kernels.find("ReluInt"), nullptr);
+  EXPECT_EQ(kernels.find("Relu8"), nullptr);
+  EXPECT_EQ(kernels.find(""), nullptr);
+  ASSERT_EQ(kernels.register_kernel({"Relu", nullptr, run_too}), Error::kOk);
+  EXPECT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels.find("Relu")->run, +run_too);
+
+  LoadedProgram p(add_relu_program());
+  EXPECT_TRUE(p.program->method_meta("forward").ok());
+  EXPECT_FALSE(p.program->method_meta("forwar").ok());
+  EXPECT_FALSE(p.program->method_meta("forward2").ok());
+}
+
 TEST(ProgramTest, MisalignedProgramDataIsRefused) {
   const std::string bytes = add_relu_program();
   std::string shifted = " " + bytes;
