@@ -184,6 +184,80 @@ TEST(PackedGemmTest, PrepackedOperandsMatchRuntimePacking) {
   }
 }
 
+// One column of B against prepacked A (a 1x1 convolution on a 1x1 plane):
+// the matrix-vector product over A's panels in place. Rows not a multiple
+// of the panel, one and two inner blocks, tails of the 8-column step, a
+// strided and a transposed column, C strided; the bias with a clamp, with
+// Sigmoid (after the product), and accumulation onto C.
+TEST(PackedGemmTest, OneColumnAgainstPrepackedA) {
+  const Activation relu(fb::Activation::RELU, 0.f, 0.f), clip(fb::Activation::CLIP, -0.3f, 0.4f),
+      sigmoid(fb::Activation::SIGMOID, 0.f, 0.f);
+  struct Epilogue {
+    const Activation* activation;
+    fb::Activation kind;
+    float alpha, beta;
+    bool accumulate;
+  };
+  const Epilogue epilogues[] = {{nullptr, fb::Activation::NONE, 0.f, 0.f, true},
+                                {&relu, fb::Activation::RELU, 0.f, 0.f, false},
+                                {&clip, fb::Activation::CLIP, -0.3f, 0.4f, false},
+                                {&sigmoid, fb::Activation::SIGMOID, 0.f, 0.f, false}};
+  for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
+    for (const auto& [m, k] : {std::pair<int64_t, int64_t>{1, 1}, {5, 1}, {6, 7}, {7, 48}, {13, 28}, {96, 4},
+                               {100, 257}, {20, 600}, {40, 1152}}) {
+      for (const auto& [ldb, trans_b, ldc] : {std::tuple<int64_t, bool, int64_t>{1, false, 1}, {3, false, 2},
+                                              {5, true, 1}}) {
+        for (const Epilogue& e : epilogues) {
+          SCOPED_TRACE(std::string(gemm_path_name(path)) + " m" + std::to_string(m) + " k" + std::to_string(k) +
+                       " ldb" + std::to_string(ldb) + (trans_b ? " trans_b" : "") + " ldc" + std::to_string(ldc) +
+                       " activation " + std::to_string(static_cast<int>(e.kind)) + (e.accumulate ? " +C" : ""));
+          const std::vector<float> a = values(static_cast<size_t>(m * k), 21);
+          // B's column: entry p at b[p * ldb], or (transposed, one row of k) at b[p].
+          const std::vector<float> b = values(static_cast<size_t>(k * ldb), 22);
+          const std::vector<float> bias = values(static_cast<size_t>(m), 23);
+          const std::vector<float> col_bias = values(1, 24);
+          const std::vector<float> start = values(static_cast<size_t>(m), 25);
+          std::vector<float> pa(static_cast<size_t>(gemm_prepacked_a_floats(m, k)));
+          gemm_prepack_a(m, k, a.data(), pa.data());
+          std::vector<float> out(static_cast<size_t>(m * ldc), kSentinel);
+          for (int64_t i = 0; i < m; ++i) out[static_cast<size_t>(i * ldc)] = start[static_cast<size_t>(i)];
+          // Each row within 1e-6 of the sum of its terms' magnitudes (a clamp
+          // can leave the result far smaller than the sum it clamped).
+          std::vector<double> want(static_cast<size_t>(m)), tolerance(static_cast<size_t>(m));
+          for (int64_t i = 0; i < m; ++i) {
+            double sum = e.accumulate ? static_cast<double>(start[static_cast<size_t>(i)])
+                                      : static_cast<double>(bias[static_cast<size_t>(i)]) + col_bias[0];
+            double magnitude = std::fabs(sum);
+            for (int64_t p = 0; p < k; ++p) {
+              const double term = static_cast<double>(a[static_cast<size_t>(i * k + p)]) *
+                                  b[static_cast<size_t>(trans_b ? p : p * ldb)];
+              sum += term;
+              magnitude += std::fabs(term);
+            }
+            want[static_cast<size_t>(i)] = activate(sum, e.kind, e.alpha, e.beta);
+            tolerance[static_cast<size_t>(i)] = 1e-6 * magnitude + 1e-7;
+          }
+          Scratch scratch(m, 1, k);
+          GemmEpilogue epilogue;
+          epilogue.accumulate = e.accumulate;
+          epilogue.row_bias = e.accumulate ? nullptr : bias.data();
+          epilogue.col_bias = e.accumulate ? nullptr : col_bias.data();
+          epilogue.activation = e.activation != nullptr ? e.activation->get() : nullptr;
+          gemm_packed(m, 1, k, {pa.data(), k, false, true}, {b.data(), trans_b ? k : ldb, trans_b}, nullptr,
+                      out.data(), ldc, epilogue, nullptr, scratch.b.data(), path);
+          for (int64_t i = 0; i < m; ++i) {
+            ASSERT_LE(std::fabs(out[static_cast<size_t>(i * ldc)] - want[static_cast<size_t>(i)]),
+                      tolerance[static_cast<size_t>(i)])
+                << "row " << i;
+            for (int64_t j = 1; j < ldc; ++j) ASSERT_EQ(out[static_cast<size_t>(i * ldc + j)], kSentinel);
+          }
+          scratch.expect_guards_intact();
+        }
+      }
+    }
+  }
+}
+
 struct ConvCase {
   int64_t c, h, w, m, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
 };

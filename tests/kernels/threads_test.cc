@@ -71,6 +71,12 @@ std::vector<Case> cases() {
     add("conv1x1", b, {noise({1, 64, 13, 13}, 3)});
   }
   {
+    GraphBuilder b;  // 1x1 on a 1x1 plane (squeeze-and-excitation): a matrix-vector product, two inner blocks
+    const int x = b.input("x", {1, 300, 1, 1});
+    b.output(b.node("Relu", {b.node("Conv", {x, b.ramp("w", {100, 300, 1, 1}, 0.02f), b.ramp("b", {100})})}));
+    add("conv1x1_one_column", b, {noise({1, 300, 1, 1}, 15)});
+  }
+  {
     GraphBuilder b;  // a first layer: 3 channels, 7x7 stride 2 (direct on AVX-512)
     const int x = b.input("x", {1, 3, 64, 64});
     b.output(b.node("Conv", {x, b.ramp("w", {32, 3, 7, 7}, 0.02f), b.ramp("b", {32})},

@@ -339,6 +339,83 @@ bool read_b_in_place(int64_t m, int64_t ldb) {
   return sets >= 16;
 }
 
+#if !defined(KILN_BARE_METAL)
+// x86::panels_gemv_avx2's contract (gemm.h) in plain loops.
+void panels_gemv_portable(const float* a, int64_t stride, int64_t panels, const float* bx, int64_t len,
+                          float* out) {
+  for (int64_t q = 0; q < panels; ++q) {
+    const float* ap = a + q * stride;
+    float acc[kGemmMr] = {};
+    for (int64_t j = 0; j < len; j += kGemmMr) {
+      for (int64_t r = 0; r < kGemmMr; ++r) acc[r] += ap[j + r] * bx[j + r];
+    }
+    for (int64_t r = 0; r < kGemmMr; ++r) out[q * kGemmMr + r] = acc[r];
+  }
+}
+
+using PanelsGemv = void (*)(const float* a, int64_t stride, int64_t panels, const float* bx, int64_t len,
+                            float* out);
+
+PanelsGemv select_panels_gemv(GemmPath path) {
+#if KILN_GEMM_X86
+  if (path != GemmPath::kPortable && x86::has_avx2_fma()) return x86::panels_gemv_avx2;
+#endif
+  static_cast<void>(path);
+  return panels_gemv_portable;
+}
+
+// Prepacked A (m x k) times one column of B (n == 1): each six-row panel is
+// read where it lies, against the column repeated six times in `scratch`
+// (6 * kGemmKc floats at most: within gemm_pack_b_floats(k, 1)), block of
+// kGemmKc by block; C holds the running sum between blocks. Threads take
+// whole panels; every row is summed the same way on any number of them.
+void gemv_prepacked_a(int64_t m, int64_t k, const GemmMatrix& a, const GemmMatrix& b, float* c, int64_t ldc,
+                      const GemmEpilogue& epilogue, const Clamp& clamp, float* scratch, GemmPath path,
+                      ThreadPool* pool) {
+  const PanelsGemv kernel = select_panels_gemv(path);
+  const int64_t panels = (m + kGemmMr - 1) / kGemmMr;
+  for (int64_t pc = 0; pc < k; pc += kGemmKc) {
+    const int64_t kc = gemm_min(kGemmKc, k - pc);
+    const bool first = pc == 0, last = pc + kc == k;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float v = b.trans ? b.data[pc + p] : b.data[(pc + p) * b.ld];
+      for (int64_t r = 0; r < kGemmMr; ++r) scratch[p * kGemmMr + r] = v;
+    }
+    const int64_t tasks = parallel_tasks(pool, m * kc, panels);
+    parallel_for(pool, tasks, [&](int64_t t) {
+      int64_t q0, q1;
+      parallel_range(panels, tasks, t, 1, &q0, &q1);
+      constexpr int64_t kBatch = 16;  // panels per call
+      float sums[kBatch * kGemmMr];
+      for (int64_t q = q0; q < q1; q += kBatch) {
+        const int64_t count = gemm_min(kBatch, q1 - q);
+        kernel(a.data + q * kGemmMr * k + pc * kGemmMr, kGemmMr * k, count, scratch, kGemmMr * kc, sums);
+        const int64_t i1 = gemm_min((q + count) * kGemmMr, m);
+        for (int64_t i = q * kGemmMr; i < i1; ++i) {
+          float* out = c + i * ldc;
+          float v = sums[i - q * kGemmMr];
+          if (first && !epilogue.accumulate) {
+            v += (epilogue.row_bias != nullptr ? epilogue.row_bias[i] : 0.f) +
+                 (epilogue.col_bias != nullptr ? epilogue.col_bias[0] : 0.f);
+          } else {
+            v += *out;
+          }
+          if (last && clamp.on) v = v < clamp.lo ? clamp.lo : (v > clamp.hi ? clamp.hi : v);
+          *out = v;
+        }
+      }
+    });
+  }
+  if (clamp.post) {
+    if (ldc == 1) {
+      apply_activation(c, m, epilogue.activation);
+    } else {
+      for (int64_t i = 0; i < m; ++i) apply_activation(c + i * ldc, 1, epilogue.activation);
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 // The blocked product, loop by loop (B's block stays in L2, A's block is
@@ -393,6 +470,15 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
     }
     return;
   }
+#if !defined(KILN_BARE_METAL)
+  // One column against weights the planner packed (a 1x1 convolution on a
+  // 1x1 plane): a matrix-vector product over the packed panels, not a
+  // 16-column panel with one useful column. Firmware keeps the panel path.
+  if (n == 1 && a.prepacked && im2col == nullptr && !b.prepacked && pack_b_buf != nullptr) {
+    gemv_prepacked_a(m, k, a, b, c, ldc, epilogue, clamp, pack_b_buf, path, pool);
+    return;
+  }
+#endif
 #if defined(KILN_BARE_METAL)
   // Firmware has no threads: the one-thread loop, without the splitting
   // below (which costs it about 500 bytes of .text).

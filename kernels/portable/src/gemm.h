@@ -160,6 +160,15 @@ bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh,
 // (avail >= 2 * count - 1): the stride-2 rows of an im2col panel.
 void copy_stride2_avx2(const float* src, int64_t count, int64_t avail, float* dst);
 void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, bool trans_b, float* out);
+// Panels of A packed by gemm_prepack_a (`panels` of them, `stride` floats
+// apart: kGemmMr * k) times one column: out[kGemmMr * q + r] = the sum over
+// j < len with j % kGemmMr == r of panel q's float j times bx[j], where bx
+// is the column with each entry repeated kGemmMr times (len = kGemmMr *
+// the columns of A taken). The matrix-vector product of a 1x1 convolution
+// on a 1x1 plane (squeeze-and-excitation), without a 16-column panel.
+// The AVX-512 path runs it too: 16-lane accumulators measured slower
+// (their fold waits on stores that cannot forward to the loads).
+void panels_gemv_avx2(const float* a, int64_t stride, int64_t panels, const float* bx, int64_t len, float* out);
 // data[i] = clamp(data[i], lo, hi) as apply_activation's RELU (NaN gives
 // lo: `relu`) or CLIP (NaN stays NaN) computes it.
 void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu);

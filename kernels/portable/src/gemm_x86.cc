@@ -80,6 +80,24 @@ KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int
   __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  if (nr <= 8) {
+    // A tile at most half as wide (the last panel of a 7x7 image's 49
+    // columns has one): the first eight columns only, half the FMAs; each
+    // lane sums as in the loop below.
+#pragma GCC unroll 4
+    for (int64_t p = 0; p < kc; ++p) {
+      const __m256 b0 = _mm256_loadu_ps(b);
+      c00 = _mm256_fmadd_ps(_mm256_broadcast_ss(a), b0, c00);
+      c10 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), b0, c10);
+      c20 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 2), b0, c20);
+      c30 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), b0, c30);
+      c40 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), b0, c40);
+      c50 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), b0, c50);
+      a += kGemmMr;
+      b += ldb;
+    }
+    kc = 0;
+  }
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
     const __m256 b0 = _mm256_loadu_ps(b);
@@ -811,6 +829,47 @@ KILN_AVX2 void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, i
       _mm256_storeu_ps(out + j, _mm256_fmadd_ps(av, _mm256_loadu_ps(bp + j), _mm256_loadu_ps(out + j)));
     }
     for (; j < n; ++j) out[j] += a[p] * bp[j];
+  }
+}
+
+// A prepacked six-row panel times one column, read contiguously: float j
+// of the panel (column j / 6, row j % 6) meets bx[j], the column with each
+// entry repeated six times. 48 floats (eight columns) per step in six
+// accumulators whose lanes keep their row (48 and the 24-float step below
+// are multiples of 6); the lanes are folded into the six rows at the end
+// by summing the 24 floats as four runs of six.
+KILN_AVX2 void panels_gemv_avx2(const float* a, int64_t stride, int64_t panels, const float* bx, int64_t len,
+                                float* out) {
+  for (int64_t q = 0; q < panels; ++q) {
+    const float* ap = a + q * stride;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps();
+    __m256 s3 = _mm256_setzero_ps(), s4 = _mm256_setzero_ps(), s5 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 48 <= len; j += 48) {
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + j), _mm256_loadu_ps(bx + j), s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + j + 8), _mm256_loadu_ps(bx + j + 8), s1);
+      s2 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + j + 16), _mm256_loadu_ps(bx + j + 16), s2);
+      s3 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + j + 24), _mm256_loadu_ps(bx + j + 24), s3);
+      s4 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + j + 32), _mm256_loadu_ps(bx + j + 32), s4);
+      s5 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + j + 40), _mm256_loadu_ps(bx + j + 40), s5);
+    }
+    if (j + 24 <= len) {
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + j), _mm256_loadu_ps(bx + j), s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + j + 8), _mm256_loadu_ps(bx + j + 8), s1);
+      s2 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + j + 16), _mm256_loadu_ps(bx + j + 16), s2);
+      j += 24;
+    }
+    float lanes[32];  // 24 lanes, then zeros the last run of six reads past
+    _mm256_storeu_ps(lanes, _mm256_add_ps(s0, s3));
+    _mm256_storeu_ps(lanes + 8, _mm256_add_ps(s1, s4));
+    _mm256_storeu_ps(lanes + 16, _mm256_add_ps(s2, s5));
+    _mm256_storeu_ps(lanes + 24, _mm256_setzero_ps());
+    const __m256 f = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(lanes), _mm256_loadu_ps(lanes + 6)),
+                                   _mm256_add_ps(_mm256_loadu_ps(lanes + 12), _mm256_loadu_ps(lanes + 18)));
+    float rows[8];
+    _mm256_storeu_ps(rows, f);
+    for (; j < len; ++j) rows[j % kGemmMr] += ap[j] * bx[j];
+    memcpy(out + q * kGemmMr, rows, kGemmMr * sizeof(float));
   }
 }
 
