@@ -131,6 +131,39 @@ void qgemm_depthwise_tap(int32_t* acc, const uint8_t* x, int64_t stride, int64_t
 void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
   const int64_t kp = qgemm_kp(p.k);
   int32_t acc[kQGemmMr][kQGemmNr];
+#if !defined(KILN_BARE_METAL)
+  if (p.multiplier != nullptr && p.w_zp == nullptr && p.y_column_stride == 1) {
+    // A convolution's planes: the tiles of a run of panels gathered per
+    // channel, then one requantization per channel over the whole run
+    // (instead of one call per 16 columns). The run's panels (kp x run
+    // bytes) stay within about 16 KiB, so they are read from L1 by every
+    // channel tile. (Firmware keeps the tile-by-tile epilogue: no 4 KiB of
+    // sums on its stack.)
+    constexpr int64_t kRunMax = 128;
+    int32_t rows[kQGemmMr][kRunMax];
+    int64_t run = (16384 / kp) / kQGemmNr * kQGemmNr;
+    run = run < kQGemmNr ? kQGemmNr : run > kRunMax ? kRunMax : run;
+    const size_t y_elem = dtype_size(p.y_dtype);
+    for (int64_t r0 = 0; r0 < p.n; r0 += run) {
+      const int64_t nrun = p.n - r0 < run ? p.n - r0 : run;
+      for (int64_t c0 = 0; c0 < p.m; c0 += kQGemmMr) {
+        const int64_t mr = p.m - c0 < kQGemmMr ? p.m - c0 : kQGemmMr;
+        for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
+          tile(kp, p.w + c0 * kp, kp, mr, p.x + (p0 / kQGemmNr) * kp * kQGemmNr, acc);
+          for (int64_t r = 0; r < mr; ++r) memcpy(rows[r] + (p0 - r0), acc[r], sizeof acc[r]);
+        }
+        for (int64_t r = 0; r < mr; ++r) {
+          const int64_t c = c0 + r;
+          qgemm_requantize_row(rows[r], nrun, p.bias[c], p.multiplier[c], p.shift[c], p.y_zp, p.y_min, p.y_max,
+                               p.y_dtype,
+                               static_cast<uint8_t*>(p.y) + static_cast<size_t>(c * p.y_channel_stride + r0) * y_elem,
+                               p.isa, p.k <= 4096);
+        }
+      }
+    }
+    return;
+  }
+#endif
   for (int64_t p0 = 0; p0 < p.n; p0 += kQGemmNr) {
     const uint8_t* panel = p.x + (p0 / kQGemmNr) * kp * kQGemmNr;
     const int64_t nr = p.n - p0 < kQGemmNr ? p.n - p0 : kQGemmNr;
