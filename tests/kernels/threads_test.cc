@@ -71,6 +71,12 @@ std::vector<Case> cases() {
     add("conv1x1", b, {noise({1, 64, 13, 13}, 3)});
   }
   {
+    GraphBuilder b;  // 1x1 on a 7x7 plane: four B panels, many rows: tasks split the rows only
+    const int x = b.input("x", {1, 96, 7, 7});
+    b.output(b.node("Conv", {x, b.ramp("w", {200, 96, 1, 1}, 0.02f), b.ramp("b", {200})}));
+    add("conv1x1_7x7", b, {noise({1, 96, 7, 7}, 16)});
+  }
+  {
     GraphBuilder b;  // 1x1 on a 1x1 plane (squeeze-and-excitation): a matrix-vector product, two inner blocks
     const int x = b.input("x", {1, 300, 1, 1});
     b.output(b.node("Relu", {b.node("Conv", {x, b.ramp("w", {100, 300, 1, 1}, 0.02f), b.ramp("b", {100})})}));

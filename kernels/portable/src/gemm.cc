@@ -617,10 +617,14 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
       };
       // Tasks over a grid of B panels by row panels: B panels first (each
       // task keeps its B panel in L1 while A passes), rows when B is narrow.
+      // With fewer B panels than tasks (a 7x7 image's 49 columns are four)
+      // rows only, where there are enough: each task then passes its rows
+      // of A over every panel, instead of every task streaming all of A
+      // past one panel.
       auto run_tiles = [&](int64_t i0, int64_t i1, int64_t ic_packed) {
         const int64_t row_panels = (i1 - i0 + kGemmMr - 1) / kGemmMr;
         const int64_t tasks = parallel_tasks(pool, (i1 - i0) * nc * kc, panels * row_panels);
-        const int64_t tn = gemm_min(tasks, panels);
+        const int64_t tn = panels < tasks && row_panels >= tasks ? 1 : gemm_min(tasks, panels);
         const int64_t tm = gemm_min(row_panels, (tasks + tn - 1) / tn);
         parallel_for(pool, tn * tm, [&](int64_t t) {
           int64_t q0, q1, r0, r1;
