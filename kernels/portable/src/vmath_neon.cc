@@ -74,6 +74,12 @@ inline VI isra1(VI a) { return vshrq_n_s32(a, 1); }
 inline VI isrl23(VI a) { return vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_s32(a), 23)); }
 // 2^n for n in [-126, 127].
 inline V pow2i(VI n) { return as_float(vshlq_n_s32(vaddq_s32(n, iset1(127)), 23)); }
+// Whether every lane of n lies in [lo, hi] (false for a NaN lane).
+inline bool all_within(V n, float lo, float hi) {
+  return vminvq_u32(vandq_u32(vcgeq_f32(n, vdupq_n_f32(lo)), vcleq_f32(n, vdupq_n_f32(hi)))) == 0xFFFFFFFFu;
+}
+// The float bits `bits` with n added to their exponent.
+inline VI iadd_exponent(VI bits, VI n) { return vaddq_s32(bits, vshlq_n_s32(n, 23)); }
 
 #include "vmath_x86_body.inc"
 #undef KILN_VT
