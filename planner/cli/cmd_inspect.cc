@@ -131,14 +131,15 @@ void print_text(const ProgramFile& file) {
     if (m->instructions()) {
       for (uint32_t i = 0; i < m->instructions()->size(); ++i) {
         const fb::Instruction& ins = *m->instructions()->Get(i);
-        const std::string node = ins.name() ? ins.name()->str() : "";
+        // The model node it came from, unless the program was planned without names.
+        const std::string node = ins.name() && ins.name()->size() != 0 ? str("  (", ins.name()->str(), ")") : "";
         switch (ins.kind_type()) {
           case fb::InstructionKind::KernelCall: {
             const auto* call = ins.kind_as_KernelCall();
             const std::string op = (m->operators() && call->op() < m->operators()->size()
                                         ? m->operators()->Get(call->op())->name()->str()
                                         : "?") + fused_activation_suffix(call);
-            std::printf("    #%-4u kernel %-18s %s -> %s%s  (%s)\n", i, op.c_str(), ids(list_of(call->inputs())).c_str(),
+            std::printf("    #%-4u kernel %-18s %s -> %s%s%s\n", i, op.c_str(), ids(list_of(call->inputs())).c_str(),
                         ids(list_of(call->outputs())).c_str(),
                         call->scratch() && call->scratch()->size() ? str(" scratch ", ids(list_of(call->scratch()))).c_str() : "",
                         node.c_str());
@@ -146,19 +147,19 @@ void print_text(const ProgramFile& file) {
           }
           case fb::InstructionKind::CopyCall: {
             const auto* copy = ins.kind_as_CopyCall();
-            std::printf("    #%-4u copy   #%u -> #%u  %s bytes  (%s)\n", i, copy->src(), copy->dst(),
+            std::printf("    #%-4u copy   #%u -> #%u  %s bytes%s\n", i, copy->src(), copy->dst(),
                         group_digits(m->tensors()->Get(copy->src())->nbytes()).c_str(), node.c_str());
             break;
           }
           case fb::InstructionKind::DelegateCall: {
             const auto* call = ins.kind_as_DelegateCall();
-            std::printf("    #%-4u delegate #%u %s -> %s  (%s)\n", i, call->delegate(),
+            std::printf("    #%-4u delegate #%u %s -> %s%s\n", i, call->delegate(),
                         ids(list_of(call->inputs())).c_str(), ids(list_of(call->outputs())).c_str(), node.c_str());
             break;
           }
           case fb::InstructionKind::CollectiveCall: {
             const auto* call = ins.kind_as_CollectiveCall();
-            std::printf("    #%-4u collective %s group %u %s -> %s  (%s)\n", i, fb::EnumNameCollectiveKind(call->kind()),
+            std::printf("    #%-4u collective %s group %u %s -> %s%s\n", i, fb::EnumNameCollectiveKind(call->kind()),
                         call->group(), ids(list_of(call->inputs())).c_str(), ids(list_of(call->outputs())).c_str(),
                         node.c_str());
             break;

@@ -147,6 +147,61 @@ void emit_delegate(const LMethod& method, size_t begin, size_t end, fb::MethodT&
   out.instructions.push_back(std::move(instruction));
 }
 
+
+// Without names, a view of the same dtype and shape as its base that no
+// instruction writes and the application does not bind (what a Cast to the
+// same type, an Identity or a Reshape to the same shape leaves) carries
+// nothing its base does not: its readers read the base instead, and the
+// tensor is left out. Returns the method with tensors renumbered.
+LMethod without_renaming_views(const LMethod& method) {
+  const size_t n = method.tensors.size();
+  std::vector<bool> written(n, false);
+  for (const auto* list : {&method.instructions, &method.init_instructions}) {
+    for (const LInstruction& ins : *list) {
+      for (int t : ins.outputs) written[static_cast<size_t>(t)] = true;
+      for (int t : ins.scratch) written[static_cast<size_t>(t)] = true;
+    }
+  }
+  std::vector<bool> dropped(n, false);
+  for (size_t t = 0; t < n; ++t) {
+    const LTensor& v = method.tensors[t];
+    if (v.storage != Storage::kAlias || written[t] || v.is_input || v.is_output) continue;
+    const LTensor& base = method.tensors[static_cast<size_t>(v.alias_of)];
+    dropped[t] = base.dtype == v.dtype && base.shape == v.shape && same_device(base.device, v.device);
+  }
+  std::vector<int> index(n, -1);  // the new numbering of the tensors kept
+  int kept = 0;
+  for (size_t t = 0; t < n; ++t) {
+    if (!dropped[t]) index[t] = kept++;
+  }
+  // A dropped view's readers read the first kept tensor down its chain.
+  auto map = [&](int t) {
+    if (t < 0) return t;
+    while (dropped[static_cast<size_t>(t)]) t = method.tensors[static_cast<size_t>(t)].alias_of;
+    return index[static_cast<size_t>(t)];
+  };
+  LMethod out = method;
+  out.tensors.clear();
+  for (size_t t = 0; t < n; ++t) {
+    if (index[t] < 0) continue;
+    LTensor tensor = method.tensors[t];
+    if (tensor.storage == Storage::kAlias) tensor.alias_of = map(tensor.alias_of);
+    out.tensors.push_back(std::move(tensor));
+  }
+  for (auto* list : {&out.instructions, &out.init_instructions}) {
+    for (LInstruction& ins : *list) {
+      for (auto* operands : {&ins.inputs, &ins.outputs, &ins.scratch}) {
+        for (int& t : *operands) t = map(t);
+      }
+    }
+  }
+  for (int& t : out.inputs) t = map(t);
+  for (int& t : out.outputs) t = map(t);
+  for (LArena& arena : out.arenas) {
+    for (int& t : arena.peak_tensors) t = map(t);
+  }
+  return out;
+}
 }  // namespace
 
 bool is_device_kernel(const LInstruction& ins) {
@@ -182,7 +237,9 @@ std::string emit_program(const LProgram& program, const EmitOptions& options) {
     return static_cast<uint32_t>(constant_ref[static_cast<size_t>(c)]);
   };
 
-  for (const LMethod& method : program.methods) {
+  for (const LMethod& named : program.methods) {
+    const LMethod compact = options.names ? LMethod{} : without_renaming_views(named);
+    const LMethod& method = options.names ? named : compact;
     auto m = std::make_unique<fb::MethodT>();
     m->name = method.name;
     for (const LTensor& t : method.tensors) {

@@ -99,8 +99,11 @@ def check_strip_names(k, w):
     computes what the named program computes."""
     x = helper.make_tensor_value_info("features", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("scores", TensorProto.FLOAT, [2, 3])
+    # The Identity leaves a view that only renames the Relu's output: the
+    # stripped program reads the Relu's output in its place.
     nodes = [helper.make_node("Relu", ["features"], ["hidden_activation"], name="first_relu"),
-             helper.make_node("Sigmoid", ["hidden_activation"], ["scores"], name="squash_node")]
+             helper.make_node("Identity", ["hidden_activation"], ["renamed"], name="rename_node"),
+             helper.make_node("Sigmoid", ["renamed"], ["scores"], name="squash_node")]
     model = os.path.join(w, "two_nodes.onnx")
     onnx.save(model_with(nodes, [x], [y]), model)
     programs = {}
@@ -112,7 +115,7 @@ def check_strip_names(k, w):
         with open(path, "rb") as f:
             programs[flag] = (path, f.read() if rc == 0 else b"")
     named, stripped = programs["named"][1], programs["stripped"][1]
-    inner = [b"hidden_activation", b"first_relu", b"squash_node"]
+    inner = [b"hidden_activation", b"renamed", b"first_relu", b"squash_node"]
     expect("--strip-names: the named program holds the inner names", all(n in named for n in inner))
     expect("--strip-names: no inner tensor or instruction name is left",
            not any(n in stripped for n in inner), str([n for n in inner if n in stripped]))
@@ -124,6 +127,14 @@ def check_strip_names(k, w):
     rc, out, err = run(k, "inspect", programs["stripped"][0])
     expect("--strip-names: inspect names the input and output",
            rc == 0 and "'features'" in out and "'scores'" in out and "hidden_activation" not in out, out + err)
+    import json
+    counts = {}
+    for flag, (path, _) in programs.items():
+        rc, out, err = run(k, "inspect", path, "--json")
+        counts[flag] = [t["storage"] for t in json.loads(out)["methods"][0]["tensors"]] if rc == 0 else []
+    expect("--strip-names: the renaming view is left out (one alias fewer)",
+           len(counts["named"]) == len(counts["stripped"]) + 1 and "alias" in str(counts["named"])
+           and "alias" not in str(counts["stripped"]), str(counts))
     data = np.array([[-1, 2, -3], [4, -5, 6]], dtype=np.float32)
     np.save(os.path.join(w, "features.npy"), data)
     results = {}
