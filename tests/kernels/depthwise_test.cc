@@ -125,5 +125,30 @@ TEST(DepthwiseConvTest, MatchesDirectConvolutionOnEveryPath) {
   ASSERT_EQ(set_isa(saved), Error::kOk);
 }
 
+// The undilated 5x5 row-reuse kernels (strides 1 and 2): every width from
+// 1 to 66 (a strip's last vector partial or whole, strips inside the row
+// and reaching a padded column), heights 1 to 9, pads 0 to 3 on each side
+// independently, with and without a clamp, through the dispatch and each
+// path's own kernel.
+TEST(DepthwiseConvTest, FiveByFiveRowReuseOnEveryPath) {
+  const Isa saved = active_isa();
+  const Activation relu(fb::Activation::RELU, 0.f, 0.f);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!processor_has(isa)) continue;
+    for (int64_t stride : {1, 2}) {
+      for (int64_t w = 1; w <= 66; ++w) {
+        for (int64_t h : {1, 2, 5, 9}) {
+          const int64_t pt = (w + h) % 4, pl = w % 4, pb = (w + 2 * h) % 3, pr = 4 - w % 4;
+          const Geometry g{h, w, 5, 5, stride, pt, pl, pb, pr};
+          if (h + pt + pb < 5 || w + pl + pr < 5) continue;
+          check(g, isa, nullptr, 0.f, 0.f);
+          check(g, isa, relu.get(), 0.f, __builtin_inff());
+        }
+      }
+    }
+  }
+  ASSERT_EQ(set_isa(saved), Error::kOk);
+}
+
 }  // namespace
 }  // namespace kiln::kernels

@@ -366,67 +366,79 @@ TEST(Depthwise3x3Test, MatchesDirectConvolution) {
   }
 }
 
-// The direct stride-2 convolution of first layers against the definition:
-// kernels of 1, 3 and 7, odd and even sizes, rows shorter and longer than a
-// 32-column tile, asymmetric pads, output channels not a multiple of the
-// six-row tile, bias and a clamp; and geometries it declines, leaving the
-// output untouched.
+// The direct stride-2 convolution of first layers against the definition,
+// on the processor's best path and on AVX2: kernels of 1, 3 and 7, odd and
+// even sizes, rows shorter and longer than a 16- and 32-column tile,
+// asymmetric pads, output channels not a multiple of the six-row tile,
+// bias and a clamp; and paths without a kernel, leaving the output
+// untouched.
 TEST(DirectConvS2Test, MatchesDefinitionOrDeclines) {
   struct Geometry { int64_t c, h, w, m, kh, kw, pt, pl, pb, pr; };
   const Activation clip(fb::Activation::CLIP, -0.3f, 0.4f);
-  for (const Geometry& g : {Geometry{3, 17, 17, 8, 3, 3, 1, 1, 1, 1}, Geometry{1, 9, 70, 13, 7, 7, 3, 3, 3, 3},
-                            Geometry{4, 12, 33, 6, 3, 5, 2, 0, 0, 2}, Geometry{2, 6, 6, 5, 1, 1, 0, 0, 0, 0},
-                            Geometry{3, 30, 2, 7, 3, 3, 1, 1, 1, 1}}) {
-    const int64_t oh = (g.h + g.pt + g.pb - g.kh) / 2 + 1, ow = (g.w + g.pl + g.pr - g.kw) / 2 + 1;
-    const int64_t k = g.c * g.kh * g.kw;
-    const std::vector<float> x = values(static_cast<size_t>(g.c * g.h * g.w), 14);
-    const std::vector<float> wt = values(static_cast<size_t>(g.m * k), 15);
-    const std::vector<float> bias = values(static_cast<size_t>(g.m), 16);
-    std::vector<float> packed(static_cast<size_t>(gemm_prepacked_a_floats(g.m, k)));
-    gemm_prepack_a(g.m, k, wt.data(), packed.data());
-    std::vector<float> out(static_cast<size_t>(g.m * oh * ow) + 16, kSentinel);
-    DirectConvS2 conv;
-    conv.c = g.c; conv.h = g.h; conv.w = g.w; conv.kh = g.kh; conv.kw = g.kw; conv.pt = g.pt; conv.pl = g.pl;
-    conv.m = g.m; conv.oh = oh; conv.ow = ow;
-    conv.x = x.data(); conv.packed_weights = packed.data(); conv.bias = bias.data(); conv.y = out.data();
-    conv.activation = clip.get();
-    SCOPED_TRACE(testing::Message() << "c" << g.c << " " << g.h << "x" << g.w << " k" << g.kh << "x" << g.kw);
+  std::vector<Geometry> geometries = {
+      Geometry{3, 17, 17, 8, 3, 3, 1, 1, 1, 1}, Geometry{1, 9, 70, 13, 7, 7, 3, 3, 3, 3},
+      Geometry{4, 12, 33, 6, 3, 5, 2, 0, 0, 2}, Geometry{2, 6, 6, 5, 1, 1, 0, 0, 0, 0},
+      Geometry{3, 30, 2, 7, 3, 3, 1, 1, 1, 1},  Geometry{3, 24, 24, 32, 3, 3, 0, 0, 1, 1}};
+  // Widths around the 8- and 16-column steps (odd and even, 1 to 66),
+  // left pads 0 to 2 (even and odd: the parity split starts either way).
+  for (int64_t w : {1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 34, 47, 63, 64, 66}) {
+    for (int64_t pad : {0, 1, 2}) geometries.push_back(Geometry{3, 5, w, 7, 3, 3, pad, pad, pad, 2 - pad});
+  }
+  for (const GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2}) {
+    for (const Geometry& g : geometries) {
+      const int64_t oh = (g.h + g.pt + g.pb - g.kh) / 2 + 1, ow = (g.w + g.pl + g.pr - g.kw) / 2 + 1;
+      const int64_t k = g.c * g.kh * g.kw;
+      const std::vector<float> x = values(static_cast<size_t>(g.c * g.h * g.w), 14);
+      const std::vector<float> wt = values(static_cast<size_t>(g.m * k), 15);
+      const std::vector<float> bias = values(static_cast<size_t>(g.m), 16);
+      std::vector<float> packed(static_cast<size_t>(gemm_prepacked_a_floats(g.m, k)));
+      gemm_prepack_a(g.m, k, wt.data(), packed.data());
+      std::vector<float> out(static_cast<size_t>(g.m * oh * ow) + 16, kSentinel);
+      DirectConvS2 conv;
+      conv.c = g.c; conv.h = g.h; conv.w = g.w; conv.kh = g.kh; conv.kw = g.kw; conv.pt = g.pt; conv.pl = g.pl;
+      conv.m = g.m; conv.oh = oh; conv.ow = ow;
+      conv.x = x.data(); conv.packed_weights = packed.data(); conv.bias = bias.data(); conv.y = out.data();
+      conv.activation = clip.get();
+      SCOPED_TRACE(testing::Message() << "c" << g.c << " " << g.h << "x" << g.w << " k" << g.kh << "x" << g.kw);
+      SCOPED_TRACE(path == GemmPath::kAuto ? "best path" : "AVX2");
+      // Every geometry here fits the kernels' buffers.
 #if KILN_GEMM_X86
-    const bool has_kernel = x86::has_avx512f();  // and every geometry here fits its buffers
+      const bool has_kernel = path == GemmPath::kAuto ? x86::has_avx512f() || x86::has_avx2_fma() : x86::has_avx2_fma();
 #elif KILN_NEON
-    const bool has_kernel = neon::enabled();
+      const bool has_kernel = path == GemmPath::kAuto && neon::enabled();
 #else
-    const bool has_kernel = false;
+      const bool has_kernel = false;
 #endif
-    ASSERT_EQ(conv_s2_direct(conv), has_kernel);
-    if (!has_kernel) {
-      // No kernel for this processor: nothing written.
-      for (float v : out) ASSERT_EQ(v, kSentinel);
-      continue;
-    }
-    std::vector<double> want(static_cast<size_t>(g.m * oh * ow));
-    for (int64_t i = 0; i < g.m; ++i) {
-      for (int64_t oy = 0; oy < oh; ++oy) {
-        for (int64_t ox = 0; ox < ow; ++ox) {
-          double sum = bias[static_cast<size_t>(i)];
-          for (int64_t ci = 0; ci < g.c; ++ci) {
-            for (int64_t ky = 0; ky < g.kh; ++ky) {
-              for (int64_t kx = 0; kx < g.kw; ++kx) {
-                const int64_t iy = oy * 2 - g.pt + ky, ix = ox * 2 - g.pl + kx;
-                if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
-                sum += static_cast<double>(wt[static_cast<size_t>(((i * g.c + ci) * g.kh + ky) * g.kw + kx)]) *
-                       x[static_cast<size_t>((ci * g.h + iy) * g.w + ix)];
+      ASSERT_EQ(conv_s2_direct(conv, path), has_kernel);
+      if (!has_kernel) {
+        // No kernel for this processor: nothing written.
+        for (float v : out) ASSERT_EQ(v, kSentinel);
+        continue;
+      }
+      std::vector<double> want(static_cast<size_t>(g.m * oh * ow));
+      for (int64_t i = 0; i < g.m; ++i) {
+        for (int64_t oy = 0; oy < oh; ++oy) {
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            double sum = bias[static_cast<size_t>(i)];
+            for (int64_t ci = 0; ci < g.c; ++ci) {
+              for (int64_t ky = 0; ky < g.kh; ++ky) {
+                for (int64_t kx = 0; kx < g.kw; ++kx) {
+                  const int64_t iy = oy * 2 - g.pt + ky, ix = ox * 2 - g.pl + kx;
+                  if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+                  sum += static_cast<double>(wt[static_cast<size_t>(((i * g.c + ci) * g.kh + ky) * g.kw + kx)]) *
+                         x[static_cast<size_t>((ci * g.h + iy) * g.w + ix)];
+                }
               }
             }
+            want[static_cast<size_t>((i * oh + oy) * ow + ox)] = activate(sum, fb::Activation::CLIP, -0.3f, 0.4f);
           }
-          want[static_cast<size_t>((i * oh + oy) * ow + ox)] = activate(sum, fb::Activation::CLIP, -0.3f, 0.4f);
         }
       }
+      expect_close(want, out.data(), g.m * oh, ow, ow);
+      for (size_t i = static_cast<size_t>(g.m * oh * ow); i < out.size(); ++i) ASSERT_EQ(out[i], kSentinel);
     }
-    expect_close(want, out.data(), g.m * oh, ow, ow);
-    for (size_t i = static_cast<size_t>(g.m * oh * ow); i < out.size(); ++i) ASSERT_EQ(out[i], kSentinel);
   }
-  // Other paths than the processor's best have no direct kernel.
+  // The portable path has no direct kernel.
   DirectConvS2 conv;
   EXPECT_FALSE(conv_s2_direct(conv, GemmPath::kPortable));
 }

@@ -699,12 +699,19 @@ void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, f
 
 bool conv_s2_direct(const DirectConvS2& conv, GemmPath path) {
 #if KILN_GEMM_X86
+  // AVX-512 where the processor and KILN_ISA allow it, AVX2 otherwise or
+  // when asked for (kAvx2: tests of that kernel on AVX-512 machines).
   const Clamp clamp = clamp_of(conv.activation);
-  if (path != GemmPath::kAuto || !x86::has_avx512f() ||
-      !x86::conv_s2_avx512(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl, conv.packed_weights,
-                           conv.m, conv.bias, conv.y, conv.oh, conv.ow, clamp.on, clamp.lo, clamp.hi)) {
-    return false;
+  bool done = false;
+  if (path == GemmPath::kAuto && x86::has_avx512f()) {
+    done = x86::conv_s2_avx512(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl,
+                               conv.packed_weights, conv.m, conv.bias, conv.y, conv.oh, conv.ow, clamp.on, clamp.lo,
+                               clamp.hi);
+  } else if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
+    done = x86::conv_s2_avx2(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl, conv.packed_weights,
+                             conv.m, conv.bias, conv.y, conv.oh, conv.ow, clamp.on, clamp.lo, clamp.hi);
   }
+  if (!done) return false;
   if (clamp.post) apply_activation(conv.y, conv.m * conv.oh * conv.ow, conv.activation);
   return true;
 #elif KILN_NEON

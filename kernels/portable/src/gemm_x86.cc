@@ -704,6 +704,36 @@ KILN_AVX512 bool depthwise3x3_avx512(const float* in, int64_t h, int64_t w, cons
   return true;
 }
 
+namespace {
+
+// Input row `row` (w floats; all zeros when !inside) padded by pl zeros on
+// the left and split by parity: padded column p goes to even[p / 2] (p
+// even) or odd[p / 2] (p odd), for p < 2 * half; the rest of both is 0.
+// odd = even + half. Sixteen columns per step where they lie in the row.
+KILN_AVX2 void split_row_s2(const float* row, bool inside, int64_t w, int64_t pl, int64_t half, float* even) {
+  float* odd = even + half;
+  memset(even, 0, static_cast<size_t>(2 * half) * sizeof(float));
+  if (!inside) return;
+  const int64_t end = w < 2 * half - pl ? w : 2 * half - pl;  // columns that land in the buffers
+  const int64_t first = pl & 1;                               // columns from here land on even p
+  int64_t ix = first;
+  for (; ix + 16 <= end; ix += 16) {
+    __m256 e, o;
+    deinterleave(row + ix, &e, &o);
+    const int64_t q = (ix + pl) >> 1;
+    _mm256_storeu_ps(even + q, e);
+    _mm256_storeu_ps(odd + q, o);
+  }
+  for (int64_t i = 0; i < end; ++i) {
+    if (i == first && ix > first) i = ix;  // the vector part is done
+    if (i >= end) break;
+    const int64_t p = i + pl;
+    even[(p & 1) * half + (p >> 1)] = row[i];
+  }
+}
+
+}  // namespace
+
 // A stride-2 convolution read straight from the image. Per output row,
 // every input row it reads (channel c, kernel row ky) is copied once into a
 // zero-padded buffer split into even and odd columns, so tap (c, ky, kx) of
@@ -729,13 +759,8 @@ KILN_AVX512 bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w,
         float* even = buffer + (ci * kh + ky) * 2 * half;
         float* odd = even + half;
         const int64_t iy = oy * 2 - pt + ky;
-        const float* row = x + (ci * h + iy) * w;
         const bool inside = iy >= 0 && iy < h;
-        for (int64_t q = 0; q < half; ++q) {
-          const int64_t e = 2 * q - pl, o = e + 1;
-          even[q] = inside && e >= 0 && e < w ? row[e] : 0.f;
-          odd[q] = inside && o >= 0 && o < w ? row[o] : 0.f;
-        }
+        split_row_s2(inside ? x + (ci * h + iy) * w : x, inside, w, pl, half, even);
         for (int64_t kx = 0; kx < kw; ++kx) tap[(ci * kh + ky) * kw + kx] = (kx % 2 == 0 ? even : odd) + kx / 2;
       }
     }
@@ -775,6 +800,82 @@ KILN_AVX512 bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w,
           const float b = bias != nullptr ? bias[i0 + i] : 0.f;
           store_row16(out, acc[i][0], m0, false, b, zero, clamp, vlo, vhi);
           if (m1 != 0) store_row16(out + 16, acc[i][1], m1, false, b, zero, clamp, vlo, vhi);
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// The AVX-512 kernel's structure on eight lanes: the micro-kernel's 6x16
+// AVX2 tile (six output channels by two 8-column vectors, twelve
+// accumulators) against the packed weights, the taps plain loads from the
+// parity-split rows. A row's last partial vector is stored through a small
+// buffer (no vmaskmovps).
+KILN_AVX2 bool conv_s2_avx2(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt,
+                            int64_t pl, const float* packed_weights, int64_t m, const float* bias, float* y,
+                            int64_t oh, int64_t ow, bool clamp, float lo, float hi) {
+  const int64_t k = c * kh * kw;
+  const int64_t strips = (ow + 15) / 16 * 16;       // outputs computed per row, whole 16-column steps
+  const int64_t half = strips + (kw + 1) / 2 + 8;  // floats of one even or odd column buffer
+  constexpr int64_t kBufferFloats = 12288;          // 48 KiB of stack
+  constexpr int64_t kMaxTaps = 256;
+  if (k > kMaxTaps || k < 1 || c * kh * 2 * half > kBufferFloats || pl < 0 || pt < 0) return false;
+  alignas(32) float buffer[kBufferFloats];
+  const float* tap[kMaxTaps];
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi), zero = _mm256_setzero_ps();
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    for (int64_t ci = 0; ci < c; ++ci) {
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        float* even = buffer + (ci * kh + ky) * 2 * half;
+        float* odd = even + half;
+        const int64_t iy = oy * 2 - pt + ky;
+        const bool inside = iy >= 0 && iy < h;
+        split_row_s2(inside ? x + (ci * h + iy) * w : x, inside, w, pl, half, even);
+        for (int64_t kx = 0; kx < kw; ++kx) tap[(ci * kh + ky) * kw + kx] = (kx % 2 == 0 ? even : odd) + kx / 2;
+      }
+    }
+    float* yrow = y + oy * ow;
+    for (int64_t i0 = 0; i0 < m; i0 += kGemmMr) {
+      const int64_t mr = m - i0 < kGemmMr ? m - i0 : kGemmMr;
+      const float* a_panel = packed_weights + i0 * k;
+      for (int64_t ox = 0; ox < ow; ox += 16) {
+        __m256 c00 = zero, c01 = zero, c10 = zero, c11 = zero, c20 = zero, c21 = zero;
+        __m256 c30 = zero, c31 = zero, c40 = zero, c41 = zero, c50 = zero, c51 = zero;
+        const float* a = a_panel;
+        for (int64_t p = 0; p < k; ++p, a += kGemmMr) {
+          const __m256 b0 = _mm256_loadu_ps(tap[p] + ox), b1 = _mm256_loadu_ps(tap[p] + ox + 8);
+          __m256 av = _mm256_broadcast_ss(a);
+          c00 = _mm256_fmadd_ps(av, b0, c00);
+          c01 = _mm256_fmadd_ps(av, b1, c01);
+          av = _mm256_broadcast_ss(a + 1);
+          c10 = _mm256_fmadd_ps(av, b0, c10);
+          c11 = _mm256_fmadd_ps(av, b1, c11);
+          av = _mm256_broadcast_ss(a + 2);
+          c20 = _mm256_fmadd_ps(av, b0, c20);
+          c21 = _mm256_fmadd_ps(av, b1, c21);
+          av = _mm256_broadcast_ss(a + 3);
+          c30 = _mm256_fmadd_ps(av, b0, c30);
+          c31 = _mm256_fmadd_ps(av, b1, c31);
+          av = _mm256_broadcast_ss(a + 4);
+          c40 = _mm256_fmadd_ps(av, b0, c40);
+          c41 = _mm256_fmadd_ps(av, b1, c41);
+          av = _mm256_broadcast_ss(a + 5);
+          c50 = _mm256_fmadd_ps(av, b0, c50);
+          c51 = _mm256_fmadd_ps(av, b1, c51);
+        }
+        const __m256 acc[kGemmMr][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+        const int64_t n = ow - ox;  // columns of this step in the row (more than 16: all 16)
+        for (int64_t i = 0; i < mr; ++i) {
+          float* out = yrow + (i0 + i) * oh * ow + ox;
+          const __m256 b = _mm256_set1_ps(bias != nullptr ? bias[i0 + i] : 0.f);
+          __m256 v0 = _mm256_add_ps(acc[i][0], b), v1 = _mm256_add_ps(acc[i][1], b);
+          if (clamp) {
+            v0 = clamp8(v0, vlo, vhi);
+            v1 = clamp8(v1, vlo, vhi);
+          }
+          store8(out, n, v0);
+          if (n > 8) store8(out + 8, n - 8, v1);
         }
       }
     }
