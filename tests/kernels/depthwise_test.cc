@@ -125,11 +125,11 @@ TEST(DepthwiseConvTest, MatchesDirectConvolutionOnEveryPath) {
   ASSERT_EQ(set_isa(saved), Error::kOk);
 }
 
-// The undilated 5x5 row-reuse kernels (strides 1 and 2): every width from
-// 1 to 66 (a strip's last vector partial or whole, strips inside the row
-// and reaching a padded column), heights 1 to 9, pads 0 to 3 on each side
-// independently, with and without a clamp, through the dispatch and each
-// path's own kernel.
+// The 5x5 row-reuse kernels (strides 1 and 2): every width from 1 to 66 (a
+// strip's last vector partial or whole, strips inside the row and reaching
+// a padded column), heights 1 to 9, pads 0 to 4 on each side
+// independently, then dilations at stride 1; with and without a clamp,
+// through the dispatch and each path's own kernel.
 TEST(DepthwiseConvTest, FiveByFiveRowReuseOnEveryPath) {
   const Isa saved = active_isa();
   const Activation relu(fb::Activation::RELU, 0.f, 0.f);
@@ -143,6 +143,24 @@ TEST(DepthwiseConvTest, FiveByFiveRowReuseOnEveryPath) {
           if (h + pt + pb < 5 || w + pl + pr < 5) continue;
           check(g, isa, nullptr, 0.f, 0.f);
           check(g, isa, relu.get(), 0.f, __builtin_inff());
+        }
+      }
+    }
+    // Dilated at stride 1 (rows walked by dilation class): dilations 1 to
+    // 4 on each axis, widths below, at and past one and two vectors, the
+    // plane shorter and taller than the dilated kernel.
+    for (int64_t dh : {1, 2, 3, 4}) {
+      for (int64_t dw : {1, 2, 3}) {
+        for (int64_t w : {1, 3, 7, 8, 9, 16, 20, 23, 33}) {
+          for (int64_t h : {1, 4, 9, 20}) {
+            const int64_t pt = 2 * dh - h % 2, pl = 2 * dw - w % 2, pb = 2 * dh, pr = 2 * dw + w % 3;
+            Geometry g{h, w, 5, 5, 1, pt, pl, pb, pr};
+            g.dh = dh;
+            g.dw = dw;
+            if (h + pt + pb < 4 * dh + 1 || w + pl + pr < 4 * dw + 1) continue;
+            check(g, isa, nullptr, 0.f, 0.f);
+            check(g, isa, relu.get(), 0.f, __builtin_inff());
+          }
         }
       }
     }
