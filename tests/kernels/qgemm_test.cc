@@ -245,9 +245,13 @@ TEST(QGemm, PackColumnsMatchesPackRows) {
 TEST(QGemm, Im2colPacksWindowsPaddingAndFlip) {
   // {c, h, w, kh, kw, sh, sw, pt, pl}: small windows; rows copied in 16-byte
   // moves (37 wide) or whole (100 wide); stride 2 over rows wide enough for
-  // the 16-at-a-time even-byte path, with its scalar tail and padding.
+  // the 16-at-a-time even-byte path, with its scalar tail and padding; and
+  // stride-1 "same" convolutions (one shifted copy of the plane, edges
+  // padded afterwards) over several 256-column passes, 5x5 windows and a
+  // plane narrower than the window.
   const int64_t shapes[][9] = {{2, 5, 4, 3, 2, 2, 1, 1, 1},   {2, 3, 37, 3, 3, 1, 1, 1, 1}, {1, 2, 100, 1, 3, 1, 1, 0, 2},
-                               {2, 4, 70, 3, 3, 2, 2, 1, 1},  {1, 3, 67, 2, 5, 1, 2, 0, 2}, {3, 3, 33, 3, 3, 1, 2, 1, 0}};
+                               {2, 4, 70, 3, 3, 2, 2, 1, 1},  {1, 3, 67, 2, 5, 1, 2, 0, 2}, {3, 3, 33, 3, 3, 1, 2, 1, 0},
+                               {1, 12, 30, 3, 3, 1, 1, 1, 1}, {2, 6, 9, 5, 5, 1, 1, 2, 2},  {1, 2, 3, 5, 5, 1, 1, 2, 2}};
   for (const auto& s : shapes) {
     const int64_t c = s[0], h = s[1], w = s[2], kh = s[3], kw = s[4], sh = s[5], sw = s[6], pt = s[7], pl = s[8];
     const int64_t oh = (h + 2 * pt - kh) / sh + 1, ow = (w + 2 * pl - kw) / sw + 1;

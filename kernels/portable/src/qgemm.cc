@@ -337,6 +337,42 @@ void im2col_row(const QIm2col& g, int64_t c, int64_t ky, int64_t kx, int64_t p0,
   if (ox_lo > g.ow) ox_lo = g.ow;
   if (ox_hi > g.ow) ox_hi = g.ow;
   if (ox_hi < ox_lo) ox_hi = ox_lo;
+#if !defined(KILN_BARE_METAL)
+  if (g.sh == 1 && g.sw == 1 && g.ow == g.w) {
+    // Stride 1 with the output as wide as the input (a "same" convolution):
+    // over the rows inside the image the im2col row is the flat plane
+    // shifted by one offset, so one copy; then the columns past the left
+    // and right edges (wrapped from the neighbouring rows, or outside the
+    // plane and not copied) become padding. (Firmware keeps the per-row
+    // runs: less code, and its int8 example has no such convolution.)
+    const int64_t shift = (ky * g.dh - g.pt) * g.w - first;  // source of column p: p + shift
+    int64_t oy_a = g.pt - ky * g.dh, oy_b = g.h + g.pt - ky * g.dh;  // rows with iy inside
+    if (oy_a < 0) oy_a = 0;
+    if (oy_b > g.oh) oy_b = g.oh;
+    const int64_t end = p0 + count;
+    const int64_t pa = oy_a * g.ow > p0 ? oy_a * g.ow : p0, pb = oy_b * g.ow < end ? oy_b * g.ow : end;
+    if (pa >= pb) {
+      fill_run(dst, raw_pad, count);
+      return;
+    }
+    fill_run(dst, raw_pad, pa - p0);
+    fill_run(dst + (pb - p0), raw_pad, end - pb);
+    const int64_t sa = pa > -shift ? pa : -shift, sb = pb < g.h * g.w - shift ? pb : g.h * g.w - shift;
+    if (sb > sa) copy_run(dst + (sa - p0), plane + sa + shift, sb - sa);
+    if (ox_lo > 0 || ox_hi < g.ow) {
+      for (int64_t oy = pa / g.ow; oy * g.ow < pb; ++oy) {
+        const int64_t row = oy * g.ow;
+        for (int64_t ox = 0; ox < ox_lo; ++ox) {
+          if (row + ox >= pa && row + ox < pb) dst[row + ox - p0] = raw_pad;
+        }
+        for (int64_t ox = ox_hi; ox < g.ow; ++ox) {
+          if (row + ox >= pa && row + ox < pb) dst[row + ox - p0] = raw_pad;
+        }
+      }
+    }
+    return;
+  }
+#endif
   int64_t done = 0;
   int64_t oy = p0 / g.ow, ox0 = p0 % g.ow;  // of the run's first column
   while (done < count) {
