@@ -258,6 +258,45 @@ TEST(PackedGemmTest, OneColumnAgainstPrepackedA) {
   }
 }
 
+// One column with the input affine map (a BatchNormalization and Relu
+// fused ahead of a 1x1 convolution on a 1x1 plane): the column is read
+// through it as on the panel path; the matrix-vector product over A's
+// panels ignored it.
+TEST(PackedGemmTest, OneColumnAgainstPrepackedAWithInputAffine) {
+  const int64_t m = 20, k = 300;
+  const std::vector<float> a = values(static_cast<size_t>(m * k), 31);
+  const std::vector<float> b = values(static_cast<size_t>(k), 32);
+  const std::vector<float> scale = values(static_cast<size_t>(k), 33);
+  const std::vector<float> shift = values(static_cast<size_t>(k), 34);
+  std::vector<float> pa(static_cast<size_t>(gemm_prepacked_a_floats(m, k)));
+  gemm_prepack_a(m, k, a.data(), pa.data());
+  for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(std::string(gemm_path_name(path)) + (relu ? " relu" : ""));
+      GemmMatrix column{b.data(), 1, false, false};
+      column.row_scale = scale.data();
+      column.row_shift = shift.data();
+      column.row_relu = relu;
+      std::vector<double> want(static_cast<size_t>(m));
+      for (int64_t i = 0; i < m; ++i) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          float x = b[static_cast<size_t>(p)] * scale[static_cast<size_t>(p)] + shift[static_cast<size_t>(p)];
+          if (relu && !(x > 0.f)) x = 0.f;
+          sum += static_cast<double>(a[static_cast<size_t>(i * k + p)]) * x;
+        }
+        want[static_cast<size_t>(i)] = sum;
+      }
+      Scratch scratch(m, 1, k);
+      std::vector<float> out(static_cast<size_t>(m), kSentinel);
+      gemm_packed(m, 1, k, {pa.data(), k, false, true}, column, nullptr, out.data(), 1, GemmEpilogue{}, nullptr,
+                  scratch.b.data(), path);
+      expect_close(want, out.data(), m, 1, 1);
+      scratch.expect_guards_intact();
+    }
+  }
+}
+
 struct ConvCase {
   int64_t c, h, w, m, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
 };

@@ -474,7 +474,8 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
   // One column against weights the planner packed (a 1x1 convolution on a
   // 1x1 plane): a matrix-vector product over the packed panels, not a
   // 16-column panel with one useful column. Firmware keeps the panel path.
-  if (n == 1 && a.prepacked && im2col == nullptr && !b.prepacked && pack_b_buf != nullptr) {
+  if (n == 1 && a.prepacked && im2col == nullptr && !b.prepacked && b.row_scale == nullptr &&
+      pack_b_buf != nullptr) {
     gemv_prepacked_a(m, k, a, b, c, ldc, epilogue, clamp, pack_b_buf, path, pool);
     return;
   }
