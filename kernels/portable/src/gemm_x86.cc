@@ -732,6 +732,25 @@ KILN_AVX2 void split_row_s2(const float* row, bool inside, int64_t w, int64_t pl
   }
 }
 
+// The taps of output row oy of a stride-2 convolution: every input row it
+// reads (channel ci, kernel row ky) split by split_row_s2 into `buffer`
+// (2 * half floats each), and tap[(ci * kh + ky) * kw + kx] pointing at the
+// column of the split row where output column 0 of that tap lies. Padded
+// column q of input row (ci, ky) is column q - pl of the image.
+KILN_AVX2 void s2_taps(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt,
+                       int64_t pl, int64_t oy, int64_t half, float* buffer, const float** tap) {
+  for (int64_t ci = 0; ci < c; ++ci) {
+    for (int64_t ky = 0; ky < kh; ++ky) {
+      float* even = buffer + (ci * kh + ky) * 2 * half;
+      float* odd = even + half;
+      const int64_t iy = oy * 2 - pt + ky;
+      const bool inside = iy >= 0 && iy < h;
+      split_row_s2(inside ? x + (ci * h + iy) * w : x, inside, w, pl, half, even);
+      for (int64_t kx = 0; kx < kw; ++kx) tap[(ci * kh + ky) * kw + kx] = (kx % 2 == 0 ? even : odd) + kx / 2;
+    }
+  }
+}
+
 }  // namespace
 
 // A stride-2 convolution read straight from the image. Per output row,
@@ -753,17 +772,7 @@ KILN_AVX512 bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w,
   const float* tap[kMaxTaps];
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), zero = _mm512_setzero_ps();
   for (int64_t oy = 0; oy < oh; ++oy) {
-    // Padded column q of input row (ci, ky) is column q - pl of the image.
-    for (int64_t ci = 0; ci < c; ++ci) {
-      for (int64_t ky = 0; ky < kh; ++ky) {
-        float* even = buffer + (ci * kh + ky) * 2 * half;
-        float* odd = even + half;
-        const int64_t iy = oy * 2 - pt + ky;
-        const bool inside = iy >= 0 && iy < h;
-        split_row_s2(inside ? x + (ci * h + iy) * w : x, inside, w, pl, half, even);
-        for (int64_t kx = 0; kx < kw; ++kx) tap[(ci * kh + ky) * kw + kx] = (kx % 2 == 0 ? even : odd) + kx / 2;
-      }
-    }
+    s2_taps(x, c, h, w, kh, kw, pt, pl, oy, half, buffer, tap);
     float* yrow = y + oy * ow;
     for (int64_t i0 = 0; i0 < m; i0 += kGemmMr) {
       const int64_t mr = m - i0 < kGemmMr ? m - i0 : kGemmMr;
@@ -825,16 +834,7 @@ KILN_AVX2 bool conv_s2_avx2(const float* x, int64_t c, int64_t h, int64_t w, int
   const float* tap[kMaxTaps];
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi), zero = _mm256_setzero_ps();
   for (int64_t oy = 0; oy < oh; ++oy) {
-    for (int64_t ci = 0; ci < c; ++ci) {
-      for (int64_t ky = 0; ky < kh; ++ky) {
-        float* even = buffer + (ci * kh + ky) * 2 * half;
-        float* odd = even + half;
-        const int64_t iy = oy * 2 - pt + ky;
-        const bool inside = iy >= 0 && iy < h;
-        split_row_s2(inside ? x + (ci * h + iy) * w : x, inside, w, pl, half, even);
-        for (int64_t kx = 0; kx < kw; ++kx) tap[(ci * kh + ky) * kw + kx] = (kx % 2 == 0 ? even : odd) + kx / 2;
-      }
-    }
+    s2_taps(x, c, h, w, kh, kw, pt, pl, oy, half, buffer, tap);
     float* yrow = y + oy * ow;
     for (int64_t i0 = 0; i0 < m; i0 += kGemmMr) {
       const int64_t mr = m - i0 < kGemmMr ? m - i0 : kGemmMr;
