@@ -40,6 +40,28 @@ void absorb(Graph& graph, Node& into, Node& absorbed, int into_index) {
   absorbed.dead = true;
 }
 
+// An inference BatchNormalization with constant statistics as the map it
+// applies per channel, y = x * scale + shift, in double:
+//   scale = S / sqrt(var + epsilon),  shift = B - mean * scale.
+struct ChannelMap {
+  std::vector<double> scale, shift;
+};
+
+ChannelMap batch_norm_map(const Graph& graph, const Node& bn) {
+  const auto attr = bn.attrs.find("epsilon");
+  const double epsilon = attr != bn.attrs.end() ? attr->second.f : 1e-5;
+  const HostTensor& s = *value_of(graph, bn.inputs[1]).constant;
+  const HostTensor& b = *value_of(graph, bn.inputs[2]).constant;
+  const HostTensor& mean = *value_of(graph, bn.inputs[3]).constant;
+  const HostTensor& var = *value_of(graph, bn.inputs[4]).constant;
+  ChannelMap map;
+  for (int64_t c = 0; c < s.numel(); ++c) {
+    map.scale.push_back(s.float_at(c) / std::sqrt(var.float_at(c) + epsilon));
+    map.shift.push_back(b.float_at(c) - mean.float_at(c) * map.scale.back());
+  }
+  return map;
+}
+
 bool fold_one_batch_norm(Graph& graph, const std::vector<std::vector<int>>& readers, int bn_index) {
   Node& bn = graph.nodes[static_cast<size_t>(bn_index)];
   if (bn.inputs.size() != 5 || bn.outputs.empty() || bn.outputs[0] < 0) return false;
@@ -69,22 +91,17 @@ bool fold_one_batch_norm(Graph& graph, const std::vector<std::vector<int>>& read
   const HostTensor* bias = has_bias ? value_of(graph, conv.inputs[2]).constant.get() : nullptr;
   if (bias != nullptr && (bias->dtype != DType::FLOAT32 || bias->numel() != m)) return false;
 
-  const auto attr = bn.attrs.find("epsilon");
-  const double epsilon = attr != bn.attrs.end() ? attr->second.f : 1e-5;
-  const HostTensor& scale = *value_of(graph, bn.inputs[1]).constant;
-  const HostTensor& shift = *value_of(graph, bn.inputs[2]).constant;
-  const HostTensor& mean = *value_of(graph, bn.inputs[3]).constant;
-  const HostTensor& var = *value_of(graph, bn.inputs[4]).constant;
+  const ChannelMap map = batch_norm_map(graph, bn);
   HostTensor new_w(DType::FLOAT32, w.shape);
   HostTensor new_b(DType::FLOAT32, {m});
   for (int64_t c = 0; c < m; ++c) {
-    const double s = scale.float_at(c) / std::sqrt(var.float_at(c) + epsilon);
+    const double s = map.scale[static_cast<size_t>(c)];
     for (int64_t i = 0; i < per_channel; ++i) {
       const int64_t at = c * per_channel + i;
       new_w.data<float>()[at] = static_cast<float>(w.data<float>()[at] * s);
     }
     const double b = bias != nullptr ? bias->float_at(c) : 0.0;
-    new_b.data<float>()[c] = static_cast<float>((b - mean.float_at(c)) * s + shift.float_at(c));
+    new_b.data<float>()[c] = static_cast<float>(b * s + map.shift[static_cast<size_t>(c)]);
   }
   const std::string stem = conv.name.empty() ? "conv" : conv.name;
   conv.inputs.resize(3, -1);
@@ -607,17 +624,11 @@ int fuse_input_affines(Graph& graph, DevicePlan& devices, FuseStats* stats) {
     bool sizes = true;
     for (size_t i = 1; i < 5; ++i) sizes = sizes && value_of(graph, bn.inputs[i]).constant->numel() == c;
     if (!sizes) continue;
-    const auto attr = bn.attrs.find("epsilon");
-    const double epsilon = attr != bn.attrs.end() ? attr->second.f : 1e-5;
-    const HostTensor& scale = *value_of(graph, bn.inputs[1]).constant;
-    const HostTensor& shift = *value_of(graph, bn.inputs[2]).constant;
-    const HostTensor& mean = *value_of(graph, bn.inputs[3]).constant;
-    const HostTensor& var = *value_of(graph, bn.inputs[4]).constant;
+    const ChannelMap map = batch_norm_map(graph, bn);
     HostTensor affine(DType::FLOAT32, {2, c});
     for (int64_t i = 0; i < c; ++i) {
-      const double s = scale.float_at(i) / std::sqrt(var.float_at(i) + epsilon);
-      affine.data<float>()[i] = static_cast<float>(s);
-      affine.data<float>()[c + i] = static_cast<float>(shift.float_at(i) - mean.float_at(i) * s);
+      affine.data<float>()[i] = static_cast<float>(map.scale[static_cast<size_t>(i)]);
+      affine.data<float>()[c + i] = static_cast<float>(map.shift[static_cast<size_t>(i)]);
     }
     conv.input_affine.value = graph.add_constant((conv.name.empty() ? "conv" : conv.name) + "/input_affine",
                                                  std::move(affine));
