@@ -106,6 +106,14 @@ std::vector<Case> cases() {
                                     {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(8)}})}));
     add("conv_grouped_side_by_side", b, {noise({2, 64, 14, 14}, 14)});
   }
+  {
+    GraphBuilder b;  // 6 groups of 8 -> 12 channels on a 7x9 plane, clipped: the direct grouped kernel
+    const int x = b.input("x", {3, 48, 7, 9});
+    b.output(b.node("Clip", {b.node("Conv", {x, b.ramp("w", {72, 8, 3, 3}, 0.05f), b.ramp("b", {72})},
+                                    {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(6)}}),
+                             b.ramp("lo", {}, -0.5f), b.constant("hi", HostTensor::scalar_float(0.5f))}));
+    add("conv_grouped_direct", b, {noise({3, 48, 7, 9}, 15)});
+  }
   for (int64_t k : {3, 5}) {
     GraphBuilder b;  // depthwise
     const int x = b.input("x", {1, 48, 29, 29});

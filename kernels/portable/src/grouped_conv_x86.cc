@@ -1,0 +1,155 @@
+// grouped_conv3x3 (grouped_conv.h): the padded copy and the weight order
+// in plain code, the sums in grouped_conv_x86_body.inc with 8 (AVX2) and 16
+// (AVX-512) lanes, per-function target attributes as in gemm_x86.cc. Stores
+// are whole vectors, or go through a small buffer (no vmaskmovps).
+
+#include "grouped_conv.h"
+
+#include <string.h>
+
+#include "activation.h"
+#include "kiln/kernels/gemm_blocking.h"
+#include "kiln/kernels/isa.h"
+
+namespace kiln {
+namespace kernels {
+namespace {
+
+// The scratch's padded planes and slack (zero borders), and the weights
+// read out of gemm_prepack_a's panels (kGemmMr rows, column by column) into
+// [cg][9][up to 8] per 8 output channels. Returns the weights.
+[[maybe_unused]] const float* prepare(const GroupedConv3x3& conv) {
+  const int64_t w2 = conv.w + 2, ps = (conv.h + 2) * w2, k = conv.cg * 9;
+  float* pad = conv.scratch;
+  for (int64_t c = 0; c < conv.cg; ++c) {
+    float* pc = pad + c * ps;
+    memset(pc, 0, static_cast<size_t>(w2) * sizeof(float));
+    const float* xc = conv.x + c * conv.h * conv.w;
+    for (int64_t y = 0; y < conv.h; ++y) {
+      float* row = pc + (y + 1) * w2;
+      row[0] = 0.f;
+      memcpy(row + 1, xc + y * conv.w, static_cast<size_t>(conv.w) * sizeof(float));
+      row[conv.w + 1] = 0.f;
+    }
+    memset(pc + (conv.h + 1) * w2, 0, static_cast<size_t>(w2) * sizeof(float));
+  }
+  memset(pad + conv.cg * ps, 0, kGroupedConvSlack * sizeof(float));
+  float* wts = pad + conv.cg * ps + kGroupedConvSlack;
+  for (int64_t m0 = 0; m0 < conv.mg; m0 += 8) {
+    const int64_t mc = gemm_min(conv.mg - m0, 8);
+    float* out = wts + m0 * k;
+    for (int64_t j = 0; j < mc; ++j) {
+      const int64_t m = m0 + j;
+      const float* panel = conv.packed_weights + (m / kGemmMr) * kGemmMr * k + m % kGemmMr;
+      for (int64_t kk = 0; kk < k; ++kk) out[kk * mc + j] = panel[kk * kGemmMr];
+    }
+  }
+  return wts;
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace kiln
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+namespace kiln {
+namespace kernels {
+namespace grp_avx2 {
+
+#define KILN_GT __attribute__((target("avx2,fma")))
+using V = __m256;
+constexpr int64_t kLanes = 8;
+KILN_GT inline V set1(float v) { return _mm256_set1_ps(v); }
+KILN_GT inline V loadu(const float* p) { return _mm256_loadu_ps(p); }
+KILN_GT inline void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
+KILN_GT inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+KILN_GT inline V vmin(V a, V b) { return _mm256_min_ps(a, b); }
+KILN_GT inline V vmax(V a, V b) { return _mm256_max_ps(a, b); }
+#include "grouped_conv_x86_body.inc"
+#undef KILN_GT
+
+}  // namespace grp_avx2
+
+// GCC 12's _mm512 intrinsics trip -Wmaybe-uninitialized in their own
+// header (as in depthwise_x86.cc).
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace grp_avx512 {
+
+#define KILN_GT __attribute__((target("avx512f,avx2,fma")))
+using V = __m512;
+constexpr int64_t kLanes = 16;
+KILN_GT inline V set1(float v) { return _mm512_set1_ps(v); }
+KILN_GT inline V loadu(const float* p) { return _mm512_loadu_ps(p); }
+KILN_GT inline void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+KILN_GT inline V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+KILN_GT inline V vmin(V a, V b) { return _mm512_min_ps(a, b); }
+KILN_GT inline V vmax(V a, V b) { return _mm512_max_ps(a, b); }
+#include "grouped_conv_x86_body.inc"
+#undef KILN_GT
+
+}  // namespace grp_avx512
+
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+bool grouped_conv3x3_avx2(const GroupedConv3x3& conv, bool clamp, float lo, float hi) {
+  if (!processor_has(Isa::kAvx2)) return false;
+  const float* wts = prepare(conv);
+  grp_avx2::run(conv, conv.scratch, wts, clamp, lo, hi);
+  return true;
+}
+
+bool grouped_conv3x3_avx512(const GroupedConv3x3& conv, bool clamp, float lo, float hi) {
+  if (!processor_has(Isa::kAvx512)) return false;
+  const float* wts = prepare(conv);
+  grp_avx512::run(conv, conv.scratch, wts, clamp, lo, hi);
+  return true;
+}
+
+bool grouped_conv3x3_available() {
+  const Isa isa = active_isa();
+  return isa == Isa::kAvx2 || isa == Isa::kAvx512;
+}
+
+bool grouped_conv3x3(const GroupedConv3x3& conv, const fb::FusedActivation* activation) {
+  // RELU and CLIP clamp inside the kernels; the others run after.
+  const fb::Activation kind = activation != nullptr ? activation->kind() : fb::Activation::NONE;
+  const bool clamp = kind == fb::Activation::RELU || kind == fb::Activation::CLIP;
+  const float lo = kind == fb::Activation::RELU ? 0.f : clamp ? activation->alpha() : 0.f;
+  const float hi = kind == fb::Activation::RELU ? __builtin_inff() : clamp ? activation->beta() : 0.f;
+  const Isa isa = active_isa();
+  bool done = false;
+  if (isa == Isa::kAvx512) {
+    done = grouped_conv3x3_avx512(conv, clamp, lo, hi);
+  } else if (isa == Isa::kAvx2) {
+    done = grouped_conv3x3_avx2(conv, clamp, lo, hi);
+  }
+  if (!done) return false;
+  if (!clamp) apply_activation(conv.y, conv.mg * conv.h * conv.w, activation);
+  return true;
+}
+
+}  // namespace kernels
+}  // namespace kiln
+
+#else
+
+namespace kiln {
+namespace kernels {
+
+bool grouped_conv3x3_avx2(const GroupedConv3x3&, bool, float, float) { return false; }
+bool grouped_conv3x3_avx512(const GroupedConv3x3&, bool, float, float) { return false; }
+bool grouped_conv3x3_available() { return false; }
+bool grouped_conv3x3(const GroupedConv3x3&, const fb::FusedActivation*) { return false; }
+
+}  // namespace kernels
+}  // namespace kiln
+
+#endif
