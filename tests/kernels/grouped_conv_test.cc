@@ -1,8 +1,9 @@
 // grouped_conv3x3 (kernels/portable/src/grouped_conv.h) against a plain
-// double-precision loop: groups of 2 to 32 input channels, 1 to 20 output
-// channels (fewer, as many and more than the input's, whole and partial
-// sets of 8), planes from 1x1 to 14x14 and widths up to 60 (flat walks
-// narrower than a vector, whole rows with a last vector moved back), with
+// double-precision loop: strides 1 and 2, groups of 2 to 32 input
+// channels, 1 to 20 output channels (fewer, as many and more than the
+// input's, whole and partial sets of 8), planes from 1x1 to 28x28 and
+// widths up to 60, odd and even (flat walks and rows narrower than a
+// vector, whole rows with a last vector moved back), with
 // and without bias, no activation, a clamp (RELU, CLIP) and one applied
 // after (LEAKY_RELU); through the dispatch and each path's own kernel on
 // every CPU path this processor and KILN_ISA allow. Nothing is written past
@@ -50,22 +51,23 @@ double activate(double v, const fb::FusedActivation* a) {
 
 struct Case {
   int64_t cg, mg, h, w;
+  int64_t stride = 1;
 };
 
 // `kernel`: 0 the dispatch, 1 the AVX2 kernel, 2 the AVX-512 kernel.
 void check(const Case& c, bool with_bias, const fb::FusedActivation* activation, int kernel,
            const std::string& label) {
-  const int64_t k = c.cg * 9, plane = c.h * c.w;
-  const std::vector<float> x = values(static_cast<size_t>(c.cg * plane), 3);
+  const int64_t k = c.cg * 9, oh = (c.h - 1) / c.stride + 1, ow = (c.w - 1) / c.stride + 1, plane = oh * ow;
+  const std::vector<float> x = values(static_cast<size_t>(c.cg * c.h * c.w), 3);
   const std::vector<float> wt = values(static_cast<size_t>(c.mg * k), 5);
   const std::vector<float> bias = values(static_cast<size_t>(c.mg), 9);
   std::vector<float> packed(static_cast<size_t>(gemm_prepacked_a_floats(c.mg, k)));
   gemm_prepack_a(c.mg, k, wt.data(), packed.data());
-  const int64_t scratch_floats = grouped_conv3x3_scratch_floats(c.cg, c.mg, c.h, c.w);
+  const int64_t scratch_floats = grouped_conv3x3_scratch_floats(c.cg, c.mg, c.h, c.w, c.stride);
   std::vector<float> scratch(static_cast<size_t>(scratch_floats) + 1, kSentinel);
   std::vector<float> y(static_cast<size_t>(c.mg * plane) + 1, kSentinel);
   GroupedConv3x3 conv;
-  conv.cg = c.cg; conv.mg = c.mg; conv.h = c.h; conv.w = c.w;
+  conv.cg = c.cg; conv.mg = c.mg; conv.h = c.h; conv.w = c.w; conv.stride = c.stride;
   conv.x = x.data();
   conv.packed_weights = packed.data();
   conv.bias = with_bias ? bias.data() : nullptr;
@@ -85,22 +87,22 @@ void check(const Case& c, bool with_bias, const fb::FusedActivation* activation,
   }
   ASSERT_TRUE(done) << label;
   for (int64_t m = 0; m < c.mg; ++m) {
-    for (int64_t oy = 0; oy < c.h; ++oy) {
-      for (int64_t ox = 0; ox < c.w; ++ox) {
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      for (int64_t ox = 0; ox < ow; ++ox) {
         double acc = with_bias ? bias[static_cast<size_t>(m)] : 0.0, mag = std::fabs(acc);
         for (int64_t ci = 0; ci < c.cg; ++ci) {
           for (int64_t ky = 0; ky < 3; ++ky) {
             for (int64_t kx = 0; kx < 3; ++kx) {
-              const int64_t iy = oy - 1 + ky, ix = ox - 1 + kx;
+              const int64_t iy = oy * c.stride - 1 + ky, ix = ox * c.stride - 1 + kx;
               if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
               const double p = double(wt[static_cast<size_t>(m * k + ci * 9 + ky * 3 + kx)]) *
-                               x[static_cast<size_t>(ci * plane + iy * c.w + ix)];
+                               x[static_cast<size_t>(ci * c.h * c.w + iy * c.w + ix)];
               acc += p;
               mag += std::fabs(p);
             }
           }
         }
-        ASSERT_NEAR(y[static_cast<size_t>(m * plane + oy * c.w + ox)], activate(acc, activation), 1e-6 * (1 + mag))
+        ASSERT_NEAR(y[static_cast<size_t>(m * plane + oy * ow + ox)], activate(acc, activation), 1e-6 * (1 + mag))
             << label << " channel " << m << " at " << oy << "," << ox;
       }
     }
@@ -115,6 +117,12 @@ TEST(GroupedConvTest, MatchesDirectConvolutionOnEveryPath) {
       {8, 8, 14, 14}, {8, 8, 7, 7},   {4, 4, 1, 1},   {4, 12, 2, 3},  {16, 16, 7, 7}, {16, 5, 14, 14},
       {8, 20, 9, 9},  {2, 3, 5, 17},  {8, 8, 3, 15},  {8, 13, 4, 31}, {4, 8, 3, 33},  {8, 8, 2, 45},
       {16, 8, 3, 60}, {32, 9, 6, 8},  {8, 16, 28, 28}, {8, 1, 1, 16}, {8, 7, 16, 1},  {4, 8, 1, 7},
+      // Stride 2: outputs 1x1 to 28x28, rows of 1 to 30 outputs from even
+      // and odd input widths.
+      {8, 8, 14, 14, 2}, {8, 8, 15, 15, 2}, {4, 4, 1, 1, 2},  {4, 12, 2, 3, 2}, {16, 16, 7, 7, 2},
+      {16, 5, 28, 28, 2}, {8, 20, 9, 9, 2}, {2, 3, 5, 17, 2}, {8, 13, 4, 31, 2}, {4, 8, 3, 33, 2},
+      {8, 8, 2, 45, 2},  {16, 8, 3, 60, 2}, {32, 9, 6, 8, 2},  {8, 16, 56, 56, 2}, {8, 7, 16, 1, 2},
+      {8, 8, 5, 35, 2},  {8, 3, 4, 64, 2},
   };
   const Activation relu(fb::Activation::RELU, 0.f, 0.f);
   const Activation clip(fb::Activation::CLIP, -0.5f, 0.75f);
@@ -136,7 +144,8 @@ TEST(GroupedConvTest, MatchesDirectConvolutionOnEveryPath) {
           for (int kernel : {0, isa == Isa::kAvx512 ? 2 : 1}) {
             const std::string label = std::string(isa_name(isa)) + (kernel == 0 ? " dispatch" : " kernel") +
                                       " cg " + std::to_string(c.cg) + " mg " + std::to_string(c.mg) + " " +
-                                      std::to_string(c.h) + "x" + std::to_string(c.w) +
+                                      std::to_string(c.h) + "x" + std::to_string(c.w) + " stride " +
+                                      std::to_string(c.stride) +
                                       (with_bias ? " bias" : "") +
                                       " activation " + std::to_string(a != nullptr ? int(a->kind()) : 0);
             check(c, with_bias, a, kernel, label);

@@ -114,6 +114,13 @@ std::vector<Case> cases() {
                              b.ramp("lo", {}, -0.5f), b.constant("hi", HostTensor::scalar_float(0.5f))}));
     add("conv_grouped_direct", b, {noise({3, 48, 7, 9}, 15)});
   }
+  {
+    GraphBuilder b;  // the same kernel at stride 2: 4 groups of 8 -> 12 from 15x13 to 8x7
+    const int x = b.input("x", {2, 32, 15, 13});
+    b.output(b.node("Conv", {x, b.ramp("w", {48, 8, 3, 3}, 0.05f), b.ramp("b", {48})},
+                    {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(4)}, {"strides", ints_attr({2, 2})}}));
+    add("conv_grouped_direct_s2", b, {noise({2, 32, 15, 13}, 16)});
+  }
   for (int64_t k : {3, 5}) {
     GraphBuilder b;  // depthwise
     const int x = b.input("x", {1, 48, 29, 29});

@@ -1,24 +1,28 @@
-// Grouped 3x3 convolution, stride 1, padding 1 on every side, no dilation,
-// of one image's group (grouped_conv_x86.cc): the small groups of RegNet
-// and ResNeXt (4 to 16 channels each) computed straight from a zero-padded
-// copy of the group's input instead of as an im2col product, whose packing
-// of 9 x cg rows costs more than the product it feeds. Host x86-64 only:
-// elsewhere grouped_conv3x3 declines and the packed product runs. Internal.
+// Grouped 3x3 convolution, stride 1 or 2, padding 1 on every side, no
+// dilation, of one image's group (grouped_conv_x86.cc): the small groups of
+// RegNet and ResNeXt (4 to 16 channels each) computed straight from a
+// zero-padded copy of the group's input instead of as an im2col product,
+// whose packing of 9 x cg rows costs more than the product it feeds. Host
+// x86-64 only: elsewhere grouped_conv3x3 declines and the packed product
+// runs. Internal.
 //
 // Scratch (caller's, grouped_conv3x3_scratch_floats floats):
 //
-//   [ channel 0: (h + 2) x (w + 2), zero border | channel 1 | ... | cg-1 ]
+//   [ channel 0: h + 2 padded rows, zero border | channel 1 | ... | cg-1 ]
 //   [ kGroupedConvSlack zeros: a short row's vector reads past the last one ]
 //   [ weights: per 8 output channels, [cg][9][up to 8] ]
 //
-// Every output (oy, ox) of channel j is the sum over c, ky, kx of
-// w[j][c][ky][kx] * padded[c][oy + ky][ox + kx]: on the flattened padded
-// plane each tap is one contiguous load at offset ky * (w + 2) + kx, fed
-// to up to eight accumulators (one per output channel) by broadcast
-// weights. Rows as wide as a vector are stored whole (the last vector
-// moved back to end at the row's end); narrower planes are walked flat and
-// the two padding columns of each row left out as the vectors are stored.
-// The sums run in the same order on every thread count.
+// A padded row is the w + 2 columns as they are (stride 1), or its even
+// columns then its odd ones, ceil((w + 2) / 2) slots each (stride 2), so
+// that every tap (ky, kx) of a run of outputs in one row is one contiguous
+// load: at ky * row + kx (stride 1), at ky * row + {0, odd start, 1}
+// (stride 2), from the output row's first padded row. Each load feeds up to
+// eight accumulators (one per output channel) by broadcast weights. Rows as
+// wide as a vector are stored whole (the last vector moved back to end at
+// the row's end), narrower ones through a buffer; at stride 1 narrow
+// planes are walked flat and the two padding columns of each row left out
+// as the vectors are stored. The sums run in the same order on every
+// thread count.
 
 #ifndef KILN_KERNELS_PORTABLE_SRC_GROUPED_CONV_H_
 #define KILN_KERNELS_PORTABLE_SRC_GROUPED_CONV_H_
@@ -32,20 +36,27 @@ namespace kernels {
 
 struct GroupedConv3x3 {
   int64_t cg = 0, mg = 0;  // input and output channels of the group
-  int64_t h = 0, w = 0;    // input plane, also the output plane
+  int64_t h = 0, w = 0;    // input plane
+  int64_t stride = 1;      // 1 or 2 on both axes; the output is
+                           // ((h - 1) / stride + 1) x ((w - 1) / stride + 1)
   const float* x = nullptr;               // [cg][h][w]
   const float* packed_weights = nullptr;  // mg x cg * 9, as gemm_prepack_a packs it
   const float* bias = nullptr;            // mg, or nullptr
-  float* y = nullptr;                     // [mg][h][w]
+  float* y = nullptr;                     // [mg][output plane]
   float* scratch = nullptr;               // grouped_conv3x3_scratch_floats floats
 };
 
 // The widest group the callers hand over: wider ones keep the packed
 // product (each load feeds 8 sums at most; the product's tile reuses more).
 constexpr int64_t kGroupedConvMaxChannels = 32;
-constexpr int64_t kGroupedConvSlack = 16;
-constexpr int64_t grouped_conv3x3_scratch_floats(int64_t cg, int64_t mg, int64_t h, int64_t w) {
-  return cg * (h + 2) * (w + 2) + kGroupedConvSlack + cg * 9 * mg;
+constexpr int64_t kGroupedConvSlack = 32;
+// Floats of a padded row: w + 2 at stride 1, two halves of ceil((w + 2) / 2)
+// at stride 2.
+constexpr int64_t grouped_conv3x3_row_floats(int64_t w, int64_t stride) {
+  return stride == 1 ? w + 2 : (w + 3) / 2 * 2;
+}
+constexpr int64_t grouped_conv3x3_scratch_floats(int64_t cg, int64_t mg, int64_t h, int64_t w, int64_t stride) {
+  return cg * (h + 2) * grouped_conv3x3_row_floats(w, stride) + kGroupedConvSlack + cg * 9 * mg;
 }
 
 // Whether grouped_conv3x3 runs on this processor under the ISA switch
@@ -53,11 +64,12 @@ constexpr int64_t grouped_conv3x3_scratch_floats(int64_t cg, int64_t mg, int64_t
 bool grouped_conv3x3_available();
 
 // The convolution, then the activation; false, having done nothing, where
-// grouped_conv3x3_available() is false.
+// grouped_conv3x3_available() is false or the stride is neither 1 nor 2.
 bool grouped_conv3x3(const GroupedConv3x3& conv, const fb::FusedActivation* activation);
 
-// Each path's kernel (tests call them directly); RELU and CLIP as a clamp
-// to [lo, hi].
+// Each path's kernel (tests call them directly; false where the processor
+// lacks it or the stride is neither 1 nor 2); RELU and CLIP as a clamp to
+// [lo, hi].
 bool grouped_conv3x3_avx2(const GroupedConv3x3& conv, bool clamp, float lo, float hi);
 bool grouped_conv3x3_avx512(const GroupedConv3x3& conv, bool clamp, float lo, float hi);
 

@@ -15,23 +15,36 @@ namespace kiln {
 namespace kernels {
 namespace {
 
-// The scratch's padded planes and slack (zero borders), and the weights
-// read out of gemm_prepack_a's panels (kGemmMr rows, column by column) into
+// The scratch's padded planes (zero borders; at stride 2 each row's even
+// columns, then its odd ones) and slack, and the weights read out of
+// gemm_prepack_a's panels (kGemmMr rows, column by column) into
 // [cg][9][up to 8] per 8 output channels. Returns the weights.
 [[maybe_unused]] const float* prepare(const GroupedConv3x3& conv) {
-  const int64_t w2 = conv.w + 2, ps = (conv.h + 2) * w2, k = conv.cg * 9;
+  const int64_t rs = grouped_conv3x3_row_floats(conv.w, conv.stride), ps = (conv.h + 2) * rs;
+  const int64_t k = conv.cg * 9, half = rs / 2;
   float* pad = conv.scratch;
   for (int64_t c = 0; c < conv.cg; ++c) {
     float* pc = pad + c * ps;
-    memset(pc, 0, static_cast<size_t>(w2) * sizeof(float));
+    memset(pc, 0, static_cast<size_t>(rs) * sizeof(float));
     const float* xc = conv.x + c * conv.h * conv.w;
     for (int64_t y = 0; y < conv.h; ++y) {
-      float* row = pc + (y + 1) * w2;
-      row[0] = 0.f;
-      memcpy(row + 1, xc + y * conv.w, static_cast<size_t>(conv.w) * sizeof(float));
-      row[conv.w + 1] = 0.f;
+      float* row = pc + (y + 1) * rs;
+      const float* in = xc + y * conv.w;
+      if (conv.stride == 1) {
+        row[0] = 0.f;
+        memcpy(row + 1, in, static_cast<size_t>(conv.w) * sizeof(float));
+        row[conv.w + 1] = 0.f;
+        continue;
+      }
+      // Padded column j = input column j - 1: even j to slot j / 2, odd j
+      // to slot half + j / 2.
+      memset(row, 0, static_cast<size_t>(rs) * sizeof(float));
+      for (int64_t x = 0; x < conv.w; ++x) {
+        const int64_t j = x + 1;
+        row[(j & 1) * half + j / 2] = in[x];
+      }
     }
-    memset(pc + (conv.h + 1) * w2, 0, static_cast<size_t>(w2) * sizeof(float));
+    memset(pc + (conv.h + 1) * rs, 0, static_cast<size_t>(rs) * sizeof(float));
   }
   memset(pad + conv.cg * ps, 0, kGroupedConvSlack * sizeof(float));
   float* wts = pad + conv.cg * ps + kGroupedConvSlack;
@@ -100,14 +113,14 @@ KILN_GT inline V vmax(V a, V b) { return _mm512_max_ps(a, b); }
 #endif
 
 bool grouped_conv3x3_avx2(const GroupedConv3x3& conv, bool clamp, float lo, float hi) {
-  if (!processor_has(Isa::kAvx2)) return false;
+  if (!processor_has(Isa::kAvx2) || (conv.stride != 1 && conv.stride != 2)) return false;
   const float* wts = prepare(conv);
   grp_avx2::run(conv, conv.scratch, wts, clamp, lo, hi);
   return true;
 }
 
 bool grouped_conv3x3_avx512(const GroupedConv3x3& conv, bool clamp, float lo, float hi) {
-  if (!processor_has(Isa::kAvx512)) return false;
+  if (!processor_has(Isa::kAvx512) || (conv.stride != 1 && conv.stride != 2)) return false;
   const float* wts = prepare(conv);
   grp_avx512::run(conv, conv.scratch, wts, clamp, lo, hi);
   return true;
@@ -132,7 +145,8 @@ bool grouped_conv3x3(const GroupedConv3x3& conv, const fb::FusedActivation* acti
     done = grouped_conv3x3_avx2(conv, clamp, lo, hi);
   }
   if (!done) return false;
-  if (!clamp) apply_activation(conv.y, conv.mg * conv.h * conv.w, activation);
+  const int64_t plane = ((conv.h - 1) / conv.stride + 1) * ((conv.w - 1) / conv.stride + 1);
+  if (!clamp) apply_activation(conv.y, conv.mg * plane, activation);
   return true;
 }
 

@@ -9,6 +9,9 @@
 // convolution up to 7x7 (stride 1 or 2) runs its own direct kernel
 // (depthwise3x3 in gemm.h, the others depthwise.h) unless the planner
 // packed its weights.
+// Small groups (2 to 32 channels) of a 3x3 convolution padded by 1, stride
+// 1 or 2, with packed weights run a direct kernel on x86-64
+// (grouped_conv.h) where a B scratch block holds its padded copy.
 
 #include <string.h>
 
@@ -260,11 +263,11 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
   // the processor has a kernel for it (conv_s2_direct declines otherwise).
   const bool direct_s2 =
       prepacked && g.group == 1 && g.c <= 4 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1;
-  // Groups of 2 to kGroupedConvMaxChannels channels, 3x3, stride 1, pads
-  // 1: grouped_conv.h's direct kernel where this processor runs it.
+  // Groups of 2 to kGroupedConvMaxChannels channels, 3x3, stride 1 or 2,
+  // pads 1: grouped_conv.h's direct kernel where this processor runs it.
   const bool grouped_direct = prepacked && g.group > 1 && cg > 1 && cg <= kGroupedConvMaxChannels && g.kh == 3 &&
-                              g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.pt == 1 &&
-                              g.pl == 1 && g.pb == 1 && g.pr == 1 && grouped_conv3x3_available();
+                              g.kw == 3 && g.sh == g.sw && (g.sh == 1 || g.sh == 2) && g.dh == 1 && g.dw == 1 &&
+                              g.pt == 1 && g.pl == 1 && g.pb == 1 && g.pr == 1 && grouped_conv3x3_available();
   for (int64_t n = 0; n < g.n; ++n) {
     if (direct_s2) {
       DirectConvS2 conv;
@@ -305,9 +308,9 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
     // computed as on one thread.
     const int64_t b_block = gemm_pack_b_floats(k, plane);
     const int64_t blocks = prepacked && g.group > 1 ? args.scratch[0]->numel() / b_block : 1;
-    if (grouped_direct && grouped_conv3x3_scratch_floats(cg, mg, g.h, g.w) <= b_block) {
-      // Small groups of a 3x3 "same" convolution: the direct kernel, in
-      // one B block per task, whole groups per task.
+    if (grouped_direct && grouped_conv3x3_scratch_floats(cg, mg, g.h, g.w, g.sh) <= b_block) {
+      // Small groups of a 3x3 convolution padded by 1: the direct kernel,
+      // in one B block per task, whole groups per task.
       const int64_t tasks = gemm_min(blocks, parallel_tasks(args.pool, g.group * mg * plane * k, g.group));
       float* blocks_base = args.scratch[0]->data_as<float>();
       parallel_for(args.pool, tasks, [&](int64_t t) {
@@ -316,6 +319,7 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
         for (int64_t grp = g0; grp < g1; ++grp) {
           GroupedConv3x3 conv;
           conv.cg = cg; conv.mg = mg; conv.h = g.h; conv.w = g.w;
+          conv.stride = g.sh;
           conv.x = x + (n * g.c + grp * cg) * g.h * g.w;
           conv.packed_weights = w + grp * gemm_prepacked_a_floats(mg, k);
           conv.bias = bias != nullptr ? bias + grp * mg : nullptr;
