@@ -5,9 +5,11 @@
 // widths up to 60, odd and even (flat walks and rows narrower than a
 // vector, whole rows with a last vector moved back), with
 // and without bias, no activation, a clamp (RELU, CLIP) and one applied
-// after (LEAKY_RELU); through the dispatch and each path's own kernel on
-// every CPU path this processor and KILN_ISA allow. Nothing is written past
-// the outputs or the scratch the header sizes.
+// after (LEAKY_RELU); the whole plane at once and by bands of 1 and 3
+// output rows (scratch for no more); through the dispatch and each path's
+// own kernel on every CPU path this processor and KILN_ISA allow. Nothing
+// is written past the outputs or the scratch given; scratch for no band is
+// declined.
 
 #include "grouped_conv.h"
 
@@ -54,8 +56,9 @@ struct Case {
   int64_t stride = 1;
 };
 
-// `kernel`: 0 the dispatch, 1 the AVX2 kernel, 2 the AVX-512 kernel.
-void check(const Case& c, bool with_bias, const fb::FusedActivation* activation, int kernel,
+// `kernel`: 0 the dispatch, 1 the AVX2 kernel, 2 the AVX-512 kernel;
+// `band`: scratch for that many output rows at a time, or 0 for the plane.
+void check(const Case& c, bool with_bias, const fb::FusedActivation* activation, int kernel, int64_t band,
            const std::string& label) {
   const int64_t k = c.cg * 9, oh = (c.h - 1) / c.stride + 1, ow = (c.w - 1) / c.stride + 1, plane = oh * ow;
   const std::vector<float> x = values(static_cast<size_t>(c.cg * c.h * c.w), 3);
@@ -63,7 +66,11 @@ void check(const Case& c, bool with_bias, const fb::FusedActivation* activation,
   const std::vector<float> bias = values(static_cast<size_t>(c.mg), 9);
   std::vector<float> packed(static_cast<size_t>(gemm_prepacked_a_floats(c.mg, k)));
   gemm_prepack_a(c.mg, k, wt.data(), packed.data());
-  const int64_t scratch_floats = grouped_conv3x3_scratch_floats(c.cg, c.mg, c.h, c.w, c.stride);
+  const int64_t scratch_floats =
+      band == 0 ? grouped_conv3x3_scratch_floats(c.cg, c.mg, c.h, c.w, c.stride)
+                : c.cg * 9 * c.mg + c.cg * (c.stride * (band - 1) + 3) * grouped_conv3x3_row_floats(c.w, c.stride) +
+                      kGroupedConvSlack;
+  ASSERT_EQ(grouped_conv3x3_band_rows(c.cg, c.mg, c.w, c.stride, scratch_floats), band == 0 ? oh : band);
   std::vector<float> scratch(static_cast<size_t>(scratch_floats) + 1, kSentinel);
   std::vector<float> y(static_cast<size_t>(c.mg * plane) + 1, kSentinel);
   GroupedConv3x3 conv;
@@ -73,6 +80,7 @@ void check(const Case& c, bool with_bias, const fb::FusedActivation* activation,
   conv.bias = with_bias ? bias.data() : nullptr;
   conv.y = y.data();
   conv.scratch = scratch.data();
+  conv.scratch_floats = scratch_floats;
   bool done = false;
   const fb::Activation kind = activation != nullptr ? activation->kind() : fb::Activation::NONE;
   const bool clamp = kind == fb::Activation::RELU || kind == fb::Activation::CLIP;
@@ -145,11 +153,12 @@ TEST(GroupedConvTest, MatchesDirectConvolutionOnEveryPath) {
             const std::string label = std::string(isa_name(isa)) + (kernel == 0 ? " dispatch" : " kernel") +
                                       " cg " + std::to_string(c.cg) + " mg " + std::to_string(c.mg) + " " +
                                       std::to_string(c.h) + "x" + std::to_string(c.w) + " stride " +
-                                      std::to_string(c.stride) +
-                                      (with_bias ? " bias" : "") +
-                                      " activation " + std::to_string(a != nullptr ? int(a->kind()) : 0);
-            check(c, with_bias, a, kernel, label);
-            ++runs;
+                                      std::to_string(c.stride) + (with_bias ? " bias" : "") + " activation " +
+                                      std::to_string(a != nullptr ? int(a->kind()) : 0);
+            for (int64_t band : {0, 1, 3}) {
+              check(c, with_bias, a, kernel, band, label + " band " + std::to_string(band));
+              ++runs;
+            }
           }
         }
       }
@@ -157,6 +166,33 @@ TEST(GroupedConvTest, MatchesDirectConvolutionOnEveryPath) {
   }
   ASSERT_EQ(set_isa(saved), Error::kOk);
   if (runs == 0) GTEST_SKIP() << "the processor has neither AVX2 nor AVX-512";
+}
+
+// Scratch one float short of a band of one output row: every kernel
+// declines and writes nothing.
+TEST(GroupedConvTest, DeclinesScratchWithoutABand) {
+  for (int64_t stride : {1, 2}) {
+    const int64_t cg = 8, mg = 8, h = 6, w = 20;
+    const int64_t floats = cg * 9 * mg + cg * 3 * grouped_conv3x3_row_floats(w, stride) + kGroupedConvSlack - 1;
+    ASSERT_EQ(grouped_conv3x3_band_rows(cg, mg, w, stride, floats), 0);
+    ASSERT_EQ(grouped_conv3x3_band_rows(cg, mg, w, stride, floats + 1), 1);
+    const std::vector<float> x = values(static_cast<size_t>(cg * h * w), 3);
+    const std::vector<float> packed(static_cast<size_t>(gemm_prepacked_a_floats(mg, cg * 9)), 0.5f);
+    std::vector<float> scratch(static_cast<size_t>(floats), kSentinel);
+    std::vector<float> y(static_cast<size_t>(mg * h * w), kSentinel);
+    GroupedConv3x3 conv;
+    conv.cg = cg; conv.mg = mg; conv.h = h; conv.w = w; conv.stride = stride;
+    conv.x = x.data();
+    conv.packed_weights = packed.data();
+    conv.y = y.data();
+    conv.scratch = scratch.data();
+    conv.scratch_floats = floats;
+    EXPECT_FALSE(grouped_conv3x3_avx2(conv, false, 0.f, 0.f));
+    EXPECT_FALSE(grouped_conv3x3_avx512(conv, false, 0.f, 0.f));
+    EXPECT_FALSE(grouped_conv3x3(conv, nullptr));
+    for (float v : scratch) ASSERT_EQ(v, kSentinel);
+    for (float v : y) ASSERT_EQ(v, kSentinel);
+  }
 }
 
 }  // namespace

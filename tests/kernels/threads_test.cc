@@ -121,6 +121,14 @@ std::vector<Case> cases() {
                     {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(4)}, {"strides", ints_attr({2, 2})}}));
     add("conv_grouped_direct_s2", b, {noise({2, 32, 15, 13}, 16)});
   }
+  for (int64_t stride : {1, 2}) {
+    GraphBuilder b;  // planes whose padded copy outgrows a B scratch block: the kernel by bands of rows
+    const int x = b.input("x", {1, 16, 90, 83});
+    b.output(b.node("Conv", {x, b.ramp("w", {16, 8, 3, 3}, 0.05f), b.ramp("b", {16})},
+                    {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(2)},
+                     {"strides", ints_attr({stride, stride})}}));
+    add("conv_grouped_direct_bands_s" + std::to_string(stride), b, {noise({1, 16, 90, 83}, 17)});
+  }
   for (int64_t k : {3, 5}) {
     GraphBuilder b;  // depthwise
     const int x = b.input("x", {1, 48, 29, 29});

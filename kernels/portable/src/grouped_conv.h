@@ -6,11 +6,12 @@
 // x86-64 only: elsewhere grouped_conv3x3 declines and the packed product
 // runs. Internal.
 //
-// Scratch (caller's, grouped_conv3x3_scratch_floats floats):
+// Scratch (caller's, grouped_conv3x3_scratch_floats floats for the whole
+// plane at once; less makes the kernel go by bands of output rows):
 //
-//   [ channel 0: h + 2 padded rows, zero border | channel 1 | ... | cg-1 ]
-//   [ kGroupedConvSlack zeros: a short row's vector reads past the last one ]
 //   [ weights: per 8 output channels, [cg][9][up to 8] ]
+//   [ channel 0: a band's padded rows, zero border | channel 1 | ... ]
+//   [ kGroupedConvSlack zeros: a short row's vector reads past the last one ]
 //
 // A padded row is the w + 2 columns as they are (stride 1), or its even
 // columns then its odd ones, ceil((w + 2) / 2) slots each (stride 2), so
@@ -43,7 +44,8 @@ struct GroupedConv3x3 {
   const float* packed_weights = nullptr;  // mg x cg * 9, as gemm_prepack_a packs it
   const float* bias = nullptr;            // mg, or nullptr
   float* y = nullptr;                     // [mg][output plane]
-  float* scratch = nullptr;               // grouped_conv3x3_scratch_floats floats
+  float* scratch = nullptr;               // scratch_floats floats
+  int64_t scratch_floats = 0;             // at least grouped_conv3x3_band_rows(...) >= 1
 };
 
 // The widest group the callers hand over: wider ones keep the packed
@@ -55,8 +57,15 @@ constexpr int64_t kGroupedConvSlack = 32;
 constexpr int64_t grouped_conv3x3_row_floats(int64_t w, int64_t stride) {
   return stride == 1 ? w + 2 : (w + 3) / 2 * 2;
 }
+// Floats for the whole plane in one band.
 constexpr int64_t grouped_conv3x3_scratch_floats(int64_t cg, int64_t mg, int64_t h, int64_t w, int64_t stride) {
-  return cg * (h + 2) * grouped_conv3x3_row_floats(w, stride) + kGroupedConvSlack + cg * 9 * mg;
+  return cg * 9 * mg + cg * (h + 2) * grouped_conv3x3_row_floats(w, stride) + kGroupedConvSlack;
+}
+// Output rows per band in `floats` of scratch (a band of r output rows
+// reads stride * (r - 1) + 3 padded rows); 0 where not even one fits.
+constexpr int64_t grouped_conv3x3_band_rows(int64_t cg, int64_t mg, int64_t w, int64_t stride, int64_t floats) {
+  const int64_t rows = (floats - cg * 9 * mg - kGroupedConvSlack) / (cg * grouped_conv3x3_row_floats(w, stride));
+  return rows < 3 ? 0 : (rows - 3) / stride + 1;
 }
 
 // Whether grouped_conv3x3 runs on this processor under the ISA switch
@@ -64,12 +73,13 @@ constexpr int64_t grouped_conv3x3_scratch_floats(int64_t cg, int64_t mg, int64_t
 bool grouped_conv3x3_available();
 
 // The convolution, then the activation; false, having done nothing, where
-// grouped_conv3x3_available() is false or the stride is neither 1 nor 2.
+// grouped_conv3x3_available() is false, the stride is neither 1 nor 2 or
+// the scratch holds no band.
 bool grouped_conv3x3(const GroupedConv3x3& conv, const fb::FusedActivation* activation);
 
 // Each path's kernel (tests call them directly; false where the processor
-// lacks it or the stride is neither 1 nor 2); RELU and CLIP as a clamp to
-// [lo, hi].
+// lacks it, the stride is neither 1 nor 2 or the scratch holds no band);
+// RELU and CLIP as a clamp to [lo, hi].
 bool grouped_conv3x3_avx2(const GroupedConv3x3& conv, bool clamp, float lo, float hi);
 bool grouped_conv3x3_avx512(const GroupedConv3x3& conv, bool clamp, float lo, float hi);
 

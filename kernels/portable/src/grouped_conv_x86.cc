@@ -15,20 +15,36 @@ namespace kiln {
 namespace kernels {
 namespace {
 
-// The scratch's padded planes (zero borders; at stride 2 each row's even
-// columns, then its odd ones) and slack, and the weights read out of
-// gemm_prepack_a's panels (kGemmMr rows, column by column) into
-// [cg][9][up to 8] per 8 output channels. Returns the weights.
-[[maybe_unused]] const float* prepare(const GroupedConv3x3& conv) {
-  const int64_t rs = grouped_conv3x3_row_floats(conv.w, conv.stride), ps = (conv.h + 2) * rs;
-  const int64_t k = conv.cg * 9, half = rs / 2;
-  float* pad = conv.scratch;
+// The weights read out of gemm_prepack_a's panels (kGemmMr rows, column
+// by column) into [cg][9][up to `chunk`] per `chunk` output channels, at
+// the scratch's start.
+[[maybe_unused]] void prepare_weights(const GroupedConv3x3& conv, int64_t chunk) {
+  const int64_t k = conv.cg * 9;
+  for (int64_t m0 = 0; m0 < conv.mg; m0 += chunk) {
+    const int64_t mc = gemm_min(conv.mg - m0, chunk);
+    float* out = conv.scratch + m0 * k;
+    for (int64_t j = 0; j < mc; ++j) {
+      const int64_t m = m0 + j;
+      const float* panel = conv.packed_weights + (m / kGemmMr) * kGemmMr * k + m % kGemmMr;
+      for (int64_t kk = 0; kk < k; ++kk) out[kk * mc + j] = panel[kk * kGemmMr];
+    }
+  }
+}
+
+// Padded rows [r0, r0 + rows) of every channel into `pad` (rows * row
+// floats per channel; zero borders; at stride 2 each row's even columns,
+// then its odd ones), then the slack.
+[[maybe_unused]] void prepare_band(const GroupedConv3x3& conv, int64_t r0, int64_t rows, float* pad) {
+  const int64_t rs = grouped_conv3x3_row_floats(conv.w, conv.stride), ps = rows * rs, half = rs / 2;
   for (int64_t c = 0; c < conv.cg; ++c) {
-    float* pc = pad + c * ps;
-    memset(pc, 0, static_cast<size_t>(rs) * sizeof(float));
     const float* xc = conv.x + c * conv.h * conv.w;
-    for (int64_t y = 0; y < conv.h; ++y) {
-      float* row = pc + (y + 1) * rs;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = pad + c * ps + r * rs;
+      const int64_t y = r0 + r - 1;  // padded row r0 + r is input row y
+      if (y < 0 || y >= conv.h) {
+        memset(row, 0, static_cast<size_t>(rs) * sizeof(float));
+        continue;
+      }
       const float* in = xc + y * conv.w;
       if (conv.stride == 1) {
         row[0] = 0.f;
@@ -44,20 +60,8 @@ namespace {
         row[(j & 1) * half + j / 2] = in[x];
       }
     }
-    memset(pc + (conv.h + 1) * rs, 0, static_cast<size_t>(rs) * sizeof(float));
   }
   memset(pad + conv.cg * ps, 0, kGroupedConvSlack * sizeof(float));
-  float* wts = pad + conv.cg * ps + kGroupedConvSlack;
-  for (int64_t m0 = 0; m0 < conv.mg; m0 += 8) {
-    const int64_t mc = gemm_min(conv.mg - m0, 8);
-    float* out = wts + m0 * k;
-    for (int64_t j = 0; j < mc; ++j) {
-      const int64_t m = m0 + j;
-      const float* panel = conv.packed_weights + (m / kGemmMr) * kGemmMr * k + m % kGemmMr;
-      for (int64_t kk = 0; kk < k; ++kk) out[kk * mc + j] = panel[kk * kGemmMr];
-    }
-  }
-  return wts;
 }
 
 }  // namespace
@@ -74,6 +78,7 @@ namespace grp_avx2 {
 #define KILN_GT __attribute__((target("avx2,fma")))
 using V = __m256;
 constexpr int64_t kLanes = 8;
+constexpr int64_t kChunk = 8;
 KILN_GT inline V set1(float v) { return _mm256_set1_ps(v); }
 KILN_GT inline V loadu(const float* p) { return _mm256_loadu_ps(p); }
 KILN_GT inline void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
@@ -97,6 +102,7 @@ namespace grp_avx512 {
 #define KILN_GT __attribute__((target("avx512f,avx2,fma")))
 using V = __m512;
 constexpr int64_t kLanes = 16;
+constexpr int64_t kChunk = 8;
 KILN_GT inline V set1(float v) { return _mm512_set1_ps(v); }
 KILN_GT inline V loadu(const float* p) { return _mm512_loadu_ps(p); }
 KILN_GT inline void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
@@ -113,16 +119,20 @@ KILN_GT inline V vmax(V a, V b) { return _mm512_max_ps(a, b); }
 #endif
 
 bool grouped_conv3x3_avx2(const GroupedConv3x3& conv, bool clamp, float lo, float hi) {
-  if (!processor_has(Isa::kAvx2) || (conv.stride != 1 && conv.stride != 2)) return false;
-  const float* wts = prepare(conv);
-  grp_avx2::run(conv, conv.scratch, wts, clamp, lo, hi);
+  if (!processor_has(Isa::kAvx2) || (conv.stride != 1 && conv.stride != 2) ||
+      grouped_conv3x3_band_rows(conv.cg, conv.mg, conv.w, conv.stride, conv.scratch_floats) < 1) {
+    return false;
+  }
+  grp_avx2::run(conv, clamp, lo, hi);
   return true;
 }
 
 bool grouped_conv3x3_avx512(const GroupedConv3x3& conv, bool clamp, float lo, float hi) {
-  if (!processor_has(Isa::kAvx512) || (conv.stride != 1 && conv.stride != 2)) return false;
-  const float* wts = prepare(conv);
-  grp_avx512::run(conv, conv.scratch, wts, clamp, lo, hi);
+  if (!processor_has(Isa::kAvx512) || (conv.stride != 1 && conv.stride != 2) ||
+      grouped_conv3x3_band_rows(conv.cg, conv.mg, conv.w, conv.stride, conv.scratch_floats) < 1) {
+    return false;
+  }
+  grp_avx512::run(conv, clamp, lo, hi);
   return true;
 }
 

@@ -11,7 +11,8 @@
 // packed its weights.
 // Small groups (2 to 32 channels) of a 3x3 convolution padded by 1, stride
 // 1 or 2, with packed weights run a direct kernel on x86-64
-// (grouped_conv.h) where a B scratch block holds its padded copy.
+// (grouped_conv.h), in bands of rows whose padded copy fits a B scratch
+// block.
 
 #include <string.h>
 
@@ -308,9 +309,10 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
     // computed as on one thread.
     const int64_t b_block = gemm_pack_b_floats(k, plane);
     const int64_t blocks = prepacked && g.group > 1 ? args.scratch[0]->numel() / b_block : 1;
-    if (grouped_direct && grouped_conv3x3_scratch_floats(cg, mg, g.h, g.w, g.sh) <= b_block) {
+    if (grouped_direct && grouped_conv3x3_band_rows(cg, mg, g.w, g.sh, b_block) >= 1) {
       // Small groups of a 3x3 convolution padded by 1: the direct kernel,
-      // in one B block per task, whole groups per task.
+      // in one B block per task (by bands of rows where the padded plane
+      // is larger), whole groups per task.
       const int64_t tasks = gemm_min(blocks, parallel_tasks(args.pool, g.group * mg * plane * k, g.group));
       float* blocks_base = args.scratch[0]->data_as<float>();
       parallel_for(args.pool, tasks, [&](int64_t t) {
@@ -325,6 +327,7 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
           conv.bias = bias != nullptr ? bias + grp * mg : nullptr;
           conv.y = y + (n * g.m + grp * mg) * plane;
           conv.scratch = blocks_base + t * b_block;
+          conv.scratch_floats = b_block;
           static_cast<void>(grouped_conv3x3(conv, args.params<fb::ConvParams>()->activation()));
         }
       });
