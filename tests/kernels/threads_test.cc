@@ -1,7 +1,8 @@
 // The kernels on a thread pool give the same bits as on one thread: small
 // graphs of the kernels that split their work (Conv as im2col, 1x1, Winograd
 // and first-layer paths, grouped (split within a group, or groups side by
-// side on scratch blocks of their own) and without packing; depthwise 3x3 and
+// side on scratch blocks of their own, the direct 3x3 kernel at strides 1
+// and 2, whole planes and bands of rows) and without packing; depthwise 3x3 and
 // 5x5; Gemm and MatMul with packed and unpacked operands, batched; binary
 // element-wise ops with and without broadcasting, a fused activation;
 // unary vector math) are planned once, run with no pool and then on 2, 3
