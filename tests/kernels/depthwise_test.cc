@@ -79,20 +79,6 @@ void check(const Geometry& g, Isa isa, const fb::FusedActivation* activation, fl
   }
 }
 
-// A FusedActivation table built with flatbuffers, as kernels read them.
-class Activation {
- public:
-  Activation(fb::Activation kind, float alpha, float beta) {
-    builder_.Finish(fb::CreateFusedActivation(builder_, kind, alpha, beta));
-  }
-  const fb::FusedActivation* get() const {
-    return flatbuffers::GetRoot<fb::FusedActivation>(builder_.GetBufferPointer());
-  }
-
- private:
-  flatbuffers::FlatBufferBuilder builder_;
-};
-
 TEST(DepthwiseConvTest, MatchesDirectConvolutionOnEveryPath) {
   const Isa saved = active_isa();
   const Geometry cases[] = {

@@ -106,20 +106,6 @@ INSTANTIATE_TEST_SUITE_P(
              (c.trans_a ? "_ta" : "") + (c.trans_b ? "_tb" : "") + "_" + gemm_path_name(path);
     });
 
-// A FusedActivation table built with flatbuffers, as kernels read them.
-class Activation {
- public:
-  Activation(fb::Activation kind, float alpha, float beta) {
-    builder_.Finish(fb::CreateFusedActivation(builder_, kind, alpha, beta));
-  }
-  const fb::FusedActivation* get() const {
-    return flatbuffers::GetRoot<fb::FusedActivation>(builder_.GetBufferPointer());
-  }
-
- private:
-  flatbuffers::FlatBufferBuilder builder_;
-};
-
 double activate(double v, fb::Activation kind, float alpha, float beta) {
   switch (kind) {
     case fb::Activation::RELU: return v > 0 ? v : 0;

@@ -27,20 +27,6 @@
 namespace kiln::kernels {
 namespace {
 
-// A FusedActivation table built with flatbuffers, as kernels read them.
-class Activation {
- public:
-  Activation(fb::Activation kind, float alpha, float beta) {
-    builder_.Finish(fb::CreateFusedActivation(builder_, kind, alpha, beta));
-  }
-  const fb::FusedActivation* get() const {
-    return flatbuffers::GetRoot<fb::FusedActivation>(builder_.GetBufferPointer());
-  }
-
- private:
-  flatbuffers::FlatBufferBuilder builder_;
-};
-
 double activate(double v, const fb::FusedActivation* a) {
   if (a == nullptr) return v;
   switch (a->kind()) {

@@ -1,5 +1,6 @@
 // What the kernel tests share: reproducible input values, the sentinel that
-// guard regions are filled with, and readable names for parameterised cases.
+// guard regions are filled with, readable names for parameterised cases,
+// and fused-activation tables.
 
 #ifndef KILN_TESTS_KERNELS_KERNEL_TEST_VALUES_H_
 #define KILN_TESTS_KERNELS_KERNEL_TEST_VALUES_H_
@@ -9,9 +10,24 @@
 #include <string>
 #include <vector>
 
+#include "flatbuffers/flatbuffers.h"
 #include "gemm.h"
 
 namespace kiln::kernels {
+
+// A FusedActivation table built with flatbuffers, as kernels read them.
+class Activation {
+ public:
+  Activation(fb::Activation kind, float alpha, float beta) {
+    builder_.Finish(fb::CreateFusedActivation(builder_, kind, alpha, beta));
+  }
+  const fb::FusedActivation* get() const {
+    return flatbuffers::GetRoot<fb::FusedActivation>(builder_.GetBufferPointer());
+  }
+
+ private:
+  flatbuffers::FlatBufferBuilder builder_;
+};
 
 // Written past the end of outputs and scratch; must still be there after.
 constexpr float kSentinel = 12345.f;
