@@ -1,6 +1,7 @@
 // The int8 product (kernels/portable/src/qgemm.h): every inner loop this
 // processor has (portable, AVX2's exact vpmaddwd split, AVX-512 VNNI's
-// vpdpbusd, AArch64's vmull/vpadal and sdot) against a plain int64 loop,
+// vpdpbusd, AArch64's vmull/vpadal and sdot; AVX2's vpmaddubsw loop for
+// panels with no byte above 127) against a plain int64 loop,
 // over shapes around the tile sizes (m around 8, columns around 16, k not a
 // multiple of 4) and the extreme
 // operands that would saturate vpmaddubsw (255 x -128 pairs); the epilogue
@@ -122,6 +123,118 @@ TEST(QGemm, Int32SumsMatchOnEveryInnerLoop) {
           }
         }
         EXPECT_EQ(y.back(), 12345) << "wrote past the output";
+      }
+    }
+  }
+}
+
+// One tile on every inner loop against int64 sums, on panels that take
+// AVX2's vpmaddubsw loop (every byte <= 127) and panels that do not (one
+// byte above 127 anywhere in an otherwise small panel), with weight rows at
+// -128 and 127 (the pair sums' extremes, -32512 and 32258) and random ones,
+// every mr, short and long reductions.
+TEST(QGemm, SmallAndLargeActivationPanelsMatchOnEveryTile) {
+  const int64_t kps[] = {4, 8, 12, 64, 148, 1152};
+  for (int64_t kp : kps) {
+    const int64_t bytes = kp * kQGemmNr;
+    // Panels: random 0..127, all 127, then one byte above 127 (128 or 255)
+    // at the first, a middle and the last position of a small panel, then
+    // random 0..255.
+    std::vector<std::vector<uint8_t>> panels;
+    uint32_t s = 11 + static_cast<uint32_t>(kp);
+    std::vector<uint8_t> small(static_cast<size_t>(bytes));
+    for (auto& v : small) v = static_cast<uint8_t>(next(&s) & 0x7F);
+    panels.push_back(small);
+    panels.emplace_back(static_cast<size_t>(bytes), 127);
+    for (int64_t at : {int64_t{0}, bytes / 2 + 5, bytes - 1}) {
+      for (uint8_t big : {uint8_t{128}, uint8_t{255}}) {
+        std::vector<uint8_t> one = small;
+        one[static_cast<size_t>(at)] = big;
+        panels.push_back(one);
+      }
+    }
+    std::vector<uint8_t> any(static_cast<size_t>(bytes));
+    for (auto& v : any) v = static_cast<uint8_t>(next(&s));
+    panels.push_back(any);
+    // Eight weight rows: all -128, all 127, alternating pairs of them, and
+    // random rows (those last with -128 and 127 in the tail).
+    std::vector<int8_t> w(static_cast<size_t>(kQGemmMr * kp));
+    for (int64_t r = 0; r < kQGemmMr; ++r) {
+      for (int64_t kk = 0; kk < kp; ++kk) {
+        int8_t v = static_cast<int8_t>(next(&s));
+        if (r == 0) v = -128;
+        if (r == 1) v = 127;
+        if (r == 2) v = (kk / 2) % 2 == 0 ? int8_t{-128} : int8_t{127};
+        if (r >= 3 && kk >= kp - 3) v = (kk + r) % 2 == 0 ? int8_t{-128} : int8_t{127};
+        w[static_cast<size_t>(r * kp + kk)] = v;
+      }
+    }
+    for (size_t pi = 0; pi < panels.size(); ++pi) {
+      const std::vector<uint8_t>& panel = panels[pi];
+      for (int64_t mr = 1; mr <= kQGemmMr; ++mr) {
+        for (QGemmTileFn tile : tiles_here()) {
+          int32_t acc[kQGemmMr][kQGemmNr];
+          for (auto& row : acc) {
+            for (auto& v : row) v = 12345;
+          }
+          tile(kp, w.data(), kp, mr, panel.data(), acc);
+          for (int64_t r = 0; r < kQGemmMr; ++r) {
+            for (int64_t i = 0; i < kQGemmNr; ++i) {
+              int64_t want = 12345;
+              if (r < mr) {
+                want = 0;
+                for (int64_t kk = 0; kk < kp; ++kk) {
+                  want += int64_t{panel[static_cast<size_t>((kk / 4) * 64 + i * 4 + kk % 4)]} *
+                          w[static_cast<size_t>(r * kp + kk)];
+                }
+              }
+              ASSERT_EQ(acc[r][i], want) << "tile " << reinterpret_cast<const void*>(tile) << " kp=" << kp
+                                         << " panel " << pi << " mr=" << mr << " at " << r << "," << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Through the packers: activations 0..127 (reduced range) with one byte of
+// 200 in the middle panel only, so its neighbours take the vpmaddubsw loop
+// and it does not; rows and channel-major packing, both epilogues.
+TEST(QGemm, ReducedRangeActivationsThroughThePackers) {
+  const int64_t m = 11, n = 40, k = 75;
+  Operands o = make(m, n, k, 5, false);
+  for (auto& v : o.x) v &= 0x7F;
+  o.x[static_cast<size_t>(20 * k + 37)] = 200;
+  for (int64_t kk = 0; kk < k; ++kk) o.w[static_cast<size_t>(kk)] = -128;
+  for (int64_t kk = 0; kk < k; ++kk) o.w[static_cast<size_t>(qgemm_kp(k) + kk)] = 127;
+  std::vector<uint8_t> by_channel(static_cast<size_t>(k * n));
+  for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t col = 0; col < n; ++col) by_channel[static_cast<size_t>(kk * n + col)] = o.x[static_cast<size_t>(col * k + kk)];
+  }
+  const size_t bytes = static_cast<size_t>(qgemm_packed_x_bytes(k, n));
+  std::vector<uint8_t> rows(bytes), columns(bytes);
+  qgemm_pack_rows(o.x.data(), k, n, k, false, rows.data(), nullptr);
+  qgemm_pack_columns(by_channel.data(), n, n, k, false, columns.data(), nullptr);
+  std::vector<int32_t> bias(static_cast<size_t>(m), 0);
+  for (const std::vector<uint8_t>* packed : {&rows, &columns}) {
+    for (QGemmTileFn tile : tiles_here()) {
+      for (int64_t channel_stride : {int64_t{1}, n}) {
+        std::vector<int32_t> y(static_cast<size_t>(m * n + 1), 12345);
+        QGemmProblem p;
+        p.m = m; p.n = n; p.k = k;
+        p.w = o.w.data(); p.x = packed->data(); p.bias = bias.data();
+        p.y_dtype = DType::INT32; p.y = y.data();
+        p.y_channel_stride = channel_stride == 1 ? 1 : n;
+        p.y_column_stride = channel_stride == 1 ? m : 1;
+        qgemm(p, tile);
+        for (int64_t c = 0; c < m; ++c) {
+          for (int64_t col = 0; col < n; ++col) {
+            ASSERT_EQ(y[static_cast<size_t>(c * p.y_channel_stride + col * p.y_column_stride)], reference_sum(o, c, col))
+                << "tile " << reinterpret_cast<const void*>(tile) << " at " << c << "," << col;
+          }
+        }
+        EXPECT_EQ(y.back(), 12345);
       }
     }
   }

@@ -13,6 +13,13 @@
 // bytes as int16 (activations zero-extended, weights sign-extended by
 // shifts), and vpmaddwd adds pairs of int16 products into int32: exact, one
 // more instruction per 32 products than vpmaddubsw + vpmaddwd.
+// Where no byte of the panel is above 127 (activations quantized with a
+// reduced range, 0..127, as PyTorch's x86 configuration does), a pair sum
+// lies in [-127 * 128 * 2, 127 * 127 * 2] = [-32512, 32258] and cannot
+// saturate: the tile then runs vpmaddubsw + vpmaddwd(ones), 6 instructions
+// per row of 4 k x 16 columns instead of 10 (plus the shared split). The
+// panel is checked before each tile (kp / 2 ORs and one vpmovmskb), which
+// holds for every packer and for column blocks alike.
 
 #include "qgemm.h"
 
@@ -78,15 +85,60 @@ KILN_AVX2 inline void tile4_avx2(int64_t kp, const int8_t* const rows[4], const 
   out[3][0] = a30; out[3][1] = a31;
 }
 
+// As tile4_avx2 for a panel whose bytes are all <= 127: vpmaddubsw's
+// int16 pair sums are exact there, vpmaddwd by ones widens them to int32.
+KILN_AVX2 inline void tile4_avx2_small(int64_t kp, const int8_t* const rows[4], const uint8_t* panel,
+                                       __m256i out[4][2]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i a00 = _mm256_setzero_si256(), a01 = _mm256_setzero_si256();
+  __m256i a10 = _mm256_setzero_si256(), a11 = _mm256_setzero_si256();
+  __m256i a20 = _mm256_setzero_si256(), a21 = _mm256_setzero_si256();
+  __m256i a30 = _mm256_setzero_si256(), a31 = _mm256_setzero_si256();
+  for (int64_t q = 0; q < kp / 4; ++q) {
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + q * 64));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + q * 64 + 32));
+#define KILN_ROW(r, acc0, acc1)                                                                        \
+  {                                                                                                   \
+    const __m256i w = _mm256_set1_epi32(load_word(rows[r] + q * 4));                                  \
+    acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, w), ones));              \
+    acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(x1, w), ones));              \
+  }
+    KILN_ROW(0, a00, a01)
+    KILN_ROW(1, a10, a11)
+    KILN_ROW(2, a20, a21)
+    KILN_ROW(3, a30, a31)
+#undef KILN_ROW
+  }
+  out[0][0] = a00; out[0][1] = a01;
+  out[1][0] = a10; out[1][1] = a11;
+  out[2][0] = a20; out[2][1] = a21;
+  out[3][0] = a30; out[3][1] = a31;
+}
+
+// Whether every byte of the panel (kp x 16, kp a multiple of 4) is <= 127.
+KILN_AVX2 inline bool panel_is_small(int64_t kp, const uint8_t* panel) {
+  __m256i any = _mm256_setzero_si256();
+  for (int64_t i = 0; i < kp * kQGemmNr; i += 32) {
+    any = _mm256_or_si256(any, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + i)));
+  }
+  return _mm256_movemask_epi8(any) == 0;
+}
+
 }  // namespace
 
 KILN_AVX2 void qgemm_tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                                int32_t acc[kQGemmMr][kQGemmNr]) {
+  static_assert(kQGemmNr == 16, "a panel row is two ymm of 8 columns");
+  const bool small = panel_is_small(kp, panel);
   for (int64_t r0 = 0; r0 < mr; r0 += 4) {
     const int8_t* rows[4];
     for (int64_t r = 0; r < 4; ++r) rows[r] = w + (r0 + r < mr ? r0 + r : mr - 1) * ldw;
     __m256i out[4][2];
-    tile4_avx2(kp, rows, panel, out);
+    if (small) {
+      tile4_avx2_small(kp, rows, panel, out);
+    } else {
+      tile4_avx2(kp, rows, panel, out);
+    }
     for (int64_t r = 0; r < 4 && r0 + r < mr; ++r) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc[r0 + r]), out[r][0]);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc[r0 + r] + 8), out[r][1]);
