@@ -115,13 +115,19 @@ KILN_AVX2 inline void tile4_avx2_small(int64_t kp, const int8_t* const rows[4], 
   out[3][0] = a30; out[3][1] = a31;
 }
 
-// Whether every byte of the panel (kp x 16, kp a multiple of 4) is <= 127.
+// Whether every byte of the panel (kp x 16 bytes, kp a multiple of 4: 64
+// bytes a step) is <= 127. Two steps an iteration into two ORs.
 KILN_AVX2 inline bool panel_is_small(int64_t kp, const uint8_t* panel) {
-  __m256i any = _mm256_setzero_si256();
-  for (int64_t i = 0; i < kp * kQGemmNr; i += 32) {
-    any = _mm256_or_si256(any, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + i)));
+  const int64_t bytes = kp * kQGemmNr;
+  const __m256i* v = reinterpret_cast<const __m256i*>(panel);
+  __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 4 <= bytes / 32; i += 4) {
+    a = _mm256_or_si256(a, _mm256_or_si256(_mm256_loadu_si256(v + i), _mm256_loadu_si256(v + i + 1)));
+    b = _mm256_or_si256(b, _mm256_or_si256(_mm256_loadu_si256(v + i + 2), _mm256_loadu_si256(v + i + 3)));
   }
-  return _mm256_movemask_epi8(any) == 0;
+  if (i < bytes / 32) a = _mm256_or_si256(a, _mm256_or_si256(_mm256_loadu_si256(v + i), _mm256_loadu_si256(v + i + 1)));
+  return _mm256_movemask_epi8(_mm256_or_si256(a, b)) == 0;
 }
 
 }  // namespace
