@@ -240,6 +240,56 @@ TEST(QGemm, ReducedRangeActivationsThroughThePackers) {
   }
 }
 
+// The matrix-vector rows (qgemm_dot_rows, GemmInt8 with one column) on
+// every path against int64 sums: x all <= 127 (AVX2's vpmaddubsw loop),
+// with one byte above 127 in the vector part or in the tail, and random;
+// rows of -128, of 127 and random; kp on and off multiples of 16 and 32.
+TEST(QGemm, DotRowsMatchOnEveryPathForSmallAndLargeVectors) {
+  const Isa before = active_isa();
+  for (int64_t kp : {4, 16, 28, 32, 36, 64, 100, 1152}) {
+    uint32_t s = 3 + static_cast<uint32_t>(kp);
+    std::vector<std::vector<uint8_t>> xs;
+    std::vector<uint8_t> small(static_cast<size_t>(kp));
+    for (auto& v : small) v = static_cast<uint8_t>(next(&s) & 0x7F);
+    xs.push_back(small);
+    xs.emplace_back(static_cast<size_t>(kp), 127);
+    for (int64_t at : {int64_t{0}, kp - 1}) {
+      std::vector<uint8_t> one = small;
+      one[static_cast<size_t>(at)] = 255;
+      xs.push_back(one);
+    }
+    std::vector<uint8_t> any(static_cast<size_t>(kp));
+    for (auto& v : any) v = static_cast<uint8_t>(next(&s));
+    xs.push_back(any);
+    const int64_t rows = 5;
+    std::vector<int8_t> w(static_cast<size_t>(rows * kp));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t kk = 0; kk < kp; ++kk) {
+        int8_t v = static_cast<int8_t>(next(&s));
+        if (r == 0) v = -128;
+        if (r == 1) v = 127;
+        if (r == 2) v = kk % 2 == 0 ? int8_t{-128} : int8_t{127};
+        w[static_cast<size_t>(r * kp + kk)] = v;
+      }
+    }
+    for (size_t xi = 0; xi < xs.size(); ++xi) {
+      const std::vector<uint8_t>& x = xs[xi];
+      for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+        if (!processor_has(isa)) continue;
+        std::vector<int32_t> out(static_cast<size_t>(rows + 1), 12345);
+        qgemm_dot_rows(kp, w.data(), rows, x.data(), out.data(), isa);
+        for (int64_t r = 0; r < rows; ++r) {
+          int64_t want = 0;
+          for (int64_t kk = 0; kk < kp; ++kk) want += int64_t{x[static_cast<size_t>(kk)]} * w[static_cast<size_t>(r * kp + kk)];
+          ASSERT_EQ(out[static_cast<size_t>(r)], want) << isa_name(isa) << " kp=" << kp << " x " << xi << " row " << r;
+        }
+        EXPECT_EQ(out.back(), 12345) << "wrote past the rows";
+      }
+    }
+  }
+  ASSERT_EQ(active_isa(), before);
+}
+
 // The ISA switch picks the inner loop: each path the processor has gives
 // the same bits as the portable one, requantized, into a transposed
 // (matrix-product) output.

@@ -198,11 +198,29 @@ KILN_AVX2 void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int
 
 KILN_AVX2 void dot_rows_avx2(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out) {
   // uint8 x int8 widened to int16 and vpmaddwd: exact (no vpmaddubsw
-  // saturation).
+  // saturation). Where no byte of x is above 127, 32 at a time with
+  // vpmaddubsw + vpmaddwd(ones) first (exact there, as in the tile).
+  bool small = true;
+  {
+    __m256i any = _mm256_setzero_si256();
+    int64_t k = 0;
+    for (; k + 32 <= kp; k += 32) any = _mm256_or_si256(any, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)));
+    uint8_t tail = 0;
+    for (; k < kp; ++k) tail |= x[k];
+    small = _mm256_movemask_epi8(any) == 0 && tail <= 127;
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t r = 0; r < rows; ++r) {
     const int8_t* wr = w + r * kp;
     __m256i acc = _mm256_setzero_si256();
     int64_t k = 0;
+    if (small) {
+      for (; k + 32 <= kp; k += 32) {
+        const __m256i x8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k));
+        const __m256i w8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr + k));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x8, w8), ones));
+      }
+    }
     for (; k + 16 <= kp; k += 16) {
       const __m256i x16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k)));
       const __m256i w16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + k)));
