@@ -31,7 +31,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from kiln_checks import expect, finish, test_args  # noqa: E402
-from onnx_cases import check_run, plan_and_run, plan_only, run_each  # noqa: E402
+from onnx_cases import check_case, plan_and_run, plan_only, run_each  # noqa: E402
 
 
 TOLERANCE = 1e-5
@@ -618,15 +618,9 @@ PLAN_REFUSALS = {name[13:]: fn for name, fn in sorted(globals().items()) if name
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 
 
-def run_case(name, kiln, workdir):
-    (m, expected), inputs = CASES[name]()
-    run = plan_and_run(name, m, inputs, kiln, workdir)
-    return check_run(run, name, workdir, [(out.name, expected[out.name]) for out in m.graph.output], TOLERANCE)
-
-
 def main():
     args = test_args(with_only=True)
-    run_each(CASES, args.only, lambda name: run_case(name, args.kiln, args.workdir))
+    run_each(CASES, args.only, lambda name: check_case(name, CASES[name](), args.kiln, args.workdir, TOLERANCE))
     for name in REFUSALS:
         if args.only and name != args.only:
             continue

@@ -32,7 +32,7 @@ from onnx import TensorProto, helper
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from kiln_checks import expect, finish, test_args  # noqa: E402
-from onnx_cases import check_run, plan_and_run, plan_only, run_each  # noqa: E402
+from onnx_cases import check_case, plan_only, run_each  # noqa: E402
 from onnx_op_cases import ONNX_TYPES, model  # noqa: E402
 
 ONNX_TYPES.setdefault(np.dtype(np.float16), TensorProto.FLOAT16)
@@ -252,15 +252,9 @@ def randn(*shape):
 REFUSALS = {name[8:]: fn for name, fn in sorted(globals().items()) if name.startswith("refusal_")}
 
 
-def run_case(name, kiln, workdir):
-    (m, expected), inputs = CASES[name]()
-    run = plan_and_run(name, m, inputs, kiln, workdir)
-    return check_run(run, name, workdir, [(out.name, expected[out.name]) for out in m.graph.output], TOLERANCE)
-
-
 def main():
     args = test_args(with_only=True)
-    run_each(CASES, args.only, lambda name: run_case(name, args.kiln, args.workdir))
+    run_each(CASES, args.only, lambda name: check_case(name, CASES[name](), args.kiln, args.workdir, TOLERANCE))
     for name in REFUSALS:
         if args.only and name != args.only:
             continue

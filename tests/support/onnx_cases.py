@@ -70,6 +70,15 @@ def check_run(run, name, workdir, expected, tolerance):
     return problems
 
 
+def check_case(name, case, kiln, workdir, tolerance):
+    """The problems of one case as the op-case scripts build them,
+    ((model, {output name: expected array}), inputs): planned, run and
+    every graph output compared (check_run)."""
+    (m, expected), inputs = case
+    run = plan_and_run(name, m, inputs, kiln, workdir)
+    return check_run(run, name, workdir, [(out.name, expected[out.name]) for out in m.graph.output], tolerance)
+
+
 def plan_only(kiln, m, path):
     """Saves `m` (unchecked: refusals are often invalid on purpose) to
     `path` and plans it; returns (exit status, stderr stripped)."""
