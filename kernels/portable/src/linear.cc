@@ -395,7 +395,9 @@ Error run_conv(const KernelArgs& args) {
     run_conv_packed(args, g);
     return Error::kOk;
   }
-  if (is_depthwise3x3(g) || is_depthwise_direct(g)) {
+  // A one-channel 1x1 convolution is also depthwise; with an input affine
+  // map it must take the packed product, which applies the map.
+  if (!args.has_input(3) && (is_depthwise3x3(g) || is_depthwise_direct(g))) {
     run_depthwise(args, g);
     return Error::kOk;
   }
