@@ -447,6 +447,114 @@ TEST(QGemm, Im2colPacksWindowsPaddingAndFlip) {
   }
 }
 
+// The direct convolution (x86: the input interleaved four channels a byte
+// into the strides' phase planes, the offsets tile reading it in place,
+// columns over the phase planes' width) against im2col, the portable
+// product and the scalar epilogue: the same bytes on every tile it has
+// (AVX2 with and without vpmaddubsw, VNNI), for channel counts off the quad
+// (1, 3, 5, 37), 3x3, 5x5, 3x5, 10x4, 1x3 and 1x1 windows, strides 1, 2
+// and 3 (and unequal), asymmetric padding, dilation with and without
+// stride, planes of one row or column and smaller than the window's reach,
+// widths below, at and past 16, several column runs, output channels off
+// the tile, int8 and uint8 inputs, 7-bit and full-range data, and scales
+// that saturate part of the output. The scratch is exactly the size asked
+// for, and nothing is written past the output planes.
+TEST(QGemm, DirectConvolutionMatchesIm2colAndTheProduct) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  struct Case {
+    int64_t c, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, m;
+  };
+  const Case cases[] = {
+      {3, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16},  {16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16},
+      {5, 7, 17, 3, 3, 1, 1, 1, 1, 1, 2, 0, 1, 9},    {1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3},
+      {37, 6, 5, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 13},   {4, 9, 40, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 8},
+      {8, 1, 70, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 24},   {6, 11, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 5},
+      {2, 20, 1, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 7},    {32, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 32},
+      {3, 96, 96, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 8},   {16, 32, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 32},
+      {16, 31, 33, 3, 3, 2, 2, 1, 1, 0, 1, 1, 0, 11}, {1, 49, 10, 10, 4, 2, 2, 1, 1, 4, 1, 5, 2, 64},
+      {16, 32, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 32}, {5, 17, 23, 3, 3, 3, 2, 2, 1, 2, 1, 2, 1, 6},
+      {7, 13, 29, 3, 5, 2, 3, 1, 1, 0, 3, 2, 1, 9},   {4, 2, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4},
+  };
+  std::vector<QGemmTileOffsetsFn> tiles;
+  if (processor_has(Isa::kAvx2)) tiles.push_back(qgemm_tile_offsets_avx2);
+  if (processor_has(Isa::kAvx512) && processor_has_avx512_vnni()) tiles.push_back(qgemm_tile_offsets_vnni);
+  if (tiles.empty()) GTEST_SKIP() << "no AVX2";
+  for (const Case& cs : cases) {
+    for (int variant = 0; variant < 3; ++variant) {
+      // 0: uint8, full range; 1: uint8, every byte <= 127; 2: int8, full range.
+      const bool flip = variant == 2;
+      const uint8_t pad = variant == 1 ? 100 : 131;
+      const int64_t taps = cs.kh * cs.kw, k = cs.c * taps, kp = qgemm_kp(k);
+      const int64_t oh = (cs.h + cs.pt + cs.pb - (cs.kh - 1) * cs.dh - 1) / cs.sh + 1;
+      const int64_t ow = (cs.w + cs.pl + cs.pr - (cs.kw - 1) * cs.dw - 1) / cs.sw + 1;
+      ASSERT_GT(oh, 0);
+      ASSERT_GT(ow, 0);
+      uint32_t seed = static_cast<uint32_t>(cs.c * 31 + cs.w * 7 + variant);
+      std::vector<uint8_t> x(static_cast<size_t>(cs.c * cs.h * cs.w));
+      for (auto& v : x) v = static_cast<uint8_t>(variant == 1 ? next(&seed) % 128 : next(&seed));
+      std::vector<int8_t> w(static_cast<size_t>(cs.m * kp), 0);
+      for (int64_t o = 0; o < cs.m; ++o) {
+        for (int64_t kk = 0; kk < k; ++kk) {
+          w[static_cast<size_t>(o * kp + kk)] = o == 1 ? (kk % 2 ? 127 : -128) : static_cast<int8_t>(next(&seed));
+        }
+      }
+      std::vector<int32_t> bias(static_cast<size_t>(cs.m)), multiplier(static_cast<size_t>(cs.m)), shift(static_cast<size_t>(cs.m));
+      for (int64_t o = 0; o < cs.m; ++o) {
+        bias[static_cast<size_t>(o)] = static_cast<int32_t>(500 * o - 3000);
+        ASSERT_TRUE(qgemm_quantize_multiplier(0.02 / std::sqrt(double(k)) * (1 + o % 3), &multiplier[static_cast<size_t>(o)],
+                                              &shift[static_cast<size_t>(o)]));
+      }
+      // The reference: im2col, the portable tile, the scalar epilogue.
+      QIm2col g;
+      g.x = x.data(); g.channels = cs.c; g.h = cs.h; g.w = cs.w; g.kh = cs.kh; g.kw = cs.kw; g.sh = cs.sh; g.sw = cs.sw;
+      g.dh = cs.dh; g.dw = cs.dw; g.pt = cs.pt; g.pl = cs.pl; g.oh = oh; g.ow = ow; g.flip = flip; g.pad = pad;
+      std::vector<uint8_t> packed(static_cast<size_t>(qgemm_packed_x_bytes(k, oh * ow)));
+      qgemm_pack_im2col(g, packed.data(), nullptr);
+      std::vector<uint8_t> want(static_cast<size_t>(cs.m * oh * ow));
+      QGemmProblem p;
+      p.m = cs.m; p.n = oh * ow; p.k = k;
+      p.w = w.data(); p.x = packed.data(); p.bias = bias.data();
+      p.multiplier = multiplier.data(); p.shift = shift.data();
+      p.y_zp = 110; p.y_min = 3; p.y_max = 252;
+      p.y_dtype = DType::UINT8; p.y = want.data();
+      p.y_channel_stride = oh * ow; p.y_column_stride = 1;
+      p.isa = Isa::kScalar;
+      qgemm(p, qgemm_tile_portable);
+      int64_t low = 0, high = 0;
+      for (uint8_t v : want) {
+        low += v == 3;
+        high += v == 252;
+      }
+      if (want.size() >= 200) {
+        EXPECT_GT(low, 0) << "c " << cs.c << " w " << cs.w;
+        EXPECT_GT(high, 0) << "c " << cs.c << " w " << cs.w;
+      }
+      for (QGemmTileOffsetsFn tile : tiles) {
+        QConvDirect d;
+        d.x = x.data(); d.c = cs.c; d.h = cs.h; d.w = cs.w; d.kh = cs.kh; d.kw = cs.kw; d.sh = cs.sh; d.sw = cs.sw;
+        d.dh = cs.dh; d.dw = cs.dw; d.pt = cs.pt; d.pl = cs.pl; d.pb = cs.pb; d.pr = cs.pr; d.oh = oh; d.ow = ow;
+        d.flip = flip; d.pad = pad;
+        d.m = cs.m; d.w8 = w.data(); d.bias = bias.data(); d.multiplier = multiplier.data(); d.shift = shift.data();
+        d.y_zp = 110; d.y_min = 3; d.y_max = 252; d.y_dtype = DType::UINT8;
+        d.isa = tile == qgemm_tile_offsets_vnni ? Isa::kAvx512 : Isa::kAvx2;
+        const int64_t bytes = qgemm_conv_direct_bytes(d);
+        ASSERT_GT(bytes, 0);
+        std::vector<uint8_t> scratch(static_cast<size_t>(bytes), 0xEE);
+        std::vector<uint8_t> got(want.size() + 1, 0xA5);
+        d.y = got.data();
+        qgemm_conv_direct(d, scratch.data(), tile);
+        EXPECT_EQ(got.back(), 0xA5) << "wrote past the planes";
+        got.pop_back();
+        ASSERT_EQ(got, want) << "c " << cs.c << " h " << cs.h << " w " << cs.w << " window " << cs.kh << "x" << cs.kw
+                             << " stride " << cs.sh << "x" << cs.sw << " variant " << variant << " tile " << (tile == qgemm_tile_offsets_vnni ? "vnni" : "avx2");
+      }
+    }
+  }
+#else
+  GTEST_SKIP() << "the direct convolution is x86 only";
+#endif
+}
+
 // The vector epilogue and the depthwise tap give the scalar loops' bits on
 // every path this processor has (lengths around the vector widths, shifts
 // 32..62, biases up to 2^30, both output dtypes).

@@ -377,6 +377,67 @@ TEST(QdqTest, DepthwiseLanesMatchThePerChannelKernel) {
   }
 }
 
+// Convolutions of one group run without im2col on x86 (the input
+// interleaved four channels a byte into the strides' phase planes in the
+// scratch, the tile reading it in place): the same bytes as the scalar
+// path's im2col product, for two images, int8 and uint8 inputs, 7-bit and
+// full-range data, channel counts off the quad, 3x3 with asymmetric
+// padding, dilated 3x3, 1x5, 10x4 and padded 1x1 windows, strides 1 and 2,
+// with an unpadded stride-1 1x1 (the packed columns) beside them.
+TEST(QdqTest, DirectConvolutionMatchesTheScalarPath) {
+  struct Case {
+    int64_t c, m, h, w, kh, kw, dilation, stride;
+    std::vector<int64_t> pads;
+    DType dtype;
+    bool seven_bit;
+  };
+  const Case cases[] = {
+      {3, 16, 12, 12, 3, 3, 1, 1, {1, 1, 1, 1}, DType::UINT8, true}, {16, 16, 8, 8, 3, 3, 1, 1, {1, 1, 1, 1}, DType::UINT8, false},
+      {5, 9, 7, 19, 3, 3, 1, 1, {0, 2, 1, 1}, DType::INT8, false},   {6, 13, 9, 9, 3, 3, 2, 1, {2, 2, 2, 2}, DType::UINT8, true},
+      {8, 8, 4, 30, 1, 5, 1, 1, {0, 2, 0, 2}, DType::INT8, true},    {7, 5, 5, 5, 1, 1, 1, 1, {1, 0, 0, 1}, DType::UINT8, false},
+      {7, 5, 5, 5, 1, 1, 1, 1, {0, 0, 0, 0}, DType::UINT8, false},   {4, 8, 10, 10, 3, 3, 1, 2, {1, 1, 1, 1}, DType::UINT8, true},
+      {3, 8, 17, 15, 3, 3, 1, 2, {1, 1, 0, 1}, DType::INT8, false},  {1, 16, 25, 10, 10, 4, 1, 2, {4, 1, 5, 2}, DType::UINT8, true},
+  };
+  for (const Case& cs : cases) {
+    HostTensor wt(DType::INT8, {cs.m, cs.c, cs.kh, cs.kw});
+    for (int64_t i = 0; i < wt.numel(); ++i) wt.data<int8_t>()[i] = static_cast<int8_t>((i * 53 + 7) % 256 - 128);
+    GraphBuilder b;
+    const int x = b.input("x", {2, cs.c, cs.h, cs.w}, cs.dtype);
+    const int w = b.node("DequantizeLinear", {b.constant("w", wt), b.constant("w_s", scalar(0.01f))});
+    const int zp = cs.dtype == DType::UINT8 ? (cs.seven_bit ? 60 : 128) : -3;
+    const int v = b.node("Conv", {dq(b, x, 0.02f, cs.dtype, zp, "x"), w},
+                         {{"pads", ints_attr(cs.pads)}, {"strides", ints_attr({cs.stride, cs.stride})},
+                          {"dilations", ints_attr({cs.dilation, cs.dilation})}});
+    // An output scale that saturates some outputs at both ends.
+    const float y_scale = (cs.seven_bit ? 0.005f : 0.012f) * std::sqrt(static_cast<float>(cs.c * cs.kh * cs.kw));
+    b.output(q(b, v, y_scale, cs.dtype, cs.dtype == DType::UINT8 ? 100 : 7));
+    const PlanResult r = b.plan();
+    ASSERT_EQ(kernels(r), std::vector<std::string>{"ConvInt8"});
+    HostTensor in = data8(cs.dtype, {2, cs.c, cs.h, cs.w}, static_cast<uint32_t>(cs.c * 13 + cs.w));
+    if (cs.seven_bit) {
+      for (int64_t i = 0; i < in.numel(); ++i) in.data<uint8_t>()[i] &= 0x7F;
+    }
+    const kernels::Isa before = kernels::active_isa();
+    ASSERT_EQ(kernels::set_isa(kernels::Isa::kScalar), Error::kOk);
+    const HostTensor want = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
+    int64_t low = 0, high = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      low += want.int_at(i) == lo_of(cs.dtype);
+      high += want.int_at(i) == lo_of(cs.dtype) + 255;
+    }
+    EXPECT_GT(low, 0) << "c " << cs.c << " w " << cs.w;
+    EXPECT_GT(high, 0) << "c " << cs.c << " w " << cs.w;
+    for (kernels::Isa isa : {kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
+      if (!kernels::processor_has(isa)) continue;
+      ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
+      const HostTensor got = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
+      EXPECT_EQ(want.bytes, got.bytes) << "isa " << static_cast<int>(isa) << " c " << cs.c << " window " << cs.kh << "x"
+                                       << cs.kw << " stride " << cs.stride;
+    }
+    ASSERT_EQ(kernels::set_isa(before), Error::kOk);
+  }
+}
+
 // A product of one row (GemmInt8's matrix-vector path, the weight rows read
 // in place) against the same row inside a product of two (the panel path):
 // the same bytes, for reductions around the vector widths, uint8 weights

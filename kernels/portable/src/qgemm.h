@@ -137,6 +137,55 @@ struct QDepthwiseLanes {
 bool depthwise_lanes_fit(const QDepthwiseLanes& d);
 bool depthwise_lanes_params_ok(const int32_t* bias, const int32_t* shift, int64_t channels);
 void depthwise_lanes_avx2(const QDepthwiseLanes& d);
+
+// The tile of a direct convolution: acc[r][i] = sum_{q<nq} sum_{j<4}
+// base[off[q] + 4 * i + j] * w[r * 4 * nq + 4 * q + j] for r < mr and the
+// kQGemmNr columns i: step q's 64 bytes (four k of 16 columns, as a packed
+// panel's row) read at base + off[q] instead of panel + 64 * q. `small`:
+// no byte read is above 127 (AVX2 then takes vpmaddubsw; VNNI ignores it).
+using QGemmTileOffsetsFn = void (*)(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base,
+                                    const int32_t* off, bool small, int32_t acc[kQGemmMr][kQGemmNr]);
+void qgemm_tile_offsets_avx2(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
+                             bool small, int32_t acc[kQGemmMr][kQGemmNr]);
+void qgemm_tile_offsets_vnni(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
+                             bool small, int32_t acc[kQGemmMr][kQGemmNr]);
+
+// A convolution of one image and group 1 with a requantized output and no
+// weight zero points, without im2col (x86, AVX2 and AVX-512): the input
+// copied once into the scratch with its padding (the zero point), four
+// channels interleaved and split by the strides into sh x sw phase planes
+// (padded row r, column x at row r / sh, column x / sw of phase (r % sh,
+// x % sw)): [ceil(c / 4)][sh][sw][ph2][pw2][4] (channels past c repeat the
+// last one; their weights are 0). Every tap of every output then lies at
+// one offset from the output's position in one phase plane, so 16
+// consecutive outputs of a row read 64 contiguous bytes per tap and channel
+// quad. The weights reordered to match after it ([m][nq][4], step q = quad
+// * taps + tap). The columns run over the phase planes' width: output (oy,
+// ox) is column oy * pw2 + ox, and the columns past ow of each row are
+// computed and dropped. The same sums as im2col and the product,
+// requantized in runs of columns per channel as qgemm does.
+struct QConvDirect {
+  const uint8_t* x = nullptr;  // [c][h][w], raw
+  int64_t c = 0, h = 0, w = 0, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
+  int64_t oh = 0, ow = 0;
+  bool flip = false;           // int8 input: x ^ 0x80
+  uint8_t pad = 0;             // the input zero point, uint8 domain
+  int64_t m = 0;
+  const int8_t* w8 = nullptr;  // [m][qgemm_kp(c * kh * kw)], the packed weights
+  const int32_t* bias = nullptr;
+  const int32_t* multiplier = nullptr;
+  const int32_t* shift = nullptr;
+  int32_t y_zp = 0, y_min = 0, y_max = 0;
+  DType y_dtype = DType::UINT8;
+  void* y = nullptr;           // [m][oh][ow]
+  Isa isa = Isa::kAvx2;
+};
+// The tile for `isa` (nullptr where there is none: the caller packs im2col).
+QGemmTileOffsetsFn qgemm_tile_offsets_for(Isa isa);
+// Scratch bytes qgemm_conv_direct needs, or -1 where it does not apply
+// (more steps than its offset table holds).
+int64_t qgemm_conv_direct_bytes(const QConvDirect& d);
+void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, QGemmTileOffsetsFn tile);
 #endif
 
 void qgemm(const QGemmProblem& p, QGemmTileFn tile);

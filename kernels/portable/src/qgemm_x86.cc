@@ -20,6 +20,10 @@
 // per row of 4 k x 16 columns instead of 10 (plus the shared split). The
 // panel is checked before each tile (kp / 2 ORs and one vpmovmskb), which
 // holds for every packer and for column blocks alike.
+//
+// The direct convolution's tiles (qgemm_tile_offsets_*) are the same loops
+// with step q's 64 bytes read at base + off[q] instead of panel + 64 q;
+// the caller checks the interleaved input for bytes above 127 once.
 
 #include "qgemm.h"
 
@@ -51,9 +55,17 @@ bool processor_has_avx512_vnni() {
 
 namespace {
 
+// The 64 bytes of step q (four k of 16 columns): a packed panel's row q, or
+// with offsets the 64 bytes at base + off[q] (qgemm_tile_offsets_avx2).
+template <bool kOffsets>
+inline const uint8_t* step_bytes(const uint8_t* base, const int32_t* off, int64_t q) {
+  return kOffsets ? base + off[q] : base + q * 64;
+}
+
 // Four channels (rows r0..r0+3 of w, clamped to the last valid row) over
 // the whole of kp.
-KILN_AVX2 inline void tile4_avx2(int64_t kp, const int8_t* const rows[4], const uint8_t* panel,
+template <bool kOffsets>
+KILN_AVX2 inline void tile4_avx2(int64_t kp, const int8_t* const rows[4], const uint8_t* panel, const int32_t* off,
                                  __m256i out[4][2]) {
   const __m256i low_bytes = _mm256_set1_epi16(0x00FF);
   __m256i a00 = _mm256_setzero_si256(), a01 = _mm256_setzero_si256();
@@ -61,8 +73,9 @@ KILN_AVX2 inline void tile4_avx2(int64_t kp, const int8_t* const rows[4], const 
   __m256i a20 = _mm256_setzero_si256(), a21 = _mm256_setzero_si256();
   __m256i a30 = _mm256_setzero_si256(), a31 = _mm256_setzero_si256();
   for (int64_t q = 0; q < kp / 4; ++q) {
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + q * 64));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + q * 64 + 32));
+    const uint8_t* xq = step_bytes<kOffsets>(panel, off, q);
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32));
     const __m256i x0e = _mm256_and_si256(x0, low_bytes), x0o = _mm256_srli_epi16(x0, 8);
     const __m256i x1e = _mm256_and_si256(x1, low_bytes), x1o = _mm256_srli_epi16(x1, 8);
 #define KILN_ROW(r, acc0, acc1)                                                            \
@@ -87,16 +100,18 @@ KILN_AVX2 inline void tile4_avx2(int64_t kp, const int8_t* const rows[4], const 
 
 // As tile4_avx2 for a panel whose bytes are all <= 127: vpmaddubsw's
 // int16 pair sums are exact there, vpmaddwd by ones widens them to int32.
+template <bool kOffsets>
 KILN_AVX2 inline void tile4_avx2_small(int64_t kp, const int8_t* const rows[4], const uint8_t* panel,
-                                       __m256i out[4][2]) {
+                                       const int32_t* off, __m256i out[4][2]) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i a00 = _mm256_setzero_si256(), a01 = _mm256_setzero_si256();
   __m256i a10 = _mm256_setzero_si256(), a11 = _mm256_setzero_si256();
   __m256i a20 = _mm256_setzero_si256(), a21 = _mm256_setzero_si256();
   __m256i a30 = _mm256_setzero_si256(), a31 = _mm256_setzero_si256();
   for (int64_t q = 0; q < kp / 4; ++q) {
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + q * 64));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + q * 64 + 32));
+    const uint8_t* xq = step_bytes<kOffsets>(panel, off, q);
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32));
 #define KILN_ROW(r, acc0, acc1)                                                                        \
   {                                                                                                   \
     const __m256i w = _mm256_set1_epi32(load_word(rows[r] + q * 4));                                  \
@@ -132,18 +147,20 @@ KILN_AVX2 inline bool panel_is_small(int64_t kp, const uint8_t* panel) {
 
 }  // namespace
 
-KILN_AVX2 void qgemm_tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
-                               int32_t acc[kQGemmMr][kQGemmNr]) {
+namespace {
+
+template <bool kOffsets>
+KILN_AVX2 inline void tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                                const int32_t* off, bool small, int32_t acc[kQGemmMr][kQGemmNr]) {
   static_assert(kQGemmNr == 16, "a panel row is two ymm of 8 columns");
-  const bool small = panel_is_small(kp, panel);
   for (int64_t r0 = 0; r0 < mr; r0 += 4) {
     const int8_t* rows[4];
     for (int64_t r = 0; r < 4; ++r) rows[r] = w + (r0 + r < mr ? r0 + r : mr - 1) * ldw;
     __m256i out[4][2];
     if (small) {
-      tile4_avx2_small(kp, rows, panel, out);
+      tile4_avx2_small<kOffsets>(kp, rows, panel, off, out);
     } else {
-      tile4_avx2(kp, rows, panel, out);
+      tile4_avx2<kOffsets>(kp, rows, panel, off, out);
     }
     for (int64_t r = 0; r < 4 && r0 + r < mr; ++r) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc[r0 + r]), out[r][0]);
@@ -152,8 +169,9 @@ KILN_AVX2 void qgemm_tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t
   }
 }
 
-KILN_VNNI void qgemm_tile_avx512_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
-                                      int32_t acc[kQGemmMr][kQGemmNr]) {
+template <bool kOffsets>
+KILN_VNNI inline void tile_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                                const int32_t* off, int32_t acc[kQGemmMr][kQGemmNr]) {
   static_assert(kQGemmMr == 8 && kQGemmNr == 16, "the VNNI loop computes 8 x 16 tiles");
   const int8_t* rows[8];
   for (int64_t r = 0; r < 8; ++r) rows[r] = w + (r < mr ? r : mr - 1) * ldw;
@@ -162,7 +180,7 @@ KILN_VNNI void qgemm_tile_avx512_vnni(int64_t kp, const int8_t* w, int64_t ldw, 
   __m512i a4 = _mm512_setzero_si512(), a5 = _mm512_setzero_si512();
   __m512i a6 = _mm512_setzero_si512(), a7 = _mm512_setzero_si512();
   for (int64_t q = 0; q < kp / 4; ++q) {
-    const __m512i x = _mm512_loadu_si512(panel + q * 64);
+    const __m512i x = _mm512_loadu_si512(step_bytes<kOffsets>(panel, off, q));
     a0 = _mm512_dpbusd_epi32(a0, x, _mm512_set1_epi32(load_word(rows[0] + q * 4)));
     a1 = _mm512_dpbusd_epi32(a1, x, _mm512_set1_epi32(load_word(rows[1] + q * 4)));
     a2 = _mm512_dpbusd_epi32(a2, x, _mm512_set1_epi32(load_word(rows[2] + q * 4)));
@@ -174,6 +192,28 @@ KILN_VNNI void qgemm_tile_avx512_vnni(int64_t kp, const int8_t* w, int64_t ldw, 
   }
   const __m512i all[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
   for (int64_t r = 0; r < mr; ++r) _mm512_storeu_si512(acc[r], all[r]);
+}
+
+}  // namespace
+
+KILN_AVX2 void qgemm_tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                               int32_t acc[kQGemmMr][kQGemmNr]) {
+  tile_avx2<false>(kp, w, ldw, mr, panel, nullptr, panel_is_small(kp, panel), acc);
+}
+
+KILN_AVX2 void qgemm_tile_offsets_avx2(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base,
+                                       const int32_t* off, bool small, int32_t acc[kQGemmMr][kQGemmNr]) {
+  tile_avx2<true>(nq * 4, w, nq * 4, mr, base, off, small, acc);
+}
+
+KILN_VNNI void qgemm_tile_avx512_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                                      int32_t acc[kQGemmMr][kQGemmNr]) {
+  tile_vnni<false>(kp, w, ldw, mr, panel, nullptr, acc);
+}
+
+KILN_VNNI void qgemm_tile_offsets_vnni(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base,
+                                       const int32_t* off, bool /*small*/, int32_t acc[kQGemmMr][kQGemmNr]) {
+  tile_vnni<true>(nq * 4, w, nq * 4, mr, base, off, acc);
 }
 
 // Sixteen outputs at a time: uint8 x int8 products fit int16 (|255 x 128|

@@ -532,10 +532,53 @@ bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmPr
   return true;
 }
 
+// A convolution of group 1 without im2col (qgemm_conv_direct: the input
+// interleaved into phase planes once, the tile reading it in place), where
+// the ISA has the tile and the scratch holds the copy. False (nothing done)
+// otherwise. A 1x1 stride-1 unpadded convolution keeps qgemm_pack_columns.
+bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (g.group != 1 || p.w_zp != nullptr || p.multiplier == nullptr) return false;
+  if (g.kh * g.kw == 1 && g.sh * g.sw == 1 && g.pt + g.pl + g.pb + g.pr == 0) return false;
+  const QGemmTileOffsetsFn tile = qgemm_tile_offsets_for(p.isa);
+  if (tile == nullptr) return false;
+  QConvDirect d;
+  d.c = g.c; d.h = g.h; d.w = g.w; d.kh = g.kh; d.kw = g.kw; d.sh = g.sh; d.sw = g.sw; d.dh = g.dh; d.dw = g.dw;
+  d.pt = g.pt; d.pl = g.pl; d.pb = g.pb; d.pr = g.pr;
+  d.oh = g.oh; d.ow = g.ow;
+  d.flip = args.in(0).dtype() == DType::INT8;
+  d.pad = static_cast<uint8_t>(g.x_zp);
+  d.m = g.m;
+  d.w8 = args.in(1).data_as<const int8_t>();
+  d.bias = args.in(2).data_as<const int32_t>();
+  d.multiplier = p.multiplier;
+  d.shift = p.shift;
+  d.y_zp = p.y_zp; d.y_min = p.y_min; d.y_max = p.y_max;
+  d.y_dtype = p.y_dtype;
+  d.isa = p.isa;
+  const int64_t bytes = qgemm_conv_direct_bytes(d);
+  const Tensor& scratch = *args.scratch[0];
+  if (bytes < 0 || bytes > scratch.numel()) return false;
+  const size_t y_elem = dtype_size(p.y_dtype);
+  for (int64_t b = 0; b < g.n; ++b) {
+    d.x = args.in(0).data_as<const uint8_t>() + b * g.c * g.h * g.w;
+    d.y = args.out(0).data_as<uint8_t>() + static_cast<size_t>(b * g.m * g.oh * g.ow) * y_elem;
+    qgemm_conv_direct(d, scratch.data_as<uint8_t>(), tile);
+  }
+  return true;
+#else
+  (void)args;
+  (void)g;
+  (void)p;
+  return false;
+#endif
+}
+
 Error run_conv_int8(const KernelArgs& args) {
   const Int8Conv g = int8_conv(args);
   QGemmProblem p = int8_problem(args, 12);
   if (run_depthwise_int8(args, g, p)) return Error::kOk;
+  if (run_direct_int8(args, g, p)) return Error::kOk;
   const QGemmTileFn tile = qgemm_tile_for(active_isa());
   const int64_t cg = g.c / g.group, mg = g.m / g.group;
   const int64_t k = cg * g.kh * g.kw, kp = qgemm_kp(k);
