@@ -36,7 +36,14 @@ struct Case {
   double max_ulp;
   double abs_tol;  // on top of max_ulp (functions with cancellation)
   double lo, hi;   // the sweep
+  double abs_tol_x = 0;  // and this times |x| (x times a function with an absolute bound)
 };
+
+// The tolerance of `c` at x: max_ulp of ref past the absolute parts.
+double excess_ulps(const Case& c, double x, double got, double ref) {
+  const double err = got == static_cast<float>(ref) ? 0.0 : std::fabs(got - ref);
+  return std::max(0.0, err - c.abs_tol - c.abs_tol_x * std::fabs(x)) / ulp_of(ref);
+}
 
 double ref_exp(double x) { return std::exp(x); }
 double ref_log(double x) { return std::log(x); }
@@ -58,12 +65,13 @@ double ref_leaky(double x) { return x >= 0 ? x : static_cast<double>(0.1f) * x; 
 const Case kCases[] = {
     {MathOp::kExp, "exp", ref_exp, 2, 0, -104, 89},
     {MathOp::kLog, "log", ref_log, 1, 0, 1e-6, 1e6},
-    {MathOp::kSigmoid, "sigmoid", ref_sigmoid, 3, 0, -100, 100},
-    {MathOp::kSilu, "silu", ref_silu, 4, 1e-40, -100, 100},  // denormal results: two roundings there
-    {MathOp::kTanh, "tanh", ref_tanh, 3, 0, -12, 12},
+    // The quotient's error is absolute below 1/2 (vmath.h).
+    {MathOp::kSigmoid, "sigmoid", ref_sigmoid, 0, 2e-7, -100, 100},
+    {MathOp::kSilu, "silu", ref_silu, 1, 0, -100, 100, 2e-7},
+    {MathOp::kTanh, "tanh", ref_tanh, 6, 0, -12, 12},
     {MathOp::kErf, "erf", ref_erf, 3, 0, -6, 6},
     {MathOp::kGelu, "gelu", ref_gelu, 2, 1e-7, -12, 12},
-    {MathOp::kGeluTanh, "gelu_tanh", ref_gelu_tanh, 3, 1e-7, -12, 12},
+    {MathOp::kGeluTanh, "gelu_tanh", ref_gelu_tanh, 1, 0, -12, 12, 3e-7},
     {MathOp::kHardSigmoid, "hard_sigmoid", ref_hard_sigmoid, 1, 0, -8, 8},
     {MathOp::kHardSwish, "hard_swish", ref_hard_swish, 2, 0, -8, 8},
     {MathOp::kSoftplus, "softplus", ref_softplus, 4, 0, -100, 40},
@@ -118,10 +126,8 @@ TEST_P(VectorMathTest, WithinStatedUlp) {
   double worst = 0;
   float worst_x = 0;
   for (size_t i = 0; i < in.size(); ++i) {
-    const double ref = c.ref(in[i]);
     // A result that rounds to the same float (inf past FLT_MAX included) is exact.
-    const double err = out[i] == static_cast<float>(ref) ? 0.0 : std::fabs(static_cast<double>(out[i]) - ref);
-    const double ulps = std::max(0.0, err - c.abs_tol) / ulp_of(ref);
+    const double ulps = excess_ulps(c, in[i], out[i], c.ref(in[i]));
     if (ulps > worst || std::isnan(out[i])) {
       worst = std::isnan(out[i]) ? 1e30 : ulps;
       worst_x = in[i];
@@ -183,8 +189,7 @@ TEST_P(VectorMathTest, Edges) {
     } else if (std::isinf(ref) || std::fabs(ref) > 3.4028234e38) {
       EXPECT_EQ(got, static_cast<float>(ref)) << c.name << "(" << x << ")";
     } else {
-      EXPECT_LE(std::max(0.0, std::fabs(got - ref) - c.abs_tol), c.max_ulp * ulp_of(ref))
-          << c.name << "(" << x << ") = " << got << ", expected " << ref;
+      EXPECT_LE(excess_ulps(c, x, got, ref), c.max_ulp) << c.name << "(" << x << ") = " << got << ", expected " << ref;
     }
   }
 }
@@ -216,6 +221,63 @@ TEST(VectorMathEdges, ExpAndLogAtTheirLimits) {
     // Signs of zero survive the odd functions.
     EXPECT_TRUE(std::signbit(one(path, MathOp::kTanh, -0.f)));
     EXPECT_TRUE(std::signbit(one(path, MathOp::kErf, -0.f)));
+  }
+}
+
+// Sigmoid and tanh are one clamped quotient (vmath.h): at and past the
+// clamp points they reach their limits exactly and never leave [0, 1] and
+// [-1, 1]; where sigmoid is at least 1/2 its error is relative (4 ulp).
+TEST(VectorMathEdges, SigmoidAndTanhQuotients) {
+  std::vector<float> xs;
+  for (float x = 0.f; x <= 24.f; x += 1.f / 1024) xs.push_back(x);
+  for (float x : {9.02f, 9.25f, 18.04f, 18.5f}) {
+    float up = x, down = x;
+    for (int i = 0; i < 64; ++i) {
+      up = std::nextafter(up, kInf);
+      down = std::nextafter(down, 0.f);
+      xs.push_back(up);
+      xs.push_back(down);
+    }
+  }
+  for (float x : {1e30f, 3.4e38f, kInf, kDenorm, 1.4e-45f, 1e-30f}) xs.push_back(x);
+  const size_t half = xs.size();
+  for (size_t i = 0; i < half; ++i) xs.push_back(-xs[i]);
+  std::vector<float> s(xs.size()), t(xs.size());
+  for (int path : {1, 2, 3}) {
+    if (!path_on(path)) continue;
+    const auto n = static_cast<int64_t>(xs.size());
+    ASSERT_TRUE(vector_math_on(path, MathOp::kSigmoid, xs.data(), s.data(), n));
+    ASSERT_TRUE(vector_math_on(path, MathOp::kTanh, xs.data(), t.data(), n));
+    double worst = 0, worst_abs = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float x = xs[i];
+      ASSERT_TRUE(s[i] >= 0.f && s[i] <= 1.f) << "sigmoid(" << x << ") = " << s[i] << " on path " << path;
+      ASSERT_TRUE(t[i] >= -1.f && t[i] <= 1.f) << "tanh(" << x << ") = " << t[i] << " on path " << path;
+      if (std::fabs(x) >= 9.25f) {
+        EXPECT_EQ(t[i], x > 0 ? 1.f : -1.f) << "tanh(" << x << ")";
+      }
+      if (std::fabs(x) >= 18.5f) {
+        EXPECT_EQ(s[i], x > 0 ? 1.f : 0.f) << "sigmoid(" << x << ")";
+      }
+      const double ref = ref_sigmoid(x);
+      worst_abs = std::max(worst_abs, std::fabs(s[i] - ref));
+      if (x >= 0.f) worst = std::max(worst, std::fabs(s[i] - ref) / ulp_of(ref));
+      // Tiny inputs: x P(0) / Q(0) = x, exact (denormals included), signs kept.
+      if (std::fabs(x) <= 1e-30f) {
+        EXPECT_EQ(std::memcmp(&t[i], &x, 4), 0) << "tanh(" << x << ") = " << t[i];
+        EXPECT_EQ(s[i], 0.5f) << "sigmoid(" << x << ")";
+      }
+    }
+    EXPECT_LE(worst, 4.0) << "sigmoid for x >= 0 on path " << path;
+    EXPECT_LE(worst_abs, 2e-7) << "sigmoid on path " << path;
+    std::printf("  sigmoid path %d: max error %.2f ulp for x >= 0, %.3g absolute\n", path, worst, worst_abs);
+    EXPECT_EQ(one(path, MathOp::kSigmoid, 0.f), 0.5f);
+    EXPECT_EQ(one(path, MathOp::kSigmoid, -0.f), 0.5f);
+    EXPECT_TRUE(std::signbit(one(path, MathOp::kSilu, -0.f)));
+    EXPECT_TRUE(std::isnan(one(path, MathOp::kSilu, -kInf))) << "-inf times sigmoid(-inf) = 0, as the reference";
+    EXPECT_EQ(one(path, MathOp::kSilu, kInf), kInf);
+    EXPECT_EQ(one(path, MathOp::kGeluTanh, kInf), kInf);
+    EXPECT_TRUE(std::signbit(one(path, MathOp::kGeluTanh, -1e30f))) << "-1e30 times 0";
   }
 }
 
