@@ -5,7 +5,10 @@
 // and 2, whole planes and bands of rows) and without packing; depthwise 3x3 and
 // 5x5; Gemm and MatMul with packed and unpacked operands, batched; binary
 // element-wise ops with and without broadcasting, a fused activation;
-// unary vector math) are planned once, run with no pool and then on 2, 3
+// unary vector math; Softmax, LogSoftmax, LayerNormalization and
+// BatchNormalization by rows or planes; MaxPool and AveragePool by planes;
+// Transpose by output rows; Concat and Split by byte ranges; Resize by
+// planes) are planned once, run with no pool and then on 2, 3
 // and 4 threads, on every CPU path this processor has, with the kernels'
 // thresholds as shipped and with every split forced (set_parallel_min_work
 // (0)), and the outputs compared byte for byte.
@@ -167,6 +170,77 @@ std::vector<Case> cases() {
     const int r = b.node("Relu", {b.node("Sub", {m, b.ramp("shift", {40}, 0.05f)})});
     b.output(b.node("Tanh", {b.node("Div", {r, b.constant("two", HostTensor::scalar_float(2.f))})}));
     add("elementwise", b, {noise({2, 24, 40, 40}, 11), noise({2, 24, 40, 40}, 12)});
+  }
+  {
+    GraphBuilder b;  // Softmax along contiguous rows (the vector rows)
+    const int x = b.input("x", {3, 7, 50});
+    b.output(b.node("Softmax", {x}, {{"axis", int_attr(-1)}}));
+    add("softmax_rows", b, {noise({3, 7, 50}, 18)});
+  }
+  {
+    GraphBuilder b;  // LogSoftmax along a middle axis (strided rows)
+    const int x = b.input("x", {5, 30, 20});
+    b.output(b.node("LogSoftmax", {x}, {{"axis", int_attr(1)}}));
+    add("log_softmax_middle_axis", b, {noise({5, 30, 20}, 19)});
+  }
+  {
+    GraphBuilder b;  // LayerNormalization of a sequence's rows, with a bias
+    const int x = b.input("x", {3, 21, 96});
+    b.output(b.node("LayerNormalization", {x, b.ramp("scale", {96}, 0.2f), b.ramp("bias", {96}, 0.05f)},
+                    {{"axis", int_attr(-1)}}));
+    add("layer_norm", b, {noise({3, 21, 96}, 20)});
+  }
+  {
+    GraphBuilder b;  // BatchNormalization on its own (nothing to fold it into)
+    const int x = b.input("x", {2, 12, 15, 17});
+    b.output(b.node("BatchNormalization", {x, b.ramp("s", {12}, 0.3f), b.ramp("t", {12}), b.ramp("m", {12}),
+                                           b.constant("v", HostTensor::from_floats(std::vector<float>(12, 1.5f), {12}))}));
+    add("batch_norm", b, {noise({2, 12, 15, 17}, 21)});
+  }
+  {
+    GraphBuilder b;  // MaxPool 3x3 stride 2 (the vector kernel where there is one)
+    const int x = b.input("x", {2, 16, 33, 31});
+    b.output(b.node("MaxPool", {x}, {{"kernel_shape", ints_attr({3, 3})}, {"strides", ints_attr({2, 2})},
+                                     {"pads", ints_attr({1, 1, 1, 1})}}));
+    add("max_pool", b, {noise({2, 16, 33, 31}, 22)});
+  }
+  {
+    GraphBuilder b;  // AveragePool without the padding in the count (the plain loops)
+    const int x = b.input("x", {2, 16, 33, 31});
+    b.output(b.node("AveragePool", {x}, {{"kernel_shape", ints_attr({3, 3})}, {"pads", ints_attr({1, 1, 1, 1})}}));
+    add("average_pool", b, {noise({2, 16, 33, 31}, 23)});
+  }
+  for (const std::vector<int64_t>& perm : {std::vector<int64_t>{0, 2, 3, 1}, std::vector<int64_t>{3, 1, 0, 2}}) {
+    GraphBuilder b;  // Transpose: rows start anywhere in the output
+    const int x = b.input("x", {2, 3, 40, 50});
+    b.output(b.node("Transpose", {x}, {{"perm", ints_attr(perm)}}));
+    add("transpose_" + std::to_string(perm[0]) + std::to_string(perm[1]) + std::to_string(perm[2]) +
+            std::to_string(perm[3]),
+        b, {noise({2, 3, 40, 50}, 24)});
+  }
+  {
+    GraphBuilder b;  // Concat of three inputs along channels, two images: ranges cut rows of inputs
+    const int x = b.input("x", {2, 5, 9, 7});
+    const int y = b.input("y", {2, 3, 9, 7});
+    const int z = b.input("z", {2, 1, 9, 7});
+    b.output(b.node("Concat", {x, y, z}, {{"axis", int_attr(1)}}));
+    add("concat", b, {noise({2, 5, 9, 7}, 25), noise({2, 3, 9, 7}, 26), noise({2, 1, 9, 7}, 27)});
+  }
+  {
+    GraphBuilder b;  // Split along rows of a plane: ranges cut the outputs' rows
+    const int x = b.input("x", {2, 6, 40, 10});
+    const int first = b.node("Split", {x, b.constant("split", HostTensor::from_int64s({13, 20, 7}, {3}))},
+                             {{"axis", int_attr(2)}}, 3);
+    for (int i = 0; i < 3; ++i) b.output(first + i);
+    add("split", b, {noise({2, 6, 40, 10}, 28)});
+  }
+  for (const char* mode : {"linear", "nearest"}) {
+    GraphBuilder b;  // Resize x2 of the last two axes
+    const int x = b.input("x", {1, 6, 17, 19});
+    const int roi = b.constant("roi", HostTensor::from_floats({}, {0}));
+    b.output(b.node("Resize", {x, roi, b.constant("scales", HostTensor::from_floats({1, 1, 2, 2}, {4}))},
+                    {{"mode", string_attr(mode)}}));
+    add(std::string("resize_") + mode, b, {noise({1, 6, 17, 19}, 29)});
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include "gemm.h"
 #include "kernel_util.h"
 #include "neon.h"
+#include "parallel.h"
 #include "portable_kernels.h"
 
 namespace kiln {
@@ -27,29 +28,23 @@ Error check_softmax(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// Softmax over the rows [o0, o1) of `outer`.
 template <bool kLog>
-Error run_softmax(const KernelArgs& args) {
-  const Tensor& x = args.in(0);
-  const uint32_t axis = static_cast<uint32_t>(args.params<fb::AxisParams>()->axis());
-  const int64_t outer = dims_product(x, 0, axis);
-  const int64_t n = x.dim(axis);
-  const int64_t inner = dims_product(x, axis + 1, x.rank());
-  const float* in = x.data_as<const float>();
-  float* out = args.out(0).data_as<float>();
+void softmax_rows(const float* in, float* out, int64_t o0, int64_t o1, int64_t n, int64_t inner) {
 #if KILN_GEMM_X86
   if (!kLog && inner == 1 && x86::has_avx2_fma()) {
     // Contiguous rows: eight lanes at a time.
-    for (int64_t o = 0; o < outer; ++o) x86::softmax_row_avx2(in + o * n, n, out + o * n);
-    return Error::kOk;
+    for (int64_t o = o0; o < o1; ++o) x86::softmax_row_avx2(in + o * n, n, out + o * n);
+    return;
   }
 #endif
 #if KILN_NEON
   if (!kLog && inner == 1 && neon::enabled()) {
-    for (int64_t o = 0; o < outer; ++o) neon::softmax_row(in + o * n, n, out + o * n);
-    return Error::kOk;
+    for (int64_t o = o0; o < o1; ++o) neon::softmax_row(in + o * n, n, out + o * n);
+    return;
   }
 #endif
-  for (int64_t o = 0; o < outer; ++o) {
+  for (int64_t o = o0; o < o1; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       const float* v = in + o * n * inner + i;
       float* r = out + o * n * inner + i;
@@ -70,6 +65,24 @@ Error run_softmax(const KernelArgs& args) {
       }
     }
   }
+}
+
+template <bool kLog>
+Error run_softmax(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const uint32_t axis = static_cast<uint32_t>(args.params<fb::AxisParams>()->axis());
+  const int64_t outer = dims_product(x, 0, axis);
+  const int64_t n = x.dim(axis);
+  const int64_t inner = dims_product(x, axis + 1, x.rank());
+  const float* in = x.data_as<const float>();
+  float* out = args.out(0).data_as<float>();
+  // Rows are independent (an attention's heads x queries): split them.
+  const int64_t tasks = parallel_tasks(args.pool, outer * n * inner, outer, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t o0, o1;
+    parallel_range(outer, tasks, t, 1, &o0, &o1);
+    softmax_rows<kLog>(in, out, o0, o1, n, inner);
+  });
   return Error::kOk;
 }
 
@@ -101,14 +114,20 @@ Error run_batch_norm(const KernelArgs& args) {
   const int64_t inner = dims_product(x, 2, x.rank());
   const float* in = x.data_as<const float>();
   float* out = args.out(0).data_as<float>();
-  for (int64_t b = 0; b < n; ++b) {
-    for (int64_t ch = 0; ch < c; ++ch) {
+  // Planes are independent: split them.
+  const int64_t planes = n * c;
+  const int64_t tasks = parallel_tasks(args.pool, planes * inner, planes, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t p0, p1;
+    parallel_range(planes, tasks, t, 1, &p0, &p1);
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      const int64_t ch = plane % c;
       const float k = scale[ch] / sqrtf(var[ch] + eps);
       const float shift = bias[ch] - mean[ch] * k;
-      const int64_t base = (b * c + ch) * inner;
+      const int64_t base = plane * inner;
       for (int64_t i = 0; i < inner; ++i) out[base + i] = in[base + i] * k + shift;
     }
-  }
+  });
   return Error::kOk;
 }
 
@@ -147,38 +166,28 @@ Error check_layer_norm(const KernelArgs& args) {
   return Error::kOk;
 }
 
-Error run_layer_norm(const KernelArgs& args) {
-  const Tensor& x = args.in(0);
-  const auto* p = args.params<fb::LayerNormParams>();
-  const uint32_t axis = static_cast<uint32_t>(p->axis());
-  const int64_t outer = dims_product(x, 0, axis);
-  const int64_t inner = dims_product(x, axis, x.rank());
-  const float* in = x.data_as<const float>();
-  const float* scale = args.in(1).data_as<const float>();
-  const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
-  float* out = args.out(0).data_as<float>();
-  float* mean_out = args.num_outputs == 3 ? args.out(1).data_as<float>() : nullptr;
-  float* inv_out = args.num_outputs == 3 ? args.out(2).data_as<float>() : nullptr;
-  const double eps = static_cast<double>(p->epsilon());
+// LayerNormalization of the rows [o0, o1).
+void layer_norm_rows(const float* in, const float* scale, const float* bias, double eps, int64_t inner,
+                     int64_t o0, int64_t o1, float* out, float* mean_out, float* inv_out) {
 #if KILN_GEMM_X86
   if (x86::has_avx2_fma()) {
-    for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t o = o0; o < o1; ++o) {
       x86::layer_norm_row_avx2(in + o * inner, inner, scale, bias, eps, out + o * inner,
                                mean_out != nullptr ? mean_out + o : nullptr, inv_out != nullptr ? inv_out + o : nullptr);
     }
-    return Error::kOk;
+    return;
   }
 #endif
 #if KILN_NEON
   if (neon::enabled()) {
-    for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t o = o0; o < o1; ++o) {
       neon::layer_norm_row(in + o * inner, inner, scale, bias, eps, out + o * inner,
                            mean_out != nullptr ? mean_out + o : nullptr, inv_out != nullptr ? inv_out + o : nullptr);
     }
-    return Error::kOk;
+    return;
   }
 #endif
-  for (int64_t o = 0; o < outer; ++o) {
+  for (int64_t o = o0; o < o1; ++o) {
     const float* row = in + o * inner;
     float* dst = out + o * inner;
     double sum = 0.0;
@@ -201,6 +210,28 @@ Error run_layer_norm(const KernelArgs& args) {
       inv_out[o] = inv;
     }
   }
+}
+
+Error run_layer_norm(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const auto* p = args.params<fb::LayerNormParams>();
+  const uint32_t axis = static_cast<uint32_t>(p->axis());
+  const int64_t outer = dims_product(x, 0, axis);
+  const int64_t inner = dims_product(x, axis, x.rank());
+  const float* in = x.data_as<const float>();
+  const float* scale = args.in(1).data_as<const float>();
+  const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+  float* out = args.out(0).data_as<float>();
+  float* mean_out = args.num_outputs == 3 ? args.out(1).data_as<float>() : nullptr;
+  float* inv_out = args.num_outputs == 3 ? args.out(2).data_as<float>() : nullptr;
+  const double eps = static_cast<double>(p->epsilon());
+  // Rows are independent (a sequence's tokens): split them.
+  const int64_t tasks = parallel_tasks(args.pool, outer * inner, outer, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t o0, o1;
+    parallel_range(outer, tasks, t, 1, &o0, &o1);
+    layer_norm_rows(in, scale, bias, eps, inner, o0, o1, out, mean_out, inv_out);
+  });
   return Error::kOk;
 }
 

@@ -109,71 +109,78 @@ Error run_pool(const KernelArgs& args) {
 #elif KILN_NEON
   vector = is_max && g.dh == 1 && g.dw == 1 && g.sh == g.sw && neon::enabled();
 #endif
-  for (int64_t plane = 0; plane < g.planes; ++plane) {
-    const float* in = x + plane * g.h * g.w;
-    float* out = y + plane * g.oh * g.ow;
+  // Planes are independent: split them.
+  const int64_t tasks =
+      parallel_tasks(args.pool, g.planes * g.oh * g.ow * g.kh * g.kw, g.planes, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t p0, p1;
+    parallel_range(g.planes, tasks, t, 1, &p0, &p1);
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      const float* in = x + plane * g.h * g.w;
+      float* out = y + plane * g.oh * g.ow;
 #if KILN_GEMM_X86
-    if (vector && x86::max_pool_avx2(in, g.h, g.w, g.kh, g.kw, g.sh, g.pt, g.pl, out, g.oh, g.ow)) continue;
+      if (vector && x86::max_pool_avx2(in, g.h, g.w, g.kh, g.kw, g.sh, g.pt, g.pl, out, g.oh, g.ow)) continue;
 #elif KILN_NEON
-    if (vector && neon::max_pool(in, g.h, g.w, g.kh, g.kw, g.sh, g.pt, g.pl, out, g.oh, g.ow)) continue;
+      if (vector && neon::max_pool(in, g.h, g.w, g.kh, g.kw, g.sh, g.pt, g.pl, out, g.oh, g.ow)) continue;
 #endif
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      const int64_t y0 = oy * g.sh - g.pt;
-      int64_t ky0, ignored;
-      // Only taps on real rows are visited; the padded ones only count.
-      const int64_t rows = taps_inside(y0, g.kh, g.dh, 0, g.h, &ky0);
-      const int64_t padded_rows = taps_inside(y0, g.kh, g.dh, -g.pt, g.h + g.pb, &ignored);
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        const int64_t x0 = ox * g.sw - g.pl;
-        if (x0 >= 0 && x0 + (g.kw - 1) * g.dw < g.w && rows == g.kh) {
-          // Every tap inside the image (most windows): no bounds to find.
-          // The maximum is a select (no data-dependent branch); a NaN, rare,
-          // is remembered aside and wins.
-          const float* base = in + y0 * g.w + x0;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        const int64_t y0 = oy * g.sh - g.pt;
+        int64_t ky0, ignored;
+        // Only taps on real rows are visited; the padded ones only count.
+        const int64_t rows = taps_inside(y0, g.kh, g.dh, 0, g.h, &ky0);
+        const int64_t padded_rows = taps_inside(y0, g.kh, g.dh, -g.pt, g.h + g.pb, &ignored);
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const int64_t x0 = ox * g.sw - g.pl;
+          if (x0 >= 0 && x0 + (g.kw - 1) * g.dw < g.w && rows == g.kh) {
+            // Every tap inside the image (most windows): no bounds to find.
+            // The maximum is a select (no data-dependent branch); a NaN, rare,
+            // is remembered aside and wins.
+            const float* base = in + y0 * g.w + x0;
+            float acc = is_max ? -INFINITY : 0.f;
+            bool nan = false;
+            float nan_value = 0.f;
+            for (int64_t r = 0; r < g.kh; ++r) {
+              const float* row = base + r * g.dh * g.w;
+              for (int64_t c = 0; c < g.kw; ++c) {
+                const float v = row[c * g.dw];
+                if (is_max) {
+                  acc = v > acc ? v : acc;
+                  if (v != v) {
+                    nan = true;
+                    nan_value = v;
+                  }
+                } else {
+                  acc += v;
+                }
+              }
+            }
+            out[oy * g.ow + ox] = is_max ? (nan ? nan_value : acc) : acc / static_cast<float>(g.kh * g.kw);
+            continue;
+          }
+          int64_t kx0;
+          const int64_t cols = taps_inside(x0, g.kw, g.dw, 0, g.w, &kx0);
+          const int64_t padded_cols = taps_inside(x0, g.kw, g.dw, -g.pl, g.w + g.pr, &ignored);
           float acc = is_max ? -INFINITY : 0.f;
-          bool nan = false;
-          float nan_value = 0.f;
-          for (int64_t r = 0; r < g.kh; ++r) {
-            const float* row = base + r * g.dh * g.w;
-            for (int64_t c = 0; c < g.kw; ++c) {
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* row = in + ((y0 + (ky0 + r) * g.dh) * g.w + x0 + kx0 * g.dw);
+            for (int64_t c = 0; c < cols; ++c) {
               const float v = row[c * g.dw];
               if (is_max) {
-                acc = v > acc ? v : acc;
-                if (v != v) {
-                  nan = true;
-                  nan_value = v;
-                }
+                if (v > acc || isnan(v)) acc = v;
               } else {
                 acc += v;
               }
             }
           }
-          out[oy * g.ow + ox] = is_max ? (nan ? nan_value : acc) : acc / static_cast<float>(g.kh * g.kw);
-          continue;
-        }
-        int64_t kx0;
-        const int64_t cols = taps_inside(x0, g.kw, g.dw, 0, g.w, &kx0);
-        const int64_t padded_cols = taps_inside(x0, g.kw, g.dw, -g.pl, g.w + g.pr, &ignored);
-        float acc = is_max ? -INFINITY : 0.f;
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* row = in + ((y0 + (ky0 + r) * g.dh) * g.w + x0 + kx0 * g.dw);
-          for (int64_t c = 0; c < cols; ++c) {
-            const float v = row[c * g.dw];
-            if (is_max) {
-              if (v > acc || isnan(v)) acc = v;
-            } else {
-              acc += v;
-            }
+          if (!is_max) {
+            const int64_t divisor = include_pad ? padded_rows * padded_cols : rows * cols;
+            acc = divisor > 0 ? acc / static_cast<float>(divisor) : 0.f;
           }
+          out[oy * g.ow + ox] = acc;
         }
-        if (!is_max) {
-          const int64_t divisor = include_pad ? padded_rows * padded_cols : rows * cols;
-          acc = divisor > 0 ? acc / static_cast<float>(divisor) : 0.f;
-        }
-        out[oy * g.ow + ox] = acc;
       }
     }
-  }
+  });
   return Error::kOk;
 }
 

@@ -27,6 +27,7 @@
 
 #include "kernel_util.h"
 #include "kiln/kernels/resize_taps.h"
+#include "parallel.h"
 #include "portable_kernels.h"
 
 namespace kiln {
@@ -167,14 +168,14 @@ void horizontal(const float* a, const int32_t* i0, const int32_t* i1, const floa
   for (int64_t j = 0; j < nb; ++j) out[j] = w0[j] * a[i0[j]] + w1[j] * a[i1[j]];
 }
 
-// Output columns [j0, j0 + nb) of every plane, given their taps; row_taps(oy,
-// &r0, &r1, &w0, &w1) gives each output row's.
+// Output columns [j0, j0 + nb) of the planes [p0, p1), given their taps;
+// row_taps(oy, &r0, &r1, &w0, &w1) gives each output row's.
 template <typename RowTaps>
-void resize_column_block(const Image2d& g, bool nearest, const float* in, float* out, int64_t j0, int64_t nb,
-                         const int32_t* xi0, const int32_t* xi1, const float* xw0, const float* xw1,
-                         RowTaps row_taps) {
+void resize_column_block(const Image2d& g, bool nearest, const float* in, float* out, int64_t p0, int64_t p1,
+                         int64_t j0, int64_t nb, const int32_t* xi0, const int32_t* xi1, const float* xw0,
+                         const float* xw1, RowTaps row_taps) {
   float buffers[2][kColumnBlock];
-  for (int64_t plane = 0; plane < g.planes; ++plane) {
+  for (int64_t plane = p0; plane < p1; ++plane) {
     const float* src = in + plane * g.ih * g.iw;
     float* h0 = buffers[0];
     float* h1 = buffers[1];
@@ -220,9 +221,10 @@ int64_t table_index(float v, int64_t len) {
   return i < len ? i : len - 1;
 }
 
-// With the planner's table (check_resize validated its shape).
+// With the planner's table (check_resize validated its shape); planes [p0,
+// p1).
 void resize_2d_with_table(const fb::ResizeParams* p, const Image2d& g, const float* table, const float* in,
-                          float* out) {
+                          float* out, int64_t p0, int64_t p1) {
   const int64_t n = g.oh + g.ow;
   const float* i0 = table;
   const float* i1 = table + n;
@@ -241,13 +243,13 @@ void resize_2d_with_table(const fb::ResizeParams* p, const Image2d& g, const flo
       xi0[j] = static_cast<int32_t>(table_index(i0[g.oh + j0 + j], g.iw));
       xi1[j] = static_cast<int32_t>(table_index(i1[g.oh + j0 + j], g.iw));
     }
-    resize_column_block(g, p->mode() == fb::ResizeMode::NEAREST, in, out, j0, nb, xi0, xi1, w0 + g.oh + j0,
-                        w1 + g.oh + j0, row_taps);
+    resize_column_block(g, p->mode() == fb::ResizeMode::NEAREST, in, out, p0, p1, j0, nb, xi0, xi1,
+                        w0 + g.oh + j0, w1 + g.oh + j0, row_taps);
   }
 }
 
 // Without a table: the same, taps computed here.
-void resize_2d(const fb::ResizeParams* p, const Image2d& g, const float* in, float* out) {
+void resize_2d(const fb::ResizeParams* p, const Image2d& g, const float* in, float* out, int64_t p0, int64_t p1) {
   const uint32_t rank = p->scales()->size();
   const double sh = p->scales()->Get(rank - 2), sw = p->scales()->Get(rank - 1);
   const ResizeAxisMode mode = axis_mode(p);
@@ -270,7 +272,8 @@ void resize_2d(const fb::ResizeParams* p, const Image2d& g, const float* in, flo
       xw0[j] = two ? static_cast<float>(t.weight[0]) : 0.5f;
       xw1[j] = two ? static_cast<float>(t.weight[1]) : 0.5f;
     }
-    resize_column_block(g, p->mode() == fb::ResizeMode::NEAREST, in, out, j0, nb, xi0, xi1, xw0, xw1, row_taps);
+    resize_column_block(g, p->mode() == fb::ResizeMode::NEAREST, in, out, p0, p1, j0, nb, xi0, xi1, xw0, xw1,
+                        row_taps);
   }
 }
 
@@ -280,13 +283,21 @@ Error run_resize(const KernelArgs& args) {
   const Tensor& y = args.out(0);
   if (y.numel() == 0) return Error::kOk;
   Image2d g;
-  if (args.has_input(1)) {
-    image_2d(p, x, y, &g);  // check_resize made sure it applies
-    resize_2d_with_table(p, g, args.in(1).data_as<const float>(), x.data_as<const float>(), y.data_as<float>());
-    return Error::kOk;
-  }
-  if (x.dim(x.rank() - 1) < (int64_t{1} << 31) && image_2d(p, x, y, &g)) {
-    resize_2d(p, g, x.data_as<const float>(), y.data_as<float>());
+  const bool table = args.has_input(1);
+  if (table) image_2d(p, x, y, &g);  // check_resize made sure it applies
+  if (table || (x.dim(x.rank() - 1) < (int64_t{1} << 31) && image_2d(p, x, y, &g))) {
+    // Planes are independent: split them.
+    const int64_t tasks = parallel_tasks(args.pool, y.numel(), g.planes, kParallelMinElements);
+    parallel_for(args.pool, tasks, [&](int64_t t) {
+      int64_t p0, p1;
+      parallel_range(g.planes, tasks, t, 1, &p0, &p1);
+      if (table) {
+        resize_2d_with_table(p, g, args.in(1).data_as<const float>(), x.data_as<const float>(), y.data_as<float>(),
+                             p0, p1);
+      } else {
+        resize_2d(p, g, x.data_as<const float>(), y.data_as<float>(), p0, p1);
+      }
+    });
     return Error::kOk;
   }
   int64_t strides[kMaxRank];

@@ -9,6 +9,7 @@
 #include "broadcast.h"
 #include "kiln/kernels/float16.h"
 #include "kernel_util.h"
+#include "parallel.h"
 #include "portable_kernels.h"
 
 namespace kiln {
@@ -38,18 +39,25 @@ Error check_transpose(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// Output rows [r0, r1) (rows of the last output dimension) of a transpose.
 template <typename T>
 void transpose_typed(const T* in, T* out, const int64_t* out_dims, const int64_t* src_strides,
-                     uint32_t rank, int64_t total) {
+                     uint32_t rank, int64_t r0, int64_t r1) {
   if (rank == 0) {
-    if (total > 0) out[0] = in[0];
+    if (r1 > r0) out[0] = in[0];
     return;
   }
   const int64_t inner = out_dims[rank - 1];
   const int64_t inner_stride = src_strides[rank - 1];
+  // The index and source offset of row r0.
   int64_t index[kMaxRank] = {};
   int64_t offset = 0;
-  for (int64_t o = 0; o < total; o += inner) {
+  for (int64_t d = static_cast<int64_t>(rank) - 2, rest = r0; d >= 0; --d) {
+    index[d] = rest % out_dims[d];
+    rest /= out_dims[d];
+    offset += index[d] * src_strides[d];
+  }
+  for (int64_t o = r0 * inner; o < r1 * inner; o += inner) {
     for (int64_t i = 0; i < inner; ++i) out[o + i] = in[offset + i * inner_stride];
     for (int32_t d = static_cast<int32_t>(rank) - 2; d >= 0; --d) {
       offset += src_strides[d];
@@ -69,17 +77,46 @@ Error run_transpose(const KernelArgs& args) {
   for (uint32_t d = 0; d < y.rank(); ++d) src_strides[d] = in_strides[perm->Get(d)];
   const int64_t total = y.numel();
   if (total == 0) return Error::kOk;
-  switch (dtype_size(x.dtype())) {
-    case 1: transpose_typed(x.data_as<const uint8_t>(), y.data_as<uint8_t>(), y.dims(), src_strides, y.rank(), total); break;
-    case 2: transpose_typed(x.data_as<const uint16_t>(), y.data_as<uint16_t>(), y.dims(), src_strides, y.rank(), total); break;
-    case 4: transpose_typed(x.data_as<const uint32_t>(), y.data_as<uint32_t>(), y.dims(), src_strides, y.rank(), total); break;
-    default: transpose_typed(x.data_as<const uint64_t>(), y.data_as<uint64_t>(), y.dims(), src_strides, y.rank(), total); break;
-  }
+  // Output rows are independent: split them.
+  const int64_t rows = y.rank() > 0 ? total / y.dim(y.rank() - 1) : 1;
+  const int64_t tasks = parallel_tasks(args.pool, total, rows, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t r0, r1;
+    parallel_range(rows, tasks, t, 1, &r0, &r1);
+    switch (dtype_size(x.dtype())) {
+      case 1: transpose_typed(x.data_as<const uint8_t>(), y.data_as<uint8_t>(), y.dims(), src_strides, y.rank(), r0, r1); break;
+      case 2: transpose_typed(x.data_as<const uint16_t>(), y.data_as<uint16_t>(), y.dims(), src_strides, y.rank(), r0, r1); break;
+      case 4: transpose_typed(x.data_as<const uint32_t>(), y.data_as<uint32_t>(), y.dims(), src_strides, y.rank(), r0, r1); break;
+      default: transpose_typed(x.data_as<const uint64_t>(), y.data_as<uint64_t>(), y.dims(), src_strides, y.rank(), r0, r1); break;
+    }
+  });
   return Error::kOk;
 }
 
 // ---------------------------------------------------------------------------
 // Concat
+
+// Concat and Split move whole rows between a wide tensor (rows of
+// `wide_row` bytes) and a piece (rows of `row` bytes at byte `column` of
+// each wide row), here only the bytes [b, e) of the wide tensor: from the
+// piece `src` into the wide `dst` (Concat, into_wide) or from the wide `src`
+// into the piece `dst` (Split). Threads take ranges of whole
+// kCopyBlock-byte blocks.
+constexpr int64_t kCopyBlock = 64;
+
+void copy_rows_in_range(const uint8_t* src, uint8_t* dst, bool into_wide, int64_t wide_row, int64_t column,
+                        int64_t row, int64_t b, int64_t e) {
+  if (row == 0) return;
+  for (int64_t o = b / wide_row; o <= (e - 1) / wide_row; ++o) {
+    const int64_t start = o * wide_row + column;
+    const int64_t s0 = b > start ? b : start;
+    const int64_t s1 = e < start + row ? e : start + row;
+    if (s0 >= s1) continue;
+    const int64_t wide_at = s0, piece_at = o * row + (s0 - start);
+    memcpy(dst + (into_wide ? wide_at : piece_at), src + (into_wide ? piece_at : wide_at),
+           static_cast<size_t>(s1 - s0));
+  }
+}
 
 Error check_concat(const KernelArgs& args) {
   KILN_KERNEL_CHECK(args, args.num_inputs >= 1 && args.num_outputs == 1, "bad operand count");
@@ -110,16 +147,23 @@ Error run_concat(const KernelArgs& args) {
   const int64_t outer = dims_product(y, 0, axis);
   const int64_t out_row = dims_product(y, axis, y.rank()) * static_cast<int64_t>(element);
   uint8_t* out = y.data_as<uint8_t>();
-  int64_t column = 0;
-  for (uint32_t i = 0; i < args.num_inputs; ++i) {
-    const Tensor& x = args.in(i);
-    const int64_t row = dims_product(x, axis, x.rank()) * static_cast<int64_t>(element);
-    const uint8_t* in = x.data_as<const uint8_t>();
-    for (int64_t o = 0; o < outer; ++o) {
-      memcpy(out + o * out_row + column, in + o * row, static_cast<size_t>(row));
+  // Large outputs are cut into byte ranges (parallel.h); each task copies
+  // the parts of every input's rows that fall in its range.
+  const int64_t total = outer * out_row;
+  const int64_t tasks = parallel_tasks(args.pool, total / static_cast<int64_t>(element),
+                                       (total + kCopyBlock - 1) / kCopyBlock, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t b, e;
+    parallel_range(total, tasks, t, kCopyBlock, &b, &e);
+    if (b == e) return;
+    int64_t column = 0;
+    for (uint32_t i = 0; i < args.num_inputs; ++i) {
+      const Tensor& x = args.in(i);
+      const int64_t row = dims_product(x, axis, x.rank()) * static_cast<int64_t>(element);
+      copy_rows_in_range(x.data_as<const uint8_t>(), out, true, out_row, column, row, b, e);
+      column += row;
     }
-    column += row;
-  }
+  });
   return Error::kOk;
 }
 
@@ -156,17 +200,21 @@ Error run_split(const KernelArgs& args) {
   const int64_t outer = dims_product(x, 0, axis);
   const int64_t in_row = dims_product(x, axis, x.rank()) * static_cast<int64_t>(element);
   const uint8_t* in = x.data_as<const uint8_t>();
-  int64_t column = 0;
-  for (uint32_t i = 0; i < args.num_outputs; ++i) {
-    const Tensor& y = args.out(i);
-    const int64_t row = dims_product(y, axis, y.rank()) * static_cast<int64_t>(element);
-    uint8_t* out = y.data_as<uint8_t>();
-    if (row == 0) continue;
-    for (int64_t o = 0; o < outer; ++o) {
-      memcpy(out + o * row, in + o * in_row + column, static_cast<size_t>(row));
+  const int64_t total = outer * in_row;
+  const int64_t tasks = parallel_tasks(args.pool, total / static_cast<int64_t>(element),
+                                       (total + kCopyBlock - 1) / kCopyBlock, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t b, e;
+    parallel_range(total, tasks, t, kCopyBlock, &b, &e);
+    if (b == e) return;
+    int64_t column = 0;
+    for (uint32_t i = 0; i < args.num_outputs; ++i) {
+      const Tensor& y = args.out(i);
+      const int64_t row = dims_product(y, axis, y.rank()) * static_cast<int64_t>(element);
+      copy_rows_in_range(in, y.data_as<uint8_t>(), false, in_row, column, row, b, e);
+      column += row;
     }
-    column += row;
-  }
+  });
   return Error::kOk;
 }
 
