@@ -202,34 +202,15 @@ DirectShape direct_shape(const QConvDirect& d) {
 }
 
 // Channels 4q..4q+3 of input row iy (the zero point outside the image)
-// interleaved, padded row of `width` columns, column x at dst + (x % sw) *
-// phase + (x / sw) * 4; returns the OR of the bytes written. A quad past
-// the last channel repeats channel c - 1: its weights are 0, so any bytes
-// do, and these leave the OR as it is.
-uint8_t direct_row(const QConvDirect& d, int64_t q, int64_t iy, int64_t width, int64_t phase, uint8_t* dst) {
+// interleaved into the padded row dst[width][4]; returns the OR of the
+// bytes written. A quad past the last channel repeats channel c - 1: its
+// weights are 0, so any bytes do, and these leave the OR as it is.
+uint8_t direct_row(const QConvDirect& d, int64_t q, int64_t iy, int64_t width, uint8_t* dst) {
   const uint8_t flip = d.flip ? 0x80 : 0;
   const uint8_t* rows[4];
   const bool inside = iy >= 0 && iy < d.h;
   if (inside) {
     for (int64_t j = 0; j < 4; ++j) rows[j] = d.x + ((4 * q + j < d.c ? 4 * q + j : d.c - 1) * d.h + iy) * d.w;
-  }
-  if (d.sw > 1) {
-    // Strided: each column to its phase plane, one word at a time.
-    uint8_t bits = 0;
-    for (int64_t x = 0; x < width; ++x) {
-      uint8_t* o = dst + (x % d.sw) * phase + (x / d.sw) * 4;
-      const int64_t ix = x - d.pl;
-      if (!inside || ix < 0 || ix >= d.w) {
-        memset(o, d.pad, 4);
-        bits |= d.pad;
-        continue;
-      }
-      for (int64_t j = 0; j < 4; ++j) {
-        o[j] = static_cast<uint8_t>(rows[j][ix] ^ flip);
-        bits |= o[j];
-      }
-    }
-    return bits;
   }
   if (!inside) {
     memset(dst, d.pad, static_cast<size_t>(width * 4));
@@ -275,7 +256,7 @@ QGemmTileOffsetsFn qgemm_tile_offsets_for(Isa isa) {
 int64_t qgemm_conv_direct_bytes(const QConvDirect& d) {
   const DirectShape s = direct_shape(d);
   if (s.steps > kDirectMaxSteps) return -1;
-  return s.quads * s.quad_bytes + kDirectSlack + d.m * s.steps * 4;
+  return s.quads * s.quad_bytes + kDirectSlack + d.m * s.steps * 4 + (d.sw > 1 ? s.pw2 * d.sw * 4 : 0);
 }
 
 void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, QGemmTileOffsetsFn tile) {
@@ -283,17 +264,43 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, QGemmTileOffsetsF
   const int64_t taps = s.taps, nq = s.steps;
   // The interleaved phase planes (and whether any byte is above 127).
   uint8_t any = 0;
+  int8_t* wt = reinterpret_cast<int8_t*>(scratch + s.quads * s.quad_bytes + kDirectSlack);
+  uint8_t* row = reinterpret_cast<uint8_t*>(wt + d.m * nq * 4);  // a padded row (strided only)
+  const int64_t width = s.pw2 * d.sw;
   for (int64_t q = 0; q < s.quads; ++q) {
     for (int64_t r = 0; r < s.ph2 * d.sh; ++r) {
       uint8_t* dst = scratch + q * s.quad_bytes + (r % d.sh) * d.sw * s.plane4 + (r / d.sh) * s.pw2 * 4;
-      any |= direct_row(d, q, r - d.pt, s.pw2 * d.sw, s.plane4, dst);
+      if (d.sw == 1) {
+        any |= direct_row(d, q, r - d.pt, width, dst);
+        continue;
+      }
+      // Strided: the row's words (one column's four channels) dealt out to
+      // the sw phase planes; two phases 8 words at a time (SSE shuffles).
+      any |= direct_row(d, q, r - d.pt, width, row);
+      int64_t j = 0;
+      if (d.sw == 2) {
+        for (; j + 8 <= s.pw2; j += 8) {
+          const __m128 v0 = _mm_loadu_ps(reinterpret_cast<const float*>(row + j * 8));
+          const __m128 v1 = _mm_loadu_ps(reinterpret_cast<const float*>(row + j * 8 + 16));
+          const __m128 v2 = _mm_loadu_ps(reinterpret_cast<const float*>(row + j * 8 + 32));
+          const __m128 v3 = _mm_loadu_ps(reinterpret_cast<const float*>(row + j * 8 + 48));
+          float* even = reinterpret_cast<float*>(dst + j * 4);
+          float* odd = reinterpret_cast<float*>(dst + s.plane4 + j * 4);
+          _mm_storeu_ps(even, _mm_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)));
+          _mm_storeu_ps(even + 4, _mm_shuffle_ps(v2, v3, _MM_SHUFFLE(2, 0, 2, 0)));
+          _mm_storeu_ps(odd, _mm_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
+          _mm_storeu_ps(odd + 4, _mm_shuffle_ps(v2, v3, _MM_SHUFFLE(3, 1, 3, 1)));
+        }
+      }
+      for (; j < s.pw2; ++j) {
+        for (int64_t b = 0; b < d.sw; ++b) memcpy(dst + b * s.plane4 + j * 4, row + (j * d.sw + b) * 4, 4);
+      }
     }
   }
   memset(scratch + s.quads * s.quad_bytes, 0, kDirectSlack);
   const bool small = any <= 127;
   // The weights in step order: step q = quad * taps + tap holds channels
   // 4 * quad .. + 3 of that tap (0 past c).
-  int8_t* wt = reinterpret_cast<int8_t*>(scratch + s.quads * s.quad_bytes + kDirectSlack);
   const int64_t kp = qgemm_kp(d.c * taps);
   for (int64_t o = 0; o < d.m; ++o) {
     const int8_t* src = d.w8 + o * kp;
