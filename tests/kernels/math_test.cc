@@ -69,8 +69,8 @@ const Case kCases[] = {
     {MathOp::kSigmoid, "sigmoid", ref_sigmoid, 0, 2e-7, -100, 100},
     {MathOp::kSilu, "silu", ref_silu, 1, 0, -100, 100, 2e-7},
     {MathOp::kTanh, "tanh", ref_tanh, 6, 0, -12, 12},
-    {MathOp::kErf, "erf", ref_erf, 3, 0, -6, 6},
-    {MathOp::kGelu, "gelu", ref_gelu, 2, 1e-7, -12, 12},
+    {MathOp::kErf, "erf", ref_erf, 7, 0, -6, 6},
+    {MathOp::kGelu, "gelu", ref_gelu, 1, 0, -12, 12, 2e-7},
     {MathOp::kGeluTanh, "gelu_tanh", ref_gelu_tanh, 1, 0, -12, 12, 3e-7},
     {MathOp::kHardSigmoid, "hard_sigmoid", ref_hard_sigmoid, 1, 0, -8, 8},
     {MathOp::kHardSwish, "hard_swish", ref_hard_swish, 2, 0, -8, 8},
@@ -278,6 +278,50 @@ TEST(VectorMathEdges, SigmoidAndTanhQuotients) {
     EXPECT_EQ(one(path, MathOp::kSilu, kInf), kInf);
     EXPECT_EQ(one(path, MathOp::kGeluTanh, kInf), kInf);
     EXPECT_TRUE(std::signbit(one(path, MathOp::kGeluTanh, -1e30f))) << "-1e30 times 0";
+  }
+}
+
+// erf and the erf GELU's Phi are quotients too: exact limits from their
+// clamp points on (erf +-1 from 3.92, GELU -0 and x from 5.75), erf within
+// [-1, 1] and x Phi(x) between x and 0.
+TEST(VectorMathEdges, ErfAndGeluQuotients) {
+  std::vector<float> xs;
+  for (float x = 0.f; x <= 8.f; x += 1.f / 4096) xs.push_back(x);
+  for (float x : {3.92f, 5.75f}) {
+    float up = x, down = x;
+    for (int i = 0; i < 64; ++i) {
+      up = std::nextafter(up, kInf);
+      down = std::nextafter(down, 0.f);
+      xs.push_back(up);
+      xs.push_back(down);
+    }
+  }
+  for (float x : {1e30f, 3.4e38f, kDenorm, 1e-30f}) xs.push_back(x);
+  const size_t half = xs.size();
+  for (size_t i = 0; i < half; ++i) xs.push_back(-xs[i]);
+  std::vector<float> e(xs.size()), g(xs.size());
+  for (int path : {1, 2, 3}) {
+    if (!path_on(path)) continue;
+    const auto n = static_cast<int64_t>(xs.size());
+    ASSERT_TRUE(vector_math_on(path, MathOp::kErf, xs.data(), e.data(), n));
+    ASSERT_TRUE(vector_math_on(path, MathOp::kGelu, xs.data(), g.data(), n));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float x = xs[i];
+      ASSERT_TRUE(e[i] >= -1.f && e[i] <= 1.f) << "erf(" << x << ") = " << e[i] << " on path " << path;
+      ASSERT_TRUE(x >= 0.f ? g[i] >= 0.f && g[i] <= x : g[i] <= 0.f && g[i] >= x)
+          << "gelu(" << x << ") = " << g[i] << " on path " << path;
+      if (std::fabs(x) >= 3.92f) {
+        EXPECT_EQ(e[i], x > 0 ? 1.f : -1.f) << "erf(" << x << ")";
+      }
+      if (x >= 5.75f) {
+        EXPECT_EQ(g[i], x) << "gelu(" << x << ")";
+      }
+      if (x <= -5.75f) {
+        EXPECT_TRUE(g[i] == 0.f && std::signbit(g[i])) << "gelu(" << x << ") = " << g[i];
+      }
+    }
+    EXPECT_TRUE(std::signbit(one(path, MathOp::kErf, -kDenorm)));
+    EXPECT_EQ(one(path, MathOp::kGelu, 0.f), 0.f);
   }
 }
 
