@@ -107,6 +107,14 @@ void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int32_t w);
 void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi, bool is_unsigned,
                        void* y);
 // The first n - n % 8 values of qgemm_requantize_row (s in [32, 62]).
+// AddInt8 over contiguous rows, the first n - n % 8 elements: y =
+// clamp(((a - za) * ma + (b - zb) * mb + 2^(s-1)) >> s + y_zp, lo, hi), the
+// scalar loop's bits, for s in [10, 62] and ma, mb in [0, 2^31): the 64-bit
+// sums offset by 2^62 so that a logical shift serves (the true quotient
+// fits int32 there, so its low word is exact).
+void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, bool a_signed, bool b_signed, int32_t za,
+                       int32_t zb, int32_t ma, int32_t mb, int32_t s, int32_t y_zp, int32_t lo, int32_t hi,
+                       bool y_signed, uint8_t* y);
 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
                          int32_t hi, bool is_unsigned, void* y);
 

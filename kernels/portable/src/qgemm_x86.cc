@@ -497,6 +497,35 @@ KILN_AVX2 void quantize_row_avx2(const float* x, int64_t n, float scale, float z
   }
 }
 
+KILN_AVX2 void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, bool a_signed, bool b_signed,
+                                 int32_t za, int32_t zb, int32_t ma, int32_t mb, int32_t s, int32_t y_zp, int32_t lo,
+                                 int32_t hi, bool y_signed, uint8_t* y) {
+  const __m256i vza = _mm256_set1_epi32(za), vzb = _mm256_set1_epi32(zb);
+  const __m256i vma = _mm256_set1_epi32(ma), vmb = _mm256_set1_epi32(mb);
+  // |(a - za) ma + (b - zb) mb| < 2^41: plus 2^62 it is positive, so the
+  // logical shift gives (v >> s) + 2^(62 - s); the offset comes off in 32
+  // bits (mod 2^32), and |v >> s| < 2^31 for s >= 10.
+  const __m256i offset = _mm256_set1_epi64x((int64_t{1} << 62) + (int64_t{1} << (s - 1)));
+  const __m256i unbias = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>((uint64_t{1} << (62 - s)) & 0xFFFFFFFFu)));
+  const __m128i count = _mm_cvtsi32_si128(s);
+  const __m256i vzp = _mm256_set1_epi32(y_zp), vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    const __m128i a8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + i));
+    const __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + i));
+    const __m256i da = _mm256_sub_epi32(a_signed ? _mm256_cvtepi8_epi32(a8) : _mm256_cvtepu8_epi32(a8), vza);
+    const __m256i db = _mm256_sub_epi32(b_signed ? _mm256_cvtepi8_epi32(b8) : _mm256_cvtepu8_epi32(b8), vzb);
+    const __m256i even = _mm256_add_epi64(_mm256_add_epi64(_mm256_mul_epi32(da, vma), _mm256_mul_epi32(db, vmb)), offset);
+    const __m256i odd = _mm256_add_epi64(_mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(da, 32), vma),
+                                                          _mm256_mul_epi32(_mm256_srli_epi64(db, 32), vmb)),
+                                         offset);
+    __m256i q = _mm256_blend_epi32(_mm256_srl_epi64(even, count), _mm256_slli_epi64(_mm256_srl_epi64(odd, count), 32), 0xAA);
+    q = _mm256_add_epi32(_mm256_sub_epi32(q, unbias), vzp);
+    q = _mm256_min_epi32(_mm256_max_epi32(q, vlo), vhi);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), y_signed ? _mm_packs_epi16(w16, w16) : _mm_packus_epi16(w16, w16));
+  }
+}
+
 // Eight values at a time: (acc + bias) * m + 2^(s-1) as four even and four
 // odd 64-bit products; the high halves are the products >> 32 exactly
 // (arithmetic), then >> (s - 32) in 32 bits. Equal to the scalar loop for
