@@ -20,6 +20,11 @@ left out. Prints a Markdown table.
 With --max-core-text N it is also the size gate: exits 3 (not 1, which a
 crash gives) when the linked core runtime's .text is larger than N bytes;
 --max-image-text N does the same for every --image.
+
+With --test-data SYMBOL (repeatable; read with --nm), it also gives each
+image's flash (.text + .rodata) less those symbols: data that only the
+image's own check reads (the bundled self-test, the input and the expected
+outputs), which an application would not carry.
 """
 import argparse
 import os
@@ -85,6 +90,17 @@ def map_breakdown(map_path):
     return result
 
 
+def symbol_bytes(nm_tool, path, names):
+    """The summed sizes of the symbols of `path` named in `names` (demangled)."""
+    output = subprocess.run([nm_tool, "-S", "-C", path], check=True, capture_output=True, text=True).stdout
+    found = {}
+    for line in output.splitlines():
+        m = re.match(r"^[0-9a-f]+ ([0-9a-f]+) \S (.+)$", line)
+        if m and m.group(2) in names:
+            found[m.group(2)] = int(m.group(1), 16)
+    return sum(found.values()), sorted(found)
+
+
 def total(parts):
     out = dict.fromkeys(COLUMNS, 0)
     for part in parts:
@@ -107,6 +123,8 @@ def main():
     parser.add_argument("--image", action="append", default=[], help="LABEL=ELF")
     parser.add_argument("--max-core-text", type=int)
     parser.add_argument("--max-image-text", type=int)
+    parser.add_argument("--nm", default="arm-none-eabi-nm")
+    parser.add_argument("--test-data", action="append", default=[], help="SYMBOL of an image's self-check data")
     args = parser.parse_args()
 
     core = next(iter(sizes(args.size, args.core_image).values()))
@@ -122,11 +140,19 @@ def main():
             lines.append(row("kernel " + re.sub(r"\.(cc|cpp)\.(o|obj)$", ".cc", member), figures))
         lines.append(row("kernels, all object files", total(kernels.values())))
     image_text = {}
+    flash_rows = []
     for image in args.image:
         label, _, path = image.partition("=")
         figures = next(iter(sizes(args.size, path).values()))
         image_text[label] = figures[".text"]
         lines.append(row(label, figures))
+        if args.test_data:
+            flash = figures[".text"] + figures[".rodata"]
+            data, found = symbol_bytes(args.nm, path, set(args.test_data))
+            flash_rows.append(f"| {label} | {flash:,} | {data:,} ({', '.join(found) or 'none'}) | {flash - data:,} |")
+    if flash_rows:
+        lines += ["", "Flash (.text + .rodata) less the data only the image's own check reads:", "",
+                  "| image | flash | test data | flash less test data |", "|---|---:|---|---:|"] + flash_rows
     core_map = os.path.splitext(args.core_image)[0] + ".map"
     if os.path.exists(core_map):
         lines += ["", "The linked core runtime by where its bytes come from:", "",
