@@ -97,6 +97,12 @@ void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m
   if (isa != Isa::kScalar && isa != Isa::kNeon && small_k && s >= 32 && s <= 62 && bias <= (1 << 30) &&
       bias >= -(1 << 30)) {
     requantize_row_avx2(acc, n, bias, m, s, zp, lo, hi, dtype == DType::UINT8, y);
+    if (n > 8 && n % 8 != 0) {
+      // The tail as the last eight values again (the overlap rewritten with
+      // the same bytes) instead of the scalar loop.
+      requantize_row_avx2(acc + n - 8, 8, bias, m, s, zp, lo, hi, dtype == DType::UINT8, static_cast<uint8_t*>(y) + n - 8);
+      return;
+    }
     i = n - n % 8;
   }
 #else
