@@ -95,7 +95,17 @@ INSTANTIATE_TEST_SUITE_P(
                           Case{1, 16, 6, 13, 7, 2, 0, 1, 2, fb::Activation::SIGMOID},   // asymmetric pads
                           Case{1, 64, 40, 36, 20, 1, 1, 1, 1, fb::Activation::RELU},    // several tile blocks
                           Case{1, 300, 5, 5, 9, 1, 1, 1, 1, fb::Activation::NONE},      // more than one depth block
-                          Case{1, 16, 1, 1, 16, 2, 2, 2, 2, fb::Activation::NONE}),     // one pixel, all padding
+                          Case{1, 16, 1, 1, 16, 2, 2, 2, 2, fb::Activation::NONE},      // one pixel, all padding
+                          // Tile rows of 1 to 9 tiles (runs cut at row and
+                          // panel ends, rows narrower than a vector's 18
+                          // columns): DenseNet's 7x7 and 14x14, SqueezeNet's
+                          // 13x13, and narrow or one-sided planes.
+                          Case{1, 128, 7, 7, 32, 1, 1, 1, 1, fb::Activation::RELU},
+                          Case{1, 32, 14, 14, 8, 1, 1, 1, 1, fb::Activation::NONE},
+                          Case{2, 16, 13, 13, 20, 1, 1, 1, 1, fb::Activation::CLIP},
+                          Case{1, 16, 9, 2, 7, 1, 1, 1, 1, fb::Activation::NONE},
+                          Case{1, 16, 5, 17, 6, 0, 1, 1, 0, fb::Activation::RELU},
+                          Case{1, 16, 11, 3, 6, 2, 0, 0, 2, fb::Activation::NONE}),
         ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)),
     [](const ::testing::TestParamInfo<std::tuple<Case, GemmPath>>& info) {
       const auto& c = std::get<0>(info.param);

@@ -184,9 +184,9 @@ bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw
 void softmax_row_avx2(const float* in, int64_t n, float* out);
 void layer_norm_row_avx2(const float* in, int64_t n, const float* scale, const float* bias, double epsilon,
                          float* out, float* out_mean, float* out_inv);
-// Winograd F(2x2, 3x3) transforms of eight tiles at a time (winograd.cc).
+// Winograd F(2x2, 3x3) transforms of up to eight tiles at a time (winograd.cc).
 void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw,
-                         int64_t t_first, int64_t count, float* out, int64_t stride_xi);
+                         int64_t t_first, int64_t count, float* out, int64_t stride_xi, int64_t room);
 void winograd_output_avx2(const float* prod, int64_t stride_xi, int64_t t_first, int64_t count, int64_t tw,
                           float bias, float* plane, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
 }  // namespace x86

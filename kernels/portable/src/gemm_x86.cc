@@ -236,6 +236,23 @@ KILN_AVX2 inline void deinterleave(const float* p, __m256* even, __m256* odd) {
   *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
 }
 
+// deinterleave of columns [c, c + 16) of a row of w floats, those outside
+// [0, w) read as 0 (masked loads: nothing outside the row is read).
+KILN_AVX2 inline void deinterleave_cols(const float* row, int64_t c, int64_t w, __m256* even, __m256* odd) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i width = _mm256_set1_epi32(static_cast<int>(w)), minus1 = _mm256_set1_epi32(-1);
+  const __m256i col0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(c)), lanes);
+  const __m256i col1 = _mm256_add_epi32(col0, _mm256_set1_epi32(8));
+  const __m256i in0 = _mm256_and_si256(_mm256_cmpgt_epi32(col0, minus1), _mm256_cmpgt_epi32(width, col0));
+  const __m256i in1 = _mm256_and_si256(_mm256_cmpgt_epi32(col1, minus1), _mm256_cmpgt_epi32(width, col1));
+  // The address of column c without forming a pointer outside the row.
+  const uintptr_t at = reinterpret_cast<uintptr_t>(row) + static_cast<uintptr_t>(c * 4);
+  const __m256 a = _mm256_maskload_ps(reinterpret_cast<const float*>(at), in0);
+  const __m256 b = _mm256_maskload_ps(reinterpret_cast<const float*>(at + 8 * sizeof(float)), in1);
+  *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+  *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+
 // Eight outputs (count <= 8 of them) at column ox of one output row, any of
 // whose taps may fall outside the image: taps are gathered with a mask
 // (out-of-image lanes read nothing and count as 0).
@@ -992,33 +1009,37 @@ KILN_AVX2 void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu)
 // Winograd F(2x2, 3x3) input transform of up to eight consecutive tiles
 // (t_first .. t_first + count - 1, tw tiles per row) of one channel: the
 // 4x4 patches read (outside the image reads 0), B^T d B on
-// vectors, V_xi (lane q: tile q) stored to out + xi * stride_xi.
+// vectors, V_xi (lane q: tile q) stored to out + xi * stride_xi: lanes
+// [0, count), or all eight where `room` (the lanes the caller lets it
+// write) is eight or more, lanes past count then holding values the caller
+// overwrites (whole-vector stores: vmaskmovps stores are slow on AMD).
 KILN_AVX2 void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw,
-                                   int64_t t_first, int64_t count, float* out, int64_t stride_xi) {
+                                   int64_t t_first, int64_t count, float* out, int64_t stride_xi, int64_t room) {
   __m256 d[4][4];
-  // Eight tiles side by side in one tile row: each of the four input rows'
-  // 18 columns under them read plainly (or, at the image's left or right
-  // edge, from a zero-padded copy; a row outside the image is zeros) and
+  // Tiles side by side in one tile row (winograd.cc's caller cuts its runs
+  // at the ends of tile rows): each of the four input rows' 18 columns
+  // under eight tiles read plainly (or, at the image's left or right edge,
+  // with loads masked to the row; a row outside the image is zeros) and
   // split into even and odd lanes: tap columns 0, 1 from the first 16
   // floats, 2, 3 from the 16 two further on. Tiles that straddle tile rows
-  // gather every element with a mask.
+  // gather every element with a mask: their lane indices go through the
+  // stack, and that store-to-load round trip and the zero-padded copy the
+  // edges took before were most of this function's time on small planes.
   const int64_t tx = t_first % tw, r0 = 2 * (t_first / tw) - pt, c0 = 2 * tx - pl;
-  if (count == 8 && tx + 8 <= tw) {
+  if (count >= 1 && count <= 8 && tx + count <= tw) {
     for (int i = 0; i < 4; ++i) {
       if (r0 + i < 0 || r0 + i >= h) {
         for (int j = 0; j < 4; ++j) d[i][j] = _mm256_setzero_ps();
         continue;
       }
       const float* row = image + (r0 + i) * w;
-      alignas(32) float window[18];
-      const float* src = window;
       if (c0 >= 0 && c0 + 18 <= w) {
-        src = row + c0;
+        deinterleave(row + c0, &d[i][0], &d[i][1]);
+        deinterleave(row + c0 + 2, &d[i][2], &d[i][3]);
       } else {
-        for (int64_t q = 0; q < 18; ++q) window[q] = c0 + q >= 0 && c0 + q < w ? row[c0 + q] : 0.f;
+        deinterleave_cols(row, c0, w, &d[i][0], &d[i][1]);
+        deinterleave_cols(row, c0 + 2, w, &d[i][2], &d[i][3]);
       }
-      deinterleave(src, &d[i][0], &d[i][1]);
-      deinterleave(src + 2, &d[i][2], &d[i][3]);
     }
   } else {
     alignas(32) int32_t row0[8], col0[8];
@@ -1056,11 +1077,22 @@ KILN_AVX2 void winograd_input_avx2(const float* image, int64_t h, int64_t w, int
     r[2][j] = _mm256_sub_ps(d[2][j], d[1][j]);
     r[3][j] = _mm256_sub_ps(d[1][j], d[3][j]);
   }
+  if (count >= 8 || room >= 8) {
+    for (int i = 0; i < 4; ++i) {
+      _mm256_storeu_ps(out + (i * 4 + 0) * stride_xi, _mm256_sub_ps(r[i][0], r[i][2]));
+      _mm256_storeu_ps(out + (i * 4 + 1) * stride_xi, _mm256_add_ps(r[i][1], r[i][2]));
+      _mm256_storeu_ps(out + (i * 4 + 2) * stride_xi, _mm256_sub_ps(r[i][2], r[i][1]));
+      _mm256_storeu_ps(out + (i * 4 + 3) * stride_xi, _mm256_sub_ps(r[i][1], r[i][3]));
+    }
+    return;
+  }
+  const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   for (int i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(out + (i * 4 + 0) * stride_xi, _mm256_sub_ps(r[i][0], r[i][2]));
-    _mm256_storeu_ps(out + (i * 4 + 1) * stride_xi, _mm256_add_ps(r[i][1], r[i][2]));
-    _mm256_storeu_ps(out + (i * 4 + 2) * stride_xi, _mm256_sub_ps(r[i][2], r[i][1]));
-    _mm256_storeu_ps(out + (i * 4 + 3) * stride_xi, _mm256_sub_ps(r[i][1], r[i][3]));
+    _mm256_maskstore_ps(out + (i * 4 + 0) * stride_xi, live, _mm256_sub_ps(r[i][0], r[i][2]));
+    _mm256_maskstore_ps(out + (i * 4 + 1) * stride_xi, live, _mm256_add_ps(r[i][1], r[i][2]));
+    _mm256_maskstore_ps(out + (i * 4 + 2) * stride_xi, live, _mm256_sub_ps(r[i][2], r[i][1]));
+    _mm256_maskstore_ps(out + (i * 4 + 3) * stride_xi, live, _mm256_sub_ps(r[i][1], r[i][3]));
   }
 }
 

@@ -151,12 +151,26 @@ void transform_input(const WinogradGeometry& g, const float* x, int64_t t0, int6
   const int64_t stride_xi = g.c * gemm_round_up(tb, kGemmNr);
 #if KILN_GEMM_X86
   if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
-    // Eight tiles per step: half a panel's lanes.
+    // Up to eight tiles per step, never across the end of a tile row (they
+    // would be gathered) or of a panel; each step may write all eight lanes
+    // up to the panel's end (the next step rewrites those past its tiles),
+    // and the lanes past tb are set to zero last. A 128 -> 32 channel layer
+    // on 14x14, one thread: 201 -> 162 us.
+    const int64_t tw = tile_columns(g), tail = gemm_round_up(tb, kGemmNr) - tb;
     for (int64_t c = c0; c < c1; ++c) {
-      for (int64_t t = 0; t < gemm_round_up(tb, kGemmNr); t += 8) {
-        const int64_t count = gemm_max(0, gemm_min(8, tb - t));
-        x86::winograd_input_avx2(x + c * g.h * g.w, g.h, g.w, g.pt, g.pl, tile_columns(g), t0 + t, count,
-                                 v + (t / kGemmNr * g.c + c) * kGemmNr + t % kGemmNr, stride_xi);
+      for (int64_t t = 0; t < tb;) {
+        const int64_t count =
+            gemm_min(gemm_min(8, tb - t), gemm_min(tw - (t0 + t) % tw, kGemmNr - t % kGemmNr));
+        x86::winograd_input_avx2(x + c * g.h * g.w, g.h, g.w, g.pt, g.pl, tw, t0 + t, count,
+                                 v + (t / kGemmNr * g.c + c) * kGemmNr + t % kGemmNr, stride_xi,
+                                 kGemmNr - t % kGemmNr);
+        t += count;
+      }
+      if (tail > 0) {
+        float* lanes = v + (tb / kGemmNr * g.c + c) * kGemmNr + tb % kGemmNr;
+        for (int64_t xi = 0; xi < 16; ++xi) {
+          memset(lanes + xi * stride_xi, 0, static_cast<size_t>(tail) * sizeof(float));
+        }
       }
     }
     return;
