@@ -27,10 +27,12 @@
 namespace kiln {
 namespace kernels {
 
-// About 10 microseconds of work on one core: multiply-adds for products,
-// elements for element-wise passes (kParallelMinElements).
-constexpr int64_t kParallelMinWork = int64_t{1} << 18;
-constexpr int64_t kParallelMinElements = int64_t{1} << 15;
+// About 2 to 4 microseconds of work on one core: multiply-adds for
+// products, elements for element-wise passes (kParallelMinElements). A call
+// to workers that are spinning costs about 0.3 microseconds (PosixThreadPool,
+// two threads), so work of this size already gains from a second thread.
+constexpr int64_t kParallelMinWork = int64_t{1} << 16;
+constexpr int64_t kParallelMinElements = int64_t{1} << 14;
 
 // The work below which kernels stay on one thread, when something asked
 // for another than kParallelMinWork / kParallelMinElements: the
