@@ -170,6 +170,74 @@ TEST(PackedGemmTest, PrepackedOperandsMatchRuntimePacking) {
   }
 }
 
+// At most four B panels against prepacked A deeper than one block of k
+// (1x1 convolutions on 7x7 planes): the tiles run A panel by A panel. Each
+// tile still sums its whole k block by block as with A packed at run time
+// (same bits), and matches the double-precision product; B read in place,
+// packed, and packed through an input affine map; bias and Relu, and
+// accumulation onto C; C wider than n stays untouched past it.
+TEST(PackedGemmTest, FewColumnsAgainstDeepPrepackedA) {
+  const Activation relu(fb::Activation::RELU, 0.f, 0.f);
+  for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
+    for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{7, 49, 257}, {128, 49, 600}, {20, 17, 513},
+                                  {13, 64, 300}, {6, 2, 1152}, {100, 33, 520}, {30, 65, 300}}) {
+      for (int mode = 0; mode < 3; ++mode) {  // accumulate; bias + Relu; bias + Relu through the affine map
+        SCOPED_TRACE(std::string(gemm_path_name(path)) + " m" + std::to_string(m) + " n" + std::to_string(n) +
+                     " k" + std::to_string(k) + " mode " + std::to_string(mode));
+        const std::vector<float> a = values(static_cast<size_t>(m * k), 41);
+        const std::vector<float> b = values(static_cast<size_t>(k * n), 42);
+        const std::vector<float> bias = values(static_cast<size_t>(m), 43);
+        const std::vector<float> scale = values(static_cast<size_t>(k), 44);
+        const std::vector<float> shift = values(static_cast<size_t>(k), 45);
+        const std::vector<float> start = values(static_cast<size_t>(m * n), 46);
+        std::vector<float> pa(static_cast<size_t>(gemm_prepacked_a_floats(m, k)));
+        gemm_prepack_a(m, k, a.data(), pa.data());
+        GemmMatrix bm{b.data(), n, false, false};
+        if (mode == 2) {
+          bm.row_scale = scale.data();
+          bm.row_shift = shift.data();
+          bm.row_relu = true;
+        }
+        GemmEpilogue epilogue;
+        epilogue.accumulate = mode == 0;
+        epilogue.row_bias = mode == 0 ? nullptr : bias.data();
+        epilogue.activation = mode == 0 ? nullptr : relu.get();
+        const int64_t ldc = n + 3;
+        std::vector<float> want_bits(static_cast<size_t>(m * ldc), kSentinel), got(want_bits);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            want_bits[static_cast<size_t>(i * ldc + j)] = got[static_cast<size_t>(i * ldc + j)] =
+                start[static_cast<size_t>(i * n + j)];
+          }
+        }
+        Scratch packed_at_run_time(m, n, k), scratch(m, n, k);
+        gemm_packed(m, n, k, {a.data(), k, false}, bm, nullptr, want_bits.data(), ldc, epilogue,
+                    packed_at_run_time.a.data(), packed_at_run_time.b.data(), path);
+        gemm_packed(m, n, k, {pa.data(), k, false, true}, bm, nullptr, got.data(), ldc, epilogue, nullptr,
+                    scratch.b.data(), path);
+        ASSERT_EQ(want_bits, got);
+        std::vector<double> want(static_cast<size_t>(m * n));
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double sum = mode == 0 ? start[static_cast<size_t>(i * n + j)] : bias[static_cast<size_t>(i)];
+            for (int64_t p = 0; p < k; ++p) {
+              float x = b[static_cast<size_t>(p * n + j)];
+              if (mode == 2) {
+                x = x * scale[static_cast<size_t>(p)] + shift[static_cast<size_t>(p)];
+                if (!(x > 0.f)) x = 0.f;
+              }
+              sum += static_cast<double>(a[static_cast<size_t>(i * k + p)]) * x;
+            }
+            want[static_cast<size_t>(i * n + j)] = mode == 0 ? sum : (sum > 0 ? sum : 0);
+          }
+        }
+        expect_close(want, got.data(), m, n, ldc);
+        scratch.expect_guards_intact();
+      }
+    }
+  }
+}
+
 // One column of B against prepacked A (a 1x1 convolution on a 1x1 plane):
 // the matrix-vector product over A's panels in place. Rows not a multiple
 // of the panel, one and two inner blocks, tails of the 8-column step, a

@@ -75,6 +75,12 @@ std::vector<Case> cases() {
     add("conv1x1", b, {noise({1, 64, 13, 13}, 3)});
   }
   {
+    GraphBuilder b;  // 1x1 on a 7x7 plane, deeper than one block of k: A panel by A panel
+    const int x = b.input("x", {1, 300, 7, 7});
+    b.output(b.node("Relu", {b.node("Conv", {x, b.ramp("w", {50, 300, 1, 1}, 0.002f), b.ramp("b", {50})})}));
+    add("conv1x1_7x7_deep", b, {noise({1, 300, 7, 7}, 25)});
+  }
+  {
     GraphBuilder b;  // 1x1 on a 7x7 plane: four B panels, many rows: tasks split the rows only
     const int x = b.input("x", {1, 96, 7, 7});
     b.output(b.node("Conv", {x, b.ramp("w", {200, 96, 1, 1}, 0.02f), b.ramp("b", {200})}));
