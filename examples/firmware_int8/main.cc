@@ -1,10 +1,11 @@
 // kiln's int8 firmware example: one of MLPerf Tiny's models (the DS-CNN
-// keyword spotter, or visual wake words' MobileNetV1 of width 0.25),
-// quantized by PyTorch (QDQ ONNX), planned on the host, run on a Cortex-M
-// under QEMU. The same source builds each model's int8 image and the float32
-// image of the model it was quantized from, for the comparison of flash, RAM
-// and instructions (bench/RESULTS.md); model.h and model_io.h, generated
-// per image, say which.
+// keyword spotter, visual wake words' MobileNetV1 of width 0.25, or the
+// anomaly detector's dense autoencoder), quantized by PyTorch (QDQ ONNX),
+// planned on the host, run on a Cortex-M under QEMU. The same source builds
+// each model's int8 image and the float32 image of the model it was
+// quantized from, for the comparison of flash, RAM and instructions
+// (bench/RESULTS.md); model.h and model_io.h, generated per image, say
+// which.
 //
 // As in examples/firmware: the program (`kiln pack --c-array model`) stays
 // in flash and is read in place; the arena and bookkeeping are static

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Builds the models of kiln's int8 firmware example, two of MLPerf Tiny's
+"""Builds the models of kiln's int8 firmware example, three of MLPerf Tiny's
 architectures as tests/models/qdq_models.py builds them (seeded random
 weights, batch-norm statistics randomised):
 
   ds_cnn  the DS-CNN keyword spotter (49 x 10 MFCC input, 12 classes)
   vww     visual wake words: MobileNetV1 of width 0.25 (96 x 96 RGB input,
           2 classes; qdq_models.py's mobilenet_v1_025)
+  ad      anomaly detection: the dense autoencoder (640 values in and out,
+          nine Dense + BN + ReLU layers and a Dense; qdq_models.py's
+          dense_autoencoder)
 
 each once quantized by PyTorch FX and exported as QDQ ONNX (the int8 image),
 and once as the float32 model it was quantized from (the float32 image
@@ -34,6 +37,7 @@ import qdq_models  # noqa: E402
 MODELS = {
     "ds_cnn": ("ds_cnn", "mfcc", "DS-CNN", "The DS-CNN keyword spotter"),
     "vww": ("mobilenet_v1_025", "image", "VWW", "Visual wake words, MobileNetV1 of width 0.25"),
+    "ad": ("dense_autoencoder", "features", "AD", "Anomaly detection, the dense autoencoder"),
 }
 
 
