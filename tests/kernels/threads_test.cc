@@ -7,8 +7,8 @@
 // element-wise ops with and without broadcasting, a fused activation;
 // unary vector math; Softmax, LogSoftmax, LayerNormalization and
 // BatchNormalization by rows or planes; MaxPool and AveragePool by planes;
-// Transpose by output rows; Concat and Split by byte ranges; Resize by
-// planes) are planned once, run with no pool and then on 2, 3
+// Transpose and Slice by output rows; Concat and Split by byte ranges;
+// Resize by planes; reductions by output elements) are planned once, run with no pool and then on 2, 3
 // and 4 threads, on every CPU path this processor has, with the kernels'
 // thresholds as shipped and with every split forced (set_parallel_min_work
 // (0)), and the outputs compared byte for byte.
@@ -239,6 +239,24 @@ std::vector<Case> cases() {
                              {{"axis", int_attr(2)}}, 3);
     for (int i = 0; i < 3; ++i) b.output(first + i);
     add("split", b, {noise({2, 6, 40, 10}, 28)});
+  }
+  {
+    GraphBuilder b;  // Slice with steps of 1 and 2 inside the rows: rows start anywhere in the output
+    const int x = b.input("x", {3, 20, 40});
+    const auto i64 = [&](const char* name, std::vector<int64_t> v) {
+      return b.constant(name, HostTensor::from_int64s(v, {static_cast<int64_t>(v.size())}));
+    };
+    b.output(b.node("Slice", {x, i64("starts", {1, 2}), i64("ends", {19, 40}), i64("axes", {1, 2})}));
+    b.output(b.node("Slice", {x, i64("starts2", {0, 1}), i64("ends2", {17, 40}), i64("axes2", {1, 2}),
+                              i64("steps2", {1, 2})}));
+    add("slice", b, {noise({3, 20, 40}, 30)});
+  }
+  {
+    GraphBuilder b;  // ReduceMean over a plane (squeeze-and-excitation), ReduceSum over a strided axis
+    const int x = b.input("x", {2, 24, 11, 13});
+    b.output(b.node("ReduceMean", {x}, {{"axes", ints_attr({2, 3})}}));
+    b.output(b.node("ReduceSum", {x, b.constant("axes1", HostTensor::from_int64s({1}, {1}))}, {{"keepdims", int_attr(0)}}));
+    add("reduce", b, {noise({2, 24, 11, 13}, 31)});
   }
   for (const char* mode : {"linear", "nearest"}) {
     GraphBuilder b;  // Resize x2 of the last two axes

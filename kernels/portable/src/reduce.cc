@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "kernel_util.h"
+#include "parallel.h"
 #include "portable_kernels.h"
 
 namespace kiln {
@@ -187,15 +188,22 @@ T reduce_one(const ReduceGeometry& g, const T* base) {
   }
 }
 
+// Output elements [o0, o1).
 template <ReduceKind K, typename T>
-void reduce_typed(const Tensor& x, const Tensor& y, const ReduceGeometry& g) {
+void reduce_typed(const Tensor& x, const Tensor& y, const ReduceGeometry& g, int64_t o0, int64_t o1) {
   const T* in = x.data_as<const T>();
   T* out = y.data_as<T>();
-  const int64_t n = y.numel();
   const uint32_t k = g.kept_rank;
+  // The index over the kept axes and the input offset of element o0.
   int64_t index[kMaxRank] = {};
   int64_t offset = 0;
-  for (int64_t o = 0; o < n; ++o) {
+  int64_t rest = o0;
+  for (int32_t d = static_cast<int32_t>(k) - 1; d >= 0; --d) {
+    index[d] = rest % g.kept_dims[d];
+    rest /= g.kept_dims[d];
+    offset += index[d] * g.kept_strides[d];
+  }
+  for (int64_t o = o0; o < o1; ++o) {
     out[o] = reduce_one<K, T>(g, in + offset);
     for (int32_t d = static_cast<int32_t>(k) - 1; d >= 0; --d) {
       offset += g.kept_strides[d];
@@ -240,16 +248,23 @@ Error run_reduce(const KernelArgs& args) {
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   const ReduceGeometry g = reduce_geometry(x, args.params<fb::ReduceParams>());
-  switch (x.dtype()) {
-    case DType::FLOAT64: reduce_typed<K, double>(x, y, g); break;
-    case DType::INT32:
-      if constexpr (!float_only(K)) reduce_typed<K, int32_t>(x, y, g);
-      break;
-    case DType::INT64:
-      if constexpr (!float_only(K)) reduce_typed<K, int64_t>(x, y, g);
-      break;
-    default: reduce_typed<K, float>(x, y, g); break;
-  }
+  // Output elements are independent: split them.
+  const int64_t n = y.numel();
+  const int64_t tasks = parallel_tasks(args.pool, n * g.reduced_count, n, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t o0, o1;
+    parallel_range(n, tasks, t, 1, &o0, &o1);
+    switch (x.dtype()) {
+      case DType::FLOAT64: reduce_typed<K, double>(x, y, g, o0, o1); break;
+      case DType::INT32:
+        if constexpr (!float_only(K)) reduce_typed<K, int32_t>(x, y, g, o0, o1);
+        break;
+      case DType::INT64:
+        if constexpr (!float_only(K)) reduce_typed<K, int64_t>(x, y, g, o0, o1);
+        break;
+      default: reduce_typed<K, float>(x, y, g, o0, o1); break;
+    }
+  });
   return Error::kOk;
 }
 

@@ -248,13 +248,14 @@ Error check_slice(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// Output rows [r0, r1) (rows of the last output dimension) of a slice.
 template <typename T>
-void slice_typed(const Tensor& x, const Tensor& y, const fb::SliceParams* p) {
+void slice_typed(const Tensor& x, const Tensor& y, const fb::SliceParams* p, int64_t r0, int64_t r1) {
   const uint32_t rank = x.rank();
   const T* in = x.data_as<const T>();
   T* out = y.data_as<T>();
   if (rank == 0) {
-    out[0] = in[0];
+    if (r1 > r0) out[0] = in[0];
     return;
   }
   int64_t strides[kMaxRank], steps[kMaxRank];
@@ -267,9 +268,15 @@ void slice_typed(const Tensor& x, const Tensor& y, const fb::SliceParams* p) {
   }
   const int64_t inner = y.dim(rank - 1);
   const int64_t inner_step = steps[rank - 1];
-  const int64_t rows = y.numel() / inner;
+  // The index and source offset of row r0.
   int64_t index[kMaxRank] = {};
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t d = static_cast<int64_t>(rank) - 2, rest = r0; d >= 0; --d) {
+    const int64_t dim = y.dim(static_cast<uint32_t>(d));
+    index[d] = rest % dim;
+    rest /= dim;
+    offset += index[d] * steps[d];
+  }
+  for (int64_t r = r0; r < r1; ++r) {
     T* row = out + r * inner;
     if (inner_step == 1) {
       memcpy(row, in + offset, static_cast<size_t>(inner) * sizeof(T));
@@ -290,12 +297,19 @@ Error run_slice(const KernelArgs& args) {
   const Tensor& y = args.out(0);
   if (y.numel() == 0) return Error::kOk;
   const auto* p = args.params<fb::SliceParams>();
-  switch (dtype_size(x.dtype())) {
-    case 1: slice_typed<uint8_t>(x, y, p); break;
-    case 2: slice_typed<uint16_t>(x, y, p); break;
-    case 4: slice_typed<uint32_t>(x, y, p); break;
-    default: slice_typed<uint64_t>(x, y, p); break;
-  }
+  // Output rows are independent: split them.
+  const int64_t rows = y.rank() > 0 ? y.numel() / y.dim(y.rank() - 1) : 1;
+  const int64_t tasks = parallel_tasks(args.pool, y.numel(), rows, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t r0, r1;
+    parallel_range(rows, tasks, t, 1, &r0, &r1);
+    switch (dtype_size(x.dtype())) {
+      case 1: slice_typed<uint8_t>(x, y, p, r0, r1); break;
+      case 2: slice_typed<uint16_t>(x, y, p, r0, r1); break;
+      case 4: slice_typed<uint32_t>(x, y, p, r0, r1); break;
+      default: slice_typed<uint64_t>(x, y, p, r0, r1); break;
+    }
+  });
   return Error::kOk;
 }
 
