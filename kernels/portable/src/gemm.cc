@@ -668,7 +668,18 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
       } else {
         for (int64_t ic = 0; ic < m; ic += kGemmMc) {
           const int64_t mc = gemm_min(kGemmMc, m - ic);
-          pack_a(a, ic, mc, pc, kc, pack_a_buf);
+          // Whole A panels per task, each filling its own part of the one
+          // buffer (a packed float, stored kGemmMr apart, weighs about four
+          // multiply-adds).
+          const int64_t a_panels = (mc + kGemmMr - 1) / kGemmMr;
+          const int64_t pack_tasks = parallel_tasks(pool, mc * kc * 4, a_panels);
+          parallel_for(pool, pack_tasks, [&](int64_t t) {
+            int64_t p0, p1;
+            parallel_range(a_panels, pack_tasks, t, 1, &p0, &p1);
+            if (p0 == p1) return;
+            pack_a(a, ic + p0 * kGemmMr, gemm_min(mc - p0 * kGemmMr, (p1 - p0) * kGemmMr), pc, kc,
+                   pack_a_buf + p0 * kGemmMr * kc);
+          });
           run_tiles(ic, ic + mc, ic);
         }
       }
