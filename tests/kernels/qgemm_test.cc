@@ -457,8 +457,9 @@ TEST(QGemm, Im2colPacksWindowsPaddingAndFlip) {
 // stride, planes of one row or column and smaller than the window's reach,
 // widths below, at and past 16, several column runs, output channels off
 // the tile, int8 and uint8 inputs, 7-bit and full-range data, and scales
-// that saturate part of the output. The scratch is exactly the size asked
-// for, and nothing is written past the output planes.
+// that saturate part of the output. The scratch is exactly the least size
+// (the weights reordered a tile of 8 channels at a time) or room for all
+// of them, and nothing is written past the output planes.
 TEST(QGemm, DirectConvolutionMatchesIm2colAndTheProduct) {
 #if defined(__x86_64__) && defined(__GNUC__)
   struct Case {
@@ -539,14 +540,19 @@ TEST(QGemm, DirectConvolutionMatchesIm2colAndTheProduct) {
         d.isa = tile == qgemm_tile_offsets_vnni ? Isa::kAvx512 : Isa::kAvx2;
         const int64_t bytes = qgemm_conv_direct_bytes(d);
         ASSERT_GT(bytes, 0);
-        std::vector<uint8_t> scratch(static_cast<size_t>(bytes), 0xEE);
-        std::vector<uint8_t> got(want.size() + 1, 0xA5);
-        d.y = got.data();
-        qgemm_conv_direct(d, scratch.data(), tile);
-        EXPECT_EQ(got.back(), 0xA5) << "wrote past the planes";
-        got.pop_back();
-        ASSERT_EQ(got, want) << "c " << cs.c << " h " << cs.h << " w " << cs.w << " window " << cs.kh << "x" << cs.kw
-                             << " stride " << cs.sh << "x" << cs.sw << " variant " << variant << " tile " << (tile == qgemm_tile_offsets_vnni ? "vnni" : "avx2");
+        // The least scratch (weights one tile of channels at a time), and
+        // room for every channel's.
+        for (int64_t extra : {int64_t{0}, cs.m * qgemm_kp(k) * 3}) {
+          std::vector<uint8_t> scratch(static_cast<size_t>(bytes + extra), 0xEE);
+          std::vector<uint8_t> got(want.size() + 1, 0xA5);
+          d.y = got.data();
+          qgemm_conv_direct(d, scratch.data(), bytes + extra, tile);
+          EXPECT_EQ(got.back(), 0xA5) << "wrote past the planes";
+          got.pop_back();
+          ASSERT_EQ(got, want) << "c " << cs.c << " h " << cs.h << " w " << cs.w << " window " << cs.kh << "x" << cs.kw
+                               << " stride " << cs.sh << "x" << cs.sw << " variant " << variant << " extra " << extra
+                               << " tile " << (tile == qgemm_tile_offsets_vnni ? "vnni" : "avx2");
+        }
       }
     }
   }

@@ -382,8 +382,8 @@ TEST(QdqTest, DepthwiseLanesMatchThePerChannelKernel) {
 // scratch, the tile reading it in place): the same bytes as the scalar
 // path's im2col product, for two images, int8 and uint8 inputs, 7-bit and
 // full-range data, channel counts off the quad, 3x3 with asymmetric
-// padding, dilated 3x3, 1x5, 10x4 and padded 1x1 windows, strides 1 and 2,
-// with an unpadded stride-1 1x1 (the packed columns) beside them.
+// padding, dilated 3x3, 1x5 and 10x4 windows, strides 1 and 2, with 1x1
+// windows (the packers) beside them.
 TEST(QdqTest, DirectConvolutionMatchesTheScalarPath) {
   struct Case {
     int64_t c, m, h, w, kh, kw, dilation, stride;

@@ -185,8 +185,7 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
 
 namespace {
 
-constexpr int64_t kDirectMaxSteps = 1152;  // offsets on the stack (4.5 KiB)
-constexpr int64_t kDirectSlack = 64;       // the last panel's overreach
+constexpr int64_t kDirectSlack = 64;  // the last panel's overreach (in qgemm_conv_direct_bytes)
 
 // The phase planes' geometry: padded row r lands in row r / sh of phase
 // r % sh, column x in column x / sw of phase x % sw; each phase plane is
@@ -260,19 +259,21 @@ QGemmTileOffsetsFn qgemm_tile_offsets_for(Isa isa) {
 }
 
 int64_t qgemm_conv_direct_bytes(const QConvDirect& d) {
-  const DirectShape s = direct_shape(d);
-  if (s.steps > kDirectMaxSteps) return -1;
-  return s.quads * s.quad_bytes + kDirectSlack + d.m * s.steps * 4 + (d.sw > 1 ? s.pw2 * d.sw * 4 : 0);
+  return kiln::kernels::qgemm_conv_direct_bytes(d.c, d.h, d.w, d.kh, d.kw, d.sh, d.sw, d.pt, d.pl, d.pb, d.pr);
 }
 
-void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, QGemmTileOffsetsFn tile) {
+void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_bytes, QGemmTileOffsetsFn tile) {
   const DirectShape s = direct_shape(d);
   const int64_t taps = s.taps, nq = s.steps;
   // The interleaved phase planes (and whether any byte is above 127).
   uint8_t any = 0;
-  int8_t* wt = reinterpret_cast<int8_t*>(scratch + s.quads * s.quad_bytes + kDirectSlack);
-  uint8_t* row = reinterpret_cast<uint8_t*>(wt + d.m * nq * 4);  // a padded row (strided only)
   const int64_t width = s.pw2 * d.sw;
+  // The padded row (strided only), then the weight block: as many output
+  // channels (whole tiles) as the rest of the scratch holds.
+  uint8_t* row = scratch + s.quads * s.quad_bytes + kDirectSlack;
+  int8_t* wt = reinterpret_cast<int8_t*>(row + (d.sw > 1 ? width * 4 : 0));
+  int64_t block = (scratch_bytes - (reinterpret_cast<uint8_t*>(wt) - scratch)) / (nq * 4) / kQGemmMr * kQGemmMr;
+  block = block < kQGemmMr ? kQGemmMr : block > qgemm_round_up(d.m, kQGemmMr) ? qgemm_round_up(d.m, kQGemmMr) : block;
   for (int64_t q = 0; q < s.quads; ++q) {
     for (int64_t r = 0; r < s.ph2 * d.sh; ++r) {
       uint8_t* dst = scratch + q * s.quad_bytes + (r % d.sh) * d.sw * s.plane4 + (r / d.sh) * s.pw2 * 4;
@@ -305,25 +306,10 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, QGemmTileOffsetsF
   }
   memset(scratch + s.quads * s.quad_bytes, 0, kDirectSlack);
   const bool small = any <= 127;
-  // The weights in step order: step q = quad * taps + tap holds channels
-  // 4 * quad .. + 3 of that tap (0 past c).
-  const int64_t kp = qgemm_kp(d.c * taps);
-  for (int64_t o = 0; o < d.m; ++o) {
-    const int8_t* src = d.w8 + o * kp;
-    int8_t* dst = wt + o * nq * 4;
-    for (int64_t q = 0; q < s.quads; ++q) {
-      for (int64_t t = 0; t < taps; ++t) {
-        for (int64_t j = 0; j < 4; ++j) {
-          const int64_t ch = 4 * q + j;
-          dst[(q * taps + t) * 4 + j] = ch < d.c ? src[ch * taps + t] : 0;
-        }
-      }
-    }
-  }
   // Tap (ky, kx) of output (oy, ox) reads padded (oy * sh + ky * dh, ox *
   // sw + kx * dw): phase (ky * dh % sh, kx * dw % sw), shifted by (ky * dh
   // / sh, kx * dw / sw) from (oy, ox) in it.
-  int32_t off[kDirectMaxSteps];
+  int32_t off[kQGemmDirectMaxSteps];  // 4.5 KiB of stack
   for (int64_t q = 0; q < s.quads; ++q) {
     for (int64_t t = 0; t < taps; ++t) {
       const int64_t y = (t / d.kw) * d.dh, x = (t % d.kw) * d.dw;
@@ -344,41 +330,65 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, QGemmTileOffsetsF
   const int64_t columns = (d.oh - 1) * pitch + d.ow;
   const size_t y_elem = dtype_size(d.y_dtype);
   const int64_t plane_out = d.oh * d.ow;
-  for (int64_t r0 = 0; r0 < columns; r0 += run) {
-    const int64_t nrun = columns - r0 < run ? columns - r0 : run;
-    // The run's valid columns: segments [a, b) of the grid, in output order.
-    int64_t seg_a[kRunMax], seg_b[kRunMax], segs = 0;
-    for (int64_t oy = r0 / pitch; oy * pitch < r0 + nrun; ++oy) {
-      const int64_t a = oy * pitch > r0 ? oy * pitch : r0;
-      const int64_t b = oy * pitch + d.ow < r0 + nrun ? oy * pitch + d.ow : r0 + nrun;
-      if (a < b) {
-        seg_a[segs] = a;
-        seg_b[segs] = b;
-        ++segs;
+  const int64_t kp = qgemm_kp(d.c * taps);
+  for (int64_t b0 = 0; b0 < d.m; b0 += block) {
+    const int64_t b1 = d.m - b0 < block ? d.m : b0 + block;
+    // The block's weights in step order: step q = quad * taps + tap holds
+    // channels 4 * quad .. + 3 of that tap (0 past c).
+    int64_t q0 = 0;
+    if (taps == 9 && s.quads * 4 == d.c) {
+      // 3x3 over whole quads (every layer but a first one's): by shuffles.
+      direct_weights_3x3_avx2(d.w8 + b0 * kp, kp, b1 - b0, s.quads, wt);
+      q0 = s.quads;
+    }
+    for (int64_t o = b0; o < b1; ++o) {
+      const int8_t* src = d.w8 + o * kp;
+      int8_t* dst = wt + (o - b0) * nq * 4;
+      for (int64_t q = q0; q < s.quads; ++q) {
+        for (int64_t t = 0; t < taps; ++t) {
+          for (int64_t j = 0; j < 4; ++j) {
+            const int64_t ch = 4 * q + j;
+            dst[(q * taps + t) * 4 + j] = ch < d.c ? src[ch * taps + t] : 0;
+          }
+        }
       }
     }
-    if (segs == 0) continue;
-    const int64_t first = (seg_a[0] / pitch) * d.ow + seg_a[0] % pitch;  // its output index
-    for (int64_t c0 = 0; c0 < d.m; c0 += kQGemmMr) {
-      const int64_t mr = d.m - c0 < kQGemmMr ? d.m - c0 : kQGemmMr;
-      for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
-        tile(nq, wt + c0 * nq * 4, mr, scratch + p0 * 4, off, small, acc);
-        for (int64_t r = 0; r < mr; ++r) memcpy(rows[r] + (p0 - r0), acc[r], sizeof acc[r]);
-      }
-      for (int64_t r = 0; r < mr; ++r) {
-        int64_t valid = 0;
-        for (int64_t g = 0; g < segs; ++g) {
-          const int64_t len = seg_b[g] - seg_a[g];
-          if (seg_a[g] - r0 != valid) {
-            memmove(rows[r] + valid, rows[r] + (seg_a[g] - r0), static_cast<size_t>(len) * sizeof(int32_t));
-          }
-          valid += len;
+    for (int64_t r0 = 0; r0 < columns; r0 += run) {
+      const int64_t nrun = columns - r0 < run ? columns - r0 : run;
+      // The run's valid columns: segments [a, b) of the grid, in output order.
+      int64_t seg_a[kRunMax], seg_b[kRunMax], segs = 0;
+      for (int64_t oy = r0 / pitch; oy * pitch < r0 + nrun; ++oy) {
+        const int64_t a = oy * pitch > r0 ? oy * pitch : r0;
+        const int64_t b = oy * pitch + d.ow < r0 + nrun ? oy * pitch + d.ow : r0 + nrun;
+        if (a < b) {
+          seg_a[segs] = a;
+          seg_b[segs] = b;
+          ++segs;
         }
-        const int64_t ch = c0 + r;
-        qgemm_requantize_row(rows[r], valid, d.bias[ch], d.multiplier[ch], d.shift[ch], d.y_zp, d.y_min, d.y_max,
-                             d.y_dtype,
-                             static_cast<uint8_t*>(d.y) + static_cast<size_t>(ch * plane_out + first) * y_elem, d.isa,
-                             d.c * taps <= 4096);
+      }
+      if (segs == 0) continue;
+      const int64_t first = (seg_a[0] / pitch) * d.ow + seg_a[0] % pitch;  // its output index
+      for (int64_t c0 = b0; c0 < b1; c0 += kQGemmMr) {
+        const int64_t mr = b1 - c0 < kQGemmMr ? b1 - c0 : kQGemmMr;
+        for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
+          tile(nq, wt + (c0 - b0) * nq * 4, mr, scratch + p0 * 4, off, small, acc);
+          for (int64_t r = 0; r < mr; ++r) memcpy(rows[r] + (p0 - r0), acc[r], sizeof acc[r]);
+        }
+        for (int64_t r = 0; r < mr; ++r) {
+          int64_t valid = 0;
+          for (int64_t g = 0; g < segs; ++g) {
+            const int64_t len = seg_b[g] - seg_a[g];
+            if (seg_a[g] - r0 != valid) {
+              memmove(rows[r] + valid, rows[r] + (seg_a[g] - r0), static_cast<size_t>(len) * sizeof(int32_t));
+            }
+            valid += len;
+          }
+          const int64_t ch = c0 + r;
+          qgemm_requantize_row(rows[r], valid, d.bias[ch], d.multiplier[ch], d.shift[ch], d.y_zp, d.y_min, d.y_max,
+                               d.y_dtype,
+                               static_cast<uint8_t*>(d.y) + static_cast<size_t>(ch * plane_out + first) * y_elem, d.isa,
+                               d.c * taps <= 4096);
+        }
       }
     }
   }

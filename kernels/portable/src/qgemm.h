@@ -188,12 +188,19 @@ struct QConvDirect {
   void* y = nullptr;           // [m][oh][ow]
   Isa isa = Isa::kAvx2;
 };
+// Rows of 3x3 weights (kp apart) into the direct convolution's step order
+// for their first `quads` full channel quads: out[(r * quads + q) * 36 + 4
+// t + j] = w[r * kp + (4 q + j) * 9 + t].
+void direct_weights_3x3_avx2(const int8_t* w, int64_t kp, int64_t rows, int64_t quads, int8_t* out);
 // The tile for `isa` (nullptr where there is none: the caller packs im2col).
 QGemmTileOffsetsFn qgemm_tile_offsets_for(Isa isa);
-// Scratch bytes qgemm_conv_direct needs, or -1 where it does not apply
-// (more steps than its offset table holds).
+// The least scratch qgemm_conv_direct needs (kiln/kernels/qgemm.h), or -1
+// where it does not apply.
 int64_t qgemm_conv_direct_bytes(const QConvDirect& d);
-void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, QGemmTileOffsetsFn tile);
+// `scratch_bytes` (at least qgemm_conv_direct_bytes) sets how many output
+// channels' weights are reordered at once: the input is read once per such
+// block.
+void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_bytes, QGemmTileOffsetsFn tile);
 #endif
 
 void qgemm(const QGemmProblem& p, QGemmTileFn tile);

@@ -526,6 +526,46 @@ KILN_AVX2 void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, 
   }
 }
 
+// 3x3 weights of four channels (36 bytes, channel by channel) into tap
+// order (tap by tap, four channels each): out[4 t + j] = in[9 j + t],
+// three shuffles per 16 output bytes, for each full quad of each row.
+KILN_AVX2 void direct_weights_3x3_avx2(const int8_t* w, int64_t kp, int64_t rows, int64_t quads, int8_t* out) {
+  alignas(16) int8_t masks[3][3][16];  // [output chunk][source][lane]
+  for (int chunk = 0; chunk < 3; ++chunk) {
+    for (int lane = 0; lane < 16; ++lane) {
+      const int o = chunk * 16 + lane;
+      const int i = o < 36 ? (o % 4) * 9 + o / 4 : -1;
+      for (int src = 0; src < 3; ++src) {
+        const int base = src == 0 ? 0 : src == 1 ? 16 : 20;
+        const bool mine = i >= 0 && (src == 0 ? i < 16 : src == 1 ? i >= 16 && i < 32 : i >= 32);
+        masks[chunk][src][lane] = static_cast<int8_t>(mine ? i - base : -128);
+      }
+    }
+  }
+  __m128i m[3][3];
+  for (int chunk = 0; chunk < 3; ++chunk) {
+    for (int src = 0; src < 3; ++src) m[chunk][src] = _mm_load_si128(reinterpret_cast<const __m128i*>(masks[chunk][src]));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t q = 0; q < quads; ++q) {
+      const int8_t* in = w + r * kp + q * 36;
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 16));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 20));
+      __m128i v[3];
+      for (int chunk = 0; chunk < 3; ++chunk) {
+        v[chunk] = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, m[chunk][0]), _mm_shuffle_epi8(b, m[chunk][1])),
+                                _mm_shuffle_epi8(c, m[chunk][2]));
+      }
+      int8_t* o = out + (r * quads + q) * 36;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o), v[0]);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 16), v[1]);
+      const int32_t last = _mm_cvtsi128_si32(v[2]);
+      memcpy(o + 32, &last, 4);
+    }
+  }
+}
+
 // Eight values at a time: (acc + bias) * m + 2^(s-1) as four even and four
 // odd 64-bit products; the high halves are the products >> 32 exactly
 // (arithmetic), then >> (s - 32) in 32 bits. Equal to the scalar loop for

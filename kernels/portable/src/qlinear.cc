@@ -535,11 +535,12 @@ bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmPr
 // A convolution of group 1 without im2col (qgemm_conv_direct: the input
 // interleaved into phase planes once, the tile reading it in place), where
 // the ISA has the tile and the scratch holds the copy. False (nothing done)
-// otherwise. A 1x1 stride-1 unpadded convolution keeps qgemm_pack_columns.
+// otherwise. A 1x1 window keeps the packers (the columns as they are, or
+// one strided gather: cheaper than the phase planes).
 bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (g.group != 1 || p.w_zp != nullptr || p.multiplier == nullptr) return false;
-  if (g.kh * g.kw == 1 && g.sh * g.sw == 1 && g.pt + g.pl + g.pb + g.pr == 0) return false;
+  if (g.kh * g.kw == 1) return false;
   const QGemmTileOffsetsFn tile = qgemm_tile_offsets_for(p.isa);
   if (tile == nullptr) return false;
   QConvDirect d;
@@ -563,7 +564,7 @@ bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProbl
   for (int64_t b = 0; b < g.n; ++b) {
     d.x = args.in(0).data_as<const uint8_t>() + b * g.c * g.h * g.w;
     d.y = args.out(0).data_as<uint8_t>() + static_cast<size_t>(b * g.m * g.oh * g.ow) * y_elem;
-    qgemm_conv_direct(d, scratch.data_as<uint8_t>(), tile);
+    qgemm_conv_direct(d, scratch.data_as<uint8_t>(), scratch.numel(), tile);
   }
   return true;
 #else

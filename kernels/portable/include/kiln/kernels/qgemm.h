@@ -85,6 +85,21 @@ constexpr int64_t qgemm_packed_x_bytes(int64_t k, int64_t n) {
   return qgemm_kp(k) * qgemm_round_up(n, kQGemmNr);
 }
 
+// The direct convolution of x86 (kernels/portable/src/qgemm.h,
+// qgemm_conv_direct): the input of one image, four channels interleaved per
+// stride phase, then at least one tile's channels of weights in its step
+// order, and with a column stride one padded row. The least scratch it
+// runs in (more lets it reorder more channels' weights at once), or -1
+// where it does not apply (more steps than its offset table holds).
+constexpr int64_t kQGemmDirectMaxSteps = 1152;
+constexpr int64_t qgemm_conv_direct_bytes(int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh,
+                                          int64_t sw, int64_t pt, int64_t pl, int64_t pb, int64_t pr) {
+  return (c + 3) / 4 * kh * kw > kQGemmDirectMaxSteps
+             ? -1
+             : (c + 3) / 4 * sh * sw * ((pt + h + pb + sh - 1) / sh) * ((pl + w + pr + sw - 1) / sw) * 4 + 64 +
+                   kQGemmMr * ((c + 3) / 4 * kh * kw) * 4 + (sw > 1 ? (pl + w + pr + sw - 1) / sw * sw * 4 : 0);
+}
+
 // Splits a real multiplier (> 0) into m * 2^-s as above. Returns false when
 // it is 2^30 or more (not representable); one below 2^-32 gives m = 0 (every
 // output is the zero point, as the exact product rounds to 0 for any int32
