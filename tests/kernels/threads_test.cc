@@ -348,5 +348,25 @@ TEST_F(ThreadsTest, ForcedSplitsDoSplit) {
   }
 }
 
+TEST_F(ThreadsTest, EmptyReductionComputesNothing) {
+  // An empty output (a kept axis of 0): no output element, so no start index
+  // to find (dividing by the axis of 0 would trap), on one thread or more.
+  GraphBuilder b;
+  const int x = b.input("x", {0, 5});
+  b.output(b.node("ReduceSum", {x, b.constant("axes", HostTensor::from_int64s({1}, {1}))}, {{"keepdims", int_attr(0)}}));
+  const std::string bytes = b.plan().bytes;
+  const std::vector<HostTensor> in = {HostTensor(DType::FLOAT32, {0, 5})};
+  PosixThreadPool pool;
+  ASSERT_EQ(pool.start(2), Error::kOk);
+  RunOptions options;
+  options.thread_pool = &pool;
+  kernels::set_parallel_min_work(0);
+  for (const RunOptions& o : {RunOptions{}, options}) {
+    const std::vector<HostTensor> out = planner::run_program(bytes, in, o).outputs;
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].numel(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing

@@ -191,6 +191,7 @@ T reduce_one(const ReduceGeometry& g, const T* base) {
 // Output elements [o0, o1).
 template <ReduceKind K, typename T>
 void reduce_typed(const Tensor& x, const Tensor& y, const ReduceGeometry& g, int64_t o0, int64_t o1) {
+  if (o0 >= o1) return;  // nothing to compute (an empty output has a kept axis of 0)
   const T* in = x.data_as<const T>();
   T* out = y.data_as<T>();
   const uint32_t k = g.kept_rank;
