@@ -2,7 +2,8 @@
 // convolution: odd output sizes (partial tiles), pads from 0 to 2 and
 // asymmetric, channel counts that are no multiple of the register tile,
 // several tile blocks, a batch of two, bias and activations, every path;
-// and that the scratch the planner is told about is never overrun.
+// and that the scratch the planner is told about is never overrun, padded
+// (as planned now) or not (as planned before the pad).
 
 #include <gtest/gtest.h>
 
@@ -49,8 +50,22 @@ TEST_P(WinogradTest, MatchesDirectConvolution) {
   conv.y = y.data();
   conv.activation = flatbuffers::GetRoot<fb::FusedActivation>(builder.GetBufferPointer());
   conv.transformed_input = v.data();
+  conv.transformed_input_floats = static_cast<int64_t>(input_floats);
   conv.products = prod.data();
   winograd_conv(conv, path);
+
+  // A program planned before the pad between transformed inputs: the
+  // smaller scratch runs unpadded, to the same bits, and is not overrun.
+  const size_t unpadded_floats = static_cast<size_t>(winograd_input_unpadded_floats(k.c, tiles));
+  std::vector<float> v_unpadded(unpadded_floats + 64, kSentinel);
+  std::vector<float> y_unpadded(y.size(), kSentinel);
+  WinogradConv unpadded = conv;
+  unpadded.transformed_input = v_unpadded.data();
+  unpadded.transformed_input_floats = static_cast<int64_t>(unpadded_floats);
+  unpadded.y = y_unpadded.data();
+  winograd_conv(unpadded, path);
+  ASSERT_EQ(y, y_unpadded);
+  for (size_t i = unpadded_floats; i < v_unpadded.size(); ++i) ASSERT_EQ(v_unpadded[i], kSentinel) << "overrun";
 
   double scale = 1e-30;
   std::vector<double> want(static_cast<size_t>(k.n * k.m * oh * ow));

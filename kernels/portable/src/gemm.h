@@ -96,6 +96,10 @@ struct WinogradConv {
   float* y = nullptr;
   const fb::FusedActivation* activation = nullptr;
   float* transformed_input = nullptr;
+  // Floats at transformed_input: the transformed inputs are spaced by
+  // kWinogradInputPad where it is winograd_input_floats or more (it must be
+  // winograd_input_unpadded_floats at least).
+  int64_t transformed_input_floats = 0;
   float* products = nullptr;
 };
 void winograd_conv(const WinogradConv& conv, GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);

@@ -72,13 +72,23 @@ void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* o
 // [M][C] by transformed inputs [C][tiles], one per position of the 4x4
 // transform. Tiles are taken winograd_tile_block() at a time, so the scratch
 // stays bounded: transformed inputs 16 x C x round_up(tiles, kGemmNr),
-// products 16 x M x tiles.
+// each of the 16 kWinogradInputPad floats (a cache line) further from the
+// next than its size, and products 16 x M x tiles.
 constexpr int64_t winograd_tile_block(int64_t c, int64_t tiles) {
   const int64_t by_cache = gemm_max(kGemmNr, 8192 / (c > 0 ? c : 1) / kGemmNr * kGemmNr);
   return gemm_min(gemm_min(by_cache, kGemmNc), gemm_round_up(tiles, kGemmNr));
 }
-constexpr int64_t winograd_input_floats(int64_t c, int64_t tiles) {
+// The pad: with C x round_up(tiles, kGemmNr) a multiple of 1024 floats
+// (C = 128, 64 tiles), the 16 transformed inputs of a tile, written side by
+// side, would all fall in one set of a 4 KiB-aliased L1 cache. Programs
+// planned before it (scratch of winograd_input_unpadded_floats) still run,
+// unpadded.
+constexpr int64_t kWinogradInputPad = kGemmNr;
+constexpr int64_t winograd_input_unpadded_floats(int64_t c, int64_t tiles) {
   return 16 * c * gemm_round_up(winograd_tile_block(c, tiles), kGemmNr);
+}
+constexpr int64_t winograd_input_floats(int64_t c, int64_t tiles) {
+  return winograd_input_unpadded_floats(c, tiles) + 16 * kWinogradInputPad;
 }
 constexpr int64_t winograd_product_floats(int64_t m, int64_t c, int64_t tiles) {
   return 16 * m * winograd_tile_block(c, tiles);
