@@ -168,7 +168,9 @@ void lower_conv_int8(OpContext& ctx, LoweringContext& l, size_t ix, size_t iw, c
   if (group == xs[1] && q.m == group) {
     const int64_t ph = (xs.size() == 4 ? xs[2] : 1) + p4[0] + p4[2], pw = xs.back() + p4[1] + p4[3];
     direct = ph * pw + (s2[1] == 2 ? 2 * ph * ((pw + 1) / 2) : 0);
-  } else if (group == 1 && l.options().packing_scratch && k2[0] * k2[1] > 1) {
+  } else if (group == 1 && l.options().packing_scratch && k2[0] * k2[1] > 1 &&
+             kernels::qgemm_conv_direct_pays(xs[1], xs.size() == 4 ? xs[2] : 1, xs.back(), k2[0], k2[1], s2[0], s2[1],
+                                             d2[0], d2[1], p4[0], p4[1], p4[2], p4[3])) {
     // x86 runs one group without im2col (kernels::qgemm_conv_direct): its
     // interleaved input and a tile's weights, where that outgrows im2col's
     // panels (deep layers on small planes).

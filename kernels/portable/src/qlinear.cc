@@ -535,12 +535,16 @@ bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmPr
 // A convolution of group 1 without im2col (qgemm_conv_direct: the input
 // interleaved into phase planes once, the tile reading it in place), where
 // the ISA has the tile and the scratch holds the copy. False (nothing done)
-// otherwise. A 1x1 window keeps the packers (the columns as they are, or
-// one strided gather: cheaper than the phase planes).
+// otherwise, and where it would multiply much more than im2col
+// (qgemm_conv_direct_pays). A 1x1 window keeps the packers (the columns as
+// they are, or one strided gather: cheaper than the phase planes).
 bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (g.group != 1 || p.w_zp != nullptr || p.multiplier == nullptr) return false;
-  if (g.kh * g.kw == 1) return false;
+  if (g.kh * g.kw == 1 ||
+      !qgemm_conv_direct_pays(g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.pb, g.pr)) {
+    return false;
+  }
   const QGemmTileOffsetsFn tile = qgemm_tile_offsets_for(p.isa);
   if (tile == nullptr) return false;
   QConvDirect d;

@@ -90,7 +90,7 @@ constexpr int64_t qgemm_packed_x_bytes(int64_t k, int64_t n) {
 // stride phase, then at least one tile's channels of weights in its step
 // order, and with a column stride one padded row. The least scratch it
 // runs in (more lets it reorder more channels' weights at once), or -1
-// where it does not apply (more steps than its offset table holds).
+// where it cannot run (more steps than its offset table holds).
 constexpr int64_t kQGemmDirectMaxSteps = 1152;
 constexpr int64_t qgemm_conv_direct_bytes(int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh,
                                           int64_t sw, int64_t pt, int64_t pl, int64_t pb, int64_t pr) {
@@ -98,6 +98,20 @@ constexpr int64_t qgemm_conv_direct_bytes(int64_t c, int64_t h, int64_t w, int64
              ? -1
              : (c + 3) / 4 * sh * sw * ((pt + h + pb + sh - 1) / sh) * ((pl + w + pr + sw - 1) / sw) * 4 + 64 +
                    kQGemmMr * ((c + 3) / 4 * kh * kw) * 4 + (sw > 1 ? (pl + w + pr + sw - 1) / sw * sw * 4 : 0);
+}
+// Whether it is taken: at most 1.5 times im2col's multiply-adds (its
+// channels are padded to a multiple of 4, and it computes the columns past
+// each output row of the phase planes: a 1-channel 10x4 window over a
+// 5-wide plane would do 5.5 times as many).
+constexpr bool qgemm_conv_direct_pays(int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                                      int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t pb, int64_t pr) {
+  return 2 * qgemm_round_up(((pt + h + pb - dh * (kh - 1) - 1) / sh) * ((pl + w + pr + sw - 1) / sw) +
+                                (pl + w + pr - dw * (kw - 1) - 1) / sw + 1,
+                            kQGemmNr) *
+             ((c + 3) / 4 * 4 * kh * kw) <=
+         3 * qgemm_round_up(((pt + h + pb - dh * (kh - 1) - 1) / sh + 1) * ((pl + w + pr - dw * (kw - 1) - 1) / sw + 1),
+                            kQGemmNr) *
+             qgemm_kp(c * kh * kw);
 }
 
 // Splits a real multiplier (> 0) into m * 2^-s as above. Returns false when
