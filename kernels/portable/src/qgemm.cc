@@ -259,6 +259,10 @@ QGemmTileOffsetsFn qgemm_tile_offsets_for(Isa isa) {
 }
 
 int64_t qgemm_conv_direct_bytes(const QConvDirect& d) {
+  const DirectShape s = direct_shape(d);
+  // The tap offsets are int32: the interleaved input (and the last panel's
+  // overreach) inside 2^31 bytes.
+  if (s.quads * s.quad_bytes + kDirectSlack > INT32_MAX) return -1;
   return kiln::kernels::qgemm_conv_direct_bytes(d.c, d.h, d.w, d.kh, d.kw, d.sh, d.sw, d.pt, d.pl, d.pb, d.pr);
 }
 
