@@ -295,7 +295,8 @@ void lower_gemm_int8(OpContext& ctx, LoweringContext& l, size_t ia, const Int8Li
   inputs.insert(inputs.end(), ops.inputs.begin(), ops.inputs.end());
   const int64_t rows = shape_numel(ctx.shape(ia)) / q.k / q.sets;
   l.kernel("GemmInt8", inputs, {l.tensor(ctx.output_id(0))},
-           int_params({q.sets, ops.x_zp_u8, q.y_zp, q.y_min, q.y_max}), int8_scratch(ctx, l, ops, q.k, rows));
+           int_params({q.sets, ops.x_zp_u8, q.y_zp, q.y_min, q.y_max}),
+           int8_scratch(ctx, l, ops, q.k, rows, 0, rows == 1));
 }
 
 void infer_qlinear_matmul(OpContext& ctx) {
@@ -556,9 +557,9 @@ Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear&
 }
 
 std::vector<int> int8_scratch(OpContext& ctx, LoweringContext& l, const Int8Operands& ops, int64_t k, int64_t columns,
-                              int64_t min_bytes) {
+                              int64_t min_bytes, bool vector_only) {
   using namespace kiln::kernels;
-  int64_t bytes = qgemm_packed_x_bytes(k, columns);
+  int64_t bytes = vector_only ? qgemm_kp(k) : qgemm_packed_x_bytes(k, columns);
   if (!l.options().packing_scratch) {
     // Microcontrollers: the kernel packs and multiplies a block of columns
     // at a time, as many panels as kInt8BlockBytes hold (at least one).

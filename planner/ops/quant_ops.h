@@ -54,9 +54,12 @@ Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear&
 // Scratch of one int8 kernel call: packed activations (k x columns; with
 // the lowering options' packing off, a block of at most 2 KiB of them, the
 // kernel working through the columns a block at a time) of at least
-// min_bytes, and, with weight zero points, the column sums.
+// min_bytes, and, with weight zero points, the column sums. `vector_only`:
+// a GemmInt8 of one row per weight matrix, which the kernel runs as a
+// matrix-vector product needing only that row (k bytes, rounded up as the
+// packed weights are), not a 16-column panel.
 std::vector<int> int8_scratch(OpContext& ctx, LoweringContext& l, const Int8Operands& ops, int64_t k,
-                              int64_t columns, int64_t min_bytes = 0);
+                              int64_t columns, int64_t min_bytes = 0, bool vector_only = false);
 
 }  // namespace kiln::planner
 

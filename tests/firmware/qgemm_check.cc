@@ -4,8 +4,9 @@
 // sums of a plain int64 loop and of the portable loop over shapes around
 // the tile sizes (channels around 8, columns around 16, k not a multiple
 // of 4), with random and extreme operands (255 x -128 and 255 x 127), and
-// the same requantized int8 outputs through the shared epilogue. Exits 0
-// only when every value agrees.
+// the same requantized int8 outputs through the shared epilogue; and the
+// matrix-vector rows (qgemm_dot_rows: a one-row product's weight rows
+// against one vector) likewise. Exits 0 only when every value agrees.
 
 #include <stdint.h>
 #include <string.h>
@@ -25,6 +26,8 @@ uint8_t g_x[kMaxN * kMaxK];
 int8_t g_w[kMaxM * kMaxK];
 alignas(16) uint8_t g_packed[kMaxK * 48];
 int32_t g_sums[kMaxN];
+uint8_t g_vector[kMaxK];
+int32_t g_dots[kMaxM];
 int32_t g_bias[kMaxM], g_wzp[kMaxM], g_mult[kMaxM], g_shift[kMaxM];
 int32_t g_y[2][kMaxM * kMaxN];
 int8_t g_q[2][kMaxM * kMaxN];
@@ -106,6 +109,20 @@ void check(int64_t m, int64_t n, int64_t k, bool extreme, QGemmTileFn tile) {
                            g_q[1][col * m + c]);
         }
       }
+    }
+  }
+  // The last column as one zero-padded vector through the matrix-vector
+  // rows of this ISA.
+  memset(g_vector, 0, sizeof(g_vector));
+  memcpy(g_vector, g_x + (n - 1) * k, static_cast<size_t>(k));
+  qgemm_dot_rows(kp, g_w, m, g_vector, g_dots, active_isa());
+  for (int64_t c = 0; c < m; ++c) {
+    int64_t want = 0;
+    for (int64_t kk = 0; kk < k; ++kk) want += int64_t{g_vector[kk]} * g_w[c * kp + kk];
+    if (g_dots[c] != want && bad++ < 3) {
+      kiln_mps2_printf("  m=%d k=%d extreme=%d row %d: dot rows %ld, int64 %ld\n", static_cast<int>(m),
+                       static_cast<int>(k), extreme ? 1 : 0, static_cast<int>(c), static_cast<long>(g_dots[c]),
+                       static_cast<long>(want));
     }
   }
   failures += bad;

@@ -15,6 +15,7 @@
 
 #include "exec/run.h"
 #include "kiln/kernels/isa.h"
+#include "kiln/kernels/qgemm.h"
 #include "support/graph_builder.h"
 
 namespace kiln::testing {
@@ -441,7 +442,10 @@ TEST(QdqTest, DirectConvolutionMatchesTheScalarPath) {
 // A product of one row (GemmInt8's matrix-vector path, the weight rows read
 // in place) against the same row inside a product of two (the panel path):
 // the same bytes, for reductions around the vector widths, uint8 weights
-// with a zero point (the column-sum correction) and int8 activations.
+// with a zero point (the column-sum correction) and int8 activations. The
+// one-row product's packing scratch is the row alone (k rounded up to the
+// packed weights' step), with and without --no-packing, which the kernel
+// accepts on every path, firmware's included.
 TEST(QdqTest, OneRowProductMatchesThePanelPath) {
   for (int64_t k : {3, 16, 64, 67, 200}) {
     for (bool weight_zp : {false, true}) {
@@ -468,6 +472,17 @@ TEST(QdqTest, OneRowProductMatchesThePanelPath) {
         const PlanResult r = b.plan();
         EXPECT_EQ(kernels(r), std::vector<std::string>{"GemmInt8"});
         outs.push_back(planner::run_program(r.bytes, {*in}, {}).outputs.at(0));
+        PlanOptions small;
+        small.lower.packing_scratch = false;
+        const PlanResult blocks = b.plan(small);
+        EXPECT_EQ(planner::run_program(blocks.bytes, {*in}, {}).outputs.at(0).bytes, outs.back().bytes) << "k " << k;
+        for (const PlanResult* plan : {&r, &blocks}) {
+          for (const LInstruction& ins : plan->program.methods[0].instructions) {
+            if (ins.op != "GemmInt8") continue;
+            const int64_t packed = plan->program.methods[0].tensors.at(static_cast<size_t>(ins.scratch.at(0))).shape.at(0);
+            EXPECT_EQ(packed, in == &one ? kernels::qgemm_kp(k) : kernels::qgemm_packed_x_bytes(k, 2)) << "k " << k;
+          }
+        }
       }
       ASSERT_EQ(outs[0].numel(), 24);
       ASSERT_EQ(outs[1].numel(), 48);

@@ -413,6 +413,10 @@ void qgemm_dot_rows(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x,
 #else
   (void)isa;
 #endif
+#if KILN_QGEMM_DSP
+  qgemm_dot_rows_dsp(kp, w, rows, x, out);
+  return;
+#endif
   for (int64_t r = 0; r < rows; ++r) {
     const int8_t* wr = w + r * kp;
     int32_t sum = 0;
@@ -460,7 +464,6 @@ void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, boo
   const int64_t kp = qgemm_kp(k);
   const int64_t panel_bytes = kp * kQGemmNr;
   const uint8_t bias = flip ? 0x80 : 0;
-  const int64_t full = n / kQGemmNr * kQGemmNr;
   for (int64_t q = 0; q < kp / 4; ++q) {
     // Four channel rows (zeros past k) interleaved into 16 x 4 bytes per panel.
     const uint8_t* rows[4];
@@ -470,6 +473,7 @@ void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, boo
 #if defined(__x86_64__) && defined(__GNUC__)
     // SSE2 (baseline x86-64): a 4 x 16 byte transpose by unpacking.
     const __m128i vflip = _mm_set1_epi8(static_cast<char>(bias));
+    const int64_t full = n / kQGemmNr * kQGemmNr;
     for (; p0 < full; p0 += kQGemmNr) {
       __m128i v[4];
       for (int64_t r = 0; r < 4; ++r) {

@@ -60,6 +60,9 @@ bool processor_has_avx512_vnni();
 #if KILN_QGEMM_DSP
 void qgemm_tile_dsp(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                     int32_t acc[kQGemmMr][kQGemmNr]);
+// qgemm_dot_rows with SMLAD (the one-row product's weight rows, kp bytes
+// each, against x's kp bytes).
+void qgemm_dot_rows_dsp(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out);
 #endif
 #if KILN_QGEMM_NEON
 void qgemm_tile_neon(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,

@@ -251,8 +251,11 @@ Error run_dynamic_quantize(const KernelArgs& args) {
 
 // What both check of inputs 1..5, the output and the scratch, given the
 // product's shape: `m` channels, `k` reduction, `columns` per call,
-// `weight_sets` weight matrices (bias sets).
-Error check_int8_operands(const KernelArgs& args, int64_t m, int64_t k, int64_t columns, int64_t weight_sets) {
+// `weight_sets` weight matrices (bias sets). With `vector_only` (a GemmInt8
+// of one row per weight matrix, which runs as a matrix-vector product) the
+// packing scratch need hold only the one row.
+Error check_int8_operands(const KernelArgs& args, int64_t m, int64_t k, int64_t columns, int64_t weight_sets,
+                          bool vector_only = false) {
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, x.dtype() == DType::UINT8 || x.dtype() == DType::INT8, "input must be uint8 or int8");
@@ -282,7 +285,7 @@ Error check_int8_operands(const KernelArgs& args, int64_t m, int64_t k, int64_t 
   KILN_KERNEL_CHECK(args, args.num_scratch == (w_zp ? 2 : 1), "expects %d scratch tensors", w_zp ? 2 : 1);
   // At least one panel: the kernels pack and multiply as many columns at a
   // time as the scratch holds (the planner's --no-packing gives a small one).
-  const int64_t least = qgemm_packed_x_bytes(k, columns < kQGemmNr ? columns : kQGemmNr);
+  const int64_t least = vector_only ? qgemm_kp(k) : qgemm_packed_x_bytes(k, columns < kQGemmNr ? columns : kQGemmNr);
   KILN_KERNEL_CHECK(args, args.scratch[0]->dtype() == DType::UINT8 && args.scratch[0]->numel() >= least,
                     "packing scratch smaller than %lld bytes", static_cast<long long>(least));
   if (w_zp) {
@@ -655,7 +658,7 @@ Error check_gemm_int8(const KernelArgs& args) {
   for (uint32_t d = 0; d + 1 < a.rank(); ++d) KILN_KERNEL_CHECK(args, a.dim(d) == y.dim(d), "input and output differ in dim %u", d);
   const int64_t x_zp = int_param(args, 1);
   KILN_KERNEL_CHECK(args, x_zp >= 0 && x_zp <= 255, "input zero point outside the uint8 domain");
-  KILN_RETURN_IF_ERROR(check_int8_operands(args, n, k, rows / batches, batches));
+  KILN_RETURN_IF_ERROR(check_int8_operands(args, n, k, rows / batches, batches, rows == batches));
   return check_int8_clamp(args, 2);
 }
 
@@ -677,9 +680,6 @@ Error run_gemm_int8(const KernelArgs& args) {
   p.y_column_stride = n;
   int32_t* sums = const_cast<int32_t*>(p.x_sums);
   const int64_t block = qgemm_block_columns(*args.scratch[0], k, rows);
-#if !defined(KILN_BARE_METAL)
-  // (Firmware keeps the panel path only: 576 bytes less code on Cortex-M4,
-  // where the one-row products of its models are a few hundred MACs.)
   if (rows == 1) {
     // One row per weight matrix: a matrix-vector product over the weight
     // rows in place (a 16-column panel would be 15/16 padding).
@@ -702,7 +702,6 @@ Error run_gemm_int8(const KernelArgs& args) {
     }
     return Error::kOk;
   }
-#endif
   for (int64_t b = 0; b < batches; ++b) {
     for (int64_t r0 = 0; r0 < rows; r0 += block) {
       const int64_t nb = rows - r0 < block ? rows - r0 : block;
