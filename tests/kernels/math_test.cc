@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -224,13 +225,14 @@ TEST(VectorMathEdges, ExpAndLogAtTheirLimits) {
   }
 }
 
-// Sigmoid and tanh are one clamped quotient (vmath.h): at and past the
-// clamp points they reach their limits exactly and never leave [0, 1] and
-// [-1, 1]; where sigmoid is at least 1/2 its error is relative (4 ulp).
-TEST(VectorMathEdges, SigmoidAndTanhQuotients) {
+// Inputs for the clamped quotients' tests: 0 to `top` in steps of `step`,
+// the 64 floats either side of each clamp point, the `extra` values, and
+// the negatives of them all.
+std::vector<float> quotient_inputs(float top, float step, std::initializer_list<float> clamps,
+                                   std::initializer_list<float> extra) {
   std::vector<float> xs;
-  for (float x = 0.f; x <= 24.f; x += 1.f / 1024) xs.push_back(x);
-  for (float x : {9.02f, 9.25f, 18.04f, 18.5f}) {
+  for (float x = 0.f; x <= top; x += step) xs.push_back(x);
+  for (float x : clamps) {
     float up = x, down = x;
     for (int i = 0; i < 64; ++i) {
       up = std::nextafter(up, kInf);
@@ -239,9 +241,18 @@ TEST(VectorMathEdges, SigmoidAndTanhQuotients) {
       xs.push_back(down);
     }
   }
-  for (float x : {1e30f, 3.4e38f, kInf, kDenorm, 1.4e-45f, 1e-30f}) xs.push_back(x);
+  for (float x : extra) xs.push_back(x);
   const size_t half = xs.size();
   for (size_t i = 0; i < half; ++i) xs.push_back(-xs[i]);
+  return xs;
+}
+
+// Sigmoid and tanh are one clamped quotient (vmath.h): at and past the
+// clamp points they reach their limits exactly and never leave [0, 1] and
+// [-1, 1]; where sigmoid is at least 1/2 its error is relative (4 ulp).
+TEST(VectorMathEdges, SigmoidAndTanhQuotients) {
+  const std::vector<float> xs =
+      quotient_inputs(24.f, 1.f / 1024, {9.02f, 9.25f, 18.04f, 18.5f}, {1e30f, 3.4e38f, kInf, kDenorm, 1.4e-45f, 1e-30f});
   std::vector<float> s(xs.size()), t(xs.size());
   for (int path : {1, 2, 3}) {
     if (!path_on(path)) continue;
@@ -285,20 +296,7 @@ TEST(VectorMathEdges, SigmoidAndTanhQuotients) {
 // clamp points on (erf +-1 from 3.92, GELU -0 and x from 5.75), erf within
 // [-1, 1] and x Phi(x) between x and 0.
 TEST(VectorMathEdges, ErfAndGeluQuotients) {
-  std::vector<float> xs;
-  for (float x = 0.f; x <= 8.f; x += 1.f / 4096) xs.push_back(x);
-  for (float x : {3.92f, 5.75f}) {
-    float up = x, down = x;
-    for (int i = 0; i < 64; ++i) {
-      up = std::nextafter(up, kInf);
-      down = std::nextafter(down, 0.f);
-      xs.push_back(up);
-      xs.push_back(down);
-    }
-  }
-  for (float x : {1e30f, 3.4e38f, kDenorm, 1e-30f}) xs.push_back(x);
-  const size_t half = xs.size();
-  for (size_t i = 0; i < half; ++i) xs.push_back(-xs[i]);
+  const std::vector<float> xs = quotient_inputs(8.f, 1.f / 4096, {3.92f, 5.75f}, {1e30f, 3.4e38f, kDenorm, 1e-30f});
   std::vector<float> e(xs.size()), g(xs.size());
   for (int path : {1, 2, 3}) {
     if (!path_on(path)) continue;

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "exec/run.h"
 #include "kiln/kernels/isa.h"
@@ -78,6 +79,33 @@ int64_t round_half_up(int64_t num, int64_t den) {
 }
 
 int64_t clamp8(int64_t v, DType d) { return std::min(lo_of(d) + 255, std::max(lo_of(d), v)); }
+
+// Runs the program on the scalar path, then on every vector path this
+// processor has, and expects the same output bytes on each; `saturates`:
+// the scalar output must also hold both ends of the 8-bit range (the
+// cases reach the clamps). `label` names the case in failures.
+void expect_every_path_as_scalar(const PlanResult& r, const HostTensor& in, DType dtype, bool saturates,
+                                 const std::string& label) {
+  const kernels::Isa before = kernels::active_isa();
+  ASSERT_EQ(kernels::set_isa(kernels::Isa::kScalar), Error::kOk);
+  const HostTensor want = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
+  int64_t low = 0, high = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    low += want.int_at(i) == lo_of(dtype);
+    high += want.int_at(i) == lo_of(dtype) + 255;
+  }
+  if (saturates) {
+    EXPECT_GT(low, 0) << label;
+    EXPECT_GT(high, 0) << label;
+  }
+  for (kernels::Isa isa : {kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
+    if (!kernels::processor_has(isa)) continue;
+    ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
+    const HostTensor got = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
+    EXPECT_EQ(want.bytes, got.bytes) << "isa " << static_cast<int>(isa) << " " << label;
+  }
+  ASSERT_EQ(kernels::set_isa(before), Error::kOk);
+}
 
 // AveragePool 2x2 stride 2 with padding 1 (windows of 1, 2 and 4 taps) and
 // GlobalAveragePool over 4 x 4 (16 taps), x_scale = y_scale: the averages
@@ -355,26 +383,9 @@ TEST(QdqTest, DepthwiseLanesMatchThePerChannelKernel) {
     const PlanResult r = b.plan();
     ASSERT_EQ(kernels(r), std::vector<std::string>{"ConvInt8"});
     const HostTensor in = data8(cs.dtype, {1, c, cs.height, cs.width}, static_cast<uint32_t>(cs.width * 7 + cs.k));
-    const kernels::Isa before = kernels::active_isa();
-    ASSERT_EQ(kernels::set_isa(kernels::Isa::kScalar), Error::kOk);
-    const HostTensor want = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
-    int64_t low = 0, high = 0;
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      low += want.int_at(i) == lo_of(cs.dtype);
-      high += want.int_at(i) == lo_of(cs.dtype) + 255;
-    }
-    if (cs.width * cs.height >= 36) {
-      EXPECT_GT(low, 0) << "width " << cs.width;
-      EXPECT_GT(high, 0) << "width " << cs.width;
-    }
-    for (kernels::Isa isa : {kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
-      if (!kernels::processor_has(isa)) continue;
-      ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
-      const HostTensor got = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
-      EXPECT_EQ(want.bytes, got.bytes) << "isa " << static_cast<int>(isa) << " k " << cs.k << " width " << cs.width
-                                       << " stride " << cs.stride << " dilation " << cs.dilation;
-    }
-    ASSERT_EQ(kernels::set_isa(before), Error::kOk);
+    expect_every_path_as_scalar(r, in, cs.dtype, cs.width * cs.height >= 36,
+                                "k " + std::to_string(cs.k) + " width " + std::to_string(cs.width) + " stride " +
+                                    std::to_string(cs.stride) + " dilation " + std::to_string(cs.dilation));
   }
 }
 
@@ -418,24 +429,10 @@ TEST(QdqTest, DirectConvolutionMatchesTheScalarPath) {
     if (cs.seven_bit) {
       for (int64_t i = 0; i < in.numel(); ++i) in.data<uint8_t>()[i] &= 0x7F;
     }
-    const kernels::Isa before = kernels::active_isa();
-    ASSERT_EQ(kernels::set_isa(kernels::Isa::kScalar), Error::kOk);
-    const HostTensor want = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
-    int64_t low = 0, high = 0;
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      low += want.int_at(i) == lo_of(cs.dtype);
-      high += want.int_at(i) == lo_of(cs.dtype) + 255;
-    }
-    EXPECT_GT(low, 0) << "c " << cs.c << " w " << cs.w;
-    EXPECT_GT(high, 0) << "c " << cs.c << " w " << cs.w;
-    for (kernels::Isa isa : {kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
-      if (!kernels::processor_has(isa)) continue;
-      ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
-      const HostTensor got = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
-      EXPECT_EQ(want.bytes, got.bytes) << "isa " << static_cast<int>(isa) << " c " << cs.c << " window " << cs.kh << "x"
-                                       << cs.kw << " stride " << cs.stride;
-    }
-    ASSERT_EQ(kernels::set_isa(before), Error::kOk);
+    expect_every_path_as_scalar(r, in, cs.dtype, true,
+                                "c " + std::to_string(cs.c) + " w " + std::to_string(cs.w) + " window " +
+                                    std::to_string(cs.kh) + "x" + std::to_string(cs.kw) + " stride " +
+                                    std::to_string(cs.stride));
   }
 }
 

@@ -118,6 +118,35 @@ void copy_rows_in_range(const uint8_t* src, uint8_t* dst, bool into_wide, int64_
   }
 }
 
+// Every piece of a Concat (the inputs, into_wide) or a Split (the outputs)
+// against the wide tensor `wide` along `axis`. Large tensors are cut into
+// byte ranges of the wide one (parallel.h); each task moves the parts of
+// every piece's rows that fall in its range.
+void move_pieces(const KernelArgs& args, const Tensor& wide, uint32_t axis, bool into_wide) {
+  const size_t element = dtype_size(wide.dtype());
+  const int64_t wide_row = dims_product(wide, axis, wide.rank()) * static_cast<int64_t>(element);
+  const int64_t total = dims_product(wide, 0, axis) * wide_row;
+  const uint32_t pieces = into_wide ? args.num_inputs : args.num_outputs;
+  const int64_t tasks = parallel_tasks(args.pool, total / static_cast<int64_t>(element),
+                                       (total + kCopyBlock - 1) / kCopyBlock, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t b, e;
+    parallel_range(total, tasks, t, kCopyBlock, &b, &e);
+    if (b == e) return;
+    int64_t column = 0;
+    for (uint32_t i = 0; i < pieces; ++i) {
+      const Tensor& piece = into_wide ? args.in(i) : args.out(i);
+      const int64_t row = dims_product(piece, axis, piece.rank()) * static_cast<int64_t>(element);
+      if (into_wide) {
+        copy_rows_in_range(piece.data_as<const uint8_t>(), wide.data_as<uint8_t>(), true, wide_row, column, row, b, e);
+      } else {
+        copy_rows_in_range(wide.data_as<const uint8_t>(), piece.data_as<uint8_t>(), false, wide_row, column, row, b, e);
+      }
+      column += row;
+    }
+  });
+}
+
 Error check_concat(const KernelArgs& args) {
   KILN_KERNEL_CHECK(args, args.num_inputs >= 1 && args.num_outputs == 1, "bad operand count");
   const auto* p = args.params<fb::AxisParams>();
@@ -141,29 +170,7 @@ Error check_concat(const KernelArgs& args) {
 }
 
 Error run_concat(const KernelArgs& args) {
-  const Tensor& y = args.out(0);
-  const uint32_t axis = static_cast<uint32_t>(args.params<fb::AxisParams>()->axis());
-  const size_t element = dtype_size(y.dtype());
-  const int64_t outer = dims_product(y, 0, axis);
-  const int64_t out_row = dims_product(y, axis, y.rank()) * static_cast<int64_t>(element);
-  uint8_t* out = y.data_as<uint8_t>();
-  // Large outputs are cut into byte ranges (parallel.h); each task copies
-  // the parts of every input's rows that fall in its range.
-  const int64_t total = outer * out_row;
-  const int64_t tasks = parallel_tasks(args.pool, total / static_cast<int64_t>(element),
-                                       (total + kCopyBlock - 1) / kCopyBlock, kParallelMinElements);
-  parallel_for(args.pool, tasks, [&](int64_t t) {
-    int64_t b, e;
-    parallel_range(total, tasks, t, kCopyBlock, &b, &e);
-    if (b == e) return;
-    int64_t column = 0;
-    for (uint32_t i = 0; i < args.num_inputs; ++i) {
-      const Tensor& x = args.in(i);
-      const int64_t row = dims_product(x, axis, x.rank()) * static_cast<int64_t>(element);
-      copy_rows_in_range(x.data_as<const uint8_t>(), out, true, out_row, column, row, b, e);
-      column += row;
-    }
-  });
+  move_pieces(args, args.out(0), static_cast<uint32_t>(args.params<fb::AxisParams>()->axis()), true);
   return Error::kOk;
 }
 
@@ -194,27 +201,7 @@ Error check_split(const KernelArgs& args) {
 }
 
 Error run_split(const KernelArgs& args) {
-  const Tensor& x = args.in(0);
-  const uint32_t axis = static_cast<uint32_t>(args.params<fb::AxisParams>()->axis());
-  const size_t element = dtype_size(x.dtype());
-  const int64_t outer = dims_product(x, 0, axis);
-  const int64_t in_row = dims_product(x, axis, x.rank()) * static_cast<int64_t>(element);
-  const uint8_t* in = x.data_as<const uint8_t>();
-  const int64_t total = outer * in_row;
-  const int64_t tasks = parallel_tasks(args.pool, total / static_cast<int64_t>(element),
-                                       (total + kCopyBlock - 1) / kCopyBlock, kParallelMinElements);
-  parallel_for(args.pool, tasks, [&](int64_t t) {
-    int64_t b, e;
-    parallel_range(total, tasks, t, kCopyBlock, &b, &e);
-    if (b == e) return;
-    int64_t column = 0;
-    for (uint32_t i = 0; i < args.num_outputs; ++i) {
-      const Tensor& y = args.out(i);
-      const int64_t row = dims_product(y, axis, y.rank()) * static_cast<int64_t>(element);
-      copy_rows_in_range(in, y.data_as<uint8_t>(), false, in_row, column, row, b, e);
-      column += row;
-    }
-  });
+  move_pieces(args, args.in(0), static_cast<uint32_t>(args.params<fb::AxisParams>()->axis()), false);
   return Error::kOk;
 }
 
