@@ -63,11 +63,14 @@ inline const uint8_t* step_bytes(const uint8_t* base, const int32_t* off, int64_
 }
 
 // Four channels (rows r0..r0+3 of w, clamped to the last valid row) over
-// the whole of kp.
-template <bool kOffsets>
+// the whole of kp. Each uint8 x int8 pair is split into int16 halves for
+// vpmaddwd (vpmaddubsw could saturate its int16 pair sums), or, kSmall,
+// for a panel whose bytes are all <= 127, where vpmaddubsw's pair sums are
+// exact: vpmaddubsw, then vpmaddwd by ones widens them to int32.
+template <bool kOffsets, bool kSmall>
 KILN_AVX2 inline void tile4_avx2(int64_t kp, const int8_t* const rows[4], const uint8_t* panel, const int32_t* off,
                                  __m256i out[4][2]) {
-  const __m256i low_bytes = _mm256_set1_epi16(0x00FF);
+  const __m256i low_bytes = _mm256_set1_epi16(0x00FF), ones = _mm256_set1_epi16(1);
   __m256i a00 = _mm256_setzero_si256(), a01 = _mm256_setzero_si256();
   __m256i a10 = _mm256_setzero_si256(), a11 = _mm256_setzero_si256();
   __m256i a20 = _mm256_setzero_si256(), a21 = _mm256_setzero_si256();
@@ -78,45 +81,18 @@ KILN_AVX2 inline void tile4_avx2(int64_t kp, const int8_t* const rows[4], const 
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32));
     const __m256i x0e = _mm256_and_si256(x0, low_bytes), x0o = _mm256_srli_epi16(x0, 8);
     const __m256i x1e = _mm256_and_si256(x1, low_bytes), x1o = _mm256_srli_epi16(x1, 8);
-#define KILN_ROW(r, acc0, acc1)                                                            \
-  {                                                                                       \
-    const __m256i w = _mm256_set1_epi32(load_word(rows[r] + q * 4));                      \
-    const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8);                     \
-    const __m256i wo = _mm256_srai_epi16(w, 8);                                           \
-    acc0 = _mm256_add_epi32(acc0, _mm256_add_epi32(_mm256_madd_epi16(x0e, we), _mm256_madd_epi16(x0o, wo))); \
-    acc1 = _mm256_add_epi32(acc1, _mm256_add_epi32(_mm256_madd_epi16(x1e, we), _mm256_madd_epi16(x1o, wo))); \
-  }
-    KILN_ROW(0, a00, a01)
-    KILN_ROW(1, a10, a11)
-    KILN_ROW(2, a20, a21)
-    KILN_ROW(3, a30, a31)
-#undef KILN_ROW
-  }
-  out[0][0] = a00; out[0][1] = a01;
-  out[1][0] = a10; out[1][1] = a11;
-  out[2][0] = a20; out[2][1] = a21;
-  out[3][0] = a30; out[3][1] = a31;
-}
-
-// As tile4_avx2 for a panel whose bytes are all <= 127: vpmaddubsw's
-// int16 pair sums are exact there, vpmaddwd by ones widens them to int32.
-template <bool kOffsets>
-KILN_AVX2 inline void tile4_avx2_small(int64_t kp, const int8_t* const rows[4], const uint8_t* panel,
-                                       const int32_t* off, __m256i out[4][2]) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i a00 = _mm256_setzero_si256(), a01 = _mm256_setzero_si256();
-  __m256i a10 = _mm256_setzero_si256(), a11 = _mm256_setzero_si256();
-  __m256i a20 = _mm256_setzero_si256(), a21 = _mm256_setzero_si256();
-  __m256i a30 = _mm256_setzero_si256(), a31 = _mm256_setzero_si256();
-  for (int64_t q = 0; q < kp / 4; ++q) {
-    const uint8_t* xq = step_bytes<kOffsets>(panel, off, q);
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32));
-#define KILN_ROW(r, acc0, acc1)                                                                        \
-  {                                                                                                   \
-    const __m256i w = _mm256_set1_epi32(load_word(rows[r] + q * 4));                                  \
-    acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, w), ones));              \
-    acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(x1, w), ones));              \
+#define KILN_ROW(r, acc0, acc1)                                                                     \
+  {                                                                                                \
+    const __m256i w = _mm256_set1_epi32(load_word(rows[r] + q * 4));                               \
+    if constexpr (kSmall) {                                                                        \
+      acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, w), ones));         \
+      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(x1, w), ones));         \
+    } else {                                                                                       \
+      const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8);                            \
+      const __m256i wo = _mm256_srai_epi16(w, 8);                                                  \
+      acc0 = _mm256_add_epi32(acc0, _mm256_add_epi32(_mm256_madd_epi16(x0e, we), _mm256_madd_epi16(x0o, wo))); \
+      acc1 = _mm256_add_epi32(acc1, _mm256_add_epi32(_mm256_madd_epi16(x1e, we), _mm256_madd_epi16(x1o, wo))); \
+    }                                                                                              \
   }
     KILN_ROW(0, a00, a01)
     KILN_ROW(1, a10, a11)
@@ -158,9 +134,9 @@ KILN_AVX2 inline void tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_
     for (int64_t r = 0; r < 4; ++r) rows[r] = w + (r0 + r < mr ? r0 + r : mr - 1) * ldw;
     __m256i out[4][2];
     if (small) {
-      tile4_avx2_small<kOffsets>(kp, rows, panel, off, out);
+      tile4_avx2<kOffsets, true>(kp, rows, panel, off, out);
     } else {
-      tile4_avx2<kOffsets>(kp, rows, panel, off, out);
+      tile4_avx2<kOffsets, false>(kp, rows, panel, off, out);
     }
     for (int64_t r = 0; r < 4 && r0 + r < mr; ++r) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc[r0 + r]), out[r][0]);
