@@ -539,36 +539,52 @@ TEST(DirectConvS2Test, MatchesDefinitionOrDeclines) {
 #if KILN_GEMM_X86
 TEST(MaxPoolAvx2Test, MatchesDirectMaximumWithPaddingAndNaN) {
   if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)";
+  // ceil: the output size rounded up (ceil_mode), the last window past the
+  // bottom and right edges. Windows of one to five rows and columns; planes
+  // narrower than a vector, a multiple of it, and squeezenet's 111 x 111.
   for (int64_t stride : {1, 2}) {
-    for (const auto& [kh, kw, pad] : {std::tuple<int64_t, int64_t, int64_t>{3, 3, 1}, {2, 2, 0}, {3, 2, 1}, {4, 4, 2}}) {
-      for (const auto& [h, w] : {std::pair<int64_t, int64_t>{7, 7}, {12, 37}, {30, 9}}) {
-        const int64_t oh = (h + 2 * pad - kh) / stride + 1, ow = (w + 2 * pad - kw) / stride + 1;
-        std::vector<float> x = values(static_cast<size_t>(h * w), 13);
-        x[static_cast<size_t>(w + 2)] = std::nanf("");
-        std::vector<float> out(static_cast<size_t>(oh * ow) + 16, kSentinel);
-        ASSERT_TRUE(x86::max_pool_avx2(x.data(), h, w, kh, kw, stride, pad, pad, out.data(), oh, ow));
-        for (int64_t oy = 0; oy < oh; ++oy) {
-          for (int64_t ox = 0; ox < ow; ++ox) {
-            float want = -INFINITY;
-            bool nan = false;
-            for (int64_t ky = 0; ky < kh; ++ky) {
-              for (int64_t kx = 0; kx < kw; ++kx) {
-                const int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
-                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-                const float v = x[static_cast<size_t>(iy * w + ix)];
-                nan = nan || std::isnan(v);
-                want = std::max(want, v);
+    for (const auto& [kh, kw, pad] : {std::tuple<int64_t, int64_t, int64_t>{3, 3, 1}, {2, 2, 0}, {3, 2, 1}, {4, 4, 2},
+                                      {3, 3, 0}, {5, 5, 2}, {1, 1, 0}, {1, 3, 0}, {5, 2, 1}}) {
+      for (const auto& [h, w] : {std::pair<int64_t, int64_t>{7, 7}, {12, 37}, {30, 9}, {3, 5}, {16, 16}, {111, 111}}) {
+        for (bool ceil : {false, true}) {
+          if (h + 2 * pad < kh || w + 2 * pad < kw) continue;
+          int64_t oh = (h + 2 * pad - kh + (ceil ? stride - 1 : 0)) / stride + 1;
+          int64_t ow = (w + 2 * pad - kw + (ceil ? stride - 1 : 0)) / stride + 1;
+          // As PyTorch: the last window starts inside the input or the top/left padding.
+          if (ceil && (oh - 1) * stride >= h + pad) --oh;
+          if (ceil && (ow - 1) * stride >= w + pad) --ow;
+          std::vector<float> x = values(static_cast<size_t>(h * w), 13);
+          // NaNs in some rows and columns (the first, an inner and the last
+          // column), the other rows free of them.
+          x[static_cast<size_t>(w + 2)] = std::nanf("");
+          if (h > 5) x[static_cast<size_t>(5 * w)] = std::nanf("");
+          if (h > 9) x[static_cast<size_t>(10 * w - 1)] = std::nanf("");
+          std::vector<float> out(static_cast<size_t>(oh * ow) + 16, kSentinel);
+          ASSERT_TRUE(x86::max_pool_avx2(x.data(), h, w, kh, kw, stride, pad, pad, out.data(), oh, ow));
+          for (int64_t oy = 0; oy < oh; ++oy) {
+            for (int64_t ox = 0; ox < ow; ++ox) {
+              float want = -INFINITY;
+              bool nan = false;
+              for (int64_t ky = 0; ky < kh; ++ky) {
+                for (int64_t kx = 0; kx < kw; ++kx) {
+                  const int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+                  if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                  const float v = x[static_cast<size_t>(iy * w + ix)];
+                  nan = nan || std::isnan(v);
+                  want = std::max(want, v);
+                }
+              }
+              const float got = out[static_cast<size_t>(oy * ow + ox)];
+              if (nan) {
+                ASSERT_TRUE(std::isnan(got)) << oy << ", " << ox;
+              } else {
+                ASSERT_EQ(got, want) << "stride " << stride << " window " << kh << "x" << kw << " pad " << pad << " plane "
+                                     << h << "x" << w << (ceil ? " ceil" : "") << " at " << oy << ", " << ox;
               }
             }
-            const float got = out[static_cast<size_t>(oy * ow + ox)];
-            if (nan) {
-              ASSERT_TRUE(std::isnan(got)) << oy << ", " << ox;
-            } else {
-              ASSERT_EQ(got, want) << "stride " << stride << " window " << kh << "x" << kw << " at " << oy << ", " << ox;
-            }
           }
+          for (size_t i = static_cast<size_t>(oh * ow); i < out.size(); ++i) ASSERT_EQ(out[i], kSentinel);
         }
-        for (size_t i = static_cast<size_t>(oh * ow); i < out.size(); ++i) ASSERT_EQ(out[i], kSentinel);
       }
     }
   }
