@@ -128,7 +128,7 @@ bool same_instruction(const LInstruction& a, const LInstruction& b) {
 
 bool same_tensor(const LTensor& a, const LTensor& b) {
   return a.dtype == b.dtype && a.shape == b.shape && a.device == b.device && a.storage == b.storage &&
-         a.constant == b.constant && a.alias_of == b.alias_of && a.is_input == b.is_input &&
+         a.constant == b.constant && a.alias_of == b.alias_of && a.alias_offset == b.alias_offset && a.is_input == b.is_input &&
          a.is_output == b.is_output && a.user_fallback == b.user_fallback && a.persistent == b.persistent &&
          a.symmetric_group == b.symmetric_group;
 }

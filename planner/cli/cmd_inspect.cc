@@ -60,8 +60,10 @@ std::string storage_str(const fb::Method& m, const fb::Tensor& t) {
     }
     case fb::Storage::AliasStorage: {
       const uint32_t base = t.storage_as_AliasStorage()->base();
+      const uint64_t offset = t.storage_as_AliasStorage()->offset();
       const std::string name = name_of(*m.tensors()->Get(base));
-      return name.empty() ? str("alias of #", base) : str("alias of #", base, " '", name, "'");
+      const std::string at = offset != 0 ? str(" @ +", offset) : std::string();
+      return name.empty() ? str("alias of #", base, at) : str("alias of #", base, " '", name, "'", at);
     }
     case fb::Storage::UserStorage: {
       const auto* fallback = t.storage_as_UserStorage()->fallback();
@@ -241,6 +243,7 @@ void print_json(const ProgramFile& file) {
             break;
           case fb::Storage::AliasStorage:
             j.field("storage", "alias").field("alias_of", tensor.storage_as_AliasStorage()->base());
+            j.field("alias_offset", tensor.storage_as_AliasStorage()->offset());
             break;
           case fb::Storage::UserStorage:
             j.field("storage", "user");

@@ -165,7 +165,7 @@ LMethod without_renaming_views(const LMethod& method) {
   std::vector<bool> dropped(n, false);
   for (size_t t = 0; t < n; ++t) {
     const LTensor& v = method.tensors[t];
-    if (v.storage != Storage::kAlias || written[t] || v.is_input || v.is_output) continue;
+    if (v.storage != Storage::kAlias || v.alias_offset != 0 || written[t] || v.is_input || v.is_output) continue;
     const LTensor& base = method.tensors[static_cast<size_t>(v.alias_of)];
     dropped[t] = base.dtype == v.dtype && base.shape == v.shape && same_device(base.device, v.device);
   }
@@ -270,6 +270,7 @@ std::string emit_program(const LProgram& program, const EmitOptions& options) {
         case Storage::kAlias: {
           fb::AliasStorageT a;
           a.base = static_cast<uint32_t>(t.alias_of);
+          a.offset = t.alias_offset;
           tensor->storage.Set(std::move(a));
           break;
         }

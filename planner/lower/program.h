@@ -26,6 +26,7 @@ struct LTensor {
   Storage storage = Storage::kPlanned;
   int constant = -1;   // kConstant: index into LProgram::constants
   int alias_of = -1;   // kAlias: the tensor whose bytes it reuses
+  uint64_t alias_offset = 0;  // kAlias: where in alias_of's bytes it starts
   bool is_input = false;
   bool is_output = false;
   // kUser tensors given planned fallback memory (--plan-io, device inputs
@@ -115,6 +116,15 @@ struct LMethod {
   int root(int t) const {
     while (tensors[static_cast<size_t>(t)].storage == Storage::kAlias) t = tensors[static_cast<size_t>(t)].alias_of;
     return t;
+  }
+  // Where t's bytes start in its root's (the offsets down its alias chain).
+  uint64_t root_offset(int t) const {
+    uint64_t offset = 0;
+    while (tensors[static_cast<size_t>(t)].storage == Storage::kAlias) {
+      offset += tensors[static_cast<size_t>(t)].alias_offset;
+      t = tensors[static_cast<size_t>(t)].alias_of;
+    }
+    return offset;
   }
 };
 

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/host_tensor.h"
 #include "emit/program_file.h"
 #include "kiln/schema/delegate_generated.h"
 #include "kiln/schema/program_generated.h"
@@ -103,6 +104,18 @@ void verify_method(const ProgramFile& file, const fb::Method& m, std::vector<std
       const auto* b = m.tensors()->Get(r);
       if (a->nbytes() > b->nbytes()) {
         errors.push_back(where + str("alias ", name_of(m, t), " is larger than its base ", name_of(m, r)));
+      }
+      // Its bytes lie inside its base's (each link so, the chain lies inside
+      // the root, whose extent the overlap check below covers).
+      const fb::AliasStorage* alias = a->storage_as_AliasStorage();
+      const auto* base = m.tensors()->Get(alias->base());
+      if (alias->offset() > base->nbytes() || a->nbytes() > base->nbytes() - alias->offset()) {
+        errors.push_back(where + str("alias ", name_of(m, t), " (", a->nbytes(), " bytes at offset ", alias->offset(),
+                                     ") leaves its base ", name_of(m, alias->base())));
+      }
+      if (alias->offset() % dtype_bytes(static_cast<DType>(a->dtype())) != 0) {
+        errors.push_back(where + str("alias ", name_of(m, t), " starts at offset ", alias->offset(),
+                                     ", not a whole element of its dtype"));
       }
       if (a->device() && b->device() &&
           (a->device()->type() != b->device()->type() || a->device()->index() != b->device()->index())) {

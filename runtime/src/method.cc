@@ -339,11 +339,16 @@ class MethodLoader final : public MethodView {
           break;
         }
         case fb::Storage::AliasStorage: {
+          // offset_ holds the root's offset plus the offsets down the chain
+          // (set below, once every root is placed).
           uint32_t root = source.storage_as_AliasStorage()->base();
+          uint64_t offset = source.storage_as_AliasStorage()->offset();
           while (method_.tensors()->Get(root)->storage_type() == fb::Storage::AliasStorage) {
+            offset += method_.tensors()->Get(root)->storage_as_AliasStorage()->offset();
             root = method_.tensors()->Get(root)->storage_as_AliasStorage()->base();
           }
           tensor->alias_root_ = root;
+          tensor->offset_ = offset;
           tensor->flags_ = internal::kTensorAlias;
           break;
         }
@@ -355,7 +360,7 @@ class MethodLoader final : public MethodView {
       Tensor& tensor = tensors_[t];
       if (!(tensor.flags_ & internal::kTensorAlias)) continue;
       tensor.arena_ = tensors_[tensor.alias_root_].arena_;
-      tensor.offset_ = tensors_[tensor.alias_root_].offset_;
+      tensor.offset_ += tensors_[tensor.alias_root_].offset_;
     }
     return Error::kOk;
   }
@@ -394,15 +399,23 @@ class MethodLoader final : public MethodView {
     return (tensors_[t].flags_ & internal::kTensorAlias) ? tensors_[t].alias_root_ : t;
   }
 
+  // Whether two tensors' bytes overlap: the same root, and byte ranges
+  // (offset_ counts from the same origin for both) that intersect. Pieces of
+  // one Concat written in place share a root but not bytes.
+  bool overlap(const Tensor* a, const Tensor* b) const {
+    if (root_of(static_cast<uint32_t>(a - tensors_)) != root_of(static_cast<uint32_t>(b - tensors_))) return false;
+    if (a->nbytes_ == 0 || b->nbytes_ == 0) return false;
+    return a->offset_ < b->offset_ + b->nbytes_ && b->offset_ < a->offset_ + a->nbytes_;
+  }
+
   // An output that shares its storage with an input is only allowed where
   // the kernel declared it may write over that input.
   Error check_inplace(uint32_t index, const fb::Instruction& instruction, const KernelEntry& entry,
                       const KernelArgs& args) const {
     for (uint32_t o = 0; o < args.num_outputs; ++o) {
-      const uint32_t out_root = root_of(static_cast<uint32_t>(args.outputs[o] - tensors_));
       for (uint32_t i = 0; i < args.num_inputs; ++i) {
         if (args.inputs[i] == nullptr) continue;
-        if (root_of(static_cast<uint32_t>(args.inputs[i] - tensors_)) != out_root) continue;
+        if (!overlap(args.inputs[i], args.outputs[o])) continue;
         const bool declared = o == 0 && i < 32 && (entry.inplace_inputs & (1u << i)) != 0 &&
                               args.inputs[i]->nbytes() == args.outputs[o]->nbytes();
         KILN_CHECK_OR_RETURN(declared, Error::kInvalidProgram,
@@ -723,7 +736,9 @@ Error Method::set_output(size_t index, const Tensor& tensor) {
 void Method::refresh_aliases() {
   for (uint32_t t = 0; t < num_tensors_; ++t) {
     Tensor& tensor = tensors_[t];
-    if (tensor.flags_ & internal::kTensorAlias) tensor.data_ = tensors_[tensor.alias_root_].data_;
+    if (!(tensor.flags_ & internal::kTensorAlias)) continue;
+    const Tensor& root = tensors_[tensor.alias_root_];
+    tensor.data_ = root.data_ != nullptr ? static_cast<uint8_t*>(root.data_) + (tensor.offset_ - root.offset_) : nullptr;
   }
   aliases_stale_ = false;
 }

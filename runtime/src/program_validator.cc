@@ -297,6 +297,32 @@ class MethodValidator {
     return num_tensors_;
   }
 
+  // An alias lies inside its base, from its byte offset (a piece of a Concat
+  // written in place) on; every link of a chain checked so, the chain lies
+  // inside its root. A non-zero offset is a multiple of the tensor's element
+  // size (kernels address elements through typed pointers) and only host
+  // tensors take one (a device tensor is located by its arena offset alone).
+  Error check_alias_offset(uint32_t t) {
+    const fb::AliasStorage& alias = *tensor(t).storage_as_AliasStorage();
+    const uint64_t offset = alias.offset();
+    const fb::Tensor& base = tensor(alias.base());
+    if (offset != 0) {
+      const size_t element = dtype_size(tensor(t).dtype());
+      KILN_CHECK_OR_RETURN(element != 0 && offset % element == 0, kInvalid,
+                           "method '%s': alias %u '%s' starts %llu bytes into '%s', not a multiple of its %u-byte "
+                           "elements", name_, t, tensor_name(t), static_cast<unsigned long long>(offset),
+                           tensor_name(alias.base()), static_cast<unsigned>(element));
+      KILN_CHECK_OR_RETURN(is_host(device_or_cpu(tensor(t).device())), kInvalid,
+                           "method '%s': alias %u '%s' on a device has a byte offset", name_, t, tensor_name(t));
+    }
+    KILN_CHECK_OR_RETURN(offset <= base.nbytes() && tensor(t).nbytes() <= base.nbytes() - offset, kInvalid,
+                         "method '%s': alias %u '%s' (%llu bytes at offset %llu) leaves its base '%s' (%llu bytes)",
+                         name_, t, tensor_name(t), static_cast<unsigned long long>(tensor(t).nbytes()),
+                         static_cast<unsigned long long>(offset), tensor_name(alias.base()),
+                         static_cast<unsigned long long>(base.nbytes()));
+    return Error::kOk;
+  }
+
   Error check_aliases() {
     for (uint32_t t = 0; t < num_tensors_; ++t) {
       if (tensor(t).storage_type() != fb::Storage::AliasStorage) continue;
@@ -307,6 +333,7 @@ class MethodValidator {
                            "method '%s': alias %u '%s' (%llu bytes) is larger than its base '%s' (%llu)", name_, t,
                            tensor_name(t), static_cast<unsigned long long>(tensor(t).nbytes()), tensor_name(root),
                            static_cast<unsigned long long>(tensor(root).nbytes()));
+      KILN_RETURN_IF_ERROR(check_alias_offset(t));
       KILN_CHECK_OR_RETURN(same_device(device_or_cpu(tensor(t).device()), device_or_cpu(tensor(root).device())),
                            kInvalid, "method '%s': alias %u '%s' is on another device than its base '%s'", name_, t,
                            tensor_name(t), tensor_name(root));

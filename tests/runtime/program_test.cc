@@ -536,6 +536,41 @@ TEST_F(SemanticValidation, IoMustBeUserStorage) {
   EXPECT_EQ(load_mutated([](fb::ProgramT& p) { method(p).outputs[0] = 5000; }), Error::kInvalidProgram);
 }
 
+// An alias at a byte offset (a Concat's input written in place) lies inside
+// its base and starts on a whole element; an offset past the end, inside an
+// element, or large enough to wrap around is refused at load.
+TEST_F(SemanticValidation, AliasOffsetsStayInsideTheBaseOnWholeElements) {
+  // The first alias, made one float at `offset` into its base; with `chain`,
+  // a second tensor an alias of that one at `chain` bytes.
+  // from_end >= 0: the offset is that many bytes before the base's end.
+  auto one_float_at = [](uint64_t offset, int64_t from_end = -1, int64_t chain = -1) {
+    return [=](fb::ProgramT& p) {
+      const int t = first_of(p, fb::Storage::AliasStorage);
+      auto& tensors = method(p).tensors;
+      auto* alias = tensors[t]->storage.AsAliasStorage();
+      const uint64_t base_bytes = tensors[alias->base]->nbytes;
+      tensors[t]->shape = {1};
+      tensors[t]->nbytes = 4;
+      alias->offset = from_end >= 0 ? base_bytes - static_cast<uint64_t>(from_end) : offset;
+      if (chain < 0) return;
+      const int other = first_planned(p);
+      tensors[other]->shape = {1};
+      tensors[other]->nbytes = 4;
+      fb::AliasStorageT second;
+      second.base = static_cast<uint32_t>(t);
+      second.offset = static_cast<uint64_t>(chain);
+      tensors[other]->storage.Set(second);
+    };
+  };
+  EXPECT_EQ(load_mutated(one_float_at(8)), Error::kOk);
+  EXPECT_EQ(load_mutated(one_float_at(0, 4)), Error::kOk);                     // the last float
+  EXPECT_EQ(load_mutated(one_float_at(0, 0)), Error::kInvalidProgram);         // just past the end
+  EXPECT_EQ(load_mutated(one_float_at(6)), Error::kInvalidProgram);            // inside an element
+  EXPECT_EQ(load_mutated(one_float_at(UINT64_MAX)), Error::kInvalidProgram);   // wraps around
+  EXPECT_EQ(load_mutated(one_float_at(8, -1, 0)), Error::kOk);
+  EXPECT_EQ(load_mutated(one_float_at(8, -1, 4)), Error::kInvalidProgram);     // past a 4-byte base
+}
+
 // Aliasing an output onto an input is allowed only where the kernel declared it.
 TEST_F(SemanticValidation, InplaceOnlyWhereTheKernelDeclaresIt) {
   register_kernels();
