@@ -46,6 +46,7 @@ Lowered lower_stage(Graph graph, const PlanOptions& options) {
   // pass); the pass folds the constant ones it does not use into floats.
   result.qdq = fold_qdq(graph);
   if (result.qdq.total() > 0) fold(graph, options.fold_budget);
+  if (options.quantized_io) result.quantized_io = quantize_io(graph);
   result.int8 = int8_share(graph);
   result.ranks = graph.ranks;
   if (options.fuse) result.fuse.batch_norms_folded = fold_batch_norms(graph);

@@ -52,6 +52,9 @@ struct PlanOptions {
   // Give method inputs and outputs fallback memory in the arena, so a method
   // runs without the application binding them.
   bool plan_io = false;
+  // Method inputs read only by a QuantizeLinear and outputs written only by
+  // a DequantizeLinear carry the quantized values instead (passes/qdq.h).
+  bool quantized_io = false;
   InplaceOptions inplace;
   // Fold BatchNormalization into Conv and activations into their producer.
   bool fuse = true;
@@ -110,6 +113,8 @@ struct PlanResult {
   // runs int8 (passes/qdq.h).
   QdqStats qdq;
   Int8Share int8;
+  // With PlanOptions::quantized_io: the inputs and outputs made quantized.
+  QuantizedIoStats quantized_io;
   uint32_t ranks = 1;
 };
 

@@ -110,8 +110,11 @@ void print_text(const ProgramFile& file) {
       if (list == nullptr) return;
       for (uint32_t t : *list) {
         const fb::Tensor& tensor = *m->tensors()->Get(t);
-        std::printf("    #%u '%s' %s %s\n", t, name_of(tensor).c_str(), dtype_str(tensor.dtype()).c_str(),
-                    shape_str(shape_of(tensor)).c_str());
+        const fb::Quantization* q = tensor.quantization();
+        std::printf("    #%u '%s' %s %s%s\n", t, name_of(tensor).c_str(), dtype_str(tensor.dtype()).c_str(),
+                    shape_str(shape_of(tensor)).c_str(),
+                    q != nullptr ? str("  quantized: scale ", q->scale(), ", zero point ", q->zero_point()).c_str()
+                                 : "");
       }
     };
     io("inputs", m->inputs());
@@ -233,6 +236,10 @@ void print_json(const ProgramFile& file) {
         j.begin_object().field("id", t).field("name", name_of(tensor)).field("dtype", dtype_str(tensor.dtype()));
         j.key("shape").int_array(shape_of(tensor));
         j.field("bytes", tensor.nbytes()).field("device", device_str(tensor.device()));
+        if (const fb::Quantization* q = tensor.quantization()) {
+          j.key("quantization").begin_object().field("scale", static_cast<double>(q->scale())).field("zero_point", q->zero_point());
+          j.end_object();
+        }
         switch (tensor.storage_type()) {
           case fb::Storage::PlannedStorage:
             j.field("storage", "planned").field("arena", tensor.storage_as_PlannedStorage()->arena());

@@ -48,6 +48,10 @@ constexpr const char* kHelp =
     "                             without it (doubles planning time; default: a first-fit estimate)\n"
     "  --no-packing               float Conv, Gemm and MatMul without packing scratch, int8 ones\n"
     "                             with 2 KiB blocks: smaller arenas, slower kernels (microcontrollers)\n"
+"  --quantized-io             method inputs read only by a QuantizeLinear and outputs written only by\n"
+    "                             a DequantizeLinear (per tensor) take their int8/uint8 data, scale and\n"
+    "                             zero point; those Q and DQ nodes go (the application passes quantized\n"
+    "                             data, as TFLite Micro's int8 models take it); the rest stay float\n"
     "  --strip-names              leave tensor and instruction names out of the program (the method's\n"
     "                             inputs and outputs keep theirs), and views that only rename a tensor:\n"
     "                             a smaller program for firmware, whose messages name tensors by index\n"
@@ -87,7 +91,14 @@ std::pair<std::string, std::string> split_assignment(const std::string& text, co
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
-void print_summary(const std::string& model, const std::string& output, const PlanResult& result) {
+void print_io_quantization(const char* what, const LTensor& t) {
+  if (!t.quantized) return;
+  std::printf("  %-6s       '%s' %s %s, scale %.9g, zero point %d\n", what, t.name.c_str(),
+              dtype_str(t.dtype).c_str(), shape_str(t.shape).c_str(), static_cast<double>(t.scale), t.zero_point);
+}
+
+void print_summary(const std::string& model, const std::string& output, const PlanResult& result,
+                   const PlanOptions& options) {
   const LProgram& program = result.program;
   std::printf("kiln plan: %s -> %s (%s bytes)\n", model.c_str(), output.c_str(),
               group_digits(result.bytes.size()).c_str());
@@ -143,6 +154,13 @@ void print_summary(const std::string& model, const std::string& output, const Pl
                   group_digits(static_cast<uint64_t>(q.linear_macs)).c_str(),
                   q.linear_macs > 0 ? 100.0 * static_cast<double>(q.int8_macs) / static_cast<double>(q.linear_macs) : 0.0,
                   folded.empty() ? "none" : folded.c_str());
+    }
+    for (const int t : m.inputs) print_io_quantization("input", m.tensors[static_cast<size_t>(t)]);
+    for (const int t : m.outputs) print_io_quantization("output", m.tensors[static_cast<size_t>(t)]);
+    if (options.quantized_io) {
+      const QuantizedIoStats& q = result.quantized_io;
+      std::printf("  quantized-io: %d of %d inputs, %d of %d outputs quantized\n", q.inputs,
+                  q.inputs + q.float_inputs, q.outputs, q.outputs + q.float_outputs);
     }
     const InplaceSaving& saving = result.inplace_saving;
     std::printf("  in place:    %d outputs over a dying input, %d views; %s bytes saved against --no-inplace "
@@ -217,7 +235,7 @@ int cmd_plan(const Argv& argv) {
                          {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
                          {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
                          {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
-                         {"--no-packing", false}, {"--strip-names", false}, {"--report", true}, {"--ranks", true},
+                         {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
                          {"--tensor-parallel", true}, {"--bundle-test", true}, {"--test-tolerance", true},
                          {"--help", false}});
   if (args.has("--help")) {
@@ -260,6 +278,7 @@ int cmd_plan(const Argv& argv) {
   options.names = !args.has("--strip-names");
   const long ranks = args.get_int("--ranks", 1);
   if (ranks < 1 || ranks > 1024) throw UsageError{"--ranks must be from 1 to 1024"};
+  options.quantized_io = args.has("--quantized-io");
   const long tensor_parallel = args.get_int("--tensor-parallel", 0);
   if (tensor_parallel < 0 || tensor_parallel == 1 || tensor_parallel > 1024) {
     throw UsageError{"--tensor-parallel must be from 2 to 1024"};
@@ -305,12 +324,20 @@ int cmd_plan(const Argv& argv) {
   progress.finish();
   write_file_atomic(output, result.bytes);
   if (args.has("--report")) write_plan_report(result, args.get("--report"));
-  print_summary(model, output, result);
+  print_summary(model, output, result, options);
   if (args.has("--bundle-test")) {
     std::vector<HostTensor> inputs;
     for (const std::string& file : args.all("--bundle-test")) inputs.push_back(read_tensor_file(file));
     const double tolerance = args.get_double("--test-tolerance", 1e-4);
     if (!(tolerance >= 0)) throw UsageError{"--test-tolerance must not be negative"};
+    // Float data for a quantized input is quantized as the model's
+    // QuantizeLinear would have (the test then holds int8 data).
+    const std::vector<IoQuantization> quantization = io_quantization(result.bytes, options.method_name, false);
+    for (size_t i = 0; i < inputs.size() && i < quantization.size(); ++i) {
+      if (quantization[i].quantized && inputs[i].dtype == DType::FLOAT32) {
+        inputs[i] = quantize_for(inputs[i], quantization[i]);
+      }
+    }
     RunOptions run;
     run.method = options.method_name;
     run.backends = &builtin_runtime_backends();

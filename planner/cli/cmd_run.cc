@@ -52,9 +52,16 @@ constexpr const char* kHelp =
     "                      the CPU kernels' instruction-set path (default: the best\n"
     "                      the processor has, or KILN_ISA=scalar|avx2|avx512); a path\n"
     "                      the processor lacks is an error\n"
+"  --dequantize        with --output-dir: write a quantized output (kiln plan\n"
+    "                      --quantized-io) as its float32 values, (q - zero point) * scale,\n"
+    "                      instead of its int8/uint8 data\n"
     "  --threads N         split large kernels (products, convolutions, element-wise\n"
     "                      passes) across N threads, this one included (default 1,\n"
     "                      or KILN_THREADS=N); the outputs are the same bits on any N\n"
+    "\n"
+    "A quantized input (kiln plan --quantized-io) takes int8/uint8 data of its dtype, or\n"
+    "float32 data, which is quantized here with the input's scale and zero point, as the\n"
+    "model's QuantizeLinear would; a quantized output prints its float values beside.\n"
     "\n"
     "Delegates run on the backend their device names; any diagnostic a backend\n"
     "reports (a validation message) fails the run.\n"
@@ -172,7 +179,7 @@ void print_profile(const std::string& bytes, const std::string& method_name, con
 int cmd_run(const Argv& argv) {
   const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
                          {"--profile", false, true}, {"--collective-sync", true}, {"--self-test", true}, {"--isa", true},
-                         {"--threads", true}, {"--help", false}});
+                         {"--threads", true}, {"--dequantize", false}, {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     std::printf("\nbackends built in: %s\nenvironment:\n%s", builtin_runtime_backend_names().c_str(),
@@ -255,6 +262,13 @@ int cmd_run(const Argv& argv) {
     tracer = std::make_unique<EventTracer>(Span<TraceRecord>(trace_buffer.data(), trace_buffer.size()));
     options.tracer = tracer.get();
   }
+  const std::vector<IoQuantization> in_quantization =
+      options.self_test != nullptr ? std::vector<IoQuantization>{} : io_quantization(bytes, options.method, false);
+  for (size_t i = 0; i < inputs.size() && i < in_quantization.size(); ++i) {
+    if (in_quantization[i].quantized && inputs[i].dtype == DType::FLOAT32) {
+      inputs[i] = quantize_for(inputs[i], in_quantization[i]);
+    }
+  }
   const RunResult result = run_program(bytes, inputs, options);
   if (tracer != nullptr) {
     TraceFile trace;
@@ -287,11 +301,21 @@ int cmd_run(const Argv& argv) {
       fail(dir, ": not a directory");
     }
   }
+  const std::vector<IoQuantization> out_quantization = io_quantization(bytes, options.method, true);
   for (size_t i = 0; i < result.outputs.size(); ++i) {
     const HostTensor& out = result.outputs[i];
     std::printf("output %zu: %s %s  %s\n", i, dtype_str(out.dtype).c_str(), shape_str(out.shape).c_str(),
                 summary(out).c_str());
-    if (!dir.empty()) write_npy(dir + "/output_" + std::to_string(i) + ".npy", out);
+    const bool quantized = i < out_quantization.size() && out_quantization[i].quantized;
+    if (quantized) {
+      std::printf("  quantized: scale %.9g, zero point %d; as float32  %s\n",
+                  static_cast<double>(out_quantization[i].scale), out_quantization[i].zero_point,
+                  summary(dequantize_from(out, out_quantization[i])).c_str());
+    }
+    if (!dir.empty()) {
+      write_npy(dir + "/output_" + std::to_string(i) + ".npy",
+                quantized && args.has("--dequantize") ? dequantize_from(out, out_quantization[i]) : out);
+    }
   }
   std::printf("latency: median %.3f ms over %ld run%s (cpu path %s, %ld thread%s)\n", result.median_ms(), runs,
               runs == 1 ? "" : "s", ::kiln::kernels::isa_name(::kiln::kernels::active_isa()), threads,

@@ -249,6 +249,11 @@ std::string emit_program(const LProgram& program, const EmitOptions& options) {
       tensor->shape = t.shape;
       tensor->nbytes = t.nbytes();
       tensor->device = std::make_unique<fb::Device>(t.device);
+      if (t.quantized) {
+        tensor->quantization = std::make_unique<fb::QuantizationT>();
+        tensor->quantization->scale = t.scale;
+        tensor->quantization->zero_point = t.zero_point;
+      }
       switch (t.storage) {
         case Storage::kPlanned: {
           if (t.arena < 0) fail("internal error: tensor '", t.name, "' has no memory plan");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -135,6 +136,50 @@ RunResult run_program(const std::string& program_bytes, const std::vector<HostTe
     result.latencies_ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
   }
   return result;
+}
+
+std::vector<IoQuantization> io_quantization(const std::string& program_bytes, const std::string& method,
+                                            bool outputs) {
+  AlignedBuffer file(program_bytes.size());
+  std::memcpy(file.data, program_bytes.data(), program_bytes.size());
+  BufferDataLoader loader(file.data, file.size);
+  Result<Program> program = Program::load(loader);
+  check(program.error(), "program load failed");
+  Result<MethodMeta> meta = program->method_meta(method.c_str());
+  check(meta.error(), "method '" + method + "'");
+  std::vector<IoQuantization> out;
+  const size_t count = outputs ? meta->num_outputs() : meta->num_inputs();
+  for (size_t i = 0; i < count; ++i) {
+    const TensorInfo info = (outputs ? meta->output(i) : meta->input(i)).get();
+    out.push_back({info.quantized, info.dtype, info.scale, info.zero_point});
+  }
+  return out;
+}
+
+HostTensor quantize_for(const HostTensor& x, const IoQuantization& q) {
+  if (x.dtype != DType::FLOAT32) fail("quantize: ", dtype_str(x.dtype), " data, float32 expected");
+  HostTensor y(q.dtype, x.shape);
+  const float lo = q.dtype == DType::INT8 ? -128.f : 0.f, hi = lo + 255.f;
+  const float z = static_cast<float>(q.zero_point);
+  const float* in = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float v = std::nearbyintf(in[i] / q.scale) + z;
+    const float c = v >= hi ? hi : v <= lo ? lo : v == v ? v : z;
+    if (q.dtype == DType::INT8) {
+      y.data<int8_t>()[i] = static_cast<int8_t>(c);
+    } else {
+      y.data<uint8_t>()[i] = static_cast<uint8_t>(c);
+    }
+  }
+  return y;
+}
+
+HostTensor dequantize_from(const HostTensor& q, const IoQuantization& quantization) {
+  HostTensor y(DType::FLOAT32, q.shape);
+  for (int64_t i = 0; i < q.numel(); ++i) {
+    y.data<float>()[i] = static_cast<float>(q.int_at(i) - quantization.zero_point) * quantization.scale;
+  }
+  return y;
 }
 
 }  // namespace kiln::planner

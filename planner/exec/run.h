@@ -55,6 +55,26 @@ struct RunResult {
 RunResult run_program(const std::string& program_bytes, const std::vector<HostTensor>& inputs,
                       const RunOptions& options);
 
+// A method input's or output's quantization (kiln plan --quantized-io), as
+// MethodMeta reports it.
+struct IoQuantization {
+  bool quantized = false;
+  DType dtype = DType::FLOAT32;
+  float scale = 0.f;
+  int32_t zero_point = 0;
+};
+
+// Per input (outputs: false) or output of `method`, in order.
+std::vector<IoQuantization> io_quantization(const std::string& program_bytes, const std::string& method,
+                                            bool outputs);
+
+// Float32 data quantized for a quantized input as QuantizeLinear does
+// (round half to even, saturate; NaN gives the zero point), so a float .npy
+// can feed a program planned with --quantized-io.
+HostTensor quantize_for(const HostTensor& x, const IoQuantization& q);
+// A quantized output's real values, (q - zero_point) * scale, as float32.
+HostTensor dequantize_from(const HostTensor& q, const IoQuantization& quantization);
+
 }  // namespace kiln::planner
 
 #endif  // KILN_PLANNER_EXEC_RUN_H_

@@ -41,6 +41,11 @@ struct Value {
   int producer = -1;
   bool is_graph_input = false;
   bool is_graph_output = false;
+  // A graph input or output made quantized by quantize_io (passes/qdq.h):
+  // it carries int8/uint8 values, real = (q - io_zero_point) * io_scale.
+  bool io_quantized = false;
+  float io_scale = 0.f;
+  int32_t io_zero_point = 0;
 
   bool is_constant() const { return constant != nullptr; }
   uint64_t nbytes() const {

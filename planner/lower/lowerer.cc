@@ -35,6 +35,9 @@ int Lowerer::tensor(int value) {
   t.dtype = v.dtype;
   t.shape = v.shape;
   t.device = value_device(value);
+  t.quantized = v.io_quantized;
+  t.scale = v.io_scale;
+  t.zero_point = v.io_zero_point;
   if (v.is_constant()) {
     t.storage = Storage::kConstant;
     t.constant = static_cast<int>(program_.constants.size());
@@ -214,6 +217,9 @@ LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_
     out.name = source.name;
     out.dtype = source.dtype;
     out.shape = source.shape;
+    out.quantized = source.quantized;
+    out.scale = source.scale;
+    out.zero_point = source.zero_point;
     out.storage = Storage::kUser;
     out.is_output = true;
     out.device = devices.device_io && source.storage != Storage::kConstant ? source.device

@@ -32,6 +32,11 @@ struct LTensor {
   // kUser tensors given planned fallback memory (--plan-io, device inputs
   // and outputs).
   bool user_fallback = false;
+  // A quantized method input or output (--quantized-io): real value =
+  // (q - zero_point) * scale.
+  bool quantized = false;
+  float scale = 0.f;
+  int32_t zero_point = 0;
   // Written once at load (a constant uploaded to a device): alive for the
   // whole method.
   bool persistent = false;

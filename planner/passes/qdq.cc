@@ -1,5 +1,6 @@
 #include "passes/qdq.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -454,6 +455,94 @@ QdqStats fold_qdq(Graph& graph) {
       continue;
     }
     changed |= fold_constant_dq(graph, node);
+  }
+  if (changed) graph.compact();
+  return stats;
+}
+
+QuantizedIoStats quantize_io(Graph& graph) {
+  QuantizedIoStats stats;
+  auto replace_reads = [&](int from, int to) {
+    for (Node& node : graph.nodes) {
+      if (node.dead) continue;
+      for (int& v : node.inputs) {
+        if (v == from) v = to;
+      }
+    }
+  };
+  bool changed = false;
+  // PyTorch exports a Cast to the same dtype between each Q and DQ; read
+  // through them, so the model's first Q and last DQ are found.
+  for (Node& node : graph.nodes) {
+    if (node.dead || !node.domain.empty() || node.op_type != "Cast" || node.inputs.size() != 1 ||
+        node.outputs.size() != 1 || node.inputs[0] < 0 || node.outputs[0] < 0) {
+      continue;
+    }
+    const Value& in = graph.values[static_cast<size_t>(node.inputs[0])];
+    const Value& out = graph.values[static_cast<size_t>(node.outputs[0])];
+    if (in.dtype != out.dtype || !in.has_type || !out.has_type || out.is_graph_output || in.is_constant()) continue;
+    node.dead = true;
+    replace_reads(node.outputs[0], node.inputs[0]);
+    changed = true;
+  }
+  auto readers = graph.consumers();
+  auto set_quantization = [&](Value& value, const QuantNode& q, DType dtype) {
+    value.dtype = dtype;
+    value.io_quantized = true;
+    value.io_scale = q.scale->data<float>()[0];
+    value.io_zero_point = q.zp != nullptr ? static_cast<int32_t>(q.zp->int_at(0)) : 0;
+  };
+  for (int x : graph.inputs) {
+    Value& input = graph.values[static_cast<size_t>(x)];
+    const auto& r = readers[static_cast<size_t>(x)];
+    QuantNode q;
+    bool ok = input.dtype == DType::FLOAT32 && !input.is_graph_output && r.size() == 1;
+    Node* node = ok ? &graph.nodes[static_cast<size_t>(r[0])] : nullptr;
+    ok = ok && !node->dead && node->domain.empty() && node->op_type == "QuantizeLinear" && node->inputs.size() >= 2 &&
+         node->inputs[0] == x && node->inputs[1] != x && (node->inputs.size() < 3 || node->inputs[2] != x) &&
+         node->outputs.size() == 1 && node->outputs[0] >= 0 && read_quant(graph, node, x, &q) && per_tensor(q) &&
+         (q.zp == nullptr || q.zp->dtype == DType::UINT8 || q.zp->dtype == DType::INT8);
+    const int y = ok ? node->outputs[0] : -1;
+    ok = ok && !graph.values[static_cast<size_t>(y)].is_graph_output;
+    if (!ok) {
+      ++stats.float_inputs;
+      continue;
+    }
+    set_quantization(input, q, q.zp != nullptr ? q.zp->dtype : DType::UINT8);
+    node->dead = true;
+    replace_reads(y, x);
+    ++stats.inputs;
+    changed = true;
+  }
+  if (changed) readers = graph.consumers();
+  for (size_t k = 0; k < graph.outputs.size(); ++k) {
+    const int z = graph.outputs[k];
+    const Value& output = graph.values[static_cast<size_t>(z)];
+    QuantNode q;
+    bool ok = std::count(graph.outputs.begin(), graph.outputs.end(), z) == 1 && !output.is_graph_input &&
+              readers[static_cast<size_t>(z)].empty() && match_dq(graph, z, &q) && per_tensor(q);
+    const int w = ok ? q.quantized : -1;
+    const Value* quantized = w >= 0 ? &graph.values[static_cast<size_t>(w)] : nullptr;
+    ok = ok && quantized != nullptr && (quantized->dtype == DType::UINT8 || quantized->dtype == DType::INT8) &&
+         quantized->producer >= 0 && !quantized->is_constant() && !quantized->is_graph_input &&
+         !quantized->is_graph_output && !graph.nodes[static_cast<size_t>(quantized->producer)].dead;
+    if (!ok) {
+      ++stats.float_outputs;
+      continue;
+    }
+    const DType dtype = quantized->dtype;
+    const int p = quantized->producer;
+    q.node->dead = true;
+    for (int& v : graph.nodes[static_cast<size_t>(p)].outputs) {
+      if (v == w) v = z;
+    }
+    replace_reads(w, z);
+    Value& out = graph.values[static_cast<size_t>(z)];
+    set_quantization(out, q, dtype);
+    out.producer = p;
+    graph.values[static_cast<size_t>(w)].producer = -1;
+    ++stats.outputs;
+    changed = true;
   }
   if (changed) graph.compact();
   return stats;

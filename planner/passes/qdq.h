@@ -62,6 +62,28 @@ struct QdqStats {
 
 QdqStats fold_qdq(Graph& graph);
 
+// Quantized method inputs and outputs (kiln plan --quantized-io), as
+// TensorFlow Lite Micro's int8 models take them: the application passes
+// the data its sensor front-end already quantized, and the model's first
+// QuantizeLinear and last DequantizeLinear disappear.
+//   - A float32 graph input read only by one QuantizeLinear with a
+//     constant per-tensor scale and zero point (and not itself a graph
+//     output) takes that Q's dtype (uint8 or int8), scale and zero point;
+//     the Q's readers read the input instead, and the Q is removed.
+//   - A graph output written by a DequantizeLinear (per tensor, constant
+//     scale and zero point) of an int8/uint8 value that some node produces
+//     (not a graph input, not another graph output), and read by no node,
+//     takes the DQ's input's dtype, scale and zero point: the producer
+//     writes the output (under the output's name) and the DQ is removed.
+// Anything else stays float. Run after fold_qdq (which leaves exactly
+// these Q and DQ nodes at the model's edges).
+struct QuantizedIoStats {
+  int inputs = 0, outputs = 0;  // made quantized
+  int float_inputs = 0, float_outputs = 0;  // left float32
+};
+
+QuantizedIoStats quantize_io(Graph& graph);
+
 // How much of a planned graph's linear work (Conv, ConvTranspose, Gemm,
 // MatMul and the int8 linear ops) runs int8: ops and multiply-accumulates.
 struct Int8Share {

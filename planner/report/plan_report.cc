@@ -388,6 +388,24 @@ std::string plan_json(const PlanResult& result) {
   j.field("ops", result.int8.int8_ops).field("linear_ops", result.int8.linear_ops);
   j.field("macs", result.int8.int8_macs).field("linear_macs", result.int8.linear_macs);
   j.key("qdq_folded").begin_object();
+  // The method's inputs and outputs: dtype, shape, and the quantization of
+  // those --quantized-io made int8/uint8 (null for the others).
+  for (const char* side : {"inputs", "outputs"}) {
+    j.key(side).begin_array();
+    for (const int id : side[0] == 'i' ? m.inputs : m.outputs) {
+      const LTensor& t = m.tensors[static_cast<size_t>(id)];
+      j.begin_object().field("name", t.name).field("dtype", dtype_str(t.dtype));
+      j.key("shape").int_array(t.shape);
+      j.key("quantization");
+      if (t.quantized) {
+        j.begin_object().field("scale", static_cast<double>(t.scale)).field("zero_point", t.zero_point).end_object();
+      } else {
+        j.null();
+      }
+      j.end_object();
+    }
+    j.end_array();
+  }
   for (const auto& [op, count] : result.qdq.folded) j.field(op, count);
   j.end_object().end_object();
   write_collectives(j, m, result);

@@ -21,6 +21,11 @@ TensorInfo tensor_info(const fb::Tensor& tensor) {
   info.dims = tensor.shape() != nullptr ? tensor.shape()->data() : nullptr;
   info.nbytes = tensor.nbytes();
   info.device = device_or_cpu(tensor.device());
+  if (const fb::Quantization* q = tensor.quantization()) {
+    info.quantized = true;
+    info.scale = q->scale();
+    info.zero_point = q->zero_point();
+  }
   return info;
 }
 

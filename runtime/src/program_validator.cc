@@ -241,6 +241,31 @@ class MethodValidator {
     return Error::kOk;
   }
 
+  // A quantized method input or output (schema: Quantization): INT8 or
+  // UINT8 data the application passes or reads, a finite positive scale
+  // (NaN fails both comparisons) and a zero point the dtype holds.
+  Error check_quantization(uint32_t t) {
+    const fb::Tensor& tensor = this->tensor(t);
+    const fb::Quantization* q = tensor.quantization();
+    if (q == nullptr) return Error::kOk;
+    const bool int8 = tensor.dtype() == fb::DType::INT8;
+    KILN_CHECK_OR_RETURN(int8 || tensor.dtype() == fb::DType::UINT8, kInvalid,
+                         "method '%s': tensor %u '%s' carries a quantization but is not int8 or uint8", name_, t,
+                         tensor_name(t));
+    KILN_CHECK_OR_RETURN(tensor.storage_type() == fb::Storage::UserStorage, kInvalid,
+                         "method '%s': tensor %u '%s' carries a quantization but is no method input or output",
+                         name_, t, tensor_name(t));
+    KILN_CHECK_OR_RETURN(q->scale() > 0.f && q->scale() <= 3.40282347e38f, kInvalid,
+                         "method '%s': tensor %u '%s' has quantization scale %f (finite and positive expected)",
+                         name_, t, tensor_name(t), static_cast<double>(q->scale()));
+    const int32_t low = int8 ? -128 : 0;
+    KILN_CHECK_OR_RETURN(q->zero_point() >= low && q->zero_point() <= low + 255, kInvalid,
+                         "method '%s': tensor %u '%s' has zero point %ld, outside its dtype's %ld..%ld", name_, t,
+                         tensor_name(t), static_cast<long>(q->zero_point()), static_cast<long>(low),
+                         static_cast<long>(low + 255));
+    return Error::kOk;
+  }
+
   Error check_tensors() {
     for (uint32_t t = 0; t < num_tensors_; ++t) {
       const fb::Tensor& tensor = this->tensor(t);
@@ -249,6 +274,7 @@ class MethodValidator {
       KILN_CHECK_OR_RETURN(valid_device(tensor.device()), kInvalid, "method '%s': tensor %u '%s' has an unknown device",
                            name_, t, tensor_name(t));
       const fb::Device device = device_or_cpu(tensor.device());
+      KILN_RETURN_IF_ERROR(check_quantization(t));
       switch (tensor.storage_type()) {
         case fb::Storage::ConstantStorage: {
           const auto* constants = program_.constants();

@@ -11,13 +11,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include "exec/run.h"
 #include "kiln/kernels/isa.h"
 #include "kiln/kernels/qgemm.h"
 #include "support/graph_builder.h"
+#include "support/program_bytes.h"
 
 namespace kiln::testing {
 namespace {
@@ -493,3 +496,174 @@ TEST(QdqTest, OneRowProductMatchesThePanelPath) {
 
 }  // namespace
 }  // namespace kiln::testing
+// x (float) -> Q -> Cast -> DQ -> MatMul(w) -> Q -> Cast -> DQ -> y
+// (float): the model PyTorch's QDQ export of one linear layer gives (a Cast
+// to the same dtype between each Q and DQ).
+GraphBuilder linear_qdq_model(int64_t k, int64_t n, DType x_dtype, DType y_dtype) {
+  GraphBuilder b;
+  const int x = b.input("x", {1, k});
+  HostTensor w(DType::INT8, {k, n});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>((i * 37 + 11) % 256 - 128);
+  auto cast = [&](int v, DType d) { return b.node("Cast", {v}, {{"to", int_attr(d == DType::UINT8 ? 2 : 3)}}); };
+  const int xq = cast(q(b, x, 0.03f, x_dtype, x_dtype == DType::UINT8 ? 128 : -5, "xq"), x_dtype);
+  const int v = b.node("MatMul", {dq(b, xq, 0.03f, x_dtype, x_dtype == DType::UINT8 ? 128 : -5, "xd"),
+                                  dq(b, b.constant("w", w), 0.004f, DType::INT8, 0, "w")});
+  const int yq = cast(q(b, v, 0.01f, y_dtype, y_dtype == DType::UINT8 ? 120 : 3, "yq"), y_dtype);
+  b.output(dq(b, yq, 0.01f, y_dtype, y_dtype == DType::UINT8 ? 120 : 3, "yd"));
+  return b;
+}
+
+HostTensor float_ramp(std::vector<int64_t> shape) {
+  HostTensor t(DType::FLOAT32, shape);
+  // Beyond both ends of the input's range (saturation), and exact ties.
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = -5.f + 0.015f * static_cast<float>(i * 7 % 700);
+  return t;
+}
+
+// kiln plan --quantized-io: the input and output become the quantized
+// tensors (dtype, scale and zero point in the program, as MethodMeta and
+// the plan report give them), the model's first Q and last DQ are gone,
+// and the program's int8 outputs are the float-I/O program's values
+// exactly, for uint8 and int8 on either side, with the input quantized at
+// the boundary as QuantizeLinear does.
+TEST(QdqTest, QuantizedIoMatchesTheFloatProgram) {
+  for (DType x_dtype : {DType::UINT8, DType::INT8}) {
+    for (DType y_dtype : {DType::UINT8, DType::INT8}) {
+      GraphBuilder b = linear_qdq_model(67, 24, x_dtype, y_dtype);
+      const PlanResult plain = b.plan();
+      PlanOptions options;
+      options.quantized_io = true;
+      const PlanResult quantized = b.plan(options);
+      EXPECT_EQ(quantized.quantized_io.inputs, 1);
+      EXPECT_EQ(quantized.quantized_io.outputs, 1);
+      // No Copy either: the product reads the input and writes the output.
+      std::vector<std::string> all;
+      for (const LInstruction& ins : quantized.program.methods[0].instructions) all.push_back(ins.op);
+      EXPECT_EQ(all, std::vector<std::string>{"GemmInt8"});
+      EXPECT_EQ(kernels(plain), (std::vector<std::string>{"QuantizeLinear", "GemmInt8", "DequantizeLinear"}));
+      const auto ins = planner::io_quantization(quantized.bytes, "forward", false);
+      const auto outs = planner::io_quantization(quantized.bytes, "forward", true);
+      ASSERT_EQ(ins.size(), 1u);
+      ASSERT_EQ(outs.size(), 1u);
+      EXPECT_TRUE(ins[0].quantized);
+      EXPECT_EQ(ins[0].dtype, x_dtype);
+      EXPECT_EQ(ins[0].scale, 0.03f);
+      EXPECT_EQ(ins[0].zero_point, x_dtype == DType::UINT8 ? 128 : -5);
+      EXPECT_TRUE(outs[0].quantized);
+      EXPECT_EQ(outs[0].dtype, y_dtype);
+      EXPECT_EQ(outs[0].scale, 0.01f);
+      EXPECT_EQ(outs[0].zero_point, y_dtype == DType::UINT8 ? 120 : 3);
+      EXPECT_FALSE(planner::io_quantization(plain.bytes, "forward", false)[0].quantized);
+      // The names stay the model's, so applications bind as before.
+      const auto& m = quantized.program.methods[0];
+      const auto& pm = plain.program.methods[0];
+      EXPECT_EQ(m.tensors[static_cast<size_t>(m.inputs[0])].name, "x");
+      EXPECT_EQ(m.tensors[static_cast<size_t>(m.outputs[0])].name, pm.tensors[static_cast<size_t>(pm.outputs[0])].name);
+
+      const HostTensor x = float_ramp({1, 67});
+      const HostTensor want = planner::run_program(plain.bytes, {x}, {}).outputs.at(0);
+      const HostTensor xq = planner::quantize_for(x, ins[0]);
+      const HostTensor got = planner::run_program(quantized.bytes, {xq}, {}).outputs.at(0);
+      ASSERT_EQ(got.dtype, y_dtype);
+      // The float program's output is DQ of these very values: the same
+      // float32 bytes once dequantized, and the same 8-bit values.
+      EXPECT_EQ(planner::dequantize_from(got, outs[0]).bytes, want.bytes);
+      int64_t low = 0, high = 0;
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        const int64_t v = got.int_at(i);
+        EXPECT_EQ(std::lround(want.data<float>()[i] / 0.01f) + outs[0].zero_point, v) << i;
+        low += v == lo_of(y_dtype);
+        high += v == lo_of(y_dtype) + 255;
+      }
+      EXPECT_GT(low + high, 0);  // the case reaches the clamps
+      // The boundary quantization is the kernel's: the same bytes as the
+      // plain program's QuantizeLinear (checked through a Q-only model).
+      GraphBuilder qb;
+      qb.output(q(qb, qb.input("x", {1, 67}), 0.03f, x_dtype, x_dtype == DType::UINT8 ? 128 : -5, "xq"));
+      EXPECT_EQ(planner::run_program(qb.plan().bytes, {x}, {}).outputs.at(0).bytes, xq.bytes);
+    }
+  }
+}
+
+// What --quantized-io leaves float: an input also read by another node
+// (here a Relu that is a second output), an input quantized per channel,
+// and an output whose DQ input is a graph input; a quantized program's
+// quantization is checked at load (only on int8/uint8 method inputs and
+// outputs, a finite positive scale, a zero point its dtype holds).
+TEST(QdqTest, QuantizedIoLeavesOtherInputsFloatAndIsChecked) {
+  {
+    GraphBuilder b;
+    const int x = b.input("x", {1, 16});
+    HostTensor w(DType::INT8, {16, 8});
+    const int v = b.node("MatMul", {dq(b, q(b, x, 0.1f, DType::UINT8, 128, "xq"), 0.1f, DType::UINT8, 128, "xd"),
+                                    dq(b, b.constant("w", w), 0.01f, DType::INT8, 0, "w")});
+    b.output(dq(b, q(b, v, 0.2f, DType::INT8, 0, "yq"), 0.2f, DType::INT8, 0, "yd"));
+    b.output(b.node("Relu", {x}));
+    PlanOptions options;
+    options.quantized_io = true;
+    const PlanResult r = b.plan(options);
+    EXPECT_EQ(r.quantized_io.inputs, 0);
+    EXPECT_EQ(r.quantized_io.float_inputs, 1);
+    EXPECT_EQ(r.quantized_io.outputs, 1);
+    EXPECT_EQ(r.quantized_io.float_outputs, 1);
+    const auto ins = planner::io_quantization(r.bytes, "forward", false);
+    EXPECT_FALSE(ins.at(0).quantized);
+    EXPECT_EQ(ins.at(0).dtype, DType::FLOAT32);
+    const std::vector<std::string> ops = kernels(r);
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "QuantizeLinear"), 1);
+  }
+  {
+    // Per-channel input quantization, and input -> DQ -> output.
+    GraphBuilder b;
+    const int x = b.input("x", {1, 2});
+    const int xq = b.node("QuantizeLinear", {x, b.constant("s", HostTensor::from_floats({0.1f, 0.2f}, {2})),
+                                             b.constant("z", HostTensor(DType::UINT8, {2}))},
+                          {{"axis", int_attr(1)}});
+    b.output(b.node("DequantizeLinear", {xq, b.constant("s2", HostTensor::from_floats({0.1f, 0.2f}, {2})),
+                                         b.constant("z2", HostTensor(DType::UINT8, {2}))},
+                    {{"axis", int_attr(1)}}));
+    const int i8 = b.input("i8", {1, 4}, DType::INT8);
+    b.output(dq(b, i8, 0.5f, DType::INT8, 1, "id"));
+    PlanOptions options;
+    options.quantized_io = true;
+    const PlanResult r = b.plan(options);
+    EXPECT_EQ(r.quantized_io.inputs, 0);
+    EXPECT_EQ(r.quantized_io.outputs, 0);
+    for (const auto& io : planner::io_quantization(r.bytes, "forward", true)) EXPECT_FALSE(io.quantized);
+  }
+  const PlanResult r = [] {
+    GraphBuilder b = linear_qdq_model(16, 8, DType::UINT8, DType::INT8);
+    PlanOptions options;
+    options.quantized_io = true;
+    return b.plan(options);
+  }();
+  ASSERT_EQ(load_error(r.bytes), Error::kOk);
+  auto with = [&](const std::function<void(fb::TensorT&, fb::MethodT&)>& change) {
+    return load_error(mutate_program(r.bytes, [&](fb::ProgramT& p) {
+      fb::MethodT& m = *p.methods[0];
+      change(*m.tensors[m.inputs[0]], m);
+    }));
+  };
+  EXPECT_EQ(with([](fb::TensorT& t, fb::MethodT&) { t.quantization->scale = 0.f; }), Error::kInvalidProgram);
+  EXPECT_EQ(with([](fb::TensorT& t, fb::MethodT&) { t.quantization->scale = NAN; }), Error::kInvalidProgram);
+  EXPECT_EQ(with([](fb::TensorT& t, fb::MethodT&) { t.quantization->scale = INFINITY; }), Error::kInvalidProgram);
+  EXPECT_EQ(with([](fb::TensorT& t, fb::MethodT&) { t.quantization->zero_point = 256; }), Error::kInvalidProgram);
+  EXPECT_EQ(with([](fb::TensorT& t, fb::MethodT&) { t.quantization->zero_point = -1; }), Error::kInvalidProgram);
+  EXPECT_EQ(with([](fb::TensorT& t, fb::MethodT&) { t.quantization->zero_point = 255; }), Error::kOk);
+  // On an int32 tensor, and on a tensor that is no method input or output.
+  EXPECT_EQ(with([](fb::TensorT& t, fb::MethodT&) {
+              t.dtype = fb::DType::INT32;
+              t.nbytes *= 4;
+            }),
+            Error::kInvalidProgram);
+  EXPECT_EQ(with([](fb::TensorT& t, fb::MethodT& m) {
+              for (auto& c : m.tensors) {
+                if (c->storage.type == fb::Storage::ConstantStorage && c->dtype == fb::DType::INT8) {
+                  c->quantization = std::make_unique<fb::QuantizationT>(*t.quantization);
+                  break;
+                }
+              }
+            }),
+            Error::kInvalidProgram);
+}
+

@@ -32,6 +32,11 @@ struct TensorInfo {
   uint32_t rank = 0;
   uint64_t nbytes = 0;
   Device device;
+  // A quantized input or output (`kiln plan --quantized-io`): INT8 or UINT8
+  // data, real value = (q - zero_point) * scale. Checked at load.
+  bool quantized = false;
+  float scale = 0.f;
+  int32_t zero_point = 0;
 };
 
 class MethodMeta {
