@@ -358,37 +358,41 @@ TEST(QdqTest, DepthwiseDirectMatchesTheDenseProduct) {
 // dilation, asymmetric padding, plane widths below, at and past 16, and
 // scales that saturate part of the output at both ends. A plane too wide
 // for the lanes' band (700 columns) takes the per-channel kernel on
-// every path.
+// every path. With 8 channels (and the block of 5) at stride 1, two
+// output positions share a vector: odd widths leave the last vector half
+// past the row.
 TEST(QdqTest, DepthwiseLanesMatchThePerChannelKernel) {
-  const int64_t c = 37;
-  struct Case {
-    int64_t k, width, height, stride, dilation;
-    DType dtype;
-  };
-  const Case cases[] = {
-      {3, 1, 1, 1, 1, DType::UINT8},  {3, 6, 6, 1, 1, DType::INT8},   {3, 5, 25, 1, 1, DType::UINT8},
-      {3, 16, 9, 2, 1, DType::INT8},  {3, 17, 12, 2, 1, DType::UINT8}, {3, 40, 7, 1, 2, DType::INT8},
-      {5, 20, 11, 1, 1, DType::UINT8}, {5, 9, 9, 2, 1, DType::INT8},  {3, 3, 3, 1, 1, DType::INT8},
-      {3, 700, 3, 1, 1, DType::UINT8},
-  };
-  for (const Case& cs : cases) {
-    HostTensor dw(DType::INT8, {c, 1, cs.k, cs.k});
-    for (int64_t i = 0; i < dw.numel(); ++i) dw.data<int8_t>()[i] = static_cast<int8_t>((i * 53 + 11) % 256 - 128);
-    GraphBuilder b;
-    const int x = b.input("x", {1, c, cs.height, cs.width}, cs.dtype);
-    const int w = b.node("DequantizeLinear", {b.constant("w", dw), b.constant("w_s", scalar(0.01f))});
-    const int64_t pad = cs.k / 2 * cs.dilation;
-    const int v = b.node("Conv", {dq(b, x, 0.02f, cs.dtype, cs.dtype == DType::UINT8 ? 128 : -3, "x"), w},
-                         {{"group", int_attr(c)}, {"pads", ints_attr({pad, pad + 1, pad + 1, pad})},
-                          {"strides", ints_attr({cs.stride, cs.stride})},
-                          {"dilations", ints_attr({cs.dilation, cs.dilation})}});
-    b.output(q(b, v, 0.05f, cs.dtype, cs.dtype == DType::UINT8 ? 100 : 7));
-    const PlanResult r = b.plan();
-    ASSERT_EQ(kernels(r), std::vector<std::string>{"ConvInt8"});
-    const HostTensor in = data8(cs.dtype, {1, c, cs.height, cs.width}, static_cast<uint32_t>(cs.width * 7 + cs.k));
-    expect_every_path_as_scalar(r, in, cs.dtype, cs.width * cs.height >= 36,
-                                "k " + std::to_string(cs.k) + " width " + std::to_string(cs.width) + " stride " +
-                                    std::to_string(cs.stride) + " dilation " + std::to_string(cs.dilation));
+  for (const int64_t c : {37, 8}) {
+    struct Case {
+      int64_t k, width, height, stride, dilation;
+      DType dtype;
+    };
+    const Case cases[] = {
+        {3, 1, 1, 1, 1, DType::UINT8},  {3, 6, 6, 1, 1, DType::INT8},   {3, 5, 25, 1, 1, DType::UINT8},
+        {3, 16, 9, 2, 1, DType::INT8},  {3, 17, 12, 2, 1, DType::UINT8}, {3, 40, 7, 1, 2, DType::INT8},
+        {5, 20, 11, 1, 1, DType::UINT8}, {5, 9, 9, 2, 1, DType::INT8},  {3, 3, 3, 1, 1, DType::INT8},
+        {3, 700, 3, 1, 1, DType::UINT8},
+    };
+    for (const Case& cs : cases) {
+      HostTensor dw(DType::INT8, {c, 1, cs.k, cs.k});
+      for (int64_t i = 0; i < dw.numel(); ++i) dw.data<int8_t>()[i] = static_cast<int8_t>((i * 53 + 11) % 256 - 128);
+      GraphBuilder b;
+      const int x = b.input("x", {1, c, cs.height, cs.width}, cs.dtype);
+      const int w = b.node("DequantizeLinear", {b.constant("w", dw), b.constant("w_s", scalar(0.01f))});
+      const int64_t pad = cs.k / 2 * cs.dilation;
+      const int v = b.node("Conv", {dq(b, x, 0.02f, cs.dtype, cs.dtype == DType::UINT8 ? 128 : -3, "x"), w},
+                           {{"group", int_attr(c)}, {"pads", ints_attr({pad, pad + 1, pad + 1, pad})},
+                            {"strides", ints_attr({cs.stride, cs.stride})},
+                            {"dilations", ints_attr({cs.dilation, cs.dilation})}});
+      b.output(q(b, v, 0.05f, cs.dtype, cs.dtype == DType::UINT8 ? 100 : 7));
+      const PlanResult r = b.plan();
+      ASSERT_EQ(kernels(r), std::vector<std::string>{"ConvInt8"});
+      const HostTensor in = data8(cs.dtype, {1, c, cs.height, cs.width}, static_cast<uint32_t>(cs.width * 7 + cs.k));
+      expect_every_path_as_scalar(r, in, cs.dtype, cs.width * cs.height >= 36,
+                                  "channels " + std::to_string(c) + " k " + std::to_string(cs.k) + " width " +
+                                      std::to_string(cs.width) + " stride " + std::to_string(cs.stride) + " dilation " +
+                                      std::to_string(cs.dilation));
+    }
   }
 }
 

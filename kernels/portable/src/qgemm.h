@@ -130,6 +130,8 @@ void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m,
 // same sums and the same requantization as the per-channel kernel, for
 // geometries whose band buffer fits (depthwise_lanes_fit) and channels
 // whose shift is in [32, 62] and |bias| <= 2^30 (depthwise_lanes_params_ok).
+// Eight channels or fewer at stride 1 along rows take two output positions
+// a vector (lanes 8..15: the next column), so their lanes are full too.
 struct QDepthwiseLanes {
   const uint8_t* x = nullptr;  // channel 0's input plane (h x w, raw)
   int64_t channels = 0;        // in this block, 1..16

@@ -270,6 +270,15 @@ KILN_VNNI void dot_rows_avx512_vnni(int64_t kp, const int8_t* w, int64_t rows, c
 
 // ---------------------------------------------------------------------------
 // Depthwise convolution with the channels across the lanes (qgemm.h).
+//
+// The band's padded input rows lie in a block of 16-byte entries, one
+// vector lane a byte, and every tap of an output is one 16-byte load:
+//   16 channels: entry (r, x) = channels 0..15 at padded (r, x); one
+//     output position a vector.
+//   8 channels or fewer, stride 1 along rows: entry (r, x) = channels 0..7
+//     at (r, x), then channels 0..7 at (r, x + 1); two output positions a
+//     vector (x and x + 1), so the lanes are full. The block is one entry
+//     wider (the second position of the last vector reads it).
 
 namespace {
 
@@ -320,52 +329,55 @@ void lanes_in(const uint8_t* const rows[16], int64_t n, uint8_t flip, uint8_t* d
   }
 }
 
-// rows[c][i] = src[i * 16 + c] for i < n, c < channels.
+// rows[c][i] = src[i * g + c] for i < n, c < channels (<= g), g = 16 or 8.
+// With 8, a 16-byte row of the transpose holds two positions: byte b of
+// row j is channel b % 8 of position 2 j + b / 8.
+template <int G>
 void lanes_out(const uint8_t* src, int64_t n, uint8_t* const rows[16], int64_t channels) {
+  constexpr int64_t kStep = G == 16 ? 16 : 32;
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
+  for (; i + kStep <= n; i += kStep) {
     __m128i v[16];
-    for (int j = 0; j < 16; ++j) v[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (i + j) * 16));
+    for (int j = 0; j < 16; ++j) v[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * G + j * 16));
     transpose16(v);
-    for (int64_t c = 0; c < channels; ++c) _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[c] + i), v[c]);
+    for (int64_t c = 0; c < channels; ++c) {
+      if (G == 16) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[c] + i), v[c]);
+      } else {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[c] + i), _mm_unpacklo_epi8(v[c], v[c + 8]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[c] + i + 16), _mm_unpackhi_epi8(v[c], v[c + 8]));
+      }
+    }
   }
   for (; i < n; ++i) {
-    for (int64_t c = 0; c < channels; ++c) rows[c][i] = src[i * 16 + c];
+    for (int64_t c = 0; c < channels; ++c) rows[c][i] = src[i * G + c];
   }
 }
 
-}  // namespace
-
-bool depthwise_lanes_fit(const QDepthwiseLanes& d) {
-  const int64_t pw = lanes_width(d);
-  const int64_t widest = pw > d.w ? pw : d.w;
-  return d.channels >= 1 && d.channels <= 16 && d.kh * d.kw <= kLaneTaps && d.ow >= 1 && d.oh >= 1 &&
-         lanes_rows(d, 1) * widest * 16 <= kLaneBand && d.ow * 16 <= kLaneBand;
-}
-
-bool depthwise_lanes_params_ok(const int32_t* bias, const int32_t* shift, int64_t channels) {
-  for (int64_t c = 0; c < channels; ++c) {
-    if (shift[c] < 32 || shift[c] > 62 || bias[c] > (1 << 30) || bias[c] < -(1 << 30)) return false;
-  }
-  return true;
-}
-
-KILN_AVX2 void depthwise_lanes_avx2(const QDepthwiseLanes& d) {
+template <int G>
+KILN_AVX2 void depthwise_lanes_g(const QDepthwiseLanes& d) {
+  constexpr int64_t kPerVector = 16 / G;  // output positions a vector
   const int64_t taps = d.kh * d.kw, pairs = (taps + 1) / 2;
-  const int64_t pw = lanes_width(d), widest = pw > d.w ? pw : d.w;
+  const int64_t pw = lanes_width(d);
+  const int64_t bw = pw + (G == 8 ? 1 : 0);  // entries a block row
+  const int64_t wide = bw > d.w ? bw : d.w;
   // Output rows per band: the padded input rows fit the block, and the
-  // band's outputs (16 bytes each) fit the same amount of stack.
+  // band's outputs (G bytes a position, one vector's slack) fit the same
+  // amount of stack.
   int64_t band = 1;
-  while (band < d.oh && lanes_rows(d, band + 1) * widest * 16 <= kLaneBand && (band + 1) * d.ow * 16 <= kLaneBand) ++band;
+  while (band < d.oh && lanes_rows(d, band + 1) * wide * 16 <= kLaneBand && (band + 1) * d.ow * G + 16 <= kLaneBand) {
+    ++band;
+  }
   alignas(32) uint8_t block[kLaneBand];
   alignas(32) uint8_t staging[kLaneBand];  // transposed input rows, then the band's outputs
-  // Channel lanes in the order vpmaddwd's interleave leaves them: the low
-  // accumulator holds channels 0-3 and 8-11, the high one 4-7 and 12-15.
+  // Lane l of the vectors in the order vpmaddwd's interleave leaves them:
+  // the low accumulator holds lanes 0-3 and 8-11, the high one 4-7 and
+  // 12-15; lane l is channel l (16) or l % 8 (8).
   int32_t lane_bias[2][8], lane_m[2][8], lane_rest[2][8];
   int64_t lane_round[2][8];
   for (int half = 0; half < 2; ++half) {
     for (int j = 0; j < 8; ++j) {
-      const int64_t c = (j < 4 ? j : j + 4) + half * 4;
+      const int64_t c = ((j < 4 ? j : j + 4) + half * 4) % G;
       const bool on = c < d.channels;
       lane_bias[half][j] = on ? d.bias[c] : 0;
       lane_m[half][j] = on ? d.multiplier[c] : 0;
@@ -373,21 +385,26 @@ KILN_AVX2 void depthwise_lanes_avx2(const QDepthwiseLanes& d) {
       lane_round[half][j] = on ? int64_t{1} << (d.shift[c] - 1) : 0;
     }
   }
-  __m256i wpair[kLaneTaps / 2][2];
-  int64_t offset[kLaneTaps + 1];
+  // The weights of every pair of taps as int16 first, then the vectors (a
+  // vector load right after its sixteen stores would wait for them).
+  alignas(32) int16_t wa[kLaneTaps / 2][16], wb[kLaneTaps / 2][16];
   for (int64_t p = 0; p < pairs; ++p) {
-    alignas(32) int16_t wa[16], wb[16];
-    for (int64_t c = 0; c < 16; ++c) {
+    for (int64_t l = 0; l < 16; ++l) {
+      const int64_t c = l % G;
       const bool on = c < d.channels;
-      wa[c] = on ? d.w8[c * d.kp + 2 * p] : 0;
-      wb[c] = on && 2 * p + 1 < taps ? d.w8[c * d.kp + 2 * p + 1] : 0;
+      wa[p][l] = on ? d.w8[c * d.kp + 2 * p] : 0;
+      wb[p][l] = on && 2 * p + 1 < taps ? d.w8[c * d.kp + 2 * p + 1] : 0;
     }
-    const __m256i va = _mm256_load_si256(reinterpret_cast<const __m256i*>(wa));
-    const __m256i vb = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb));
+  }
+  __m256i wpair[kLaneTaps / 2][2];
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m256i va = _mm256_load_si256(reinterpret_cast<const __m256i*>(wa[p]));
+    const __m256i vb = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb[p]));
     wpair[p][0] = _mm256_unpacklo_epi16(va, vb);
     wpair[p][1] = _mm256_unpackhi_epi16(va, vb);
   }
-  for (int64_t t = 0; t < taps; ++t) offset[t] = ((t / d.kw) * d.dh * pw + (t % d.kw) * d.dw) * 16;
+  int64_t offset[kLaneTaps + 1];
+  for (int64_t t = 0; t < taps; ++t) offset[t] = ((t / d.kw) * d.dh * bw + (t % d.kw) * d.dw) * 16;
   offset[taps] = offset[taps - 1];  // an odd count's last pair: weight 0
   __m256i vbias[2], vm[2], vm_odd[2], vround_even[2], vround_odd[2], vrest[2];
   for (int half = 0; half < 2; ++half) {
@@ -405,7 +422,7 @@ KILN_AVX2 void depthwise_lanes_avx2(const QDepthwiseLanes& d) {
     const int64_t nb = d.oh - oy0 < band ? d.oh - oy0 : band;
     const int64_t rows = lanes_rows(d, nb);
     const int64_t pr0 = oy0 * d.sh;  // the block's first padded row
-    memset(block, d.pad, static_cast<size_t>(rows * pw * 16));
+    memset(block, d.pad, static_cast<size_t>(rows * bw * 16));
     int64_t iy_a = pr0 - d.pt, iy_b = pr0 + rows - d.pt;
     if (iy_a < 0) iy_a = 0;
     if (iy_b > d.h) iy_b = d.h;
@@ -417,15 +434,23 @@ KILN_AVX2 void depthwise_lanes_avx2(const QDepthwiseLanes& d) {
       const int64_t x1 = pw - d.pl < d.w ? pw - d.pl : d.w;
       if (x1 > 0) {
         for (int64_t iy = iy_a; iy < iy_b; ++iy) {
-          memcpy(block + ((iy + d.pt - pr0) * pw + d.pl) * 16, staging + (iy - iy_a) * d.w * 16,
+          memcpy(block + ((iy + d.pt - pr0) * bw + d.pl) * 16, staging + (iy - iy_a) * d.w * 16,
                  static_cast<size_t>(x1 * 16));
         }
       }
     }
+    if (G == 8) {
+      // Each entry's upper half: the next entry's channels (the last
+      // entry's stays padding).
+      for (int64_t r = 0; r < rows; ++r) {
+        uint8_t* e = block + r * bw * 16;
+        for (int64_t x = 0; x + 1 < bw; ++x) memcpy(e + x * 16 + 8, e + (x + 1) * 16, 8);
+      }
+    }
     uint8_t* out = staging;
     for (int64_t oy = 0; oy < nb; ++oy) {
-      for (int64_t ox = 0; ox < d.ow; ++ox) {
-        const uint8_t* base = block + (oy * d.sh * pw + ox * d.sw) * 16;
+      for (int64_t ox = 0; ox < d.ow; ox += kPerVector) {
+        const uint8_t* base = block + (oy * d.sh * bw + ox * d.sw) * 16;
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
         for (int64_t p = 0; p < pairs; ++p) {
           const __m256i xa = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + offset[2 * p])));
@@ -444,16 +469,45 @@ KILN_AVX2 void depthwise_lanes_avx2(const QDepthwiseLanes& d) {
           r = _mm256_add_epi32(_mm256_srav_epi32(r, vrest[half]), vzp);
           q[half] = _mm256_min_epi32(_mm256_max_epi32(r, vlo), vhi);
         }
-        // packs pairs the lanes back into channel order.
+        // packs pairs the lanes back into lane order: 16 channels, or
+        // position ox's 8 then position ox + 1's.
         const __m256i w16 = _mm256_packs_epi32(q[0], q[1]);
         const __m128i lo = _mm256_castsi256_si128(w16), hi = _mm256_extracti128_si256(w16, 1);
         const __m128i b8 = d.y_unsigned ? _mm_packus_epi16(lo, hi) : _mm_packs_epi16(lo, hi);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (oy * d.ow + ox) * 16), b8);
+        // With 8 channels and an odd width the last vector's second
+        // position lands on the next row's first (rewritten after it) or
+        // past the band's outputs (the slack).
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (oy * d.ow + ox) * G), b8);
       }
     }
     uint8_t* dst[16];
     for (int64_t c = 0; c < 16; ++c) dst[c] = d.y + (c < d.channels ? c : 0) * plane_out + oy0 * d.ow;
-    lanes_out(out, nb * d.ow, dst, d.channels);
+    lanes_out<G>(out, nb * d.ow, dst, d.channels);
+  }
+}
+
+}  // namespace
+
+bool depthwise_lanes_fit(const QDepthwiseLanes& d) {
+  if (!(d.channels >= 1 && d.channels <= 16 && d.kh * d.kw <= kLaneTaps && d.ow >= 1 && d.oh >= 1)) return false;
+  // The wider block of the 8-channel kernel.
+  const int64_t bw = lanes_width(d) + 1;
+  const int64_t wide = bw > d.w ? bw : d.w;
+  return lanes_rows(d, 1) * wide * 16 <= kLaneBand && d.ow * 16 + 16 <= kLaneBand;
+}
+
+bool depthwise_lanes_params_ok(const int32_t* bias, const int32_t* shift, int64_t channels) {
+  for (int64_t c = 0; c < channels; ++c) {
+    if (shift[c] < 32 || shift[c] > 62 || bias[c] > (1 << 30) || bias[c] < -(1 << 30)) return false;
+  }
+  return true;
+}
+
+void depthwise_lanes_avx2(const QDepthwiseLanes& d) {
+  if (d.channels <= 8 && d.sw == 1) {
+    depthwise_lanes_g<8>(d);
+  } else {
+    depthwise_lanes_g<16>(d);
   }
 }
 

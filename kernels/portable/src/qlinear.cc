@@ -390,14 +390,17 @@ Error check_conv_int8(const KernelArgs& args) {
 // done) when it does not apply or the padded plane exceeds the scratch.
 #if defined(__x86_64__) && defined(__GNUC__)
 // Below this many channels the per-channel kernel's long rows beat the
-// lanes' half-empty vectors (depthwise_lanes_avx2).
+// lanes' half-empty vectors (depthwise_lanes_avx2); 8 channels fill them
+// with two output positions where the stride along rows is 1.
 constexpr int64_t kDepthwiseLanesMinChannels = 16;
+constexpr int64_t kDepthwiseLanesMinChannelsStride1 = 8;
 #endif
 
 bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
   if (g.group != g.c || g.m != g.c || p.w_zp != nullptr || p.multiplier == nullptr) return false;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (g.c >= kDepthwiseLanesMinChannels && (p.isa == Isa::kAvx2 || p.isa == Isa::kAvx512) &&
+  if ((g.c >= kDepthwiseLanesMinChannels || (g.c >= kDepthwiseLanesMinChannelsStride1 && g.sw == 1)) &&
+      (p.isa == Isa::kAvx2 || p.isa == Isa::kAvx512) &&
       depthwise_lanes_params_ok(args.in(2).data_as<const int32_t>(), p.shift, g.c)) {
     QDepthwiseLanes d;
     d.h = g.h; d.w = g.w; d.kh = g.kh; d.kw = g.kw; d.sh = g.sh; d.sw = g.sw; d.dh = g.dh; d.dw = g.dw;
