@@ -180,7 +180,8 @@ TEST(PackedGemmTest, FewColumnsAgainstDeepPrepackedA) {
   const Activation relu(fb::Activation::RELU, 0.f, 0.f);
   for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
     for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{7, 49, 257}, {128, 49, 600}, {20, 17, 513},
-                                  {13, 64, 300}, {6, 2, 1152}, {100, 33, 520}, {30, 65, 300}}) {
+                                  {13, 64, 300}, {6, 2, 1152}, {100, 33, 520}, {30, 65, 300}, {40, 96, 300},
+                                  {520, 150, 520}}) {
       for (int mode = 0; mode < 3; ++mode) {  // accumulate; bias + Relu; bias + Relu through the affine map
         SCOPED_TRACE(std::string(gemm_path_name(path)) + " m" + std::to_string(m) + " n" + std::to_string(n) +
                      " k" + std::to_string(k) + " mode " + std::to_string(mode));
@@ -537,6 +538,37 @@ TEST(DirectConvS2Test, MatchesDefinitionOrDeclines) {
 }
 
 #if KILN_GEMM_X86
+// The two-panel AVX-512 tile against the one-panel kernel on each panel,
+// bit for bit: every row count, depths around the unrolled step, B in
+// place (a row stride past the two panels) and C strided; accumulation,
+// then the row and column biases with a clamp.
+TEST(MicroKernelAvx512Test, TwoPanelsAreTheOnePanelTileTwice) {
+  if (!x86::has_avx512f()) GTEST_SKIP() << "the AVX-512 path is off (processor or KILN_ISA)";
+  const int64_t ldb = 2 * kGemmNr + 5, ldc = 2 * kGemmNr + 3;
+  for (int64_t kc : {1, 2, 3, 7, 64, 257}) {
+    for (int64_t mr = 1; mr <= kGemmMr; ++mr) {
+      for (int mode = 0; mode < 2; ++mode) {  // accumulate; biases + clamp
+        SCOPED_TRACE("kc " + std::to_string(kc) + " mr " + std::to_string(mr) + " mode " + std::to_string(mode));
+        const std::vector<float> a = values(static_cast<size_t>(kc * kGemmMr), 51);
+        const std::vector<float> b = values(static_cast<size_t>(kc * ldb), 52);
+        const std::vector<float> row_bias = values(kGemmMr, 53);
+        const std::vector<float> col_bias = values(2 * kGemmNr, 54);
+        std::vector<float> want = values(static_cast<size_t>(kGemmMr * ldc), 55), got(want);
+        const bool accumulate = mode == 0;
+        const float* rb = accumulate ? nullptr : row_bias.data();
+        for (int64_t half = 0; half < 2; ++half) {
+          x86::micro_kernel_avx512(kc, a.data(), b.data() + half * kGemmNr, ldb, want.data() + half * kGemmNr, ldc, mr,
+                                   kGemmNr, accumulate, rb, accumulate ? nullptr : col_bias.data() + half * kGemmNr,
+                                   !accumulate, -0.5f, 0.6f);
+        }
+        x86::micro_kernel_avx512_x2(kc, a.data(), b.data(), b.data() + kGemmNr, ldb, got.data(), ldc, mr, accumulate,
+                                    rb, accumulate ? nullptr : col_bias.data(), !accumulate, -0.5f, 0.6f);
+        ASSERT_EQ(want, got);
+      }
+    }
+  }
+}
+
 TEST(MaxPoolAvx2Test, MatchesDirectMaximumWithPaddingAndNaN) {
   if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)";
   // ceil: the output size rounded up (ceil_mode), the last window past the

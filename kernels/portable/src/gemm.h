@@ -145,6 +145,11 @@ bool has_avx512f();
 void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
                          int64_t mr, int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
                          bool clamp, float lo, float hi);
+// Two whole 16-column tiles at once (B panels at b0 and b1, one ldb), the
+// same bits as micro_kernel_avx512 on each.
+void micro_kernel_avx512_x2(int64_t kc, const float* a, const float* b0, const float* b1, int64_t ldb, float* c,
+                            int64_t ldc, int64_t mr, bool accumulate, const float* row_bias, const float* col_bias,
+                            bool clamp, float lo, float hi);
 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
                        int64_t mr, int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
                        bool clamp, float lo, float hi);

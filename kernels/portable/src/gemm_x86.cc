@@ -224,6 +224,71 @@ KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b,
   if (mr > 5) store_row16(c + 5 * ldc, c5, mask, accumulate, bias(5), col, clamp, vlo, vhi);
 }
 
+// Two whole 6x16 tiles side by side, B's panels at b0 and b1: twelve
+// 512-bit accumulators, per step of k two loads of B and six broadcasts of
+// A for twelve FMAs (the 6x16 kernel: one and six for six). Each output is
+// the same chain of FMAs as there, so the same bits.
+KILN_AVX512 void micro_kernel_avx512_x2(int64_t kc, const float* a, const float* b0, const float* b1, int64_t ldb,
+                                        float* c, int64_t ldc, int64_t mr, bool accumulate, const float* row_bias,
+                                        const float* col_bias, bool clamp, float lo, float hi) {
+  __m512 c00 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(), c20 = _mm512_setzero_ps();
+  __m512 c30 = _mm512_setzero_ps(), c40 = _mm512_setzero_ps(), c50 = _mm512_setzero_ps();
+  __m512 c01 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps();
+  __m512 c31 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 v0 = _mm512_loadu_ps(b0), v1 = _mm512_loadu_ps(b1);
+    __m512 av = _mm512_set1_ps(a[0]);
+    c00 = _mm512_fmadd_ps(av, v0, c00);
+    c01 = _mm512_fmadd_ps(av, v1, c01);
+    av = _mm512_set1_ps(a[1]);
+    c10 = _mm512_fmadd_ps(av, v0, c10);
+    c11 = _mm512_fmadd_ps(av, v1, c11);
+    av = _mm512_set1_ps(a[2]);
+    c20 = _mm512_fmadd_ps(av, v0, c20);
+    c21 = _mm512_fmadd_ps(av, v1, c21);
+    av = _mm512_set1_ps(a[3]);
+    c30 = _mm512_fmadd_ps(av, v0, c30);
+    c31 = _mm512_fmadd_ps(av, v1, c31);
+    av = _mm512_set1_ps(a[4]);
+    c40 = _mm512_fmadd_ps(av, v0, c40);
+    c41 = _mm512_fmadd_ps(av, v1, c41);
+    av = _mm512_set1_ps(a[5]);
+    c50 = _mm512_fmadd_ps(av, v0, c50);
+    c51 = _mm512_fmadd_ps(av, v1, c51);
+    a += kGemmMr;
+    b0 += ldb;
+    b1 += ldb;
+  }
+  const __mmask16 mask = 0xFFFF;
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const auto bias = [row_bias](int64_t i) { return row_bias != nullptr ? row_bias[i] : 0.f; };
+  const __m512 col0 = col_bias != nullptr ? _mm512_loadu_ps(col_bias) : _mm512_setzero_ps();
+  const __m512 col1 = col_bias != nullptr ? _mm512_loadu_ps(col_bias + kGemmNr) : _mm512_setzero_ps();
+  store_row16(c, c00, mask, accumulate, bias(0), col0, clamp, vlo, vhi);
+  store_row16(c + kGemmNr, c01, mask, accumulate, bias(0), col1, clamp, vlo, vhi);
+  if (mr > 1) {
+    store_row16(c + ldc, c10, mask, accumulate, bias(1), col0, clamp, vlo, vhi);
+    store_row16(c + ldc + kGemmNr, c11, mask, accumulate, bias(1), col1, clamp, vlo, vhi);
+  }
+  if (mr > 2) {
+    store_row16(c + 2 * ldc, c20, mask, accumulate, bias(2), col0, clamp, vlo, vhi);
+    store_row16(c + 2 * ldc + kGemmNr, c21, mask, accumulate, bias(2), col1, clamp, vlo, vhi);
+  }
+  if (mr > 3) {
+    store_row16(c + 3 * ldc, c30, mask, accumulate, bias(3), col0, clamp, vlo, vhi);
+    store_row16(c + 3 * ldc + kGemmNr, c31, mask, accumulate, bias(3), col1, clamp, vlo, vhi);
+  }
+  if (mr > 4) {
+    store_row16(c + 4 * ldc, c40, mask, accumulate, bias(4), col0, clamp, vlo, vhi);
+    store_row16(c + 4 * ldc + kGemmNr, c41, mask, accumulate, bias(4), col1, clamp, vlo, vhi);
+  }
+  if (mr > 5) {
+    store_row16(c + 5 * ldc, c50, mask, accumulate, bias(5), col0, clamp, vlo, vhi);
+    store_row16(c + 5 * ldc + kGemmNr, c51, mask, accumulate, bias(5), col1, clamp, vlo, vhi);
+  }
+}
+
 namespace {
 
 // Even and odd elements of the 16 floats at p: {p[0], p[2], .., p[14]} and
