@@ -333,43 +333,53 @@ TEST(QGemm, EveryIsaPathRequantizesAlike) {
 // epilogue requantizes runs of up to 128 columns per channel (shorter for
 // long reductions, so the run's panels stay in L1). Several runs and a
 // partial one, channel counts off the tile, long and short reductions: the
-// exact rounding on every path, nothing written past the planes.
+// exact rounding on every path, nothing written past the planes. Also with
+// 7-bit data but for one byte in every third panel: the AVX2 tiles of a
+// run (which write its rows themselves) take vpmaddubsw or the exact split
+// panel by panel.
 TEST(QGemm, PlaneOutputsRequantizeInRuns) {
   const int64_t shapes[][3] = {{13, 300, 75}, {9, 17, 5}, {8, 129, 1100}, {3, 16, 2000}, {20, 1, 12}};
   const Isa before = active_isa();
   for (const auto& shape : shapes) {
-    const Operands o = make(shape[0], shape[1], shape[2], 11, false);
-    std::vector<uint8_t> packed(static_cast<size_t>(qgemm_packed_x_bytes(o.k, o.n)));
-    qgemm_pack_rows(o.x.data(), o.k, o.n, o.k, false, packed.data(), nullptr);
-    std::vector<int32_t> bias(static_cast<size_t>(o.m)), multiplier(static_cast<size_t>(o.m)), shift(static_cast<size_t>(o.m));
-    for (int64_t c = 0; c < o.m; ++c) {
-      bias[static_cast<size_t>(c)] = static_cast<int32_t>(300 * c - 2000);
-      ASSERT_TRUE(qgemm_quantize_multiplier(0.0004 / (1 + o.k / 64) * (c + 1), &multiplier[static_cast<size_t>(c)],
-                                            &shift[static_cast<size_t>(c)]));
-    }
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
-      if (!processor_has(isa)) continue;
-      ASSERT_EQ(set_isa(isa), Error::kOk);
-      std::vector<uint8_t> y(static_cast<size_t>(o.m * o.n + 1), 0xA5);
-      QGemmProblem p;
-      p.m = o.m; p.n = o.n; p.k = o.k;
-      p.w = o.w.data(); p.x = packed.data(); p.bias = bias.data();
-      p.multiplier = multiplier.data(); p.shift = shift.data();
-      p.y_zp = 120; p.y_min = 5; p.y_max = 250;
-      p.y_dtype = DType::UINT8; p.y = y.data();
-      p.y_channel_stride = o.n; p.y_column_stride = 1;
-      p.isa = isa;
-      qgemm(p, qgemm_tile_for(isa));
-      for (int64_t c = 0; c < o.m; ++c) {
-        for (int64_t col = 0; col < o.n; ++col) {
-          const double real = std::ldexp(double(multiplier[static_cast<size_t>(c)]), -shift[static_cast<size_t>(c)]);
-          const double exact = double(reference_sum(o, c, col) + bias[static_cast<size_t>(c)]) * real;
-          const double want = std::min(250.0, std::max(5.0, std::floor(exact + 0.5) + 120));
-          ASSERT_EQ(y[static_cast<size_t>(c * o.n + col)], want)
-              << isa_name(isa) << " m=" << o.m << " n=" << o.n << " k=" << o.k << " at " << c << "," << col;
-        }
+    for (bool mixed : {false, true}) {
+      Operands o = make(shape[0], shape[1], shape[2], 11, false);
+      if (mixed) {
+        for (auto& v : o.x) v &= 0x7F;
+        for (int64_t col = kQGemmNr; col < o.n; col += 3 * kQGemmNr) o.x[static_cast<size_t>(col * o.k + o.k / 2)] = 200;
       }
-      EXPECT_EQ(y.back(), 0xA5) << "wrote past the planes";
+      std::vector<uint8_t> packed(static_cast<size_t>(qgemm_packed_x_bytes(o.k, o.n)));
+      qgemm_pack_rows(o.x.data(), o.k, o.n, o.k, false, packed.data(), nullptr);
+      std::vector<int32_t> bias(static_cast<size_t>(o.m)), multiplier(static_cast<size_t>(o.m)), shift(static_cast<size_t>(o.m));
+      for (int64_t c = 0; c < o.m; ++c) {
+        bias[static_cast<size_t>(c)] = static_cast<int32_t>(300 * c - 2000);
+        ASSERT_TRUE(qgemm_quantize_multiplier(0.0004 / (1 + o.k / 64) * (c + 1), &multiplier[static_cast<size_t>(c)],
+                                              &shift[static_cast<size_t>(c)]));
+      }
+      for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+        if (!processor_has(isa)) continue;
+        ASSERT_EQ(set_isa(isa), Error::kOk);
+        std::vector<uint8_t> y(static_cast<size_t>(o.m * o.n + 1), 0xA5);
+        QGemmProblem p;
+        p.m = o.m; p.n = o.n; p.k = o.k;
+        p.w = o.w.data(); p.x = packed.data(); p.bias = bias.data();
+        p.multiplier = multiplier.data(); p.shift = shift.data();
+        p.y_zp = 120; p.y_min = 5; p.y_max = 250;
+        p.y_dtype = DType::UINT8; p.y = y.data();
+        p.y_channel_stride = o.n; p.y_column_stride = 1;
+        p.isa = isa;
+        qgemm(p, qgemm_tile_for(isa));
+        for (int64_t c = 0; c < o.m; ++c) {
+          for (int64_t col = 0; col < o.n; ++col) {
+            const double real = std::ldexp(double(multiplier[static_cast<size_t>(c)]), -shift[static_cast<size_t>(c)]);
+            const double exact = double(reference_sum(o, c, col) + bias[static_cast<size_t>(c)]) * real;
+            const double want = std::min(250.0, std::max(5.0, std::floor(exact + 0.5) + 120));
+            ASSERT_EQ(y[static_cast<size_t>(c * o.n + col)], want)
+                << isa_name(isa) << (mixed ? " mixed" : "") << " m=" << o.m << " n=" << o.n << " k=" << o.k << " at " << c
+                << "," << col;
+          }
+        }
+        EXPECT_EQ(y.back(), 0xA5) << "wrote past the planes";
+      }
     }
   }
   ASSERT_EQ(set_isa(before), Error::kOk);

@@ -150,12 +150,35 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
     int64_t run = (16384 / kp) / kQGemmNr * kQGemmNr;
     run = run < kQGemmNr ? kQGemmNr : run > kRunMax ? kRunMax : run;
     const size_t y_elem = dtype_size(p.y_dtype);
+#if defined(__x86_64__) && defined(__GNUC__)
+    // x86: the tile writes the run's rows itself, and the AVX2 tile's check
+    // of its panel for bytes above 127 is made once per panel and run, not
+    // once per channel tile.
+    const QGemmTileRowsFn rows_tile = tile == qgemm_tile_avx2          ? qgemm_tile_rows_avx2
+                                      : tile == qgemm_tile_avx512_vnni ? qgemm_tile_rows_vnni
+                                                                       : nullptr;
+    bool small[kRunMax / kQGemmNr] = {};
+#endif
     for (int64_t r0 = 0; r0 < p.n; r0 += run) {
       const int64_t nrun = p.n - r0 < run ? p.n - r0 : run;
+#if defined(__x86_64__) && defined(__GNUC__)
+      if (tile == qgemm_tile_avx2) {
+        for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
+          small[(p0 - r0) / kQGemmNr] = qgemm_panel_is_small_avx2(kp, p.x + (p0 / kQGemmNr) * kp * kQGemmNr);
+        }
+      }
+#endif
       for (int64_t c0 = 0; c0 < p.m; c0 += kQGemmMr) {
         const int64_t mr = p.m - c0 < kQGemmMr ? p.m - c0 : kQGemmMr;
         for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
-          tile(kp, p.w + c0 * kp, kp, mr, p.x + (p0 / kQGemmNr) * kp * kQGemmNr, acc);
+          const uint8_t* panel = p.x + (p0 / kQGemmNr) * kp * kQGemmNr;
+#if defined(__x86_64__) && defined(__GNUC__)
+          if (rows_tile != nullptr) {
+            rows_tile(kp, p.w + c0 * kp, kp, mr, panel, small[(p0 - r0) / kQGemmNr], rows[0] + (p0 - r0), kRunMax);
+            continue;
+          }
+#endif
+          tile(kp, p.w + c0 * kp, kp, mr, panel, acc);
           for (int64_t r = 0; r < mr; ++r) memcpy(rows[r] + (p0 - r0), acc[r], sizeof acc[r]);
         }
         for (int64_t r = 0; r < mr; ++r) {
@@ -327,7 +350,6 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_b
   // are consecutive outputs).
   constexpr int64_t kRunMax = 128;
   int32_t rows[kQGemmMr][kRunMax];
-  int32_t acc[kQGemmMr][kQGemmNr];
   int64_t run = (16384 / (nq * 4)) / kQGemmNr * kQGemmNr;
   run = run < kQGemmNr ? kQGemmNr : run > kRunMax ? kRunMax : run;
   const int64_t pitch = s.pw2;
@@ -375,8 +397,7 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_b
       for (int64_t c0 = b0; c0 < b1; c0 += kQGemmMr) {
         const int64_t mr = b1 - c0 < kQGemmMr ? b1 - c0 : kQGemmMr;
         for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
-          tile(nq, wt + (c0 - b0) * nq * 4, mr, scratch + p0 * 4, off, small, acc);
-          for (int64_t r = 0; r < mr; ++r) memcpy(rows[r] + (p0 - r0), acc[r], sizeof acc[r]);
+          tile(nq, wt + (c0 - b0) * nq * 4, mr, scratch + p0 * 4, off, small, rows[0] + (p0 - r0), kRunMax);
         }
         for (int64_t r = 0; r < mr; ++r) {
           int64_t valid = 0;

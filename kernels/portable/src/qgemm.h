@@ -151,17 +151,30 @@ bool depthwise_lanes_fit(const QDepthwiseLanes& d);
 bool depthwise_lanes_params_ok(const int32_t* bias, const int32_t* shift, int64_t channels);
 void depthwise_lanes_avx2(const QDepthwiseLanes& d);
 
-// The tile of a direct convolution: acc[r][i] = sum_{q<nq} sum_{j<4}
-// base[off[q] + 4 * i + j] * w[r * 4 * nq + 4 * q + j] for r < mr and the
-// kQGemmNr columns i: step q's 64 bytes (four k of 16 columns, as a packed
-// panel's row) read at base + off[q] instead of panel + 64 * q. `small`:
-// no byte read is above 127 (AVX2 then takes vpmaddubsw; VNNI ignores it).
+// The tile of a direct convolution: out[r * ldo + i] = sum_{q<nq}
+// sum_{j<4} base[off[q] + 4 * i + j] * w[r * 4 * nq + 4 * q + j] for r < mr
+// and the kQGemmNr columns i: step q's 64 bytes (four k of 16 columns, as a
+// packed panel's row) read at base + off[q] instead of panel + 64 * q.
+// `small`: no byte read is above 127 (AVX2 then takes vpmaddubsw; VNNI
+// ignores it).
 using QGemmTileOffsetsFn = void (*)(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base,
-                                    const int32_t* off, bool small, int32_t acc[kQGemmMr][kQGemmNr]);
+                                    const int32_t* off, bool small, int32_t* out, int64_t ldo);
 void qgemm_tile_offsets_avx2(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
-                             bool small, int32_t acc[kQGemmMr][kQGemmNr]);
+                             bool small, int32_t* out, int64_t ldo);
 void qgemm_tile_offsets_vnni(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
-                             bool small, int32_t acc[kQGemmMr][kQGemmNr]);
+                             bool small, int32_t* out, int64_t ldo);
+// The packed-panel tiles of AVX2 and VNNI writing rows r < mr to out + r *
+// ldo (qgemm's runs of columns, without the tile's stack copy), `small`
+// checked by the caller once per panel (qgemm_panel_is_small_avx2: no
+// byte of the panel above 127; VNNI ignores it). The tile for `tile` (one
+// of qgemm_tile_avx2, qgemm_tile_avx512_vnni), or nullptr.
+using QGemmTileRowsFn = void (*)(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                                 bool small, int32_t* out, int64_t ldo);
+void qgemm_tile_rows_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel, bool small,
+                          int32_t* out, int64_t ldo);
+void qgemm_tile_rows_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel, bool small,
+                          int32_t* out, int64_t ldo);
+bool qgemm_panel_is_small_avx2(int64_t kp, const uint8_t* panel);
 
 // A convolution of one image and group 1 with a requantized output and no
 // weight zero points, without im2col (x86, AVX2 and AVX-512): the input

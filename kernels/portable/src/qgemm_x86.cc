@@ -125,9 +125,10 @@ KILN_AVX2 inline bool panel_is_small(int64_t kp, const uint8_t* panel) {
 
 namespace {
 
+// Rows r < mr of the tile into out + r * ldo (kQGemmNr values each).
 template <bool kOffsets>
 KILN_AVX2 inline void tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
-                                const int32_t* off, bool small, int32_t acc[kQGemmMr][kQGemmNr]) {
+                                const int32_t* off, bool small, int32_t* out_rows, int64_t ldo) {
   static_assert(kQGemmNr == 16, "a panel row is two ymm of 8 columns");
   for (int64_t r0 = 0; r0 < mr; r0 += 4) {
     const int8_t* rows[4];
@@ -139,15 +140,15 @@ KILN_AVX2 inline void tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_
       tile4_avx2<kOffsets, false>(kp, rows, panel, off, out);
     }
     for (int64_t r = 0; r < 4 && r0 + r < mr; ++r) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc[r0 + r]), out[r][0]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc[r0 + r] + 8), out[r][1]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_rows + (r0 + r) * ldo), out[r][0]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_rows + (r0 + r) * ldo + 8), out[r][1]);
     }
   }
 }
 
 template <bool kOffsets>
 KILN_VNNI inline void tile_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
-                                const int32_t* off, int32_t acc[kQGemmMr][kQGemmNr]) {
+                                const int32_t* off, int32_t* out_rows, int64_t ldo) {
   static_assert(kQGemmMr == 8 && kQGemmNr == 16, "the VNNI loop computes 8 x 16 tiles");
   const int8_t* rows[8];
   for (int64_t r = 0; r < 8; ++r) rows[r] = w + (r < mr ? r : mr - 1) * ldw;
@@ -167,29 +168,41 @@ KILN_VNNI inline void tile_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_
     a7 = _mm512_dpbusd_epi32(a7, x, _mm512_set1_epi32(load_word(rows[7] + q * 4)));
   }
   const __m512i all[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
-  for (int64_t r = 0; r < mr; ++r) _mm512_storeu_si512(acc[r], all[r]);
+  for (int64_t r = 0; r < mr; ++r) _mm512_storeu_si512(out_rows + r * ldo, all[r]);
 }
 
 }  // namespace
 
 KILN_AVX2 void qgemm_tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                                int32_t acc[kQGemmMr][kQGemmNr]) {
-  tile_avx2<false>(kp, w, ldw, mr, panel, nullptr, panel_is_small(kp, panel), acc);
+  tile_avx2<false>(kp, w, ldw, mr, panel, nullptr, panel_is_small(kp, panel), acc[0], kQGemmNr);
 }
 
 KILN_AVX2 void qgemm_tile_offsets_avx2(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base,
-                                       const int32_t* off, bool small, int32_t acc[kQGemmMr][kQGemmNr]) {
-  tile_avx2<true>(nq * 4, w, nq * 4, mr, base, off, small, acc);
+                                       const int32_t* off, bool small, int32_t* out, int64_t ldo) {
+  tile_avx2<true>(nq * 4, w, nq * 4, mr, base, off, small, out, ldo);
 }
 
 KILN_VNNI void qgemm_tile_avx512_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                                       int32_t acc[kQGemmMr][kQGemmNr]) {
-  tile_vnni<false>(kp, w, ldw, mr, panel, nullptr, acc);
+  tile_vnni<false>(kp, w, ldw, mr, panel, nullptr, acc[0], kQGemmNr);
 }
 
 KILN_VNNI void qgemm_tile_offsets_vnni(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base,
-                                       const int32_t* off, bool /*small*/, int32_t acc[kQGemmMr][kQGemmNr]) {
-  tile_vnni<true>(nq * 4, w, nq * 4, mr, base, off, acc);
+                                       const int32_t* off, bool /*small*/, int32_t* out, int64_t ldo) {
+  tile_vnni<true>(nq * 4, w, nq * 4, mr, base, off, out, ldo);
+}
+
+KILN_AVX2 bool qgemm_panel_is_small_avx2(int64_t kp, const uint8_t* panel) { return panel_is_small(kp, panel); }
+
+KILN_AVX2 void qgemm_tile_rows_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                                    bool small, int32_t* out, int64_t ldo) {
+  tile_avx2<false>(kp, w, ldw, mr, panel, nullptr, small, out, ldo);
+}
+
+KILN_VNNI void qgemm_tile_rows_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                                    bool /*small*/, int32_t* out, int64_t ldo) {
+  tile_vnni<false>(kp, w, ldw, mr, panel, nullptr, out, ldo);
 }
 
 // Sixteen outputs at a time: uint8 x int8 products fit int16 (|255 x 128|
