@@ -52,20 +52,32 @@ TEST_P(WinogradTest, MatchesDirectConvolution) {
   conv.transformed_input = v.data();
   conv.transformed_input_floats = static_cast<int64_t>(input_floats);
   conv.products = prod.data();
+  conv.products_floats = static_cast<int64_t>(product_floats);
   winograd_conv(conv, path);
 
-  // A program planned before the pad between transformed inputs: the
-  // smaller scratch runs unpadded, to the same bits, and is not overrun.
+  // Programs planned before the pad between transformed inputs, and before
+  // the one between products: the smaller scratch runs unpadded, to the
+  // same bits, and is not overrun.
   const size_t unpadded_floats = static_cast<size_t>(winograd_input_unpadded_floats(k.c, tiles));
-  std::vector<float> v_unpadded(unpadded_floats + 64, kSentinel);
-  std::vector<float> y_unpadded(y.size(), kSentinel);
-  WinogradConv unpadded = conv;
-  unpadded.transformed_input = v_unpadded.data();
-  unpadded.transformed_input_floats = static_cast<int64_t>(unpadded_floats);
-  unpadded.y = y_unpadded.data();
-  winograd_conv(unpadded, path);
-  ASSERT_EQ(y, y_unpadded);
-  for (size_t i = unpadded_floats; i < v_unpadded.size(); ++i) ASSERT_EQ(v_unpadded[i], kSentinel) << "overrun";
+  const size_t unpadded_product_floats = static_cast<size_t>(winograd_product_unpadded_floats(k.m, k.c, tiles));
+  for (int old : {0, 1}) {  // 0: neither pad; 1: the input pad only
+    SCOPED_TRACE(old == 0 ? "unpadded" : "products unpadded");
+    std::vector<float> v_unpadded((old == 0 ? unpadded_floats : input_floats) + 64, kSentinel);
+    std::vector<float> prod_unpadded(unpadded_product_floats + 64, kSentinel);
+    std::vector<float> y_unpadded(y.size(), kSentinel);
+    WinogradConv unpadded = conv;
+    unpadded.transformed_input = v_unpadded.data();
+    unpadded.transformed_input_floats = static_cast<int64_t>(v_unpadded.size() - 64);
+    unpadded.products = prod_unpadded.data();
+    unpadded.products_floats = static_cast<int64_t>(unpadded_product_floats);
+    unpadded.y = y_unpadded.data();
+    winograd_conv(unpadded, path);
+    ASSERT_EQ(y, y_unpadded);
+    for (size_t i = v_unpadded.size() - 64; i < v_unpadded.size(); ++i) ASSERT_EQ(v_unpadded[i], kSentinel) << "overrun";
+    for (size_t i = unpadded_product_floats; i < prod_unpadded.size(); ++i) {
+      ASSERT_EQ(prod_unpadded[i], kSentinel) << "product overrun";
+    }
+  }
 
   double scale = 1e-30;
   std::vector<double> want(static_cast<size_t>(k.n * k.m * oh * ow));

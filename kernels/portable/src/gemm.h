@@ -101,6 +101,10 @@ struct WinogradConv {
   // winograd_input_unpadded_floats at least).
   int64_t transformed_input_floats = 0;
   float* products = nullptr;
+  // Floats at products: the 16 products are spaced by kWinogradProductPad
+  // where it is winograd_product_floats or more (it must be
+  // winograd_product_unpadded_floats at least).
+  int64_t products_floats = 0;
 };
 void winograd_conv(const WinogradConv& conv, GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
 

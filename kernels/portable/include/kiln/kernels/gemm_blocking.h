@@ -73,7 +73,8 @@ void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* o
 // transform. Tiles are taken winograd_tile_block() at a time, so the scratch
 // stays bounded: transformed inputs 16 x C x round_up(tiles, kGemmNr),
 // each of the 16 kWinogradInputPad floats (a cache line) further from the
-// next than its size, and products 16 x M x tiles.
+// next than its size, and products 16 x M x tiles, kWinogradProductPad
+// floats further apart likewise.
 constexpr int64_t winograd_tile_block(int64_t c, int64_t tiles) {
   const int64_t by_cache = gemm_max(kGemmNr, 8192 / (c > 0 ? c : 1) / kGemmNr * kGemmNr);
   return gemm_min(gemm_min(by_cache, kGemmNc), gemm_round_up(tiles, kGemmNr));
@@ -90,8 +91,18 @@ constexpr int64_t winograd_input_unpadded_floats(int64_t c, int64_t tiles) {
 constexpr int64_t winograd_input_floats(int64_t c, int64_t tiles) {
   return winograd_input_unpadded_floats(c, tiles) + 16 * kWinogradInputPad;
 }
-constexpr int64_t winograd_product_floats(int64_t m, int64_t c, int64_t tiles) {
+// The same for the 16 products: with M x tiles a multiple of 1024 floats
+// (M = 64 and a block of 16 tiles or more) the output transform's loads,
+// one vector from each of the 16, all fell in one L1 set (and with M x
+// tiles a multiple of 32,768 floats in one set of a 1 MiB 8-way L2).
+// Programs planned before it (winograd_product_unpadded_floats) run
+// unpadded.
+constexpr int64_t kWinogradProductPad = kGemmNr;
+constexpr int64_t winograd_product_unpadded_floats(int64_t m, int64_t c, int64_t tiles) {
   return 16 * m * winograd_tile_block(c, tiles);
+}
+constexpr int64_t winograd_product_floats(int64_t m, int64_t c, int64_t tiles) {
+  return winograd_product_unpadded_floats(m, c, tiles) + 16 * kWinogradProductPad;
 }
 // Floats of the transformed weights: 16 matrices [M][C], each packed as
 // gemm_prepack_a does.
