@@ -163,8 +163,10 @@ void print_summary(const std::string& model, const std::string& output, const Pl
                   q.inputs + q.float_inputs, q.outputs, q.outputs + q.float_outputs);
     }
     const InplaceSaving& saving = result.inplace_saving;
-    std::printf("  in place:    %d outputs over a dying input, %d views; %s bytes saved against --no-inplace "
-                "(%s -> %s), %s\n", result.inplace.outputs_in_place, result.inplace.views,
+    std::printf("  in place:    %d outputs over a dying input, %d views, %d concats removed (%d inputs written "
+                "in place, %s bytes not copied); %s bytes saved against --no-inplace (%s -> %s), %s\n",
+                result.inplace.outputs_in_place, result.inplace.views, result.inplace.concats_removed,
+                result.inplace.concat_pieces, group_digits(result.inplace.concat_bytes).c_str(),
                 group_digits(saving.bytes_saved()).c_str(), group_digits(saving.without).c_str(),
                 group_digits(saving.with).c_str(),
                 saving.estimated() ? "first-fit estimate (--compare-inplace plans it)" : "planned");

@@ -16,6 +16,7 @@ class InplacePass {
   InplacePass(LMethod& method, const InplaceOptions& options) : method_(method), options_(options) {}
 
   InplaceStats run() {
+    if (allowed("Concat")) place_concats();
     compute_last_uses();
     std::vector<bool> remove(method_.instructions.size(), false);
     for (size_t k = 0; k < method_.instructions.size(); ++k) {
@@ -48,6 +49,178 @@ class InplacePass {
   }
 
  private:
+  static bool on_cpu(const fb::Device& device) { return device.type() == fb::DeviceType::CPU; }
+
+  // Bytes a block may be placed in: planned CPU memory of the run (not a
+  // constant uploaded at load, not a collective's symmetric operand).
+  bool plain_cpu_bytes(int t) const {
+    const LTensor& tensor = method_.tensors[static_cast<size_t>(t)];
+    return tensor.storage == Storage::kPlanned && !tensor.persistent && tensor.symmetric_group < 0 &&
+           on_cpu(tensor.device) && !collective_operand_[static_cast<size_t>(t)];
+  }
+
+  // Concat in place (see the header): later Concats first.
+  void place_concats() {
+    const size_t n = method_.tensors.size();
+    writers_.assign(n, 0);
+    collective_operand_.assign(n, false);
+    for (const auto* list : {&method_.instructions, &method_.init_instructions}) {
+      for (const LInstruction& ins : *list) {
+        for (int t : ins.outputs) {
+          if (t >= 0) ++writers_[static_cast<size_t>(t)];
+        }
+        for (int t : ins.scratch) {
+          if (t >= 0) ++writers_[static_cast<size_t>(t)];
+        }
+        if (ins.kind != LInstruction::Kind::kCollective) continue;
+        for (const auto* operands : {&ins.inputs, &ins.outputs}) {
+          for (int t : *operands) {
+            if (t >= 0) collective_operand_[static_cast<size_t>(t)] = true;
+          }
+        }
+      }
+    }
+    // The one kernel writing each tensor, where it is a CPU kernel (-1: none
+    // such, or written by something else too).
+    cpu_writer_.assign(n, -1);
+    for (size_t k = 0; k < method_.instructions.size(); ++k) {
+      const LInstruction& ins = method_.instructions[k];
+      if (ins.kind != LInstruction::Kind::kKernel || !on_cpu(ins.device)) continue;
+      for (int t : ins.outputs) {
+        if (t >= 0 && writers_[static_cast<size_t>(t)] == 1) cpu_writer_[static_cast<size_t>(t)] = static_cast<int>(k);
+      }
+    }
+    std::vector<bool> remove(method_.instructions.size(), false);
+    std::vector<std::vector<LInstruction>> copies(method_.instructions.size());
+    for (size_t k = method_.instructions.size(); k-- > 0;) {
+      const LInstruction& ins = method_.instructions[k];
+      if (ins.kind != LInstruction::Kind::kKernel || ins.op != "Concat" || !allowed(ins.source_op) ||
+          !on_cpu(ins.device) || ins.outputs.size() != 1 || ins.params.AsAxisParams() == nullptr) {
+        continue;
+      }
+      remove[k] = place_concat(static_cast<int>(k), copies[k]);
+    }
+    std::vector<LInstruction> kept;
+    for (size_t k = 0; k < method_.instructions.size(); ++k) {
+      for (LInstruction& copy : copies[k]) kept.push_back(std::move(copy));
+      if (!remove[k]) kept.push_back(std::move(method_.instructions[k]));
+    }
+    method_.instructions = std::move(kept);
+  }
+
+  // One Concat at instruction k: true when the instruction goes (its
+  // output became a view, or its inputs are all in their blocks, or copied
+  // there by the Copy instructions left in `out_copies`).
+  bool place_concat(int k, std::vector<LInstruction>& out_copies) {
+    const LInstruction& ins = method_.instructions[static_cast<size_t>(k)];
+    const int out = ins.outputs[0];
+    if (out < 0) return false;
+    const LTensor& wide = method_.tensors[static_cast<size_t>(out)];
+    const int axis = ins.params.AsAxisParams()->axis;
+    if (axis < 0 || static_cast<size_t>(axis) >= wide.shape.size() || !on_cpu(wide.device)) return false;
+    for (int d = 0; d < axis; ++d) {
+      if (wide.shape[static_cast<size_t>(d)] != 1) return false;
+    }
+    // Each input's block: the bytes of the inputs before it.
+    std::vector<uint64_t> offsets;
+    uint64_t offset = 0;
+    for (int t : ins.inputs) {
+      if (t < 0) return false;
+      const LTensor& piece = method_.tensors[static_cast<size_t>(t)];
+      if (piece.dtype != wide.dtype) return false;
+      offsets.push_back(offset);
+      offset += piece.nbytes();
+    }
+    if (offset != wide.nbytes()) return false;
+    if (try_concat_view(ins, offsets)) return true;
+    // The output's bytes: its own, or a block of a later Concat's.
+    const int root = method_.root(out);
+    if (!plain_cpu_bytes(root) || (root != out && collective_operand_[static_cast<size_t>(out)])) return false;
+    const uint64_t base = method_.root_offset(out);
+    std::vector<size_t> left;
+    int in_block = 0;  // inputs in their blocks (placed now or before)
+    std::vector<int> seen;
+    for (size_t i = 0; i < ins.inputs.size(); ++i) {
+      const int t = ins.inputs[i];
+      const bool again = std::find(seen.begin(), seen.end(), t) != seen.end();
+      seen.push_back(t);
+      if (method_.root(t) == root && method_.root_offset(t) == base + offsets[i] && !again) {
+        ++in_block;
+        continue;
+      }
+      if (!again && t != out && plain_cpu_bytes(t) && cpu_writer_[static_cast<size_t>(t)] >= 0 &&
+          cpu_writer_[static_cast<size_t>(t)] < k) {
+        LTensor& piece = method_.tensors[static_cast<size_t>(t)];
+        piece.storage = Storage::kAlias;
+        piece.alias_of = out;
+        piece.alias_offset = offsets[i];
+        ++in_block;
+        ++stats_.concat_pieces;
+        stats_.concat_bytes += piece.nbytes();
+        continue;
+      }
+      left.push_back(i);
+    }
+    if (in_block == 0) return false;
+    if (left.empty()) {
+      ++stats_.concats_removed;
+      return true;
+    }
+    // The rest copied into their blocks, one Copy each (an input already in
+    // its block is not written again: the Concat kernel would write its
+    // output over that input).
+    const std::string wide_name = wide.name;
+    const fb::Device device = wide.device;
+    for (size_t i : left) {
+      LTensor block;
+      block.name = wide_name + "/concat_input" + std::to_string(i);
+      block.dtype = method_.tensors[static_cast<size_t>(ins.inputs[i])].dtype;
+      block.shape = method_.tensors[static_cast<size_t>(ins.inputs[i])].shape;
+      block.device = device;
+      block.storage = Storage::kAlias;
+      block.alias_of = out;
+      block.alias_offset = offsets[i];
+      const int dst = method_.add_tensor(std::move(block));
+      LInstruction copy;
+      copy.kind = LInstruction::Kind::kKernel;
+      copy.op = "Copy";
+      copy.inputs = {ins.inputs[i]};
+      copy.outputs = {dst};
+      copy.name = ins.name;
+      copy.source_op = ins.source_op;
+      copy.device = ins.device;
+      out_copies.push_back(std::move(copy));
+    }
+    // add_tensor may have moved the tensors; sizes of the per-tensor tables
+    // follow (the blocks are written once, by their Copy, on the CPU).
+    writers_.resize(method_.tensors.size(), 1);
+    collective_operand_.resize(method_.tensors.size(), false);
+    cpu_writer_.resize(method_.tensors.size(), -1);
+    return true;
+  }
+
+  // A Concat whose inputs already lie consecutively, in order, in one base
+  // (blocks of a later Concat) becomes a view of that base: nothing to copy.
+  bool try_concat_view(const LInstruction& ins, const std::vector<uint64_t>& offsets) {
+    const int out = ins.outputs[0];
+    if (!plain_cpu_bytes(out)) return false;
+    const int first = ins.inputs[0];
+    const int root = method_.root(first);
+    if (root == first || root == out || !plain_cpu_bytes(root)) return false;
+    const uint64_t start = method_.root_offset(first);
+    for (size_t i = 0; i < ins.inputs.size(); ++i) {
+      const int t = ins.inputs[i];
+      if (method_.root(t) != root || method_.root_offset(t) != start + offsets[i]) return false;
+    }
+    LTensor& view = method_.tensors[static_cast<size_t>(out)];
+    view.storage = Storage::kAlias;
+    view.alias_of = root;
+    view.alias_offset = start;
+    ++stats_.concats_removed;
+    stats_.concat_bytes += view.nbytes();
+    return true;
+  }
+
   // Inputs the kernel running `ins` may overwrite: the CPU kernel's
   // declaration, or the device backend's for that kernel name (the table
   // its runtime half checks at load).
@@ -141,6 +314,9 @@ class InplacePass {
   const InplaceOptions& options_;
   std::vector<int> last_;
   std::vector<int> group_last_;
+  std::vector<int> writers_;             // instructions writing each tensor
+  std::vector<bool> collective_operand_;
+  std::vector<int> cpu_writer_;
   InplaceStats stats_;
 };
 

@@ -60,7 +60,7 @@ std::vector<TensorView> tensor_views(const LMethod& m) {
     v.index = static_cast<int>(t);
     v.root = root;
     v.arena = base.arena;
-    v.offset = base.offset;
+    v.offset = base.offset + m.root_offset(static_cast<int>(t));
     v.size = tensor.nbytes();
     if (root == static_cast<int>(t)) {
       v.first = merged.first[t];
@@ -179,6 +179,9 @@ void write_reuse(JsonWriter& j, const LMethod& m, const PlanResult& result) {
   j.key("inplace").begin_object();
   j.field("outputs_in_place", result.inplace.outputs_in_place);
   j.field("views", result.inplace.views);
+  j.field("concats_removed", result.inplace.concats_removed);
+  j.field("concat_inputs_in_place", result.inplace.concat_pieces);
+  j.field("concat_bytes_not_copied", result.inplace.concat_bytes);
   j.field("arena_bytes", total_arena_bytes(m));
   // "planned": arena_bytes_without_inplace is a full plan without reuse and
   // bytes_saved its difference to arena_bytes. "first_fit_estimate": both
@@ -204,8 +207,12 @@ void write_reuse(JsonWriter& j, const LMethod& m, const PlanResult& result) {
     j.field("name", tensor.name);
     j.field("base", m.tensors[static_cast<size_t>(tensor.alias_of)].name);
     j.field("root", m.tensors[static_cast<size_t>(m.root(static_cast<int>(t)))].name);
+    // A block of its base (a Concat's input or a Concat made a view) starts
+    // at `offset` bytes into it.
+    j.field("offset", tensor.alias_offset);
     const int w = writer[t];
-    j.field("kind", w >= 0 ? "in_place" : "view");
+    const bool block = tensor.alias_offset != 0 || tensor.nbytes() != m.tensors[static_cast<size_t>(tensor.alias_of)].nbytes();
+    j.field("kind", w >= 0 ? (block ? "concat_input" : "in_place") : (block ? "concat_view" : "view"));
     j.key("instruction");
     if (w >= 0) {
       j.value(w);
@@ -375,6 +382,7 @@ std::string plan_json(const PlanResult& result) {
     } else {
       j.null();
     }
+    j.field("alias_offset", t.alias_offset);
     j.field("device", device_str(t.device));
     j.field("category", v.category);
     j.end_object();
@@ -479,6 +487,7 @@ std::string memory_svg(const LProgram& program) {
                               "\ninstructions " + std::to_string(v.first) + "-" + std::to_string(v.last) + ": " +
                               op_at(m, v.first) + " .. " + op_at(m, v.last) + "\n" + v.category;
           if (alias) title += ", alias of " + m.tensors[static_cast<size_t>(t.alias_of)].name;
+          if (alias && t.alias_offset != 0) title += " at +" + std::to_string(t.alias_offset);
           body += "<g><title>" + xml_escape(title) + "</title><rect x=\"" + fmt(x) + "\" y=\"" + fmt(y) +
                   "\" width=\"" + fmt(w) + "\" height=\"" + fmt(h) + "\" ";
           body += alias ? "fill=\"none\" stroke=\"#333\" stroke-dasharray=\"4 3\""
