@@ -421,44 +421,60 @@ KILN_AVX2 inline void depthwise_row(const float* r0, const float* r1, const floa
 }
 
 
-// One input row's three taps for the eight outputs from column ox, stride S:
-// input columns ox * S - pl + kx + S * lane. In place where the strip lies
-// inside the row, otherwise from a small zero-padded copy.
+// Lanes l with 0 <= first + l < w: which of eight columns from `first` lie
+// in a row of w floats.
+KILN_AVX2 inline __m256i columns_inside(int64_t first, int64_t w) {
+  const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)),
+                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), col),
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(w)), col));
+}
+
+// Columns first .. first + 7 of a row, plainly or, where `mask` (from
+// columns_inside) leaves some out, masked: columns outside the row read 0
+// and nothing outside it is touched. The address is formed as an integer:
+// first may lie before the row.
+KILN_AVX2 inline __m256 load_cols8(const float* row, int64_t first, bool plain, __m256i mask) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(row) + static_cast<uintptr_t>(first) * sizeof(float);
+  const float* p = reinterpret_cast<const float*>(at);
+  return plain ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
+}
+
+// Where the loads of one 8-output strip read, the same for every row of
+// the strip: the strip's first input column i0 (columns i0 + kx + S * lane
+// are its taps), and whether every column its loads read lies in the row
+// (plain loads) or which lanes of each load do (masked loads). Stride 1
+// loads from i0, i0 + 1 and i0 + 2 (the three taps as they are), stride 2
+// from i0 and i0 + 8, and column i0 + 16 alone.
 template <int S>
-KILN_AVX2 inline void row_taps8(const float* row, int64_t w, int64_t ox, int64_t pl, __m256* t0, __m256* t1,
-                                __m256* t2) {
-  constexpr int64_t kRead = S == 1 ? 16 : 17;  // columns the in-place loads read from the first
-  const int64_t i0 = ox * S - pl;
-  __m256 a, b, c;  // columns i0 + [0, 8), i0 + [8, 16) and i0 + 16 (stride 1: i0 + 8, i0 + 9 in b)
-  if (i0 >= 0 && i0 + kRead <= w) {
-    a = _mm256_loadu_ps(row + i0);
-    b = _mm256_loadu_ps(row + i0 + 8);
-    c = S == 2 ? _mm256_broadcast_ss(row + i0 + 16) : b;
-  } else {
-    // Masked loads (reading only columns inside the row) from an index
-    // that may lie before it.
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const auto inside = [&](int64_t first) KILN_AVX2 {
-      // lanes l with 0 <= first + l < w
-      const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)), lane);
-      return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), col),
-                                 _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(w)), col));
-    };
-    a = _mm256_maskload_ps(row + i0, inside(i0));
-    b = _mm256_maskload_ps(row + i0 + 8, inside(i0 + 8));
-    c = S == 2 && i0 + 16 >= 0 && i0 + 16 < w ? _mm256_broadcast_ss(row + i0 + 16) : _mm256_setzero_ps();
-    if (S == 1) c = b;
+struct Strip8 {
+  static constexpr int64_t kLoads = S == 1 ? 3 : 2;
+  int64_t i0;
+  bool plain;
+  bool last_inside;  // stride 2: column i0 + 16 lies in the row
+  __m256i mask[kLoads];
+
+  KILN_AVX2 Strip8(int64_t ox, int64_t pl, int64_t w) : i0(ox * S - pl) {
+    plain = i0 >= 0 && i0 + (S == 1 ? 10 : 17) <= w;
+    last_inside = i0 + 16 >= 0 && i0 + 16 < w;
+    for (int64_t q = 0; q < kLoads; ++q) {
+      mask[q] = plain ? _mm256_set1_epi32(-1) : columns_inside(i0 + (S == 1 ? q : 8 * q), w);
+    }
   }
-  if (S == 1) {
-    // a = columns 0..7, b = 8..15: t1 = 1..8, t2 = 2..9.
-    const __m256 a1 = _mm256_permutevar8x32_ps(a, _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0));
-    const __m256 b1 = _mm256_permutevar8x32_ps(b, _mm256_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0));
-    const __m256 a2 = _mm256_permutevar8x32_ps(a, _mm256_setr_epi32(2, 3, 4, 5, 6, 7, 0, 1));
-    const __m256 b2 = _mm256_permutevar8x32_ps(b, _mm256_setr_epi32(0, 0, 0, 0, 0, 0, 0, 1));
-    *t0 = a;
-    *t1 = _mm256_blend_ps(a1, b1, 0x80);
-    *t2 = _mm256_blend_ps(a2, b2, 0xC0);
+};
+
+// One input row's three taps for the strip's eight outputs: input columns
+// i0 + kx + S * lane.
+template <int S>
+KILN_AVX2 inline void row_taps8(const float* row, const Strip8<S>& s, __m256* t0, __m256* t1, __m256* t2) {
+  if constexpr (S == 1) {
+    *t0 = load_cols8(row, s.i0, s.plain, s.mask[0]);
+    *t1 = load_cols8(row, s.i0 + 1, s.plain, s.mask[1]);
+    *t2 = load_cols8(row, s.i0 + 2, s.plain, s.mask[2]);
   } else {
+    const __m256 a = load_cols8(row, s.i0, s.plain, s.mask[0]);
+    const __m256 b = load_cols8(row, s.i0 + 8, s.plain, s.mask[1]);
+    const __m256 c = s.last_inside ? _mm256_broadcast_ss(row + s.i0 + 16) : _mm256_setzero_ps();
     // Even and odd columns of [0, 16), then the even ones of [2, 18).
     *t0 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
     *t1 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
@@ -482,9 +498,23 @@ KILN_AVX2 inline void store8(float* p, int64_t n, __m256 v) {
   memcpy(p, buf, static_cast<size_t>(n) * sizeof(float));
 }
 
+// Output row oy's eight columns from ox: whole unless they would run past
+// the plane. The kernels below take their 8-column strips right to left, so
+// a partial last strip's lanes past its row land on the next row's first
+// columns, which the strip at column 0 (or this strip's next row, when the
+// row is narrower than 8) writes again after.
+KILN_AVX2 inline void store_strip8(float* out, int64_t oy, int64_t oh, int64_t ow, int64_t ox, __m256 v) {
+  if (oy * ow + ox + 8 <= oh * ow) {
+    _mm256_storeu_ps(out + oy * ow + ox, v);
+  } else {
+    store8(out + oy * ow + ox, ow - ox, v);
+  }
+}
+
 // The AVX-512 kernels' structure (below) on eight lanes: stride 1 feeds
 // each input row's taps to the three output rows that read it, stride 2
-// carries the row two output rows share; one 8-column strip at a time.
+// carries the row two output rows share; one 8-column strip at a time,
+// right to left (store_strip8).
 KILN_AVX2 void depthwise3x3_avx2_s1(const float* in, int64_t h, int64_t w, const float* weights, float bias,
                                     int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp,
                                     float lo, float hi) {
@@ -492,18 +522,19 @@ KILN_AVX2 void depthwise3x3_avx2_s1(const float* in, int64_t h, int64_t w, const
   const __m256 k3 = _mm256_set1_ps(weights[3]), k4 = _mm256_set1_ps(weights[4]), k5 = _mm256_set1_ps(weights[5]);
   const __m256 k6 = _mm256_set1_ps(weights[6]), k7 = _mm256_set1_ps(weights[7]), k8 = _mm256_set1_ps(weights[8]);
   const __m256 vbias = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-  for (int64_t ox = 0; ox < ow; ox += 8) {
+  for (int64_t ox = (ow - 1) / 8 * 8; ox >= 0; ox -= 8) {
+    const Strip8<1> strip(ox, pl, w);
     __m256 a2 = vbias, a1 = vbias, a0 = vbias;
     for (int64_t r = -pt; r < oh - pt + 2; ++r) {
       if (r >= 0 && r < h) {
         __m256 t0, t1, t2;
-        row_taps8<1>(in + r * w, w, ox, pl, &t0, &t1, &t2);
+        row_taps8<1>(in + r * w, strip, &t0, &t1, &t2);
         a2 = row_fma8(a2, t0, t1, t2, k6, k7, k8);
         a1 = row_fma8(a1, t0, t1, t2, k3, k4, k5);
         a0 = row_fma8(a0, t0, t1, t2, k0, k1, k2);
       }
       const int64_t done = r + pt - 2;  // the output row a2 completes
-      if (done >= 0) store8(out + done * ow + ox, ow - ox, clamp ? clamp8(a2, vlo, vhi) : a2);
+      if (done >= 0) store_strip8(out, done, oh, ow, ox, clamp ? clamp8(a2, vlo, vhi) : a2);
       a2 = a1;
       a1 = a0;
       a0 = vbias;
@@ -518,27 +549,28 @@ KILN_AVX2 void depthwise3x3_avx2_s2(const float* in, int64_t h, int64_t w, const
   const __m256 k3 = _mm256_set1_ps(weights[3]), k4 = _mm256_set1_ps(weights[4]), k5 = _mm256_set1_ps(weights[5]);
   const __m256 k6 = _mm256_set1_ps(weights[6]), k7 = _mm256_set1_ps(weights[7]), k8 = _mm256_set1_ps(weights[8]);
   const __m256 vbias = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-  for (int64_t ox = 0; ox < ow; ox += 8) {
+  for (int64_t ox = (ow - 1) / 8 * 8; ox >= 0; ox -= 8) {
+    const Strip8<2> strip(ox, pl, w);
     __m256 t0, t1, t2;
     __m256 carry = vbias;  // the bias and kernel row 0's part of the next output row
     if (-pt >= 0 && -pt < h) {
-      row_taps8<2>(in + (-pt) * w, w, ox, pl, &t0, &t1, &t2);
+      row_taps8<2>(in + (-pt) * w, strip, &t0, &t1, &t2);
       carry = row_fma8(carry, t0, t1, t2, k0, k1, k2);
     }
     for (int64_t oy = 0; oy < oh; ++oy) {
       __m256 acc = carry;
       const int64_t r1 = 2 * oy - pt + 1, r2 = r1 + 1;
       if (r1 >= 0 && r1 < h) {
-        row_taps8<2>(in + r1 * w, w, ox, pl, &t0, &t1, &t2);
+        row_taps8<2>(in + r1 * w, strip, &t0, &t1, &t2);
         acc = row_fma8(acc, t0, t1, t2, k3, k4, k5);
       }
       carry = vbias;
       if (r2 >= 0 && r2 < h) {
-        row_taps8<2>(in + r2 * w, w, ox, pl, &t0, &t1, &t2);
+        row_taps8<2>(in + r2 * w, strip, &t0, &t1, &t2);
         acc = row_fma8(acc, t0, t1, t2, k6, k7, k8);
         carry = row_fma8(carry, t0, t1, t2, k0, k1, k2);
       }
-      store8(out + oy * ow + ox, ow - ox, clamp ? clamp8(acc, vlo, vhi) : acc);
+      store_strip8(out, oy, oh, ow, ox, clamp ? clamp8(acc, vlo, vhi) : acc);
     }
   }
 }
@@ -556,6 +588,7 @@ KILN_AVX2 void depthwise3x3_avx2_s2(const float* in, int64_t h, int64_t w, const
 KILN_AVX2 void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias,
                                  int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
                                  bool clamp, float lo, float hi) {
+  if (oh <= 0 || ow <= 0) return;
   if (stride == 1) {
     depthwise3x3_avx2_s1(in, h, w, weights, bias, pt, pl, out, oh, ow, clamp, lo, hi);
     return;
