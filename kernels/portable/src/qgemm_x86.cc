@@ -367,10 +367,12 @@ void lanes_out(const uint8_t* src, int64_t n, uint8_t* const rows[16], int64_t c
   }
 }
 
-template <int G>
+// kPairs: the pairs of taps when known at compile time (3x3: 5, the tap
+// loop unrolled), or 0.
+template <int G, int kPairs>
 KILN_AVX2 void depthwise_lanes_g(const QDepthwiseLanes& d) {
   constexpr int64_t kPerVector = 16 / G;  // output positions a vector
-  const int64_t taps = d.kh * d.kw, pairs = (taps + 1) / 2;
+  const int64_t taps = d.kh * d.kw, pairs = kPairs > 0 ? kPairs : (taps + 1) / 2;
   const int64_t pw = lanes_width(d);
   const int64_t bw = pw + (G == 8 ? 1 : 0);  // entries a block row
   const int64_t wide = bw > d.w ? bw : d.w;
@@ -517,10 +519,11 @@ bool depthwise_lanes_params_ok(const int32_t* bias, const int32_t* shift, int64_
 }
 
 void depthwise_lanes_avx2(const QDepthwiseLanes& d) {
+  const bool three = d.kh * d.kw == 9;
   if (d.channels <= 8 && d.sw == 1) {
-    depthwise_lanes_g<8>(d);
+    three ? depthwise_lanes_g<8, 5>(d) : depthwise_lanes_g<8, 0>(d);
   } else {
-    depthwise_lanes_g<16>(d);
+    three ? depthwise_lanes_g<16, 5>(d) : depthwise_lanes_g<16, 0>(d);
   }
 }
 
