@@ -559,7 +559,10 @@ Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear&
 std::vector<int> int8_scratch(OpContext& ctx, LoweringContext& l, const Int8Operands& ops, int64_t k, int64_t columns,
                               int64_t min_bytes, bool vector_only) {
   using namespace kiln::kernels;
-  int64_t bytes = vector_only ? qgemm_kp(k) : qgemm_packed_x_bytes(k, columns);
+  // A matrix-vector product (one row per weight matrix) reads its row and
+  // the weight rows in place: no scratch at all.
+  if (vector_only) return {};
+  int64_t bytes = qgemm_packed_x_bytes(k, columns);
   if (!l.options().packing_scratch) {
     // Microcontrollers: the kernel packs and multiplies a block of columns
     // at a time, as many panels as kInt8BlockBytes hold (at least one).

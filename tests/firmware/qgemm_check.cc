@@ -26,7 +26,6 @@ uint8_t g_x[kMaxN * kMaxK];
 int8_t g_w[kMaxM * kMaxK];
 alignas(16) uint8_t g_packed[kMaxK * 48];
 int32_t g_sums[kMaxN];
-uint8_t g_vector[kMaxK];
 int32_t g_dots[kMaxM];
 int32_t g_bias[kMaxM], g_wzp[kMaxM], g_mult[kMaxM], g_shift[kMaxM];
 int32_t g_y[2][kMaxM * kMaxN];
@@ -111,18 +110,19 @@ void check(int64_t m, int64_t n, int64_t k, bool extreme, QGemmTileFn tile) {
       }
     }
   }
-  // The last column as one zero-padded vector through the matrix-vector
-  // rows of this ISA.
-  memset(g_vector, 0, sizeof(g_vector));
-  memcpy(g_vector, g_x + (n - 1) * k, static_cast<size_t>(k));
-  qgemm_dot_rows(kp, g_w, m, g_vector, g_dots, active_isa());
-  for (int64_t c = 0; c < m; ++c) {
-    int64_t want = 0;
-    for (int64_t kk = 0; kk < k; ++kk) want += int64_t{g_vector[kk]} * g_w[c * kp + kk];
-    if (g_dots[c] != want && bad++ < 3) {
-      kiln_mps2_printf("  m=%d k=%d extreme=%d row %d: dot rows %ld, int64 %ld\n", static_cast<int>(m),
-                       static_cast<int>(k), extreme ? 1 : 0, static_cast<int>(c), static_cast<long>(g_dots[c]),
-                       static_cast<long>(want));
+  // The last column read in place (k bytes, as uint8 and as int8 flipped
+  // in the loop) through the matrix-vector rows of this ISA.
+  const uint8_t* column = g_x + (n - 1) * k;
+  for (uint8_t flip : {uint8_t{0}, uint8_t{0x80}}) {
+    qgemm_dot_rows(kp, k, g_w, m, column, flip, g_dots, active_isa());
+    for (int64_t c = 0; c < m; ++c) {
+      int64_t want = 0;
+      for (int64_t kk = 0; kk < k; ++kk) want += int64_t{static_cast<uint8_t>(column[kk] ^ flip)} * g_w[c * kp + kk];
+      if (g_dots[c] != want && bad++ < 3) {
+        kiln_mps2_printf("  m=%d k=%d extreme=%d flip %d row %d: dot rows %ld, int64 %ld\n", static_cast<int>(m),
+                         static_cast<int>(k), extreme ? 1 : 0, static_cast<int>(flip), static_cast<int>(c),
+                         static_cast<long>(g_dots[c]), static_cast<long>(want));
+      }
     }
   }
   failures += bad;

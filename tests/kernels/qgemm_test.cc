@@ -244,6 +244,9 @@ TEST(QGemm, ReducedRangeActivationsThroughThePackers) {
 // every path against int64 sums: x all <= 127 (AVX2's vpmaddubsw loop),
 // with one byte above 127 in the vector part or in the tail, and random;
 // rows of -128, of 127 and random; kp on and off multiples of 16 and 32.
+// Each also read in place: the vector's first len <= kp bytes in a buffer
+// of exactly len (ASan reports a read past it; the weights past len are the
+// packing's zeros), as uint8 and as int8 flipped by 0x80 in the loop.
 TEST(QGemm, DotRowsMatchOnEveryPathForSmallAndLargeVectors) {
   const Isa before = active_isa();
   for (int64_t kp : {4, 16, 28, 32, 36, 64, 100, 1152}) {
@@ -273,17 +276,29 @@ TEST(QGemm, DotRowsMatchOnEveryPathForSmallAndLargeVectors) {
       }
     }
     for (size_t xi = 0; xi < xs.size(); ++xi) {
-      const std::vector<uint8_t>& x = xs[xi];
-      for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
-        if (!processor_has(isa)) continue;
-        std::vector<int32_t> out(static_cast<size_t>(rows + 1), 12345);
-        qgemm_dot_rows(kp, w.data(), rows, x.data(), out.data(), isa);
+      for (int64_t len : {kp, kp - 1, kp - 2, kp - 3}) {
+        if (len < 1) continue;
+        std::vector<int8_t> wl = w;  // zeros past len, as packed
         for (int64_t r = 0; r < rows; ++r) {
-          int64_t want = 0;
-          for (int64_t kk = 0; kk < kp; ++kk) want += int64_t{x[static_cast<size_t>(kk)]} * w[static_cast<size_t>(r * kp + kk)];
-          ASSERT_EQ(out[static_cast<size_t>(r)], want) << isa_name(isa) << " kp=" << kp << " x " << xi << " row " << r;
+          for (int64_t kk = len; kk < kp; ++kk) wl[static_cast<size_t>(r * kp + kk)] = 0;
         }
-        EXPECT_EQ(out.back(), 12345) << "wrote past the rows";
+        const std::vector<uint8_t> x(xs[xi].begin(), xs[xi].begin() + len);
+        for (uint8_t flip : {uint8_t{0}, uint8_t{0x80}}) {
+          for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+            if (!processor_has(isa)) continue;
+            std::vector<int32_t> out(static_cast<size_t>(rows + 1), 12345);
+            qgemm_dot_rows(kp, len, wl.data(), rows, x.data(), flip, out.data(), isa);
+            for (int64_t r = 0; r < rows; ++r) {
+              int64_t want = 0;
+              for (int64_t kk = 0; kk < len; ++kk) {
+                want += int64_t{static_cast<uint8_t>(x[static_cast<size_t>(kk)] ^ flip)} * wl[static_cast<size_t>(r * kp + kk)];
+              }
+              ASSERT_EQ(out[static_cast<size_t>(r)], want) << isa_name(isa) << " kp=" << kp << " len=" << len
+                                                           << " flip " << int{flip} << " x " << xi << " row " << r;
+            }
+            EXPECT_EQ(out.back(), 12345) << "wrote past the rows";
+          }
+        }
       }
     }
   }

@@ -483,9 +483,58 @@ TEST(QdqTest, OneRowProductMatchesThePanelPath) {
         for (const PlanResult* plan : {&r, &blocks}) {
           for (const LInstruction& ins : plan->program.methods[0].instructions) {
             if (ins.op != "GemmInt8") continue;
+            if (in == &one) {
+              EXPECT_TRUE(ins.scratch.empty()) << "k " << k;  // the row is read in place
+              continue;
+            }
             const int64_t packed = plan->program.methods[0].tensors.at(static_cast<size_t>(ins.scratch.at(0))).shape.at(0);
-            EXPECT_EQ(packed, in == &one ? kernels::qgemm_kp(k) : kernels::qgemm_packed_x_bytes(k, 2)) << "k " << k;
+            EXPECT_EQ(packed, kernels::qgemm_packed_x_bytes(k, 2)) << "k " << k;
           }
+        }
+        if (in == &one) {
+          // A program planned before, with the row's packing scratch: the
+          // kernel accepts it (unused) and gives the same bytes.
+          const std::string old = mutate_program(r.bytes, [&](fb::ProgramT& p) {
+            fb::MethodT& m = *p.methods[0];
+            for (auto& ins : m.instructions) {
+              auto* call = ins->kind.AsKernelCall();
+              if (call == nullptr || m.operators[call->op]->name != "GemmInt8") continue;
+              m.bookkeeping_bytes += 1024;  // room for the two tensors' records
+              if (m.arenas.empty()) {  // the plan has nothing else in an arena
+                m.arenas.push_back(std::make_unique<fb::ArenaT>());
+                m.arenas[0]->device = std::make_unique<fb::Device>(fb::DeviceType::CPU, 0);
+              }
+              auto scratch = std::make_unique<fb::TensorT>();
+              scratch->dtype = fb::DType::UINT8;
+              const int64_t kp = kernels::qgemm_kp(k);
+              scratch->shape = {kp};
+              scratch->nbytes = static_cast<uint64_t>(kp);
+              scratch->device = std::make_unique<fb::Device>(fb::DeviceType::CPU, 0);
+              fb::PlannedStorageT planned;
+              planned.arena = 0;
+              planned.offset = m.arenas[0]->size;
+              scratch->storage.Set(std::move(planned));
+              m.arenas[0]->size += static_cast<uint64_t>((kp + 63) / 64 * 64);
+              call->scratch.push_back(static_cast<int32_t>(m.tensors.size()));
+              if (weight_zp) {
+                auto sums = std::make_unique<fb::TensorT>(*scratch);
+                sums->dtype = fb::DType::INT32;
+                sums->shape = {1};
+                sums->nbytes = 4;
+                fb::PlannedStorageT at;
+                at.arena = 0;
+                at.offset = m.arenas[0]->size;
+                sums->storage.Set(std::move(at));
+                m.arenas[0]->size += 64;
+                call->scratch.push_back(static_cast<int32_t>(m.tensors.size() + 1));
+                m.tensors.push_back(std::move(scratch));
+                m.tensors.push_back(std::move(sums));
+              } else {
+                m.tensors.push_back(std::move(scratch));
+              }
+            }
+          });
+          EXPECT_EQ(planner::run_program(old, {*in}, {}).outputs.at(0).bytes, outs.back().bytes) << "k " << k;
         }
       }
       ASSERT_EQ(outs[0].numel(), 24);
@@ -498,8 +547,6 @@ TEST(QdqTest, OneRowProductMatchesThePanelPath) {
   }
 }
 
-}  // namespace
-}  // namespace kiln::testing
 // x (float) -> Q -> Cast -> DQ -> MatMul(w) -> Q -> Cast -> DQ -> y
 // (float): the model PyTorch's QDQ export of one linear layer gives (a Cast
 // to the same dtype between each Q and DQ).
@@ -671,3 +718,5 @@ TEST(QdqTest, QuantizedIoLeavesOtherInputsFloatAndIsChecked) {
             Error::kInvalidProgram);
 }
 
+}  // namespace
+}  // namespace kiln::testing

@@ -421,32 +421,33 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_b
 
 #endif
 
-void qgemm_dot_rows(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out, Isa isa) {
+void qgemm_dot_rows(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
+                    int32_t* out, Isa isa) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (isa == Isa::kAvx512 && processor_has_avx512_vnni()) {
-    dot_rows_avx512_vnni(kp, w, rows, x, out);
+    dot_rows_avx512_vnni(kp, len, w, rows, x, flip, out);
     return;
   }
   if (isa == Isa::kAvx512 || isa == Isa::kAvx2) {
-    dot_rows_avx2(kp, w, rows, x, out);
+    dot_rows_avx2(kp, len, w, rows, x, flip, out);
     return;
   }
 #else
   (void)isa;
 #endif
 #if KILN_QGEMM_DSP
-  qgemm_dot_rows_dsp(kp, w, rows, x, out);
+  qgemm_dot_rows_dsp(kp, len, w, rows, x, flip, out);
   return;
 #endif
   for (int64_t r = 0; r < rows; ++r) {
     const int8_t* wr = w + r * kp;
     int32_t sum = 0;
-    for (int64_t k = 0; k < kp; ++k) sum += x[k] * wr[k];
+    for (int64_t k = 0; k < len; ++k) sum += static_cast<uint8_t>(x[k] ^ flip) * wr[k];
     out[r] = sum;
   }
 }
 
-void qgemm_gemv(const QGemmProblem& p, const uint8_t* x, int32_t x_sum) {
+void qgemm_gemv(const QGemmProblem& p, const uint8_t* x, uint8_t flip, int32_t x_sum) {
   const int64_t kp = qgemm_kp(p.k);
   QGemmProblem one = p;
   one.n = 1;
@@ -455,7 +456,7 @@ void qgemm_gemv(const QGemmProblem& p, const uint8_t* x, int32_t x_sum) {
   for (int64_t c0 = 0; c0 < p.m; c0 += kQGemmMr) {
     const int64_t mr = p.m - c0 < kQGemmMr ? p.m - c0 : kQGemmMr;
     int32_t dots[kQGemmMr];
-    qgemm_dot_rows(kp, p.w + c0 * kp, mr, x, dots, p.isa);
+    qgemm_dot_rows(kp, p.k, p.w + c0 * kp, mr, x, flip, dots, p.isa);
     for (int64_t r = 0; r < mr; ++r) acc[r][0] = dots[r];
     finish_tile(one, c0, mr, 0, 1, acc);
   }

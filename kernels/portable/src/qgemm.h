@@ -62,7 +62,8 @@ void qgemm_tile_dsp(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const 
                     int32_t acc[kQGemmMr][kQGemmNr]);
 // qgemm_dot_rows with SMLAD (the one-row product's weight rows, kp bytes
 // each, against x's kp bytes).
-void qgemm_dot_rows_dsp(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out);
+void qgemm_dot_rows_dsp(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
+                        int32_t* out);
 #endif
 #if KILN_QGEMM_NEON
 void qgemm_tile_neon(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
@@ -224,16 +225,23 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_b
 void qgemm(const QGemmProblem& p, QGemmTileFn tile);
 
 // One column (a matrix-vector product: a Gemm's single row): the product
-// of p's weights with x (kp uint8 values in the product's domain, zero past
-// k) and the same epilogue as qgemm, for p.n == 1. x_sum: the sum of x
-// (used only with weight zero points). Reads the weight rows in place.
-void qgemm_gemv(const QGemmProblem& p, const uint8_t* x, int32_t x_sum);
-// out[r] = sum_{k<kp} x[k] * w[r * kp + k] for r < rows (kp a multiple of
-// 4), exact, on the ISA's vector path where it has one.
-void qgemm_dot_rows(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out, Isa isa);
+// of p's weights with x and the same epilogue as qgemm, for p.n == 1. x is
+// read in place, `len` (p.k) bytes, each XORed with `flip` (0x80: int8 data
+// into the product's uint8 domain); nothing past them is read (the packed
+// weights past k are zeros, so the sum is the one over kp). x_sum: the sum
+// of the flipped x (used only with weight zero points). Reads the weight
+// rows in place.
+void qgemm_gemv(const QGemmProblem& p, const uint8_t* x, uint8_t flip, int32_t x_sum);
+// out[r] = sum_{k<len} (x[k] ^ flip) * w[r * kp + k] for r < rows (weight
+// rows kp apart, kp a multiple of 4, len <= kp; x read for len bytes
+// only), exact, on the ISA's vector path where it has one.
+void qgemm_dot_rows(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
+                    int32_t* out, Isa isa);
 #if defined(__x86_64__) && defined(__GNUC__)
-void dot_rows_avx2(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out);
-void dot_rows_avx512_vnni(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out);
+void dot_rows_avx2(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
+                   int32_t* out);
+void dot_rows_avx512_vnni(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
+                          int32_t* out);
 #endif
 
 // Packs columns of a matrix stored row by row (column p's k values at

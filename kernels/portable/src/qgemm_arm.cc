@@ -92,10 +92,29 @@ __attribute__((noinline)) int32_t dot_row(uint32_t words, const int8_t* w, const
   return s0 + s1;
 }
 
+// dot_row of int8 x, each byte XORed with 0x80 into the uint8 domain as it
+// is loaded (a copy of the loop, so dot_row keeps its registers).
+__attribute__((noinline)) int32_t dot_row_flipped(uint32_t words, const int8_t* w, const uint8_t* x) {
+  int32_t s0 = 0, s1 = 0;
+  for (; words != 0; --words, x += 4, w += 4) {
+    const uint32_t wv = load_word(w), xv = load_word(x) ^ 0x80808080u;
+    s0 = __smlad(static_cast<int32_t>(__uxtb16(xv)), static_cast<int32_t>(__sxtb16(wv)), s0);
+    s1 = __smlad(uxtb16_ror8(xv), sxtb16_ror8(wv), s1);
+  }
+  return s0 + s1;
+}
+
 }  // namespace
 
-void qgemm_dot_rows_dsp(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out) {
-  for (int64_t r = 0; r < rows; ++r) out[r] = dot_row(static_cast<uint32_t>(kp / 4), w + r * kp, x);
+void qgemm_dot_rows_dsp(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
+                        int32_t* out) {
+  const uint32_t words = static_cast<uint32_t>(len / 4);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int8_t* wr = w + r * kp;
+    int32_t sum = flip != 0 ? dot_row_flipped(words, wr, x) : dot_row(words, wr, x);
+    for (int64_t k = 4 * static_cast<int64_t>(words); k < len; ++k) sum += static_cast<uint8_t>(x[k] ^ flip) * wr[k];
+    out[r] = sum;
+  }
 }
 
 void qgemm_tile_dsp(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,

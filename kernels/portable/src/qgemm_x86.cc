@@ -225,33 +225,39 @@ KILN_AVX2 void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int
   }
 }
 
-KILN_AVX2 void dot_rows_avx2(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out) {
+KILN_AVX2 void dot_rows_avx2(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
+                             int32_t* out) {
   // uint8 x int8 widened to int16 and vpmaddwd: exact (no vpmaddubsw
-  // saturation). Where no byte of x is above 127, 32 at a time with
-  // vpmaddubsw + vpmaddwd(ones) first (exact there, as in the tile).
+  // saturation). Where no byte of x (flipped) is above 127, 32 at a time
+  // with vpmaddubsw + vpmaddwd(ones) first (exact there, as in the tile).
+  // x is read for len bytes only; the rest of each row's kp are zeros.
+  const __m256i vflip = _mm256_set1_epi8(static_cast<char>(flip));
   bool small = true;
   {
     __m256i any = _mm256_setzero_si256();
     int64_t k = 0;
-    for (; k + 32 <= kp; k += 32) any = _mm256_or_si256(any, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)));
+    for (; k + 32 <= len; k += 32) {
+      any = _mm256_or_si256(any, _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)), vflip));
+    }
     uint8_t tail = 0;
-    for (; k < kp; ++k) tail |= x[k];
+    for (; k < len; ++k) tail |= static_cast<uint8_t>(x[k] ^ flip);
     small = _mm256_movemask_epi8(any) == 0 && tail <= 127;
   }
   const __m256i ones = _mm256_set1_epi16(1);
+  const __m128i vflip16 = _mm256_castsi256_si128(vflip);
   for (int64_t r = 0; r < rows; ++r) {
     const int8_t* wr = w + r * kp;
     __m256i acc = _mm256_setzero_si256();
     int64_t k = 0;
     if (small) {
-      for (; k + 32 <= kp; k += 32) {
-        const __m256i x8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k));
+      for (; k + 32 <= len; k += 32) {
+        const __m256i x8 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)), vflip);
         const __m256i w8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr + k));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x8, w8), ones));
       }
     }
-    for (; k + 16 <= kp; k += 16) {
-      const __m256i x16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k)));
+    for (; k + 16 <= len; k += 16) {
+      const __m256i x16 = _mm256_cvtepu8_epi16(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k)), vflip16));
       const __m256i w16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + k)));
       acc = _mm256_add_epi32(acc, _mm256_madd_epi16(x16, w16));
     }
@@ -259,23 +265,28 @@ KILN_AVX2 void dot_rows_avx2(int64_t kp, const int8_t* w, int64_t rows, const ui
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
     int32_t sum = _mm_cvtsi128_si32(s4);
-    for (; k < kp; ++k) sum += x[k] * wr[k];
+    for (; k < len; ++k) sum += static_cast<uint8_t>(x[k] ^ flip) * wr[k];
     out[r] = sum;
   }
 }
 
-KILN_VNNI void dot_rows_avx512_vnni(int64_t kp, const int8_t* w, int64_t rows, const uint8_t* x, int32_t* out) {
-  const int64_t tail = kp % 64;
+KILN_VNNI void dot_rows_avx512_vnni(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x,
+                                    uint8_t flip, int32_t* out) {
+  // The last block's loads are masked to len (x is read in place); the
+  // weights' masked-off bytes load as zeros, so those lanes add nothing.
+  const int64_t tail = len % 64;
   const __mmask64 mask = tail == 0 ? ~__mmask64{0} : (__mmask64{1} << tail) - 1;
+  const __m512i vflip = _mm512_set1_epi8(static_cast<char>(flip));
   for (int64_t r = 0; r < rows; ++r) {
     const int8_t* wr = w + r * kp;
     __m512i acc = _mm512_setzero_si512();
     int64_t k = 0;
-    for (; k + 64 <= kp; k += 64) {
-      acc = _mm512_dpbusd_epi32(acc, _mm512_loadu_si512(x + k), _mm512_loadu_si512(wr + k));
+    for (; k + 64 <= len; k += 64) {
+      acc = _mm512_dpbusd_epi32(acc, _mm512_xor_si512(_mm512_loadu_si512(x + k), vflip), _mm512_loadu_si512(wr + k));
     }
     if (tail != 0) {
-      acc = _mm512_dpbusd_epi32(acc, _mm512_maskz_loadu_epi8(mask, x + k), _mm512_maskz_loadu_epi8(mask, wr + k));
+      acc = _mm512_dpbusd_epi32(acc, _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, x + k), vflip),
+                                _mm512_maskz_loadu_epi8(mask, wr + k));
     }
     out[r] = _mm512_reduce_add_epi32(acc);
   }

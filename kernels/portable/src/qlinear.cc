@@ -282,6 +282,9 @@ Error check_int8_operands(const KernelArgs& args, int64_t m, int64_t k, int64_t 
     KILN_KERNEL_CHECK(args, args.in(5).dtype() == DType::INT32 && args.in(5).numel() == m,
                       "weight zero points must be int32 with %lld values", static_cast<long long>(m));
   }
+  // A matrix-vector product reads its row in place: no scratch (programs
+  // planned before gave it a packing scratch, which it accepts unused).
+  if (vector_only && args.num_scratch == 0) return Error::kOk;
   KILN_KERNEL_CHECK(args, args.num_scratch == (w_zp ? 2 : 1), "expects %d scratch tensors", w_zp ? 2 : 1);
   // At least one panel: the kernels pack and multiply as many columns at a
   // time as the scratch holds (the planner's --no-packing gives a small one).
@@ -309,8 +312,8 @@ QGemmProblem int8_problem(const KernelArgs& args, int64_t y_zp_index) {
   p.multiplier = args.has_input(3) ? args.in(3).data_as<const int32_t>() : nullptr;
   p.shift = args.has_input(4) ? args.in(4).data_as<const int32_t>() : nullptr;
   p.w_zp = args.has_input(5) ? args.in(5).data_as<const int32_t>() : nullptr;
-  p.x_sums = args.has_input(5) ? args.scratch[1]->data_as<int32_t>() : nullptr;
-  p.x = args.scratch[0]->data_as<const uint8_t>();
+  p.x_sums = args.has_input(5) && args.num_scratch > 1 ? args.scratch[1]->data_as<int32_t>() : nullptr;
+  p.x = args.num_scratch > 0 ? args.scratch[0]->data_as<const uint8_t>() : nullptr;
   p.y_dtype = args.out(0).dtype();
   p.isa = active_isa();
   if (p.multiplier != nullptr) {
@@ -682,29 +685,26 @@ Error run_gemm_int8(const KernelArgs& args) {
   p.y_channel_stride = 1;
   p.y_column_stride = n;
   int32_t* sums = const_cast<int32_t*>(p.x_sums);
-  const int64_t block = qgemm_block_columns(*args.scratch[0], k, rows);
   if (rows == 1) {
     // One row per weight matrix: a matrix-vector product over the weight
-    // rows in place (a 16-column panel would be 15/16 padding).
-    const int64_t kp_bytes = kp;
-    uint8_t* x = args.scratch[0]->data_as<uint8_t>();
+    // rows and the input row in place (a 16-column panel would be 15/16
+    // padding); a packing scratch, in programs planned before, goes unused.
     const uint8_t flip = a.dtype() == DType::INT8 ? 0x80 : 0;
     for (int64_t b = 0; b < batches; ++b) {
-      const uint8_t* src = a.data_as<const uint8_t>() + b * k;
+      const uint8_t* x = a.data_as<const uint8_t>() + b * k;
       int32_t sum = 0;
-      for (int64_t kk = 0; kk < k; ++kk) {
-        x[kk] = static_cast<uint8_t>(src[kk] ^ flip);
-        sum += x[kk];
+      if (p.w_zp != nullptr) {
+        for (int64_t kk = 0; kk < k; ++kk) sum += static_cast<uint8_t>(x[kk] ^ flip);
       }
-      for (int64_t kk = k; kk < kp_bytes; ++kk) x[kk] = 0;
       p.n = 1;
       p.w = w + b * n * kp;
       p.bias = bias + b * n;
       p.y = yt.data_as<uint8_t>() + static_cast<size_t>(b * n) * y_elem;
-      qgemm_gemv(p, x, sum);
+      qgemm_gemv(p, x, flip, sum);
     }
     return Error::kOk;
   }
+  const int64_t block = qgemm_block_columns(*args.scratch[0], k, rows);
   for (int64_t b = 0; b < batches; ++b) {
     for (int64_t r0 = 0; r0 < rows; r0 += block) {
       const int64_t nb = rows - r0 < block ? rows - r0 : block;
