@@ -15,6 +15,12 @@
 // (model_io.h: the quantized model's within one output step for int8), and
 // prints the SysTick ticks execute() took (with -icount shift=0 one tick is
 // 40 guest instructions). Exits 0 only when both agree.
+//
+// The int8 images are planned with `kiln plan --quantized-io`: the
+// application passes the quantized input (what a sensor front-end that
+// quantizes gives) and reads the output's 8-bit values, as TFLite Micro's
+// int8 models do; model_io.h's element types say which (float32 for the
+// float images).
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,7 +42,7 @@ namespace {
 
 alignas(16) uint8_t g_bookkeeping[MODEL_FORWARD_BOOKKEEPING_BYTES];
 alignas(MODEL_FORWARD_ARENA_0_ALIGNMENT) uint8_t g_arena[MODEL_FORWARD_ARENA_0_SIZE];
-alignas(16) float g_output[MODEL_OUTPUT_COUNT];
+alignas(16) model_output_t g_output[MODEL_OUTPUT_COUNT];
 alignas(64) uint8_t g_self_test_scratch[MODEL_SELF_TEST_SCRATCH_BYTES];
 
 int fail(const char* what, kiln::Error error) {
@@ -84,10 +90,11 @@ int main() {
 
   float worst = 0.0f;
   for (size_t i = 0; i < MODEL_OUTPUT_COUNT; ++i) {
-    const float d = g_output[i] > kModelExpected[i] ? g_output[i] - kModelExpected[i] : kModelExpected[i] - g_output[i];
+    const float got = static_cast<float>(g_output[i]), want = static_cast<float>(kModelExpected[i]);
+    const float d = got > want ? got - want : want - got;
     worst = d > worst ? d : worst;
-    kiln_mps2_printf("  [%2u] %10.6f   PyTorch %10.6f\n", static_cast<unsigned>(i), static_cast<double>(g_output[i]),
-                     static_cast<double>(kModelExpected[i]));
+    kiln_mps2_printf("  [%2u] %10.6f   PyTorch %10.6f\n", static_cast<unsigned>(i), static_cast<double>(got),
+                     static_cast<double>(want));
   }
   const bool ok = worst <= MODEL_TOLERANCE;
   kiln_mps2_printf("max difference %.7f (tolerance %.7f): %s\n", static_cast<double>(worst),
