@@ -40,7 +40,8 @@ constexpr const char* kHelp =
     "and DIR/NAME.h declares that array and defines the exact byte size and\n"
     "alignment of every host arena of every method, the method's bookkeeping\n"
     "bytes and the byte size of each input and output, so the buffers can be\n"
-    "static arrays sized at compile time. DIR/NAME_kernels.cc defines\n"
+    "static arrays sized at compile time (and a quantized input's or output's\n"
+    "scale and zero point: kiln plan --quantized-io). DIR/NAME_kernels.cc defines\n"
     "NAME_register_kernels(), which registers the portable kernels the program\n"
     "calls and no other, so the linker leaves every other kernel out of the image.\n"
     "\n"
@@ -158,6 +159,17 @@ std::string kernels_text(const std::string& source_name, const std::string& name
   return w.text();
 }
 
+// A quantized input or output's scale and zero point (real value =
+// (q - ZERO_POINT) * SCALE), for firmware that quantizes its sensor data or
+// reads the scores as reals.
+void define_quantization(Writer& w, const std::string& name, const TensorInfo& info) {
+  if (!info.quantized) return;
+  char scale[32];
+  std::snprintf(scale, sizeof(scale), "%.9ef", static_cast<double>(info.scale));
+  w.line("#define " + name + "_SCALE " + scale);
+  w.line("#define " + name + "_ZERO_POINT " + std::to_string(info.zero_point));
+}
+
 std::string header_text(const std::string& source_name, const std::string& name, const Program& program,
                         uint64_t size, uint32_t alignment) {
   const std::string prefix = macro_part(name);
@@ -210,11 +222,13 @@ std::string header_text(const std::string& source_name, const std::string& name,
     for (size_t i = 0; i < meta.num_inputs(); ++i) {
       const TensorInfo info = meta.input(i).get();
       w.define(p + "_INPUT_" + std::to_string(i) + "_BYTES", info.nbytes, std::string("'") + info.name + "'");
+      define_quantization(w, p + "_INPUT_" + std::to_string(i), info);
     }
     w.define(p + "_NUM_OUTPUTS", meta.num_outputs());
     for (size_t i = 0; i < meta.num_outputs(); ++i) {
       const TensorInfo info = meta.output(i).get();
       w.define(p + "_OUTPUT_" + std::to_string(i) + "_BYTES", info.nbytes, std::string("'") + info.name + "'");
+      define_quantization(w, p + "_OUTPUT_" + std::to_string(i), info);
     }
   }
   w.line();

@@ -148,6 +148,64 @@ def check_strip_names(k, w):
            and np.array_equal(results["named"], results["stripped"]))
 
 
+def check_quantized_io(k, w):
+    """plan --quantized-io: x -> Q -> DQ -> Relu -> Q -> DQ -> y takes and
+    gives uint8 data; inspect, pack's header and run show the scale and
+    zero point, and run quantizes a float input as the Q would (the int8
+    output then is the float program's, quantized)."""
+    import json
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6])
+    consts = [helper.make_tensor("s", TensorProto.FLOAT, [], [0.5]), helper.make_tensor("z", TensorProto.UINT8, [], [10])]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("Relu", ["xd"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["rq"]),
+             helper.make_node("DequantizeLinear", ["rq", "s", "z"], ["y"])]
+    model = os.path.join(w, "qio.onnx")
+    onnx.save(model_with(nodes, [x], [y], consts), model)
+    programs = {}
+    for flag in ("float", "quantized"):
+        path = os.path.join(w, f"qio_{flag}.kiln")
+        extra = ["--quantized-io"] if flag == "quantized" else []
+        rc, out, err = run(k, "plan", model, "-o", path, *extra)
+        expect(f"plan qio.onnx {' '.join(extra)}", rc == 0, out + err)
+        programs[flag] = path
+        if flag == "quantized":
+            expect("--quantized-io: the summary gives the input's and output's quantization",
+                   "'x' uint8 [1, 6], scale 0.5, zero point 10" in out and "1 of 1 inputs, 1 of 1 outputs" in out, out)
+    rc, out, err = run(k, "inspect", programs["quantized"], "--json")
+    method = json.loads(out)["methods"][0] if rc == 0 else {"tensors": [], "inputs": [0], "outputs": [0]}
+    io = [t for t in method["tensors"] if t["id"] in method["inputs"] + method["outputs"]]
+    expect("--quantized-io: inspect --json gives uint8 input and output with scale and zero point",
+           len(io) == 2 and all(t["dtype"] == "uint8" and t.get("quantization") == {"scale": 0.5, "zero_point": 10}
+                                for t in io), str(io))
+    pack_dir = os.path.join(w, "qio_pack")
+    rc, out, err = run(k, "pack", programs["quantized"], "--c-array", "qio", "-o", pack_dir)
+    header = open(os.path.join(pack_dir, "qio.h")).read() if rc == 0 else ""
+    expect("--quantized-io: pack's header gives the scale and zero point",
+           "#define QIO_FORWARD_INPUT_0_SCALE 5.000000000e-01f" in header
+           and "#define QIO_FORWARD_OUTPUT_0_ZERO_POINT 10" in header, out + err + header)
+    data = np.array([[-7.25, -1.0, 0.25, 0.75, 3.0, 200.0]], dtype=np.float32)
+    np.save(os.path.join(w, "qio_x.npy"), data)
+    outs = {}
+    for flag, path in programs.items():
+        out_dir = os.path.join(w, f"qio_out_{flag}")
+        rc, out, err = run(k, "run", path, "--input", os.path.join(w, "qio_x.npy"), "--output-dir", out_dir)
+        expect(f"run the {flag} qio program on float data", rc == 0, out + err)
+        outs[flag] = np.load(os.path.join(out_dir, "output_0.npy")) if rc == 0 else None
+        if flag == "quantized":
+            expect("run prints the quantized output's float values", "quantized: scale 0.5, zero point 10" in out, out)
+    # Q(x) = clamp(round_half_even(x / 0.5) + 10, 0, 255); Relu clamps at
+    # the zero point.
+    want = np.array([[10, 10, 10, 12, 16, 255]], dtype=np.uint8)
+    got = outs["quantized"]
+    expect("--quantized-io: uint8 output, the float program's values quantized",
+           got is not None and got.dtype == np.uint8 and np.array_equal(got, want)
+           and outs["float"] is not None and np.array_equal((got.astype(np.float32) - 10) * 0.5, outs["float"]),
+           f"{got} {outs['float']}")
+
+
 def main():
     args = test_args()
     k, w = args.kiln, args.workdir
@@ -250,6 +308,7 @@ def main():
 
     check_pack(k, w, good, garbage)
     check_strip_names(k, w)
+    check_quantized_io(k, w)
 
     return finish()
 
