@@ -594,44 +594,49 @@ TEST(QGemm, DirectConvolutionMatchesIm2colAndTheProduct) {
 TEST(QGemm, AddInt8RowsMatchTheExactFormula) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (!processor_has(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
-  const int64_t n = 256 + 7;
-  std::vector<uint8_t> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
-  uint32_t seed = 5;
-  for (int64_t i = 0; i < n; ++i) {
-    a[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
-    b[static_cast<size_t>(i)] = static_cast<uint8_t>(i % 3 == 0 ? 255 - i : next(&seed));
-  }
-  const int32_t multipliers[][2] = {{1 << 30, 1 << 30}, {INT32_MAX, 1}, {0, INT32_MAX}, {1234567890, 987654321}};
-  int64_t checked = 0, clamped = 0;
-  for (int32_t s : {10, 17, 30, 31, 32, 45, 62}) {
-    for (const auto& mm : multipliers) {
-      for (int signs = 0; signs < 8; ++signs) {
-        const bool a_signed = signs & 1, b_signed = signs & 2, y_signed = signs & 4;
-        const int32_t za = a_signed ? -128 : 255, zb = b_signed ? 127 : 0;
-        const int32_t lo = y_signed ? -100 : 3, hi = y_signed ? 127 : 250, y_zp = y_signed ? -5 : 130;
-        std::vector<uint8_t> y(static_cast<size_t>(n), 0xA5);
-        add_int8_row_avx2(a.data(), b.data(), n, a_signed, b_signed, za, zb, mm[0], mm[1], s, y_zp, lo, hi, y_signed,
-                          y.data());
-        for (int64_t i = 0; i < n; ++i) {
-          const uint8_t got = y[static_cast<size_t>(i)];
-          if (i >= n - n % 8) {
-            ASSERT_EQ(got, 0xA5) << "wrote the tail";
-            continue;
+  for (const int64_t n : {256 + 7, 16 + 8 + 5}) {
+    std::vector<uint8_t> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    uint32_t seed = 5;
+    for (int64_t i = 0; i < n; ++i) {
+      a[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
+      b[static_cast<size_t>(i)] = static_cast<uint8_t>(i % 3 == 0 ? 255 - i : next(&seed));
+    }
+    // The 16-bit split (shifts 17 to 46, multipliers below 2^31 - 2^15) and
+    // the 64-bit lanes: low halves of 2^15 and more (0x4000C000), the
+    // largest that splits (0x7FFF7FFF) and one just past it (0x7FFF8000).
+    const int32_t multipliers[][2] = {{1 << 30, 1 << 30},      {INT32_MAX, 1},          {0, INT32_MAX},
+                                      {1234567890, 987654321}, {0x4000C000, 0x7FFF7FFF}, {0x7FFF8000, 5}};
+    int64_t checked = 0, clamped = 0;
+    for (int32_t s : {10, 17, 30, 31, 32, 45, 62}) {
+      for (const auto& mm : multipliers) {
+        for (int signs = 0; signs < 8; ++signs) {
+          const bool a_signed = signs & 1, b_signed = signs & 2, y_signed = signs & 4;
+          const int32_t za = a_signed ? -128 : 255, zb = b_signed ? 127 : 0;
+          const int32_t lo = y_signed ? -100 : 3, hi = y_signed ? 127 : 250, y_zp = y_signed ? -5 : 130;
+          std::vector<uint8_t> y(static_cast<size_t>(n), 0xA5);
+          add_int8_row_avx2(a.data(), b.data(), n, a_signed, b_signed, za, zb, mm[0], mm[1], s, y_zp, lo, hi, y_signed,
+                            y.data());
+          for (int64_t i = 0; i < n; ++i) {
+            const uint8_t got = y[static_cast<size_t>(i)];
+            if (i >= n - n % 8) {
+              ASSERT_EQ(got, 0xA5) << "wrote the tail";
+              continue;
+            }
+            const int64_t va = a_signed ? static_cast<int8_t>(a[static_cast<size_t>(i)]) : a[static_cast<size_t>(i)];
+            const int64_t vb = b_signed ? static_cast<int8_t>(b[static_cast<size_t>(i)]) : b[static_cast<size_t>(i)];
+            int64_t want = (((va - za) * mm[0] + (vb - zb) * mm[1] + (int64_t{1} << (s - 1))) >> s) + y_zp;
+            clamped += want < lo || want > hi;
+            want = std::min<int64_t>(hi, std::max<int64_t>(lo, want));
+            const int64_t value = y_signed ? static_cast<int8_t>(got) : got;
+            ASSERT_EQ(value, want) << "s " << s << " ma " << mm[0] << " mb " << mm[1] << " signs " << signs << " at " << i;
+            ++checked;
           }
-          const int64_t va = a_signed ? static_cast<int8_t>(a[static_cast<size_t>(i)]) : a[static_cast<size_t>(i)];
-          const int64_t vb = b_signed ? static_cast<int8_t>(b[static_cast<size_t>(i)]) : b[static_cast<size_t>(i)];
-          int64_t want = (((va - za) * mm[0] + (vb - zb) * mm[1] + (int64_t{1} << (s - 1))) >> s) + y_zp;
-          clamped += want < lo || want > hi;
-          want = std::min<int64_t>(hi, std::max<int64_t>(lo, want));
-          const int64_t value = y_signed ? static_cast<int8_t>(got) : got;
-          ASSERT_EQ(value, want) << "s " << s << " ma " << mm[0] << " mb " << mm[1] << " signs " << signs << " at " << i;
-          ++checked;
         }
       }
     }
+    EXPECT_GT(clamped, 0);
+    EXPECT_LT(clamped, checked);
   }
-  EXPECT_GT(clamped, 0);
-  EXPECT_LT(clamped, checked);
 #else
   GTEST_SKIP() << "x86 only";
 #endif

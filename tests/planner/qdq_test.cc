@@ -233,6 +233,47 @@ TEST(QdqTest, AddAndMulFoldToInt8WithTiesAndSaturation) {
   }
 }
 
+// AddInt8 of two inputs of the output's shape (ResNet's residual Adds) runs
+// as one row of every element (16 at a time on x86, then 8, then the
+// table): the exact formula on every path, for plane sizes that leave each
+// of those parts, int8 and uint8, ties and saturation at both ends.
+TEST(QdqTest, AddOfSameShapesIsOneRowOnEveryPath) {
+  for (DType dtype : {DType::UINT8, DType::INT8}) {
+    for (int64_t width : {5, 7, 16}) {
+      const int a_zp = static_cast<int>(lo_of(dtype)) + 120, b_zp = static_cast<int>(lo_of(dtype)) + 9;
+      const int y_zp = static_cast<int>(lo_of(dtype)) + 100;
+      GraphBuilder b;
+      const int a = b.input("a", {1, 3, width, 7}, dtype);
+      const int bb = b.input("b", {1, 3, width, 7}, dtype);
+      b.output(q(b, b.node("Add", {dq(b, a, 0.5f, dtype, a_zp, "a"), dq(b, bb, 0.25f, dtype, b_zp, "b")}), 0.5f, dtype,
+                 y_zp));
+      const PlanResult r = b.plan();
+      ASSERT_EQ(kernels(r), std::vector<std::string>{"AddInt8"});
+      const HostTensor ta = data8(dtype, {1, 3, width, 7}, 3), tb = data8(dtype, {1, 3, width, 7}, 8);
+      const kernels::Isa before = kernels::active_isa();
+      for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
+        if (!kernels::processor_has(isa)) continue;
+        ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
+        const HostTensor out = planner::run_program(r.bytes, {ta, tb}, {}).outputs.at(0);
+        int ties = 0, low = 0, high = 0;
+        for (int64_t i = 0; i < ta.numel(); ++i) {
+          // (a - a_zp) + (b - b_zp) / 2, rounded half up.
+          const int64_t num = 2 * (ta.int_at(i) - a_zp) + (tb.int_at(i) - b_zp);
+          ties += num % 2 != 0;
+          const int64_t want = clamp8(round_half_up(num, 2) + y_zp, dtype);
+          low += want == lo_of(dtype);
+          high += want == lo_of(dtype) + 255;
+          ASSERT_EQ(out.int_at(i), want) << "isa " << static_cast<int>(isa) << " width " << width << " at " << i;
+        }
+        EXPECT_GT(ties, 0);
+        EXPECT_GT(low, 0);
+        EXPECT_GT(high, 0);
+      }
+      ASSERT_EQ(kernels::set_isa(before), Error::kOk);
+    }
+  }
+}
+
 // An Add whose scales differ by a ratio that is not a power of two: within
 // one step of the real sum's rounding, equal away from ties.
 TEST(QdqTest, AddOtherScalesMatchTheRealValue) {

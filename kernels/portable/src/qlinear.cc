@@ -911,7 +911,8 @@ Error check_mul_int8(const KernelArgs& args) { return check_binary_int8(args, 7)
 // AddInt8 by tables: every byte value of a and of b scaled once (256 int64
 // each, 4 KiB of stack), so each element is two loads, an add and a shift;
 // on x86's vector paths contiguous rows eight at a time instead
-// (add_int8_row_avx2; the same bits for shifts of 10 or more).
+// (add_int8_row_avx2; the same bits for shifts of 10 or more), same-shaped
+// inputs as one row.
 Error run_add_int8(const KernelArgs& args) {
   const Tensor* inputs[2] = {&args.in(0), &args.in(1)};
   const bool y_signed = args.out(0).dtype() == DType::INT8;
@@ -933,7 +934,7 @@ Error run_add_int8(const KernelArgs& args) {
   const int32_t ma = static_cast<int32_t>(int_param(args, 5)), mb = static_cast<int32_t>(int_param(args, 6));
   const bool vector = (active_isa() == Isa::kAvx2 || active_isa() == Isa::kAvx512) && s >= 10;
 #endif
-  for_each_broadcast_row<2>(inputs, args.out(0), [&](int64_t out, const int64_t* offsets, const int64_t* steps, int64_t n) {
+  const auto row = [&](int64_t out, const int64_t* offsets, const int64_t* steps, int64_t n) {
     const uint8_t* ra = a + offsets[0];
     const uint8_t* rb = b + offsets[1];
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -962,7 +963,18 @@ Error run_add_int8(const KernelArgs& args) {
       const int64_t v = (table[0][ra[i * steps[0]]] + table[1][rb[i * steps[1]]] + half) >> s;
       store_q(y, y_signed, out + i, v + y_zp, lo, hi);
     }
-  });
+  };
+  const Tensor& yt = args.out(0);
+  bool same = args.in(0).rank() == yt.rank() && args.in(1).rank() == yt.rank();
+  for (uint32_t d = 0; same && d < yt.rank(); ++d) same = args.in(0).dim(d) == yt.dim(d) && args.in(1).dim(d) == yt.dim(d);
+  if (same) {
+    // No broadcasting (ResNet's residual Adds): one row of every element,
+    // not one call per row of the last dim (8 to 32 values there).
+    const int64_t zero[2] = {0, 0}, one[2] = {1, 1};
+    row(0, zero, one, yt.numel());
+    return Error::kOk;
+  }
+  for_each_broadcast_row<2>(inputs, yt, row);
   return Error::kOk;
 }
 
