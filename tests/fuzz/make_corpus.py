@@ -79,6 +79,16 @@ MODELS = {
         helper.make_node("Add", ["m", "k"], ["a"]),
         helper.make_node("Cast", ["a"], ["y"], to=TensorProto.FLOAT),
     ], [info("x", [5])], [info("y", [5])], [ints("k", [3])]), []),
+    # Concat in place: inputs written into their blocks (aliases at a byte
+    # offset) and the first Concat a view of the second.
+    "concat": (model([
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Sigmoid", ["x"], ["b"]),
+        helper.make_node("Concat", ["a", "b"], ["c1"], axis=1),
+        helper.make_node("Tanh", ["c1"], ["d"]),
+        helper.make_node("Concat", ["a", "b", "d"], ["c2"], axis=1),
+        helper.make_node("Neg", ["c2"], ["y"]),
+    ], [info("x", [1, 2, 3, 3])], [info("y", [1, 8, 3, 3])]), []),
     "cnn_plan_io": (None, ["--plan-io"]),
     "cnn_no_inplace": (None, ["--no-inplace"]),
 }
