@@ -279,9 +279,9 @@ int cmd_plan(const Argv& argv) {
   options.targets = args.get("--target", "cpu");
   options.device_io = args.has("--device-io");
   options.names = !args.has("--strip-names");
+  options.quantized_io = args.has("--quantized-io");
   const long ranks = args.get_int("--ranks", 1);
   if (ranks < 1 || ranks > 1024) throw UsageError{"--ranks must be from 1 to 1024"};
-  options.quantized_io = args.has("--quantized-io");
   const long tensor_parallel = args.get_int("--tensor-parallel", 0);
   if (tensor_parallel < 0 || tensor_parallel == 1 || tensor_parallel > 1024) {
     throw UsageError{"--tensor-parallel must be from 2 to 1024"};
@@ -331,8 +331,6 @@ int cmd_plan(const Argv& argv) {
   if (args.has("--bundle-test")) {
     std::vector<HostTensor> inputs;
     for (const std::string& file : args.all("--bundle-test")) inputs.push_back(read_tensor_file(file));
-    const double tolerance = args.get_double("--test-tolerance", 1e-4);
-    if (!(tolerance >= 0)) throw UsageError{"--test-tolerance must not be negative"};
     // Float data for a quantized input is quantized as the model's
     // QuantizeLinear would have (the test then holds int8 data).
     const std::vector<IoQuantization> quantization = io_quantization(result.bytes, options.method_name, false);
@@ -341,6 +339,8 @@ int cmd_plan(const Argv& argv) {
         inputs[i] = quantize_for(inputs[i], quantization[i]);
       }
     }
+    const double tolerance = args.get_double("--test-tolerance", 1e-4);
+    if (!(tolerance >= 0)) throw UsageError{"--test-tolerance must not be negative"};
     RunOptions run;
     run.method = options.method_name;
     run.backends = &builtin_runtime_backends();

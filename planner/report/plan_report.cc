@@ -388,14 +388,6 @@ std::string plan_json(const PlanResult& result) {
     j.end_object();
   }
   j.end_array();
-  write_reuse(j, m, result);
-  write_devices(j, m);
-  j.field("round_trips_removed", result.round_trips_removed);
-  // How much of the linear work runs int8, and the QDQ patterns folded.
-  j.key("int8").begin_object();
-  j.field("ops", result.int8.int8_ops).field("linear_ops", result.int8.linear_ops);
-  j.field("macs", result.int8.int8_macs).field("linear_macs", result.int8.linear_macs);
-  j.key("qdq_folded").begin_object();
   // The method's inputs and outputs: dtype, shape, and the quantization of
   // those --quantized-io made int8/uint8 (null for the others).
   for (const char* side : {"inputs", "outputs"}) {
@@ -414,6 +406,14 @@ std::string plan_json(const PlanResult& result) {
     }
     j.end_array();
   }
+  write_reuse(j, m, result);
+  write_devices(j, m);
+  j.field("round_trips_removed", result.round_trips_removed);
+  // How much of the linear work runs int8, and the QDQ patterns folded.
+  j.key("int8").begin_object();
+  j.field("ops", result.int8.int8_ops).field("linear_ops", result.int8.linear_ops);
+  j.field("macs", result.int8.int8_macs).field("linear_macs", result.int8.linear_macs);
+  j.key("qdq_folded").begin_object();
   for (const auto& [op, count] : result.qdq.folded) j.field(op, count);
   j.end_object().end_object();
   write_collectives(j, m, result);
