@@ -177,6 +177,36 @@ KILN_AVX512 inline __m512 widen(__m256 v) {
 
 }  // namespace
 
+// One step of k for a 6x32 tile: A's six values broadcast against two
+// 16-float vectors of B, twelve FMAs into c (always inlined with constant
+// indices, so the accumulators stay in registers). The two-panel
+// micro-kernel and the stride-2 convolution share it.
+KILN_AVX512 __attribute__((always_inline)) inline void fma_step_6x32(const float* a, __m512 b0, __m512 b1,
+                                                                     __m512 (&c)[kGemmMr][2]) {
+  static_assert(kGemmMr == 6, "six rows of A a step");
+#pragma GCC unroll 6
+  for (int i = 0; i < kGemmMr; ++i) {
+    const __m512 av = _mm512_set1_ps(a[i]);
+    c[i][0] = _mm512_fmadd_ps(av, b0, c[i][0]);
+    c[i][1] = _mm512_fmadd_ps(av, b1, c[i][1]);
+  }
+}
+
+// The tile's accumulators copied out with constant indices, so that
+// stores indexed by a run-time row count leave the loop's registers alone.
+struct Tile6x32 {
+  __m512 v[kGemmMr][2];
+};
+KILN_AVX512 __attribute__((always_inline)) inline Tile6x32 tile_out_6x32(const __m512 (&c)[kGemmMr][2]) {
+  Tile6x32 t;
+#pragma GCC unroll 6
+  for (int i = 0; i < kGemmMr; ++i) {
+    t.v[i][0] = c[i][0];
+    t.v[i][1] = c[i][1];
+  }
+  return t;
+}
+
 // The same 6x16 tile in six 512-bit registers: per step of k one load of
 // B and six FMAs that broadcast A from memory, a third of the AVX2
 // kernel's instructions for the same work.
@@ -242,31 +272,11 @@ KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b,
 KILN_AVX512 void micro_kernel_avx512_x2(int64_t kc, const float* a, const float* b0, const float* b1, int64_t ldb,
                                         float* c, int64_t ldc, int64_t mr, bool accumulate, const float* row_bias,
                                         const float* col_bias, bool clamp, float lo, float hi) {
-  __m512 c00 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(), c20 = _mm512_setzero_ps();
-  __m512 c30 = _mm512_setzero_ps(), c40 = _mm512_setzero_ps(), c50 = _mm512_setzero_ps();
-  __m512 c01 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps();
-  __m512 c31 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps();
+  __m512 acc[kGemmMr][2];
+  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
 #pragma GCC unroll 2
   for (int64_t p = 0; p < kc; ++p) {
-    const __m512 v0 = _mm512_loadu_ps(b0), v1 = _mm512_loadu_ps(b1);
-    __m512 av = _mm512_set1_ps(a[0]);
-    c00 = _mm512_fmadd_ps(av, v0, c00);
-    c01 = _mm512_fmadd_ps(av, v1, c01);
-    av = _mm512_set1_ps(a[1]);
-    c10 = _mm512_fmadd_ps(av, v0, c10);
-    c11 = _mm512_fmadd_ps(av, v1, c11);
-    av = _mm512_set1_ps(a[2]);
-    c20 = _mm512_fmadd_ps(av, v0, c20);
-    c21 = _mm512_fmadd_ps(av, v1, c21);
-    av = _mm512_set1_ps(a[3]);
-    c30 = _mm512_fmadd_ps(av, v0, c30);
-    c31 = _mm512_fmadd_ps(av, v1, c31);
-    av = _mm512_set1_ps(a[4]);
-    c40 = _mm512_fmadd_ps(av, v0, c40);
-    c41 = _mm512_fmadd_ps(av, v1, c41);
-    av = _mm512_set1_ps(a[5]);
-    c50 = _mm512_fmadd_ps(av, v0, c50);
-    c51 = _mm512_fmadd_ps(av, v1, c51);
+    fma_step_6x32(a, _mm512_loadu_ps(b0), _mm512_loadu_ps(b1), acc);
     a += kGemmMr;
     b0 += ldb;
     b1 += ldb;
@@ -276,27 +286,10 @@ KILN_AVX512 void micro_kernel_avx512_x2(int64_t kc, const float* a, const float*
   const auto bias = [row_bias](int64_t i) { return row_bias != nullptr ? row_bias[i] : 0.f; };
   const __m512 col0 = col_bias != nullptr ? _mm512_loadu_ps(col_bias) : _mm512_setzero_ps();
   const __m512 col1 = col_bias != nullptr ? _mm512_loadu_ps(col_bias + kGemmNr) : _mm512_setzero_ps();
-  store_row16(c, c00, mask, accumulate, bias(0), col0, clamp, vlo, vhi);
-  store_row16(c + kGemmNr, c01, mask, accumulate, bias(0), col1, clamp, vlo, vhi);
-  if (mr > 1) {
-    store_row16(c + ldc, c10, mask, accumulate, bias(1), col0, clamp, vlo, vhi);
-    store_row16(c + ldc + kGemmNr, c11, mask, accumulate, bias(1), col1, clamp, vlo, vhi);
-  }
-  if (mr > 2) {
-    store_row16(c + 2 * ldc, c20, mask, accumulate, bias(2), col0, clamp, vlo, vhi);
-    store_row16(c + 2 * ldc + kGemmNr, c21, mask, accumulate, bias(2), col1, clamp, vlo, vhi);
-  }
-  if (mr > 3) {
-    store_row16(c + 3 * ldc, c30, mask, accumulate, bias(3), col0, clamp, vlo, vhi);
-    store_row16(c + 3 * ldc + kGemmNr, c31, mask, accumulate, bias(3), col1, clamp, vlo, vhi);
-  }
-  if (mr > 4) {
-    store_row16(c + 4 * ldc, c40, mask, accumulate, bias(4), col0, clamp, vlo, vhi);
-    store_row16(c + 4 * ldc + kGemmNr, c41, mask, accumulate, bias(4), col1, clamp, vlo, vhi);
-  }
-  if (mr > 5) {
-    store_row16(c + 5 * ldc, c50, mask, accumulate, bias(5), col0, clamp, vlo, vhi);
-    store_row16(c + 5 * ldc + kGemmNr, c51, mask, accumulate, bias(5), col1, clamp, vlo, vhi);
+  const Tile6x32 out = tile_out_6x32(acc);
+  for (int64_t i = 0; i < mr; ++i) {
+    store_row16(c + i * ldc, out.v[i][0], mask, accumulate, bias(i), col0, clamp, vlo, vhi);
+    store_row16(c + i * ldc + kGemmNr, out.v[i][1], mask, accumulate, bias(i), col1, clamp, vlo, vhi);
   }
 }
 
@@ -904,37 +897,19 @@ KILN_AVX512 bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w,
       const int64_t mr = m - i0 < kGemmMr ? m - i0 : kGemmMr;
       const float* a_panel = packed_weights + i0 * k;
       for (int64_t ox = 0; ox < ow; ox += 32) {
-        __m512 c00 = zero, c01 = zero, c10 = zero, c11 = zero, c20 = zero, c21 = zero;
-        __m512 c30 = zero, c31 = zero, c40 = zero, c41 = zero, c50 = zero, c51 = zero;
+        __m512 acc[kGemmMr][2];
+        for (auto& row : acc) row[0] = row[1] = zero;
         const float* a = a_panel;
         for (int64_t p = 0; p < k; ++p, a += kGemmMr) {
-          const __m512 b0 = _mm512_loadu_ps(tap[p] + ox), b1 = _mm512_loadu_ps(tap[p] + ox + 16);
-          __m512 av = _mm512_set1_ps(a[0]);
-          c00 = _mm512_fmadd_ps(av, b0, c00);
-          c01 = _mm512_fmadd_ps(av, b1, c01);
-          av = _mm512_set1_ps(a[1]);
-          c10 = _mm512_fmadd_ps(av, b0, c10);
-          c11 = _mm512_fmadd_ps(av, b1, c11);
-          av = _mm512_set1_ps(a[2]);
-          c20 = _mm512_fmadd_ps(av, b0, c20);
-          c21 = _mm512_fmadd_ps(av, b1, c21);
-          av = _mm512_set1_ps(a[3]);
-          c30 = _mm512_fmadd_ps(av, b0, c30);
-          c31 = _mm512_fmadd_ps(av, b1, c31);
-          av = _mm512_set1_ps(a[4]);
-          c40 = _mm512_fmadd_ps(av, b0, c40);
-          c41 = _mm512_fmadd_ps(av, b1, c41);
-          av = _mm512_set1_ps(a[5]);
-          c50 = _mm512_fmadd_ps(av, b0, c50);
-          c51 = _mm512_fmadd_ps(av, b1, c51);
+          fma_step_6x32(a, _mm512_loadu_ps(tap[p] + ox), _mm512_loadu_ps(tap[p] + ox + 16), acc);
         }
         const __mmask16 m0 = first_lanes(ow - ox), m1 = first_lanes(ow - ox - 16);
-        const __m512 acc[kGemmMr][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+        const Tile6x32 done = tile_out_6x32(acc);
         for (int64_t i = 0; i < mr; ++i) {
           float* out = yrow + (i0 + i) * oh * ow + ox;
           const float b = bias != nullptr ? bias[i0 + i] : 0.f;
-          store_row16(out, acc[i][0], m0, false, b, zero, clamp, vlo, vhi);
-          if (m1 != 0) store_row16(out + 16, acc[i][1], m1, false, b, zero, clamp, vlo, vhi);
+          store_row16(out, done.v[i][0], m0, false, b, zero, clamp, vlo, vhi);
+          if (m1 != 0) store_row16(out + 16, done.v[i][1], m1, false, b, zero, clamp, vlo, vhi);
         }
       }
     }
