@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "flatbuffers/flatbuffers.h"
 #include "gemm.h"
 #include "kernel_test_values.h"
 #include "neon.h"
+#include "row_checks.h"
 
 namespace kiln::kernels {
 namespace {
@@ -597,28 +599,10 @@ TEST(MaxPoolAvx2Test, MatchesDirectMaximumWithPaddingAndNaN) {
           if (h > 9) x[static_cast<size_t>(10 * w - 1)] = std::nanf("");
           std::vector<float> out(static_cast<size_t>(oh * ow) + 16, kSentinel);
           ASSERT_TRUE(x86::max_pool_avx2(x.data(), h, w, kh, kw, stride, pad, pad, out.data(), oh, ow));
-          for (int64_t oy = 0; oy < oh; ++oy) {
-            for (int64_t ox = 0; ox < ow; ++ox) {
-              float want = -INFINITY;
-              bool nan = false;
-              for (int64_t ky = 0; ky < kh; ++ky) {
-                for (int64_t kx = 0; kx < kw; ++kx) {
-                  const int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
-                  if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-                  const float v = x[static_cast<size_t>(iy * w + ix)];
-                  nan = nan || std::isnan(v);
-                  want = std::max(want, v);
-                }
-              }
-              const float got = out[static_cast<size_t>(oy * ow + ox)];
-              if (nan) {
-                ASSERT_TRUE(std::isnan(got)) << oy << ", " << ox;
-              } else {
-                ASSERT_EQ(got, want) << "stride " << stride << " window " << kh << "x" << kw << " pad " << pad << " plane "
-                                     << h << "x" << w << (ceil ? " ceil" : "") << " at " << oy << ", " << ox;
-              }
-            }
-          }
+          row_checks::check_max_pool_plane(x, h, w, kh, kw, stride, pad, out.data(), oh, ow,
+                                           "stride " + std::to_string(stride) + " window " + std::to_string(kh) + "x" +
+                                               std::to_string(kw) + " pad " + std::to_string(pad) + " plane " +
+                                               std::to_string(h) + "x" + std::to_string(w) + (ceil ? " ceil" : ""));
           for (size_t i = static_cast<size_t>(oh * ow); i < out.size(); ++i) ASSERT_EQ(out[i], kSentinel);
         }
       }

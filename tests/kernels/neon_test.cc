@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -62,27 +63,9 @@ TEST(MaxPoolNeonTest, MatchesDirectMaximumWithPaddingAndNaN) {
         x[static_cast<size_t>(w + 2)] = std::nanf("");
         std::vector<float> out(static_cast<size_t>(oh * ow) + 16, kSentinel);
         ASSERT_TRUE(neon::max_pool(x.data(), h, w, kh, kw, stride, pad, pad, out.data(), oh, ow));
-        for (int64_t oy = 0; oy < oh; ++oy) {
-          for (int64_t ox = 0; ox < ow; ++ox) {
-            float want = -INFINITY;
-            bool nan = false;
-            for (int64_t ky = 0; ky < kh; ++ky) {
-              for (int64_t kx = 0; kx < kw; ++kx) {
-                const int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
-                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-                const float v = x[static_cast<size_t>(iy * w + ix)];
-                nan = nan || std::isnan(v);
-                want = std::max(want, v);
-              }
-            }
-            const float got = out[static_cast<size_t>(oy * ow + ox)];
-            if (nan) {
-              ASSERT_TRUE(std::isnan(got)) << oy << ", " << ox;
-            } else {
-              ASSERT_EQ(got, want) << "stride " << stride << " window " << kh << "x" << kw << " at " << oy << ", " << ox;
-            }
-          }
-        }
+        check_max_pool_plane(x, h, w, kh, kw, stride, pad, out.data(), oh, ow,
+                             "stride " + std::to_string(stride) + " window " + std::to_string(kh) + "x" +
+                                 std::to_string(kw));
         for (size_t i = static_cast<size_t>(oh * ow); i < out.size(); ++i) ASSERT_EQ(out[i], kSentinel);
       }
     }

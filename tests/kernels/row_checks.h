@@ -1,5 +1,5 @@
-// Checks shared by the vector Softmax and LayerNormalization rows of every
-// ISA path (x86 AVX2 in norm_test.cc, NEON in neon_test.cc) against
+// Checks shared by the vector Softmax and LayerNormalization rows (and the
+// max pooling planes) of every ISA path (x86 AVX2 in norm_test.cc, NEON in neon_test.cc) against
 // double-precision references: row lengths around the vector width, inputs
 // spanning the range of exp, and the special values (infinities, NaN) the
 // scalar kernels' results define. Each check takes the row function.
@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace kiln::kernels::row_checks {
@@ -130,6 +131,35 @@ inline void check_layer_norm_matches_reference(LayerNormRowFn layer_norm) {
       std::vector<float> z = x;
       layer_norm(z.data(), n, scale.data(), with_bias ? bias.data() : nullptr, 1e-5, z.data(), nullptr, nullptr);
       EXPECT_EQ(z, y);
+    }
+  }
+}
+
+// A max pooling plane (x86 AVX2 in gemm_test.cc, NEON in neon_test.cc)
+// against the direct maximum over each window's in-bounds taps: NaN where
+// a tap is NaN, the exact maximum elsewhere. `what` names the case.
+inline void check_max_pool_plane(const std::vector<float>& x, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                                 int64_t stride, int64_t pad, const float* out, int64_t oh, int64_t ow,
+                                 const std::string& what) {
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    for (int64_t ox = 0; ox < ow; ++ox) {
+      float want = -INFINITY;
+      bool nan = false;
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          const int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+          if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+          const float v = x[static_cast<size_t>(iy * w + ix)];
+          nan = nan || std::isnan(v);
+          want = std::max(want, v);
+        }
+      }
+      const float got = out[oy * ow + ox];
+      if (nan) {
+        ASSERT_TRUE(std::isnan(got)) << what << " at " << oy << ", " << ox;
+      } else {
+        ASSERT_EQ(got, want) << what << " at " << oy << ", " << ox;
+      }
     }
   }
 }
