@@ -773,7 +773,21 @@ void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, f
   if (clamp.post) apply_activation(out, oh * ow, activation);
 }
 
+namespace {
+
+// A fused activation the tile could not clamp, over the rows computed.
+void conv_s2_post_activation(const DirectConvS2& conv, int64_t oy0, int64_t oy1) {
+  const int64_t plane = conv.oh * conv.ow;
+  for (int64_t ch = 0; ch < conv.m; ++ch) {
+    apply_activation(conv.y + ch * plane + oy0 * conv.ow, (oy1 - oy0) * conv.ow, conv.activation);
+  }
+}
+
+}  // namespace
+
 bool conv_s2_direct(const DirectConvS2& conv, GemmPath path) {
+  const int64_t oy1 = conv.oy1 < 0 || conv.oy1 > conv.oh ? conv.oh : conv.oy1;
+  const int64_t oy0 = conv.oy0 < 0 ? 0 : conv.oy0 > oy1 ? oy1 : conv.oy0;
 #if KILN_GEMM_X86
   // AVX-512 where the processor and KILN_ISA allow it, AVX2 otherwise or
   // when asked for (kAvx2: tests of that kernel on AVX-512 machines).
@@ -781,27 +795,28 @@ bool conv_s2_direct(const DirectConvS2& conv, GemmPath path) {
   bool done = false;
   if (path == GemmPath::kAuto && x86::has_avx512f()) {
     done = x86::conv_s2_avx512(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl,
-                               conv.packed_weights, conv.m, conv.bias, conv.y, conv.oh, conv.ow, clamp.on, clamp.lo,
-                               clamp.hi);
+                               conv.packed_weights, conv.m, conv.bias, conv.y, conv.oh, conv.ow, oy0, oy1, clamp.on,
+                               clamp.lo, clamp.hi);
   } else if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
     done = x86::conv_s2_avx2(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl, conv.packed_weights,
-                             conv.m, conv.bias, conv.y, conv.oh, conv.ow, clamp.on, clamp.lo, clamp.hi);
+                             conv.m, conv.bias, conv.y, conv.oh, conv.ow, oy0, oy1, clamp.on, clamp.lo, clamp.hi);
   }
   if (!done) return false;
-  if (clamp.post) apply_activation(conv.y, conv.m * conv.oh * conv.ow, conv.activation);
+  if (clamp.post) conv_s2_post_activation(conv, oy0, oy1);
   return true;
 #elif KILN_NEON
   const Clamp clamp = clamp_of(conv.activation);
   if (path != GemmPath::kAuto || !neon::enabled() ||
       !neon::conv_s2(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl, conv.packed_weights,
-                     conv.m, conv.bias, conv.y, conv.oh, conv.ow, clamp.on, clamp.lo, clamp.hi)) {
+                     conv.m, conv.bias, conv.y, conv.oh, conv.ow, oy0, oy1, clamp.on, clamp.lo, clamp.hi)) {
     return false;
   }
-  if (clamp.post) apply_activation(conv.y, conv.m * conv.oh * conv.ow, conv.activation);
+  if (clamp.post) conv_s2_post_activation(conv, oy0, oy1);
   return true;
 #else
   static_cast<void>(conv);
   static_cast<void>(path);
+  static_cast<void>(oy0);
   return false;
 #endif
 }

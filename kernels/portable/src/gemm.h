@@ -128,6 +128,10 @@ struct DirectConvS2 {
   const float* bias = nullptr;  // per output channel, or nullptr
   float* y = nullptr;
   const fb::FusedActivation* activation = nullptr;
+  // The output rows computed, [oy0, oy1) of every channel's oh x ow plane
+  // (oy1 < 0: to the last): threads split a first layer by rows, each
+  // row computed as on one thread.
+  int64_t oy0 = 0, oy1 = -1;
 };
 bool conv_s2_direct(const DirectConvS2& conv, GemmPath path = GemmPath::kAuto);
 
@@ -168,11 +172,11 @@ bool depthwise3x3_avx512(const float* in, int64_t h, int64_t w, const float* wei
                          bool clamp, float lo, float hi);
 bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
                     const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow,
-                    bool clamp, float lo, float hi);
+                    int64_t oy0, int64_t oy1, bool clamp, float lo, float hi);
 // conv_s2_avx512 on eight lanes (a 6x16 tile); false in the same cases.
 bool conv_s2_avx2(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
                   const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow,
-                  bool clamp, float lo, float hi);
+                  int64_t oy0, int64_t oy1, bool clamp, float lo, float hi);
 // dst[q] = src[2 * q] for q < count, reading src[0 .. avail) only
 // (avail >= 2 * count - 1): the stride-2 rows of an im2col panel.
 void copy_stride2_avx2(const float* src, int64_t count, int64_t avail, float* dst);

@@ -545,8 +545,8 @@ void layer_norm_row(const float* in, int64_t n, const float* scale, const float*
 // then go through the micro-kernel's 6x16 tile against the packed weights,
 // with no im2col panel.
 bool conv_s2(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
-             const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow, bool clamp,
-             float lo, float hi) {
+             const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow, int64_t oy0,
+             int64_t oy1, bool clamp, float lo, float hi) {
   const int64_t k = c * kh * kw;
   const int64_t strips = (ow + 15) / 16 * 16;       // outputs computed per row, whole strips
   const int64_t half = strips + (kw + 1) / 2 + 4;   // floats of one even or odd column buffer
@@ -555,7 +555,7 @@ bool conv_s2(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_
   if (k > kMaxTaps || c * kh * 2 * half > kBufferFloats || pl < 0 || pt < 0) return false;
   alignas(16) float buffer[kBufferFloats];
   const float* tap[kMaxTaps];
-  for (int64_t oy = 0; oy < oh; ++oy) {
+  for (int64_t oy = oy0; oy < oy1; ++oy) {
     // Padded column q of input row (ci, ky) is column q - pl of the image.
     for (int64_t ci = 0; ci < c; ++ci) {
       for (int64_t ky = 0; ky < kh; ++ky) {

@@ -880,7 +880,7 @@ KILN_AVX2 void s2_taps(const float* x, int64_t c, int64_t h, int64_t w, int64_t 
 // by two 16-column strips), no im2col panel.
 KILN_AVX512 bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt,
                                 int64_t pl, const float* packed_weights, int64_t m, const float* bias, float* y,
-                                int64_t oh, int64_t ow, bool clamp, float lo, float hi) {
+                                int64_t oh, int64_t ow, int64_t oy0, int64_t oy1, bool clamp, float lo, float hi) {
   const int64_t k = c * kh * kw;
   const int64_t strips = (ow + 15) / 16 * 16;            // outputs computed per row, whole strips
   const int64_t half = strips + (kw + 1) / 2 + 16;       // floats of one even or odd column buffer
@@ -890,7 +890,7 @@ KILN_AVX512 bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w,
   alignas(64) float buffer[kBufferFloats];
   const float* tap[kMaxTaps];
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), zero = _mm512_setzero_ps();
-  for (int64_t oy = 0; oy < oh; ++oy) {
+  for (int64_t oy = oy0; oy < oy1; ++oy) {
     s2_taps(x, c, h, w, kh, kw, pt, pl, oy, half, buffer, tap);
     float* yrow = y + oy * ow;
     for (int64_t i0 = 0; i0 < m; i0 += kGemmMr) {
@@ -924,7 +924,7 @@ KILN_AVX512 bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w,
 // buffer (no vmaskmovps).
 KILN_AVX2 bool conv_s2_avx2(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt,
                             int64_t pl, const float* packed_weights, int64_t m, const float* bias, float* y,
-                            int64_t oh, int64_t ow, bool clamp, float lo, float hi) {
+                            int64_t oh, int64_t ow, int64_t oy0, int64_t oy1, bool clamp, float lo, float hi) {
   const int64_t k = c * kh * kw;
   const int64_t strips = (ow + 15) / 16 * 16;       // outputs computed per row, whole 16-column steps
   const int64_t half = strips + (kw + 1) / 2 + 8;  // floats of one even or odd column buffer
@@ -934,7 +934,7 @@ KILN_AVX2 bool conv_s2_avx2(const float* x, int64_t c, int64_t h, int64_t w, int
   alignas(32) float buffer[kBufferFloats];
   const float* tap[kMaxTaps];
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi), zero = _mm256_setzero_ps();
-  for (int64_t oy = 0; oy < oh; ++oy) {
+  for (int64_t oy = oy0; oy < oy1; ++oy) {
     s2_taps(x, c, h, w, kh, kw, pt, pl, oy, half, buffer, tap);
     float* yrow = y + oy * ow;
     for (int64_t i0 = 0; i0 < m; i0 += kGemmMr) {

@@ -283,21 +283,19 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
       conv.y = y + n * g.m * plane;
       if (conv_s2_direct(conv)) continue;
 #else
-      // Split by output channels, whole weight panels per task. Whether the
-      // kernel declines depends on the geometry alone: all tasks agree.
-      const int64_t panels = (g.m + kGemmMr - 1) / kGemmMr;
-      const int64_t tasks = parallel_tasks(args.pool, g.m * plane * g.c * g.kh * g.kw, panels);
+      // Split by output rows (each task reads the whole of the small
+      // weights; a split by channels gave the first task one panel more
+      // of 11 on 64 channels). Whether the kernel declines depends on the
+      // geometry alone: all tasks agree.
+      conv.packed_weights = w;
+      conv.bias = bias;
+      conv.y = y + n * g.m * plane;
+      const int64_t tasks = parallel_tasks(args.pool, g.m * plane * g.c * g.kh * g.kw, g.oh);
       std::atomic<bool> declined{false};
       parallel_for(args.pool, tasks, [&](int64_t t) {
-        int64_t p0, p1;
-        parallel_range(panels, tasks, t, 1, &p0, &p1);
-        const int64_t m0 = p0 * kGemmMr, m1 = gemm_min(p1 * kGemmMr, g.m);
-        if (m0 >= m1) return;
         DirectConvS2 part = conv;
-        part.m = m1 - m0;
-        part.packed_weights = w + m0 * g.c * g.kh * g.kw;
-        part.bias = bias != nullptr ? bias + m0 : nullptr;
-        part.y = y + (n * g.m + m0) * plane;
+        parallel_range(g.oh, tasks, t, 1, &part.oy0, &part.oy1);
+        if (part.oy0 >= part.oy1) return;
         if (!conv_s2_direct(part)) declined.store(true, std::memory_order_relaxed);
       });
       if (!declined.load(std::memory_order_relaxed)) continue;

@@ -57,8 +57,8 @@ void layer_norm_row(const float* in, int64_t n, const float* scale, const float*
 // A stride-2 convolution straight from the image (gemm.h's DirectConvS2,
 // weights packed by gemm_prepack_a); false where its buffers do not fit.
 bool conv_s2(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
-             const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow, bool clamp,
-             float lo, float hi);
+             const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow, int64_t oy0,
+             int64_t oy1, bool clamp, float lo, float hi);
 
 }  // namespace neon
 }  // namespace kernels
