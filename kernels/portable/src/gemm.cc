@@ -600,8 +600,10 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
                                              : pack_a_buf + (ic - ic_packed) * kc;
           const int64_t a_stride = a.prepacked ? kGemmMr * k : kGemmMr * kc;
           const int64_t j_end = gemm_min(q1 * kGemmNr, nc);
-          // One tile: rows ir.. of the block by the B panel at column jr.
-          auto tile_at = [&](int64_t ir, int64_t jr) {
+          // One tile: rows ir.. of the block by the B panel at column jr
+          // (pair: by that panel and the next, both read in place, as one
+          // AVX-512 tile of 32 columns).
+          auto tile_at = [&](int64_t ir, int64_t jr, bool pair = false) {
             const int64_t nr = gemm_min(kGemmNr, nc - jr);
             const float* bp = b_block + jr / kGemmNr * b_stride;
             int64_t ldb = kGemmNr;
@@ -616,6 +618,15 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
             const bool bias = first && !epilogue.accumulate;
             const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
             const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
+#if KILN_GEMM_X86
+            if (pair) {
+              x86::micro_kernel_avx512_x2(kc, a_block + ir / kGemmMr * a_stride, bp, bp + kGemmNr, ldb, tile, ldc, mr,
+                                          !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on,
+                                          clamp.lo, clamp.hi);
+              return;
+            }
+#endif
+            static_cast<void>(pair);
             kernel(kc, a_block + ir / kGemmMr * a_stride, bp, ldb, tile, ldc, mr, nr,
                    !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
           };
@@ -650,17 +661,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
               // columns 142 -> 127 us, 32 x 256 by 729 127 -> 118, 64 x 16
               // by 3025 69 -> 64. Packed panels gained nothing measurable.
               if (wide && direct_b && jr + 2 * kGemmNr <= whole && jr + 2 * kGemmNr <= j_end) {
-                const float* b0 = b.data + pc * b.ld + jc + jr;
-                const bool bias = first && !epilogue.accumulate;
-                const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
-                for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
-                  const float* row_bias =
-                      bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
-                  x86::micro_kernel_avx512_x2(kc, a_block + ir / kGemmMr * a_stride, b0, b0 + kGemmNr, b.ld,
-                                              c + (ic + ir) * ldc + jc + jr, ldc, gemm_min(kGemmMr, mc - ir),
-                                              !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on,
-                                              clamp.lo, clamp.hi);
-                }
+                for (int64_t ir = 0; ir < mc; ir += kGemmMr) tile_at(ir, jr, true);
                 jr += kGemmNr;
                 continue;
               }
