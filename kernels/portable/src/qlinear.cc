@@ -965,9 +965,9 @@ Error run_add_int8(const KernelArgs& args) {
     }
   };
   const Tensor& yt = args.out(0);
-  bool same = args.in(0).rank() == yt.rank() && args.in(1).rank() == yt.rank();
-  for (uint32_t d = 0; same && d < yt.rank(); ++d) same = args.in(0).dim(d) == yt.dim(d) && args.in(1).dim(d) == yt.dim(d);
-  if (same) {
+  // Both as large as the output they broadcast to: the same elements in
+  // the same order (binary_map's test).
+  if (args.in(0).numel() == yt.numel() && args.in(1).numel() == yt.numel()) {
     // No broadcasting (ResNet's residual Adds): one row of every element,
     // not one call per row of the last dim (8 to 32 values there).
     const int64_t zero[2] = {0, 0}, one[2] = {1, 1};
