@@ -62,15 +62,15 @@ class InplacePass {
   // Concat in place (see the header): later Concats first.
   void place_concats() {
     const size_t n = method_.tensors.size();
-    writers_.assign(n, 0);
+    std::vector<int> writers(n, 0);  // instructions writing each tensor
     collective_operand_.assign(n, false);
     for (const auto* list : {&method_.instructions, &method_.init_instructions}) {
       for (const LInstruction& ins : *list) {
         for (int t : ins.outputs) {
-          if (t >= 0) ++writers_[static_cast<size_t>(t)];
+          if (t >= 0) ++writers[static_cast<size_t>(t)];
         }
         for (int t : ins.scratch) {
-          if (t >= 0) ++writers_[static_cast<size_t>(t)];
+          if (t >= 0) ++writers[static_cast<size_t>(t)];
         }
         if (ins.kind != LInstruction::Kind::kCollective) continue;
         for (const auto* operands : {&ins.inputs, &ins.outputs}) {
@@ -87,7 +87,7 @@ class InplacePass {
       const LInstruction& ins = method_.instructions[k];
       if (ins.kind != LInstruction::Kind::kKernel || !on_cpu(ins.device)) continue;
       for (int t : ins.outputs) {
-        if (t >= 0 && writers_[static_cast<size_t>(t)] == 1) cpu_writer_[static_cast<size_t>(t)] = static_cast<int>(k);
+        if (t >= 0 && writers[static_cast<size_t>(t)] == 1) cpu_writer_[static_cast<size_t>(t)] = static_cast<int>(k);
       }
     }
     std::vector<bool> remove(method_.instructions.size(), false);
@@ -193,7 +193,6 @@ class InplacePass {
     }
     // add_tensor may have moved the tensors; sizes of the per-tensor tables
     // follow (the blocks are written once, by their Copy, on the CPU).
-    writers_.resize(method_.tensors.size(), 1);
     collective_operand_.resize(method_.tensors.size(), false);
     cpu_writer_.resize(method_.tensors.size(), -1);
     return true;
@@ -314,7 +313,6 @@ class InplacePass {
   const InplaceOptions& options_;
   std::vector<int> last_;
   std::vector<int> group_last_;
-  std::vector<int> writers_;             // instructions writing each tensor
   std::vector<bool> collective_operand_;
   std::vector<int> cpu_writer_;
   InplaceStats stats_;
