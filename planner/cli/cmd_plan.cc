@@ -333,7 +333,7 @@ int cmd_plan(const Argv& argv) {
     for (const std::string& file : args.all("--bundle-test")) inputs.push_back(read_tensor_file(file));
     // Float data for a quantized input is quantized as the model's
     // QuantizeLinear would have (the test then holds int8 data).
-    const std::vector<IoQuantization> quantization = io_quantization(result.bytes, options.method_name, false);
+    const std::vector<IoQuantization> quantization = io_quantization(result.bytes, options.method_name).inputs;
     for (size_t i = 0; i < inputs.size() && i < quantization.size(); ++i) {
       if (quantization[i].quantized && inputs[i].dtype == DType::FLOAT32) {
         inputs[i] = quantize_for(inputs[i], quantization[i]);

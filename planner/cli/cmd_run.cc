@@ -262,11 +262,10 @@ int cmd_run(const Argv& argv) {
     tracer = std::make_unique<EventTracer>(Span<TraceRecord>(trace_buffer.data(), trace_buffer.size()));
     options.tracer = tracer.get();
   }
-  const std::vector<IoQuantization> in_quantization =
-      options.self_test != nullptr ? std::vector<IoQuantization>{} : io_quantization(bytes, options.method, false);
-  for (size_t i = 0; i < inputs.size() && i < in_quantization.size(); ++i) {
-    if (in_quantization[i].quantized && inputs[i].dtype == DType::FLOAT32) {
-      inputs[i] = quantize_for(inputs[i], in_quantization[i]);
+  const MethodIoQuantization quantization = io_quantization(bytes, options.method);
+  for (size_t i = 0; i < inputs.size() && i < quantization.inputs.size(); ++i) {
+    if (quantization.inputs[i].quantized && inputs[i].dtype == DType::FLOAT32) {
+      inputs[i] = quantize_for(inputs[i], quantization.inputs[i]);
     }
   }
   const RunResult result = run_program(bytes, inputs, options);
@@ -301,7 +300,7 @@ int cmd_run(const Argv& argv) {
       fail(dir, ": not a directory");
     }
   }
-  const std::vector<IoQuantization> out_quantization = io_quantization(bytes, options.method, true);
+  const std::vector<IoQuantization>& out_quantization = quantization.outputs;
   for (size_t i = 0; i < result.outputs.size(); ++i) {
     const HostTensor& out = result.outputs[i];
     std::printf("output %zu: %s %s  %s\n", i, dtype_str(out.dtype).c_str(), shape_str(out.shape).c_str(),

@@ -159,8 +159,7 @@ RunResult run_program(const std::string& program_bytes, const std::vector<HostTe
   return result;
 }
 
-std::vector<IoQuantization> io_quantization(const std::string& program_bytes, const std::string& method,
-                                            bool outputs) {
+MethodIoQuantization io_quantization(const std::string& program_bytes, const std::string& method) {
   AlignedBuffer file(program_bytes.size());
   std::memcpy(file.data, program_bytes.data(), program_bytes.size());
   BufferDataLoader loader(file.data, file.size);
@@ -168,12 +167,12 @@ std::vector<IoQuantization> io_quantization(const std::string& program_bytes, co
   check(program.error(), "program load failed");
   Result<MethodMeta> meta = program->method_meta(method.c_str());
   check(meta.error(), "method '" + method + "'");
-  std::vector<IoQuantization> out;
-  const size_t count = outputs ? meta->num_outputs() : meta->num_inputs();
-  for (size_t i = 0; i < count; ++i) {
-    const TensorInfo info = (outputs ? meta->output(i) : meta->input(i)).get();
-    out.push_back({info.quantized, info.dtype, info.scale, info.zero_point});
-  }
+  const auto of = [](const TensorInfo& info) {
+    return IoQuantization{info.quantized, info.dtype, info.scale, info.zero_point};
+  };
+  MethodIoQuantization out;
+  for (size_t i = 0; i < meta->num_inputs(); ++i) out.inputs.push_back(of(meta->input(i).get()));
+  for (size_t i = 0; i < meta->num_outputs(); ++i) out.outputs.push_back(of(meta->output(i).get()));
   return out;
 }
 

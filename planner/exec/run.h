@@ -64,9 +64,12 @@ struct IoQuantization {
   int32_t zero_point = 0;
 };
 
-// Per input (outputs: false) or output of `method`, in order.
-std::vector<IoQuantization> io_quantization(const std::string& program_bytes, const std::string& method,
-                                            bool outputs);
+// Per input and per output of `method`, in order (one load of the program).
+struct MethodIoQuantization {
+  std::vector<IoQuantization> inputs;
+  std::vector<IoQuantization> outputs;
+};
+MethodIoQuantization io_quantization(const std::string& program_bytes, const std::string& method);
 
 // Float32 data quantized for a quantized input as QuantizeLinear does
 // (round half to even, saturate; NaN gives the zero point), so a float .npy

@@ -633,8 +633,8 @@ TEST(QdqTest, QuantizedIoMatchesTheFloatProgram) {
       for (const LInstruction& ins : quantized.program.methods[0].instructions) all.push_back(ins.op);
       EXPECT_EQ(all, std::vector<std::string>{"GemmInt8"});
       EXPECT_EQ(kernels(plain), (std::vector<std::string>{"QuantizeLinear", "GemmInt8", "DequantizeLinear"}));
-      const auto ins = planner::io_quantization(quantized.bytes, "forward", false);
-      const auto outs = planner::io_quantization(quantized.bytes, "forward", true);
+      const auto ins = planner::io_quantization(quantized.bytes, "forward").inputs;
+      const auto outs = planner::io_quantization(quantized.bytes, "forward").outputs;
       ASSERT_EQ(ins.size(), 1u);
       ASSERT_EQ(outs.size(), 1u);
       EXPECT_TRUE(ins[0].quantized);
@@ -645,7 +645,7 @@ TEST(QdqTest, QuantizedIoMatchesTheFloatProgram) {
       EXPECT_EQ(outs[0].dtype, y_dtype);
       EXPECT_EQ(outs[0].scale, 0.01f);
       EXPECT_EQ(outs[0].zero_point, y_dtype == DType::UINT8 ? 120 : 3);
-      EXPECT_FALSE(planner::io_quantization(plain.bytes, "forward", false)[0].quantized);
+      EXPECT_FALSE(planner::io_quantization(plain.bytes, "forward").inputs[0].quantized);
       // The names stay the model's, so applications bind as before.
       const auto& m = quantized.program.methods[0];
       const auto& pm = plain.program.methods[0];
@@ -698,7 +698,7 @@ TEST(QdqTest, QuantizedIoLeavesOtherInputsFloatAndIsChecked) {
     EXPECT_EQ(r.quantized_io.float_inputs, 1);
     EXPECT_EQ(r.quantized_io.outputs, 1);
     EXPECT_EQ(r.quantized_io.float_outputs, 1);
-    const auto ins = planner::io_quantization(r.bytes, "forward", false);
+    const auto ins = planner::io_quantization(r.bytes, "forward").inputs;
     EXPECT_FALSE(ins.at(0).quantized);
     EXPECT_EQ(ins.at(0).dtype, DType::FLOAT32);
     const std::vector<std::string> ops = kernels(r);
@@ -721,7 +721,7 @@ TEST(QdqTest, QuantizedIoLeavesOtherInputsFloatAndIsChecked) {
     const PlanResult r = b.plan(options);
     EXPECT_EQ(r.quantized_io.inputs, 0);
     EXPECT_EQ(r.quantized_io.outputs, 0);
-    for (const auto& io : planner::io_quantization(r.bytes, "forward", true)) EXPECT_FALSE(io.quantized);
+    for (const auto& io : planner::io_quantization(r.bytes, "forward").outputs) EXPECT_FALSE(io.quantized);
   }
   const PlanResult r = [] {
     GraphBuilder b = linear_qdq_model(16, 8, DType::UINT8, DType::INT8);
