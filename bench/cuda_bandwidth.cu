@@ -15,13 +15,13 @@
 
 using namespace kiln::cuda_backend::gpu;
 
-#define CHECK(x)                                                              \
-  do {                                                                        \
-    cudaError_t e_ = (x);                                                     \
-    if (e_ != cudaSuccess) {                                                  \
-      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                \
-      return 1;                                                               \
-    }                                                                         \
+#define CHECK(x)                                               \
+  do {                                                         \
+    cudaError_t e_ = (x);                                      \
+    if (e_ != cudaSuccess) {                                   \
+      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
+      return 1;                                                \
+    }                                                          \
   } while (0)
 
 template <typename F>

@@ -36,8 +36,8 @@
 #include "ops/lowering_context.h"
 #include "passes/fuse.h"
 #include "passes/infer.h"
-#include "passes/qdq.h"
 #include "passes/inplace.h"
+#include "passes/qdq.h"
 #include "passes/symmetric.h"
 #include "passes/tensor_parallel.h"
 
@@ -100,9 +100,9 @@ struct InplaceSaving {
 };
 
 struct PlanResult {
-  Graph graph;         // after folding and dead-node removal
-  LProgram program;    // lowered and planned
-  std::string bytes;   // the .kiln file
+  Graph graph;        // after folding and dead-node removal
+  LProgram program;   // lowered and planned
+  std::string bytes;  // the .kiln file
   InplaceStats inplace;
   FuseStats fuse;
   int round_trips_removed = 0;

@@ -116,9 +116,10 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     printf("mpi-shm all-reduce, float32 SUM, %u ranks: microseconds per call (median of %d rounds, slowest rank)\n\n",
            ranks, rounds);
-    printf("| ranks | message | one-shot | two-shot | in place (two-shot) | barrier mode (one-shot) | MPI_Allreduce | "
-           "MPI / one-shot | MPI / two-shot | barrier / one-shot |\n"
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf(
+        "| ranks | message | one-shot | two-shot | in place (two-shot) | barrier mode (one-shot) | MPI_Allreduce | "
+        "MPI / one-shot | MPI / two-shot | barrier / one-shot |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   }
   for (uint64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
     const uint64_t count = bytes / sizeof(float);
@@ -151,8 +152,7 @@ int main(int argc, char** argv) {
         time_calls([&] { check(two_shot->all_reduce(through_output), "all_reduce (two-shot)"); }, rounds);
     AllReduceArgs in_place = args;
     in_place.output = flags_memory.local.handle;
-    const double in_place_time =
-        time_calls([&] { check(flags->all_reduce(in_place), "all_reduce in place"); }, rounds);
+    const double in_place_time = time_calls([&] { check(flags->all_reduce(in_place), "all_reduce in place"); }, rounds);
     AllReduceArgs barrier_args = args;
     barrier_args.memory = barrier_memory;
     const double barrier_mode =

@@ -162,12 +162,12 @@ kiln_status kiln_program_output_info(const kiln_program* program, const char* me
   return tensor_info(program, method, index, true, out_info);
 }
 
-kiln_status kiln_method_load(kiln_method* method, const kiln_program* program, const char* name,
-                             void* bookkeeping, size_t bookkeeping_size, void* const* arenas,
-                             const size_t* arena_sizes, size_t num_arenas) {
+kiln_status kiln_method_load(kiln_method* method, const kiln_program* program, const char* name, void* bookkeeping,
+                             size_t bookkeeping_size, void* const* arenas, const size_t* arena_sizes,
+                             size_t num_arenas) {
   const ProgramBox* box = box_of(program);
-  if (method == nullptr || box == nullptr || name == nullptr || (num_arenas > 0 && (arenas == nullptr ||
-                                                                                     arena_sizes == nullptr))) {
+  if (method == nullptr || box == nullptr || name == nullptr ||
+      (num_arenas > 0 && (arenas == nullptr || arena_sizes == nullptr))) {
     return KILN_INVALID_ARGUMENT;
   }
   // Loading reads the arena spans and keeps nothing of them, so they can

@@ -40,13 +40,13 @@ static void* read_file(const char* path, size_t* out_size) {
   return data;
 }
 
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    kiln_status status_ = (call);                                                    \
-    if (status_ != KILN_OK) {                                                        \
+#define CHECK(call)                                                                   \
+  do {                                                                                \
+    kiln_status status_ = (call);                                                     \
+    if (status_ != KILN_OK) {                                                         \
       fprintf(stderr, "kiln_app: %s failed: %s\n", #call, kiln_status_name(status_)); \
-      return 1;                                                                      \
-    }                                                                                \
+      return 1;                                                                       \
+    }                                                                                 \
   } while (0)
 
 int main(int argc, char** argv) {

@@ -20,9 +20,9 @@
 
 #include "firmware_cnn.h"
 #include "firmware_cnn_io.h"
+#include "firmware_cnn_self_test.h"
 #include "kiln/platform/mps2.h"
 #include "kiln/platform/platform.h"
-#include "firmware_cnn_self_test.h"
 #include "kiln/runtime/program.h"
 #include "kiln/runtime/self_test.h"
 
@@ -31,8 +31,7 @@ static_assert(FIRMWARE_CNN_FORWARD_NUM_INPUTS == 1 && FIRMWARE_CNN_FORWARD_NUM_O
               "the model takes an image and returns logits and probabilities");
 static_assert(FIRMWARE_CNN_FORWARD_INPUT_0_BYTES == sizeof(kFirmwareCnnInput), "input size");
 static_assert(FIRMWARE_CNN_FORWARD_OUTPUT_0_BYTES == sizeof(kFirmwareCnnExpectedLogits), "logits size");
-static_assert(FIRMWARE_CNN_FORWARD_OUTPUT_1_BYTES == sizeof(kFirmwareCnnExpectedProbabilities),
-              "probabilities size");
+static_assert(FIRMWARE_CNN_FORWARD_OUTPUT_1_BYTES == sizeof(kFirmwareCnnExpectedProbabilities), "probabilities size");
 
 namespace {
 
@@ -71,10 +70,11 @@ int fail(const char* what, kiln::Error error) {
 }  // namespace
 
 int main() {
-  kiln_mps2_printf("kiln firmware example: program %u bytes in flash at %p (used in place); static arena %u bytes, "
-                   "bookkeeping %u bytes\n",
-                   static_cast<unsigned>(sizeof(firmware_cnn)), static_cast<const void*>(firmware_cnn),
-                   static_cast<unsigned>(sizeof(g_arena)), static_cast<unsigned>(sizeof(g_bookkeeping)));
+  kiln_mps2_printf(
+      "kiln firmware example: program %u bytes in flash at %p (used in place); static arena %u bytes, "
+      "bookkeeping %u bytes\n",
+      static_cast<unsigned>(sizeof(firmware_cnn)), static_cast<const void*>(firmware_cnn),
+      static_cast<unsigned>(sizeof(g_arena)), static_cast<unsigned>(sizeof(g_bookkeeping)));
   // Only the kernels the program calls: the linker drops every other one.
   kiln::Error error = firmware_cnn_register_kernels();
   if (error != kiln::Error::kOk) return fail("kernel registration", error);
@@ -106,8 +106,7 @@ int main() {
   // host? The bundled self-test (kiln plan --bundle-test, kiln pack
   // --self-test) holds an input and the host's outputs for it.
   kiln::SelfTestReport report;
-  error = kiln::run_self_test(program.get(), method.get(),
-                              {firmware_cnn_self_test, FIRMWARE_CNN_SELF_TEST_SIZE},
+  error = kiln::run_self_test(program.get(), method.get(), {firmware_cnn_self_test, FIRMWARE_CNN_SELF_TEST_SIZE},
                               {g_self_test_scratch, sizeof(g_self_test_scratch)}, &report);
   if (error != kiln::Error::kOk) return fail("self-test", error);
   kiln_mps2_printf("self-test: %u outputs, max relative error %.7f (tolerance %.4f): %s\n",

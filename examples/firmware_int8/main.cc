@@ -53,10 +53,11 @@ int fail(const char* what, kiln::Error error) {
 }  // namespace
 
 int main() {
-  kiln_mps2_printf("kiln firmware example, %s: program %u bytes in flash; static arena %u bytes, bookkeeping %u "
-                   "bytes\n",
-                   MODEL_NAME, static_cast<unsigned>(sizeof(model)), static_cast<unsigned>(sizeof(g_arena)),
-                   static_cast<unsigned>(sizeof(g_bookkeeping)));
+  kiln_mps2_printf(
+      "kiln firmware example, %s: program %u bytes in flash; static arena %u bytes, bookkeeping %u "
+      "bytes\n",
+      MODEL_NAME, static_cast<unsigned>(sizeof(model)), static_cast<unsigned>(sizeof(g_arena)),
+      static_cast<unsigned>(sizeof(g_bookkeeping)));
   kiln::Error error = model_register_kernels();
   if (error != kiln::Error::kOk) return fail("kernel registration", error);
 

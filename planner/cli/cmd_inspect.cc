@@ -69,8 +69,7 @@ std::string storage_str(const fb::Method& m, const fb::Tensor& t) {
       const auto* fallback = t.storage_as_UserStorage()->fallback();
       return fallback ? str("user (fallback arena ", fallback->arena(), " @ ", fallback->offset(), ")") : "user";
     }
-    default:
-      return "?";
+    default: return "?";
   }
 }
 
@@ -86,8 +85,7 @@ void print_text(const ProgramFile& file) {
   if (p.constants()) {
     for (const auto* c : *p.constants()) constant_bytes += c->size();
   }
-  std::printf("program: schema version %u, produced by %s\n", p.version(),
-              p.producer() ? p.producer()->c_str() : "?");
+  std::printf("program: schema version %u, produced by %s\n", p.version(), p.producer() ? p.producer()->c_str() : "?");
   std::printf("  file %s bytes: flatbuffer %s, data segment %s at offset %s (%u constants, %s bytes)\n",
               group_digits(file.file_size()).c_str(), group_digits(file.flatbuffer_size()).c_str(),
               group_digits(p.segment_size()).c_str(), group_digits(file.segment_offset()).c_str(),
@@ -111,10 +109,10 @@ void print_text(const ProgramFile& file) {
       for (uint32_t t : *list) {
         const fb::Tensor& tensor = *m->tensors()->Get(t);
         const fb::Quantization* q = tensor.quantization();
-        std::printf("    #%u '%s' %s %s%s\n", t, name_of(tensor).c_str(), dtype_str(tensor.dtype()).c_str(),
-                    shape_str(shape_of(tensor)).c_str(),
-                    q != nullptr ? str("  quantized: scale ", q->scale(), ", zero point ", q->zero_point()).c_str()
-                                 : "");
+        std::printf(
+            "    #%u '%s' %s %s%s\n", t, name_of(tensor).c_str(), dtype_str(tensor.dtype()).c_str(),
+            shape_str(shape_of(tensor)).c_str(),
+            q != nullptr ? str("  quantized: scale ", q->scale(), ", zero point ", q->zero_point()).c_str() : "");
       }
     };
     io("inputs", m->inputs());
@@ -141,12 +139,15 @@ void print_text(const ProgramFile& file) {
         switch (ins.kind_type()) {
           case fb::InstructionKind::KernelCall: {
             const auto* call = ins.kind_as_KernelCall();
-            const std::string op = (m->operators() && call->op() < m->operators()->size()
-                                        ? m->operators()->Get(call->op())->name()->str()
-                                        : "?") + fused_activation_suffix(call);
+            const std::string op =
+                (m->operators() && call->op() < m->operators()->size() ? m->operators()->Get(call->op())->name()->str()
+                                                                       : "?") +
+                fused_activation_suffix(call);
             std::printf("    #%-4u kernel %-18s %s -> %s%s%s\n", i, op.c_str(), ids(list_of(call->inputs())).c_str(),
                         ids(list_of(call->outputs())).c_str(),
-                        call->scratch() && call->scratch()->size() ? str(" scratch ", ids(list_of(call->scratch()))).c_str() : "",
+                        call->scratch() && call->scratch()->size()
+                            ? str(" scratch ", ids(list_of(call->scratch()))).c_str()
+                            : "",
                         node.c_str());
             break;
           }
@@ -169,8 +170,7 @@ void print_text(const ProgramFile& file) {
                         node.c_str());
             break;
           }
-          default:
-            std::printf("    #%-4u ?\n", i);
+          default: std::printf("    #%-4u ?\n", i);
         }
       }
     }
@@ -201,8 +201,8 @@ void print_text(const ProgramFile& file) {
         std::printf("    #%u %s on %s, blob %s bytes %s, state %s bytes: %s\n", d, delegate.backend()->c_str(),
                     device_str(delegate.device()).c_str(),
                     group_digits(delegate.inline_blob() ? delegate.inline_blob()->size() : 0).c_str(),
-                    delegate.segment() >= 0 ? "(in segment)" : "(inline)",
-                    group_digits(delegate.state_bytes()).c_str(), kernels.c_str());
+                    delegate.segment() >= 0 ? "(in segment)" : "(inline)", group_digits(delegate.state_bytes()).c_str(),
+                    kernels.c_str());
       }
     }
   }
@@ -227,8 +227,10 @@ void print_json(const ProgramFile& file) {
       }
     }
     j.end_array();
-    j.key("inputs").int_array(m->inputs() ? std::vector<int64_t>(m->inputs()->begin(), m->inputs()->end()) : std::vector<int64_t>{});
-    j.key("outputs").int_array(m->outputs() ? std::vector<int64_t>(m->outputs()->begin(), m->outputs()->end()) : std::vector<int64_t>{});
+    j.key("inputs").int_array(m->inputs() ? std::vector<int64_t>(m->inputs()->begin(), m->inputs()->end())
+                                          : std::vector<int64_t>{});
+    j.key("outputs").int_array(m->outputs() ? std::vector<int64_t>(m->outputs()->begin(), m->outputs()->end())
+                                            : std::vector<int64_t>{});
     j.key("tensors").begin_array();
     if (m->tensors()) {
       for (uint32_t t = 0; t < m->tensors()->size(); ++t) {
@@ -237,7 +239,10 @@ void print_json(const ProgramFile& file) {
         j.key("shape").int_array(shape_of(tensor));
         j.field("bytes", tensor.nbytes()).field("device", device_str(tensor.device()));
         if (const fb::Quantization* q = tensor.quantization()) {
-          j.key("quantization").begin_object().field("scale", static_cast<double>(q->scale())).field("zero_point", q->zero_point());
+          j.key("quantization")
+              .begin_object()
+              .field("scale", static_cast<double>(q->scale()))
+              .field("zero_point", q->zero_point());
           j.end_object();
         }
         switch (tensor.storage_type()) {
@@ -258,8 +263,7 @@ void print_json(const ProgramFile& file) {
               j.field("arena", f->arena()).field("offset", f->offset());
             }
             break;
-          default:
-            j.field("storage", "none");
+          default: j.field("storage", "none");
         }
         j.end_object();
       }
@@ -299,8 +303,7 @@ void print_json(const ProgramFile& file) {
             j.key("outputs").int_array(list_of(call->outputs()));
             break;
           }
-          default:
-            j.field("kind", "none");
+          default: j.field("kind", "none");
         }
         j.end_object();
       }
@@ -318,7 +321,8 @@ void print_json(const ProgramFile& file) {
           if (graph->kernels() && graph->operators()) {
             for (const fb::KernelCall* k : *graph->kernels()) {
               j.begin_object();
-              j.field("op", k->op() < graph->operators()->size() ? graph->operators()->Get(k->op())->name()->str() : "?");
+              j.field("op",
+                      k->op() < graph->operators()->size() ? graph->operators()->Get(k->op())->name()->str() : "?");
               j.key("inputs").int_array(list_of(k->inputs()));
               j.key("outputs").int_array(list_of(k->outputs()));
               j.end_object();
@@ -341,8 +345,10 @@ void print_json(const ProgramFile& file) {
 int cmd_inspect(const Argv& argv) {
   const Args args(argv, {{"--json", false}, {"--help", false}});
   if (args.has("--help")) {
-    std::fputs("usage: kiln inspect PROGRAM.kiln [--json]\n\nShows arenas, tensors (arena, offset, size, device, "
-               "alias), instructions and delegates.\n", stdout);
+    std::fputs(
+        "usage: kiln inspect PROGRAM.kiln [--json]\n\nShows arenas, tensors (arena, offset, size, device, "
+        "alias), instructions and delegates.\n",
+        stdout);
     return 0;
   }
   if (args.positional().size() != 1) throw UsageError{"expects one program file"};
@@ -359,9 +365,11 @@ int cmd_inspect(const Argv& argv) {
 int cmd_verify(const Argv& argv) {
   const Args args(argv, {{"--help", false}});
   if (args.has("--help")) {
-    std::fputs("usage: kiln verify PROGRAM.kiln\n\nChecks independently that no two tensors alive at the same "
-               "time share bytes\n(unless one is a declared alias of the other), that every tensor lies inside "
-               "its\narena, and alignment. Exits 1 and names the tensors on a violation.\n", stdout);
+    std::fputs(
+        "usage: kiln verify PROGRAM.kiln\n\nChecks independently that no two tensors alive at the same "
+        "time share bytes\n(unless one is a declared alias of the other), that every tensor lies inside "
+        "its\narena, and alignment. Exits 1 and names the tensors on a violation.\n",
+        stdout);
     return 0;
   }
   if (args.positional().size() != 1) throw UsageError{"expects one program file"};

@@ -2,8 +2,8 @@
 // is how the memory planner is benchmarked against published solvers and
 // other runtimes' plans.
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 
@@ -43,15 +43,18 @@ double ratio(uint64_t a, uint64_t lb) { return lb ? static_cast<double>(a) / sta
 }  // namespace
 
 int cmd_memplan(const Argv& argv) {
+  // clang-format off
   const Args args(argv, {{"--algo", true}, {"--time-limit", true}, {"--node-limit", true}, {"--alignment", true},
                          {"--inclusive", false}, {"--half-open", false}, {"-o", true}, {"--output", true},
                          {"--json", false}, {"--help", false}});
+  // clang-format on
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     return 0;
   }
   if (args.positional().size() != 1) throw UsageError{"expects one interval file"};
-  if (args.has("--inclusive") && args.has("--half-open")) throw UsageError{"--inclusive and --half-open exclude each other"};
+  if (args.has("--inclusive") && args.has("--half-open"))
+    throw UsageError{"--inclusive and --half-open exclude each other"};
   const std::string path = args.positional()[0];
   const std::string output = args.has("-o") ? args.get("-o") : args.get("--output");
   memory::SolveOptions options;
@@ -66,10 +69,10 @@ int cmd_memplan(const Argv& argv) {
     throw UsageError{"--alignment must be a power of two from 1 to 4096"};
   }
 
-  memory::IntervalFile file = memory::read_interval_csv(
-      path, args.has("--inclusive")   ? memory::LifetimeConvention::kInclusive
-            : args.has("--half-open") ? memory::LifetimeConvention::kHalfOpen
-                                      : memory::LifetimeConvention::kDetect);
+  memory::IntervalFile file =
+      memory::read_interval_csv(path, args.has("--inclusive")   ? memory::LifetimeConvention::kInclusive
+                                      : args.has("--half-open") ? memory::LifetimeConvention::kHalfOpen
+                                                                : memory::LifetimeConvention::kDetect);
   file.problem.alignment = static_cast<uint64_t>(alignment);
   const memory::Problem& problem = file.problem;
 

@@ -49,7 +49,7 @@ constexpr const char* kHelp =
     "                             without it (doubles planning time; default: a first-fit estimate)\n"
     "  --no-packing               float Conv, Gemm and MatMul without packing scratch, int8 ones\n"
     "                             with 2 KiB blocks: smaller arenas, slower kernels (microcontrollers)\n"
-"  --quantized-io             method inputs read only by a QuantizeLinear and outputs written only by\n"
+    "  --quantized-io             method inputs read only by a QuantizeLinear and outputs written only by\n"
     "                             a DequantizeLinear (per tensor) take their int8/uint8 data, scale and\n"
     "                             zero point; those Q and DQ nodes go (the application passes quantized\n"
     "                             data, as TFLite Micro's int8 models take it); the rest stay float\n"
@@ -94,8 +94,8 @@ std::pair<std::string, std::string> split_assignment(const std::string& text, co
 
 void print_io_quantization(const char* what, const LTensor& t) {
   if (!t.quantized) return;
-  std::printf("  %-6s       '%s' %s %s, scale %.9g, zero point %d\n", what, t.name.c_str(),
-              dtype_str(t.dtype).c_str(), shape_str(t.shape).c_str(), static_cast<double>(t.scale), t.zero_point);
+  std::printf("  %-6s       '%s' %s %s, scale %.9g, zero point %d\n", what, t.name.c_str(), dtype_str(t.dtype).c_str(),
+              shape_str(t.shape).c_str(), static_cast<double>(t.scale), t.zero_point);
 }
 
 void print_summary(const std::string& model, const std::string& output, const PlanResult& result,
@@ -123,10 +123,10 @@ void print_summary(const std::string& model, const std::string& output, const Pl
         case Storage::kAlias: ++aliases; break;
       }
     }
-    std::printf("  method '%s': %zu instructions, %zu inputs, %zu outputs\n", m.name.c_str(),
-                m.instructions.size(), m.inputs.size(), m.outputs.size());
-    std::printf("  tensors:     %zu (%zu planned, %zu constant, %zu user-provided, %zu alias)\n",
-                m.tensors.size(), planned, constants, user, aliases);
+    std::printf("  method '%s': %zu instructions, %zu inputs, %zu outputs\n", m.name.c_str(), m.instructions.size(),
+                m.inputs.size(), m.outputs.size());
+    std::printf("  tensors:     %zu (%zu planned, %zu constant, %zu user-provided, %zu alias)\n", m.tensors.size(),
+                planned, constants, user, aliases);
     std::printf("  constants:   %s bytes\n", group_digits(constant_bytes).c_str());
     std::printf("  bookkeeping: %s bytes\n", group_digits(bookkeeping[&m - program.methods.data()]).c_str());
     size_t copies = 0, copy_bytes = 0;
@@ -140,37 +140,40 @@ void print_summary(const std::string& model, const std::string& output, const Pl
     }
     const size_t delegates = delegate_counts[&m - program.methods.data()];
     if (delegates > 0 || copies > 0 || !m.init_instructions.empty()) {
-      std::printf("  devices:     %zu delegate call%s, %zu cross-device cop%s (%s bytes per run), %zu constant "
-                  "upload%s at load; %d round trip%s removed\n", delegates, delegates == 1 ? "" : "s", copies,
-                  copies == 1 ? "y" : "ies", group_digits(copy_bytes).c_str(), m.init_instructions.size(),
-                  m.init_instructions.size() == 1 ? "" : "s", result.round_trips_removed,
-                  result.round_trips_removed == 1 ? "" : "s");
+      std::printf(
+          "  devices:     %zu delegate call%s, %zu cross-device cop%s (%s bytes per run), %zu constant "
+          "upload%s at load; %d round trip%s removed\n",
+          delegates, delegates == 1 ? "" : "s", copies, copies == 1 ? "y" : "ies", group_digits(copy_bytes).c_str(),
+          m.init_instructions.size(), m.init_instructions.size() == 1 ? "" : "s", result.round_trips_removed,
+          result.round_trips_removed == 1 ? "" : "s");
     }
     if (result.int8.int8_ops > 0) {
       const Int8Share& q = result.int8;
       std::string folded;
       for (const auto& [op, count] : result.qdq.folded) folded += str(folded.empty() ? "" : ", ", count, " ", op);
-      std::printf("  int8:        %d of %d linear ops (%s of %s MACs, %.1f%%); QDQ folded: %s\n", q.int8_ops,
-                  q.linear_ops, group_digits(static_cast<uint64_t>(q.int8_macs)).c_str(),
-                  group_digits(static_cast<uint64_t>(q.linear_macs)).c_str(),
-                  q.linear_macs > 0 ? 100.0 * static_cast<double>(q.int8_macs) / static_cast<double>(q.linear_macs) : 0.0,
-                  folded.empty() ? "none" : folded.c_str());
+      std::printf(
+          "  int8:        %d of %d linear ops (%s of %s MACs, %.1f%%); QDQ folded: %s\n", q.int8_ops, q.linear_ops,
+          group_digits(static_cast<uint64_t>(q.int8_macs)).c_str(),
+          group_digits(static_cast<uint64_t>(q.linear_macs)).c_str(),
+          q.linear_macs > 0 ? 100.0 * static_cast<double>(q.int8_macs) / static_cast<double>(q.linear_macs) : 0.0,
+          folded.empty() ? "none" : folded.c_str());
     }
     for (const int t : m.inputs) print_io_quantization("input", m.tensors[static_cast<size_t>(t)]);
     for (const int t : m.outputs) print_io_quantization("output", m.tensors[static_cast<size_t>(t)]);
     if (options.quantized_io) {
       const QuantizedIoStats& q = result.quantized_io;
-      std::printf("  quantized-io: %d of %d inputs, %d of %d outputs quantized\n", q.inputs,
-                  q.inputs + q.float_inputs, q.outputs, q.outputs + q.float_outputs);
+      std::printf("  quantized-io: %d of %d inputs, %d of %d outputs quantized\n", q.inputs, q.inputs + q.float_inputs,
+                  q.outputs, q.outputs + q.float_outputs);
     }
     const InplaceSaving& saving = result.inplace_saving;
-    std::printf("  in place:    %d outputs over a dying input, %d views, %d concats removed (%d inputs written "
-                "in place, %s bytes not copied); %s bytes saved against --no-inplace (%s -> %s), %s\n",
-                result.inplace.outputs_in_place, result.inplace.views, result.inplace.concats_removed,
-                result.inplace.concat_pieces, group_digits(result.inplace.concat_bytes).c_str(),
-                group_digits(saving.bytes_saved()).c_str(), group_digits(saving.without).c_str(),
-                group_digits(saving.with).c_str(),
-                saving.estimated() ? "first-fit estimate (--compare-inplace plans it)" : "planned");
+    std::printf(
+        "  in place:    %d outputs over a dying input, %d views, %d concats removed (%d inputs written "
+        "in place, %s bytes not copied); %s bytes saved against --no-inplace (%s -> %s), %s\n",
+        result.inplace.outputs_in_place, result.inplace.views, result.inplace.concats_removed,
+        result.inplace.concat_pieces, group_digits(result.inplace.concat_bytes).c_str(),
+        group_digits(saving.bytes_saved()).c_str(), group_digits(saving.without).c_str(),
+        group_digits(saving.with).c_str(),
+        saving.estimated() ? "first-fit estimate (--compare-inplace plans it)" : "planned");
     const FuseStats& fuse = result.fuse;
     if (fuse.total() > 0) {
       std::string kinds;
@@ -178,30 +181,33 @@ void print_summary(const std::string& model, const std::string& output, const Pl
         kinds += str(kinds.empty() ? " (" : ", ", kind, " ", count);
       }
       if (!kinds.empty()) kinds += ")";
-      std::printf("  fused:       %d BatchNormalization into Conv, %d bias Add into MatMul, %d activations into "
-                  "their producer%s; SiLU, HardSwish and GELU patterns: %d into their producer, %d into one "
-                  "element-wise pass; %d BatchNormalization[+Relu] ahead of a 1x1 Conv into its input\n",
-                  fuse.batch_norms_folded, fuse.biases_fused, fuse.activations_fused, kinds.c_str(),
-                  fuse.gated_into_producer, fuse.gated_standalone, fuse.input_affines_fused);
+      std::printf(
+          "  fused:       %d BatchNormalization into Conv, %d bias Add into MatMul, %d activations into "
+          "their producer%s; SiLU, HardSwish and GELU patterns: %d into their producer, %d into one "
+          "element-wise pass; %d BatchNormalization[+Relu] ahead of a 1x1 Conv into its input\n",
+          fuse.batch_norms_folded, fuse.biases_fused, fuse.activations_fused, kinds.c_str(), fuse.gated_into_producer,
+          fuse.gated_standalone, fuse.input_affines_fused);
     }
     if (result.tensor_parallel.row_splits > 0) {
       const TensorParallelStats& tp = result.tensor_parallel;
-      std::printf("  tensor-parallel: %u ranks; %d MatMul/Gemm split by columns, %d by rows (each then an "
-                  "AllReduce), %d Reshape head counts divided; weights %s bytes per rank of %s\n", result.ranks,
-                  tp.column_splits, tp.row_splits, tp.reshapes, group_digits(tp.weight_bytes_per_rank).c_str(),
-                  group_digits(tp.weight_bytes_total).c_str());
+      std::printf(
+          "  tensor-parallel: %u ranks; %d MatMul/Gemm split by columns, %d by rows (each then an "
+          "AllReduce), %d Reshape head counts divided; weights %s bytes per rank of %s\n",
+          result.ranks, tp.column_splits, tp.row_splits, tp.reshapes, group_digits(tp.weight_bytes_per_rank).c_str(),
+          group_digits(tp.weight_bytes_total).c_str());
     }
     if (result.symmetric.collectives > 0) {
       const SymmetricStats& s = result.symmetric;
-      std::printf("  collectives: %d over group 0 of %u rank%s; inputs in the symmetric arena: %d zero copy "
-                  "(%s bytes), %d method input%s copied once at entry (%s bytes), %d explicit cop%s (%s bytes)\n",
-                  s.collectives, result.ranks, result.ranks == 1 ? "" : "s", s.zero_copy,
-                  group_digits(s.zero_copy_bytes).c_str(), s.input_buffers, s.input_buffers == 1 ? "" : "s",
-                  group_digits(s.input_buffer_bytes).c_str(), s.explicit_copies, s.explicit_copies == 1 ? "y" : "ies",
-                  group_digits(s.explicit_copy_bytes).c_str());
+      std::printf(
+          "  collectives: %d over group 0 of %u rank%s; inputs in the symmetric arena: %d zero copy "
+          "(%s bytes), %d method input%s copied once at entry (%s bytes), %d explicit cop%s (%s bytes)\n",
+          s.collectives, result.ranks, result.ranks == 1 ? "" : "s", s.zero_copy,
+          group_digits(s.zero_copy_bytes).c_str(), s.input_buffers, s.input_buffers == 1 ? "" : "s",
+          group_digits(s.input_buffer_bytes).c_str(), s.explicit_copies, s.explicit_copies == 1 ? "y" : "ies",
+          group_digits(s.explicit_copy_bytes).c_str());
     }
-    std::printf("  %-5s %-8s %-9s %14s %14s %7s %14s  %s\n", "arena", "device", "kind", "size", "lower bound",
-                "ratio", "first fit", "algorithm");
+    std::printf("  %-5s %-8s %-9s %14s %14s %7s %14s  %s\n", "arena", "device", "kind", "size", "lower bound", "ratio",
+                "first fit", "algorithm");
     for (size_t a = 0; a < m.arenas.size(); ++a) {
       const LArena& arena = m.arenas[a];
       const double ratio =
@@ -213,8 +219,7 @@ void print_summary(const std::string& model, const std::string& output, const Pl
       if (arena.peak_instruction >= 0 && static_cast<size_t>(arena.peak_instruction) < m.instructions.size()) {
         const LInstruction& peak = m.instructions[static_cast<size_t>(arena.peak_instruction)];
         std::printf("        peak at instruction %d (%s '%s'), %zu tensors live:", arena.peak_instruction,
-                    peak.what().c_str(), peak.name.c_str(),
-                    arena.peak_tensors.size());
+                    peak.what().c_str(), peak.name.c_str(), arena.peak_tensors.size());
         // The largest few, by size.
         std::vector<int> live = arena.peak_tensors;
         std::stable_sort(live.begin(), live.end(), [&](int x, int y) {
@@ -233,13 +238,18 @@ void print_summary(const std::string& model, const std::string& output, const Pl
 }  // namespace
 
 int cmd_plan(const Argv& argv) {
-  const Args args(argv, {{"-o", true}, {"--output", true}, {"--input-shape", true}, {"--freeze", true},
+  const Args args(argv, {{"-o", true},
+                         {"--output", true},
+                         {"--input-shape", true},
+                         {"--freeze", true},
                          {"--fold-budget", true},
+                         // clang-format off
                          {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
                          {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
                          {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
                          {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
                          {"--tensor-parallel", true}, {"--bundle-test", true}, {"--test-tolerance", true},
+                         // clang-format on
                          {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);

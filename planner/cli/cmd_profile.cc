@@ -126,9 +126,10 @@ int cmd_profile(const Argv& argv) {
   std::printf("%s: method '%s', %zu run%s, %zu records%s\n", path.c_str(), trace.method.c_str(), executes.size(),
               executes.size() == 1 ? "" : "s", trace.records.size(),
               trace.dropped ? str(", ", trace.dropped, " dropped (buffer full)").c_str() : "");
-  std::printf("execute: median %.3f ms; instructions account for %.1f%% of it (the rest: the execute loop's own "
-              "checks and timing)\n",
-              median(executes), executes_total > 0 ? 100.0 * instructions_total / executes_total : 0.0);
+  std::printf(
+      "execute: median %.3f ms; instructions account for %.1f%% of it (the rest: the execute loop's own "
+      "checks and timing)\n",
+      median(executes), executes_total > 0 ? 100.0 * instructions_total / executes_total : 0.0);
 
   std::map<std::string, double> per_op;
   double sum_medians = 0;
@@ -163,13 +164,15 @@ int cmd_profile(const Argv& argv) {
       const TraceRecord& r = trace.records[k];
       const double ts = static_cast<double>(r.start_ticks - first) * ms_per_tick * 1e3;
       const double dur = static_cast<double>(r.end_ticks - r.start_ticks) * ms_per_tick * 1e3;
-      const std::string node = r.kind != TraceKind::kExecute && r.kind != TraceKind::kBackend &&
-                                       r.instruction < node_of.size()
-                                   ? node_of[r.instruction]
-                                   : "";
+      const std::string node =
+          r.kind != TraceKind::kExecute && r.kind != TraceKind::kBackend && r.instruction < node_of.size()
+              ? node_of[r.instruction]
+              : "";
       json += str("  {\"name\": \"", json_escape(label(r)), "\", \"cat\": \"", kind_name(r.kind),
                   "\", \"ph\": \"X\", \"ts\": ", ts, ", \"dur\": ", dur, ", \"pid\": 1, \"tid\": ",
-                  r.kind == TraceKind::kExecute ? 0 : r.kind == TraceKind::kBackend ? 2 : 1,
+                  r.kind == TraceKind::kExecute   ? 0
+                  : r.kind == TraceKind::kBackend ? 2
+                                                  : 1,
                   ", \"args\": {\"instruction\": ", r.instruction, ", \"node\": \"", json_escape(node), "\"}}",
                   k + 1 < trace.records.size() ? ",\n" : "\n");
     }

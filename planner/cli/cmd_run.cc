@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 
@@ -18,8 +18,8 @@
 #include "emit/self_test_file.h"
 #include "exec/run.h"
 #include "exec/trace_file.h"
-#include "kiln/platform/platform.h"
 #include "kiln/kernels/isa.h"
+#include "kiln/platform/platform.h"
 #include "kiln/runtime/posix_thread_pool.h"
 #include "onnx/import.h"
 #include "targets/runtime_backends.h"
@@ -52,7 +52,7 @@ constexpr const char* kHelp =
     "                      the CPU kernels' instruction-set path (default: the best\n"
     "                      the processor has, or KILN_ISA=scalar|avx2|avx512); a path\n"
     "                      the processor lacks is an error\n"
-"  --dequantize        with --output-dir: write a quantized output (kiln plan\n"
+    "  --dequantize        with --output-dir: write a quantized output (kiln plan\n"
     "                      --quantized-io) as its float32 values, (q - zero point) * scale,\n"
     "                      instead of its int8/uint8 data\n"
     "  --threads N         split large kernels (products, convolutions, element-wise\n"
@@ -78,8 +78,8 @@ constexpr const char* kHelp =
 
 std::string summary(const HostTensor& t) {
   if (t.numel() == 0) return "(empty)";
-  const bool is_float = t.dtype == DType::FLOAT32 || t.dtype == DType::FLOAT64 || t.dtype == DType::FLOAT16 ||
-                        t.dtype == DType::BFLOAT16;
+  const bool is_float =
+      t.dtype == DType::FLOAT32 || t.dtype == DType::FLOAT64 || t.dtype == DType::FLOAT16 || t.dtype == DType::BFLOAT16;
   double lo = INFINITY, hi = -INFINITY, sum = 0;
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double v = t.float_at(i);
@@ -135,15 +135,9 @@ void print_profile(const std::string& bytes, const std::string& method_name, con
                      : "?";
         break;
       }
-      case fb::InstructionKind::DelegateCall:
-        row.op = "(delegate)";
-        break;
-      case fb::InstructionKind::CopyCall:
-        row.op = "(copy)";
-        break;
-      default:
-        row.op = "(collective)";
-        break;
+      case fb::InstructionKind::DelegateCall: row.op = "(delegate)"; break;
+      case fb::InstructionKind::CopyCall: row.op = "(copy)"; break;
+      default: row.op = "(collective)"; break;
     }
     row.name = in->name() != nullptr ? in->name()->str() : "";
     row.ms = i < result.instruction_ms.size() ? median(result.instruction_ms[i]) : 0.0;
@@ -177,9 +171,11 @@ void print_profile(const std::string& bytes, const std::string& method_name, con
 }  // namespace
 
 int cmd_run(const Argv& argv) {
+  // clang-format off
   const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
                          {"--profile", false, true}, {"--collective-sync", true}, {"--self-test", true}, {"--isa", true},
                          {"--threads", true}, {"--dequantize", false}, {"--help", false}});
+  // clang-format on
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     std::printf("\nbackends built in: %s\nenvironment:\n%s", builtin_runtime_backend_names().c_str(),

@@ -50,12 +50,9 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"plan", kiln::planner::cli::cmd_plan},
-    {"run", kiln::planner::cli::cmd_run},
-    {"inspect", kiln::planner::cli::cmd_inspect},
-    {"verify", kiln::planner::cli::cmd_verify},
-    {"pack", kiln::planner::cli::cmd_pack},
-    {"memplan", kiln::planner::cli::cmd_memplan},
+    {"plan", kiln::planner::cli::cmd_plan},       {"run", kiln::planner::cli::cmd_run},
+    {"inspect", kiln::planner::cli::cmd_inspect}, {"verify", kiln::planner::cli::cmd_verify},
+    {"pack", kiln::planner::cli::cmd_pack},       {"memplan", kiln::planner::cli::cmd_memplan},
     {"profile", kiln::planner::cli::cmd_profile},
 };
 

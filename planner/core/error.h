@@ -29,8 +29,7 @@ class UnsupportedError : public PlanError {
 // that would have to be frozen (see --freeze).
 class NotConstantError : public PlanError {
  public:
-  NotConstantError(const std::string& message, std::string input)
-      : PlanError(message), input_(std::move(input)) {}
+  NotConstantError(const std::string& message, std::string input) : PlanError(message), input_(std::move(input)) {}
   const std::string& input() const { return input_; }
 
  private:

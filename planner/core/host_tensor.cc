@@ -10,10 +10,12 @@ namespace kiln::planner {
 
 size_t dtype_bytes(DType dtype) {
   switch (dtype) {
+    // clang-format off
     case DType::FLOAT32: case DType::INT32: case DType::UINT32: return 4;
     case DType::FLOAT16: case DType::BFLOAT16: case DType::INT16: case DType::UINT16: return 2;
     case DType::FLOAT64: case DType::INT64: case DType::UINT64: return 8;
     case DType::INT8: case DType::UINT8: case DType::BOOL: return 1;
+      // clang-format on
   }
   return 0;
 }
@@ -63,8 +65,7 @@ uint64_t checked_nbytes(DType dtype, const std::vector<int64_t>& shape, const st
   return empty ? 0 : n;
 }
 
-HostTensor::HostTensor(DType dtype_in, std::vector<int64_t> shape_in)
-    : dtype(dtype_in), shape(std::move(shape_in)) {
+HostTensor::HostTensor(DType dtype_in, std::vector<int64_t> shape_in) : dtype(dtype_in), shape(std::move(shape_in)) {
   bytes.assign(static_cast<size_t>(checked_nbytes(dtype, shape, "tensor")), 0);
 }
 
@@ -77,7 +78,8 @@ int64_t HostTensor::int_at(int64_t i) const {
     case DType::UINT64: return static_cast<int64_t>(data<uint64_t>()[i]);
     case DType::UINT32: return data<uint32_t>()[i];
     case DType::UINT16: return data<uint16_t>()[i];
-    case DType::UINT8: case DType::BOOL: return data<uint8_t>()[i];
+    case DType::UINT8:
+    case DType::BOOL: return data<uint8_t>()[i];
     case DType::FLOAT32: return static_cast<int64_t>(data<float>()[i]);
     case DType::FLOAT64: return static_cast<int64_t>(data<double>()[i]);
     default: fail("cannot read ", dtype_str(dtype), " as an integer");

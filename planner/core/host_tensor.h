@@ -43,9 +43,13 @@ struct HostTensor {
   int64_t numel() const { return shape_numel(shape); }
   size_t nbytes() const { return bytes.size(); }
   template <typename T>
-  T* data() { return reinterpret_cast<T*>(bytes.data()); }
+  T* data() {
+    return reinterpret_cast<T*>(bytes.data());
+  }
   template <typename T>
-  const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }
+  const T* data() const {
+    return reinterpret_cast<const T*>(bytes.data());
+  }
 
   // Element i converted to int64 / double (integer, bool and float dtypes).
   int64_t int_at(int64_t i) const;

@@ -16,10 +16,9 @@ struct NpyType {
 };
 
 constexpr NpyType kTypes[] = {
-    {"<f4", DType::FLOAT32}, {"<f8", DType::FLOAT64}, {"<f2", DType::FLOAT16},
-    {"<i8", DType::INT64},   {"<i4", DType::INT32},   {"<i2", DType::INT16},
-    {"|i1", DType::INT8},    {"<u8", DType::UINT64},  {"<u4", DType::UINT32},
-    {"<u2", DType::UINT16},  {"|u1", DType::UINT8},   {"|b1", DType::BOOL},
+    {"<f4", DType::FLOAT32}, {"<f8", DType::FLOAT64}, {"<f2", DType::FLOAT16}, {"<i8", DType::INT64},
+    {"<i4", DType::INT32},   {"<i2", DType::INT16},   {"|i1", DType::INT8},    {"<u8", DType::UINT64},
+    {"<u4", DType::UINT32},  {"<u2", DType::UINT16},  {"|u1", DType::UINT8},   {"|b1", DType::BOOL},
 };
 
 // Value of `key` in the header dict: the text after "'key':" up to the next
@@ -94,8 +93,8 @@ HostTensor parse_npy(const std::string& bytes, const std::string& what) {
   const size_t nbytes = static_cast<size_t>(t.numel()) * dtype_bytes(t.dtype);
   const size_t data_start = header_start + header_len;
   if (bytes.size() - data_start < nbytes) {
-    fail(what, ": .npy data is ", bytes.size() - data_start, " bytes, shape ", shape_str(dims),
-         " of ", dtype_str(t.dtype), " needs ", nbytes);
+    fail(what, ": .npy data is ", bytes.size() - data_start, " bytes, shape ", shape_str(dims), " of ",
+         dtype_str(t.dtype), " needs ", nbytes);
   }
   t.bytes.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_start),
                  bytes.begin() + static_cast<std::ptrdiff_t>(data_start + nbytes));

@@ -76,7 +76,6 @@ uint32_t operator_index(std::vector<std::unique_ptr<fb::OperatorT>>& operators, 
   return static_cast<uint32_t>(operators.size() - 1);
 }
 
-
 // Emits instructions [begin, end) of `method`, all kernels on one device, as
 // one delegate and the call of it.
 void emit_delegate(const LMethod& method, size_t begin, size_t end, fb::MethodT& out) {
@@ -91,7 +90,8 @@ void emit_delegate(const LMethod& method, size_t begin, size_t end, fb::MethodT&
   std::vector<int> inputs;
   for (size_t k = begin; k < end; ++k) {
     const LInstruction& ins = list[k];
-    graph.kernels.push_back(std::make_unique<fb::KernelCallT>(kernel_call(ins, operator_index(graph.operators, ins.op))));
+    graph.kernels.push_back(
+        std::make_unique<fb::KernelCallT>(kernel_call(ins, operator_index(graph.operators, ins.op))));
     graph.names.push_back(ins.name);
     for (int t : ins.inputs) {
       if (t >= 0 && !written[static_cast<size_t>(method.root(t))] &&
@@ -114,7 +114,8 @@ void emit_delegate(const LMethod& method, size_t begin, size_t end, fb::MethodT&
   std::vector<int> outputs;
   for (size_t k = begin; k < end; ++k) {
     for (int t : list[k].outputs) {
-      if (read_later[static_cast<size_t>(method.root(t))] && std::find(outputs.begin(), outputs.end(), t) == outputs.end()) {
+      if (read_later[static_cast<size_t>(method.root(t))] &&
+          std::find(outputs.begin(), outputs.end(), t) == outputs.end()) {
         outputs.push_back(t);
       }
     }
@@ -146,7 +147,6 @@ void emit_delegate(const LMethod& method, size_t begin, size_t end, fb::MethodT&
   instruction->kind.Set(std::move(call));
   out.instructions.push_back(std::move(instruction));
 }
-
 
 // Without names, a view of the same dtype and shape as its base that no
 // instruction writes and the application does not bind (what a Cast to the

@@ -18,8 +18,7 @@ namespace kiln::planner {
 
 class KernelEvaluator final : public ConstantEvaluator {
  public:
-  std::optional<std::vector<HostTensor>> evaluate(const Graph& graph, int node,
-                                                  uint64_t max_work_bytes) const override;
+  std::optional<std::vector<HostTensor>> evaluate(const Graph& graph, int node, uint64_t max_work_bytes) const override;
 };
 
 }  // namespace kiln::planner

@@ -48,9 +48,7 @@ struct Value {
   int32_t io_zero_point = 0;
 
   bool is_constant() const { return constant != nullptr; }
-  uint64_t nbytes() const {
-    return static_cast<uint64_t>(shape_numel(shape)) * dtype_bytes(dtype);
-  }
+  uint64_t nbytes() const { return static_cast<uint64_t>(shape_numel(shape)) * dtype_bytes(dtype); }
 };
 
 // An activation fused into the node that produces its input
@@ -72,8 +70,8 @@ struct NodeInputAffine {
 struct Node {
   std::string name;
   std::string op_type;
-  std::string domain;  // "" for the default ONNX domain
-  int opset = 0;       // opset version of the node's domain
+  std::string domain;        // "" for the default ONNX domain
+  int opset = 0;             // opset version of the node's domain
   std::vector<int> inputs;   // value ids; -1 for an absent optional input
   std::vector<int> outputs;  // value ids; -1 for an unused optional output
   std::map<std::string, Attribute> attrs;
@@ -91,9 +89,9 @@ class Graph {
   std::string name;
   std::vector<Value> values;
   std::vector<Node> nodes;
-  std::vector<int> inputs;   // graph inputs (values that are not constants)
+  std::vector<int> inputs;  // graph inputs (values that are not constants)
   std::vector<int> outputs;
-  int opset = 0;             // default-domain opset of the model
+  int opset = 0;  // default-domain opset of the model
   // How many ranks run the graph together: the size of communicator group 0,
   // which its collectives (AllReduce) reduce over. Set by --ranks or the
   // tensor-parallel pass.

@@ -222,8 +222,8 @@ LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_
     out.zero_point = source.zero_point;
     out.storage = Storage::kUser;
     out.is_output = true;
-    out.device = devices.device_io && source.storage != Storage::kConstant ? source.device
-                                                                          : fb::Device(fb::DeviceType::CPU, 0);
+    out.device =
+        devices.device_io && source.storage != Storage::kConstant ? source.device : fb::Device(fb::DeviceType::CPU, 0);
     out.user_fallback = !is_host(out.device);
     source.name += source.storage == Storage::kConstant ? ":constant" : ":source";
     const int dst = method.add_tensor(std::move(out));

@@ -29,8 +29,7 @@ namespace kiln::planner {
 // and what lower_graph needs besides: the current node, explicit copies.
 class Lowerer final : public LoweringContext {
  public:
-  Lowerer(Graph& graph, LProgram& program, LMethod& method, const DevicePlan& devices,
-          const LowerOptions& options = {})
+  Lowerer(Graph& graph, LProgram& program, LMethod& method, const DevicePlan& devices, const LowerOptions& options = {})
       : graph_(graph), program_(program), method_(method), devices_(devices), options_(options) {}
 
   const LowerOptions& options() const override { return options_; }
@@ -76,8 +75,8 @@ class Lowerer final : public LoweringContext {
 
 // Lowers the whole graph (after folding) into a new method of `program`.
 // Graph inputs and outputs become user-provided tensors.
-LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_name,
-                     const DevicePlan& devices = {}, const LowerOptions& options = {});
+LMethod& lower_graph(Graph& graph, LProgram& program, const std::string& method_name, const DevicePlan& devices = {},
+                     const LowerOptions& options = {});
 
 }  // namespace kiln::planner
 

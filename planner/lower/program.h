@@ -24,8 +24,8 @@ struct LTensor {
   std::vector<int64_t> shape;
   fb::Device device{fb::DeviceType::CPU, 0};
   Storage storage = Storage::kPlanned;
-  int constant = -1;   // kConstant: index into LProgram::constants
-  int alias_of = -1;   // kAlias: the tensor whose bytes it reuses
+  int constant = -1;          // kConstant: index into LProgram::constants
+  int alias_of = -1;          // kAlias: the tensor whose bytes it reuses
   uint64_t alias_offset = 0;  // kAlias: where in alias_of's bytes it starts
   bool is_input = false;
   bool is_output = false;
@@ -60,17 +60,15 @@ struct LInstruction {
   std::vector<int> outputs;  // a copy's destination
   std::vector<int> scratch;
   fb::ParamsUnion params;
-  std::string name;          // the model node it came from
-  std::string source_op;     // that node's ONNX op type ("Reshape" for a Copy)
+  std::string name;       // the model node it came from
+  std::string source_op;  // that node's ONNX op type ("Reshape" for a Copy)
   // kCollective: what it computes and over which communicator group; one
   // input and one output per instruction.
   fb::CollectiveKind collective = fb::CollectiveKind::ALL_REDUCE;
   fb::ReduceOp reduce_op = fb::ReduceOp::SUM;
   uint32_t group = 0;
   // What it does, for reports: the kernel's name, "copy" or "all-reduce".
-  std::string what() const {
-    return kind == Kind::kCopy ? "copy" : kind == Kind::kCollective ? "all-reduce" : op;
-  }
+  std::string what() const { return kind == Kind::kCopy ? "copy" : kind == Kind::kCollective ? "all-reduce" : op; }
   // Where a kernel runs; the emitter groups consecutive kernels of one
   // device into a delegate call. Copies say nothing here (their tensors do).
   fb::Device device{fb::DeviceType::CPU, 0};

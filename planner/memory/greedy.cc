@@ -140,9 +140,9 @@ class OccupancyTree {
     merge_into(inner_[node], iv);
     if (a <= nl && nr <= b) {
       auto& c = cover_[node];
-      c.insert(std::lower_bound(c.begin(), c.end(), iv.start,
-                                [](const Interval& x, uint64_t s) { return x.start < s; }),
-               iv);
+      c.insert(
+          std::lower_bound(c.begin(), c.end(), iv.start, [](const Interval& x, uint64_t s) { return x.start < s; }),
+          iv);
       return;
     }
     const int mid = (nl + nr) / 2;
@@ -169,8 +169,8 @@ const char* algorithm_name(Algorithm algorithm) {
 }
 
 Algorithm parse_algorithm(const std::string& name) {
-  for (Algorithm a : {Algorithm::kNaive, Algorithm::kGreedyFirstFit, Algorithm::kGreedyBestFit,
-                      Algorithm::kSearch, Algorithm::kAuto}) {
+  for (Algorithm a : {Algorithm::kNaive, Algorithm::kGreedyFirstFit, Algorithm::kGreedyBestFit, Algorithm::kSearch,
+                      Algorithm::kAuto}) {
     if (name == algorithm_name(a)) return a;
   }
   fail("unknown planning algorithm '", name, "' (use naive, first-fit, best-fit, search or auto)");
@@ -292,8 +292,7 @@ std::string check_solution(const Problem& problem, const Solution& solution) {
     if (it != alive.begin()) {
       auto prev = std::prev(it);
       if (prev->first + problem.buffers[static_cast<size_t>(prev->second)].size > solution.offsets[b]) {
-        return str("buffers ", std::min(e.buffer, prev->second), " and ", std::max(e.buffer, prev->second),
-                   " overlap");
+        return str("buffers ", std::min(e.buffer, prev->second), " and ", std::max(e.buffer, prev->second), " overlap");
       }
     }
     alive.insert(key);

@@ -35,12 +35,12 @@ namespace kiln::planner::memory {
 struct Instance {
   uint64_t unit = 1;  // bytes per unit: alignment x gcd
   // Buffers with a size, in Problem order.
-  std::vector<int> original;      // index into Problem::buffers
-  std::vector<uint64_t> size;     // units
-  std::vector<uint64_t> bytes;    // the Problem's size (greedy orders by it)
-  std::vector<int> first, last;   // section range [first, last)
-  std::vector<int64_t> begin;     // first moment alive, in the Problem's time
-  std::vector<int64_t> width;     // lifetime length in the Problem's time
+  std::vector<int> original;     // index into Problem::buffers
+  std::vector<uint64_t> size;    // units
+  std::vector<uint64_t> bytes;   // the Problem's size (greedy orders by it)
+  std::vector<int> first, last;  // section range [first, last)
+  std::vector<int64_t> begin;    // first moment alive, in the Problem's time
+  std::vector<int64_t> width;    // lifetime length in the Problem's time
   int num_sections = 0;
   std::vector<uint64_t> section_total;  // units alive in each section
   std::vector<int64_t> section_moment;  // a moment of the Problem's time inside it

@@ -66,7 +66,8 @@ IntervalFile parse_interval_csv(const std::string& text, const std::string& name
       }
       const bool says_inclusive = names.find("incl") != std::string::npos || names.find("last") != std::string::npos ||
                                   names.find("first") != std::string::npos;
-      file.inclusive = lifetimes == LifetimeConvention::kInclusive || (lifetimes == LifetimeConvention::kDetect && says_inclusive);
+      file.inclusive =
+          lifetimes == LifetimeConvention::kInclusive || (lifetimes == LifetimeConvention::kDetect && says_inclusive);
       continue;
     }
     if (fields.size() != columns) fail(where, ": expected ", columns, " fields, got ", fields.size());

@@ -97,7 +97,7 @@ void plan_method_memory(LMethod& method, const MethodPlanOptions& options) {
     arena.peak_tensors.clear();
     for (int i : lb.live) arena.peak_tensors.push_back(members[a][static_cast<size_t>(i)]);
     arena.algorithm = solution.algorithm;
-    arena.first_fit = solution.first_fit != 0                                         ? solution.first_fit
+    arena.first_fit = solution.first_fit != 0                                 ? solution.first_fit
                       : options.solve.algorithm == Algorithm::kGreedyFirstFit ? solution.arena_size
                                                                               : solve_greedy(problem, false).arena_size;
     arena.optimal = solution.optimal || solution.arena_size == lb.bytes;

@@ -39,12 +39,12 @@ struct Solution {
   std::string algorithm;          // which algorithm produced it
   bool optimal = false;           // proven optimal (equal to the lower bound, or the search proved it)
   // What solve() did to get it (kAuto / kSearch; zero for the others).
-  uint64_t lower_bound = 0;       // bytes, see lower_bound()
-  uint64_t first_fit = 0;         // arena of greedy first fit, bytes
-  uint64_t best_fit = 0;          // arena of greedy best fit, bytes
-  uint64_t nodes = 0;             // search nodes visited
-  int parts = 0;                  // independent pieces (no buffer alive across a cut)
-  double seconds = 0;             // wall time of solve()
+  uint64_t lower_bound = 0;  // bytes, see lower_bound()
+  uint64_t first_fit = 0;    // arena of greedy first fit, bytes
+  uint64_t best_fit = 0;     // arena of greedy best fit, bytes
+  uint64_t nodes = 0;        // search nodes visited
+  int parts = 0;             // independent pieces (no buffer alive across a cut)
+  double seconds = 0;        // wall time of solve()
 };
 
 enum class Algorithm { kNaive, kGreedyFirstFit, kGreedyBestFit, kSearch, kAuto };

@@ -120,7 +120,8 @@ Solution solve(const Problem& problem, const SolveOptions& options) {
   pthread_t thread;
   bool started = pthread_attr_init(&attr) == 0;
   if (started) {
-    started = pthread_attr_setstacksize(&attr, kSolveStack) == 0 && pthread_create(&thread, &attr, solve_thread, &job) == 0;
+    started =
+        pthread_attr_setstacksize(&attr, kSolveStack) == 0 && pthread_create(&thread, &attr, solve_thread, &job) == 0;
     pthread_attr_destroy(&attr);
   }
   if (started) {

@@ -75,7 +75,8 @@ Bundles bundle_twins(const Instance& in, const std::vector<bool>& part_bundled, 
       const size_t first = static_cast<size_t>(*std::min_element(group.members->begin(), group.members->end()));
       for (int x : *group.members) leader[static_cast<size_t>(x)] = static_cast<int>(first);
       pairs -= std::min(pairs, group.saved);
-      memberships -= std::min(memberships, (group.members->size() - 1) * static_cast<uint64_t>(in.last[first] - in.first[first]));
+      memberships -=
+          std::min(memberships, (group.members->size() - 1) * static_cast<uint64_t>(in.last[first] - in.first[first]));
     }
   }
   for (size_t i = 0; i < in.count(); ++i) {

@@ -31,8 +31,8 @@ bool PartSearch::decompose(Context& cx, uint64_t last_offset, int last_rank, int
   if (groups.size() == 1) return dfs(cx, last_offset, last_rank, level);
   for (int b : cx.unplaced) {
     const int s = first_[static_cast<size_t>(b)];
-    auto it = std::upper_bound(groups.begin(), groups.end(), s,
-                               [](int x, const Context& g) { return x < g.first_section; });
+    auto it =
+        std::upper_bound(groups.begin(), groups.end(), s, [](int x, const Context& g) { return x < g.first_section; });
     (it - 1)->unplaced.push_back(b);
   }
   size_t nonempty = 0;

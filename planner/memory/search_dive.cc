@@ -22,7 +22,8 @@ std::vector<int> make_rank(const Instance& in, const std::vector<int>& buffers, 
   std::vector<uint64_t> total(m, 0);
   for (size_t i = 0; i < m; ++i) {
     const size_t b = static_cast<size_t>(buffers[i]);
-    for (int s = in.first[b]; s < in.last[b]; ++s) total[i] = std::max(total[i], in.section_total[static_cast<size_t>(s)]);
+    for (int s = in.first[b]; s < in.last[b]; ++s)
+      total[i] = std::max(total[i], in.section_total[static_cast<size_t>(s)]);
   }
   std::vector<int> order(m);
   std::iota(order.begin(), order.end(), 0);

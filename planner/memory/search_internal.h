@@ -140,9 +140,9 @@ class FloorTree {
 // above buffers frozen below it, whose ends become per-buffer floors.
 // Sections are numbered from first_section.
 struct Subset {
-  std::vector<int> buffers;       // instance indices
+  std::vector<int> buffers;  // instance indices
   int first_section = 0, last_section = 0;
-  std::vector<uint64_t> floors;   // per buffer; empty: all 0
+  std::vector<uint64_t> floors;  // per buffer; empty: all 0
 };
 
 inline Subset whole(const Instance::Part& part) {
@@ -217,7 +217,7 @@ class Solver {
     bool sized = false;
     uint64_t pairs = 0, memberships = 0;  // search_size() of the part
     int rounds = 0;
-    uint64_t failed = 0;  // step 7's ladder: the highest capacity that failed
+    uint64_t failed = 0;            // step 7's ladder: the highest capacity that failed
     bool replanning = false;        // step 7's phase
     Clock::time_point phase_until;  // and its end
     int replan_rounds = 0;
@@ -280,8 +280,7 @@ class Solver {
 
 // kAuto and kSearch on `in`, the instance of `problem`; runs on the thread
 // solve() starts, and on the bundled problem of step 8.
-Solution solve_search(const Problem& problem, const Instance& in, const SolveOptions& options,
-                      Clock::time_point start);
+Solution solve_search(const Problem& problem, const Instance& in, const SolveOptions& options, Clock::time_point start);
 
 }  // namespace kiln::planner::memory::search
 

@@ -64,7 +64,8 @@ PartSearch::PartSearch(const Instance& in, const Subset& part) : m_(part.buffers
   }
   // Where each buffer sits in each of its sections' member lists.
   entry_begin_.push_back(0);
-  for (size_t i = 0; i < m_; ++i) entry_begin_.push_back(entry_begin_.back() + static_cast<size_t>(last_[i] - first_[i]));
+  for (size_t i = 0; i < m_; ++i)
+    entry_begin_.push_back(entry_begin_.back() + static_cast<size_t>(last_[i] - first_[i]));
   member_position_total_.resize(entry_begin_.back());
   for (size_t s = 0; s < members.size(); ++s) {
     for (size_t k = 0; k < members[s].size(); ++k) {
@@ -131,7 +132,8 @@ Outcome PartSearch::run(uint64_t capacity, const std::vector<int>& rank, Branchi
   unplaced_member_ = member_;
   member_position_ = member_position_total_;
   member_count_.resize(static_cast<size_t>(sections_));
-  for (size_t s = 0; s < static_cast<size_t>(sections_); ++s) member_count_[s] = member_begin_[s + 1] - member_begin_[s];
+  for (size_t s = 0; s < static_cast<size_t>(sections_); ++s)
+    member_count_[s] = member_begin_[s + 1] - member_begin_[s];
   position_.resize(m_);
   pool_.clear();
   floor_log_.clear();

@@ -121,12 +121,14 @@ class PartSearch {
 
   void save(const Context& cx) {
     for (int b : cx.buffers) {
-      if (offset_[static_cast<size_t>(b)] != kUnplaced) solution_[static_cast<size_t>(b)] = offset_[static_cast<size_t>(b)];
+      if (offset_[static_cast<size_t>(b)] != kUnplaced)
+        solution_[static_cast<size_t>(b)] = offset_[static_cast<size_t>(b)];
     }
   }
 
   uint64_t context_key(const Context& cx) const {
-    return hash_ ^ cx.base ^ mix(static_cast<uint64_t>(cx.first_section) << 32 | static_cast<uint32_t>(cx.last_section));
+    return hash_ ^ cx.base ^
+           mix(static_cast<uint64_t>(cx.first_section) << 32 | static_cast<uint32_t>(cx.last_section));
   }
   uint64_t floor_key(size_t b, uint64_t floor) const {
     uint64_t x = (floor + zobrist_[2 * b + 1]) * 0x9e3779b97f4a7c15ULL;
@@ -153,12 +155,12 @@ class PartSearch {
   std::vector<size_t> overlap_begin_;
   std::vector<int> overlap_;
   std::vector<size_t> member_begin_;
-  std::vector<int> member_;                     // per section, its buffers
-  std::vector<size_t> entry_begin_;             // per buffer, into member_position_
+  std::vector<int> member_;          // per section, its buffers
+  std::vector<size_t> entry_begin_;  // per buffer, into member_position_
   std::vector<size_t> member_position_total_;
   std::vector<uint64_t> section_total_;
-  std::vector<int> cut_total_;  // buffers crossing boundary s | s+1
-  std::vector<int> twin_;  // buffers, identical ones next to each other
+  std::vector<int> cut_total_;                         // buffers crossing boundary s | s+1
+  std::vector<int> twin_;                              // buffers, identical ones next to each other
   std::vector<std::pair<size_t, size_t>> twin_group_;  // per buffer: its twins' range in twin_ (itself included)
   // Scratch of expand_cell, used up before it recurses: the buffers at the
   // lowest level, and per section a count (all 0 between uses).
@@ -174,10 +176,10 @@ class PartSearch {
   bool gave_up_ = false;
   std::vector<uint64_t> offset_;
   std::vector<uint64_t> solution_;
-  std::vector<uint64_t> floor_;          // per buffer: highest end of placed overlapping buffers
-  std::vector<int> degree_;              // per buffer: unplaced overlapping buffers
-  std::vector<uint64_t> total_;          // per section: unplaced units
-  std::vector<int> cut_;                 // per boundary: unplaced buffers crossing it
+  std::vector<uint64_t> floor_;  // per buffer: highest end of placed overlapping buffers
+  std::vector<int> degree_;      // per buffer: unplaced overlapping buffers
+  std::vector<uint64_t> total_;  // per section: unplaced units
+  std::vector<int> cut_;         // per boundary: unplaced buffers crossing it
   std::vector<size_t> position_;
   std::vector<int> pool_;
   std::vector<FloorChange> floor_log_;

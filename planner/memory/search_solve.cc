@@ -244,8 +244,8 @@ Outcome Solver::probe(size_t p, uint64_t capacity, uint64_t nodes, int k, uint64
   PartState& ps = parts_[p];
   std::vector<uint64_t> found;
   const Branching branching = branching_of(k);
-  switch (ps.search->run(capacity, ps.ranks[static_cast<size_t>(k % kNumPreorders)], branching, nodes, budget_,
-                         found, shuffle)) {
+  switch (ps.search->run(capacity, ps.ranks[static_cast<size_t>(k % kNumPreorders)], branching, nodes, budget_, found,
+                         shuffle)) {
     case Outcome::kFound: accept(p, std::move(found)); return Outcome::kFound;
     case Outcome::kInfeasible: ps.lower = std::max(ps.lower, capacity + 1); return Outcome::kInfeasible;
     case Outcome::kGaveUp: break;

@@ -25,8 +25,7 @@ void copy_field(const Field& field, HostTensor& out, const std::string& what) {
   for (int i = 0; i < field.size(); ++i) data[i] = static_cast<T>(field.Get(i));
 }
 
-std::vector<int64_t> static_shape(const onnx::TypeProto_Tensor& type, const std::string& name,
-                                  bool* out_known) {
+std::vector<int64_t> static_shape(const onnx::TypeProto_Tensor& type, const std::string& name, bool* out_known) {
   std::vector<int64_t> shape;
   *out_known = type.has_shape();
   if (!type.has_shape()) return shape;
@@ -44,9 +43,11 @@ std::vector<int64_t> static_shape(const onnx::TypeProto_Tensor& type, const std:
 Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& what) {
   Attribute out;
   switch (a.type()) {
+    // clang-format off
     case onnx::AttributeProto::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
     case onnx::AttributeProto::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
     case onnx::AttributeProto::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
+    // clang-format on
     case onnx::AttributeProto::INTS:
       out.kind = Attribute::Kind::kInts;
       out.ints.assign(a.ints().begin(), a.ints().end());
@@ -63,9 +64,7 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& wh
       out.kind = Attribute::Kind::kTensor;
       out.tensor = std::make_shared<HostTensor>(from_tensor_proto(a.t(), what + " attribute '" + a.name() + "'"));
       break;
-    default:
-      out.kind = Attribute::Kind::kOther;
-      break;
+    default: out.kind = Attribute::Kind::kOther; break;
   }
   return out;
 }
@@ -141,7 +140,8 @@ uint64_t typed_value_count(const onnx::TensorProto& proto, DType dtype) {
     case DType::FLOAT32: return static_cast<uint64_t>(proto.float_data_size());
     case DType::FLOAT64: return static_cast<uint64_t>(proto.double_data_size());
     case DType::INT64: return static_cast<uint64_t>(proto.int64_data_size());
-    case DType::UINT64: case DType::UINT32: return static_cast<uint64_t>(proto.uint64_data_size());
+    case DType::UINT64:
+    case DType::UINT32: return static_cast<uint64_t>(proto.uint64_data_size());
     default: return static_cast<uint64_t>(proto.int32_data_size());
   }
 }
@@ -162,8 +162,8 @@ HostTensor from_tensor_proto(const onnx::TensorProto& proto, const std::string& 
   // allocated: a hostile header must not make the planner allocate 64 GiB.
   const uint64_t nbytes = checked_nbytes(*dtype, shape, what);
   if (proto.has_raw_data() && proto.raw_data().size() != nbytes) {
-    fail(what, ": raw data is ", proto.raw_data().size(), " bytes, shape ", shape_str(shape), " of ",
-         dtype_str(*dtype), " needs ", nbytes);
+    fail(what, ": raw data is ", proto.raw_data().size(), " bytes, shape ", shape_str(shape), " of ", dtype_str(*dtype),
+         " needs ", nbytes);
   }
   if (!proto.has_raw_data() && nbytes > 0) {
     const uint64_t numel = nbytes / dtype_bytes(*dtype);
@@ -186,11 +186,12 @@ HostTensor from_tensor_proto(const onnx::TensorProto& proto, const std::string& 
     case DType::INT32: copy_field<decltype(proto.int32_data()), int32_t>(proto.int32_data(), out, what); break;
     case DType::UINT32: copy_field<decltype(proto.uint64_data()), uint32_t>(proto.uint64_data(), out, what); break;
     case DType::INT16: copy_field<decltype(proto.int32_data()), int16_t>(proto.int32_data(), out, what); break;
-    case DType::UINT16: case DType::FLOAT16: case DType::BFLOAT16:
-      copy_field<decltype(proto.int32_data()), uint16_t>(proto.int32_data(), out, what); break;
+    case DType::UINT16:
+    case DType::FLOAT16:
+    case DType::BFLOAT16: copy_field<decltype(proto.int32_data()), uint16_t>(proto.int32_data(), out, what); break;
     case DType::INT8: copy_field<decltype(proto.int32_data()), int8_t>(proto.int32_data(), out, what); break;
-    case DType::UINT8: case DType::BOOL:
-      copy_field<decltype(proto.int32_data()), uint8_t>(proto.int32_data(), out, what); break;
+    case DType::UINT8:
+    case DType::BOOL: copy_field<decltype(proto.int32_data()), uint8_t>(proto.int32_data(), out, what); break;
   }
   return out;
 }
@@ -221,8 +222,7 @@ Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
   return import_onnx_model(model, path, options);
 }
 
-Graph import_onnx_model(onnx::ModelProto& model, const std::string& what,
-                        const ImportOptions& options) {
+Graph import_onnx_model(onnx::ModelProto& model, const std::string& what, const ImportOptions& options) {
   if (!model.has_graph()) fail(what, ": model has no graph");
   // Shapes the user fixed go into the model first, so ONNX shape inference
   // sees them.

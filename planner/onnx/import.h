@@ -35,8 +35,7 @@ struct ImportOptions {
 
 // Throws PlanError naming `path` (or the node or tensor at fault).
 Graph import_onnx_file(const std::string& path, const ImportOptions& options);
-Graph import_onnx_model(onnx::ModelProto& model, const std::string& what,
-                        const ImportOptions& options);
+Graph import_onnx_model(onnx::ModelProto& model, const std::string& what, const ImportOptions& options);
 
 // The kiln dtype of an ONNX TensorProto element type, or nullopt.
 std::optional<DType> dtype_from_onnx(int32_t elem_type);

@@ -12,7 +12,8 @@ namespace {
 void infer_all_reduce(OpContext& ctx) {
   if (ctx.num_inputs() == 0) ctx.error("has no inputs");
   if (ctx.num_outputs() != ctx.num_inputs()) {
-    ctx.error("has ", ctx.num_inputs(), " inputs and ", ctx.num_outputs(), " outputs; AllReduce maps each input to "
+    ctx.error("has ", ctx.num_inputs(), " inputs and ", ctx.num_outputs(),
+              " outputs; AllReduce maps each input to "
               "one output");
   }
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {

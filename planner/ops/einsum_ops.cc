@@ -266,9 +266,7 @@ class EinsumLowering {
     return {out, order};
   }
 
-  int64_t product(const std::vector<int>& labels) const {
-    return shape_numel(shape_of(labels));
-  }
+  int64_t product(const std::vector<int>& labels) const { return shape_numel(shape_of(labels)); }
 
   // a and b combined into one term holding the labels of `keep` they name.
   Term contract(Term a, Term b, const std::vector<int>& keep) {

@@ -25,16 +25,15 @@ void lower_binary(OpContext& ctx, LoweringContext& l) {
   p.activation = fused_activation(ctx.node());
   fb::ParamsUnion params;
   params.Set(std::move(p));
-  l.kernel(ctx.node().op_type, {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))},
-           {l.tensor(ctx.output_id(0))}, std::move(params));
+  l.kernel(ctx.node().op_type, {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))},
+           std::move(params));
 }
 
 // Pow: the base is float32, int32 or int64 (the output's dtype), the
 // exponent float32 or a 32/64-bit integer. A constant scalar exponent of a
 // float32 base becomes a unary kernel.
 bool pow_is_scalar(OpContext& ctx) {
-  return ctx.input(1).is_constant() && ctx.input(1).constant->numel() == 1 &&
-         ctx.dtype(0) == DType::FLOAT32;
+  return ctx.input(1).is_constant() && ctx.input(1).constant->numel() == 1 && ctx.dtype(0) == DType::FLOAT32;
 }
 
 void infer_pow(OpContext& ctx) {
@@ -108,8 +107,8 @@ void lower_variadic(OpContext& ctx, LoweringContext& l) {
     acc = dst;
   }
   if (op == "Mean") {
-    const int scale = l.constant(ctx.node().name + "/count",
-                                 HostTensor::scalar_float(1.f / static_cast<float>(ctx.num_inputs())));
+    const int scale =
+        l.constant(ctx.node().name + "/count", HostTensor::scalar_float(1.f / static_cast<float>(ctx.num_inputs())));
     fb::ParamsUnion params;
     params.Set(fb::BinaryParamsT());
     if (ctx.num_inputs() == 1 && ctx.output(0).shape != shape) ctx.error("shape mismatch");
@@ -270,9 +269,8 @@ void add_elementwise_ops(std::vector<OpDef>& ops) {
   for (const char* op : {"Max", "Min", "Sum", "Mean"}) {
     ops.push_back({.op_type = op, .infer = infer_variadic, .lower = lower_variadic});
   }
-  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Exp", "Log", "Sqrt", "Erf",
-                         "Floor", "Ceil", "Reciprocal", "Softplus", "LeakyRelu", "Elu",
-                         "HardSigmoid", "HardSwish"}) {
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Exp", "Log", "Sqrt", "Erf", "Floor", "Ceil",
+                         "Reciprocal", "Softplus", "LeakyRelu", "Elu", "HardSigmoid", "HardSwish"}) {
     ops.push_back({.op_type = op, .infer = infer_unary, .lower = lower_unary});
   }
   // ONNX Runtime's contrib Gelu (the exact, erf-based one), which its graph

@@ -82,8 +82,7 @@ void lower_topk(OpContext& ctx, LoweringContext& l) {
   const int indices = output_or_temp(ctx, l, 1, "/indices", DType::INT64, a.shape);
   // The kernel's selection heap: k indices, reused for every slice.
   const int heap = l.temp(ctx.node().name + "/heap", DType::INT64, {std::max<int64_t>(a.k, 1)});
-  l.kernel("TopK", {l.tensor(ctx.input_id(0))}, {values, indices}, generic_params({a.axis, a.k, largest}, {}),
-           {heap});
+  l.kernel("TopK", {l.tensor(ctx.input_id(0))}, {values, indices}, generic_params({a.axis, a.k, largest}, {}), {heap});
 }
 
 // --- OneHot ---------------------------------------------------------------
@@ -136,8 +135,7 @@ void infer_scatter_elements(OpContext& ctx) {
 }
 
 void lower_scatter_elements(OpContext& ctx, LoweringContext& l) {
-  l.kernel("ScatterElements",
-           {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1)), l.tensor(ctx.input_id(2))},
+  l.kernel("ScatterElements", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1)), l.tensor(ctx.input_id(2))},
            {l.tensor(ctx.output_id(0))},
            generic_params({ctx.axis(ctx.attr_int("axis", 0), ctx.rank(0)), scatter_reduction(ctx)}, {}));
 }

@@ -10,9 +10,7 @@ namespace {
 
 // Whether the kernels get packing scratch and packed weights: the portable
 // CPU kernels, unless the options turn packing off.
-bool packs(const LoweringContext& l) {
-  return l.options().packing_scratch && l.device().type() == fb::DeviceType::CPU;
-}
+bool packs(const LoweringContext& l) { return l.options().packing_scratch && l.device().type() == fb::DeviceType::CPU; }
 
 // The packing scratch of a linear kernel computing m x k times k x n
 // products (empty when the lowering options turn packing off): packed A,
@@ -301,7 +299,8 @@ void infer_gemm(OpContext& ctx) {
   if (k != kb) ctx.error("inner dimensions differ: ", shape_str(a), " x ", shape_str(b));
   if (ctx.has_input(2)) {
     const auto out = broadcast_shapes(ctx, ctx.shape(2), {m, n});
-    if (out != std::vector<int64_t>{m, n}) ctx.error("C ", shape_str(ctx.shape(2)), " does not broadcast to [", m, ", ", n, "]");
+    if (out != std::vector<int64_t>{m, n})
+      ctx.error("C ", shape_str(ctx.shape(2)), " does not broadcast to [", m, ", ", n, "]");
   }
   ctx.set_output(0, DType::FLOAT32, {m, n});
 }
@@ -343,9 +342,10 @@ void infer_matmul(OpContext& ctx) {
   const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
   if (a_vec) a.insert(a.begin(), 1);
   if (b_vec) b.push_back(1);
-  if (a.back() != b[b.size() - 2]) ctx.error("inner dimensions differ: ", shape_str(ctx.shape(0)), " x ", shape_str(ctx.shape(1)));
-  std::vector<int64_t> out = broadcast_shapes(ctx, std::vector<int64_t>(a.begin(), a.end() - 2),
-                                              std::vector<int64_t>(b.begin(), b.end() - 2));
+  if (a.back() != b[b.size() - 2])
+    ctx.error("inner dimensions differ: ", shape_str(ctx.shape(0)), " x ", shape_str(ctx.shape(1)));
+  std::vector<int64_t> out =
+      broadcast_shapes(ctx, std::vector<int64_t>(a.begin(), a.end() - 2), std::vector<int64_t>(b.begin(), b.end() - 2));
   if (!a_vec) out.push_back(a[a.size() - 2]);
   if (!b_vec) out.push_back(b.back());
   ctx.set_output(0, DType::FLOAT32, out);
@@ -370,8 +370,8 @@ void lower_matmul(OpContext& ctx, LoweringContext& l) {
     params.Set(std::move(p));
     std::vector<int> inputs = {l.tensor(ctx.input_id(0)), packed_b(ctx, l, a.back(), n, false)};
     if (has_bias) inputs.push_back(l.tensor(ctx.input_id(2)));
-    const int scratch = l.temp(ctx.node().name + "/packed_a", DType::FLOAT32,
-                               {kiln::kernels::gemm_pack_a_floats(m, a.back())});
+    const int scratch =
+        l.temp(ctx.node().name + "/packed_a", DType::FLOAT32, {kiln::kernels::gemm_pack_a_floats(m, a.back())});
     l.kernel("MatMul", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), {scratch});
     return;
   }

@@ -67,8 +67,8 @@ class LoweringContext {
 
  protected:
   // kernel() without defaults (default arguments stay off virtual functions).
-  virtual void add_kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs,
-                          fb::ParamsUnion params, std::vector<int> scratch) = 0;
+  virtual void add_kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs, fb::ParamsUnion params,
+                          std::vector<int> scratch) = 0;
 };
 
 }  // namespace kiln::planner

@@ -29,15 +29,22 @@ struct MathUnaryOp {
   float default_b;
 };
 constexpr MathUnaryOp kMathUnary[] = {
-    {"Sin", 0, nullptr, 0.f, nullptr, 0.f},      {"Cos", 1, nullptr, 0.f, nullptr, 0.f},
-    {"Tan", 2, nullptr, 0.f, nullptr, 0.f},      {"Asin", 3, nullptr, 0.f, nullptr, 0.f},
-    {"Acos", 4, nullptr, 0.f, nullptr, 0.f},     {"Atan", 5, nullptr, 0.f, nullptr, 0.f},
-    {"Sinh", 6, nullptr, 0.f, nullptr, 0.f},     {"Cosh", 7, nullptr, 0.f, nullptr, 0.f},
-    {"Asinh", 9, nullptr, 0.f, nullptr, 0.f},    {"Acosh", 10, nullptr, 0.f, nullptr, 0.f},
-    {"Atanh", 11, nullptr, 0.f, nullptr, 0.f},   {"Round", 12, nullptr, 0.f, nullptr, 0.f},
+    {"Sin", 0, nullptr, 0.f, nullptr, 0.f},
+    {"Cos", 1, nullptr, 0.f, nullptr, 0.f},
+    {"Tan", 2, nullptr, 0.f, nullptr, 0.f},
+    {"Asin", 3, nullptr, 0.f, nullptr, 0.f},
+    {"Acos", 4, nullptr, 0.f, nullptr, 0.f},
+    {"Atan", 5, nullptr, 0.f, nullptr, 0.f},
+    {"Sinh", 6, nullptr, 0.f, nullptr, 0.f},
+    {"Cosh", 7, nullptr, 0.f, nullptr, 0.f},
+    {"Asinh", 9, nullptr, 0.f, nullptr, 0.f},
+    {"Acosh", 10, nullptr, 0.f, nullptr, 0.f},
+    {"Atanh", 11, nullptr, 0.f, nullptr, 0.f},
+    {"Round", 12, nullptr, 0.f, nullptr, 0.f},
     {"Sign", 13, nullptr, 0.f, nullptr, 0.f},
     {"Selu", 14, "alpha", 1.67326319217681884765625f, "gamma", 1.05070102214813232421875f},
-    {"Celu", 15, "alpha", 1.f, nullptr, 0.f},    {"Softsign", 16, nullptr, 0.f, nullptr, 0.f},
+    {"Celu", 15, "alpha", 1.f, nullptr, 0.f},
+    {"Softsign", 16, nullptr, 0.f, nullptr, 0.f},
     {"ThresholdedRelu", 17, "alpha", 1.f, nullptr, 0.f},
     {"Shrink", 18, "bias", 0.f, "lambd", 0.5f},
 };
@@ -86,8 +93,8 @@ void infer_mod(OpContext& ctx) {
   if (ctx.dtype(1) != ctx.dtype(0)) ctx.error("inputs are ", dtype_str(ctx.dtype(0)), " and ", dtype_str(ctx.dtype(1)));
   const int64_t fmod = ctx.attr_int("fmod", 0);
   if (fmod != 0 && fmod != 1) ctx.error("attribute 'fmod' must be 0 or 1, has ", fmod);
-  const bool is_float = ctx.dtype(0) == DType::FLOAT16 || ctx.dtype(0) == DType::FLOAT32 ||
-                        ctx.dtype(0) == DType::FLOAT64;
+  const bool is_float =
+      ctx.dtype(0) == DType::FLOAT16 || ctx.dtype(0) == DType::FLOAT32 || ctx.dtype(0) == DType::FLOAT64;
   if (is_float && fmod == 0) ctx.error("attribute 'fmod' must be 1 for floating-point inputs");
   ctx.set_output(0, ctx.dtype(0), broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1)));
 }
@@ -122,7 +129,8 @@ void infer_trilu(OpContext& ctx) {
   if (ctx.has_input(1)) {
     const HostTensor& k = ctx.constant_input(1, "k");
     if (k.numel() != 1) ctx.error("k must be a scalar");
-    if (k.int_at(0) > (int64_t{1} << 31) || k.int_at(0) < -(int64_t{1} << 31)) ctx.error("k is ", k.int_at(0), ", out of range");
+    if (k.int_at(0) > (int64_t{1} << 31) || k.int_at(0) < -(int64_t{1} << 31))
+      ctx.error("k is ", k.int_at(0), ", out of range");
   }
   ctx.set_output(0, ctx.dtype(0), ctx.shape(0));
 }
@@ -317,8 +325,8 @@ int64_t random_key(OpContext& ctx) {
 DType random_dtype(OpContext& ctx, DType fallback) {
   if (!ctx.has_attr("dtype")) return fallback;
   const int64_t onnx = ctx.attr_int("dtype", 1);
-  const std::optional<DType> dtype = onnx >= 0 && onnx <= 64 ? dtype_from_onnx(static_cast<int32_t>(onnx))
-                                                              : std::nullopt;
+  const std::optional<DType> dtype =
+      onnx >= 0 && onnx <= 64 ? dtype_from_onnx(static_cast<int32_t>(onnx)) : std::nullopt;
   if (!dtype) ctx.not_supported("attribute 'dtype' ", onnx);
   return *dtype;
 }
@@ -356,7 +364,8 @@ void infer_random(OpContext& ctx) {
   if (op != "Bernoulli") {
     const float a = normal ? ctx.attr_float("mean", 0.f) : ctx.attr_float("low", 0.f);
     const float b = normal ? ctx.attr_float("scale", 1.f) : ctx.attr_float("high", 1.f);
-    if (!std::isfinite(a) || !std::isfinite(b)) ctx.error(normal ? "mean and scale" : "low and high", " must be finite");
+    if (!std::isfinite(a) || !std::isfinite(b))
+      ctx.error(normal ? "mean and scale" : "low and high", " must be finite");
   }
   ctx.set_output(0, dtype, std::move(shape));
 }

@@ -135,8 +135,7 @@ void infer_instance_norm(OpContext& ctx) {
 }
 
 void lower_instance_norm(OpContext& ctx, LoweringContext& l) {
-  l.kernel("InstanceNormalization",
-           {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1)), l.tensor(ctx.input_id(2))},
+  l.kernel("InstanceNormalization", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1)), l.tensor(ctx.input_id(2))},
            {l.tensor(ctx.output_id(0))}, generic_params({}, {ctx.attr_float("epsilon", 1e-5f)}));
 }
 
@@ -209,8 +208,8 @@ void lower_mvn(OpContext& ctx, LoweringContext& l) {
   const int var = binary("Sub", m2, binary("Mul", m, m, stats_shape, "/square_mean"), stats_shape, "/variance");
   const int sd = l.temp(name + "/stddev", DType::FLOAT32, stats_shape);
   l.kernel("Sqrt", {var}, {sd});
-  const int denom = binary("Add", sd, l.constant(name + "/epsilon", HostTensor::scalar_float(1e-9f)), stats_shape,
-                           "/denominator");
+  const int denom =
+      binary("Add", sd, l.constant(name + "/epsilon", HostTensor::scalar_float(1e-9f)), stats_shape, "/denominator");
   const int centred = binary("Sub", x, m, shape, "/centred");
   l.kernel("Div", {centred, denom}, {l.tensor(ctx.output_id(0))});
 }

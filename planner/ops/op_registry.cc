@@ -38,11 +38,11 @@ const HostTensor& OpContext::constant_input(size_t i, const char* what) {
       }
     }
   }
-  throw NotConstantError(
-      str(where(), ": ", what, " (input '", v.name, "') must be known at plan time",
-          source.empty() ? std::string() : str("; it depends on graph input '", source,
-                                               "': freeze it with --freeze ", source, "=FILE")),
-      source);
+  throw NotConstantError(str(where(), ": ", what, " (input '", v.name, "') must be known at plan time",
+                             source.empty() ? std::string()
+                                            : str("; it depends on graph input '", source,
+                                                  "': freeze it with --freeze ", source, "=FILE")),
+                         source);
 }
 
 int64_t OpContext::attr_int(const std::string& key, int64_t fallback) const {
@@ -175,10 +175,14 @@ std::unique_ptr<fb::FusedActivationT> fused_activation(const Node& node) {
   const NodeActivation& a = node.activation;
   if (a.op.empty()) return nullptr;
   static const std::map<std::string, fb::Activation> kinds = {
-      {"Relu", fb::Activation::RELU},           {"Clip", fb::Activation::CLIP},
-      {"Sigmoid", fb::Activation::SIGMOID},     {"Tanh", fb::Activation::TANH},
-      {"LeakyRelu", fb::Activation::LEAKY_RELU}, {"HardSigmoid", fb::Activation::HARD_SIGMOID},
-      {"HardSwish", fb::Activation::HARD_SWISH}, {"Silu", fb::Activation::SILU},
+      {"Relu", fb::Activation::RELU},
+      {"Clip", fb::Activation::CLIP},
+      {"Sigmoid", fb::Activation::SIGMOID},
+      {"Tanh", fb::Activation::TANH},
+      {"LeakyRelu", fb::Activation::LEAKY_RELU},
+      {"HardSigmoid", fb::Activation::HARD_SIGMOID},
+      {"HardSwish", fb::Activation::HARD_SWISH},
+      {"Silu", fb::Activation::SILU},
       {"Gelu", fb::Activation::GELU},
   };
   const auto it = kinds.find(a.op);

@@ -32,7 +32,8 @@ void infer_pool(OpContext& ctx) {
     ctx.expect_dtype(0, {DType::FLOAT32});
   }
   const auto& x = ctx.shape(0);
-  if (x.size() < 3 || x.size() > 5) ctx.not_supported(static_cast<int64_t>(x.size()) - 2, "-D pooling (1-D to 3-D windows are supported)");
+  if (x.size() < 3 || x.size() > 5)
+    ctx.not_supported(static_cast<int64_t>(x.size()) - 2, "-D pooling (1-D to 3-D windows are supported)");
   const bool is_max = ctx.node().op_type == "MaxPool";
   if (ctx.num_outputs() > (is_max ? 2 : 1)) ctx.error("has ", ctx.num_outputs(), " outputs");
   const int64_t storage_order = ctx.attr_int("storage_order", 0);

@@ -44,7 +44,8 @@ std::vector<double> floats_of(OpContext& ctx, const HostTensor& t, int64_t count
 std::vector<int32_t> ints_of(OpContext& ctx, const HostTensor& t, int64_t count, const char* what) {
   if (t.numel() != 1 && t.numel() != count) ctx.not_supported(what, " with ", t.numel(), " values (1 or ", count, ")");
   std::vector<int32_t> out(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = static_cast<int32_t>(t.int_at(t.numel() == 1 ? 0 : i));
+  for (int64_t i = 0; i < count; ++i)
+    out[static_cast<size_t>(i)] = static_cast<int32_t>(t.int_at(t.numel() == 1 ? 0 : i));
   return out;
 }
 
@@ -112,8 +113,10 @@ void infer_dynamic_quantize(OpContext& ctx) {
 
 void lower_dynamic_quantize(OpContext& ctx, LoweringContext& l) {
   std::vector<int> outputs = {l.tensor(ctx.output_id(0))};
-  outputs.push_back(ctx.has_output(1) ? l.tensor(ctx.output_id(1)) : l.temp(ctx.node().name + "/scale", DType::FLOAT32, {}));
-  outputs.push_back(ctx.has_output(2) ? l.tensor(ctx.output_id(2)) : l.temp(ctx.node().name + "/zero_point", DType::UINT8, {}));
+  outputs.push_back(ctx.has_output(1) ? l.tensor(ctx.output_id(1))
+                                      : l.temp(ctx.node().name + "/scale", DType::FLOAT32, {}));
+  outputs.push_back(ctx.has_output(2) ? l.tensor(ctx.output_id(2))
+                                      : l.temp(ctx.node().name + "/zero_point", DType::UINT8, {}));
   l.kernel("DynamicQuantizeLinear", {l.tensor(ctx.input_id(0))}, outputs);
 }
 
@@ -123,8 +126,10 @@ void lower_dynamic_quantize(OpContext& ctx, LoweringContext& l) {
 // The output clamp the QDQ pass (passes/qdq.h) moved from a Relu or Clip
 // into the node: attributes kiln_y_min / kiln_y_max, in the output's domain.
 void apply_clamp(OpContext& ctx, Int8Linear* q) {
-  if (ctx.has_attr("kiln_y_min")) q->y_min = static_cast<int32_t>(std::max<int64_t>(q->y_min, ctx.attr_int("kiln_y_min", 0)));
-  if (ctx.has_attr("kiln_y_max")) q->y_max = static_cast<int32_t>(std::min<int64_t>(q->y_max, ctx.attr_int("kiln_y_max", 0)));
+  if (ctx.has_attr("kiln_y_min"))
+    q->y_min = static_cast<int32_t>(std::max<int64_t>(q->y_min, ctx.attr_int("kiln_y_min", 0)));
+  if (ctx.has_attr("kiln_y_max"))
+    q->y_max = static_cast<int32_t>(std::min<int64_t>(q->y_max, ctx.attr_int("kiln_y_max", 0)));
   if (q->y_min > q->y_max) ctx.error("kiln_y_min is above kiln_y_max");
 }
 
@@ -140,7 +145,8 @@ std::vector<int64_t> conv_output(OpContext& ctx, size_t ix, size_t iw, Spatial* 
   if (w.size() != x.size()) ctx.error("weight rank ", w.size(), " differs from input rank ", x.size());
   const int64_t group = ctx.attr_int("group", 1);
   if (group <= 0 || x[1] % group != 0 || w[0] % group != 0) ctx.error("group ", group, " does not divide the channels");
-  if (w[1] * group != x[1]) ctx.error("weight ", shape_str(w), " expects ", w[1] * group, " input channels, input has ", x[1]);
+  if (w[1] * group != x[1])
+    ctx.error("weight ", shape_str(w), " expects ", w[1] * group, " input channels, input has ", x[1]);
   const Spatial s = resolve_spatial(ctx, spatial_dims(x), ctx.attr_ints("kernel_shape", spatial_dims(w)),
                                     /*allow_ceil=*/false, /*allow_dilations=*/true);
   if (spatial_dims(w) != s.kernel) ctx.error("kernel_shape does not match the weight");
@@ -175,7 +181,7 @@ void lower_conv_int8(OpContext& ctx, LoweringContext& l, size_t ix, size_t iw, c
     // interleaved input and a tile's weights, where that outgrows im2col's
     // panels (deep layers on small planes).
     direct = std::max<int64_t>(0, kernels::qgemm_conv_direct_bytes(xs[1], xs.size() == 4 ? xs[2] : 1, xs.back(), k2[0],
-                                                                    k2[1], s2[0], s2[1], p4[0], p4[1], p4[2], p4[3]));
+                                                                   k2[1], s2[0], s2[1], p4[0], p4[1], p4[2], p4[3]));
   }
   l.kernel("ConvInt8", inputs, {l.tensor(ctx.output_id(0))},
            int_params({ctx.attr_int("group", 1), k2[0], k2[1], s2[0], s2[1], d2[0], d2[1], p4[0], p4[1], p4[2], p4[3],
@@ -203,7 +209,8 @@ void infer_qlinear_conv(OpContext& ctx) {
   ctx.expect_dtype(3, {DType::UINT8, DType::INT8});
   for (size_t i : {1, 4, 6}) ctx.expect_dtype(i, {DType::FLOAT32});
   ctx.expect_dtype(7, {DType::UINT8, DType::INT8});
-  if (ctx.dtype(2) != ctx.dtype(0) || ctx.dtype(5) != ctx.dtype(3)) ctx.error("zero points differ from their tensors' dtypes");
+  if (ctx.dtype(2) != ctx.dtype(0) || ctx.dtype(5) != ctx.dtype(3))
+    ctx.error("zero points differ from their tensors' dtypes");
   if (ctx.has_input(8)) ctx.expect_dtype(8, {DType::INT32});
   ctx.set_output(0, ctx.dtype(7), conv_output(ctx, 0, 3, nullptr));
 }
@@ -261,7 +268,8 @@ void lower_conv_integer(OpContext& ctx, LoweringContext& l) {
 std::vector<int64_t> matmul_output(OpContext& ctx, size_t ia, size_t ib) {
   const auto& a = ctx.shape(ia);
   const auto& b = ctx.shape(ib);
-  if (a.empty() || b.size() < 2) ctx.not_supported("A of rank ", a.size(), " and B of rank ", b.size(), " (B must be a matrix or a batch of them)");
+  if (a.empty() || b.size() < 2)
+    ctx.not_supported("A of rank ", a.size(), " and B of rank ", b.size(), " (B must be a matrix or a batch of them)");
   if (a.back() != b[b.size() - 2]) ctx.error("inner dimensions differ: ", shape_str(a), " x ", shape_str(b));
   if (b.size() > 2 && (a.size() != b.size() || !std::equal(a.begin(), a.end() - 2, b.begin()))) {
     ctx.not_supported("batched B ", shape_str(b), " with A ", shape_str(a), " (batch dims must be equal)");
@@ -306,7 +314,8 @@ void infer_qlinear_matmul(OpContext& ctx) {
   ctx.expect_dtype(3, {DType::UINT8, DType::INT8});
   for (size_t i : {1, 4, 6}) ctx.expect_dtype(i, {DType::FLOAT32});
   ctx.expect_dtype(7, {DType::UINT8, DType::INT8});
-  if (ctx.dtype(2) != ctx.dtype(0) || ctx.dtype(5) != ctx.dtype(3)) ctx.error("zero points differ from their tensors' dtypes");
+  if (ctx.dtype(2) != ctx.dtype(0) || ctx.dtype(5) != ctx.dtype(3))
+    ctx.error("zero points differ from their tensors' dtypes");
   ctx.set_output(0, ctx.dtype(7), matmul_output(ctx, 0, 3));
 }
 
@@ -395,9 +404,11 @@ Spatial q_pool_spatial(OpContext& ctx) {
     return s;
   }
   if (!ctx.has_attr("kernel_shape")) ctx.error("kernel_shape is required");
-  const Spatial s = resolve_spatial(ctx, in, ctx.attr_ints("kernel_shape"), /*allow_ceil=*/true, /*allow_dilations=*/false);
+  const Spatial s =
+      resolve_spatial(ctx, in, ctx.attr_ints("kernel_shape"), /*allow_ceil=*/true, /*allow_dilations=*/false);
   for (size_t i = 0; i < s.kernel.size(); ++i) {
-    if (s.pads_begin[i] >= s.kernel[i] || s.pads_end[i] >= s.kernel[i]) ctx.not_supported("pads as large as the window");
+    if (s.pads_begin[i] >= s.kernel[i] || s.pads_end[i] >= s.kernel[i])
+      ctx.not_supported("pads as large as the window");
   }
   return s;
 }
@@ -479,7 +490,8 @@ void lower_q_binary(OpContext& ctx, LoweringContext& l) {
   int32_t m = 0, s = 1;
   if (mul) {
     const double real = as * bs / ys;
-    if (!qgemm_quantize_multiplier(real, &m, &s)) ctx.not_supported("requantization scale ", real, " (must be in (0, 2^30))");
+    if (!qgemm_quantize_multiplier(real, &m, &s))
+      ctx.not_supported("requantization scale ", real, " (must be in (0, 2^30))");
     ints.push_back(m);
     ints.push_back(s);
   } else {

@@ -58,8 +58,8 @@ Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear&
 // a GemmInt8 of one row per weight matrix, which the kernel runs as a
 // matrix-vector product needing only that row (k bytes, rounded up as the
 // packed weights are), not a 16-column panel.
-std::vector<int> int8_scratch(OpContext& ctx, LoweringContext& l, const Int8Operands& ops, int64_t k,
-                              int64_t columns, int64_t min_bytes = 0, bool vector_only = false);
+std::vector<int> int8_scratch(OpContext& ctx, LoweringContext& l, const Int8Operands& ops, int64_t k, int64_t columns,
+                              int64_t min_bytes = 0, bool vector_only = false);
 
 }  // namespace kiln::planner
 

@@ -17,12 +17,10 @@ namespace {
 struct ReduceArgs {
   std::vector<int64_t> axes;  // sorted, non-negative, unique
   bool keepdims = true;
-  bool noop = false;          // empty axes with noop_with_empty_axes: the identity
+  bool noop = false;  // empty axes with noop_with_empty_axes: the identity
 };
 
-bool float_only(const std::string& op) {
-  return op == "ReduceL2" || op == "ReduceLogSum" || op == "ReduceLogSumExp";
-}
+bool float_only(const std::string& op) { return op == "ReduceL2" || op == "ReduceLogSum" || op == "ReduceLogSumExp"; }
 
 ReduceArgs reduce_args(OpContext& ctx) {
   ReduceArgs a;
@@ -116,8 +114,8 @@ void lower_arg_extreme(OpContext& ctx, LoweringContext& l) {
 }  // namespace
 
 void add_reduce_ops(std::vector<OpDef>& ops) {
-  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-                         "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}) {
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                         "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}) {
     ops.push_back({.op_type = op, .infer = infer_reduce, .lower = lower_reduce});
   }
   for (const char* op : {"ArgMax", "ArgMin"}) {

@@ -15,13 +15,15 @@ namespace kiln::planner {
 namespace {
 
 void refuse_data_dependent(OpContext& ctx) {
-  ctx.not_supported("the output's shape depends on the input's values, and a static memory plan needs every "
-                    "size before the program runs");
+  ctx.not_supported(
+      "the output's shape depends on the input's values, and a static memory plan needs every "
+      "size before the program runs");
 }
 
 void refuse_control_flow(OpContext& ctx) {
-  ctx.not_supported("control flow runs subgraphs chosen at run time, and kiln's instruction list is fixed; "
-                    "export the model with the branch or loop resolved");
+  ctx.not_supported(
+      "control flow runs subgraphs chosen at run time, and kiln's instruction list is fixed; "
+      "export the model with the branch or loop resolved");
 }
 
 }  // namespace

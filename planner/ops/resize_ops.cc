@@ -232,8 +232,9 @@ void lower_crop_and_resize(OpContext& ctx, LoweringContext& l, ResizeArgs& a) {
   if (!any) return;
   HostTensor value(DType::FLOAT32, {});
   value.data<float>()[0] = a.extrapolation;
-  l.kernel("Where", {l.constant(ctx.node().name + "/outside", std::move(outside)),
-                     l.constant(ctx.node().name + "/extrapolation", std::move(value)), resized},
+  l.kernel("Where",
+           {l.constant(ctx.node().name + "/outside", std::move(outside)),
+            l.constant(ctx.node().name + "/extrapolation", std::move(value)), resized},
            {out});
 }
 
@@ -259,9 +260,8 @@ void lower_resize(OpContext& ctx, LoweringContext& l) {
   std::vector<int> inputs = {in};
   const std::vector<int64_t>& shape = ctx.shape(0);
   const size_t rank = shape.size();
-  bool table = l.options().resize_taps && l.device().type() == fb::DeviceType::CPU &&
-               ctx.dtype(0) == DType::FLOAT32 && a.params.mode != fb::ResizeMode::CUBIC && rank >= 2 &&
-               shape_numel(a.out) > 0;
+  bool table = l.options().resize_taps && l.device().type() == fb::DeviceType::CPU && ctx.dtype(0) == DType::FLOAT32 &&
+               a.params.mode != fb::ResizeMode::CUBIC && rank >= 2 && shape_numel(a.out) > 0;
   for (size_t d = 0; table && d < rank; ++d) {
     table = d + 2 < rank ? shape[d] == a.out[d] : shape[d] > 0 && shape[d] < kernels::kResizeTableMaxIndex;
   }

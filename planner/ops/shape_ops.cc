@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <cstring>
 #include <set>
+#include <type_traits>
 
 #include "onnx/import.h"
 #include "ops/op_registry.h"
@@ -14,9 +14,7 @@
 namespace kiln::planner {
 namespace {
 
-void lower_view(OpContext& ctx, LoweringContext& l) {
-  l.view(l.tensor(ctx.input_id(0)), l.tensor(ctx.output_id(0)));
-}
+void lower_view(OpContext& ctx, LoweringContext& l) { l.view(l.tensor(ctx.input_id(0)), l.tensor(ctx.output_id(0))); }
 
 // ---------------------------------------------------------------------------
 // Plan-time: Constant, Shape, Size; ConstantOfShape and Range.
@@ -583,10 +581,9 @@ void lower_gather(OpContext& ctx, LoweringContext& l) {
            std::move(params));
 }
 
-const std::initializer_list<DType> kCastTypes = {DType::FLOAT32, DType::FLOAT64, DType::FLOAT16, DType::BFLOAT16,
-                                                  DType::INT64, DType::INT32,
-                                                  DType::INT16,   DType::INT8,    DType::UINT8, DType::UINT16,
-                                                  DType::UINT32,  DType::UINT64,  DType::BOOL};
+const std::initializer_list<DType> kCastTypes = {
+    DType::FLOAT32, DType::FLOAT64, DType::FLOAT16, DType::BFLOAT16, DType::INT64,  DType::INT32, DType::INT16,
+    DType::INT8,    DType::UINT8,   DType::UINT16,  DType::UINT32,   DType::UINT64, DType::BOOL};
 
 DType dtype_from_onnx_attr(OpContext& ctx) {
   const int64_t code = ctx.attr_int("to", 0);
@@ -661,7 +658,8 @@ PadArgs pad_args(OpContext& ctx) {
       ctx.not_supported("the axes input");
     }
   }
-  if (static_cast<int64_t>(a.pads.size()) != 2 * rank) ctx.error("pads has ", a.pads.size(), " entries for rank ", rank);
+  if (static_cast<int64_t>(a.pads.size()) != 2 * rank)
+    ctx.error("pads has ", a.pads.size(), " entries for rank ", rank);
   for (int64_t v : a.pads) {
     if (v < 0) ctx.not_supported("negative pads (cropping)");
   }
@@ -714,7 +712,9 @@ void add_shape_ops(std::vector<OpDef>& ops) {
   ops.push_back({.op_type = "Constant", .infer = infer_constant, .evaluate = evaluate_constant});
   ops.push_back({.op_type = "Shape", .infer = infer_shape, .evaluate = evaluate_shape, .shape_only = true});
   ops.push_back({.op_type = "Size", .infer = infer_size, .evaluate = evaluate_size, .shape_only = true});
-  ops.push_back({.op_type = "ConstantOfShape", .infer = infer_constant_of_shape, .lower = lower_constant_of_shape,
+  ops.push_back({.op_type = "ConstantOfShape",
+                 .infer = infer_constant_of_shape,
+                 .lower = lower_constant_of_shape,
                  .evaluate = evaluate_constant_of_shape});
   ops.push_back({.op_type = "Range", .infer = infer_range, .lower = lower_range, .evaluate = evaluate_range});
   ops.push_back({.op_type = "Reshape", .infer = infer_reshape, .lower = lower_view});

@@ -160,8 +160,7 @@ MelArgs mel_args(OpContext& ctx) {
   }
   if (a.sample_rate < 1) ctx.error("sample_rate is ", a.sample_rate, ", must be positive");
   if (!(a.lower_hz >= 0 && a.upper_hz >= a.lower_hz && std::isfinite(a.upper_hz))) {
-    ctx.error("the edges must satisfy 0 <= lower_edge_hertz (", a.lower_hz, ") <= upper_edge_hertz (", a.upper_hz,
-              ")");
+    ctx.error("the edges must satisfy 0 <= lower_edge_hertz (", a.lower_hz, ") <= upper_edge_hertz (", a.upper_hz, ")");
   }
   return a;
 }
@@ -289,7 +288,8 @@ StftArgs stft_args(OpContext& ctx) {
   StftArgs a;
   a.step = length_input(ctx, 1, "frame_step");
   a.onesided = ctx.attr_int("onesided", 1) != 0;
-  if (a.onesided && signal[2] == 2) ctx.error("a onesided STFT needs a real signal (last dim 1), the signal is complex");
+  if (a.onesided && signal[2] == 2)
+    ctx.error("a onesided STFT needs a real signal (last dim 1), the signal is complex");
   a.n = -1;
   if (ctx.has_input(2)) {
     ctx.expect_dtype(2, {DType::FLOAT32});
@@ -328,8 +328,8 @@ void add_signal_ops(std::vector<OpDef>& ops) {
   for (const WindowCoefficients& w : kWindows) {
     ops.push_back({.op_type = w.op, .infer = infer_window, .evaluate = evaluate_window});
   }
-  ops.push_back({.op_type = "MelWeightMatrix", .infer = infer_mel_weight_matrix,
-                 .evaluate = evaluate_mel_weight_matrix});
+  ops.push_back(
+      {.op_type = "MelWeightMatrix", .infer = infer_mel_weight_matrix, .evaluate = evaluate_mel_weight_matrix});
   ops.push_back({.op_type = "DFT", .infer = infer_dft, .lower = lower_dft});
   ops.push_back({.op_type = "STFT", .infer = infer_stft, .lower = lower_stft});
 }

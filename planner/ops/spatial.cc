@@ -29,9 +29,8 @@ std::vector<int32_t> Spatial::pads4() const {
   return {b[0], b[1], e[0], e[1]};
 }
 
-Spatial resolve_spatial(OpContext& ctx, const std::vector<int64_t>& in,
-                        const std::vector<int64_t>& kernel, bool allow_ceil, bool allow_dilations,
-                        size_t max_axes) {
+Spatial resolve_spatial(OpContext& ctx, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
+                        bool allow_ceil, bool allow_dilations, size_t max_axes) {
   const size_t n = in.size();
   if (n < 1 || n > max_axes) {
     ctx.not_supported(n, "-D spatial input (1-D up to ", max_axes, "-D is supported)");
@@ -80,10 +79,12 @@ Spatial resolve_spatial(OpContext& ctx, const std::vector<int64_t>& in,
   for (size_t i = 0; i < n; ++i) {
     const int64_t window = (s.kernel[i] - 1) * s.dilations[i] + 1;
     const int64_t span = in[i] + s.pads_begin[i] + s.pads_end[i] - window;
-    if (span < 0) ctx.error("kernel_shape ", s.kernel[i], " with dilations ", s.dilations[i], " and pads ", s.pads_begin[i],
-                            "+", s.pads_end[i], " give a window larger than the padded input on axis ", i);
-    if (window > kMaxSpatial) ctx.error("kernel_shape ", s.kernel[i], " with dilations ", s.dilations[i], " spans ", window,
-                                        " elements on axis ", i, " (at most 2^30)");
+    if (span < 0)
+      ctx.error("kernel_shape ", s.kernel[i], " with dilations ", s.dilations[i], " and pads ", s.pads_begin[i], "+",
+                s.pads_end[i], " give a window larger than the padded input on axis ", i);
+    if (window > kMaxSpatial)
+      ctx.error("kernel_shape ", s.kernel[i], " with dilations ", s.dilations[i], " spans ", window,
+                " elements on axis ", i, " (at most 2^30)");
     int64_t out = ceil_mode ? (span + s.strides[i] - 1) / s.strides[i] + 1 : span / s.strides[i] + 1;
     // A last window that would start in the end padding is dropped.
     if (ceil_mode && (out - 1) * s.strides[i] >= in[i] + s.pads_begin[i]) --out;

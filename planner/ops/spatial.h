@@ -29,9 +29,8 @@ struct Spatial {
 // attribute or the weight). Reads strides, dilations, pads, auto_pad and,
 // when `allow_ceil`, ceil_mode. More than `max_axes` spatial axes is
 // refused as not supported.
-Spatial resolve_spatial(OpContext& ctx, const std::vector<int64_t>& in,
-                        const std::vector<int64_t>& kernel, bool allow_ceil, bool allow_dilations,
-                        size_t max_axes = 2);
+Spatial resolve_spatial(OpContext& ctx, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
+                        bool allow_ceil, bool allow_dilations, size_t max_axes = 2);
 
 }  // namespace kiln::planner
 

@@ -94,10 +94,9 @@ void cluster_copies(LMethod& method) {
     size_t start = p;
     while (start > 0) {
       const LInstruction& prev = list[start - 1];
-      const bool same_run =
-          (prev.kind == LInstruction::Kind::kKernel && same_device(prev.device, dst)) ||
-          (prev.kind == LInstruction::Kind::kCopy &&
-           same_device(method.tensors[static_cast<size_t>(prev.outputs[0])].device, dst));
+      const bool same_run = (prev.kind == LInstruction::Kind::kKernel && same_device(prev.device, dst)) ||
+                            (prev.kind == LInstruction::Kind::kCopy &&
+                             same_device(method.tensors[static_cast<size_t>(prev.outputs[0])].device, dst));
       if (!same_run) break;
       --start;
     }

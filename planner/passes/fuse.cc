@@ -18,8 +18,7 @@ bool constant_input(const Graph& graph, const Node& node, size_t i) {
 
 // The node's first output is read by `reader` alone and is no graph output;
 // no other output of the node is used.
-bool only_reader(const Graph& graph, const std::vector<std::vector<int>>& readers, const Node& node,
-                 int reader) {
+bool only_reader(const Graph& graph, const std::vector<std::vector<int>>& readers, const Node& node, int reader) {
   if (node.outputs.empty() || node.outputs[0] < 0) return false;
   const int out = node.outputs[0];
   if (value_of(graph, out).is_graph_output) return false;
@@ -76,7 +75,8 @@ bool fold_one_batch_norm(Graph& graph, const std::vector<std::vector<int>>& read
   if (conv_index < 0) return false;
   Node& conv = graph.nodes[static_cast<size_t>(conv_index)];
   if (conv.op_type != "Conv" || !conv.domain.empty() || !conv.activation.op.empty()) return false;
-  if (!constant_input(graph, conv, 1) || (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !constant_input(graph, conv, 2))) {
+  if (!constant_input(graph, conv, 1) ||
+      (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !constant_input(graph, conv, 2))) {
     return false;
   }
   if (!only_reader(graph, readers, conv, bn_index)) return false;
@@ -155,8 +155,7 @@ bool fuses_activations(const Node& node) {
 }
 
 bool on_cpu(const DevicePlan& devices, int node) {
-  return devices.node_device.empty() ||
-         devices.node_device[static_cast<size_t>(node)].type() == fb::DeviceType::CPU;
+  return devices.node_device.empty() || devices.node_device[static_cast<size_t>(node)].type() == fb::DeviceType::CPU;
 }
 
 // Removes dead nodes: compacts the graph when `devices` names no node,
@@ -181,7 +180,6 @@ bool column_bias(const Graph& graph, int v, const std::vector<int64_t>& out) {
   }
   return true;
 }
-
 
 // A float32 constant holding one value (any shape of one element).
 bool scalar_constant(const Graph& graph, int v, float* out) {
@@ -630,8 +628,8 @@ int fuse_input_affines(Graph& graph, DevicePlan& devices, FuseStats* stats) {
       affine.data<float>()[i] = static_cast<float>(map.scale[static_cast<size_t>(i)]);
       affine.data<float>()[c + i] = static_cast<float>(map.shift[static_cast<size_t>(i)]);
     }
-    conv.input_affine.value = graph.add_constant((conv.name.empty() ? "conv" : conv.name) + "/input_affine",
-                                                 std::move(affine));
+    conv.input_affine.value =
+        graph.add_constant((conv.name.empty() ? "conv" : conv.name) + "/input_affine", std::move(affine));
     conv.input_affine.relu = relu_index >= 0;
     conv.inputs[0] = bn.inputs[0];
     bn.dead = true;

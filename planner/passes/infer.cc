@@ -46,7 +46,8 @@ void cross_check_onnx_shapes(Graph& graph) {
   for (const Value& v : graph.values) {
     const auto it = onnx_shapes.find(v.name);
     if (!v.has_shape || it == onnx_shapes.end() || it->second == v.shape) continue;
-    const std::string where = v.producer >= 0 ? graph.describe(graph.nodes[static_cast<size_t>(v.producer)]) + ": " : "";
+    const std::string where =
+        v.producer >= 0 ? graph.describe(graph.nodes[static_cast<size_t>(v.producer)]) + ": " : "";
     fail(where, "output '", v.name, "' has shape ", shape_str(v.shape), " but ONNX shape inference says ",
          shape_str(it->second));
   }

@@ -232,9 +232,7 @@ class InplacePass {
     return backend != nullptr ? backend->inplace_inputs(ins.op) : 0;
   }
 
-  bool allowed(const std::string& op) const {
-    return !options_.ops.has_value() || options_.ops->count(op) != 0;
-  }
+  bool allowed(const std::string& op) const { return !options_.ops.has_value() || options_.ops->count(op) != 0; }
 
   // Last instruction touching each tensor (by itself, not through aliases).
   void compute_last_uses() {

@@ -65,10 +65,10 @@ struct InplaceOptions {
 };
 
 struct InplaceStats {
-  int outputs_in_place = 0;  // kernel outputs written over a dying input
-  int views = 0;             // view ops that became aliases (no instruction left)
-  int concats_removed = 0;   // Concats with every input written in place
-  int concat_pieces = 0;     // Concat inputs written into their block by their producer
+  int outputs_in_place = 0;   // kernel outputs written over a dying input
+  int views = 0;              // view ops that became aliases (no instruction left)
+  int concats_removed = 0;    // Concats with every input written in place
+  int concat_pieces = 0;      // Concat inputs written into their block by their producer
   uint64_t concat_bytes = 0;  // bytes those Concats no longer copy
 };
 

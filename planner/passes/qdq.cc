@@ -120,7 +120,8 @@ int only_reader(const Graph& graph, const std::vector<std::vector<int>>& readers
 
 // The int32 bias for channels scaled x_scale * w_scale[c]: DQ(int32) at that
 // scale as it is, anything else (float, other scale) requantized.
-int bias_value(Graph& graph, int bias, const QuantNode& x, const QuantNode& w, int64_t channels, const std::string& stem) {
+int bias_value(Graph& graph, int bias, const QuantNode& x, const QuantNode& w, int64_t channels,
+               const std::string& stem) {
   const float xs = x.scale->data<float>()[0];
   auto w_scale = [&](int64_t c) { return w.scale->data<float>()[w.scale->numel() == 1 ? 0 : c]; };
   QuantNode b;
@@ -165,7 +166,8 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
   int reader = only_reader(graph, readers, op.outputs[0]);
   if (reader < 0) return false;
   Node* act = nullptr;
-  if (graph.nodes[static_cast<size_t>(reader)].op_type == "Relu" || graph.nodes[static_cast<size_t>(reader)].op_type == "Clip") {
+  if (graph.nodes[static_cast<size_t>(reader)].op_type == "Relu" ||
+      graph.nodes[static_cast<size_t>(reader)].op_type == "Clip") {
     act = &graph.nodes[static_cast<size_t>(reader)];
     if (act->inputs[0] != op.outputs[0]) return false;
     reader = only_reader(graph, readers, act->outputs[0]);
@@ -176,7 +178,8 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
   if (!read_quant(graph, &q, q.outputs[0], &y) || !per_tensor(y)) return false;
   const DType y_dtype = y.zp != nullptr ? y.zp->dtype : DType::UINT8;
   const DType x_dtype = x.zp != nullptr ? x.zp->dtype : graph.values[static_cast<size_t>(x.quantized)].dtype;
-  if ((y_dtype != DType::UINT8 && y_dtype != DType::INT8) || (x_dtype != DType::UINT8 && x_dtype != DType::INT8)) return false;
+  if ((y_dtype != DType::UINT8 && y_dtype != DType::INT8) || (x_dtype != DType::UINT8 && x_dtype != DType::INT8))
+    return false;
   int64_t lo = 0, hi = 0;
   if (act != nullptr && !clamp_bounds(graph, *act, y, y_dtype, &lo, &hi)) return false;
 
@@ -213,7 +216,8 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
       const int64_t rows = wq->shape[0], cols = wq->shape[1];
       HostTensor t(wq->dtype, {cols, rows});
       for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) t.bytes[static_cast<size_t>(c * rows + r)] = wq->bytes[static_cast<size_t>(r * cols + c)];
+        for (int64_t c = 0; c < cols; ++c)
+          t.bytes[static_cast<size_t>(c * rows + r)] = wq->bytes[static_cast<size_t>(r * cols + c)];
       }
       weight = graph.add_constant(op.name + "_weight_t", std::move(t));
     }
@@ -234,8 +238,8 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
     attrs["kiln_y_min"] = int_attr(lo);
     attrs["kiln_y_max"] = int_attr(hi);
   }
-  std::vector<int> inputs = {x.quantized, x.node->inputs[1], zp_value(graph, x, x_dtype),
-                             weight, w.node->inputs[1], zp_value(graph, w, wq->dtype),
+  std::vector<int> inputs = {x.quantized, x.node->inputs[1],          zp_value(graph, x, x_dtype),
+                             weight,      w.node->inputs[1],          zp_value(graph, w, wq->dtype),
                              q.inputs[1], zp_value(graph, y, y_dtype)};
   if (bias_int32 >= 0) inputs.push_back(bias_int32);
   // The float op's node becomes the quantized one and takes over Q's output.
@@ -435,8 +439,8 @@ QdqStats fold_qdq(Graph& graph) {
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
     if (node.dead || !node.domain.empty()) continue;
-    static const char* const kPassThrough[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
-                                               "Concat", "Relu", "Clip"};
+    static const char* const kPassThrough[] = {"Reshape",   "Flatten", "Squeeze", "Unsqueeze",
+                                               "Transpose", "Concat",  "Relu",    "Clip"};
     for (const char* op : kPassThrough) {
       if (node.op_type == op) {
         fold_passthrough(graph, readers, static_cast<int>(n), &stats);
@@ -449,7 +453,8 @@ QdqStats fold_qdq(Graph& graph) {
   for (Node& node : graph.nodes) {
     if (node.dead || !node.domain.empty() || node.op_type != "DequantizeLinear" || node.outputs.empty()) continue;
     const int out = node.outputs[0];
-    if (out >= 0 && after[static_cast<size_t>(out)].empty() && !graph.values[static_cast<size_t>(out)].is_graph_output) {
+    if (out >= 0 && after[static_cast<size_t>(out)].empty() &&
+        !graph.values[static_cast<size_t>(out)].is_graph_output) {
       node.dead = true;  // its readers took the quantized tensor
       changed = true;
       continue;
@@ -572,7 +577,8 @@ Int8Share int8_share(const Graph& graph) {
       per_output = a.shape.empty() ? 0 : trans_a && a.shape.size() == 2 ? a.shape[0] : a.shape.back();
     }
     int64_t macs = numel_of(graph, node.outputs[0]) * per_output;
-    if (op == "ConvTranspose") macs = numel_of(graph, node.inputs[0]) * (w.shape.size() >= 2 ? shape_numel(w.shape) / w.shape[0] : 0);
+    if (op == "ConvTranspose")
+      macs = numel_of(graph, node.inputs[0]) * (w.shape.size() >= 2 ? shape_numel(w.shape) / w.shape[0] : 0);
     ++share.linear_ops;
     share.linear_macs += macs;
     if (int8) {

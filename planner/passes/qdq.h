@@ -78,7 +78,7 @@ QdqStats fold_qdq(Graph& graph);
 // Anything else stays float. Run after fold_qdq (which leaves exactly
 // these Q and DQ nodes at the model's edges).
 struct QuantizedIoStats {
-  int inputs = 0, outputs = 0;  // made quantized
+  int inputs = 0, outputs = 0;              // made quantized
   int float_inputs = 0, float_outputs = 0;  // left float32
 };
 

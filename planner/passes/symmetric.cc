@@ -57,8 +57,8 @@ SymmetricStats place_symmetric(LMethod& method) {
       const auto key = std::make_pair(root, group);
       auto it = input_buffer.find(key);
       if (it == input_buffer.end()) {
-        const int buffer = method.add_tensor(symmetric_copy_of(method.tensors[static_cast<size_t>(root)], group,
-                                                               "@symmetric"));
+        const int buffer =
+            method.add_tensor(symmetric_copy_of(method.tensors[static_cast<size_t>(root)], group, "@symmetric"));
         it = input_buffer.emplace(key, buffer).first;
         entry.push_back(copy_instruction(root, buffer, ins));
         ++stats.input_buffers;

@@ -33,16 +33,14 @@ HostTensor slice_axis(const HostTensor& t, size_t axis, int64_t begin, int64_t c
 
 bool is_elementwise(const std::string& op) {
   static const std::set<std::string> ops = {
-      "Add",  "Sub",   "Mul",      "Div",       "Pow",         "Max",       "Min",     "Where",   "Relu",
-      "Gelu", "Sigmoid", "Tanh",   "Erf",       "Sqrt",        "Exp",       "Log",     "Neg",     "Abs",
-      "Cast", "Identity", "Dropout", "LeakyRelu", "HardSigmoid", "HardSwish", "Softplus", "Clip",   "Elu",
-      "Reciprocal", "Selu", "Mish", "PRelu"};
+      "Add",      "Sub",  "Mul",     "Div",        "Pow",     "Max",       "Min",         "Where",
+      "Relu",     "Gelu", "Sigmoid", "Tanh",       "Erf",     "Sqrt",      "Exp",         "Log",
+      "Neg",      "Abs",  "Cast",    "Identity",   "Dropout", "LeakyRelu", "HardSigmoid", "HardSwish",
+      "Softplus", "Clip", "Elu",     "Reciprocal", "Selu",    "Mish",      "PRelu"};
   return ops.count(op) != 0;
 }
 
-bool is_linear(const Node& node) {
-  return node.domain.empty() && (node.op_type == "MatMul" || node.op_type == "Gemm");
-}
+bool is_linear(const Node& node) { return node.domain.empty() && (node.op_type == "MatMul" || node.op_type == "Gemm"); }
 
 int64_t attr_int(const Node& node, const char* key, int64_t fallback) {
   auto it = node.attrs.find(key);
@@ -68,8 +66,8 @@ struct ConstantShard {
 };
 
 struct Plan {
-  std::set<int> column;             // start nodes
-  std::set<int> row;                // closing nodes
+  std::set<int> column;  // start nodes
+  std::set<int> row;     // closing nodes
   std::vector<ConstantShard> shards;
   std::map<int, int> reshape_axis;  // Reshape node -> output axis whose size is divided
 };
@@ -359,8 +357,11 @@ std::vector<Graph> shard_tensor_parallel(const Graph& graph, uint32_t ranks, Ten
     for (int n : drop) starts.erase(n);
   }
   if (plan.row.empty()) {
-    fail("--tensor-parallel ", ranks, ": found no MatMul/Gemm pair to split (a constant-weight MatMul whose output "
-         "width ", ranks, " divides, leading through element-wise ops or attention to a second constant-weight "
+    fail("--tensor-parallel ", ranks,
+         ": found no MatMul/Gemm pair to split (a constant-weight MatMul whose output "
+         "width ",
+         ranks,
+         " divides, leading through element-wise ops or attention to a second constant-weight "
          "MatMul)");
   }
   std::vector<Graph> graphs;

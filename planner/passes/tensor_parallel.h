@@ -39,9 +39,9 @@
 namespace kiln::planner {
 
 struct TensorParallelStats {
-  int column_splits = 0;   // MatMul/Gemm split by output columns
-  int row_splits = 0;      // MatMul/Gemm split by input rows, each followed by an AllReduce
-  int reshapes = 0;        // Reshapes whose head count was divided
+  int column_splits = 0;               // MatMul/Gemm split by output columns
+  int row_splits = 0;                  // MatMul/Gemm split by input rows, each followed by an AllReduce
+  int reshapes = 0;                    // Reshapes whose head count was divided
   uint64_t weight_bytes_total = 0;     // constant bytes of the unsplit graph
   uint64_t weight_bytes_per_rank = 0;  // constant bytes one rank holds
 };

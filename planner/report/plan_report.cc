@@ -172,7 +172,6 @@ std::string op_at(const LMethod& m, int i) {
   return ins.name.empty() ? op : op + " '" + ins.name + "'";
 }
 
-
 // "inplace" and "aliases": what in-place reuse did.
 void write_reuse(JsonWriter& j, const LMethod& m, const PlanResult& result) {
   const InplaceSaving& saving = result.inplace_saving;
@@ -211,7 +210,8 @@ void write_reuse(JsonWriter& j, const LMethod& m, const PlanResult& result) {
     // at `offset` bytes into it.
     j.field("offset", tensor.alias_offset);
     const int w = writer[t];
-    const bool block = tensor.alias_offset != 0 || tensor.nbytes() != m.tensors[static_cast<size_t>(tensor.alias_of)].nbytes();
+    const bool block =
+        tensor.alias_offset != 0 || tensor.nbytes() != m.tensors[static_cast<size_t>(tensor.alias_of)].nbytes();
     j.field("kind", w >= 0 ? (block ? "concat_input" : "in_place") : (block ? "concat_view" : "view"));
     j.key("instruction");
     if (w >= 0) {
@@ -353,7 +353,8 @@ std::string plan_json(const PlanResult& result) {
     j.field("kind", arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary");
     if (arena.kind == fb::ArenaKind::SYMMETRIC) j.field("group", arena.group);
     j.field("alignment", arena.alignment);
-    j.field("ratio", arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0);
+    j.field("ratio",
+            arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0);
     j.field("algorithm", arena.algorithm);
     j.field("optimal", arena.optimal);
     j.field("first_fit", arena.first_fit);
@@ -442,11 +443,10 @@ std::string memory_svg(const LProgram& program) {
       const double ratio =
           arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0;
       char line[512];
-      std::snprintf(line, sizeof(line), "arena %zu (%s, %s): %s bytes, lower bound %s (%.4f x), first fit %s, %s%s",
-                    a, device_str(arena.device).c_str(),
-                    arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary", with_commas(arena.size).c_str(),
-                    with_commas(arena.lower_bound).c_str(), ratio, with_commas(arena.first_fit).c_str(),
-                    arena.algorithm.c_str(), arena.optimal ? ", optimal" : "");
+      std::snprintf(line, sizeof(line), "arena %zu (%s, %s): %s bytes, lower bound %s (%.4f x), first fit %s, %s%s", a,
+                    device_str(arena.device).c_str(), arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary",
+                    with_commas(arena.size).c_str(), with_commas(arena.lower_bound).c_str(), ratio,
+                    with_commas(arena.first_fit).c_str(), arena.algorithm.c_str(), arena.optimal ? ", optimal" : "");
       body += "<text x=\"" + fmt(kLeft) + "\" y=\"" + fmt(y0 + 26) + "\" font-size=\"14\" font-weight=\"bold\">" +
               xml_escape(line) + "</text>\n";
       body += "<rect x=\"" + fmt(kLeft) + "\" y=\"" + fmt(top) + "\" width=\"" + fmt(plot_width) + "\" height=\"" +
@@ -512,14 +512,13 @@ std::string memory_svg(const LProgram& program) {
         body += "<line x1=\"" + fmt(x) + "\" y1=\"" + fmt(top) + "\" x2=\"" + fmt(x) + "\" y2=\"" +
                 fmt(top + kPlotHeight) + "\" stroke=\"#c0392b\" stroke-width=\"2\"/>\n";
         const std::string label = "peak: instruction " + std::to_string(arena.peak_instruction) + " (" +
-                                  op_at(m, arena.peak_instruction) + "), " +
-                                  std::to_string(arena.peak_tensors.size()) + " tensors, " +
-                                  with_commas(arena.lower_bound) + " bytes live";
+                                  op_at(m, arena.peak_instruction) + "), " + std::to_string(arena.peak_tensors.size()) +
+                                  " tensors, " + with_commas(arena.lower_bound) + " bytes live";
         const bool right_half = x > kLeft + plot_width / 2;
         body += "<text x=\"" + fmt(right_half ? x - 6 : x + 6) + "\" y=\"" + fmt(top + 14) + "\" text-anchor=\"" +
                 (right_half ? "end" : "start") +
-                "\" fill=\"#c0392b\" font-weight=\"bold\" stroke=\"#fff\" stroke-width=\"4\" paint-order=\"stroke\">" + xml_escape(label) +
-                "</text>\n";
+                "\" fill=\"#c0392b\" font-weight=\"bold\" stroke=\"#fff\" stroke-width=\"4\" paint-order=\"stroke\">" +
+                xml_escape(label) + "</text>\n";
       }
       y0 = top + kPlotHeight + kAxis + kGap;
     }

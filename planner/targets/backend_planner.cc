@@ -64,8 +64,8 @@ std::string operand_problem(const ValueView& v, const char* what, size_t i, cons
 }  // namespace
 
 std::function<std::string(const NodeView&)> operand_rules(const OperandLimits& limits,
-                                                           std::function<std::string(const NodeView&)> extra,
-                                                           size_t tensor_inputs) {
+                                                          std::function<std::string(const NodeView&)> extra,
+                                                          size_t tensor_inputs) {
   return [limits, extra, tensor_inputs](const NodeView& node) {
     for (size_t i = 0; i < node.num_inputs() && i < tensor_inputs; ++i) {
       if (!node.has_input(i)) continue;

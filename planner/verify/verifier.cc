@@ -64,7 +64,8 @@ void verify_collectives(const fb::Method& m, const std::vector<int>& root, const
     if (m.communicators() != nullptr) {
       for (const fb::Communicator* c : *m.communicators()) known = known || c->group() == call->group();
     }
-    if (!known) errors.push_back(where + str("collective ", i, " names group ", call->group(), " without a communicator"));
+    if (!known)
+      errors.push_back(where + str("collective ", i, " names group ", call->group(), " without a communicator"));
     if (call->inputs() == nullptr) continue;
     for (int32_t t : *call->inputs()) {
       if (t < 0 || static_cast<uint32_t>(t) >= n || root[static_cast<size_t>(t)] < 0) continue;
@@ -174,8 +175,7 @@ void verify_method(const ProgramFile& file, const fb::Method& m, std::vector<std
         each(ins->kind_as_CollectiveCall()->inputs(), step);
         each(ins->kind_as_CollectiveCall()->outputs(), step);
         break;
-      default:
-        break;
+      default: break;
     }
   }
   const int end = std::max(step - 1, 0);
@@ -232,8 +232,8 @@ void verify_method(const ProgramFile& file, const fb::Method& m, std::vector<std
     std::erase_if(alive, [&](const Extent* o) { return o->last < e.first; });
     for (const Extent* o : alive) {
       if (o->arena == e.arena && o->begin < e.end && e.begin < o->end && reported < 20) {
-        errors.push_back(where + str(name_of(m, static_cast<uint32_t>(o->tensor)), " [bytes ", o->begin, "-",
-                                     o->end, ", instructions ", o->first, "-", o->last, "] and ",
+        errors.push_back(where + str(name_of(m, static_cast<uint32_t>(o->tensor)), " [bytes ", o->begin, "-", o->end,
+                                     ", instructions ", o->first, "-", o->last, "] and ",
                                      name_of(m, static_cast<uint32_t>(e.tensor)), " [bytes ", e.begin, "-", e.end,
                                      ", instructions ", e.first, "-", e.last, "] share bytes of arena ", e.arena,
                                      " while both are alive, and neither is an alias of the other"));

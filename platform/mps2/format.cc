@@ -116,7 +116,8 @@ void emit_float(Output& out, Spec spec, float value) {
   uint32_t scale = 1;
   for (int i = 0; i < precision; ++i) scale *= 10;
   uint32_t integer = static_cast<uint32_t>(magnitude);
-  uint32_t fraction = static_cast<uint32_t>((magnitude - static_cast<float>(integer)) * static_cast<float>(scale) + 0.5f);
+  uint32_t fraction =
+      static_cast<uint32_t>((magnitude - static_cast<float>(integer)) * static_cast<float>(scale) + 0.5f);
   if (fraction >= scale) {
     fraction -= scale;
     ++integer;
@@ -249,12 +250,8 @@ int kiln_mps2_vformat(char* out_buffer, size_t size, const char* format, va_list
         break;
       }
       case 'f':
-      case 'F':
-        emit_float(out, spec, static_cast<float>(va_arg(args, double)));
-        break;
-      case '%':
-        out.put('%');
-        break;
+      case 'F': emit_float(out, spec, static_cast<float>(va_arg(args, double))); break;
+      case '%': out.put('%'); break;
       case '\0':
         // A lone '%' at the end: print it and stop.
         out.put('%');

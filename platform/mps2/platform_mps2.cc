@@ -105,8 +105,7 @@ int kiln_mps2_printf(const char* format, ...) {
   return static_cast<int>(length);
 }
 
-void kiln_pal_log(kiln_log_level level, const char* file, int line, const char* message,
-                  size_t length) {
+void kiln_pal_log(kiln_log_level level, const char* file, int line, const char* message, size_t length) {
   static const char* const kPrefix[] = {"D", "I", "W", "E"};
   const char* base = file;
   if (file != nullptr) {
@@ -126,8 +125,8 @@ void kiln_mps2_exit(int status) {
   semihost(kSysExitExtended, block);
   // Only reached where SYS_EXIT_EXTENDED is not supported: SYS_EXIT on
   // AArch32 carries a reason, not a status, so only success or failure.
-  semihost(kSysExit, reinterpret_cast<const void*>(
-                         status == 0 ? kAdpStoppedApplicationExit : kAdpStoppedRunTimeErrorUnknown));
+  semihost(kSysExit,
+           reinterpret_cast<const void*>(status == 0 ? kAdpStoppedApplicationExit : kAdpStoppedRunTimeErrorUnknown));
   for (;;) {
   }
 }

@@ -83,7 +83,10 @@ __attribute__((section(".vectors"), used)) const Handler kiln_mps2_vector_table[
     mem_manage_handler,
     bus_fault_handler,
     usage_fault_handler,
-    0, 0, 0, 0,         /* reserved */
+    0,
+    0,
+    0,
+    0,                  /* reserved */
     unexpected_handler, /* SVCall */
     unexpected_handler, /* debug monitor */
     0,                  /* reserved */

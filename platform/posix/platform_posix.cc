@@ -14,8 +14,7 @@ extern "C" {
 
 KILN_WEAK void kiln_pal_init(void) {}
 
-KILN_WEAK void kiln_pal_log(kiln_log_level level, const char* file, int line, const char* message,
-                            size_t length) {
+KILN_WEAK void kiln_pal_log(kiln_log_level level, const char* file, int line, const char* message, size_t length) {
   static const char* const kPrefix[] = {"D", "I", "W", "E"};
   // One write() per line so lines from several threads do not interleave.
   char line_buffer[1024];

@@ -91,8 +91,7 @@ Result<MmapDataLoader> MmapDataLoader::open(const char* path) {
   return MmapDataLoader(static_cast<const uint8_t*>(data), size);
 }
 
-MmapDataLoader::MmapDataLoader(MmapDataLoader&& other) noexcept
-    : data_(other.data_), size_(other.size_) {
+MmapDataLoader::MmapDataLoader(MmapDataLoader&& other) noexcept : data_(other.data_), size_(other.size_) {
   other.data_ = nullptr;
   other.size_ = 0;
 }

@@ -109,10 +109,8 @@ class MethodLoader final : public MethodView {
     if (bytes == 0 || failed_) return nullptr;
     void* p = memory_.bookkeeping->allocate(static_cast<size_t>(bytes), abi::kBookkeepingAlignment);
     if (p == nullptr) {
-      KILN_LOG(ERROR, "method '%s': bookkeeping allocator has %llu of %llu bytes free, %s need %llu",
-               name(),
-               static_cast<unsigned long long>(memory_.bookkeeping->capacity() -
-                                               memory_.bookkeeping->used()),
+      KILN_LOG(ERROR, "method '%s': bookkeeping allocator has %llu of %llu bytes free, %s need %llu", name(),
+               static_cast<unsigned long long>(memory_.bookkeeping->capacity() - memory_.bookkeeping->used()),
                static_cast<unsigned long long>(memory_.bookkeeping->capacity()), what,
                static_cast<unsigned long long>(bytes));
       failed_ = true;
@@ -124,12 +122,9 @@ class MethodLoader final : public MethodView {
     tensors_ = static_cast<Tensor*>(take(counts_.tensors, abi::kTensorSlotBytes, "tensors"));
     instructions_ = static_cast<internal::InstructionState*>(
         take(counts_.instructions, abi::kInstructionSlotBytes, "instructions"));
-    operands_ = static_cast<const Tensor**>(
-        take(counts_.operands, abi::kOperandSlotBytes, "operand lists"));
-    arenas_ = static_cast<internal::ArenaState*>(
-        take(counts_.arenas, abi::kArenaSlotBytes, "arenas"));
-    delegates_ = static_cast<internal::DelegateState*>(
-        take(counts_.delegates, abi::kDelegateSlotBytes, "delegates"));
+    operands_ = static_cast<const Tensor**>(take(counts_.operands, abi::kOperandSlotBytes, "operand lists"));
+    arenas_ = static_cast<internal::ArenaState*>(take(counts_.arenas, abi::kArenaSlotBytes, "arenas"));
+    delegates_ = static_cast<internal::DelegateState*>(take(counts_.delegates, abi::kDelegateSlotBytes, "delegates"));
     delegate_state_ = static_cast<uint8_t*>(take(counts_.delegate_state_bytes, 1, "delegate state"));
     for (uint32_t a = 0; a < counts_.arenas && !failed_; ++a) new (&arenas_[a]) internal::ArenaState();
     for (uint32_t d = 0; d < counts_.delegates && !failed_; ++d) new (&delegates_[d]) internal::DelegateState();
@@ -188,9 +183,8 @@ class MethodLoader final : public MethodView {
                            "method '%s': arena %u needs %llu bytes, %llu were given", name(), i,
                            static_cast<unsigned long long>(arena.size()),
                            static_cast<unsigned long long>(given.size()));
-      KILN_CHECK_OR_RETURN(reinterpret_cast<uintptr_t>(given.data()) % arena.alignment() == 0,
-                           Error::kArenaMisaligned, "method '%s': arena %u must be aligned to %u bytes", name(), i,
-                           arena.alignment());
+      KILN_CHECK_OR_RETURN(reinterpret_cast<uintptr_t>(given.data()) % arena.alignment() == 0, Error::kArenaMisaligned,
+                           "method '%s': arena %u must be aligned to %u bytes", name(), i, arena.alignment());
       arenas_[i].base = given.data();
       arenas_[i].size = given.size();
     }
@@ -220,7 +214,8 @@ class MethodLoader final : public MethodView {
       }
       KILN_CHECK_OR_RETURN(communicator->size() == group.size(), Error::kCommunicatorMismatch,
                            "method '%s' was planned for %u ranks (communicator group %u); communicator '%s' has "
-                           "%u", name(), group.size(), group.group(), communicator->name(), communicator->size());
+                           "%u",
+                           name(), group.size(), group.group(), communicator->name(), communicator->size());
       groups_[group.group()].communicator = communicator;
       groups_[group.group()].rank = communicator->rank();
     }
@@ -273,9 +268,11 @@ class MethodLoader final : public MethodView {
     }
     const Error error =
         communicator->map_symmetric(arena.size(), arena.alignment(), layout_digest(i, arena), &state.symmetric);
-    KILN_CHECK_OR_RETURN(error == Error::kOk, error, "method '%s': communicator '%s' could not map symmetric arena %u "
-                         "(%llu bytes): %s", name(), communicator->name(), i,
-                         static_cast<unsigned long long>(arena.size()), error_name(error));
+    KILN_CHECK_OR_RETURN(error == Error::kOk, error,
+                         "method '%s': communicator '%s' could not map symmetric arena %u "
+                         "(%llu bytes): %s",
+                         name(), communicator->name(), i, static_cast<unsigned long long>(arena.size()),
+                         error_name(error));
     state.communicator = communicator;
     if (is_host(device)) {
       state.base = static_cast<uint8_t*>(state.symmetric.local.handle);
@@ -325,9 +322,7 @@ class MethodLoader final : public MethodView {
           tensor->flags_ = internal::kTensorConstant;
           break;
         }
-        case fb::Storage::PlannedStorage:
-          place(tensor, *source.storage_as_PlannedStorage());
-          break;
+        case fb::Storage::PlannedStorage: place(tensor, *source.storage_as_PlannedStorage()); break;
         case fb::Storage::UserStorage: {
           const fb::PlannedStorage* fallback = source.storage_as_UserStorage()->fallback();
           if (fallback != nullptr) place(tensor, *fallback);
@@ -380,7 +375,8 @@ class MethodLoader final : public MethodView {
     }
     KILN_CHECK_OR_RETURN(src_host || dst_host || same_device(src.device(), dst.device()), Error::kNotSupported,
                          "method '%s': copy %u goes from %s:%u to %s:%u; copies between two devices go through "
-                         "the host", name(), index, device_type_name(src.device().type()), src.device().index(),
+                         "the host",
+                         name(), index, device_type_name(src.device().type()), src.device().index(),
                          device_type_name(dst.device().type()), dst.device().index());
     const Tensor& device_side = src_host ? dst : src;
     const internal::ArenaState* arena = arena_of(device_side);
@@ -388,9 +384,9 @@ class MethodLoader final : public MethodView {
                          "method '%s': copy %u touches a device tensor outside any device arena", name(), index);
     state->backend = arena->backend;
     state->arenas = arenas_;
-    state->kind = src_host ? internal::InstructionKind::kCopyToDevice
-                           : (dst_host ? internal::InstructionKind::kCopyToHost
-                                       : internal::InstructionKind::kCopyOnDevice);
+    state->kind = src_host
+                      ? internal::InstructionKind::kCopyToDevice
+                      : (dst_host ? internal::InstructionKind::kCopyToHost : internal::InstructionKind::kCopyOnDevice);
     return Error::kOk;
   }
 
@@ -420,8 +416,8 @@ class MethodLoader final : public MethodView {
                               args.inputs[i]->nbytes() == args.outputs[o]->nbytes();
         KILN_CHECK_OR_RETURN(declared, Error::kInvalidProgram,
                              "method '%s': instruction %u ('%s', kernel '%s') writes output %u over input %u, "
-                             "which the kernel does not allow", name(), index, instruction_name(instruction),
-                             entry.name, o, i);
+                             "which the kernel does not allow",
+                             name(), index, instruction_name(instruction), entry.name, o, i);
       }
     }
     return Error::kOk;
@@ -453,8 +449,8 @@ class MethodLoader final : public MethodView {
           const char* op = method_.operators()->Get(call.op())->name()->c_str();
           const KernelEntry* entry = kernels_.find(op);
           KILN_CHECK_OR_RETURN(entry != nullptr, Error::kKernelNotFound,
-                               "method '%s': instruction %u ('%s') needs kernel '%s', which is not registered",
-                               name(), i, instruction_name(instruction), op);
+                               "method '%s': instruction %u ('%s') needs kernel '%s', which is not registered", name(),
+                               i, instruction_name(instruction), op);
           state->kind = internal::InstructionKind::kKernel;
           state->run = entry->run;
           state->args.call = &call;
@@ -465,8 +461,8 @@ class MethodLoader final : public MethodView {
           if (entry->check != nullptr) {
             const Error error = entry->check(state->args);
             KILN_CHECK_OR_RETURN(error == Error::kOk, error,
-                                 "method '%s': instruction %u ('%s', kernel '%s') rejected its operands: %s",
-                                 name(), i, instruction_name(instruction), op, error_name(error));
+                                 "method '%s': instruction %u ('%s', kernel '%s') rejected its operands: %s", name(), i,
+                                 instruction_name(instruction), op, error_name(error));
           }
           break;
         }
@@ -540,7 +536,8 @@ class MethodLoader final : public MethodView {
       const uint64_t needed = backend->state_bytes(delegate, blob);
       KILN_CHECK_OR_RETURN(needed <= delegate.state_bytes(), Error::kOutOfMemory,
                            "method '%s': backend '%s' needs %llu state bytes for delegate %u, the program reserved "
-                           "%llu", name(), backend->id(), static_cast<unsigned long long>(needed), d,
+                           "%llu",
+                           name(), backend->id(), static_cast<unsigned long long>(needed), d,
                            static_cast<unsigned long long>(delegate.state_bytes()));
       const size_t reserved = static_cast<size_t>(abi::round_up_bookkeeping(delegate.state_bytes()));
       BumpAllocator allocator(state, reserved);
@@ -678,14 +675,15 @@ Error Method::bind(uint32_t tensor_index, void* data, size_t size) {
   [[maybe_unused]] const char* name = tensor_name(*method_, tensor_index);  // messages only
   KILN_CHECK_OR_RETURN(is_host(tensor.device()), Error::kDeviceMismatch,
                        "'%s' lives on %s:%u; a host buffer cannot be bound to it (write into its device memory, "
-                       "see Method::input_location)", name, device_type_name(tensor.device().type()),
-                       tensor.device().index());
+                       "see Method::input_location)",
+                       name, device_type_name(tensor.device().type()), tensor.device().index());
   // Zero-byte tensors may be bound to any pointer, null included.
   KILN_CHECK_OR_RETURN(data != nullptr || tensor.nbytes() == 0, Error::kInvalidArgument,
                        "'%s' needs %llu bytes, a null buffer was bound", name,
                        static_cast<unsigned long long>(tensor.nbytes()));
-  KILN_CHECK_OR_RETURN(size >= tensor.nbytes(), Error::kBufferTooSmall, "'%s' needs %llu bytes, the buffer bound has %llu",
-                       name, static_cast<unsigned long long>(tensor.nbytes()), static_cast<unsigned long long>(size));
+  KILN_CHECK_OR_RETURN(size >= tensor.nbytes(), Error::kBufferTooSmall,
+                       "'%s' needs %llu bytes, the buffer bound has %llu", name,
+                       static_cast<unsigned long long>(tensor.nbytes()), static_cast<unsigned long long>(size));
   const size_t element = dtype_size(tensor.dtype());
   KILN_CHECK_OR_RETURN(reinterpret_cast<uintptr_t>(data) % element == 0, Error::kBufferMisaligned,
                        "'%s' is %s, the buffer bound is not aligned to %u bytes", name, dtype_name(tensor.dtype()),
@@ -714,8 +712,8 @@ Error Method::bind_checked(uint32_t tensor_index, const Tensor& given) {
   bool same = given.rank() == expected.rank();
   for (uint32_t d = 0; same && d < expected.rank(); ++d) same = given.dim(d) == expected.dim(d);
   KILN_CHECK_OR_RETURN(same, Error::kShapeMismatch,
-                       "'%s' has rank %u and a different shape than the tensor given (rank %u)", name,
-                       expected.rank(), given.rank());
+                       "'%s' has rank %u and a different shape than the tensor given (rank %u)", name, expected.rank(),
+                       given.rank());
   KILN_CHECK_OR_RETURN(same_device(given.device(), expected.device()), Error::kDeviceMismatch,
                        "'%s' lives on %s:%u, a tensor on %s:%u was given", name,
                        device_type_name(expected.device().type()), expected.device().index(),
@@ -738,7 +736,8 @@ void Method::refresh_aliases() {
     Tensor& tensor = tensors_[t];
     if (!(tensor.flags_ & internal::kTensorAlias)) continue;
     const Tensor& root = tensors_[tensor.alias_root_];
-    tensor.data_ = root.data_ != nullptr ? static_cast<uint8_t*>(root.data_) + (tensor.offset_ - root.offset_) : nullptr;
+    tensor.data_ =
+        root.data_ != nullptr ? static_cast<uint8_t*>(root.data_) + (tensor.offset_ - root.offset_) : nullptr;
   }
   aliases_stale_ = false;
 }
@@ -749,8 +748,7 @@ namespace internal {
 // backend of the device side, with the arena buffer and offset of each tensor.
 Error run_instruction(const InstructionState& state, EventTracer* tracer, uint32_t index) {
   switch (state.kind) {
-    case InstructionKind::kKernel:
-      return state.run(state.args);
+    case InstructionKind::kKernel: return state.run(state.args);
     case InstructionKind::kCopyHost: {
       const Tensor& src = *state.args.inputs[0];
       const Tensor& dst = *state.args.outputs[0];
@@ -813,8 +811,7 @@ Error run_instruction(const InstructionState& state, EventTracer* tracer, uint32
       return Error::kNotSupported;
 #endif
     }
-    default:
-      return Error::kInternal;
+    default: return Error::kInternal;
   }
 }
 
@@ -831,13 +828,13 @@ void Method::set_thread_pool(ThreadPool* pool) {
 Error Method::execute() {
   KILN_CHECK_OR_RETURN(method_ != nullptr, Error::kInvalidArgument, "the Method was moved from");
   for (size_t i = 0; i < num_inputs(); ++i) {
-    KILN_CHECK_OR_RETURN(input(i)->flags_ & internal::kTensorBound, Error::kNotBound,
-                         "input %u ('%s') is not bound", static_cast<unsigned>(i),
+    KILN_CHECK_OR_RETURN(input(i)->flags_ & internal::kTensorBound, Error::kNotBound, "input %u ('%s') is not bound",
+                         static_cast<unsigned>(i),
                          tensor_name(*method_, method_->inputs()->Get(static_cast<uint32_t>(i))));
   }
   for (size_t i = 0; i < num_outputs(); ++i) {
-    KILN_CHECK_OR_RETURN(output(i)->flags_ & internal::kTensorBound, Error::kNotBound,
-                         "output %u ('%s') is not bound", static_cast<unsigned>(i),
+    KILN_CHECK_OR_RETURN(output(i)->flags_ & internal::kTensorBound, Error::kNotBound, "output %u ('%s') is not bound",
+                         static_cast<unsigned>(i),
                          tensor_name(*method_, method_->outputs()->Get(static_cast<uint32_t>(i))));
   }
   if (aliases_stale_) refresh_aliases();

@@ -18,12 +18,12 @@ namespace internal {
 
 enum class InstructionKind : uint8_t {
   kKernel,
-  kCopyHost,           // memcpy
-  kCopyToDevice,       // host -> device
-  kCopyToHost,         // device -> host
-  kCopyOnDevice,       // device -> device, one backend
+  kCopyHost,      // memcpy
+  kCopyToDevice,  // host -> device
+  kCopyToHost,    // device -> host
+  kCopyOnDevice,  // device -> device, one backend
   kDelegate,
-  kCollective,         // args.inputs[0] reduced into args.outputs[0]
+  kCollective,  // args.inputs[0] reduced into args.outputs[0]
 };
 
 // One per instruction. A copy uses args.inputs[0] as source and
@@ -47,12 +47,12 @@ struct InstructionState {
 Error run_instruction(const InstructionState& state, EventTracer* tracer = nullptr, uint32_t index = 0);
 
 struct ArenaState {
-  uint8_t* base;        // host arenas
+  uint8_t* base;  // host arenas
   uint64_t size;
   DeviceBuffer device;  // device arenas
   Backend* backend;     // device arenas
   Device where;
-  bool owned;           // allocated by the backend at load: released by ~Method
+  bool owned;  // allocated by the backend at load: released by ~Method
   // Symmetric arenas mapped by a communicator (released by ~Method); null
   // for ordinary arenas and for a one-rank group without one, whose
   // collectives are copies.
@@ -66,14 +66,13 @@ struct DelegateState {
 };
 
 // Tensor flags.
-constexpr uint8_t kTensorUser = 1;      // bound by the application
-constexpr uint8_t kTensorAlias = 2;     // data follows alias_root_
+constexpr uint8_t kTensorUser = 1;   // bound by the application
+constexpr uint8_t kTensorAlias = 2;  // data follows alias_root_
 constexpr uint8_t kTensorConstant = 4;
-constexpr uint8_t kTensorBound = 8;     // user tensor with memory: bound, or planned fallback
+constexpr uint8_t kTensorBound = 8;  // user tensor with memory: bound, or planned fallback
 
 static_assert(sizeof(Tensor) <= abi::kTensorSlotBytes, "Tensor outgrew its bookkeeping slot");
-static_assert(sizeof(InstructionState) <= abi::kInstructionSlotBytes,
-              "InstructionState outgrew its bookkeeping slot");
+static_assert(sizeof(InstructionState) <= abi::kInstructionSlotBytes, "InstructionState outgrew its bookkeeping slot");
 static_assert(sizeof(const Tensor*) <= abi::kOperandSlotBytes, "operand slot");
 static_assert(sizeof(ArenaState) <= abi::kArenaSlotBytes, "ArenaState outgrew its slot");
 static_assert(sizeof(DelegateState) <= abi::kDelegateSlotBytes, "DelegateState outgrew its slot");

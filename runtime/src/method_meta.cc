@@ -36,8 +36,8 @@ const char* MethodMeta::name() const { return method_->name()->c_str(); }
 size_t MethodMeta::num_arenas() const { return method_->arenas() != nullptr ? method_->arenas()->size() : 0; }
 
 Result<ArenaInfo> MethodMeta::arena(size_t index) const {
-  KILN_CHECK_OR_RETURN(index < num_arenas(), Error::kInvalidArgument, "method '%s' has no arena %u (it has %u)",
-                       name(), static_cast<unsigned>(index), static_cast<unsigned>(num_arenas()));
+  KILN_CHECK_OR_RETURN(index < num_arenas(), Error::kInvalidArgument, "method '%s' has no arena %u (it has %u)", name(),
+                       static_cast<unsigned>(index), static_cast<unsigned>(num_arenas()));
   const fb::Arena& arena = *method_->arenas()->Get(static_cast<uint32_t>(index));
   ArenaInfo info;
   info.size = arena.size();
@@ -61,8 +61,8 @@ size_t MethodMeta::num_inputs() const { return internal::list_size(method_->inpu
 size_t MethodMeta::num_outputs() const { return internal::list_size(method_->outputs()); }
 
 Result<TensorInfo> MethodMeta::input(size_t index) const {
-  KILN_CHECK_OR_RETURN(index < num_inputs(), Error::kInvalidArgument, "method '%s' has no input %u (it has %u)",
-                       name(), static_cast<unsigned>(index), static_cast<unsigned>(num_inputs()));
+  KILN_CHECK_OR_RETURN(index < num_inputs(), Error::kInvalidArgument, "method '%s' has no input %u (it has %u)", name(),
+                       static_cast<unsigned>(index), static_cast<unsigned>(num_inputs()));
   return tensor_info(*method_->tensors()->Get(method_->inputs()->Get(static_cast<uint32_t>(index))));
 }
 

@@ -130,8 +130,7 @@ void PosixThreadPool::work(uint64_t generation) {
     const int64_t count = count_.load(std::memory_order_relaxed);
     const int64_t index = static_cast<int64_t>(ticket & 0xffffffffu);
     if (index >= count) break;
-    if (!ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel,
-                                       std::memory_order_acquire)) {
+    if (!ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
       continue;  // `ticket` now holds what another thread left there
     }
     task(context, index);

@@ -44,9 +44,9 @@ Result<Program> Program::load(DataLoader& loader) {
   KILN_CHECK_OR_RETURN(fb::VerifySizePrefixedProgramBuffer(verifier), Error::kInvalidProgram,
                        "program failed flatbuffer verification (truncated or corrupt)");
   const fb::Program* program = fb::GetSizePrefixedProgram(buffer.data());
-  KILN_CHECK_OR_RETURN(program->version() == static_cast<uint32_t>(fb::SchemaVersion::Current),
-                       Error::kVersionMismatch, "program schema version %u, this runtime reads version %u",
-                       program->version(), static_cast<unsigned>(fb::SchemaVersion::Current));
+  KILN_CHECK_OR_RETURN(program->version() == static_cast<uint32_t>(fb::SchemaVersion::Current), Error::kVersionMismatch,
+                       "program schema version %u, this runtime reads version %u", program->version(),
+                       static_cast<unsigned>(fb::SchemaVersion::Current));
   const uint32_t alignment = program->segment_alignment();
   KILN_CHECK_OR_RETURN(is_power_of_two(alignment) && alignment >= 16 && alignment <= 65536, Error::kInvalidProgram,
                        "segment alignment %u is not a power of two in [16, 65536]", alignment);
@@ -76,9 +76,8 @@ Result<Program> Program::load(DataLoader& loader) {
 size_t Program::num_methods() const { return program_->methods()->size(); }
 
 Result<const char*> Program::method_name(size_t index) const {
-  KILN_CHECK_OR_RETURN(index < num_methods(), Error::kInvalidArgument,
-                       "program has no method %u (it has %u)", static_cast<unsigned>(index),
-                       static_cast<unsigned>(num_methods()));
+  KILN_CHECK_OR_RETURN(index < num_methods(), Error::kInvalidArgument, "program has no method %u (it has %u)",
+                       static_cast<unsigned>(index), static_cast<unsigned>(num_methods()));
   return program_->methods()->Get(static_cast<uint32_t>(index))->name()->c_str();
 }
 

@@ -36,9 +36,7 @@ bool aligned8(const flatbuffers::Vector<T>* v) {
   return v == nullptr || reinterpret_cast<uintptr_t>(v->data()) % 8 == 0;
 }
 
-bool valid_device(const fb::Device* device) {
-  return device == nullptr || device->type() <= fb::DeviceType::MAX;
-}
+bool valid_device(const fb::Device* device) { return device == nullptr || device->type() <= fb::DeviceType::MAX; }
 
 const char* name_or(const flatbuffers::String* name, const char* fallback) {
   return name != nullptr ? name->c_str() : fallback;
@@ -132,8 +130,10 @@ class MethodValidator {
     for (uint32_t r = 0; r < storage.ranks()->size(); ++r) {
       const uint32_t index = storage.ranks()->Get(r);
       KILN_CHECK_OR_RETURN(constants != nullptr && index < constants->size() && constants->Get(index)->size() >= nbytes,
-                           kInvalid, "method '%s': tensor %u '%s': rank %u's constant %u does not exist or is too "
-                           "small", name_, t, tensor_name(t), r, index);
+                           kInvalid,
+                           "method '%s': tensor %u '%s': rank %u's constant %u does not exist or is too "
+                           "small",
+                           name_, t, tensor_name(t), r, index);
     }
     return Error::kOk;
   }
@@ -150,18 +150,21 @@ class MethodValidator {
     const uint32_t in = static_cast<uint32_t>(call.inputs()->Get(0));
     const uint32_t out = static_cast<uint32_t>(call.outputs()->Get(0));
     KILN_CHECK_OR_RETURN(tensor(in).dtype() == tensor(out).dtype() && tensor(in).nbytes() == tensor(out).nbytes(),
-                         kInvalid, "method '%s': collective instruction %u reduces '%s' into '%s' of another dtype "
-                         "or size", name_, i, tensor_name(in), tensor_name(out));
+                         kInvalid,
+                         "method '%s': collective instruction %u reduces '%s' into '%s' of another dtype "
+                         "or size",
+                         name_, i, tensor_name(in), tensor_name(out));
     const uint32_t root = root_of(in);
     const fb::PlannedStorage* planned = root < num_tensors_ ? tensor(root).storage_as_PlannedStorage() : nullptr;
-    const fb::Arena* arena = planned != nullptr && method_.arenas() != nullptr &&
-                                     planned->arena() < method_.arenas()->size()
-                                 ? method_.arenas()->Get(planned->arena())
-                                 : nullptr;
-    KILN_CHECK_OR_RETURN(arena != nullptr && arena->kind() == fb::ArenaKind::SYMMETRIC &&
-                             arena->group() == call.group(),
-                         kInvalid, "method '%s': collective instruction %u reads '%s', which is not planned in a "
-                         "symmetric arena of group %u", name_, i, tensor_name(in), call.group());
+    const fb::Arena* arena =
+        planned != nullptr && method_.arenas() != nullptr && planned->arena() < method_.arenas()->size()
+            ? method_.arenas()->Get(planned->arena())
+            : nullptr;
+    KILN_CHECK_OR_RETURN(
+        arena != nullptr && arena->kind() == fb::ArenaKind::SYMMETRIC && arena->group() == call.group(), kInvalid,
+        "method '%s': collective instruction %u reads '%s', which is not planned in a "
+        "symmetric arena of group %u",
+        name_, i, tensor_name(in), call.group());
     return Error::kOk;
   }
 
@@ -170,8 +173,10 @@ class MethodValidator {
   // a program that needs them is refused at load.
   Error check_communicators() {
     KILN_CHECK_OR_RETURN(method_.communicators() == nullptr || method_.communicators()->size() == 0,
-                         Error::kNotSupported, "method '%s' has collectives; this runtime was built without them "
-                         "(KILN_WITH_COLLECTIVES)", name_);
+                         Error::kNotSupported,
+                         "method '%s' has collectives; this runtime was built without them "
+                         "(KILN_WITH_COLLECTIVES)",
+                         name_);
     return Error::kOk;
   }
   Error check_rank_constants(uint32_t, const fb::ConstantStorage&, uint64_t) { return Error::kOk; }
@@ -190,8 +195,8 @@ class MethodValidator {
   Error check_planned(uint32_t t, const fb::PlannedStorage& planned, uint64_t nbytes, fb::Device device) {
     const auto* arenas = method_.arenas();
     KILN_CHECK_OR_RETURN(arenas != nullptr && planned.arena() < arenas->size(), kInvalid,
-                         "method '%s': tensor %u '%s' names arena %u, which does not exist", name_, t,
-                         tensor_name(t), planned.arena());
+                         "method '%s': tensor %u '%s' names arena %u, which does not exist", name_, t, tensor_name(t),
+                         planned.arena());
     const fb::Arena& arena = *arenas->Get(planned.arena());
     uint64_t end = 0;
     KILN_CHECK_OR_RETURN(!add_overflows(planned.offset(), nbytes, &end) && end <= arena.size(), kInvalid,
@@ -206,8 +211,8 @@ class MethodValidator {
                          arena.alignment());
     const fb::Device arena_device = device_or_cpu(arena.device());
     KILN_CHECK_OR_RETURN(same_device(arena_device, device), kInvalid,
-                         "method '%s': tensor %u '%s' is on %s:%u but arena %u is on %s:%u", name_, t,
-                         tensor_name(t), device_type_name(device.type()), device.index(), planned.arena(),
+                         "method '%s': tensor %u '%s' is on %s:%u but arena %u is on %s:%u", name_, t, tensor_name(t),
+                         device_type_name(device.type()), device.index(), planned.arena(),
                          device_type_name(arena_device.type()), arena_device.index());
     return Error::kOk;
   }
@@ -221,10 +226,10 @@ class MethodValidator {
                          tensor_name(t), static_cast<unsigned>(tensor.dtype()));
     const auto* shape = tensor.shape();
     const uint32_t rank = shape != nullptr ? shape->size() : 0;
-    KILN_CHECK_OR_RETURN(aligned8(shape), kInvalid, "method '%s': tensor %u '%s' has a misaligned shape", name_,
-                         t, tensor_name(t));
-    KILN_CHECK_OR_RETURN(rank <= kMaxRank, kInvalid, "method '%s': tensor %u '%s' has rank %u (at most %u)",
-                         name_, t, tensor_name(t), rank, kMaxRank);
+    KILN_CHECK_OR_RETURN(aligned8(shape), kInvalid, "method '%s': tensor %u '%s' has a misaligned shape", name_, t,
+                         tensor_name(t));
+    KILN_CHECK_OR_RETURN(rank <= kMaxRank, kInvalid, "method '%s': tensor %u '%s' has rank %u (at most %u)", name_, t,
+                         tensor_name(t), rank, kMaxRank);
     uint64_t numel = 1;
     for (uint32_t d = 0; d < rank; ++d) {
       const int64_t dim = shape->Get(d);
@@ -253,11 +258,11 @@ class MethodValidator {
                          "method '%s': tensor %u '%s' carries a quantization but is not int8 or uint8", name_, t,
                          tensor_name(t));
     KILN_CHECK_OR_RETURN(tensor.storage_type() == fb::Storage::UserStorage, kInvalid,
-                         "method '%s': tensor %u '%s' carries a quantization but is no method input or output",
-                         name_, t, tensor_name(t));
+                         "method '%s': tensor %u '%s' carries a quantization but is no method input or output", name_,
+                         t, tensor_name(t));
     KILN_CHECK_OR_RETURN(q->scale() > 0.f && q->scale() <= 3.40282347e38f, kInvalid,
-                         "method '%s': tensor %u '%s' has quantization scale %f (finite and positive expected)",
-                         name_, t, tensor_name(t), static_cast<double>(q->scale()));
+                         "method '%s': tensor %u '%s' has quantization scale %f (finite and positive expected)", name_,
+                         t, tensor_name(t), static_cast<double>(q->scale()));
     const int32_t low = int8 ? -128 : 0;
     KILN_CHECK_OR_RETURN(q->zero_point() >= low && q->zero_point() <= low + 255, kInvalid,
                          "method '%s': tensor %u '%s' has zero point %ld, outside its dtype's %ld..%ld", name_, t,
@@ -288,8 +293,8 @@ class MethodValidator {
                                tensor_name(t), static_cast<unsigned long long>(nbytes), index,
                                static_cast<unsigned long long>(constants->Get(index)->size()));
           // Device constants are uploaded by their backend (delegate blobs).
-          KILN_CHECK_OR_RETURN(is_host(device), kInvalid,
-                               "method '%s': constant tensor %u '%s' is not on the host", name_, t, tensor_name(t));
+          KILN_CHECK_OR_RETURN(is_host(device), kInvalid, "method '%s': constant tensor %u '%s' is not on the host",
+                               name_, t, tensor_name(t));
           break;
         }
         case fb::Storage::PlannedStorage:
@@ -305,8 +310,7 @@ class MethodValidator {
           if (fallback != nullptr) KILN_RETURN_IF_ERROR(check_planned(t, *fallback, nbytes, device));
           break;
         }
-        default:
-          KILN_RETURN_ERROR(kInvalid, "method '%s': tensor %u '%s' has no storage", name_, t, tensor_name(t));
+        default: KILN_RETURN_ERROR(kInvalid, "method '%s': tensor %u '%s' has no storage", name_, t, tensor_name(t));
       }
     }
     return Error::kOk;
@@ -336,8 +340,9 @@ class MethodValidator {
       const size_t element = dtype_size(tensor(t).dtype());
       KILN_CHECK_OR_RETURN(element != 0 && offset % element == 0, kInvalid,
                            "method '%s': alias %u '%s' starts %llu bytes into '%s', not a multiple of its %u-byte "
-                           "elements", name_, t, tensor_name(t), static_cast<unsigned long long>(offset),
-                           tensor_name(alias.base()), static_cast<unsigned>(element));
+                           "elements",
+                           name_, t, tensor_name(t), static_cast<unsigned long long>(offset), tensor_name(alias.base()),
+                           static_cast<unsigned>(element));
       KILN_CHECK_OR_RETURN(is_host(device_or_cpu(tensor(t).device())), kInvalid,
                            "method '%s': alias %u '%s' on a device has a byte offset", name_, t, tensor_name(t));
     }
@@ -371,11 +376,10 @@ class MethodValidator {
     if (list == nullptr) return Error::kOk;
     for (uint32_t i = 0; i < list->size(); ++i) {
       const uint32_t t = list->Get(i);
-      KILN_CHECK_OR_RETURN(t < num_tensors_, kInvalid, "method '%s': %s %u is tensor %u, which does not exist",
-                           name_, what, i, t);
+      KILN_CHECK_OR_RETURN(t < num_tensors_, kInvalid, "method '%s': %s %u is tensor %u, which does not exist", name_,
+                           what, i, t);
       KILN_CHECK_OR_RETURN(tensor(t).storage_type() == fb::Storage::UserStorage, kInvalid,
-                           "method '%s': %s %u ('%s') is not user-provided storage", name_, what, i,
-                           tensor_name(t));
+                           "method '%s': %s %u ('%s') is not user-provided storage", name_, what, i, tensor_name(t));
     }
     return Error::kOk;
   }
@@ -389,8 +393,8 @@ class MethodValidator {
       const fb::Tensor& tensor = this->tensor(t);
       if (tensor.storage_type() != fb::Storage::UserStorage || tensor.storage_as_UserStorage()->fallback()) continue;
       KILN_CHECK_OR_RETURN(listed(method_.inputs(), t) || listed(method_.outputs(), t), kInvalid,
-                           "method '%s': tensor %u '%s' is user-provided but neither an input nor an output", name_,
-                           t, tensor_name(t));
+                           "method '%s': tensor %u '%s' is user-provided but neither an input nor an output", name_, t,
+                           tensor_name(t));
     }
     return Error::kOk;
   }
@@ -399,8 +403,8 @@ class MethodValidator {
     const uint32_t root = root_of(t);
     const bool constant = tensor(root).storage_type() == fb::Storage::ConstantStorage;
     KILN_CHECK_OR_RETURN(!constant && !listed(method_.inputs(), root), kInvalid,
-                         "method '%s': instruction %u writes tensor '%s', which is read-only (%s)", name_,
-                         instruction, tensor_name(t), constant ? "a constant" : "a method input");
+                         "method '%s': instruction %u writes tensor '%s', which is read-only (%s)", name_, instruction,
+                         tensor_name(t), constant ? "a constant" : "a method input");
     return Error::kOk;
   }
 
@@ -425,12 +429,12 @@ class MethodValidator {
     const uint32_t num_segments = program_.segments() != nullptr ? program_.segments()->size() : 0;
     for (uint32_t i = 0; i < delegates->size(); ++i) {
       const fb::Delegate& delegate = *delegates->Get(i);
-      KILN_CHECK_OR_RETURN(valid_device(delegate.device()), kInvalid,
-                           "method '%s': delegate %u has an unknown device", name_, i);
-      KILN_CHECK_OR_RETURN(
-          delegate.segment() == -1 ||
-              (delegate.segment() >= 0 && static_cast<uint32_t>(delegate.segment()) < num_segments),
-          kInvalid, "method '%s': delegate %u names segment %d, which does not exist", name_, i, delegate.segment());
+      KILN_CHECK_OR_RETURN(valid_device(delegate.device()), kInvalid, "method '%s': delegate %u has an unknown device",
+                           name_, i);
+      KILN_CHECK_OR_RETURN(delegate.segment() == -1 ||
+                               (delegate.segment() >= 0 && static_cast<uint32_t>(delegate.segment()) < num_segments),
+                           kInvalid, "method '%s': delegate %u names segment %d, which does not exist", name_, i,
+                           delegate.segment());
       KILN_CHECK_OR_RETURN(delegate.state_bytes() <= (uint64_t{1} << 40), kInvalid,
                            "method '%s': delegate %u asks for %llu state bytes", name_, i,
                            static_cast<unsigned long long>(delegate.state_bytes()));
@@ -449,8 +453,8 @@ class MethodValidator {
                            "method '%s': load-time instruction %u is not a valid copy", name_, i);
       KILN_CHECK_OR_RETURN(tensor(copy->src()).nbytes() == tensor(copy->dst()).nbytes() &&
                                tensor(root_of(copy->dst())).storage_type() == fb::Storage::PlannedStorage,
-                           kInvalid, "method '%s': load-time copy %u must fill planned memory of the same size",
-                           name_, i);
+                           kInvalid, "method '%s': load-time copy %u must fill planned memory of the same size", name_,
+                           i);
     }
     return Error::kOk;
   }
@@ -503,8 +507,7 @@ class MethodValidator {
           KILN_RETURN_IF_ERROR(check_collective(i, call));
           break;
         }
-        default:
-          KILN_RETURN_ERROR(kInvalid, "method '%s': instruction %u has no kind", name_, i);
+        default: KILN_RETURN_ERROR(kInvalid, "method '%s': instruction %u has no kind", name_, i);
       }
     }
     return Error::kOk;
@@ -529,8 +532,8 @@ class MethodValidator {
 
 }  // namespace
 
-Error validate_data_refs(const flatbuffers::Vector<const fb::DataRef*>* refs, uint64_t segment_size,
-                         uint32_t alignment, const char* what) {
+Error validate_data_refs(const flatbuffers::Vector<const fb::DataRef*>* refs, uint64_t segment_size, uint32_t alignment,
+                         const char* what) {
   if (refs == nullptr) return Error::kOk;
   KILN_CHECK_OR_RETURN(aligned8(refs), kInvalid, "the %s table is misaligned", what);
   for (uint32_t i = 0; i < refs->size(); ++i) {

@@ -25,8 +25,8 @@ inline bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __buil
 // Checks that every entry of `refs` (nullptr: none) lies inside the
 // `segment_size`-byte data segment at a multiple of `alignment`. `what`
 // names the table in messages ("constant", "delegate segment").
-Error validate_data_refs(const flatbuffers::Vector<const fb::DataRef*>* refs, uint64_t segment_size,
-                         uint32_t alignment, const char* what);
+Error validate_data_refs(const flatbuffers::Vector<const fb::DataRef*>* refs, uint64_t segment_size, uint32_t alignment,
+                         const char* what);
 
 // Checks every semantic rule of `method`, one of `program`'s methods, after
 // `program`'s constants and segments were checked with validate_data_refs.

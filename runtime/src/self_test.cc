@@ -25,9 +25,8 @@ struct ParsedTest {
 };
 
 Result<ParsedTest> parse(Span<const uint8_t> bytes) {
-  KILN_CHECK_OR_RETURN(bytes.size() >= 8 && reinterpret_cast<uintptr_t>(bytes.data()) % 16 == 0,
-                       Error::kInvalidProgram, "self-test: %u bytes at a misaligned or short buffer",
-                       static_cast<unsigned>(bytes.size()));
+  KILN_CHECK_OR_RETURN(bytes.size() >= 8 && reinterpret_cast<uintptr_t>(bytes.data()) % 16 == 0, Error::kInvalidProgram,
+                       "self-test: %u bytes at a misaligned or short buffer", static_cast<unsigned>(bytes.size()));
   KILN_CHECK_OR_RETURN(fb::SizePrefixedSelfTestBufferHasIdentifier(bytes.data()), Error::kInvalidProgram,
                        "not a kiln self-test (file identifier is not '%s')", fb::SelfTestIdentifier());
   uint32_t prefix = 0;
@@ -116,7 +115,8 @@ Error run_self_test(const Program& program, Method& method, Span<const uint8_t> 
                        static_cast<unsigned>(meta.num_outputs()));
   for (uint32_t i = 0; i < num_inputs; ++i) {
     KILN_ASSIGN_OR_RETURN(TensorInfo want, meta.input(i));
-    KILN_ASSIGN_OR_RETURN(Span<const uint8_t> data, tensor_bytes(parsed, parsed.test->inputs()->Get(i), want, "input", i));
+    KILN_ASSIGN_OR_RETURN(Span<const uint8_t> data,
+                          tensor_bytes(parsed, parsed.test->inputs()->Get(i), want, "input", i));
     KILN_RETURN_IF_ERROR(method.set_input(i, data.data(), data.size()));
   }
   uint64_t used = 0;
@@ -126,9 +126,8 @@ Error run_self_test(const Program& program, Method& method, Span<const uint8_t> 
                           tensor_bytes(parsed, parsed.test->outputs()->Get(o), want, "output", o));
     const uint64_t offset = round_up(reinterpret_cast<uintptr_t>(scratch.data()) + used, kOutputAlignment) -
                             reinterpret_cast<uintptr_t>(scratch.data());
-    KILN_CHECK_OR_RETURN(offset <= scratch.size() && expected.size() <= scratch.size() - offset,
-                         Error::kBufferTooSmall, "self-test: %u bytes of output scratch are too few",
-                         static_cast<unsigned>(scratch.size()));
+    KILN_CHECK_OR_RETURN(offset <= scratch.size() && expected.size() <= scratch.size() - offset, Error::kBufferTooSmall,
+                         "self-test: %u bytes of output scratch are too few", static_cast<unsigned>(scratch.size()));
     KILN_RETURN_IF_ERROR(method.set_output(o, scratch.data() + offset, expected.size()));
     used = offset + expected.size();
   }

@@ -59,11 +59,11 @@
 #include "kiln/backends/cuda/cuda_backend.h"
 #define KILN_RUNNER_CUDA 1
 // runner_cuda.cc, one per flavour built.
-#define KILN_RUNNER_CUDA_DECLARE(flavor)                                                \
-  namespace kiln_runner::flavor {                                                        \
-  kiln::Backend* cuda_backend(const kiln::cuda_backend::CudaOptions& options);           \
-  const kiln::cuda_backend::CudaStats& cuda_stats();                                     \
-  uint32_t cuda_shutdown();                                                              \
+#define KILN_RUNNER_CUDA_DECLARE(flavor)                                       \
+  namespace kiln_runner::flavor {                                              \
+  kiln::Backend* cuda_backend(const kiln::cuda_backend::CudaOptions& options); \
+  const kiln::cuda_backend::CudaStats& cuda_stats();                           \
+  uint32_t cuda_shutdown();                                                    \
   }
 #if KILN_RUNNER_CUDA_GPU
 KILN_RUNNER_CUDA_DECLARE(gpu)
@@ -216,11 +216,11 @@ bool load(const std::string& path, const char* method_name, Loaded* out, std::st
 
 // Binds inputs (their bytes must outlive the runs) and fresh outputs.
 bool bind_io(Loaded& loaded, const std::vector<std::string>& inputs, std::vector<std::string>* outputs,
-          std::string* error) {
+             std::string* error) {
   kiln::Method& method = *loaded.method;
   if (inputs.size() != method.num_inputs()) {
-    *error = "the method takes " + std::to_string(method.num_inputs()) + " inputs, " +
-             std::to_string(inputs.size()) + " were given";
+    *error = "the method takes " + std::to_string(method.num_inputs()) + " inputs, " + std::to_string(inputs.size()) +
+             " were given";
     return false;
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -228,8 +228,8 @@ bool bind_io(Loaded& loaded, const std::vector<std::string>& inputs, std::vector
     const void* data = inputs[i].empty() ? static_cast<const void*>(&inputs) : inputs[i].data();
     const kiln::Error e = method.set_input(i, data, inputs[i].size());
     if (e != kiln::Error::kOk) {
-      *error = "input " + std::to_string(i) + " (" + std::to_string(inputs[i].size()) +
-               " bytes): " + kiln::error_name(e);
+      *error =
+          "input " + std::to_string(i) + " (" + std::to_string(inputs[i].size()) + " bytes): " + kiln::error_name(e);
       return false;
     }
   }
@@ -379,8 +379,8 @@ int cmd_check(int argc, char** argv) {
       std::printf("FAIL %s: %s\n", dir.c_str(), why.c_str());
     }
   }
-  std::printf("cpu path %s: %ld passed, %ld failed (of %zu cases under %s)\n",
-              cpu_path(), pass, fail, cases.size(), root.c_str());
+  std::printf("cpu path %s: %ld passed, %ld failed (of %zu cases under %s)\n", cpu_path(), pass, fail, cases.size(),
+              root.c_str());
   if (static_cast<long>(cases.size()) < min_cases) {
     std::printf("expected at least %ld cases\n", min_cases);
     return 1;
@@ -442,8 +442,7 @@ int cmd_run(int argc, char** argv) {
   }
   std::sort(ms.begin(), ms.end());
   std::printf("%ld run%s, cpu path %s, median %.3f ms (wall time; under an emulator it means little)\n", runs,
-              runs == 1 ? "" : "s", cpu_path(),
-              ms.empty() ? 0.0 : ms[ms.size() / 2]);
+              runs == 1 ? "" : "s", cpu_path(), ms.empty() ? 0.0 : ms[ms.size() / 2]);
   return 0;
 }
 

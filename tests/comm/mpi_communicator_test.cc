@@ -45,14 +45,14 @@ namespace {
 int g_failures = 0;
 uint32_t g_rank = 0;
 
-#define EXPECT(cond, ...)                                     \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      ++g_failures;                                           \
+#define EXPECT(cond, ...)                                          \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      ++g_failures;                                                \
       fprintf(stderr, "FAIL rank %u line %d: ", g_rank, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fprintf(stderr, "\n");                                  \
-    }                                                         \
+      fprintf(stderr, __VA_ARGS__);                                \
+      fprintf(stderr, "\n");                                       \
+    }                                                              \
   } while (0)
 
 double seconds() {
@@ -88,9 +88,7 @@ void put(uint8_t* base, DType dtype, uint64_t i, int32_t v) {
   switch (dtype) {
     case DType::FLOAT32: reinterpret_cast<float*>(base)[i] = static_cast<float>(v); break;
     case DType::FLOAT16: reinterpret_cast<uint16_t*>(base)[i] = kiln::float_to_half(static_cast<float>(v)); break;
-    case DType::BFLOAT16:
-      reinterpret_cast<uint16_t*>(base)[i] = kiln::float_to_bfloat16(static_cast<float>(v));
-      break;
+    case DType::BFLOAT16: reinterpret_cast<uint16_t*>(base)[i] = kiln::float_to_bfloat16(static_cast<float>(v)); break;
     default: reinterpret_cast<int32_t*>(base)[i] = v; break;
   }
 }
@@ -123,8 +121,8 @@ const char* where_name(Where w) {
 }
 
 // One all-reduce of `count` elements at `offset`, checked element by element.
-void check_all_reduce(MpiCommunicator& comm, const SymmetricMemory& memory, std::vector<uint8_t>& host,
-                      uint64_t offset, uint64_t count, DType dtype, fb::ReduceOp op, Where where, uint32_t salt) {
+void check_all_reduce(MpiCommunicator& comm, const SymmetricMemory& memory, std::vector<uint8_t>& host, uint64_t offset,
+                      uint64_t count, DType dtype, fb::ReduceOp op, Where where, uint32_t salt) {
   uint8_t* arena = static_cast<uint8_t*>(memory.local.handle);
   const uint64_t bytes = count * kiln::dtype_size(dtype);
   uint8_t* input = arena + offset;
@@ -155,7 +153,8 @@ void check_all_reduce(MpiCommunicator& comm, const SymmetricMemory& memory, std:
       if (wrong++ == 0) first = i;
     }
   }
-  EXPECT(wrong == 0, "all_reduce(%llu %s at offset %llu, %s, %s): %llu wrong elements, the first [%llu] = %g, expected %g",
+  EXPECT(wrong == 0,
+         "all_reduce(%llu %s at offset %llu, %s, %s): %llu wrong elements, the first [%llu] = %g, expected %g",
          static_cast<unsigned long long>(count), kiln::dtype_name(dtype), static_cast<unsigned long long>(offset),
          op_name(op), where_name(where), static_cast<unsigned long long>(wrong), static_cast<unsigned long long>(first),
          get(output, dtype, first), expected(first, comm.size(), salt, dtype, op));
@@ -202,8 +201,8 @@ int run_correctness(bool barrier) {
   EXPECT(error == Error::kOk, "second map_symmetric returned %s", kiln::error_name(error));
 
   std::vector<uint8_t> host;
-  const uint64_t counts[] = {1, 2, 3, 5, 7, 15, 16, 17, 63, 64, 65, 127, 255, 511, 513, 1000, 1023, 4097, 65537,
-                             262147, 1u << 20};
+  const uint64_t counts[] = {1,   2,   3,   5,   7,    15,   16,   17,    63,     64,      65,
+                             127, 255, 511, 513, 1000, 1023, 4097, 65537, 262147, 1u << 20};
   const Where wheres[] = {Where::kInPlace, Where::kHostBuffer, Where::kSameArena};
   uint32_t salt = 0;
   for (uint64_t count : counts) {
@@ -284,7 +283,8 @@ int run_correctness(bool barrier) {
   const bool failed = comm->failed();
   comm.reset();
   EXPECT(!failed, "the communicator failed");
-  if (g_rank == 0 && g_failures == 0) printf("mpi_communicator_test: correctness passed (%s)\n", barrier ? "barrier" : "flags");
+  if (g_rank == 0 && g_failures == 0)
+    printf("mpi_communicator_test: correctness passed (%s)\n", barrier ? "barrier" : "flags");
   return g_failures > 100 ? 100 : g_failures;
 }
 

@@ -23,14 +23,14 @@ namespace {
 
 int g_failures = 0;
 
-#define EXPECT(cond, ...)                               \
-  do {                                                  \
-    if (!(cond)) {                                      \
-      ++g_failures;                                     \
-      fprintf(stderr, "FAIL line %d: ", __LINE__);      \
-      fprintf(stderr, __VA_ARGS__);                     \
-      fprintf(stderr, "\n");                            \
-    }                                                   \
+#define EXPECT(cond, ...)                          \
+  do {                                             \
+    if (!(cond)) {                                 \
+      ++g_failures;                                \
+      fprintf(stderr, "FAIL line %d: ", __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                \
+      fprintf(stderr, "\n");                       \
+    }                                              \
   } while (0)
 
 void run_on_gpus(NcclCommunicator& comm) {

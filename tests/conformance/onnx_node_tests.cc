@@ -161,12 +161,14 @@ std::string tested_op(const std::string& root, const std::string& name, bool* ou
 // The ops kiln targets: what torchvision classification models and
 // transformer blocks export at opsets 13 to 17.
 const char* const kTargetOps[] = {
+    // clang-format off
     "Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "Add", "Sub", "Mul", "Div", "Pow",
     "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip",
     "HardSigmoid", "HardSwish", "Erf", "com.microsoft.Gelu", "MaxPool", "AveragePool", "GlobalAveragePool",
     "ReduceMean", "ReduceSum", "ReduceMax", "Softmax", "LogSoftmax", "LayerNormalization", "Concat", "Split",
     "Slice", "Gather", "Shape", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Expand", "Where",
     "Cast", "Pad", "Identity", "Constant", "Dropout", "Resize", "Equal", "Less", "Greater", "Not", "Range",
+    // clang-format on
 };
 
 struct OpStats {
@@ -312,8 +314,8 @@ std::string check_random_property(const onnx::ModelProto& model, size_t index, c
 
 struct TestResult {
   Outcome outcome;
-  std::string detail;  // failure message or skip reason
-  bool on_device = false;  // at least one kernel ran on a device
+  std::string detail;            // failure message or skip reason
+  bool on_device = false;        // at least one kernel ran on a device
   std::string host_reason = "";  // with --target: why no kernel ran on the device
 };
 
@@ -332,7 +334,8 @@ void export_case(const std::string& name, const std::string& program, const std:
     return std::string(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
   };
   kp::write_file_atomic(dir + "/program.kiln", program);
-  for (size_t i = 0; i < inputs.size(); ++i) kp::write_file_atomic(kp::str(dir, "/input_", i, ".bin"), bytes(inputs[i]));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    kp::write_file_atomic(kp::str(dir, "/input_", i, ".bin"), bytes(inputs[i]));
   for (size_t i = 0; i < expected.size(); ++i) {
     kp::write_file_atomic(kp::str(dir, "/expected_", i, ".bin"), bytes(expected[i]));
   }
@@ -470,8 +473,9 @@ TestResult run_test(const std::string& dir, const std::string& name) {
       const kp::RunResult again = kp::run_program(plan.bytes, run_inputs, threaded);
       for (size_t i = 0; i < result.outputs.size(); ++i) {
         if (again.outputs[i].bytes != result.outputs[i].bytes) {
-          return {Outcome::kFail, kp::str("output ", i, " on ", g_pool->concurrency(),
-                                          " threads differs from one thread's"), on_device};
+          return {Outcome::kFail,
+                  kp::str("output ", i, " on ", g_pool->concurrency(), " threads differs from one thread's"),
+                  on_device};
         }
       }
     } catch (const kp::PlanError& e) {
@@ -590,8 +594,7 @@ int main(int argc, char** argv) {
   std::sort(reasons.rbegin(), reasons.rend());
   std::printf("\nskipped, by reason:\n");
   for (const auto& [count, reason] : reasons) std::printf("  %4d  %s\n", count, reason.c_str());
-  std::printf("\nper op (%s; skip reasons of the op's own tests):\n",
-              all_ops ? "every op" : "the ops kiln targets");
+  std::printf("\nper op (%s; skip reasons of the op's own tests):\n", all_ops ? "every op" : "the ops kiln targets");
   if (all_ops) {
     for (const auto& [op, stats] : per_op) print_op_stats(op, stats);
   } else {
@@ -605,8 +608,10 @@ int main(int argc, char** argv) {
     }
   }
   // Passes by property never join the passes by value (see the top of the file).
-  std::printf("\nONNX node tests: %d passed, %d passed by property (random outputs: dtype, shape, range), "
-              "%d failed, %d skipped (of %d)\n", pass, by_property, fail, skip, pass + by_property + fail + skip);
+  std::printf(
+      "\nONNX node tests: %d passed, %d passed by property (random outputs: dtype, shape, range), "
+      "%d failed, %d skipped (of %d)\n",
+      pass, by_property, fail, skip, pass + by_property + fail + skip);
   int status = fail == 0 ? 0 : 1;
   if (g_targets != "cpu") {
     std::vector<std::pair<int, std::string>> host;

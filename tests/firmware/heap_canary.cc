@@ -11,7 +11,6 @@
 
 #include <new>
 
-
 namespace {
 // Opaque to the optimiser, so no call below is folded away.
 volatile size_t g_size = 16;

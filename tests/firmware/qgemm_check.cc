@@ -100,12 +100,12 @@ void check(int64_t m, int64_t n, int64_t k, bool extreme, QGemmTileFn tile) {
       const int32_t got = g_y[0][c * n + col];
       if (got != want || g_y[1][c * n + col] != want || g_q[0][col * m + c] != g_q[1][col * m + c]) {
         if (bad++ < 3) {
-          kiln_mps2_printf("  m=%d n=%d k=%d extreme=%d at %d,%d: inner loop %ld, portable %ld, int64 %ld; "
-                           "int8 %d vs %d\n",
-                           static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), extreme ? 1 : 0,
-                           static_cast<int>(c), static_cast<int>(col), static_cast<long>(got),
-                           static_cast<long>(g_y[1][c * n + col]), static_cast<long>(want), g_q[0][col * m + c],
-                           g_q[1][col * m + c]);
+          kiln_mps2_printf(
+              "  m=%d n=%d k=%d extreme=%d at %d,%d: inner loop %ld, portable %ld, int64 %ld; "
+              "int8 %d vs %d\n",
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), extreme ? 1 : 0, static_cast<int>(c),
+              static_cast<int>(col), static_cast<long>(got), static_cast<long>(g_y[1][c * n + col]),
+              static_cast<long>(want), g_q[0][col * m + c], g_q[1][col * m + c]);
         }
       }
     }
@@ -143,7 +143,7 @@ int main() {
 #endif
   kiln_mps2_printf("qgemm inner loop: %s\n", tile == expected ? name : "UNEXPECTED");
   if (tile != expected) return 1;
-  const int64_t shapes[][3] = {{1, 1, 1},  {8, 16, 4},  {7, 15, 3},   {9, 17, 5},
+  const int64_t shapes[][3] = {{1, 1, 1},  {8, 16, 4},   {7, 15, 3},   {9, 17, 5},
                                {2, 33, 8}, {16, 33, 64}, {3, 40, 147}, {24, 5, 576}};
   for (const auto& s : shapes) {
     for (bool extreme : {false, true}) check(s[0], s[1], s[2], extreme, tile);

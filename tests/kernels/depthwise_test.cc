@@ -39,8 +39,8 @@ void check_output(const Geometry& g, const std::vector<float>& in, const std::ve
       }
       if (clamped) acc = std::min<double>(hi, std::max<double>(lo, acc));
       ASSERT_NEAR(out[static_cast<size_t>(oy * ow + ox)], acc, 1e-5)
-          << path << " at " << oy << "," << ox << " of " << oh << "x" << ow << " (kernel " << g.kh << "x"
-          << g.kw << ", stride " << g.stride << ", dilation " << g.dh << "x" << g.dw << ")";
+          << path << " at " << oy << "," << ox << " of " << oh << "x" << ow << " (kernel " << g.kh << "x" << g.kw
+          << ", stride " << g.stride << ", dilation " << g.dh << "x" << g.dw << ")";
     }
   }
   EXPECT_EQ(out.back(), kSentinel) << "wrote past the output";
@@ -55,10 +55,12 @@ void check(const Geometry& g, Isa isa, const fb::FusedActivation* activation, fl
   const std::vector<float> wt = values(static_cast<size_t>(g.kh * g.kw), 11);
   std::vector<float> out(static_cast<size_t>(oh * ow) + 1, kSentinel);
   DepthwiseConv c;
+  // clang-format off
   c.in = in.data(); c.h = g.h; c.w = g.w; c.weights = wt.data();
   c.kh = g.kh; c.kw = g.kw; c.stride = g.stride; c.pt = g.pt; c.pl = g.pl;
   c.dh = g.dh; c.dw = g.dw;
   c.bias = 0.25f; c.out = out.data(); c.oh = oh; c.ow = ow;
+  // clang-format on
   ASSERT_EQ(set_isa(isa), Error::kOk);
   // `direct`: the path's own vector kernel called directly (the dispatch
   // hands some widths of the AVX-512 path to the AVX2 kernel), skipped
@@ -70,8 +72,8 @@ void check(const Geometry& g, Isa isa, const fb::FusedActivation* activation, fl
       depthwise_conv(c, activation);
     } else {
       const bool clamp = activation != nullptr;
-      const bool done = isa == Isa::kAvx512 ? depthwise_conv_avx512(c, clamp, lo, hi)
-                                            : depthwise_conv_avx2(c, clamp, lo, hi);
+      const bool done =
+          isa == Isa::kAvx512 ? depthwise_conv_avx512(c, clamp, lo, hi) : depthwise_conv_avx2(c, clamp, lo, hi);
       if (!done) break;
     }
     check_output(g, in, wt, out, oh, ow, activation != nullptr, lo, hi,
@@ -82,23 +84,32 @@ void check(const Geometry& g, Isa isa, const fb::FusedActivation* activation, fl
 TEST(DepthwiseConvTest, MatchesDirectConvolutionOnEveryPath) {
   const Isa saved = active_isa();
   const Geometry cases[] = {
+      // clang-format off
       {7, 7, 5, 5, 1, 2, 2, 2, 2},      {14, 14, 5, 5, 2, 2, 2, 2, 2},   {112, 112, 5, 5, 2, 1, 1, 2, 2},
       {28, 28, 7, 7, 1, 3, 3, 3, 3},    {9, 23, 3, 5, 1, 1, 2, 1, 2},    {17, 33, 5, 3, 2, 0, 0, 0, 0},
       {5, 5, 1, 1, 1, 0, 0, 0, 0},      {6, 6, 2, 2, 2, 0, 0, 1, 1},     {3, 4, 5, 5, 1, 4, 4, 4, 4},
       {8, 16, 5, 5, 1, 2, 2, 2, 2},     {8, 17, 5, 5, 2, 2, 2, 2, 2},    {4, 2000, 5, 5, 1, 2, 2, 2, 2},
       {4, 1500, 3, 5, 2, 1, 2, 1, 2},   {1, 1, 5, 5, 1, 2, 2, 2, 2},     {7, 1, 7, 7, 2, 3, 3, 3, 3},
+      // clang-format on
       // Stride 2 rows split by parity in whole vectors: left pads even and
       // odd, the vector part ending on either parity.
-      {6, 100, 5, 5, 2, 2, 2, 2, 2},    {5, 99, 7, 7, 2, 3, 3, 3, 3},    {4, 64, 3, 3, 2, 0, 0, 1, 1},
+      {6, 100, 5, 5, 2, 2, 2, 2, 2},
+      {5, 99, 7, 7, 2, 3, 3, 3, 3},
+      {4, 64, 3, 3, 2, 0, 0, 1, 1},
       // Dilated: LR-ASPP's 5x5 at dilation 2 on 20x20, strides 1 and 2,
       // widths 1 and odd, pads beyond the dilated kernel, rings of 4 and 7
       // rows (dilations 3 and 7), unequal dilations, four vectors a row,
       // and a dilation no ring of at most 7 rows takes (the plain path).
-      {20, 20, 5, 5, 1, 4, 4, 4, 4, 2, 2},   {21, 21, 5, 5, 2, 4, 4, 4, 4, 2, 2},
-      {9, 1, 3, 3, 1, 2, 2, 2, 2, 2, 2},     {11, 13, 3, 3, 2, 5, 6, 5, 6, 3, 3},
-      {16, 70, 3, 3, 1, 7, 7, 7, 7, 7, 7},   {12, 19, 5, 3, 1, 4, 1, 4, 1, 2, 1},
-      {10, 9, 3, 5, 2, 3, 6, 3, 6, 3, 3},    {30, 9, 7, 7, 1, 18, 18, 18, 18, 6, 6},
-      {25, 31, 3, 3, 1, 210, 210, 210, 210, 210, 210}, {8, 90, 5, 5, 2, 4, 5, 4, 5, 2, 3},
+      {20, 20, 5, 5, 1, 4, 4, 4, 4, 2, 2},
+      {21, 21, 5, 5, 2, 4, 4, 4, 4, 2, 2},
+      {9, 1, 3, 3, 1, 2, 2, 2, 2, 2, 2},
+      {11, 13, 3, 3, 2, 5, 6, 5, 6, 3, 3},
+      {16, 70, 3, 3, 1, 7, 7, 7, 7, 7, 7},
+      {12, 19, 5, 3, 1, 4, 1, 4, 1, 2, 1},
+      {10, 9, 3, 5, 2, 3, 6, 3, 6, 3, 3},
+      {30, 9, 7, 7, 1, 18, 18, 18, 18, 6, 6},
+      {25, 31, 3, 3, 1, 210, 210, 210, 210, 210, 210},
+      {8, 90, 5, 5, 2, 4, 5, 4, 5, 2, 3},
   };
   const Activation clip(fb::Activation::CLIP, 0.f, 0.05f);
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {

@@ -23,8 +23,10 @@ namespace {
 // untouched.
 struct Scratch {
   Scratch(int64_t m, int64_t n, int64_t k)
-      : a_floats(gemm_pack_a_floats(m, k)), b_floats(gemm_pack_b_floats(k, n)),
-        a(static_cast<size_t>(a_floats) + 64, kSentinel), b(static_cast<size_t>(b_floats) + 64, kSentinel) {}
+      : a_floats(gemm_pack_a_floats(m, k)),
+        b_floats(gemm_pack_b_floats(k, n)),
+        a(static_cast<size_t>(a_floats) + 64, kSentinel),
+        b(static_cast<size_t>(b_floats) + 64, kSentinel) {}
   void expect_guards_intact() const {
     for (size_t i = static_cast<size_t>(a_floats); i < a.size(); ++i) ASSERT_EQ(a[i], kSentinel) << "pack_a overrun";
     for (size_t i = static_cast<size_t>(b_floats); i < b.size(); ++i) ASSERT_EQ(b[i], kSentinel) << "pack_b overrun";
@@ -79,8 +81,8 @@ TEST_P(PackedGemmTest, MatchesReference) {
   Scratch scratch(c.m, c.n, c.k);
   GemmEpilogue epilogue;
   epilogue.accumulate = true;
-  gemm_packed(c.m, c.n, c.k, {a.data(), lda, c.trans_a}, {b.data(), ldb, c.trans_b}, nullptr, out.data(), ldc,
-              epilogue, scratch.a.data(), scratch.b.data(), path);
+  gemm_packed(c.m, c.n, c.k, {a.data(), lda, c.trans_a}, {b.data(), ldb, c.trans_b}, nullptr, out.data(), ldc, epilogue,
+              scratch.a.data(), scratch.b.data(), path);
   expect_close(want, out.data(), c.m, c.n, ldc);
   for (int64_t i = 0; i < c.m; ++i) {
     for (int64_t j = c.n; j < ldc; ++j) ASSERT_EQ(out[static_cast<size_t>(i * ldc + j)], kSentinel);
@@ -124,9 +126,9 @@ TEST(PackedGemmEpilogueTest, BiasesAndActivationsOnEveryBlock) {
   const std::vector<float> bias = values(static_cast<size_t>(m), 6);
   const std::vector<float> col_bias = values(static_cast<size_t>(n), 7);
   for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
-    for (const auto& [kind, alpha, beta] : {std::tuple{fb::Activation::RELU, 0.f, 0.f},
-                                            std::tuple{fb::Activation::CLIP, -0.5f, 0.7f},
-                                            std::tuple{fb::Activation::SIGMOID, 0.f, 0.f}}) {
+    for (const auto& [kind, alpha, beta] :
+         {std::tuple{fb::Activation::RELU, 0.f, 0.f}, std::tuple{fb::Activation::CLIP, -0.5f, 0.7f},
+          std::tuple{fb::Activation::SIGMOID, 0.f, 0.f}}) {
       const Activation activation(kind, alpha, beta);
       std::vector<float> out(static_cast<size_t>(m * n), kSentinel);  // overwritten, not accumulated
       Scratch scratch(m, n, k);
@@ -181,12 +183,14 @@ TEST(PackedGemmTest, PrepackedOperandsMatchRuntimePacking) {
 TEST(PackedGemmTest, FewColumnsAgainstDeepPrepackedA) {
   const Activation relu(fb::Activation::RELU, 0.f, 0.f);
   for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
+    // clang-format off
     for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{7, 49, 257}, {128, 49, 600}, {20, 17, 513},
                                   {13, 64, 300}, {6, 2, 1152}, {100, 33, 520}, {30, 65, 300}, {40, 96, 300},
+                                  // clang-format on
                                   {520, 150, 520}}) {
       for (int mode = 0; mode < 3; ++mode) {  // accumulate; bias + Relu; bias + Relu through the affine map
-        SCOPED_TRACE(std::string(gemm_path_name(path)) + " m" + std::to_string(m) + " n" + std::to_string(n) +
-                     " k" + std::to_string(k) + " mode " + std::to_string(mode));
+        SCOPED_TRACE(std::string(gemm_path_name(path)) + " m" + std::to_string(m) + " n" + std::to_string(n) + " k" +
+                     std::to_string(k) + " mode " + std::to_string(mode));
         const std::vector<float> a = values(static_cast<size_t>(m * k), 41);
         const std::vector<float> b = values(static_cast<size_t>(k * n), 42);
         const std::vector<float> bias = values(static_cast<size_t>(m), 43);
@@ -260,10 +264,12 @@ TEST(PackedGemmTest, OneColumnAgainstPrepackedA) {
                                 {&clip, fb::Activation::CLIP, -0.3f, 0.4f, false},
                                 {&sigmoid, fb::Activation::SIGMOID, 0.f, 0.f, false}};
   for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
+    // clang-format off
     for (const auto& [m, k] : {std::pair<int64_t, int64_t>{1, 1}, {5, 1}, {6, 7}, {7, 48}, {13, 28}, {96, 4},
                                {100, 257}, {20, 600}, {40, 1152}}) {
       for (const auto& [ldb, trans_b, ldc] : {std::tuple<int64_t, bool, int64_t>{1, false, 1}, {3, false, 2},
                                               {5, true, 1}}) {
+        // clang-format on
         for (const Epilogue& e : epilogues) {
           SCOPED_TRACE(std::string(gemm_path_name(path)) + " m" + std::to_string(m) + " k" + std::to_string(k) +
                        " ldb" + std::to_string(ldb) + (trans_b ? " trans_b" : "") + " ldc" + std::to_string(ldc) +
@@ -300,8 +306,8 @@ TEST(PackedGemmTest, OneColumnAgainstPrepackedA) {
           epilogue.row_bias = e.accumulate ? nullptr : bias.data();
           epilogue.col_bias = e.accumulate ? nullptr : col_bias.data();
           epilogue.activation = e.activation != nullptr ? e.activation->get() : nullptr;
-          gemm_packed(m, 1, k, {pa.data(), k, false, true}, {b.data(), trans_b ? k : ldb, trans_b}, nullptr,
-                      out.data(), ldc, epilogue, nullptr, scratch.b.data(), path);
+          gemm_packed(m, 1, k, {pa.data(), k, false, true}, {b.data(), trans_b ? k : ldb, trans_b}, nullptr, out.data(),
+                      ldc, epilogue, nullptr, scratch.b.data(), path);
           for (int64_t i = 0; i < m; ++i) {
             ASSERT_LE(std::fabs(out[static_cast<size_t>(i * ldc)] - want[static_cast<size_t>(i)]),
                       tolerance[static_cast<size_t>(i)])
@@ -389,12 +395,18 @@ TEST_P(Im2colGemmTest, MatchesDirectConvolution) {
   GemmIm2col im2col;
   im2col.x = x.data();
   im2col.channels = g.c;
-  im2col.h = g.h; im2col.w = g.w;
-  im2col.kh = g.kh; im2col.kw = g.kw;
-  im2col.sh = g.sh; im2col.sw = g.sw;
-  im2col.dh = g.dh; im2col.dw = g.dw;
-  im2col.pt = g.pt; im2col.pl = g.pl;
-  im2col.oh = oh; im2col.ow = ow;
+  im2col.h = g.h;
+  im2col.w = g.w;
+  im2col.kh = g.kh;
+  im2col.kw = g.kw;
+  im2col.sh = g.sh;
+  im2col.sw = g.sw;
+  im2col.dh = g.dh;
+  im2col.dw = g.dw;
+  im2col.pt = g.pt;
+  im2col.pl = g.pl;
+  im2col.oh = oh;
+  im2col.ow = ow;
   std::vector<float> out(static_cast<size_t>(g.m * n), kSentinel);
   Scratch scratch(g.m, n, k);
   gemm_packed(g.m, n, k, {w.data(), k, false}, {}, &im2col, out.data(), n, GemmEpilogue{}, scratch.a.data(),
@@ -405,23 +417,23 @@ TEST_P(Im2colGemmTest, MatchesDirectConvolution) {
 
 // Output rows shorter and longer than a panel (panels that straddle rows),
 // strides, dilations, asymmetric and large pads, more than one inner block.
-INSTANTIATE_TEST_SUITE_P(
-    Geometry, Im2colGemmTest,
-    ::testing::Combine(::testing::Values(ConvCase{3, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
-                                         ConvCase{4, 23, 21, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
-                                         ConvCase{2, 12, 30, 5, 3, 5, 1, 2, 2, 1, 0, 2, 3, 1},
-                                         ConvCase{3, 17, 17, 10, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
-                                         ConvCase{40, 8, 8, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
-                                         ConvCase{5, 6, 40, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-                                         ConvCase{1, 4, 4, 2, 3, 3, 1, 1, 1, 1, 4, 4, 4, 4}),
-                       ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)),
-    [](const ::testing::TestParamInfo<std::tuple<ConvCase, GemmPath>>& info) {
-      const auto& c = std::get<0>(info.param);
-      const GemmPath path = std::get<1>(info.param);
-      return "c" + std::to_string(c.c) + "_in" + dims_name({c.h, c.w}) + "_m" + std::to_string(c.m) + "_k" +
-             dims_name({c.kh, c.kw}) + "_s" + dims_name({c.sh, c.sw}) + "_d" + dims_name({c.dh, c.dw}) + "_p" +
-             dims_name({c.pt, c.pl, c.pb, c.pr}, "") + "_" + gemm_path_name(path);
-    });
+INSTANTIATE_TEST_SUITE_P(Geometry, Im2colGemmTest,
+                         ::testing::Combine(::testing::Values(ConvCase{3, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                                                              ConvCase{4, 23, 21, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+                                                              ConvCase{2, 12, 30, 5, 3, 5, 1, 2, 2, 1, 0, 2, 3, 1},
+                                                              ConvCase{3, 17, 17, 10, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
+                                                              ConvCase{40, 8, 8, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                                                              ConvCase{5, 6, 40, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+                                                              ConvCase{1, 4, 4, 2, 3, 3, 1, 1, 1, 1, 4, 4, 4, 4}),
+                                            ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)),
+                         [](const ::testing::TestParamInfo<std::tuple<ConvCase, GemmPath>>& info) {
+                           const auto& c = std::get<0>(info.param);
+                           const GemmPath path = std::get<1>(info.param);
+                           return "c" + std::to_string(c.c) + "_in" + dims_name({c.h, c.w}) + "_m" +
+                                  std::to_string(c.m) + "_k" + dims_name({c.kh, c.kw}) + "_s" +
+                                  dims_name({c.sh, c.sw}) + "_d" + dims_name({c.dh, c.dw}) + "_p" +
+                                  dims_name({c.pt, c.pl, c.pb, c.pr}, "") + "_" + gemm_path_name(path);
+                         });
 
 TEST(Depthwise3x3Test, MatchesDirectConvolution) {
   for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
@@ -432,9 +444,11 @@ TEST(Depthwise3x3Test, MatchesDirectConvolution) {
         // such a strip whole but in the last row: its lanes past a row
         // land in the next one or, in rows narrower than 8, the next
         // several, and are written again after).
+        // clang-format off
         for (const auto& [h, w] : {std::pair<int64_t, int64_t>{5, 4}, {7, 7}, {14, 14}, {9, 13}, {20, 37}, {8, 64},
                                    {3, 16}, {6, 17}, {4, 31}, {11, 32}, {2, 33}, {1, 1}, {12, 56}, {10, 3},
                                    {6, 9}, {28, 28}, {5, 2}}) {
+          // clang-format on
           const int64_t oh = (h + 2 * pad - 3) / stride + 1, ow = (w + 2 * pad - 3) / stride + 1;
           if (oh <= 0 || ow <= 0) continue;
           const std::vector<float> x = values(static_cast<size_t>(h * w), 9);
@@ -449,8 +463,8 @@ TEST(Depthwise3x3Test, MatchesDirectConvolution) {
                 for (int64_t kx = 0; kx < 3; ++kx) {
                   const int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
                   if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
-                    sum += static_cast<double>(k[static_cast<size_t>(ky * 3 + kx)]) *
-                           x[static_cast<size_t>(iy * w + ix)];
+                    sum +=
+                        static_cast<double>(k[static_cast<size_t>(ky * 3 + kx)]) * x[static_cast<size_t>(iy * w + ix)];
                   }
                 }
               }
@@ -473,7 +487,9 @@ TEST(Depthwise3x3Test, MatchesDirectConvolution) {
 // bias and a clamp; and paths without a kernel, leaving the output
 // untouched.
 TEST(DirectConvS2Test, MatchesDefinitionOrDeclines) {
-  struct Geometry { int64_t c, h, w, m, kh, kw, pt, pl, pb, pr; };
+  struct Geometry {
+    int64_t c, h, w, m, kh, kw, pt, pl, pb, pr;
+  };
   const Activation clip(fb::Activation::CLIP, -0.3f, 0.4f);
   std::vector<Geometry> geometries = {
       Geometry{3, 17, 17, 8, 3, 3, 1, 1, 1, 1}, Geometry{1, 9, 70, 13, 7, 7, 3, 3, 3, 3},
@@ -495,9 +511,11 @@ TEST(DirectConvS2Test, MatchesDefinitionOrDeclines) {
       gemm_prepack_a(g.m, k, wt.data(), packed.data());
       std::vector<float> out(static_cast<size_t>(g.m * oh * ow) + 16, kSentinel);
       DirectConvS2 conv;
+      // clang-format off
       conv.c = g.c; conv.h = g.h; conv.w = g.w; conv.kh = g.kh; conv.kw = g.kw; conv.pt = g.pt; conv.pl = g.pl;
       conv.m = g.m; conv.oh = oh; conv.ow = ow;
       conv.x = x.data(); conv.packed_weights = packed.data(); conv.bias = bias.data(); conv.y = out.data();
+      // clang-format on
       conv.activation = clip.get();
       SCOPED_TRACE(testing::Message() << "c" << g.c << " " << g.h << "x" << g.w << " k" << g.kh << "x" << g.kw);
       SCOPED_TRACE(path == GemmPath::kAuto ? "best path" : "AVX2");
@@ -581,8 +599,10 @@ TEST(MaxPoolAvx2Test, MatchesDirectMaximumWithPaddingAndNaN) {
   // bottom and right edges. Windows of one to five rows and columns; planes
   // narrower than a vector, a multiple of it, and squeezenet's 111 x 111.
   for (int64_t stride : {1, 2}) {
+    // clang-format off
     for (const auto& [kh, kw, pad] : {std::tuple<int64_t, int64_t, int64_t>{3, 3, 1}, {2, 2, 0}, {3, 2, 1}, {4, 4, 2},
                                       {3, 3, 0}, {5, 5, 2}, {1, 1, 0}, {1, 3, 0}, {5, 2, 1}}) {
+      // clang-format on
       for (const auto& [h, w] : {std::pair<int64_t, int64_t>{7, 7}, {12, 37}, {30, 9}, {3, 5}, {16, 16}, {111, 111}}) {
         for (bool ceil : {false, true}) {
           if (h + 2 * pad < kh || w + 2 * pad < kw) continue;

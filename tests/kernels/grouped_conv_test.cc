@@ -60,7 +60,11 @@ void check(const Case& c, bool with_bias, const fb::FusedActivation* activation,
   std::vector<float> scratch(static_cast<size_t>(scratch_floats) + 1, kSentinel);
   std::vector<float> y(static_cast<size_t>(c.mg * plane) + 1, kSentinel);
   GroupedConv3x3 conv;
-  conv.cg = c.cg; conv.mg = c.mg; conv.h = c.h; conv.w = c.w; conv.stride = c.stride;
+  conv.cg = c.cg;
+  conv.mg = c.mg;
+  conv.h = c.h;
+  conv.w = c.w;
+  conv.stride = c.stride;
   conv.x = x.data();
   conv.packed_weights = packed.data();
   conv.bias = with_bias ? bias.data() : nullptr;
@@ -108,15 +112,19 @@ void check(const Case& c, bool with_bias, const fb::FusedActivation* activation,
 TEST(GroupedConvTest, MatchesDirectConvolutionOnEveryPath) {
   const Isa saved = active_isa();
   const Case cases[] = {
+      // clang-format off
       {8, 8, 14, 14}, {8, 8, 7, 7},   {4, 4, 1, 1},   {4, 12, 2, 3},  {16, 16, 7, 7}, {16, 5, 14, 14},
       {8, 20, 9, 9},  {2, 3, 5, 17},  {8, 8, 3, 15},  {8, 13, 4, 31}, {4, 8, 3, 33},  {8, 8, 2, 45},
       {16, 8, 3, 60}, {32, 9, 6, 8},  {8, 16, 28, 28}, {8, 1, 1, 16}, {8, 7, 16, 1},  {4, 8, 1, 7},
+      // clang-format on
       // Stride 2: outputs 1x1 to 28x28, rows of 1 to 30 outputs from even
       // and odd input widths.
+      // clang-format off
       {8, 8, 14, 14, 2}, {8, 8, 15, 15, 2}, {4, 4, 1, 1, 2},  {4, 12, 2, 3, 2}, {16, 16, 7, 7, 2},
       {16, 5, 28, 28, 2}, {8, 20, 9, 9, 2}, {2, 3, 5, 17, 2}, {8, 13, 4, 31, 2}, {4, 8, 3, 33, 2},
       {8, 8, 2, 45, 2},  {16, 8, 3, 60, 2}, {32, 9, 6, 8, 2},  {8, 16, 56, 56, 2}, {8, 7, 16, 1, 2},
       {8, 8, 5, 35, 2},  {8, 3, 4, 64, 2},
+      // clang-format on
   };
   const Activation relu(fb::Activation::RELU, 0.f, 0.f);
   const Activation clip(fb::Activation::CLIP, -0.5f, 0.75f);
@@ -136,10 +144,10 @@ TEST(GroupedConvTest, MatchesDirectConvolutionOnEveryPath) {
       for (bool with_bias : {false, true}) {
         for (const fb::FusedActivation* a : activations) {
           for (int kernel : {0, isa == Isa::kAvx512 ? 2 : 1}) {
-            const std::string label = std::string(isa_name(isa)) + (kernel == 0 ? " dispatch" : " kernel") +
-                                      " cg " + std::to_string(c.cg) + " mg " + std::to_string(c.mg) + " " +
-                                      std::to_string(c.h) + "x" + std::to_string(c.w) + " stride " +
-                                      std::to_string(c.stride) + (with_bias ? " bias" : "") + " activation " +
+            const std::string label = std::string(isa_name(isa)) + (kernel == 0 ? " dispatch" : " kernel") + " cg " +
+                                      std::to_string(c.cg) + " mg " + std::to_string(c.mg) + " " + std::to_string(c.h) +
+                                      "x" + std::to_string(c.w) + " stride " + std::to_string(c.stride) +
+                                      (with_bias ? " bias" : "") + " activation " +
                                       std::to_string(a != nullptr ? int(a->kind()) : 0);
             for (int64_t band : {0, 1, 3}) {
               check(c, with_bias, a, kernel, band, label + " band " + std::to_string(band));
@@ -167,7 +175,11 @@ TEST(GroupedConvTest, DeclinesScratchWithoutABand) {
     std::vector<float> scratch(static_cast<size_t>(floats), kSentinel);
     std::vector<float> y(static_cast<size_t>(mg * h * w), kSentinel);
     GroupedConv3x3 conv;
-    conv.cg = cg; conv.mg = mg; conv.h = h; conv.w = w; conv.stride = stride;
+    conv.cg = cg;
+    conv.mg = mg;
+    conv.h = h;
+    conv.w = w;
+    conv.stride = stride;
     conv.x = x.data();
     conv.packed_weights = packed.data();
     conv.y = y.data();

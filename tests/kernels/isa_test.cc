@@ -32,9 +32,7 @@ TEST_F(IsaTest, NamesRoundTrip) {
   EXPECT_EQ(unchanged, Isa::kAvx2);
 }
 
-TEST_F(IsaTest, ActiveNeverExceedsTheProcessor) {
-  EXPECT_LE(active_isa(), processor_isa());
-}
+TEST_F(IsaTest, ActiveNeverExceedsTheProcessor) { EXPECT_LE(active_isa(), processor_isa()); }
 
 TEST_F(IsaTest, RefusesAPathTheProcessorLacks) {
   if (processor_isa() == Isa::kAvx512) GTEST_SKIP() << "this processor has every path";

@@ -35,8 +35,8 @@ struct Case {
   const char* name;
   double (*ref)(double);
   double max_ulp;
-  double abs_tol;  // on top of max_ulp (functions with cancellation)
-  double lo, hi;   // the sweep
+  double abs_tol;        // on top of max_ulp (functions with cancellation)
+  double lo, hi;         // the sweep
   double abs_tol_x = 0;  // and this times |x| (x times a function with an absolute bound)
 };
 
@@ -97,14 +97,18 @@ class VectorMathTest : public ::testing::TestWithParam<std::tuple<int, Case>> {
   void SetUp() override {
     path_ = std::get<0>(GetParam());
     if (!path_on(path_)) {
-      GTEST_SKIP() << "the " << (path_ == 3 ? "neon" : path_ == 2 ? "avx512" : "avx2") << " path is off here (processor "
-                   << isa_name(processor_isa()) << ", active " << isa_name(active_isa()) << ")";
+      GTEST_SKIP() << "the "
+                   << (path_ == 3   ? "neon"
+                       : path_ == 2 ? "avx512"
+                                    : "avx2")
+                   << " path is off here (processor " << isa_name(processor_isa()) << ", active "
+                   << isa_name(active_isa()) << ")";
     }
   }
   std::vector<float> run(const Case& c, const std::vector<float>& in) {
     std::vector<float> out(in.size(), 12345.f);
-    EXPECT_TRUE(vector_math_on(path_, c.op, in.data(), out.data(), static_cast<int64_t>(in.size()),
-                               alpha_of(c.op), beta_of(c.op)));
+    EXPECT_TRUE(vector_math_on(path_, c.op, in.data(), out.data(), static_cast<int64_t>(in.size()), alpha_of(c.op),
+                               beta_of(c.op)));
     return out;
   }
   int path_ = 0;
@@ -177,8 +181,8 @@ TEST_P(VectorMathTest, Edges) {
   }
   // +-inf, the largest finite floats and denormals against the reference
   // (NaN where the function has no value there).
-  for (float x : {kInf, -kInf, 3.4e38f, -3.4e38f, 1e30f, -1e30f, kDenorm, -kDenorm, 1.4e-45f, 0.f, -0.f,
-                  1e-30f, -1e-30f, 88.72f, 88.73f, -87.5f, -103.f, -104.5f}) {
+  for (float x : {kInf, -kInf, 3.4e38f, -3.4e38f, 1e30f, -1e30f, kDenorm, -kDenorm, 1.4e-45f, 0.f, -0.f, 1e-30f,
+                  -1e-30f, 88.72f, 88.73f, -87.5f, -103.f, -104.5f}) {
     if (op == MathOp::kLog && x < 0) {
       EXPECT_TRUE(std::isnan(one(path_, op, x))) << "log(" << x << ")";
       continue;
@@ -251,8 +255,8 @@ std::vector<float> quotient_inputs(float top, float step, std::initializer_list<
 // clamp points they reach their limits exactly and never leave [0, 1] and
 // [-1, 1]; where sigmoid is at least 1/2 its error is relative (4 ulp).
 TEST(VectorMathEdges, SigmoidAndTanhQuotients) {
-  const std::vector<float> xs =
-      quotient_inputs(24.f, 1.f / 1024, {9.02f, 9.25f, 18.04f, 18.5f}, {1e30f, 3.4e38f, kInf, kDenorm, 1.4e-45f, 1e-30f});
+  const std::vector<float> xs = quotient_inputs(24.f, 1.f / 1024, {9.02f, 9.25f, 18.04f, 18.5f},
+                                                {1e30f, 3.4e38f, kInf, kDenorm, 1.4e-45f, 1e-30f});
   std::vector<float> s(xs.size()), t(xs.size());
   for (int path : {1, 2, 3}) {
     if (!path_on(path)) continue;

@@ -56,16 +56,17 @@ TEST(LayerNormNeonTest, MatchesReference) {
 TEST(MaxPoolNeonTest, MatchesDirectMaximumWithPaddingAndNaN) {
   if (!neon::enabled()) GTEST_SKIP() << "the NEON path is off (KILN_ISA=scalar)";
   for (int64_t stride : {1, 2}) {
-    for (const auto& [kh, kw, pad] : {std::tuple<int64_t, int64_t, int64_t>{3, 3, 1}, {2, 2, 0}, {3, 2, 1}, {4, 4, 2}}) {
+    for (const auto& [kh, kw, pad] :
+         {std::tuple<int64_t, int64_t, int64_t>{3, 3, 1}, {2, 2, 0}, {3, 2, 1}, {4, 4, 2}}) {
       for (const auto& [h, w] : {std::pair<int64_t, int64_t>{7, 7}, {12, 37}, {30, 9}}) {
         const int64_t oh = (h + 2 * pad - kh) / stride + 1, ow = (w + 2 * pad - kw) / stride + 1;
         std::vector<float> x = values(static_cast<size_t>(h * w), 13, 1.f);
         x[static_cast<size_t>(w + 2)] = std::nanf("");
         std::vector<float> out(static_cast<size_t>(oh * ow) + 16, kSentinel);
         ASSERT_TRUE(neon::max_pool(x.data(), h, w, kh, kw, stride, pad, pad, out.data(), oh, ow));
-        check_max_pool_plane(x, h, w, kh, kw, stride, pad, out.data(), oh, ow,
-                             "stride " + std::to_string(stride) + " window " + std::to_string(kh) + "x" +
-                                 std::to_string(kw));
+        check_max_pool_plane(
+            x, h, w, kh, kw, stride, pad, out.data(), oh, ow,
+            "stride " + std::to_string(stride) + " window " + std::to_string(kh) + "x" + std::to_string(kw));
         for (size_t i = static_cast<size_t>(oh * ow); i < out.size(); ++i) ASSERT_EQ(out[i], kSentinel);
       }
     }

@@ -13,8 +13,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -91,7 +91,8 @@ TEST(QGemm, ArmInnerLoopIsSelected) {
 
 // Every inner loop, int32 output with a bias and weight zero points.
 TEST(QGemm, Int32SumsMatchOnEveryInnerLoop) {
-  const int64_t shapes[][3] = {{1, 1, 1}, {8, 16, 4}, {7, 15, 3}, {9, 17, 5}, {16, 33, 64}, {3, 40, 147}, {24, 5, 1152}};
+  const int64_t shapes[][3] = {{1, 1, 1},    {8, 16, 4},   {7, 15, 3},   {9, 17, 5},
+                               {16, 33, 64}, {3, 40, 147}, {24, 5, 1152}};
   for (const auto& shape : shapes) {
     for (bool extreme : {false, true}) {
       const Operands o = make(shape[0], shape[1], shape[2], 7 + static_cast<uint32_t>(shape[2]), extreme);
@@ -106,17 +107,20 @@ TEST(QGemm, Int32SumsMatchOnEveryInnerLoop) {
       for (QGemmTileFn tile : tiles_here()) {
         std::vector<int32_t> y(static_cast<size_t>(o.m * o.n + 1), 12345);
         QGemmProblem p;
+        // clang-format off
         p.m = o.m; p.n = o.n; p.k = o.k;
         p.w = o.w.data(); p.x = packed.data(); p.x_sums = sums.data();
         p.bias = bias.data(); p.w_zp = w_zp.data();
         p.y_dtype = DType::INT32; p.y = y.data();
         p.y_channel_stride = o.n; p.y_column_stride = 1;
+        // clang-format on
         qgemm(p, tile);
         for (int64_t c = 0; c < o.m; ++c) {
           for (int64_t col = 0; col < o.n; ++col) {
             int64_t colsum = 0;
             for (int64_t kk = 0; kk < o.k; ++kk) colsum += o.x[static_cast<size_t>(col * o.k + kk)];
-            const int64_t want = reference_sum(o, c, col) + bias[static_cast<size_t>(c)] - w_zp[static_cast<size_t>(c)] * colsum;
+            const int64_t want =
+                reference_sum(o, c, col) + bias[static_cast<size_t>(c)] - w_zp[static_cast<size_t>(c)] * colsum;
             ASSERT_EQ(y[static_cast<size_t>(c * o.n + col)], want)
                 << "tile " << reinterpret_cast<const void*>(tile) << " m=" << o.m << " n=" << o.n << " k=" << o.k
                 << " extreme=" << extreme << " at " << c << "," << col;
@@ -188,8 +192,8 @@ TEST(QGemm, SmallAndLargeActivationPanelsMatchOnEveryTile) {
                           w[static_cast<size_t>(r * kp + kk)];
                 }
               }
-              ASSERT_EQ(acc[r][i], want) << "tile " << reinterpret_cast<const void*>(tile) << " kp=" << kp
-                                         << " panel " << pi << " mr=" << mr << " at " << r << "," << i;
+              ASSERT_EQ(acc[r][i], want) << "tile " << reinterpret_cast<const void*>(tile) << " kp=" << kp << " panel "
+                                         << pi << " mr=" << mr << " at " << r << "," << i;
             }
           }
         }
@@ -210,7 +214,8 @@ TEST(QGemm, ReducedRangeActivationsThroughThePackers) {
   for (int64_t kk = 0; kk < k; ++kk) o.w[static_cast<size_t>(qgemm_kp(k) + kk)] = 127;
   std::vector<uint8_t> by_channel(static_cast<size_t>(k * n));
   for (int64_t kk = 0; kk < k; ++kk) {
-    for (int64_t col = 0; col < n; ++col) by_channel[static_cast<size_t>(kk * n + col)] = o.x[static_cast<size_t>(col * k + kk)];
+    for (int64_t col = 0; col < n; ++col)
+      by_channel[static_cast<size_t>(kk * n + col)] = o.x[static_cast<size_t>(col * k + kk)];
   }
   const size_t bytes = static_cast<size_t>(qgemm_packed_x_bytes(k, n));
   std::vector<uint8_t> rows(bytes), columns(bytes);
@@ -222,15 +227,18 @@ TEST(QGemm, ReducedRangeActivationsThroughThePackers) {
       for (int64_t channel_stride : {int64_t{1}, n}) {
         std::vector<int32_t> y(static_cast<size_t>(m * n + 1), 12345);
         QGemmProblem p;
+        // clang-format off
         p.m = m; p.n = n; p.k = k;
         p.w = o.w.data(); p.x = packed->data(); p.bias = bias.data();
         p.y_dtype = DType::INT32; p.y = y.data();
+        // clang-format on
         p.y_channel_stride = channel_stride == 1 ? 1 : n;
         p.y_column_stride = channel_stride == 1 ? m : 1;
         qgemm(p, tile);
         for (int64_t c = 0; c < m; ++c) {
           for (int64_t col = 0; col < n; ++col) {
-            ASSERT_EQ(y[static_cast<size_t>(c * p.y_channel_stride + col * p.y_column_stride)], reference_sum(o, c, col))
+            ASSERT_EQ(y[static_cast<size_t>(c * p.y_channel_stride + col * p.y_column_stride)],
+                      reference_sum(o, c, col))
                 << "tile " << reinterpret_cast<const void*>(tile) << " at " << c << "," << col;
           }
         }
@@ -291,7 +299,8 @@ TEST(QGemm, DotRowsMatchOnEveryPathForSmallAndLargeVectors) {
             for (int64_t r = 0; r < rows; ++r) {
               int64_t want = 0;
               for (int64_t kk = 0; kk < len; ++kk) {
-                want += int64_t{static_cast<uint8_t>(x[static_cast<size_t>(kk)] ^ flip)} * wl[static_cast<size_t>(r * kp + kk)];
+                want += int64_t{static_cast<uint8_t>(x[static_cast<size_t>(kk)] ^ flip)} *
+                        wl[static_cast<size_t>(r * kp + kk)];
               }
               ASSERT_EQ(out[static_cast<size_t>(r)], want) << isa_name(isa) << " kp=" << kp << " len=" << len
                                                            << " flip " << int{flip} << " x " << xi << " row " << r;
@@ -314,7 +323,8 @@ TEST(QGemm, EveryIsaPathRequantizesAlike) {
   qgemm_pack_rows(o.x.data(), o.k, o.n, o.k, false, packed.data(), nullptr);
   std::vector<int32_t> bias(13, -40000), multiplier(13), shift(13);
   for (int64_t c = 0; c < 13; ++c) {
-    ASSERT_TRUE(qgemm_quantize_multiplier(0.0003 * (c + 1), &multiplier[static_cast<size_t>(c)], &shift[static_cast<size_t>(c)]));
+    ASSERT_TRUE(qgemm_quantize_multiplier(0.0003 * (c + 1), &multiplier[static_cast<size_t>(c)],
+                                          &shift[static_cast<size_t>(c)]));
   }
   std::vector<std::vector<int8_t>> results;
   const Isa before = active_isa();
@@ -323,12 +333,14 @@ TEST(QGemm, EveryIsaPathRequantizesAlike) {
     ASSERT_EQ(set_isa(isa), Error::kOk);
     std::vector<int8_t> y(static_cast<size_t>(o.m * o.n));
     QGemmProblem p;
+    // clang-format off
     p.m = o.m; p.n = o.n; p.k = o.k;
     p.w = o.w.data(); p.x = packed.data(); p.bias = bias.data();
     p.multiplier = multiplier.data(); p.shift = shift.data();
     p.y_zp = -3; p.y_min = -100; p.y_max = 90;
     p.y_dtype = DType::INT8; p.y = y.data();
     p.y_channel_stride = 1; p.y_column_stride = o.m;
+    // clang-format on
     qgemm(p, qgemm_tile_for(active_isa()));
     for (int64_t c = 0; c < o.m; ++c) {
       for (int64_t col = 0; col < o.n; ++col) {
@@ -360,11 +372,13 @@ TEST(QGemm, PlaneOutputsRequantizeInRuns) {
       Operands o = make(shape[0], shape[1], shape[2], 11, false);
       if (mixed) {
         for (auto& v : o.x) v &= 0x7F;
-        for (int64_t col = kQGemmNr; col < o.n; col += 3 * kQGemmNr) o.x[static_cast<size_t>(col * o.k + o.k / 2)] = 200;
+        for (int64_t col = kQGemmNr; col < o.n; col += 3 * kQGemmNr)
+          o.x[static_cast<size_t>(col * o.k + o.k / 2)] = 200;
       }
       std::vector<uint8_t> packed(static_cast<size_t>(qgemm_packed_x_bytes(o.k, o.n)));
       qgemm_pack_rows(o.x.data(), o.k, o.n, o.k, false, packed.data(), nullptr);
-      std::vector<int32_t> bias(static_cast<size_t>(o.m)), multiplier(static_cast<size_t>(o.m)), shift(static_cast<size_t>(o.m));
+      std::vector<int32_t> bias(static_cast<size_t>(o.m)), multiplier(static_cast<size_t>(o.m)),
+          shift(static_cast<size_t>(o.m));
       for (int64_t c = 0; c < o.m; ++c) {
         bias[static_cast<size_t>(c)] = static_cast<int32_t>(300 * c - 2000);
         ASSERT_TRUE(qgemm_quantize_multiplier(0.0004 / (1 + o.k / 64) * (c + 1), &multiplier[static_cast<size_t>(c)],
@@ -375,12 +389,14 @@ TEST(QGemm, PlaneOutputsRequantizeInRuns) {
         ASSERT_EQ(set_isa(isa), Error::kOk);
         std::vector<uint8_t> y(static_cast<size_t>(o.m * o.n + 1), 0xA5);
         QGemmProblem p;
+        // clang-format off
         p.m = o.m; p.n = o.n; p.k = o.k;
         p.w = o.w.data(); p.x = packed.data(); p.bias = bias.data();
         p.multiplier = multiplier.data(); p.shift = shift.data();
         p.y_zp = 120; p.y_min = 5; p.y_max = 250;
         p.y_dtype = DType::UINT8; p.y = y.data();
         p.y_channel_stride = o.n; p.y_column_stride = 1;
+        // clang-format on
         p.isa = isa;
         qgemm(p, qgemm_tile_for(isa));
         for (int64_t c = 0; c < o.m; ++c) {
@@ -389,8 +405,8 @@ TEST(QGemm, PlaneOutputsRequantizeInRuns) {
             const double exact = double(reference_sum(o, c, col) + bias[static_cast<size_t>(c)]) * real;
             const double want = std::min(250.0, std::max(5.0, std::floor(exact + 0.5) + 120));
             ASSERT_EQ(y[static_cast<size_t>(c * o.n + col)], want)
-                << isa_name(isa) << (mixed ? " mixed" : "") << " m=" << o.m << " n=" << o.n << " k=" << o.k << " at " << c
-                << "," << col;
+                << isa_name(isa) << (mixed ? " mixed" : "") << " m=" << o.m << " n=" << o.n << " k=" << o.k << " at "
+                << c << "," << col;
           }
         }
         EXPECT_EQ(y.back(), 0xA5) << "wrote past the planes";
@@ -437,9 +453,10 @@ TEST(QGemm, Im2colPacksWindowsPaddingAndFlip) {
   // stride-1 "same" convolutions (one shifted copy of the plane, edges
   // padded afterwards) over several 256-column passes, 5x5 windows and a
   // plane narrower than the window.
-  const int64_t shapes[][9] = {{2, 5, 4, 3, 2, 2, 1, 1, 1},   {2, 3, 37, 3, 3, 1, 1, 1, 1}, {1, 2, 100, 1, 3, 1, 1, 0, 2},
-                               {2, 4, 70, 3, 3, 2, 2, 1, 1},  {1, 3, 67, 2, 5, 1, 2, 0, 2}, {3, 3, 33, 3, 3, 1, 2, 1, 0},
-                               {1, 12, 30, 3, 3, 1, 1, 1, 1}, {2, 6, 9, 5, 5, 1, 1, 2, 2},  {1, 2, 3, 5, 5, 1, 1, 2, 2}};
+  const int64_t shapes[][9] = {
+      {2, 5, 4, 3, 2, 2, 1, 1, 1},   {2, 3, 37, 3, 3, 1, 1, 1, 1}, {1, 2, 100, 1, 3, 1, 1, 0, 2},
+      {2, 4, 70, 3, 3, 2, 2, 1, 1},  {1, 3, 67, 2, 5, 1, 2, 0, 2}, {3, 3, 33, 3, 3, 1, 2, 1, 0},
+      {1, 12, 30, 3, 3, 1, 1, 1, 1}, {2, 6, 9, 5, 5, 1, 1, 2, 2},  {1, 2, 3, 5, 5, 1, 1, 2, 2}};
   for (const auto& s : shapes) {
     const int64_t c = s[0], h = s[1], w = s[2], kh = s[3], kw = s[4], sh = s[5], sw = s[6], pt = s[7], pl = s[8];
     const int64_t oh = (h + 2 * pt - kh) / sh + 1, ow = (w + 2 * pl - kw) / sw + 1;
@@ -447,8 +464,10 @@ TEST(QGemm, Im2colPacksWindowsPaddingAndFlip) {
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int8_t>(int(i * 37) % 256 - 128);
     QIm2col g;
     g.x = reinterpret_cast<const uint8_t*>(x.data());
+    // clang-format off
     g.channels = c; g.h = h; g.w = w; g.kh = kh; g.kw = kw; g.sh = sh; g.sw = sw; g.pt = pt; g.pl = pl;
     g.oh = oh; g.ow = ow; g.flip = true; g.pad = 131;
+    // clang-format on
     const int64_t k = c * kh * kw, kp = qgemm_kp(k), n = oh * ow;
     std::vector<uint8_t> packed(static_cast<size_t>(qgemm_packed_x_bytes(k, n)));
     std::vector<int32_t> sums(static_cast<size_t>(n));
@@ -464,7 +483,8 @@ TEST(QGemm, Im2colPacksWindowsPaddingAndFlip) {
           want = iy >= 0 && iy < h && ix >= 0 && ix < w ? x[static_cast<size_t>((ch * h + iy) * w + ix)] + 128 : 131;
         }
         sum += want;
-        const size_t at = static_cast<size_t>((col / kQGemmNr) * kp * kQGemmNr + (kk / 4) * 64 + (col % kQGemmNr) * 4 + kk % 4);
+        const size_t at =
+            static_cast<size_t>((col / kQGemmNr) * kp * kQGemmNr + (kk / 4) * 64 + (col % kQGemmNr) * 4 + kk % 4);
         ASSERT_EQ(packed[at], want) << "w " << w << " sw " << sw << " column " << col << " k " << kk;
       }
       EXPECT_EQ(sums[static_cast<size_t>(col)], sum);
@@ -524,26 +544,31 @@ TEST(QGemm, DirectConvolutionMatchesIm2colAndTheProduct) {
           w[static_cast<size_t>(o * kp + kk)] = o == 1 ? (kk % 2 ? 127 : -128) : static_cast<int8_t>(next(&seed));
         }
       }
-      std::vector<int32_t> bias(static_cast<size_t>(cs.m)), multiplier(static_cast<size_t>(cs.m)), shift(static_cast<size_t>(cs.m));
+      std::vector<int32_t> bias(static_cast<size_t>(cs.m)), multiplier(static_cast<size_t>(cs.m)),
+          shift(static_cast<size_t>(cs.m));
       for (int64_t o = 0; o < cs.m; ++o) {
         bias[static_cast<size_t>(o)] = static_cast<int32_t>(500 * o - 3000);
-        ASSERT_TRUE(qgemm_quantize_multiplier(0.02 / std::sqrt(double(k)) * (1 + o % 3), &multiplier[static_cast<size_t>(o)],
-                                              &shift[static_cast<size_t>(o)]));
+        ASSERT_TRUE(qgemm_quantize_multiplier(0.02 / std::sqrt(double(k)) * (1 + o % 3),
+                                              &multiplier[static_cast<size_t>(o)], &shift[static_cast<size_t>(o)]));
       }
       // The reference: im2col, the portable tile, the scalar epilogue.
       QIm2col g;
+      // clang-format off
       g.x = x.data(); g.channels = cs.c; g.h = cs.h; g.w = cs.w; g.kh = cs.kh; g.kw = cs.kw; g.sh = cs.sh; g.sw = cs.sw;
       g.dh = cs.dh; g.dw = cs.dw; g.pt = cs.pt; g.pl = cs.pl; g.oh = oh; g.ow = ow; g.flip = flip; g.pad = pad;
+      // clang-format on
       std::vector<uint8_t> packed(static_cast<size_t>(qgemm_packed_x_bytes(k, oh * ow)));
       qgemm_pack_im2col(g, packed.data(), nullptr);
       std::vector<uint8_t> want(static_cast<size_t>(cs.m * oh * ow));
       QGemmProblem p;
+      // clang-format off
       p.m = cs.m; p.n = oh * ow; p.k = k;
       p.w = w.data(); p.x = packed.data(); p.bias = bias.data();
       p.multiplier = multiplier.data(); p.shift = shift.data();
       p.y_zp = 110; p.y_min = 3; p.y_max = 252;
       p.y_dtype = DType::UINT8; p.y = want.data();
       p.y_channel_stride = oh * ow; p.y_column_stride = 1;
+      // clang-format on
       p.isa = Isa::kScalar;
       qgemm(p, qgemm_tile_portable);
       int64_t low = 0, high = 0;
@@ -557,11 +582,13 @@ TEST(QGemm, DirectConvolutionMatchesIm2colAndTheProduct) {
       }
       for (QGemmTileOffsetsFn tile : tiles) {
         QConvDirect d;
+        // clang-format off
         d.x = x.data(); d.c = cs.c; d.h = cs.h; d.w = cs.w; d.kh = cs.kh; d.kw = cs.kw; d.sh = cs.sh; d.sw = cs.sw;
         d.dh = cs.dh; d.dw = cs.dw; d.pt = cs.pt; d.pl = cs.pl; d.pb = cs.pb; d.pr = cs.pr; d.oh = oh; d.ow = ow;
         d.flip = flip; d.pad = pad;
         d.m = cs.m; d.w8 = w.data(); d.bias = bias.data(); d.multiplier = multiplier.data(); d.shift = shift.data();
         d.y_zp = 110; d.y_min = 3; d.y_max = 252; d.y_dtype = DType::UINT8;
+        // clang-format on
         d.isa = tile == qgemm_tile_offsets_vnni ? Isa::kAvx512 : Isa::kAvx2;
         const int64_t bytes = qgemm_conv_direct_bytes(d);
         ASSERT_GT(bytes, 0);
@@ -604,7 +631,7 @@ TEST(QGemm, AddInt8RowsMatchTheExactFormula) {
     // The 16-bit split (shifts 17 to 46, multipliers below 2^31 - 2^15) and
     // the 64-bit lanes: low halves of 2^15 and more (0x4000C000), the
     // largest that splits (0x7FFF7FFF) and one just past it (0x7FFF8000).
-    const int32_t multipliers[][2] = {{1 << 30, 1 << 30},      {INT32_MAX, 1},          {0, INT32_MAX},
+    const int32_t multipliers[][2] = {{1 << 30, 1 << 30},      {INT32_MAX, 1},           {0, INT32_MAX},
                                       {1234567890, 987654321}, {0x4000C000, 0x7FFF7FFF}, {0x7FFF8000, 5}};
     int64_t checked = 0, clamped = 0;
     for (int32_t s : {10, 17, 30, 31, 32, 45, 62}) {
@@ -628,7 +655,8 @@ TEST(QGemm, AddInt8RowsMatchTheExactFormula) {
             clamped += want < lo || want > hi;
             want = std::min<int64_t>(hi, std::max<int64_t>(lo, want));
             const int64_t value = y_signed ? static_cast<int8_t>(got) : got;
-            ASSERT_EQ(value, want) << "s " << s << " ma " << mm[0] << " mb " << mm[1] << " signs " << signs << " at " << i;
+            ASSERT_EQ(value, want) << "s " << s << " ma " << mm[0] << " mb " << mm[1] << " signs " << signs << " at "
+                                   << i;
             ++checked;
           }
         }
@@ -672,7 +700,8 @@ TEST(QGemm, RequantizeRowAndDepthwiseTapAgreeAcrossPaths) {
     for (int64_t stride : {1, 2}) {
       std::vector<int32_t> want(static_cast<size_t>(n), 17), got(static_cast<size_t>(n), 17);
       qgemm_depthwise_tap(want.data(), x.data(), stride, n, -128, Isa::kScalar);
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(want[static_cast<size_t>(i)], 17 - 128 * x[static_cast<size_t>(i * stride)]);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(want[static_cast<size_t>(i)], 17 - 128 * x[static_cast<size_t>(i * stride)]);
       for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
         if (!processor_has(isa)) continue;
         std::fill(got.begin(), got.end(), 17);

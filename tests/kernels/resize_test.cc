@@ -43,8 +43,7 @@ double coordinate(const Case& c, int64_t x, double scale, int64_t out_len, int64
 int64_t clamp(int64_t i, int64_t n) { return std::min(std::max<int64_t>(i, 0), n - 1); }
 
 // (index, weight) pairs along one axis.
-std::vector<std::pair<int64_t, double>> taps(const Case& c, int64_t x, double scale, int64_t out_len,
-                                             int64_t in_len) {
+std::vector<std::pair<int64_t, double>> taps(const Case& c, int64_t x, double scale, int64_t out_len, int64_t in_len) {
   const double v = coordinate(c, x, scale, out_len, in_len);
   if (c.mode == "nearest") {
     const double f = std::floor(v), r = v - f;
@@ -95,10 +94,12 @@ TEST(ResizeTest, TapTableAndKernelTapsMatchTheReference) {
       {"linear align_corners by sizes", "linear", "align_corners", "", {1, 3, 7, 4}, {}, {1, 3, 13, 300}},
       {"linear asymmetric x3", "linear", "asymmetric", "", {1, 2, 4, 5}, {1, 1, 3, 3}, {}},
       {"nearest asymmetric floor (PyTorch)", "nearest", "asymmetric", "floor", {1, 3, 5, 7}, {1, 1, 2, 3}, {}},
+      // clang-format off
       {"nearest half_pixel round_prefer_floor", "nearest", "half_pixel", "round_prefer_floor", {1, 2, 6, 6},
        {1, 1, 1.5f, 0.75f}, {}},
       {"nearest tf_half_pixel_for_nn round_prefer_ceil (TF)", "nearest", "tf_half_pixel_for_nn",
        "round_prefer_ceil", {1, 2, 5, 4}, {1, 1, 2, 2.5f}, {}},
+      // clang-format on
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -53,7 +53,9 @@ struct Case {
 std::vector<Case> cases() {
   std::vector<Case> out;
   auto add = [&](const std::string& name, GraphBuilder& b, std::vector<HostTensor> inputs,
-                 const PlanOptions& options = {}) { out.push_back({name, b.plan(options).bytes, std::move(inputs)}); };
+                 const PlanOptions& options = {}) {
+    out.push_back({name, b.plan(options).bytes, std::move(inputs)});
+  };
   {
     GraphBuilder b;  // 3x3, stride 1: Winograd where the planner picks it
     const int x = b.input("x", {1, 16, 20, 20});
@@ -134,16 +136,17 @@ std::vector<Case> cases() {
   for (int64_t stride : {1, 2}) {
     GraphBuilder b;  // planes whose padded copy outgrows a B scratch block: the kernel by bands of rows
     const int x = b.input("x", {1, 16, 90, 83});
-    b.output(b.node("Conv", {x, b.ramp("w", {16, 8, 3, 3}, 0.05f), b.ramp("b", {16})},
-                    {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(2)},
-                     {"strides", ints_attr({stride, stride})}}));
+    b.output(
+        b.node("Conv", {x, b.ramp("w", {16, 8, 3, 3}, 0.05f), b.ramp("b", {16})},
+               {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(2)}, {"strides", ints_attr({stride, stride})}}));
     add("conv_grouped_direct_bands_s" + std::to_string(stride), b, {noise({1, 16, 90, 83}, 17)});
   }
   for (int64_t k : {3, 5}) {
     GraphBuilder b;  // depthwise
     const int x = b.input("x", {1, 48, 29, 29});
     b.output(b.node("Clip", {b.node("Conv", {x, b.ramp("w", {48, 1, k, k}, 0.1f), b.ramp("b", {48})},
-                                    {{"pads", ints_attr({k / 2, k / 2, k / 2, k / 2})}, {"group", int_attr(48)},
+                                    {{"pads", ints_attr({k / 2, k / 2, k / 2, k / 2})},
+                                     {"group", int_attr(48)},
                                      {"strides", ints_attr({k == 3 ? 1 : 2, k == 3 ? 1 : 2})}}),
                              b.ramp("lo", {}, 0.f), b.constant("hi", HostTensor::scalar_float(0.5f))}));
     add("depthwise" + std::to_string(k), b, {noise({1, 48, 29, 29}, 6)});
@@ -199,15 +202,17 @@ std::vector<Case> cases() {
   {
     GraphBuilder b;  // BatchNormalization on its own (nothing to fold it into)
     const int x = b.input("x", {2, 12, 15, 17});
-    b.output(b.node("BatchNormalization", {x, b.ramp("s", {12}, 0.3f), b.ramp("t", {12}), b.ramp("m", {12}),
-                                           b.constant("v", HostTensor::from_floats(std::vector<float>(12, 1.5f), {12}))}));
+    b.output(
+        b.node("BatchNormalization", {x, b.ramp("s", {12}, 0.3f), b.ramp("t", {12}), b.ramp("m", {12}),
+                                      b.constant("v", HostTensor::from_floats(std::vector<float>(12, 1.5f), {12}))}));
     add("batch_norm", b, {noise({2, 12, 15, 17}, 21)});
   }
   {
     GraphBuilder b;  // MaxPool 3x3 stride 2 (the vector kernel where there is one)
     const int x = b.input("x", {2, 16, 33, 31});
-    b.output(b.node("MaxPool", {x}, {{"kernel_shape", ints_attr({3, 3})}, {"strides", ints_attr({2, 2})},
-                                     {"pads", ints_attr({1, 1, 1, 1})}}));
+    b.output(b.node(
+        "MaxPool", {x},
+        {{"kernel_shape", ints_attr({3, 3})}, {"strides", ints_attr({2, 2})}, {"pads", ints_attr({1, 1, 1, 1})}}));
     add("max_pool", b, {noise({2, 16, 33, 31}, 22)});
   }
   {
@@ -247,15 +252,16 @@ std::vector<Case> cases() {
       return b.constant(name, HostTensor::from_int64s(v, {static_cast<int64_t>(v.size())}));
     };
     b.output(b.node("Slice", {x, i64("starts", {1, 2}), i64("ends", {19, 40}), i64("axes", {1, 2})}));
-    b.output(b.node("Slice", {x, i64("starts2", {0, 1}), i64("ends2", {17, 40}), i64("axes2", {1, 2}),
-                              i64("steps2", {1, 2})}));
+    b.output(b.node("Slice",
+                    {x, i64("starts2", {0, 1}), i64("ends2", {17, 40}), i64("axes2", {1, 2}), i64("steps2", {1, 2})}));
     add("slice", b, {noise({3, 20, 40}, 30)});
   }
   {
     GraphBuilder b;  // ReduceMean over a plane (squeeze-and-excitation), ReduceSum over a strided axis
     const int x = b.input("x", {2, 24, 11, 13});
     b.output(b.node("ReduceMean", {x}, {{"axes", ints_attr({2, 3})}}));
-    b.output(b.node("ReduceSum", {x, b.constant("axes1", HostTensor::from_int64s({1}, {1}))}, {{"keepdims", int_attr(0)}}));
+    b.output(
+        b.node("ReduceSum", {x, b.constant("axes1", HostTensor::from_int64s({1}, {1}))}, {{"keepdims", int_attr(0)}}));
     add("reduce", b, {noise({2, 24, 11, 13}, 31)});
   }
   for (const char* mode : {"linear", "nearest"}) {
@@ -353,7 +359,8 @@ TEST_F(ThreadsTest, EmptyReductionComputesNothing) {
   // to find (dividing by the axis of 0 would trap), on one thread or more.
   GraphBuilder b;
   const int x = b.input("x", {0, 5});
-  b.output(b.node("ReduceSum", {x, b.constant("axes", HostTensor::from_int64s({1}, {1}))}, {{"keepdims", int_attr(0)}}));
+  b.output(
+      b.node("ReduceSum", {x, b.constant("axes", HostTensor::from_int64s({1}, {1}))}, {{"keepdims", int_attr(0)}}));
   const std::string bytes = b.plan().bytes;
   const std::vector<HostTensor> in = {HostTensor(DType::FLOAT32, {0, 5})};
   PosixThreadPool pool;

@@ -42,8 +42,10 @@ TEST_P(WinogradTest, MatchesDirectConvolution) {
   flatbuffers::FlatBufferBuilder builder;
   builder.Finish(fb::CreateFusedActivation(builder, k.activation, -0.3f, 0.4f));
   WinogradConv conv;
+  // clang-format off
   conv.n = k.n; conv.c = k.c; conv.h = k.h; conv.w = k.w; conv.m = k.m;
   conv.oh = oh; conv.ow = ow; conv.pt = k.pt; conv.pl = k.pl;
+  // clang-format on
   conv.x = x.data();
   conv.weights = u.data();
   conv.bias = bias.data();
@@ -73,7 +75,8 @@ TEST_P(WinogradTest, MatchesDirectConvolution) {
     unpadded.y = y_unpadded.data();
     winograd_conv(unpadded, path);
     ASSERT_EQ(y, y_unpadded);
-    for (size_t i = v_unpadded.size() - 64; i < v_unpadded.size(); ++i) ASSERT_EQ(v_unpadded[i], kSentinel) << "overrun";
+    for (size_t i = v_unpadded.size() - 64; i < v_unpadded.size(); ++i)
+      ASSERT_EQ(v_unpadded[i], kSentinel) << "overrun";
     for (size_t i = unpadded_product_floats; i < prod_unpadded.size(); ++i) {
       ASSERT_EQ(prod_unpadded[i], kSentinel) << "product overrun";
     }
@@ -117,12 +120,12 @@ INSTANTIATE_TEST_SUITE_P(
     Geometry, WinogradTest,
     ::testing::Combine(
         ::testing::Values(Case{1, 16, 8, 8, 16, 1, 1, 1, 1, fb::Activation::NONE},
-                          Case{2, 17, 9, 11, 19, 1, 1, 1, 1, fb::Activation::RELU},     // odd sizes, batch
-                          Case{1, 20, 7, 7, 24, 0, 0, 0, 0, fb::Activation::CLIP},      // no padding, 5x5 out
-                          Case{1, 16, 6, 13, 7, 2, 0, 1, 2, fb::Activation::SIGMOID},   // asymmetric pads
-                          Case{1, 64, 40, 36, 20, 1, 1, 1, 1, fb::Activation::RELU},    // several tile blocks
-                          Case{1, 300, 5, 5, 9, 1, 1, 1, 1, fb::Activation::NONE},      // more than one depth block
-                          Case{1, 16, 1, 1, 16, 2, 2, 2, 2, fb::Activation::NONE},      // one pixel, all padding
+                          Case{2, 17, 9, 11, 19, 1, 1, 1, 1, fb::Activation::RELU},    // odd sizes, batch
+                          Case{1, 20, 7, 7, 24, 0, 0, 0, 0, fb::Activation::CLIP},     // no padding, 5x5 out
+                          Case{1, 16, 6, 13, 7, 2, 0, 1, 2, fb::Activation::SIGMOID},  // asymmetric pads
+                          Case{1, 64, 40, 36, 20, 1, 1, 1, 1, fb::Activation::RELU},   // several tile blocks
+                          Case{1, 300, 5, 5, 9, 1, 1, 1, 1, fb::Activation::NONE},     // more than one depth block
+                          Case{1, 16, 1, 1, 16, 2, 2, 2, 2, fb::Activation::NONE},     // one pixel, all padding
                           // Tile rows of 1 to 9 tiles (runs cut at row and
                           // panel ends, rows narrower than a vector's 18
                           // columns): DenseNet's 7x7 and 14x14, SqueezeNet's

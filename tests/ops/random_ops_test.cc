@@ -89,8 +89,11 @@ TEST(RandomOps, UniformMeanAndVarianceWithinFourSigma) {
   for (const DType dtype : {DType::FLOAT32, DType::FLOAT64}) {
     GraphBuilder b;
     b.output(b.node("RandomUniform", {},
-                    {{"shape", ints_attr({kSamples})}, {"low", float_attr(-2.f)}, {"high", float_attr(3.f)},
-                     {"dtype", int_attr(dtype == DType::FLOAT32 ? 1 : 11)}, {"seed", float_attr(1.f)}}));
+                    {{"shape", ints_attr({kSamples})},
+                     {"low", float_attr(-2.f)},
+                     {"high", float_attr(3.f)},
+                     {"dtype", int_attr(dtype == DType::FLOAT32 ? 1 : 11)},
+                     {"seed", float_attr(1.f)}}));
     const HostTensor y = run(b)[0];
     ASSERT_EQ(y.dtype, dtype);
     const std::vector<double> v = values(y);
@@ -104,8 +107,8 @@ TEST(RandomOps, UniformMeanAndVarianceWithinFourSigma) {
 TEST(RandomOps, UniformLikeTakesTheInputsShapeAndStaysInRangeInFloat16) {
   GraphBuilder b;
   const int x = b.input("x", {2, 500}, DType::FLOAT32);
-  b.output(b.node("RandomUniformLike", {x}, {{"low", float_attr(0.5f)}, {"high", float_attr(0.75f)},
-                                             {"dtype", int_attr(10)}}));  // float16
+  b.output(b.node("RandomUniformLike", {x},
+                  {{"low", float_attr(0.5f)}, {"high", float_attr(0.75f)}, {"dtype", int_attr(10)}}));  // float16
   const HostTensor y = run(b, {HostTensor(DType::FLOAT32, {2, 500})})[0];
   ASSERT_EQ(y.dtype, DType::FLOAT16);
   ASSERT_EQ(y.shape, (std::vector<int64_t>{2, 500}));
@@ -117,8 +120,8 @@ TEST(RandomOps, NormalMeanAndVarianceWithinFourSigma) {
   for (const char* op : {"RandomNormal", "RandomNormalLike"}) {
     GraphBuilder b;
     std::vector<int> inputs;
-    std::map<std::string, Attribute> attrs = {{"mean", float_attr(1.f)}, {"scale", float_attr(2.f)},
-                                              {"seed", float_attr(3.f)}};
+    std::map<std::string, Attribute> attrs = {
+        {"mean", float_attr(1.f)}, {"scale", float_attr(2.f)}, {"seed", float_attr(3.f)}};
     if (std::string(op) == "RandomNormal") {
       attrs["shape"] = ints_attr({kSamples});
     } else {

@@ -35,11 +35,13 @@ Attribute floats_attr(std::vector<float> v) {
 }
 
 std::map<std::string, Attribute> attrs(const Spec& s) {
-  std::map<std::string, Attribute> a = {
-      {"mode", string_attr(s.mode)},         {"min_gram_length", int_attr(s.min_gram)},
-      {"max_gram_length", int_attr(s.max_gram)}, {"max_skip_count", int_attr(s.max_skip)},
-      {"ngram_counts", ints_attr(s.counts)}, {"ngram_indexes", ints_attr(s.indexes)},
-      {"pool_int64s", ints_attr(s.pool)}};
+  std::map<std::string, Attribute> a = {{"mode", string_attr(s.mode)},
+                                        {"min_gram_length", int_attr(s.min_gram)},
+                                        {"max_gram_length", int_attr(s.max_gram)},
+                                        {"max_skip_count", int_attr(s.max_skip)},
+                                        {"ngram_counts", ints_attr(s.counts)},
+                                        {"ngram_indexes", ints_attr(s.indexes)},
+                                        {"pool_int64s", ints_attr(s.pool)}};
   if (!s.weights.empty()) a["weights"] = floats_attr(s.weights);
   return a;
 }
@@ -76,7 +78,7 @@ std::vector<float> reference(const Spec& s, const std::vector<int64_t>& row, int
   std::vector<float> out(static_cast<size_t>(outputs), 0.f);
   for (size_t e = 0; e < entry; ++e) {
     const float w = s.weights.empty() ? 1.f : s.weights[e];
-    const float v = s.mode == "TF" ? static_cast<float>(count[e])
+    const float v = s.mode == "TF"    ? static_cast<float>(count[e])
                     : s.mode == "IDF" ? (count[e] > 0 ? w : 0.f)
                                       : static_cast<float>(count[e]) * w;
     out[static_cast<size_t>(s.indexes[e])] += v;
@@ -123,9 +125,9 @@ Spec uni_bi_tri(const std::string& mode) {
   s.min_gram = 1;
   s.max_gram = 3;
   s.max_skip = 2;
-  s.pool = {1, 2, 3,        // unigrams
-            1, 2, 2, 1,     // bigrams
-            1, 2, 3};       // a trigram
+  s.pool = {1, 2, 3,     // unigrams
+            1, 2, 2, 1,  // bigrams
+            1, 2, 3};    // a trigram
   s.counts = {0, 3, 7};
   s.indexes = {5, 0, 2, 1, 4, 3};  // permuted
   s.weights = {0.5f, 2.f, 0.25f, 3.f, 1.5f, 10.f};

@@ -53,12 +53,12 @@ TEST(CollectivesTest, EachPlacementPathIsTakenAndCounted) {
   GraphBuilder b;
   const int x = b.input("x", {4, 32});
   const int mm = b.node("MatMul", {x, b.ramp("w", {32, 32})});
-  const int s1 = all_reduce(b, mm);                   // (a) zero copy
-  const int s2 = all_reduce(b, x);                    // (b) input: one buffer
-  const int s3 = all_reduce(b, x);                    //     ... shared, no second copy
+  const int s1 = all_reduce(b, mm);                    // (a) zero copy
+  const int s2 = all_reduce(b, x);                     // (b) input: one buffer
+  const int s3 = all_reduce(b, x);                     //     ... shared, no second copy
   const int s4 = all_reduce(b, b.ramp("c", {4, 32}));  // (c) constant
   const int relu = b.node("Relu", {x});
-  const int s5 = all_reduce(b, relu);                 // (c) a method output
+  const int s5 = all_reduce(b, relu);  // (c) a method output
   b.output(b.node("Add", {b.node("Add", {b.node("Add", {s1, s2}), b.node("Add", {s3, s4})}), s5}));
   b.output(relu);
   PlanOptions options;

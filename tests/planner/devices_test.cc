@@ -20,9 +20,9 @@ namespace {
 using planner::LInstruction;
 using planner::LMethod;
 using planner::LTensor;
+using planner::PlanError;
 using planner::PlanOptions;
 using planner::PlanResult;
-using planner::PlanError;
 using planner::Storage;
 
 PlanOptions on(const std::string& targets) {
@@ -42,7 +42,8 @@ int count_copies(const LMethod& m) {
 // conv -> relu -> maxpool -> flatten -> gemm: everything the Vulkan planner half takes.
 void device_friendly(GraphBuilder& b) {
   const int x = b.input("x", {1, 3, 8, 8});
-  const int conv = b.node("Conv", {x, b.ramp("w", {4, 3, 3, 3}), b.ramp("b", {4})}, {{"pads", ints_attr({1, 1, 1, 1})}});
+  const int conv =
+      b.node("Conv", {x, b.ramp("w", {4, 3, 3, 3}), b.ramp("b", {4})}, {{"pads", ints_attr({1, 1, 1, 1})}});
   const int relu = b.node("Relu", {conv});
   const int pool = b.node("MaxPool", {relu}, {{"kernel_shape", ints_attr({2, 2})}, {"strides", ints_attr({2, 2})}});
   const int flat = b.node("Flatten", {pool});
@@ -104,9 +105,9 @@ TEST(DevicesTest, AllOnDeviceWastesNoHostArena) {
   EXPECT_EQ(dev(*delegate.device()), "vulkan:0");
   ASSERT_EQ(delegate.compile_specs()->size(), 1u);
   EXPECT_EQ(delegate.compile_specs()->Get(0)->key()->str(), "device");
-  EXPECT_EQ(std::string(delegate.compile_specs()->Get(0)->value()->begin(),
-                        delegate.compile_specs()->Get(0)->value()->end()),
-            "vulkan:0");
+  EXPECT_EQ(
+      std::string(delegate.compile_specs()->Get(0)->value()->begin(), delegate.compile_specs()->Get(0)->value()->end()),
+      "vulkan:0");
   ASSERT_TRUE(fb::DelegateGraphBufferHasIdentifier(delegate.inline_blob()->data()));
   const fb::DelegateGraph* graph = fb::GetDelegateGraph(delegate.inline_blob()->data());
   EXPECT_EQ(graph->kernels()->size(), 4u);  // conv, relu, pool, gemm (flatten is a view)

@@ -87,7 +87,8 @@ onnx::ModelProto huge_fill_model(bool reduce) {
     y->mutable_type()->mutable_tensor_type()->mutable_shape();
   } else {
     y->set_name("big");
-    for (int i = 0; i < 3; ++i) y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(1024);
+    for (int i = 0; i < 3; ++i)
+      y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(1024);
   }
   return model;
 }
@@ -130,9 +131,8 @@ int plan_in_child(onnx::ModelProto model, bool limit_address_space) {
       outcome = filled_at_run_time(result) ? kPlanned : kWrongPlan;
     } catch (const kp::PlanError& e) {
       const std::string message = e.what();
-      outcome = message.find('\n') == std::string::npos && message.find("'fill'") != std::string::npos
-                    ? kRefusedOneLine
-                    : kOtherError;
+      outcome = message.find('\n') == std::string::npos && message.find("'fill'") != std::string::npos ? kRefusedOneLine
+                                                                                                       : kOtherError;
     } catch (const std::bad_alloc&) {
       outcome = kOutOfMemory;
     }

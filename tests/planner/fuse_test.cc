@@ -77,9 +77,9 @@ int conv_bn(GraphBuilder& b, int x, bool with_bias) {
   std::vector<int> conv_inputs = {x, b.ramp("w", {8, 3, 3, 3}, 0.05f)};
   if (with_bias) conv_inputs.push_back(b.ramp("b", {8}, 0.2f));
   const int conv = b.node("Conv", conv_inputs, {{"pads", ints_attr({1, 1, 1, 1})}});
-  return b.node("BatchNormalization", {conv, b.ramp("scale", {8}, 0.3f), b.ramp("shift", {8}, 0.1f),
-                                       b.ramp("mean", {8}, 0.05f), b.constant("var", HostTensor::from_floats(
-                                           {0.5f, 1.f, 1.5f, 2.f, 0.7f, 0.9f, 1.1f, 1.3f}, {8}))},
+  return b.node("BatchNormalization",
+                {conv, b.ramp("scale", {8}, 0.3f), b.ramp("shift", {8}, 0.1f), b.ramp("mean", {8}, 0.05f),
+                 b.constant("var", HostTensor::from_floats({0.5f, 1.f, 1.5f, 2.f, 0.7f, 0.9f, 1.1f, 1.3f}, {8}))},
                 {{"epsilon", float_attr(1e-3f)}});
 }
 
@@ -180,8 +180,9 @@ TEST(FuseTest, NothingFusesWhenTheIntermediateIsReadTwice) {
   GraphBuilder b;
   const int x = b.input("x", {1, 3, 8, 8});
   const int conv = b.node("Conv", {x, b.ramp("w", {8, 3, 3, 3}, 0.05f)}, {{"pads", ints_attr({1, 1, 1, 1})}});
-  const int bn = b.node("BatchNormalization", {conv, b.ramp("s", {8}, 0.3f), b.ramp("t", {8}), b.ramp("m", {8}),
-                                               b.constant("v", HostTensor::from_floats(std::vector<float>(8, 1.f), {8}))});
+  const int bn =
+      b.node("BatchNormalization", {conv, b.ramp("s", {8}, 0.3f), b.ramp("t", {8}), b.ramp("m", {8}),
+                                    b.constant("v", HostTensor::from_floats(std::vector<float>(8, 1.f), {8}))});
   const int relu = b.node("Relu", {bn});
   b.output(b.node("Add", {b.node("Add", {conv, bn}), relu}));  // conv and bn are read again
   const PlanResult r = plan_and_compare(b, {input_values({1, 3, 8, 8})});
@@ -280,8 +281,8 @@ TEST(FuseTest, HardSwishPatternsFuseIntoTheirProducer) {
        1.f / 6.f, 0.5f},
       {"Mul(x, HardSigmoid(x)) with alpha 0.2, beta 0.4",
        [](GraphBuilder& b, int y) {
-         return b.node("Mul", {b.node("HardSigmoid", {y}, {{"alpha", float_attr(0.2f)}, {"beta", float_attr(0.4f)}}),
-                               y});
+         return b.node("Mul",
+                       {b.node("HardSigmoid", {y}, {{"alpha", float_attr(0.2f)}, {"beta", float_attr(0.4f)}}), y});
        },
        0.2f, 0.4f},
       {"Mul(x, Clip(x + 3, 0, 6) / 6)",
@@ -344,9 +345,9 @@ TEST(FuseTest, GatedPatternsWithoutAProducerBecomeOneElementwisePass) {
     GraphBuilder b;
     const int x = b.input("x", {1, 2, 6, 6});
     const int pool = b.node("MaxPool", {x}, {{"kernel_shape", ints_attr({2, 2})}});
-    const int clip = b.node("Clip", {b.node("Add", {pool, b.constant("three", HostTensor::scalar_float(3.f))}),
-                                     b.constant("lo", HostTensor::scalar_float(0.f)),
-                                     b.constant("hi", HostTensor::scalar_float(6.f))});
+    const int clip = b.node(
+        "Clip", {b.node("Add", {pool, b.constant("three", HostTensor::scalar_float(3.f))}),
+                 b.constant("lo", HostTensor::scalar_float(0.f)), b.constant("hi", HostTensor::scalar_float(6.f))});
     const int hs = b.node("Div", {b.node("Mul", {pool, clip}), b.constant("six", HostTensor::scalar_float(6.f))});
     b.output(b.node("Add", {hs, pool}));
     const PlanResult r = plan_and_compare(b, {input_values({1, 2, 6, 6}, 5.f)});
@@ -392,9 +393,9 @@ TEST(FuseTest, GatedPatternsStayWhenAnIntermediateIsReadElsewhere) {
     GraphBuilder b;
     const int x = b.input("x", {4, 8});
     const int y = producer(b, "Gemm", x);
-    const int clip = b.node("Clip", {b.node("Add", {y, b.constant("three", HostTensor::scalar_float(3.f))}),
-                                     b.constant("lo", HostTensor::scalar_float(0.f)),
-                                     b.constant("hi", HostTensor::scalar_float(6.f))});
+    const int clip = b.node(
+        "Clip", {b.node("Add", {y, b.constant("three", HostTensor::scalar_float(3.f))}),
+                 b.constant("lo", HostTensor::scalar_float(0.f)), b.constant("hi", HostTensor::scalar_float(6.f))});
     b.output(b.node("Mul", {y, b.node("Div", {clip, b.constant("five", HostTensor::scalar_float(5.f))})}));
     const PlanResult r = plan_and_compare(b, {input_values({4, 8}, 5.f)});
     EXPECT_EQ(r.fuse.gated_into_producer + r.fuse.gated_standalone, 0);
@@ -440,9 +441,9 @@ TEST(FuseTest, GeluFusesIntoItsProducerOrBecomesOnePass) {
                    (producer_present ? ", after MatMul + bias" : ", of a graph input"));
       GraphBuilder b;
       const int in = b.input("x", {3, 8});
-      const int x = producer_present ? b.node("Add", {b.node("MatMul", {in, b.ramp("w", {8, 8}, 0.3f)}),
-                                                     b.ramp("bias", {8}, 0.2f)})
-                                     : in;
+      const int x = producer_present
+                        ? b.node("Add", {b.node("MatMul", {in, b.ramp("w", {8, 8}, 0.3f)}), b.ramp("bias", {8}, 0.2f)})
+                        : in;
       const int erf = b.node("Erf", {b.node("Div", {x, b.constant("sqrt2", HostTensor::scalar_float(1.4142135f))})});
       const int one_plus = b.node("Add", {erf, b.constant("one", HostTensor::scalar_float(1.f))});
       const int half = b.constant("half", HostTensor::scalar_float(0.5f));
@@ -479,8 +480,9 @@ TEST(FuseTest, GeluWithOtherConstantsStaysApart) {
 int bn_relu_conv(GraphBuilder& b, int x, int64_t c, int64_t m, bool relu, bool bias) {
   std::vector<float> var(static_cast<size_t>(c));
   for (int64_t i = 0; i < c; ++i) var[static_cast<size_t>(i)] = 0.25f + 0.07f * static_cast<float>(i % 26);
-  const int bn = b.node("BatchNormalization", {x, b.ramp("bn_s", {c}, 0.4f), b.ramp("bn_t", {c}, 0.3f),
-                                               b.ramp("bn_m", {c}, 0.2f), b.constant("bn_v", HostTensor::from_floats(var, {c}))},
+  const int bn = b.node("BatchNormalization",
+                        {x, b.ramp("bn_s", {c}, 0.4f), b.ramp("bn_t", {c}, 0.3f), b.ramp("bn_m", {c}, 0.2f),
+                         b.constant("bn_v", HostTensor::from_floats(var, {c}))},
                         {{"epsilon", float_attr(1e-3f)}});
   const int fed = relu ? b.node("Relu", {bn}) : bn;
   std::vector<int> inputs = {fed, b.ramp("conv_w", {m, c, 1, 1}, 0.05f)};
@@ -510,9 +512,9 @@ TEST(FuseTest, BatchNormAndReluAheadOfAPointwiseConvFuseIntoItsInput) {
     for (bool relu : {true, false}) {
       for (bool bias : {true, false}) {
         for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), static_cast<ThreadPool*>(&pool)}) {
-          SCOPED_TRACE(::testing::Message() << "c " << k.c << " m " << k.m << " plane " << k.h << "x" << k.w
-                                            << (relu ? " relu" : "") << (bias ? " bias" : "")
-                                            << (p != nullptr ? " 3 threads" : ""));
+          SCOPED_TRACE(::testing::Message()
+                       << "c " << k.c << " m " << k.m << " plane " << k.h << "x" << k.w << (relu ? " relu" : "")
+                       << (bias ? " bias" : "") << (p != nullptr ? " 3 threads" : ""));
           GraphBuilder b;
           const int x = b.input("x", {2, k.c, k.h, k.w});
           b.output(bn_relu_conv(b, x, k.c, k.m, relu, bias));

@@ -251,9 +251,11 @@ std::string judge(const Outcome& o, const std::string& node_name, const std::str
 // (a mode, a flag) rather than give a size, and the refusal names what the
 // behaviour lacks instead.
 bool names_optional(const std::string& attribute) {
+  // clang-format off
   static const char* const kFlags[] = {"keepdims", "noop_with_empty_axes", "select_last_index", "ceil_mode",
                                        "count_include_pad", "transA", "transB", "training_mode", "is_test",
                                        "storage_order", "stash_type", "exclude_outside", "coordinate_transformation_mode"};
+  // clang-format on
   for (const char* f : kFlags) {
     if (attribute == f) return true;
   }
@@ -324,8 +326,8 @@ TEST(HostileModels, AttributeSweepOverEverySupportedOp) {
       }
     }
   }
-  std::printf("attribute sweep: %zu models, %d variants, %d planned, %d refused, %zu problems\n", all.size(),
-              variants, planned, variants - planned, problems.size());
+  std::printf("attribute sweep: %zu models, %d variants, %d planned, %d refused, %zu problems\n", all.size(), variants,
+              planned, variants - planned, problems.size());
   for (const std::string& p : problems) ADD_FAILURE() << p;
 }
 
@@ -357,8 +359,8 @@ TEST(HostileModels, MismatchedInputShapes) {
         ++variants;
         const std::string problem = judge(o, node.name(), node.op_type(), "");
         // A refusal about the input itself may name the input instead.
-        if (!problem.empty() && !(one_line(o.error) &&
-                                  o.error.find("'" + s.model.graph().input(i).name() + "'") != std::string::npos)) {
+        if (!problem.empty() &&
+            !(one_line(o.error) && o.error.find("'" + s.model.graph().input(i).name() + "'") != std::string::npos)) {
           problems.push_back(s.test + " input " + std::to_string(i) + " variant " + std::to_string(variant) + ": " +
                              problem);
         }

@@ -49,8 +49,8 @@ TEST(InplaceTest, LastUseMustBeThisOp) {
   GraphBuilder b;
   const int x = b.input("x", {64});
   const int a = b.node("Exp", {x});
-  const int r = b.node("Relu", {a});     // a is read again below: not in place
-  const int s = b.node("Add", {r, a});   // r dies here: the output takes r's bytes
+  const int r = b.node("Relu", {a});    // a is read again below: not in place
+  const int s = b.node("Add", {r, a});  // r dies here: the output takes r's bytes
   b.output(b.node("Neg", {s}));
   PlanResult p = b.plan();
   EXPECT_EQ(base_of(p, name(b, r)), "");
@@ -67,16 +67,16 @@ TEST(InplaceTest, LaterConsumerOfAnAliasBlocksReuse) {
   b.output(b.node("Add", {b.node("Reshape", {r, b.constant("shape2", HostTensor::from_int64s({64}, {1}))}), v}));
   PlanResult p = b.plan();
   EXPECT_EQ(base_of(p, name(b, view)), name(b, a));  // the view is an alias, no instruction
-  EXPECT_EQ(base_of(p, name(b, r)), "");              // a's bytes are still needed through the view
+  EXPECT_EQ(base_of(p, name(b, r)), "");             // a's bytes are still needed through the view
 }
 
 TEST(InplaceTest, NeverOverMethodInputsOutputsOrConstants) {
   GraphBuilder b;
   const int x = b.input("x", {32});
   const int c = b.ramp("c", {32});
-  const int r = b.node("Relu", {x});   // x is the application's input
-  const int s = b.node("Add", {c, r}); // c is a constant; r dies: r's bytes are used
-  const int out = b.node("Neg", {s});  // out is a method output: never an alias
+  const int r = b.node("Relu", {x});    // x is the application's input
+  const int s = b.node("Add", {c, r});  // c is a constant; r dies: r's bytes are used
+  const int out = b.node("Neg", {s});   // out is a method output: never an alias
   b.output(out);
   PlanResult p = b.plan();
   EXPECT_EQ(base_of(p, name(b, r)), "");

@@ -82,7 +82,8 @@ uint64_t textbook_first_fit(const Problem& p, std::vector<uint64_t>& offsets) {
     std::vector<std::pair<uint64_t, uint64_t>> busy;
     for (int o : placed) {
       const Buffer& q = p.buffers[static_cast<size_t>(o)];
-      if (q.begin < b.end && b.begin < q.end) busy.emplace_back(offsets[static_cast<size_t>(o)], offsets[static_cast<size_t>(o)] + q.size);
+      if (q.begin < b.end && b.begin < q.end)
+        busy.emplace_back(offsets[static_cast<size_t>(o)], offsets[static_cast<size_t>(o)] + q.size);
     }
     std::sort(busy.begin(), busy.end());
     uint64_t candidate = 0;
@@ -139,8 +140,7 @@ TEST(MemoryPlanTest, PerfectPackingsAreFound) {
   // A 12-unit-tall strip cut into pieces; the search must rebuild it.
   // Time 0-6 columns: {0:[0,3) 5, 1:[0,2) 7, 2:[2,6) 4, 3:[3,6) 5, 4:[2,4) 3,
   // 5:[4,6) 3} -> peak 12 at every moment.
-  const Problem p = make_problem({{0, 3, 5}, {0, 2, 7}, {2, 6, 4}, {3, 6, 5}, {2, 3, 3}, {3, 4, 3}, {4, 6, 3}},
-                                 1);
+  const Problem p = make_problem({{0, 3, 5}, {0, 2, 7}, {2, 6, 4}, {3, 6, 5}, {2, 3, 3}, {3, 4, 3}, {4, 6, 3}}, 1);
   const Solution s = solve(p, Algorithm::kSearch);
   EXPECT_EQ(planner::memory::check_solution(p, s), "");
   EXPECT_EQ(s.arena_size, planner::memory::lower_bound(p).bytes);
@@ -202,7 +202,8 @@ TEST(MemoryPlanTest, EveryBranchingRebuildsSlicedStrips) {
     Problem p = sliced_strip(rng, 24 + static_cast<size_t>(round) * 2, 60, 60);
     if (round % 2 == 1) {
       for (size_t i = p.buffers.size(); i-- > 0;) {
-        if (std::uniform_int_distribution<int>(0, 5)(rng) == 0) p.buffers.erase(p.buffers.begin() + static_cast<long>(i));
+        if (std::uniform_int_distribution<int>(0, 5)(rng) == 0)
+          p.buffers.erase(p.buffers.begin() + static_cast<long>(i));
       }
     }
     uint64_t proven = 0;
@@ -450,9 +451,8 @@ TEST(VerifierTest, CatchesAPlantedOutOfArenaOffset) {
 
 TEST(VerifierTest, CatchesAMisalignedOffset) {
   std::string a, b;
-  const std::string bytes = mutate_program(two_live_tensors(a, b), [&](fb::ProgramT& p) {
-    planned(p, a)->offset += 4;
-  });
+  const std::string bytes =
+      mutate_program(two_live_tensors(a, b), [&](fb::ProgramT& p) { planned(p, a)->offset += 4; });
   const auto errors = planner::verify_program(bytes);
   ASSERT_FALSE(errors.empty());
   bool aligned_error = false;

@@ -58,11 +58,13 @@ HostTensor data8(DType dtype, std::vector<int64_t> shape, uint32_t seed) {
 }
 
 int dq(GraphBuilder& b, int x, float scale, DType dtype, int zp, const std::string& name) {
-  return b.node("DequantizeLinear", {x, b.constant(name + "_s", scalar(scale)), b.constant(name + "_z", zero_point(dtype, zp))});
+  return b.node("DequantizeLinear",
+                {x, b.constant(name + "_s", scalar(scale)), b.constant(name + "_z", zero_point(dtype, zp))});
 }
 
 int q(GraphBuilder& b, int x, float scale, DType dtype, int zp, const std::string& name = "y") {
-  return b.node("QuantizeLinear", {x, b.constant(name + "_s", scalar(scale)), b.constant(name + "_z", zero_point(dtype, zp))});
+  return b.node("QuantizeLinear",
+                {x, b.constant(name + "_s", scalar(scale)), b.constant(name + "_z", zero_point(dtype, zp))});
 }
 
 std::vector<std::string> kernels(const PlanResult& r) {
@@ -124,10 +126,11 @@ TEST(QdqTest, AveragePoolsFoldToInt8AndRoundHalfUp) {
         const int x = b.input("x", {1, 3, 4, 4}, dtype);
         const int f = dq(b, x, 0.5f, dtype, x_zp, "x");
         const int pool = global ? b.node("GlobalAveragePool", {f})
-                                : b.node("AveragePool", {f}, {{"kernel_shape", ints_attr({2, 2})},
-                                                              {"strides", ints_attr({2, 2})},
-                                                              {"pads", ints_attr({1, 1, 1, 1})},
-                                                              {"count_include_pad", int_attr(include_pad)}});
+                                : b.node("AveragePool", {f},
+                                         {{"kernel_shape", ints_attr({2, 2})},
+                                          {"strides", ints_attr({2, 2})},
+                                          {"pads", ints_attr({1, 1, 1, 1})},
+                                          {"count_include_pad", int_attr(include_pad)}});
         b.output(q(b, pool, 0.5f, dtype, y_zp));
         const PlanResult r = b.plan();
         EXPECT_EQ(kernels(r), std::vector<std::string>{"AvgPoolInt8"});
@@ -225,7 +228,8 @@ TEST(QdqTest, AddAndMulFoldToInt8WithTiesAndSaturation) {
         int64_t want = round_half_up(num, den) + y_zp;
         if (!mul) want = std::max<int64_t>(want, y_zp);
         saturated += want != clamp8(want, dtype);
-        EXPECT_EQ(out.int_at(i), clamp8(want, dtype)) << (mul ? "Mul" : "Add") << " at " << i << ": " << num << " / " << den;
+        EXPECT_EQ(out.int_at(i), clamp8(want, dtype))
+            << (mul ? "Mul" : "Add") << " at " << i << ": " << num << " / " << den;
       }
       EXPECT_GT(ties, 0) << "the data has no tie to round";
       EXPECT_GT(saturated, 0) << "nothing saturated";
@@ -251,7 +255,8 @@ TEST(QdqTest, AddOfSameShapesIsOneRowOnEveryPath) {
       ASSERT_EQ(kernels(r), std::vector<std::string>{"AddInt8"});
       const HostTensor ta = data8(dtype, {1, 3, width, 7}, 3), tb = data8(dtype, {1, 3, width, 7}, 8);
       const kernels::Isa before = kernels::active_isa();
-      for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
+      for (kernels::Isa isa :
+           {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
         if (!kernels::processor_has(isa)) continue;
         ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
         const HostTensor out = planner::run_program(r.bytes, {ta, tb}, {}).outputs.at(0);
@@ -334,7 +339,8 @@ TEST(QdqTest, Int8ProductsInColumnBlocksMatchTheWholeImage) {
   v = b.node("Conv", {v, dq_const(w3, "w3")}, {{"pads", ints_attr({1, 1, 1, 1})}});
   v = dq(b, q(b, v, 0.05f, DType::UINT8, 120, "q1"), 0.05f, DType::UINT8, 120, "c1");
   v = b.node("Conv", {v, dq_const(w1, "w1")});
-  v = b.node("Reshape", {q(b, v, 0.05f, DType::UINT8, 120, "q2"), b.constant("shape", HostTensor::from_int64s({160, 20}, {2}))});
+  v = b.node("Reshape",
+             {q(b, v, 0.05f, DType::UINT8, 120, "q2"), b.constant("shape", HostTensor::from_int64s({160, 20}, {2}))});
   v = b.node("MatMul", {dq(b, v, 0.05f, DType::UINT8, 120, "c2"), dq_const(wg, "wg")});
   b.output(q(b, v, 0.1f, DType::UINT8, 128));
   PlanOptions small;
@@ -376,17 +382,21 @@ TEST(QdqTest, DepthwiseDirectMatchesTheDenseProduct) {
         for (bool depthwise : {true, false}) {
           GraphBuilder b;
           const int x = b.input("x", {1, c, width + 3, width}, DType::UINT8);
-          const int w = b.node("DequantizeLinear", {b.constant("w", depthwise ? dw : dense), b.constant("w_s", scalar(0.01f))});
+          const int w =
+              b.node("DequantizeLinear", {b.constant("w", depthwise ? dw : dense), b.constant("w_s", scalar(0.01f))});
           const int v = b.node("Conv", {dq(b, x, 0.02f, DType::UINT8, 128, "x"), w},
-                               {{"group", int_attr(depthwise ? c : 1)}, {"pads", ints_attr({1, 2, 1, 1})},
-                                {"strides", ints_attr({stride, stride})}, {"dilations", ints_attr({dilation, dilation})}});
+                               {{"group", int_attr(depthwise ? c : 1)},
+                                {"pads", ints_attr({1, 2, 1, 1})},
+                                {"strides", ints_attr({stride, stride})},
+                                {"dilations", ints_attr({dilation, dilation})}});
           b.output(q(b, v, 0.03f, DType::UINT8, 100));
           const PlanResult r = b.plan();
           EXPECT_EQ(kernels(r), std::vector<std::string>{"ConvInt8"});
           outs.push_back(planner::run_program(r.bytes, {in}, {}).outputs.at(0));
         }
         EXPECT_EQ(outs[0].shape, outs[1].shape);
-        EXPECT_EQ(outs[0].bytes, outs[1].bytes) << "width " << width << " stride " << stride << " dilation " << dilation;
+        EXPECT_EQ(outs[0].bytes, outs[1].bytes)
+            << "width " << width << " stride " << stride << " dilation " << dilation;
       }
     }
   }
@@ -409,9 +419,9 @@ TEST(QdqTest, DepthwiseLanesMatchThePerChannelKernel) {
       DType dtype;
     };
     const Case cases[] = {
-        {3, 1, 1, 1, 1, DType::UINT8},  {3, 6, 6, 1, 1, DType::INT8},   {3, 5, 25, 1, 1, DType::UINT8},
-        {3, 16, 9, 2, 1, DType::INT8},  {3, 17, 12, 2, 1, DType::UINT8}, {3, 40, 7, 1, 2, DType::INT8},
-        {5, 20, 11, 1, 1, DType::UINT8}, {5, 9, 9, 2, 1, DType::INT8},  {3, 3, 3, 1, 1, DType::INT8},
+        {3, 1, 1, 1, 1, DType::UINT8},   {3, 6, 6, 1, 1, DType::INT8},    {3, 5, 25, 1, 1, DType::UINT8},
+        {3, 16, 9, 2, 1, DType::INT8},   {3, 17, 12, 2, 1, DType::UINT8}, {3, 40, 7, 1, 2, DType::INT8},
+        {5, 20, 11, 1, 1, DType::UINT8}, {5, 9, 9, 2, 1, DType::INT8},    {3, 3, 3, 1, 1, DType::INT8},
         {3, 700, 3, 1, 1, DType::UINT8},
     };
     for (const Case& cs : cases) {
@@ -422,7 +432,8 @@ TEST(QdqTest, DepthwiseLanesMatchThePerChannelKernel) {
       const int w = b.node("DequantizeLinear", {b.constant("w", dw), b.constant("w_s", scalar(0.01f))});
       const int64_t pad = cs.k / 2 * cs.dilation;
       const int v = b.node("Conv", {dq(b, x, 0.02f, cs.dtype, cs.dtype == DType::UINT8 ? 128 : -3, "x"), w},
-                           {{"group", int_attr(c)}, {"pads", ints_attr({pad, pad + 1, pad + 1, pad})},
+                           {{"group", int_attr(c)},
+                            {"pads", ints_attr({pad, pad + 1, pad + 1, pad})},
                             {"strides", ints_attr({cs.stride, cs.stride})},
                             {"dilations", ints_attr({cs.dilation, cs.dilation})}});
       b.output(q(b, v, 0.05f, cs.dtype, cs.dtype == DType::UINT8 ? 100 : 7));
@@ -452,11 +463,16 @@ TEST(QdqTest, DirectConvolutionMatchesTheScalarPath) {
     bool seven_bit;
   };
   const Case cases[] = {
-      {3, 16, 12, 12, 3, 3, 1, 1, {1, 1, 1, 1}, DType::UINT8, true}, {16, 16, 8, 8, 3, 3, 1, 1, {1, 1, 1, 1}, DType::UINT8, false},
-      {5, 9, 7, 19, 3, 3, 1, 1, {0, 2, 1, 1}, DType::INT8, false},   {6, 13, 9, 9, 3, 3, 2, 1, {2, 2, 2, 2}, DType::UINT8, true},
-      {8, 8, 4, 30, 1, 5, 1, 1, {0, 2, 0, 2}, DType::INT8, true},    {7, 5, 5, 5, 1, 1, 1, 1, {1, 0, 0, 1}, DType::UINT8, false},
-      {7, 5, 5, 5, 1, 1, 1, 1, {0, 0, 0, 0}, DType::UINT8, false},   {4, 8, 10, 10, 3, 3, 1, 2, {1, 1, 1, 1}, DType::UINT8, true},
-      {3, 8, 17, 15, 3, 3, 1, 2, {1, 1, 0, 1}, DType::INT8, false},  {1, 16, 25, 10, 10, 4, 1, 2, {4, 1, 5, 2}, DType::UINT8, true},
+      {3, 16, 12, 12, 3, 3, 1, 1, {1, 1, 1, 1}, DType::UINT8, true},
+      {16, 16, 8, 8, 3, 3, 1, 1, {1, 1, 1, 1}, DType::UINT8, false},
+      {5, 9, 7, 19, 3, 3, 1, 1, {0, 2, 1, 1}, DType::INT8, false},
+      {6, 13, 9, 9, 3, 3, 2, 1, {2, 2, 2, 2}, DType::UINT8, true},
+      {8, 8, 4, 30, 1, 5, 1, 1, {0, 2, 0, 2}, DType::INT8, true},
+      {7, 5, 5, 5, 1, 1, 1, 1, {1, 0, 0, 1}, DType::UINT8, false},
+      {7, 5, 5, 5, 1, 1, 1, 1, {0, 0, 0, 0}, DType::UINT8, false},
+      {4, 8, 10, 10, 3, 3, 1, 2, {1, 1, 1, 1}, DType::UINT8, true},
+      {3, 8, 17, 15, 3, 3, 1, 2, {1, 1, 0, 1}, DType::INT8, false},
+      {1, 16, 25, 10, 10, 4, 1, 2, {4, 1, 5, 2}, DType::UINT8, true},
   };
   for (const Case& cs : cases) {
     HostTensor wt(DType::INT8, {cs.m, cs.c, cs.kh, cs.kw});
@@ -466,7 +482,8 @@ TEST(QdqTest, DirectConvolutionMatchesTheScalarPath) {
     const int w = b.node("DequantizeLinear", {b.constant("w", wt), b.constant("w_s", scalar(0.01f))});
     const int zp = cs.dtype == DType::UINT8 ? (cs.seven_bit ? 60 : 128) : -3;
     const int v = b.node("Conv", {dq(b, x, 0.02f, cs.dtype, zp, "x"), w},
-                         {{"pads", ints_attr(cs.pads)}, {"strides", ints_attr({cs.stride, cs.stride})},
+                         {{"pads", ints_attr(cs.pads)},
+                          {"strides", ints_attr({cs.stride, cs.stride})},
                           {"dilations", ints_attr({cs.dilation, cs.dilation})}});
     // An output scale that saturates some outputs at both ends.
     const float y_scale = (cs.seven_bit ? 0.005f : 0.012f) * std::sqrt(static_cast<float>(cs.c * cs.kh * cs.kw));
@@ -528,7 +545,8 @@ TEST(QdqTest, OneRowProductMatchesThePanelPath) {
               EXPECT_TRUE(ins.scratch.empty()) << "k " << k;  // the row is read in place
               continue;
             }
-            const int64_t packed = plan->program.methods[0].tensors.at(static_cast<size_t>(ins.scratch.at(0))).shape.at(0);
+            const int64_t packed =
+                plan->program.methods[0].tensors.at(static_cast<size_t>(ins.scratch.at(0))).shape.at(0);
             EXPECT_EQ(packed, kernels::qgemm_packed_x_bytes(k, 2)) << "k " << k;
           }
         }
@@ -541,7 +559,7 @@ TEST(QdqTest, OneRowProductMatchesThePanelPath) {
               auto* call = ins->kind.AsKernelCall();
               if (call == nullptr || m.operators[call->op]->name != "GemmInt8") continue;
               m.bookkeeping_bytes += 1024;  // room for the two tensors' records
-              if (m.arenas.empty()) {  // the plan has nothing else in an arena
+              if (m.arenas.empty()) {       // the plan has nothing else in an arena
                 m.arenas.push_back(std::make_unique<fb::ArenaT>());
                 m.arenas[0]->device = std::make_unique<fb::Device>(fb::DeviceType::CPU, 0);
               }
@@ -708,11 +726,13 @@ TEST(QdqTest, QuantizedIoLeavesOtherInputsFloatAndIsChecked) {
     // Per-channel input quantization, and input -> DQ -> output.
     GraphBuilder b;
     const int x = b.input("x", {1, 2});
-    const int xq = b.node("QuantizeLinear", {x, b.constant("s", HostTensor::from_floats({0.1f, 0.2f}, {2})),
-                                             b.constant("z", HostTensor(DType::UINT8, {2}))},
+    const int xq = b.node("QuantizeLinear",
+                          {x, b.constant("s", HostTensor::from_floats({0.1f, 0.2f}, {2})),
+                           b.constant("z", HostTensor(DType::UINT8, {2}))},
                           {{"axis", int_attr(1)}});
-    b.output(b.node("DequantizeLinear", {xq, b.constant("s2", HostTensor::from_floats({0.1f, 0.2f}, {2})),
-                                         b.constant("z2", HostTensor(DType::UINT8, {2}))},
+    b.output(b.node("DequantizeLinear",
+                    {xq, b.constant("s2", HostTensor::from_floats({0.1f, 0.2f}, {2})),
+                     b.constant("z2", HostTensor(DType::UINT8, {2}))},
                     {{"axis", int_attr(1)}}));
     const int i8 = b.input("i8", {1, 4}, DType::INT8);
     b.output(dq(b, i8, 0.5f, DType::INT8, 1, "id"));

@@ -72,7 +72,8 @@ TEST(NoHeapTest, LoadAndExecuteAllocateNothing) {
   ASSERT_EQ(workers.start(3), Error::kOk);
   GraphBuilder b;
   const int x = b.input("x", {1, 3, 8, 8});
-  const int conv = b.node("Conv", {x, b.ramp("w", {8, 3, 3, 3}), b.ramp("b", {8})}, {{"pads", ints_attr({1, 1, 1, 1})}});
+  const int conv =
+      b.node("Conv", {x, b.ramp("w", {8, 3, 3, 3}), b.ramp("b", {8})}, {{"pads", ints_attr({1, 1, 1, 1})}});
   const int relu = b.node("Relu", {conv});
   const int pool = b.node("AveragePool", {relu}, {{"kernel_shape", ints_attr({2, 2})}, {"strides", ints_attr({2, 2})}});
   const int t = b.node("Transpose", {pool}, {{"perm", ints_attr({0, 2, 3, 1})}});
@@ -102,8 +103,8 @@ TEST(NoHeapTest, LoadAndExecuteAllocateNothing) {
     memory.arenas = Span<const Span<uint8_t>>(arenas, 1);
     Result<Method> method = program->load_method("forward", memory);
     ok = method.ok() && method->set_input(0, input.data(), input.size() * 4) == Error::kOk &&
-         method->set_output(0, output.data(), output.size() * 4) == Error::kOk &&
-         method->execute() == Error::kOk && method->execute() == Error::kOk;
+         method->set_output(0, output.data(), output.size() * 4) == Error::kOk && method->execute() == Error::kOk &&
+         method->execute() == Error::kOk;
     if (ok) {
       method->set_thread_pool(&workers);
       ok = method->execute() == Error::kOk && method->execute() == Error::kOk;

@@ -30,8 +30,7 @@ std::vector<std::string>& logged_errors() {
 
 // Replaces the platform's weak default for this test binary: records ERROR
 // lines and still prints every line.
-extern "C" void kiln_pal_log(kiln_log_level level, const char* file, int line, const char* message,
-                             size_t length) {
+extern "C" void kiln_pal_log(kiln_log_level level, const char* file, int line, const char* message, size_t length) {
   if (level == KILN_LOG_ERROR) kiln::testing::logged_errors().emplace_back(message, length);
   std::fprintf(stderr, "[kiln %s:%d] %.*s\n", file != nullptr ? file : "", line, static_cast<int>(length), message);
 }
@@ -218,17 +217,15 @@ TEST(ProgramTest, EveryFailureLogsOneLineNamingItsCause) {
        "method 'forward' has no output 2"},
       {"null buffer", [&] { return method.set_input(0, nullptr, 24); }, Error::kInvalidArgument, "'x'"},
       {"small buffer", [&] { return method.set_input(0, buffer, 23); }, Error::kBufferTooSmall, "'x'"},
-      {"misaligned buffer",
-       [&] { return method.set_input(0, reinterpret_cast<uint8_t*>(buffer) + 1, 24); }, Error::kBufferMisaligned,
-       "'x'"},
+      {"misaligned buffer", [&] { return method.set_input(0, reinterpret_cast<uint8_t*>(buffer) + 1, 24); },
+       Error::kBufferMisaligned, "'x'"},
       {"host tensor location", [&] { return method.input_location(0).error(); }, Error::kDeviceMismatch, "'x'"},
       {"arena index", [&] { return meta.arena(1).error(); }, Error::kInvalidArgument, "arena 1"},
       {"meta input index", [&] { return meta.input(1).error(); }, Error::kInvalidArgument, "input 1"},
       {"meta output index", [&] { return meta.output(1).error(); }, Error::kInvalidArgument, "output 1"},
       {"method index", [&] { return p.program->method_name(3).error(); }, Error::kInvalidArgument, "method 3"},
       {"method name", [&] { return p.program->method_meta("missing").error(); }, Error::kNotFound, "'missing'"},
-      {"null method name", [&] { return p.program->method_meta(nullptr).error(); }, Error::kInvalidArgument,
-       "null"},
+      {"null method name", [&] { return p.program->method_meta(nullptr).error(); }, Error::kInvalidArgument, "null"},
       {"kernel without a name", [&] { return kernels.register_kernel(KernelEntry{}); }, Error::kInvalidArgument,
        "kernel"},
       {"null backend", [&] { return backends.register_backend(nullptr); }, Error::kInvalidArgument, "backend"},
@@ -417,7 +414,9 @@ class SemanticValidation : public ::testing::Test {
   std::string bytes_;
 };
 
-TEST_F(SemanticValidation, UnmodifiedProgramLoads) { EXPECT_EQ(load_mutated([](fb::ProgramT&) {}), Error::kOk); }
+TEST_F(SemanticValidation, UnmodifiedProgramLoads) {
+  EXPECT_EQ(load_mutated([](fb::ProgramT&) {}), Error::kOk);
+}
 
 TEST_F(SemanticValidation, OffsetOutsideArena) {
   EXPECT_EQ(load_mutated([](fb::ProgramT& p) {
@@ -433,17 +432,15 @@ TEST_F(SemanticValidation, OffsetOutsideArena) {
 }
 
 TEST_F(SemanticValidation, MisalignedOffset) {
-  EXPECT_EQ(load_mutated([](fb::ProgramT& p) {
-              method(p).tensors[first_planned(p)]->storage.AsPlannedStorage()->offset += 4;
-            }),
+  EXPECT_EQ(load_mutated(
+                [](fb::ProgramT& p) { method(p).tensors[first_planned(p)]->storage.AsPlannedStorage()->offset += 4; }),
             Error::kInvalidProgram);
 }
 
 TEST_F(SemanticValidation, ArenaIndexOutOfRange) {
-  EXPECT_EQ(load_mutated([](fb::ProgramT& p) {
-              method(p).tensors[first_planned(p)]->storage.AsPlannedStorage()->arena = 7;
-            }),
-            Error::kInvalidProgram);
+  EXPECT_EQ(
+      load_mutated([](fb::ProgramT& p) { method(p).tensors[first_planned(p)]->storage.AsPlannedStorage()->arena = 7; }),
+      Error::kInvalidProgram);
 }
 
 TEST_F(SemanticValidation, ConstantIndexOutOfRange) {
@@ -495,15 +492,11 @@ TEST_F(SemanticValidation, AliasCycleAndOversizedAlias) {
 }
 
 TEST_F(SemanticValidation, InstructionOperandsAndOperators) {
-  EXPECT_EQ(load_mutated([](fb::ProgramT& p) {
-              method(p).instructions[0]->kind.AsKernelCall()->inputs[0] = 1000;
-            }),
+  EXPECT_EQ(load_mutated([](fb::ProgramT& p) { method(p).instructions[0]->kind.AsKernelCall()->inputs[0] = 1000; }),
             Error::kInvalidProgram);
   EXPECT_EQ(load_mutated([](fb::ProgramT& p) { method(p).instructions[0]->kind.AsKernelCall()->op = 77; }),
             Error::kInvalidProgram);
-  EXPECT_EQ(load_mutated([](fb::ProgramT& p) {
-              method(p).instructions[0]->kind.AsKernelCall()->outputs[0] = -1;
-            }),
+  EXPECT_EQ(load_mutated([](fb::ProgramT& p) { method(p).instructions[0]->kind.AsKernelCall()->outputs[0] = -1; }),
             Error::kInvalidProgram);
 }
 
@@ -563,12 +556,12 @@ TEST_F(SemanticValidation, AliasOffsetsStayInsideTheBaseOnWholeElements) {
     };
   };
   EXPECT_EQ(load_mutated(one_float_at(8)), Error::kOk);
-  EXPECT_EQ(load_mutated(one_float_at(0, 4)), Error::kOk);                     // the last float
-  EXPECT_EQ(load_mutated(one_float_at(0, 0)), Error::kInvalidProgram);         // just past the end
-  EXPECT_EQ(load_mutated(one_float_at(6)), Error::kInvalidProgram);            // inside an element
-  EXPECT_EQ(load_mutated(one_float_at(UINT64_MAX)), Error::kInvalidProgram);   // wraps around
+  EXPECT_EQ(load_mutated(one_float_at(0, 4)), Error::kOk);                    // the last float
+  EXPECT_EQ(load_mutated(one_float_at(0, 0)), Error::kInvalidProgram);        // just past the end
+  EXPECT_EQ(load_mutated(one_float_at(6)), Error::kInvalidProgram);           // inside an element
+  EXPECT_EQ(load_mutated(one_float_at(UINT64_MAX)), Error::kInvalidProgram);  // wraps around
   EXPECT_EQ(load_mutated(one_float_at(8, -1, 0)), Error::kOk);
-  EXPECT_EQ(load_mutated(one_float_at(8, -1, 4)), Error::kInvalidProgram);     // past a 4-byte base
+  EXPECT_EQ(load_mutated(one_float_at(8, -1, 4)), Error::kInvalidProgram);  // past a 4-byte base
 }
 
 // Aliasing an output onto an input is allowed only where the kernel declared it.

@@ -262,8 +262,8 @@ namespace {
 void execute_launch(dim3 grid, dim3 block, KernelFn fn, const void* args) {
   Scheduler& s = g_scheduler;
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
-  if (threads == 0 || threads > kMaxThreadsPerBlock || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
-      grid.y > 65535 || grid.z > 65535) {
+  if (threads == 0 || threads > kMaxThreadsPerBlock || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
+      grid.z > 65535) {
     s.last_error = cudaErrorInvalidConfiguration;
     return;
   }

@@ -29,20 +29,22 @@ void register_null_backend_planner() {
   for (size_t i = 0; i < kernels.size(); ++i) {
     spec.inplace.push_back({kernels.entry(i).name, kernels.entry(i).inplace_inputs});
   }
+  // clang-format off
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Relu", "Sigmoid", "Tanh",
                          "Neg", "Abs", "Exp", "Log", "Sqrt", "Erf", "Floor", "Ceil", "Reciprocal", "Softplus",
                          "LeakyRelu", "Elu", "HardSigmoid", "HardSwish", "Gemm", "MatMul", "GlobalAveragePool",
                          "GlobalMaxPool", "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
                          "Transpose", "Concat", "Flatten", "Identity"}) {
+    // clang-format on
     spec.ops.push_back(op_support(op));
   }
   spec.ops.push_back(op_support("Conv", windows_1d_2d));
   spec.ops.push_back(op_support("MaxPool", windows_1d_2d));
   spec.ops.push_back(op_support("AveragePool", windows_1d_2d));
   spec.ops.push_back(op_support("Clip", nullptr, {1, 2}));
-  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-                         "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Split", "Reshape", "Squeeze",
-                         "Unsqueeze"}) {
+  for (const char* op :
+       {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+        "ReduceLogSumExp", "ReduceSumSquare", "Split", "Reshape", "Squeeze", "Unsqueeze"}) {
     spec.ops.push_back(op_support(op, nullptr, {1}));
   }
   spec.ops.push_back(op_support("Slice", nullptr, {1, 2, 3, 4}));

@@ -168,9 +168,9 @@ kiln_status kiln_program_output_info(const kiln_program* program, const char* me
  * `arena_sizes[i]` bytes (NULL for a device arena); `num_arenas` is the
  * method's arena count (at most 32: KILN_NOT_SUPPORTED beyond). Kernels
  * from the process-wide table, backends from the process-wide registry. */
-kiln_status kiln_method_load(kiln_method* method, const kiln_program* program, const char* name,
-                             void* bookkeeping, size_t bookkeeping_size, void* const* arenas,
-                             const size_t* arena_sizes, size_t num_arenas);
+kiln_status kiln_method_load(kiln_method* method, const kiln_program* program, const char* name, void* bookkeeping,
+                             size_t bookkeeping_size, void* const* arenas, const size_t* arena_sizes,
+                             size_t num_arenas);
 /* Binds the application's buffers, zero copy, until bound again. */
 kiln_status kiln_method_set_input(kiln_method* method, size_t index, const void* data, size_t size);
 kiln_status kiln_method_set_output(kiln_method* method, size_t index, void* data, size_t size);

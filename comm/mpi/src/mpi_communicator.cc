@@ -99,8 +99,8 @@ struct MpiCommunicator::State {
     uint64_t size = 0;
     // Calls made on this window: e in the protocol.
     uint64_t calls = 0;
-    std::vector<uint8_t*> arenas;          // every rank's arena
-    std::vector<ControlBlock*> controls;   // every rank's control block
+    std::vector<uint8_t*> arenas;         // every rank's arena
+    std::vector<ControlBlock*> controls;  // every rank's control block
   };
 
   MPI_Comm node = MPI_COMM_NULL;
@@ -118,8 +118,7 @@ namespace {
 // ends the wait at the timeout.
 class Backoff {
  public:
-  Backoff(uint32_t spin_iterations, uint64_t timeout_ns)
-      : spins_left_(spin_iterations), timeout_ns_(timeout_ns) {}
+  Backoff(uint32_t spin_iterations, uint64_t timeout_ns) : spins_left_(spin_iterations), timeout_ns_(timeout_ns) {}
 
   // kOk to keep waiting; kPeerFailed (not logged) when `pid` is gone
   // (*out_exited) or the time is up.
@@ -159,8 +158,7 @@ class Backoff {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(const MpiOptions& options, std::unique_ptr<State> state, uint32_t rank,
-                                 uint32_t size)
+MpiCommunicator::MpiCommunicator(const MpiOptions& options, std::unique_ptr<State> state, uint32_t rank, uint32_t size)
     : options_(options), state_(std::move(state)), rank_(rank), size_(size) {}
 
 Error MpiCommunicator::create(const MpiOptions& options, std::unique_ptr<MpiCommunicator>* out) {
@@ -254,8 +252,8 @@ Error MpiCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_t
   const int status = MPI_Win_allocate_shared(static_cast<MPI_Aint>(segment), 1, info, state_->node, &base, &win);
   MPI_Info_free(&info);
   if (status != MPI_SUCCESS) {
-    KILN_LOG(ERROR, "mpi-shm: rank %u: MPI_Win_allocate_shared of %llu bytes for symmetric arena %u failed",
-             rank_, static_cast<unsigned long long>(segment), slot_index);
+    KILN_LOG(ERROR, "mpi-shm: rank %u: MPI_Win_allocate_shared of %llu bytes for symmetric arena %u failed", rank_,
+             static_cast<unsigned long long>(segment), slot_index);
     return Error::kOutOfMemory;
   }
   const uintptr_t base_address = reinterpret_cast<uintptr_t>(base);
@@ -341,7 +339,8 @@ struct Waiting {
 
 Error report_failure(const Waiting& w, uint32_t peer, uint64_t step, bool exited, uint32_t timeout_ms) {
   if (exited) {
-    KILN_LOG(ERROR, "mpi-shm: rank %u: peer rank %u (pid %d) exited; it did not %s all-reduce #%llu on symmetric arena %u",
+    KILN_LOG(ERROR,
+             "mpi-shm: rank %u: peer rank %u (pid %d) exited; it did not %s all-reduce #%llu on symmetric arena %u",
              w.rank, peer, w.controls[peer]->pid, step_verb(step), static_cast<unsigned long long>(w.call), w.slot);
   } else {
     KILN_LOG(ERROR,
@@ -363,14 +362,16 @@ Error MpiCommunicator::all_reduce(const AllReduceArgs& args) {
   }
   if (args.memory.slot >= state.windows.size() || !state.windows[args.memory.slot].in_use ||
       args.memory.local.handle != state.windows[args.memory.slot].arenas[rank_]) {
-    KILN_LOG(ERROR, "mpi-shm: rank %u: all-reduce on symmetric arena %u, which this communicator has not mapped",
-             rank_, args.memory.slot);
+    KILN_LOG(ERROR, "mpi-shm: rank %u: all-reduce on symmetric arena %u, which this communicator has not mapped", rank_,
+             args.memory.slot);
     return Error::kInvalidArgument;
   }
   State::Window& window = state.windows[args.memory.slot];
   if (!internal::reducible(args.dtype, args.op)) {
-    KILN_LOG(ERROR, "mpi-shm: rank %u: all-reduce of %s with reduce op %u is not supported (float32, float16, "
-             "bfloat16, int32)", rank_, dtype_name(args.dtype), static_cast<unsigned>(args.op));
+    KILN_LOG(ERROR,
+             "mpi-shm: rank %u: all-reduce of %s with reduce op %u is not supported (float32, float16, "
+             "bfloat16, int32)",
+             rank_, dtype_name(args.dtype), static_cast<unsigned>(args.op));
     return Error::kNotSupported;
   }
   const uint64_t element = dtype_size(args.dtype);
@@ -390,7 +391,8 @@ Error MpiCommunicator::all_reduce(const AllReduceArgs& args) {
   const bool in_place = output == input;
   if (bytes > 0 && (output == nullptr || reinterpret_cast<uintptr_t>(output) % element != 0 ||
                     (!in_place && output < input + bytes && input < output + bytes))) {
-    KILN_LOG(ERROR, "mpi-shm: rank %u: all-reduce output %p is null, misaligned, or overlaps the input without being it",
+    KILN_LOG(ERROR,
+             "mpi-shm: rank %u: all-reduce output %p is null, misaligned, or overlaps the input without being it",
              rank_, args.output);
     return Error::kInvalidArgument;
   }

@@ -65,8 +65,10 @@ Error mpi_compare_layouts(const char* communicator, uint32_t arena, uint64_t siz
   bool agree = true;
   for (int r = 1; r < ranks; ++r) agree = agree && same(r);
   if (agree) return Error::kOk;
-  KILN_LOG(ERROR, "%s: rank %d: symmetric arena %u is planned differently across ranks; rank 0 has %llu bytes, "
-           "layout digest 0x%016llx", communicator, rank, arena, static_cast<unsigned long long>(layouts[0]),
+  KILN_LOG(ERROR,
+           "%s: rank %d: symmetric arena %u is planned differently across ranks; rank 0 has %llu bytes, "
+           "layout digest 0x%016llx",
+           communicator, rank, arena, static_cast<unsigned long long>(layouts[0]),
            static_cast<unsigned long long>(layouts[1]));
   for (int r = 1; r < ranks; ++r) {
     if (same(r)) continue;
@@ -83,8 +85,8 @@ uint32_t collective_timeout_ms(uint32_t option) {
   char* end = nullptr;
   const unsigned long value = strtoul(text, &end, 10);
   if (*end != '\0' || value == 0 || value > 0xffffffffu) {
-    KILN_LOG(WARNING, "KILN_COLLECTIVE_TIMEOUT_MS='%s' is not a positive number of milliseconds; using %u",
-             text, kDefaultTimeoutMs);
+    KILN_LOG(WARNING, "KILN_COLLECTIVE_TIMEOUT_MS='%s' is not a positive number of milliseconds; using %u", text,
+             kDefaultTimeoutMs);
     return kDefaultTimeoutMs;
   }
   return static_cast<uint32_t>(value);

@@ -57,20 +57,23 @@ struct Prod {
 };
 struct Max {
   template <typename A>
-  static A apply(A a, A b) { return b > a ? b : a; }
+  static A apply(A a, A b) {
+    return b > a ? b : a;
+  }
 };
 struct Min {
   template <typename A>
-  static A apply(A a, A b) { return b < a ? b : a; }
+  static A apply(A a, A b) {
+    return b < a ? b : a;
+  }
 };
 
 // Elements [b, b + m) of inputs[0..n) into dst, through `acc`. Inlined
 // into reduce_range, where full blocks give it a constant `m` (the
 // vectoriser of -O2 wants a known trip count).
 template <typename Traits, typename Op>
-__attribute__((always_inline)) inline void reduce_block(const void* const* inputs, uint32_t n,
-                                                        typename Traits::T* dst, size_t b, size_t m,
-                                                        uint32_t divisor, typename Traits::A* acc) {
+__attribute__((always_inline)) inline void reduce_block(const void* const* inputs, uint32_t n, typename Traits::T* dst,
+                                                        size_t b, size_t m, uint32_t divisor, typename Traits::A* acc) {
   using T = typename Traits::T;
   using A = typename Traits::A;
   const T* src = static_cast<const T*>(inputs[0]) + b;
@@ -89,8 +92,7 @@ __attribute__((always_inline)) inline void reduce_block(const void* const* input
 // Elements [begin, end) of inputs[0..n) into out (element indices).
 // `divisor` > 0 divides the result (AVERAGE).
 template <typename Traits, typename Op>
-void reduce_range(const void* const* inputs, uint32_t n, void* out, size_t begin, size_t end,
-                  uint32_t divisor) {
+void reduce_range(const void* const* inputs, uint32_t n, void* out, size_t begin, size_t end, uint32_t divisor) {
   constexpr size_t kBlock = 512;
   typename Traits::A acc[kBlock];
   typename Traits::T* dst = static_cast<typename Traits::T*>(out);
@@ -101,8 +103,7 @@ void reduce_range(const void* const* inputs, uint32_t n, void* out, size_t begin
 
 // False for a dtype or op it does not reduce.
 template <typename Traits>
-bool reduce_op(fb::ReduceOp op, const void* const* inputs, uint32_t n, void* out, size_t begin,
-               size_t end) {
+bool reduce_op(fb::ReduceOp op, const void* const* inputs, uint32_t n, void* out, size_t begin, size_t end) {
   switch (op) {
     case fb::ReduceOp::SUM: reduce_range<Traits, Sum>(inputs, n, out, begin, end, 0); return true;
     case fb::ReduceOp::PROD: reduce_range<Traits, Prod>(inputs, n, out, begin, end, 0); return true;
@@ -113,8 +114,8 @@ bool reduce_op(fb::ReduceOp op, const void* const* inputs, uint32_t n, void* out
   return false;
 }
 
-inline bool reduce(DType dtype, fb::ReduceOp op, const void* const* inputs, uint32_t n, void* out,
-                   size_t begin, size_t end) {
+inline bool reduce(DType dtype, fb::ReduceOp op, const void* const* inputs, uint32_t n, void* out, size_t begin,
+                   size_t end) {
   switch (dtype) {
     case DType::FLOAT32: return reduce_op<Float32>(op, inputs, n, out, begin, end);
     case DType::FLOAT16: return reduce_op<Float16>(op, inputs, n, out, begin, end);
@@ -125,8 +126,8 @@ inline bool reduce(DType dtype, fb::ReduceOp op, const void* const* inputs, uint
 }
 
 inline bool reducible(DType dtype, fb::ReduceOp op) {
-  const bool dtype_ok = dtype == DType::FLOAT32 || dtype == DType::FLOAT16 ||
-                        dtype == DType::BFLOAT16 || dtype == DType::INT32;
+  const bool dtype_ok =
+      dtype == DType::FLOAT32 || dtype == DType::FLOAT16 || dtype == DType::BFLOAT16 || dtype == DType::INT32;
   return dtype_ok && static_cast<uint32_t>(op) <= static_cast<uint32_t>(fb::ReduceOp::AVERAGE);
 }
 

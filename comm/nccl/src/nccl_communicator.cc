@@ -125,7 +125,8 @@ Error NcclCommunicator::create(const NcclOptions& options, std::unique_ptr<NcclC
   }
   cudaError_t stream_error = cudaSuccess;
   if (result == ncclSuccess) stream_error = cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking);
-  if (stream_error != cudaSuccess) KILN_LOG(ERROR, "nccl: rank %d: cudaStreamCreate: %s", rank, cudaGetErrorString(stream_error));
+  if (stream_error != cudaSuccess)
+    KILN_LOG(ERROR, "nccl: rank %d: cudaStreamCreate: %s", rank, cudaGetErrorString(stream_error));
   if (!all_ranks(result == ncclSuccess && stream_error == cudaSuccess)) {
     if (state->stream != nullptr) cudaStreamDestroy(state->stream);
     if (state->comm != nullptr) ncclCommAbort(state->comm);
@@ -261,16 +262,18 @@ Error NcclCommunicator::all_reduce(const AllReduceArgs& args) {
   ncclDataType_t dtype;
   ncclRedOp_t op;
   if (!nccl_dtype(args.dtype, &dtype) || !nccl_op(args.op, &op)) {
-    KILN_LOG(ERROR, "nccl: rank %u: all-reduce of %s with reduce op %u is not supported", rank_,
-             dtype_name(args.dtype), static_cast<unsigned>(args.op));
+    KILN_LOG(ERROR, "nccl: rank %u: all-reduce of %s with reduce op %u is not supported", rank_, dtype_name(args.dtype),
+             static_cast<unsigned>(args.op));
     return Error::kNotSupported;
   }
   const uint64_t element = dtype_size(args.dtype);
   if (args.count > arena.size / element || args.input_offset > arena.size - args.count * element ||
       (args.count > 0 && args.output == nullptr)) {
-    KILN_LOG(ERROR, "nccl: rank %u: all-reduce of %llu %s elements at offset %llu does not fit symmetric arena %u "
-             "(%llu bytes), or has no output", rank_, static_cast<unsigned long long>(args.count),
-             dtype_name(args.dtype), static_cast<unsigned long long>(args.input_offset), args.memory.slot,
+    KILN_LOG(ERROR,
+             "nccl: rank %u: all-reduce of %llu %s elements at offset %llu does not fit symmetric arena %u "
+             "(%llu bytes), or has no output",
+             rank_, static_cast<unsigned long long>(args.count), dtype_name(args.dtype),
+             static_cast<unsigned long long>(args.input_offset), args.memory.slot,
              static_cast<unsigned long long>(arena.size));
     return Error::kInvalidArgument;
   }
@@ -288,8 +291,8 @@ Error NcclCommunicator::all_reduce(const AllReduceArgs& args) {
     KILN_LOG(ERROR, "nccl: rank %u: the device failed before the all-reduce: %s", rank_, cudaGetErrorString(cuda));
     return Error::kDeviceError;
   }
-  ncclResult_t result = ncclAllReduce(input, args.output, static_cast<size_t>(args.count), dtype, op, state_->comm,
-                                      state_->stream);
+  ncclResult_t result =
+      ncclAllReduce(input, args.output, static_cast<size_t>(args.count), dtype, op, state_->comm, state_->stream);
   if (result != ncclSuccess) {
     KILN_LOG(ERROR, "nccl: rank %u: ncclAllReduce: %s (%s)", rank_, ncclGetErrorString(result),
              ncclGetLastError(state_->comm));
@@ -315,8 +318,10 @@ Error NcclCommunicator::all_reduce(const AllReduceArgs& args) {
       return Error::kPeerFailed;
     }
     if (now_ns() - start > state_->timeout_ns) {
-      KILN_LOG(ERROR, "nccl: rank %u: all-reduce did not finish within %u ms (KILN_COLLECTIVE_TIMEOUT_MS): a peer "
-               "failed or is stuck; aborting the NCCL communicator", rank_, state_->timeout_ms);
+      KILN_LOG(ERROR,
+               "nccl: rank %u: all-reduce did not finish within %u ms (KILN_COLLECTIVE_TIMEOUT_MS): a peer "
+               "failed or is stuck; aborting the NCCL communicator",
+               rank_, state_->timeout_ms);
       failed_ = true;
       return Error::kPeerFailed;
     }

@@ -2,8 +2,8 @@
 
 #include "gemm.h"
 #include "kernel_util.h"
-#include "vmath.h"
 #include "neon.h"
+#include "vmath.h"
 
 namespace kiln {
 namespace kernels {
@@ -20,8 +20,7 @@ void apply_activation(float* data, int64_t n, const fb::FusedActivation* activat
   const float alpha = activation->alpha();
   const float beta = activation->beta();
   switch (activation->kind()) {
-    case fb::Activation::NONE:
-      return;
+    case fb::Activation::NONE: return;
     case fb::Activation::RELU:
 #if KILN_GEMM_X86
       if (x86::has_avx2_fma()) {

@@ -67,8 +67,7 @@ inline int64_t binary_map_unit(const Tensor& a, const Tensor& b, const Tensor& o
 // and an output of type TOut; units [unit_begin, unit_end) of
 // binary_map_unit() only, when given.
 template <typename Op, typename TIn, typename TOut>
-void binary_map(const Tensor& a, const Tensor& b, const Tensor& out, int64_t unit_begin = 0,
-                int64_t unit_end = -1) {
+void binary_map(const Tensor& a, const Tensor& b, const Tensor& out, int64_t unit_begin = 0, int64_t unit_end = -1) {
   const TIn* pa = a.data_as<const TIn>();
   const TIn* pb = b.data_as<const TIn>();
   TOut* po = out.data_as<TOut>();
@@ -91,23 +90,26 @@ void binary_map(const Tensor& a, const Tensor& b, const Tensor& out, int64_t uni
     return;
   }
   const Tensor* inputs[2] = {&a, &b};
-  for_each_broadcast_row<2>(inputs, out, [&](int64_t o, const int64_t* off, const int64_t* step, int64_t inner) {
-    TOut* row = po + o;
-    const TIn* ra = pa + off[0];
-    const TIn* rb = pb + off[1];
-    if (step[0] == 1 && step[1] == 1) {
-      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(ra[i], rb[i]);
-    } else if (step[0] == 1) {
-      const TIn vb = rb[0];
-      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(ra[i], vb);
-    } else if (step[1] == 1) {
-      const TIn va = ra[0];
-      for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(va, rb[i]);
-    } else {
-      const TOut v = Op::apply(ra[0], rb[0]);
-      for (int64_t i = 0; i < inner; ++i) row[i] = v;
-    }
-  }, unit_begin, unit_end);
+  for_each_broadcast_row<2>(
+      inputs, out,
+      [&](int64_t o, const int64_t* off, const int64_t* step, int64_t inner) {
+        TOut* row = po + o;
+        const TIn* ra = pa + off[0];
+        const TIn* rb = pb + off[1];
+        if (step[0] == 1 && step[1] == 1) {
+          for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(ra[i], rb[i]);
+        } else if (step[0] == 1) {
+          const TIn vb = rb[0];
+          for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(ra[i], vb);
+        } else if (step[1] == 1) {
+          const TIn va = ra[0];
+          for (int64_t i = 0; i < inner; ++i) row[i] = Op::apply(va, rb[i]);
+        } else {
+          const TOut v = Op::apply(ra[0], rb[0]);
+          for (int64_t i = 0; i < inner; ++i) row[i] = v;
+        }
+      },
+      unit_begin, unit_end);
 }
 
 }  // namespace kernels

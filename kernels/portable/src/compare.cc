@@ -15,6 +15,7 @@ namespace kiln {
 namespace kernels {
 namespace {
 
+// clang-format off
 struct EqualOp { template <typename T> static uint8_t apply(T a, T b) { return a == b; } };
 struct LessOp { template <typename T> static uint8_t apply(T a, T b) { return a < b; } };
 struct GreaterOp { template <typename T> static uint8_t apply(T a, T b) { return a > b; } };
@@ -23,10 +24,10 @@ struct GreaterOrEqualOp { template <typename T> static uint8_t apply(T a, T b) {
 struct AndOp { static uint8_t apply(uint8_t a, uint8_t b) { return (a != 0) & (b != 0); } };
 struct OrOp { static uint8_t apply(uint8_t a, uint8_t b) { return (a != 0) | (b != 0); } };
 struct XorOp { static uint8_t apply(uint8_t a, uint8_t b) { return (a != 0) ^ (b != 0); } };
+// clang-format on
 
 bool comparable(DType t) {
-  return t == DType::FLOAT32 || t == DType::FLOAT64 || t == DType::INT32 || t == DType::INT64 ||
-         t == DType::BOOL;
+  return t == DType::FLOAT32 || t == DType::FLOAT64 || t == DType::INT32 || t == DType::INT64 || t == DType::BOOL;
 }
 
 Error check_compare(const KernelArgs& args) {
@@ -99,12 +100,12 @@ void where_typed(const KernelArgs& args) {
   const T* y = args.in(2).data_as<const T>();
   T* out = args.out(0).data_as<T>();
   const Tensor* inputs[3] = {args.inputs[0], args.inputs[1], args.inputs[2]};
-  for_each_broadcast_row<3>(inputs, args.out(0), [&](int64_t o, const int64_t* off, const int64_t* step,
-                                                     int64_t inner) {
-    for (int64_t i = 0; i < inner; ++i) {
-      out[o + i] = c[off[0] + i * step[0]] != 0 ? x[off[1] + i * step[1]] : y[off[2] + i * step[2]];
-    }
-  });
+  for_each_broadcast_row<3>(
+      inputs, args.out(0), [&](int64_t o, const int64_t* off, const int64_t* step, int64_t inner) {
+        for (int64_t i = 0; i < inner; ++i) {
+          out[o + i] = c[off[0] + i * step[0]] != 0 ? x[off[1] + i * step[1]] : y[off[2] + i * step[2]];
+        }
+      });
 }
 
 Error run_where(const KernelArgs& args) {
@@ -120,16 +121,16 @@ Error run_where(const KernelArgs& args) {
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
-#define KILN_COMPARE_KERNELS(K) \
-  K(Equal, check_compare, run_compare<EqualOp>, 0) \
-  K(Less, check_compare, run_compare<LessOp>, 0) \
-  K(Greater, check_compare, run_compare<GreaterOp>, 0) \
-  K(LessOrEqual, check_compare, run_compare<LessOrEqualOp>, 0) \
-  K(GreaterOrEqual, check_compare, run_compare<GreaterOrEqualOp>, 0) \
+#define KILN_COMPARE_KERNELS(K)                                              \
+  K(Equal, check_compare, run_compare<EqualOp>, 0)                           \
+  K(Less, check_compare, run_compare<LessOp>, 0)                             \
+  K(Greater, check_compare, run_compare<GreaterOp>, 0)                       \
+  K(LessOrEqual, check_compare, run_compare<LessOrEqualOp>, 0)               \
+  K(GreaterOrEqual, check_compare, run_compare<GreaterOrEqualOp>, 0)         \
   K(And, check_logical, run_logical<AndOp>, kInplaceInput0 | kInplaceInput1) \
-  K(Or, check_logical, run_logical<OrOp>, kInplaceInput0 | kInplaceInput1) \
+  K(Or, check_logical, run_logical<OrOp>, kInplaceInput0 | kInplaceInput1)   \
   K(Xor, check_logical, run_logical<XorOp>, kInplaceInput0 | kInplaceInput1) \
-  K(Not, check_not, run_not, kInplaceInput0) \
+  K(Not, check_not, run_not, kInplaceInput0)                                 \
   K(Where, check_where, run_where, kInplaceInput1 | kInplaceInput2)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_COMPARE_KERNELS)

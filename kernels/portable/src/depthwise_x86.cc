@@ -45,7 +45,8 @@ KILN_DT inline void deinterleave(const float* p, V* even, V* odd) {
 // (vmaskmovps: the others read nothing and give 0).
 using Mask = __m256i;
 KILN_DT inline Mask columns_inside(int64_t first, int64_t w) {
-  const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i col =
+      _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), col),
                              _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(w)), col));
 }

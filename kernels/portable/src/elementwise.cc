@@ -40,15 +40,21 @@ T wrapping(T a, T b, F f) {
 
 struct AddOp {
   template <typename T>
-  static T apply(T a, T b) { return wrapping(a, b, [](auto x, auto y) { return x + y; }); }
+  static T apply(T a, T b) {
+    return wrapping(a, b, [](auto x, auto y) { return x + y; });
+  }
 };
 struct SubOp {
   template <typename T>
-  static T apply(T a, T b) { return wrapping(a, b, [](auto x, auto y) { return x - y; }); }
+  static T apply(T a, T b) {
+    return wrapping(a, b, [](auto x, auto y) { return x - y; });
+  }
 };
 struct MulOp {
   template <typename T>
-  static T apply(T a, T b) { return wrapping(a, b, [](auto x, auto y) { return x * y; }); }
+  static T apply(T a, T b) {
+    return wrapping(a, b, [](auto x, auto y) { return x * y; });
+  }
 };
 struct DivOp {
   template <typename T>
@@ -59,24 +65,27 @@ struct DivOp {
     return a / b;
   }
 };
+// clang-format off
 struct PowOp { template <typename T> static T apply(T a, T b) { return powf(a, b); } };
 struct PReluOp { static float apply(float x, float slope) { return x < 0.f ? x * slope : x; } };
 struct MaxOp { template <typename T> static T apply(T a, T b) { return a > b || a != a ? a : b; } };
 struct MinOp { template <typename T> static T apply(T a, T b) { return a < b || a != a ? a : b; } };
+// clang-format on
 
 Error check_binary(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
   const DType dtype = args.in(0).dtype();
-  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::INT32 || dtype == DType::INT64 ||
-                              dtype == DType::UINT8,
+  KILN_KERNEL_CHECK(args,
+                    dtype == DType::FLOAT32 || dtype == DType::INT32 || dtype == DType::INT64 || dtype == DType::UINT8,
                     "unsupported dtype %s", dtype_name(dtype));
   KILN_RETURN_IF_ERROR(check_all_dtype(args, dtype));
   KILN_RETURN_IF_ERROR(check_broadcast_output(args, 0, 2));
   const auto* params = args.params<fb::BinaryParams>();
   if (params != nullptr) {
     KILN_RETURN_IF_ERROR(check_activation(args, params->activation()));
-    KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || params->activation() == nullptr ||
-                                params->activation()->kind() == fb::Activation::NONE,
+    KILN_KERNEL_CHECK(args,
+                      dtype == DType::FLOAT32 || params->activation() == nullptr ||
+                          params->activation()->kind() == fb::Activation::NONE,
                       "fused activation on a non-float op");
   }
   return Error::kOk;
@@ -131,9 +140,10 @@ Error check_min_max(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
   KILN_RETURN_IF_ERROR(check_all_dtype(args, args.in(0).dtype()));
   const auto* params = args.params<fb::BinaryParams>();
-  KILN_KERNEL_CHECK(args, params == nullptr || params->activation() == nullptr ||
-                              params->activation()->kind() == fb::Activation::NONE,
-                    "fused activation on a non-float32 op");
+  KILN_KERNEL_CHECK(
+      args,
+      params == nullptr || params->activation() == nullptr || params->activation()->kind() == fb::Activation::NONE,
+      "fused activation on a non-float32 op");
   return check_broadcast_output(args, 0, 2);
 }
 
@@ -160,8 +170,7 @@ Error run_min_max(const KernelArgs& args) {
 // double, truncated toward zero and saturated (NaN gives 0).
 
 bool pow_exponent_dtype(DType t) {
-  return t == DType::FLOAT32 || t == DType::INT32 || t == DType::INT64 || t == DType::UINT32 ||
-         t == DType::UINT64;
+  return t == DType::FLOAT32 || t == DType::INT32 || t == DType::INT64 || t == DType::UINT32 || t == DType::UINT64;
 }
 
 Error check_pow(const KernelArgs& args) {
@@ -187,7 +196,10 @@ Exponent load_exponent(const Tensor& t, int64_t i) {
   Exponent e = {true, false, 0, 0.0};
   int64_t s = 0;
   switch (t.dtype()) {
-    case DType::FLOAT32: e.is_integer = false; e.value = t.data_as<const float>()[i]; return e;
+    case DType::FLOAT32:
+      e.is_integer = false;
+      e.value = t.data_as<const float>()[i];
+      return e;
     case DType::UINT32: e.magnitude = t.data_as<const uint32_t>()[i]; break;
     case DType::UINT64: e.magnitude = t.data_as<const uint64_t>()[i]; break;
     case DType::INT32: s = t.data_as<const int32_t>()[i]; break;
@@ -370,8 +382,11 @@ Error run_negate(const KernelArgs& a) {
   return kAbs ? map_unary(a, [](float x) { return fabsf(x); }) : map_unary(a, [](float x) { return -x; });
 }
 
-Error run_relu(const KernelArgs& a) { return map_math(a, MathOp::kRelu, [](float x) { return x > 0.f ? x : 0.f; }); }
+Error run_relu(const KernelArgs& a) {
+  return map_math(a, MathOp::kRelu, [](float x) { return x > 0.f ? x : 0.f; });
+}
 Error run_sigmoid(const KernelArgs& a) { return map_math(a, MathOp::kSigmoid, sigmoid); }
+// clang-format off
 Error run_tanh(const KernelArgs& a) { return map_math(a, MathOp::kTanh, [](float x) { return tanhf(x); }); }
 Error run_exp(const KernelArgs& a) { return map_math(a, MathOp::kExp, [](float x) { return expf(x); }); }
 Error run_log(const KernelArgs& a) { return map_math(a, MathOp::kLog, [](float x) { return logf(x); }); }
@@ -380,27 +395,32 @@ Error run_erf(const KernelArgs& a) { return map_math(a, MathOp::kErf, [](float x
 Error run_floor(const KernelArgs& a) { return map_unary(a, [](float x) { return floorf(x); }); }
 Error run_ceil(const KernelArgs& a) { return map_unary(a, [](float x) { return ceilf(x); }); }
 Error run_reciprocal(const KernelArgs& a) { return map_unary(a, [](float x) { return 1.f / x; }); }
+// clang-format on
 Error run_softplus(const KernelArgs& a) {
   return map_math(a, MathOp::kSoftplus, [](float x) { return x > 20.f ? x : log1pf(expf(x)); });
 }
 Error run_leaky_relu(const KernelArgs& a) {
   const float alpha = unary_alpha(a, 0.01f);
-  return map_math(a, MathOp::kLeakyRelu, [alpha](float x) { return x >= 0.f ? x : alpha * x; }, alpha);
+  return map_math(
+      a, MathOp::kLeakyRelu, [alpha](float x) { return x >= 0.f ? x : alpha * x; }, alpha);
 }
 Error run_elu(const KernelArgs& a) {
   const float alpha = unary_alpha(a, 1.f);
-  return map_math(a, MathOp::kElu, [alpha](float x) { return x >= 0.f ? x : alpha * (expf(x) - 1.f); }, alpha);
+  return map_math(
+      a, MathOp::kElu, [alpha](float x) { return x >= 0.f ? x : alpha * (expf(x) - 1.f); }, alpha);
 }
 Error run_hard_sigmoid(const KernelArgs& a) {
   const float alpha = unary_alpha(a, 0.2f), beta = unary_beta(a, 0.5f);
-  return map_math(a, MathOp::kHardSigmoid, [alpha, beta](float x) { return hard_sigmoid(x, alpha, beta); }, alpha,
-                  beta);
+  return map_math(
+      a, MathOp::kHardSigmoid, [alpha, beta](float x) { return hard_sigmoid(x, alpha, beta); }, alpha, beta);
 }
 Error run_hard_swish(const KernelArgs& a) {
-  return map_math(a, MathOp::kHardSwish, [](float x) { return x * hard_sigmoid(x, 1.f / 6.f, 0.5f); }, 1.f / 6.f,
-                  0.5f);
+  return map_math(
+      a, MathOp::kHardSwish, [](float x) { return x * hard_sigmoid(x, 1.f / 6.f, 0.5f); }, 1.f / 6.f, 0.5f);
 }
-Error run_silu(const KernelArgs& a) { return map_math(a, MathOp::kSilu, [](float x) { return x * sigmoid(x); }); }
+Error run_silu(const KernelArgs& a) {
+  return map_math(a, MathOp::kSilu, [](float x) { return x * sigmoid(x); });
+}
 Error run_gelu(const KernelArgs& a) {
   // beta != 0 selects the tanh approximation.
   if (unary_beta(a, 0.f) != 0.f) {
@@ -424,8 +444,9 @@ Error run_pow_scalar(const KernelArgs& a) {
 Error check_clip(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 3, 1));
   const DType dtype = args.in(0).dtype();
-  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::INT8 || dtype == DType::UINT8 ||
-                              dtype == DType::INT32 || dtype == DType::INT64,
+  KILN_KERNEL_CHECK(args,
+                    dtype == DType::FLOAT32 || dtype == DType::INT8 || dtype == DType::UINT8 || dtype == DType::INT32 ||
+                        dtype == DType::INT64,
                     "unsupported dtype %s", dtype_name(dtype));
   KILN_RETURN_IF_ERROR(check_all_dtype(args, dtype));
   for (uint32_t i = 1; i < args.num_inputs; ++i) {
@@ -469,12 +490,10 @@ Error run_clip(const KernelArgs& a) {
 // change. When the planner placed the output over the input there is
 // nothing to do.
 Error check_copy(const KernelArgs& args) {
-  KILN_KERNEL_CHECK(args, args.num_inputs >= 1 && args.inputs[0] != nullptr,
-                    "expects a data input");
+  KILN_KERNEL_CHECK(args, args.num_inputs >= 1 && args.inputs[0] != nullptr, "expects a data input");
   KILN_KERNEL_CHECK(args, args.num_outputs == 1, "expects one output");
   KILN_KERNEL_CHECK(args, args.in(0).dtype() == args.out(0).dtype(), "dtype changes");
-  KILN_KERNEL_CHECK(args, args.in(0).nbytes() == args.out(0).nbytes(),
-                    "byte size changes (%llu to %llu)",
+  KILN_KERNEL_CHECK(args, args.in(0).nbytes() == args.out(0).nbytes(), "byte size changes (%llu to %llu)",
                     static_cast<unsigned long long>(args.in(0).nbytes()),
                     static_cast<unsigned long long>(args.out(0).nbytes()));
   return Error::kOk;
@@ -490,36 +509,36 @@ Error run_copy(const KernelArgs& args) {
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
-#define KILN_ELEMENTWISE_KERNELS(K) \
-  K(Add, check_binary, run_binary<AddOp>, kInplaceInput0 | kInplaceInput1) \
-  K(Sub, check_binary, run_binary<SubOp>, kInplaceInput0 | kInplaceInput1) \
-  K(Mul, check_binary, run_binary<MulOp>, kInplaceInput0 | kInplaceInput1) \
-  K(Div, check_binary, run_binary<DivOp>, kInplaceInput0 | kInplaceInput1) \
-  K(Pow, check_pow, run_pow, kInplaceInput0) \
+#define KILN_ELEMENTWISE_KERNELS(K)                                          \
+  K(Add, check_binary, run_binary<AddOp>, kInplaceInput0 | kInplaceInput1)   \
+  K(Sub, check_binary, run_binary<SubOp>, kInplaceInput0 | kInplaceInput1)   \
+  K(Mul, check_binary, run_binary<MulOp>, kInplaceInput0 | kInplaceInput1)   \
+  K(Div, check_binary, run_binary<DivOp>, kInplaceInput0 | kInplaceInput1)   \
+  K(Pow, check_pow, run_pow, kInplaceInput0)                                 \
   K(Max, check_min_max, run_min_max<MaxOp>, kInplaceInput0 | kInplaceInput1) \
   K(Min, check_min_max, run_min_max<MinOp>, kInplaceInput0 | kInplaceInput1) \
-  K(PRelu, check_prelu, run_prelu, kInplaceInput0) \
-  K(PowScalar, check_unary, run_pow_scalar, kInplaceInput0) \
-  K(Relu, check_unary, run_relu, kInplaceInput0) \
-  K(Sigmoid, check_unary, run_sigmoid, kInplaceInput0) \
-  K(Tanh, check_unary, run_tanh, kInplaceInput0) \
-  K(Neg, check_unary_signed, run_negate<false>, kInplaceInput0) \
-  K(Abs, check_unary_signed, run_negate<true>, kInplaceInput0) \
-  K(Exp, check_unary, run_exp, kInplaceInput0) \
-  K(Log, check_unary, run_log, kInplaceInput0) \
-  K(Sqrt, check_unary, run_sqrt, kInplaceInput0) \
-  K(Erf, check_unary, run_erf, kInplaceInput0) \
-  K(Floor, check_unary, run_floor, kInplaceInput0) \
-  K(Ceil, check_unary, run_ceil, kInplaceInput0) \
-  K(Reciprocal, check_unary, run_reciprocal, kInplaceInput0) \
-  K(Softplus, check_unary, run_softplus, kInplaceInput0) \
-  K(LeakyRelu, check_unary, run_leaky_relu, kInplaceInput0) \
-  K(Elu, check_unary, run_elu, kInplaceInput0) \
-  K(HardSigmoid, check_unary, run_hard_sigmoid, kInplaceInput0) \
-  K(HardSwish, check_unary, run_hard_swish, kInplaceInput0) \
-  K(Silu, check_unary, run_silu, kInplaceInput0) \
-  K(Gelu, check_unary, run_gelu, kInplaceInput0) \
-  K(Clip, check_clip, run_clip, kInplaceInput0) \
+  K(PRelu, check_prelu, run_prelu, kInplaceInput0)                           \
+  K(PowScalar, check_unary, run_pow_scalar, kInplaceInput0)                  \
+  K(Relu, check_unary, run_relu, kInplaceInput0)                             \
+  K(Sigmoid, check_unary, run_sigmoid, kInplaceInput0)                       \
+  K(Tanh, check_unary, run_tanh, kInplaceInput0)                             \
+  K(Neg, check_unary_signed, run_negate<false>, kInplaceInput0)              \
+  K(Abs, check_unary_signed, run_negate<true>, kInplaceInput0)               \
+  K(Exp, check_unary, run_exp, kInplaceInput0)                               \
+  K(Log, check_unary, run_log, kInplaceInput0)                               \
+  K(Sqrt, check_unary, run_sqrt, kInplaceInput0)                             \
+  K(Erf, check_unary, run_erf, kInplaceInput0)                               \
+  K(Floor, check_unary, run_floor, kInplaceInput0)                           \
+  K(Ceil, check_unary, run_ceil, kInplaceInput0)                             \
+  K(Reciprocal, check_unary, run_reciprocal, kInplaceInput0)                 \
+  K(Softplus, check_unary, run_softplus, kInplaceInput0)                     \
+  K(LeakyRelu, check_unary, run_leaky_relu, kInplaceInput0)                  \
+  K(Elu, check_unary, run_elu, kInplaceInput0)                               \
+  K(HardSigmoid, check_unary, run_hard_sigmoid, kInplaceInput0)              \
+  K(HardSwish, check_unary, run_hard_swish, kInplaceInput0)                  \
+  K(Silu, check_unary, run_silu, kInplaceInput0)                             \
+  K(Gelu, check_unary, run_gelu, kInplaceInput0)                             \
+  K(Clip, check_clip, run_clip, kInplaceInput0)                              \
   K(Copy, check_copy, run_copy, kInplaceInput0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_ELEMENTWISE_KERNELS)

@@ -9,8 +9,8 @@
 namespace kiln {
 namespace kernels {
 
-void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool trans_a,
-              const float* b, int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate) {
+void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool trans_a, const float* b, int64_t ldb,
+              bool trans_b, float* c, int64_t ldc, bool accumulate) {
   for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * ldc;
     if (!accumulate) {
@@ -52,13 +52,13 @@ constexpr int64_t kGemmLargeASmallN = 12 * kGemmNr;
 // matrix's row stride when read in place), plus C itself (accumulate) or plus row_bias[i]
 // and col_bias[j] (each may be nullptr), then clamped to [lo, hi] when
 // `clamp` (NaN stays NaN).
-using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
-                             int64_t mr, int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
-                             bool clamp, float lo, float hi);
+using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
+                             int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
+                             float lo, float hi);
 
-void micro_kernel_portable(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
-                           int64_t mr, int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
-                           bool clamp, float lo, float hi) {
+void micro_kernel_portable(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
+                           int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
+                           float lo, float hi) {
   float acc[kGemmMr][kGemmNr] = {};
   for (int64_t p = 0; p < kc; ++p) {
     const float* ap = a + p * kGemmMr;
@@ -102,8 +102,7 @@ Clamp clamp_of(const fb::FusedActivation* activation) {
   Clamp c;
   if (activation == nullptr) return c;
   switch (activation->kind()) {
-    case fb::Activation::NONE:
-      break;
+    case fb::Activation::NONE: break;
     case fb::Activation::RELU:
       c.on = true;
       c.lo = 0.f;
@@ -114,9 +113,7 @@ Clamp clamp_of(const fb::FusedActivation* activation) {
       c.lo = activation->alpha();
       c.hi = activation->beta();
       break;
-    default:
-      c.post = true;
-      break;
+    default: c.post = true; break;
   }
   return c;
 }
@@ -210,8 +207,8 @@ void pack_b_matrix(const GemmMatrix& b, int64_t p0, int64_t kc, int64_t j0, int6
 // `count` consecutive entries of one im2col row (tap ky, kx of one channel
 // image) for output positions (oy, ox .. ox + count - 1) of one output row:
 // the in-image part copied, the rest zero.
-inline void im2col_segment(const GemmIm2col& g, const float* image, int64_t ky, int64_t kx, int64_t oy,
-                           int64_t ox, int64_t count, float* d, bool avx2) {
+inline void im2col_segment(const GemmIm2col& g, const float* image, int64_t ky, int64_t kx, int64_t oy, int64_t ox,
+                           int64_t count, float* d, bool avx2) {
   static_cast<void>(avx2);  // unused where there is no AVX2 path
   const int64_t iy = oy * g.sh - g.pt + ky * g.dh;
   if (iy < 0 || iy >= g.h) {
@@ -353,8 +350,7 @@ bool read_b_in_place(int64_t m, int64_t ldb) {
 
 #if !defined(KILN_BARE_METAL)
 // x86::panels_gemv_avx2's contract (gemm.h) in plain loops.
-void panels_gemv_portable(const float* a, int64_t stride, int64_t panels, const float* bx, int64_t len,
-                          float* out) {
+void panels_gemv_portable(const float* a, int64_t stride, int64_t panels, const float* bx, int64_t len, float* out) {
   for (int64_t q = 0; q < panels; ++q) {
     const float* ap = a + q * stride;
     float acc[kGemmMr] = {};
@@ -365,8 +361,7 @@ void panels_gemv_portable(const float* a, int64_t stride, int64_t panels, const 
   }
 }
 
-using PanelsGemv = void (*)(const float* a, int64_t stride, int64_t panels, const float* bx, int64_t len,
-                            float* out);
+using PanelsGemv = void (*)(const float* a, int64_t stride, int64_t panels, const float* bx, int64_t len, float* out);
 
 PanelsGemv select_panels_gemv(GemmPath path) {
 #if KILN_GEMM_X86
@@ -447,9 +442,9 @@ void gemv_prepacked_a(int64_t m, int64_t k, const GemmMatrix& a, const GemmMatri
 // whole inner dimension block by block in the same order, so the result
 // has the same bits on any number of threads, and the one packing scratch
 // is filled before anyone reads it.
-void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
-                 const GemmIm2col* im2col, float* c, int64_t ldc, const GemmEpilogue& epilogue,
-                 float* pack_a_buf, float* pack_b_buf, GemmPath path, ThreadPool* pool) {
+void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, const GemmIm2col* im2col,
+                 float* c, int64_t ldc, const GemmEpilogue& epilogue, float* pack_a_buf, float* pack_b_buf,
+                 GemmPath path, ThreadPool* pool) {
   if (m <= 0 || n <= 0) return;
   const Clamp clamp = clamp_of(epilogue.activation);
   if (k <= 0) {
@@ -486,8 +481,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
   // One column against weights the planner packed (a 1x1 convolution on a
   // 1x1 plane): a matrix-vector product over the packed panels, not a
   // 16-column panel with one useful column. Firmware keeps the panel path.
-  if (n == 1 && a.prepacked && im2col == nullptr && !b.prepacked && b.row_scale == nullptr &&
-      pack_b_buf != nullptr) {
+  if (n == 1 && a.prepacked && im2col == nullptr && !b.prepacked && b.row_scale == nullptr && pack_b_buf != nullptr) {
     gemv_prepacked_a(m, k, a, b, c, ldc, epilogue, clamp, pack_b_buf, path, pool);
     return;
   }
@@ -596,8 +590,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
         for (int64_t ic = i0; ic < i1; ic += kGemmMc) {
           const int64_t mc = gemm_min(kGemmMc, i1 - ic);
           // Panels of A for this block: prepacked ones span all of k.
-          const float* a_block = a.prepacked ? a.data + ic * k + pc * kGemmMr
-                                             : pack_a_buf + (ic - ic_packed) * kc;
+          const float* a_block = a.prepacked ? a.data + ic * k + pc * kGemmMr : pack_a_buf + (ic - ic_packed) * kc;
           const int64_t a_stride = a.prepacked ? kGemmMr * k : kGemmMr * kc;
           const int64_t j_end = gemm_min(q1 * kGemmNr, nc);
           // One tile: rows ir.. of the block by the B panel at column jr
@@ -621,14 +614,14 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
 #if KILN_GEMM_X86
             if (pair) {
               x86::micro_kernel_avx512_x2(kc, a_block + ir / kGemmMr * a_stride, bp, bp + kGemmNr, ldb, tile, ldc, mr,
-                                          !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on,
-                                          clamp.lo, clamp.hi);
+                                          !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on, clamp.lo,
+                                          clamp.hi);
               return;
             }
 #endif
             static_cast<void>(pair);
-            kernel(kc, a_block + ir / kGemmMr * a_stride, bp, ldb, tile, ldc, mr, nr,
-                   !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
+            kernel(kc, a_block + ir / kGemmMr * a_stride, bp, ldb, tile, ldc, mr, nr, !first || epilogue.accumulate,
+                   row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
           };
           const int64_t columns = j_end - q0 * kGemmNr;
           if (a.prepacked && k > kGemmKc &&
@@ -728,9 +721,8 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
 
 namespace {
 
-void depthwise3x3_portable(const float* in, int64_t h, int64_t w, const float* weights, float bias,
-                           int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
-                           bool clamp, float lo, float hi) {
+void depthwise3x3_portable(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
+                           int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi) {
   for (int64_t oy = 0; oy < oh; ++oy) {
     for (int64_t ox = 0; ox < ow; ++ox) {
       float acc = bias;
@@ -750,15 +742,14 @@ void depthwise3x3_portable(const float* in, int64_t h, int64_t w, const float* w
 
 }  // namespace
 
-void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
-                  int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
-                  const fb::FusedActivation* activation, GemmPath path) {
+void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride, int64_t pt,
+                  int64_t pl, float* out, int64_t oh, int64_t ow, const fb::FusedActivation* activation,
+                  GemmPath path) {
   const Clamp clamp = clamp_of(activation);
   bool done = false;
 #if KILN_GEMM_X86
   if (path == GemmPath::kAuto && x86::has_avx512f()) {
-    done = x86::depthwise3x3_avx512(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo,
-                                    clamp.hi);
+    done = x86::depthwise3x3_avx512(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
   }
   if (!done && path != GemmPath::kPortable && x86::has_avx2_fma()) {
     x86::depthwise3x3_avx2(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
@@ -795,9 +786,8 @@ bool conv_s2_direct(const DirectConvS2& conv, GemmPath path) {
   const Clamp clamp = clamp_of(conv.activation);
   bool done = false;
   if (path == GemmPath::kAuto && x86::has_avx512f()) {
-    done = x86::conv_s2_avx512(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl,
-                               conv.packed_weights, conv.m, conv.bias, conv.y, conv.oh, conv.ow, oy0, oy1, clamp.on,
-                               clamp.lo, clamp.hi);
+    done = x86::conv_s2_avx512(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl, conv.packed_weights,
+                               conv.m, conv.bias, conv.y, conv.oh, conv.ow, oy0, oy1, clamp.on, clamp.lo, clamp.hi);
   } else if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
     done = x86::conv_s2_avx2(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl, conv.packed_weights,
                              conv.m, conv.bias, conv.y, conv.oh, conv.ow, oy0, oy1, clamp.on, clamp.lo, clamp.hi);
@@ -808,8 +798,8 @@ bool conv_s2_direct(const DirectConvS2& conv, GemmPath path) {
 #elif KILN_NEON
   const Clamp clamp = clamp_of(conv.activation);
   if (path != GemmPath::kAuto || !neon::enabled() ||
-      !neon::conv_s2(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl, conv.packed_weights,
-                     conv.m, conv.bias, conv.y, conv.oh, conv.ow, oy0, oy1, clamp.on, clamp.lo, clamp.hi)) {
+      !neon::conv_s2(conv.x, conv.c, conv.h, conv.w, conv.kh, conv.kw, conv.pt, conv.pl, conv.packed_weights, conv.m,
+                     conv.bias, conv.y, conv.oh, conv.ow, oy0, oy1, clamp.on, clamp.lo, clamp.hi)) {
     return false;
   }
   if (clamp.post) conv_s2_post_activation(conv, oy0, oy1);

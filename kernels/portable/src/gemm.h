@@ -29,8 +29,8 @@ namespace kernels {
 // dimensions lda, ldb, ldc. With accumulate false C is overwritten.
 // A may be given transposed (A[k][m] at a[k * lda + m]) with trans_a, and B
 // (B[n][k] at b[n * ldb + k]) with trans_b.
-void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool trans_a,
-              const float* b, int64_t ldb, bool trans_b, float* c, int64_t ldc, bool accumulate);
+void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool trans_a, const float* b, int64_t ldb,
+              bool trans_b, float* c, int64_t ldc, bool accumulate);
 
 // A row-major matrix operand, possibly transposed (see gemm_f32), or
 // packed ahead of time by gemm_prepack_a (as A) or gemm_prepack_b (as B).
@@ -80,9 +80,9 @@ struct GemmEpilogue {
 // gemm_pack_b_floats(k, n) floats; each is unused (may be nullptr) when
 // its operand is prepacked. `pool` (may be nullptr) splits large products
 // across threads with the same result bits.
-void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
-                 const GemmIm2col* im2col, float* c, int64_t ldc, const GemmEpilogue& epilogue,
-                 float* pack_a, float* pack_b, GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
+void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, const GemmIm2col* im2col,
+                 float* c, int64_t ldc, const GemmEpilogue& epilogue, float* pack_a, float* pack_b,
+                 GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
 
 // A Winograd F(2x2, 3x3) convolution (winograd.cc): NCHW input x
 // [n][c][h][w], weights from winograd_transform_weights, output y
@@ -111,9 +111,9 @@ void winograd_conv(const WinogradConv& conv, GemmPath path = GemmPath::kAuto, Th
 // Depthwise 3x3 convolution of one channel (stride 1 or 2, no dilation):
 // out[oy][ox] = bias + sum w[ky][kx] * in[oy * s - pt + ky][ox * s - pl + kx],
 // then the activation; positions outside the input read 0.
-void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
-                  int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
-                  const fb::FusedActivation* activation, GemmPath path = GemmPath::kAuto);
+void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride, int64_t pt,
+                  int64_t pl, float* out, int64_t oh, int64_t ow, const fb::FusedActivation* activation,
+                  GemmPath path = GemmPath::kAuto);
 
 // A convolution with stride 2 on both axes, no dilation, one group, of
 // one image x [c][h][w] into y [m][oh][ow], weights packed by
@@ -150,26 +150,24 @@ namespace x86 {
 // and the ISA switch (kiln/kernels/isa.h, isa.cc) does not cap below them.
 bool has_avx2_fma();
 bool has_avx512f();
-void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
-                         int64_t mr, int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
-                         bool clamp, float lo, float hi);
+void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
+                         int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
+                         float lo, float hi);
 // Two whole 16-column tiles at once (B panels at b0 and b1, one ldb), the
 // same bits as micro_kernel_avx512 on each.
 void micro_kernel_avx512_x2(int64_t kc, const float* a, const float* b0, const float* b1, int64_t ldb, float* c,
                             int64_t ldc, int64_t mr, bool accumulate, const float* row_bias, const float* col_bias,
                             bool clamp, float lo, float hi);
-void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
-                       int64_t mr, int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
-                       bool clamp, float lo, float hi);
-void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias,
-                       int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
-                       bool clamp, float lo, float hi);
+void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
+                       int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
+                       float hi);
+void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
+                       int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
 // The same with 16 outputs per 512-bit vector and no copies (see
 // gemm_x86.cc); false, having done nothing, unless the stride is 1 or 2 and
 // the left pad 0 or 1.
-bool depthwise3x3_avx512(const float* in, int64_t h, int64_t w, const float* weights, float bias,
-                         int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
-                         bool clamp, float lo, float hi);
+bool depthwise3x3_avx512(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
+                         int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
 bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
                     const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow,
                     int64_t oy0, int64_t oy1, bool clamp, float lo, float hi);
@@ -199,13 +197,13 @@ bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw
 // Softmax of one contiguous row, and LayerNormalization of one row (the
 // statistics in double), as norm.cc's scalar loops compute them (norm_x86.cc).
 void softmax_row_avx2(const float* in, int64_t n, float* out);
-void layer_norm_row_avx2(const float* in, int64_t n, const float* scale, const float* bias, double epsilon,
-                         float* out, float* out_mean, float* out_inv);
+void layer_norm_row_avx2(const float* in, int64_t n, const float* scale, const float* bias, double epsilon, float* out,
+                         float* out_mean, float* out_inv);
 // Winograd F(2x2, 3x3) transforms of up to eight tiles at a time (winograd.cc).
-void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw,
-                         int64_t t_first, int64_t count, float* out, int64_t stride_xi, int64_t room);
-void winograd_output_avx2(const float* prod, int64_t stride_xi, int64_t t_first, int64_t count, int64_t tw,
-                          float bias, float* plane, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
+void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw, int64_t t_first,
+                         int64_t count, float* out, int64_t stride_xi, int64_t room);
+void winograd_output_avx2(const float* prod, int64_t stride_xi, int64_t t_first, int64_t count, int64_t tw, float bias,
+                          float* plane, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
 }  // namespace x86
 #endif
 

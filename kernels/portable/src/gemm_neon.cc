@@ -36,8 +36,8 @@ inline float clamp1(float v, float lo, float hi) { return v < lo ? lo : (v > hi 
 // Finishes kVectors * 4 columns of one row of the tile: adds C
 // (accumulate) or the row's and columns' bias, clamps, stores the first nr.
 template <int kVectors>
-inline void store_row(float* row, const float32x4_t* v, int64_t nr, bool accumulate, float bias,
-                      const float* col_bias, bool clamp, float lo, float hi) {
+inline void store_row(float* row, const float32x4_t* v, int64_t nr, bool accumulate, float bias, const float* col_bias,
+                      bool clamp, float lo, float hi) {
   if (nr == 4 * kVectors) {
     const float32x4_t vb = vdupq_n_f32(bias), vlo = vdupq_n_f32(lo), vhi = vdupq_n_f32(hi);
     for (int j = 0; j < kVectors; ++j) {
@@ -65,9 +65,8 @@ inline void store_row(float* row, const float32x4_t* v, int64_t nr, bool accumul
 // B, one load of A's six values (as four and two lanes) and 6 * kVectors
 // FMAs by lane.
 template <int kVectors>
-inline void tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
-                 int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
-                 float hi) {
+inline void tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr, int64_t nr,
+                 bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo, float hi) {
   float32x4_t acc[6][kVectors];
   for (int i = 0; i < 6; ++i) {
     for (int j = 0; j < kVectors; ++j) acc[i][j] = vdupq_n_f32(0.f);
@@ -89,8 +88,8 @@ inline void tile(int64_t kc, const float* a, const float* b, int64_t ldb, float*
     b += ldb;
   }
   for (int64_t i = 0; i < mr; ++i) {
-    store_row<kVectors>(c + i * ldc, acc[i], nr, accumulate, row_bias != nullptr ? row_bias[i] : 0.f, col_bias,
-                        clamp, lo, hi);
+    store_row<kVectors>(c + i * ldc, acc[i], nr, accumulate, row_bias != nullptr ? row_bias[i] : 0.f, col_bias, clamp,
+                        lo, hi);
   }
 }
 
@@ -213,15 +212,15 @@ inline void depthwise_row(const float* r0, const float* r1, const float* r2, con
 // Input rows are copied, zero-padded, into a ring of three row buffers on
 // the stack (each input row once; consecutive output rows share rows), so
 // every vector loads plainly. Rows wider than the buffers are declined.
-bool depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
-                  int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi) {
+bool depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride, int64_t pt,
+                  int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi) {
   constexpr int64_t kRowFloats = 1024;
   // Padded row: column -pl at index 0, room for the last vector's reach
   // (stride 2 reads 8 floats from 2 past the vector's first column).
   const int64_t span = (ow + 4) * stride + 12;
   if ((stride != 1 && stride != 2) || span > kRowFloats || pl < 0 || pl >= span) return false;
   alignas(16) float ring[4][kRowFloats];  // three input rows and a row of zeros
-  int64_t ring_row[3] = {-1, -1, -1};      // the input row each buffer holds
+  int64_t ring_row[3] = {-1, -1, -1};     // the input row each buffer holds
   memset(ring[3], 0, static_cast<size_t>(span) * sizeof(float));
   for (int64_t oy = 0; oy < oh; ++oy) {
     const float* rows[3];
@@ -548,9 +547,9 @@ bool conv_s2(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_
              const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow, int64_t oy0,
              int64_t oy1, bool clamp, float lo, float hi) {
   const int64_t k = c * kh * kw;
-  const int64_t strips = (ow + 15) / 16 * 16;       // outputs computed per row, whole strips
-  const int64_t half = strips + (kw + 1) / 2 + 4;   // floats of one even or odd column buffer
-  constexpr int64_t kBufferFloats = 12288;          // 48 KiB of stack
+  const int64_t strips = (ow + 15) / 16 * 16;      // outputs computed per row, whole strips
+  const int64_t half = strips + (kw + 1) / 2 + 4;  // floats of one even or odd column buffer
+  constexpr int64_t kBufferFloats = 12288;         // 48 KiB of stack
   constexpr int64_t kMaxTaps = 256;
   if (k > kMaxTaps || c * kh * 2 * half > kBufferFloats || pl < 0 || pt < 0) return false;
   alignas(16) float buffer[kBufferFloats];
@@ -596,8 +595,8 @@ bool conv_s2(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_
           }
         }
         for (int64_t i = 0; i < mr; ++i) {
-          store_row<4>(y + ((i0 + i) * oh + oy) * ow + ox, acc[i], nr, false,
-                       bias != nullptr ? bias[i0 + i] : 0.f, nullptr, clamp, lo, hi);
+          store_row<4>(y + ((i0 + i) * oh + oy) * ow + ox, acc[i], nr, false, bias != nullptr ? bias[i0 + i] : 0.f,
+                       nullptr, clamp, lo, hi);
         }
       }
     }

@@ -22,14 +22,12 @@ namespace {
 
 // max(lo, v) then min(hi, v): NaN in v passes through (the second operand
 // wins on NaN).
-KILN_AVX2 inline __m256 clamp8(__m256 v, __m256 lo, __m256 hi) {
-  return _mm256_min_ps(hi, _mm256_max_ps(lo, v));
-}
+KILN_AVX2 inline __m256 clamp8(__m256 v, __m256 lo, __m256 hi) { return _mm256_min_ps(hi, _mm256_max_ps(lo, v)); }
 
 // Finishes 16 columns of one row: adds C (accumulate) or the row's bias,
 // clamps, stores the first nr columns.
-KILN_AVX2 inline void store_row(float* row, __m256 v0, __m256 v1, int64_t nr, bool accumulate, float bias,
-                                __m256 col0, __m256 col1, bool clamp, __m256 lo, __m256 hi) {
+KILN_AVX2 inline void store_row(float* row, __m256 v0, __m256 v1, int64_t nr, bool accumulate, float bias, __m256 col0,
+                                __m256 col1, bool clamp, __m256 lo, __m256 hi) {
   if (nr == kGemmNr) {
     if (accumulate) {
       v0 = _mm256_add_ps(v0, _mm256_loadu_ps(row));
@@ -325,8 +323,8 @@ KILN_AVX2 inline void deinterleave_cols(const float* row, int64_t c, int64_t w, 
 // Eight outputs (count <= 8 of them) at column ox of one output row, any of
 // whose taps may fall outside the image: taps are gathered with a mask
 // (out-of-image lanes read nothing and count as 0).
-KILN_AVX2 inline __m256 depthwise_border(const float* const rows[3], const bool valid[3], const __m256 k[9],
-                                         __m256 acc, int64_t ix, int64_t stride, int64_t w, int64_t count) {
+KILN_AVX2 inline __m256 depthwise_border(const float* const rows[3], const bool valid[3], const __m256 k[9], __m256 acc,
+                                         int64_t ix, int64_t stride, int64_t w, int64_t count) {
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lanes);
   const __m256i zero = _mm256_setzero_si256();
@@ -335,9 +333,9 @@ KILN_AVX2 inline __m256 depthwise_border(const float* const rows[3], const bool 
     // Column of each lane's tap, and whether it lies in [0, w).
     const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(ix + kx)),
                                          _mm256_mullo_epi32(lanes, _mm256_set1_epi32(static_cast<int>(stride))));
-    const __m256i inside = _mm256_and_si256(
-        _mm256_and_si256(live, _mm256_cmpgt_epi32(col, _mm256_sub_epi32(zero, _mm256_set1_epi32(1)))),
-        _mm256_cmpgt_epi32(width, col));
+    const __m256i inside =
+        _mm256_and_si256(_mm256_and_si256(live, _mm256_cmpgt_epi32(col, _mm256_sub_epi32(zero, _mm256_set1_epi32(1)))),
+                         _mm256_cmpgt_epi32(width, col));
     const __m256 mask = _mm256_castsi256_ps(inside);
     for (int64_t ky = 0; ky < 3; ++ky) {
       if (!valid[ky]) continue;
@@ -351,8 +349,8 @@ KILN_AVX2 inline __m256 depthwise_border(const float* const rows[3], const bool 
 // Eight outputs from three rows that need no bounds checks (zero-padded
 // copies, or the interior of the input): plain loads from column q of each
 // row on.
-KILN_AVX2 inline __m256 depthwise_padded(const float* const rows[3], const bool valid[3], const __m256 k[9],
-                                         __m256 acc, int64_t q, int64_t stride) {
+KILN_AVX2 inline __m256 depthwise_padded(const float* const rows[3], const bool valid[3], const __m256 k[9], __m256 acc,
+                                         int64_t q, int64_t stride) {
   for (int64_t ky = 0; ky < 3; ++ky) {
     if (!valid[ky]) continue;
     const float* r = rows[ky] + q;
@@ -424,12 +422,11 @@ KILN_AVX2 inline void depthwise_row(const float* r0, const float* r1, const floa
   }
 }
 
-
 // Lanes l with 0 <= first + l < w: which of eight columns from `first` lie
 // in a row of w floats.
 KILN_AVX2 inline __m256i columns_inside(int64_t first, int64_t w) {
-  const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)),
-                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i col =
+      _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), col),
                              _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(w)), col));
 }
@@ -519,9 +516,8 @@ KILN_AVX2 inline void store_strip8(float* out, int64_t oy, int64_t oh, int64_t o
 // each input row's taps to the three output rows that read it, stride 2
 // carries the row two output rows share; one 8-column strip at a time,
 // right to left (store_strip8).
-KILN_AVX2 void depthwise3x3_avx2_s1(const float* in, int64_t h, int64_t w, const float* weights, float bias,
-                                    int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp,
-                                    float lo, float hi) {
+KILN_AVX2 void depthwise3x3_avx2_s1(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t pt,
+                                    int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi) {
   const __m256 k0 = _mm256_set1_ps(weights[0]), k1 = _mm256_set1_ps(weights[1]), k2 = _mm256_set1_ps(weights[2]);
   const __m256 k3 = _mm256_set1_ps(weights[3]), k4 = _mm256_set1_ps(weights[4]), k5 = _mm256_set1_ps(weights[5]);
   const __m256 k6 = _mm256_set1_ps(weights[6]), k7 = _mm256_set1_ps(weights[7]), k8 = _mm256_set1_ps(weights[8]);
@@ -546,9 +542,8 @@ KILN_AVX2 void depthwise3x3_avx2_s1(const float* in, int64_t h, int64_t w, const
   }
 }
 
-KILN_AVX2 void depthwise3x3_avx2_s2(const float* in, int64_t h, int64_t w, const float* weights, float bias,
-                                    int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp,
-                                    float lo, float hi) {
+KILN_AVX2 void depthwise3x3_avx2_s2(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t pt,
+                                    int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi) {
   const __m256 k0 = _mm256_set1_ps(weights[0]), k1 = _mm256_set1_ps(weights[1]), k2 = _mm256_set1_ps(weights[2]);
   const __m256 k3 = _mm256_set1_ps(weights[3]), k4 = _mm256_set1_ps(weights[4]), k5 = _mm256_set1_ps(weights[5]);
   const __m256 k6 = _mm256_set1_ps(weights[6]), k7 = _mm256_set1_ps(weights[7]), k8 = _mm256_set1_ps(weights[8]);
@@ -590,8 +585,8 @@ KILN_AVX2 void depthwise3x3_avx2_s2(const float* in, int64_t h, int64_t w, const
 // the buffers fall back to loading the interior in place and gathering the
 // border taps with a mask.
 KILN_AVX2 void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias,
-                                 int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow,
-                                 bool clamp, float lo, float hi) {
+                                 int64_t stride, int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp,
+                                 float lo, float hi) {
   if (oh <= 0 || ow <= 0) return;
   if (stride == 1) {
     depthwise3x3_avx2_s1(in, h, w, weights, bias, pt, pl, out, oh, ow, clamp, lo, hi);
@@ -610,7 +605,7 @@ KILN_AVX2 void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const fl
   constexpr int64_t kRowFloats = 1024;
   const int64_t span = (ow + 8) * stride + reach;
   alignas(32) float ring[4][kRowFloats];  // three input rows and a row of zeros
-  int64_t ring_row[3] = {-1, -1, -1};      // the input row each buffer holds
+  int64_t ring_row[3] = {-1, -1, -1};     // the input row each buffer holds
   const bool padded = span <= kRowFloats;
   if (padded) memset(ring[3], 0, static_cast<size_t>(span) * sizeof(float));
   for (int64_t oy = 0; oy < oh; ++oy) {
@@ -856,8 +851,8 @@ KILN_AVX2 void split_row_s2(const float* row, bool inside, int64_t w, int64_t pl
 // (2 * half floats each), and tap[(ci * kh + ky) * kw + kx] pointing at the
 // column of the split row where output column 0 of that tap lies. Padded
 // column q of input row (ci, ky) is column q - pl of the image.
-KILN_AVX2 void s2_taps(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt,
-                       int64_t pl, int64_t oy, int64_t half, float* buffer, const float** tap) {
+KILN_AVX2 void s2_taps(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
+                       int64_t oy, int64_t half, float* buffer, const float** tap) {
   for (int64_t ci = 0; ci < c; ++ci) {
     for (int64_t ky = 0; ky < kh; ++ky) {
       float* even = buffer + (ci * kh + ky) * 2 * half;
@@ -882,9 +877,9 @@ KILN_AVX512 bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w,
                                 int64_t pl, const float* packed_weights, int64_t m, const float* bias, float* y,
                                 int64_t oh, int64_t ow, int64_t oy0, int64_t oy1, bool clamp, float lo, float hi) {
   const int64_t k = c * kh * kw;
-  const int64_t strips = (ow + 15) / 16 * 16;            // outputs computed per row, whole strips
-  const int64_t half = strips + (kw + 1) / 2 + 16;       // floats of one even or odd column buffer
-  constexpr int64_t kBufferFloats = 12288;               // 48 KiB of stack
+  const int64_t strips = (ow + 15) / 16 * 16;       // outputs computed per row, whole strips
+  const int64_t half = strips + (kw + 1) / 2 + 16;  // floats of one even or odd column buffer
+  constexpr int64_t kBufferFloats = 12288;          // 48 KiB of stack
   constexpr int64_t kMaxTaps = 256;
   if (k > kMaxTaps || c * kh * 2 * half > kBufferFloats || pl < 0 || pt < 0) return false;
   alignas(64) float buffer[kBufferFloats];
@@ -923,12 +918,12 @@ KILN_AVX512 bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w,
 // parity-split rows. A row's last partial vector is stored through a small
 // buffer (no vmaskmovps).
 KILN_AVX2 bool conv_s2_avx2(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt,
-                            int64_t pl, const float* packed_weights, int64_t m, const float* bias, float* y,
-                            int64_t oh, int64_t ow, int64_t oy0, int64_t oy1, bool clamp, float lo, float hi) {
+                            int64_t pl, const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh,
+                            int64_t ow, int64_t oy0, int64_t oy1, bool clamp, float lo, float hi) {
   const int64_t k = c * kh * kw;
-  const int64_t strips = (ow + 15) / 16 * 16;       // outputs computed per row, whole 16-column steps
+  const int64_t strips = (ow + 15) / 16 * 16;      // outputs computed per row, whole 16-column steps
   const int64_t half = strips + (kw + 1) / 2 + 8;  // floats of one even or odd column buffer
-  constexpr int64_t kBufferFloats = 12288;          // 48 KiB of stack
+  constexpr int64_t kBufferFloats = 12288;         // 48 KiB of stack
   constexpr int64_t kMaxTaps = 256;
   if (k > kMaxTaps || k < 1 || c * kh * 2 * half > kBufferFloats || pl < 0 || pt < 0) return false;
   alignas(32) float buffer[kBufferFloats];
@@ -999,8 +994,7 @@ KILN_AVX2 void copy_stride2_avx2(const float* src, int64_t count, int64_t avail,
 // out[j] (+)= sum_p a[p] * B(p, j) for one row of A: B transposed (rows of
 // B^T are contiguous: dot products, four accumulators) or not (rows of B
 // scaled and added, eight columns at a time).
-KILN_AVX2 void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, bool trans_b,
-                         float* out) {
+KILN_AVX2 void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, bool trans_b, float* out) {
   if (trans_b) {
     for (int64_t j = 0; j < n; ++j) {
       const float* bj = b + j * ldb;
@@ -1089,7 +1083,6 @@ KILN_AVX2 void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu)
   }
 }
 
-
 // Winograd F(2x2, 3x3) input transform of up to eight consecutive tiles
 // (t_first .. t_first + count - 1, tw tiles per row) of one channel: the
 // 4x4 patches read (outside the image reads 0), B^T d B on
@@ -1170,8 +1163,8 @@ KILN_AVX2 void winograd_input_avx2(const float* image, int64_t h, int64_t w, int
     }
     return;
   }
-  const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)),
-                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i live =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   for (int i = 0; i < 4; ++i) {
     _mm256_maskstore_ps(out + (i * 4 + 0) * stride_xi, live, _mm256_sub_ps(r[i][0], r[i][2]));
     _mm256_maskstore_ps(out + (i * 4 + 1) * stride_xi, live, _mm256_add_ps(r[i][1], r[i][2]));
@@ -1184,8 +1177,7 @@ KILN_AVX2 void winograd_input_avx2(const float* image, int64_t h, int64_t w, int
 // channel: products M_xi at prod + xi * stride_xi (lane q: tile q),
 // A^T m A plus the bias, clamped when `clamp`, written inside the plane.
 KILN_AVX2 void winograd_output_avx2(const float* prod, int64_t stride_xi, int64_t t_first, int64_t count, int64_t tw,
-                                    float bias, float* plane, int64_t oh, int64_t ow, bool clamp, float lo,
-                                    float hi) {
+                                    float bias, float* plane, int64_t oh, int64_t ow, bool clamp, float lo, float hi) {
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lanes);
   __m256 s[2][4];
@@ -1265,8 +1257,8 @@ KILN_AVX2 inline __m256 max_pool_column(const float* top, int64_t w, int64_t row
 // gives -inf. Whole vectors are stored wherever the plane goes on past
 // them (the lanes past a row land in the next row, written after). False,
 // having written nothing, when the padded row does not fit the buffer.
-KILN_AVX2 bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride,
-                             int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow) {
+KILN_AVX2 bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride, int64_t pt,
+                             int64_t pl, float* out, int64_t oh, int64_t ow) {
   constexpr int64_t kRowFloats = 1024;
   // The horizontal pass reads 16 floats from up to (ow - 1) * stride +
   // kw - 1; the vertical pass writes whole vectors up to pl + w + 7.

@@ -36,10 +36,10 @@ namespace kiln {
 namespace kernels {
 
 struct GroupedConv3x3 {
-  int64_t cg = 0, mg = 0;  // input and output channels of the group
-  int64_t h = 0, w = 0;    // input plane
-  int64_t stride = 1;      // 1 or 2 on both axes; the output is
-                           // ((h - 1) / stride + 1) x ((w - 1) / stride + 1)
+  int64_t cg = 0, mg = 0;                 // input and output channels of the group
+  int64_t h = 0, w = 0;                   // input plane
+  int64_t stride = 1;                     // 1 or 2 on both axes; the output is
+                                          // ((h - 1) / stride + 1) x ((w - 1) / stride + 1)
   const float* x = nullptr;               // [cg][h][w]
   const float* packed_weights = nullptr;  // mg x cg * 9, as gemm_prepack_a packs it
   const float* bias = nullptr;            // mg, or nullptr

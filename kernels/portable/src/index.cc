@@ -54,8 +54,7 @@ bool is_arith_dtype(DType d) {
 }
 
 int64_t index_at(const Tensor& indices, int64_t i) {
-  return indices.dtype() == DType::INT64 ? indices.data_as<const int64_t>()[i]
-                                         : indices.data_as<const int32_t>()[i];
+  return indices.dtype() == DType::INT64 ? indices.data_as<const int64_t>()[i] : indices.data_as<const int32_t>()[i];
 }
 
 // `at` normalised against an axis of `extent`; false (with a message naming
@@ -105,8 +104,8 @@ Error check_topk(const KernelArgs& args) {
   }
   KILN_RETURN_IF_ERROR(check_same_shape(args, values, indices, "outputs"));
   const Tensor& scratch = *args.scratch[0];
-  KILN_KERNEL_CHECK(args, scratch.dtype() == DType::INT64 && scratch.numel() >= k,
-                    "scratch must hold %lld int64", static_cast<long long>(k));
+  KILN_KERNEL_CHECK(args, scratch.dtype() == DType::INT64 && scratch.numel() >= k, "scratch must hold %lld int64",
+                    static_cast<long long>(k));
   return Error::kOk;
 }
 
@@ -282,8 +281,8 @@ void apply_update(void* dst, const void* src, int64_t n, DType dtype, int64_t re
 // placed it over data).
 void copy_data(const KernelArgs& args) {
   if (args.out(0).data() != args.in(0).data()) {
-    memmove(args.out(0).data(), args.in(0).data(), static_cast<size_t>(args.in(0).numel()) *
-                                                       dtype_size(args.in(0).dtype()));
+    memmove(args.out(0).data(), args.in(0).data(),
+            static_cast<size_t>(args.in(0).numel()) * dtype_size(args.in(0).dtype()));
   }
 }
 
@@ -355,8 +354,8 @@ Error check_index_tuples(const KernelArgs& args, const Tensor& data, const Tenso
 
 // Offset (in elements) in `data` from dim `first` of the tuple at `tuple`;
 // false when an index is out of range.
-bool tuple_offset(const KernelArgs& args, const char* kernel, const Tensor& data, const Tensor& indices,
-                  uint32_t first, int64_t tuple, int64_t* out_offset) {
+bool tuple_offset(const KernelArgs& args, const char* kernel, const Tensor& data, const Tensor& indices, uint32_t first,
+                  int64_t tuple, int64_t* out_offset) {
   const int64_t q = indices.dim(indices.rank() - 1);
   int64_t offset = 0;
   for (int64_t t = 0; t < q; ++t) {
@@ -426,8 +425,7 @@ Error check_gather_nd(const KernelArgs& args) {
   }
   KILN_KERNEL_CHECK(args, out.dtype() == data.dtype(), "output dtype differs");
   const uint32_t q = static_cast<uint32_t>(indices.dim(indices.rank() - 1));
-  KILN_KERNEL_CHECK(args, out.rank() == indices.rank() - 1 + data.rank() - batch - q, "output has rank %u",
-                    out.rank());
+  KILN_KERNEL_CHECK(args, out.rank() == indices.rank() - 1 + data.rank() - batch - q, "output has rank %u", out.rank());
   for (uint32_t d = 0; d < out.rank(); ++d) {
     const int64_t want = d + 1 < indices.rank() ? indices.dim(d) : data.dim(d - (indices.rank() - 1) + batch + q);
     KILN_KERNEL_CHECK(args, out.dim(d) == want, "output dim %u differs", d);

@@ -12,8 +12,8 @@
 #include <atomic>
 
 #include "gemm.h"
-#include "neon.h"
 #include "kiln/runtime/log.h"
+#include "neon.h"
 
 namespace kiln {
 namespace kernels {
@@ -45,8 +45,7 @@ Isa from_environment() {
     return best;
   }
   if (!processor_has(cap)) {
-    KILN_LOG(WARNING, "KILN_ISA=%s: this processor has no %s; using %s", requested, isa_name(cap),
-             isa_name(best));
+    KILN_LOG(WARNING, "KILN_ISA=%s: this processor has no %s; using %s", requested, isa_name(cap), isa_name(best));
     return best;
   }
   return cap;
@@ -97,8 +96,7 @@ Isa active_isa() {
 
 Error set_isa(Isa isa) {
   if (!processor_has(isa)) {
-    KILN_LOG(ERROR, "cannot run the %s path: this processor's best is %s", isa_name(isa),
-             isa_name(processor_isa()));
+    KILN_LOG(ERROR, "cannot run the %s path: this processor's best is %s", isa_name(isa), isa_name(processor_isa()));
     return Error::kNotSupported;
   }
   g_active.store(static_cast<int>(isa), std::memory_order_relaxed);

@@ -3,17 +3,15 @@
 namespace kiln {
 namespace kernels {
 
-Error check_arity(const KernelArgs& args, uint32_t min_in, uint32_t max_in, uint32_t n_out,
-                  uint32_t n_scratch) {
-  KILN_KERNEL_CHECK(args, args.num_inputs >= min_in && args.num_inputs <= max_in,
-                    "expects %u to %u inputs, has %u", min_in, max_in, args.num_inputs);
+Error check_arity(const KernelArgs& args, uint32_t min_in, uint32_t max_in, uint32_t n_out, uint32_t n_scratch) {
+  KILN_KERNEL_CHECK(args, args.num_inputs >= min_in && args.num_inputs <= max_in, "expects %u to %u inputs, has %u",
+                    min_in, max_in, args.num_inputs);
   for (uint32_t i = 0; i < min_in; ++i) {
     KILN_KERNEL_CHECK(args, args.inputs[i] != nullptr, "input %u is required", i);
   }
-  KILN_KERNEL_CHECK(args, args.num_outputs == n_out, "expects %u outputs, has %u", n_out,
-                    args.num_outputs);
-  KILN_KERNEL_CHECK(args, args.num_scratch >= n_scratch, "expects %u scratch buffers, has %u",
-                    n_scratch, args.num_scratch);
+  KILN_KERNEL_CHECK(args, args.num_outputs == n_out, "expects %u outputs, has %u", n_out, args.num_outputs);
+  KILN_KERNEL_CHECK(args, args.num_scratch >= n_scratch, "expects %u scratch buffers, has %u", n_scratch,
+                    args.num_scratch);
   return Error::kOk;
 }
 
@@ -49,8 +47,7 @@ int64_t dims_product(const Tensor& t, uint32_t begin, uint32_t end) {
   return n;
 }
 
-bool broadcast_strides(const Tensor& t, const int64_t* out_dims, uint32_t rank,
-                       int64_t* out_strides) {
+bool broadcast_strides(const Tensor& t, const int64_t* out_dims, uint32_t rank, int64_t* out_strides) {
   if (t.rank() > rank) return false;
   const uint32_t offset = rank - t.rank();
   int64_t stride = 1;

@@ -12,20 +12,19 @@
 #include "kiln/runtime/log.h"
 
 // In a check function: fails the check with a message naming the node.
-#define KILN_KERNEL_CHECK(args, cond, fmt, ...)                              \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      KILN_LOG(ERROR, "node '%s': " fmt, (args).node_name, ##__VA_ARGS__);   \
-      return ::kiln::Error::kInvalidProgram;                                 \
-    }                                                                        \
+#define KILN_KERNEL_CHECK(args, cond, fmt, ...)                            \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      KILN_LOG(ERROR, "node '%s': " fmt, (args).node_name, ##__VA_ARGS__); \
+      return ::kiln::Error::kInvalidProgram;                               \
+    }                                                                      \
   } while (0)
 
 namespace kiln {
 namespace kernels {
 
 // Checks the operand counts: inputs in [min_in, max_in], outputs == n_out.
-Error check_arity(const KernelArgs& args, uint32_t min_in, uint32_t max_in, uint32_t n_out,
-                  uint32_t n_scratch = 0);
+Error check_arity(const KernelArgs& args, uint32_t min_in, uint32_t max_in, uint32_t n_out, uint32_t n_scratch = 0);
 // Checks that every present input and every output has `dtype`.
 Error check_all_dtype(const KernelArgs& args, DType dtype);
 Error check_same_shape(const KernelArgs& args, const Tensor& a, const Tensor& b, const char* what);

@@ -34,8 +34,8 @@ namespace {
 // Conv
 
 struct ConvGeometry {
-  int64_t n, c, h, w;      // input
-  int64_t m, oh, ow;       // output channels and size
+  int64_t n, c, h, w;  // input
+  int64_t m, oh, ow;   // output channels and size
   int64_t kh, kw, sh, sw, dh, dw;
   int64_t pt, pl, pb, pr;
   int64_t group;
@@ -55,15 +55,20 @@ ConvGeometry conv_geometry(const KernelArgs& args) {
   ConvGeometry g;
   // A 1-D convolution (rank 3) is a 2-D one of height 1.
   const bool one_d = x.rank() == 3;
-  g.n = x.dim(0); g.c = x.dim(1);
-  g.h = one_d ? 1 : x.dim(2); g.w = x.dim(x.rank() - 1);
+  g.n = x.dim(0);
+  g.c = x.dim(1);
+  g.h = one_d ? 1 : x.dim(2);
+  g.w = x.dim(x.rank() - 1);
   g.m = y.dim(1);
-  g.oh = one_d ? 1 : y.dim(2); g.ow = y.dim(y.rank() - 1);
+  g.oh = one_d ? 1 : y.dim(2);
+  g.ow = y.dim(y.rank() - 1);
   read_pair(p->kernel(), &g.kh, &g.kw);
   read_pair(p->strides(), &g.sh, &g.sw);
   read_pair(p->dilations(), &g.dh, &g.dw);
-  g.pt = p->pads()->Get(0); g.pl = p->pads()->Get(1);
-  g.pb = p->pads()->Get(2); g.pr = p->pads()->Get(3);
+  g.pt = p->pads()->Get(0);
+  g.pl = p->pads()->Get(1);
+  g.pb = p->pads()->Get(2);
+  g.pr = p->pads()->Get(3);
   g.group = p->group();
   return g;
 }
@@ -89,8 +94,9 @@ Error check_conv_common(const KernelArgs& args, uint32_t max_inputs = 3) {
   const Tensor& w = args.in(1);
   const Tensor& y = args.out(0);
   const bool packed_weights = p->packed_weights();
-  KILN_KERNEL_CHECK(args, (x.rank() == 4 || x.rank() == 3) && (w.rank() == x.rank() || packed_weights) &&
-                              y.rank() == x.rank(), "expects 3-D or 4-D input, weight and output");
+  KILN_KERNEL_CHECK(
+      args, (x.rank() == 4 || x.rank() == 3) && (w.rank() == x.rank() || packed_weights) && y.rank() == x.rank(),
+      "expects 3-D or 4-D input, weight and output");
   return check_activation(args, p->activation());
 }
 
@@ -115,8 +121,9 @@ Error check_packed_b(const KernelArgs& args, int64_t m, int64_t n, int64_t k) {
   const Tensor& b = args.in(1);
   KILN_KERNEL_CHECK(args, b.rank() == 1 && b.numel() == gemm_prepacked_b_floats(k, n),
                     "packed B must have %lld elements", static_cast<long long>(gemm_prepacked_b_floats(k, n)));
-  KILN_KERNEL_CHECK(args, args.num_scratch == 1 && args.scratch[0]->dtype() == DType::FLOAT32 &&
-                              args.scratch[0]->numel() >= gemm_pack_a_floats(m, k),
+  KILN_KERNEL_CHECK(args,
+                    args.num_scratch == 1 && args.scratch[0]->dtype() == DType::FLOAT32 &&
+                        args.scratch[0]->numel() >= gemm_pack_a_floats(m, k),
                     "packed B needs one float32 scratch tensor of %lld elements",
                     static_cast<long long>(gemm_pack_a_floats(m, k)));
   return Error::kOk;
@@ -143,8 +150,8 @@ bool is_depthwise3x3(const ConvGeometry& g) {
 // (depthwise.h): what the planner leaves unpacked
 // (planner/ops/linear_ops.cc).
 bool is_depthwise_direct(const ConvGeometry& g) {
-  return g.group == g.c && g.m == g.c && g.kh <= kDepthwiseMaxKernel && g.kw <= kDepthwiseMaxKernel &&
-         g.sh == g.sw && (g.sh == 1 || g.sh == 2);
+  return g.group == g.c && g.m == g.c && g.kh <= kDepthwiseMaxKernel && g.kw <= kDepthwiseMaxKernel && g.sh == g.sw &&
+         (g.sh == 1 || g.sh == 2);
 }
 
 Error check_conv(const KernelArgs& args) {
@@ -160,23 +167,24 @@ Error check_conv(const KernelArgs& args) {
     KILN_KERNEL_CHECK(args, w.rank() == 1 && w.numel() == g.group * gemm_prepacked_a_floats(mg, k),
                       "packed weights must have %lld elements",
                       static_cast<long long>(g.group * gemm_prepacked_a_floats(mg, k)));
-    KILN_KERNEL_CHECK(args, args.num_scratch == 1 && args.scratch[0]->dtype() == DType::FLOAT32 &&
-                                args.scratch[0]->numel() >= gemm_pack_b_floats(k, n),
+    KILN_KERNEL_CHECK(args,
+                      args.num_scratch == 1 && args.scratch[0]->dtype() == DType::FLOAT32 &&
+                          args.scratch[0]->numel() >= gemm_pack_b_floats(k, n),
                       "packed weights need one float32 scratch tensor of %lld elements",
                       static_cast<long long>(gemm_pack_b_floats(k, n)));
   } else {
     const int64_t wh = w.rank() == 4 ? w.dim(2) : 1;
-    KILN_KERNEL_CHECK(args, w.dim(0) == g.m && w.dim(1) == g.c / g.group && wh == g.kh &&
-                                w.dim(w.rank() - 1) == g.kw, "weight shape does not match");
+    KILN_KERNEL_CHECK(args, w.dim(0) == g.m && w.dim(1) == g.c / g.group && wh == g.kh && w.dim(w.rank() - 1) == g.kw,
+                      "weight shape does not match");
     KILN_RETURN_IF_ERROR(check_gemm_scratch(args, mg, n, k));
   }
   KILN_KERNEL_CHECK(args, y.dim(0) == g.n, "batch size changes");
-  KILN_KERNEL_CHECK(args, g.oh == conv_out_size(g.h, g.kh, g.sh, g.dh, g.pt, g.pb) &&
-                              g.ow == conv_out_size(g.w, g.kw, g.sw, g.dw, g.pl, g.pr) && g.oh > 0 &&
-                              g.ow > 0, "output size does not match the geometry");
+  KILN_KERNEL_CHECK(args,
+                    g.oh == conv_out_size(g.h, g.kh, g.sh, g.dh, g.pt, g.pb) &&
+                        g.ow == conv_out_size(g.w, g.kw, g.sw, g.dw, g.pl, g.pr) && g.oh > 0 && g.ow > 0,
+                    "output size does not match the geometry");
   if (args.has_input(2)) {
-    KILN_KERNEL_CHECK(args, args.in(2).numel() == g.m, "bias must have %lld elements",
-                      static_cast<long long>(g.m));
+    KILN_KERNEL_CHECK(args, args.in(2).numel() == g.m, "bias must have %lld elements", static_cast<long long>(g.m));
   }
   if (args.has_input(3)) {
     // The input affine map (ConvParams.input_affine_relu): applied as B is
@@ -194,8 +202,7 @@ Error check_conv(const KernelArgs& args) {
 // i * s - p + off on the other side lies in [0, limit): for Conv the output
 // columns reading a valid input column, for ConvTranspose the input columns
 // writing a valid output column.
-void valid_range(int64_t count, int64_t limit, int64_t s, int64_t p, int64_t off, int64_t* lo,
-                 int64_t* hi) {
+void valid_range(int64_t count, int64_t limit, int64_t s, int64_t p, int64_t off, int64_t* lo, int64_t* hi) {
   const int64_t first = p - off;  // need i * s >= first
   *lo = first <= 0 ? 0 : (first + s - 1) / s;
   const int64_t last = limit - 1 + p - off;  // need i * s <= last
@@ -233,18 +240,24 @@ void run_conv_group(const KernelArgs& args, const ConvGeometry& g, int64_t n, in
   } else {
     im2col.x = xg;
     im2col.channels = cg;
-    im2col.h = g.h; im2col.w = g.w;
-    im2col.kh = g.kh; im2col.kw = g.kw;
-    im2col.sh = g.sh; im2col.sw = g.sw;
-    im2col.dh = g.dh; im2col.dw = g.dw;
-    im2col.pt = g.pt; im2col.pl = g.pl;
-    im2col.oh = g.oh; im2col.ow = g.ow;
+    im2col.h = g.h;
+    im2col.w = g.w;
+    im2col.kh = g.kh;
+    im2col.kw = g.kw;
+    im2col.sh = g.sh;
+    im2col.sw = g.sw;
+    im2col.dh = g.dh;
+    im2col.dw = g.dw;
+    im2col.pt = g.pt;
+    im2col.pl = g.pl;
+    im2col.oh = g.oh;
+    im2col.ow = g.ow;
   }
   GemmEpilogue epilogue;
   epilogue.row_bias = bias != nullptr ? bias + grp * mg : nullptr;
   epilogue.activation = args.params<fb::ConvParams>()->activation();
-  gemm_packed(mg, plane, k, a, b, pointwise ? nullptr : &im2col, y + (n * g.m + grp * mg) * plane, plane,
-              epilogue, prepacked ? nullptr : scratch_a(args), pack_b, GemmPath::kAuto, pool);
+  gemm_packed(mg, plane, k, a, b, pointwise ? nullptr : &im2col, y + (n * g.m + grp * mg) * plane, plane, epilogue,
+              prepacked ? nullptr : scratch_a(args), pack_b, GemmPath::kAuto, pool);
 }
 
 // Per image and group: Y[mg][oh * ow] = W[mg][cg * kh * kw] x im2col(X),
@@ -262,8 +275,7 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
   const bool pointwise = is_pointwise(g);
   // A first layer (few channels, stride 2): straight from the image where
   // the processor has a kernel for it (conv_s2_direct declines otherwise).
-  const bool direct_s2 =
-      prepacked && g.group == 1 && g.c <= 4 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1;
+  const bool direct_s2 = prepacked && g.group == 1 && g.c <= 4 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1;
   // Groups of 2 to kGroupedConvMaxChannels channels, 3x3, stride 1 or 2,
   // pads 1: grouped_conv.h's direct kernel where this processor runs it.
   const bool grouped_direct = prepacked && g.group > 1 && cg > 1 && cg <= kGroupedConvMaxChannels && g.kh == 3 &&
@@ -272,9 +284,11 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
   for (int64_t n = 0; n < g.n; ++n) {
     if (direct_s2) {
       DirectConvS2 conv;
+      // clang-format off
       conv.c = g.c; conv.h = g.h; conv.w = g.w;
       conv.kh = g.kh; conv.kw = g.kw; conv.pt = g.pt; conv.pl = g.pl;
       conv.m = g.m; conv.oh = g.oh; conv.ow = g.ow;
+      // clang-format on
       conv.x = x + n * g.c * g.h * g.w;
       conv.activation = args.params<fb::ConvParams>()->activation();
 #if defined(KILN_BARE_METAL)
@@ -318,7 +332,10 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
         parallel_range(g.group, tasks, t, 1, &g0, &g1);
         for (int64_t grp = g0; grp < g1; ++grp) {
           GroupedConv3x3 conv;
-          conv.cg = cg; conv.mg = mg; conv.h = g.h; conv.w = g.w;
+          conv.cg = cg;
+          conv.mg = mg;
+          conv.h = g.h;
+          conv.w = g.w;
           conv.stride = g.sh;
           conv.x = x + (n * g.c + grp * cg) * g.h * g.w;
           conv.packed_weights = w + grp * gemm_prepacked_a_floats(mg, k);
@@ -352,7 +369,6 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
   }
 }
 
-
 void run_depthwise(const KernelArgs& args, const ConvGeometry& g) {
   const float* x = args.in(0).data_as<const float>();
   const float* w = args.in(1).data_as<const float>();
@@ -369,19 +385,26 @@ void run_depthwise(const KernelArgs& args, const ConvGeometry& g) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t n = i / g.c, c = i % g.c;
       if (g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1) {
-        depthwise3x3(x + (n * g.c + c) * g.h * g.w, g.h, g.w, w + c * 9, bias != nullptr ? bias[c] : 0.f, g.sh,
-                     g.pt, g.pl, y + (n * g.m + c) * g.oh * g.ow, g.oh, g.ow, activation);
+        depthwise3x3(x + (n * g.c + c) * g.h * g.w, g.h, g.w, w + c * 9, bias != nullptr ? bias[c] : 0.f, g.sh, g.pt,
+                     g.pl, y + (n * g.m + c) * g.oh * g.ow, g.oh, g.ow, activation);
         continue;
       }
       DepthwiseConv conv;
       conv.in = x + (n * g.c + c) * g.h * g.w;
-      conv.h = g.h; conv.w = g.w;
+      conv.h = g.h;
+      conv.w = g.w;
       conv.weights = w + c * g.kh * g.kw;
-      conv.kh = g.kh; conv.kw = g.kw; conv.stride = g.sh; conv.pt = g.pt; conv.pl = g.pl;
-      conv.dh = g.dh; conv.dw = g.dw;
+      conv.kh = g.kh;
+      conv.kw = g.kw;
+      conv.stride = g.sh;
+      conv.pt = g.pt;
+      conv.pl = g.pl;
+      conv.dh = g.dh;
+      conv.dw = g.dw;
       conv.bias = bias != nullptr ? bias[c] : 0.f;
       conv.out = y + (n * g.m + c) * g.oh * g.ow;
-      conv.oh = g.oh; conv.ow = g.ow;
+      conv.oh = g.oh;
+      conv.ow = g.ow;
       depthwise_conv(conv, activation);
     }
   });
@@ -457,11 +480,10 @@ Error run_conv(const KernelArgs& args) {
 // output_padding elements.
 
 // False when the size overflows or is not positive.
-bool transposed_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1, int64_t extra,
-                     int64_t* out) {
+bool transposed_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1, int64_t extra, int64_t* out) {
   int64_t span, reach, v;
-  if (in <= 0 || !checked_mul(in - 1, s, &span) || !checked_mul(k - 1, d, &reach) ||
-      !checked_add(span, reach, &v) || !checked_add(v, 1 + extra - p0 - p1, &v)) {
+  if (in <= 0 || !checked_mul(in - 1, s, &span) || !checked_mul(k - 1, d, &reach) || !checked_add(span, reach, &v) ||
+      !checked_add(v, 1 + extra - p0 - p1, &v)) {
     return false;
   }
   *out = v;
@@ -474,8 +496,7 @@ Error check_conv_transpose(const KernelArgs& args) {
   KILN_KERNEL_CHECK(args, !p->packed_weights(), "ConvTranspose takes no packed weights");
   int64_t oph = 0, opw = 0;
   if (p->output_padding() != nullptr) {
-    KILN_KERNEL_CHECK(args, read_pair(p->output_padding(), &oph, &opw) && oph >= 0 && opw >= 0,
-                      "bad output_padding");
+    KILN_KERNEL_CHECK(args, read_pair(p->output_padding(), &oph, &opw) && oph >= 0 && opw >= 0, "bad output_padding");
   }
   const Tensor& w = args.in(1);
   const Tensor& y = args.out(0);
@@ -483,16 +504,16 @@ Error check_conv_transpose(const KernelArgs& args) {
   const int64_t wh = w.rank() == 4 ? w.dim(2) : 1;
   KILN_KERNEL_CHECK(args, g.group > 0 && g.c % g.group == 0, "group %lld does not divide channels",
                     static_cast<long long>(g.group));
-  KILN_KERNEL_CHECK(args, w.dim(0) == g.c && w.dim(1) * g.group == g.m && wh == g.kh &&
-                              w.dim(w.rank() - 1) == g.kw, "weight shape does not match");
+  KILN_KERNEL_CHECK(args, w.dim(0) == g.c && w.dim(1) * g.group == g.m && wh == g.kh && w.dim(w.rank() - 1) == g.kw,
+                    "weight shape does not match");
   KILN_KERNEL_CHECK(args, y.dim(0) == g.n, "batch size changes");
   int64_t oh = 0, ow = 0;
-  KILN_KERNEL_CHECK(args, transposed_size(g.h, g.kh, g.sh, g.dh, g.pt, g.pb, oph, &oh) &&
-                              transposed_size(g.w, g.kw, g.sw, g.dw, g.pl, g.pr, opw, &ow) &&
-                              oh == g.oh && ow == g.ow, "output size does not match the geometry");
+  KILN_KERNEL_CHECK(args,
+                    transposed_size(g.h, g.kh, g.sh, g.dh, g.pt, g.pb, oph, &oh) &&
+                        transposed_size(g.w, g.kw, g.sw, g.dw, g.pl, g.pr, opw, &ow) && oh == g.oh && ow == g.ow,
+                    "output size does not match the geometry");
   if (args.has_input(2)) {
-    KILN_KERNEL_CHECK(args, args.in(2).numel() == g.m, "bias must have %lld elements",
-                      static_cast<long long>(g.m));
+    KILN_KERNEL_CHECK(args, args.in(2).numel() == g.m, "bias must have %lld elements", static_cast<long long>(g.m));
   }
   return Error::kOk;
 }
@@ -567,9 +588,10 @@ Error check_conv_transpose_nd(const KernelArgs& args) {
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, x.rank() == 5 && w.rank() == 5 && y.rank() == 5, "expects 5-D input, weight and output");
   int64_t kernel[3], stride[3], dilation[3], extra[3];
-  KILN_KERNEL_CHECK(args, read_three(p->kernel(), kernel) && read_three(p->strides(), stride) &&
-                              read_three(p->dilations(), dilation) && read_three(p->output_padding(), extra) &&
-                              p->pads() != nullptr && p->pads()->size() == 6,
+  KILN_KERNEL_CHECK(args,
+                    read_three(p->kernel(), kernel) && read_three(p->strides(), stride) &&
+                        read_three(p->dilations(), dilation) && read_three(p->output_padding(), extra) &&
+                        p->pads() != nullptr && p->pads()->size() == 6,
                     "expects three kernel, stride, dilation and output_padding entries and six pads");
   const int64_t group = p->group();
   const int64_t c = x.dim(1), m = y.dim(1);
@@ -582,9 +604,11 @@ Error check_conv_transpose_nd(const KernelArgs& args) {
     KILN_KERNEL_CHECK(args, kernel[a] > 0 && stride[a] > 0 && dilation[a] > 0 && extra[a] >= 0 && p0 >= 0 && p1 >= 0,
                       "kernel, strides, dilations, pads or output_padding out of range");
     int64_t out = 0;
-    KILN_KERNEL_CHECK(args, w.dim(a + 2) == kernel[a] &&
-                                transposed_size(x.dim(a + 2), kernel[a], stride[a], dilation[a], p0, p1, extra[a], &out) &&
-                                out == y.dim(a + 2), "output size does not match the geometry");
+    KILN_KERNEL_CHECK(args,
+                      w.dim(a + 2) == kernel[a] &&
+                          transposed_size(x.dim(a + 2), kernel[a], stride[a], dilation[a], p0, p1, extra[a], &out) &&
+                          out == y.dim(a + 2),
+                      "output size does not match the geometry");
   }
   if (args.has_input(2)) {
     KILN_KERNEL_CHECK(args, args.in(2).numel() == m, "bias must have %lld elements", static_cast<long long>(m));
@@ -667,8 +691,7 @@ Error check_gemm(const KernelArgs& args) {
   const Tensor& a = args.in(0);
   const Tensor& b = args.in(1);
   const Tensor& y = args.out(0);
-  KILN_KERNEL_CHECK(args, a.rank() == 2 && (b.rank() == 2 || p->packed_b()) && y.rank() == 2,
-                    "expects 2-D operands");
+  KILN_KERNEL_CHECK(args, a.rank() == 2 && (b.rank() == 2 || p->packed_b()) && y.rank() == 2, "expects 2-D operands");
   const int64_t m = p->trans_a() ? a.dim(1) : a.dim(0);
   const int64_t k = p->trans_a() ? a.dim(0) : a.dim(1);
   KILN_KERNEL_CHECK(args, y.dim(0) == m, "output shape does not match");
@@ -684,8 +707,7 @@ Error check_gemm(const KernelArgs& args) {
   }
   if (args.has_input(2)) {
     int64_t strides[2];
-    KILN_KERNEL_CHECK(args, broadcast_strides(args.in(2), y.dims(), 2, strides),
-                      "C does not broadcast to the output");
+    KILN_KERNEL_CHECK(args, broadcast_strides(args.in(2), y.dims(), 2, strides), "C does not broadcast to the output");
   }
   return check_activation(args, p->activation());
 }
@@ -722,8 +744,8 @@ Error run_gemm(const KernelArgs& args) {
     gemm_packed(m, n, k, {a.data_as<const float>(), a.dim(1), p->trans_a()}, bm, nullptr, out, n, epilogue,
                 scratch_a(args), p->packed_b() ? nullptr : scratch_b(args), GemmPath::kAuto, args.pool);
   } else {
-    gemm_f32(m, n, k, a.data_as<const float>(), a.dim(1), p->trans_a(), b.data_as<const float>(),
-             b.dim(1), p->trans_b(), out, n, fold_c);
+    gemm_f32(m, n, k, a.data_as<const float>(), a.dim(1), p->trans_a(), b.data_as<const float>(), b.dim(1),
+             p->trans_b(), out, n, fold_c);
   }
   if (!fold_c) {
     if (alpha != 1.f) {
@@ -744,9 +766,9 @@ Error run_gemm(const KernelArgs& args) {
 
 struct MatMulShape {
   int64_t m, k, n;
-  uint32_t batch_rank;          // rank of the output's batch dimensions
+  uint32_t batch_rank;  // rank of the output's batch dimensions
   int64_t batch[kMaxRank];
-  int64_t a_stride[kMaxRank];   // per batch dim, in matrices
+  int64_t a_stride[kMaxRank];  // per batch dim, in matrices
   int64_t b_stride[kMaxRank];
   int64_t batches;
 };
@@ -804,8 +826,10 @@ Error check_matmul_packed_b(const KernelArgs& args) {
   const Tensor& a = args.in(0);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, a.rank() >= 1 && y.rank() == a.rank(), "packed B needs A and Y of one rank");
-  for (uint32_t d = 0; d + 1 < a.rank(); ++d) KILN_KERNEL_CHECK(args, y.dim(d) == a.dim(d), "output shape does not match");
-  KILN_RETURN_IF_ERROR(check_packed_b(args, dims_product(a, 0, a.rank() - 1), y.dim(y.rank() - 1), a.dim(a.rank() - 1)));
+  for (uint32_t d = 0; d + 1 < a.rank(); ++d)
+    KILN_KERNEL_CHECK(args, y.dim(d) == a.dim(d), "output shape does not match");
+  KILN_RETURN_IF_ERROR(
+      check_packed_b(args, dims_product(a, 0, a.rank() - 1), y.dim(y.rank() - 1), a.dim(a.rank() - 1)));
   if (args.has_input(2)) {
     KILN_KERNEL_CHECK(args, args.in(2).numel() == y.dim(y.rank() - 1), "bias must have one value per column");
   }
@@ -836,8 +860,8 @@ Error run_matmul(const KernelArgs& args) {
     epilogue.col_bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
     GemmMatrix b{args.in(1).data_as<const float>(), 0, false, true};
     gemm_packed(dims_product(in, 0, in.rank() - 1), n, k, {in.data_as<const float>(), k, false}, b, nullptr,
-                args.out(0).data_as<float>(), n, epilogue, args.scratch[0]->data_as<float>(), nullptr,
-                GemmPath::kAuto, args.pool);
+                args.out(0).data_as<float>(), n, epilogue, args.scratch[0]->data_as<float>(), nullptr, GemmPath::kAuto,
+                args.pool);
     return Error::kOk;
   }
   MatMulShape s;
@@ -850,8 +874,8 @@ Error run_matmul(const KernelArgs& args) {
     // of one taller A, and of the output.
     GemmEpilogue epilogue;
     epilogue.activation = activation;
-    gemm_packed(s.batches * s.m, s.n, s.k, {a, s.k, false}, {b, s.n, false}, nullptr, y, s.n, epilogue,
-                scratch_a(args), scratch_b(args), GemmPath::kAuto, args.pool);
+    gemm_packed(s.batches * s.m, s.n, s.k, {a, s.k, false}, {b, s.n, false}, nullptr, y, s.n, epilogue, scratch_a(args),
+                scratch_b(args), GemmPath::kAuto, args.pool);
     return Error::kOk;
   }
   int64_t index[kMaxRank] = {};
@@ -863,8 +887,8 @@ Error run_matmul(const KernelArgs& args) {
       gemm_packed(s.m, s.n, s.k, {a + ia * s.m * s.k, s.k, false}, {b + ib * s.k * s.n, s.n, false}, nullptr,
                   y + t * s.m * s.n, s.n, epilogue, scratch_a(args), scratch_b(args), GemmPath::kAuto, args.pool);
     } else {
-      gemm_f32(s.m, s.n, s.k, a + ia * s.m * s.k, s.k, false, b + ib * s.k * s.n, s.n, false,
-               y + t * s.m * s.n, s.n, false);
+      gemm_f32(s.m, s.n, s.k, a + ia * s.m * s.k, s.k, false, b + ib * s.k * s.n, s.n, false, y + t * s.m * s.n, s.n,
+               false);
     }
     for (int32_t d = static_cast<int32_t>(s.batch_rank) - 1; d >= 0; --d) {
       ia += s.a_stride[d];
@@ -882,11 +906,11 @@ Error run_matmul(const KernelArgs& args) {
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
-#define KILN_LINEAR_KERNELS(K) \
-  K(Conv, check_conv, run_conv, 0) \
-  K(ConvTranspose, check_conv_transpose, run_conv_transpose, 0) \
+#define KILN_LINEAR_KERNELS(K)                                          \
+  K(Conv, check_conv, run_conv, 0)                                      \
+  K(ConvTranspose, check_conv_transpose, run_conv_transpose, 0)         \
   K(ConvTransposeNd, check_conv_transpose_nd, run_conv_transpose_nd, 0) \
-  K(Gemm, check_gemm, run_gemm, 0) \
+  K(Gemm, check_gemm, run_gemm, 0)                                      \
   K(MatMul, check_matmul, run_matmul, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_LINEAR_KERNELS)

@@ -64,8 +64,10 @@ namespace {
 
 // ints[0] of MathUnary. The planner writes these numbers; append only.
 enum MathFunction : int64_t {
+  // clang-format off
   kSin = 0, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kTanh, kAsinh, kAcosh, kAtanh,
   kRound, kSign, kSelu, kCelu, kSoftsign, kThresholdedRelu, kShrink,
+  // clang-format on
   kNumMathFunctions,
 };
 
@@ -179,9 +181,11 @@ struct ShiftOp {
 
 bool mod_dtype(DType t) {
   switch (t) {
+    // clang-format off
     case DType::FLOAT16: case DType::FLOAT32: case DType::FLOAT64: case DType::INT8: case DType::INT16:
     case DType::INT32: case DType::INT64: case DType::UINT8: case DType::UINT16: case DType::UINT32: case DType::UINT64:
       return true;
+    // clang-format on
     default: return false;
   }
 }
@@ -299,9 +303,9 @@ Error check_cumsum(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_params(args, 3, 0));
   const Tensor& x = args.in(0);
   const DType dtype = x.dtype();
-  KILN_KERNEL_CHECK(args, dtype == DType::FLOAT32 || dtype == DType::FLOAT64 || dtype == DType::INT32 ||
-                              dtype == DType::INT64,
-                    "unsupported dtype %s", dtype_name(dtype));
+  KILN_KERNEL_CHECK(
+      args, dtype == DType::FLOAT32 || dtype == DType::FLOAT64 || dtype == DType::INT32 || dtype == DType::INT64,
+      "unsupported dtype %s", dtype_name(dtype));
   const int64_t axis = param_int(args, 0);
   KILN_KERNEL_CHECK(args, axis >= 0 && axis < static_cast<int64_t>(x.rank()), "axis %lld out of range",
                     static_cast<long long>(axis));
@@ -387,10 +391,12 @@ Error check_eye_like(const KernelArgs& args) {
 // One in the output's own dtype, by dtype: the bytes of 1.
 void write_one(DType dtype, uint8_t* at) {
   switch (dtype) {
+    // clang-format off
     case DType::FLOAT32: { const float v = 1.f; memcpy(at, &v, sizeof v); break; }
     case DType::FLOAT64: { const double v = 1.0; memcpy(at, &v, sizeof v); break; }
     case DType::FLOAT16: { const uint16_t v = 0x3C00; memcpy(at, &v, sizeof v); break; }
     case DType::BFLOAT16: { const uint16_t v = 0x3F80; memcpy(at, &v, sizeof v); break; }
+    // clang-format on
     default: {  // integers and bool: the lowest byte is 1 (little-endian)
       memset(at, 0, dtype_size(dtype));
       at[0] = 1;
@@ -416,8 +422,9 @@ Error run_eye_like(const KernelArgs& args) {
 Error check_range(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
   const DType t = args.out(0).dtype();
-  KILN_KERNEL_CHECK(args, t == DType::FLOAT32 || t == DType::FLOAT64 || t == DType::INT16 || t == DType::INT32 ||
-                              t == DType::INT64, "unsupported dtype");
+  KILN_KERNEL_CHECK(
+      args, t == DType::FLOAT32 || t == DType::FLOAT64 || t == DType::INT16 || t == DType::INT32 || t == DType::INT64,
+      "unsupported dtype");
   KILN_RETURN_IF_ERROR(check_all_dtype(args, t));
   KILN_KERNEL_CHECK(args, args.in(0).numel() == 1 && args.in(1).numel() == 1, "start and delta must be scalars");
   KILN_KERNEL_CHECK(args, args.out(0).rank() == 1, "output must be 1-D");
@@ -569,13 +576,16 @@ Error check_tfidf(const KernelArgs& args) {
   const Tensor& weights = args.in(3);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, x.dtype() == DType::INT32 || x.dtype() == DType::INT64, "X must be int32 or int64");
-  KILN_KERNEL_CHECK(args, pool.dtype() == DType::INT64 && grams.dtype() == DType::INT64 &&
-                              weights.dtype() == DType::FLOAT32 && y.dtype() == DType::FLOAT32,
+  KILN_KERNEL_CHECK(args,
+                    pool.dtype() == DType::INT64 && grams.dtype() == DType::INT64 &&
+                        weights.dtype() == DType::FLOAT32 && y.dtype() == DType::FLOAT32,
                     "pool and n-grams must be int64, weights and output float32");
   KILN_KERNEL_CHECK(args, (x.rank() == 1 || x.rank() == 2) && y.rank() == x.rank(), "X must be 1-D or 2-D");
   KILN_KERNEL_CHECK(args, x.rank() == 1 || y.dim(0) == x.dim(0), "output rows differ from X's");
-  KILN_KERNEL_CHECK(args, pool.rank() == 1 && grams.rank() == 2 && grams.dim(1) == 3 && weights.rank() == 1 &&
-                              weights.dim(0) == grams.dim(0), "malformed n-gram table");
+  KILN_KERNEL_CHECK(args,
+                    pool.rank() == 1 && grams.rank() == 2 && grams.dim(1) == 3 && weights.rank() == 1 &&
+                        weights.dim(0) == grams.dim(0),
+                    "malformed n-gram table");
   const int64_t mode = param_int(args, 0), min_gram = param_int(args, 1), max_gram = param_int(args, 2);
   const int64_t max_skip = param_int(args, 3);
   KILN_KERNEL_CHECK(args, mode >= 0 && mode <= 2 && min_gram >= 1 && max_gram >= min_gram && max_skip >= 0,
@@ -584,8 +594,10 @@ Error check_tfidf(const KernelArgs& args) {
   const int64_t outputs = y.dim(y.rank() - 1);
   for (int64_t i = 0; i < grams.dim(0); ++i) {
     const int64_t n = g[3 * i], offset = g[3 * i + 1], index = g[3 * i + 2];
-    KILN_KERNEL_CHECK(args, n >= min_gram && n <= max_gram && offset >= 0 && offset <= pool.dim(0) - n &&
-                                index >= 0 && index < outputs, "n-gram %lld out of range", static_cast<long long>(i));
+    KILN_KERNEL_CHECK(
+        args,
+        n >= min_gram && n <= max_gram && offset >= 0 && offset <= pool.dim(0) - n && index >= 0 && index < outputs,
+        "n-gram %lld out of range", static_cast<long long>(i));
   }
   return Error::kOk;
 }
@@ -683,8 +695,8 @@ Error check_gather_elements(const KernelArgs& args) {
   const Tensor& data = args.in(0);
   const Tensor& indices = args.in(1);
   const Tensor& out = args.out(0);
-  KILN_KERNEL_CHECK(args, indices.dtype() == DType::INT32 || indices.dtype() == DType::INT64,
-                    "indices are %s", dtype_name(indices.dtype()));
+  KILN_KERNEL_CHECK(args, indices.dtype() == DType::INT32 || indices.dtype() == DType::INT64, "indices are %s",
+                    dtype_name(indices.dtype()));
   KILN_KERNEL_CHECK(args, out.dtype() == data.dtype() && indices.rank() == data.rank() && out.rank() == data.rank(),
                     "operands differ in dtype or rank");
   const int64_t axis = param_int(args, 0);
@@ -712,11 +724,11 @@ Error run_gather_elements(const KernelArgs& args) {
   uint8_t* dst = static_cast<uint8_t*>(out.data());
   for (int64_t i = 0; i < out.numel(); ++i) {
     int64_t at = indices.dtype() == DType::INT64 ? static_cast<const int64_t*>(indices.data())[i]
-                                                  : static_cast<const int32_t*>(indices.data())[i];
+                                                 : static_cast<const int32_t*>(indices.data())[i];
     if (at < 0) at += extent;
     if (at < 0 || at >= extent) {
-      KILN_LOG(ERROR, "kernel GatherElements (node '%s'): index %lld out of range for an axis of %lld",
-               args.node_name, static_cast<long long>(at), static_cast<long long>(extent));
+      KILN_LOG(ERROR, "kernel GatherElements (node '%s'): index %lld out of range for an axis of %lld", args.node_name,
+               static_cast<long long>(at), static_cast<long long>(extent));
       return Error::kInvalidInput;
     }
     int64_t offset = 0;
@@ -733,19 +745,19 @@ Error run_gather_elements(const KernelArgs& args) {
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
-#define KILN_MATH_KERNELS(K) \
-  K(MathUnary, check_math_unary, run_math_unary, kInplaceInput0) \
-  K(FloatClass, check_float_class, run_float_class, 0) \
-  K(Mod, check_mod, run_mod, kInplaceInput0 | kInplaceInput1) \
+#define KILN_MATH_KERNELS(K)                                                   \
+  K(MathUnary, check_math_unary, run_math_unary, kInplaceInput0)               \
+  K(FloatClass, check_float_class, run_float_class, 0)                         \
+  K(Mod, check_mod, run_mod, kInplaceInput0 | kInplaceInput1)                  \
   K(BitShift, check_bit_shift, run_bit_shift, kInplaceInput0 | kInplaceInput1) \
-  K(Trilu, check_trilu, run_trilu, kInplaceInput0) \
-  K(CumSum, check_cumsum, run_cumsum, kInplaceInput0) \
-  K(Hardmax, check_hardmax, run_hardmax, 0) \
-  K(GatherElements, check_gather_elements, run_gather_elements, 0) \
-  K(EyeLike, check_eye_like, run_eye_like, 0) \
-  K(Tile, check_tile, run_tile, 0) \
-  K(Range, check_range, run_range, 0) \
-  K(Random, check_random, run_random, 0) \
+  K(Trilu, check_trilu, run_trilu, kInplaceInput0)                             \
+  K(CumSum, check_cumsum, run_cumsum, kInplaceInput0)                          \
+  K(Hardmax, check_hardmax, run_hardmax, 0)                                    \
+  K(GatherElements, check_gather_elements, run_gather_elements, 0)             \
+  K(EyeLike, check_eye_like, run_eye_like, 0)                                  \
+  K(Tile, check_tile, run_tile, 0)                                             \
+  K(Range, check_range, run_range, 0)                                          \
+  K(Random, check_random, run_random, 0)                                       \
   K(TfIdf, check_tfidf, run_tfidf, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_MATH_KERNELS)

@@ -40,8 +40,8 @@ void copy_stride2(const float* src, int64_t count, int64_t avail, float* dst);
 void clamp(float* data, int64_t n, float lo, float hi, bool relu);
 // Depthwise 3x3 of one channel, stride 1 or 2 (gemm.h's depthwise3x3);
 // false for rows too wide for its stack buffers.
-bool depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
-                  int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
+bool depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride, int64_t pt,
+                  int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
 // Max pooling of one plane (pool.cc); false when the geometry does not fit.
 bool max_pool(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride, int64_t pt, int64_t pl,
               float* out, int64_t oh, int64_t ow);

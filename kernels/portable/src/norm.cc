@@ -22,8 +22,7 @@ Error check_softmax(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
   KILN_RETURN_IF_ERROR(check_same_shape(args, args.in(0), args.out(0), "input and output"));
   const auto* p = args.params<fb::AxisParams>();
-  KILN_KERNEL_CHECK(args, p != nullptr && p->axis() >= 0 &&
-                              static_cast<uint32_t>(p->axis()) < args.in(0).rank(),
+  KILN_KERNEL_CHECK(args, p != nullptr && p->axis() >= 0 && static_cast<uint32_t>(p->axis()) < args.in(0).rank(),
                     "bad axis");
   return Error::kOk;
 }
@@ -141,8 +140,9 @@ Error run_batch_norm(const KernelArgs& args) {
 // each, float32). Statistics accumulate in double.
 
 Error check_layer_norm(const KernelArgs& args) {
-  KILN_KERNEL_CHECK(args, args.num_inputs >= 2 && args.num_inputs <= 3 && args.inputs[0] != nullptr &&
-                              args.inputs[1] != nullptr, "expects X, Scale and an optional B");
+  KILN_KERNEL_CHECK(
+      args, args.num_inputs >= 2 && args.num_inputs <= 3 && args.inputs[0] != nullptr && args.inputs[1] != nullptr,
+      "expects X, Scale and an optional B");
   KILN_KERNEL_CHECK(args, args.num_outputs == 1 || args.num_outputs == 3, "expects 1 or 3 outputs");
   KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
   const auto* p = args.params<fb::LayerNormParams>();
@@ -153,11 +153,9 @@ Error check_layer_norm(const KernelArgs& args) {
   const uint32_t axis = static_cast<uint32_t>(p->axis());
   const int64_t outer = dims_product(x, 0, axis);
   const int64_t inner = dims_product(x, axis, x.rank());
-  KILN_KERNEL_CHECK(args, args.in(1).numel() == inner, "Scale must have %lld elements",
-                    static_cast<long long>(inner));
+  KILN_KERNEL_CHECK(args, args.in(1).numel() == inner, "Scale must have %lld elements", static_cast<long long>(inner));
   if (args.has_input(2)) {
-    KILN_KERNEL_CHECK(args, args.in(2).numel() == inner, "B must have %lld elements",
-                      static_cast<long long>(inner));
+    KILN_KERNEL_CHECK(args, args.in(2).numel() == inner, "B must have %lld elements", static_cast<long long>(inner));
   }
   for (uint32_t i = 1; i < args.num_outputs; ++i) {
     KILN_KERNEL_CHECK(args, args.out(i).numel() == outer, "output %u must have %lld elements", i,
@@ -167,13 +165,14 @@ Error check_layer_norm(const KernelArgs& args) {
 }
 
 // LayerNormalization of the rows [o0, o1).
-void layer_norm_rows(const float* in, const float* scale, const float* bias, double eps, int64_t inner,
-                     int64_t o0, int64_t o1, float* out, float* mean_out, float* inv_out) {
+void layer_norm_rows(const float* in, const float* scale, const float* bias, double eps, int64_t inner, int64_t o0,
+                     int64_t o1, float* out, float* mean_out, float* inv_out) {
 #if KILN_GEMM_X86
   if (x86::has_avx2_fma()) {
     for (int64_t o = o0; o < o1; ++o) {
       x86::layer_norm_row_avx2(in + o * inner, inner, scale, bias, eps, out + o * inner,
-                               mean_out != nullptr ? mean_out + o : nullptr, inv_out != nullptr ? inv_out + o : nullptr);
+                               mean_out != nullptr ? mean_out + o : nullptr,
+                               inv_out != nullptr ? inv_out + o : nullptr);
     }
     return;
   }
@@ -326,11 +325,11 @@ Error run_lrn(const KernelArgs& args) {
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
-#define KILN_NORM_KERNELS(K) \
-  K(Softmax, check_softmax, run_softmax<false>, 0) \
-  K(LogSoftmax, check_softmax, run_softmax<true>, 0) \
-  K(BatchNormalization, check_batch_norm, run_batch_norm, 0) \
-  K(LayerNormalization, check_layer_norm, run_layer_norm, kInplaceInput0) \
+#define KILN_NORM_KERNELS(K)                                                       \
+  K(Softmax, check_softmax, run_softmax<false>, 0)                                 \
+  K(LogSoftmax, check_softmax, run_softmax<true>, 0)                               \
+  K(BatchNormalization, check_batch_norm, run_batch_norm, 0)                       \
+  K(LayerNormalization, check_layer_norm, run_layer_norm, kInplaceInput0)          \
   K(InstanceNormalization, check_instance_norm, run_instance_norm, kInplaceInput0) \
   K(LRN, check_lrn, run_lrn, 0)
 

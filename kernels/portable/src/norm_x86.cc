@@ -77,9 +77,9 @@ KILN_AVX2 void softmax_row_avx2(const float* in, int64_t n, float* out) {
   __m256 vmax = _mm256_set1_ps(-__builtin_inff());
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(in + i));
-  const __m256 tail_max = _mm256_blendv_ps(_mm256_set1_ps(-__builtin_inff()),
-                                           _mm256_maskload_ps(in + i, tail_mask(n - i)),
-                                           _mm256_castsi256_ps(tail_mask(n - i)));
+  const __m256 tail_max =
+      _mm256_blendv_ps(_mm256_set1_ps(-__builtin_inff()), _mm256_maskload_ps(in + i, tail_mask(n - i)),
+                       _mm256_castsi256_ps(tail_mask(n - i)));
   vmax = _mm256_max_ps(vmax, tail_max);
   __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
   h = _mm_max_ps(h, _mm_movehl_ps(h, h));
@@ -93,7 +93,8 @@ KILN_AVX2 void softmax_row_avx2(const float* in, int64_t n, float* out) {
   }
   if (i < n) {
     const __m256i mask = tail_mask(n - i);
-    const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(in + i, mask), vm)), _mm256_castsi256_ps(mask));
+    const __m256 e =
+        _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(in + i, mask), vm)), _mm256_castsi256_ps(mask));
     _mm256_maskstore_ps(out + i, mask, e);
     vsum = _mm256_add_ps(vsum, e);
   }
@@ -139,7 +140,8 @@ KILN_AVX2 void layer_norm_row_avx2(const float* in, int64_t n, const float* scal
   const float m = static_cast<float>(mean);
   const __m256 vm = _mm256_set1_ps(m), vinv = _mm256_set1_ps(inv);
   for (i = 0; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(in + i), vm), vinv), _mm256_loadu_ps(scale + i));
+    __m256 v =
+        _mm256_mul_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(in + i), vm), vinv), _mm256_loadu_ps(scale + i));
     if (bias != nullptr) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + i));
     _mm256_storeu_ps(out + i, v);
   }

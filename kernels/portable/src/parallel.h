@@ -88,8 +88,7 @@ inline int64_t parallel_tasks(const ThreadPool* pool, int64_t work, int64_t max_
 
 // Task `task` of `tasks` over [0, count): [*begin, *end), the cut points
 // multiples of `align` (so vector loops keep their alignment and tails).
-inline void parallel_range(int64_t count, int64_t tasks, int64_t task, int64_t align, int64_t* begin,
-                           int64_t* end) {
+inline void parallel_range(int64_t count, int64_t tasks, int64_t task, int64_t align, int64_t* begin, int64_t* end) {
   const int64_t units = (count + align - 1) / align;
   const int64_t b = units * task / tasks * align, e = units * (task + 1) / tasks * align;
   *begin = b < count ? b : count;

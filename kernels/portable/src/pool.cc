@@ -27,7 +27,7 @@ namespace kernels {
 namespace {
 
 struct PoolGeometry {
-  int64_t planes;            // N * C
+  int64_t planes;  // N * C
   int64_t h, w, oh, ow;
   int64_t kh, kw, sh, sw, dh, dw;
   int64_t pt, pl, pb, pr;
@@ -46,11 +46,16 @@ PoolGeometry pool_geometry(const KernelArgs& args) {
   g.w = x.dim(x.rank() - 1);
   g.oh = one_d ? 1 : y.dim(2);
   g.ow = y.dim(y.rank() - 1);
-  g.kh = at(p->kernel(), 0); g.kw = at(p->kernel(), 1);
-  g.sh = at(p->strides(), 0); g.sw = at(p->strides(), 1);
-  g.dh = at(p->dilations(), 0); g.dw = at(p->dilations(), 1);
-  g.pt = at(p->pads(), 0); g.pl = at(p->pads(), 1);
-  g.pb = at(p->pads(), 2); g.pr = at(p->pads(), 3);
+  g.kh = at(p->kernel(), 0);
+  g.kw = at(p->kernel(), 1);
+  g.sh = at(p->strides(), 0);
+  g.sw = at(p->strides(), 1);
+  g.dh = at(p->dilations(), 0);
+  g.dw = at(p->dilations(), 1);
+  g.pt = at(p->pads(), 0);
+  g.pl = at(p->pads(), 1);
+  g.pb = at(p->pads(), 2);
+  g.pr = at(p->pads(), 3);
   return g;
 }
 
@@ -62,8 +67,8 @@ Error check_pool(const KernelArgs& args) {
   const auto* p = args.params<fb::PoolParams>();
   KILN_KERNEL_CHECK(args, p != nullptr, "missing PoolParams");
   KILN_KERNEL_CHECK(args, p->kind() <= fb::PoolKind::MAX, "unknown pool kind");
-  KILN_KERNEL_CHECK(args, has_n(p->kernel(), 2) && has_n(p->strides(), 2) &&
-                              has_n(p->dilations(), 2) && has_n(p->pads(), 4),
+  KILN_KERNEL_CHECK(args,
+                    has_n(p->kernel(), 2) && has_n(p->strides(), 2) && has_n(p->dilations(), 2) && has_n(p->pads(), 4),
                     "malformed pooling parameters");
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
@@ -76,9 +81,9 @@ Error check_pool(const KernelArgs& args) {
   KILN_KERNEL_CHECK(args, g.pt >= 0 && g.pl >= 0 && g.pb >= 0 && g.pr >= 0, "negative pad");
   // Every window must start inside the padded input (ceil_mode may add one
   // output that starts in the end padding, never past it).
-  KILN_KERNEL_CHECK(args, g.oh > 0 && g.ow > 0 && (g.oh - 1) * g.sh < g.h + g.pt + g.pb &&
-                              (g.ow - 1) * g.sw < g.w + g.pl + g.pr,
-                    "output size does not match the geometry");
+  KILN_KERNEL_CHECK(
+      args, g.oh > 0 && g.ow > 0 && (g.oh - 1) * g.sh < g.h + g.pt + g.pb && (g.ow - 1) * g.sw < g.w + g.pl + g.pr,
+      "output size does not match the geometry");
   KILN_KERNEL_CHECK(args, g.pt < g.kh * g.dh && g.pl < g.kw * g.dw, "pad larger than the window");
   return Error::kOk;
 }
@@ -110,8 +115,7 @@ Error run_pool(const KernelArgs& args) {
   vector = is_max && g.dh == 1 && g.dw == 1 && g.sh == g.sw && neon::enabled();
 #endif
   // Planes are independent: split them.
-  const int64_t tasks =
-      parallel_tasks(args.pool, g.planes * g.oh * g.ow * g.kh * g.kw, g.planes, kParallelMinElements);
+  const int64_t tasks = parallel_tasks(args.pool, g.planes * g.oh * g.ow * g.kh * g.kw, g.planes, kParallelMinElements);
   parallel_for(args.pool, tasks, [&](int64_t t) {
     int64_t p0, p1;
     parallel_range(g.planes, tasks, t, 1, &p0, &p1);
@@ -218,8 +222,7 @@ Error check_pool_nd(const KernelArgs& args) {
   KILN_KERNEL_CHECK(args, kind == 0 || kind == 1, "unknown pool kind %lld", static_cast<long long>(kind));
   KILN_KERNEL_CHECK(args, storage_order == 0 || storage_order == 1, "storage_order must be 0 or 1");
   KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32 && y.dtype() == DType::FLOAT32, "expects float32 X and Y");
-  KILN_KERNEL_CHECK(args, x.rank() >= 3 && x.rank() <= 5 && y.rank() == x.rank(),
-                    "expects X and Y of rank 3 to 5");
+  KILN_KERNEL_CHECK(args, x.rank() >= 3 && x.rank() <= 5 && y.rank() == x.rank(), "expects X and Y of rank 3 to 5");
   KILN_KERNEL_CHECK(args, y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1), "N or C changes");
   if (args.num_outputs == 2) {
     const Tensor& indices = args.out(1);
@@ -233,8 +236,9 @@ Error check_pool_nd(const KernelArgs& args) {
   // the sums below cannot overflow.
   constexpr int64_t kLimit = int64_t{1} << 30;
   for (const PoolNdAxis& a : axes) {
-    KILN_KERNEL_CHECK(args, a.kernel > 0 && a.stride > 0 && a.dilation > 0 && a.kernel <= kLimit &&
-                                a.stride <= kLimit && a.dilation <= kLimit,
+    KILN_KERNEL_CHECK(args,
+                      a.kernel > 0 && a.stride > 0 && a.dilation > 0 && a.kernel <= kLimit && a.stride <= kLimit &&
+                          a.dilation <= kLimit,
                       "kernel, strides and dilations must be in [1, 2^30]");
     KILN_KERNEL_CHECK(args, a.pad_begin >= 0 && a.pad_end >= 0 && a.pad_begin <= kLimit && a.pad_end <= kLimit,
                       "pads must be in [0, 2^30]");
@@ -271,8 +275,8 @@ Error run_pool_nd(const KernelArgs& args) {
             int64_t ignored;
             first[a] = pos[a] * ax[a].stride - ax[a].pad_begin;
             real[a] = taps_inside(first[a], ax[a].kernel, ax[a].dilation, 0, ax[a].in, &begin[a]);
-            padded *= taps_inside(first[a], ax[a].kernel, ax[a].dilation, -ax[a].pad_begin,
-                                  ax[a].in + ax[a].pad_end, &ignored);
+            padded *= taps_inside(first[a], ax[a].kernel, ax[a].dilation, -ax[a].pad_begin, ax[a].in + ax[a].pad_end,
+                                  &ignored);
             count *= real[a];
           }
           float acc = is_max ? -INFINITY : 0.f;
@@ -323,8 +327,9 @@ Error check_max_unpool(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
-  KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32 && y.dtype() == DType::FLOAT32 &&
-                              args.in(1).dtype() == DType::INT64, "expects float32 X and Y and int64 indices");
+  KILN_KERNEL_CHECK(args,
+                    x.dtype() == DType::FLOAT32 && y.dtype() == DType::FLOAT32 && args.in(1).dtype() == DType::INT64,
+                    "expects float32 X and Y and int64 indices");
   KILN_RETURN_IF_ERROR(check_same_shape(args, x, args.in(1), "X and indices"));
   KILN_KERNEL_CHECK(args, x.rank() >= 3 && y.rank() == x.rank() && y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1),
                     "expects X and Y of one rank >= 3 with the same N and C");
@@ -332,8 +337,7 @@ Error check_max_unpool(const KernelArgs& args) {
   int64_t size = 1;
   for (uint32_t d = 0; d < y.rank(); ++d) {
     const int64_t u = param_int(args, d);
-    KILN_KERNEL_CHECK(args, u > 0 && checked_mul(size, u, &size) && (d >= 2 || u == y.dim(d)),
-                      "bad unpooled shape");
+    KILN_KERNEL_CHECK(args, u > 0 && checked_mul(size, u, &size) && (d >= 2 || u == y.dim(d)), "bad unpooled shape");
   }
   return Error::kOk;
 }
@@ -433,10 +437,10 @@ Error run_global_pool(const KernelArgs& args) {
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
-#define KILN_POOL_KERNELS(K) \
-  K(Pool, check_pool, run_pool, 0) \
-  K(PoolNd, check_pool_nd, run_pool_nd, 0) \
-  K(MaxUnpool, check_max_unpool, run_max_unpool, 0) \
+#define KILN_POOL_KERNELS(K)                                         \
+  K(Pool, check_pool, run_pool, 0)                                   \
+  K(PoolNd, check_pool_nd, run_pool_nd, 0)                           \
+  K(MaxUnpool, check_max_unpool, run_max_unpool, 0)                  \
   K(GlobalAveragePool, check_global_pool, run_global_pool<false>, 0) \
   K(GlobalMaxPool, check_global_pool, run_global_pool<true>, 0)
 

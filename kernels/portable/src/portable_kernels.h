@@ -16,7 +16,7 @@
 #include "kiln/runtime/kernel.h"
 
 #define KILN_DEFINE_KERNEL_ENTRY(name, check, run, inplace) \
-  extern const KernelEntry kernel_##name;                  \
+  extern const KernelEntry kernel_##name;                   \
   const KernelEntry kernel_##name = {#name, check, run, inplace};
 #define KILN_DEFINE_KERNEL_ENTRIES(list) list(KILN_DEFINE_KERNEL_ENTRY)
 #define KILN_KERNEL_TABLE_ROW(name, check, run, inplace) {#name, check, run, inplace},

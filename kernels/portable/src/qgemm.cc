@@ -90,8 +90,8 @@ void finish_tile(const QGemmProblem& p, int64_t c0, int64_t mr, int64_t p0, int6
 
 }  // namespace
 
-void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp,
-                          int32_t lo, int32_t hi, DType dtype, void* y, Isa isa, bool small_k) {
+void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
+                          int32_t hi, DType dtype, void* y, Isa isa, bool small_k) {
   int64_t i = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
   if (isa != Isa::kScalar && isa != Isa::kNeon && small_k && s >= 32 && s <= 62 && bias <= (1 << 30) &&
@@ -100,7 +100,8 @@ void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m
     if (n > 8 && n % 8 != 0) {
       // The tail as the last eight values again (the overlap rewritten with
       // the same bytes) instead of the scalar loop.
-      requantize_row_avx2(acc + n - 8, 8, bias, m, s, zp, lo, hi, dtype == DType::UINT8, static_cast<uint8_t*>(y) + n - 8);
+      requantize_row_avx2(acc + n - 8, 8, bias, m, s, zp, lo, hi, dtype == DType::UINT8,
+                          static_cast<uint8_t*>(y) + n - 8);
       return;
     }
     i = n - n % 8;
@@ -252,7 +253,8 @@ uint8_t direct_row(const QConvDirect& d, int64_t q, int64_t iy, int64_t width, u
   int64_t i = 0;
   for (; i + 16 <= d.w; i += 16) {
     __m128i v[4];
-    for (int64_t j = 0; j < 4; ++j) v[j] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + i)), vflip);
+    for (int64_t j = 0; j < 4; ++j)
+      v[j] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + i)), vflip);
     const __m128i a = _mm_unpacklo_epi8(v[0], v[1]), b = _mm_unpackhi_epi8(v[0], v[1]);
     const __m128i c = _mm_unpacklo_epi8(v[2], v[3]), e = _mm_unpackhi_epi8(v[2], v[3]);
     __m128i* o = reinterpret_cast<__m128i*>(out + i * 4);
@@ -341,7 +343,8 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_b
     for (int64_t t = 0; t < taps; ++t) {
       const int64_t y = (t / d.kw) * d.dh, x = (t % d.kw) * d.dw;
       const int64_t phase = (y % d.sh) * d.sw + x % d.sw;
-      off[q * taps + t] = static_cast<int32_t>(q * s.quad_bytes + phase * s.plane4 + ((y / d.sh) * s.pw2 + x / d.sw) * 4);
+      off[q * taps + t] =
+          static_cast<int32_t>(q * s.quad_bytes + phase * s.plane4 + ((y / d.sh) * s.pw2 + x / d.sw) * 4);
     }
   }
   // Runs of columns of the phase grid (output (oy, ox) is column oy * pw2
@@ -462,8 +465,7 @@ void qgemm_gemv(const QGemmProblem& p, const uint8_t* x, uint8_t flip, int32_t x
   }
 }
 
-void qgemm_pack_rows(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out,
-                     int32_t* x_sums) {
+void qgemm_pack_rows(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out, int32_t* x_sums) {
   const int64_t kp = qgemm_kp(k);
   const int64_t panels = qgemm_round_up(n, kQGemmNr) / kQGemmNr;
   memset(out, 0, static_cast<size_t>(panels * kp * kQGemmNr));
@@ -481,8 +483,7 @@ void qgemm_pack_rows(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool f
   }
 }
 
-void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out,
-                        int32_t* x_sums) {
+void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out, int32_t* x_sums) {
   const int64_t kp = qgemm_kp(k);
   const int64_t panel_bytes = kp * kQGemmNr;
   const uint8_t bias = flip ? 0x80 : 0;
@@ -596,7 +597,7 @@ void im2col_row(const QIm2col& g, int64_t c, int64_t ky, int64_t kx, int64_t p0,
     // and right edges (wrapped from the neighbouring rows, or outside the
     // plane and not copied) become padding. (Firmware keeps the per-row
     // runs: less code, and its int8 example has no such convolution.)
-    const int64_t shift = (ky * g.dh - g.pt) * g.w - first;  // source of column p: p + shift
+    const int64_t shift = (ky * g.dh - g.pt) * g.w - first;          // source of column p: p + shift
     int64_t oy_a = g.pt - ky * g.dh, oy_b = g.h + g.pt - ky * g.dh;  // rows with iy inside
     if (oy_a < 0) oy_a = 0;
     if (oy_b > g.oh) oy_b = g.oh;

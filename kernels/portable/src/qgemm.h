@@ -76,15 +76,15 @@ bool processor_has_dotprod();
 
 struct QGemmProblem {
   int64_t m = 0, n = 0, k = 0;
-  const int8_t* w = nullptr;        // [m][qgemm_kp(k)]
-  const uint8_t* x = nullptr;       // packed panels of n columns
-  const int32_t* x_sums = nullptr;  // [n] (needed with w_zp)
-  const int32_t* bias = nullptr;    // [m], folded
-  const int32_t* w_zp = nullptr;    // [m] or nullptr (all zero)
+  const int8_t* w = nullptr;            // [m][qgemm_kp(k)]
+  const uint8_t* x = nullptr;           // packed panels of n columns
+  const int32_t* x_sums = nullptr;      // [n] (needed with w_zp)
+  const int32_t* bias = nullptr;        // [m], folded
+  const int32_t* w_zp = nullptr;        // [m] or nullptr (all zero)
   const int32_t* multiplier = nullptr;  // [m]; nullptr: int32 output
   const int32_t* shift = nullptr;       // [m]
   int32_t y_zp = 0, y_min = 0, y_max = 0;
-  DType y_dtype = DType::UINT8;     // UINT8, INT8 or INT32
+  DType y_dtype = DType::UINT8;  // UINT8, INT8 or INT32
   void* y = nullptr;
   int64_t y_channel_stride = 0, y_column_stride = 0;
   // The ISA path of the epilogue (requantize_row's vector loop).
@@ -97,8 +97,8 @@ struct QGemmProblem {
 // |acc| < 2^27 and the AVX2 loop (64-bit products, shifts of 32 or more)
 // gives the same bits; without it, or with s < 32 or |bias| > 2^30, the
 // scalar loop runs.
-void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp,
-                          int32_t lo, int32_t hi, DType dtype, void* y, Isa isa, bool small_k);
+void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
+                          int32_t hi, DType dtype, void* y, Isa isa, bool small_k);
 // acc[i] += w * x[i * stride] for i < n: one tap of a depthwise
 // convolution's output row (x already in the uint8 domain).
 void qgemm_depthwise_tap(int32_t* acc, const uint8_t* x, int64_t stride, int64_t n, int32_t w, Isa isa);
@@ -108,8 +108,7 @@ void qgemm_depthwise_tap(int32_t* acc, const uint8_t* x, int64_t stride, int64_t
 void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int32_t w);
 // QuantizeLinear of the first n - n % 8 values: y = clamp(round_half_even(x
 // / scale) + zp, lo, hi), NaN giving zp; the scalar loop's bits.
-void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi, bool is_unsigned,
-                       void* y);
+void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi, bool is_unsigned, void* y);
 // The first n - n % 8 values of qgemm_requantize_row (s in [32, 62]).
 // AddInt8 over contiguous rows, the first n - n % 8 elements: y =
 // clamp(((a - za) * ma + (b - zb) * mb + 2^(s-1)) >> s + y_zp, lo, hi), the
@@ -158,8 +157,8 @@ void depthwise_lanes_avx2(const QDepthwiseLanes& d);
 // packed panel's row) read at base + off[q] instead of panel + 64 * q.
 // `small`: no byte read is above 127 (AVX2 then takes vpmaddubsw; VNNI
 // ignores it).
-using QGemmTileOffsetsFn = void (*)(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base,
-                                    const int32_t* off, bool small, int32_t* out, int64_t ldo);
+using QGemmTileOffsetsFn = void (*)(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
+                                    bool small, int32_t* out, int64_t ldo);
 void qgemm_tile_offsets_avx2(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
                              bool small, int32_t* out, int64_t ldo);
 void qgemm_tile_offsets_vnni(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
@@ -169,8 +168,8 @@ void qgemm_tile_offsets_vnni(int64_t nq, const int8_t* w, int64_t mr, const uint
 // checked by the caller once per panel (qgemm_panel_is_small_avx2: no
 // byte of the panel above 127; VNNI ignores it). The tile for `tile` (one
 // of qgemm_tile_avx2, qgemm_tile_avx512_vnni), or nullptr.
-using QGemmTileRowsFn = void (*)(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
-                                 bool small, int32_t* out, int64_t ldo);
+using QGemmTileRowsFn = void (*)(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel, bool small,
+                                 int32_t* out, int64_t ldo);
 void qgemm_tile_rows_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel, bool small,
                           int32_t* out, int64_t ldo);
 void qgemm_tile_rows_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel, bool small,
@@ -195,8 +194,8 @@ struct QConvDirect {
   const uint8_t* x = nullptr;  // [c][h][w], raw
   int64_t c = 0, h = 0, w = 0, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
   int64_t oh = 0, ow = 0;
-  bool flip = false;           // int8 input: x ^ 0x80
-  uint8_t pad = 0;             // the input zero point, uint8 domain
+  bool flip = false;  // int8 input: x ^ 0x80
+  uint8_t pad = 0;    // the input zero point, uint8 domain
   int64_t m = 0;
   const int8_t* w8 = nullptr;  // [m][qgemm_kp(c * kh * kw)], the packed weights
   const int32_t* bias = nullptr;
@@ -204,7 +203,7 @@ struct QConvDirect {
   const int32_t* shift = nullptr;
   int32_t y_zp = 0, y_min = 0, y_max = 0;
   DType y_dtype = DType::UINT8;
-  void* y = nullptr;           // [m][oh][ow]
+  void* y = nullptr;  // [m][oh][ow]
   Isa isa = Isa::kAvx2;
 };
 // Rows of 3x3 weights (kp apart) into the direct convolution's step order
@@ -247,13 +246,11 @@ void dot_rows_avx512_vnni(int64_t kp, int64_t len, const int8_t* w, int64_t rows
 // Packs columns of a matrix stored row by row (column p's k values at
 // x + p * ldx) into panels; `flip` adds 128 (int8 input); sums into x_sums
 // when not null.
-void qgemm_pack_rows(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out,
-                     int32_t* x_sums);
+void qgemm_pack_rows(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out, int32_t* x_sums);
 
 // Packs columns stored channel by channel (column p's k-th value at x[k *
 // ldx + p]: a 1x1, stride-1, unpadded convolution's input) into panels.
-void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out,
-                        int32_t* x_sums);
+void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out, int32_t* x_sums);
 
 // The im2col columns of one image and group (channels c, h x w) packed into
 // panels: column (oy, ox), row (c, ky, kx) reads

@@ -187,9 +187,7 @@ inline int8x16_t broadcast_word(const int8_t* p) {
 // vector adds beside the channel's kp / 4 x 4 sdot. Folding the correction
 // into the planned bias instead would tie the packed program to this loop;
 // the layout is shared by every ISA path (kiln/kernels/qgemm.h).
-inline int8x16_t load_flipped(const uint8_t* p) {
-  return vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p), vdupq_n_u8(0x80)));
-}
+inline int8x16_t load_flipped(const uint8_t* p) { return vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p), vdupq_n_u8(0x80))); }
 
 }  // namespace
 
@@ -198,8 +196,8 @@ inline int8x16_t load_flipped(const uint8_t* p) {
 // every lane. Four channels x 16 columns = 16 accumulators per pass, named
 // one by one so they stay in registers (an array indexed in a loop lands on
 // the stack at -O2).
-KILN_TARGET_DOTPROD void qgemm_tile_neon_dot(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr,
-                                             const uint8_t* panel, int32_t acc[kQGemmMr][kQGemmNr]) {
+KILN_TARGET_DOTPROD void qgemm_tile_neon_dot(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                                             int32_t acc[kQGemmMr][kQGemmNr]) {
   for (int64_t r0 = 0; r0 < mr; r0 += 4) {
     const int64_t rows = mr - r0 < 4 ? mr - r0 : 4;
     // Rows past mr repeat the last one (never stored): the loop stays fixed.
@@ -234,8 +232,8 @@ KILN_TARGET_DOTPROD void qgemm_tile_neon_dot(int64_t kp, const int8_t* w, int64_
       s32 = sdot(s32, x2, wv);
       s33 = sdot(s33, x3, wv);
     }
-    const int32x4_t sums[4][4] = {{s00, s01, s02, s03}, {s10, s11, s12, s13}, {s20, s21, s22, s23},
-                                  {s30, s31, s32, s33}};
+    const int32x4_t sums[4][4] = {
+        {s00, s01, s02, s03}, {s10, s11, s12, s13}, {s20, s21, s22, s23}, {s30, s31, s32, s33}};
     const int8_t* rows_w[4] = {w0, w1, w2, w3};
     for (int64_t r = 0; r < rows; ++r) {
       const int32x4_t correction = vdupq_n_s32(128 * row_sum(rows_w[r], kp));

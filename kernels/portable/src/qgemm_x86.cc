@@ -81,18 +81,18 @@ KILN_AVX2 inline void tile4_avx2(int64_t kp, const int8_t* const rows[4], const 
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32));
     const __m256i x0e = _mm256_and_si256(x0, low_bytes), x0o = _mm256_srli_epi16(x0, 8);
     const __m256i x1e = _mm256_and_si256(x1, low_bytes), x1o = _mm256_srli_epi16(x1, 8);
-#define KILN_ROW(r, acc0, acc1)                                                                     \
-  {                                                                                                \
-    const __m256i w = _mm256_set1_epi32(load_word(rows[r] + q * 4));                               \
-    if constexpr (kSmall) {                                                                        \
-      acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, w), ones));         \
-      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(x1, w), ones));         \
-    } else {                                                                                       \
-      const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8);                            \
-      const __m256i wo = _mm256_srai_epi16(w, 8);                                                  \
+#define KILN_ROW(r, acc0, acc1)                                                                                \
+  {                                                                                                            \
+    const __m256i w = _mm256_set1_epi32(load_word(rows[r] + q * 4));                                           \
+    if constexpr (kSmall) {                                                                                    \
+      acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, w), ones));                     \
+      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(x1, w), ones));                     \
+    } else {                                                                                                   \
+      const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8);                                        \
+      const __m256i wo = _mm256_srai_epi16(w, 8);                                                              \
       acc0 = _mm256_add_epi32(acc0, _mm256_add_epi32(_mm256_madd_epi16(x0e, we), _mm256_madd_epi16(x0o, wo))); \
       acc1 = _mm256_add_epi32(acc1, _mm256_add_epi32(_mm256_madd_epi16(x1e, we), _mm256_madd_epi16(x1o, wo))); \
-    }                                                                                              \
+    }                                                                                                          \
   }
     KILN_ROW(0, a00, a01)
     KILN_ROW(1, a10, a11)
@@ -100,10 +100,14 @@ KILN_AVX2 inline void tile4_avx2(int64_t kp, const int8_t* const rows[4], const 
     KILN_ROW(3, a30, a31)
 #undef KILN_ROW
   }
-  out[0][0] = a00; out[0][1] = a01;
-  out[1][0] = a10; out[1][1] = a11;
-  out[2][0] = a20; out[2][1] = a21;
-  out[3][0] = a30; out[3][1] = a31;
+  out[0][0] = a00;
+  out[0][1] = a01;
+  out[1][0] = a10;
+  out[1][1] = a11;
+  out[2][0] = a20;
+  out[2][1] = a21;
+  out[3][0] = a30;
+  out[3][1] = a31;
 }
 
 // Whether every byte of the panel (kp x 16 bytes, kp a multiple of 4: 64
@@ -178,8 +182,8 @@ KILN_AVX2 void qgemm_tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t
   tile_avx2<false>(kp, w, ldw, mr, panel, nullptr, panel_is_small(kp, panel), acc[0], kQGemmNr);
 }
 
-KILN_AVX2 void qgemm_tile_offsets_avx2(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base,
-                                       const int32_t* off, bool small, int32_t* out, int64_t ldo) {
+KILN_AVX2 void qgemm_tile_offsets_avx2(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
+                                       bool small, int32_t* out, int64_t ldo) {
   tile_avx2<true>(nq * 4, w, nq * 4, mr, base, off, small, out, ldo);
 }
 
@@ -188,8 +192,8 @@ KILN_VNNI void qgemm_tile_avx512_vnni(int64_t kp, const int8_t* w, int64_t ldw, 
   tile_vnni<false>(kp, w, ldw, mr, panel, nullptr, acc[0], kQGemmNr);
 }
 
-KILN_VNNI void qgemm_tile_offsets_vnni(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base,
-                                       const int32_t* off, bool /*small*/, int32_t* out, int64_t ldo) {
+KILN_VNNI void qgemm_tile_offsets_vnni(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
+                                       bool /*small*/, int32_t* out, int64_t ldo) {
   tile_vnni<true>(nq * 4, w, nq * 4, mr, base, off, out, ldo);
 }
 
@@ -213,9 +217,10 @@ KILN_AVX2 void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int
     const __m256i x16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
     const __m256i prod = _mm256_mullo_epi16(x16, vw);
     __m256i* a = reinterpret_cast<__m256i*>(acc + i);
-    _mm256_storeu_si256(a, _mm256_add_epi32(_mm256_loadu_si256(a), _mm256_cvtepi16_epi32(_mm256_castsi256_si128(prod))));
-    _mm256_storeu_si256(a + 1, _mm256_add_epi32(_mm256_loadu_si256(a + 1),
-                                                _mm256_cvtepi16_epi32(_mm256_extracti128_si256(prod, 1))));
+    _mm256_storeu_si256(a,
+                        _mm256_add_epi32(_mm256_loadu_si256(a), _mm256_cvtepi16_epi32(_mm256_castsi256_si128(prod))));
+    _mm256_storeu_si256(
+        a + 1, _mm256_add_epi32(_mm256_loadu_si256(a + 1), _mm256_cvtepi16_epi32(_mm256_extracti128_si256(prod, 1))));
   }
   if (n % 16 >= 8) {
     const int64_t i = n - n % 16;
@@ -257,7 +262,8 @@ KILN_AVX2 void dot_rows_avx2(int64_t kp, int64_t len, const int8_t* w, int64_t r
       }
     }
     for (; k + 16 <= len; k += 16) {
-      const __m256i x16 = _mm256_cvtepu8_epi16(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k)), vflip16));
+      const __m256i x16 =
+          _mm256_cvtepu8_epi16(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k)), vflip16));
       const __m256i w16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + k)));
       acc = _mm256_add_epi32(acc, _mm256_madd_epi16(x16, w16));
     }
@@ -344,7 +350,8 @@ void lanes_in(const uint8_t* const rows[16], int64_t n, uint8_t flip, uint8_t* d
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m128i v[16];
-    for (int c = 0; c < 16; ++c) v[c] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[c] + i)), vflip);
+    for (int c = 0; c < 16; ++c)
+      v[c] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[c] + i)), vflip);
     transpose16(v);
     for (int j = 0; j < 16; ++j) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (i + j) * 16), v[j]);
   }
@@ -479,7 +486,8 @@ KILN_AVX2 void depthwise_lanes_g(const QDepthwiseLanes& d) {
         const uint8_t* base = block + (oy * d.sh * bw + ox * d.sw) * 16;
         __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
         for (int64_t p = 0; p < pairs; ++p) {
-          const __m256i xa = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + offset[2 * p])));
+          const __m256i xa =
+              _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + offset[2 * p])));
           const __m256i xb =
               _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + offset[2 * p + 1])));
           acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_unpacklo_epi16(xa, xb), wpair[p][0]));
@@ -490,7 +498,8 @@ KILN_AVX2 void depthwise_lanes_g(const QDepthwiseLanes& d) {
         for (int half = 0; half < 2; ++half) {
           const __m256i v = _mm256_add_epi32(accs[half], vbias[half]);
           const __m256i even = _mm256_add_epi64(_mm256_mul_epi32(v, vm[half]), vround_even[half]);
-          const __m256i odd = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vm_odd[half]), vround_odd[half]);
+          const __m256i odd =
+              _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vm_odd[half]), vround_odd[half]);
           __m256i r = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
           r = _mm256_add_epi32(_mm256_srav_epi32(r, vrest[half]), vzp);
           q[half] = _mm256_min_epi32(_mm256_max_epi32(r, vlo), vhi);
@@ -538,12 +547,13 @@ void depthwise_lanes_avx2(const QDepthwiseLanes& d) {
   }
 }
 
-KILN_AVX2 void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi,
-                                 bool is_unsigned, void* y) {
+KILN_AVX2 void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi, bool is_unsigned,
+                                 void* y) {
   const __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zp);
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
   for (int64_t i = 0; i + 8 <= n; i += 8) {
-    __m256 q = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 q =
+        _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     q = _mm256_add_ps(q, vz);
     q = _mm256_blendv_ps(q, vz, _mm256_cmp_ps(q, q, _CMP_UNORD_Q));
     q = _mm256_min_ps(_mm256_max_ps(q, vlo), vhi);
@@ -590,7 +600,8 @@ KILN_AVX2 void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, 
                                          static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(mbh)) << 16));
     const __m256i wl = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint16_t>(mal)) |
                                          static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(mbl)) << 16));
-    const __m256i vza16 = _mm256_set1_epi16(static_cast<int16_t>(za)), vzb16 = _mm256_set1_epi16(static_cast<int16_t>(zb));
+    const __m256i vza16 = _mm256_set1_epi16(static_cast<int16_t>(za)),
+                  vzb16 = _mm256_set1_epi16(static_cast<int16_t>(zb));
     const __m256i round = _mm256_set1_epi32(1 << (s - 17));
     const __m128i count = _mm_cvtsi32_si128(s - 16);
     const __m256i vzp = _mm256_set1_epi32(y_zp), vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
@@ -610,7 +621,8 @@ KILN_AVX2 void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, 
       }
       const __m256i w16 = _mm256_packs_epi32(q[0], q[1]);  // back in element order
       const __m128i l16 = _mm256_castsi256_si128(w16), h16 = _mm256_extracti128_si256(w16, 1);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + done), y_signed ? _mm_packs_epi16(l16, h16) : _mm_packus_epi16(l16, h16));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + done),
+                       y_signed ? _mm_packs_epi16(l16, h16) : _mm_packus_epi16(l16, h16));
     }
     a += done;
     b += done;
@@ -623,7 +635,8 @@ KILN_AVX2 void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, 
   // logical shift gives (v >> s) + 2^(62 - s); the offset comes off in 32
   // bits (mod 2^32), and |v >> s| < 2^31 for s >= 10.
   const __m256i offset = _mm256_set1_epi64x((int64_t{1} << 62) + (int64_t{1} << (s - 1)));
-  const __m256i unbias = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>((uint64_t{1} << (62 - s)) & 0xFFFFFFFFu)));
+  const __m256i unbias =
+      _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>((uint64_t{1} << (62 - s)) & 0xFFFFFFFFu)));
   const __m128i count = _mm_cvtsi32_si128(s);
   const __m256i vzp = _mm256_set1_epi32(y_zp), vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
   for (int64_t i = 0; i + 8 <= n; i += 8) {
@@ -631,15 +644,18 @@ KILN_AVX2 void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, 
     const __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + i));
     const __m256i da = _mm256_sub_epi32(a_signed ? _mm256_cvtepi8_epi32(a8) : _mm256_cvtepu8_epi32(a8), vza);
     const __m256i db = _mm256_sub_epi32(b_signed ? _mm256_cvtepi8_epi32(b8) : _mm256_cvtepu8_epi32(b8), vzb);
-    const __m256i even = _mm256_add_epi64(_mm256_add_epi64(_mm256_mul_epi32(da, vma), _mm256_mul_epi32(db, vmb)), offset);
+    const __m256i even =
+        _mm256_add_epi64(_mm256_add_epi64(_mm256_mul_epi32(da, vma), _mm256_mul_epi32(db, vmb)), offset);
     const __m256i odd = _mm256_add_epi64(_mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(da, 32), vma),
                                                           _mm256_mul_epi32(_mm256_srli_epi64(db, 32), vmb)),
                                          offset);
-    __m256i q = _mm256_blend_epi32(_mm256_srl_epi64(even, count), _mm256_slli_epi64(_mm256_srl_epi64(odd, count), 32), 0xAA);
+    __m256i q =
+        _mm256_blend_epi32(_mm256_srl_epi64(even, count), _mm256_slli_epi64(_mm256_srl_epi64(odd, count), 32), 0xAA);
     q = _mm256_add_epi32(_mm256_sub_epi32(q, unbias), vzp);
     q = _mm256_min_epi32(_mm256_max_epi32(q, vlo), vhi);
     const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), y_signed ? _mm_packs_epi16(w16, w16) : _mm_packus_epi16(w16, w16));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i),
+                     y_signed ? _mm_packs_epi16(w16, w16) : _mm_packus_epi16(w16, w16));
   }
 }
 
@@ -661,7 +677,8 @@ KILN_AVX2 void direct_weights_3x3_avx2(const int8_t* w, int64_t kp, int64_t rows
   }
   __m128i m[3][3];
   for (int chunk = 0; chunk < 3; ++chunk) {
-    for (int src = 0; src < 3; ++src) m[chunk][src] = _mm_load_si128(reinterpret_cast<const __m128i*>(masks[chunk][src]));
+    for (int src = 0; src < 3; ++src)
+      m[chunk][src] = _mm_load_si128(reinterpret_cast<const __m128i*>(masks[chunk][src]));
   }
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t q = 0; q < quads; ++q) {

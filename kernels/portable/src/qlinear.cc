@@ -104,8 +104,9 @@ Error check_scale_layout(const KernelArgs& args, const Tensor& x, Channels* out)
   Channels c;
   if (scale.numel() != 1) {
     const int64_t axis = int_param(args, 0);
-    KILN_KERNEL_CHECK(args, scale.rank() == 1 && axis >= 0 && axis < x.rank() && x.dim(static_cast<uint32_t>(axis)) == scale.numel(),
-                      "scale of %lld values does not match the input's axis", static_cast<long long>(scale.numel()));
+    KILN_KERNEL_CHECK(
+        args, scale.rank() == 1 && axis >= 0 && axis < x.rank() && x.dim(static_cast<uint32_t>(axis)) == scale.numel(),
+        "scale of %lld values does not match the input's axis", static_cast<long long>(scale.numel()));
     c.outer = dims_product(x, 0, static_cast<uint32_t>(axis));
     c.channels = scale.numel();
     c.inner = dims_product(x, static_cast<uint32_t>(axis) + 1, x.rank());
@@ -122,7 +123,8 @@ Error check_quantize(const KernelArgs& args) {
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32, "input must be float32");
   KILN_KERNEL_CHECK(args, y.dtype() == DType::UINT8 || y.dtype() == DType::INT8, "output must be uint8 or int8");
-  KILN_KERNEL_CHECK(args, !args.has_input(2) || args.in(2).dtype() == y.dtype(), "zero point differs from the output's dtype");
+  KILN_KERNEL_CHECK(args, !args.has_input(2) || args.in(2).dtype() == y.dtype(),
+                    "zero point differs from the output's dtype");
   KILN_RETURN_IF_ERROR(check_same_shape(args, x, y, "input and output"));
   Channels c;
   return check_scale_layout(args, x, &c);
@@ -154,7 +156,10 @@ void quantize(const KernelArgs& args, const Channels& c) {
       for (; i < c.inner; ++i) {
         const float v = nearbyintf(x[base + i] / s) + z;
         // NaN fails both comparisons and takes the zero point.
-        y[base + i] = v >= hi ? static_cast<Q>(hi) : v <= lo ? static_cast<Q>(lo) : v == v ? static_cast<Q>(v) : static_cast<Q>(z);
+        y[base + i] = v >= hi   ? static_cast<Q>(hi)
+                      : v <= lo ? static_cast<Q>(lo)
+                      : v == v  ? static_cast<Q>(v)
+                                : static_cast<Q>(z);
       }
     }
   }
@@ -178,7 +183,8 @@ Error check_dequantize(const KernelArgs& args) {
   KILN_KERNEL_CHECK(args, x.dtype() == DType::UINT8 || x.dtype() == DType::INT8 || x.dtype() == DType::INT32,
                     "input must be uint8, int8 or int32");
   KILN_KERNEL_CHECK(args, y.dtype() == DType::FLOAT32, "output must be float32");
-  KILN_KERNEL_CHECK(args, !args.has_input(2) || args.in(2).dtype() == x.dtype(), "zero point differs from the input's dtype");
+  KILN_KERNEL_CHECK(args, !args.has_input(2) || args.in(2).dtype() == x.dtype(),
+                    "zero point differs from the input's dtype");
   KILN_RETURN_IF_ERROR(check_same_shape(args, x, y, "input and output"));
   Channels c;
   return check_scale_layout(args, x, &c);
@@ -215,9 +221,10 @@ Error run_dequantize(const KernelArgs& args) {
 // point, from the data's range widened to include 0, as ONNX specifies.
 Error check_dynamic_quantize(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 3));
-  KILN_KERNEL_CHECK(args, args.in(0).dtype() == DType::FLOAT32 && args.out(0).dtype() == DType::UINT8 &&
-                              args.out(1).dtype() == DType::FLOAT32 && args.out(2).dtype() == DType::UINT8 &&
-                              args.out(1).numel() == 1 && args.out(2).numel() == 1,
+  KILN_KERNEL_CHECK(args,
+                    args.in(0).dtype() == DType::FLOAT32 && args.out(0).dtype() == DType::UINT8 &&
+                        args.out(1).dtype() == DType::FLOAT32 && args.out(2).dtype() == DType::UINT8 &&
+                        args.out(1).numel() == 1 && args.out(2).numel() == 1,
                     "expects float32 -> uint8, float32 scale, uint8 zero point");
   return check_same_shape(args, args.in(0), args.out(0), "input and output");
 }
@@ -259,12 +266,14 @@ Error check_int8_operands(const KernelArgs& args, int64_t m, int64_t k, int64_t 
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, x.dtype() == DType::UINT8 || x.dtype() == DType::INT8, "input must be uint8 or int8");
-  KILN_KERNEL_CHECK(args, k > 0 && k <= kQGemmMaxK, "reduction length %lld outside [1, %lld]", static_cast<long long>(k),
-                    static_cast<long long>(kQGemmMaxK));
+  KILN_KERNEL_CHECK(args, k > 0 && k <= kQGemmMaxK, "reduction length %lld outside [1, %lld]",
+                    static_cast<long long>(k), static_cast<long long>(kQGemmMaxK));
   const Tensor& w = args.in(1);
   KILN_KERNEL_CHECK(args, w.dtype() == DType::INT8 && w.numel() == weight_sets * m * qgemm_kp(k),
-                    "packed weights must be int8 with %lld values", static_cast<long long>(weight_sets * m * qgemm_kp(k)));
-  KILN_KERNEL_CHECK(args, args.has_input(2) && args.in(2).dtype() == DType::INT32 && args.in(2).numel() == weight_sets * m,
+                    "packed weights must be int8 with %lld values",
+                    static_cast<long long>(weight_sets * m * qgemm_kp(k)));
+  KILN_KERNEL_CHECK(args,
+                    args.has_input(2) && args.in(2).dtype() == DType::INT32 && args.in(2).numel() == weight_sets * m,
                     "bias must be int32 with %lld values", static_cast<long long>(weight_sets * m));
   const bool requantized = args.has_input(3);
   KILN_KERNEL_CHECK(args, requantized == args.has_input(4), "multiplier and shift come together");
@@ -273,7 +282,8 @@ Error check_int8_operands(const KernelArgs& args, int64_t m, int64_t k, int64_t 
       KILN_KERNEL_CHECK(args, args.in(i).dtype() == DType::INT32 && args.in(i).numel() == m,
                         "multiplier and shift must be int32 with %lld values", static_cast<long long>(m));
     }
-    KILN_KERNEL_CHECK(args, y.dtype() == DType::UINT8 || y.dtype() == DType::INT8, "a requantized output is uint8 or int8");
+    KILN_KERNEL_CHECK(args, y.dtype() == DType::UINT8 || y.dtype() == DType::INT8,
+                      "a requantized output is uint8 or int8");
   } else {
     KILN_KERNEL_CHECK(args, y.dtype() == DType::INT32, "without requantization the output is int32");
   }
@@ -345,16 +355,24 @@ Int8Conv int8_conv(const KernelArgs& args) {
   const Tensor& y = args.out(0);
   const bool one_d = x.rank() == 3;
   Int8Conv g;
-  g.n = x.dim(0); g.c = x.dim(1);
-  g.h = one_d ? 1 : x.dim(2); g.w = x.dim(x.rank() - 1);
+  g.n = x.dim(0);
+  g.c = x.dim(1);
+  g.h = one_d ? 1 : x.dim(2);
+  g.w = x.dim(x.rank() - 1);
   g.m = y.dim(1);
-  g.oh = one_d ? 1 : y.dim(2); g.ow = y.dim(y.rank() - 1);
+  g.oh = one_d ? 1 : y.dim(2);
+  g.ow = y.dim(y.rank() - 1);
   g.group = int_param(args, 0);
-  g.kh = int_param(args, 1); g.kw = int_param(args, 2);
-  g.sh = int_param(args, 3); g.sw = int_param(args, 4);
-  g.dh = int_param(args, 5); g.dw = int_param(args, 6);
-  g.pt = int_param(args, 7); g.pl = int_param(args, 8);
-  g.pb = int_param(args, 9); g.pr = int_param(args, 10);
+  g.kh = int_param(args, 1);
+  g.kw = int_param(args, 2);
+  g.sh = int_param(args, 3);
+  g.sw = int_param(args, 4);
+  g.dh = int_param(args, 5);
+  g.dw = int_param(args, 6);
+  g.pt = int_param(args, 7);
+  g.pl = int_param(args, 8);
+  g.pb = int_param(args, 9);
+  g.pr = int_param(args, 10);
   g.x_zp = int_param(args, 11);
   return g;
 }
@@ -381,7 +399,8 @@ Error check_conv_int8(const KernelArgs& args) {
                     "output size does not follow from the geometry");
   const int64_t k = (g.c / g.group) * g.kh * g.kw;
   KILN_RETURN_IF_ERROR(check_int8_operands(args, g.m, k, g.oh * g.ow, 1));
-  KILN_KERNEL_CHECK(args, args.in(1).numel() == g.group * (g.m / g.group) * qgemm_kp(k), "packed weights have the wrong size");
+  KILN_KERNEL_CHECK(args, args.in(1).numel() == g.group * (g.m / g.group) * qgemm_kp(k),
+                    "packed weights have the wrong size");
   return check_int8_clamp(args, 12);
 }
 
@@ -406,8 +425,10 @@ bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmPr
       (p.isa == Isa::kAvx2 || p.isa == Isa::kAvx512) &&
       depthwise_lanes_params_ok(args.in(2).data_as<const int32_t>(), p.shift, g.c)) {
     QDepthwiseLanes d;
+    // clang-format off
     d.h = g.h; d.w = g.w; d.kh = g.kh; d.kw = g.kw; d.sh = g.sh; d.sw = g.sw; d.dh = g.dh; d.dw = g.dw;
     d.pt = g.pt; d.pl = g.pl; d.oh = g.oh; d.ow = g.ow;
+    // clang-format on
     d.channels = 16;
     if (depthwise_lanes_fit(d)) {
       // Channels across the vector lanes, 16 at a time: no per-channel
@@ -415,7 +436,9 @@ bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmPr
       d.flip = args.in(0).dtype() == DType::INT8 ? 0x80 : 0;
       d.pad = static_cast<uint8_t>(g.x_zp);
       d.kp = qgemm_kp(g.kh * g.kw);
-      d.y_zp = p.y_zp; d.y_min = p.y_min; d.y_max = p.y_max;
+      d.y_zp = p.y_zp;
+      d.y_min = p.y_min;
+      d.y_max = p.y_max;
       d.y_unsigned = p.y_dtype == DType::UINT8;
       for (int64_t b = 0; b < g.n; ++b) {
         for (int64_t c0 = 0; c0 < g.c; c0 += 16) {
@@ -479,7 +502,8 @@ bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmPr
           }
           // The rows' valid columns side by side (moving left only), then
           // one requantization over them.
-          for (int64_t r = 1; r < nrows; ++r) memmove(acc + r * g.ow, acc + r * pw, static_cast<size_t>(g.ow) * sizeof(int32_t));
+          for (int64_t r = 1; r < nrows; ++r)
+            memmove(acc + r * g.ow, acc + r * pw, static_cast<size_t>(g.ow) * sizeof(int32_t));
           qgemm_requantize_row(acc, nrows * g.ow, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max,
                                p.y_dtype, out + static_cast<size_t>(oy0 * g.ow) * y_elem, p.isa, g.kh * g.kw <= 4096);
         }
@@ -515,7 +539,8 @@ bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmPr
               qgemm_depthwise_tap(acc, half_plane, 1, count, wc[ky * g.kw + kx], p.isa);
             }
           }
-          for (int64_t r = 1; r < nrows; ++r) memmove(acc + r * g.ow, acc + r * pitch, static_cast<size_t>(g.ow) * sizeof(int32_t));
+          for (int64_t r = 1; r < nrows; ++r)
+            memmove(acc + r * g.ow, acc + r * pitch, static_cast<size_t>(g.ow) * sizeof(int32_t));
           qgemm_requantize_row(acc, nrows * g.ow, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max,
                                p.y_dtype, out + static_cast<size_t>(oy0 * g.ow) * y_elem, p.isa, g.kh * g.kw <= 4096);
         }
@@ -531,9 +556,8 @@ bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmPr
               qgemm_depthwise_tap(acc, in_row + kx * g.dw, g.sw, count, wc[ky * g.kw + kx], p.isa);
             }
           }
-          qgemm_requantize_row(acc, count, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max,
-                               p.y_dtype, out + static_cast<size_t>(oy * g.ow + ox0) * y_elem, p.isa,
-                               g.kh * g.kw <= 4096);
+          qgemm_requantize_row(acc, count, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max, p.y_dtype,
+                               out + static_cast<size_t>(oy * g.ow + ox0) * y_elem, p.isa, g.kh * g.kw <= 4096);
         }
       }
     }
@@ -557,9 +581,11 @@ bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProbl
   const QGemmTileOffsetsFn tile = qgemm_tile_offsets_for(p.isa);
   if (tile == nullptr) return false;
   QConvDirect d;
+  // clang-format off
   d.c = g.c; d.h = g.h; d.w = g.w; d.kh = g.kh; d.kw = g.kw; d.sh = g.sh; d.sw = g.sw; d.dh = g.dh; d.dw = g.dw;
   d.pt = g.pt; d.pl = g.pl; d.pb = g.pb; d.pr = g.pr;
   d.oh = g.oh; d.ow = g.ow;
+  // clang-format on
   d.flip = args.in(0).dtype() == DType::INT8;
   d.pad = static_cast<uint8_t>(g.x_zp);
   d.m = g.m;
@@ -567,7 +593,9 @@ bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProbl
   d.bias = args.in(2).data_as<const int32_t>();
   d.multiplier = p.multiplier;
   d.shift = p.shift;
-  d.y_zp = p.y_zp; d.y_min = p.y_min; d.y_max = p.y_max;
+  d.y_zp = p.y_zp;
+  d.y_min = p.y_min;
+  d.y_max = p.y_max;
   d.y_dtype = p.y_dtype;
   d.isa = p.isa;
   const int64_t bytes = qgemm_conv_direct_bytes(d);
@@ -621,10 +649,12 @@ Error run_conv_int8(const KernelArgs& args) {
         QIm2col im;
         im.x = x + (b * g.c + grp * cg) * g.h * g.w;
         im.channels = cg;
+        // clang-format off
         im.h = g.h; im.w = g.w;
         im.kh = g.kh; im.kw = g.kw; im.sh = g.sh; im.sw = g.sw; im.dh = g.dh; im.dw = g.dw;
         im.pt = g.pt; im.pl = g.pl;
         im.oh = g.oh; im.ow = g.ow;
+        // clang-format on
         im.flip = flip;
         im.pad = static_cast<uint8_t>(g.x_zp);
         im.col0 = b0;
@@ -661,7 +691,8 @@ Error check_gemm_int8(const KernelArgs& args) {
   KILN_KERNEL_CHECK(args, k > 0 && n > 0 && batches >= 1, "empty product");
   const int64_t rows = a.numel() / k;
   KILN_KERNEL_CHECK(args, rows % batches == 0 && y.numel() == rows * n, "output does not match the rows of the input");
-  for (uint32_t d = 0; d + 1 < a.rank(); ++d) KILN_KERNEL_CHECK(args, a.dim(d) == y.dim(d), "input and output differ in dim %u", d);
+  for (uint32_t d = 0; d + 1 < a.rank(); ++d)
+    KILN_KERNEL_CHECK(args, a.dim(d) == y.dim(d), "input and output differ in dim %u", d);
   const int64_t x_zp = int_param(args, 1);
   KILN_KERNEL_CHECK(args, x_zp >= 0 && x_zp <= 255, "input zero point outside the uint8 domain");
   KILN_RETURN_IF_ERROR(check_int8_operands(args, n, k, rows / batches, batches, rows == batches));
@@ -746,7 +777,8 @@ Error check_q_range(const KernelArgs& args, DType dtype, uint32_t zp, uint32_t f
   const int64_t lo = dtype == DType::UINT8 ? 0 : -128, hi = lo + 255;
   const int64_t z = int_param(args, zp), y_zp = int_param(args, first), y_min = int_param(args, first + 1),
                 y_max = int_param(args, first + 2);
-  KILN_KERNEL_CHECK(args, z >= lo && z <= hi && y_zp >= lo && y_zp <= hi && y_min >= lo && y_max <= hi && y_min <= y_max,
+  KILN_KERNEL_CHECK(args,
+                    z >= lo && z <= hi && y_zp >= lo && y_zp <= hi && y_min >= lo && y_max <= hi && y_min <= y_max,
                     "zero point or bounds outside the data's range");
   return Error::kOk;
 }
@@ -804,26 +836,29 @@ Error check_avg_pool_int8(const KernelArgs& args) {
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, is_8bit(x.dtype()) && y.dtype() == x.dtype(), "input and output must be uint8 or int8 alike");
-  KILN_KERNEL_CHECK(args, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank() && y.dim(0) == x.dim(0) &&
-                              y.dim(1) == x.dim(1),
-                    "expects NCHW (or NCW) tensors of the same N and C");
+  KILN_KERNEL_CHECK(
+      args, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank() && y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1),
+      "expects NCHW (or NCW) tensors of the same N and C");
   for (uint32_t i = 0; i < 8; ++i) {
     const int64_t v = int_param(args, i);
     KILN_KERNEL_CHECK(args, v >= (i < 4 ? 1 : 0) && v <= (int64_t{1} << 20), "geometry parameter %u is %lld", i,
                       static_cast<long long>(v));
   }
   for (uint32_t d = 2; d < x.rank(); ++d) {
-    KILN_KERNEL_CHECK(args, x.dim(d) < (int64_t{1} << 24) && y.dim(d) < (int64_t{1} << 24), "plane extent of 2^24 or more");
+    KILN_KERNEL_CHECK(args, x.dim(d) < (int64_t{1} << 24) && y.dim(d) < (int64_t{1} << 24),
+                      "plane extent of 2^24 or more");
   }
   const AvgPoolInt8Geometry g = avg_pool_int8_geometry(args);
-  KILN_KERNEL_CHECK(args, x.rank() == 4 || (g.kh == 1 && g.sh == 1 && g.pt == 0 && g.pb == 0), "a 1-D pool has height 1");
+  KILN_KERNEL_CHECK(args, x.rank() == 4 || (g.kh == 1 && g.sh == 1 && g.pt == 0 && g.pb == 0),
+                    "a 1-D pool has height 1");
   KILN_KERNEL_CHECK(args, int64_t{g.kh} * g.kw <= (int64_t{1} << 23), "window of %lld taps (at most 2^23)",
                     static_cast<long long>(int64_t{g.kh} * g.kw));
   KILN_KERNEL_CHECK(args, g.pt < g.kh && g.pb < g.kh && g.pl < g.kw && g.pr < g.kw, "pads as large as the window");
   // Every window starts inside the padded plane and meets the image.
-  KILN_KERNEL_CHECK(args, g.oh >= 1 && g.ow >= 1 && int64_t{g.oh - 1} * g.sh < g.h + g.pt &&
-                              int64_t{g.ow - 1} * g.sw < g.w + g.pl && int64_t{g.h} * g.w <= INT32_MAX &&
-                              int64_t{g.oh} * g.ow <= INT32_MAX,
+  KILN_KERNEL_CHECK(args,
+                    g.oh >= 1 && g.ow >= 1 && int64_t{g.oh - 1} * g.sh < g.h + g.pt &&
+                        int64_t{g.ow - 1} * g.sw < g.w + g.pl && int64_t{g.h} * g.w <= INT32_MAX &&
+                        int64_t{g.oh} * g.ow <= INT32_MAX,
                     "output size does not follow from the geometry");
   const int64_t taps = args.in(1).numel();
   for (uint32_t i = 1; i <= 2; ++i) {
@@ -836,9 +871,11 @@ Error check_avg_pool_int8(const KernelArgs& args) {
     // One multiplier: every window must have all kh * kw taps counted.
     const int64_t lo_h = g.include_pad ? -g.pt : 0, hi_h = g.include_pad ? g.h + g.pb : g.h;
     const int64_t lo_w = g.include_pad ? -g.pl : 0, hi_w = g.include_pad ? g.w + g.pr : g.w;
-    KILN_KERNEL_CHECK(args, -g.pt >= lo_h && int64_t{g.oh - 1} * g.sh - g.pt + g.kh <= hi_h && -g.pl >= lo_w &&
-                                int64_t{g.ow - 1} * g.sw - g.pl + g.kw <= hi_w,
-                      "one multiplier, but some windows have fewer than %lld taps", static_cast<long long>(int64_t{g.kh} * g.kw));
+    KILN_KERNEL_CHECK(args,
+                      -g.pt >= lo_h && int64_t{g.oh - 1} * g.sh - g.pt + g.kh <= hi_h && -g.pl >= lo_w &&
+                          int64_t{g.ow - 1} * g.sw - g.pl + g.kw <= hi_w,
+                      "one multiplier, but some windows have fewer than %lld taps",
+                      static_cast<long long>(int64_t{g.kh} * g.kw));
   }
   const int32_t* shift = args.in(2).data_as<const int32_t>();
   for (int64_t i = 0; i < taps; ++i) {
@@ -875,8 +912,7 @@ Error run_avg_pool_int8(const KernelArgs& args) {
         } else {
           for (int32_t r = 0; r < rows; ++r, window += g.w) sum += sum_bytes(window, cols, is_signed);
         }
-        const int32_t d = g.include_pad ? padded_rows * taps_in(x0, g.kw, -g.pl, g.w + g.pr)
-                                        : rows * cols;
+        const int32_t d = g.include_pad ? padded_rows * taps_in(x0, g.kw, -g.pl, g.w + g.pr) : rows * cols;
         const int32_t i = one ? 0 : d - 1;
         const int64_t v = qgemm_requantize(int64_t{sum} - int64_t{rows} * cols * x_zp, multiplier[i], shift[i]) + y_zp;
         store_q(y, is_signed, at, v, lo, hi);
@@ -894,8 +930,9 @@ Error check_binary_int8(const KernelArgs& args, uint32_t ints) {
   KILN_KERNEL_CHECK(args, is_8bit(ya) && is_8bit(yb) && is_8bit(y), "operands must be uint8 or int8");
   KILN_RETURN_IF_ERROR(check_broadcast_output(args, 0, 2));
   const int64_t a_lo = ya == DType::UINT8 ? 0 : -128, b_lo = yb == DType::UINT8 ? 0 : -128;
-  KILN_KERNEL_CHECK(args, int_param(args, 0) >= a_lo && int_param(args, 0) <= a_lo + 255 && int_param(args, 1) >= b_lo &&
-                              int_param(args, 1) <= b_lo + 255,
+  KILN_KERNEL_CHECK(args,
+                    int_param(args, 0) >= a_lo && int_param(args, 0) <= a_lo + 255 && int_param(args, 1) >= b_lo &&
+                        int_param(args, 1) <= b_lo + 255,
                     "input zero points outside their dtypes");
   // Multipliers in [0, 2^31), the shift in [1, 62].
   for (uint32_t i = 5; i + 1 < ints; ++i) {
@@ -988,27 +1025,28 @@ Error run_mul_int8(const KernelArgs& args) {
   const int64_t a_zp = int_param(args, 0), b_zp = int_param(args, 1), y_zp = int_param(args, 2);
   const int64_t lo = int_param(args, 3), hi = int_param(args, 4);
   const int32_t m = static_cast<int32_t>(int_param(args, 5)), s = static_cast<int32_t>(int_param(args, 6));
-  for_each_broadcast_row<2>(inputs, args.out(0), [&](int64_t out, const int64_t* offsets, const int64_t* steps, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t da = load_q(a, a_signed, offsets[0] + i * steps[0]) - a_zp;
-      const int64_t db = load_q(b, b_signed, offsets[1] + i * steps[1]) - b_zp;
-      // |da * db| <= 65025: requantize's 64-bit product cannot overflow.
-      store_q(y, y_signed, out + i, qgemm_requantize(da * db, m, s) + y_zp, lo, hi);
-    }
-  });
+  for_each_broadcast_row<2>(inputs, args.out(0),
+                            [&](int64_t out, const int64_t* offsets, const int64_t* steps, int64_t n) {
+                              for (int64_t i = 0; i < n; ++i) {
+                                const int64_t da = load_q(a, a_signed, offsets[0] + i * steps[0]) - a_zp;
+                                const int64_t db = load_q(b, b_signed, offsets[1] + i * steps[1]) - b_zp;
+                                // |da * db| <= 65025: requantize's 64-bit product cannot overflow.
+                                store_q(y, y_signed, out + i, qgemm_requantize(da * db, m, s) + y_zp, lo, hi);
+                              }
+                            });
   return Error::kOk;
 }
 
 }  // namespace
 
-#define KILN_QUANTIZED_KERNELS(K)                                      \
-  K(QuantizeLinear, check_quantize, run_quantize, 0)               \
-  K(DequantizeLinear, check_dequantize, run_dequantize, 0)            \
+#define KILN_QUANTIZED_KERNELS(K)                                           \
+  K(QuantizeLinear, check_quantize, run_quantize, 0)                        \
+  K(DequantizeLinear, check_dequantize, run_dequantize, 0)                  \
   K(DynamicQuantizeLinear, check_dynamic_quantize, run_dynamic_quantize, 0) \
-  K(ConvInt8, check_conv_int8, run_conv_int8, 0)                      \
-  K(GemmInt8, check_gemm_int8, run_gemm_int8, 0)                      \
-  K(AvgPoolInt8, check_avg_pool_int8, run_avg_pool_int8, 0)           \
-  K(AddInt8, check_add_int8, run_add_int8, 0)                         \
+  K(ConvInt8, check_conv_int8, run_conv_int8, 0)                            \
+  K(GemmInt8, check_gemm_int8, run_gemm_int8, 0)                            \
+  K(AvgPoolInt8, check_avg_pool_int8, run_avg_pool_int8, 0)                 \
+  K(AddInt8, check_add_int8, run_add_int8, 0)                               \
   K(MulInt8, check_mul_int8, run_mul_int8, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_QUANTIZED_KERNELS)

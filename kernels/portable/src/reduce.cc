@@ -132,10 +132,9 @@ T reduce_one(const ReduceGeometry& g, const T* base) {
   const int64_t count = g.reduced_count;
   if constexpr (K == ReduceKind::kMax || K == ReduceKind::kMin) {
     // NaN wins: once acc is NaN no comparison replaces it.
-    T acc = K == ReduceKind::kMax ? (kIsFloat<T> ? -std::numeric_limits<T>::infinity()
-                                                 : std::numeric_limits<T>::lowest())
-                                  : (kIsFloat<T> ? std::numeric_limits<T>::infinity()
-                                                 : std::numeric_limits<T>::max());
+    T acc = K == ReduceKind::kMax
+                ? (kIsFloat<T> ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest())
+                : (kIsFloat<T> ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max());
     for_each_reduced(g, base, [&acc](T v) {
       if (K == ReduceKind::kMax ? (v > acc || v != v) : (v < acc || v != v)) {
         if (acc == acc) acc = v;
@@ -158,7 +157,8 @@ T reduce_one(const ReduceGeometry& g, const T* base) {
         switch (K) {
           case ReduceKind::kProd: acc *= v; break;
           case ReduceKind::kL1: acc += fabs(v); break;
-          case ReduceKind::kL2: case ReduceKind::kSumSquare: acc += v * v; break;
+          case ReduceKind::kL2:
+          case ReduceKind::kSumSquare: acc += v * v; break;
           default: acc += v; break;
         }
       });
@@ -282,8 +282,9 @@ Error check_arg_extreme(const KernelArgs& args) {
                     "unsupported dtype %s", dtype_name(dtype));
   KILN_KERNEL_CHECK(args, args.out(0).dtype() == DType::INT64, "output must be int64");
   const auto* p = args.params<fb::ReduceParams>();
-  KILN_KERNEL_CHECK(args, p != nullptr && p->axes() != nullptr && p->axes()->size() == 1 &&
-                              p->axes()->Get(0) >= 0 && static_cast<uint32_t>(p->axes()->Get(0)) < x.rank(),
+  KILN_KERNEL_CHECK(args,
+                    p != nullptr && p->axes() != nullptr && p->axes()->size() == 1 && p->axes()->Get(0) >= 0 &&
+                        static_cast<uint32_t>(p->axes()->Get(0)) < x.rank(),
                     "expects one axis below the rank");
   KILN_KERNEL_CHECK(args, x.dim(static_cast<uint32_t>(p->axes()->Get(0))) > 0, "cannot reduce an empty axis");
   KILN_KERNEL_CHECK(args, check_reduce_shape(x, args.out(0), p), "output shape does not match");
@@ -341,18 +342,18 @@ Error run_arg_extreme(const KernelArgs& args) {
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
-#define KILN_REDUCE_KERNELS(K) \
-  K(ReduceSum, check_reduce<ReduceKind::kSum>, run_reduce<ReduceKind::kSum>, 0) \
-  K(ReduceMean, check_reduce<ReduceKind::kMean>, run_reduce<ReduceKind::kMean>, 0) \
-  K(ReduceMax, check_reduce<ReduceKind::kMax>, run_reduce<ReduceKind::kMax>, 0) \
-  K(ReduceMin, check_reduce<ReduceKind::kMin>, run_reduce<ReduceKind::kMin>, 0) \
-  K(ReduceProd, check_reduce<ReduceKind::kProd>, run_reduce<ReduceKind::kProd>, 0) \
-  K(ReduceL1, check_reduce<ReduceKind::kL1>, run_reduce<ReduceKind::kL1>, 0) \
-  K(ReduceL2, check_reduce<ReduceKind::kL2>, run_reduce<ReduceKind::kL2>, 0) \
-  K(ReduceLogSum, check_reduce<ReduceKind::kLogSum>, run_reduce<ReduceKind::kLogSum>, 0) \
+#define KILN_REDUCE_KERNELS(K)                                                                    \
+  K(ReduceSum, check_reduce<ReduceKind::kSum>, run_reduce<ReduceKind::kSum>, 0)                   \
+  K(ReduceMean, check_reduce<ReduceKind::kMean>, run_reduce<ReduceKind::kMean>, 0)                \
+  K(ReduceMax, check_reduce<ReduceKind::kMax>, run_reduce<ReduceKind::kMax>, 0)                   \
+  K(ReduceMin, check_reduce<ReduceKind::kMin>, run_reduce<ReduceKind::kMin>, 0)                   \
+  K(ReduceProd, check_reduce<ReduceKind::kProd>, run_reduce<ReduceKind::kProd>, 0)                \
+  K(ReduceL1, check_reduce<ReduceKind::kL1>, run_reduce<ReduceKind::kL1>, 0)                      \
+  K(ReduceL2, check_reduce<ReduceKind::kL2>, run_reduce<ReduceKind::kL2>, 0)                      \
+  K(ReduceLogSum, check_reduce<ReduceKind::kLogSum>, run_reduce<ReduceKind::kLogSum>, 0)          \
   K(ReduceLogSumExp, check_reduce<ReduceKind::kLogSumExp>, run_reduce<ReduceKind::kLogSumExp>, 0) \
   K(ReduceSumSquare, check_reduce<ReduceKind::kSumSquare>, run_reduce<ReduceKind::kSumSquare>, 0) \
-  K(ArgMax, check_arg_extreme, run_arg_extreme<true>, 0) \
+  K(ArgMax, check_arg_extreme, run_arg_extreme<true>, 0)                                          \
   K(ArgMin, check_arg_extreme, run_arg_extreme<false>, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_REDUCE_KERNELS)

@@ -69,11 +69,12 @@ bool image_2d(const fb::ResizeParams* p, const Tensor& x, const Tensor& y, Image
 // (a program may make it a tensor computed at run time) stays in bounds.
 Error check_table(const KernelArgs& args, const fb::ResizeParams* p, const Tensor& x, const Tensor& y) {
   Image2d g;
-  KILN_KERNEL_CHECK(args, image_2d(p, x, y, &g), "a tap table needs a float32 nearest or linear resize of the last two axes");
+  KILN_KERNEL_CHECK(args, image_2d(p, x, y, &g),
+                    "a tap table needs a float32 nearest or linear resize of the last two axes");
   const Tensor& table = args.in(1);
   const int64_t n = g.oh + g.ow;
-  KILN_KERNEL_CHECK(args, table.dtype() == DType::FLOAT32 && table.numel() == 4 * n, "tap table must be float32 [4, %lld]",
-                    static_cast<long long>(n));
+  KILN_KERNEL_CHECK(args, table.dtype() == DType::FLOAT32 && table.numel() == 4 * n,
+                    "tap table must be float32 [4, %lld]", static_cast<long long>(n));
   KILN_KERNEL_CHECK(args, g.ih < kResizeTableMaxIndex && g.iw < kResizeTableMaxIndex, "axis too long for a tap table");
   return Error::kOk;
 }
@@ -84,8 +85,10 @@ Error check_resize(const KernelArgs& args) {
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, p != nullptr && p->scales() != nullptr, "missing ResizeParams");
-  KILN_KERNEL_CHECK(args, p->mode() <= fb::ResizeMode::MAX && p->coordinate() <= fb::ResizeCoordinate::MAX &&
-                              p->nearest() <= fb::ResizeNearest::MAX, "unknown resize mode");
+  KILN_KERNEL_CHECK(args,
+                    p->mode() <= fb::ResizeMode::MAX && p->coordinate() <= fb::ResizeCoordinate::MAX &&
+                        p->nearest() <= fb::ResizeNearest::MAX,
+                    "unknown resize mode");
   KILN_KERNEL_CHECK(args, x.dtype() == y.dtype() && x.rank() == y.rank(), "dtype or rank changes");
   KILN_KERNEL_CHECK(args, p->mode() == fb::ResizeMode::NEAREST || x.dtype() == DType::FLOAT32,
                     "linear and cubic modes need float32");
@@ -223,8 +226,8 @@ int64_t table_index(float v, int64_t len) {
 
 // With the planner's table (check_resize validated its shape); planes [p0,
 // p1).
-void resize_2d_with_table(const fb::ResizeParams* p, const Image2d& g, const float* table, const float* in,
-                          float* out, int64_t p0, int64_t p1) {
+void resize_2d_with_table(const fb::ResizeParams* p, const Image2d& g, const float* table, const float* in, float* out,
+                          int64_t p0, int64_t p1) {
   const int64_t n = g.oh + g.ow;
   const float* i0 = table;
   const float* i1 = table + n;
@@ -243,8 +246,8 @@ void resize_2d_with_table(const fb::ResizeParams* p, const Image2d& g, const flo
       xi0[j] = static_cast<int32_t>(table_index(i0[g.oh + j0 + j], g.iw));
       xi1[j] = static_cast<int32_t>(table_index(i1[g.oh + j0 + j], g.iw));
     }
-    resize_column_block(g, p->mode() == fb::ResizeMode::NEAREST, in, out, p0, p1, j0, nb, xi0, xi1,
-                        w0 + g.oh + j0, w1 + g.oh + j0, row_taps);
+    resize_column_block(g, p->mode() == fb::ResizeMode::NEAREST, in, out, p0, p1, j0, nb, xi0, xi1, w0 + g.oh + j0,
+                        w1 + g.oh + j0, row_taps);
   }
 }
 
@@ -272,8 +275,7 @@ void resize_2d(const fb::ResizeParams* p, const Image2d& g, const float* in, flo
       xw0[j] = two ? static_cast<float>(t.weight[0]) : 0.5f;
       xw1[j] = two ? static_cast<float>(t.weight[1]) : 0.5f;
     }
-    resize_column_block(g, p->mode() == fb::ResizeMode::NEAREST, in, out, p0, p1, j0, nb, xi0, xi1, xw0, xw1,
-                        row_taps);
+    resize_column_block(g, p->mode() == fb::ResizeMode::NEAREST, in, out, p0, p1, j0, nb, xi0, xi1, xw0, xw1, row_taps);
   }
 }
 
@@ -292,8 +294,8 @@ Error run_resize(const KernelArgs& args) {
       int64_t p0, p1;
       parallel_range(g.planes, tasks, t, 1, &p0, &p1);
       if (table) {
-        resize_2d_with_table(p, g, args.in(1).data_as<const float>(), x.data_as<const float>(), y.data_as<float>(),
-                             p0, p1);
+        resize_2d_with_table(p, g, args.in(1).data_as<const float>(), x.data_as<const float>(), y.data_as<float>(), p0,
+                             p1);
       } else {
         resize_2d(p, g, x.data_as<const float>(), y.data_as<float>(), p0, p1);
       }
@@ -399,10 +401,12 @@ Error check_grid_sample(const KernelArgs& args) {
                     "unknown padding mode %lld", static_cast<long long>(param_int(args, 1)));
   KILN_KERNEL_CHECK(args, x.rank() == 4 && grid.rank() == 4 && y.rank() == 4, "expects 4-D X, grid and Y");
   KILN_KERNEL_CHECK(args, grid.dim(0) == x.dim(0) && grid.dim(3) == 2, "grid must be [N, Ho, Wo, 2]");
-  KILN_KERNEL_CHECK(args, y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1) && y.dim(2) == grid.dim(1) &&
-                              y.dim(3) == grid.dim(2), "Y must be [N, C, Ho, Wo]");
-  KILN_KERNEL_CHECK(args, x.dim(2) > 0 && x.dim(3) > 0 && x.dim(2) < (int64_t{1} << 30) &&
-                              x.dim(3) < (int64_t{1} << 30), "image height and width must be in [1, 2^30)");
+  KILN_KERNEL_CHECK(args,
+                    y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1) && y.dim(2) == grid.dim(1) && y.dim(3) == grid.dim(2),
+                    "Y must be [N, C, Ho, Wo]");
+  KILN_KERNEL_CHECK(args,
+                    x.dim(2) > 0 && x.dim(3) > 0 && x.dim(2) < (int64_t{1} << 30) && x.dim(3) < (int64_t{1} << 30),
+                    "image height and width must be in [1, 2^30)");
   return Error::kOk;
 }
 
@@ -417,8 +421,8 @@ Error run_grid_sample(const KernelArgs& args) {
   float* out = args.out(0).data_as<float>();
   constexpr float kFar = static_cast<float>(int64_t{1} << 30);
   auto unnormalise = [align](float g, int64_t size) {
-    const float v = align ? (g + 1.f) * 0.5f * static_cast<float>(size - 1)
-                          : ((g + 1.f) * static_cast<float>(size) - 1.f) * 0.5f;
+    const float v =
+        align ? (g + 1.f) * 0.5f * static_cast<float>(size - 1) : ((g + 1.f) * static_cast<float>(size) - 1.f) * 0.5f;
     return v < -kFar ? -kFar : (v > kFar ? kFar : v);  // NaN passes through
   };
   for (int64_t b = 0; b < n; ++b) {
@@ -446,8 +450,9 @@ Error run_grid_sample(const KernelArgs& args) {
         const int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
         for (int64_t ch = 0; ch < c; ++ch) {
           const float* src = plane + ch * h * w;
-          dst[ch * points] = (1.f - ty) * ((1.f - tx) * grid_tap(src, h, w, x0, y0) + tx * grid_tap(src, h, w, x0 + 1, y0)) +
-                             ty * ((1.f - tx) * grid_tap(src, h, w, x0, y0 + 1) + tx * grid_tap(src, h, w, x0 + 1, y0 + 1));
+          dst[ch * points] =
+              (1.f - ty) * ((1.f - tx) * grid_tap(src, h, w, x0, y0) + tx * grid_tap(src, h, w, x0 + 1, y0)) +
+              ty * ((1.f - tx) * grid_tap(src, h, w, x0, y0 + 1) + tx * grid_tap(src, h, w, x0 + 1, y0 + 1));
         }
         continue;
       }
@@ -549,15 +554,19 @@ Error check_roi_align(const KernelArgs& args) {
   const Tensor& rois = args.in(1);
   const Tensor& batch = args.in(2);
   const Tensor& y = args.out(0);
-  KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32 && rois.dtype() == DType::FLOAT32 &&
-                              batch.dtype() == DType::INT64 && y.dtype() == DType::FLOAT32,
+  KILN_KERNEL_CHECK(args,
+                    x.dtype() == DType::FLOAT32 && rois.dtype() == DType::FLOAT32 && batch.dtype() == DType::INT64 &&
+                        y.dtype() == DType::FLOAT32,
                     "expects float32 X, rois and Y, int64 batch_indices");
-  KILN_KERNEL_CHECK(args, x.rank() == 4 && rois.rank() == 2 && rois.dim(1) == 4 && batch.rank() == 1 &&
-                              batch.dim(0) == rois.dim(0), "expects X [N, C, H, W], rois [R, 4], batch_indices [R]");
-  KILN_KERNEL_CHECK(args, y.rank() == 4 && y.dim(0) == rois.dim(0) && y.dim(1) == x.dim(1) && y.dim(2) > 0 &&
-                              y.dim(3) > 0, "Y must be [R, C, Ho, Wo]");
-  KILN_KERNEL_CHECK(args, x.dim(2) > 0 && x.dim(3) > 0 && x.dim(2) < (int64_t{1} << 24) &&
-                              x.dim(3) < (int64_t{1} << 24), "H and W must be in [1, 2^24)");
+  KILN_KERNEL_CHECK(
+      args, x.rank() == 4 && rois.rank() == 2 && rois.dim(1) == 4 && batch.rank() == 1 && batch.dim(0) == rois.dim(0),
+      "expects X [N, C, H, W], rois [R, 4], batch_indices [R]");
+  KILN_KERNEL_CHECK(args,
+                    y.rank() == 4 && y.dim(0) == rois.dim(0) && y.dim(1) == x.dim(1) && y.dim(2) > 0 && y.dim(3) > 0,
+                    "Y must be [R, C, Ho, Wo]");
+  KILN_KERNEL_CHECK(args,
+                    x.dim(2) > 0 && x.dim(3) > 0 && x.dim(2) < (int64_t{1} << 24) && x.dim(3) < (int64_t{1} << 24),
+                    "H and W must be in [1, 2^24)");
   const int64_t ratio = param_int(args, 0);
   KILN_KERNEL_CHECK(args, ratio >= 0 && ratio <= (int64_t{1} << 16), "sampling_ratio must be in [0, 2^16]");
   KILN_KERNEL_CHECK(args, param_int(args, 1) == 0 || param_int(args, 1) == 1, "mode must be 0 (avg) or 1 (max)");
@@ -605,8 +614,8 @@ Error run_roi_align(const KernelArgs& args) {
           float acc = 0.f;
           bool first = true;
           for (int64_t iy = 0; iy < gh; ++iy) {
-            const float sy = y0 + static_cast<float>(py) * bin_h +
-                             (static_cast<float>(iy) + 0.5f) * bin_h / static_cast<float>(gh);
+            const float sy =
+                y0 + static_cast<float>(py) * bin_h + (static_cast<float>(iy) + 0.5f) * bin_h / static_cast<float>(gh);
             for (int64_t ix = 0; ix < gw; ++ix) {
               const float sx = x0 + static_cast<float>(px) * bin_w +
                                (static_cast<float>(ix) + 0.5f) * bin_w / static_cast<float>(gw);
@@ -634,8 +643,8 @@ Error run_roi_align(const KernelArgs& args) {
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
-#define KILN_RESIZE_KERNELS(K) \
-  K(Resize, check_resize, run_resize, 0) \
+#define KILN_RESIZE_KERNELS(K)                         \
+  K(Resize, check_resize, run_resize, 0)               \
   K(GridSample, check_grid_sample, run_grid_sample, 0) \
   K(RoiAlign, check_roi_align, run_roi_align, 0)
 

@@ -64,6 +64,7 @@ void activate(const GateActivation& a, float* x, int64_t n) {
   if (a.fn == kRnnSigmoid && vector_math(MathOp::kSigmoid, x, x, n)) return;
   if (a.fn == kRnnTanh && vector_math(MathOp::kTanh, x, x, n)) return;
   switch (static_cast<RnnActivation>(a.fn)) {
+    // clang-format off
     case kRnnSigmoid: for (int64_t i = 0; i < n; ++i) x[i] = sigmoid(x[i]); break;
     case kRnnTanh: for (int64_t i = 0; i < n; ++i) x[i] = tanhf(x[i]); break;
     case kRnnRelu: for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.f ? x[i] : 0.f; break;
@@ -74,6 +75,7 @@ void activate(const GateActivation& a, float* x, int64_t n) {
     case kRnnHardSigmoid: for (int64_t i = 0; i < n; ++i) x[i] = hard_sigmoid(x[i], alpha, beta); break;
     case kRnnElu: for (int64_t i = 0; i < n; ++i) x[i] = x[i] < 0.f ? alpha * (expf(x[i]) - 1.f) : x[i]; break;
     case kRnnSoftsign: for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.f + fabsf(x[i])); break;
+    // clang-format on
     case kRnnSoftplus:  // log(1 + e^x) without overflowing for large x
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.f ? x[i] + log1pf(expf(-x[i])) : log1pf(expf(x[i]));
       break;
@@ -109,15 +111,15 @@ struct Recurrence {
   int64_t length(int64_t row) const {
     if (lengths == nullptr) return seq;
     const int64_t n = lengths->dtype() == DType::INT32 ? lengths->data_as<const int32_t>()[row]
-                                                        : lengths->data_as<const int64_t>()[row];
+                                                       : lengths->data_as<const int64_t>()[row];
     return n < 0 ? 0 : (n > seq ? seq : n);
   }
 };
 
 // C (m x n, ldc) = A (m x k, lda) B^T, B given as n rows of k floats (a
 // weight matrix in ONNX's layout).
-void product(const Recurrence& rc, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-             const float* b_rows, float* c, int64_t ldc) {
+void product(const Recurrence& rc, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b_rows,
+             float* c, int64_t ldc) {
   if (rc.pack_b != nullptr) {
     GemmMatrix am;
     am.data = a;
@@ -349,9 +351,9 @@ Error check_recurrence(const KernelArgs& args, int64_t kind) {
   KILN_KERNEL_CHECK(args, args.num_scratch == 1 || args.num_scratch == 3, "expects 1 or 3 scratch buffers, has %u",
                     args.num_scratch);
   const auto* params = args.params<fb::GenericParams>();
-  KILN_KERNEL_CHECK(args, params != nullptr && params->ints() != nullptr && params->floats() != nullptr &&
-                              aligned8(params->ints()),
-                    "expects GenericParams");
+  KILN_KERNEL_CHECK(
+      args, params != nullptr && params->ints() != nullptr && params->floats() != nullptr && aligned8(params->ints()),
+      "expects GenericParams");
   const auto* ints = params->ints();
   KILN_KERNEL_CHECK(args, ints->size() > kRnnIntActivations, "expects %u integer parameters", kRnnIntActivations);
   const int64_t direction = ints->Get(kRnnIntDirection), layout = ints->Get(kRnnIntLayout);
@@ -360,13 +362,12 @@ Error check_recurrence(const KernelArgs& args, int64_t kind) {
   KILN_KERNEL_CHECK(args, layout == 0 || layout == 1, "layout %lld out of range", static_cast<long long>(layout));
   const int64_t dirs = direction == 2 ? 2 : 1;
   const int64_t count = dirs * rnn_activations_per_direction(kind);
-  KILN_KERNEL_CHECK(args, ints->size() >= kRnnIntActivations + count && params->floats()->size() >=
-                                                                             kRnnFloatActivations + 2 * count,
-                    "expects %lld activation functions with alpha and beta", static_cast<long long>(count));
+  KILN_KERNEL_CHECK(
+      args, ints->size() >= kRnnIntActivations + count && params->floats()->size() >= kRnnFloatActivations + 2 * count,
+      "expects %lld activation functions with alpha and beta", static_cast<long long>(count));
   for (int64_t i = 0; i < count; ++i) {
     const int64_t fn = ints->Get(kRnnIntActivations + static_cast<uint32_t>(i));
-    KILN_KERNEL_CHECK(args, fn >= 0 && fn < kRnnNumActivations, "unknown activation %lld",
-                      static_cast<long long>(fn));
+    KILN_KERNEL_CHECK(args, fn >= 0 && fn < kRnnNumActivations, "unknown activation %lld", static_cast<long long>(fn));
   }
   const float threshold = params->floats()->Get(kRnnFloatClip);
   KILN_KERNEL_CHECK(args, threshold >= 0.f, "clip must not be negative");
@@ -426,8 +427,9 @@ Error check_recurrence(const KernelArgs& args, int64_t kind) {
                     checked_add(work, state_floats, &work);
   KILN_KERNEL_CHECK(args, fits && args.scratch[0]->numel() >= work, "working memory too small");
   if (args.num_scratch == 3) {
-    KILN_KERNEL_CHECK(args, args.scratch[1]->numel() >= rnn_pack_a_floats(rc.seq, rc.batch, rc.input, H) &&
-                                args.scratch[2]->numel() >= rnn_pack_b_floats(kind, rc.input, H),
+    KILN_KERNEL_CHECK(args,
+                      args.scratch[1]->numel() >= rnn_pack_a_floats(rc.seq, rc.batch, rc.input, H) &&
+                          args.scratch[2]->numel() >= rnn_pack_b_floats(kind, rc.input, H),
                       "packing scratch too small");
   }
   return Error::kOk;
@@ -455,9 +457,9 @@ Error run_kind(const KernelArgs& args) {
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
-#define KILN_RNN_KERNELS(K) \
+#define KILN_RNN_KERNELS(K)                               \
   K(RNN, check_kind<kRnnSimple>, run_kind<kRnnSimple>, 0) \
-  K(GRU, check_kind<kRnnGru>, run_kind<kRnnGru>, 0) \
+  K(GRU, check_kind<kRnnGru>, run_kind<kRnnGru>, 0)       \
   K(LSTM, check_kind<kRnnLstm>, run_kind<kRnnLstm>, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_RNN_KERNELS)

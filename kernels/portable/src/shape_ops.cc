@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "broadcast.h"
-#include "kiln/kernels/float16.h"
 #include "kernel_util.h"
+#include "kiln/kernels/float16.h"
 #include "parallel.h"
 #include "portable_kernels.h"
 
@@ -26,8 +26,8 @@ Error check_transpose(const KernelArgs& args) {
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, x.dtype() == y.dtype(), "dtype changes");
-  KILN_KERNEL_CHECK(args, p->perm()->size() == x.rank() && y.rank() == x.rank(),
-                    "perm has %u entries for rank %u", p->perm()->size(), x.rank());
+  KILN_KERNEL_CHECK(args, p->perm()->size() == x.rank() && y.rank() == x.rank(), "perm has %u entries for rank %u",
+                    p->perm()->size(), x.rank());
   bool seen[kMaxRank] = {};
   for (uint32_t d = 0; d < x.rank(); ++d) {
     const int32_t src = p->perm()->Get(d);
@@ -41,8 +41,8 @@ Error check_transpose(const KernelArgs& args) {
 
 // Output rows [r0, r1) (rows of the last output dimension) of a transpose.
 template <typename T>
-void transpose_typed(const T* in, T* out, const int64_t* out_dims, const int64_t* src_strides,
-                     uint32_t rank, int64_t r0, int64_t r1) {
+void transpose_typed(const T* in, T* out, const int64_t* out_dims, const int64_t* src_strides, uint32_t rank,
+                     int64_t r0, int64_t r1) {
   if (rank == 0) {
     if (r1 > r0) out[0] = in[0];
     return;
@@ -84,10 +84,12 @@ Error run_transpose(const KernelArgs& args) {
     int64_t r0, r1;
     parallel_range(rows, tasks, t, 1, &r0, &r1);
     switch (dtype_size(x.dtype())) {
+      // clang-format off
       case 1: transpose_typed(x.data_as<const uint8_t>(), y.data_as<uint8_t>(), y.dims(), src_strides, y.rank(), r0, r1); break;
       case 2: transpose_typed(x.data_as<const uint16_t>(), y.data_as<uint16_t>(), y.dims(), src_strides, y.rank(), r0, r1); break;
       case 4: transpose_typed(x.data_as<const uint32_t>(), y.data_as<uint32_t>(), y.dims(), src_strides, y.rank(), r0, r1); break;
       default: transpose_typed(x.data_as<const uint64_t>(), y.data_as<uint64_t>(), y.dims(), src_strides, y.rank(), r0, r1); break;
+        // clang-format on
     }
   });
   return Error::kOk;
@@ -104,8 +106,8 @@ Error run_transpose(const KernelArgs& args) {
 // kCopyBlock-byte blocks.
 constexpr int64_t kCopyBlock = 64;
 
-void copy_rows_in_range(const uint8_t* src, uint8_t* dst, bool into_wide, int64_t wide_row, int64_t column,
-                        int64_t row, int64_t b, int64_t e) {
+void copy_rows_in_range(const uint8_t* src, uint8_t* dst, bool into_wide, int64_t wide_row, int64_t column, int64_t row,
+                        int64_t b, int64_t e) {
   if (row == 0) return;
   for (int64_t o = b / wide_row; o <= (e - 1) / wide_row; ++o) {
     const int64_t start = o * wide_row + column;
@@ -164,8 +166,8 @@ Error check_concat(const KernelArgs& args) {
     }
     total += x.dim(axis);
   }
-  KILN_KERNEL_CHECK(args, total == y.dim(axis), "concatenated size %lld != output %lld",
-                    static_cast<long long>(total), static_cast<long long>(y.dim(axis)));
+  KILN_KERNEL_CHECK(args, total == y.dim(axis), "concatenated size %lld != output %lld", static_cast<long long>(total),
+                    static_cast<long long>(y.dim(axis)));
   return Error::kOk;
 }
 
@@ -318,8 +320,10 @@ Error check_gather(const KernelArgs& args) {
   KILN_KERNEL_CHECK(args, out.rank() == data.rank() - 1 + indices.rank(), "output rank wrong");
   uint32_t o = 0;
   for (uint32_t d = 0; d < axis; ++d) KILN_KERNEL_CHECK(args, out.dim(o++) == data.dim(d), "output shape wrong");
-  for (uint32_t d = 0; d < indices.rank(); ++d) KILN_KERNEL_CHECK(args, out.dim(o++) == indices.dim(d), "output shape wrong");
-  for (uint32_t d = axis + 1; d < data.rank(); ++d) KILN_KERNEL_CHECK(args, out.dim(o++) == data.dim(d), "output shape wrong");
+  for (uint32_t d = 0; d < indices.rank(); ++d)
+    KILN_KERNEL_CHECK(args, out.dim(o++) == indices.dim(d), "output shape wrong");
+  for (uint32_t d = axis + 1; d < data.rank(); ++d)
+    KILN_KERNEL_CHECK(args, out.dim(o++) == data.dim(d), "output shape wrong");
   return Error::kOk;
 }
 
@@ -334,12 +338,12 @@ Error run_gather(const KernelArgs& args) {
   const uint8_t* in = data.data_as<const uint8_t>();
   uint8_t* out = args.out(0).data_as<uint8_t>();
   for (int64_t j = 0; j < count; ++j) {
-    int64_t k = indices.dtype() == DType::INT64 ? indices.data_as<const int64_t>()[j]
-                                                : indices.data_as<const int32_t>()[j];
+    int64_t k =
+        indices.dtype() == DType::INT64 ? indices.data_as<const int64_t>()[j] : indices.data_as<const int32_t>()[j];
     if (k < 0) k += dim;
     if (k < 0 || k >= dim) {
-      KILN_LOG(ERROR, "node '%s': index %lld out of range [0, %lld)", args.node_name,
-               static_cast<long long>(k), static_cast<long long>(dim));
+      KILN_LOG(ERROR, "node '%s': index %lld out of range [0, %lld)", args.node_name, static_cast<long long>(k),
+               static_cast<long long>(dim));
       return Error::kInvalidInput;
     }
     for (int64_t o = 0; o < outer; ++o) {
@@ -396,13 +400,20 @@ Error run_expand(const KernelArgs& args) {
 
 bool castable(DType t) {
   switch (t) {
-    case DType::FLOAT32: case DType::FLOAT64: case DType::FLOAT16: case DType::BFLOAT16:
-    case DType::INT8: case DType::UINT8:
-    case DType::INT16: case DType::UINT16: case DType::INT32: case DType::UINT32:
-    case DType::INT64: case DType::UINT64: case DType::BOOL:
-      return true;
-    default:
-      return false;
+    case DType::FLOAT32:
+    case DType::FLOAT64:
+    case DType::FLOAT16:
+    case DType::BFLOAT16:
+    case DType::INT8:
+    case DType::UINT8:
+    case DType::INT16:
+    case DType::UINT16:
+    case DType::INT32:
+    case DType::UINT32:
+    case DType::INT64:
+    case DType::UINT64:
+    case DType::BOOL: return true;
+    default: return false;
   }
 }
 
@@ -471,9 +482,13 @@ Error run_cast(const KernelArgs& args) {
       switch (out.dtype()) {
         case DType::INT64: out.data_as<int64_t>()[i] = is_signed ? s : static_cast<int64_t>(u); break;
         case DType::UINT64: out.data_as<uint64_t>()[i] = is_signed ? static_cast<uint64_t>(s) : u; break;
-        case DType::INT32: out.data_as<int32_t>()[i] = static_cast<int32_t>(is_signed ? s : static_cast<int64_t>(u)); break;
+        case DType::INT32:
+          out.data_as<int32_t>()[i] = static_cast<int32_t>(is_signed ? s : static_cast<int64_t>(u));
+          break;
         case DType::BOOL: out.data_as<uint8_t>()[i] = (is_signed ? s != 0 : u != 0) ? 1 : 0; break;
-        default: store_element(out.data(), out.dtype(), i, is_signed ? static_cast<double>(s) : static_cast<double>(u)); break;
+        default:
+          store_element(out.data(), out.dtype(), i, is_signed ? static_cast<double>(s) : static_cast<double>(u));
+          break;
       }
     }
     return Error::kOk;
@@ -488,15 +503,16 @@ Error run_cast(const KernelArgs& args) {
 Error check_pad(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
   const auto* p = args.params<fb::PadParams>();
-  KILN_KERNEL_CHECK(args, p != nullptr && p->pads() != nullptr && aligned8(p->pads()), "missing or misaligned PadParams");
+  KILN_KERNEL_CHECK(args, p != nullptr && p->pads() != nullptr && aligned8(p->pads()),
+                    "missing or misaligned PadParams");
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   const uint32_t rank = x.rank();
   KILN_KERNEL_CHECK(args, x.dtype() == y.dtype() && y.rank() == rank, "dtype or rank changes");
   KILN_KERNEL_CHECK(args, p->pads()->size() == 2 * rank, "pads must have 2 * rank entries");
   KILN_KERNEL_CHECK(args, p->mode() <= fb::PadMode::MAX, "unknown pad mode");
-  KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32 || p->mode() != fb::PadMode::CONSTANT ||
-                              p->value() == 0.f, "non-zero constant pads only for float32");
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32 || p->mode() != fb::PadMode::CONSTANT || p->value() == 0.f,
+                    "non-zero constant pads only for float32");
   for (uint32_t d = 0; d < rank; ++d) {
     const int64_t b = p->pads()->Get(d), e = p->pads()->Get(d + rank);
     KILN_KERNEL_CHECK(args, b >= 0 && e >= 0, "negative pads are not supported");
@@ -518,10 +534,8 @@ int64_t pad_source(int64_t o, int64_t n, int64_t b, fb::PadMode mode) {
   int64_t i = o - b;
   if (i >= 0 && i < n) return i;
   switch (mode) {
-    case fb::PadMode::CONSTANT:
-      return -1;
-    case fb::PadMode::EDGE:
-      return i < 0 ? 0 : n - 1;
+    case fb::PadMode::CONSTANT: return -1;
+    case fb::PadMode::EDGE: return i < 0 ? 0 : n - 1;
     case fb::PadMode::REFLECT:
       if (n == 1) return 0;
       while (i < 0 || i >= n) i = i < 0 ? -i : 2 * (n - 1) - i;
@@ -582,14 +596,14 @@ Error run_pad(const KernelArgs& args) {
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
-#define KILN_SHAPE_KERNELS(K) \
-  K(Pad, check_pad, run_pad, 0) \
-  K(Gather, check_gather, run_gather, 0) \
-  K(Cast, check_cast, run_cast, 0) \
+#define KILN_SHAPE_KERNELS(K)                     \
+  K(Pad, check_pad, run_pad, 0)                   \
+  K(Gather, check_gather, run_gather, 0)          \
+  K(Cast, check_cast, run_cast, 0)                \
   K(Transpose, check_transpose, run_transpose, 0) \
-  K(Concat, check_concat, run_concat, 0) \
-  K(Expand, check_expand, run_expand, 0) \
-  K(Split, check_split, run_split, 0) \
+  K(Concat, check_concat, run_concat, 0)          \
+  K(Expand, check_expand, run_expand, 0)          \
+  K(Split, check_split, run_split, 0)             \
   K(Slice, check_slice, run_slice, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_SHAPE_KERNELS)

@@ -38,9 +38,9 @@ bool power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
 Error check_twiddles_scratch(const KernelArgs& args, const Tensor& twiddles, int64_t n) {
   KILN_KERNEL_CHECK(args, n >= 1, "transform length %lld must be positive", static_cast<long long>(n));
-  KILN_KERNEL_CHECK(args, twiddles.dtype() == DType::FLOAT32 && twiddles.rank() == 2 && twiddles.dim(0) == n &&
-                              twiddles.dim(1) == 2,
-                    "twiddles must be float32 [%lld, 2]", static_cast<long long>(n));
+  KILN_KERNEL_CHECK(
+      args, twiddles.dtype() == DType::FLOAT32 && twiddles.rank() == 2 && twiddles.dim(0) == n && twiddles.dim(1) == 2,
+      "twiddles must be float32 [%lld, 2]", static_cast<long long>(n));
   const Tensor& scratch = *args.scratch[0];
   KILN_KERNEL_CHECK(args, scratch.dtype() == DType::FLOAT32 && scratch.numel() >= dft_scratch_floats(n),
                     "scratch must hold %lld floats", static_cast<long long>(dft_scratch_floats(n)));
@@ -116,7 +116,8 @@ Error check_dft(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_params(args, 4, 0));
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
-  KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32 && y.dtype() == DType::FLOAT32, "input and output must be float32");
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32 && y.dtype() == DType::FLOAT32,
+                    "input and output must be float32");
   const int64_t axis = param_int(args, 0), n = param_int(args, 1);
   const bool onesided = param_int(args, 3) != 0;
   const uint32_t rank = x.rank();
@@ -194,8 +195,9 @@ Error check_stft(const KernelArgs& args) {
                       "window must be float32 [%lld]", static_cast<long long>(n));
   }
   const int64_t frames = (signal.dim(1) - n) / step + 1;
-  KILN_KERNEL_CHECK(args, y.rank() == 4 && y.dim(0) == signal.dim(0) && y.dim(1) == frames &&
-                              y.dim(2) == (onesided ? n / 2 + 1 : n) && y.dim(3) == 2,
+  KILN_KERNEL_CHECK(args,
+                    y.rank() == 4 && y.dim(0) == signal.dim(0) && y.dim(1) == frames &&
+                        y.dim(2) == (onesided ? n / 2 + 1 : n) && y.dim(3) == 2,
                     "output must be [%lld, %lld, %lld, 2]", static_cast<long long>(signal.dim(0)),
                     static_cast<long long>(frames), static_cast<long long>(onesided ? n / 2 + 1 : n));
   return Error::kOk;
@@ -230,7 +232,7 @@ Error run_stft(const KernelArgs& args) {
 }  // namespace
 
 // Name, check, run and in-place inputs of each kernel of this file.
-#define KILN_SIGNAL_KERNELS(K) \
+#define KILN_SIGNAL_KERNELS(K)  \
   K(DFT, check_dft, run_dft, 0) \
   K(STFT, check_stft, run_stft, 0)
 

@@ -44,12 +44,12 @@ namespace kernels {
 // quotient, vmath_x86_body.inc): |x| < 1: x P(x^2) (kErfSmall, degree 6);
 // above, 1 - e^(Q(|x| - 1)) (kErfLarge, degree 8, fitted to log erfc on
 // [1, 3.92]).
-constexpr float kErfSmall[] = {7.9334233305417e-05f, -0.0008034828351810575f, 0.0051912167109549046f,
-                               -0.02685539796948433f, 0.11283625662326813f, -0.3761262893676758f,
+constexpr float kErfSmall[] = {7.9334233305417e-05f,  -0.0008034828351810575f, 0.0051912167109549046f,
+                               -0.02685539796948433f, 0.11283625662326813f,    -0.3761262893676758f,
                                1.128379225730896f};
 constexpr float kErfLarge[] = {1.6449591839773348e-06f, -3.3021173294400796e-05f, 0.0003203694068361074f,
-                               -0.002054204698652029f, 0.010077053681015968f, -0.041574664413928986f,
-                               -0.8431053757667542f, -2.638967514038086f, -1.8496055603027344f};
+                               -0.002054204698652029f,  0.010077053681015968f,    -0.041574664413928986f,
+                               -0.8431053757667542f,    -2.638967514038086f,      -1.8496055603027344f};
 
 // erf of one float with those polynomials and the C library's expf: what
 // firmware's fused GELU uses instead of the C library's erff, which would
@@ -74,7 +74,7 @@ enum class MathOp : uint8_t {
   kExp,
   kLog,
   kSigmoid,
-  kSilu,         // x * sigmoid(x)
+  kSilu,  // x * sigmoid(x)
   kTanh,
   kErf,
   kGelu,         // 0.5 x (1 + erf(x / sqrt 2))
@@ -95,8 +95,7 @@ bool vector_math(MathOp op, const float* in, float* out, int64_t n, float alpha 
 // The same on one chosen path (for tests): 2 = AVX-512, 1 = AVX2, 3 = NEON
 // (vmath_neon.cc, the same polynomials over 4 lanes); false
 // when the processor or the switch does not allow it.
-bool vector_math_on(int path, MathOp op, const float* in, float* out, int64_t n, float alpha = 0.f,
-                    float beta = 0.f);
+bool vector_math_on(int path, MathOp op, const float* in, float* out, int64_t n, float alpha = 0.f, float beta = 0.f);
 
 }  // namespace kernels
 }  // namespace kiln

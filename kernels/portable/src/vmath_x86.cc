@@ -70,8 +70,8 @@ KILN_VT inline VI isrl23(VI a) { return _mm256_srli_epi32(a, 23); }
 KILN_VT inline V pow2i(VI n) { return as_float(_mm256_slli_epi32(_mm256_add_epi32(n, iset1(127)), 23)); }
 // Whether every lane of n lies in [lo, hi] (false for a NaN lane).
 KILN_VT inline bool all_within(V n, float lo, float hi) {
-  const __m256 inside = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_set1_ps(lo), _CMP_GE_OQ),
-                                      _mm256_cmp_ps(n, _mm256_set1_ps(hi), _CMP_LE_OQ));
+  const __m256 inside =
+      _mm256_and_ps(_mm256_cmp_ps(n, _mm256_set1_ps(lo), _CMP_GE_OQ), _mm256_cmp_ps(n, _mm256_set1_ps(hi), _CMP_LE_OQ));
   return _mm256_movemask_ps(inside) == 0xFF;
 }
 // The float bits `bits` with n added to their exponent.
@@ -137,8 +137,8 @@ KILN_VT inline VI isra1(VI a) { return _mm512_srai_epi32(a, 1); }
 KILN_VT inline VI isrl23(VI a) { return _mm512_srli_epi32(a, 23); }
 KILN_VT inline V pow2i(VI n) { return as_float(_mm512_slli_epi32(_mm512_add_epi32(n, iset1(127)), 23)); }
 KILN_VT inline bool all_within(V n, float lo, float hi) {
-  return (_mm512_cmp_ps_mask(n, _mm512_set1_ps(lo), _CMP_GE_OQ) & _mm512_cmp_ps_mask(n, _mm512_set1_ps(hi), _CMP_LE_OQ)) ==
-         0xFFFF;
+  return (_mm512_cmp_ps_mask(n, _mm512_set1_ps(lo), _CMP_GE_OQ) &
+          _mm512_cmp_ps_mask(n, _mm512_set1_ps(hi), _CMP_LE_OQ)) == 0xFFFF;
 }
 KILN_VT inline VI iadd_exponent(VI bits, VI n) { return _mm512_add_epi32(bits, _mm512_slli_epi32(n, 23)); }
 

@@ -103,18 +103,20 @@ Error check_winograd(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
   const auto* p = args.params<fb::ConvParams>();
   KILN_KERNEL_CHECK(args, p != nullptr, "missing ConvParams");
-  KILN_KERNEL_CHECK(args, p->group() == 1 && pair_is(p->kernel(), 3, 3) && pair_is(p->strides(), 1, 1) &&
-                              pair_is(p->dilations(), 1, 1),
-                    "Winograd takes 3x3 kernels, stride 1, no dilation, one group");
+  KILN_KERNEL_CHECK(
+      args,
+      p->group() == 1 && pair_is(p->kernel(), 3, 3) && pair_is(p->strides(), 1, 1) && pair_is(p->dilations(), 1, 1),
+      "Winograd takes 3x3 kernels, stride 1, no dilation, one group");
   KILN_KERNEL_CHECK(args, p->pads() != nullptr && p->pads()->size() == 4, "bad pads");
   for (uint32_t i = 0; i < 4; ++i) KILN_KERNEL_CHECK(args, p->pads()->Get(i) >= 0, "negative pad");
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, x.rank() == 4 && y.rank() == 4 && y.dim(0) == x.dim(0), "expects 4-D input and output");
   const WinogradGeometry g = winograd_geometry(args);
-  KILN_KERNEL_CHECK(args, g.oh == g.h + g.pt + p->pads()->Get(2) - 2 && g.ow == g.w + g.pl + p->pads()->Get(3) - 2 &&
-                              g.oh > 0 && g.ow > 0,
-                    "output size does not match the geometry");
+  KILN_KERNEL_CHECK(
+      args,
+      g.oh == g.h + g.pt + p->pads()->Get(2) - 2 && g.ow == g.w + g.pl + p->pads()->Get(3) - 2 && g.oh > 0 && g.ow > 0,
+      "output size does not match the geometry");
   KILN_KERNEL_CHECK(args, args.in(1).rank() == 1 && args.in(1).numel() == winograd_weight_floats(g.m, g.c),
                     "transformed weights must have %lld elements",
                     static_cast<long long>(winograd_weight_floats(g.m, g.c)));
@@ -122,8 +124,9 @@ Error check_winograd(const KernelArgs& args) {
   for (uint32_t i = 0; i < 2; ++i) {
     KILN_KERNEL_CHECK(args, args.scratch[i]->dtype() == DType::FLOAT32, "scratch must be float32");
   }
-  KILN_KERNEL_CHECK(args, args.scratch[0]->numel() >= winograd_input_unpadded_floats(g.c, tile_count(g)) &&
-                              args.scratch[1]->numel() >= winograd_product_unpadded_floats(g.m, g.c, tile_count(g)),
+  KILN_KERNEL_CHECK(args,
+                    args.scratch[0]->numel() >= winograd_input_unpadded_floats(g.c, tile_count(g)) &&
+                        args.scratch[1]->numel() >= winograd_product_unpadded_floats(g.m, g.c, tile_count(g)),
                     "Winograd scratch too small");
   return check_activation(args, p->activation());
 }
@@ -148,8 +151,8 @@ void apply_block_activation(const WinogradGeometry& g, int64_t t0, int64_t tb, c
 // Step 1 for tiles [t0, t0 + tb) and channels [c0, c1) of one image: V_xi in packed-B panels
 // (panel q, channel c, lane l at (q * C + c) * kGemmNr + l, each V_xi
 // C * round_up(tb, kGemmNr) floats, stride_xi apart); lanes past tb are zero.
-void transform_input(const WinogradGeometry& g, const float* x, int64_t t0, int64_t tb, float* v,
-                     int64_t stride_xi, GemmPath path, int64_t c0, int64_t c1) {
+void transform_input(const WinogradGeometry& g, const float* x, int64_t t0, int64_t tb, float* v, int64_t stride_xi,
+                     GemmPath path, int64_t c0, int64_t c1) {
 #if KILN_GEMM_X86
   if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
     // Up to eight tiles per step, never across the end of a tile row (they
@@ -160,11 +163,9 @@ void transform_input(const WinogradGeometry& g, const float* x, int64_t t0, int6
     const int64_t tw = tile_columns(g), tail = gemm_round_up(tb, kGemmNr) - tb;
     for (int64_t c = c0; c < c1; ++c) {
       for (int64_t t = 0; t < tb;) {
-        const int64_t count =
-            gemm_min(gemm_min(8, tb - t), gemm_min(tw - (t0 + t) % tw, kGemmNr - t % kGemmNr));
+        const int64_t count = gemm_min(gemm_min(8, tb - t), gemm_min(tw - (t0 + t) % tw, kGemmNr - t % kGemmNr));
         x86::winograd_input_avx2(x + c * g.h * g.w, g.h, g.w, g.pt, g.pl, tw, t0 + t, count,
-                                 v + (t / kGemmNr * g.c + c) * kGemmNr + t % kGemmNr, stride_xi,
-                                 kGemmNr - t % kGemmNr);
+                                 v + (t / kGemmNr * g.c + c) * kGemmNr + t % kGemmNr, stride_xi, kGemmNr - t % kGemmNr);
         t += count;
       }
       if (tail > 0) {
@@ -340,8 +341,8 @@ void winograd_conv(const WinogradConv& g, GemmPath path, ThreadPool* pool) {
         for (int64_t xi = x0; xi < x1; ++xi) {
           GemmMatrix a{g.weights + xi * gemm_prepacked_a_floats(g.m, g.c), g.c, false, true};
           GemmMatrix b{g.transformed_input + xi * v_stride, 0, false, true};
-          gemm_packed(g.m, tb, g.c, a, b, nullptr, g.products + xi * p_stride, tb, GemmEpilogue{}, nullptr,
-                      nullptr, path);
+          gemm_packed(g.m, tb, g.c, a, b, nullptr, g.products + xi * p_stride, tb, GemmEpilogue{}, nullptr, nullptr,
+                      path);
         }
       });
       const int64_t out_tasks = parallel_tasks(pool, g.m * tb * 64, g.m);
@@ -355,8 +356,7 @@ void winograd_conv(const WinogradConv& g, GemmPath path, ThreadPool* pool) {
 }
 
 // Name, check, run and in-place inputs of each kernel of this file.
-#define KILN_WINOGRAD_KERNELS(K) \
-  K(ConvWinograd, check_winograd, run_winograd, 0)
+#define KILN_WINOGRAD_KERNELS(K) K(ConvWinograd, check_winograd, run_winograd, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_WINOGRAD_KERNELS)
 const KernelEntry kWinogradKernels[] = {KILN_WINOGRAD_KERNELS(KILN_KERNEL_TABLE_ROW)};

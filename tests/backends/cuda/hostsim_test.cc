@@ -18,7 +18,8 @@ void run(void (*kernel)(Args), dim3 grid, dim3 block, const Args& args, cudaStre
   // The same shape as KILN_CUDA_LAUNCH, without the backend's headers.
   static void (*k)(Args) = nullptr;
   k = kernel;
-  launch(grid, block, stream, [](const void* a) { k(*static_cast<const Args*>(a)); }, &args, sizeof(args));
+  launch(
+      grid, block, stream, [](const void* a) { k(*static_cast<const Args*>(a)); }, &args, sizeof(args));
 }
 
 struct ReverseArgs {

@@ -66,8 +66,7 @@ HostTensor float_constant(std::vector<float> values, std::vector<int64_t> shape)
 GraphBuilder cnn(bool with_pad = false) {
   GraphBuilder b;
   const int x = b.input("x", {2, 3, 12, 12});
-  int h = b.node("Conv", {x, b.ramp("w1", {16, 3, 3, 3}), b.ramp("b1", {16})},
-                 {{"pads", ints_attr({1, 1, 1, 1})}});
+  int h = b.node("Conv", {x, b.ramp("w1", {16, 3, 3, 3}), b.ramp("b1", {16})}, {{"pads", ints_attr({1, 1, 1, 1})}});
   h = b.node("Relu", {h});
   h = b.node("MaxPool", {h}, {{"kernel_shape", ints_attr({2, 2})}, {"strides", ints_attr({2, 2})}});
   if (with_pad) {
@@ -77,10 +76,11 @@ GraphBuilder cnn(bool with_pad = false) {
   }
   h = b.node("Conv", {h, b.ramp("w_dw", {16, 1, 3, 3})}, {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(16)}});
   HostTensor var = float_constant(std::vector<float>(16, 0.8f), {16});
-  h = b.node("BatchNormalization", {h, b.ramp("scale", {16}), b.ramp("bias", {16}), b.ramp("mean", {16}),
-                                    b.constant("var", var)});
+  h = b.node("BatchNormalization",
+             {h, b.ramp("scale", {16}), b.ramp("bias", {16}), b.ramp("mean", {16}), b.constant("var", var)});
   h = b.node("HardSwish", {h});
-  h = b.node("Conv", {h, b.ramp("w_g", {32, 4, 3, 3}, 0.05f)}, {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(4)}});
+  h = b.node("Conv", {h, b.ramp("w_g", {32, 4, 3, 3}, 0.05f)},
+             {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(4)}});
   const int skip = b.node("Sigmoid", {h});
   int a = b.node("AveragePool", {skip}, {{"kernel_shape", ints_attr({3, 3})}, {"pads", ints_attr({1, 1, 1, 1})}});
   a = b.node("Add", {a, skip});
@@ -139,7 +139,8 @@ DeviceCounts count_instructions(const PlanResult& plan) {
     }
   }
   for (const planner::LInstruction& ins : plan.program.methods[0].instructions) {
-    if (ins.kind == planner::LInstruction::Kind::kKernel && ins.device.type() != fb::DeviceType::CPU) ++c.device_kernels;
+    if (ins.kind == planner::LInstruction::Kind::kKernel && ins.device.type() != fb::DeviceType::CPU)
+      ++c.device_kernels;
   }
   return c;
 }
@@ -357,7 +358,8 @@ TEST(VulkanKernelTest, ReductionsOverAnyAxes) {
   SKIP_WITHOUT_VULKAN();
   const HostTensor x = random_tensor({3, 4, 5, 6}, 6);
   HostTensor positive = x;
-  for (int64_t i = 0; i < positive.numel(); ++i) positive.data<float>()[i] = std::fabs(positive.data<float>()[i]) + 0.1f;
+  for (int64_t i = 0; i < positive.numel(); ++i)
+    positive.data<float>()[i] = std::fabs(positive.data<float>()[i]) + 0.1f;
   const std::vector<std::vector<int>> axes_cases = {{3}, {0}, {1, 2}, {0, 2}, {1, 3}, {0, 1, 2, 3}};
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                          "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}) {
@@ -409,8 +411,9 @@ TEST(VulkanKernelTest, LayerNormalization) {
           for (int64_t i = 0; i < inner; ++i) q += std::pow(x.data<float>()[o * inner + i] - m, 2);
           const double r = 1.0 / std::sqrt(q / inner + 1e-5);
           for (int64_t i = 0; i < inner; ++i) {
-            want.data<float>()[o * inner + i] = static_cast<float>(
-                (x.data<float>()[o * inner + i] - m) * r * scale_n.data<float>()[i] + (with_bias ? bias_n.data<float>()[i] : 0));
+            want.data<float>()[o * inner + i] =
+                static_cast<float>((x.data<float>()[o * inner + i] - m) * r * scale_n.data<float>()[i] +
+                                   (with_bias ? bias_n.data<float>()[i] : 0));
           }
           mean.data<float>()[o] = static_cast<float>(m);
           inv.data<float>()[o] = static_cast<float>(r);
@@ -443,9 +446,9 @@ TEST(VulkanKernelTest, GeluBothForms) {
     HostTensor want = x;
     for (int64_t i = 0; i < x.numel(); ++i) {
       const double v = x.data<float>()[i];
-      want.data<float>()[i] = static_cast<float>(
-          beta != 0 ? 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
-                    : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+      want.data<float>()[i] =
+          static_cast<float>(beta != 0 ? 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+                                       : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
     }
     fb::UnaryParamsT p;
     p.beta = beta;
@@ -602,7 +605,8 @@ TEST(VulkanBackendTest, StagingCopiesGiveTheSameOutputs) {
   ASSERT_EQ(want.size(), 1u);
   EXPECT_EQ(got[0].bytes, want[0].bytes);
   // Delegate calls plus the staged uploads (constants too) and downloads.
-  EXPECT_GT(staging.backend->stats().submits - submits, static_cast<uint64_t>(count_instructions(plan(b, "vulkan:0,cpu")).delegates));
+  EXPECT_GT(staging.backend->stats().submits - submits,
+            static_cast<uint64_t>(count_instructions(plan(b, "vulkan:0,cpu")).delegates));
   staging.backend->shutdown();
   EXPECT_EQ(staging.backend->validation_messages(), 0u);
 }
@@ -612,10 +616,16 @@ TEST(VulkanBackendTest, PipelinesAreMadeOncePerDevice) {
   TestBackend fresh;
   GraphBuilder b = mixer();
   const std::string program = plan(b, "vulkan:0").bytes;
-  { LoadedMethod first(program, fresh.registry); ASSERT_EQ(first.error(), Error::kOk); }
+  {
+    LoadedMethod first(program, fresh.registry);
+    ASSERT_EQ(first.error(), Error::kOk);
+  }
   const uint64_t made = fresh.backend->stats().pipelines_created;
   EXPECT_GT(made, 3u);
-  { LoadedMethod second(program, fresh.registry); ASSERT_EQ(second.error(), Error::kOk); }
+  {
+    LoadedMethod second(program, fresh.registry);
+    ASSERT_EQ(second.error(), Error::kOk);
+  }
   EXPECT_EQ(fresh.backend->stats().pipelines_created, made);
   EXPECT_GT(fresh.backend->pipeline_cache_data(0, nullptr, 0), 0u);
   fresh.backend->shutdown();

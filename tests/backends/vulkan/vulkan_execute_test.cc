@@ -33,17 +33,17 @@ void count(const char* name) { ++calls()[name]; }
 }  // namespace
 
 // Each wrapper counts the call and forwards it.
-#define KILN_WRAP(ret, name, params, args)  \
-  extern "C" ret __real_##name params;      \
-  extern "C" ret __wrap_##name params {     \
-    count(#name);                           \
-    return __real_##name args;              \
+#define KILN_WRAP(ret, name, params, args) \
+  extern "C" ret __real_##name params;     \
+  extern "C" ret __wrap_##name params {    \
+    count(#name);                          \
+    return __real_##name args;             \
   }
 
 KILN_WRAP(VkResult, vkAllocateMemory,
           (VkDevice d, const VkMemoryAllocateInfo* i, const VkAllocationCallbacks* a, VkDeviceMemory* m), (d, i, a, m))
-KILN_WRAP(VkResult, vkCreateBuffer, (VkDevice d, const VkBufferCreateInfo* i, const VkAllocationCallbacks* a, VkBuffer* b),
-          (d, i, a, b))
+KILN_WRAP(VkResult, vkCreateBuffer,
+          (VkDevice d, const VkBufferCreateInfo* i, const VkAllocationCallbacks* a, VkBuffer* b), (d, i, a, b))
 KILN_WRAP(VkResult, vkCreateDescriptorPool,
           (VkDevice d, const VkDescriptorPoolCreateInfo* i, const VkAllocationCallbacks* a, VkDescriptorPool* p),
           (d, i, a, p))

@@ -155,7 +155,8 @@ std::string single_kernel_program(const std::string& op, fb::ParamsUnion params,
     auto dev = tensor("in" + std::to_string(i) + "@vulkan", inputs[i], true);
     place(*dev);
     device_inputs.push_back(static_cast<int32_t>(m.tensors.size()));
-    m.instructions.push_back(copy(static_cast<uint32_t>(m.tensors.size() - 1), static_cast<uint32_t>(m.tensors.size())));
+    m.instructions.push_back(
+        copy(static_cast<uint32_t>(m.tensors.size() - 1), static_cast<uint32_t>(m.tensors.size())));
     m.tensors.push_back(std::move(dev));
   }
   for (size_t o = 0; o < outputs.size(); ++o) {

@@ -148,8 +148,8 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
                 CUBLAS_STATUS_SUCCESS;
   if (bias) {
     const void* bias_ptr = m.c;
-    ok = ok && cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
-                                              sizeof(bias_ptr)) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)) ==
+                   CUBLAS_STATUS_SUCCESS;
   }
   // Stored (not op'd) shapes, column-major.
   const uint64_t first_rows = b_t ? k : n, first_cols = b_t ? n : k;
@@ -157,14 +157,14 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
   const uint64_t second_rows = a_t ? rows : k, second_cols = a_t ? k : rows;
   const int64_t second_ld = a_t ? m.a_col : m.a_row;
   ok = ok && cublasLtMatrixLayoutInit(&plan->a, CUDA_R_32F, first_rows, first_cols, first_ld) == CUBLAS_STATUS_SUCCESS;
-  ok = ok && cublasLtMatrixLayoutInit(&plan->b, CUDA_R_32F, second_rows, second_cols, second_ld) ==
-                 CUBLAS_STATUS_SUCCESS;
+  ok = ok &&
+       cublasLtMatrixLayoutInit(&plan->b, CUDA_R_32F, second_rows, second_cols, second_ld) == CUBLAS_STATUS_SUCCESS;
   ok = ok && cublasLtMatrixLayoutInit(&plan->d, CUDA_R_32F, n, rows, n) == CUBLAS_STATUS_SUCCESS;
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
     const int64_t d_stride = static_cast<int64_t>(n * rows);
-    for (auto [layout, stride] : {std::pair{&plan->a, b_stride}, std::pair{&plan->b, a_stride},
-                                  std::pair{&plan->d, d_stride}}) {
+    for (auto [layout, stride] :
+         {std::pair{&plan->a, b_stride}, std::pair{&plan->b, a_stride}, std::pair{&plan->d, d_stride}}) {
       ok = ok && cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)) ==
                      CUBLAS_STATUS_SUCCESS;
       ok = ok && cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
@@ -179,8 +179,9 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
                                                   sizeof(workspace)) == CUBLAS_STATUS_SUCCESS;
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
-  ok = ok && cublasLtMatmulAlgoGetHeuristic(handle, desc, &plan->a, &plan->b, &plan->d, &plan->d, &preference, 1,
-                                            &result, &found) == CUBLAS_STATUS_SUCCESS &&
+  ok = ok &&
+       cublasLtMatmulAlgoGetHeuristic(handle, desc, &plan->a, &plan->b, &plan->d, &plan->d, &preference, 1, &result,
+                                      &found) == CUBLAS_STATUS_SUCCESS &&
        found > 0;
   if (!ok) return false;
   plan->algo = result.algo;
@@ -210,9 +211,9 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
 
 // The plan's descriptors are only read; cuBLASLt's signature takes them non-const.
 void run_gemm(GemmPlan& p, const CudaBackend::DeviceState& device, cudaStream_t stream) {
-  cublasLtMatmul(static_cast<cublasLtHandle_t>(device.blas), &p.desc, &p.alpha, p.first, &p.a, p.second, &p.b,
-                 &p.beta, p.c != nullptr ? p.c : p.y, &p.d, p.y, &p.d, &p.algo, device.workspace,
-                 device.workspace_bytes, stream);
+  cublasLtMatmul(static_cast<cublasLtHandle_t>(device.blas), &p.desc, &p.alpha, p.first, &p.a, p.second, &p.b, &p.beta,
+                 p.c != nullptr ? p.c : p.y, &p.d, p.y, &p.d, &p.algo, device.workspace, device.workspace_bytes,
+                 stream);
 }
 #endif
 
@@ -269,15 +270,14 @@ Error CudaBackend::open_device(int index) {
                        "cuda: device cuda:%d is out of range (cuda:0 .. cuda:%d)", index, kMaxDevices - 1);
   DeviceState& d = devices_[index];
   if (d.open) return Error::kOk;
-  KILN_CHECK_OR_RETURN(options_.unavailable == nullptr, Error::kDeviceError, "cuda: device cuda:%d is not available (%s)",
-                       index, options_.unavailable);
+  KILN_CHECK_OR_RETURN(options_.unavailable == nullptr, Error::kDeviceError,
+                       "cuda: device cuda:%d is not available (%s)", index, options_.unavailable);
   int count = 0;
   const cudaError_t counted = cudaGetDeviceCount(&count);
   KILN_CHECK_OR_RETURN(counted == cudaSuccess && index < count, Error::kDeviceError,
                        "cuda: device cuda:%d is not available (%d CUDA devices; %s)", index,
                        counted == cudaSuccess ? count : 0, cudaGetErrorString(counted));
-  KILN_CHECK_OR_RETURN(cudaSetDevice(index) == cudaSuccess, Error::kDeviceError, "cuda: cannot select cuda:%d",
-                       index);
+  KILN_CHECK_OR_RETURN(cudaSetDevice(index) == cudaSuccess, Error::kDeviceError, "cuda: cannot select cuda:%d", index);
   cudaStream_t stream = nullptr;
   KILN_CHECK_OR_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, Error::kDeviceError,
                        "cuda: cannot create a stream on cuda:%d", index);
@@ -289,8 +289,9 @@ Error CudaBackend::open_device(int index) {
   d.blas = handle;
   if (options_.gemm_workspace_bytes > 0) {
     KILN_CHECK_OR_RETURN(cudaMalloc(&d.workspace, options_.gemm_workspace_bytes) == cudaSuccess,
-                         Error::kDeviceAllocationFailed, "cuda: cuda:%d has no room for the %llu-byte cuBLASLt workspace",
-                         index, static_cast<unsigned long long>(options_.gemm_workspace_bytes));
+                         Error::kDeviceAllocationFailed,
+                         "cuda: cuda:%d has no room for the %llu-byte cuBLASLt workspace", index,
+                         static_cast<unsigned long long>(options_.gemm_workspace_bytes));
     d.workspace_bytes = options_.gemm_workspace_bytes;
   }
 #endif
@@ -356,10 +357,10 @@ Error CudaBackend::copy_to_host(Device device, void* dst, DeviceBuffer src, uint
   KILN_RETURN_IF_ERROR(open_device(device.index()));
   const cudaStream_t stream = stream_of(devices_[device.index()]);
   if (bytes != 0) {
-    KILN_CHECK_OR_RETURN(cudaMemcpyAsync(dst, base_of(src) + src_offset, bytes, cudaMemcpyDeviceToHost, stream) ==
-                             cudaSuccess,
-                         Error::kDeviceError, "cuda: copy of %llu bytes from cuda:%d failed",
-                         static_cast<unsigned long long>(bytes), device.index());
+    KILN_CHECK_OR_RETURN(
+        cudaMemcpyAsync(dst, base_of(src) + src_offset, bytes, cudaMemcpyDeviceToHost, stream) == cudaSuccess,
+        Error::kDeviceError, "cuda: copy of %llu bytes from cuda:%d failed", static_cast<unsigned long long>(bytes),
+        device.index());
   }
   const cudaError_t e = cudaStreamSynchronize(stream);
   KILN_CHECK_OR_RETURN(e == cudaSuccess, Error::kDeviceError, "cuda: cuda:%d failed: %s", device.index(),
@@ -436,8 +437,7 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
         KILN_CHECK_OR_RETURN(arena >= 0 && static_cast<uint32_t>(arena) < method.num_arenas() &&
                                  tensor.device().type() == DeviceType::CUDA &&
                                  tensor.device().index() == device.index() &&
-                                 in_range(method.arena(static_cast<uint32_t>(arena)), tensor.offset(),
-                                          tensor.nbytes()),
+                                 in_range(method.arena(static_cast<uint32_t>(arena)), tensor.offset(), tensor.nbytes()),
                              Error::kDeviceMismatch, "cuda: node '%s': tensor %d is not in an arena of cuda:%d", node,
                              t, device.index());
       }
@@ -453,8 +453,7 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
         const Tensor* in = view.input(i);
         if (in == nullptr || !overlap(*in, view.output(o))) continue;
         const bool same = in->offset() == view.output(o).offset() && in->nbytes() == view.output(o).nbytes();
-        KILN_CHECK_OR_RETURN(o == 0 && same && i < 32 && (info->inplace_inputs >> i & 1u) != 0,
-                             Error::kInvalidProgram,
+        KILN_CHECK_OR_RETURN(o == 0 && same && i < 32 && (info->inplace_inputs >> i & 1u) != 0, Error::kInvalidProgram,
                              "cuda: node '%s' (%s): output %u shares bytes with input %u, which the kernel does not "
                              "allow",
                              node, op, o, i);
@@ -487,7 +486,8 @@ Error CudaBackend::execute(void* delegate, const DelegateCallArgs& args) {
       if (e == cudaSuccess) e = cudaGraphInstantiate(&r.exec, r.graph, 0);
       if (e != cudaSuccess) {
         cudaGetLastError();  // capture failures are sticky only to the capture
-        KILN_LOG(WARNING, "cuda: delegate (first node '%s') could not be captured as a CUDA graph (%s); it runs by "
+        KILN_LOG(WARNING,
+                 "cuda: delegate (first node '%s') could not be captured as a CUDA graph (%s); it runs by "
                  "direct launches",
                  r.count > 0 ? r.launches[0].node : "?", cudaGetErrorString(e));
         ++stats_.capture_failures;
@@ -502,14 +502,15 @@ Error CudaBackend::execute(void* delegate, const DelegateCallArgs& args) {
       [[fallthrough]];
     case Record::kReplay: {
       const cudaError_t e = cudaGraphLaunch(r.exec, r.stream);
-      KILN_CHECK_OR_RETURN(e == cudaSuccess, Error::kDeviceError, "cuda: graph launch on cuda:%d failed: %s",
-                           r.device, cudaGetErrorString(e));
+      KILN_CHECK_OR_RETURN(e == cudaSuccess, Error::kDeviceError, "cuda: graph launch on cuda:%d failed: %s", r.device,
+                           cudaGetErrorString(e));
       ++stats_.graph_replays;
       break;
     }
   }
   const cudaError_t e = cudaGetLastError();
-  KILN_CHECK_OR_RETURN(e == cudaSuccess, Error::kDeviceError, "cuda: a kernel of the delegate (first node '%s') "
+  KILN_CHECK_OR_RETURN(e == cudaSuccess, Error::kDeviceError,
+                       "cuda: a kernel of the delegate (first node '%s') "
                        "failed on cuda:%d: %s",
                        r.count > 0 ? r.launches[0].node : "?", r.device, cudaGetErrorString(e));
   return Error::kOk;

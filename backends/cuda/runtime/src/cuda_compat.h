@@ -24,9 +24,9 @@
 
 #include "backends/cuda/hostsim/hostsim.h"
 
-#define KILN_CUDA_LAUNCH(kernel, grid, block, stream, args)                                             \
-  ::kiln::hostsim::launch(                                                                              \
-      (grid), (block), (stream),                                                                        \
+#define KILN_CUDA_LAUNCH(kernel, grid, block, stream, args)                                                        \
+  ::kiln::hostsim::launch(                                                                                         \
+      (grid), (block), (stream),                                                                                   \
       [](const void* a) { kernel(*static_cast<const typename std::remove_reference<decltype(args)>::type*>(a)); }, \
       &(args), sizeof(args))
 #include <type_traits>

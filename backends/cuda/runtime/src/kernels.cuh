@@ -22,9 +22,7 @@ namespace kiln::cuda_backend::KILN_CUDA_FLAVOR {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
-__device__ __forceinline__ uint64_t global_thread() {
-  return uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-}
+__device__ __forceinline__ uint64_t global_thread() { return uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ uint64_t grid_threads() { return uint64_t{gridDim.x} * blockDim.x; }
 
 __device__ __forceinline__ float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
@@ -260,15 +258,12 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 __device__ __forceinline__ float warp_combine(uint32_t op, float v) {
   switch (op) {
-    case kReduceMax:
-      return warp_max(v);
-    case kReduceMin:
-      return -warp_max(-v);
+    case kReduceMax: return warp_max(v);
+    case kReduceMin: return -warp_max(-v);
     case kReduceProd:
       for (int offset = 16; offset > 0; offset /= 2) v *= __shfl_xor_sync(kFullMask, v, offset);
       return v;
-    default:
-      return warp_sum(v);
+    default: return warp_sum(v);
   }
 }
 

@@ -21,14 +21,18 @@ namespace kiln::cuda_backend::KILN_CUDA_FLAVOR {
 
 // Unary ops (kernels.cuh apply_unary) and fused activations (fb::Activation).
 enum UnaryOp : uint32_t {
+  // clang-format off
   kRelu, kSigmoid, kTanh, kNeg, kAbs, kExp, kLog, kSqrt, kErf, kFloor, kCeil, kReciprocal, kSoftplus,
   kLeakyRelu, kElu, kHardSigmoid, kHardSwish, kGelu, kGeluTanh, kClip, kIdentity,
+  // clang-format on
   kActivation,  // UnaryArgs::act (an activation cuBLASLt's epilogues lack)
 };
 enum BinaryOp : uint32_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
 enum ReduceKind : uint32_t {
+  // clang-format off
   kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceProd, kReduceL1, kReduceL2, kReduceLogSum,
   kReduceLogSumExp, kReduceSumSquare,
+  // clang-format on
 };
 
 struct Activation {
@@ -113,7 +117,7 @@ struct LayerNormArgs {
   const float* scale;
   const float* bias;
   float* y;
-  float* mean;     // optional outputs
+  float* mean;  // optional outputs
   float* inv_std;
   uint32_t rows, n;
   float epsilon;
@@ -144,7 +148,9 @@ struct StridedArgs {
 };
 
 enum class LaunchKind : uint8_t {
+  // clang-format off
   kUnary, kBinary, kMatMul, kGemmLt, kConv, kPool, kReduce, kSoftmax, kLayerNorm, kBatchNorm, kStrided,
+  // clang-format on
 };
 
 struct GemmPlan;  // cuda_backend.cc (GPU build only)

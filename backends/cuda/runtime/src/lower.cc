@@ -6,9 +6,9 @@
 #include "kiln/runtime/check.h"
 
 // In a lowering function: fails the kernel with a message naming its node.
-#define KILN_CUDA_KERNEL_CHECK(kernel, cond, fmt, ...)                                                       \
-  KILN_CHECK_OR_RETURN(cond, ::kiln::Error::kInvalidProgram, "cuda: node '%s' (%s): " fmt, (kernel).node, \
-                       (kernel).op, ##__VA_ARGS__)
+#define KILN_CUDA_KERNEL_CHECK(kernel, cond, fmt, ...)                                                                 \
+  KILN_CHECK_OR_RETURN(cond, ::kiln::Error::kInvalidProgram, "cuda: node '%s' (%s): " fmt, (kernel).node, (kernel).op, \
+                       ##__VA_ARGS__)
 
 namespace kiln::cuda_backend::KILN_CUDA_FLAVOR {
 namespace {
@@ -83,9 +83,10 @@ bool broadcast_strides(const Tensor& t, const int64_t* out, uint32_t rank, uint6
 }
 
 Error check_counts(const KernelView& k, uint32_t min_in, uint32_t max_in, uint32_t min_out, uint32_t max_out) {
-  KILN_CUDA_KERNEL_CHECK(k, k.num_inputs() >= min_in && k.num_inputs() <= max_in && k.num_outputs() >= min_out &&
-                                k.num_outputs() <= max_out,
-                         "%u inputs and %u outputs", k.num_inputs(), k.num_outputs());
+  KILN_CUDA_KERNEL_CHECK(
+      k,
+      k.num_inputs() >= min_in && k.num_inputs() <= max_in && k.num_outputs() >= min_out && k.num_outputs() <= max_out,
+      "%u inputs and %u outputs", k.num_inputs(), k.num_outputs());
   for (uint32_t i = 0; i < min_in; ++i) KILN_CUDA_KERNEL_CHECK(k, k.input(i) != nullptr, "input %u is missing", i);
   return Error::kOk;
 }
@@ -112,15 +113,24 @@ struct UnaryEntry {
 };
 
 const UnaryEntry kUnary[] = {
-    {"Relu", kRelu, 0.f, 0.f},         {"Sigmoid", kSigmoid, 0.f, 0.f},
-    {"Tanh", kTanh, 0.f, 0.f},         {"Neg", kNeg, 0.f, 0.f},
-    {"Abs", kAbs, 0.f, 0.f},           {"Exp", kExp, 0.f, 0.f},
-    {"Log", kLog, 0.f, 0.f},           {"Sqrt", kSqrt, 0.f, 0.f},
-    {"Erf", kErf, 0.f, 0.f},           {"Floor", kFloor, 0.f, 0.f},
-    {"Ceil", kCeil, 0.f, 0.f},         {"Reciprocal", kReciprocal, 0.f, 0.f},
-    {"Softplus", kSoftplus, 0.f, 0.f}, {"LeakyRelu", kLeakyRelu, 0.01f, 0.f},
-    {"Elu", kElu, 1.f, 0.f},           {"HardSigmoid", kHardSigmoid, 0.2f, 0.5f},
-    {"HardSwish", kHardSwish, 0.f, 0.f}, {"Gelu", kGelu, 0.f, 0.f},
+    {"Relu", kRelu, 0.f, 0.f},
+    {"Sigmoid", kSigmoid, 0.f, 0.f},
+    {"Tanh", kTanh, 0.f, 0.f},
+    {"Neg", kNeg, 0.f, 0.f},
+    {"Abs", kAbs, 0.f, 0.f},
+    {"Exp", kExp, 0.f, 0.f},
+    {"Log", kLog, 0.f, 0.f},
+    {"Sqrt", kSqrt, 0.f, 0.f},
+    {"Erf", kErf, 0.f, 0.f},
+    {"Floor", kFloor, 0.f, 0.f},
+    {"Ceil", kCeil, 0.f, 0.f},
+    {"Reciprocal", kReciprocal, 0.f, 0.f},
+    {"Softplus", kSoftplus, 0.f, 0.f},
+    {"LeakyRelu", kLeakyRelu, 0.01f, 0.f},
+    {"Elu", kElu, 1.f, 0.f},
+    {"HardSigmoid", kHardSigmoid, 0.2f, 0.5f},
+    {"HardSwish", kHardSwish, 0.f, 0.f},
+    {"Gelu", kGelu, 0.f, 0.f},
     {"Clip", kClip, -INFINITY, INFINITY},
 };
 
@@ -291,8 +301,7 @@ Error lower_matmul(const KernelView& k, LaunchSink& sink) {
   const uint32_t b_batch = b_vec ? 0 : b.rank() - 2;
   const uint32_t batch_rank = a_batch > b_batch ? a_batch : b_batch;
   KILN_CUDA_KERNEL_CHECK(k, batch_rank <= 4, "more than 4 batch dims");
-  KILN_CUDA_KERNEL_CHECK(k, y.rank() == batch_rank + (a_vec ? 0 : 1) + (b_vec ? 0 : 1),
-                         "output rank does not match");
+  KILN_CUDA_KERNEL_CHECK(k, y.rank() == batch_rank + (a_vec ? 0 : 1) + (b_vec ? 0 : 1), "output rank does not match");
   MatMulArgs args = {};
   args.a = k.address(a);
   args.b = k.address(b);
@@ -354,12 +363,13 @@ Error lower_conv(const KernelView& k, LaunchSink& sink) {
   KILN_CUDA_KERNEL_CHECK(k, (x.rank() == 3 || x.rank() == 4) && w.rank() == x.rank() && y.rank() == x.rank(),
                          "only 1-D and 2-D (NCW, NCHW) convolutions");
   ConvArgs args = {};
-  KILN_CUDA_KERNEL_CHECK(k, read_pair(p->kernel(), &args.kh, &args.kw) && read_pair(p->strides(), &args.sh, &args.sw) &&
-                                read_pair(p->dilations(), &args.dh, &args.dw),
+  KILN_CUDA_KERNEL_CHECK(k,
+                         read_pair(p->kernel(), &args.kh, &args.kw) && read_pair(p->strides(), &args.sh, &args.sw) &&
+                             read_pair(p->dilations(), &args.dh, &args.dw),
                          "kernel, strides and dilations must be pairs");
-  KILN_CUDA_KERNEL_CHECK(k, p->pads() != nullptr && p->pads()->size() == 4 && p->pads()->Get(0) >= 0 &&
-                                p->pads()->Get(1) >= 0,
-                         "pads must be 4 non-negative values");
+  KILN_CUDA_KERNEL_CHECK(
+      k, p->pads() != nullptr && p->pads()->size() == 4 && p->pads()->Get(0) >= 0 && p->pads()->Get(1) >= 0,
+      "pads must be 4 non-negative values");
   args.pt = static_cast<uint32_t>(p->pads()->Get(0));
   args.pl = static_cast<uint32_t>(p->pads()->Get(1));
   KILN_CUDA_KERNEL_CHECK(k, p->group() > 0, "group must be positive");
@@ -370,9 +380,10 @@ Error lower_conv(const KernelView& k, LaunchSink& sink) {
   spatial_hw(y, &args.oh, &args.ow);
   uint32_t wkh, wkw;
   spatial_hw(w, &wkh, &wkw);
-  KILN_CUDA_KERNEL_CHECK(k, args.c % args.groups == 0 && args.m % args.groups == 0 &&
-                                static_cast<uint32_t>(w.dim(1)) * args.groups == args.c && wkh == args.kh &&
-                                wkw == args.kw && y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0),
+  KILN_CUDA_KERNEL_CHECK(k,
+                         args.c % args.groups == 0 && args.m % args.groups == 0 &&
+                             static_cast<uint32_t>(w.dim(1)) * args.groups == args.c && wkh == args.kh &&
+                             wkw == args.kw && y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0),
                          "weight, groups and shapes disagree");
   KILN_CUDA_KERNEL_CHECK(k, bias == nullptr || bias->numel() == w.dim(0), "bias must have M elements");
   args.x = k.address(x);
@@ -395,9 +406,9 @@ Error lower_pool(const KernelView& k, LaunchSink& sink) {
   KILN_CUDA_KERNEL_CHECK(k, p != nullptr, "missing PoolParams");
   const Tensor& x = *k.input(0);
   const Tensor& y = k.output(0);
-  KILN_CUDA_KERNEL_CHECK(k, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank() && y.dim(0) == x.dim(0) &&
-                                y.dim(1) == x.dim(1),
-                         "only 1-D and 2-D (NCW, NCHW) windows");
+  KILN_CUDA_KERNEL_CHECK(
+      k, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank() && y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1),
+      "only 1-D and 2-D (NCW, NCHW) windows");
   PoolArgs args = {};
   KILN_CUDA_KERNEL_CHECK(k, read_pair(p->kernel(), &args.kh, &args.kw) && read_pair(p->strides(), &args.sh, &args.sw),
                          "kernel and strides must be pairs");
@@ -470,9 +481,11 @@ struct ReduceEntry {
   ReduceKind op;
 };
 const ReduceEntry kReduce[] = {
+    // clang-format off
     {"ReduceSum", kReduceSum},       {"ReduceMean", kReduceMean},     {"ReduceMax", kReduceMax},
     {"ReduceMin", kReduceMin},       {"ReduceProd", kReduceProd},     {"ReduceL1", kReduceL1},
     {"ReduceL2", kReduceL2},         {"ReduceLogSum", kReduceLogSum}, {"ReduceLogSumExp", kReduceLogSumExp},
+    // clang-format on
     {"ReduceSumSquare", kReduceSumSquare},
 };
 
@@ -489,8 +502,8 @@ Error lower_reduce(const KernelView& k, const ReduceEntry& e, LaunchSink& sink) 
   bool reduced[kMaxRank] = {};
   for (uint32_t i = 0; i < p->axes()->size(); ++i) {
     const int32_t axis = p->axes()->Get(i);
-    KILN_CUDA_KERNEL_CHECK(k, axis >= 0 && static_cast<uint32_t>(axis) < x.rank() && !reduced[axis],
-                           "bad axis %d", axis);
+    KILN_CUDA_KERNEL_CHECK(k, axis >= 0 && static_cast<uint32_t>(axis) < x.rank() && !reduced[axis], "bad axis %d",
+                           axis);
     reduced[axis] = true;
   }
   uint32_t r = 0;
@@ -515,8 +528,7 @@ Error lower_softmax(const KernelView& k, bool log, LaunchSink& sink) {
   const Tensor& x = *k.input(0);
   const Tensor& y = k.output(0);
   KILN_CUDA_KERNEL_CHECK(k, same_shape(x, y), "input and output shapes differ");
-  KILN_CUDA_KERNEL_CHECK(k, p != nullptr && p->axis() >= 0 && static_cast<uint32_t>(p->axis()) < x.rank(),
-                         "bad axis");
+  KILN_CUDA_KERNEL_CHECK(k, p != nullptr && p->axis() >= 0 && static_cast<uint32_t>(p->axis()) < x.rank(), "bad axis");
   const uint32_t axis = static_cast<uint32_t>(p->axis());
   const uint64_t outer = dims_product(x, 0, axis), inner = dims_product(x, axis + 1, x.rank());
   Launch l = launch_of(k, LaunchKind::kSoftmax, outer * inner, 1);
@@ -598,8 +610,7 @@ Error lower_batch_norm(const KernelView& k, LaunchSink& sink) {
 // ---------------------------------------------------------------------------
 // Data movement: every op here is one strided copy per part.
 
-Error emit_strided(const KernelView& k, const Tensor& x, const Tensor& y, const StridedArgs& args,
-                   LaunchSink& sink) {
+Error emit_strided(const KernelView& k, const Tensor& x, const Tensor& y, const StridedArgs& args, LaunchSink& sink) {
   Launch l = launch_of(k, LaunchKind::kStrided, args.n);
   l.strided = args;
   l.strided.x = k.address(x);
@@ -628,8 +639,9 @@ Error lower_transpose(const KernelView& k, LaunchSink& sink) {
   const auto* p = k.params<fb::TransposeParams>();
   const Tensor& x = *k.input(0);
   const Tensor& y = k.output(0);
-  KILN_CUDA_KERNEL_CHECK(k, p != nullptr && p->perm() != nullptr && p->perm()->size() == x.rank() &&
-                                y.rank() == x.rank() && x.rank() <= kMaxRank,
+  KILN_CUDA_KERNEL_CHECK(k,
+                         p != nullptr && p->perm() != nullptr && p->perm()->size() == x.rank() &&
+                             y.rank() == x.rank() && x.rank() <= kMaxRank,
                          "missing TransposeParams or rank mismatch");
   int64_t xs[kMaxRank];
   contiguous_strides(x, xs);
@@ -640,8 +652,9 @@ Error lower_transpose(const KernelView& k, LaunchSink& sink) {
   bool seen[kMaxRank] = {};
   for (uint32_t d = 0; d < y.rank(); ++d) {
     const int32_t from = p->perm()->Get(d);
-    KILN_CUDA_KERNEL_CHECK(k, from >= 0 && static_cast<uint32_t>(from) < x.rank() && !seen[from] &&
-                                  x.dim(static_cast<uint32_t>(from)) == y.dim(d),
+    KILN_CUDA_KERNEL_CHECK(k,
+                           from >= 0 && static_cast<uint32_t>(from) < x.rank() && !seen[from] &&
+                               x.dim(static_cast<uint32_t>(from)) == y.dim(d),
                            "bad permutation");
     seen[from] = true;
     args.dims[d] = static_cast<uint32_t>(y.dim(d));
@@ -655,9 +668,9 @@ Error lower_slice(const KernelView& k, LaunchSink& sink) {
   const auto* p = k.params<fb::SliceParams>();
   const Tensor& x = *k.input(0);
   const Tensor& y = k.output(0);
-  KILN_CUDA_KERNEL_CHECK(k, p != nullptr && p->starts() != nullptr && p->steps() != nullptr &&
-                                y.rank() == x.rank() && p->starts()->size() == x.rank() &&
-                                p->steps()->size() == x.rank() && x.rank() <= kMaxRank,
+  KILN_CUDA_KERNEL_CHECK(k,
+                         p != nullptr && p->starts() != nullptr && p->steps() != nullptr && y.rank() == x.rank() &&
+                             p->starts()->size() == x.rank() && p->steps()->size() == x.rank() && x.rank() <= kMaxRank,
                          "missing SliceParams or rank mismatch");
   int64_t xs[kMaxRank];
   contiguous_strides(x, xs);

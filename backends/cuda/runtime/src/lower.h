@@ -40,7 +40,9 @@ struct KernelView {
   }
   const Tensor& output(uint32_t i) const { return method->tensor(static_cast<uint32_t>(call->outputs()->Get(i))); }
   template <typename P>
-  const P* params() const { return call->params_as<P>(); }
+  const P* params() const {
+    return call->params_as<P>();
+  }
   // The device address of `t` (in an arena of the delegate's device).
   float* address(const Tensor& t) const {
     return reinterpret_cast<float*>(static_cast<uint8_t*>(method->arena(static_cast<uint32_t>(t.arena())).handle) +

@@ -199,8 +199,10 @@ Result<void*> NullBackend::init(const DelegateContext& context) {
         if (!args.has_input(i) || !overlap(args.in(i), args.out(o))) continue;
         const bool same = args.in(i).data() == args.out(o).data() && args.in(i).nbytes() == args.out(o).nbytes();
         if (!(o == 0 && same && i < 32 && (entry->inplace_inputs >> i & 1u) != 0)) {
-          KILN_LOG(ERROR, "null: node '%s' (%s): output %u shares bytes with input %u, which the kernel does not "
-                   "allow", node, op, o, i);
+          KILN_LOG(ERROR,
+                   "null: node '%s' (%s): output %u shares bytes with input %u, which the kernel does not "
+                   "allow",
+                   node, op, o, i);
           return Error::kInvalidProgram;
         }
       }

@@ -37,8 +37,8 @@ VKAPI_ATTR void* VKAPI_CALL pool_allocate(void* user, size_t size, size_t alignm
   void* p = s.pool.allocate(size, alignment);
   if (p == nullptr) {
     KILN_LOG(ERROR, "vulkan: host memory pool (%llu bytes, %llu in use) cannot give the driver %llu bytes",
-             static_cast<unsigned long long>(s.pool.capacity()),
-             static_cast<unsigned long long>(s.pool.bytes_in_use()), static_cast<unsigned long long>(size));
+             static_cast<unsigned long long>(s.pool.capacity()), static_cast<unsigned long long>(s.pool.bytes_in_use()),
+             static_cast<unsigned long long>(size));
   }
   return p;
 }
@@ -54,9 +54,7 @@ VKAPI_ATTR void* VKAPI_CALL pool_reallocate(void* user, void* original, size_t s
   return s.pool.reallocate(original, size, alignment);
 }
 
-VKAPI_ATTR void VKAPI_CALL pool_free(void* user, void* memory) {
-  static_cast<BackendState*>(user)->pool.free(memory);
-}
+VKAPI_ATTR void VKAPI_CALL pool_free(void* user, void* memory) { static_cast<BackendState*>(user)->pool.free(memory); }
 
 bool has_layer(const char* name) {
   VkLayerProperties layers[64];
@@ -101,8 +99,7 @@ Error ensure_instance(BackendState& s) {
   messenger.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
   messenger.messageSeverity =
       VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
-  messenger.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                          VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+  messenger.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                           VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
   messenger.pfnUserCallback = on_debug_message;
   messenger.pUserData = &s;
@@ -132,7 +129,8 @@ Error ensure_instance(BackendState& s) {
   if (created != VK_SUCCESS) {
     s.instance = VK_NULL_HANDLE;
     if (created == VK_ERROR_INCOMPATIBLE_DRIVER) {
-      KILN_LOG(ERROR, "vulkan: no Vulkan driver found (for a CPU device install Mesa's lavapipe, Debian: "
+      KILN_LOG(ERROR,
+               "vulkan: no Vulkan driver found (for a CPU device install Mesa's lavapipe, Debian: "
                "mesa-vulkan-drivers)");
     } else {
       KILN_LOG(ERROR, "vulkan: vkCreateInstance failed: %s", result_name(created));
@@ -143,8 +141,7 @@ Error ensure_instance(BackendState& s) {
     auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
         vkGetInstanceProcAddr(s.instance, "vkCreateDebugUtilsMessengerEXT"));
     if (create == nullptr || create(s.instance, &messenger, s.allocator(), &s.messenger) != VK_SUCCESS) {
-      KILN_LOG(ERROR, "vulkan: cannot install the validation message callback (%s)",
-               VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+      KILN_LOG(ERROR, "vulkan: cannot install the validation message callback (%s)", VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
       close_instance(s);
       return Error::kNotSupported;
     }
@@ -172,12 +169,11 @@ Error ensure_device(BackendState& s, uint32_t index) {
       vkGetPhysicalDeviceProperties(s.physical[i], &p);
       const size_t len = strlen(p.deviceName);
       const size_t room = sizeof(names) - used - 8;
-      used += static_cast<size_t>(
-          snprintf(names + used, sizeof(names) - used, "%svulkan:%u '%.*s'", i ? ", " : ": ", i,
-                   static_cast<int>(len < room ? len : room), p.deviceName));
+      used += static_cast<size_t>(snprintf(names + used, sizeof(names) - used, "%svulkan:%u '%.*s'", i ? ", " : ": ", i,
+                                           static_cast<int>(len < room ? len : room), p.deviceName));
     }
-    KILN_LOG(ERROR, "vulkan: device vulkan:%u was requested but %u Vulkan device%s found%s", index,
-             s.physical_count, s.physical_count == 1 ? " is" : "s are", names);
+    KILN_LOG(ERROR, "vulkan: device vulkan:%u was requested but %u Vulkan device%s found%s", index, s.physical_count,
+             s.physical_count == 1 ? " is" : "s are", names);
     return Error::kNotFound;
   }
   DeviceState& d = s.devices[index];
@@ -394,8 +390,8 @@ Error ensure_staging(BackendState& s, DeviceState& d) {
   KILN_VK_CHECK(vkCreateBuffer(d.device, &buffer, s.allocator(), &d.staging), "vkCreateBuffer (staging)");
   VkMemoryRequirements requirements;
   vkGetBufferMemoryRequirements(d.device, d.staging, &requirements);
-  const int type = find_memory_type(
-      d, requirements.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+  const int type = find_memory_type(d, requirements.memoryTypeBits,
+                                    VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
   if (type < 0) {
     KILN_LOG(ERROR, "vulkan: vulkan:%u '%s' has no host-visible coherent memory for staging", d.index, d.name);
     return Error::kNotSupported;
@@ -433,8 +429,8 @@ Error create_commands(BackendState& s, DeviceState& d, VkCommandBuffer* commands
 
 // The copy waits for every earlier compute or transfer write and makes its
 // own writes visible to later shaders, transfers and host reads.
-Error submit_copy(BackendState& s, DeviceState& d, VkBuffer src, uint64_t src_offset, VkBuffer dst,
-                  uint64_t dst_offset, uint64_t bytes) {
+Error submit_copy(BackendState& s, DeviceState& d, VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset,
+                  uint64_t bytes) {
   VkCommandBufferBeginInfo begin = {};
   begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
@@ -452,10 +448,10 @@ Error submit_copy(BackendState& s, DeviceState& d, VkBuffer src, uint64_t src_of
   after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   after.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                         VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(d.transfer, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
-                           VK_PIPELINE_STAGE_HOST_BIT,
-                       0, 1, &after, 0, nullptr, 0, nullptr);
+  vkCmdPipelineBarrier(
+      d.transfer, VK_PIPELINE_STAGE_TRANSFER_BIT,
+      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &after,
+      0, nullptr, 0, nullptr);
   KILN_VK_CHECK(vkEndCommandBuffer(d.transfer), "vkEndCommandBuffer (copy)");
   VkSubmitInfo submit = {};
   submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;

@@ -7,12 +7,12 @@
 #include "kiln/runtime/log.h"
 
 // In a lowering function: fails the kernel with a message naming its node.
-#define KILN_VK_KERNEL_CHECK(kernel, cond, fmt, ...)                                                   \
-  do {                                                                                                 \
-    if (!(cond)) {                                                                                     \
-      KILN_LOG(ERROR, "vulkan: node '%s' (%s): " fmt, (kernel).node, (kernel).op, ##__VA_ARGS__);      \
-      return ::kiln::Error::kInvalidProgram;                                                           \
-    }                                                                                                  \
+#define KILN_VK_KERNEL_CHECK(kernel, cond, fmt, ...)                                              \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      KILN_LOG(ERROR, "vulkan: node '%s' (%s): " fmt, (kernel).node, (kernel).op, ##__VA_ARGS__); \
+      return ::kiln::Error::kInvalidProgram;                                                      \
+    }                                                                                             \
   } while (0)
 
 namespace kiln::vulkan::internal {
@@ -174,9 +174,10 @@ void set_activation(const fb::FusedActivation* a, uint32_t* kind, float* alpha, 
 bool activation_known(const fb::FusedActivation* a) { return a == nullptr || a->kind() <= fb::Activation::MAX; }
 
 Error check_counts(const KernelView& k, uint32_t min_in, uint32_t max_in, uint32_t min_out, uint32_t max_out) {
-  KILN_VK_KERNEL_CHECK(k, k.num_inputs() >= min_in && k.num_inputs() <= max_in && k.num_outputs() >= min_out &&
-                              k.num_outputs() <= max_out,
-                       "%u inputs and %u outputs", k.num_inputs(), k.num_outputs());
+  KILN_VK_KERNEL_CHECK(
+      k,
+      k.num_inputs() >= min_in && k.num_inputs() <= max_in && k.num_outputs() >= min_out && k.num_outputs() <= max_out,
+      "%u inputs and %u outputs", k.num_inputs(), k.num_outputs());
   for (uint32_t i = 0; i < min_in; ++i) KILN_VK_KERNEL_CHECK(k, k.input(i) != nullptr, "input %u is missing", i);
   return Error::kOk;
 }
@@ -333,12 +334,11 @@ Error lower_copy(const KernelView& k, const Limits& limits, DispatchSink& sink) 
 // Linear
 
 Error check_groups(const KernelView& k, const Limits& limits, uint64_t x, uint64_t y, uint64_t z) {
-  KILN_VK_KERNEL_CHECK(k, x <= limits.max_group_count[0] && y <= limits.max_group_count[1] &&
-                              z <= limits.max_group_count[2],
-                       "needs %llu x %llu x %llu workgroups, the device allows %u x %u x %u",
-                       static_cast<unsigned long long>(x), static_cast<unsigned long long>(y),
-                       static_cast<unsigned long long>(z), limits.max_group_count[0], limits.max_group_count[1],
-                       limits.max_group_count[2]);
+  KILN_VK_KERNEL_CHECK(
+      k, x <= limits.max_group_count[0] && y <= limits.max_group_count[1] && z <= limits.max_group_count[2],
+      "needs %llu x %llu x %llu workgroups, the device allows %u x %u x %u", static_cast<unsigned long long>(x),
+      static_cast<unsigned long long>(y), static_cast<unsigned long long>(z), limits.max_group_count[0],
+      limits.max_group_count[1], limits.max_group_count[2]);
   return Error::kOk;
 }
 
@@ -437,8 +437,9 @@ Error lower_matmul(const KernelView& k, const Limits& limits, DispatchSink& sink
     b_mats *= eb;
     batches *= e;
   }
-  KILN_VK_KERNEL_CHECK(k, (a_vec || static_cast<uint64_t>(y.dim(batch_rank)) == m) &&
-                              (b_vec || static_cast<uint64_t>(y.dim(y.rank() - 1)) == n),
+  KILN_VK_KERNEL_CHECK(k,
+                       (a_vec || static_cast<uint64_t>(y.dim(batch_rank)) == m) &&
+                           (b_vec || static_cast<uint64_t>(y.dim(y.rank() - 1)) == n),
                        "output shape does not match");
   MatMulPush push = {};
   push.m = static_cast<uint32_t>(m);
@@ -556,13 +557,14 @@ Error lower_conv(const KernelView& k, const Limits& limits, DispatchSink& sink) 
   KILN_VK_KERNEL_CHECK(k, (x.rank() == 4 || x.rank() == 3) && w.rank() == x.rank() && y.rank() == x.rank(),
                        "expects 3-D or 4-D input, weight and output");
   int64_t kh, kw, sh, sw, dh, dw;
-  KILN_VK_KERNEL_CHECK(k, read_pair(p->kernel(), &kh, &kw) && read_pair(p->strides(), &sh, &sw) &&
-                              read_pair(p->dilations(), &dh, &dw) && p->pads() != nullptr && p->pads()->size() == 4,
+  KILN_VK_KERNEL_CHECK(k,
+                       read_pair(p->kernel(), &kh, &kw) && read_pair(p->strides(), &sh, &sw) &&
+                           read_pair(p->dilations(), &dh, &dw) && p->pads() != nullptr && p->pads()->size() == 4,
                        "malformed ConvParams");
   const int64_t pt = p->pads()->Get(0), pl = p->pads()->Get(1), pb = p->pads()->Get(2), pr = p->pads()->Get(3);
-  KILN_VK_KERNEL_CHECK(k, kh > 0 && kw > 0 && sh > 0 && sw > 0 && dh > 0 && dw > 0 && pt >= 0 && pl >= 0 &&
-                              pb >= 0 && pr >= 0,
-                       "bad kernel, strides, dilations or pads");
+  KILN_VK_KERNEL_CHECK(
+      k, kh > 0 && kw > 0 && sh > 0 && sw > 0 && dh > 0 && dw > 0 && pt >= 0 && pl >= 0 && pb >= 0 && pr >= 0,
+      "bad kernel, strides, dilations or pads");
   const bool one_d = x.rank() == 3;
   const int64_t n = x.dim(0), c = x.dim(1), h = one_d ? 1 : x.dim(2), wd = x.dim(x.rank() - 1);
   const int64_t m = y.dim(1), oh = one_d ? 1 : y.dim(2), ow = y.dim(y.rank() - 1);
@@ -572,10 +574,12 @@ Error lower_conv(const KernelView& k, const Limits& limits, DispatchSink& sink) 
   const int64_t wh = one_d ? 1 : w.dim(2);
   KILN_VK_KERNEL_CHECK(k, w.dim(0) == m && w.dim(1) == c / group && wh == kh && w.dim(w.rank() - 1) == kw,
                        "weight shape does not match");
-  KILN_VK_KERNEL_CHECK(k, y.dim(0) == n && oh == window_out(h, kh, sh, dh, pt, pb) &&
-                              ow == window_out(wd, kw, sw, dw, pl, pr) && oh > 0 && ow > 0,
+  KILN_VK_KERNEL_CHECK(k,
+                       y.dim(0) == n && oh == window_out(h, kh, sh, dh, pt, pb) &&
+                           ow == window_out(wd, kw, sw, dw, pl, pr) && oh > 0 && ow > 0,
                        "output shape does not match the geometry");
-  if (bias != nullptr) KILN_VK_KERNEL_CHECK(k, bias->numel() == m, "bias must have %lld elements", static_cast<long long>(m));
+  if (bias != nullptr)
+    KILN_VK_KERNEL_CHECK(k, bias->numel() == m, "bias must have %lld elements", static_cast<long long>(m));
   ConvPush push = {};
   push.c = static_cast<uint32_t>(c / group);
   push.h = static_cast<uint32_t>(h);
@@ -643,19 +647,21 @@ Error lower_pool(const KernelView& k, const Limits& limits, DispatchSink& sink) 
   KILN_VK_KERNEL_CHECK(k, p != nullptr && p->kind() <= fb::PoolKind::MAX, "missing PoolParams");
   const Tensor& x = *k.input(0);
   const Tensor& y = k.output(0);
-  KILN_VK_KERNEL_CHECK(k, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank() && y.dim(0) == x.dim(0) &&
-                              y.dim(1) == x.dim(1),
-                       "expects 3-D or 4-D input and output with the same N and C");
+  KILN_VK_KERNEL_CHECK(
+      k, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank() && y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1),
+      "expects 3-D or 4-D input and output with the same N and C");
   int64_t kh, kw, sh, sw, dh, dw;
-  KILN_VK_KERNEL_CHECK(k, read_pair(p->kernel(), &kh, &kw) && read_pair(p->strides(), &sh, &sw) &&
-                              read_pair(p->dilations(), &dh, &dw) && p->pads() != nullptr && p->pads()->size() == 4,
+  KILN_VK_KERNEL_CHECK(k,
+                       read_pair(p->kernel(), &kh, &kw) && read_pair(p->strides(), &sh, &sw) &&
+                           read_pair(p->dilations(), &dh, &dw) && p->pads() != nullptr && p->pads()->size() == 4,
                        "malformed PoolParams");
   const int64_t pt = p->pads()->Get(0), pl = p->pads()->Get(1), pb = p->pads()->Get(2), pr = p->pads()->Get(3);
   const bool one_d = x.rank() == 3;
   const int64_t h = one_d ? 1 : x.dim(2), w = x.dim(x.rank() - 1);
   const int64_t oh = one_d ? 1 : y.dim(2), ow = y.dim(y.rank() - 1);
-  KILN_VK_KERNEL_CHECK(k, kh > 0 && kw > 0 && sh > 0 && sw > 0 && dh > 0 && dw > 0 && pt >= 0 && pl >= 0 &&
-                              pb >= 0 && pr >= 0 && pt < kh * dh && pl < kw * dw,
+  KILN_VK_KERNEL_CHECK(k,
+                       kh > 0 && kw > 0 && sh > 0 && sw > 0 && dh > 0 && dw > 0 && pt >= 0 && pl >= 0 && pb >= 0 &&
+                           pr >= 0 && pt < kh * dh && pl < kw * dw,
                        "bad kernel, strides, dilations or pads");
   KILN_VK_KERNEL_CHECK(k, oh > 0 && ow > 0 && (oh - 1) * sh < h + pt + pb && (ow - 1) * sw < w + pl + pr,
                        "output size does not match the geometry");
@@ -780,11 +786,16 @@ struct ReduceOp {
 };
 
 const ReduceOp kReduceOps[] = {
-    {"ReduceSum", KILN_REDUCE_SUM},        {"ReduceMean", KILN_REDUCE_MEAN},
-    {"ReduceMax", KILN_REDUCE_MAX},        {"ReduceMin", KILN_REDUCE_MIN},
-    {"ReduceProd", KILN_REDUCE_PROD},      {"ReduceL1", KILN_REDUCE_L1},
-    {"ReduceL2", KILN_REDUCE_L2},          {"ReduceLogSum", KILN_REDUCE_LOG_SUM},
-    {"ReduceLogSumExp", KILN_REDUCE_LOG_SUM_EXP}, {"ReduceSumSquare", KILN_REDUCE_SUM_SQUARE},
+    {"ReduceSum", KILN_REDUCE_SUM},
+    {"ReduceMean", KILN_REDUCE_MEAN},
+    {"ReduceMax", KILN_REDUCE_MAX},
+    {"ReduceMin", KILN_REDUCE_MIN},
+    {"ReduceProd", KILN_REDUCE_PROD},
+    {"ReduceL1", KILN_REDUCE_L1},
+    {"ReduceL2", KILN_REDUCE_L2},
+    {"ReduceLogSum", KILN_REDUCE_LOG_SUM},
+    {"ReduceLogSumExp", KILN_REDUCE_LOG_SUM_EXP},
+    {"ReduceSumSquare", KILN_REDUCE_SUM_SQUARE},
 };
 
 const ReduceOp* find_reduce(const char* op) { return find_named(kReduceOps, op); }
@@ -802,8 +813,7 @@ Error lower_reduce(const KernelView& k, const ReduceOp& op, const Limits& limits
   KILN_VK_KERNEL_CHECK(k, x.rank() <= kMaxRank, "rank %u", x.rank());
   for (uint32_t i = 0; i < p->axes()->size(); ++i) {
     const int32_t axis = p->axes()->Get(i);
-    KILN_VK_KERNEL_CHECK(k, axis >= 0 && static_cast<uint32_t>(axis) < x.rank() && !reduced[axis], "bad axis %d",
-                         axis);
+    KILN_VK_KERNEL_CHECK(k, axis >= 0 && static_cast<uint32_t>(axis) < x.rank() && !reduced[axis], "bad axis %d", axis);
     reduced[axis] = true;
   }
   uint32_t r = 0;
@@ -866,8 +876,8 @@ Error lower_layer_norm(const KernelView& k, const Limits& limits, DispatchSink& 
   }
   const bool stats = k.num_outputs() == 3;
   for (uint32_t i = 1; stats && i < 3; ++i) {
-    KILN_VK_KERNEL_CHECK(k, static_cast<uint64_t>(k.output(i).numel()) == outer, "output %u must have %llu elements",
-                         i, static_cast<unsigned long long>(outer));
+    KILN_VK_KERNEL_CHECK(k, static_cast<uint64_t>(k.output(i).numel()) == outer, "output %u must have %llu elements", i,
+                         static_cast<unsigned long long>(outer));
   }
   LayerNormPush push;
   push.rows = static_cast<uint32_t>(outer);
@@ -958,8 +968,9 @@ Error lower_transpose(const KernelView& k, const Limits& limits, DispatchSink& s
   const auto* p = k.params<fb::TransposeParams>();
   const Tensor& x = *k.input(0);
   const Tensor& y = k.output(0);
-  KILN_VK_KERNEL_CHECK(k, p != nullptr && p->perm() != nullptr && p->perm()->size() == x.rank() &&
-                              y.rank() == x.rank() && x.rank() <= kMaxRank,
+  KILN_VK_KERNEL_CHECK(k,
+                       p != nullptr && p->perm() != nullptr && p->perm()->size() == x.rank() && y.rank() == x.rank() &&
+                           x.rank() <= kMaxRank,
                        "missing TransposeParams or rank mismatch");
   uint64_t in_strides[kMaxRank];
   contiguous_strides(x, in_strides);
@@ -984,17 +995,16 @@ Error lower_slice(const KernelView& k, const Limits& limits, DispatchSink& sink)
   const auto* p = k.params<fb::SliceParams>();
   const Tensor& x = *k.input(0);
   const Tensor& y = k.output(0);
-  KILN_VK_KERNEL_CHECK(k, p != nullptr && p->starts() != nullptr && p->steps() != nullptr && y.rank() == x.rank() &&
-                              p->starts()->size() == x.rank() && p->steps()->size() == x.rank() &&
-                              x.rank() <= kMaxRank,
+  KILN_VK_KERNEL_CHECK(k,
+                       p != nullptr && p->starts() != nullptr && p->steps() != nullptr && y.rank() == x.rank() &&
+                           p->starts()->size() == x.rank() && p->steps()->size() == x.rank() && x.rank() <= kMaxRank,
                        "missing SliceParams or rank mismatch");
   uint64_t in_strides[kMaxRank];
   contiguous_strides(x, in_strides);
   int64_t dims[kMaxRank], strides[kMaxRank], base = 0;
   for (uint32_t d = 0; d < x.rank(); ++d) {
     const int64_t start = p->starts()->Get(d), step = p->steps()->Get(d), count = y.dim(d), dim = x.dim(d);
-    KILN_VK_KERNEL_CHECK(k, step != 0 && start >= 0 && start < dim && count >= 1, "dim %u: start outside the input",
-                         d);
+    KILN_VK_KERNEL_CHECK(k, step != 0 && start >= 0 && start < dim && count >= 1, "dim %u: start outside the input", d);
     if (count > 1) {
       const int64_t room = step > 0 ? dim - 1 - start : start;
       const int64_t magnitude = step > 0 ? step : (step == INT64_MIN ? INT64_MAX : -step);
@@ -1032,8 +1042,8 @@ Error lower_concat(const KernelView& k, const Limits& limits, DispatchSink& sink
   const Tensor& y = k.output(0);
   KILN_VK_KERNEL_CHECK(k, p != nullptr && p->axis() >= 0 && static_cast<uint32_t>(p->axis()) < y.rank(), "bad axis");
   const uint32_t axis = static_cast<uint32_t>(p->axis());
-  KILN_RETURN_IF_ERROR(check_parts(k, y, axis, k.num_inputs(),
-                                   [](const KernelView& kv, uint32_t i) { return kv.input(i); }));
+  KILN_RETURN_IF_ERROR(
+      check_parts(k, y, axis, k.num_inputs(), [](const KernelView& kv, uint32_t i) { return kv.input(i); }));
   const uint32_t outer = static_cast<uint32_t>(dims_product(y, 0, axis));
   const uint32_t y_row = static_cast<uint32_t>(dims_product(y, axis, y.rank()));
   uint32_t column = 0;
@@ -1053,8 +1063,8 @@ Error lower_split(const KernelView& k, const Limits& limits, DispatchSink& sink)
   const Tensor& x = *k.input(0);
   KILN_VK_KERNEL_CHECK(k, p != nullptr && p->axis() >= 0 && static_cast<uint32_t>(p->axis()) < x.rank(), "bad axis");
   const uint32_t axis = static_cast<uint32_t>(p->axis());
-  KILN_RETURN_IF_ERROR(check_parts(k, x, axis, k.num_outputs(),
-                                   [](const KernelView& kv, uint32_t i) { return &kv.output(i); }));
+  KILN_RETURN_IF_ERROR(
+      check_parts(k, x, axis, k.num_outputs(), [](const KernelView& kv, uint32_t i) { return &kv.output(i); }));
   const uint32_t outer = static_cast<uint32_t>(dims_product(x, 0, axis));
   const uint32_t x_row = static_cast<uint32_t>(dims_product(x, axis, x.rank()));
   uint32_t column = 0;

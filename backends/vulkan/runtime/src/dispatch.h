@@ -64,11 +64,11 @@ struct KernelView {
     const int32_t t = call->inputs()->Get(i);
     return t < 0 ? nullptr : &method->tensor(static_cast<uint32_t>(t));
   }
-  const Tensor& output(uint32_t i) const {
-    return method->tensor(static_cast<uint32_t>(call->outputs()->Get(i)));
-  }
+  const Tensor& output(uint32_t i) const { return method->tensor(static_cast<uint32_t>(call->outputs()->Get(i))); }
   template <typename P>
-  const P* params() const { return call->params_as<P>(); }
+  const P* params() const {
+    return call->params_as<P>();
+  }
 };
 
 // True when the backend runs kernels named `op`.

@@ -48,8 +48,8 @@ class HostPool {
 
  private:
   struct Block {
-    size_t size;   // bytes of the block, header included
-    Block* next;   // next free block (address order); unused while allocated
+    size_t size;  // bytes of the block, header included
+    Block* next;  // next free block (address order); unused while allocated
     bool free;
   };
   static constexpr size_t kGranule = 16;

@@ -82,8 +82,8 @@ struct Table {
   constexpr Table() : info() {
     uint32_t first = 0;
     for (uint32_t i = 0; i < kShaderCount; ++i) {
-      info[i] = {kEntries[i].name, kEntries[i].code, kEntries[i].code_bytes, kEntries[i].bindings,
-                 kEntries[i].variants, first};
+      info[i] = {kEntries[i].name,     kEntries[i].code,     kEntries[i].code_bytes,
+                 kEntries[i].bindings, kEntries[i].variants, first};
       first += kEntries[i].variants;
     }
   }

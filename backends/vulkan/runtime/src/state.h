@@ -117,14 +117,13 @@ const char* result_name(VkResult result);
 
 // Logs `what` with the VkResult's name and returns kDeviceError when a
 // Vulkan call fails.
-#define KILN_VK_CHECK(call, what)                                                            \
-  do {                                                                                       \
-    const VkResult kiln_vk_result_ = (call);                                                 \
-    if (kiln_vk_result_ != VK_SUCCESS) {                                                     \
-      KILN_LOG(ERROR, "vulkan: %s failed: %s", (what),                                       \
-               ::kiln::vulkan::internal::result_name(kiln_vk_result_));                      \
-      return ::kiln::Error::kDeviceError;                                                    \
-    }                                                                                        \
+#define KILN_VK_CHECK(call, what)                                                                               \
+  do {                                                                                                          \
+    const VkResult kiln_vk_result_ = (call);                                                                    \
+    if (kiln_vk_result_ != VK_SUCCESS) {                                                                        \
+      KILN_LOG(ERROR, "vulkan: %s failed: %s", (what), ::kiln::vulkan::internal::result_name(kiln_vk_result_)); \
+      return ::kiln::Error::kDeviceError;                                                                       \
+    }                                                                                                           \
   } while (0)
 
 #endif  // KILN_BACKENDS_VULKAN_RUNTIME_SRC_STATE_H_

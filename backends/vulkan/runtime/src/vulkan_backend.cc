@@ -79,8 +79,10 @@ class OperandChecker {
         if (in == nullptr || !overlap(*in, out)) continue;
         const bool same = in->offset() == out.offset() && in->nbytes() == out.nbytes();
         if (!(o == 0 && same && internal::kernel_allows_inplace(k.op, i))) {
-          KILN_LOG(ERROR, "vulkan: node '%s' (%s): output %u shares bytes with input %u, which the kernel does not "
-                   "allow", k.node, k.op, o, i);
+          KILN_LOG(ERROR,
+                   "vulkan: node '%s' (%s): output %u shares bytes with input %u, which the kernel does not "
+                   "allow",
+                   k.node, k.op, o, i);
           return Error::kInvalidProgram;
         }
       }
@@ -113,18 +115,22 @@ class OperandChecker {
     if (arena == nullptr || arena->device != device_.index) {
       return bad(k, what, i, "lives in an arena this backend did not allocate on this device");
     }
-    if (t.nbytes() == 0 || t.offset() + t.nbytes() > arena->size) return bad(k, what, i, "is empty or outside its arena");
+    if (t.nbytes() == 0 || t.offset() + t.nbytes() > arena->size)
+      return bad(k, what, i, "is empty or outside its arena");
     if (t.offset() % device_.limits.min_storage_offset_alignment != 0) {
-      KILN_LOG(ERROR, "vulkan: node '%s' (%s): %s %u is at offset %llu, not a multiple of the device's "
-               "minStorageBufferOffsetAlignment %llu", k.node, k.op, what, i,
-               static_cast<unsigned long long>(t.offset()),
+      KILN_LOG(ERROR,
+               "vulkan: node '%s' (%s): %s %u is at offset %llu, not a multiple of the device's "
+               "minStorageBufferOffsetAlignment %llu",
+               k.node, k.op, what, i, static_cast<unsigned long long>(t.offset()),
                static_cast<unsigned long long>(device_.limits.min_storage_offset_alignment));
       return Error::kInvalidProgram;
     }
     if (t.nbytes() > device_.limits.max_storage_range) {
-      KILN_LOG(ERROR, "vulkan: node '%s' (%s): %s %u has %llu bytes; vulkan:%u binds at most %llu "
-               "(maxStorageBufferRange)", k.node, k.op, what, i, static_cast<unsigned long long>(t.nbytes()),
-               device_.index, static_cast<unsigned long long>(device_.limits.max_storage_range));
+      KILN_LOG(ERROR,
+               "vulkan: node '%s' (%s): %s %u has %llu bytes; vulkan:%u binds at most %llu "
+               "(maxStorageBufferRange)",
+               k.node, k.op, what, i, static_cast<unsigned long long>(t.nbytes()), device_.index,
+               static_cast<unsigned long long>(device_.limits.max_storage_range));
       return Error::kNotSupported;
     }
     return Error::kOk;
@@ -376,16 +382,16 @@ Error VulkanBackend::allocate(Device device, uint64_t size, uint32_t alignment, 
   // Buffers may not be empty; round to whole words for the shaders.
   const uint64_t bytes = size < 16 ? 16 : (size + 3) / 4 * 4;
   if (d.limits.max_allocation != 0 && bytes > d.limits.max_allocation) {
-    KILN_LOG(ERROR, "vulkan: vulkan:%u allocates at most %llu bytes at once (maxMemoryAllocationSize); the arena "
-             "needs %llu", d.index, static_cast<unsigned long long>(d.limits.max_allocation),
-             static_cast<unsigned long long>(bytes));
+    KILN_LOG(ERROR,
+             "vulkan: vulkan:%u allocates at most %llu bytes at once (maxMemoryAllocationSize); the arena "
+             "needs %llu",
+             d.index, static_cast<unsigned long long>(d.limits.max_allocation), static_cast<unsigned long long>(bytes));
     return Error::kDeviceAllocationFailed;
   }
   VkBufferCreateInfo info = {};
   info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
   info.size = bytes;
-  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkBuffer buffer = VK_NULL_HANDLE;
   KILN_VK_CHECK(vkCreateBuffer(d.device, &info, s.allocator(), &buffer), "vkCreateBuffer (arena)");
@@ -555,8 +561,7 @@ Result<void*> VulkanBackend::init(const DelegateContext& context) {
 
   void* memory = context.allocator->allocate(sizeof(DelegateRecord), alignof(DelegateRecord));
   if (memory == nullptr) {
-    KILN_LOG(ERROR, "vulkan: the delegate's state needs %zu bytes; the program reserved fewer",
-             sizeof(DelegateRecord));
+    KILN_LOG(ERROR, "vulkan: the delegate's state needs %zu bytes; the program reserved fewer", sizeof(DelegateRecord));
     return Error::kOutOfMemory;
   }
   DelegateRecord* r = new (memory) DelegateRecord();

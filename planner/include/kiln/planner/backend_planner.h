@@ -145,8 +145,8 @@ struct OperandLimits {
 
 // A check: the operand limits, then `extra` (may be null).
 std::function<std::string(const NodeView&)> operand_rules(const OperandLimits& limits,
-                                                           std::function<std::string(const NodeView&)> extra = nullptr,
-                                                           size_t tensor_inputs = SIZE_MAX);
+                                                          std::function<std::string(const NodeView&)> extra = nullptr,
+                                                          size_t tensor_inputs = SIZE_MAX);
 
 // Conv, MaxPool and AveragePool with 1-D or 2-D windows (NCW, NCHW) and
 // without MaxPool's Indices output: what the device backends run.

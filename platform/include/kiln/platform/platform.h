@@ -31,8 +31,7 @@ void kiln_pal_init(void);
 
 // Writes one finished log line (no trailing newline in `message`).
 // `file` and `line` name the source location, or are NULL and 0.
-void kiln_pal_log(kiln_log_level level, const char* file, int line, const char* message,
-                  size_t length);
+void kiln_pal_log(kiln_log_level level, const char* file, int line, const char* message, size_t length);
 
 // Ends the program after an unrecoverable failure. Never returns.
 #if defined(__GNUC__)

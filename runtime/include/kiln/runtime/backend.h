@@ -93,8 +93,7 @@ class Backend {
   virtual void release(Device device, DeviceBuffer buffer) = 0;
   virtual Error copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_offset, const void* src,
                                uint64_t bytes) = 0;
-  virtual Error copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset,
-                             uint64_t bytes) = 0;
+  virtual Error copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset, uint64_t bytes) = 0;
   virtual Error copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src,
                                uint64_t src_offset, uint64_t bytes) = 0;
   // A host-visible pointer for the bytes at `offset`, or nullptr when the

@@ -40,8 +40,7 @@ class DataLoader {
 // `data`, which must outlive the loader and every Program loaded from it.
 class BufferDataLoader final : public DataLoader {
  public:
-  BufferDataLoader(const void* data, size_t size)
-      : data_(static_cast<const uint8_t*>(data)), size_(size) {}
+  BufferDataLoader(const void* data, size_t size) : data_(static_cast<const uint8_t*>(data)), size_(size) {}
 
   Result<Span<const uint8_t>> load(uint64_t offset, uint64_t size) override;
   uint64_t size() const override { return size_; }

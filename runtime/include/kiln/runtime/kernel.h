@@ -51,7 +51,9 @@ struct KernelArgs {
   bool has_input(uint32_t i) const { return i < num_inputs && inputs[i] != nullptr; }
   // The parameters as P, or nullptr when the instruction carries others.
   template <typename P>
-  const P* params() const { return call->params_as<P>(); }
+  const P* params() const {
+    return call->params_as<P>();
+  }
 };
 
 using KernelCheckFn = Error (*)(const KernelArgs& args);

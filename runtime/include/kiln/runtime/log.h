@@ -24,8 +24,7 @@ void log_formatted(kiln_log_level level, const char* file, int line, const char*
 }  // namespace kiln
 
 #if KILN_ENABLE_LOGGING
-#define KILN_LOG(level, ...) \
-  ::kiln::internal::log_formatted(KILN_LOG_##level, __FILE__, __LINE__, __VA_ARGS__)
+#define KILN_LOG(level, ...) ::kiln::internal::log_formatted(KILN_LOG_##level, __FILE__, __LINE__, __VA_ARGS__)
 #else
 #define KILN_LOG(level, ...) ((void)0)
 #endif

@@ -36,8 +36,7 @@ namespace internal {
 #if defined(NDEBUG)
 #define KILN_DEBUG_CHECK(cond) ((void)0)
 #else
-#define KILN_DEBUG_CHECK(cond) \
-  ((cond) ? (void)0 : ::kiln::internal::debug_check_failed(__FILE__, __LINE__, #cond))
+#define KILN_DEBUG_CHECK(cond) ((cond) ? (void)0 : ::kiln::internal::debug_check_failed(__FILE__, __LINE__, #cond))
 #endif
 
 namespace kiln {
@@ -47,7 +46,7 @@ class [[nodiscard]] Result {
  public:
   static_assert(!std::is_reference<T>::value, "Result holds values, not references");
 
-  Result(const T& value) : has_value_(true) { new (&value_) T(value); }  // NOLINT: implicit
+  Result(const T& value) : has_value_(true) { new (&value_) T(value); }        // NOLINT: implicit
   Result(T&& value) : has_value_(true) { new (&value_) T(std::move(value)); }  // NOLINT
   // An Error of kOk is a programming mistake: caught in debug builds, and
   // stored as kInternal otherwise, so a Result never reports success
@@ -108,17 +107,16 @@ class [[nodiscard]] Result {
 
 // Returns the Error of `expr` (an expression of type Error) unless it is kOk.
 // Does not log: whoever produced the Error logged it.
-#define KILN_RETURN_IF_ERROR(expr)                    \
-  do {                                                \
-    const ::kiln::Error kiln_error_ = (expr);         \
+#define KILN_RETURN_IF_ERROR(expr)                             \
+  do {                                                         \
+    const ::kiln::Error kiln_error_ = (expr);                  \
     if (kiln_error_ != ::kiln::Error::kOk) return kiln_error_; \
   } while (0)
 
 // Evaluates `expr` (a Result<T>); on failure returns its Error (not logged
 // again), else moves the value into `lhs` (a declaration or an assignable
 // name).
-#define KILN_ASSIGN_OR_RETURN(lhs, expr) \
-  KILN_ASSIGN_OR_RETURN_IMPL_(KILN_CONCAT_(kiln_result_, __LINE__), lhs, expr)
+#define KILN_ASSIGN_OR_RETURN(lhs, expr) KILN_ASSIGN_OR_RETURN_IMPL_(KILN_CONCAT_(kiln_result_, __LINE__), lhs, expr)
 #define KILN_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                \
   if (!tmp.ok()) return tmp.error();                \

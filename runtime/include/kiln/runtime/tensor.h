@@ -49,10 +49,8 @@ class Tensor {
  public:
   Tensor() = default;
   // A view over caller-owned data; `dims` (rank entries) must outlive it.
-  Tensor(void* data, DType dtype, const int64_t* dims, uint32_t rank,
-         Device device = Device(DeviceType::CPU, 0))
-      : data_(data), dims_(dims), rank_(static_cast<uint8_t>(rank)), dtype_(dtype),
-        device_(device) {
+  Tensor(void* data, DType dtype, const int64_t* dims, uint32_t rank, Device device = Device(DeviceType::CPU, 0))
+      : data_(data), dims_(dims), rank_(static_cast<uint8_t>(rank)), dtype_(dtype), device_(device) {
     int64_t n = 1;
     for (uint32_t i = 0; i < rank; ++i) n *= dims[i];
     numel_ = n;
@@ -61,7 +59,9 @@ class Tensor {
 
   void* data() const { return data_; }
   template <typename T>
-  T* data_as() const { return static_cast<T*>(data_); }
+  T* data_as() const {
+    return static_cast<T*>(data_);
+  }
   DType dtype() const { return dtype_; }
   uint32_t rank() const { return rank_; }
   const int64_t* dims() const { return dims_; }

@@ -63,10 +63,8 @@ struct MethodCounts {
 constexpr uint64_t bookkeeping_bytes(const MethodCounts& c) {
   return round_up_bookkeeping(c.tensors * kTensorSlotBytes) +
          round_up_bookkeeping(c.instructions * kInstructionSlotBytes) +
-         round_up_bookkeeping(c.operands * kOperandSlotBytes) +
-         round_up_bookkeeping(c.arenas * kArenaSlotBytes) +
-         round_up_bookkeeping(c.delegates * kDelegateSlotBytes) +
-         round_up_bookkeeping(c.delegate_state_bytes);
+         round_up_bookkeeping(c.operands * kOperandSlotBytes) + round_up_bookkeeping(c.arenas * kArenaSlotBytes) +
+         round_up_bookkeeping(c.delegates * kDelegateSlotBytes) + round_up_bookkeeping(c.delegate_state_bytes);
 }
 
 // Adds the instructions of `list` (nullptr: none) and the tensor indices they
@@ -85,9 +83,7 @@ inline void add_instruction_counts(const flatbuffers::Vector<flatbuffers::Offset
         out_counts->operands += size(call->inputs()) + size(call->outputs()) + size(call->scratch());
         break;
       }
-      case fb::InstructionKind::CopyCall:
-        out_counts->operands += 2;
-        break;
+      case fb::InstructionKind::CopyCall: out_counts->operands += 2; break;
       case fb::InstructionKind::DelegateCall: {
         const fb::DelegateCall* call = instruction->kind_as_DelegateCall();
         out_counts->operands += size(call->inputs()) + size(call->outputs());
@@ -98,8 +94,7 @@ inline void add_instruction_counts(const flatbuffers::Vector<flatbuffers::Offset
         out_counts->operands += size(call->inputs()) + size(call->outputs());
         break;
       }
-      default:
-        break;
+      default: break;
     }
   }
 }
@@ -124,9 +119,7 @@ inline MethodCounts count_method(const fb::Method& method) {
 }
 
 // The figure the planner writes into Method.bookkeeping_bytes.
-inline uint64_t method_bookkeeping_bytes(const fb::Method& method) {
-  return bookkeeping_bytes(count_method(method));
-}
+inline uint64_t method_bookkeeping_bytes(const fb::Method& method) { return bookkeeping_bytes(count_method(method)); }
 
 }  // namespace abi
 }  // namespace kiln

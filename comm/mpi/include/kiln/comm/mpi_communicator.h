@@ -125,8 +125,7 @@ class MpiCommunicator final : public Communicator {
   // `alignment`: a power of two (0 means 64). A zero-byte arena maps too.
   // Also kOutOfMemory when the window cannot be allocated, and
   // kCommunicatorMismatch when the ranks disagree on size or digest.
-  Error map_symmetric(uint64_t size, uint32_t alignment, uint64_t layout_digest,
-                      SymmetricMemory* out_memory) override;
+  Error map_symmetric(uint64_t size, uint32_t alignment, uint64_t layout_digest, SymmetricMemory* out_memory) override;
   void unmap_symmetric(SymmetricMemory memory) override;
   // FLOAT32, FLOAT16, BFLOAT16 (reduced in float32, rounded once) and INT32
   // (SUM and PROD wrap around); every ReduceOp (AVERAGE: the sum divided by
@@ -143,8 +142,7 @@ class MpiCommunicator final : public Communicator {
 
  private:
   struct State;
-  MpiCommunicator(const MpiOptions& options, std::unique_ptr<State> state, uint32_t rank,
-                  uint32_t size);
+  MpiCommunicator(const MpiOptions& options, std::unique_ptr<State> state, uint32_t rank, uint32_t size);
 
   MpiOptions options_;
   std::unique_ptr<State> state_;

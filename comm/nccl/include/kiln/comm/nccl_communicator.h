@@ -72,8 +72,7 @@ class NcclCommunicator final : public Communicator {
   // `local.handle` is a CUDA device pointer. kDeviceAllocationFailed when
   // the device memory cannot be had, kCommunicatorMismatch as in
   // communicator.h.
-  Error map_symmetric(uint64_t size, uint32_t alignment, uint64_t layout_digest,
-                      SymmetricMemory* out_memory) override;
+  Error map_symmetric(uint64_t size, uint32_t alignment, uint64_t layout_digest, SymmetricMemory* out_memory) override;
   void unmap_symmetric(SymmetricMemory memory) override;
   // `output`: a device pointer. Every NCCL dtype kiln has (FLOAT32,
   // FLOAT16, BFLOAT16, FLOAT64, INT8, UINT8, INT32, UINT32, INT64, UINT64)

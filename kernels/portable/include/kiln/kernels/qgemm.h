@@ -81,9 +81,7 @@ constexpr int64_t kQGemmMaxK = 65536;
 constexpr int64_t qgemm_round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 constexpr int64_t qgemm_kp(int64_t k) { return qgemm_round_up(k, kQGemmKAlign); }
 // Bytes of packed activations for `n` columns of length `k`.
-constexpr int64_t qgemm_packed_x_bytes(int64_t k, int64_t n) {
-  return qgemm_kp(k) * qgemm_round_up(n, kQGemmNr);
-}
+constexpr int64_t qgemm_packed_x_bytes(int64_t k, int64_t n) { return qgemm_kp(k) * qgemm_round_up(n, kQGemmNr); }
 
 // The direct convolution of x86 (kernels/portable/src/qgemm.h,
 // qgemm_conv_direct): the input of one image, four channels interleaved per
@@ -105,11 +103,13 @@ constexpr int64_t qgemm_conv_direct_bytes(int64_t c, int64_t h, int64_t w, int64
 // 5-wide plane would do 5.5 times as many).
 constexpr bool qgemm_conv_direct_pays(int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
                                       int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t pb, int64_t pr) {
-  return 2 * qgemm_round_up(((pt + h + pb - dh * (kh - 1) - 1) / sh) * ((pl + w + pr + sw - 1) / sw) +
+  return 2 *
+             qgemm_round_up(((pt + h + pb - dh * (kh - 1) - 1) / sh) * ((pl + w + pr + sw - 1) / sw) +
                                 (pl + w + pr - dw * (kw - 1) - 1) / sw + 1,
                             kQGemmNr) *
              ((c + 3) / 4 * 4 * kh * kw) <=
-         3 * qgemm_round_up(((pt + h + pb - dh * (kh - 1) - 1) / sh + 1) * ((pl + w + pr - dw * (kw - 1) - 1) / sw + 1),
+         3 *
+             qgemm_round_up(((pt + h + pb - dh * (kh - 1) - 1) / sh + 1) * ((pl + w + pr - dw * (kw - 1) - 1) / sw + 1),
                             kQGemmNr) *
              qgemm_kp(c * kh * kw);
 }

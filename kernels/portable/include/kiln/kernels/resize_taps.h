@@ -69,8 +69,7 @@ inline double crop_coordinate(const double* crop, int64_t x, int64_t out_len, in
   return crop[0] * last + static_cast<double>(x) * (crop[1] - crop[0]) * last / static_cast<double>(out_len - 1);
 }
 
-inline double original_coordinate(const ResizeAxisMode& m, int64_t x, double scale, int64_t out_len,
-                                  int64_t in_len) {
+inline double original_coordinate(const ResizeAxisMode& m, int64_t x, double scale, int64_t out_len, int64_t in_len) {
   const double xf = static_cast<double>(x);
   const double length = m.sized ? static_cast<double>(out_len) : static_cast<double>(in_len) * scale;
   switch (m.coordinate) {
@@ -103,8 +102,8 @@ inline void cubic_weights(double r, double a, double* w) {
 inline void resize_axis_taps(const ResizeAxisMode& m, double scale, int64_t x, int64_t out_len, int64_t in_len,
                              ResizeTaps* t, const double* crop = nullptr) {
   using namespace resize_detail;
-  double c = crop != nullptr ? crop_coordinate(crop, x, out_len, in_len)
-                             : original_coordinate(m, x, scale, out_len, in_len);
+  double c =
+      crop != nullptr ? crop_coordinate(crop, x, out_len, in_len) : original_coordinate(m, x, scale, out_len, in_len);
   // Keep c (even NaN or infinite, from extreme scales) in a range where the
   // conversions below are defined; clamping of indices does the rest.
   if (!(c > -4.0)) c = -4.0;
@@ -179,8 +178,7 @@ inline void resize_taps_table(const ResizeAxisMode& m, double sh, double sw, int
   for (int64_t k = 0; k < n; ++k) {
     const bool row = k < oh;
     resize_axis_pair(m, row ? sh : sw, row ? k : k - oh, row ? oh : ow, row ? ih : iw, &table[k], &table[n + k],
-                     &table[2 * n + k], &table[3 * n + k],
-                     crop == nullptr ? nullptr : (row ? crop_rows : crop_cols));
+                     &table[2 * n + k], &table[3 * n + k], crop == nullptr ? nullptr : (row ? crop_rows : crop_cols));
   }
 }
 

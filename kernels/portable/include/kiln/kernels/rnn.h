@@ -32,18 +32,20 @@ enum RnnKind : int64_t { kRnnSimple = 0, kRnnGru = 1, kRnnLstm = 2 };
 // The gate activation functions (ONNX's names), one per ints entry from
 // kRnnIntActivations on. Append only.
 enum RnnActivation : int64_t {
+  // clang-format off
   kRnnSigmoid = 0, kRnnTanh, kRnnRelu, kRnnAffine, kRnnLeakyRelu, kRnnThresholdedRelu, kRnnScaledTanh,
   kRnnHardSigmoid, kRnnElu, kRnnSoftsign, kRnnSoftplus,
+  // clang-format on
   kRnnNumActivations,
 };
 
 // Positions in GenericParams.ints.
 constexpr uint32_t kRnnIntHidden = 0;
-constexpr uint32_t kRnnIntDirection = 1;  // 0 forward, 1 reverse, 2 bidirectional
-constexpr uint32_t kRnnIntLayout = 2;     // ONNX's layout: 0 [seq, batch, ...], 1 [batch, seq, ...]
+constexpr uint32_t kRnnIntDirection = 1;          // 0 forward, 1 reverse, 2 bidirectional
+constexpr uint32_t kRnnIntLayout = 2;             // ONNX's layout: 0 [seq, batch, ...], 1 [batch, seq, ...]
 constexpr uint32_t kRnnIntLinearBeforeReset = 3;  // GRU
 constexpr uint32_t kRnnIntInputForget = 4;        // LSTM
-constexpr uint32_t kRnnIntActivations = 5;  // directions * rnn_activations_per_direction(kind) entries
+constexpr uint32_t kRnnIntActivations = 5;        // directions * rnn_activations_per_direction(kind) entries
 // Positions in GenericParams.floats: the clip threshold (0: none), then
 // alpha and beta of each activation in the order of ints.
 constexpr uint32_t kRnnFloatClip = 0;

@@ -74,11 +74,10 @@ class CudaBackend final : public Backend {
   DeviceType device_type() const override { return DeviceType::CUDA; }
   Error allocate(Device device, uint64_t size, uint32_t alignment, DeviceBuffer* out_buffer) override;
   void release(Device device, DeviceBuffer buffer) override;
-  Error copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_offset, const void* src,
-                       uint64_t bytes) override;
+  Error copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_offset, const void* src, uint64_t bytes) override;
   Error copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset, uint64_t bytes) override;
-  Error copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src,
-                       uint64_t src_offset, uint64_t bytes) override;
+  Error copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src, uint64_t src_offset,
+                       uint64_t bytes) override;
   uint64_t state_bytes(const fb::Delegate& delegate, Span<const uint8_t> blob) const override;
   Result<void*> init(const DelegateContext& context) override;
   Error execute(void* delegate, const DelegateCallArgs& args) override;
@@ -94,10 +93,10 @@ class CudaBackend final : public Backend {
   // Per device: opened on its first arena.
   struct DeviceState {
     bool open = false;
-    void* stream = nullptr;      // cudaStream_t
-    void* workspace = nullptr;   // cuBLASLt workspace
+    void* stream = nullptr;     // cudaStream_t
+    void* workspace = nullptr;  // cuBLASLt workspace
     uint64_t workspace_bytes = 0;
-    void* blas = nullptr;        // cublasLtHandle_t
+    void* blas = nullptr;  // cublasLtHandle_t
   };
 
  private:

@@ -49,11 +49,10 @@ class NullBackend final : public Backend {
   DeviceType device_type() const override { return DeviceType::NULL_DEVICE; }
   Error allocate(Device device, uint64_t size, uint32_t alignment, DeviceBuffer* out_buffer) override;
   void release(Device device, DeviceBuffer buffer) override;
-  Error copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_offset, const void* src,
-                       uint64_t bytes) override;
+  Error copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_offset, const void* src, uint64_t bytes) override;
   Error copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset, uint64_t bytes) override;
-  Error copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src,
-                       uint64_t src_offset, uint64_t bytes) override;
+  Error copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src, uint64_t src_offset,
+                       uint64_t bytes) override;
   void* address(DeviceBuffer buffer, uint64_t offset) override;
   uint64_t state_bytes(const fb::Delegate& delegate, Span<const uint8_t> blob) const override;
   Result<void*> init(const DelegateContext& context) override;

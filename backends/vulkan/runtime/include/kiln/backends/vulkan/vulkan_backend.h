@@ -77,12 +77,12 @@ struct VulkanOptions {
 
 // Counters for tests and profiles.
 struct VulkanStats {
-  uint64_t delegates_recorded = 0;    // command buffers recorded (at init)
+  uint64_t delegates_recorded = 0;  // command buffers recorded (at init)
   uint64_t dispatches_recorded = 0;
   uint64_t barriers_recorded = 0;
-  uint64_t submits = 0;               // delegate executions and staging copies
+  uint64_t submits = 0;  // delegate executions and staging copies
   uint64_t pipelines_created = 0;
-  uint64_t host_allocations = 0;      // driver allocations from host_memory
+  uint64_t host_allocations = 0;  // driver allocations from host_memory
   uint64_t host_bytes_in_use = 0;
   uint64_t host_bytes_peak = 0;
   uint64_t validation_messages = 0;
@@ -107,11 +107,10 @@ class VulkanBackend final : public Backend {
   DeviceType device_type() const override { return DeviceType::VULKAN; }
   Error allocate(Device device, uint64_t size, uint32_t alignment, DeviceBuffer* out_buffer) override;
   void release(Device device, DeviceBuffer buffer) override;
-  Error copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_offset, const void* src,
-                       uint64_t bytes) override;
+  Error copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_offset, const void* src, uint64_t bytes) override;
   Error copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset, uint64_t bytes) override;
-  Error copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src,
-                       uint64_t src_offset, uint64_t bytes) override;
+  Error copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src, uint64_t src_offset,
+                       uint64_t bytes) override;
   void* address(DeviceBuffer buffer, uint64_t offset) override;
   uint64_t state_bytes(const fb::Delegate& delegate, Span<const uint8_t> blob) const override;
   Result<void*> init(const DelegateContext& context) override;
