@@ -25,9 +25,22 @@
 // With --target (vulkan:0,cpu) every test is planned for those devices, as
 // `kiln plan --target` does, and run on the built-in runtime backends
 // (targets/runtime_backends.h): the same op tests then check a device
-// backend against the same references. The summary counts the tests that
-// ran at least one kernel on a device; any mismatch fails, as does any
-// validation message when KILN_VULKAN_VALIDATION=1.
+// backend against the same references. The summary counts the passing tests
+// whose program calls a delegate that holds at least one kernel ("ran on
+// the device"), and those whose program holds no CPU kernel call at all
+// ("wholly on the device"), read from the emitted program itself; any
+// mismatch fails, as does any validation message when
+// KILN_VULKAN_VALIDATION=1.
+//
+// With --floors FILE (tests/conformance/expected_counts.txt) the run also
+// fails when a count drops below the floor FILE records for the --target
+// list: the tests passed by value, passed by property, ran on the device and
+// ran wholly on the device. A refusal at plan time is a skip and a node a
+// device refuses falls back to the CPU, so without floors an op that starts
+// being refused, or a backend that stops taking work, would still pass. A
+// count above its floor prints a note (raise the floor). The counts come
+// from the plan alone, which does not depend on the processor (no ISA
+// probe in the planner), so they are the same on every host.
 //
 // With --export DIR, each passing test's program, inputs and expected
 // outputs are also written to DIR/<test>/ (program.kiln, input_<i>.bin,
@@ -42,7 +55,7 @@
 // kernel that can split its work does, however small the test.
 //
 // usage: kiln_onnx_node_tests [--data DIR] [--filter SUBSTRING] [--target LIST] [--verbose] [--all-ops]
-//                             [--export DIR] [--threads N]
+//                             [--export DIR] [--threads N] [--floors FILE]
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -53,8 +66,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -62,8 +77,11 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "emit/program_file.h"
 #include "exec/run.h"
 #include "kiln/runtime/posix_thread_pool.h"
+#include "kiln/schema/delegate_generated.h"
+#include "kiln/schema/program_generated.h"
 #include "onnx/import.h"
 #include "pipeline.h"
 #include "targets/runtime_backends.h"
@@ -312,10 +330,20 @@ std::string check_random_property(const onnx::ModelProto& model, size_t index, c
   return "no property known for this random output";
 }
 
+// Where a program's kernels run, read from the emitted program: the kernels
+// in the graphs of the delegates it calls on a device other than the CPU,
+// and its CPU kernel calls.
+struct Placement {
+  int device_kernels = 0;
+  int cpu_kernels = 0;
+  bool on_device() const { return device_kernels > 0; }
+  bool only_device() const { return device_kernels > 0 && cpu_kernels == 0; }
+};
+
 struct TestResult {
   Outcome outcome;
   std::string detail;            // failure message or skip reason
-  bool on_device = false;        // at least one kernel ran on a device
+  Placement placement = {};      // of the passing program
   std::string host_reason = "";  // with --target: why no kernel ran on the device
 };
 
@@ -354,13 +382,33 @@ std::string host_reason(const kp::PlanResult& plan) {
   return "only views, aliased to their input (no kernel)";
 }
 
-bool has_device_kernel(const kp::PlanResult& plan) {
-  for (const kp::LMethod& method : plan.program.methods) {
-    for (const kp::LInstruction& ins : method.instructions) {
-      if (ins.kind == kp::LInstruction::Kind::kKernel && ins.device.type() != kiln::fb::DeviceType::CPU) return true;
+// The planner writes delegate blobs inline (kiln pack moves them to
+// segments later); a blob that is not an inline DelegateGraph counts no
+// kernels, so a change there shows as a drop rather than passing unseen.
+Placement placement_of(const std::string& program_bytes) {
+  namespace fb = kiln::fb;
+  const kp::ProgramFile file(program_bytes, "the planned program");
+  Placement out;
+  if (file.program().methods() == nullptr) return out;
+  for (const fb::Method* method : *file.program().methods()) {
+    if (method->instructions() == nullptr) continue;
+    for (const fb::Instruction* ins : *method->instructions()) {
+      if (ins->kind_as_KernelCall() != nullptr) ++out.cpu_kernels;
+      const fb::DelegateCall* call = ins->kind_as_DelegateCall();
+      if (call == nullptr || method->delegates() == nullptr || call->delegate() >= method->delegates()->size()) {
+        continue;
+      }
+      const fb::Delegate* delegate = method->delegates()->Get(call->delegate());
+      if (delegate->device() == nullptr || delegate->device()->type() == fb::DeviceType::CPU) continue;
+      const auto* blob = delegate->inline_blob();
+      if (blob == nullptr || blob->size() < 8 || !fb::DelegateGraphBufferHasIdentifier(blob->data())) continue;
+      flatbuffers::Verifier verifier(blob->data(), blob->size());
+      if (!fb::VerifyDelegateGraphBuffer(verifier)) continue;
+      const fb::DelegateGraph* graph = fb::GetDelegateGraph(blob->data());
+      if (graph->kernels() != nullptr) out.device_kernels += static_cast<int>(graph->kernels()->size());
     }
   }
-  return false;
+  return out;
 }
 
 TestResult run_test(const std::string& dir, const std::string& name) {
@@ -442,14 +490,14 @@ TestResult run_test(const std::string& dir, const std::string& name) {
   for (size_t i = 0; i < names.size(); ++i) {
     if (!frozen.count(names[i])) run_inputs.push_back(inputs[i]);
   }
-  const bool on_device = has_device_kernel(plan);
+  const Placement placement = placement_of(plan.bytes);
   kp::RunResult result;
   try {
     kp::RunOptions run_options;
     run_options.backends = &kp::builtin_runtime_backends();
     result = kp::run_program(plan.bytes, run_inputs, run_options);
   } catch (const kp::PlanError& e) {
-    return {Outcome::kFail, std::string("run: ") + e.what(), on_device};
+    return {Outcome::kFail, std::string("run: ") + e.what(), placement};
   }
   if (result.outputs.size() != expected.size()) {
     return {Outcome::kFail, kp::str(result.outputs.size(), " outputs, expected ", expected.size())};
@@ -458,12 +506,12 @@ TestResult run_test(const std::string& dir, const std::string& name) {
   const bool truncated_bfloat16 = kTruncatedBfloat16.count(name) > 0;
   for (size_t i = 0; i < expected.size() && by_property; ++i) {
     const std::string diff = check_random_property(model, i, result.outputs[i], expected[i]);
-    if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, " (by property): ", diff), on_device};
+    if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, " (by property): ", diff), placement};
   }
   for (size_t i = 0; i < expected.size() && !by_property; ++i) {
     const std::string diff = truncated_bfloat16 ? compare_bfloat16_ulp(result.outputs[i], expected[i])
                                                 : compare(result.outputs[i], expected[i]);
-    if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, ": ", diff), on_device};
+    if (!diff.empty()) return {Outcome::kFail, kp::str("output ", i, ": ", diff), placement};
   }
   if (g_pool != nullptr) {
     kp::RunOptions threaded;
@@ -475,11 +523,11 @@ TestResult run_test(const std::string& dir, const std::string& name) {
         if (again.outputs[i].bytes != result.outputs[i].bytes) {
           return {Outcome::kFail,
                   kp::str("output ", i, " on ", g_pool->concurrency(), " threads differs from one thread's"),
-                  on_device};
+                  placement};
         }
       }
     } catch (const kp::PlanError& e) {
-      return {Outcome::kFail, std::string("run on threads: ") + e.what(), on_device};
+      return {Outcome::kFail, std::string("run on threads: ") + e.what(), placement};
     }
   }
   // Random outputs cannot be checked against the reference elsewhere either.
@@ -488,14 +536,93 @@ TestResult run_test(const std::string& dir, const std::string& name) {
   if (!g_export.empty() && !by_property) {
     export_case(name, plan.bytes, run_inputs, truncated_bfloat16 ? result.outputs : expected);
   }
-  return {by_property ? Outcome::kPassByProperty : Outcome::kPass, "", on_device,
-          on_device || g_targets == "cpu" ? "" : host_reason(plan)};
+  return {by_property ? Outcome::kPassByProperty : Outcome::kPass, "", placement,
+          placement.on_device() || g_targets == "cpu" ? "" : host_reason(plan)};
+}
+
+// What a run counted, over the tests it ran.
+struct Totals {
+  int pass = 0, by_property = 0, fail = 0, skip = 0;
+  int on_device = 0, only_device = 0;  // passing tests (see Placement)
+  int passed() const { return pass + by_property; }
+  int total() const { return pass + by_property + fail + skip; }
+};
+
+// One count against its floor: false when it dropped below it.
+bool check_floor(const char* what, int count, long floor, const std::string& path) {
+  if (floor < 0) return true;
+  if (count < floor) {
+    std::printf(
+        "FLOOR DROPPED: target %s: %d %s, below the floor of %ld in %s (an op refused, a dtype lost or a "
+        "backend taking less work: find which, or lower the floor in the same change and say why)\n",
+        g_targets.c_str(), count, what, floor, path.c_str());
+    return false;
+  }
+  if (count > floor) {
+    std::printf("note: target %s: %d %s, above the floor of %ld: raise the floor in %s\n", g_targets.c_str(), count,
+                what, floor, path.c_str());
+  }
+  return true;
+}
+
+// The line of `g_targets` in the floors file at `path` (see the top of the
+// file and the file's own header); false, with a message, when the file is
+// unreadable, malformed or has no such line, when it was recorded on another
+// number of node tests, or when a count dropped.
+bool check_floors(const std::string& path, const Totals& t) {
+  std::ifstream in(path);
+  if (!in) {
+    std::printf("FLOORS: cannot read %s\n", path.c_str());
+    return false;
+  }
+  long node_tests = -1, floors[4] = {-1, -1, -1, -1};
+  bool found = false;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    std::string key;
+    if (!(words >> key) || (key != "node_tests" && key != g_targets)) continue;
+    const int fields = key == "node_tests" ? 1 : 4;
+    long* out = key == "node_tests" ? &node_tests : floors;
+    std::string word;
+    for (int i = 0; i < fields; ++i) {
+      char* end = nullptr;
+      if (!(words >> word) || (word != "-" && (std::strtol(word.c_str(), &end, 10) < 0 || *end != '\0'))) {
+        std::printf("FLOORS: %s:%d: expected %d count(s) (or -) after '%s'\n", path.c_str(), number, fields,
+                    key.c_str());
+        return false;
+      }
+      out[i] = word == "-" ? -1 : std::strtol(word.c_str(), nullptr, 10);
+    }
+    found = found || key == g_targets;
+  }
+  if (!found) {
+    std::printf("FLOORS: %s has no line for target %s: add one with this run's counts\n", path.c_str(),
+                g_targets.c_str());
+    return false;
+  }
+  if (node_tests < 0) {
+    std::printf("FLOORS: %s has no node_tests line (how many node tests its floors were recorded on)\n", path.c_str());
+    return false;
+  }
+  if (node_tests != t.total()) {
+    std::printf("FLOORS: %s was recorded on %ld node tests, this data holds %d: record the floors again\n",
+                path.c_str(), node_tests, t.total());
+    return false;
+  }
+  bool held = check_floor("tests passed by value", t.pass, floors[0], path);
+  held = check_floor("tests passed by property", t.by_property, floors[1], path) && held;
+  held = check_floor("passing tests ran on the device", t.on_device, floors[2], path) && held;
+  held = check_floor("passing tests ran wholly on the device", t.only_device, floors[3], path) && held;
+  if (held) std::printf("the floors of target %s in %s hold\n", g_targets.c_str(), path.c_str());
+  return held;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string root = kDefaultData, filter;
+  std::string floors;
   bool verbose = false, all_ops = false;
   int threads = 1;
   for (int i = 1; i < argc; ++i) {
@@ -513,10 +640,12 @@ int main(int argc, char** argv) {
       g_export = argv[++i];
     } else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--floors") && i + 1 < argc) {
+      floors = argv[++i];
     } else {
       std::fprintf(stderr,
                    "usage: %s [--data DIR] [--filter SUBSTRING] [--target LIST] [--verbose] [--all-ops] "
-                   "[--export DIR] [--threads N]\n",
+                   "[--export DIR] [--threads N] [--floors FILE]\n",
                    argv[0]);
       return 2;
     }
@@ -537,7 +666,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   kp::register_builtin_backends();
-  int pass = 0, by_property = 0, fail = 0, skip = 0, on_device = 0;
+  Totals t;
   std::map<std::string, int> skip_reasons, host_reasons;
   std::map<std::string, OpStats> per_op;
   std::vector<std::string> failures;
@@ -569,21 +698,24 @@ int main(int argc, char** argv) {
     switch (r.outcome) {
       case Outcome::kPass:
       case Outcome::kPassByProperty:
-        ++(r.outcome == Outcome::kPass ? pass : by_property);
-        on_device += r.on_device ? 1 : 0;
+        ++(r.outcome == Outcome::kPass ? t.pass : t.by_property);
+        t.on_device += r.placement.on_device() ? 1 : 0;
+        t.only_device += r.placement.only_device() ? 1 : 0;
         if (!r.host_reason.empty()) ++host_reasons[r.host_reason];
         if (verbose) {
           std::printf("PASS%s %s%s\n", r.outcome == Outcome::kPass ? "" : " (by property)", name.c_str(),
-                      r.on_device ? " (device)" : "");
+                      r.placement.only_device() ? " (device only)"
+                      : r.placement.on_device() ? " (device)"
+                                                : "");
         }
         break;
       case Outcome::kFail:
-        ++fail;
+        ++t.fail;
         failures.push_back(name + ": " + r.detail);
         std::printf("FAIL %s: %s\n", name.c_str(), r.detail.c_str());
         break;
       case Outcome::kSkip:
-        ++skip;
+        ++t.skip;
         ++skip_reasons[r.detail];
         if (verbose) std::printf("SKIP %s: %s\n", name.c_str(), r.detail.c_str());
         break;
@@ -611,21 +743,26 @@ int main(int argc, char** argv) {
   std::printf(
       "\nONNX node tests: %d passed, %d passed by property (random outputs: dtype, shape, range), "
       "%d failed, %d skipped (of %d)\n",
-      pass, by_property, fail, skip, pass + by_property + fail + skip);
-  int status = fail == 0 ? 0 : 1;
+      t.pass, t.by_property, t.fail, t.skip, t.total());
+  int status = t.fail == 0 ? 0 : 1;
   if (g_targets != "cpu") {
     std::vector<std::pair<int, std::string>> host;
     for (const auto& [reason, count] : host_reasons) host.emplace_back(count, reason);
     std::sort(host.rbegin(), host.rend());
     std::printf("\npassing tests that ran no kernel on the device, by reason:\n");
     for (const auto& [count, reason] : host) std::printf("  %4d  %s\n", count, reason.c_str());
-    std::printf("target %s: %d of the %d passing tests ran at least one kernel on a device\n", g_targets.c_str(),
-                on_device, pass + by_property);
+    std::printf("target %s: %d of the %d passing tests ran at least one kernel on a device, %d every kernel\n",
+                g_targets.c_str(), t.on_device, t.passed(), t.only_device);
     const uint64_t messages = kp::shutdown_builtin_runtime_backends();
     if (messages != 0) {
       std::printf("the backends reported %llu diagnostic message(s)\n", static_cast<unsigned long long>(messages));
       status = 1;
     }
+  }
+  if (!floors.empty() && !filter.empty()) {
+    std::printf("the floors in %s are not checked: --filter runs a subset\n", floors.c_str());
+  } else if (!floors.empty() && !check_floors(floors, t)) {
+    status = 1;
   }
   return status;
 }
