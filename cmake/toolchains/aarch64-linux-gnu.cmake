@@ -5,7 +5,7 @@
 # variables below: the compilers, the system name and processor, and where
 # the target's libraries live. Nothing in kiln's CMake reads a variable
 # defined here, so another arm64 toolchain file replaces this one as is.
-# The Android NDK's, for example (README.md, "arm64"):
+# The Android NDK's, for example (docs/cpu.md, "arm64"):
 #   ANDROID_NDK=/path/to/ndk cmake --preset android-arm64
 #
 # Programs built here run under qemu-aarch64 (CMAKE_CROSSCOMPILING_EMULATOR,

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""README's command reference must be what `kiln <command> --help` prints.
+"""The command reference (docs/cli.md) must be what `kiln <command> --help` prints.
 
     readme_help.py --kiln KILN [--update]
 
-README.md holds, for every subcommand, a block
+docs/cli.md holds, for every subcommand, a block
     <!-- help: NAME -->
     ```text
     ...
@@ -21,6 +21,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COMMANDS = ["plan", "run", "inspect", "verify", "pack", "memplan", "profile"]
+PAGE = "docs/cli.md"
 BLOCK = re.compile(r"<!-- help: (\w+) -->\n```text\n(.*?)```\n", re.S)
 
 
@@ -41,31 +42,31 @@ def main():
     parser.add_argument("--kiln", required=True)
     parser.add_argument("--update", action="store_true")
     args = parser.parse_args()
-    path = os.path.join(ROOT, "README.md")
-    readme = open(path).read()
-    found = {m.group(1): m.group(2) for m in BLOCK.finditer(readme)}
+    path = os.path.join(ROOT, PAGE)
+    page = open(path).read()
+    found = {m.group(1): m.group(2) for m in BLOCK.finditer(page)}
     missing = [c for c in COMMANDS if c not in found]
     if missing and not args.update:
-        print("README.md has no help block for: " + ", ".join(missing))
+        print(f"{PAGE} has no help block for: " + ", ".join(missing))
         return 1
     if args.update:
-        readme = BLOCK.sub(lambda m: f"<!-- help: {m.group(1)} -->\n```text\n{help_text(args.kiln, m.group(1))}```\n",
-                           readme)
-        open(path, "w").write(readme)
-        print("README.md's help blocks updated")
+        page = BLOCK.sub(lambda m: f"<!-- help: {m.group(1)} -->\n```text\n{help_text(args.kiln, m.group(1))}```\n",
+                           page)
+        open(path, "w").write(page)
+        print(f"{PAGE}'s help blocks updated")
         return 0
     bad = 0
     for command in COMMANDS:
         want = help_text(args.kiln, command)
         if found[command] != want:
             bad += 1
-            print(f"README.md's block for `kiln {command} --help` differs from the tool:")
+            print(f"{PAGE}'s block for `kiln {command} --help` differs from the tool:")
             sys.stdout.writelines(difflib.unified_diff(found[command].splitlines(True), want.splitlines(True),
-                                                       "README.md", f"kiln {command} --help"))
+                                                       PAGE, f"kiln {command} --help"))
     if bad:
         print(f"{bad} block(s) out of date: run tests/cli/readme_help.py --kiln KILN --update")
         return 1
-    print(f"README.md's reference matches --help for {len(COMMANDS)} commands")
+    print(f"{PAGE}'s reference matches --help for {len(COMMANDS)} commands")
     return 0
 
 
