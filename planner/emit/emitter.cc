@@ -223,127 +223,165 @@ uint64_t method_bookkeeping_bytes(const fb::MethodT& method) {
   return abi::method_bookkeeping_bytes(*flatbuffers::GetRoot<fb::Method>(builder.GetBufferPointer()));
 }
 
+namespace {
+
+// The program's constants in the segment, each stored once and added on
+// first use.
+class ConstantTable {
+ public:
+  explicit ConstantTable(const LProgram& program) : program_(program), ref_(program.constants.size(), -1) {}
+
+  // The segment entry of constant `c`.
+  uint32_t index(int c) {
+    if (ref_[static_cast<size_t>(c)] < 0) {
+      ref_[static_cast<size_t>(c)] = static_cast<int>(segment_.add(*program_.constants[static_cast<size_t>(c)]));
+    }
+    return static_cast<uint32_t>(ref_[static_cast<size_t>(c)]);
+  }
+  // The storage of constant `c`: one segment entry, or one per rank where
+  // the tensor-parallel pass split it.
+  fb::ConstantStorageT storage(int c) {
+    fb::ConstantStorageT out;
+    out.index = index(c);
+    const size_t k = static_cast<size_t>(c);
+    if (k < program_.rank_constants.size() && !program_.rank_constants[k].empty()) {
+      for (const auto& shard : program_.rank_constants[k]) out.ranks.push_back(segment_.add(*shard));
+      out.index = out.ranks.front();
+      out.group = program_.rank_group;
+    }
+    return out;
+  }
+  const SegmentWriter& segment() const { return segment_; }
+
+ private:
+  const LProgram& program_;
+  SegmentWriter segment_;
+  std::vector<int> ref_;  // the segment entry of each constant, -1 before its first use
+};
+
+std::unique_ptr<fb::TensorT> emit_tensor(const LTensor& t, bool names, ConstantTable& constants) {
+  auto tensor = std::make_unique<fb::TensorT>();
+  if (names || t.is_input || t.is_output) tensor->name = t.name;
+  tensor->dtype = to_fb(t.dtype);
+  tensor->shape = t.shape;
+  tensor->nbytes = t.nbytes();
+  tensor->device = std::make_unique<fb::Device>(t.device);
+  if (t.quantized) {
+    tensor->quantization = std::make_unique<fb::QuantizationT>();
+    tensor->quantization->scale = t.scale;
+    tensor->quantization->zero_point = t.zero_point;
+  }
+  switch (t.storage) {
+    case Storage::kPlanned: {
+      if (t.arena < 0) fail("internal error: tensor '", t.name, "' has no memory plan");
+      tensor->storage.Set(*planned(t));
+      break;
+    }
+    case Storage::kConstant: tensor->storage.Set(constants.storage(t.constant)); break;
+    case Storage::kAlias: {
+      fb::AliasStorageT a;
+      a.base = static_cast<uint32_t>(t.alias_of);
+      a.offset = t.alias_offset;
+      tensor->storage.Set(std::move(a));
+      break;
+    }
+    case Storage::kUser: {
+      fb::UserStorageT u;
+      if (t.user_fallback) u.fallback = planned(t);
+      tensor->storage.Set(std::move(u));
+      break;
+    }
+  }
+  return tensor;
+}
+
+std::unique_ptr<fb::InstructionT> collective_instruction(const LInstruction& ins) {
+  auto instruction = std::make_unique<fb::InstructionT>();
+  instruction->name = ins.name;
+  fb::CollectiveCallT call;
+  call.kind = ins.collective;
+  call.op = ins.reduce_op;
+  call.group = ins.group;
+  call.inputs.assign(ins.inputs.begin(), ins.inputs.end());
+  call.outputs.assign(ins.outputs.begin(), ins.outputs.end());
+  instruction->kind.Set(std::move(call));
+  return instruction;
+}
+
+// The method's instructions in order; each run of kernels on one device
+// becomes one delegate and the call of it.
+void emit_instructions(const LMethod& method, fb::MethodT& m) {
+  const auto& list = method.instructions;
+  for (size_t k = 0; k < list.size();) {
+    const LInstruction& ins = list[k];
+    if (const size_t end = delegate_run_end(list, k); end > k) {
+      emit_delegate(method, k, end, m);
+      k = end;
+      continue;
+    }
+    if (ins.kind == LInstruction::Kind::kCopy) {
+      m.instructions.push_back(copy_instruction(ins));
+    } else if (ins.kind == LInstruction::Kind::kKernel) {
+      auto instruction = std::make_unique<fb::InstructionT>();
+      instruction->name = ins.name;
+      instruction->kind.Set(kernel_call(ins, operator_index(m.operators, ins.op)));
+      m.instructions.push_back(std::move(instruction));
+    } else if (ins.kind == LInstruction::Kind::kCollective) {
+      m.instructions.push_back(collective_instruction(ins));
+    } else {
+      fail("internal error: instruction kind not emitted yet");
+    }
+    ++k;
+  }
+}
+
+void emit_arenas(const LMethod& method, fb::MethodT& m) {
+  for (const LArena& a : method.arenas) {
+    auto arena = std::make_unique<fb::ArenaT>();
+    arena->size = a.size;
+    arena->alignment = a.alignment;
+    arena->device = std::make_unique<fb::Device>(a.device);
+    arena->kind = a.kind;
+    arena->group = a.group;
+    m.arenas.push_back(std::move(arena));
+  }
+  for (const LCommunicator& c : method.communicators) {
+    auto communicator = std::make_unique<fb::CommunicatorT>();
+    communicator->group = c.group;
+    communicator->size = c.size;
+    m.communicators.push_back(std::move(communicator));
+  }
+}
+
+std::unique_ptr<fb::MethodT> emit_method(const LMethod& named, const EmitOptions& options, ConstantTable& constants) {
+  const LMethod compact = options.names ? LMethod{} : without_renaming_views(named);
+  const LMethod& method = options.names ? named : compact;
+  auto m = std::make_unique<fb::MethodT>();
+  m->name = method.name;
+  for (const LTensor& t : method.tensors) m->tensors.push_back(emit_tensor(t, options.names, constants));
+  for (int t : method.inputs) m->inputs.push_back(static_cast<uint32_t>(t));
+  for (int t : method.outputs) m->outputs.push_back(static_cast<uint32_t>(t));
+  for (const LInstruction& ins : method.init_instructions) m->init_instructions.push_back(copy_instruction(ins));
+  emit_instructions(method, *m);
+  emit_arenas(method, *m);
+  if (!options.names) {
+    for (auto& instruction : m->init_instructions) instruction->name.clear();
+    for (auto& instruction : m->instructions) instruction->name.clear();
+  }
+  m->bookkeeping_bytes = method_bookkeeping_bytes(*m);
+  return m;
+}
+
+}  // namespace
+
 std::string emit_program(const LProgram& program, const EmitOptions& options) {
   fb::ProgramT root;
   root.version = static_cast<uint32_t>(fb::SchemaVersion::Current);
   root.producer = kProducer;
   root.segment_alignment = kSegmentAlignment;
-  SegmentWriter segment;
-  std::vector<int> constant_ref(program.constants.size(), -1);
-  auto constant_index = [&](int c) {
-    if (constant_ref[static_cast<size_t>(c)] < 0) {
-      constant_ref[static_cast<size_t>(c)] = static_cast<int>(segment.add(*program.constants[static_cast<size_t>(c)]));
-    }
-    return static_cast<uint32_t>(constant_ref[static_cast<size_t>(c)]);
-  };
-
-  for (const LMethod& named : program.methods) {
-    const LMethod compact = options.names ? LMethod{} : without_renaming_views(named);
-    const LMethod& method = options.names ? named : compact;
-    auto m = std::make_unique<fb::MethodT>();
-    m->name = method.name;
-    for (const LTensor& t : method.tensors) {
-      auto tensor = std::make_unique<fb::TensorT>();
-      if (options.names || t.is_input || t.is_output) tensor->name = t.name;
-      tensor->dtype = to_fb(t.dtype);
-      tensor->shape = t.shape;
-      tensor->nbytes = t.nbytes();
-      tensor->device = std::make_unique<fb::Device>(t.device);
-      if (t.quantized) {
-        tensor->quantization = std::make_unique<fb::QuantizationT>();
-        tensor->quantization->scale = t.scale;
-        tensor->quantization->zero_point = t.zero_point;
-      }
-      switch (t.storage) {
-        case Storage::kPlanned: {
-          if (t.arena < 0) fail("internal error: tensor '", t.name, "' has no memory plan");
-          tensor->storage.Set(*planned(t));
-          break;
-        }
-        case Storage::kConstant: {
-          fb::ConstantStorageT c;
-          c.index = constant_index(t.constant);
-          const size_t k = static_cast<size_t>(t.constant);
-          if (k < program.rank_constants.size() && !program.rank_constants[k].empty()) {
-            for (const auto& shard : program.rank_constants[k]) c.ranks.push_back(segment.add(*shard));
-            c.index = c.ranks.front();
-            c.group = program.rank_group;
-          }
-          tensor->storage.Set(std::move(c));
-          break;
-        }
-        case Storage::kAlias: {
-          fb::AliasStorageT a;
-          a.base = static_cast<uint32_t>(t.alias_of);
-          a.offset = t.alias_offset;
-          tensor->storage.Set(std::move(a));
-          break;
-        }
-        case Storage::kUser: {
-          fb::UserStorageT u;
-          if (t.user_fallback) u.fallback = planned(t);
-          tensor->storage.Set(std::move(u));
-          break;
-        }
-      }
-      m->tensors.push_back(std::move(tensor));
-    }
-    for (int t : method.inputs) m->inputs.push_back(static_cast<uint32_t>(t));
-    for (int t : method.outputs) m->outputs.push_back(static_cast<uint32_t>(t));
-    for (const LInstruction& ins : method.init_instructions) m->init_instructions.push_back(copy_instruction(ins));
-    const auto& list = method.instructions;
-    for (size_t k = 0; k < list.size();) {
-      const LInstruction& ins = list[k];
-      if (const size_t end = delegate_run_end(list, k); end > k) {
-        emit_delegate(method, k, end, *m);
-        k = end;
-        continue;
-      }
-      if (ins.kind == LInstruction::Kind::kCopy) {
-        m->instructions.push_back(copy_instruction(ins));
-      } else if (ins.kind == LInstruction::Kind::kKernel) {
-        auto instruction = std::make_unique<fb::InstructionT>();
-        instruction->name = ins.name;
-        instruction->kind.Set(kernel_call(ins, operator_index(m->operators, ins.op)));
-        m->instructions.push_back(std::move(instruction));
-      } else if (ins.kind == LInstruction::Kind::kCollective) {
-        auto instruction = std::make_unique<fb::InstructionT>();
-        instruction->name = ins.name;
-        fb::CollectiveCallT call;
-        call.kind = ins.collective;
-        call.op = ins.reduce_op;
-        call.group = ins.group;
-        call.inputs.assign(ins.inputs.begin(), ins.inputs.end());
-        call.outputs.assign(ins.outputs.begin(), ins.outputs.end());
-        instruction->kind.Set(std::move(call));
-        m->instructions.push_back(std::move(instruction));
-      } else {
-        fail("internal error: instruction kind not emitted yet");
-      }
-      ++k;
-    }
-    for (const LArena& a : method.arenas) {
-      auto arena = std::make_unique<fb::ArenaT>();
-      arena->size = a.size;
-      arena->alignment = a.alignment;
-      arena->device = std::make_unique<fb::Device>(a.device);
-      arena->kind = a.kind;
-      arena->group = a.group;
-      m->arenas.push_back(std::move(arena));
-    }
-    for (const LCommunicator& c : method.communicators) {
-      auto communicator = std::make_unique<fb::CommunicatorT>();
-      communicator->group = c.group;
-      communicator->size = c.size;
-      m->communicators.push_back(std::move(communicator));
-    }
-    if (!options.names) {
-      for (auto& instruction : m->init_instructions) instruction->name.clear();
-      for (auto& instruction : m->instructions) instruction->name.clear();
-    }
-    m->bookkeeping_bytes = method_bookkeeping_bytes(*m);
-    root.methods.push_back(std::move(m));
-  }
+  ConstantTable constants(program);
+  for (const LMethod& named : program.methods) root.methods.push_back(emit_method(named, options, constants));
+  const SegmentWriter& segment = constants.segment();
   root.constants = segment.refs();
   root.segment_size = segment.data().size();
 

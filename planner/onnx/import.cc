@@ -1,7 +1,9 @@
 #include "onnx/import.h"
 
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 
 #include <onnx/checker.h>
@@ -222,10 +224,11 @@ Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
   return import_onnx_model(model, path, options);
 }
 
-Graph import_onnx_model(onnx::ModelProto& model, const std::string& what, const ImportOptions& options) {
-  if (!model.has_graph()) fail(what, ": model has no graph");
-  // Shapes the user fixed go into the model first, so ONNX shape inference
-  // sees them.
+namespace {
+
+// Shapes the user fixed go into the model first, so that ONNX's checker and
+// shape inference see them.
+void apply_input_shapes(onnx::ModelProto& model, const ImportOptions& options) {
   for (auto& input : *model.mutable_graph()->mutable_input()) {
     auto it = options.input_shapes.find(input.name());
     if (it == options.input_shapes.end()) continue;
@@ -233,28 +236,19 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what, const 
     shape->clear_dim();
     for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
   }
-  try {
-    onnx::checker::check_model(model);
-  } catch (const std::exception& e) {
-    fail(what, ": ONNX checker: ", one_line(e.what()));
-  }
-  check_attributes_onnx_trusts(model.graph(), what);
+}
 
-  Graph graph;
-  const onnx::GraphProto& g = model.graph();
-  graph.name = g.name();
+// The opset of each domain the model imports, the default domain as "".
+std::map<std::string, int> read_opsets(const onnx::ModelProto& model) {
   std::map<std::string, int> opsets;
   for (const auto& opset : model.opset_import()) {
     opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] = static_cast<int>(opset.version());
   }
-  // A model without the default domain can only use ops of other domains,
-  // which lowering will name if they are unsupported.
-  graph.opset = opsets.count("") ? opsets[""] : 0;
-  if (graph.opset > 17) {
-    unsupported(what, ": opset ", graph.opset, " is newer than kiln supports (up to 17)");
-  }
+  return opsets;
+}
 
-  // Initializers first: they are constants, even when also listed as inputs.
+// Initializers first: they are constants, even when also listed as inputs.
+void add_initializers(Graph& graph, const onnx::GraphProto& g) {
   for (const auto& init : g.initializer()) {
     Value v;
     v.name = init.name();
@@ -265,6 +259,11 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what, const 
     v.constant = std::move(tensor);
     graph.add_value(std::move(v));
   }
+}
+
+// The graph's inputs that are not initializers: frozen ones become
+// constants, the others method inputs of a known static shape.
+void add_inputs(Graph& graph, const onnx::GraphProto& g, const ImportOptions& options) {
   for (const auto& input : g.input()) {
     if (graph.find_value(input.name()) >= 0) continue;  // an initializer
     auto frozen = options.frozen_inputs.find(input.name());
@@ -298,14 +297,18 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what, const 
     for (const auto& input : g.input()) found = found || input.name() == name;
     if (!found) fail("--freeze names '", name, "', which is not an input of the model");
   }
+}
 
+// The nodes in order, each reading values defined before it and defining
+// its outputs once; unnamed nodes are named after their op.
+void add_nodes(Graph& graph, const onnx::GraphProto& g, const std::map<std::string, int>& opsets) {
   int unnamed = 0;
   for (const auto& proto : g.node()) {
     Node node;
     node.name = proto.name().empty() ? proto.op_type() + "_" + std::to_string(unnamed++) : proto.name();
     node.op_type = proto.op_type();
     node.domain = proto.domain() == "ai.onnx" ? "" : proto.domain();
-    node.opset = opsets.count(node.domain) ? opsets[node.domain] : 0;
+    node.opset = opsets.count(node.domain) ? opsets.at(node.domain) : 0;
     const std::string where = graph.describe(node);
     for (const auto& attr : proto.attribute()) node.attrs[attr.name()] = convert_attribute(attr, where);
     for (const auto& name : proto.input()) {
@@ -331,6 +334,9 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what, const 
     }
     graph.nodes.push_back(std::move(node));
   }
+}
+
+void add_outputs(Graph& graph, const onnx::GraphProto& g, const std::string& what) {
   for (const auto& output : g.output()) {
     const int id = graph.find_value(output.name());
     if (id < 0) fail("graph output '", output.name(), "' is never produced");
@@ -338,52 +344,59 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what, const 
     graph.outputs.push_back(id);
   }
   if (graph.outputs.empty()) fail(what, ": model has no outputs");
-  // ONNX shape inference runs later, on a copy, once kiln's inference has
-  // validated every node (Graph::onnx_shapes).
+}
+
+// The copy of the model that ONNX's shape inference reads. libonnx takes
+// the last type declared for a name, and trusts ranks: a value_info or
+// graph output entry naming a graph input would replace that input's type
+// (a fuzzed QLinearConv whose output was renamed to its input, declared
+// with one dimension less, crashed libonnx's convolution inference). Inputs
+// keep their own declaration; initializers their data.
+std::shared_ptr<onnx::ModelProto> copy_for_shape_inference(const onnx::ModelProto& model) {
   auto copy = std::make_shared<onnx::ModelProto>(model);
-  // libonnx takes the last type declared for a name, and trusts ranks: a
-  // value_info or graph output entry naming a graph input would replace
-  // that input's type (a fuzzed QLinearConv whose output was renamed to its
-  // input, declared with one dimension less, crashed libonnx's convolution
-  // inference). Inputs keep their own declaration; initializers their data.
-  {
-    onnx::GraphProto& cg = *copy->mutable_graph();
-    std::map<std::string, const onnx::ValueInfoProto*> inputs;
-    for (const auto& input : cg.input()) inputs[input.name()] = &input;
-    std::set<std::string> initializers;
-    for (const auto& init : cg.initializer()) initializers.insert(init.name());
-    auto* infos = cg.mutable_value_info();
-    for (int i = infos->size() - 1; i >= 0; --i) {
-      const std::string& name = infos->Get(i).name();
-      if (inputs.count(name) || initializers.count(name)) infos->DeleteSubrange(i, 1);
-    }
-    for (auto& output : *cg.mutable_output()) {
-      const auto it = inputs.find(output.name());
-      if (it != inputs.end() && it->second != &output) {
-        *output.mutable_type() = it->second->type();
-      } else if (initializers.count(output.name()) && output.type().has_tensor_type()) {
-        output.mutable_type()->mutable_tensor_type()->clear_shape();
-      }
-    }
-    // libonnx 1.12's STFT inference counts frames other than its reference
-    // does (floor((length - frame) / step) + 1: 18 for 203 samples, frames
-    // of 32 and steps of 10, where it says 19) and takes onesided as 0
-    // when it is left out (the schema's default is 1). Moved to a domain
-    // without a schema, STFT gets no inferred shape; kiln's inference
-    // decides it, and what follows is checked from there.
-    bool has_stft = false;
-    for (auto& node : *cg.mutable_node()) {
-      if (node.op_type() != "STFT" || !(node.domain().empty() || node.domain() == "ai.onnx")) continue;
-      node.set_domain("kiln.unchecked");
-      has_stft = true;
-    }
-    if (has_stft) {
-      onnx::OperatorSetIdProto* opset = copy->add_opset_import();
-      opset->set_domain("kiln.unchecked");
-      opset->set_version(1);
+  onnx::GraphProto& cg = *copy->mutable_graph();
+  std::map<std::string, const onnx::ValueInfoProto*> inputs;
+  for (const auto& input : cg.input()) inputs[input.name()] = &input;
+  std::set<std::string> initializers;
+  for (const auto& init : cg.initializer()) initializers.insert(init.name());
+  auto* infos = cg.mutable_value_info();
+  for (int i = infos->size() - 1; i >= 0; --i) {
+    const std::string& name = infos->Get(i).name();
+    if (inputs.count(name) || initializers.count(name)) infos->DeleteSubrange(i, 1);
+  }
+  for (auto& output : *cg.mutable_output()) {
+    const auto it = inputs.find(output.name());
+    if (it != inputs.end() && it->second != &output) {
+      *output.mutable_type() = it->second->type();
+    } else if (initializers.count(output.name()) && output.type().has_tensor_type()) {
+      output.mutable_type()->mutable_tensor_type()->clear_shape();
     }
   }
-  graph.onnx_shapes = [copy, what]() {
+  // libonnx 1.12's STFT inference counts frames other than its reference
+  // does (floor((length - frame) / step) + 1: 18 for 203 samples, frames
+  // of 32 and steps of 10, where it says 19) and takes onesided as 0
+  // when it is left out (the schema's default is 1). Moved to a domain
+  // without a schema, STFT gets no inferred shape; kiln's inference
+  // decides it, and what follows is checked from there.
+  bool has_stft = false;
+  for (auto& node : *cg.mutable_node()) {
+    if (node.op_type() != "STFT" || !(node.domain().empty() || node.domain() == "ai.onnx")) continue;
+    node.set_domain("kiln.unchecked");
+    has_stft = true;
+  }
+  if (has_stft) {
+    onnx::OperatorSetIdProto* opset = copy->add_opset_import();
+    opset->set_domain("kiln.unchecked");
+    opset->set_version(1);
+  }
+  return copy;
+}
+
+// ONNX's shape inference over `copy`, deferred: the static shapes it finds,
+// by value name.
+std::function<std::map<std::string, std::vector<int64_t>>()> deferred_onnx_shapes(
+    std::shared_ptr<onnx::ModelProto> copy, const std::string& what) {
+  return [copy, what]() {
     try {
       onnx::ShapeInferenceOptions shape_options(/*check_type=*/false, /*strict_mode=*/0,
                                                 /*data_prop=*/true);
@@ -402,6 +415,37 @@ Graph import_onnx_model(onnx::ModelProto& model, const std::string& what, const 
     for (const auto& info : copy->graph().output()) add(info);
     return shapes;
   };
+}
+
+}  // namespace
+
+Graph import_onnx_model(onnx::ModelProto& model, const std::string& what, const ImportOptions& options) {
+  if (!model.has_graph()) fail(what, ": model has no graph");
+  apply_input_shapes(model, options);
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    fail(what, ": ONNX checker: ", one_line(e.what()));
+  }
+  check_attributes_onnx_trusts(model.graph(), what);
+
+  Graph graph;
+  const onnx::GraphProto& g = model.graph();
+  graph.name = g.name();
+  const std::map<std::string, int> opsets = read_opsets(model);
+  // A model without the default domain can only use ops of other domains,
+  // which lowering will name if they are unsupported.
+  graph.opset = opsets.count("") ? opsets.at("") : 0;
+  if (graph.opset > 17) {
+    unsupported(what, ": opset ", graph.opset, " is newer than kiln supports (up to 17)");
+  }
+  add_initializers(graph, g);
+  add_inputs(graph, g, options);
+  add_nodes(graph, g, opsets);
+  add_outputs(graph, g, what);
+  // ONNX shape inference runs later, on a copy, once kiln's inference has
+  // validated every node (Graph::onnx_shapes).
+  graph.onnx_shapes = deferred_onnx_shapes(copy_for_shape_inference(model), what);
   return graph;
 }
 

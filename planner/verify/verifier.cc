@@ -81,11 +81,37 @@ void verify_collectives(const fb::Method& m, const std::vector<int>& root, const
   }
 }
 
-void verify_method(const ProgramFile& file, const fb::Method& m, std::vector<std::string>& errors) {
-  const std::string where = str("method '", m.name() != nullptr ? m.name()->str() : "?", "': ");
+// An alias t of root r (r != t) is no larger than its root, lies inside its
+// base at a whole element and lives on its root's device.
+void check_alias(const fb::Method& m, uint32_t t, uint32_t r, const std::string& where,
+                 std::vector<std::string>& errors) {
+  const auto* a = m.tensors()->Get(t);
+  const auto* b = m.tensors()->Get(r);
+  if (a->nbytes() > b->nbytes()) {
+    errors.push_back(where + str("alias ", name_of(m, t), " is larger than its base ", name_of(m, r)));
+  }
+  // Its bytes lie inside its base's (each link so, the chain lies inside
+  // the root, whose extent the overlap check covers).
+  const fb::AliasStorage* alias = a->storage_as_AliasStorage();
+  const auto* base = m.tensors()->Get(alias->base());
+  if (alias->offset() > base->nbytes() || a->nbytes() > base->nbytes() - alias->offset()) {
+    errors.push_back(where + str("alias ", name_of(m, t), " (", a->nbytes(), " bytes at offset ", alias->offset(),
+                                 ") leaves its base ", name_of(m, alias->base())));
+  }
+  if (alias->offset() % dtype_bytes(static_cast<DType>(a->dtype())) != 0) {
+    errors.push_back(where + str("alias ", name_of(m, t), " starts at offset ", alias->offset(),
+                                 ", not a whole element of its dtype"));
+  }
+  if (a->device() && b->device() &&
+      (a->device()->type() != b->device()->type() || a->device()->index() != b->device()->index())) {
+    errors.push_back(where + str("alias ", name_of(m, t), " is on another device than its base ", name_of(m, r)));
+  }
+}
+
+// The root of every tensor's alias chain (itself when it is no alias), -1
+// where the chain is broken or cyclic; checks each alias on the way.
+std::vector<int> alias_roots(const fb::Method& m, const std::string& where, std::vector<std::string>& errors) {
   const uint32_t n = m.tensors() != nullptr ? m.tensors()->size() : 0;
-  const uint32_t num_arenas = m.arenas() != nullptr ? m.arenas()->size() : 0;
-  // Roots of aliases, with cycle detection.
   std::vector<int> root(n, -1);
   for (uint32_t t = 0; t < n; ++t) {
     uint32_t r = t;
@@ -100,34 +126,28 @@ void verify_method(const ProgramFile& file, const fb::Method& m, std::vector<std
       continue;
     }
     root[t] = static_cast<int>(r);
-    if (r != t) {
-      const auto* a = m.tensors()->Get(t);
-      const auto* b = m.tensors()->Get(r);
-      if (a->nbytes() > b->nbytes()) {
-        errors.push_back(where + str("alias ", name_of(m, t), " is larger than its base ", name_of(m, r)));
-      }
-      // Its bytes lie inside its base's (each link so, the chain lies inside
-      // the root, whose extent the overlap check below covers).
-      const fb::AliasStorage* alias = a->storage_as_AliasStorage();
-      const auto* base = m.tensors()->Get(alias->base());
-      if (alias->offset() > base->nbytes() || a->nbytes() > base->nbytes() - alias->offset()) {
-        errors.push_back(where + str("alias ", name_of(m, t), " (", a->nbytes(), " bytes at offset ", alias->offset(),
-                                     ") leaves its base ", name_of(m, alias->base())));
-      }
-      if (alias->offset() % dtype_bytes(static_cast<DType>(a->dtype())) != 0) {
-        errors.push_back(where + str("alias ", name_of(m, t), " starts at offset ", alias->offset(),
-                                     ", not a whole element of its dtype"));
-      }
-      if (a->device() && b->device() &&
-          (a->device()->type() != b->device()->type() || a->device()->index() != b->device()->index())) {
-        errors.push_back(where + str("alias ", name_of(m, t), " is on another device than its base ", name_of(m, r)));
-      }
-    }
+    if (r != t) check_alias(m, t, r, where, errors);
   }
-  // Lifetimes, recomputed from the instructions. Time is counted in steps:
-  // one per instruction, and one per kernel inside a delegate whose blob is
-  // a kiln DelegateGraph, so delegate intermediates get lifetimes of their own.
-  std::vector<int> first(n, -1), last(n, -1);
+  return root;
+}
+
+// When each root tensor is used, recomputed from the instructions.
+struct Lifetimes {
+  std::vector<int> first, last;  // steps, inclusive; -1 where never used
+  int end = 0;                   // the method's last step
+};
+
+// Time is counted in steps: one per instruction, and one per kernel inside
+// a delegate whose blob is a kiln DelegateGraph, so delegate intermediates
+// get lifetimes of their own. What load-time instructions write stays for
+// the whole method.
+Lifetimes lifetimes(const ProgramFile& file, const fb::Method& m, const std::vector<int>& root) {
+  const uint32_t n = static_cast<uint32_t>(root.size());
+  Lifetimes life;
+  std::vector<int>& first = life.first;
+  std::vector<int>& last = life.last;
+  first.assign(n, -1);
+  last.assign(n, -1);
   int step = 0;
   auto touch = [&](int64_t t, int at) {
     if (t < 0 || t >= n || root[static_cast<size_t>(t)] < 0) return;
@@ -178,17 +198,24 @@ void verify_method(const ProgramFile& file, const fb::Method& m, std::vector<std
       default: break;
     }
   }
-  const int end = std::max(step - 1, 0);
-  // What load-time instructions write stays for the whole method.
+  life.end = std::max(step - 1, 0);
   if (m.init_instructions() != nullptr) {
     for (const fb::Instruction* ins : *m.init_instructions()) {
       if (const auto* copy = ins->kind_as_CopyCall()) {
         touch(copy->dst(), 0);
-        touch(copy->dst(), end);
+        touch(copy->dst(), life.end);
       }
     }
   }
-  verify_collectives(m, root, where, errors);
+  return life;
+}
+
+// The bytes and lifetime of every planned tensor that is used and not
+// empty; checks that each lies, aligned, inside an arena that exists.
+std::vector<Extent> planned_extents(const fb::Method& m, const Lifetimes& life, const std::string& where,
+                                    std::vector<std::string>& errors) {
+  const uint32_t n = m.tensors() != nullptr ? m.tensors()->size() : 0;
+  const uint32_t num_arenas = m.arenas() != nullptr ? m.arenas()->size() : 0;
   std::vector<Extent> extents;
   for (uint32_t t = 0; t < n; ++t) {
     const fb::Tensor& tensor = *m.tensors()->Get(t);
@@ -214,15 +241,22 @@ void verify_method(const ProgramFile& file, const fb::Method& m, std::vector<std
     if (tensor.storage_type() == fb::Storage::UserStorage) {
       // Bound by the application: alive for the whole method.
       e.first = 0;
-      e.last = end;
+      e.last = life.end;
     } else {
-      e.first = first[t];
-      e.last = last[t];
+      e.first = life.first[t];
+      e.last = life.last[t];
     }
     if (e.first < 0 || e.begin == e.end) continue;  // never touched or empty: shares nothing
     extents.push_back(e);
   }
-  // Sweep by first use; compare with every extent still alive.
+  return extents;
+}
+
+// No two extents alive at once share bytes of an arena (the first 20
+// such pairs are reported). A sweep by first use compares each extent with
+// every extent still alive.
+void check_overlaps(const fb::Method& m, std::vector<Extent>& extents, const std::string& where,
+                    std::vector<std::string>& errors) {
   std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {
     return a.first != b.first ? a.first < b.first : a.tensor < b.tensor;
   });
@@ -242,6 +276,15 @@ void verify_method(const ProgramFile& file, const fb::Method& m, std::vector<std
     }
     alive.push_back(&e);
   }
+}
+
+void verify_method(const ProgramFile& file, const fb::Method& m, std::vector<std::string>& errors) {
+  const std::string where = str("method '", m.name() != nullptr ? m.name()->str() : "?", "': ");
+  const std::vector<int> root = alias_roots(m, where, errors);
+  const Lifetimes life = lifetimes(file, m, root);
+  verify_collectives(m, root, where, errors);
+  std::vector<Extent> extents = planned_extents(m, life, where, errors);
+  check_overlaps(m, extents, where, errors);
 }
 
 }  // namespace
