@@ -79,7 +79,7 @@ std::string ids(const std::vector<int64_t>& v) {
   return out + "]";
 }
 
-void print_text(const ProgramFile& file) {
+void print_program_header(const ProgramFile& file) {
   const fb::Program& p = file.program();
   uint64_t constant_bytes = 0;
   if (p.constants()) {
@@ -90,122 +90,252 @@ void print_text(const ProgramFile& file) {
               group_digits(file.file_size()).c_str(), group_digits(file.flatbuffer_size()).c_str(),
               group_digits(p.segment_size()).c_str(), group_digits(file.segment_offset()).c_str(),
               p.constants() ? p.constants()->size() : 0, group_digits(constant_bytes).c_str());
-  for (const fb::Method* m : *p.methods()) {
+}
+
+void print_arenas(const fb::Method& m) {
+  std::printf("  arenas:\n");
+  if (!m.arenas()) return;
+  for (uint32_t a = 0; a < m.arenas()->size(); ++a) {
+    const fb::Arena& arena = *m.arenas()->Get(a);
+    std::printf("    #%u %-8s %-9s %14s bytes  align %u%s\n", a, device_str(arena.device()).c_str(),
+                arena.kind() == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary", group_digits(arena.size()).c_str(),
+                arena.alignment(),
+                arena.kind() == fb::ArenaKind::SYMMETRIC ? str("  group ", arena.group()).c_str() : "");
+  }
+}
+
+// The method's inputs or outputs (`what`), with their quantization.
+void print_io(const fb::Method& m, const char* what, const flatbuffers::Vector<uint32_t>* list) {
+  std::printf("  %s:\n", what);
+  if (list == nullptr) return;
+  for (uint32_t t : *list) {
+    const fb::Tensor& tensor = *m.tensors()->Get(t);
+    const fb::Quantization* q = tensor.quantization();
+    std::printf("    #%u '%s' %s %s%s\n", t, name_of(tensor).c_str(), dtype_str(tensor.dtype()).c_str(),
+                shape_str(shape_of(tensor)).c_str(),
+                q != nullptr ? str("  quantized: scale ", q->scale(), ", zero point ", q->zero_point()).c_str() : "");
+  }
+}
+
+void print_tensors(const fb::Method& m) {
+  std::printf("  tensors:\n");
+  if (!m.tensors()) return;
+  int width = 8;
+  for (const fb::Tensor* tensor : *m.tensors()) width = std::max(width, static_cast<int>(name_of(*tensor).size()));
+  width = std::min(width, 48);
+  for (uint32_t t = 0; t < m.tensors()->size(); ++t) {
+    const fb::Tensor& tensor = *m.tensors()->Get(t);
+    std::printf("    #%-4u %-*s %-8s %-20s %12s B  %-8s %s\n", t, width, name_of(tensor).c_str(),
+                dtype_str(tensor.dtype()).c_str(), shape_str(shape_of(tensor)).c_str(),
+                group_digits(tensor.nbytes()).c_str(), device_str(tensor.device()).c_str(),
+                storage_str(m, tensor).c_str());
+  }
+}
+
+void print_instruction(const fb::Method& m, uint32_t i) {
+  const fb::Instruction& ins = *m.instructions()->Get(i);
+  // The model node it came from, unless the program was planned without names.
+  const std::string node = ins.name() && ins.name()->size() != 0 ? str("  (", ins.name()->str(), ")") : "";
+  switch (ins.kind_type()) {
+    case fb::InstructionKind::KernelCall: {
+      const auto* call = ins.kind_as_KernelCall();
+      const std::string op =
+          (m.operators() && call->op() < m.operators()->size() ? m.operators()->Get(call->op())->name()->str() : "?") +
+          fused_activation_suffix(call);
+      std::printf(
+          "    #%-4u kernel %-18s %s -> %s%s%s\n", i, op.c_str(), ids(list_of(call->inputs())).c_str(),
+          ids(list_of(call->outputs())).c_str(),
+          call->scratch() && call->scratch()->size() ? str(" scratch ", ids(list_of(call->scratch()))).c_str() : "",
+          node.c_str());
+      break;
+    }
+    case fb::InstructionKind::CopyCall: {
+      const auto* copy = ins.kind_as_CopyCall();
+      std::printf("    #%-4u copy   #%u -> #%u  %s bytes%s\n", i, copy->src(), copy->dst(),
+                  group_digits(m.tensors()->Get(copy->src())->nbytes()).c_str(), node.c_str());
+      break;
+    }
+    case fb::InstructionKind::DelegateCall: {
+      const auto* call = ins.kind_as_DelegateCall();
+      std::printf("    #%-4u delegate #%u %s -> %s%s\n", i, call->delegate(), ids(list_of(call->inputs())).c_str(),
+                  ids(list_of(call->outputs())).c_str(), node.c_str());
+      break;
+    }
+    case fb::InstructionKind::CollectiveCall: {
+      const auto* call = ins.kind_as_CollectiveCall();
+      std::printf("    #%-4u collective %s group %u %s -> %s%s\n", i, fb::EnumNameCollectiveKind(call->kind()),
+                  call->group(), ids(list_of(call->inputs())).c_str(), ids(list_of(call->outputs())).c_str(),
+                  node.c_str());
+      break;
+    }
+    default: std::printf("    #%-4u ?\n", i);
+  }
+}
+
+// The copies made when the method loads (constants to their device).
+void print_load_copies(const fb::Method& m) {
+  if (!m.init_instructions() || !m.init_instructions()->size()) return;
+  std::printf("  at load:\n");
+  for (uint32_t i = 0; i < m.init_instructions()->size(); ++i) {
+    const auto* copy = m.init_instructions()->Get(i)->kind_as_CopyCall();
+    if (copy == nullptr) continue;
+    std::printf("    copy   #%u -> #%u  %s bytes to %s\n", copy->src(), copy->dst(),
+                group_digits(m.tensors()->Get(copy->src())->nbytes()).c_str(),
+                device_str(m.tensors()->Get(copy->dst())->device()).c_str());
+  }
+}
+
+// The kernels of an inline DelegateGraph blob, or nullptr for another blob.
+const fb::DelegateGraph* inline_delegate_graph(const fb::Delegate& delegate) {
+  if (!delegate.inline_blob() || !fb::DelegateGraphBufferHasIdentifier(delegate.inline_blob()->data())) return nullptr;
+  const fb::DelegateGraph* graph = fb::GetDelegateGraph(delegate.inline_blob()->data());
+  return graph->kernels() && graph->operators() ? graph : nullptr;
+}
+
+std::string op_name(const fb::DelegateGraph& graph, const fb::KernelCall& k) {
+  return k.op() < graph.operators()->size() ? graph.operators()->Get(k.op())->name()->str() : "?";
+}
+
+void print_delegates(const fb::Method& m) {
+  std::printf("  delegates:%s\n", m.delegates() && m.delegates()->size() ? "" : " none");
+  if (!m.delegates()) return;
+  for (uint32_t d = 0; d < m.delegates()->size(); ++d) {
+    const fb::Delegate& delegate = *m.delegates()->Get(d);
+    std::string kernels;
+    if (const fb::DelegateGraph* graph = inline_delegate_graph(delegate)) {
+      for (const fb::KernelCall* k : *graph->kernels()) kernels += (kernels.empty() ? "" : " ") + op_name(*graph, *k);
+    }
+    std::printf("    #%u %s on %s, blob %s bytes %s, state %s bytes: %s\n", d, delegate.backend()->c_str(),
+                device_str(delegate.device()).c_str(),
+                group_digits(delegate.inline_blob() ? delegate.inline_blob()->size() : 0).c_str(),
+                delegate.segment() >= 0 ? "(in segment)" : "(inline)", group_digits(delegate.state_bytes()).c_str(),
+                kernels.c_str());
+  }
+}
+
+void print_text(const ProgramFile& file) {
+  print_program_header(file);
+  for (const fb::Method* m : *file.program().methods()) {
     std::printf("\nmethod '%s': bookkeeping %s bytes\n", m->name()->c_str(),
                 group_digits(m->bookkeeping_bytes()).c_str());
-    std::printf("  arenas:\n");
-    if (m->arenas()) {
-      for (uint32_t a = 0; a < m->arenas()->size(); ++a) {
-        const fb::Arena& arena = *m->arenas()->Get(a);
-        std::printf("    #%u %-8s %-9s %14s bytes  align %u%s\n", a, device_str(arena.device()).c_str(),
-                    arena.kind() == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary",
-                    group_digits(arena.size()).c_str(), arena.alignment(),
-                    arena.kind() == fb::ArenaKind::SYMMETRIC ? str("  group ", arena.group()).c_str() : "");
-      }
-    }
-    auto io = [&](const char* what, const flatbuffers::Vector<uint32_t>* list) {
-      std::printf("  %s:\n", what);
-      if (list == nullptr) return;
-      for (uint32_t t : *list) {
-        const fb::Tensor& tensor = *m->tensors()->Get(t);
-        const fb::Quantization* q = tensor.quantization();
-        std::printf(
-            "    #%u '%s' %s %s%s\n", t, name_of(tensor).c_str(), dtype_str(tensor.dtype()).c_str(),
-            shape_str(shape_of(tensor)).c_str(),
-            q != nullptr ? str("  quantized: scale ", q->scale(), ", zero point ", q->zero_point()).c_str() : "");
-      }
-    };
-    io("inputs", m->inputs());
-    io("outputs", m->outputs());
-    std::printf("  tensors:\n");
-    if (m->tensors()) {
-      int width = 8;
-      for (const fb::Tensor* tensor : *m->tensors()) width = std::max(width, static_cast<int>(name_of(*tensor).size()));
-      width = std::min(width, 48);
-      for (uint32_t t = 0; t < m->tensors()->size(); ++t) {
-        const fb::Tensor& tensor = *m->tensors()->Get(t);
-        std::printf("    #%-4u %-*s %-8s %-20s %12s B  %-8s %s\n", t, width, name_of(tensor).c_str(),
-                    dtype_str(tensor.dtype()).c_str(), shape_str(shape_of(tensor)).c_str(),
-                    group_digits(tensor.nbytes()).c_str(), device_str(tensor.device()).c_str(),
-                    storage_str(*m, tensor).c_str());
-      }
-    }
+    print_arenas(*m);
+    print_io(*m, "inputs", m->inputs());
+    print_io(*m, "outputs", m->outputs());
+    print_tensors(*m);
     std::printf("  instructions:\n");
     if (m->instructions()) {
-      for (uint32_t i = 0; i < m->instructions()->size(); ++i) {
-        const fb::Instruction& ins = *m->instructions()->Get(i);
-        // The model node it came from, unless the program was planned without names.
-        const std::string node = ins.name() && ins.name()->size() != 0 ? str("  (", ins.name()->str(), ")") : "";
-        switch (ins.kind_type()) {
-          case fb::InstructionKind::KernelCall: {
-            const auto* call = ins.kind_as_KernelCall();
-            const std::string op =
-                (m->operators() && call->op() < m->operators()->size() ? m->operators()->Get(call->op())->name()->str()
-                                                                       : "?") +
-                fused_activation_suffix(call);
-            std::printf("    #%-4u kernel %-18s %s -> %s%s%s\n", i, op.c_str(), ids(list_of(call->inputs())).c_str(),
-                        ids(list_of(call->outputs())).c_str(),
-                        call->scratch() && call->scratch()->size()
-                            ? str(" scratch ", ids(list_of(call->scratch()))).c_str()
-                            : "",
-                        node.c_str());
-            break;
-          }
-          case fb::InstructionKind::CopyCall: {
-            const auto* copy = ins.kind_as_CopyCall();
-            std::printf("    #%-4u copy   #%u -> #%u  %s bytes%s\n", i, copy->src(), copy->dst(),
-                        group_digits(m->tensors()->Get(copy->src())->nbytes()).c_str(), node.c_str());
-            break;
-          }
-          case fb::InstructionKind::DelegateCall: {
-            const auto* call = ins.kind_as_DelegateCall();
-            std::printf("    #%-4u delegate #%u %s -> %s%s\n", i, call->delegate(),
-                        ids(list_of(call->inputs())).c_str(), ids(list_of(call->outputs())).c_str(), node.c_str());
-            break;
-          }
-          case fb::InstructionKind::CollectiveCall: {
-            const auto* call = ins.kind_as_CollectiveCall();
-            std::printf("    #%-4u collective %s group %u %s -> %s%s\n", i, fb::EnumNameCollectiveKind(call->kind()),
-                        call->group(), ids(list_of(call->inputs())).c_str(), ids(list_of(call->outputs())).c_str(),
-                        node.c_str());
-            break;
-          }
-          default: std::printf("    #%-4u ?\n", i);
-        }
-      }
+      for (uint32_t i = 0; i < m->instructions()->size(); ++i) print_instruction(*m, i);
     }
-    if (m->init_instructions() && m->init_instructions()->size()) {
-      std::printf("  at load:\n");
-      for (uint32_t i = 0; i < m->init_instructions()->size(); ++i) {
-        const auto* copy = m->init_instructions()->Get(i)->kind_as_CopyCall();
-        if (copy == nullptr) continue;
-        std::printf("    copy   #%u -> #%u  %s bytes to %s\n", copy->src(), copy->dst(),
-                    group_digits(m->tensors()->Get(copy->src())->nbytes()).c_str(),
-                    device_str(m->tensors()->Get(copy->dst())->device()).c_str());
-      }
-    }
-    std::printf("  delegates:%s\n", m->delegates() && m->delegates()->size() ? "" : " none");
-    if (m->delegates()) {
-      for (uint32_t d = 0; d < m->delegates()->size(); ++d) {
-        const fb::Delegate& delegate = *m->delegates()->Get(d);
-        std::string kernels;
-        if (delegate.inline_blob() && fb::DelegateGraphBufferHasIdentifier(delegate.inline_blob()->data())) {
-          const fb::DelegateGraph* graph = fb::GetDelegateGraph(delegate.inline_blob()->data());
-          if (graph->kernels() && graph->operators()) {
-            for (const fb::KernelCall* k : *graph->kernels()) {
-              kernels += (kernels.empty() ? "" : " ") +
-                         (k->op() < graph->operators()->size() ? graph->operators()->Get(k->op())->name()->str() : "?");
-            }
-          }
-        }
-        std::printf("    #%u %s on %s, blob %s bytes %s, state %s bytes: %s\n", d, delegate.backend()->c_str(),
-                    device_str(delegate.device()).c_str(),
-                    group_digits(delegate.inline_blob() ? delegate.inline_blob()->size() : 0).c_str(),
-                    delegate.segment() >= 0 ? "(in segment)" : "(inline)", group_digits(delegate.state_bytes()).c_str(),
-                    kernels.c_str());
-      }
+    print_load_copies(*m);
+    print_delegates(*m);
+  }
+}
+
+void json_arenas(JsonWriter& j, const fb::Method& m) {
+  j.key("arenas").begin_array();
+  if (m.arenas()) {
+    for (uint32_t a = 0; a < m.arenas()->size(); ++a) {
+      const fb::Arena& arena = *m.arenas()->Get(a);
+      j.begin_object().field("id", a).field("size", arena.size()).field("alignment", arena.alignment());
+      j.field("device", device_str(arena.device()));
+      j.field("kind", arena.kind() == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary").end_object();
     }
   }
+  j.end_array();
+}
+
+void json_tensor(JsonWriter& j, const fb::Tensor& tensor, uint32_t t) {
+  j.begin_object().field("id", t).field("name", name_of(tensor)).field("dtype", dtype_str(tensor.dtype()));
+  j.key("shape").int_array(shape_of(tensor));
+  j.field("bytes", tensor.nbytes()).field("device", device_str(tensor.device()));
+  if (const fb::Quantization* q = tensor.quantization()) {
+    j.key("quantization")
+        .begin_object()
+        .field("scale", static_cast<double>(q->scale()))
+        .field("zero_point", q->zero_point());
+    j.end_object();
+  }
+  switch (tensor.storage_type()) {
+    case fb::Storage::PlannedStorage:
+      j.field("storage", "planned").field("arena", tensor.storage_as_PlannedStorage()->arena());
+      j.field("offset", tensor.storage_as_PlannedStorage()->offset());
+      break;
+    case fb::Storage::ConstantStorage:
+      j.field("storage", "constant").field("constant", tensor.storage_as_ConstantStorage()->index());
+      break;
+    case fb::Storage::AliasStorage:
+      j.field("storage", "alias").field("alias_of", tensor.storage_as_AliasStorage()->base());
+      j.field("alias_offset", tensor.storage_as_AliasStorage()->offset());
+      break;
+    case fb::Storage::UserStorage:
+      j.field("storage", "user");
+      if (const auto* f = tensor.storage_as_UserStorage()->fallback()) {
+        j.field("arena", f->arena()).field("offset", f->offset());
+      }
+      break;
+    default: j.field("storage", "none");
+  }
+  j.end_object();
+}
+
+void json_instruction(JsonWriter& j, const fb::Method& m, uint32_t i) {
+  const fb::Instruction& ins = *m.instructions()->Get(i);
+  j.begin_object().field("id", i).field("node", ins.name() ? ins.name()->str() : "");
+  switch (ins.kind_type()) {
+    case fb::InstructionKind::KernelCall: {
+      const auto* call = ins.kind_as_KernelCall();
+      j.field("kind", "kernel").field("op", m.operators()->Get(call->op())->name()->str());
+      j.key("inputs").int_array(list_of(call->inputs()));
+      j.key("outputs").int_array(list_of(call->outputs()));
+      j.key("scratch").int_array(list_of(call->scratch()));
+      break;
+    }
+    case fb::InstructionKind::CopyCall: {
+      const auto* copy = ins.kind_as_CopyCall();
+      j.field("kind", "copy").field("src", copy->src()).field("dst", copy->dst());
+      j.field("bytes", m.tensors()->Get(copy->src())->nbytes());
+      break;
+    }
+    case fb::InstructionKind::DelegateCall: {
+      const auto* call = ins.kind_as_DelegateCall();
+      j.field("kind", "delegate").field("delegate", call->delegate());
+      j.key("inputs").int_array(list_of(call->inputs()));
+      j.key("outputs").int_array(list_of(call->outputs()));
+      break;
+    }
+    case fb::InstructionKind::CollectiveCall: {
+      const auto* call = ins.kind_as_CollectiveCall();
+      j.field("kind", "collective").field("group", call->group());
+      j.key("inputs").int_array(list_of(call->inputs()));
+      j.key("outputs").int_array(list_of(call->outputs()));
+      break;
+    }
+    default: j.field("kind", "none");
+  }
+  j.end_object();
+}
+
+void json_delegates(JsonWriter& j, const fb::Method& m) {
+  j.key("delegates").begin_array();
+  if (m.delegates()) {
+    for (uint32_t d = 0; d < m.delegates()->size(); ++d) {
+      const fb::Delegate& delegate = *m.delegates()->Get(d);
+      j.begin_object().field("id", d).field("backend", delegate.backend()->str());
+      j.field("device", device_str(delegate.device())).field("state_bytes", delegate.state_bytes());
+      j.key("kernels").begin_array();
+      if (const fb::DelegateGraph* graph = inline_delegate_graph(delegate)) {
+        for (const fb::KernelCall* k : *graph->kernels()) {
+          j.begin_object();
+          j.field("op", op_name(*graph, *k));
+          j.key("inputs").int_array(list_of(k->inputs()));
+          j.key("outputs").int_array(list_of(k->outputs()));
+          j.end_object();
+        }
+      }
+      j.end_array().end_object();
+    }
+  }
+  j.end_array();
 }
 
 void print_json(const ProgramFile& file) {
@@ -217,122 +347,22 @@ void print_json(const ProgramFile& file) {
   j.key("methods").begin_array();
   for (const fb::Method* m : *p.methods()) {
     j.begin_object().field("name", m->name()->str()).field("bookkeeping_bytes", m->bookkeeping_bytes());
-    j.key("arenas").begin_array();
-    if (m->arenas()) {
-      for (uint32_t a = 0; a < m->arenas()->size(); ++a) {
-        const fb::Arena& arena = *m->arenas()->Get(a);
-        j.begin_object().field("id", a).field("size", arena.size()).field("alignment", arena.alignment());
-        j.field("device", device_str(arena.device()));
-        j.field("kind", arena.kind() == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary").end_object();
-      }
-    }
-    j.end_array();
+    json_arenas(j, *m);
     j.key("inputs").int_array(m->inputs() ? std::vector<int64_t>(m->inputs()->begin(), m->inputs()->end())
                                           : std::vector<int64_t>{});
     j.key("outputs").int_array(m->outputs() ? std::vector<int64_t>(m->outputs()->begin(), m->outputs()->end())
                                             : std::vector<int64_t>{});
     j.key("tensors").begin_array();
     if (m->tensors()) {
-      for (uint32_t t = 0; t < m->tensors()->size(); ++t) {
-        const fb::Tensor& tensor = *m->tensors()->Get(t);
-        j.begin_object().field("id", t).field("name", name_of(tensor)).field("dtype", dtype_str(tensor.dtype()));
-        j.key("shape").int_array(shape_of(tensor));
-        j.field("bytes", tensor.nbytes()).field("device", device_str(tensor.device()));
-        if (const fb::Quantization* q = tensor.quantization()) {
-          j.key("quantization")
-              .begin_object()
-              .field("scale", static_cast<double>(q->scale()))
-              .field("zero_point", q->zero_point());
-          j.end_object();
-        }
-        switch (tensor.storage_type()) {
-          case fb::Storage::PlannedStorage:
-            j.field("storage", "planned").field("arena", tensor.storage_as_PlannedStorage()->arena());
-            j.field("offset", tensor.storage_as_PlannedStorage()->offset());
-            break;
-          case fb::Storage::ConstantStorage:
-            j.field("storage", "constant").field("constant", tensor.storage_as_ConstantStorage()->index());
-            break;
-          case fb::Storage::AliasStorage:
-            j.field("storage", "alias").field("alias_of", tensor.storage_as_AliasStorage()->base());
-            j.field("alias_offset", tensor.storage_as_AliasStorage()->offset());
-            break;
-          case fb::Storage::UserStorage:
-            j.field("storage", "user");
-            if (const auto* f = tensor.storage_as_UserStorage()->fallback()) {
-              j.field("arena", f->arena()).field("offset", f->offset());
-            }
-            break;
-          default: j.field("storage", "none");
-        }
-        j.end_object();
-      }
+      for (uint32_t t = 0; t < m->tensors()->size(); ++t) json_tensor(j, *m->tensors()->Get(t), t);
     }
     j.end_array();
     j.key("instructions").begin_array();
     if (m->instructions()) {
-      for (uint32_t i = 0; i < m->instructions()->size(); ++i) {
-        const fb::Instruction& ins = *m->instructions()->Get(i);
-        j.begin_object().field("id", i).field("node", ins.name() ? ins.name()->str() : "");
-        switch (ins.kind_type()) {
-          case fb::InstructionKind::KernelCall: {
-            const auto* call = ins.kind_as_KernelCall();
-            j.field("kind", "kernel").field("op", m->operators()->Get(call->op())->name()->str());
-            j.key("inputs").int_array(list_of(call->inputs()));
-            j.key("outputs").int_array(list_of(call->outputs()));
-            j.key("scratch").int_array(list_of(call->scratch()));
-            break;
-          }
-          case fb::InstructionKind::CopyCall: {
-            const auto* copy = ins.kind_as_CopyCall();
-            j.field("kind", "copy").field("src", copy->src()).field("dst", copy->dst());
-            j.field("bytes", m->tensors()->Get(copy->src())->nbytes());
-            break;
-          }
-          case fb::InstructionKind::DelegateCall: {
-            const auto* call = ins.kind_as_DelegateCall();
-            j.field("kind", "delegate").field("delegate", call->delegate());
-            j.key("inputs").int_array(list_of(call->inputs()));
-            j.key("outputs").int_array(list_of(call->outputs()));
-            break;
-          }
-          case fb::InstructionKind::CollectiveCall: {
-            const auto* call = ins.kind_as_CollectiveCall();
-            j.field("kind", "collective").field("group", call->group());
-            j.key("inputs").int_array(list_of(call->inputs()));
-            j.key("outputs").int_array(list_of(call->outputs()));
-            break;
-          }
-          default: j.field("kind", "none");
-        }
-        j.end_object();
-      }
+      for (uint32_t i = 0; i < m->instructions()->size(); ++i) json_instruction(j, *m, i);
     }
     j.end_array();
-    j.key("delegates").begin_array();
-    if (m->delegates()) {
-      for (uint32_t d = 0; d < m->delegates()->size(); ++d) {
-        const fb::Delegate& delegate = *m->delegates()->Get(d);
-        j.begin_object().field("id", d).field("backend", delegate.backend()->str());
-        j.field("device", device_str(delegate.device())).field("state_bytes", delegate.state_bytes());
-        j.key("kernels").begin_array();
-        if (delegate.inline_blob() && fb::DelegateGraphBufferHasIdentifier(delegate.inline_blob()->data())) {
-          const fb::DelegateGraph* graph = fb::GetDelegateGraph(delegate.inline_blob()->data());
-          if (graph->kernels() && graph->operators()) {
-            for (const fb::KernelCall* k : *graph->kernels()) {
-              j.begin_object();
-              j.field("op",
-                      k->op() < graph->operators()->size() ? graph->operators()->Get(k->op())->name()->str() : "?");
-              j.key("inputs").int_array(list_of(k->inputs()));
-              j.key("outputs").int_array(list_of(k->outputs()));
-              j.end_object();
-            }
-          }
-        }
-        j.end_array().end_object();
-      }
-    }
-    j.end_array();
+    json_delegates(j, *m);
     j.end_object();
   }
   j.end_array();

@@ -98,6 +98,150 @@ void print_io_quantization(const char* what, const LTensor& t) {
               shape_str(t.shape).c_str(), static_cast<double>(t.scale), t.zero_point);
 }
 
+// How many of the method's tensors each storage holds, the constants' and
+// the bookkeeping's bytes.
+void print_method_counts(const LMethod& m, uint64_t constant_bytes, uint64_t bookkeeping) {
+  size_t planned = 0, constants = 0, user = 0, aliases = 0;
+  for (const LTensor& t : m.tensors) {
+    switch (t.storage) {
+      case Storage::kPlanned: ++planned; break;
+      case Storage::kConstant: ++constants; break;
+      case Storage::kUser: ++user; break;
+      case Storage::kAlias: ++aliases; break;
+    }
+  }
+  std::printf("  method '%s': %zu instructions, %zu inputs, %zu outputs\n", m.name.c_str(), m.instructions.size(),
+              m.inputs.size(), m.outputs.size());
+  std::printf("  tensors:     %zu (%zu planned, %zu constant, %zu user-provided, %zu alias)\n", m.tensors.size(),
+              planned, constants, user, aliases);
+  std::printf("  constants:   %s bytes\n", group_digits(constant_bytes).c_str());
+  std::printf("  bookkeeping: %s bytes\n", group_digits(bookkeeping).c_str());
+}
+
+// Delegate calls and copies between devices, where the method has any.
+void print_devices(const LMethod& m, size_t delegates, const PlanResult& result) {
+  size_t copies = 0, copy_bytes = 0;
+  for (const LInstruction& ins : m.instructions) {
+    if (ins.kind != LInstruction::Kind::kCopy) continue;
+    const LTensor& src = m.tensors[static_cast<size_t>(ins.inputs[0])];
+    const LTensor& dst = m.tensors[static_cast<size_t>(ins.outputs[0])];
+    if (same_device(src.device, dst.device)) continue;
+    ++copies;
+    copy_bytes += src.nbytes();
+  }
+  if (delegates > 0 || copies > 0 || !m.init_instructions.empty()) {
+    std::printf(
+        "  devices:     %zu delegate call%s, %zu cross-device cop%s (%s bytes per run), %zu constant "
+        "upload%s at load; %d round trip%s removed\n",
+        delegates, delegates == 1 ? "" : "s", copies, copies == 1 ? "y" : "ies", group_digits(copy_bytes).c_str(),
+        m.init_instructions.size(), m.init_instructions.size() == 1 ? "" : "s", result.round_trips_removed,
+        result.round_trips_removed == 1 ? "" : "s");
+  }
+}
+
+// The int8 share of the linear ops, the quantized inputs and outputs.
+void print_quantization(const LMethod& m, const PlanResult& result, const PlanOptions& options) {
+  if (result.int8.int8_ops > 0) {
+    const Int8Share& q = result.int8;
+    std::string folded;
+    for (const auto& [op, count] : result.qdq.folded) folded += str(folded.empty() ? "" : ", ", count, " ", op);
+    std::printf("  int8:        %d of %d linear ops (%s of %s MACs, %.1f%%); QDQ folded: %s\n", q.int8_ops,
+                q.linear_ops, group_digits(static_cast<uint64_t>(q.int8_macs)).c_str(),
+                group_digits(static_cast<uint64_t>(q.linear_macs)).c_str(),
+                q.linear_macs > 0 ? 100.0 * static_cast<double>(q.int8_macs) / static_cast<double>(q.linear_macs) : 0.0,
+                folded.empty() ? "none" : folded.c_str());
+  }
+  for (const int t : m.inputs) print_io_quantization("input", m.tensors[static_cast<size_t>(t)]);
+  for (const int t : m.outputs) print_io_quantization("output", m.tensors[static_cast<size_t>(t)]);
+  if (options.quantized_io) {
+    const QuantizedIoStats& q = result.quantized_io;
+    std::printf("  quantized-io: %d of %d inputs, %d of %d outputs quantized\n", q.inputs, q.inputs + q.float_inputs,
+                q.outputs, q.outputs + q.float_outputs);
+  }
+}
+
+// In-place reuse and fusion: what the passes saved.
+void print_inplace_and_fusion(const PlanResult& result) {
+  const InplaceSaving& saving = result.inplace_saving;
+  std::printf(
+      "  in place:    %d outputs over a dying input, %d views, %d concats removed (%d inputs written "
+      "in place, %s bytes not copied); %s bytes saved against --no-inplace (%s -> %s), %s\n",
+      result.inplace.outputs_in_place, result.inplace.views, result.inplace.concats_removed,
+      result.inplace.concat_pieces, group_digits(result.inplace.concat_bytes).c_str(),
+      group_digits(saving.bytes_saved()).c_str(), group_digits(saving.without).c_str(),
+      group_digits(saving.with).c_str(),
+      saving.estimated() ? "first-fit estimate (--compare-inplace plans it)" : "planned");
+  const FuseStats& fuse = result.fuse;
+  if (fuse.total() > 0) {
+    std::string kinds;
+    for (const auto& [kind, count] : fuse.activations_by_kind) {
+      kinds += str(kinds.empty() ? " (" : ", ", kind, " ", count);
+    }
+    if (!kinds.empty()) kinds += ")";
+    std::printf(
+        "  fused:       %d BatchNormalization into Conv, %d bias Add into MatMul, %d activations into "
+        "their producer%s; SiLU, HardSwish and GELU patterns: %d into their producer, %d into one "
+        "element-wise pass; %d BatchNormalization[+Relu] ahead of a 1x1 Conv into its input\n",
+        fuse.batch_norms_folded, fuse.biases_fused, fuse.activations_fused, kinds.c_str(), fuse.gated_into_producer,
+        fuse.gated_standalone, fuse.input_affines_fused);
+  }
+}
+
+// The tensor-parallel split and the collectives, where there are any.
+void print_ranks(const PlanResult& result) {
+  if (result.tensor_parallel.row_splits > 0) {
+    const TensorParallelStats& tp = result.tensor_parallel;
+    std::printf(
+        "  tensor-parallel: %u ranks; %d MatMul/Gemm split by columns, %d by rows (each then an "
+        "AllReduce), %d Reshape head counts divided; weights %s bytes per rank of %s\n",
+        result.ranks, tp.column_splits, tp.row_splits, tp.reshapes, group_digits(tp.weight_bytes_per_rank).c_str(),
+        group_digits(tp.weight_bytes_total).c_str());
+  }
+  if (result.symmetric.collectives > 0) {
+    const SymmetricStats& s = result.symmetric;
+    std::printf(
+        "  collectives: %d over group 0 of %u rank%s; inputs in the symmetric arena: %d zero copy "
+        "(%s bytes), %d method input%s copied once at entry (%s bytes), %d explicit cop%s (%s bytes)\n",
+        s.collectives, result.ranks, result.ranks == 1 ? "" : "s", s.zero_copy, group_digits(s.zero_copy_bytes).c_str(),
+        s.input_buffers, s.input_buffers == 1 ? "" : "s", group_digits(s.input_buffer_bytes).c_str(), s.explicit_copies,
+        s.explicit_copies == 1 ? "y" : "ies", group_digits(s.explicit_copy_bytes).c_str());
+  }
+}
+
+// Where an arena peaks: the instruction and the largest few tensors live there.
+void print_peak(const LMethod& m, const LArena& arena) {
+  const LInstruction& peak = m.instructions[static_cast<size_t>(arena.peak_instruction)];
+  std::printf("        peak at instruction %d (%s '%s'), %zu tensors live:", arena.peak_instruction,
+              peak.what().c_str(), peak.name.c_str(), arena.peak_tensors.size());
+  // The largest few, by size.
+  std::vector<int> live = arena.peak_tensors;
+  std::stable_sort(live.begin(), live.end(), [&](int x, int y) {
+    return m.tensors[static_cast<size_t>(x)].nbytes() > m.tensors[static_cast<size_t>(y)].nbytes();
+  });
+  for (size_t k = 0; k < live.size() && k < 4; ++k) {
+    const LTensor& t = m.tensors[static_cast<size_t>(live[k])];
+    std::printf("%s '%s' %s", k == 0 ? "" : ",", t.name.c_str(), group_digits(t.nbytes()).c_str());
+  }
+  std::printf("%s\n", live.size() > 4 ? ", ..." : "");
+}
+
+void print_arenas(const LMethod& m) {
+  std::printf("  %-5s %-8s %-9s %14s %14s %7s %14s  %s\n", "arena", "device", "kind", "size", "lower bound", "ratio",
+              "first fit", "algorithm");
+  for (size_t a = 0; a < m.arenas.size(); ++a) {
+    const LArena& arena = m.arenas[a];
+    const double ratio =
+        arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0;
+    std::printf("  %-5zu %-8s %-9s %14s %14s %7.4f %14s  %s%s\n", a, device_str(arena.device).c_str(),
+                arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary", group_digits(arena.size).c_str(),
+                group_digits(arena.lower_bound).c_str(), ratio, group_digits(arena.first_fit).c_str(),
+                arena.algorithm.c_str(), arena.optimal ? ", optimal" : "");
+    if (arena.peak_instruction >= 0 && static_cast<size_t>(arena.peak_instruction) < m.instructions.size()) {
+      print_peak(m, arena);
+    }
+  }
+}
+
 void print_summary(const std::string& model, const std::string& output, const PlanResult& result,
                    const PlanOptions& options) {
   const LProgram& program = result.program;
@@ -114,125 +258,138 @@ void print_summary(const std::string& model, const std::string& output, const Pl
     delegate_counts.push_back(m->delegates() != nullptr ? m->delegates()->size() : 0);
   }
   for (const LMethod& m : program.methods) {
-    size_t planned = 0, constants = 0, user = 0, aliases = 0;
-    for (const LTensor& t : m.tensors) {
-      switch (t.storage) {
-        case Storage::kPlanned: ++planned; break;
-        case Storage::kConstant: ++constants; break;
-        case Storage::kUser: ++user; break;
-        case Storage::kAlias: ++aliases; break;
-      }
-    }
-    std::printf("  method '%s': %zu instructions, %zu inputs, %zu outputs\n", m.name.c_str(), m.instructions.size(),
-                m.inputs.size(), m.outputs.size());
-    std::printf("  tensors:     %zu (%zu planned, %zu constant, %zu user-provided, %zu alias)\n", m.tensors.size(),
-                planned, constants, user, aliases);
-    std::printf("  constants:   %s bytes\n", group_digits(constant_bytes).c_str());
-    std::printf("  bookkeeping: %s bytes\n", group_digits(bookkeeping[&m - program.methods.data()]).c_str());
-    size_t copies = 0, copy_bytes = 0;
-    for (const LInstruction& ins : m.instructions) {
-      if (ins.kind != LInstruction::Kind::kCopy) continue;
-      const LTensor& src = m.tensors[static_cast<size_t>(ins.inputs[0])];
-      const LTensor& dst = m.tensors[static_cast<size_t>(ins.outputs[0])];
-      if (same_device(src.device, dst.device)) continue;
-      ++copies;
-      copy_bytes += src.nbytes();
-    }
-    const size_t delegates = delegate_counts[&m - program.methods.data()];
-    if (delegates > 0 || copies > 0 || !m.init_instructions.empty()) {
-      std::printf(
-          "  devices:     %zu delegate call%s, %zu cross-device cop%s (%s bytes per run), %zu constant "
-          "upload%s at load; %d round trip%s removed\n",
-          delegates, delegates == 1 ? "" : "s", copies, copies == 1 ? "y" : "ies", group_digits(copy_bytes).c_str(),
-          m.init_instructions.size(), m.init_instructions.size() == 1 ? "" : "s", result.round_trips_removed,
-          result.round_trips_removed == 1 ? "" : "s");
-    }
-    if (result.int8.int8_ops > 0) {
-      const Int8Share& q = result.int8;
-      std::string folded;
-      for (const auto& [op, count] : result.qdq.folded) folded += str(folded.empty() ? "" : ", ", count, " ", op);
-      std::printf(
-          "  int8:        %d of %d linear ops (%s of %s MACs, %.1f%%); QDQ folded: %s\n", q.int8_ops, q.linear_ops,
-          group_digits(static_cast<uint64_t>(q.int8_macs)).c_str(),
-          group_digits(static_cast<uint64_t>(q.linear_macs)).c_str(),
-          q.linear_macs > 0 ? 100.0 * static_cast<double>(q.int8_macs) / static_cast<double>(q.linear_macs) : 0.0,
-          folded.empty() ? "none" : folded.c_str());
-    }
-    for (const int t : m.inputs) print_io_quantization("input", m.tensors[static_cast<size_t>(t)]);
-    for (const int t : m.outputs) print_io_quantization("output", m.tensors[static_cast<size_t>(t)]);
-    if (options.quantized_io) {
-      const QuantizedIoStats& q = result.quantized_io;
-      std::printf("  quantized-io: %d of %d inputs, %d of %d outputs quantized\n", q.inputs, q.inputs + q.float_inputs,
-                  q.outputs, q.outputs + q.float_outputs);
-    }
-    const InplaceSaving& saving = result.inplace_saving;
-    std::printf(
-        "  in place:    %d outputs over a dying input, %d views, %d concats removed (%d inputs written "
-        "in place, %s bytes not copied); %s bytes saved against --no-inplace (%s -> %s), %s\n",
-        result.inplace.outputs_in_place, result.inplace.views, result.inplace.concats_removed,
-        result.inplace.concat_pieces, group_digits(result.inplace.concat_bytes).c_str(),
-        group_digits(saving.bytes_saved()).c_str(), group_digits(saving.without).c_str(),
-        group_digits(saving.with).c_str(),
-        saving.estimated() ? "first-fit estimate (--compare-inplace plans it)" : "planned");
-    const FuseStats& fuse = result.fuse;
-    if (fuse.total() > 0) {
-      std::string kinds;
-      for (const auto& [kind, count] : fuse.activations_by_kind) {
-        kinds += str(kinds.empty() ? " (" : ", ", kind, " ", count);
-      }
-      if (!kinds.empty()) kinds += ")";
-      std::printf(
-          "  fused:       %d BatchNormalization into Conv, %d bias Add into MatMul, %d activations into "
-          "their producer%s; SiLU, HardSwish and GELU patterns: %d into their producer, %d into one "
-          "element-wise pass; %d BatchNormalization[+Relu] ahead of a 1x1 Conv into its input\n",
-          fuse.batch_norms_folded, fuse.biases_fused, fuse.activations_fused, kinds.c_str(), fuse.gated_into_producer,
-          fuse.gated_standalone, fuse.input_affines_fused);
-    }
-    if (result.tensor_parallel.row_splits > 0) {
-      const TensorParallelStats& tp = result.tensor_parallel;
-      std::printf(
-          "  tensor-parallel: %u ranks; %d MatMul/Gemm split by columns, %d by rows (each then an "
-          "AllReduce), %d Reshape head counts divided; weights %s bytes per rank of %s\n",
-          result.ranks, tp.column_splits, tp.row_splits, tp.reshapes, group_digits(tp.weight_bytes_per_rank).c_str(),
-          group_digits(tp.weight_bytes_total).c_str());
-    }
-    if (result.symmetric.collectives > 0) {
-      const SymmetricStats& s = result.symmetric;
-      std::printf(
-          "  collectives: %d over group 0 of %u rank%s; inputs in the symmetric arena: %d zero copy "
-          "(%s bytes), %d method input%s copied once at entry (%s bytes), %d explicit cop%s (%s bytes)\n",
-          s.collectives, result.ranks, result.ranks == 1 ? "" : "s", s.zero_copy,
-          group_digits(s.zero_copy_bytes).c_str(), s.input_buffers, s.input_buffers == 1 ? "" : "s",
-          group_digits(s.input_buffer_bytes).c_str(), s.explicit_copies, s.explicit_copies == 1 ? "y" : "ies",
-          group_digits(s.explicit_copy_bytes).c_str());
-    }
-    std::printf("  %-5s %-8s %-9s %14s %14s %7s %14s  %s\n", "arena", "device", "kind", "size", "lower bound", "ratio",
-                "first fit", "algorithm");
-    for (size_t a = 0; a < m.arenas.size(); ++a) {
-      const LArena& arena = m.arenas[a];
-      const double ratio =
-          arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0;
-      std::printf("  %-5zu %-8s %-9s %14s %14s %7.4f %14s  %s%s\n", a, device_str(arena.device).c_str(),
-                  arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary", group_digits(arena.size).c_str(),
-                  group_digits(arena.lower_bound).c_str(), ratio, group_digits(arena.first_fit).c_str(),
-                  arena.algorithm.c_str(), arena.optimal ? ", optimal" : "");
-      if (arena.peak_instruction >= 0 && static_cast<size_t>(arena.peak_instruction) < m.instructions.size()) {
-        const LInstruction& peak = m.instructions[static_cast<size_t>(arena.peak_instruction)];
-        std::printf("        peak at instruction %d (%s '%s'), %zu tensors live:", arena.peak_instruction,
-                    peak.what().c_str(), peak.name.c_str(), arena.peak_tensors.size());
-        // The largest few, by size.
-        std::vector<int> live = arena.peak_tensors;
-        std::stable_sort(live.begin(), live.end(), [&](int x, int y) {
-          return m.tensors[static_cast<size_t>(x)].nbytes() > m.tensors[static_cast<size_t>(y)].nbytes();
-        });
-        for (size_t k = 0; k < live.size() && k < 4; ++k) {
-          const LTensor& t = m.tensors[static_cast<size_t>(live[k])];
-          std::printf("%s '%s' %s", k == 0 ? "" : ",", t.name.c_str(), group_digits(t.nbytes()).c_str());
-        }
-        std::printf("%s\n", live.size() > 4 ? ", ..." : "");
-      }
+    const size_t index = static_cast<size_t>(&m - program.methods.data());
+    print_method_counts(m, constant_bytes, bookkeeping[index]);
+    print_devices(m, delegate_counts[index], result);
+    print_quantization(m, result, options);
+    print_inplace_and_fusion(result);
+    print_ranks(result);
+    print_arenas(m);
+  }
+}
+
+// `kiln plan --help`: the options and the targets built in.
+void print_help() {
+  std::fputs(kHelp, stdout);
+  std::string targets = "cpu";
+  for (const std::string& name : backend_planner_names()) targets += ", " + name + ":N";
+  std::printf("\ntargets built in: %s\n", targets.c_str());
+}
+
+// --inplace-ops: comma-separated op names.
+std::set<std::string> parse_op_list(const std::string& list) {
+  std::set<std::string> ops;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    const size_t comma = list.find(',', pos);
+    const std::string op = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (!op.empty()) ops.insert(op);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return ops;
+}
+
+// The options that shape the memory plan: folding, the algorithm, alignment.
+void parse_memory_options(const Args& args, PlanOptions& options) {
+  const long fold_mib = args.get_int("--fold-budget", 64);
+  if (fold_mib < 1 || fold_mib > 65536) throw UsageError{"--fold-budget must be from 1 to 65536 (MiB)"};
+  options.fold_budget.tensor_bytes = static_cast<uint64_t>(fold_mib) << 20;
+  options.fold_budget.total_bytes = options.fold_budget.tensor_bytes * 16;
+  options.memory.solve.algorithm = memory::parse_algorithm(args.get("--algo", "auto"));
+  options.memory.solve.time_limit_s = args.get_double("--time-limit", 10.0);
+  if (options.memory.solve.time_limit_s < 0) throw UsageError{"--time-limit must not be negative"};
+  const long alignment = args.get_int("--alignment", 64);
+  if (alignment < 1 || alignment > 4096 || (alignment & (alignment - 1)) != 0) {
+    throw UsageError{"--alignment must be a power of two from 1 to 4096"};
+  }
+  options.memory.alignment = static_cast<uint32_t>(alignment);
+}
+
+// --ranks and --tensor-parallel, which must agree.
+void parse_rank_options(const Args& args, PlanOptions& options) {
+  const long ranks = args.get_int("--ranks", 1);
+  if (ranks < 1 || ranks > 1024) throw UsageError{"--ranks must be from 1 to 1024"};
+  const long tensor_parallel = args.get_int("--tensor-parallel", 0);
+  if (tensor_parallel < 0 || tensor_parallel == 1 || tensor_parallel > 1024) {
+    throw UsageError{"--tensor-parallel must be from 2 to 1024"};
+  }
+  if (args.has("--ranks") && args.has("--tensor-parallel") && ranks != tensor_parallel) {
+    throw UsageError{"--ranks and --tensor-parallel disagree"};
+  }
+  options.ranks = static_cast<uint32_t>(ranks);
+  options.tensor_parallel = static_cast<uint32_t>(tensor_parallel);
+}
+
+// --device-count and --place.
+void parse_device_options(const Args& args, PlanOptions& options) {
+  for (const std::string& spec : args.all("--device-count")) {
+    auto [name, count] = split_assignment(spec, "--device-count");
+    char* end = nullptr;
+    const long n = std::strtol(count.c_str(), &end, 10);
+    if (count.empty() || *end != '\0' || n < 0) throw UsageError{"--device-count needs NAME=N, got '" + spec + "'"};
+    options.device_counts[name] = static_cast<int>(n);
+  }
+  for (const std::string& spec : args.all("--place")) {
+    auto [node, device] = split_assignment(spec, "--place");
+    options.placements[node] = device;
+  }
+}
+
+PlanOptions parse_plan_options(const Args& args) {
+  PlanOptions options;
+  for (const std::string& spec : args.all("--input-shape")) {
+    auto [name, dims] = split_assignment(spec, "--input-shape");
+    options.import.input_shapes[name] = parse_dims(dims, name);
+  }
+  for (const std::string& spec : args.all("--freeze")) {
+    auto [name, file] = split_assignment(spec, "--freeze");
+    options.import.frozen_inputs[name] = read_tensor_file(file);
+  }
+  parse_memory_options(args, options);
+  options.plan_io = args.has("--plan-io");
+  options.lower.packing_scratch = !args.has("--no-packing");
+  options.targets = args.get("--target", "cpu");
+  options.device_io = args.has("--device-io");
+  options.names = !args.has("--strip-names");
+  options.quantized_io = args.has("--quantized-io");
+  parse_rank_options(args, options);
+  parse_device_options(args, options);
+  if (args.has("--no-inplace") && args.has("--inplace-ops")) {
+    throw UsageError{"--no-inplace and --inplace-ops exclude each other"};
+  }
+  options.inplace.enabled = !args.has("--no-inplace");
+  options.compare_without_inplace = args.has("--compare-inplace");
+  if (args.has("--inplace-ops")) options.inplace.ops = parse_op_list(args.get("--inplace-ops"));
+  return options;
+}
+
+// --bundle-test: runs the program here on the given inputs and writes
+// them, with the outputs, as OUTPUT.test.
+void bundle_self_test(const Args& args, const std::string& output, const PlanResult& result,
+                      const PlanOptions& options) {
+  std::vector<HostTensor> inputs;
+  for (const std::string& file : args.all("--bundle-test")) inputs.push_back(read_tensor_file(file));
+  // Float data for a quantized input is quantized as the model's
+  // QuantizeLinear would have (the test then holds int8 data).
+  const std::vector<IoQuantization> quantization = io_quantization(result.bytes, options.method_name).inputs;
+  for (size_t i = 0; i < inputs.size() && i < quantization.size(); ++i) {
+    if (quantization[i].quantized && inputs[i].dtype == DType::FLOAT32) {
+      inputs[i] = quantize_for(inputs[i], quantization[i]);
     }
   }
+  const double tolerance = args.get_double("--test-tolerance", 1e-4);
+  if (!(tolerance >= 0)) throw UsageError{"--test-tolerance must not be negative"};
+  RunOptions run;
+  run.method = options.method_name;
+  run.backends = &builtin_runtime_backends();
+  const RunResult reference = run_program(result.bytes, inputs, run);
+  const std::string test_path = output + ".test";
+  write_file_atomic(test_path, make_self_test(result.bytes, options.method_name, inputs, reference.outputs,
+                                              static_cast<float>(tolerance)));
+  std::printf("  self-test:   %s (%zu input%s, %zu output%s computed here, tolerance %g)\n", test_path.c_str(),
+              inputs.size(), inputs.size() == 1 ? "" : "s", reference.outputs.size(),
+              reference.outputs.size() == 1 ? "" : "s", tolerance);
 }
 
 }  // namespace
@@ -252,10 +409,7 @@ int cmd_plan(const Argv& argv) {
                          // clang-format on
                          {"--help", false}});
   if (args.has("--help")) {
-    std::fputs(kHelp, stdout);
-    std::string targets = "cpu";
-    for (const std::string& name : backend_planner_names()) targets += ", " + name + ":N";
-    std::printf("\ntargets built in: %s\n", targets.c_str());
+    print_help();
     return 0;
   }
   if (args.positional().size() != 1) throw UsageError{"expects one model file"};
@@ -263,74 +417,7 @@ int cmd_plan(const Argv& argv) {
   const std::string output = args.has("-o") ? args.get("-o") : args.get("--output");
   if (output.empty()) throw UsageError{"missing -o OUT.kiln"};
 
-  PlanOptions options;
-  for (const std::string& spec : args.all("--input-shape")) {
-    auto [name, dims] = split_assignment(spec, "--input-shape");
-    options.import.input_shapes[name] = parse_dims(dims, name);
-  }
-  for (const std::string& spec : args.all("--freeze")) {
-    auto [name, file] = split_assignment(spec, "--freeze");
-    options.import.frozen_inputs[name] = read_tensor_file(file);
-  }
-  const long fold_mib = args.get_int("--fold-budget", 64);
-  if (fold_mib < 1 || fold_mib > 65536) throw UsageError{"--fold-budget must be from 1 to 65536 (MiB)"};
-  options.fold_budget.tensor_bytes = static_cast<uint64_t>(fold_mib) << 20;
-  options.fold_budget.total_bytes = options.fold_budget.tensor_bytes * 16;
-  options.memory.solve.algorithm = memory::parse_algorithm(args.get("--algo", "auto"));
-  options.memory.solve.time_limit_s = args.get_double("--time-limit", 10.0);
-  if (options.memory.solve.time_limit_s < 0) throw UsageError{"--time-limit must not be negative"};
-  const long alignment = args.get_int("--alignment", 64);
-  if (alignment < 1 || alignment > 4096 || (alignment & (alignment - 1)) != 0) {
-    throw UsageError{"--alignment must be a power of two from 1 to 4096"};
-  }
-  options.memory.alignment = static_cast<uint32_t>(alignment);
-  options.plan_io = args.has("--plan-io");
-  options.lower.packing_scratch = !args.has("--no-packing");
-  options.targets = args.get("--target", "cpu");
-  options.device_io = args.has("--device-io");
-  options.names = !args.has("--strip-names");
-  options.quantized_io = args.has("--quantized-io");
-  const long ranks = args.get_int("--ranks", 1);
-  if (ranks < 1 || ranks > 1024) throw UsageError{"--ranks must be from 1 to 1024"};
-  const long tensor_parallel = args.get_int("--tensor-parallel", 0);
-  if (tensor_parallel < 0 || tensor_parallel == 1 || tensor_parallel > 1024) {
-    throw UsageError{"--tensor-parallel must be from 2 to 1024"};
-  }
-  if (args.has("--ranks") && args.has("--tensor-parallel") && ranks != tensor_parallel) {
-    throw UsageError{"--ranks and --tensor-parallel disagree"};
-  }
-  options.ranks = static_cast<uint32_t>(ranks);
-  options.tensor_parallel = static_cast<uint32_t>(tensor_parallel);
-  for (const std::string& spec : args.all("--device-count")) {
-    auto [name, count] = split_assignment(spec, "--device-count");
-    char* end = nullptr;
-    const long n = std::strtol(count.c_str(), &end, 10);
-    if (count.empty() || *end != '\0' || n < 0) throw UsageError{"--device-count needs NAME=N, got '" + spec + "'"};
-    options.device_counts[name] = static_cast<int>(n);
-  }
-  for (const std::string& spec : args.all("--place")) {
-    auto [node, device] = split_assignment(spec, "--place");
-    options.placements[node] = device;
-  }
-  if (args.has("--no-inplace") && args.has("--inplace-ops")) {
-    throw UsageError{"--no-inplace and --inplace-ops exclude each other"};
-  }
-  options.inplace.enabled = !args.has("--no-inplace");
-  options.compare_without_inplace = args.has("--compare-inplace");
-  if (args.has("--inplace-ops")) {
-    std::set<std::string> ops;
-    const std::string list = args.get("--inplace-ops");
-    size_t pos = 0;
-    while (pos <= list.size()) {
-      const size_t comma = list.find(',', pos);
-      const std::string op = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-      if (!op.empty()) ops.insert(op);
-      if (comma == std::string::npos) break;
-      pos = comma + 1;
-    }
-    options.inplace.ops = ops;
-  }
-
+  PlanOptions options = parse_plan_options(args);
   SearchProgress progress(model);
   options.memory.solve.progress = progress.callback();
   const PlanResult result = plan_onnx_file(model, options);
@@ -338,30 +425,7 @@ int cmd_plan(const Argv& argv) {
   write_file_atomic(output, result.bytes);
   if (args.has("--report")) write_plan_report(result, args.get("--report"));
   print_summary(model, output, result, options);
-  if (args.has("--bundle-test")) {
-    std::vector<HostTensor> inputs;
-    for (const std::string& file : args.all("--bundle-test")) inputs.push_back(read_tensor_file(file));
-    // Float data for a quantized input is quantized as the model's
-    // QuantizeLinear would have (the test then holds int8 data).
-    const std::vector<IoQuantization> quantization = io_quantization(result.bytes, options.method_name).inputs;
-    for (size_t i = 0; i < inputs.size() && i < quantization.size(); ++i) {
-      if (quantization[i].quantized && inputs[i].dtype == DType::FLOAT32) {
-        inputs[i] = quantize_for(inputs[i], quantization[i]);
-      }
-    }
-    const double tolerance = args.get_double("--test-tolerance", 1e-4);
-    if (!(tolerance >= 0)) throw UsageError{"--test-tolerance must not be negative"};
-    RunOptions run;
-    run.method = options.method_name;
-    run.backends = &builtin_runtime_backends();
-    const RunResult reference = run_program(result.bytes, inputs, run);
-    const std::string test_path = output + ".test";
-    write_file_atomic(test_path, make_self_test(result.bytes, options.method_name, inputs, reference.outputs,
-                                                static_cast<float>(tolerance)));
-    std::printf("  self-test:   %s (%zu input%s, %zu output%s computed here, tolerance %g)\n", test_path.c_str(),
-                inputs.size(), inputs.size() == 1 ? "" : "s", reference.outputs.size(),
-                reference.outputs.size() == 1 ? "" : "s", tolerance);
-  }
+  if (args.has("--bundle-test")) bundle_self_test(args, output, result, options);
   if (args.has("--report")) {
     std::printf("  report:      %s/plan.json, %s/memory.svg\n", args.get("--report").c_str(),
                 args.get("--report").c_str());

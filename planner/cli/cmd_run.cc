@@ -168,38 +168,25 @@ void print_profile(const std::string& bytes, const std::string& method_name, con
   }
 }
 
-}  // namespace
+void print_help() {
+  std::fputs(kHelp, stdout);
+  std::printf("\nbackends built in: %s\nenvironment:\n%s", builtin_runtime_backend_names().c_str(),
+              builtin_runtime_backend_options().c_str());
+}
 
-int cmd_run(const Argv& argv) {
-  // clang-format off
-  const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
-                         {"--profile", false, true}, {"--collective-sync", true}, {"--self-test", true}, {"--isa", true},
-                         {"--threads", true}, {"--dequantize", false}, {"--help", false}});
-  // clang-format on
-  if (args.has("--help")) {
-    std::fputs(kHelp, stdout);
-    std::printf("\nbackends built in: %s\nenvironment:\n%s", builtin_runtime_backend_names().c_str(),
-                builtin_runtime_backend_options().c_str());
-    return 0;
+// --isa: the CPU kernels' path, which the processor must have.
+void select_isa(const std::string& name) {
+  namespace kk = ::kiln::kernels;
+  kk::Isa isa;
+  if (!kk::parse_isa(name.c_str(), &isa)) throw UsageError{"--isa is scalar, avx2 or avx512"};
+  if (kk::set_isa(isa) != ::kiln::Error::kOk) {
+    fail("--isa ", name, ": this processor's best path is ", kk::isa_name(kk::processor_isa()));
   }
-  if (args.positional().size() != 1) throw UsageError{"expects one program file"};
-  const std::string path = args.positional()[0];
-  const long runs = args.get_int("--runs", 1);
-  if (runs < 1) throw UsageError{"--runs must be at least 1"};
-  std::vector<HostTensor> inputs;
-  for (const std::string& file : args.all("--input")) inputs.push_back(read_tensor_file(file));
-  const std::string bytes = read_file(path);
-  if (args.has("--isa")) {
-    namespace kk = ::kiln::kernels;
-    const std::string name = args.get("--isa");
-    kk::Isa isa;
-    if (!kk::parse_isa(name.c_str(), &isa)) throw UsageError{"--isa is scalar, avx2 or avx512"};
-    if (kk::set_isa(isa) != ::kiln::Error::kOk) {
-      fail("--isa ", name, ": this processor's best path is ", kk::isa_name(kk::processor_isa()));
-    }
-  }
+}
 
-  // --threads N (or KILN_THREADS): a pool of N - 1 workers beside this thread.
+// --threads N (or KILN_THREADS): the threads kernels split across, this one
+// included.
+long thread_count(const Args& args) {
   long threads = 1;
   if (args.has("--threads")) {
     threads = args.get_int("--threads", 1);
@@ -211,18 +198,13 @@ int cmd_run(const Argv& argv) {
   if (threads < 1 || threads > PosixThreadPool::kMaxThreads) {
     throw UsageError{str("--threads (or KILN_THREADS) is 1 to ", PosixThreadPool::kMaxThreads)};
   }
-  PosixThreadPool pool;
-  if (threads > 1 && pool.start(static_cast<int>(threads)) != Error::kOk) fail("cannot start ", threads, " threads");
+  return threads;
+}
 
-  RunOptions options;
-  options.runs = static_cast<int>(runs);
-  options.thread_pool = threads > 1 ? &pool : nullptr;
-  options.method = args.get("--method", "forward");
-  options.backends = &builtin_runtime_backends();
-  options.profile = args.has("--profile");
-  const std::string sync = args.get("--collective-sync", "flags");
-  if (sync != "flags" && sync != "barrier") throw UsageError{"--collective-sync is flags or barrier"};
 #if KILN_WITH_MPI
+// Under mpirun with more than one rank, the communicator the collectives go
+// through (added to `options`); otherwise none.
+std::unique_ptr<comm::MpiCommunicator> start_communicator(const std::string& sync, RunOptions& options) {
   std::unique_ptr<comm::MpiCommunicator> communicator;
   unsigned world = 1;
   if (comm::launched_by_mpirun(&world) && world > 1) {
@@ -232,71 +214,65 @@ int cmd_run(const Argv& argv) {
     if (error != Error::kOk) fail("cannot start the MPI communicator: ", error_name(error));
     options.communicators.push_back(communicator.get());
   }
-  // Only rank 0 reports; every rank runs.
-  const bool quiet = communicator != nullptr && communicator->rank() != 0;
-#else
-  const bool quiet = false;
+  return communicator;
+}
 #endif
-  std::string self_test;
-  if (args.has("--self-test")) {
-    self_test = read_file(args.get("--self-test"));
-    options.self_test = &self_test;
-  }
-  // --profile=FILE: a trace buffer for every run's instructions, its
-  // execute record and what delegates add.
-  const std::string trace_path = args.get("--profile");
-  std::vector<TraceRecord> trace_buffer;
-  std::unique_ptr<EventTracer> tracer;
-  if (!trace_path.empty()) {
+
+// --profile=FILE: a trace buffer for every run's instructions, its execute
+// record and what delegates add, written to FILE after the runs.
+class TraceCapture {
+ public:
+  void start(const std::string& bytes, const std::string& path, long runs, RunOptions& options) {
     size_t instructions = 0;
     const ProgramFile file(bytes, path);
     for (const fb::Method* m : *file.program().methods()) {
       if (m->name()->str() == options.method && m->instructions() != nullptr) instructions = m->instructions()->size();
     }
     // Delegates add their own records: room for 64 Ki of them besides.
-    trace_buffer.resize(static_cast<size_t>(runs) * (instructions + 1) + (size_t{1} << 16));
-    tracer = std::make_unique<EventTracer>(Span<TraceRecord>(trace_buffer.data(), trace_buffer.size()));
-    options.tracer = tracer.get();
+    buffer_.resize(static_cast<size_t>(runs) * (instructions + 1) + (size_t{1} << 16));
+    tracer_ = std::make_unique<EventTracer>(Span<TraceRecord>(buffer_.data(), buffer_.size()));
+    options.tracer = tracer_.get();
   }
-  const MethodIoQuantization quantization = io_quantization(bytes, options.method);
-  for (size_t i = 0; i < inputs.size() && i < quantization.inputs.size(); ++i) {
-    if (quantization.inputs[i].quantized && inputs[i].dtype == DType::FLOAT32) {
-      inputs[i] = quantize_for(inputs[i], quantization.inputs[i]);
-    }
-  }
-  const RunResult result = run_program(bytes, inputs, options);
-  if (tracer != nullptr) {
+  void write(const std::string& trace_path, const std::string& bytes, const std::string& method) const {
+    if (tracer_ == nullptr) return;
     TraceFile trace;
     trace.ticks_per_second = kiln_pal_ticks_per_second();
-    trace.dropped = tracer->dropped();
+    trace.dropped = tracer_->dropped();
     trace.program_digest = program_digest(bytes);
-    trace.method = options.method;
-    trace.records.assign(tracer->records().data(), tracer->records().data() + tracer->records().size());
+    trace.method = method;
+    trace.records.assign(tracer_->records().data(), tracer_->records().data() + tracer_->records().size());
     write_file_atomic(trace_path, encode_trace(trace));
   }
-  if (options.self_test != nullptr) {
-    const SelfTestReport& r = result.self_test;
-    (void)shutdown_builtin_runtime_backends();
-    if (quiet) return r.passed ? 0 : 1;
-    std::printf("self-test %s: %u output%s, worst is output %u with max relative error %.3g (tolerance %.3g): %s\n",
-                args.get("--self-test").c_str(), r.num_outputs, r.num_outputs == 1 ? "" : "s", r.worst_output,
-                static_cast<double>(r.max_error), static_cast<double>(r.tolerance), r.passed ? "passed" : "FAILED");
-    return r.passed ? 0 : 1;
-  }
-  const uint64_t validation_messages = shutdown_builtin_runtime_backends();
-  if (validation_messages != 0) fail("the backends reported ", validation_messages, " diagnostic message(s)");
 
-  if (quiet) return 0;
-  const std::string dir = args.get("--output-dir");
-  if (!dir.empty()) {
-    struct stat st;
-    if (stat(dir.c_str(), &st) != 0) {
-      if (mkdir(dir.c_str(), 0755) != 0) fail(dir, ": cannot create the output directory");
-    } else if (!S_ISDIR(st.st_mode)) {
-      fail(dir, ": not a directory");
-    }
+ private:
+  std::vector<TraceRecord> buffer_;
+  std::unique_ptr<EventTracer> tracer_;
+};
+
+// The exit status of a --self-test run, reported by rank 0.
+int report_self_test(const std::string& test_path, const SelfTestReport& r, bool quiet) {
+  (void)shutdown_builtin_runtime_backends();
+  if (quiet) return r.passed ? 0 : 1;
+  std::printf("self-test %s: %u output%s, worst is output %u with max relative error %.3g (tolerance %.3g): %s\n",
+              test_path.c_str(), r.num_outputs, r.num_outputs == 1 ? "" : "s", r.worst_output,
+              static_cast<double>(r.max_error), static_cast<double>(r.tolerance), r.passed ? "passed" : "FAILED");
+  return r.passed ? 0 : 1;
+}
+
+// --output-dir: made where it does not exist.
+void make_output_dir(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    if (mkdir(dir.c_str(), 0755) != 0) fail(dir, ": cannot create the output directory");
+  } else if (!S_ISDIR(st.st_mode)) {
+    fail(dir, ": not a directory");
   }
-  const std::vector<IoQuantization>& out_quantization = quantization.outputs;
+}
+
+// Each output's summary (and a quantized one's float values), written to
+// `dir` as output_N.npy where given.
+void print_outputs(const RunResult& result, const std::vector<IoQuantization>& out_quantization, const std::string& dir,
+                   bool dequantize) {
   for (size_t i = 0; i < result.outputs.size(); ++i) {
     const HostTensor& out = result.outputs[i];
     std::printf("output %zu: %s %s  %s\n", i, dtype_str(out.dtype).c_str(), shape_str(out.shape).c_str(),
@@ -309,9 +285,76 @@ int cmd_run(const Argv& argv) {
     }
     if (!dir.empty()) {
       write_npy(dir + "/output_" + std::to_string(i) + ".npy",
-                quantized && args.has("--dequantize") ? dequantize_from(out, out_quantization[i]) : out);
+                quantized && dequantize ? dequantize_from(out, out_quantization[i]) : out);
     }
   }
+}
+
+}  // namespace
+
+int cmd_run(const Argv& argv) {
+  // clang-format off
+  const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
+                         {"--profile", false, true}, {"--collective-sync", true}, {"--self-test", true}, {"--isa", true},
+                         {"--threads", true}, {"--dequantize", false}, {"--help", false}});
+  // clang-format on
+  if (args.has("--help")) {
+    print_help();
+    return 0;
+  }
+  if (args.positional().size() != 1) throw UsageError{"expects one program file"};
+  const std::string path = args.positional()[0];
+  const long runs = args.get_int("--runs", 1);
+  if (runs < 1) throw UsageError{"--runs must be at least 1"};
+  std::vector<HostTensor> inputs;
+  for (const std::string& file : args.all("--input")) inputs.push_back(read_tensor_file(file));
+  const std::string bytes = read_file(path);
+  if (args.has("--isa")) select_isa(args.get("--isa"));
+
+  // A pool of threads - 1 workers beside this thread.
+  const long threads = thread_count(args);
+  PosixThreadPool pool;
+  if (threads > 1 && pool.start(static_cast<int>(threads)) != Error::kOk) fail("cannot start ", threads, " threads");
+
+  RunOptions options;
+  options.runs = static_cast<int>(runs);
+  options.thread_pool = threads > 1 ? &pool : nullptr;
+  options.method = args.get("--method", "forward");
+  options.backends = &builtin_runtime_backends();
+  options.profile = args.has("--profile");
+  const std::string sync = args.get("--collective-sync", "flags");
+  if (sync != "flags" && sync != "barrier") throw UsageError{"--collective-sync is flags or barrier"};
+#if KILN_WITH_MPI
+  const std::unique_ptr<comm::MpiCommunicator> communicator = start_communicator(sync, options);
+  // Only rank 0 reports; every rank runs.
+  const bool quiet = communicator != nullptr && communicator->rank() != 0;
+#else
+  const bool quiet = false;
+#endif
+  std::string self_test;
+  if (args.has("--self-test")) {
+    self_test = read_file(args.get("--self-test"));
+    options.self_test = &self_test;
+  }
+  const std::string trace_path = args.get("--profile");
+  TraceCapture trace;
+  if (!trace_path.empty()) trace.start(bytes, path, runs, options);
+  const MethodIoQuantization quantization = io_quantization(bytes, options.method);
+  for (size_t i = 0; i < inputs.size() && i < quantization.inputs.size(); ++i) {
+    if (quantization.inputs[i].quantized && inputs[i].dtype == DType::FLOAT32) {
+      inputs[i] = quantize_for(inputs[i], quantization.inputs[i]);
+    }
+  }
+  const RunResult result = run_program(bytes, inputs, options);
+  trace.write(trace_path, bytes, options.method);
+  if (options.self_test != nullptr) return report_self_test(args.get("--self-test"), result.self_test, quiet);
+  const uint64_t validation_messages = shutdown_builtin_runtime_backends();
+  if (validation_messages != 0) fail("the backends reported ", validation_messages, " diagnostic message(s)");
+
+  if (quiet) return 0;
+  const std::string dir = args.get("--output-dir");
+  if (!dir.empty()) make_output_dir(dir);
+  print_outputs(result, quantization.outputs, dir, args.has("--dequantize"));
   std::printf("latency: median %.3f ms over %ld run%s (cpu path %s, %ld thread%s)\n", result.median_ms(), runs,
               runs == 1 ? "" : "s", ::kiln::kernels::isa_name(::kiln::kernels::active_isa()), threads,
               threads == 1 ? "" : "s");

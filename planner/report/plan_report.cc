@@ -422,111 +422,139 @@ std::string plan_json(const PlanResult& result) {
   return j.str() + "\n";
 }
 
-std::string memory_svg(const LProgram& program) {
-  constexpr double kLeft = 90, kRight = 30, kPanelTitle = 44, kPlotHeight = 460, kAxis = 46, kGap = 24;
+namespace {
+
+// The memory picture's layout, in pixels: one panel per arena, stacked.
+constexpr double kLeft = 90, kRight = 30, kPanelTitle = 44, kPlotHeight = 460, kAxis = 46, kGap = 24;
+
+// One arena's panel: instructions run left to right, addresses bottom to top.
+struct Panel {
+  double top;           // of the plot
+  double plot_width;    // pixels
+  double instructions;  // along x (at least 1)
+  double bytes;         // along y (at least 1)
+
+  double x_of(double i) const { return kLeft + i * plot_width / instructions; }
+  double y_of(double address) const { return top + kPlotHeight - address * kPlotHeight / bytes; }
+};
+
+// The panel's title, frame, address grid and instruction ticks.
+std::string panel_frame(const Panel& p, const LArena& arena, size_t a, double y0) {
   std::string body;
-  double width = 900;
-  double y0 = 40;  // top of the next panel
-  const LMethod* method = program.methods.empty() ? nullptr : &program.methods.front();
-  if (method != nullptr) {
-    const LMethod& m = *method;
-    const std::vector<TensorView> views = tensor_views(m);
-    const double instructions = static_cast<double>(std::max<size_t>(m.instructions.size(), 1));
-    const double plot_width = std::clamp(instructions * 14.0, 640.0, 1500.0);
-    width = kLeft + plot_width + kRight;
-    for (size_t a = 0; a < m.arenas.size(); ++a) {
-      const LArena& arena = m.arenas[a];
-      const double top = y0 + kPanelTitle;
-      const double bytes = static_cast<double>(std::max<uint64_t>(arena.size, 1));
-      auto x_of = [&](double i) { return kLeft + i * plot_width / instructions; };
-      auto y_of = [&](double address) { return top + kPlotHeight - address * kPlotHeight / bytes; };
-      const double ratio =
-          arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0;
-      char line[512];
-      std::snprintf(line, sizeof(line), "arena %zu (%s, %s): %s bytes, lower bound %s (%.4f x), first fit %s, %s%s", a,
-                    device_str(arena.device).c_str(), arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary",
-                    with_commas(arena.size).c_str(), with_commas(arena.lower_bound).c_str(), ratio,
-                    with_commas(arena.first_fit).c_str(), arena.algorithm.c_str(), arena.optimal ? ", optimal" : "");
-      body += "<text x=\"" + fmt(kLeft) + "\" y=\"" + fmt(y0 + 26) + "\" font-size=\"14\" font-weight=\"bold\">" +
-              xml_escape(line) + "</text>\n";
-      body += "<rect x=\"" + fmt(kLeft) + "\" y=\"" + fmt(top) + "\" width=\"" + fmt(plot_width) + "\" height=\"" +
-              fmt(kPlotHeight) + "\" fill=\"#fbfbfb\" stroke=\"#888\"/>\n";
-      // Address grid and labels.
-      const double y_step = nice_byte_step(bytes / 8);
-      for (double v = 0; v <= bytes + 0.5; v += y_step) {
-        const double y = y_of(v);
-        body += "<line x1=\"" + fmt(kLeft) + "\" y1=\"" + fmt(y) + "\" x2=\"" + fmt(kLeft + plot_width) + "\" y2=\"" +
-                fmt(y) + "\" stroke=\"#e5e5e5\"/>\n";
-        body += "<text x=\"" + fmt(kLeft - 6) + "\" y=\"" + fmt(y + 4) + "\" text-anchor=\"end\" fill=\"#555\">" +
-                xml_escape(human_bytes(v)) + "</text>\n";
-      }
-      // Instruction ticks.
-      const double x_step = nice_step(instructions / 12);
-      for (double i = 0; i <= instructions; i += x_step) {
-        const double x = x_of(i);
-        body += "<line x1=\"" + fmt(x) + "\" y1=\"" + fmt(top + kPlotHeight) + "\" x2=\"" + fmt(x) + "\" y2=\"" +
-                fmt(top + kPlotHeight + 5) + "\" stroke=\"#888\"/>\n";
-        body += "<text x=\"" + fmt(x) + "\" y=\"" + fmt(top + kPlotHeight + 18) +
-                "\" text-anchor=\"middle\" fill=\"#555\">" + std::to_string(static_cast<long long>(i)) + "</text>\n";
-      }
-      body += "<text x=\"" + fmt(kLeft + plot_width / 2) + "\" y=\"" + fmt(top + kPlotHeight + 36) +
-              "\" text-anchor=\"middle\" fill=\"#333\">instruction</text>\n";
-      body += "<text transform=\"translate(16," + fmt(top + kPlotHeight / 2) +
-              ") rotate(-90)\" text-anchor=\"middle\" fill=\"#333\">address</text>\n";
-      // Tensors: bases first, then aliases outlined on top of them.
-      for (int pass = 0; pass < 2; ++pass) {
-        for (const TensorView& v : views) {
-          if (v.arena != static_cast<int>(a) || v.first < 0 || v.size == 0) continue;
-          const bool alias = v.root != v.index;
-          if (alias != (pass == 1)) continue;
-          const LTensor& t = m.tensors[static_cast<size_t>(v.index)];
-          const double x = x_of(v.first), w = std::max(1.0, x_of(v.last + 1) - x);
-          const double y = y_of(static_cast<double>(v.offset + v.size)),
-                       h = std::max(1.0, y_of(static_cast<double>(v.offset)) - y);
-          std::string title = t.name + "\n" + with_commas(v.size) + " bytes at offset " + with_commas(v.offset) +
-                              "\ninstructions " + std::to_string(v.first) + "-" + std::to_string(v.last) + ": " +
-                              op_at(m, v.first) + " .. " + op_at(m, v.last) + "\n" + v.category;
-          if (alias) title += ", alias of " + m.tensors[static_cast<size_t>(t.alias_of)].name;
-          if (alias && t.alias_offset != 0) title += " at +" + std::to_string(t.alias_offset);
-          body += "<g><title>" + xml_escape(title) + "</title><rect x=\"" + fmt(x) + "\" y=\"" + fmt(y) +
-                  "\" width=\"" + fmt(w) + "\" height=\"" + fmt(h) + "\" ";
-          body += alias ? "fill=\"none\" stroke=\"#333\" stroke-dasharray=\"4 3\""
-                        : std::string("fill=\"") + color_of(v) + "\" stroke=\"#fff\" stroke-width=\"0.6\"";
-          body += "/>";
-          if (!alias && w >= 40 && h >= 13) {
-            const std::string label = short_name(t.name, static_cast<size_t>(w / 6.0));
-            body += "<text x=\"" + fmt(x + 3) + "\" y=\"" + fmt(y + std::min(h / 2 + 4, 13.0)) +
-                    "\" font-size=\"10\" fill=\"#222\">" + xml_escape(label) + "</text>";
-          }
-          body += "</g>\n";
-        }
-      }
-      // Lower bound and peak.
-      if (arena.lower_bound > 0) {
-        const double y = y_of(static_cast<double>(arena.lower_bound));
-        body += "<line x1=\"" + fmt(kLeft) + "\" y1=\"" + fmt(y) + "\" x2=\"" + fmt(kLeft + plot_width) + "\" y2=\"" +
-                fmt(y) + "\" stroke=\"#c0392b\" stroke-dasharray=\"6 4\"/>\n";
-      }
-      if (arena.peak_instruction >= 0) {
-        const double x = x_of(arena.peak_instruction + 0.5);
-        body += "<line x1=\"" + fmt(x) + "\" y1=\"" + fmt(top) + "\" x2=\"" + fmt(x) + "\" y2=\"" +
-                fmt(top + kPlotHeight) + "\" stroke=\"#c0392b\" stroke-width=\"2\"/>\n";
-        const std::string label = "peak: instruction " + std::to_string(arena.peak_instruction) + " (" +
-                                  op_at(m, arena.peak_instruction) + "), " + std::to_string(arena.peak_tensors.size()) +
-                                  " tensors, " + with_commas(arena.lower_bound) + " bytes live";
-        const bool right_half = x > kLeft + plot_width / 2;
-        body += "<text x=\"" + fmt(right_half ? x - 6 : x + 6) + "\" y=\"" + fmt(top + 14) + "\" text-anchor=\"" +
-                (right_half ? "end" : "start") +
-                "\" fill=\"#c0392b\" font-weight=\"bold\" stroke=\"#fff\" stroke-width=\"4\" paint-order=\"stroke\">" +
-                xml_escape(label) + "</text>\n";
-      }
-      y0 = top + kPlotHeight + kAxis + kGap;
-    }
+  const double ratio =
+      arena.lower_bound ? static_cast<double>(arena.size) / static_cast<double>(arena.lower_bound) : 1.0;
+  char line[512];
+  std::snprintf(line, sizeof(line), "arena %zu (%s, %s): %s bytes, lower bound %s (%.4f x), first fit %s, %s%s", a,
+                device_str(arena.device).c_str(), arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary",
+                with_commas(arena.size).c_str(), with_commas(arena.lower_bound).c_str(), ratio,
+                with_commas(arena.first_fit).c_str(), arena.algorithm.c_str(), arena.optimal ? ", optimal" : "");
+  body += "<text x=\"" + fmt(kLeft) + "\" y=\"" + fmt(y0 + 26) + "\" font-size=\"14\" font-weight=\"bold\">" +
+          xml_escape(line) + "</text>\n";
+  body += "<rect x=\"" + fmt(kLeft) + "\" y=\"" + fmt(p.top) + "\" width=\"" + fmt(p.plot_width) + "\" height=\"" +
+          fmt(kPlotHeight) + "\" fill=\"#fbfbfb\" stroke=\"#888\"/>\n";
+  // Address grid and labels.
+  const double y_step = nice_byte_step(p.bytes / 8);
+  for (double v = 0; v <= p.bytes + 0.5; v += y_step) {
+    const double y = p.y_of(v);
+    body += "<line x1=\"" + fmt(kLeft) + "\" y1=\"" + fmt(y) + "\" x2=\"" + fmt(kLeft + p.plot_width) + "\" y2=\"" +
+            fmt(y) + "\" stroke=\"#e5e5e5\"/>\n";
+    body += "<text x=\"" + fmt(kLeft - 6) + "\" y=\"" + fmt(y + 4) + "\" text-anchor=\"end\" fill=\"#555\">" +
+            xml_escape(human_bytes(v)) + "</text>\n";
   }
-  // Legend.
+  // Instruction ticks.
+  const double x_step = nice_step(p.instructions / 12);
+  for (double i = 0; i <= p.instructions; i += x_step) {
+    const double x = p.x_of(i);
+    body += "<line x1=\"" + fmt(x) + "\" y1=\"" + fmt(p.top + kPlotHeight) + "\" x2=\"" + fmt(x) + "\" y2=\"" +
+            fmt(p.top + kPlotHeight + 5) + "\" stroke=\"#888\"/>\n";
+    body += "<text x=\"" + fmt(x) + "\" y=\"" + fmt(p.top + kPlotHeight + 18) +
+            "\" text-anchor=\"middle\" fill=\"#555\">" + std::to_string(static_cast<long long>(i)) + "</text>\n";
+  }
+  body += "<text x=\"" + fmt(kLeft + p.plot_width / 2) + "\" y=\"" + fmt(p.top + kPlotHeight + 36) +
+          "\" text-anchor=\"middle\" fill=\"#333\">instruction</text>\n";
+  body += "<text transform=\"translate(16," + fmt(p.top + kPlotHeight / 2) +
+          ") rotate(-90)\" text-anchor=\"middle\" fill=\"#333\">address</text>\n";
+  return body;
+}
+
+// One tensor's rectangle (an alias outlined), with its details as a tooltip
+// and its name where it fits.
+std::string tensor_rect(const Panel& p, const LMethod& m, const TensorView& v) {
+  std::string body;
+  const bool alias = v.root != v.index;
+  const LTensor& t = m.tensors[static_cast<size_t>(v.index)];
+  const double x = p.x_of(v.first), w = std::max(1.0, p.x_of(v.last + 1) - x);
+  const double y = p.y_of(static_cast<double>(v.offset + v.size)),
+               h = std::max(1.0, p.y_of(static_cast<double>(v.offset)) - y);
+  std::string title = t.name + "\n" + with_commas(v.size) + " bytes at offset " + with_commas(v.offset) +
+                      "\ninstructions " + std::to_string(v.first) + "-" + std::to_string(v.last) + ": " +
+                      op_at(m, v.first) + " .. " + op_at(m, v.last) + "\n" + v.category;
+  if (alias) title += ", alias of " + m.tensors[static_cast<size_t>(t.alias_of)].name;
+  if (alias && t.alias_offset != 0) title += " at +" + std::to_string(t.alias_offset);
+  body += "<g><title>" + xml_escape(title) + "</title><rect x=\"" + fmt(x) + "\" y=\"" + fmt(y) + "\" width=\"" +
+          fmt(w) + "\" height=\"" + fmt(h) + "\" ";
+  body += alias ? "fill=\"none\" stroke=\"#333\" stroke-dasharray=\"4 3\""
+                : std::string("fill=\"") + color_of(v) + "\" stroke=\"#fff\" stroke-width=\"0.6\"";
+  body += "/>";
+  if (!alias && w >= 40 && h >= 13) {
+    const std::string label = short_name(t.name, static_cast<size_t>(w / 6.0));
+    body += "<text x=\"" + fmt(x + 3) + "\" y=\"" + fmt(y + std::min(h / 2 + 4, 13.0)) +
+            "\" font-size=\"10\" fill=\"#222\">" + xml_escape(label) + "</text>";
+  }
+  body += "</g>\n";
+  return body;
+}
+
+// The arena's lower bound as a dashed line and its peak instruction.
+std::string panel_marks(const Panel& p, const LMethod& m, const LArena& arena) {
+  std::string body;
+  if (arena.lower_bound > 0) {
+    const double y = p.y_of(static_cast<double>(arena.lower_bound));
+    body += "<line x1=\"" + fmt(kLeft) + "\" y1=\"" + fmt(y) + "\" x2=\"" + fmt(kLeft + p.plot_width) + "\" y2=\"" +
+            fmt(y) + "\" stroke=\"#c0392b\" stroke-dasharray=\"6 4\"/>\n";
+  }
+  if (arena.peak_instruction >= 0) {
+    const double x = p.x_of(arena.peak_instruction + 0.5);
+    body += "<line x1=\"" + fmt(x) + "\" y1=\"" + fmt(p.top) + "\" x2=\"" + fmt(x) + "\" y2=\"" +
+            fmt(p.top + kPlotHeight) + "\" stroke=\"#c0392b\" stroke-width=\"2\"/>\n";
+    const std::string label = "peak: instruction " + std::to_string(arena.peak_instruction) + " (" +
+                              op_at(m, arena.peak_instruction) + "), " + std::to_string(arena.peak_tensors.size()) +
+                              " tensors, " + with_commas(arena.lower_bound) + " bytes live";
+    const bool right_half = x > kLeft + p.plot_width / 2;
+    body += "<text x=\"" + fmt(right_half ? x - 6 : x + 6) + "\" y=\"" + fmt(p.top + 14) + "\" text-anchor=\"" +
+            (right_half ? "end" : "start") +
+            "\" fill=\"#c0392b\" font-weight=\"bold\" stroke=\"#fff\" stroke-width=\"4\" paint-order=\"stroke\">" +
+            xml_escape(label) + "</text>\n";
+  }
+  return body;
+}
+
+// The panels of the method's arenas from y0 down; y0 ends below the last.
+std::string arena_panels(const LMethod& m, double plot_width, double& y0) {
+  std::string body;
+  const std::vector<TensorView> views = tensor_views(m);
+  const double instructions = static_cast<double>(std::max<size_t>(m.instructions.size(), 1));
+  for (size_t a = 0; a < m.arenas.size(); ++a) {
+    const LArena& arena = m.arenas[a];
+    const Panel p{y0 + kPanelTitle, plot_width, instructions, static_cast<double>(std::max<uint64_t>(arena.size, 1))};
+    body += panel_frame(p, arena, a, y0);
+    // Tensors: bases first, then aliases outlined on top of them.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const TensorView& v : views) {
+        if (v.arena != static_cast<int>(a) || v.first < 0 || v.size == 0) continue;
+        if ((v.root != v.index) != (pass == 1)) continue;
+        body += tensor_rect(p, m, v);
+      }
+    }
+    body += panel_marks(p, m, arena);
+    y0 = p.top + kPlotHeight + kAxis + kGap;
+  }
+  return body;
+}
+
+// The legend's row at height ly; lx ends after its last entry.
+std::string legend(double ly, double& lx) {
   std::string legend;
-  double lx = kLeft;
-  const double ly = y0;
   auto swatch = [&](const std::string& fill, const std::string& stroke, const std::string& text) {
     legend += "<rect x=\"" + fmt(lx) + "\" y=\"" + fmt(ly) + "\" width=\"16\" height=\"12\" fill=\"" + fill +
               "\" stroke=\"" + stroke + "\"" + (fill == "none" ? " stroke-dasharray=\"4 3\"" : "") + "/>";
@@ -541,13 +569,32 @@ std::string memory_svg(const LProgram& program) {
   legend += "<line x1=\"" + fmt(lx) + "\" y1=\"" + fmt(ly + 6) + "\" x2=\"" + fmt(lx + 24) + "\" y2=\"" + fmt(ly + 6) +
             "\" stroke=\"#c0392b\" stroke-dasharray=\"6 4\"/><text x=\"" + fmt(lx + 30) + "\" y=\"" + fmt(ly + 10) +
             "\">lower bound (most bytes live at once)</text>\n";
+  return legend;
+}
+
+}  // namespace
+
+std::string memory_svg(const LProgram& program) {
+  std::string body;
+  double width = 900;
+  double y0 = 40;  // top of the next panel
+  const LMethod* method = program.methods.empty() ? nullptr : &program.methods.front();
+  if (method != nullptr) {
+    const double instructions = static_cast<double>(std::max<size_t>(method->instructions.size(), 1));
+    const double plot_width = std::clamp(instructions * 14.0, 640.0, 1500.0);
+    width = kLeft + plot_width + kRight;
+    body = arena_panels(*method, plot_width, y0);
+  }
+  double lx = kLeft;
+  const double ly = y0;
+  const std::string key = legend(ly, lx);
   const double height = ly + 30;
   std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fmt(std::max(width, lx + 300)) +
                     "\" height=\"" + fmt(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
   svg += "<text x=\"" + fmt(kLeft) + "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">kiln memory plan" +
          (method != nullptr ? xml_escape(", method '" + method->name + "'") : "") + "</text>\n";
-  svg += body + legend + "</svg>\n";
+  svg += body + key + "</svg>\n";
   return svg;
 }
 
