@@ -141,128 +141,156 @@ void emit_float(Output& out, Spec spec, float value) {
   emit_padded(out, Spec{spec.left, spec.zero, spec.width, -1}, sign, p, static_cast<int>(end - p));
 }
 
+// Reads the flags, width and precision of a conversion (`f` just after its
+// '%') into `spec`, taking a '*' width or precision from `args`; returns
+// where the length modifier or conversion starts.
+const char* parse_spec(const char* f, va_list* args, Spec& spec) {
+  for (;; ++f) {
+    if (*f == '-') {
+      spec.left = true;
+    } else if (*f == '0') {
+      spec.zero = true;
+    } else if (*f == '+' || *f == ' ' || *f == '#') {
+      // Accepted and ignored: the runtime's messages do not use them.
+    } else {
+      break;
+    }
+  }
+  if (*f == '*') {
+    spec.width = va_arg(*args, int);
+    if (spec.width < 0) {
+      spec.left = true;
+      spec.width = -spec.width;
+    }
+    ++f;
+  } else {
+    while (*f >= '0' && *f <= '9') spec.width = spec.width * 10 + (*f++ - '0');
+  }
+  if (*f == '.') {
+    ++f;
+    spec.precision = 0;
+    if (*f == '*') {
+      spec.precision = va_arg(*args, int);
+      ++f;
+    } else {
+      while (*f >= '0' && *f <= '9') spec.precision = spec.precision * 10 + (*f++ - '0');
+    }
+  }
+  if (spec.left) spec.zero = false;
+  return f;
+}
+
+// Reads a length modifier into `length`: -2 char, -1 short, 0 int, 1 long,
+// 2 long long; size_t, intmax_t and ptrdiff_t map onto whichever of those
+// has their width. Returns where the conversion character is.
+const char* parse_length(const char* f, int& length) {
+  length = 0;
+  if (*f == 'h') {
+    ++f;
+    length = -1;
+    if (*f == 'h') {
+      ++f;
+      length = -2;
+    }
+  } else if (*f == 'l') {
+    ++f;
+    length = 1;
+    if (*f == 'l') {
+      ++f;
+      length = 2;
+    }
+  } else if (*f == 'z' || *f == 't') {
+    ++f;
+    length = sizeof(size_t) == sizeof(long long) ? 2 : (sizeof(size_t) == sizeof(long) ? 1 : 0);
+  } else if (*f == 'j') {
+    ++f;
+    length = 2;
+  }
+  return f;
+}
+
+// %d and %i, %u, %x, %X and %o: the argument of the given length.
+void emit_integer_argument(Output& out, char conversion, const Spec& spec, int length, va_list* args) {
+  if (conversion == 'd' || conversion == 'i') {
+    long long v = length == 2 ? va_arg(*args, long long) : length == 1 ? va_arg(*args, long) : va_arg(*args, int);
+    if (length == -1) v = static_cast<short>(v);
+    if (length == -2) v = static_cast<signed char>(v);
+    uint64_t magnitude = v < 0 ? 0ull - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+    emit_integer(out, spec, magnitude, v < 0, 10, false, "");
+    return;
+  }
+  unsigned long long v = length == 2   ? va_arg(*args, unsigned long long)
+                         : length == 1 ? va_arg(*args, unsigned long)
+                                       : va_arg(*args, unsigned);
+  if (length == -1) v = static_cast<unsigned short>(v);
+  if (length == -2) v = static_cast<unsigned char>(v);
+  unsigned base = conversion == 'u' ? 10 : (conversion == 'o' ? 8 : 16);
+  emit_integer(out, spec, v, false, base, conversion == 'X', "");
+}
+
+// Writes one conversion with its argument from `args`. Returns false for a
+// lone '%' at the end of the format (printed), where formatting stops.
+bool emit_conversion(Output& out, char conversion, const Spec& spec, int length, va_list* args) {
+  switch (conversion) {
+    case 'd':
+    case 'i':
+    case 'u':
+    case 'x':
+    case 'X':
+    case 'o': emit_integer_argument(out, conversion, spec, length, args); break;
+    case 'p':
+      emit_integer(out, Spec{}, reinterpret_cast<uintptr_t>(va_arg(*args, void*)), false, 16, false, "0x");
+      break;
+    case 'c': {
+      char c = static_cast<char>(va_arg(*args, int));
+      emit_padded(out, Spec{spec.left, false, spec.width, -1}, "", &c, 1);
+      break;
+    }
+    case 's': {
+      const char* s = va_arg(*args, const char*);
+      if (s == nullptr) s = "(null)";
+      int n = 0;
+      while (s[n] != '\0' && (spec.precision < 0 || n < spec.precision)) ++n;
+      emit_padded(out, Spec{spec.left, false, spec.width, -1}, "", s, n);
+      break;
+    }
+    case 'f':
+    case 'F': emit_float(out, spec, static_cast<float>(va_arg(*args, double))); break;
+    case '%': out.put('%'); break;
+    case '\0':
+      // A lone '%' at the end: print it and stop.
+      out.put('%');
+      return false;
+    default:
+      // Unsupported conversion: show it rather than guess its argument.
+      out.put('%');
+      out.put(conversion);
+      break;
+  }
+  return true;
+}
+
 }  // namespace
 
 extern "C" {
 
 int kiln_mps2_vformat(char* out_buffer, size_t size, const char* format, va_list args) {
   Output out(out_buffer, size);
+  // The helpers read the arguments through a pointer to this copy (a
+  // va_list parameter's own address has another type on some ABIs).
+  va_list list;
+  va_copy(list, args);
   for (const char* f = format; *f != '\0'; ++f) {
     if (*f != '%') {
       out.put(*f);
       continue;
     }
-    ++f;
     Spec spec;
-    for (;; ++f) {
-      if (*f == '-') {
-        spec.left = true;
-      } else if (*f == '0') {
-        spec.zero = true;
-      } else if (*f == '+' || *f == ' ' || *f == '#') {
-        // Accepted and ignored: the runtime's messages do not use them.
-      } else {
-        break;
-      }
-    }
-    if (*f == '*') {
-      spec.width = va_arg(args, int);
-      if (spec.width < 0) {
-        spec.left = true;
-        spec.width = -spec.width;
-      }
-      ++f;
-    } else {
-      while (*f >= '0' && *f <= '9') spec.width = spec.width * 10 + (*f++ - '0');
-    }
-    if (*f == '.') {
-      ++f;
-      spec.precision = 0;
-      if (*f == '*') {
-        spec.precision = va_arg(args, int);
-        ++f;
-      } else {
-        while (*f >= '0' && *f <= '9') spec.precision = spec.precision * 10 + (*f++ - '0');
-      }
-    }
-    if (spec.left) spec.zero = false;
-    // Length: -2 char, -1 short, 0 int, 1 long, 2 long long; size_t,
-    // intmax_t and ptrdiff_t map onto whichever of those has their width.
     int length = 0;
-    if (*f == 'h') {
-      ++f;
-      length = -1;
-      if (*f == 'h') {
-        ++f;
-        length = -2;
-      }
-    } else if (*f == 'l') {
-      ++f;
-      length = 1;
-      if (*f == 'l') {
-        ++f;
-        length = 2;
-      }
-    } else if (*f == 'z' || *f == 't') {
-      ++f;
-      length = sizeof(size_t) == sizeof(long long) ? 2 : (sizeof(size_t) == sizeof(long) ? 1 : 0);
-    } else if (*f == 'j') {
-      ++f;
-      length = 2;
-    }
-    switch (*f) {
-      case 'd':
-      case 'i': {
-        long long v = length == 2 ? va_arg(args, long long) : length == 1 ? va_arg(args, long) : va_arg(args, int);
-        if (length == -1) v = static_cast<short>(v);
-        if (length == -2) v = static_cast<signed char>(v);
-        uint64_t magnitude = v < 0 ? 0ull - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-        emit_integer(out, spec, magnitude, v < 0, 10, false, "");
-        break;
-      }
-      case 'u':
-      case 'x':
-      case 'X':
-      case 'o': {
-        unsigned long long v = length == 2   ? va_arg(args, unsigned long long)
-                               : length == 1 ? va_arg(args, unsigned long)
-                                             : va_arg(args, unsigned);
-        if (length == -1) v = static_cast<unsigned short>(v);
-        if (length == -2) v = static_cast<unsigned char>(v);
-        unsigned base = *f == 'u' ? 10 : (*f == 'o' ? 8 : 16);
-        emit_integer(out, spec, v, false, base, *f == 'X', "");
-        break;
-      }
-      case 'p':
-        emit_integer(out, Spec{}, reinterpret_cast<uintptr_t>(va_arg(args, void*)), false, 16, false, "0x");
-        break;
-      case 'c': {
-        char c = static_cast<char>(va_arg(args, int));
-        emit_padded(out, Spec{spec.left, false, spec.width, -1}, "", &c, 1);
-        break;
-      }
-      case 's': {
-        const char* s = va_arg(args, const char*);
-        if (s == nullptr) s = "(null)";
-        int n = 0;
-        while (s[n] != '\0' && (spec.precision < 0 || n < spec.precision)) ++n;
-        emit_padded(out, Spec{spec.left, false, spec.width, -1}, "", s, n);
-        break;
-      }
-      case 'f':
-      case 'F': emit_float(out, spec, static_cast<float>(va_arg(args, double))); break;
-      case '%': out.put('%'); break;
-      case '\0':
-        // A lone '%' at the end: print it and stop.
-        out.put('%');
-        return static_cast<int>(out.finish());
-      default:
-        // Unsupported conversion: show it rather than guess its argument.
-        out.put('%');
-        out.put(*f);
-        break;
-    }
+    f = parse_length(parse_spec(f + 1, &list, spec), length);
+    if (!emit_conversion(out, *f, spec, length, &list)) break;
   }
+  va_end(list);
   return static_cast<int>(out.finish());
 }
 
