@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Lists the product functions longer than a limit, so that every function
-fits on a screen (CONVENTIONS.md: the runtime keeps its functions at 75 lines
-at most, the rest at 120).
+fits on a screen: the runtime and the platform layer keep theirs at 75
+lines at most, the rest of the product at 120 (ctest layering.function_size
+checks both, tests/layering/function_size_test.py).
 
 A function's length runs from the first line of its signature (its
 `template <...>` line, where it has one) to its closing brace, both
@@ -98,7 +99,7 @@ def preprocess(text, first_branch_only):
         if continued or stripped.startswith("#"):
             directive = "" if continued else stripped[1:].lstrip()
             continued = line.rstrip().endswith("\\")
-            if first_branch_only and not directive == "":
+            if first_branch_only and directive:
                 word = re.match(r"[a-z]*", directive).group(0)
                 if word in ("if", "ifdef", "ifndef"):
                     stack.append(bool(stack and stack[-1]))
@@ -352,8 +353,7 @@ def scan(path, text):
                 depth_in_function = 1
                 continue
             if what == "data" and scope in ("namespace", "class") and head_continues(head):
-                # A brace initializer inside a head (a member's `a_{0}` in an
-                # initializer list handled above, or `Foo x{...}`): part of it.
+                # An initializer: the declaration's head goes on after it.
                 head = head + [(kind, value, line)]
                 stack.append(("init", None, line, head))
                 continue
@@ -384,13 +384,13 @@ def inside_brackets(head):
 
 
 def head_continues(head):
-    """Whether a data brace is an initializer in the middle of a declaration
-    (`Foo x{1};`, `std::array<int, 2>{...}` as an argument) rather than a
-    block of its own (`= {...}`, an enum body)."""
+    """Whether a data brace belongs to the declaration around it, which goes
+    on after its `}` (`Foo x{1};`, `= {...};`, a member's `a_{0}` in an
+    initializer list), rather than being a body of its own (an enum's)."""
     if not head:
         return False
     words = [t[1] for t in head]
-    if words[0] in ("enum",) or words[0] in AGGREGATES or "namespace" in words[:2]:
+    if words[0] == "enum" or words[0] in AGGREGATES or "namespace" in words[:2]:
         return False
     return head[-1][0] == "ident" or head[-1][1] in (">", "(", ",", "=", "[", "return")
 
