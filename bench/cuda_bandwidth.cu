@@ -13,7 +13,7 @@
 
 #include "kernels.cuh"
 
-using namespace kiln::cuda_backend::gpu;
+using namespace kiln::backends::cuda::gpu;
 
 #define CHECK(x)                                               \
   do {                                                         \

@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-namespace kiln::cuda_backend {
+namespace kiln::backends::cuda {
 
 constexpr uint64_t kDelegateHeaderBytes = 256;
 constexpr uint64_t kLaunchBytes = 256;
@@ -40,6 +40,6 @@ constexpr int kMaxDevices = 16;
 // Largest tensor rank the kernels index.
 constexpr uint32_t kMaxRank = 8;
 
-}  // namespace kiln::cuda_backend
+}  // namespace kiln::backends::cuda
 
 #endif  // KILN_BACKENDS_CUDA_CUDA_ABI_H_

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-namespace kiln::cuda_backend {
+namespace kiln::backends::cuda {
 
 struct KernelInfo {
   const char* name;
@@ -38,7 +38,7 @@ constexpr KernelInfo kKernels[] = {
     {"Div", kIn01},
     {"Max", kIn01},
     {"Min", kIn01},
-    // linear: cuBLASLt on the GPU, the reference GEMM kernel under hostsim; direct convolution
+    // linear: cuBLASLt on the GPU, the reference GEMM kernel under the host execution model; direct convolution
     {"Gemm", 0},
     {"MatMul", 0},
     {"Conv", 0},
@@ -69,6 +69,6 @@ inline const KernelInfo* find_kernel(const char* name) {
   return nullptr;
 }
 
-}  // namespace kiln::cuda_backend
+}  // namespace kiln::backends::cuda
 
 #endif  // KILN_BACKENDS_CUDA_CUDA_KERNELS_H_

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-namespace kiln::null_backend {
+namespace kiln::backends::null {
 
 // A delegate's state: a header, one step per kernel call, one pointer per
 // operand (inputs, outputs and scratch of every call).
@@ -23,6 +23,6 @@ constexpr uint32_t kArenaAlignment = 64;
 // Devices null:0 .. null:3 may be addressed (all share one memory pool).
 constexpr int kMaxDevices = 4;
 
-}  // namespace kiln::null_backend
+}  // namespace kiln::backends::null
 
 #endif  // KILN_BACKENDS_NULL_NULL_ABI_H_

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace kiln::vulkan {
+namespace kiln::backends::vulkan {
 
 // Offsets in Vulkan arenas are multiples of this: the largest
 // minStorageBufferOffsetAlignment a conforming device may report, so a
@@ -24,6 +24,6 @@ constexpr uint64_t kDelegateStateBytes = 64;
 // Devices vulkan:0 .. vulkan:7 may be addressed.
 constexpr int kMaxDevices = 8;
 
-}  // namespace kiln::vulkan
+}  // namespace kiln::backends::vulkan
 
 #endif  // KILN_BACKENDS_VULKAN_VULKAN_ABI_H_

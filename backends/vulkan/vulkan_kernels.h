@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-namespace kiln::vulkan {
+namespace kiln::backends::vulkan {
 
 struct KernelInfo {
   const char* name;
@@ -72,6 +72,6 @@ inline const KernelInfo* find_kernel(const char* name) {
   return nullptr;
 }
 
-}  // namespace kiln::vulkan
+}  // namespace kiln::backends::vulkan
 
 #endif  // KILN_BACKENDS_VULKAN_VULKAN_KERNELS_H_

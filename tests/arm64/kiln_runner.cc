@@ -55,21 +55,21 @@
 #include "kiln/kernels/portable.h"
 #include "kiln/runtime/program.h"
 
-#if KILN_RUNNER_CUDA_GPU || KILN_RUNNER_CUDA_SIM
+#if KILN_RUNNER_CUDA_GPU || KILN_RUNNER_CUDA_HOSTEXEC
 #include "kiln/backends/cuda/cuda_backend.h"
 #define KILN_RUNNER_CUDA 1
 // runner_cuda.cc, one per flavour built.
-#define KILN_RUNNER_CUDA_DECLARE(flavor)                                       \
-  namespace kiln_runner::flavor {                                              \
-  kiln::Backend* cuda_backend(const kiln::cuda_backend::CudaOptions& options); \
-  const kiln::cuda_backend::CudaStats& cuda_stats();                           \
-  uint32_t cuda_shutdown();                                                    \
+#define KILN_RUNNER_CUDA_DECLARE(flavor)                                         \
+  namespace kiln_runner::flavor {                                                \
+  kiln::Backend* cuda_backend(const kiln::backends::cuda::CudaOptions& options); \
+  const kiln::backends::cuda::CudaStats& cuda_stats();                           \
+  uint32_t cuda_shutdown();                                                      \
   }
 #if KILN_RUNNER_CUDA_GPU
 KILN_RUNNER_CUDA_DECLARE(gpu)
 #endif
-#if KILN_RUNNER_CUDA_SIM
-KILN_RUNNER_CUDA_DECLARE(sim)
+#if KILN_RUNNER_CUDA_HOSTEXEC
+KILN_RUNNER_CUDA_DECLARE(hostexec)
 #endif
 #endif
 
@@ -452,11 +452,11 @@ bool env_is(const char* name, const char* value) {
   return v != nullptr && std::strcmp(v, value) == 0;
 }
 
-// The CUDA backend's flavour in use: 's' (host execution model) or 'g'.
+// The CUDA backend's flavour in use: 'h' (host execution model) or 'g'.
 char g_cuda_flavor = 0;
 
 bool register_cuda() {
-  kiln::cuda_backend::CudaOptions options;
+  kiln::backends::cuda::CudaOptions options;
   if (const char* mb = std::getenv("KILN_CUDA_WORKSPACE_MB")) {
     const long n = std::strtol(mb, nullptr, 10);
     options.gemm_workspace_bytes = static_cast<uint64_t>(n > 0 ? n : 0) << 20;
@@ -464,9 +464,9 @@ bool register_cuda() {
   options.graphs = !env_is("KILN_CUDA_GRAPHS", "0");
   kiln::Backend* backend = nullptr;
   if (env_is("KILN_CUDA_EXECUTION", "host")) {
-#if KILN_RUNNER_CUDA_SIM
-    backend = kiln_runner::sim::cuda_backend(options);
-    g_cuda_flavor = 's';
+#if KILN_RUNNER_CUDA_HOSTEXEC
+    backend = kiln_runner::hostexec::cuda_backend(options);
+    g_cuda_flavor = 'h';
 #endif
   } else {
 #if KILN_RUNNER_CUDA_GPU
@@ -484,21 +484,21 @@ bool register_cuda() {
 // What the CUDA backend did; its leaked arenas count as a failure.
 int report_cuda(int status) {
   if (g_cuda_flavor == 0) return status;
-#if KILN_RUNNER_CUDA_SIM
-  if (g_cuda_flavor == 's') {
-    const kiln::cuda_backend::CudaStats& s = kiln_runner::sim::cuda_stats();
+#if KILN_RUNNER_CUDA_HOSTEXEC
+  if (g_cuda_flavor == 'h') {
+    const kiln::backends::cuda::CudaStats& s = kiln_runner::hostexec::cuda_stats();
     std::fprintf(stderr,
                  "cuda (host execution model): %llu delegate calls launched directly, %llu replayed from %llu "
                  "captured graphs; %llu Gemm/MatMul kernels on the reference GEMM (cuBLASLt is not modelled)\n",
                  static_cast<unsigned long long>(s.direct_calls), static_cast<unsigned long long>(s.graph_replays),
                  static_cast<unsigned long long>(s.captures), static_cast<unsigned long long>(s.gemm_reference));
-    const uint32_t leaks = kiln_runner::sim::cuda_shutdown();
+    const uint32_t leaks = kiln_runner::hostexec::cuda_shutdown();
     if (leaks != 0) std::fprintf(stderr, "cuda: %u arenas never released\n", leaks);
     return leaks != 0 ? 1 : status;
   }
 #endif
 #if KILN_RUNNER_CUDA_GPU
-  const kiln::cuda_backend::CudaStats& s = kiln_runner::gpu::cuda_stats();
+  const kiln::backends::cuda::CudaStats& s = kiln_runner::gpu::cuda_stats();
   std::fprintf(stderr,
                "cuda (GPU): %llu delegate calls launched directly, %llu replayed from %llu captured graphs "
                "(%llu capture failures); Gemm/MatMul kernels: %llu on cuBLASLt, %llu on the reference GEMM\n",

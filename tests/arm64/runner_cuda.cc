@@ -1,6 +1,6 @@
 // kiln-runner's CUDA backend, compiled once per flavour like the host
-// tools' (backends/cuda/host/cuda_host_backend.cc): `gpu` (kiln_cuda: nvcc
-// kernels, cuBLASLt) and, with KILN_CUDA_HOSTSIM=1, `sim` (the host
+// tools' (backends/cuda/registration/cuda_flavor_registration.cc): `gpu` (kiln_cuda: nvcc
+// kernels, cuBLASLt) and, with KILN_CUDA_HOSTEXEC=1, `hostexec` (the host
 // execution model, test infrastructure). kiln_runner.cc picks one with
 // KILN_CUDA_EXECUTION=host, as `kiln run` does.
 
@@ -8,7 +8,7 @@
 
 namespace kiln_runner::KILN_CUDA_FLAVOR {
 
-namespace cb = kiln::cuda_backend;
+namespace cb = kiln::backends::cuda;
 
 cb::KILN_CUDA_FLAVOR::CudaBackend* g_backend = nullptr;
 

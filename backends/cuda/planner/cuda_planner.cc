@@ -27,7 +27,7 @@ using Check = std::function<std::string(const NodeView&)>;
 // arguments).
 Check rules(Check extra = nullptr, size_t tensor_inputs = SIZE_MAX) {
   OperandLimits limits;
-  limits.max_rank = cuda_backend::kMaxRank;
+  limits.max_rank = backends::cuda::kMaxRank;
   limits.max_elements = (int64_t{1} << 31) - 1;
   limits.too_large = "has 2^31 elements or more";
   return operand_rules(limits, std::move(extra), tensor_inputs);
@@ -48,12 +48,14 @@ void register_cuda_backend_planner() {
   TablePlannerSpec spec;
   spec.name = "cuda";
   spec.device_type = fb::DeviceType::CUDA;
-  spec.max_devices = cuda_backend::kMaxDevices;
-  spec.arena_alignment = cuda_backend::kArenaAlignment;
-  spec.state_bytes_fixed = cuda_backend::delegate_state_bytes(0, 0);
-  spec.state_bytes_per_kernel = cuda_backend::delegate_state_bytes(1, 0) - cuda_backend::delegate_state_bytes(0, 0);
-  spec.state_bytes_per_operand = cuda_backend::delegate_state_bytes(0, 1) - cuda_backend::delegate_state_bytes(0, 0);
-  for (const cuda_backend::KernelInfo& k : cuda_backend::kKernels) spec.inplace.push_back({k.name, k.inplace_inputs});
+  spec.max_devices = backends::cuda::kMaxDevices;
+  spec.arena_alignment = backends::cuda::kArenaAlignment;
+  spec.state_bytes_fixed = backends::cuda::delegate_state_bytes(0, 0);
+  spec.state_bytes_per_kernel = backends::cuda::delegate_state_bytes(1, 0) - backends::cuda::delegate_state_bytes(0, 0);
+  spec.state_bytes_per_operand =
+      backends::cuda::delegate_state_bytes(0, 1) - backends::cuda::delegate_state_bytes(0, 0);
+  for (const backends::cuda::KernelInfo& k : backends::cuda::kKernels)
+    spec.inplace.push_back({k.name, k.inplace_inputs});
   // Binary kernels (Sum and Mean lower to Add, and Mul by 1/n).
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean"}) {
     spec.ops.push_back(op_support(op, rules()));

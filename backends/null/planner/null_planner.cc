@@ -17,11 +17,11 @@ void register_null_backend_planner() {
   TablePlannerSpec spec;
   spec.name = "null";
   spec.device_type = fb::DeviceType::NULL_DEVICE;
-  spec.max_devices = null_backend::kMaxDevices;
-  spec.arena_alignment = null_backend::kArenaAlignment;
-  spec.state_bytes_fixed = null_backend::kDelegateHeaderBytes;
-  spec.state_bytes_per_kernel = null_backend::kStepBytes;
-  spec.state_bytes_per_operand = null_backend::kOperandBytes;
+  spec.max_devices = backends::null::kMaxDevices;
+  spec.arena_alignment = backends::null::kArenaAlignment;
+  spec.state_bytes_fixed = backends::null::kDelegateHeaderBytes;
+  spec.state_bytes_per_kernel = backends::null::kStepBytes;
+  spec.state_bytes_per_operand = backends::null::kOperandBytes;
   KernelRegistry kernels;
   if (register_portable_kernels(kernels) != Error::kOk) {
     throw std::logic_error("the null backend: the portable kernels do not fit a KernelRegistry");

@@ -50,10 +50,11 @@ void register_vulkan_backend_planner() {
   TablePlannerSpec spec;
   spec.name = "vulkan";
   spec.device_type = fb::DeviceType::VULKAN;
-  spec.max_devices = vulkan::kMaxDevices;
-  spec.arena_alignment = vulkan::kArenaAlignment;
-  spec.state_bytes_fixed = vulkan::kDelegateStateBytes;
-  for (const vulkan::KernelInfo& k : vulkan::kKernels) spec.inplace.push_back({k.name, k.inplace_inputs});
+  spec.max_devices = backends::vulkan::kMaxDevices;
+  spec.arena_alignment = backends::vulkan::kArenaAlignment;
+  spec.state_bytes_fixed = backends::vulkan::kDelegateStateBytes;
+  for (const backends::vulkan::KernelInfo& k : backends::vulkan::kKernels)
+    spec.inplace.push_back({k.name, k.inplace_inputs});
   // binary.comp (Sum and Mean lower to Add, and Mul by 1/n; Pow with a
   // scalar constant exponent to unary.comp's PowScalar).
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean"}) {

@@ -8,7 +8,7 @@
 
 #include "kiln/backends/cuda/cuda_backend.h"
 
-namespace kiln::cuda_backend {
+namespace kiln::backends::cuda {
 namespace {
 
 TEST(CudaNoGpu, ArenasAndCopiesAreRefusedNamingTheDevice) {
@@ -28,4 +28,4 @@ TEST(CudaNoGpu, ArenasAndCopiesAreRefusedNamingTheDevice) {
 }
 
 }  // namespace
-}  // namespace kiln::cuda_backend
+}  // namespace kiln::backends::cuda

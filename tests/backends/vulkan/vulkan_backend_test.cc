@@ -193,8 +193,8 @@ TEST(VulkanBackendTest, AllVulkanMixerMatchesCpu) {
 // gets register blocks by default).
 TEST(VulkanBackendTest, SharedMemoryTilesMatchCpu) {
   SKIP_WITHOUT_VULKAN();
-  vulkan::VulkanOptions options = TestBackend::default_options();
-  options.kernels = vulkan::VulkanOptions::Kernels::kSharedMemoryTiles;
+  backends::vulkan::VulkanOptions options = TestBackend::default_options();
+  options.kernels = backends::vulkan::VulkanOptions::Kernels::kSharedMemoryTiles;
   TestBackend tiles(options);
   GraphBuilder c = cnn(), m = mixer();
   const std::vector<HostTensor> image = {random_tensor({2, 3, 12, 12}, 21)};
@@ -276,7 +276,7 @@ TEST(VulkanBackendTest, BarriersOnlyWhereBytesConflict) {
   const int t = b.node("Tanh", {x});
   b.output(b.node("Add", {b.node("Add", {r, s}), t}));
   const PlanResult vk = plan(b, "vulkan:0", /*inplace=*/false);
-  vulkan::VulkanBackend& backend = *shared_backend().backend;
+  backends::vulkan::VulkanBackend& backend = *shared_backend().backend;
   const uint64_t before = backend.stats().barriers_recorded;
   const uint64_t dispatches = backend.stats().dispatches_recorded;
   const std::vector<HostTensor> inputs = {random_tensor({4, 64}, 5)};
@@ -592,7 +592,7 @@ TEST(VulkanBackendTest, CorruptBlobsAreRefused) {
 
 TEST(VulkanBackendTest, StagingCopiesGiveTheSameOutputs) {
   SKIP_WITHOUT_VULKAN();
-  vulkan::VulkanOptions options = TestBackend::default_options();
+  backends::vulkan::VulkanOptions options = TestBackend::default_options();
   options.force_staging = true;
   TestBackend staging(options);
   GraphBuilder b = cnn(/*with_pad=*/true);
@@ -638,7 +638,7 @@ TEST(VulkanBackendTest, DriverHostAllocationsComeFromThePool) {
   GraphBuilder b = mixer();
   const std::vector<HostTensor> inputs = {random_tensor({2, 7, 16}, 17)};
   run_vulkan(plan(b, "vulkan:0").bytes, inputs, pooled);
-  const vulkan::VulkanStats stats = pooled.backend->stats();
+  const backends::vulkan::VulkanStats stats = pooled.backend->stats();
   EXPECT_GT(stats.host_allocations, 0u);
   EXPECT_GT(stats.host_bytes_peak, 0u);
   EXPECT_LE(stats.host_bytes_peak, pooled.pool.size());
@@ -658,7 +658,7 @@ TEST(VulkanBackendTest, ExhaustedHostPoolIsAnError) {
 
 TEST(HostPoolTest, AllocatesAlignsReallocatesAndMerges) {
   std::vector<uint8_t> memory(1 << 16);
-  vulkan::internal::HostPool pool;
+  backends::vulkan::internal::HostPool pool;
   pool.reset(memory.data(), memory.size());
   std::vector<void*> blocks;
   for (size_t alignment : {8, 16, 64, 256, 4096}) {

@@ -119,10 +119,10 @@ TEST(VulkanExecuteTest, ExecuteOnlySubmitsRecordedWork) {
   EXPECT_GT(calls()["vkCreateComputePipelines"], 0);
 
   const std::map<std::string, int> before = calls();
-  const vulkan::VulkanStats stats_before = shared_backend().backend->stats();
+  const backends::vulkan::VulkanStats stats_before = shared_backend().backend->stats();
   constexpr int kRuns = 5;
   for (int r = 0; r < kRuns; ++r) ASSERT_EQ(method.execute(), Error::kOk);
-  const vulkan::VulkanStats stats_after = shared_backend().backend->stats();
+  const backends::vulkan::VulkanStats stats_after = shared_backend().backend->stats();
   for (const auto& [name, n] : calls()) {
     const int delta = n - (before.count(name) ? before.at(name) : 0);
     if (name == "vkQueueSubmit") {

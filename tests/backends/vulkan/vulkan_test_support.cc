@@ -10,19 +10,19 @@
 
 namespace kiln::testing {
 
-vulkan::VulkanOptions TestBackend::default_options() {
-  vulkan::VulkanOptions options;
+backends::vulkan::VulkanOptions TestBackend::default_options() {
+  backends::vulkan::VulkanOptions options;
   options.validation = true;
   return options;
 }
 
-TestBackend::TestBackend(vulkan::VulkanOptions options, size_t pool_bytes) {
+TestBackend::TestBackend(backends::vulkan::VulkanOptions options, size_t pool_bytes) {
   if (pool_bytes > 0) {
     pool.resize(pool_bytes);
     options.host_memory = Span<uint8_t>(pool.data(), pool.size());
   }
-  backend = std::make_unique<vulkan::VulkanBackend>(options);
-  if (vulkan::register_vulkan_backend(registry, backend.get()) != Error::kOk) std::abort();
+  backend = std::make_unique<backends::vulkan::VulkanBackend>(options);
+  if (backends::vulkan::register_vulkan_backend(registry, backend.get()) != Error::kOk) std::abort();
 }
 
 TestBackend& shared_backend() {
@@ -143,7 +143,8 @@ std::string single_kernel_program(const std::string& op, fb::ParamsUnion params,
     fb::PlannedStorageT p;
     p.arena = 0;
     p.offset = arena_size;
-    arena_size += (t.nbytes + vulkan::kArenaAlignment - 1) / vulkan::kArenaAlignment * vulkan::kArenaAlignment;
+    arena_size += (t.nbytes + backends::vulkan::kArenaAlignment - 1) / backends::vulkan::kArenaAlignment *
+                  backends::vulkan::kArenaAlignment;
     t.storage.Set(std::move(p));
   };
   std::vector<int32_t> device_inputs, device_outputs;
@@ -188,7 +189,7 @@ std::string single_kernel_program(const std::string& op, fb::ParamsUnion params,
   delegate->backend = "vulkan";
   delegate->device = std::make_unique<fb::Device>(fb::DeviceType::VULKAN, 0);
   delegate->inline_blob.assign(blob.GetBufferPointer(), blob.GetBufferPointer() + blob.GetSize());
-  delegate->state_bytes = vulkan::kDelegateStateBytes;
+  delegate->state_bytes = backends::vulkan::kDelegateStateBytes;
   m.delegates.push_back(std::move(delegate));
   auto delegate_call = std::make_unique<fb::InstructionT>();
   delegate_call->name = "test_" + op;
@@ -207,7 +208,7 @@ std::string single_kernel_program(const std::string& op, fb::ParamsUnion params,
   }
   auto arena = std::make_unique<fb::ArenaT>();
   arena->size = arena_size;
-  arena->alignment = vulkan::kArenaAlignment;
+  arena->alignment = backends::vulkan::kArenaAlignment;
   arena->device = std::make_unique<fb::Device>(fb::DeviceType::VULKAN, 0);
   m.arenas.push_back(std::move(arena));
   m.bookkeeping_bytes = planner::method_bookkeeping_bytes(m);

@@ -22,10 +22,10 @@ using planner::HostTensor;
 
 // A backend with validation on, registered in its own registry.
 struct TestBackend {
-  explicit TestBackend(vulkan::VulkanOptions options = default_options(), size_t pool_bytes = 64u << 20);
-  static vulkan::VulkanOptions default_options();
+  explicit TestBackend(backends::vulkan::VulkanOptions options = default_options(), size_t pool_bytes = 64u << 20);
+  static backends::vulkan::VulkanOptions default_options();
   std::vector<uint8_t> pool;
-  std::unique_ptr<vulkan::VulkanBackend> backend;
+  std::unique_ptr<backends::vulkan::VulkanBackend> backend;
   BackendRegistry registry;
 };
 

@@ -11,13 +11,13 @@
 #include "launch.h"
 #include "lower.h"
 
-#if !KILN_CUDA_HOSTSIM
+#if !KILN_CUDA_HOSTEXEC
 #include <cublasLt.h>
 #endif
 
-namespace kiln::cuda_backend::KILN_CUDA_FLAVOR {
+namespace kiln::backends::cuda::KILN_CUDA_FLAVOR {
 
-#if !KILN_CUDA_HOSTSIM
+#if !KILN_CUDA_HOSTEXEC
 // A Gemm/MatMul on cuBLASLt: its descriptors, initialised in place (no
 // cuBLASLt allocation), and the algorithm picked at init. Row-major
 // Y = op(A) op(B) runs as the column-major Y^T = op(B)^T op(A)^T.
@@ -84,7 +84,7 @@ bool overlap(const Tensor& a, const Tensor& b) {
   return a.arena() == b.arena() && a.offset() < b.offset() + b.nbytes() && b.offset() < a.offset() + a.nbytes();
 }
 
-#if !KILN_CUDA_HOSTSIM
+#if !KILN_CUDA_HOSTEXEC
 // Folds the batch of `m` into one (count, stride) per operand, or fails.
 bool one_batch(const MatMulArgs& m, uint64_t* count, int64_t* a_stride, int64_t* b_stride) {
   *count = 1;
@@ -230,7 +230,7 @@ class RecordSink final : public LaunchSink {
     Launch& l = record_.launches[record_.count++];
     l = launch;
     if (l.kind != LaunchKind::kMatMul) return Error::kOk;
-#if !KILN_CUDA_HOSTSIM
+#if !KILN_CUDA_HOSTEXEC
     Launch activation;
     bool needs_activation = false;
     if (plan_gemm(static_cast<cublasLtHandle_t>(record_.state->blas), *record_.state, l, &record_.plans[kernel],
@@ -253,7 +253,7 @@ class RecordSink final : public LaunchSink {
 void enqueue_all(const Record& r) {
   for (uint32_t i = 0; i < r.count; ++i) {
     const Launch& l = r.launches[i];
-#if !KILN_CUDA_HOSTSIM
+#if !KILN_CUDA_HOSTEXEC
     if (l.kind == LaunchKind::kGemmLt) {
       run_gemm(*l.gemm, *r.state, r.stream);
       continue;
@@ -282,7 +282,7 @@ Error CudaBackend::open_device(int index) {
   KILN_CHECK_OR_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, Error::kDeviceError,
                        "cuda: cannot create a stream on cuda:%d", index);
   d.stream = stream;
-#if !KILN_CUDA_HOSTSIM
+#if !KILN_CUDA_HOSTEXEC
   cublasLtHandle_t handle = nullptr;
   KILN_CHECK_OR_RETURN(cublasLtCreate(&handle) == CUBLAS_STATUS_SUCCESS, Error::kDeviceError,
                        "cuda: cuBLASLt cannot start on cuda:%d", index);
@@ -306,7 +306,7 @@ void CudaBackend::shutdown() {
     cudaSetDevice(i);
     cudaStreamSynchronize(stream_of(d));
     if (d.workspace != nullptr) cudaFree(d.workspace);
-#if !KILN_CUDA_HOSTSIM
+#if !KILN_CUDA_HOSTEXEC
     if (d.blas != nullptr) cublasLtDestroy(static_cast<cublasLtHandle_t>(d.blas));
 #endif
     cudaStreamDestroy(stream_of(d));
@@ -527,4 +527,4 @@ void CudaBackend::destroy(void* delegate) {
   r.graph = nullptr;
 }
 
-}  // namespace kiln::cuda_backend::KILN_CUDA_FLAVOR
+}  // namespace kiln::backends::cuda::KILN_CUDA_FLAVOR

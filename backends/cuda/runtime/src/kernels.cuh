@@ -1,6 +1,6 @@
 // The CUDA backend's kernels, written once in CUDA C++. nvcc compiles them
 // for the GPU (launch.cu); the host compiler compiles the same text under
-// the host execution model (hostsim, test infrastructure: launch_sim.cc),
+// the host execution model (hostexec, test infrastructure: launch_hostexec.cc),
 // which runs every block's threads as fibers, so barriers, shared memory
 // and warp shuffles behave as on a GPU and the conformance suite checks
 // these kernels for real on any machine.
@@ -18,7 +18,7 @@
 
 #include "launch.h"
 
-namespace kiln::cuda_backend::KILN_CUDA_FLAVOR {
+namespace kiln::backends::cuda::KILN_CUDA_FLAVOR {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
@@ -432,6 +432,6 @@ inline void enqueue_kernel_impl(const Launch& l, cudaStream_t stream) {
   }
 }
 
-}  // namespace kiln::cuda_backend::KILN_CUDA_FLAVOR
+}  // namespace kiln::backends::cuda::KILN_CUDA_FLAVOR
 
 #endif  // KILN_BACKENDS_CUDA_RUNTIME_SRC_KERNELS_CUH_

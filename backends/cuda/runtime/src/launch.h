@@ -17,7 +17,7 @@
 #include "backends/cuda/cuda_abi.h"
 #include "cuda_compat.h"
 
-namespace kiln::cuda_backend::KILN_CUDA_FLAVOR {
+namespace kiln::backends::cuda::KILN_CUDA_FLAVOR {
 
 // Unary ops (kernels.cuh apply_unary) and fused activations (fb::Activation).
 enum UnaryOp : uint32_t {
@@ -181,6 +181,6 @@ static_assert(sizeof(Launch) <= kLaunchBytes, "Launch outgrew the bytes the plan
 // cudaGetLastError().
 void enqueue_kernel(const Launch& launch, cudaStream_t stream);
 
-}  // namespace kiln::cuda_backend::KILN_CUDA_FLAVOR
+}  // namespace kiln::backends::cuda::KILN_CUDA_FLAVOR
 
 #endif  // KILN_BACKENDS_CUDA_RUNTIME_SRC_LAUNCH_H_

@@ -10,7 +10,7 @@
   KILN_CHECK_OR_RETURN(cond, ::kiln::Error::kInvalidProgram, "cuda: node '%s' (%s): " fmt, (kernel).node, (kernel).op, \
                        ##__VA_ARGS__)
 
-namespace kiln::cuda_backend::KILN_CUDA_FLAVOR {
+namespace kiln::backends::cuda::KILN_CUDA_FLAVOR {
 namespace {
 
 constexpr uint32_t kBlock = 256;
@@ -772,4 +772,4 @@ Error lower_kernel(const KernelView& k, LaunchSink& sink) {
   KILN_RETURN_ERROR(Error::kKernelNotFound, "cuda: node '%s': no CUDA kernel runs '%s'", k.node, op);
 }
 
-}  // namespace kiln::cuda_backend::KILN_CUDA_FLAVOR
+}  // namespace kiln::backends::cuda::KILN_CUDA_FLAVOR

@@ -13,7 +13,7 @@
 #include "kiln/runtime/backend.h"
 #include "launch.h"
 
-namespace kiln::cuda_backend::KILN_CUDA_FLAVOR {
+namespace kiln::backends::cuda::KILN_CUDA_FLAVOR {
 
 // Receives each kernel's launches in order.
 class LaunchSink {
@@ -53,6 +53,6 @@ struct KernelView {
 // Checks `kernel` and emits its launches to `sink`.
 Error lower_kernel(const KernelView& kernel, LaunchSink& sink);
 
-}  // namespace kiln::cuda_backend::KILN_CUDA_FLAVOR
+}  // namespace kiln::backends::cuda::KILN_CUDA_FLAVOR
 
 #endif  // KILN_BACKENDS_CUDA_RUNTIME_SRC_LOWER_H_

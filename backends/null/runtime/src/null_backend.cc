@@ -9,7 +9,7 @@
 #include "kiln/runtime/log.h"
 #include "kiln/schema/delegate_generated.h"
 
-namespace kiln::null_backend {
+namespace kiln::backends::null {
 namespace {
 
 // One kernel call, resolved at init. Its operand arrays follow the steps
@@ -237,4 +237,4 @@ Error NullBackend::execute(void* delegate, const DelegateCallArgs& args) {
   return Error::kOk;
 }
 
-}  // namespace kiln::null_backend
+}  // namespace kiln::backends::null

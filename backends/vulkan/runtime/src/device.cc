@@ -5,7 +5,7 @@
 
 #include "kiln/runtime/log.h"
 
-namespace kiln::vulkan::internal {
+namespace kiln::backends::vulkan::internal {
 namespace {
 
 constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
@@ -527,4 +527,4 @@ const char* result_name(VkResult result) {
   }
 }
 
-}  // namespace kiln::vulkan::internal
+}  // namespace kiln::backends::vulkan::internal

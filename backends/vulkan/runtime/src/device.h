@@ -8,7 +8,7 @@
 
 #include "state.h"
 
-namespace kiln::vulkan::internal {
+namespace kiln::backends::vulkan::internal {
 
 // Creates the instance (with the validation layer and a debug messenger
 // when asked) and lists the physical devices. Idempotent.
@@ -55,6 +55,6 @@ class Lock {
   BackendState& s_;
 };
 
-}  // namespace kiln::vulkan::internal
+}  // namespace kiln::backends::vulkan::internal
 
 #endif  // KILN_BACKENDS_VULKAN_RUNTIME_SRC_DEVICE_H_

@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-namespace kiln::vulkan::internal {
+namespace kiln::backends::vulkan::internal {
 namespace {
 
 uintptr_t align_up(uintptr_t v, size_t alignment) { return (v + alignment - 1) & ~(uintptr_t{alignment} - 1); }
@@ -137,4 +137,4 @@ void HostPool::free(void* p) {
   unlock();
 }
 
-}  // namespace kiln::vulkan::internal
+}  // namespace kiln::backends::vulkan::internal

@@ -25,7 +25,7 @@
 
 #include <atomic>
 
-namespace kiln::vulkan::internal {
+namespace kiln::backends::vulkan::internal {
 
 class HostPool {
  public:
@@ -71,6 +71,6 @@ class HostPool {
   uint64_t peak_ = 0;
 };
 
-}  // namespace kiln::vulkan::internal
+}  // namespace kiln::backends::vulkan::internal
 
 #endif  // KILN_BACKENDS_VULKAN_RUNTIME_SRC_HOST_POOL_H_

@@ -1,6 +1,6 @@
 #include "shaders.h"
 
-namespace kiln::vulkan::internal {
+namespace kiln::backends::vulkan::internal {
 namespace {
 
 // Each <name>.spv.inc is glslc's C initializer output for a shader of
@@ -97,4 +97,4 @@ static_assert(kTable.info[kShaderCount - 1].first_pipeline + kEntries[kShaderCou
 
 const ShaderInfo& shader_info(ShaderId id) { return kTable.info[id]; }
 
-}  // namespace kiln::vulkan::internal
+}  // namespace kiln::backends::vulkan::internal

@@ -14,7 +14,7 @@
 
 #include "backends/vulkan/shaders/shader_ops.h"
 
-namespace kiln::vulkan::internal {
+namespace kiln::backends::vulkan::internal {
 
 enum ShaderId : uint32_t {
   kShaderUnary,
@@ -49,6 +49,6 @@ constexpr uint32_t kPipelineCount = KILN_UNARY_COUNT + KILN_BINARY_COUNT + 1 + 1
 
 const ShaderInfo& shader_info(ShaderId id);
 
-}  // namespace kiln::vulkan::internal
+}  // namespace kiln::backends::vulkan::internal
 
 #endif  // KILN_BACKENDS_VULKAN_RUNTIME_SRC_SHADERS_H_

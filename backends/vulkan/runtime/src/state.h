@@ -15,7 +15,7 @@
 #include "kiln/backends/vulkan/vulkan_backend.h"
 #include "shaders.h"
 
-namespace kiln::vulkan::internal {
+namespace kiln::backends::vulkan::internal {
 
 // Storage buffers of the shader with the most (LayerNormalization,
 // BatchNormalization).
@@ -113,17 +113,18 @@ struct BackendState {
 // VkResult's name ("VK_ERROR_OUT_OF_DEVICE_MEMORY").
 const char* result_name(VkResult result);
 
-}  // namespace kiln::vulkan::internal
+}  // namespace kiln::backends::vulkan::internal
 
 // Logs `what` with the VkResult's name and returns kDeviceError when a
 // Vulkan call fails.
-#define KILN_VK_CHECK(call, what)                                                                               \
-  do {                                                                                                          \
-    const VkResult kiln_vk_result_ = (call);                                                                    \
-    if (kiln_vk_result_ != VK_SUCCESS) {                                                                        \
-      KILN_LOG(ERROR, "vulkan: %s failed: %s", (what), ::kiln::vulkan::internal::result_name(kiln_vk_result_)); \
-      return ::kiln::Error::kDeviceError;                                                                       \
-    }                                                                                                           \
+#define KILN_VK_CHECK(call, what)                                                 \
+  do {                                                                            \
+    const VkResult kiln_vk_result_ = (call);                                      \
+    if (kiln_vk_result_ != VK_SUCCESS) {                                          \
+      KILN_LOG(ERROR, "vulkan: %s failed: %s", (what),                            \
+               ::kiln::backends::vulkan::internal::result_name(kiln_vk_result_)); \
+      return ::kiln::Error::kDeviceError;                                         \
+    }                                                                             \
   } while (0)
 
 #endif  // KILN_BACKENDS_VULKAN_RUNTIME_SRC_STATE_H_

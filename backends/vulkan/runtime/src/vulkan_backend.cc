@@ -1,6 +1,6 @@
 // The Vulkan backend: device memory, copies and the delegate lifecycle
 // (validate and record at init, submit at execute). Devices, pipelines and
-// staging are in device.cc, the kernels' dispatches in dispatch.cc.
+// staging are in device.cc, the kernels' launches in lower.cc.
 
 #include "kiln/backends/vulkan/vulkan_backend.h"
 
@@ -9,19 +9,19 @@
 #include <new>
 
 #include "device.h"
-#include "dispatch.h"
 #include "kiln/runtime/log.h"
 #include "kiln/schema/delegate_generated.h"
+#include "lower.h"
 #include "state.h"
 
-namespace kiln::vulkan {
+namespace kiln::backends::vulkan {
 
 using internal::ArenaState;
 using internal::BackendState;
 using internal::DelegateRecord;
 using internal::DeviceState;
-using internal::Dispatch;
 using internal::KernelView;
+using internal::Launch;
 using internal::Lock;
 
 namespace {
@@ -142,10 +142,10 @@ class OperandChecker {
 };
 
 // First pass: how many dispatches and descriptors, and every pipeline made.
-class CountingSink final : public internal::DispatchSink {
+class CountingSink final : public internal::LaunchSink {
  public:
   CountingSink(BackendState& s, DeviceState& device) : s_(s), device_(device) {}
-  Error emit(const Dispatch& d) override {
+  Error emit(const Launch& d) override {
     Result<VkPipeline> pipeline = internal::ensure_pipeline(s_, device_, d.shader, d.variant);
     if (!pipeline.ok()) return pipeline.error();
     ++dispatches;
@@ -170,14 +170,14 @@ class CountingSink final : public internal::DispatchSink {
 // or wrote (write after read, write after write), waits for it. The
 // dispatches of one Concat write disjoint columns of their output and do
 // not wait for each other.
-class RecordingSink final : public internal::DispatchSink {
+class RecordingSink final : public internal::LaunchSink {
  public:
   RecordingSink(BackendState& s, DeviceState& device, const MethodView& method, DelegateRecord& record)
       : s_(s), device_(device), method_(method), record_(record) {}
 
   void set_kernel(uint32_t kernel) { kernel_ = kernel; }
 
-  Error emit(const Dispatch& d) override {
+  Error emit(const Launch& d) override {
     const uint32_t n = d.num_bindings;
     VkDescriptorSetAllocateInfo allocate = {};
     allocate.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
@@ -246,7 +246,7 @@ class RecordingSink final : public internal::DispatchSink {
   };
   static constexpr uint32_t kPending = 96;
 
-  bool conflicts(const Dispatch& d) const {
+  bool conflicts(const Launch& d) const {
     for (uint32_t i = 0; i < d.num_bindings; ++i) {
       const internal::Binding& b = d.bindings[i];
       for (uint32_t p = 0; p < pending_; ++p) {
@@ -683,4 +683,4 @@ Error register_vulkan_backend(BackendRegistry& registry, VulkanBackend* backend)
   return registry.register_backend(backend);
 }
 
-}  // namespace kiln::vulkan
+}  // namespace kiln::backends::vulkan

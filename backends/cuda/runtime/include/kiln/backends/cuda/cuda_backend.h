@@ -3,7 +3,7 @@
 // cuBLASLt for Gemm/MatMul), each delegate call captured once as a CUDA
 // graph and replayed.
 //
-//   static kiln::cuda_backend::gpu::CudaBackend backend{kiln::cuda_backend::CudaOptions{}};
+//   static kiln::backends::cuda::gpu::CudaBackend backend{kiln::backends::cuda::CudaOptions{}};
 //   kiln::global_backend_registry().register_backend(&backend);
 //
 // Memory: one cudaMalloc per device arena, when a method loads
@@ -26,8 +26,8 @@
 // Error naming it (cuda:N) when a method loads, never a crash.
 //
 // Two builds of this class exist (cuda_flavor.h): `gpu`, the real one, and
-// `sim`, the same source over the host execution model (test
-// infrastructure, backends/cuda/hostsim).
+// `hostexec`, the same source over the host execution model (test
+// infrastructure, backends/cuda/hostexec).
 //
 // Threading: one thread loads or executes a given Method at a time.
 
@@ -40,7 +40,7 @@
 #include "kiln/backends/cuda/cuda_flavor.h"
 #include "kiln/runtime/backend.h"
 
-namespace kiln::cuda_backend {
+namespace kiln::backends::cuda {
 
 struct CudaOptions {
   // cuBLASLt workspace per device (0: none; cuBLASLt then only picks
@@ -109,6 +109,6 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace KILN_CUDA_FLAVOR
-}  // namespace kiln::cuda_backend
+}  // namespace kiln::backends::cuda
 
 #endif  // KILN_BACKENDS_CUDA_CUDA_BACKEND_H_

@@ -6,9 +6,9 @@
 // in-place rules checked by the backend) runs for real on any machine.
 //
 //   static uint8_t pool[1 << 20];
-//   kiln::null_backend::NullOptions options;
+//   kiln::backends::null::NullOptions options;
 //   options.memory = {pool, sizeof(pool)};
-//   static kiln::null_backend::NullBackend backend(options);
+//   static kiln::backends::null::NullBackend backend(options);
 //   backend_registry.register_backend(&backend);
 //
 // Memory: device arenas are carved from `NullOptions::memory` (not owned;
@@ -32,7 +32,7 @@
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/kernel.h"
 
-namespace kiln::null_backend {
+namespace kiln::backends::null {
 
 struct NullOptions {
   // Memory for device arenas. Must outlive the backend.
@@ -70,6 +70,6 @@ class NullBackend final : public Backend {
   uint32_t live_ = 0;
 };
 
-}  // namespace kiln::null_backend
+}  // namespace kiln::backends::null
 
 #endif  // KILN_BACKENDS_NULL_NULL_BACKEND_H_

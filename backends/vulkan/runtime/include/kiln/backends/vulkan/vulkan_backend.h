@@ -2,10 +2,10 @@
 // Vulkan 1.1 device (a GPU, or Mesa's lavapipe on a CPU) with compute
 // shaders compiled to SPIR-V when kiln is built.
 //
-//   kiln::vulkan::VulkanOptions options;
+//   kiln::backends::vulkan::VulkanOptions options;
 //   options.host_memory = {pool, sizeof(pool)};     // optional, see below
-//   static kiln::vulkan::VulkanBackend vulkan(options);
-//   kiln::vulkan::register_vulkan_backend(kiln::global_backend_registry(), &vulkan);
+//   static kiln::backends::vulkan::VulkanBackend vulkan(options);
+//   kiln::backends::vulkan::register_vulkan_backend(kiln::global_backend_registry(), &vulkan);
 //
 // What it does, and when:
 //   - Device vulkan:N is the N-th physical device the Vulkan loader lists.
@@ -52,7 +52,7 @@
 
 #include "kiln/runtime/backend.h"
 
-namespace kiln::vulkan {
+namespace kiln::backends::vulkan {
 
 struct VulkanOptions {
   // Enable VK_LAYER_KHRONOS_validation (Debian: vulkan-validationlayers).
@@ -146,6 +146,6 @@ class VulkanBackend final : public Backend {
 // Registers `backend` (not owned) in `registry`.
 Error register_vulkan_backend(BackendRegistry& registry, VulkanBackend* backend);
 
-}  // namespace kiln::vulkan
+}  // namespace kiln::backends::vulkan
 
 #endif  // KILN_BACKENDS_VULKAN_VULKAN_BACKEND_H_

@@ -1,25 +1,26 @@
-// One build of the CUDA backend's runtime half as kiln's host tools make it
-// (compiled once per flavour: `gpu`, and `sim` with KILN_CUDA_HOSTSIM=1;
-// cuda_host.cc picks one by KILN_CUDA_EXECUTION).
+// One build of the CUDA backend's runtime half as kiln's tools make it
+// (compiled once per flavour: `gpu`, and `hostexec` with
+// KILN_CUDA_HOSTEXEC=1; cuda_registration.cc picks one by
+// KILN_CUDA_EXECUTION).
 
 #include <cstdio>
 #include <memory>
 
-#include "backends/cuda/host/cuda_host.h"
+#include "backends/cuda/registration/cuda_registration.h"
 #include "kiln/backends/cuda/cuda_backend.h"
 
-namespace kiln::planner::cuda_host::KILN_CUDA_FLAVOR {
+namespace kiln::backends::cuda::KILN_CUDA_FLAVOR {
 namespace {
 
-class CudaHost final : public HostBackend {
+class CudaHost final : public planner::HostBackend {
  public:
-  CudaHost(const cuda_backend::CudaOptions& options, bool report) : backend_(options), report_(report) {}
+  CudaHost(const CudaOptions& options, bool report) : backend_(options), report_(report) {}
   Backend& backend() override { return backend_; }
 
   // Every arena must be released by now; one that is not is a leak the run
   // reports. The execution model also says what ran.
   uint64_t shutdown() override {
-    const cuda_backend::CudaStats& s = backend_.stats();
+    const CudaStats& s = backend_.stats();
     if (report_ && (s.direct_calls > 0 || s.graph_replays > 0)) {
       std::fprintf(stderr,
                    "cuda (host execution model): %llu delegate calls launched directly, %llu replayed from %llu "
@@ -33,14 +34,14 @@ class CudaHost final : public HostBackend {
   }
 
  private:
-  cuda_backend::KILN_CUDA_FLAVOR::CudaBackend backend_;
+  CudaBackend backend_;
   bool report_;
 };
 
 }  // namespace
 
-std::unique_ptr<HostBackend> make(const cuda_backend::CudaOptions& options, bool report) {
+std::unique_ptr<planner::HostBackend> make_host_backend(const CudaOptions& options, bool report) {
   return std::make_unique<CudaHost>(options, report);
 }
 
-}  // namespace kiln::planner::cuda_host::KILN_CUDA_FLAVOR
+}  // namespace kiln::backends::cuda::KILN_CUDA_FLAVOR

@@ -1,5 +1,5 @@
-// hostsim's scheduler and its CUDA runtime API over host memory (see
-// hostsim.h; test infrastructure).
+// hostexec's scheduler and its CUDA runtime API over host memory (see
+// hostexec.h; test infrastructure).
 //
 // How a block runs:
 //   1. every thread of the block gets a fiber (a ucontext on its own stack
@@ -13,7 +13,7 @@
 // Stack switches are announced to AddressSanitizer when it is on
 // (__sanitizer_start/finish_switch_fiber), so ASan builds run the model too.
 
-#include "hostsim.h"
+#include "hostexec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,17 +23,17 @@
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
-#define KILN_HOSTSIM_ASAN 1
+#define KILN_HOSTEXEC_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define KILN_HOSTSIM_ASAN 1
+#define KILN_HOSTEXEC_ASAN 1
 #endif
 #endif
-#ifdef KILN_HOSTSIM_ASAN
+#ifdef KILN_HOSTEXEC_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
 
-namespace kiln::hostsim {
+namespace kiln::backends::cuda::hostexec {
 namespace {
 
 constexpr size_t kStackBytes = 256 * 1024;
@@ -102,13 +102,13 @@ Scheduler& scheduler() {
 #define g_scheduler (scheduler())
 
 void start_switch(Scheduler& s, void* bottom, size_t size) {
-#ifdef KILN_HOSTSIM_ASAN
+#ifdef KILN_HOSTEXEC_ASAN
   __sanitizer_start_switch_fiber(&s.fake_stack, bottom, size);
 #endif
 }
 
 void finish_switch(Scheduler& s) {
-#ifdef KILN_HOSTSIM_ASAN
+#ifdef KILN_HOSTEXEC_ASAN
   const void* old_bottom = nullptr;
   size_t old_size = 0;
   __sanitizer_finish_switch_fiber(s.fake_stack, &old_bottom, &old_size);
@@ -125,7 +125,7 @@ uint8_t* stack_of(Scheduler& s, unsigned i) { return s.stacks + size_t{i} * kSta
 // A fiber hands control back to the scheduler.
 void switch_to_scheduler(Scheduler& s, Fiber& f, bool finished) {
   ++s.stats.switches;
-#ifdef KILN_HOSTSIM_ASAN
+#ifdef KILN_HOSTEXEC_ASAN
   // A finished fiber's fake stack is dropped (nullptr), as ASan asks.
   void** save = finished ? nullptr : &s.fake_stack;
   __sanitizer_start_switch_fiber(save, s.main_stack_bottom, s.main_stack_size);
@@ -222,7 +222,7 @@ bool run_block(Scheduler& s, BlockRun& run, dim3 grid, dim3 block, uint3 block_i
     if (!progressed) {
       ++s.stats.deadlocks;
       fprintf(stderr,
-              "hostsim: deadlock in block (%u,%u,%u): %u of %u threads wait at a barrier the others cannot "
+              "hostexec: deadlock in block (%u,%u,%u): %u of %u threads wait at a barrier the others cannot "
               "reach\n",
               block_idx.x, block_idx.y, block_idx.z, run.live, run.threads);
       return false;
@@ -319,7 +319,7 @@ cudaError_t submit(cudaStream_t stream, Node n) {
 }  // namespace
 
 cudaError_t cudaGetDeviceCount(int* count) {
-  const char* env = getenv("KILN_HOSTSIM_DEVICES");
+  const char* env = getenv("KILN_HOSTEXEC_DEVICES");
   *count = env != nullptr ? atoi(env) : 4;
   return *count > 0 ? cudaSuccess : cudaErrorNoDevice;
 }
@@ -431,7 +431,7 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorLaunchFailure: return "unspecified launch failure (hostsim: deadlock)";
+    case cudaErrorLaunchFailure: return "unspecified launch failure (hostexec: deadlock)";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
   }
@@ -486,4 +486,4 @@ void yield() {
   switch_to_scheduler(s, *s.current, false);
 }
 
-}  // namespace kiln::hostsim
+}  // namespace kiln::backends::cuda::hostexec

@@ -1,5 +1,5 @@
-// The null backend as kiln's host tools use it: device memory from a pool
-// of KILN_NULL_MEMORY_MB megabytes (default 256), kernels from the portable
+// The null backend as kiln's tools use it: device memory from a pool of
+// KILN_NULL_MEMORY_MB megabytes (default 256), kernels from the portable
 // kernel table.
 
 #include <cstdlib>
@@ -10,20 +10,20 @@
 #include "kiln/kernels/portable.h"
 #include "kiln/planner/backend_planner.h"
 
-namespace kiln::planner {
+namespace kiln::backends::null {
 namespace {
 
-class NullHost final : public HostBackend {
+class NullHost final : public planner::HostBackend {
  public:
   NullHost() {
     const char* mb = std::getenv("KILN_NULL_MEMORY_MB");
     const long megabytes = mb != nullptr ? std::strtol(mb, nullptr, 10) : 256;
     pool_.resize(static_cast<size_t>(megabytes > 0 ? megabytes : 0) << 20);
     ok_ = register_portable_kernels(kernels_) == Error::kOk;
-    null_backend::NullOptions options;
+    NullOptions options;
     options.memory = Span<uint8_t>(pool_.data(), pool_.size());
     options.kernels = &kernels_;
-    backend_ = std::make_unique<null_backend::NullBackend>(options);
+    backend_ = std::make_unique<NullBackend>(options);
   }
 
   bool ok() const { return ok_; }
@@ -36,20 +36,25 @@ class NullHost final : public HostBackend {
   std::vector<uint8_t> pool_;
   KernelRegistry kernels_;
   bool ok_ = false;
-  std::unique_ptr<null_backend::NullBackend> backend_;
+  std::unique_ptr<NullBackend> backend_;
 };
 
+std::unique_ptr<planner::HostBackend> make_host_backend() {
+  auto host = std::make_unique<NullHost>();
+  if (!host->ok()) return nullptr;
+  return host;
+}
+
 }  // namespace
+}  // namespace kiln::backends::null
+
+namespace kiln::planner {
 
 // Registered by the build (kiln_add_backend in ../CMakeLists.txt).
 void register_null_host_backend() {
   HostBackendInfo info;
   info.name = "null";
-  info.make = []() -> std::unique_ptr<HostBackend> {
-    auto host = std::make_unique<NullHost>();
-    if (!host->ok()) return nullptr;
-    return host;
-  };
+  info.make = backends::null::make_host_backend;
   info.options_help = "  KILN_NULL_MEMORY_MB=N         null: device memory pool of N MiB (default 256)\n";
   register_host_backend(std::move(info));
 }

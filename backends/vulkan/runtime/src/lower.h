@@ -1,15 +1,15 @@
-// From a delegate's kernel calls to compute dispatches: for each kernel
-// (the names and parameters of the portable CPU kernels), the checks its
-// shader relies on and the dispatch(es) that run it: which pipeline, which
-// tensors bound as storage buffers (read or written byte ranges of an
-// arena), the push constants and the workgroup counts.
+// From a delegate's kernel calls to launches, each one compute dispatch:
+// for each kernel (the names and parameters of the portable CPU kernels),
+// the checks its shader relies on and the launch(es) that run it: which
+// pipeline, which tensors bound as storage buffers (read or written byte
+// ranges of an arena), the push constants and the workgroup counts.
 //
 // This is the Vulkan backend's trust boundary: a kernel passes its checks
 // once, at delegate init, and its shader then indexes only inside the
 // buffers it is given. Every message names the model node.
 
-#ifndef KILN_BACKENDS_VULKAN_RUNTIME_SRC_DISPATCH_H_
-#define KILN_BACKENDS_VULKAN_RUNTIME_SRC_DISPATCH_H_
+#ifndef KILN_BACKENDS_VULKAN_RUNTIME_SRC_LOWER_H_
+#define KILN_BACKENDS_VULKAN_RUNTIME_SRC_LOWER_H_
 
 #include <stdint.h>
 
@@ -17,9 +17,9 @@
 #include "kiln/runtime/tensor.h"
 #include "state.h"
 
-namespace kiln::vulkan::internal {
+namespace kiln::backends::vulkan::internal {
 
-// A byte range of an arena a dispatch binds.
+// A byte range of an arena a launch binds.
 struct Binding {
   uint32_t arena = 0;
   uint64_t offset = 0;
@@ -27,25 +27,25 @@ struct Binding {
   bool write = false;
 };
 
-struct Dispatch {
+struct Launch {
   ShaderId shader = kShaderUnary;
   uint32_t variant = 0;
   uint32_t num_bindings = 0;
   Binding bindings[kMaxBindings];
   uint32_t push[kPushConstantBytes / 4] = {};
   uint32_t groups[3] = {1, 1, 1};
-  // The dispatches of this kernel write disjoint parts of their output
+  // The launches of this kernel write disjoint parts of their output
   // (Concat), so they need no barrier between each other.
   bool disjoint_writes = false;
 };
 
-// Receives the dispatches of each kernel in order.
-class DispatchSink {
+// Receives the launches of each kernel in order.
+class LaunchSink {
  public:
-  virtual Error emit(const Dispatch& dispatch) = 0;
+  virtual Error emit(const Launch& launch) = 0;
 
  protected:
-  ~DispatchSink() = default;
+  ~LaunchSink() = default;
 };
 
 // One kernel call of a delegate, its operands resolved to the method's
@@ -76,9 +76,9 @@ bool kernel_supported(const char* op);
 // True when `op` may write its output 0 over input `input` (same bytes).
 bool kernel_allows_inplace(const char* op, uint32_t input);
 
-// Checks `kernel` and emits its dispatches to `sink`.
-Error lower_kernel(const KernelView& kernel, const Limits& limits, DispatchSink& sink);
+// Checks `kernel` and emits its launches to `sink`.
+Error lower_kernel(const KernelView& kernel, const Limits& limits, LaunchSink& sink);
 
-}  // namespace kiln::vulkan::internal
+}  // namespace kiln::backends::vulkan::internal
 
-#endif  // KILN_BACKENDS_VULKAN_RUNTIME_SRC_DISPATCH_H_
+#endif  // KILN_BACKENDS_VULKAN_RUNTIME_SRC_LOWER_H_

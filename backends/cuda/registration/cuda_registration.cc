@@ -1,8 +1,8 @@
-// The CUDA backend as kiln's host tools use it (`kiln run`, the
+// The CUDA backend as kiln's tools use it (`kiln run`, the
 // conformance runner, benchmarks), with options from the environment:
 //
 //   KILN_CUDA_EXECUTION=host      run the CUDA kernels under the host
-//                                 execution model (backends/cuda/hostsim,
+//                                 execution model (backends/cuda/hostexec,
 //                                 test infrastructure; Gemm/MatMul on the
 //                                 reference GEMM kernel, not cuBLASLt)
 //   KILN_CUDA_WORKSPACE_MB=N      cuBLASLt workspace per device (default 32)
@@ -18,9 +18,9 @@
 #include <cstring>
 #include <memory>
 
-#include "backends/cuda/host/cuda_host.h"
+#include "backends/cuda/registration/cuda_registration.h"
 
-namespace kiln::planner {
+namespace kiln::backends::cuda {
 namespace {
 
 bool env_is(const char* name, const char* value) {
@@ -28,8 +28,8 @@ bool env_is(const char* name, const char* value) {
   return v != nullptr && std::strcmp(v, value) == 0;
 }
 
-std::unique_ptr<HostBackend> make_cuda_host() {
-  cuda_backend::CudaOptions options;
+std::unique_ptr<planner::HostBackend> make_from_environment() {
+  CudaOptions options;
   if (const char* mb = std::getenv("KILN_CUDA_WORKSPACE_MB")) {
     const long n = std::strtol(mb, nullptr, 10);
     options.gemm_workspace_bytes = static_cast<uint64_t>(n > 0 ? n : 0) << 20;
@@ -39,25 +39,28 @@ std::unique_ptr<HostBackend> make_cuda_host() {
     std::fprintf(stderr,
                  "cuda: KILN_CUDA_EXECUTION=host: CUDA kernels run under the host execution model (test "
                  "infrastructure); Gemm/MatMul run the reference GEMM kernel, not cuBLASLt\n");
-    return cuda_host::sim::make(options, true);
+    return hostexec::make_host_backend(options, true);
   }
 #if KILN_CUDA_WITH_GPU
-  return cuda_host::gpu::make(options, false);
+  return gpu::make_host_backend(options, false);
 #else
   options.unavailable =
       "this kiln does not link the GPU build (KILN_WITH_CUDA and KILN_CUDA_IN_TOOLS); KILN_CUDA_EXECUTION=host runs "
       "the host execution model";
-  return cuda_host::sim::make(options, false);
+  return hostexec::make_host_backend(options, false);
 #endif
 }
 
 }  // namespace
+}  // namespace kiln::backends::cuda
+
+namespace kiln::planner {
 
 // Registered by the build (kiln_add_backend in ../CMakeLists.txt).
 void register_cuda_host_backend() {
   HostBackendInfo info;
   info.name = "cuda";
-  info.make = make_cuda_host;
+  info.make = backends::cuda::make_from_environment;
   info.options_help =
       "  KILN_CUDA_EXECUTION=host      cuda: run the kernels under the host execution model (test infrastructure)\n"
       "  KILN_CUDA_WORKSPACE_MB=N      cuda: cuBLASLt workspace per device (default 32)\n"

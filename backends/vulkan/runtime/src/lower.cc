@@ -1,4 +1,4 @@
-#include "dispatch.h"
+#include "lower.h"
 
 #include <math.h>
 #include <string.h>
@@ -15,7 +15,7 @@
     }                                                                                             \
   } while (0)
 
-namespace kiln::vulkan::internal {
+namespace kiln::backends::vulkan::internal {
 namespace {
 
 // The entry of a table of ops (each with a `name`) named `op`, or null.
@@ -78,7 +78,7 @@ struct CopyRowsPush {
 };
 
 template <typename T>
-void set_push(Dispatch& d, const T& push) {
+void set_push(Launch& d, const T& push) {
   static_assert(sizeof(T) <= kPushConstantBytes, "push constants exceed 128 bytes");
   memcpy(d.push, &push, sizeof(T));
 }
@@ -92,7 +92,7 @@ Binding bind(const Tensor& t, bool write) {
   return b;
 }
 
-void add(Dispatch& d, const Tensor& t, bool write) { d.bindings[d.num_bindings++] = bind(t, write); }
+void add(Launch& d, const Tensor& t, bool write) { d.bindings[d.num_bindings++] = bind(t, write); }
 
 // Workgroups for `n` elements handled by grid-stride loops of 64.
 uint32_t groups_for(uint64_t n, const Limits& limits) {
@@ -104,7 +104,7 @@ uint32_t groups_for(uint64_t n, const Limits& limits) {
 
 // 2-D shaders (KILN_ROW): one workgroup row per output row, in y and, past
 // the y limit, z; invocations in x over the columns with a grid stride.
-void set_rows(Dispatch& d, uint64_t rows, uint64_t columns, const Limits& limits) {
+void set_rows(Launch& d, uint64_t rows, uint64_t columns, const Limits& limits) {
   d.groups[0] = groups_for(columns, limits);
   const uint64_t cap = limits.max_group_count[1] < 65535u ? limits.max_group_count[1] : 65535u;
   const uint64_t y = rows == 0 ? 1 : (rows < cap ? rows : cap);
@@ -216,7 +216,7 @@ const UnaryOp kUnaryOps[] = {
 
 const UnaryOp* find_unary(const char* op) { return find_named(kUnaryOps, op); }
 
-Error lower_unary(const KernelView& k, const UnaryOp& op, const Limits& limits, DispatchSink& sink) {
+Error lower_unary(const KernelView& k, const UnaryOp& op, const Limits& limits, LaunchSink& sink) {
   // Clip's bounds come in the parameters; bounds computed at run time stay
   // on the CPU (the planner half does not place such a Clip here).
   KILN_RETURN_IF_ERROR(check_counts(k, 1, 1, 1, 1));
@@ -228,7 +228,7 @@ Error lower_unary(const KernelView& k, const UnaryOp& op, const Limits& limits, 
   push.n = static_cast<uint32_t>(y.numel());
   push.alpha = p != nullptr ? p->alpha() : op.alpha;
   push.beta = p != nullptr ? p->beta() : op.beta;
-  Dispatch d;
+  Launch d;
   d.shader = kShaderUnary;
   d.variant = op.variant;
   add(d, x, false);
@@ -250,7 +250,7 @@ const BinaryOp kBinaryOps[] = {
 
 const BinaryOp* find_binary(const char* op) { return find_named(kBinaryOps, op); }
 
-Error lower_binary(const KernelView& k, const BinaryOp& op, const Limits& limits, DispatchSink& sink) {
+Error lower_binary(const KernelView& k, const BinaryOp& op, const Limits& limits, LaunchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 2, 2, 1, 1));
   const Tensor& a = *k.input(0);
   const Tensor& b = *k.input(1);
@@ -293,7 +293,7 @@ Error lower_binary(const KernelView& k, const BinaryOp& op, const Limits& limits
     ++r;
   }
   push.rank = r;
-  Dispatch d;
+  Launch d;
   d.shader = kShaderBinary;
   d.variant = op.variant;
   add(d, a, false);
@@ -305,10 +305,10 @@ Error lower_binary(const KernelView& k, const BinaryOp& op, const Limits& limits
   return sink.emit(d);
 }
 
-// One copy_rows.comp dispatch.
+// One copy_rows.comp launch.
 Error emit_rows(const Tensor& x, const Tensor& y, const CopyRowsPush& push, bool disjoint, const Limits& limits,
-                DispatchSink& sink) {
-  Dispatch d;
+                LaunchSink& sink) {
+  Launch d;
   d.shader = kShaderCopyRows;
   d.disjoint_writes = disjoint;
   add(d, x, false);
@@ -319,7 +319,7 @@ Error emit_rows(const Tensor& x, const Tensor& y, const CopyRowsPush& push, bool
 }
 
 // A view that got its own bytes (aliased views need no work).
-Error lower_copy(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+Error lower_copy(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   KILN_VK_KERNEL_CHECK(k, k.num_inputs() >= 1 && k.input(0) != nullptr && k.num_outputs() == 1,
                        "expects a data input and one output");
   const Tensor& x = *k.input(0);
@@ -354,7 +354,7 @@ ShaderId matmul_shader(const MatMulPush& push, const Limits& limits) {
   return vec4 ? kShaderMatMulBlockedVec4 : kShaderMatMulBlocked;
 }
 
-Error lower_gemm(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+Error lower_gemm(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 2, 3, 1, 1));
   const auto* p = k.params<fb::GemmParams>();
   KILN_VK_KERNEL_CHECK(k, p != nullptr && activation_known(p->activation()), "missing GemmParams");
@@ -387,7 +387,7 @@ Error lower_gemm(const KernelView& k, const Limits& limits, DispatchSink& sink) 
   }
   set_activation(p->activation(), &push.act, &push.act_alpha, &push.act_beta);
   for (uint32_t i = 0; i < 3; ++i) push.batch_dims[i] = 1;
-  Dispatch d;
+  Launch d;
   d.shader = matmul_shader(push, limits);
   add(d, a, false);
   add(d, b, false);
@@ -402,7 +402,7 @@ Error lower_gemm(const KernelView& k, const Limits& limits, DispatchSink& sink) 
 
 // NumPy matmul: vectors are promoted (and the promoted dim dropped from
 // the output), batch dims broadcast.
-Error lower_matmul(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+Error lower_matmul(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 2, 2, 1, 1));
   const Tensor& a = *k.input(0);
   const Tensor& b = *k.input(1);
@@ -477,7 +477,7 @@ Error lower_matmul(const KernelView& k, const Limits& limits, DispatchSink& sink
     push.a_batch[i] = used ? static_cast<uint32_t>(ma[i - (3 - r)]) : 0;
     push.b_batch[i] = used ? static_cast<uint32_t>(mb[i - (3 - r)]) : 0;
   }
-  Dispatch d;
+  Launch d;
   d.shader = matmul_shader(push, limits);
   add(d, a, false);
   add(d, b, false);
@@ -507,7 +507,7 @@ int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int6
 // batch dims (images, groups) in the matmul shaders' terms, the bias (one
 // group only) a C broadcast along the rows.
 Error lower_pointwise_conv(const KernelView& k, const ConvPush& conv, uint32_t images, const Tensor* bias,
-                           const Limits& limits, DispatchSink& sink) {
+                           const Limits& limits, LaunchSink& sink) {
   const uint32_t pixels = conv.oh * conv.ow;
   MatMulPush push = {};
   push.m = conv.m;
@@ -531,7 +531,7 @@ Error lower_pointwise_conv(const KernelView& k, const ConvPush& conv, uint32_t i
   push.a_batch[2] = conv.m * conv.c;
   push.b_batch[1] = conv.groups * conv.c * pixels;
   push.b_batch[2] = conv.c * pixels;
-  Dispatch d;
+  Launch d;
   d.shader = matmul_shader(push, limits);
   add(d, *k.input(1), false);
   add(d, *k.input(0), false);
@@ -546,7 +546,7 @@ Error lower_pointwise_conv(const KernelView& k, const ConvPush& conv, uint32_t i
 }
 
 // 2-D convolution; a 1-D one (rank 3) is 2-D with height 1.
-Error lower_conv(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+Error lower_conv(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 2, 3, 1, 1));
   const auto* p = k.params<fb::ConvParams>();
   KILN_VK_KERNEL_CHECK(k, p != nullptr && activation_known(p->activation()), "missing ConvParams");
@@ -603,7 +603,7 @@ Error lower_conv(const KernelView& k, const Limits& limits, DispatchSink& sink) 
       (group == 1 || bias == nullptr)) {
     return lower_pointwise_conv(k, push, static_cast<uint32_t>(n), bias, limits, sink);
   }
-  Dispatch d;
+  Launch d;
   add(d, x, false);
   add(d, w, false);
   add(d, bias != nullptr ? *bias : w, false);
@@ -641,7 +641,7 @@ Error lower_conv(const KernelView& k, const Limits& limits, DispatchSink& sink) 
 // ---------------------------------------------------------------------------
 // Pooling and reductions
 
-Error lower_pool(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+Error lower_pool(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 1, 1, 1, 1));
   const auto* p = k.params<fb::PoolParams>();
   KILN_VK_KERNEL_CHECK(k, p != nullptr && p->kind() <= fb::PoolKind::MAX, "missing PoolParams");
@@ -682,7 +682,7 @@ Error lower_pool(const KernelView& k, const Limits& limits, DispatchSink& sink) 
   push.pb = static_cast<uint32_t>(pb);
   push.pr = static_cast<uint32_t>(pr);
   push.include_pad = p->count_include_pad() ? 1 : 0;
-  Dispatch d;
+  Launch d;
   d.shader = kShaderPool;
   d.variant = p->kind() == fb::PoolKind::MAXIMUM ? KILN_POOL_MAX : KILN_POOL_AVERAGE;
   add(d, x, false);
@@ -739,7 +739,7 @@ ReduceGeometry reduce_geometry(const Tensor& x, const bool* reduced) {
 }
 
 Error emit_reduce(const KernelView& k, const Tensor& x, const Tensor& y, const bool* reduced, uint32_t variant,
-                  const Limits& limits, DispatchSink& sink) {
+                  const Limits& limits, LaunchSink& sink) {
   const ReduceGeometry g = reduce_geometry(x, reduced);
   KILN_VK_KERNEL_CHECK(k, g.kept_rank <= 4 && g.reduced_rank <= 4, "axes split into more than 4 groups");
   KILN_VK_KERNEL_CHECK(k, static_cast<uint64_t>(y.numel()) == g.kept_count, "output has %lld elements, expected %llu",
@@ -758,7 +758,7 @@ Error emit_reduce(const KernelView& k, const Tensor& x, const Tensor& y, const b
     push.reduced_dims[i] = static_cast<uint32_t>(g.reduced_dims[i]);
     push.reduced_strides[i] = static_cast<uint32_t>(g.reduced_strides[i]);
   }
-  Dispatch d;
+  Launch d;
   d.shader = kShaderReduce;
   d.variant = variant;
   add(d, x, false);
@@ -768,7 +768,7 @@ Error emit_reduce(const KernelView& k, const Tensor& x, const Tensor& y, const b
   return sink.emit(d);
 }
 
-Error lower_global_pool(const KernelView& k, bool is_max, const Limits& limits, DispatchSink& sink) {
+Error lower_global_pool(const KernelView& k, bool is_max, const Limits& limits, LaunchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 1, 1, 1, 1));
   const Tensor& x = *k.input(0);
   const Tensor& y = k.output(0);
@@ -802,7 +802,7 @@ const ReduceOp* find_reduce(const char* op) { return find_named(kReduceOps, op);
 
 // ReduceParams: sorted, non-negative axes (at least one); the output keeps
 // every other dim, and the reduced ones as 1 with keepdims.
-Error lower_reduce(const KernelView& k, const ReduceOp& op, const Limits& limits, DispatchSink& sink) {
+Error lower_reduce(const KernelView& k, const ReduceOp& op, const Limits& limits, LaunchSink& sink) {
   KILN_VK_KERNEL_CHECK(k, k.num_inputs() >= 1 && k.input(0) != nullptr && k.num_outputs() == 1,
                        "expects one data input and one output");
   const auto* p = k.params<fb::ReduceParams>();
@@ -830,7 +830,7 @@ Error lower_reduce(const KernelView& k, const ReduceOp& op, const Limits& limits
 // ---------------------------------------------------------------------------
 // Normalisation
 
-Error lower_softmax(const KernelView& k, bool log, const Limits& limits, DispatchSink& sink) {
+Error lower_softmax(const KernelView& k, bool log, const Limits& limits, LaunchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 1, 1, 1, 1));
   const auto* p = k.params<fb::AxisParams>();
   const Tensor& x = *k.input(0);
@@ -843,7 +843,7 @@ Error lower_softmax(const KernelView& k, bool log, const Limits& limits, Dispatc
   push.rows = static_cast<uint32_t>(outer * inner);
   push.n = static_cast<uint32_t>(x.dim(axis));
   push.inner = static_cast<uint32_t>(inner);
-  Dispatch d;
+  Launch d;
   d.shader = kShaderSoftmax;
   d.variant = log ? KILN_LOG_SOFTMAX : KILN_SOFTMAX;
   add(d, x, false);
@@ -855,7 +855,7 @@ Error lower_softmax(const KernelView& k, bool log, const Limits& limits, Dispatc
 
 // LayerNormalization: inputs X, Scale, optional B; outputs Y and optionally
 // Mean and InvStdDev (one value per row).
-Error lower_layer_norm(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+Error lower_layer_norm(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 2, 3, 1, 3));
   KILN_VK_KERNEL_CHECK(k, k.num_outputs() != 2, "expects 1 or 3 outputs");
   const auto* p = k.params<fb::LayerNormParams>();
@@ -885,7 +885,7 @@ Error lower_layer_norm(const KernelView& k, const Limits& limits, DispatchSink& 
   push.epsilon = p->epsilon();
   push.has_bias = bias != nullptr ? 1 : 0;
   push.has_stats = stats ? 1 : 0;
-  Dispatch d;
+  Launch d;
   d.shader = kShaderLayerNorm;
   add(d, x, false);
   add(d, scale, false);
@@ -905,7 +905,7 @@ Error lower_layer_norm(const KernelView& k, const Limits& limits, DispatchSink& 
   return sink.emit(d);
 }
 
-Error lower_batch_norm(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+Error lower_batch_norm(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 5, 5, 1, 1));
   const auto* p = k.params<fb::BatchNormParams>();
   KILN_VK_KERNEL_CHECK(k, p != nullptr, "missing BatchNormParams");
@@ -920,7 +920,7 @@ Error lower_batch_norm(const KernelView& k, const Limits& limits, DispatchSink& 
   push.channels = static_cast<uint32_t>(x.dim(1));
   push.inner = static_cast<uint32_t>(dims_product(x, 2, x.rank()));
   push.epsilon = p->epsilon();
-  Dispatch d;
+  Launch d;
   d.shader = kShaderBatchNorm;
   for (uint32_t i = 0; i < 5; ++i) add(d, *k.input(i), false);
   add(d, y, true);
@@ -932,11 +932,11 @@ Error lower_batch_norm(const KernelView& k, const Limits& limits, DispatchSink& 
 // ---------------------------------------------------------------------------
 // Data movement
 
-// One strided_copy.comp dispatch: y[i] = x[base + sum index_d * strides[d]]
+// One strided_copy.comp launch: y[i] = x[base + sum index_d * strides[d]]
 // over `rank` output dims, dims of 1 dropped and neighbours merged where
 // the outer one's stride spans the inner one.
 Error emit_strided(const Tensor& x, const Tensor& y, uint32_t rank, const int64_t* dims, const int64_t* strides,
-                   int64_t base, const Limits& limits, DispatchSink& sink) {
+                   int64_t base, const Limits& limits, LaunchSink& sink) {
   StridedPush push = {};
   push.n = static_cast<uint32_t>(y.numel());
   push.base = static_cast<uint32_t>(base);
@@ -953,7 +953,7 @@ Error emit_strided(const Tensor& x, const Tensor& y, uint32_t rank, const int64_
     ++r;
   }
   push.rank = r;
-  Dispatch d;
+  Launch d;
   d.shader = kShaderStridedCopy;
   add(d, x, false);
   add(d, y, true);
@@ -963,7 +963,7 @@ Error emit_strided(const Tensor& x, const Tensor& y, uint32_t rank, const int64_
   return sink.emit(d);
 }
 
-Error lower_transpose(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+Error lower_transpose(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 1, 1, 1, 1));
   const auto* p = k.params<fb::TransposeParams>();
   const Tensor& x = *k.input(0);
@@ -990,7 +990,7 @@ Error lower_transpose(const KernelView& k, const Limits& limits, DispatchSink& s
 
 // SliceParams: per input dim a start inside it and a non-zero step; the
 // output's dims are the counts. Every index read stays inside the input.
-Error lower_slice(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+Error lower_slice(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   KILN_RETURN_IF_ERROR(check_counts(k, 1, 1, 1, 1));
   const auto* p = k.params<fb::SliceParams>();
   const Tensor& x = *k.input(0);
@@ -1036,7 +1036,7 @@ Error check_parts(const KernelView& k, const Tensor& whole, uint32_t axis, uint3
 }
 
 // One row copy per input, each into its columns of the output rows.
-Error lower_concat(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+Error lower_concat(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   KILN_VK_KERNEL_CHECK(k, k.num_inputs() >= 1 && k.num_outputs() == 1, "bad operand count");
   const auto* p = k.params<fb::AxisParams>();
   const Tensor& y = k.output(0);
@@ -1057,7 +1057,7 @@ Error lower_concat(const KernelView& k, const Limits& limits, DispatchSink& sink
 }
 
 // One row copy per output, each from its columns of the input rows.
-Error lower_split(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+Error lower_split(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   KILN_VK_KERNEL_CHECK(k, k.num_inputs() == 1 && k.input(0) != nullptr && k.num_outputs() >= 1, "bad operand count");
   const auto* p = k.params<fb::AxisParams>();
   const Tensor& x = *k.input(0);
@@ -1088,7 +1088,7 @@ bool kernel_allows_inplace(const char* op, uint32_t input) {
   return k != nullptr && input < 32 && (k->inplace_inputs >> input & 1u) != 0;
 }
 
-Error lower_kernel(const KernelView& k, const Limits& limits, DispatchSink& sink) {
+Error lower_kernel(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   const char* op = k.op;
   if (const UnaryOp* u = find_unary(op)) return lower_unary(k, *u, limits, sink);
   if (const BinaryOp* b = find_binary(op)) return lower_binary(k, *b, limits, sink);
@@ -1112,4 +1112,4 @@ Error lower_kernel(const KernelView& k, const Limits& limits, DispatchSink& sink
   return Error::kNotSupported;
 }
 
-}  // namespace kiln::vulkan::internal
+}  // namespace kiln::backends::vulkan::internal

@@ -1,4 +1,4 @@
-// hostsim: a small execution model of CUDA on the host, so the kernels the
+// hostexec: a small execution model of CUDA on the host, so the kernels the
 // CUDA backend writes (backends/cuda/runtime/src/kernels.cuh) run for real
 // on a machine without a GPU. It is TEST INFRASTRUCTURE: nothing an
 // application links, no claim about speed, and only the subset of CUDA the
@@ -24,7 +24,7 @@
 //
 // The CUDA runtime API the backend calls (memory, async copies, streams,
 // stream capture, graphs) is implemented over host memory in namespace
-// kiln::hostsim. Streams run synchronously; stream capture records each
+// kiln::backends::cuda::hostexec. Streams run synchronously; stream capture records each
 // launch and copy (the kernel, a copy of its argument bytes, the grid) and
 // a graph launch replays that record, so the backend's capture-and-replay
 // path runs here exactly as on a GPU. cuBLASLt is not modelled.
@@ -32,14 +32,14 @@
 // Threading: each OS thread runs its own launches; the device memory API is
 // thread safe only in that malloc/free are.
 
-#ifndef KILN_BACKENDS_CUDA_HOSTSIM_HOSTSIM_H_
-#define KILN_BACKENDS_CUDA_HOSTSIM_HOSTSIM_H_
+#ifndef KILN_BACKENDS_CUDA_HOSTEXEC_HOSTEXEC_H_
+#define KILN_BACKENDS_CUDA_HOSTEXEC_HOSTEXEC_H_
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-namespace kiln::hostsim {
+namespace kiln::backends::cuda::hostexec {
 
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;
@@ -85,7 +85,7 @@ using cudaStream_t = Stream*;
 using cudaGraph_t = Graph*;
 using cudaGraphExec_t = Graph*;
 
-// Devices the model pretends to have (KILN_HOSTSIM_DEVICES, default 4).
+// Devices the model pretends to have (KILN_HOSTEXEC_DEVICES, default 4).
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaMalloc(void** ptr, size_t bytes);
@@ -152,13 +152,13 @@ T shfl_any(T v, int src_lane) {
   return v;
 }
 
-}  // namespace kiln::hostsim
+}  // namespace kiln::backends::cuda::hostexec
 
 // CUDA's built-in names, for kernel source compiled by the host compiler.
-#define threadIdx (::kiln::hostsim::this_thread().thread_idx)
-#define blockIdx (::kiln::hostsim::this_thread().block_idx)
-#define blockDim (::kiln::hostsim::this_thread().block_dim)
-#define gridDim (::kiln::hostsim::this_thread().grid_dim)
+#define threadIdx (::kiln::backends::cuda::hostexec::this_thread().thread_idx)
+#define blockIdx (::kiln::backends::cuda::hostexec::this_thread().block_idx)
+#define blockDim (::kiln::backends::cuda::hostexec::this_thread().block_dim)
+#define gridDim (::kiln::backends::cuda::hostexec::this_thread().grid_dim)
 #define __global__
 #define __device__
 #define __host__
@@ -167,40 +167,41 @@ T shfl_any(T v, int src_lane) {
 // One instance per kernel, shared by the block's fibers (blocks run in turn).
 #define __shared__ static thread_local
 
-inline void __syncthreads() { ::kiln::hostsim::syncthreads(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { ::kiln::hostsim::syncwarp(); }
+inline void __syncthreads() { ::kiln::backends::cuda::hostexec::syncthreads(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { ::kiln::backends::cuda::hostexec::syncwarp(); }
 template <typename T>
 T __shfl_sync(unsigned, T v, int src_lane, int = 32) {
-  return ::kiln::hostsim::shfl_any(v, src_lane);
+  return ::kiln::backends::cuda::hostexec::shfl_any(v, src_lane);
 }
 template <typename T>
 T __shfl_down_sync(unsigned, T v, unsigned delta, int = 32) {
-  return ::kiln::hostsim::shfl_any(v, ::kiln::hostsim::lane_id() + static_cast<int>(delta));
+  return ::kiln::backends::cuda::hostexec::shfl_any(
+      v, ::kiln::backends::cuda::hostexec::lane_id() + static_cast<int>(delta));
 }
 template <typename T>
 T __shfl_xor_sync(unsigned, T v, int mask, int = 32) {
-  return ::kiln::hostsim::shfl_any(v, ::kiln::hostsim::lane_id() ^ mask);
+  return ::kiln::backends::cuda::hostexec::shfl_any(v, ::kiln::backends::cuda::hostexec::lane_id() ^ mask);
 }
 template <typename T>
 T atomicAdd(T* address, T v) {
   const T old = *address;
   *address = old + v;
-  ::kiln::hostsim::yield();
+  ::kiln::backends::cuda::hostexec::yield();
   return old;
 }
 template <typename T>
 T atomicMax(T* address, T v) {
   const T old = *address;
   if (v > old) *address = v;
-  ::kiln::hostsim::yield();
+  ::kiln::backends::cuda::hostexec::yield();
   return old;
 }
 template <typename T>
 T atomicCAS(T* address, T compare, T v) {
   const T old = *address;
   if (old == compare) *address = v;
-  ::kiln::hostsim::yield();
+  ::kiln::backends::cuda::hostexec::yield();
   return old;
 }
 
-#endif  // KILN_BACKENDS_CUDA_HOSTSIM_HOSTSIM_H_
+#endif  // KILN_BACKENDS_CUDA_HOSTEXEC_HOSTEXEC_H_

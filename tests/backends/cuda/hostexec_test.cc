@@ -1,4 +1,4 @@
-// The host execution model of CUDA (backends/cuda/hostsim) on its own:
+// The host execution model of CUDA (backends/cuda/hostexec) on its own:
 // block barriers order shared-memory writes and reads, warp shuffles
 // exchange lanes, atomics interleave without losing updates, a barrier
 // that cannot be reached is reported instead of hanging, and stream
@@ -8,9 +8,9 @@
 
 #include <vector>
 
-#include "backends/cuda/hostsim/hostsim.h"
+#include "backends/cuda/hostexec/hostexec.h"
 
-namespace kiln::hostsim {
+namespace kiln::backends::cuda::hostexec {
 namespace {
 
 template <typename Args>
@@ -37,7 +37,7 @@ __global__ void reverse_kernel(ReverseArgs p) {
   p.out[blockIdx.x * blockDim.x + t] = tile[blockDim.x - 1 - t];
 }
 
-TEST(CudaHostSim, BlockBarrierOrdersSharedMemory) {
+TEST(CudaHostExec, BlockBarrierOrdersSharedMemory) {
   std::vector<int> in(512), out(512, -1);
   for (int i = 0; i < 512; ++i) in[i] = i;
   run(reverse_kernel, dim3(2), dim3(256), ReverseArgs{in.data(), out.data()});
@@ -57,7 +57,7 @@ __global__ void index_kernel(IndexArgs p) {
   p.out[block * blockDim.x * blockDim.y * blockDim.z + thread] = block * 1000 + thread;
 }
 
-TEST(CudaHostSim, EveryThreadOfEveryBlockRunsOnceWithItsIndices) {
+TEST(CudaHostExec, EveryThreadOfEveryBlockRunsOnceWithItsIndices) {
   std::vector<unsigned> out(2 * 3 * 2 * 4 * 2 * 3, 0);
   run(index_kernel, dim3(2, 3, 2), dim3(4, 2, 3), IndexArgs{out.data()});
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
@@ -79,7 +79,7 @@ __global__ void shuffle_kernel(ShuffleArgs p) {
   p.sum[t] = v;
 }
 
-TEST(CudaHostSim, WarpShufflesExchangeLanesOfTheirOwnWarp) {
+TEST(CudaHostExec, WarpShufflesExchangeLanesOfTheirOwnWarp) {
   std::vector<float> down(64), sum(64);
   std::vector<int> x(64);
   run(shuffle_kernel, dim3(1), dim3(64), ShuffleArgs{down.data(), x.data(), sum.data()});
@@ -106,7 +106,7 @@ __global__ void atomic_kernel(AtomicArgs p) {
   atomicAdd(p.sum, 0.5f);
 }
 
-TEST(CudaHostSim, AtomicsInterleaveWithoutLosingUpdates) {
+TEST(CudaHostExec, AtomicsInterleaveWithoutLosingUpdates) {
   int counter = 0, max = -1;
   float sum = 0.f;
   reset_stats();
@@ -134,7 +134,7 @@ __global__ void divergent_kernel(DivergentArgs p) {
   p.out[threadIdx.x] = 1;
 }
 
-TEST(CudaHostSim, AnUnreachableBarrierIsADeadlockNotAHang) {
+TEST(CudaHostExec, AnUnreachableBarrierIsADeadlockNotAHang) {
   std::vector<int> out(64, 0);
   reset_stats();
   run(divergent_kernel, dim3(1), dim3(64), DivergentArgs{out.data()});
@@ -158,7 +158,7 @@ __global__ void early_exit_kernel(EarlyExitArgs p) {
   p.out[threadIdx.x] = 2;
 }
 
-TEST(CudaHostSim, ExitedThreadsCountAsArrived) {
+TEST(CudaHostExec, ExitedThreadsCountAsArrived) {
   std::vector<int> out(64, 0);
   run(early_exit_kernel, dim3(1), dim3(64), EarlyExitArgs{out.data()});
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
@@ -172,7 +172,7 @@ struct AddOneArgs {
 
 __global__ void add_one_kernel(AddOneArgs p) { p.data[threadIdx.x] += 1; }
 
-TEST(CudaHostSim, CaptureRecordsAndAGraphReplays) {
+TEST(CudaHostExec, CaptureRecordsAndAGraphReplays) {
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   std::vector<int> data(32, 0), host(32, 5);
@@ -199,4 +199,4 @@ TEST(CudaHostSim, CaptureRecordsAndAGraphReplays) {
 }
 
 }  // namespace
-}  // namespace kiln::hostsim
+}  // namespace kiln::backends::cuda::hostexec

@@ -1,4 +1,4 @@
-// The Vulkan backend as kiln's host tools use it (`kiln run`, constant
+// The Vulkan backend as kiln's tools use it (`kiln run`, constant
 // folding, the conformance runner, benchmarks): one VulkanBackend made on
 // first use, with options from the environment:
 //
@@ -18,7 +18,7 @@
 #include "kiln/backends/vulkan/vulkan_backend.h"
 #include "kiln/planner/backend_planner.h"
 
-namespace kiln::planner {
+namespace kiln::backends::vulkan {
 namespace {
 
 bool env_is(const char* name, const char* value) {
@@ -26,20 +26,20 @@ bool env_is(const char* name, const char* value) {
   return v != nullptr && std::string(v) == value;
 }
 
-class VulkanHost final : public HostBackend {
+class VulkanHost final : public planner::HostBackend {
  public:
   VulkanHost() {
-    vulkan::VulkanOptions options;
+    VulkanOptions options;
     options.validation = env_is("KILN_VULKAN_VALIDATION", "1");
-    if (env_is("KILN_VULKAN_KERNELS", "tiles")) options.kernels = vulkan::VulkanOptions::Kernels::kSharedMemoryTiles;
-    if (env_is("KILN_VULKAN_KERNELS", "registers")) options.kernels = vulkan::VulkanOptions::Kernels::kRegisterBlocks;
+    if (env_is("KILN_VULKAN_KERNELS", "tiles")) options.kernels = VulkanOptions::Kernels::kSharedMemoryTiles;
+    if (env_is("KILN_VULKAN_KERNELS", "registers")) options.kernels = VulkanOptions::Kernels::kRegisterBlocks;
     const char* pool_mb = std::getenv("KILN_VULKAN_HOST_POOL_MB");
     const long mb = pool_mb != nullptr ? std::strtol(pool_mb, nullptr, 10) : 64;
     if (mb > 0) {
       pool_.resize(static_cast<size_t>(mb) << 20);
       options.host_memory = Span<uint8_t>(pool_.data(), pool_.size());
     }
-    backend_ = std::make_unique<vulkan::VulkanBackend>(options);
+    backend_ = std::make_unique<VulkanBackend>(options);
   }
 
   Backend& backend() override { return *backend_; }
@@ -51,16 +51,21 @@ class VulkanHost final : public HostBackend {
 
  private:
   std::vector<uint8_t> pool_;  // before backend_: destroyed after it
-  std::unique_ptr<vulkan::VulkanBackend> backend_;
+  std::unique_ptr<VulkanBackend> backend_;
 };
 
+std::unique_ptr<planner::HostBackend> make_host_backend() { return std::make_unique<VulkanHost>(); }
+
 }  // namespace
+}  // namespace kiln::backends::vulkan
+
+namespace kiln::planner {
 
 // Registered by the build (kiln_add_backend in ../CMakeLists.txt).
 void register_vulkan_host_backend() {
   HostBackendInfo info;
   info.name = "vulkan";
-  info.make = [] { return std::make_unique<VulkanHost>(); };
+  info.make = backends::vulkan::make_host_backend;
   info.options_help =
       "  KILN_VULKAN_VALIDATION=1      Vulkan: the Khronos validation layer (any message fails the run)\n"
       "  KILN_VULKAN_HOST_POOL_MB=N    Vulkan: driver host allocations from an N MiB pool (default 64)\n"

@@ -1,4 +1,0 @@
-// launch.cu for the host execution model (KILN_CUDA_HOSTSIM=1): the same
-// kernel source, compiled by the host compiler.
-
-#include "launch.cu"
