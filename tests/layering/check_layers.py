@@ -2,11 +2,14 @@
 """Checks that the top-level folders form the one-way stack README.md's
 Layout section describes, by reading every #include in the sources:
 
-    schema <- platform <- runtime <- kernels <- capi, backends, comm
-                                  \\------------ planner
+    schema <- platform <- runtime <- backends/common <- kernels <- capi, backends, comm
+                                  \\------------------------------------- planner
 
 - nothing below includes anything above it (the runtime never includes the
   planner, the kernels, a backend or a communicator);
+- backends/common, the layer the backends share, includes only the runtime
+  and what is below it; the kernels and the backends may include it, nothing
+  else;
 - the planner includes no backend: backends reach it only through the
   generated registration (cmake/KilnBackends.cmake);
 - a backend includes nothing of the planner but its one public header,
@@ -23,15 +26,18 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-LAYERS = ["schema", "platform", "runtime", "kernels", "capi", "backends", "comm", "planner"]
+LAYERS = ["schema", "platform", "runtime", "backends-common", "kernels", "capi", "backends", "comm", "planner"]
+# Where each layer's files are, when not the folder of its name.
+FOLDERS = {"backends-common": "backends/common"}
 # What each folder may include besides itself.
 ALLOWED = {
     "schema": set(),
     "platform": {"schema"},
     "runtime": {"schema", "platform"},
-    "kernels": {"schema", "platform", "runtime"},
+    "backends-common": {"schema", "platform", "runtime"},
+    "kernels": {"schema", "platform", "runtime", "backends-common"},
     "capi": {"schema", "platform", "runtime", "kernels"},
-    "backends": {"schema", "platform", "runtime", "kernels", "planner-api"},
+    "backends": {"schema", "platform", "runtime", "backends-common", "kernels", "planner-api"},
     "comm": {"schema", "platform", "runtime", "kernels"},
     "planner": {"schema", "platform", "runtime", "kernels", "comm"},
 }
@@ -41,10 +47,12 @@ PUBLIC_PREFIXES = {
     "kiln/runtime/": "runtime",
     "kiln/kernels/": "kernels",
     "kiln/kiln.h": "capi",
+    "kiln/backends/common/": "backends-common",
     "kiln/backends/": "backends",
     "kiln/comm/": "comm",
     "kiln/planner/backend_planner.h": "planner-api",
     "kiln/planner/": "planner",
+    "backends/common/": "backends-common",
     "backends/": "backends",
     "comm/": "comm",
     "planner/": "planner",
@@ -68,13 +76,22 @@ def backend_of(path):
     return parts[1] if parts[0] == "backends" and len(parts) > 1 else None
 
 
+def files_of(layer):
+    folder = ROOT / FOLDERS.get(layer, layer)
+    for path in sorted(folder.rglob("*")):
+        if path.suffix not in {".h", ".cc", ".cu", ".cuh"}:
+            continue
+        # A folder of its own layer inside this one (backends/common) is not this layer's.
+        if any(path.is_relative_to(ROOT / f) for l, f in FOLDERS.items() if l != layer):
+            continue
+        yield path
+
+
 def main():
     problems = []
     files = 0
     for layer in LAYERS:
-        for path in sorted((ROOT / layer).rglob("*")):
-            if path.suffix not in {".h", ".cc", ".cu", ".cuh"}:
-                continue
+        for path in files_of(layer):
             files += 1
             for include in INCLUDE.findall(path.read_text(errors="replace")):
                 target = layer_of(include)

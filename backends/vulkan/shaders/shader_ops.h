@@ -6,7 +6,11 @@
 #ifndef KILN_BACKENDS_VULKAN_SHADERS_SHADER_OPS_H_
 #define KILN_BACKENDS_VULKAN_SHADERS_SHADER_OPS_H_
 
-// unary.comp (alpha, beta: UnaryParams)
+// unary.comp (alpha, beta: UnaryParams), binary.comp and reduce.comp: the
+// index of each kernel in kiln/backends/common/kernel_table.h's
+// kUnaryKernels, kBinaryKernels and kReduceKernels (lower.cc checks).
+
+// unary.comp
 #define KILN_UNARY_RELU 0
 #define KILN_UNARY_SIGMOID 1
 #define KILN_UNARY_TANH 2
@@ -34,9 +38,9 @@
 #define KILN_BINARY_SUB 1
 #define KILN_BINARY_MUL 2
 #define KILN_BINARY_DIV 3
-#define KILN_BINARY_POW 4
-#define KILN_BINARY_MAX 5
-#define KILN_BINARY_MIN 6
+#define KILN_BINARY_MAX 4
+#define KILN_BINARY_MIN 5
+#define KILN_BINARY_POW 6
 #define KILN_BINARY_COUNT 7
 
 // reduce.comp

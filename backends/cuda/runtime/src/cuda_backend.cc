@@ -6,8 +6,8 @@
 
 #include "backends/cuda/cuda_abi.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "kiln/backends/common/delegate_graph.h"
 #include "kiln/runtime/check.h"
-#include "kiln/schema/delegate_generated.h"
 #include "launch.h"
 #include "lower.h"
 
@@ -54,35 +54,13 @@ struct Record {
 };
 static_assert(sizeof(Record) <= kDelegateHeaderBytes, "Record outgrew its header (cuda_abi.h)");
 
-const fb::DelegateGraph* parse(Span<const uint8_t> blob) {
-  if (blob.size() < 8 || !fb::DelegateGraphBufferHasIdentifier(blob.data())) return nullptr;
-  flatbuffers::Verifier verifier(blob.data(), blob.size());
-  if (!fb::VerifyDelegateGraphBuffer(verifier)) return nullptr;
-  const fb::DelegateGraph* graph = fb::GetDelegateGraph(blob.data());
-  return graph->kernels() != nullptr && graph->operators() != nullptr ? graph : nullptr;
-}
-
-uint32_t size_of(const flatbuffers::Vector<int32_t>* v) { return v != nullptr ? v->size() : 0; }
-
 uint64_t state_bytes_of(const fb::DelegateGraph& graph) {
-  uint64_t operands = 0;
-  for (const fb::KernelCall* call : *graph.kernels()) {
-    operands += size_of(call->inputs()) + size_of(call->outputs()) + size_of(call->scratch());
-  }
-  return delegate_state_bytes(graph.kernels()->size(), operands);
-}
-
-bool in_range(DeviceBuffer buffer, uint64_t offset, uint64_t bytes) {
-  return buffer.handle != nullptr && offset <= buffer.size && bytes <= buffer.size - offset;
+  return delegate_state_bytes(graph.kernels()->size(), count_operands(graph));
 }
 
 uint8_t* base_of(DeviceBuffer buffer) { return static_cast<uint8_t*>(buffer.handle); }
 
 cudaStream_t stream_of(const CudaBackend::DeviceState& d) { return static_cast<cudaStream_t>(d.stream); }
-
-bool overlap(const Tensor& a, const Tensor& b) {
-  return a.arena() == b.arena() && a.offset() < b.offset() + b.nbytes() && b.offset() < a.offset() + a.nbytes();
-}
 
 #if !KILN_CUDA_HOSTEXEC
 // Folds the batch of `m` into one (count, stride) per operand, or fails.
@@ -263,6 +241,28 @@ void enqueue_all(const Record& r) {
   }
 }
 
+// Every operand of `k`: a float32 tensor inside an arena of `device`.
+Error check_operands(const KernelView& k, Device device) {
+  for (uint32_t list = 0; list < 3; ++list) {
+    const uint32_t n = list == 0 ? k.num_inputs() : list == 1 ? k.num_outputs() : k.num_scratch();
+    for (uint32_t i = 0; i < n; ++i) {
+      const int32_t t = (list == 0 ? k.call->inputs() : list == 1 ? k.call->outputs() : k.call->scratch())->Get(i);
+      if (t == -1 && list == 0) continue;
+      const Tensor& tensor = k.method->tensor(static_cast<uint32_t>(t));
+      KILN_CHECK_OR_RETURN(tensor.dtype() == DType::FLOAT32, Error::kDTypeMismatch,
+                           "cuda: node '%s': tensor %d is %s (float32 only)", k.node, t, dtype_name(tensor.dtype()));
+      const int32_t arena = tensor.arena();
+      KILN_CHECK_OR_RETURN(
+          arena >= 0 && static_cast<uint32_t>(arena) < k.method->num_arenas() &&
+              tensor.device().type() == DeviceType::CUDA && tensor.device().index() == device.index() &&
+              buffer_holds(k.method->arena(static_cast<uint32_t>(arena)), tensor.offset(), tensor.nbytes()),
+          Error::kDeviceMismatch, "cuda: node '%s': tensor %d is not in an arena of cuda:%d", k.node, t,
+          device.index());
+    }
+  }
+  return Error::kOk;
+}
+
 }  // namespace
 
 Error CudaBackend::open_device(int index) {
@@ -340,7 +340,7 @@ void CudaBackend::release(Device device, DeviceBuffer buffer) {
 
 Error CudaBackend::copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_offset, const void* src,
                                   uint64_t bytes) {
-  KILN_CHECK_OR_RETURN(in_range(dst, dst_offset, bytes) && (bytes == 0 || src != nullptr), Error::kInvalidArgument,
+  KILN_CHECK_OR_RETURN(buffer_holds(dst, dst_offset, bytes) && (bytes == 0 || src != nullptr), Error::kInvalidArgument,
                        "cuda: copy to cuda:%d outside its arena", device.index());
   KILN_RETURN_IF_ERROR(open_device(device.index()));
   if (bytes == 0) return Error::kOk;
@@ -352,7 +352,7 @@ Error CudaBackend::copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_
 }
 
 Error CudaBackend::copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset, uint64_t bytes) {
-  KILN_CHECK_OR_RETURN(in_range(src, src_offset, bytes) && (bytes == 0 || dst != nullptr), Error::kInvalidArgument,
+  KILN_CHECK_OR_RETURN(buffer_holds(src, src_offset, bytes) && (bytes == 0 || dst != nullptr), Error::kInvalidArgument,
                        "cuda: copy from cuda:%d outside its arena", device.index());
   KILN_RETURN_IF_ERROR(open_device(device.index()));
   const cudaStream_t stream = stream_of(devices_[device.index()]);
@@ -370,8 +370,8 @@ Error CudaBackend::copy_to_host(Device device, void* dst, DeviceBuffer src, uint
 
 Error CudaBackend::copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src,
                                   uint64_t src_offset, uint64_t bytes) {
-  KILN_CHECK_OR_RETURN(in_range(dst, dst_offset, bytes) && in_range(src, src_offset, bytes), Error::kInvalidArgument,
-                       "cuda: copy on cuda:%d outside its arenas", device.index());
+  KILN_CHECK_OR_RETURN(buffer_holds(dst, dst_offset, bytes) && buffer_holds(src, src_offset, bytes),
+                       Error::kInvalidArgument, "cuda: copy on cuda:%d outside its arenas", device.index());
   KILN_RETURN_IF_ERROR(open_device(device.index()));
   if (bytes == 0) return Error::kOk;
   KILN_CHECK_OR_RETURN(cudaMemcpyAsync(base_of(dst) + dst_offset, base_of(src) + src_offset, bytes,
@@ -382,14 +382,14 @@ Error CudaBackend::copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_
 }
 
 uint64_t CudaBackend::state_bytes(const fb::Delegate& delegate, Span<const uint8_t> blob) const {
-  const fb::DelegateGraph* graph = parse(blob);
+  const fb::DelegateGraph* graph = parse_delegate_graph(blob);
   return graph != nullptr ? state_bytes_of(*graph) : 0;  // init() refuses a bad blob, naming why
 }
 
 Result<void*> CudaBackend::init(const DelegateContext& context) {
   KILN_CHECK_OR_RETURN(context.delegate != nullptr && context.method != nullptr && context.allocator != nullptr,
                        Error::kInvalidArgument, "cuda: init without a delegate, method or allocator");
-  const fb::DelegateGraph* graph = parse(context.blob);
+  const fb::DelegateGraph* graph = parse_delegate_graph(context.blob);
   KILN_CHECK_OR_RETURN(graph != nullptr, Error::kInvalidProgram,
                        "cuda: the delegate blob is not a valid DelegateGraph (KDLG) flatbuffer with kernels");
   const Device device = context.delegate->device() != nullptr ? *context.delegate->device() : Device();
@@ -397,7 +397,6 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
                        "cuda: a delegate for another device type");
   KILN_RETURN_IF_ERROR(open_device(device.index()));
   cudaSetDevice(device.index());
-  const MethodView& method = *context.method;
   const uint64_t bytes = state_bytes_of(*graph);
   uint8_t* memory = static_cast<uint8_t*>(context.allocator->allocate(static_cast<size_t>(bytes), 16));
   KILN_CHECK_OR_RETURN(memory != nullptr, Error::kOutOfMemory,
@@ -413,55 +412,18 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
   record->state = &devices_[device.index()];
   record->stream = stream_of(devices_[device.index()]);
   RecordSink sink(*record, stats_);
-  for (uint32_t k = 0; k < kernels; ++k) {
-    const fb::KernelCall& call = *graph->kernels()->Get(k);
-    const auto* names = graph->names();
-    const char* node = names != nullptr && k < names->size() ? names->Get(k)->c_str() : "?";
-    KILN_CHECK_OR_RETURN(call.op() < graph->operators()->size(), Error::kInvalidProgram,
-                         "cuda: node '%s' names operator %u, which does not exist", node, call.op());
-    const char* op = graph->operators()->Get(call.op())->name()->c_str();
-    const KernelInfo* info = find_kernel(op);
-    KILN_CHECK_OR_RETURN(info != nullptr, Error::kKernelNotFound, "cuda: node '%s': no CUDA kernel runs '%s'", node,
-                         op);
-    // Every operand: a float32 tensor inside an arena of this device.
-    for (const flatbuffers::Vector<int32_t>* list : {call.inputs(), call.outputs(), call.scratch()}) {
-      for (uint32_t i = 0; i < size_of(list); ++i) {
-        const int32_t t = list->Get(i);
-        if (t == -1 && list == call.inputs()) continue;
-        KILN_CHECK_OR_RETURN(t >= 0 && static_cast<uint32_t>(t) < method.num_tensors(), Error::kInvalidProgram,
-                             "cuda: node '%s' names tensor %d, which does not exist", node, t);
-        const Tensor& tensor = method.tensor(static_cast<uint32_t>(t));
-        KILN_CHECK_OR_RETURN(tensor.dtype() == DType::FLOAT32, Error::kDTypeMismatch,
-                             "cuda: node '%s': tensor %d is %s (float32 only)", node, t, dtype_name(tensor.dtype()));
-        const int32_t arena = tensor.arena();
-        KILN_CHECK_OR_RETURN(arena >= 0 && static_cast<uint32_t>(arena) < method.num_arenas() &&
-                                 tensor.device().type() == DeviceType::CUDA &&
-                                 tensor.device().index() == device.index() &&
-                                 in_range(method.arena(static_cast<uint32_t>(arena)), tensor.offset(), tensor.nbytes()),
-                             Error::kDeviceMismatch, "cuda: node '%s': tensor %d is not in an arena of cuda:%d", node,
-                             t, device.index());
-      }
-    }
-    KernelView view;
-    view.node = node;
-    view.op = op;
-    view.call = &call;
-    view.method = &method;
-    // An output may share bytes with an input only where the kernel says.
-    for (uint32_t o = 0; o < view.num_outputs(); ++o) {
-      for (uint32_t i = 0; i < view.num_inputs(); ++i) {
-        const Tensor* in = view.input(i);
-        if (in == nullptr || !overlap(*in, view.output(o))) continue;
-        const bool same = in->offset() == view.output(o).offset() && in->nbytes() == view.output(o).nbytes();
-        KILN_CHECK_OR_RETURN(o == 0 && same && i < 32 && (info->inplace_inputs >> i & 1u) != 0, Error::kInvalidProgram,
-                             "cuda: node '%s' (%s): output %u shares bytes with input %u, which the kernel does not "
-                             "allow",
-                             node, op, o, i);
-      }
-    }
-    sink.kernel = k;
-    KILN_RETURN_IF_ERROR(lower_kernel(view, sink));
-  }
+  const Error error =
+      for_each_kernel_call("cuda", *graph, *context.method, [&](uint32_t k, const KernelView& view) -> Error {
+        const KernelInfo* info = kKernels.find(view.op);
+        KILN_CHECK_OR_RETURN(info != nullptr, Error::kKernelNotFound, "cuda: node '%s': no CUDA kernel runs '%s'",
+                             view.node, view.op);
+        KILN_RETURN_IF_ERROR(check_operand_indices(view));
+        KILN_RETURN_IF_ERROR(check_operands(view, device));
+        KILN_RETURN_IF_ERROR(check_inplace(view, info->inplace_inputs));
+        sink.kernel = k;
+        return lower_kernel(view, sink);
+      });
+  KILN_RETURN_IF_ERROR(error);
   record->phase = Record::kWarmUp;
   return static_cast<void*>(record);
 }

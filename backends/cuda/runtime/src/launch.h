@@ -19,14 +19,19 @@
 
 namespace kiln::backends::cuda::KILN_CUDA_FLAVOR {
 
-// Unary ops (kernels.cuh apply_unary) and fused activations (fb::Activation).
+// Unary ops (kernels.cuh apply_unary) and fused activations
+// (fb::Activation). The first ones, through kClip, are the shared unary
+// kernels in their order (kiln/backends/common/kernel_table.h); lower.cc
+// checks.
 enum UnaryOp : uint32_t {
   // clang-format off
   kRelu, kSigmoid, kTanh, kNeg, kAbs, kExp, kLog, kSqrt, kErf, kFloor, kCeil, kReciprocal, kSoftplus,
-  kLeakyRelu, kElu, kHardSigmoid, kHardSwish, kGelu, kGeluTanh, kClip, kIdentity,
+  kLeakyRelu, kElu, kHardSigmoid, kHardSwish, kGelu, kClip,
+  kGeluTanh, kIdentity,
   // clang-format on
   kActivation,  // UnaryArgs::act (an activation cuBLASLt's epilogues lack)
 };
+// The shared binary and reduction kernels, in their order (no Pow).
 enum BinaryOp : uint32_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
 enum ReduceKind : uint32_t {
   // clang-format off

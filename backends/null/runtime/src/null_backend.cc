@@ -5,9 +5,9 @@
 #include <new>
 
 #include "backends/null/null_abi.h"
+#include "kiln/backends/common/delegate_graph.h"
 #include "kiln/platform/platform.h"
-#include "kiln/runtime/log.h"
-#include "kiln/schema/delegate_generated.h"
+#include "kiln/runtime/check.h"
 
 namespace kiln::backends::null {
 namespace {
@@ -36,68 +36,56 @@ static_assert(sizeof(const Tensor*) <= kOperandBytes, "operand slot");
 // Host pointers: a null "device buffer" is a range of the pool.
 uint8_t* base_of(DeviceBuffer buffer) { return static_cast<uint8_t*>(buffer.handle); }
 
-bool in_range(DeviceBuffer buffer, uint64_t offset, uint64_t bytes) {
-  return buffer.handle != nullptr && offset <= buffer.size && bytes <= buffer.size - offset;
-}
-
-const fb::DelegateGraph* parse(Span<const uint8_t> blob) {
-  if (blob.size() < 8 || !fb::DelegateGraphBufferHasIdentifier(blob.data())) return nullptr;
-  flatbuffers::Verifier verifier(blob.data(), blob.size());
-  if (!fb::VerifyDelegateGraphBuffer(verifier)) return nullptr;
-  const fb::DelegateGraph* graph = fb::GetDelegateGraph(blob.data());
-  return graph->kernels() != nullptr && graph->operators() != nullptr ? graph : nullptr;
-}
-
-uint32_t size_of(const flatbuffers::Vector<int32_t>* v) { return v != nullptr ? v->size() : 0; }
-
 // The state a delegate of `graph` takes (the layout above).
 uint64_t state_bytes_of(const fb::DelegateGraph& graph) {
-  uint64_t operands = 0;
-  for (const fb::KernelCall* call : *graph.kernels()) {
-    operands += size_of(call->inputs()) + size_of(call->outputs()) + size_of(call->scratch());
-  }
-  return kDelegateHeaderBytes + graph.kernels()->size() * kStepBytes + operands * kOperandBytes;
+  return kDelegateHeaderBytes + graph.kernels()->size() * kStepBytes + count_operands(graph) * kOperandBytes;
 }
 
-bool overlap(const Tensor& a, const Tensor& b) {
-  const uint8_t* pa = static_cast<const uint8_t*>(a.data());
-  const uint8_t* pb = static_cast<const uint8_t*>(b.data());
-  return pa != nullptr && pb != nullptr && pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-
-// Resolves `list` (tensor indices; -1 only where `optional`) into `out`.
-Error resolve(const flatbuffers::Vector<int32_t>* list, const MethodView& method, bool optional, const char* node,
-              const char* what, const Tensor** out) {
-  for (uint32_t i = 0; i < size_of(list); ++i) {
-    const int32_t t = list->Get(i);
-    if (t == -1 && optional) {
-      out[i] = nullptr;
-      continue;
-    }
-    if (t < 0 || static_cast<uint32_t>(t) >= method.num_tensors()) {
-      KILN_LOG(ERROR, "null: node '%s': %s %u names tensor %d, which does not exist", node, what, i, t);
-      return Error::kInvalidProgram;
-    }
-    out[i] = &method.tensor(static_cast<uint32_t>(t));
+// Lays out the step of kernel call `k` at `step`, its operand pointers from
+// `*operands` on (advanced past them), the call's checks passed first: the
+// shared ones and the kernel's own.
+Error init_step(const KernelView& k, const KernelEntry& entry, Step* step, const Tensor*** operands) {
+  KILN_RETURN_IF_ERROR(check_operand_indices(k));
+  KILN_RETURN_IF_ERROR(check_inplace(k, entry.inplace_inputs));
+  KernelArgs& args = step->args;
+  args.num_inputs = static_cast<uint16_t>(k.num_inputs());
+  args.num_outputs = static_cast<uint16_t>(k.num_outputs());
+  args.num_scratch = static_cast<uint16_t>(k.num_scratch());
+  const Tensor** inputs = *operands;
+  const Tensor** outputs = inputs + args.num_inputs;
+  const Tensor** scratch = outputs + args.num_outputs;
+  *operands = scratch + args.num_scratch;
+  for (uint32_t i = 0; i < args.num_inputs; ++i) inputs[i] = k.input(i);
+  for (uint32_t o = 0; o < args.num_outputs; ++o) outputs[o] = &k.output(o);
+  for (uint32_t i = 0; i < args.num_scratch; ++i) scratch[i] = &k.method->tensor(k.call->scratch()->Get(i));
+  args.inputs = inputs;
+  args.outputs = outputs;
+  args.scratch = scratch;
+  args.call = k.call;
+  args.node_name = k.node;
+  if (entry.check != nullptr) {
+    const Error checked = entry.check(args);
+    KILN_CHECK_OR_RETURN(checked == Error::kOk, checked, "null: node '%s' (%s): the kernel's check failed", k.node,
+                         k.op);
   }
+  step->run = entry.run;
   return Error::kOk;
 }
 
 }  // namespace
 
 Error NullBackend::allocate(Device device, uint64_t size, uint32_t alignment, DeviceBuffer* out_buffer) {
-  if (device.type() != DeviceType::NULL_DEVICE || out_buffer == nullptr || alignment == 0 ||
-      (alignment & (alignment - 1)) != 0) {
-    return Error::kInvalidArgument;
-  }
+  KILN_CHECK_OR_RETURN(device.type() == DeviceType::NULL_DEVICE && out_buffer != nullptr && alignment != 0 &&
+                           (alignment & (alignment - 1)) == 0,
+                       Error::kInvalidArgument, "null: bad arena request (alignment %u)", alignment);
   const uintptr_t base = reinterpret_cast<uintptr_t>(options_.memory.data());
   const uint64_t start = (base + used_ + alignment - 1) / alignment * alignment - base;
-  if (options_.memory.data() == nullptr || start > options_.memory.size() || size > options_.memory.size() - start) {
-    KILN_LOG(ERROR, "null: an arena of %llu bytes does not fit the backend's memory (%llu of %llu bytes in use)",
-             static_cast<unsigned long long>(size), static_cast<unsigned long long>(used_),
-             static_cast<unsigned long long>(options_.memory.size()));
-    return Error::kDeviceAllocationFailed;
-  }
+  KILN_CHECK_OR_RETURN(
+      options_.memory.data() != nullptr && start <= options_.memory.size() && size <= options_.memory.size() - start,
+      Error::kDeviceAllocationFailed,
+      "null: an arena of %llu bytes does not fit the backend's memory (%llu of %llu bytes in use)",
+      static_cast<unsigned long long>(size), static_cast<unsigned long long>(used_),
+      static_cast<unsigned long long>(options_.memory.size()));
   used_ = start + size;
   ++live_;
   out_buffer->handle = options_.memory.data() + start;
@@ -112,110 +100,60 @@ void NullBackend::release(Device device, DeviceBuffer buffer) {
 
 Error NullBackend::copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_offset, const void* src,
                                   uint64_t bytes) {
-  if (!in_range(dst, dst_offset, bytes) || (bytes != 0 && src == nullptr)) return Error::kInvalidArgument;
+  KILN_CHECK_OR_RETURN(buffer_holds(dst, dst_offset, bytes) && (bytes == 0 || src != nullptr), Error::kInvalidArgument,
+                       "null: copy to null:%d outside its arena", device.index());
   if (bytes != 0) memcpy(base_of(dst) + dst_offset, src, bytes);
   return Error::kOk;
 }
 
 Error NullBackend::copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset, uint64_t bytes) {
-  if (!in_range(src, src_offset, bytes) || (bytes != 0 && dst == nullptr)) return Error::kInvalidArgument;
+  KILN_CHECK_OR_RETURN(buffer_holds(src, src_offset, bytes) && (bytes == 0 || dst != nullptr), Error::kInvalidArgument,
+                       "null: copy from null:%d outside its arena", device.index());
   if (bytes != 0) memcpy(dst, base_of(src) + src_offset, bytes);
   return Error::kOk;
 }
 
 Error NullBackend::copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src,
                                   uint64_t src_offset, uint64_t bytes) {
-  if (!in_range(dst, dst_offset, bytes) || !in_range(src, src_offset, bytes)) return Error::kInvalidArgument;
+  KILN_CHECK_OR_RETURN(buffer_holds(dst, dst_offset, bytes) && buffer_holds(src, src_offset, bytes),
+                       Error::kInvalidArgument, "null: copy on null:%d outside its arenas", device.index());
   if (bytes != 0) memmove(base_of(dst) + dst_offset, base_of(src) + src_offset, bytes);
   return Error::kOk;
 }
 
 void* NullBackend::address(DeviceBuffer buffer, uint64_t offset) {
-  return in_range(buffer, offset, 0) ? base_of(buffer) + offset : nullptr;
+  return buffer_holds(buffer, offset, 0) ? base_of(buffer) + offset : nullptr;
 }
 
 uint64_t NullBackend::state_bytes(const fb::Delegate& delegate, Span<const uint8_t> blob) const {
-  const fb::DelegateGraph* graph = parse(blob);
+  const fb::DelegateGraph* graph = parse_delegate_graph(blob);
   return graph != nullptr ? state_bytes_of(*graph) : 0;  // init() refuses a bad blob, naming why
 }
 
 Result<void*> NullBackend::init(const DelegateContext& context) {
-  if (context.delegate == nullptr || context.method == nullptr || context.allocator == nullptr) {
-    return Error::kInvalidArgument;
-  }
-  const fb::DelegateGraph* graph = parse(context.blob);
-  if (graph == nullptr) {
-    KILN_LOG(ERROR, "null: the delegate blob is not a valid DelegateGraph (KDLG) flatbuffer with kernels");
-    return Error::kInvalidProgram;
-  }
+  KILN_CHECK_OR_RETURN(context.delegate != nullptr && context.method != nullptr && context.allocator != nullptr,
+                       Error::kInvalidArgument, "null: init without a delegate, method or allocator");
+  const fb::DelegateGraph* graph = parse_delegate_graph(context.blob);
+  KILN_CHECK_OR_RETURN(graph != nullptr, Error::kInvalidProgram,
+                       "null: the delegate blob is not a valid DelegateGraph (KDLG) flatbuffer with kernels");
   const KernelRegistry& registry = options_.kernels != nullptr ? *options_.kernels : global_kernel_registry();
-  const MethodView& method = *context.method;
   const uint64_t bytes = state_bytes_of(*graph);
   uint8_t* memory = static_cast<uint8_t*>(context.allocator->allocate(static_cast<size_t>(bytes), 16));
-  if (memory == nullptr) {
-    KILN_LOG(ERROR, "null: the delegate's state needs %llu bytes; the program reserved fewer",
-             static_cast<unsigned long long>(bytes));
-    return Error::kOutOfMemory;
-  }
+  KILN_CHECK_OR_RETURN(memory != nullptr, Error::kOutOfMemory,
+                       "null: the delegate's state needs %llu bytes; the program reserved fewer",
+                       static_cast<unsigned long long>(bytes));
   const uint32_t count = graph->kernels()->size();
   Record* record = new (memory) Record();
   record->steps = reinterpret_cast<Step*>(memory + kDelegateHeaderBytes);
   record->count = count;
   const Tensor** operands = reinterpret_cast<const Tensor**>(memory + kDelegateHeaderBytes + count * kStepBytes);
-  for (uint32_t k = 0; k < count; ++k) {
-    const fb::KernelCall& call = *graph->kernels()->Get(k);
-    const auto* names = graph->names();
-    const char* node = names != nullptr && k < names->size() ? names->Get(k)->c_str() : "?";
-    if (call.op() >= graph->operators()->size()) {
-      KILN_LOG(ERROR, "null: node '%s' names operator %u, which does not exist", node, call.op());
-      return Error::kInvalidProgram;
-    }
-    const char* op = graph->operators()->Get(call.op())->name()->c_str();
-    const KernelEntry* entry = registry.find(op);
-    if (entry == nullptr) {
-      KILN_LOG(ERROR, "null: node '%s': no kernel '%s' is registered", node, op);
-      return Error::kKernelNotFound;
-    }
-    Step* step = new (&record->steps[k]) Step();
-    KernelArgs& args = step->args;
-    args.num_inputs = static_cast<uint16_t>(size_of(call.inputs()));
-    args.num_outputs = static_cast<uint16_t>(size_of(call.outputs()));
-    args.num_scratch = static_cast<uint16_t>(size_of(call.scratch()));
-    const Tensor** inputs = operands;
-    const Tensor** outputs = inputs + args.num_inputs;
-    const Tensor** scratch = outputs + args.num_outputs;
-    operands = scratch + args.num_scratch;
-    args.inputs = inputs;
-    args.outputs = outputs;
-    args.scratch = scratch;
-    args.call = &call;
-    args.node_name = node;
-    Error error = resolve(call.inputs(), method, true, node, "input", inputs);
-    if (error == Error::kOk) error = resolve(call.outputs(), method, false, node, "output", outputs);
-    if (error == Error::kOk) error = resolve(call.scratch(), method, false, node, "scratch", scratch);
-    if (error != Error::kOk) return error;
-    for (uint32_t o = 0; o < args.num_outputs; ++o) {
-      for (uint32_t i = 0; i < args.num_inputs; ++i) {
-        if (!args.has_input(i) || !overlap(args.in(i), args.out(o))) continue;
-        const bool same = args.in(i).data() == args.out(o).data() && args.in(i).nbytes() == args.out(o).nbytes();
-        if (!(o == 0 && same && i < 32 && (entry->inplace_inputs >> i & 1u) != 0)) {
-          KILN_LOG(ERROR,
-                   "null: node '%s' (%s): output %u shares bytes with input %u, which the kernel does not "
-                   "allow",
-                   node, op, o, i);
-          return Error::kInvalidProgram;
-        }
-      }
-    }
-    if (entry->check != nullptr) {
-      error = entry->check(args);
-      if (error != Error::kOk) {
-        KILN_LOG(ERROR, "null: node '%s' (%s): the kernel's check failed", node, op);
-        return error;
-      }
-    }
-    step->run = entry->run;
-  }
+  const Error error = for_each_kernel_call("null", *graph, *context.method, [&](uint32_t k, const KernelView& view) {
+    const KernelEntry* entry = registry.find(view.op);
+    KILN_CHECK_OR_RETURN(entry != nullptr, Error::kKernelNotFound, "null: node '%s': no kernel '%s' is registered",
+                         view.node, view.op);
+    return init_step(view, *entry, new (&record->steps[k]) Step(), &operands);
+  });
+  KILN_RETURN_IF_ERROR(error);
   return static_cast<void*>(record);
 }
 
@@ -225,10 +163,8 @@ Error NullBackend::execute(void* delegate, const DelegateCallArgs& args) {
     const Step& step = record.steps[k];
     const uint64_t start = args.tracer != nullptr ? kiln_pal_ticks() : 0;
     const Error error = step.run(step.args);
-    if (error != Error::kOk) {
-      KILN_LOG(ERROR, "null: node '%s' failed: %s", step.args.node_name, error_name(error));
-      return error;
-    }
+    KILN_CHECK_OR_RETURN(error == Error::kOk, error, "null: node '%s' failed: %s", step.args.node_name,
+                         error_name(error));
     // One record per kernel inside the delegate call (detail: its index).
     if (args.tracer != nullptr) {
       args.tracer->record({start, kiln_pal_ticks(), args.instruction, TraceKind::kBackend, static_cast<uint16_t>(k)});

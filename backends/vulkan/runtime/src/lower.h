@@ -4,17 +4,18 @@
 // pipeline, which tensors bound as storage buffers (read or written byte
 // ranges of an arena), the push constants and the workgroup counts.
 //
-// This is the Vulkan backend's trust boundary: a kernel passes its checks
-// once, at delegate init, and its shader then indexes only inside the
-// buffers it is given. Every message names the model node.
+// This is the Vulkan backend's trust boundary (the shared operand checks,
+// kiln/backends/common/operand_checks.h, and the device's own limits): a
+// kernel passes its checks once, at delegate init, and its shader then
+// indexes only inside the buffers it is given. Every message names the
+// model node.
 
 #ifndef KILN_BACKENDS_VULKAN_RUNTIME_SRC_LOWER_H_
 #define KILN_BACKENDS_VULKAN_RUNTIME_SRC_LOWER_H_
 
 #include <stdint.h>
 
-#include "kiln/runtime/backend.h"
-#include "kiln/runtime/tensor.h"
+#include "kiln/backends/common/kernel_view.h"
 #include "state.h"
 
 namespace kiln::backends::vulkan::internal {
@@ -39,42 +40,7 @@ struct Launch {
   bool disjoint_writes = false;
 };
 
-// Receives the launches of each kernel in order.
-class LaunchSink {
- public:
-  virtual Error emit(const Launch& launch) = 0;
-
- protected:
-  ~LaunchSink() = default;
-};
-
-// One kernel call of a delegate, its operands resolved to the method's
-// tensors (already checked to be float32 tensors in arenas of the
-// delegate's device).
-struct KernelView {
-  const char* node = "";
-  const char* op = "";
-  const fb::KernelCall* call = nullptr;
-  const MethodView* method = nullptr;
-
-  uint32_t num_inputs() const { return call->inputs() != nullptr ? call->inputs()->size() : 0; }
-  uint32_t num_outputs() const { return call->outputs() != nullptr ? call->outputs()->size() : 0; }
-  // nullptr for an absent optional input.
-  const Tensor* input(uint32_t i) const {
-    const int32_t t = call->inputs()->Get(i);
-    return t < 0 ? nullptr : &method->tensor(static_cast<uint32_t>(t));
-  }
-  const Tensor& output(uint32_t i) const { return method->tensor(static_cast<uint32_t>(call->outputs()->Get(i))); }
-  template <typename P>
-  const P* params() const {
-    return call->params_as<P>();
-  }
-};
-
-// True when the backend runs kernels named `op`.
-bool kernel_supported(const char* op);
-// True when `op` may write its output 0 over input `input` (same bytes).
-bool kernel_allows_inplace(const char* op, uint32_t input);
+using LaunchSink = backends::LaunchSink<Launch>;
 
 // Checks `kernel` and emits its launches to `sink`.
 Error lower_kernel(const KernelView& kernel, const Limits& limits, LaunchSink& sink);

@@ -8,9 +8,10 @@
 
 #include <new>
 
+#include "backends/vulkan/vulkan_kernels.h"
 #include "device.h"
-#include "kiln/runtime/log.h"
-#include "kiln/schema/delegate_generated.h"
+#include "kiln/backends/common/delegate_graph.h"
+#include "kiln/runtime/check.h"
 #include "lower.h"
 #include "state.h"
 
@@ -20,7 +21,6 @@ using internal::ArenaState;
 using internal::BackendState;
 using internal::DelegateRecord;
 using internal::DeviceState;
-using internal::KernelView;
 using internal::Launch;
 using internal::Lock;
 
@@ -47,92 +47,44 @@ Error check_validation(BackendState& s, const char* during) {
   return Error::kDeviceError;
 }
 
-const char* kernel_name(const fb::DelegateGraph& graph, uint32_t k) {
-  if (graph.names() == nullptr || k >= graph.names()->size() || graph.names()->Get(k) == nullptr) return "";
-  return graph.names()->Get(k)->c_str();
-}
-
 // The checks every operand of every kernel passes before any shader sees
-// it: a float32 tensor of this device, inside one of our arenas, at an
-// offset the device can bind, within the range a binding may have; and an
-// output shares bytes with an input only as the kernel allows.
+// it, beyond the shared ones (operand indices, in-place rules): a float32
+// tensor of this device, inside one of our arenas, at an offset the device
+// can bind, within the range a binding may have.
 class OperandChecker {
  public:
   OperandChecker(BackendState& s, const DeviceState& device, const MethodView& method)
       : s_(s), device_(device), method_(method) {}
 
   Error check(const KernelView& k) {
-    const uint32_t num_tensors = method_.num_tensors();
     for (uint32_t i = 0; i < k.num_inputs(); ++i) {
-      const int32_t t = k.call->inputs()->Get(i);
-      if (t == -1) continue;
-      if (t < 0 || static_cast<uint32_t>(t) >= num_tensors) return bad(k, "input", i, "is out of range");
-      KILN_RETURN_IF_ERROR(check_tensor(k, "input", i, method_.tensor(static_cast<uint32_t>(t))));
+      if (k.input(i) != nullptr) KILN_RETURN_IF_ERROR(check_tensor(k, "input", i, *k.input(i)));
     }
-    for (uint32_t o = 0; o < k.num_outputs(); ++o) {
-      const int32_t t = k.call->outputs()->Get(o);
-      if (t < 0 || static_cast<uint32_t>(t) >= num_tensors) return bad(k, "output", o, "is out of range");
-      const Tensor& out = method_.tensor(static_cast<uint32_t>(t));
-      KILN_RETURN_IF_ERROR(check_tensor(k, "output", o, out));
-      for (uint32_t i = 0; i < k.num_inputs(); ++i) {
-        const Tensor* in = k.input(i);
-        if (in == nullptr || !overlap(*in, out)) continue;
-        const bool same = in->offset() == out.offset() && in->nbytes() == out.nbytes();
-        if (!(o == 0 && same && internal::kernel_allows_inplace(k.op, i))) {
-          KILN_LOG(ERROR,
-                   "vulkan: node '%s' (%s): output %u shares bytes with input %u, which the kernel does not "
-                   "allow",
-                   k.node, k.op, o, i);
-          return Error::kInvalidProgram;
-        }
-      }
-      for (uint32_t p = 0; p < o; ++p) {
-        if (overlap(k.output(p), out)) return bad(k, "output", o, "shares bytes with another output");
-      }
-    }
+    for (uint32_t o = 0; o < k.num_outputs(); ++o) KILN_RETURN_IF_ERROR(check_tensor(k, "output", o, k.output(o)));
     return Error::kOk;
   }
 
  private:
-  static bool overlap(const Tensor& a, const Tensor& b) {
-    return a.arena() == b.arena() && a.offset() < b.offset() + b.nbytes() && b.offset() < a.offset() + a.nbytes();
-  }
-
-  Error bad(const KernelView& k, const char* what, uint32_t i, const char* why) {
-    KILN_LOG(ERROR, "vulkan: node '%s' (%s): %s %u %s", k.node, k.op, what, i, why);
-    return Error::kInvalidProgram;
-  }
-
   Error check_tensor(const KernelView& k, const char* what, uint32_t i, const Tensor& t) {
-    if (t.device().type() != DeviceType::VULKAN || t.device().index() != device_.index) {
-      return bad(k, what, i, "is not a tensor of this Vulkan device");
-    }
-    if (t.dtype() != DType::FLOAT32) return bad(k, what, i, "is not float32");
-    if (t.arena() < 0 || static_cast<uint32_t>(t.arena()) >= method_.num_arenas()) {
-      return bad(k, what, i, "is not planned in a device arena");
-    }
+    KILN_VIEW_CHECK(k, t.device().type() == DeviceType::VULKAN && t.device().index() == device_.index,
+                    "%s %u is not a tensor of this Vulkan device", what, i);
+    KILN_VIEW_CHECK(k, t.dtype() == DType::FLOAT32, "%s %u is not float32", what, i);
+    KILN_VIEW_CHECK(k, t.arena() >= 0 && static_cast<uint32_t>(t.arena()) < method_.num_arenas(),
+                    "%s %u is not planned in a device arena", what, i);
     const ArenaState* arena = arena_of(s_, method_.arena(static_cast<uint32_t>(t.arena())));
-    if (arena == nullptr || arena->device != device_.index) {
-      return bad(k, what, i, "lives in an arena this backend did not allocate on this device");
-    }
-    if (t.nbytes() == 0 || t.offset() + t.nbytes() > arena->size)
-      return bad(k, what, i, "is empty or outside its arena");
-    if (t.offset() % device_.limits.min_storage_offset_alignment != 0) {
-      KILN_LOG(ERROR,
-               "vulkan: node '%s' (%s): %s %u is at offset %llu, not a multiple of the device's "
-               "minStorageBufferOffsetAlignment %llu",
-               k.node, k.op, what, i, static_cast<unsigned long long>(t.offset()),
-               static_cast<unsigned long long>(device_.limits.min_storage_offset_alignment));
-      return Error::kInvalidProgram;
-    }
-    if (t.nbytes() > device_.limits.max_storage_range) {
-      KILN_LOG(ERROR,
-               "vulkan: node '%s' (%s): %s %u has %llu bytes; vulkan:%u binds at most %llu "
-               "(maxStorageBufferRange)",
-               k.node, k.op, what, i, static_cast<unsigned long long>(t.nbytes()), device_.index,
-               static_cast<unsigned long long>(device_.limits.max_storage_range));
-      return Error::kNotSupported;
-    }
+    KILN_VIEW_CHECK(k, arena != nullptr && arena->device == device_.index,
+                    "%s %u lives in an arena this backend did not allocate on this device", what, i);
+    KILN_VIEW_CHECK(k, t.nbytes() != 0 && t.offset() + t.nbytes() <= arena->size, "%s %u is empty or outside its arena",
+                    what, i);
+    KILN_VIEW_CHECK(k, t.offset() % device_.limits.min_storage_offset_alignment == 0,
+                    "%s %u is at offset %llu, not a multiple of the device's minStorageBufferOffsetAlignment %llu",
+                    what, i, static_cast<unsigned long long>(t.offset()),
+                    static_cast<unsigned long long>(device_.limits.min_storage_offset_alignment));
+    KILN_CHECK_OR_RETURN(t.nbytes() <= device_.limits.max_storage_range, Error::kNotSupported,
+                         "vulkan: node '%s' (%s): %s %u has %llu bytes; vulkan:%u binds at most %llu "
+                         "(maxStorageBufferRange)",
+                         k.node, k.op, what, i, static_cast<unsigned long long>(t.nbytes()), device_.index,
+                         static_cast<unsigned long long>(device_.limits.max_storage_range));
     return Error::kOk;
   }
 
@@ -279,26 +231,6 @@ void destroy_record(BackendState& s, DelegateRecord& r) {
   r = DelegateRecord();
 }
 
-// Visits the kernels of `graph` as KernelViews.
-template <typename F>
-Error for_each_kernel(const fb::DelegateGraph& graph, const MethodView& method, F f) {
-  const uint32_t count = graph.kernels()->size();
-  for (uint32_t k = 0; k < count; ++k) {
-    const fb::KernelCall* call = graph.kernels()->Get(k);
-    KernelView view;
-    view.node = kernel_name(graph, k);
-    view.call = call;
-    view.method = &method;
-    if (call->op() >= graph.operators()->size()) {
-      KILN_LOG(ERROR, "vulkan: kernel %u ('%s') names operator %u, which does not exist", k, view.node, call->op());
-      return Error::kInvalidProgram;
-    }
-    view.op = graph.operators()->Get(call->op())->name()->c_str();
-    KILN_RETURN_IF_ERROR(f(k, view));
-  }
-  return Error::kOk;
-}
-
 Error record(BackendState& s, DeviceState& device, const fb::DelegateGraph& graph, const MethodView& method,
              uint32_t descriptors, DelegateRecord& r) {
   const VkAllocationCallbacks* a = s.allocator();
@@ -326,10 +258,11 @@ Error record(BackendState& s, DeviceState& device, const fb::DelegateGraph& grap
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &entry, 0, nullptr, 0, nullptr);
   r.dispatches = 0;
   RecordingSink sink(s, device, method, r);
-  KILN_RETURN_IF_ERROR(for_each_kernel(graph, method, [&](uint32_t k, const KernelView& view) {
+  const Error recorded = for_each_kernel_call("vulkan", graph, method, [&](uint32_t k, const KernelView& view) {
     sink.set_kernel(k);
     return internal::lower_kernel(view, device.limits, sink);
-  }));
+  });
+  KILN_RETURN_IF_ERROR(recorded);
   // This delegate's writes are visible to the host (mapped copies), to
   // transfers (staging copies) and, through the next entry barrier, to
   // later delegates.
@@ -533,31 +466,25 @@ Result<void*> VulkanBackend::init(const DelegateContext& context) {
   KILN_RETURN_IF_ERROR(internal::ensure_device(s, where->index()));
   DeviceState& device = s.devices[where->index()];
 
-  const Span<const uint8_t> blob = context.blob;
-  flatbuffers::Verifier verifier(blob.data(), blob.size());
-  if (blob.size() < 8 || !fb::DelegateGraphBufferHasIdentifier(blob.data()) ||
-      !fb::VerifyDelegateGraphBuffer(verifier)) {
-    KILN_LOG(ERROR, "vulkan: the delegate blob is not a valid DelegateGraph (KDLG) flatbuffer");
-    return Error::kInvalidProgram;
-  }
-  const fb::DelegateGraph& graph = *fb::GetDelegateGraph(blob.data());
-  if (graph.kernels() == nullptr || graph.operators() == nullptr) {
-    KILN_LOG(ERROR, "vulkan: the delegate blob has no kernels or operators");
-    return Error::kInvalidProgram;
-  }
+  const fb::DelegateGraph* graph = parse_delegate_graph(context.blob);
+  KILN_CHECK_OR_RETURN(graph != nullptr, Error::kInvalidProgram,
+                       "vulkan: the delegate blob is not a valid DelegateGraph (KDLG) flatbuffer with kernels");
   const MethodView& method = *context.method;
   OperandChecker checker(s, device, method);
-  KILN_RETURN_IF_ERROR(for_each_kernel(graph, method, [&](uint32_t, const KernelView& view) {
-    if (!internal::kernel_supported(view.op)) {
-      KILN_LOG(ERROR, "vulkan: node '%s': kernel '%s' has no Vulkan shader", view.node, view.op);
-      return Error::kNotSupported;
-    }
-    return checker.check(view);
-  }));
+  const Error checked = for_each_kernel_call("vulkan", *graph, method, [&](uint32_t, const KernelView& view) -> Error {
+    const KernelInfo* info = kKernels.find(view.op);
+    KILN_CHECK_OR_RETURN(info != nullptr, Error::kNotSupported, "vulkan: node '%s': kernel '%s' has no Vulkan shader",
+                         view.node, view.op);
+    KILN_RETURN_IF_ERROR(check_operand_indices(view));
+    KILN_RETURN_IF_ERROR(checker.check(view));
+    return check_inplace(view, info->inplace_inputs);
+  });
+  KILN_RETURN_IF_ERROR(checked);
   CountingSink counting(s, device);
-  KILN_RETURN_IF_ERROR(for_each_kernel(graph, method, [&](uint32_t, const KernelView& view) {
+  const Error counted = for_each_kernel_call("vulkan", *graph, method, [&](uint32_t, const KernelView& view) {
     return internal::lower_kernel(view, device.limits, counting);
-  }));
+  });
+  KILN_RETURN_IF_ERROR(counted);
 
   void* memory = context.allocator->allocate(sizeof(DelegateRecord), alignof(DelegateRecord));
   if (memory == nullptr) {
@@ -567,7 +494,7 @@ Result<void*> VulkanBackend::init(const DelegateContext& context) {
   DelegateRecord* r = new (memory) DelegateRecord();
   r->device = &device;
   r->dispatches = counting.dispatches;
-  const Error error = record(s, device, graph, method, counting.descriptors, *r);
+  const Error error = record(s, device, *graph, method, counting.descriptors, *r);
   if (error != Error::kOk) {
     destroy_record(s, *r);
     return error;
