@@ -6,14 +6,10 @@
 
 #include "backends/cuda/cuda_abi.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "cuda_status.h"
 #include "kiln/backends/common/delegate_graph.h"
-#include "kiln/runtime/check.h"
 #include "launch.h"
 #include "lower.h"
-
-#if !KILN_CUDA_HOSTEXEC
-#include <cublasLt.h>
-#endif
 
 namespace kiln::backends::cuda::KILN_CUDA_FLAVOR {
 
@@ -241,6 +237,30 @@ void enqueue_all(const Record& r) {
   }
 }
 
+// Records the delegate's launches as a CUDA graph (kReplay), or, where
+// capture fails, says so once and leaves the delegate launching directly
+// (kDirect).
+void capture(Record& r, CudaStats& stats) {
+  // Thread-local mode: other threads' CUDA calls cannot break the capture.
+  cudaError_t e = cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal);
+  if (e == cudaSuccess) {
+    enqueue_all(r);
+    e = cudaStreamEndCapture(r.stream, &r.graph);
+  }
+  if (e == cudaSuccess) e = cudaGraphInstantiate(&r.exec, r.graph, 0);
+  if (e == cudaSuccess) {
+    ++stats.captures;
+    r.phase = Record::kReplay;
+    return;
+  }
+  cudaGetLastError();  // capture failures are sticky only to the capture
+  KILN_LOG(WARNING,
+           "cuda: delegate (first node '%s') could not be captured as a CUDA graph (%s); it runs by direct launches",
+           r.count > 0 ? r.launches[0].node : "?", cudaGetErrorString(e));
+  ++stats.capture_failures;
+  r.phase = Record::kDirect;
+}
+
 // Every operand of `k`: a float32 tensor inside an arena of `device`.
 Error check_operands(const KernelView& k, Device device) {
   for (uint32_t list = 0; list < 3; ++list) {
@@ -273,25 +293,22 @@ Error CudaBackend::open_device(int index) {
   KILN_CHECK_OR_RETURN(options_.unavailable == nullptr, Error::kDeviceError,
                        "cuda: device cuda:%d is not available (%s)", index, options_.unavailable);
   int count = 0;
-  const cudaError_t counted = cudaGetDeviceCount(&count);
-  KILN_CHECK_OR_RETURN(counted == cudaSuccess && index < count, Error::kDeviceError,
-                       "cuda: device cuda:%d is not available (%d CUDA devices; %s)", index,
-                       counted == cudaSuccess ? count : 0, cudaGetErrorString(counted));
-  KILN_CHECK_OR_RETURN(cudaSetDevice(index) == cudaSuccess, Error::kDeviceError, "cuda: cannot select cuda:%d", index);
+  KILN_CUDA_CHECK(cudaGetDeviceCount(&count), Error::kDeviceError, "cuda: device cuda:%d is not available", index);
+  KILN_CHECK_OR_RETURN(index < count, Error::kDeviceError, "cuda: device cuda:%d is not available (%d CUDA devices)",
+                       index, count);
+  KILN_CUDA_CHECK(cudaSetDevice(index), Error::kDeviceError, "cuda: cannot select cuda:%d", index);
   cudaStream_t stream = nullptr;
-  KILN_CHECK_OR_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, Error::kDeviceError,
-                       "cuda: cannot create a stream on cuda:%d", index);
+  KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), Error::kDeviceError,
+                  "cuda: cannot create a stream on cuda:%d", index);
   d.stream = stream;
 #if !KILN_CUDA_HOSTEXEC
   cublasLtHandle_t handle = nullptr;
-  KILN_CHECK_OR_RETURN(cublasLtCreate(&handle) == CUBLAS_STATUS_SUCCESS, Error::kDeviceError,
-                       "cuda: cuBLASLt cannot start on cuda:%d", index);
+  KILN_CUBLAS_CHECK(cublasLtCreate(&handle), Error::kDeviceError, "cuda: cuBLASLt cannot start on cuda:%d", index);
   d.blas = handle;
   if (options_.gemm_workspace_bytes > 0) {
-    KILN_CHECK_OR_RETURN(cudaMalloc(&d.workspace, options_.gemm_workspace_bytes) == cudaSuccess,
-                         Error::kDeviceAllocationFailed,
-                         "cuda: cuda:%d has no room for the %llu-byte cuBLASLt workspace", index,
-                         static_cast<unsigned long long>(options_.gemm_workspace_bytes));
+    KILN_CUDA_CHECK(cudaMalloc(&d.workspace, options_.gemm_workspace_bytes), Error::kDeviceAllocationFailed,
+                    "cuda: cuda:%d has no room for the %llu-byte cuBLASLt workspace", index,
+                    static_cast<unsigned long long>(options_.gemm_workspace_bytes));
     d.workspace_bytes = options_.gemm_workspace_bytes;
   }
 #endif
@@ -321,9 +338,9 @@ Error CudaBackend::allocate(Device device, uint64_t size, uint32_t alignment, De
   KILN_RETURN_IF_ERROR(open_device(device.index()));
   cudaSetDevice(device.index());
   void* p = nullptr;
-  KILN_CHECK_OR_RETURN(cudaMalloc(&p, size > 0 ? size : 1) == cudaSuccess, Error::kDeviceAllocationFailed,
-                       "cuda: cuda:%d cannot allocate an arena of %llu bytes", device.index(),
-                       static_cast<unsigned long long>(size));
+  KILN_CUDA_CHECK(cudaMalloc(&p, size > 0 ? size : 1), Error::kDeviceAllocationFailed,
+                  "cuda: cuda:%d cannot allocate an arena of %llu bytes", device.index(),
+                  static_cast<unsigned long long>(size));
   ++live_;
   out_buffer->handle = p;
   out_buffer->size = size;
@@ -344,10 +361,10 @@ Error CudaBackend::copy_to_device(Device device, DeviceBuffer dst, uint64_t dst_
                        "cuda: copy to cuda:%d outside its arena", device.index());
   KILN_RETURN_IF_ERROR(open_device(device.index()));
   if (bytes == 0) return Error::kOk;
-  KILN_CHECK_OR_RETURN(cudaMemcpyAsync(base_of(dst) + dst_offset, src, bytes, cudaMemcpyHostToDevice,
-                                       stream_of(devices_[device.index()])) == cudaSuccess,
-                       Error::kDeviceError, "cuda: copy of %llu bytes to cuda:%d failed",
-                       static_cast<unsigned long long>(bytes), device.index());
+  const cudaStream_t stream = stream_of(devices_[device.index()]);
+  KILN_CUDA_CHECK(cudaMemcpyAsync(base_of(dst) + dst_offset, src, bytes, cudaMemcpyHostToDevice, stream),
+                  Error::kDeviceError, "cuda: copy of %llu bytes to cuda:%d failed",
+                  static_cast<unsigned long long>(bytes), device.index());
   return Error::kOk;
 }
 
@@ -357,14 +374,11 @@ Error CudaBackend::copy_to_host(Device device, void* dst, DeviceBuffer src, uint
   KILN_RETURN_IF_ERROR(open_device(device.index()));
   const cudaStream_t stream = stream_of(devices_[device.index()]);
   if (bytes != 0) {
-    KILN_CHECK_OR_RETURN(
-        cudaMemcpyAsync(dst, base_of(src) + src_offset, bytes, cudaMemcpyDeviceToHost, stream) == cudaSuccess,
-        Error::kDeviceError, "cuda: copy of %llu bytes from cuda:%d failed", static_cast<unsigned long long>(bytes),
-        device.index());
+    KILN_CUDA_CHECK(cudaMemcpyAsync(dst, base_of(src) + src_offset, bytes, cudaMemcpyDeviceToHost, stream),
+                    Error::kDeviceError, "cuda: copy of %llu bytes from cuda:%d failed",
+                    static_cast<unsigned long long>(bytes), device.index());
   }
-  const cudaError_t e = cudaStreamSynchronize(stream);
-  KILN_CHECK_OR_RETURN(e == cudaSuccess, Error::kDeviceError, "cuda: cuda:%d failed: %s", device.index(),
-                       cudaGetErrorString(e));
+  KILN_CUDA_CHECK(cudaStreamSynchronize(stream), Error::kDeviceError, "cuda: cuda:%d failed", device.index());
   return Error::kOk;
 }
 
@@ -374,10 +388,11 @@ Error CudaBackend::copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_
                        Error::kInvalidArgument, "cuda: copy on cuda:%d outside its arenas", device.index());
   KILN_RETURN_IF_ERROR(open_device(device.index()));
   if (bytes == 0) return Error::kOk;
-  KILN_CHECK_OR_RETURN(cudaMemcpyAsync(base_of(dst) + dst_offset, base_of(src) + src_offset, bytes,
-                                       cudaMemcpyDeviceToDevice, stream_of(devices_[device.index()])) == cudaSuccess,
-                       Error::kDeviceError, "cuda: copy of %llu bytes on cuda:%d failed",
-                       static_cast<unsigned long long>(bytes), device.index());
+  const cudaStream_t stream = stream_of(devices_[device.index()]);
+  KILN_CUDA_CHECK(
+      cudaMemcpyAsync(base_of(dst) + dst_offset, base_of(src) + src_offset, bytes, cudaMemcpyDeviceToDevice, stream),
+      Error::kDeviceError, "cuda: copy of %llu bytes on cuda:%d failed", static_cast<unsigned long long>(bytes),
+      device.index());
   return Error::kOk;
 }
 
@@ -431,50 +446,19 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
 Error CudaBackend::execute(void* delegate, const DelegateCallArgs& args) {
   Record& r = *static_cast<Record*>(delegate);
   cudaSetDevice(r.device);
-  switch (r.phase) {
-    case Record::kWarmUp:
-    case Record::kDirect:
-      enqueue_all(r);
-      ++stats_.direct_calls;
-      if (r.phase == Record::kWarmUp) r.phase = options_.graphs ? Record::kCapture : Record::kDirect;
-      break;
-    case Record::kCapture: {
-      // Thread-local mode: other threads' CUDA calls cannot break the capture.
-      cudaError_t e = cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal);
-      if (e == cudaSuccess) {
-        enqueue_all(r);
-        e = cudaStreamEndCapture(r.stream, &r.graph);
-      }
-      if (e == cudaSuccess) e = cudaGraphInstantiate(&r.exec, r.graph, 0);
-      if (e != cudaSuccess) {
-        cudaGetLastError();  // capture failures are sticky only to the capture
-        KILN_LOG(WARNING,
-                 "cuda: delegate (first node '%s') could not be captured as a CUDA graph (%s); it runs by "
-                 "direct launches",
-                 r.count > 0 ? r.launches[0].node : "?", cudaGetErrorString(e));
-        ++stats_.capture_failures;
-        r.phase = Record::kDirect;
-        enqueue_all(r);
-        ++stats_.direct_calls;
-        break;
-      }
-      ++stats_.captures;
-      r.phase = Record::kReplay;
-    }
-      [[fallthrough]];
-    case Record::kReplay: {
-      const cudaError_t e = cudaGraphLaunch(r.exec, r.stream);
-      KILN_CHECK_OR_RETURN(e == cudaSuccess, Error::kDeviceError, "cuda: graph launch on cuda:%d failed: %s", r.device,
-                           cudaGetErrorString(e));
-      ++stats_.graph_replays;
-      break;
-    }
+  if (r.phase == Record::kCapture) capture(r, stats_);
+  if (r.phase == Record::kReplay) {
+    KILN_CUDA_CHECK(cudaGraphLaunch(r.exec, r.stream), Error::kDeviceError, "cuda: graph launch on cuda:%d failed",
+                    r.device);
+    ++stats_.graph_replays;
+  } else {
+    enqueue_all(r);
+    ++stats_.direct_calls;
+    if (r.phase == Record::kWarmUp) r.phase = options_.graphs ? Record::kCapture : Record::kDirect;
   }
-  const cudaError_t e = cudaGetLastError();
-  KILN_CHECK_OR_RETURN(e == cudaSuccess, Error::kDeviceError,
-                       "cuda: a kernel of the delegate (first node '%s') "
-                       "failed on cuda:%d: %s",
-                       r.count > 0 ? r.launches[0].node : "?", r.device, cudaGetErrorString(e));
+  KILN_CUDA_CHECK(cudaGetLastError(), Error::kDeviceError,
+                  "cuda: a kernel of the delegate (first node '%s') failed on cuda:%d",
+                  r.count > 0 ? r.launches[0].node : "?", r.device);
   return Error::kOk;
 }
 

@@ -412,8 +412,10 @@ Error lower_parts(const KernelView& k, bool concat, LaunchSink& sink) {
 Error lower_kernel(const KernelView& k, LaunchSink& sink) {
   const char* op = k.op;
   // The shared unary and binary kernels up to kClip and kMin run here.
-  if (const int u = kernel_index(kUnaryKernels, op); u >= 0 && u <= kClip) return lower_unary(k, u, sink);
-  if (const int b = kernel_index(kBinaryKernels, op); b >= 0 && b <= kMin) return lower_binary(k, b, sink);
+  if (const int u = kernel_index(kUnaryKernels, op); u >= 0 && u <= static_cast<int>(kClip))
+    return lower_unary(k, u, sink);
+  if (const int b = kernel_index(kBinaryKernels, op); b >= 0 && b <= static_cast<int>(kMin))
+    return lower_binary(k, b, sink);
   if (const int r = kernel_index(kReduceKernels, op); r >= 0) return lower_reduce(k, r, sink);
   if (is(op, "Gemm")) return lower_gemm(k, sink);
   if (is(op, "MatMul")) return lower_matmul(k, sink);

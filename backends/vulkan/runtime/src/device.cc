@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kiln/runtime/log.h"
+#include "kiln/runtime/check.h"
 
 namespace kiln::backends::vulkan::internal {
 namespace {
@@ -67,11 +67,82 @@ bool has_layer(const char* name) {
   return false;
 }
 
+// What vkCreateInstance's failure means for the user: the driver that is
+// missing, or the VkResult.
+const char* instance_failure(VkResult result) {
+  return result == VK_ERROR_INCOMPATIBLE_DRIVER
+             ? "no Vulkan driver found (for a CPU device install Mesa's lavapipe, Debian: mesa-vulkan-drivers)"
+             : result_name(result);
+}
+
+// With validation: the layer, and the messenger chained into instance
+// creation so it also reports on creation and destruction.
+struct InstanceRequest {
+  VkApplicationInfo app = {};
+  VkDebugUtilsMessengerCreateInfoEXT messenger = {};
+  VkValidationFeatureEnableEXT enables[1] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+  VkValidationFeaturesEXT features = {};
+  const char* layers[1] = {kValidationLayer};
+  const char* extensions[2] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME};
+  VkInstanceCreateInfo info = {};
+
+  InstanceRequest(BackendState& s, bool validation) {
+    app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
+    app.pApplicationName = "kiln";
+    app.pEngineName = "kiln";
+    app.apiVersion = VK_API_VERSION_1_1;
+    messenger.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
+    messenger.messageSeverity =
+        VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    messenger.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                            VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                            VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    messenger.pfnUserCallback = on_debug_message;
+    messenger.pUserData = &s;
+    // Synchronization validation too: it checks that the barriers recorded
+    // between dispatches cover every hazard.
+    features.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT;
+    features.pNext = &messenger;
+    features.enabledValidationFeatureCount = 1;
+    features.pEnabledValidationFeatures = enables;
+    info.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
+    info.pApplicationInfo = &app;
+    if (validation) {
+      info.pNext = &features;
+      info.enabledLayerCount = 1;
+      info.ppEnabledLayerNames = layers;
+      info.enabledExtensionCount = 2;
+      info.ppEnabledExtensionNames = extensions;
+    }
+  }
+  InstanceRequest(const InstanceRequest&) = delete;
+  InstanceRequest& operator=(const InstanceRequest&) = delete;
+};
+
+// The instance's messenger and its physical devices; `s.instance` exists.
+Error open_instance(BackendState& s, const InstanceRequest& request) {
+  if (s.options.validation) {
+    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(s.instance, "vkCreateDebugUtilsMessengerEXT"));
+    KILN_CHECK_OR_RETURN(create != nullptr, Error::kNotSupported,
+                         "vulkan: cannot install the validation message callback (%s)",
+                         VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    KILN_VK_CHECK(create(s.instance, &request.messenger, s.allocator(), &s.messenger), Error::kNotSupported,
+                  "vulkan: cannot install the validation message callback (%s)", VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  }
+  uint32_t count = kMaxDevices;
+  const VkResult listed = vkEnumeratePhysicalDevices(s.instance, &count, s.physical);
+  KILN_CHECK_OR_RETURN(listed == VK_SUCCESS || listed == VK_INCOMPLETE, Error::kDeviceError,
+                       "vulkan: vkEnumeratePhysicalDevices failed: %s", result_name(listed));
+  s.physical_count = count;
+  return Error::kOk;
+}
+
 }  // namespace
 
 Error ensure_instance(BackendState& s) {
   if (s.instance != VK_NULL_HANDLE) return Error::kOk;
-  if (s.instance_failed) return Error::kDeviceError;
+  KILN_CHECK_OR_RETURN(!s.instance_failed, Error::kDeviceError, "vulkan: no instance (opening it failed before)");
   s.instance_failed = true;  // until it succeeds
   if (!s.pool.empty()) {
     s.callbacks.pUserData = &s;
@@ -80,120 +151,50 @@ Error ensure_instance(BackendState& s) {
     s.callbacks.pfnFree = pool_free;
   }
   uint32_t loader_version = VK_API_VERSION_1_0;
-  if (vkEnumerateInstanceVersion(&loader_version) != VK_SUCCESS || loader_version < VK_API_VERSION_1_1) {
-    KILN_LOG(ERROR, "vulkan: the Vulkan loader supports only Vulkan 1.0; kiln needs 1.1");
-    return Error::kNotSupported;
-  }
-  const bool validation = s.options.validation;
-  if (validation && !has_layer(kValidationLayer)) {
-    KILN_LOG(ERROR, "vulkan: validation was requested but %s is not installed (Debian: vulkan-validationlayers)",
-             kValidationLayer);
-    return Error::kNotSupported;
-  }
-  VkApplicationInfo app = {};
-  app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
-  app.pApplicationName = "kiln";
-  app.pEngineName = "kiln";
-  app.apiVersion = VK_API_VERSION_1_1;
-  VkDebugUtilsMessengerCreateInfoEXT messenger = {};
-  messenger.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
-  messenger.messageSeverity =
-      VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
-  messenger.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                          VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
-  messenger.pfnUserCallback = on_debug_message;
-  messenger.pUserData = &s;
-  // Synchronization validation too: it checks that the barriers recorded
-  // between dispatches cover every hazard.
-  VkValidationFeatureEnableEXT enables[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
-  VkValidationFeaturesEXT features = {};
-  features.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT;
-  features.pNext = &messenger;
-  features.enabledValidationFeatureCount = 1;
-  features.pEnabledValidationFeatures = enables;
-  const char* layers[] = {kValidationLayer};
-  const char* extensions[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME};
-  VkInstanceCreateInfo info = {};
-  info.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
-  info.pApplicationInfo = &app;
-  if (validation) {
-    // Chained here, the messenger also reports on instance creation and
-    // destruction.
-    info.pNext = &features;
-    info.enabledLayerCount = 1;
-    info.ppEnabledLayerNames = layers;
-    info.enabledExtensionCount = 2;
-    info.ppEnabledExtensionNames = extensions;
-  }
-  const VkResult created = vkCreateInstance(&info, s.allocator(), &s.instance);
-  if (created != VK_SUCCESS) {
-    s.instance = VK_NULL_HANDLE;
-    if (created == VK_ERROR_INCOMPATIBLE_DRIVER) {
-      KILN_LOG(ERROR,
-               "vulkan: no Vulkan driver found (for a CPU device install Mesa's lavapipe, Debian: "
-               "mesa-vulkan-drivers)");
-    } else {
-      KILN_LOG(ERROR, "vulkan: vkCreateInstance failed: %s", result_name(created));
-    }
-    return Error::kDeviceError;
-  }
-  if (validation) {
-    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
-        vkGetInstanceProcAddr(s.instance, "vkCreateDebugUtilsMessengerEXT"));
-    if (create == nullptr || create(s.instance, &messenger, s.allocator(), &s.messenger) != VK_SUCCESS) {
-      KILN_LOG(ERROR, "vulkan: cannot install the validation message callback (%s)", VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
-      close_instance(s);
-      return Error::kNotSupported;
-    }
-  }
-  uint32_t count = kMaxDevices;
-  const VkResult listed = vkEnumeratePhysicalDevices(s.instance, &count, s.physical);
-  if (listed != VK_SUCCESS && listed != VK_INCOMPLETE) {
-    KILN_LOG(ERROR, "vulkan: vkEnumeratePhysicalDevices failed: %s", result_name(listed));
+  KILN_CHECK_OR_RETURN(
+      vkEnumerateInstanceVersion(&loader_version) == VK_SUCCESS && loader_version >= VK_API_VERSION_1_1,
+      Error::kNotSupported, "vulkan: the Vulkan loader supports only Vulkan 1.0; kiln needs 1.1");
+  KILN_CHECK_OR_RETURN(!s.options.validation || has_layer(kValidationLayer), Error::kNotSupported,
+                       "vulkan: validation was requested but %s is not installed (Debian: vulkan-validationlayers)",
+                       kValidationLayer);
+  const InstanceRequest request(s, s.options.validation);
+  VkInstance instance = VK_NULL_HANDLE;
+  KILN_CHECK_STATUS(vkCreateInstance(&request.info, s.allocator(), &instance), VK_SUCCESS, instance_failure,
+                    Error::kDeviceError, "vulkan: creating the instance");
+  s.instance = instance;
+  const Error opened = open_instance(s, request);
+  if (opened != Error::kOk) {
     close_instance(s);
-    return Error::kDeviceError;
+    return opened;
   }
-  s.physical_count = count;
   s.instance_failed = false;
   return Error::kOk;
 }
 
-Error ensure_device(BackendState& s, uint32_t index) {
-  KILN_RETURN_IF_ERROR(ensure_instance(s));
-  if (index < kMaxDevices && s.devices[index].open) return Error::kOk;
-  if (index >= s.physical_count) {
-    char names[256] = "";
-    size_t used = 0;
-    for (uint32_t i = 0; i < s.physical_count && used + 8 < sizeof(names); ++i) {
-      VkPhysicalDeviceProperties p;
-      vkGetPhysicalDeviceProperties(s.physical[i], &p);
-      const size_t len = strlen(p.deviceName);
-      const size_t room = sizeof(names) - used - 8;
-      used += static_cast<size_t>(snprintf(names + used, sizeof(names) - used, "%svulkan:%u '%.*s'", i ? ", " : ": ", i,
-                                           static_cast<int>(len < room ? len : room), p.deviceName));
-    }
-    KILN_LOG(ERROR, "vulkan: device vulkan:%u was requested but %u Vulkan device%s found%s", index, s.physical_count,
-             s.physical_count == 1 ? " is" : "s are", names);
-    return Error::kNotFound;
+namespace {
+
+// "vulkan:0 'llvmpipe ...', vulkan:1 '...'" into `names`, for the message
+// that a device does not exist.
+void list_devices(const BackendState& s, char* names, size_t size) {
+  size_t used = 0;
+  names[0] = '\0';
+  for (uint32_t i = 0; i < s.physical_count && used + 8 < size; ++i) {
+    VkPhysicalDeviceProperties p;
+    vkGetPhysicalDeviceProperties(s.physical[i], &p);
+    const size_t len = strlen(p.deviceName);
+    const size_t room = size - used - 8;
+    used += static_cast<size_t>(snprintf(names + used, size - used, "%svulkan:%u '%.*s'", i ? ", " : ": ", i,
+                                         static_cast<int>(len < room ? len : room), p.deviceName));
   }
-  DeviceState& d = s.devices[index];
-  d = DeviceState();
-  d.index = index;
-  d.physical = s.physical[index];
-  VkPhysicalDeviceMaintenance3Properties maintenance3 = {};
-  maintenance3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
-  VkPhysicalDeviceProperties2 properties2 = {};
-  properties2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-  properties2.pNext = &maintenance3;
-  vkGetPhysicalDeviceProperties2(d.physical, &properties2);
-  const VkPhysicalDeviceProperties& p = properties2.properties;
-  snprintf(d.name, sizeof(d.name), "%.*s", static_cast<int>(sizeof(d.name) - 1), p.deviceName);
-  d.type = p.deviceType;
-  if (p.apiVersion < VK_API_VERSION_1_1) {
-    KILN_LOG(ERROR, "vulkan: vulkan:%u '%s' supports Vulkan %u.%u; kiln needs 1.1", index, d.name,
-             VK_API_VERSION_MAJOR(p.apiVersion), VK_API_VERSION_MINOR(p.apiVersion));
-    return Error::kNotSupported;
-  }
+}
+
+// The device's version and the limits kiln's shaders and programs need,
+// each refusal naming what is missing; fills d.limits.
+Error check_device(const BackendState& s, DeviceState& d, const VkPhysicalDeviceProperties& p,
+                   const VkPhysicalDeviceMaintenance3Properties& maintenance3) {
+  KILN_CHECK_OR_RETURN(p.apiVersion >= VK_API_VERSION_1_1, Error::kNotSupported,
+                       "vulkan: vulkan:%u '%s' supports Vulkan %u.%u; kiln needs 1.1", d.index, d.name,
+                       VK_API_VERSION_MAJOR(p.apiVersion), VK_API_VERSION_MINOR(p.apiVersion));
   const VkPhysicalDeviceLimits& l = p.limits;
   struct Need {
     const char* what;
@@ -208,17 +209,13 @@ Error ensure_device(BackendState& s, uint32_t index) {
       {"maxPushConstantsSize", l.maxPushConstantsSize, kPushConstantBytes},
   };
   for (const Need& n : needs) {
-    if (n.has < n.needs) {
-      KILN_LOG(ERROR, "vulkan: vulkan:%u '%s' has %s = %llu; kiln's shaders need %llu", index, d.name, n.what,
-               static_cast<unsigned long long>(n.has), static_cast<unsigned long long>(n.needs));
-      return Error::kNotSupported;
-    }
+    KILN_CHECK_OR_RETURN(n.has >= n.needs, Error::kNotSupported,
+                         "vulkan: vulkan:%u '%s' has %s = %llu; kiln's shaders need %llu", d.index, d.name, n.what,
+                         static_cast<unsigned long long>(n.has), static_cast<unsigned long long>(n.needs));
   }
-  if (l.minStorageBufferOffsetAlignment > kArenaAlignment) {
-    KILN_LOG(ERROR, "vulkan: vulkan:%u '%s' aligns storage buffers to %llu bytes; programs align to %u", index, d.name,
-             static_cast<unsigned long long>(l.minStorageBufferOffsetAlignment), kArenaAlignment);
-    return Error::kNotSupported;
-  }
+  KILN_CHECK_OR_RETURN(l.minStorageBufferOffsetAlignment <= kArenaAlignment, Error::kNotSupported,
+                       "vulkan: vulkan:%u '%s' aligns storage buffers to %llu bytes; programs align to %u", d.index,
+                       d.name, static_cast<unsigned long long>(l.minStorageBufferOffsetAlignment), kArenaAlignment);
   d.limits.api_version = p.apiVersion;
   d.limits.min_storage_offset_alignment = l.minStorageBufferOffsetAlignment;
   d.limits.max_storage_range = l.maxStorageBufferRange;
@@ -227,22 +224,20 @@ Error ensure_device(BackendState& s, uint32_t index) {
   const VulkanOptions::Kernels kernels = s.options.kernels;
   d.limits.register_blocks = kernels == VulkanOptions::Kernels::kRegisterBlocks ||
                              (kernels == VulkanOptions::Kernels::kAuto && d.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
-  vkGetPhysicalDeviceMemoryProperties(d.physical, &d.memory);
+  return Error::kOk;
+}
 
+// The logical device on d's first queue family with compute, its queue,
+// command pool and pipeline cache.
+Error create_device(BackendState& s, DeviceState& d) {
   VkQueueFamilyProperties families[16];
   uint32_t family_count = 16;
   vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &family_count, families);
-  bool found = false;
-  for (uint32_t i = 0; i < family_count && !found; ++i) {
-    if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
-      d.queue_family = i;
-      found = true;
-    }
-  }
-  if (!found) {
-    KILN_LOG(ERROR, "vulkan: vulkan:%u '%s' has no queue family with compute", index, d.name);
-    return Error::kNotSupported;
-  }
+  uint32_t family = 0;
+  while (family < family_count && (families[family].queueFlags & VK_QUEUE_COMPUTE_BIT) == 0) ++family;
+  KILN_CHECK_OR_RETURN(family < family_count, Error::kNotSupported,
+                       "vulkan: vulkan:%u '%s' has no queue family with compute", d.index, d.name);
+  d.queue_family = family;
   const float priority = 1.f;
   VkDeviceQueueCreateInfo queue = {};
   queue.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
@@ -253,34 +248,60 @@ Error ensure_device(BackendState& s, uint32_t index) {
   info.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   info.queueCreateInfoCount = 1;
   info.pQueueCreateInfos = &queue;
-  KILN_VK_CHECK(vkCreateDevice(d.physical, &info, s.allocator(), &d.device), "vkCreateDevice");
+  KILN_VK_CHECK(vkCreateDevice(d.physical, &info, s.allocator(), &d.device), Error::kDeviceError,
+                "vulkan: vulkan:%u '%s': creating the device", d.index, d.name);
   d.open = true;
   vkGetDeviceQueue(d.device, d.queue_family, 0, &d.queue);
   VkCommandPoolCreateInfo pool = {};
   pool.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
   pool.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pool.queueFamilyIndex = d.queue_family;
-  Error error = Error::kOk;
-  VkResult result = vkCreateCommandPool(d.device, &pool, s.allocator(), &d.command_pool);
-  if (result == VK_SUCCESS) {
-    VkPipelineCacheCreateInfo cache = {};
-    cache.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
-    cache.initialDataSize = s.options.pipeline_cache.size();
-    cache.pInitialData = s.options.pipeline_cache.data();
-    result = vkCreatePipelineCache(d.device, &cache, s.allocator(), &d.cache);
+  KILN_VK_CHECK(vkCreateCommandPool(d.device, &pool, s.allocator(), &d.command_pool), Error::kDeviceError,
+                "vulkan: vulkan:%u: creating the command pool", d.index);
+  VkPipelineCacheCreateInfo cache = {};
+  cache.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
+  cache.initialDataSize = s.options.pipeline_cache.size();
+  cache.pInitialData = s.options.pipeline_cache.data();
+  KILN_VK_CHECK(vkCreatePipelineCache(d.device, &cache, s.allocator(), &d.cache), Error::kDeviceError,
+                "vulkan: vulkan:%u: creating the pipeline cache", d.index);
+  return Error::kOk;
+}
+
+}  // namespace
+
+Error ensure_device(BackendState& s, uint32_t index) {
+  KILN_RETURN_IF_ERROR(ensure_instance(s));
+  if (index < kMaxDevices && s.devices[index].open) return Error::kOk;
+  if (index >= s.physical_count) {
+    char names[256];
+    list_devices(s, names, sizeof(names));
+    KILN_RETURN_ERROR(Error::kNotFound, "vulkan: device vulkan:%u was requested but %u Vulkan device%s found%s", index,
+                      s.physical_count, s.physical_count == 1 ? " is" : "s are", names);
   }
-  if (result != VK_SUCCESS) {
-    KILN_LOG(ERROR, "vulkan: vulkan:%u: creating the command pool or pipeline cache failed: %s", index,
-             result_name(result));
-    error = Error::kDeviceError;
-    close_device(s, d);
-  }
-  return error;
+  DeviceState& d = s.devices[index];
+  d = DeviceState();
+  d.index = index;
+  d.physical = s.physical[index];
+  VkPhysicalDeviceMaintenance3Properties maintenance3 = {};
+  maintenance3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+  VkPhysicalDeviceProperties2 properties2 = {};
+  properties2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties2.pNext = &maintenance3;
+  vkGetPhysicalDeviceProperties2(d.physical, &properties2);
+  const VkPhysicalDeviceProperties& p = properties2.properties;
+  snprintf(d.name, sizeof(d.name), "%.*s", static_cast<int>(sizeof(d.name) - 1), p.deviceName);
+  d.type = p.deviceType;
+  KILN_RETURN_IF_ERROR(check_device(s, d, p, maintenance3));
+  vkGetPhysicalDeviceMemoryProperties(d.physical, &d.memory);
+  const Error created = create_device(s, d);
+  if (created != Error::kOk) close_device(s, d);
+  return created;
 }
 
 Result<VkPipeline> ensure_pipeline(BackendState& s, DeviceState& d, ShaderId shader, uint32_t variant) {
   const ShaderInfo& info = shader_info(shader);
-  if (variant >= info.variants) return Error::kInternal;
+  KILN_CHECK_OR_RETURN(variant < info.variants, Error::kInternal, "vulkan: shader '%s' has no variant %u", info.name,
+                       variant);
   VkPipeline& pipeline = d.pipelines[info.first_pipeline + variant];
   if (pipeline != VK_NULL_HANDLE) return pipeline;
   if (d.modules[shader] == VK_NULL_HANDLE) {
@@ -288,7 +309,8 @@ Result<VkPipeline> ensure_pipeline(BackendState& s, DeviceState& d, ShaderId sha
     module.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
     module.codeSize = info.code_bytes;
     module.pCode = info.code;
-    KILN_VK_CHECK(vkCreateShaderModule(d.device, &module, s.allocator(), &d.modules[shader]), info.name);
+    KILN_VK_CHECK(vkCreateShaderModule(d.device, &module, s.allocator(), &d.modules[shader]), Error::kDeviceError,
+                  "vulkan: vulkan:%u: creating the module of shader '%s'", d.index, info.name);
   }
   const uint32_t n = info.bindings;
   if (d.set_layouts[n] == VK_NULL_HANDLE) {
@@ -303,8 +325,8 @@ Result<VkPipeline> ensure_pipeline(BackendState& s, DeviceState& d, ShaderId sha
     set.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
     set.bindingCount = n;
     set.pBindings = bindings;
-    KILN_VK_CHECK(vkCreateDescriptorSetLayout(d.device, &set, s.allocator(), &d.set_layouts[n]),
-                  "vkCreateDescriptorSetLayout");
+    KILN_VK_CHECK(vkCreateDescriptorSetLayout(d.device, &set, s.allocator(), &d.set_layouts[n]), Error::kDeviceError,
+                  "vulkan: vulkan:%u: creating the set layout of %u bindings", d.index, n);
   }
   if (d.pipeline_layouts[n] == VK_NULL_HANDLE) {
     VkPushConstantRange push = {VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushConstantBytes};
@@ -314,8 +336,8 @@ Result<VkPipeline> ensure_pipeline(BackendState& s, DeviceState& d, ShaderId sha
     layout.pSetLayouts = &d.set_layouts[n];
     layout.pushConstantRangeCount = 1;
     layout.pPushConstantRanges = &push;
-    KILN_VK_CHECK(vkCreatePipelineLayout(d.device, &layout, s.allocator(), &d.pipeline_layouts[n]),
-                  "vkCreatePipelineLayout");
+    KILN_VK_CHECK(vkCreatePipelineLayout(d.device, &layout, s.allocator(), &d.pipeline_layouts[n]), Error::kDeviceError,
+                  "vulkan: vulkan:%u: creating the pipeline layout of %u bindings", d.index, n);
   }
   VkSpecializationMapEntry entry = {0, 0, sizeof(uint32_t)};
   VkSpecializationInfo specialization = {1, &entry, sizeof(uint32_t), &variant};
@@ -327,13 +349,10 @@ Result<VkPipeline> ensure_pipeline(BackendState& s, DeviceState& d, ShaderId sha
   create.stage.pName = "main";
   create.stage.pSpecializationInfo = info.variants > 1 ? &specialization : nullptr;
   create.layout = d.pipeline_layouts[n];
-  const VkResult result = vkCreateComputePipelines(d.device, d.cache, 1, &create, s.allocator(), &pipeline);
-  if (result != VK_SUCCESS) {
-    pipeline = VK_NULL_HANDLE;
-    KILN_LOG(ERROR, "vulkan: vulkan:%u: creating the pipeline of shader '%s' (variant %u) failed: %s", d.index,
-             info.name, variant, result_name(result));
-    return Error::kDeviceError;
-  }
+  VkPipeline created = VK_NULL_HANDLE;
+  KILN_VK_CHECK(vkCreateComputePipelines(d.device, d.cache, 1, &create, s.allocator(), &created), Error::kDeviceError,
+                "vulkan: vulkan:%u: creating the pipeline of shader '%s' (variant %u)", d.index, info.name, variant);
+  pipeline = created;
   ++s.stats.pipelines_created;
   return pipeline;
 }
@@ -375,9 +394,9 @@ Error allocate_arena_memory(BackendState& s, DeviceState& d, const VkMemoryRequi
       return Error::kOk;
     }
   }
-  KILN_LOG(ERROR, "vulkan: vulkan:%u: allocating %llu bytes of device memory failed: %s", d.index,
-           static_cast<unsigned long long>(requirements.size), result_name(last));
-  return Error::kDeviceAllocationFailed;
+  KILN_RETURN_ERROR(Error::kDeviceAllocationFailed,
+                    "vulkan: vulkan:%u: allocating %llu bytes of device memory failed: %s", d.index,
+                    static_cast<unsigned long long>(requirements.size), result_name(last));
 }
 
 Error ensure_staging(BackendState& s, DeviceState& d) {
@@ -387,23 +406,25 @@ Error ensure_staging(BackendState& s, DeviceState& d) {
   buffer.size = kStagingBytes;
   buffer.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   buffer.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  KILN_VK_CHECK(vkCreateBuffer(d.device, &buffer, s.allocator(), &d.staging), "vkCreateBuffer (staging)");
+  KILN_VK_CHECK(vkCreateBuffer(d.device, &buffer, s.allocator(), &d.staging), Error::kDeviceError,
+                "vulkan: vulkan:%u: the staging buffer", d.index);
   VkMemoryRequirements requirements;
   vkGetBufferMemoryRequirements(d.device, d.staging, &requirements);
   const int type = find_memory_type(d, requirements.memoryTypeBits,
                                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
-  if (type < 0) {
-    KILN_LOG(ERROR, "vulkan: vulkan:%u '%s' has no host-visible coherent memory for staging", d.index, d.name);
-    return Error::kNotSupported;
-  }
+  KILN_CHECK_OR_RETURN(type >= 0, Error::kNotSupported,
+                       "vulkan: vulkan:%u '%s' has no host-visible coherent memory for staging", d.index, d.name);
   VkMemoryAllocateInfo info = {};
   info.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
   info.allocationSize = requirements.size;
   info.memoryTypeIndex = static_cast<uint32_t>(type);
-  KILN_VK_CHECK(vkAllocateMemory(d.device, &info, s.allocator(), &d.staging_memory), "vkAllocateMemory (staging)");
-  KILN_VK_CHECK(vkBindBufferMemory(d.device, d.staging, d.staging_memory, 0), "vkBindBufferMemory (staging)");
+  KILN_VK_CHECK(vkAllocateMemory(d.device, &info, s.allocator(), &d.staging_memory), Error::kDeviceError,
+                "vulkan: vulkan:%u: the staging buffer", d.index);
+  KILN_VK_CHECK(vkBindBufferMemory(d.device, d.staging, d.staging_memory, 0), Error::kDeviceError,
+                "vulkan: vulkan:%u: the staging buffer", d.index);
   void* mapped = nullptr;
-  KILN_VK_CHECK(vkMapMemory(d.device, d.staging_memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory (staging)");
+  KILN_VK_CHECK(vkMapMemory(d.device, d.staging_memory, 0, VK_WHOLE_SIZE, 0, &mapped), Error::kDeviceError,
+                "vulkan: vulkan:%u: the staging buffer", d.index);
   d.staging_mapped = static_cast<uint8_t*>(mapped);
   return create_commands(s, d, &d.transfer, &d.transfer_fence, "staging");
 }
@@ -414,16 +435,12 @@ Error create_commands(BackendState& s, DeviceState& d, VkCommandBuffer* commands
   command.commandPool = d.command_pool;
   command.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   command.commandBufferCount = 1;
-  if (const VkResult r = vkAllocateCommandBuffers(d.device, &command, commands); r != VK_SUCCESS) {
-    KILN_LOG(ERROR, "vulkan: vkAllocateCommandBuffers (%s) failed: %s", what, result_name(r));
-    return Error::kDeviceError;
-  }
+  KILN_VK_CHECK(vkAllocateCommandBuffers(d.device, &command, commands), Error::kDeviceError,
+                "vulkan: vulkan:%u: the %s command buffer", d.index, what);
   VkFenceCreateInfo info = {};
   info.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
-  if (const VkResult r = vkCreateFence(d.device, &info, s.allocator(), fence); r != VK_SUCCESS) {
-    KILN_LOG(ERROR, "vulkan: vkCreateFence (%s) failed: %s", what, result_name(r));
-    return Error::kDeviceError;
-  }
+  KILN_VK_CHECK(vkCreateFence(d.device, &info, s.allocator(), fence), Error::kDeviceError,
+                "vulkan: vulkan:%u: the %s fence", d.index, what);
   return Error::kOk;
 }
 
@@ -434,7 +451,8 @@ Error submit_copy(BackendState& s, DeviceState& d, VkBuffer src, uint64_t src_of
   VkCommandBufferBeginInfo begin = {};
   begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  KILN_VK_CHECK(vkBeginCommandBuffer(d.transfer, &begin), "vkBeginCommandBuffer (copy)");
+  KILN_VK_CHECK(vkBeginCommandBuffer(d.transfer, &begin), Error::kDeviceError, "vulkan: vulkan:%u: a staging copy",
+                d.index);
   VkMemoryBarrier before = {};
   before.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
   before.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -452,15 +470,18 @@ Error submit_copy(BackendState& s, DeviceState& d, VkBuffer src, uint64_t src_of
       d.transfer, VK_PIPELINE_STAGE_TRANSFER_BIT,
       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &after,
       0, nullptr, 0, nullptr);
-  KILN_VK_CHECK(vkEndCommandBuffer(d.transfer), "vkEndCommandBuffer (copy)");
+  KILN_VK_CHECK(vkEndCommandBuffer(d.transfer), Error::kDeviceError, "vulkan: vulkan:%u: a staging copy", d.index);
   VkSubmitInfo submit = {};
   submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
   submit.commandBufferCount = 1;
   submit.pCommandBuffers = &d.transfer;
-  KILN_VK_CHECK(vkQueueSubmit(d.queue, 1, &submit, d.transfer_fence), "vkQueueSubmit (copy)");
+  KILN_VK_CHECK(vkQueueSubmit(d.queue, 1, &submit, d.transfer_fence), Error::kDeviceError,
+                "vulkan: vulkan:%u: a staging copy", d.index);
   ++s.stats.submits;
-  KILN_VK_CHECK(vkWaitForFences(d.device, 1, &d.transfer_fence, VK_TRUE, UINT64_MAX), "vkWaitForFences (copy)");
-  KILN_VK_CHECK(vkResetFences(d.device, 1, &d.transfer_fence), "vkResetFences (copy)");
+  KILN_VK_CHECK(vkWaitForFences(d.device, 1, &d.transfer_fence, VK_TRUE, UINT64_MAX), Error::kDeviceError,
+                "vulkan: vulkan:%u: a staging copy", d.index);
+  KILN_VK_CHECK(vkResetFences(d.device, 1, &d.transfer_fence), Error::kDeviceError, "vulkan: vulkan:%u: a staging copy",
+                d.index);
   return Error::kOk;
 }
 

@@ -40,6 +40,24 @@ void close_instance(BackendState& s);
 Error allocate_arena_memory(BackendState& s, DeviceState& device, const VkMemoryRequirements& requirements,
                             VkDeviceMemory* out_memory, bool* out_mappable);
 
+// Runs `undo` when the scope ends unless release() was called first: what
+// an early return (a failed check) leaves to clean up.
+template <typename F>
+class Undo {
+ public:
+  explicit Undo(F undo) : undo_(undo) {}
+  ~Undo() {
+    if (armed_) undo_();
+  }
+  void release() { armed_ = false; }
+  Undo(const Undo&) = delete;
+  Undo& operator=(const Undo&) = delete;
+
+ private:
+  F undo_;
+  bool armed_ = true;
+};
+
 // Spin lock over BackendState::lock.
 class Lock {
  public:

@@ -14,6 +14,7 @@
 #include "host_pool.h"
 #include "kiln/backends/vulkan/vulkan_backend.h"
 #include "shaders.h"
+#include "vk_status.h"
 
 namespace kiln::backends::vulkan::internal {
 
@@ -110,21 +111,6 @@ struct BackendState {
   const VkAllocationCallbacks* allocator() const { return pool.empty() ? nullptr : &callbacks; }
 };
 
-// VkResult's name ("VK_ERROR_OUT_OF_DEVICE_MEMORY").
-const char* result_name(VkResult result);
-
 }  // namespace kiln::backends::vulkan::internal
-
-// Logs `what` with the VkResult's name and returns kDeviceError when a
-// Vulkan call fails.
-#define KILN_VK_CHECK(call, what)                                                 \
-  do {                                                                            \
-    const VkResult kiln_vk_result_ = (call);                                      \
-    if (kiln_vk_result_ != VK_SUCCESS) {                                          \
-      KILN_LOG(ERROR, "vulkan: %s failed: %s", (what),                            \
-               ::kiln::backends::vulkan::internal::result_name(kiln_vk_result_)); \
-      return ::kiln::Error::kDeviceError;                                         \
-    }                                                                             \
-  } while (0)
 
 #endif  // KILN_BACKENDS_VULKAN_RUNTIME_SRC_STATE_H_

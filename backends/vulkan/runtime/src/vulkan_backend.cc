@@ -40,11 +40,12 @@ ArenaState* arena_of(BackendState& s, DeviceBuffer buffer) {
 // check: a run with a validation message must not pass.
 Error check_validation(BackendState& s, const char* during) {
   const uint64_t total = s.validation_messages.load(std::memory_order_relaxed);
-  if (total == s.validation_reported) return Error::kOk;
-  KILN_LOG(ERROR, "vulkan: the validation layer reported %llu message(s) %s",
-           static_cast<unsigned long long>(total - s.validation_reported), during);
+  const uint64_t reported = s.validation_reported;
   s.validation_reported = total;
-  return Error::kDeviceError;
+  KILN_CHECK_OR_RETURN(total == reported, Error::kDeviceError,
+                       "vulkan: the validation layer reported %llu message(s) %s",
+                       static_cast<unsigned long long>(total - reported), during);
+  return Error::kOk;
 }
 
 // The checks every operand of every kernel passes before any shader sees
@@ -137,7 +138,8 @@ class RecordingSink final : public internal::LaunchSink {
     allocate.descriptorSetCount = 1;
     allocate.pSetLayouts = &device_.set_layouts[n];
     VkDescriptorSet set = VK_NULL_HANDLE;
-    KILN_VK_CHECK(vkAllocateDescriptorSets(device_.device, &allocate, &set), "vkAllocateDescriptorSets");
+    KILN_VK_CHECK(vkAllocateDescriptorSets(device_.device, &allocate, &set), Error::kDeviceError,
+                  "vulkan: vulkan:%u: a descriptor set", device_.index);
     VkDescriptorBufferInfo buffers[internal::kMaxBindings];
     VkWriteDescriptorSet writes[internal::kMaxBindings];
     for (uint32_t i = 0; i < n; ++i) {
@@ -222,6 +224,41 @@ class RecordingSink final : public internal::LaunchSink {
   uint32_t pending_ = 0;
 };
 
+// The buffer of `bytes` and its memory (mapped where the host can map it)
+// behind `arena`, which is then in use; nothing is left on failure.
+Error create_arena(BackendState& s, DeviceState& d, uint64_t bytes, ArenaState* arena) {
+  VkBufferCreateInfo info = {};
+  info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  info.size = bytes;
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  KILN_VK_CHECK(vkCreateBuffer(d.device, &info, s.allocator(), &buffer), Error::kDeviceError,
+                "vulkan: vulkan:%u: an arena's buffer", d.index);
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  internal::Undo undo([&] {
+    if (memory != VK_NULL_HANDLE) vkFreeMemory(d.device, memory, s.allocator());
+    vkDestroyBuffer(d.device, buffer, s.allocator());
+  });
+  VkMemoryRequirements requirements;
+  vkGetBufferMemoryRequirements(d.device, buffer, &requirements);
+  bool mappable = false;
+  KILN_RETURN_IF_ERROR(internal::allocate_arena_memory(s, d, requirements, &memory, &mappable));
+  KILN_VK_CHECK(vkBindBufferMemory(d.device, buffer, memory, 0), Error::kDeviceError,
+                "vulkan: vulkan:%u: binding arena memory", d.index);
+  void* mapped = nullptr;
+  if (mappable) {
+    KILN_VK_CHECK(vkMapMemory(d.device, memory, 0, VK_WHOLE_SIZE, 0, &mapped), Error::kDeviceError,
+                  "vulkan: vulkan:%u: mapping arena memory", d.index);
+  }
+  undo.release();
+  arena->used = true;
+  arena->buffer = buffer;
+  arena->memory = memory;
+  arena->mapped = static_cast<uint8_t*>(mapped);
+  return Error::kOk;
+}
+
 void destroy_record(BackendState& s, DelegateRecord& r) {
   if (r.device == nullptr) return;
   const VkDevice device = r.device->device;
@@ -241,13 +278,15 @@ Error record(BackendState& s, DeviceState& device, const fb::DelegateGraph& grap
     pool.maxSets = r.dispatches;
     pool.poolSizeCount = 1;
     pool.pPoolSizes = &size;
-    KILN_VK_CHECK(vkCreateDescriptorPool(device.device, &pool, a, &r.descriptors), "vkCreateDescriptorPool");
+    KILN_VK_CHECK(vkCreateDescriptorPool(device.device, &pool, a, &r.descriptors), Error::kDeviceError,
+                  "vulkan: vulkan:%u: a delegate's descriptor pool", device.index);
   }
   KILN_RETURN_IF_ERROR(create_commands(s, device, &r.commands, &r.fence, "delegate"));
 
   VkCommandBufferBeginInfo begin = {};
   begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-  KILN_VK_CHECK(vkBeginCommandBuffer(r.commands, &begin), "vkBeginCommandBuffer");
+  KILN_VK_CHECK(vkBeginCommandBuffer(r.commands, &begin), Error::kDeviceError,
+                "vulkan: vulkan:%u: recording a delegate", device.index);
   // What earlier submissions (other delegates, staging copies) wrote is
   // visible to this one's shaders; host writes are, by vkQueueSubmit.
   VkMemoryBarrier entry = {};
@@ -273,7 +312,8 @@ Error record(BackendState& s, DeviceState& device, const fb::DelegateGraph& grap
   vkCmdPipelineBarrier(r.commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                        VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &exit, 0, nullptr, 0,
                        nullptr);
-  KILN_VK_CHECK(vkEndCommandBuffer(r.commands), "vkEndCommandBuffer");
+  KILN_VK_CHECK(vkEndCommandBuffer(r.commands), Error::kDeviceError, "vulkan: vulkan:%u: recording a delegate",
+                device.index);
   return Error::kOk;
 }
 
@@ -297,61 +337,24 @@ const BackendState& VulkanBackend::state() const { return *reinterpret_cast<cons
 
 Error VulkanBackend::allocate(Device device, uint64_t size, uint32_t alignment, DeviceBuffer* out_buffer) {
   BackendState& s = state();
-  if (device.type() != DeviceType::VULKAN || out_buffer == nullptr) return Error::kInvalidArgument;
+  KILN_CHECK_OR_RETURN(device.type() == DeviceType::VULKAN && out_buffer != nullptr, Error::kInvalidArgument,
+                       "vulkan: bad arena request");
   Lock lock(s);
   KILN_RETURN_IF_ERROR(internal::ensure_device(s, device.index()));
   DeviceState& d = s.devices[device.index()];
-  ArenaState* arena = nullptr;
-  for (ArenaState& a : s.arenas) {
-    if (!a.used) {
-      arena = &a;
-      break;
-    }
-  }
-  if (arena == nullptr) {
-    KILN_LOG(ERROR, "vulkan: all %u arena slots are in use", internal::kMaxArenas);
-    return Error::kOutOfMemory;
-  }
+  ArenaState* arena = s.arenas;
+  while (arena < s.arenas + internal::kMaxArenas && arena->used) ++arena;
+  KILN_CHECK_OR_RETURN(arena < s.arenas + internal::kMaxArenas, Error::kOutOfMemory,
+                       "vulkan: all %u arena slots are in use", internal::kMaxArenas);
   // Buffers may not be empty; round to whole words for the shaders.
   const uint64_t bytes = size < 16 ? 16 : (size + 3) / 4 * 4;
-  if (d.limits.max_allocation != 0 && bytes > d.limits.max_allocation) {
-    KILN_LOG(ERROR,
-             "vulkan: vulkan:%u allocates at most %llu bytes at once (maxMemoryAllocationSize); the arena "
-             "needs %llu",
-             d.index, static_cast<unsigned long long>(d.limits.max_allocation), static_cast<unsigned long long>(bytes));
-    return Error::kDeviceAllocationFailed;
-  }
-  VkBufferCreateInfo info = {};
-  info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
-  info.size = bytes;
-  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  VkBuffer buffer = VK_NULL_HANDLE;
-  KILN_VK_CHECK(vkCreateBuffer(d.device, &info, s.allocator(), &buffer), "vkCreateBuffer (arena)");
-  VkMemoryRequirements requirements;
-  vkGetBufferMemoryRequirements(d.device, buffer, &requirements);
-  VkDeviceMemory memory = VK_NULL_HANDLE;
-  bool mappable = false;
-  Error error = internal::allocate_arena_memory(s, d, requirements, &memory, &mappable);
-  void* mapped = nullptr;
-  if (error == Error::kOk) {
-    VkResult result = vkBindBufferMemory(d.device, buffer, memory, 0);
-    if (result == VK_SUCCESS && mappable) result = vkMapMemory(d.device, memory, 0, VK_WHOLE_SIZE, 0, &mapped);
-    if (result != VK_SUCCESS) {
-      KILN_LOG(ERROR, "vulkan: binding or mapping arena memory failed: %s", internal::result_name(result));
-      error = Error::kDeviceError;
-    }
-  }
-  if (error != Error::kOk) {
-    if (memory != VK_NULL_HANDLE) vkFreeMemory(d.device, memory, s.allocator());
-    vkDestroyBuffer(d.device, buffer, s.allocator());
-    return error;
-  }
-  arena->used = true;
+  KILN_CHECK_OR_RETURN(d.limits.max_allocation == 0 || bytes <= d.limits.max_allocation, Error::kDeviceAllocationFailed,
+                       "vulkan: vulkan:%u allocates at most %llu bytes at once (maxMemoryAllocationSize); the arena "
+                       "needs %llu",
+                       d.index, static_cast<unsigned long long>(d.limits.max_allocation),
+                       static_cast<unsigned long long>(bytes));
+  KILN_RETURN_IF_ERROR(create_arena(s, d, bytes, arena));
   arena->device = device.index();
-  arena->buffer = buffer;
-  arena->memory = memory;
-  arena->mapped = static_cast<uint8_t*>(mapped);
   arena->size = size;
   out_buffer->handle = arena;
   out_buffer->size = size;
@@ -376,9 +379,8 @@ Error VulkanBackend::copy_to_device(Device device, DeviceBuffer dst, uint64_t ds
                                     uint64_t bytes) {
   BackendState& s = state();
   ArenaState* arena = arena_of(s, dst);
-  if (arena == nullptr || dst_offset + bytes > arena->size || (src == nullptr && bytes != 0)) {
-    return Error::kInvalidArgument;
-  }
+  KILN_CHECK_OR_RETURN(arena != nullptr && dst_offset + bytes <= arena->size && (src != nullptr || bytes == 0),
+                       Error::kInvalidArgument, "vulkan: copy to vulkan:%u outside its arena", device.index());
   if (arena->mapped != nullptr) {
     memcpy(arena->mapped + dst_offset, src, static_cast<size_t>(bytes));
     return Error::kOk;
@@ -398,9 +400,8 @@ Error VulkanBackend::copy_to_device(Device device, DeviceBuffer dst, uint64_t ds
 Error VulkanBackend::copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset, uint64_t bytes) {
   BackendState& s = state();
   ArenaState* arena = arena_of(s, src);
-  if (arena == nullptr || src_offset + bytes > arena->size || (dst == nullptr && bytes != 0)) {
-    return Error::kInvalidArgument;
-  }
+  KILN_CHECK_OR_RETURN(arena != nullptr && src_offset + bytes <= arena->size && (dst != nullptr || bytes == 0),
+                       Error::kInvalidArgument, "vulkan: copy from vulkan:%u outside its arena", device.index());
   if (arena->mapped != nullptr) {
     memcpy(dst, arena->mapped + src_offset, static_cast<size_t>(bytes));
     return Error::kOk;
@@ -422,19 +423,16 @@ Error VulkanBackend::copy_on_device(Device device, DeviceBuffer dst, uint64_t ds
   BackendState& s = state();
   ArenaState* to = arena_of(s, dst);
   ArenaState* from = arena_of(s, src);
-  if (to == nullptr || from == nullptr || to->device != from->device || dst_offset + bytes > to->size ||
-      src_offset + bytes > from->size) {
-    return Error::kInvalidArgument;
-  }
+  KILN_CHECK_OR_RETURN(to != nullptr && from != nullptr && to->device == from->device &&
+                           dst_offset + bytes <= to->size && src_offset + bytes <= from->size,
+                       Error::kInvalidArgument, "vulkan: copy on vulkan:%u outside its arenas", device.index());
   if (bytes == 0) return Error::kOk;
   if (to->mapped != nullptr && from->mapped != nullptr) {
     memmove(to->mapped + dst_offset, from->mapped + src_offset, static_cast<size_t>(bytes));
     return Error::kOk;
   }
-  if (to == from && dst_offset < src_offset + bytes && src_offset < dst_offset + bytes) {
-    KILN_LOG(ERROR, "vulkan: a copy within one arena between overlapping ranges");
-    return Error::kInvalidArgument;
-  }
+  KILN_CHECK_OR_RETURN(to != from || dst_offset >= src_offset + bytes || src_offset >= dst_offset + bytes,
+                       Error::kInvalidArgument, "vulkan: a copy within one arena between overlapping ranges");
   Lock lock(s);
   KILN_RETURN_IF_ERROR(
       internal::submit_copy(s, s.devices[to->device], from->buffer, src_offset, to->buffer, dst_offset, bytes));
@@ -454,14 +452,11 @@ uint64_t VulkanBackend::state_bytes(const fb::Delegate& delegate, Span<const uin
 // then allocates the descriptor sets and records the command buffer.
 Result<void*> VulkanBackend::init(const DelegateContext& context) {
   BackendState& s = state();
-  if (context.delegate == nullptr || context.method == nullptr || context.allocator == nullptr) {
-    return Error::kInvalidArgument;
-  }
+  KILN_CHECK_OR_RETURN(context.delegate != nullptr && context.method != nullptr && context.allocator != nullptr,
+                       Error::kInvalidArgument, "vulkan: init without a delegate, method or allocator");
   const fb::Device* where = context.delegate->device();
-  if (where == nullptr || where->type() != DeviceType::VULKAN) {
-    KILN_LOG(ERROR, "vulkan: a delegate for the Vulkan backend names no Vulkan device");
-    return Error::kInvalidProgram;
-  }
+  KILN_CHECK_OR_RETURN(where != nullptr && where->type() == DeviceType::VULKAN, Error::kInvalidProgram,
+                       "vulkan: a delegate for the Vulkan backend names no Vulkan device");
   Lock lock(s);
   KILN_RETURN_IF_ERROR(internal::ensure_device(s, where->index()));
   DeviceState& device = s.devices[where->index()];
@@ -487,26 +482,19 @@ Result<void*> VulkanBackend::init(const DelegateContext& context) {
   KILN_RETURN_IF_ERROR(counted);
 
   void* memory = context.allocator->allocate(sizeof(DelegateRecord), alignof(DelegateRecord));
-  if (memory == nullptr) {
-    KILN_LOG(ERROR, "vulkan: the delegate's state needs %zu bytes; the program reserved fewer", sizeof(DelegateRecord));
-    return Error::kOutOfMemory;
-  }
+  KILN_CHECK_OR_RETURN(memory != nullptr, Error::kOutOfMemory,
+                       "vulkan: the delegate's state needs %zu bytes; the program reserved fewer",
+                       sizeof(DelegateRecord));
   DelegateRecord* r = new (memory) DelegateRecord();
   r->device = &device;
   r->dispatches = counting.dispatches;
-  const Error error = record(s, device, *graph, method, counting.descriptors, *r);
-  if (error != Error::kOk) {
-    destroy_record(s, *r);
-    return error;
-  }
+  internal::Undo undo([&] { destroy_record(s, *r); });
+  KILN_RETURN_IF_ERROR(record(s, device, *graph, method, counting.descriptors, *r));
   ++s.stats.delegates_recorded;
   s.stats.dispatches_recorded += r->dispatches;
   s.stats.barriers_recorded += r->barriers;
-  const Error validation = check_validation(s, "while initialising a delegate");
-  if (validation != Error::kOk) {
-    destroy_record(s, *r);
-    return validation;
-  }
+  KILN_RETURN_IF_ERROR(check_validation(s, "while initialising a delegate"));
+  undo.release();
   return static_cast<void*>(r);
 }
 
@@ -521,11 +509,14 @@ Error VulkanBackend::execute(void* delegate, const DelegateCallArgs& args) {
     submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
     submit.commandBufferCount = 1;
     submit.pCommandBuffers = &r.commands;
-    KILN_VK_CHECK(vkQueueSubmit(r.device->queue, 1, &submit, r.fence), "vkQueueSubmit");
+    KILN_VK_CHECK(vkQueueSubmit(r.device->queue, 1, &submit, r.fence), Error::kDeviceError,
+                  "vulkan: vulkan:%u: running a delegate", r.device->index);
     ++s.stats.submits;
   }
-  KILN_VK_CHECK(vkWaitForFences(device, 1, &r.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-  KILN_VK_CHECK(vkResetFences(device, 1, &r.fence), "vkResetFences");
+  KILN_VK_CHECK(vkWaitForFences(device, 1, &r.fence, VK_TRUE, UINT64_MAX), Error::kDeviceError,
+                "vulkan: vulkan:%u: running a delegate", r.device->index);
+  KILN_VK_CHECK(vkResetFences(device, 1, &r.fence), Error::kDeviceError, "vulkan: vulkan:%u: running a delegate",
+                r.device->index);
   return check_validation(s, "while executing a delegate");
 }
 
