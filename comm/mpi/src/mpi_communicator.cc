@@ -11,7 +11,7 @@
 
 #include <vector>
 
-#include "kiln/runtime/log.h"
+#include "kiln/comm/mpi_status.h"
 #include "reduce.h"
 
 namespace kiln {
@@ -162,19 +162,15 @@ MpiCommunicator::MpiCommunicator(const MpiOptions& options, std::unique_ptr<Stat
     : options_(options), state_(std::move(state)), rank_(rank), size_(size) {}
 
 Error MpiCommunicator::create(const MpiOptions& options, std::unique_ptr<MpiCommunicator>* out) {
-  if (out == nullptr) return Error::kInvalidArgument;
-  Error error = mpi_session_acquire();
-  if (error != Error::kOk) return error;
-
+  KILN_CHECK_OR_RETURN(out != nullptr, Error::kInvalidArgument, "mpi-shm: create() without an output");
+  KILN_RETURN_IF_ERROR(mpi_session_acquire());
+  MpiSessionHold session;
   int world_rank = 0, world_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Comm node = MPI_COMM_NULL;
-  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
-    KILN_LOG(ERROR, "mpi-shm: rank %d: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) failed", world_rank);
-    mpi_session_release(true);
-    return Error::kNotSupported;
-  }
+  KILN_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node),
+                 Error::kNotSupported, "mpi-shm: rank %d: splitting off the ranks of this node", world_rank);
   int node_size = 1, node_rank = 0;
   MPI_Comm_size(node, &node_size);
   MPI_Comm_rank(node, &node_rank);
@@ -182,15 +178,11 @@ Error MpiCommunicator::create(const MpiOptions& options, std::unique_ptr<MpiComm
   // all refuse together.
   int smallest_node = node_size;
   MPI_Allreduce(&node_size, &smallest_node, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (smallest_node != world_size) {
-    KILN_LOG(ERROR,
-             "mpi-shm: the %d ranks span more than one node (rank %d's node holds %d of them, the "
-             "smallest %d): shared-memory windows need every rank on one node",
-             world_size, world_rank, node_size, smallest_node);
-    MPI_Comm_free(&node);
-    mpi_session_release(true);
-    return Error::kNotSupported;
-  }
+  if (smallest_node != world_size) MPI_Comm_free(&node);
+  KILN_CHECK_OR_RETURN(smallest_node == world_size, Error::kNotSupported,
+                       "mpi-shm: the %d ranks span more than one node (rank %d's node holds %d of them, the "
+                       "smallest %d): shared-memory windows need every rank on one node",
+                       world_size, world_rank, node_size, smallest_node);
   MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
 
   auto state = std::make_unique<State>();
@@ -203,6 +195,7 @@ Error MpiCommunicator::create(const MpiOptions& options, std::unique_ptr<MpiComm
   state->spin_iterations = static_cast<uint32_t>(node_size) <= cpu_count() ? kSpinIterations : 0;
   out->reset(new MpiCommunicator(options, std::move(state), static_cast<uint32_t>(node_rank),
                                  static_cast<uint32_t>(node_size)));
+  session.keep();
   return Error::kOk;
 }
 
@@ -222,12 +215,11 @@ MpiCommunicator::~MpiCommunicator() {
 
 Error MpiCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_t layout_digest,
                                      SymmetricMemory* out_memory) {
-  if (out_memory == nullptr) return Error::kInvalidArgument;
+  KILN_CHECK_OR_RETURN(out_memory != nullptr, Error::kInvalidArgument, "mpi-shm: rank %u: map without an output",
+                       rank_);
   if (alignment == 0) alignment = 64;
-  if ((alignment & (alignment - 1)) != 0) {
-    KILN_LOG(ERROR, "mpi-shm: rank %u: symmetric arena alignment %u is not a power of two", rank_, alignment);
-    return Error::kInvalidArgument;
-  }
+  KILN_CHECK_OR_RETURN((alignment & (alignment - 1)) == 0, Error::kInvalidArgument,
+                       "mpi-shm: rank %u: symmetric arena alignment %u is not a power of two", rank_, alignment);
   if (alignment < 64) alignment = 64;
   const uint32_t slot_index = [&] {
     for (size_t i = 0; i < state_->windows.size(); ++i) {
@@ -238,8 +230,7 @@ Error MpiCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_t
 
   // 1. Every rank must plan this arena alike: compare sizes and digests
   //    (the node communicator is the world, in the same order).
-  Error error = mpi_compare_layouts(name(), slot_index, size, layout_digest);
-  if (error != Error::kOk) return error;
+  KILN_RETURN_IF_ERROR(mpi_compare_layouts(name(), slot_index, size, layout_digest));
 
   // 2. The window: one segment per rank, its arena aligned within it and the
   //    control block after it (the picture in the header).
@@ -251,11 +242,9 @@ Error MpiCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_t
   MPI_Win win = MPI_WIN_NULL;
   const int status = MPI_Win_allocate_shared(static_cast<MPI_Aint>(segment), 1, info, state_->node, &base, &win);
   MPI_Info_free(&info);
-  if (status != MPI_SUCCESS) {
-    KILN_LOG(ERROR, "mpi-shm: rank %u: MPI_Win_allocate_shared of %llu bytes for symmetric arena %u failed", rank_,
-             static_cast<unsigned long long>(segment), slot_index);
-    return Error::kOutOfMemory;
-  }
+  KILN_CHECK_OR_RETURN(status == MPI_SUCCESS, Error::kOutOfMemory,
+                       "mpi-shm: rank %u: MPI_Win_allocate_shared of %llu bytes for symmetric arena %u: %s", rank_,
+                       static_cast<unsigned long long>(segment), slot_index, mpi_error_string(status));
   const uintptr_t base_address = reinterpret_cast<uintptr_t>(base);
   const uint64_t arena_offset = align_up(base_address, alignment) - base_address;
   const uint64_t control_offset = align_up(base_address + arena_offset + size, 64) - base_address;
@@ -290,15 +279,18 @@ Error MpiCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_t
   MPI_Win_sync(win);
   MPI_Barrier(state_->node);
   MPI_Win_sync(win);
-  for (uint32_t r = 0; r < size_; ++r) {
-    if (window.controls[r]->magic != kControlMagic || window.controls[r]->rank != r) {
-      KILN_LOG(ERROR, "mpi-shm: rank %u: rank %u's control block of symmetric arena %u is not where it should be",
-               rank_, r, slot_index);
-      MPI_Win_unlock_all(win);
-      MPI_Win_free(&win);
-      return Error::kInternal;
-    }
+  uint32_t misplaced = 0;
+  while (misplaced < size_ && window.controls[misplaced]->magic == kControlMagic &&
+         window.controls[misplaced]->rank == misplaced) {
+    ++misplaced;
   }
+  if (misplaced < size_) {
+    MPI_Win_unlock_all(win);
+    MPI_Win_free(&win);
+  }
+  KILN_CHECK_OR_RETURN(misplaced == size_, Error::kInternal,
+                       "mpi-shm: rank %u: rank %u's control block of symmetric arena %u is not where it should be",
+                       rank_, misplaced, slot_index);
 
   if (slot_index == state_->windows.size()) {
     state_->windows.push_back(std::move(window));
@@ -325,205 +317,216 @@ void MpiCommunicator::unmap_symmetric(SymmetricMemory memory) {
 
 namespace {
 
-// Publishes `target` as this rank's sequence and waits until every peer's
-// is at least as far (the header's protocol), or, in barrier mode, until
-// every rank reaches the node barrier. kPeerFailed, logged, when a peer
-// exits or the time is up.
+// Who waits for whom, for the message when a peer fails.
 struct Waiting {
   const std::vector<ControlBlock*>& controls;
   uint32_t rank;
-  uint32_t size;
   uint32_t slot;
   uint64_t call;
 };
 
+// kPeerFailed, logged: the peer exited, or did not reach `step` in time.
 Error report_failure(const Waiting& w, uint32_t peer, uint64_t step, bool exited, uint32_t timeout_ms) {
-  if (exited) {
-    KILN_LOG(ERROR,
-             "mpi-shm: rank %u: peer rank %u (pid %d) exited; it did not %s all-reduce #%llu on symmetric arena %u",
-             w.rank, peer, w.controls[peer]->pid, step_verb(step), static_cast<unsigned long long>(w.call), w.slot);
-  } else {
-    KILN_LOG(ERROR,
-             "mpi-shm: rank %u: peer rank %u (pid %d) did not %s all-reduce #%llu on symmetric arena %u within %u ms "
-             "(KILN_COLLECTIVE_TIMEOUT_MS)",
-             w.rank, peer, w.controls[peer]->pid, step_verb(step), static_cast<unsigned long long>(w.call), w.slot,
-             timeout_ms);
-  }
-  return Error::kPeerFailed;
+  KILN_CHECK_OR_RETURN(!exited, Error::kPeerFailed,
+                       "mpi-shm: rank %u: peer rank %u (pid %d) exited; it did not %s all-reduce #%llu on symmetric "
+                       "arena %u",
+                       w.rank, peer, w.controls[peer]->pid, step_verb(step), static_cast<unsigned long long>(w.call),
+                       w.slot);
+  KILN_RETURN_ERROR(Error::kPeerFailed,
+                    "mpi-shm: rank %u: peer rank %u (pid %d) did not %s all-reduce #%llu on symmetric arena %u within "
+                    "%u ms (KILN_COLLECTIVE_TIMEOUT_MS)",
+                    w.rank, peer, w.controls[peer]->pid, step_verb(step), static_cast<unsigned long long>(w.call),
+                    w.slot, timeout_ms);
 }
 
 }  // namespace
 
-Error MpiCommunicator::all_reduce(const AllReduceArgs& args) {
+// One all-reduce on a mapped window, its arguments checked (check_call).
+struct MpiCommunicator::Call {
+  const AllReduceArgs* args = nullptr;
+  State::Window* window = nullptr;
+  uint8_t* output = nullptr;
+  uint64_t element = 0;  // bytes per element
+  uint32_t algorithm = kOneShot;
+  uint64_t result_offset = 0;  // two-shot: where every rank's reduced slices lie
+  uint64_t index = 0;          // the window's calls before this one: e in the protocol
+};
+
+Error MpiCommunicator::check_call(const AllReduceArgs& args, Call* out_call) {
   State& state = *state_;
-  if (failed_) {
-    KILN_LOG(ERROR, "mpi-shm: rank %u: all-reduce refused: a collective failed earlier", rank_);
-    return Error::kPeerFailed;
-  }
-  if (args.memory.slot >= state.windows.size() || !state.windows[args.memory.slot].in_use ||
-      args.memory.local.handle != state.windows[args.memory.slot].arenas[rank_]) {
-    KILN_LOG(ERROR, "mpi-shm: rank %u: all-reduce on symmetric arena %u, which this communicator has not mapped", rank_,
-             args.memory.slot);
-    return Error::kInvalidArgument;
-  }
+  KILN_CHECK_OR_RETURN(!failed_, Error::kPeerFailed,
+                       "mpi-shm: rank %u: all-reduce refused: a collective failed earlier", rank_);
+  KILN_CHECK_OR_RETURN(args.memory.slot < state.windows.size() && state.windows[args.memory.slot].in_use &&
+                           args.memory.local.handle == state.windows[args.memory.slot].arenas[rank_],
+                       Error::kInvalidArgument,
+                       "mpi-shm: rank %u: all-reduce on symmetric arena %u, which this communicator has not mapped",
+                       rank_, args.memory.slot);
   State::Window& window = state.windows[args.memory.slot];
-  if (!internal::reducible(args.dtype, args.op)) {
-    KILN_LOG(ERROR,
-             "mpi-shm: rank %u: all-reduce of %s with reduce op %u is not supported (float32, float16, "
-             "bfloat16, int32)",
-             rank_, dtype_name(args.dtype), static_cast<unsigned>(args.op));
-    return Error::kNotSupported;
-  }
+  KILN_CHECK_OR_RETURN(internal::reducible(args.dtype, args.op), Error::kNotSupported,
+                       "mpi-shm: rank %u: all-reduce of %s with reduce op %u is not supported (float32, float16, "
+                       "bfloat16, int32)",
+                       rank_, dtype_name(args.dtype), static_cast<unsigned>(args.op));
   const uint64_t element = dtype_size(args.dtype);
   const uint64_t bytes = args.count * element;
-  if (args.count > window.size / element || args.input_offset > window.size - bytes ||
-      args.input_offset % element != 0) {
-    KILN_LOG(ERROR,
-             "mpi-shm: rank %u: all-reduce of %llu %s elements at offset %llu does not fit symmetric arena %u "
-             "(%llu bytes) or is misaligned",
-             rank_, static_cast<unsigned long long>(args.count), dtype_name(args.dtype),
-             static_cast<unsigned long long>(args.input_offset), args.memory.slot,
-             static_cast<unsigned long long>(window.size));
-    return Error::kInvalidArgument;
-  }
-  uint8_t* input = window.arenas[rank_] + args.input_offset;
+  KILN_CHECK_OR_RETURN(args.count <= window.size / element && args.input_offset <= window.size - bytes &&
+                           args.input_offset % element == 0,
+                       Error::kInvalidArgument,
+                       "mpi-shm: rank %u: all-reduce of %llu %s elements at offset %llu does not fit symmetric arena "
+                       "%u (%llu bytes) or is misaligned",
+                       rank_, static_cast<unsigned long long>(args.count), dtype_name(args.dtype),
+                       static_cast<unsigned long long>(args.input_offset), args.memory.slot,
+                       static_cast<unsigned long long>(window.size));
+  uint8_t* arena = window.arenas[rank_];
+  uint8_t* input = arena + args.input_offset;
   uint8_t* output = static_cast<uint8_t*>(args.output);
   const bool in_place = output == input;
-  if (bytes > 0 && (output == nullptr || reinterpret_cast<uintptr_t>(output) % element != 0 ||
-                    (!in_place && output < input + bytes && input < output + bytes))) {
-    KILN_LOG(ERROR,
-             "mpi-shm: rank %u: all-reduce output %p is null, misaligned, or overlaps the input without being it",
-             rank_, args.output);
-    return Error::kInvalidArgument;
-  }
-
+  KILN_CHECK_OR_RETURN(bytes == 0 || (output != nullptr && reinterpret_cast<uintptr_t>(output) % element == 0 &&
+                                      (in_place || output >= input + bytes || input >= output + bytes)),
+                       Error::kInvalidArgument,
+                       "mpi-shm: rank %u: all-reduce output %p is null, misaligned, or overlaps the input without "
+                       "being it",
+                       rank_, args.output);
+  Call& call = *out_call;
+  call.args = &args;
+  call.window = &window;
+  call.output = output;
+  call.element = element;
   // The algorithm (the header's protocol). An output elsewhere in the arena
   // is where peers can read reduced slices from, at the same offset.
-  uint8_t* arena = window.arenas[rank_];
   const bool output_in_arena = bytes > 0 && output >= arena && output + bytes <= arena + window.size;
-  uint32_t algorithm = kOneShot;
-  uint64_t result_offset = 0;
   if (in_place) {
-    algorithm = kTwoShotInPlace;
-    result_offset = args.input_offset;
+    call.algorithm = kTwoShotInPlace;
+    call.result_offset = args.input_offset;
   } else if (output_in_arena && bytes >= options_.two_shot_min_bytes) {
-    algorithm = kTwoShotThroughOutput;
-    result_offset = static_cast<uint64_t>(output - arena);
-  }
-
-  const uint64_t call = window.calls++;
-  const uint64_t base = 3 * call;
-  Waiting waiting{window.controls, rank_, size_, args.memory.slot, call};
-  ControlBlock* own = window.controls[rank_];
-
-  // One step of the protocol: publish, then wait for every peer.
-  auto step = [&](uint64_t which) -> Error {
-    const uint64_t target = base + which;
-    store_release(&own->sequence, target);
-    Backoff backoff(state.spin_iterations, state.timeout_ns);
-    bool exited = false;
-    if (options_.sync == MpiSync::kBarrier) {
-      MPI_Request request;
-      MPI_Win_sync(window.win);
-      MPI_Ibarrier(state.node, &request);
-      int done = 0;
-      for (;;) {
-        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-        if (done) break;
-        // Name the first peer that has not published this step.
-        uint32_t late = rank_;
-        for (uint32_t p = 0; p < size_ && late == rank_; ++p) {
-          if (p != rank_ && load_acquire(&window.controls[p]->sequence) < target) late = p;
-        }
-        if (late == rank_) late = (rank_ + 1) % size_;
-        if (backoff.pause(window.controls[late]->pid, &exited) != Error::kOk) {
-          return report_failure(waiting, late, which, exited, state.timeout_ms);
-        }
-      }
-      MPI_Win_sync(window.win);
-      return Error::kOk;
-    }
-    for (uint32_t p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      const uint64_t* sequence = &window.controls[p]->sequence;
-      while (load_acquire(sequence) < target) {
-        if (backoff.pause(window.controls[p]->pid, &exited) != Error::kOk) {
-          return report_failure(waiting, p, which, exited, state.timeout_ms);
-        }
-      }
-    }
-    return Error::kOk;
-  };
-
-  // Arrive: the call's arguments first, for the check below.
-  own->input_offset = args.input_offset;
-  own->count = args.count;
-  own->result_offset = result_offset;
-  own->kind = static_cast<uint32_t>(args.dtype) | static_cast<uint32_t>(args.op) << 8 | algorithm << 16;
-  Error error = step(kArrive);
-  if (error != Error::kOk) {
-    failed_ = true;
-    return error;
-  }
-  for (uint32_t p = 0; p < size_; ++p) {
-    const ControlBlock& peer = *window.controls[p];
-    if (peer.input_offset == own->input_offset && peer.count == own->count && peer.kind == own->kind &&
-        peer.result_offset == own->result_offset) {
-      continue;
-    }
-    KILN_LOG(ERROR,
-             "mpi-shm: rank %u: all-reduce #%llu on symmetric arena %u: rank %u called it with offset %llu, count "
-             "%llu, dtype %u, op %u, %s (%llu); this rank with offset %llu, count %llu, dtype %u, op %u, %s (%llu)",
-             rank_, static_cast<unsigned long long>(call), args.memory.slot, p,
-             static_cast<unsigned long long>(peer.input_offset), static_cast<unsigned long long>(peer.count),
-             peer.kind & 0xffu, (peer.kind >> 8) & 0xffu, algorithm_name(peer.kind >> 16),
-             static_cast<unsigned long long>(peer.result_offset), static_cast<unsigned long long>(own->input_offset),
-             static_cast<unsigned long long>(own->count), own->kind & 0xffu, (own->kind >> 8) & 0xffu,
-             algorithm_name(algorithm), static_cast<unsigned long long>(result_offset));
-    // Every rank sees the difference; all depart without reading, so the
-    // communicator stays usable.
-    error = step(kDepart);
-    if (error != Error::kOk) {
-      failed_ = true;
-      return error;
-    }
-    return Error::kCommunicatorMismatch;
-  }
-
-  for (uint32_t p = 0; p < size_; ++p) state.inputs[p] = window.arenas[p] + args.input_offset;
-  const size_t count = static_cast<size_t>(args.count);
-  if (algorithm == kOneShot) {
-    // One-shot: every input, read where it lies.
-    (void)internal::reduce(args.dtype, args.op, state.inputs.data(), size_, output, 0, count);
-  } else {
-    // Two-shot: slice r of every input into slice r of the result (this
-    // rank's input in place, else its output), then every other slice from
-    // its owner's result. Slices start on cache lines.
-    const size_t per_line = 64 / element;
-    const size_t slice = ((count + size_ - 1) / size_ + per_line - 1) / per_line * per_line;
-    auto begin_of = [&](uint32_t r) { return static_cast<size_t>(r) * slice < count ? r * slice : count; };
-    (void)internal::reduce(args.dtype, args.op, state.inputs.data(), size_, output, begin_of(rank_),
-                           begin_of(rank_ + 1));
-    error = step(kReduced);
-    if (error != Error::kOk) {
-      failed_ = true;
-      return error;
-    }
-    for (uint32_t p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      const size_t begin = begin_of(p), end = begin_of(p + 1);
-      if (end > begin) {
-        memcpy(output + begin * element, window.arenas[p] + result_offset + begin * element, (end - begin) * element);
-      }
-    }
-  }
-
-  error = step(kDepart);
-  if (error != Error::kOk) {
-    failed_ = true;
-    return error;
+    call.algorithm = kTwoShotThroughOutput;
+    call.result_offset = static_cast<uint64_t>(output - arena);
   }
   return Error::kOk;
+}
+
+// Publishes step `which` of the call as this rank's sequence and waits
+// until every peer's is at least as far (or, in barrier mode, until every
+// rank reaches the node barrier). A peer that exits or is late fails the
+// communicator.
+Error MpiCommunicator::step(const Call& call, uint64_t which) {
+  const uint64_t target = 3 * call.index + which;
+  store_release(&call.window->controls[rank_]->sequence, target);
+  const Error error =
+      options_.sync == MpiSync::kBarrier ? wait_barrier(call, target, which) : wait_flags(call, target, which);
+  if (error != Error::kOk) failed_ = true;
+  return error;
+}
+
+Error MpiCommunicator::wait_flags(const Call& call, uint64_t target, uint64_t which) {
+  const State::Window& window = *call.window;
+  Backoff backoff(state_->spin_iterations, state_->timeout_ns);
+  bool exited = false;
+  for (uint32_t p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const uint64_t* sequence = &window.controls[p]->sequence;
+    while (load_acquire(sequence) < target) {
+      if (backoff.pause(window.controls[p]->pid, &exited) != Error::kOk) {
+        return report_failure({window.controls, rank_, call.args->memory.slot, call.index}, p, which, exited,
+                              state_->timeout_ms);
+      }
+    }
+  }
+  return Error::kOk;
+}
+
+Error MpiCommunicator::wait_barrier(const Call& call, uint64_t target, uint64_t which) {
+  const State::Window& window = *call.window;
+  Backoff backoff(state_->spin_iterations, state_->timeout_ns);
+  bool exited = false;
+  MPI_Request request;
+  MPI_Win_sync(window.win);
+  MPI_Ibarrier(state_->node, &request);
+  int done = 0;
+  for (;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    // Name the first peer that has not published this step.
+    uint32_t late = rank_;
+    for (uint32_t p = 0; p < size_ && late == rank_; ++p) {
+      if (p != rank_ && load_acquire(&window.controls[p]->sequence) < target) late = p;
+    }
+    if (late == rank_) late = (rank_ + 1) % size_;
+    if (backoff.pause(window.controls[late]->pid, &exited) != Error::kOk) {
+      return report_failure({window.controls, rank_, call.args->memory.slot, call.index}, late, which, exited,
+                            state_->timeout_ms);
+    }
+  }
+  MPI_Win_sync(window.win);
+  return Error::kOk;
+}
+
+// Every peer's descriptor of the call equals this rank's.
+Error MpiCommunicator::check_peers_agree(const Call& call) const {
+  const ControlBlock& own = *call.window->controls[rank_];
+  for (uint32_t p = 0; p < size_; ++p) {
+    const ControlBlock& peer = *call.window->controls[p];
+    KILN_CHECK_OR_RETURN(peer.input_offset == own.input_offset && peer.count == own.count && peer.kind == own.kind &&
+                             peer.result_offset == own.result_offset,
+                         Error::kCommunicatorMismatch,
+                         "mpi-shm: rank %u: all-reduce #%llu on symmetric arena %u: rank %u called it with offset "
+                         "%llu, count %llu, dtype %u, op %u, %s (%llu); this rank with offset %llu, count %llu, dtype "
+                         "%u, op %u, %s (%llu)",
+                         rank_, static_cast<unsigned long long>(call.index), call.args->memory.slot, p,
+                         static_cast<unsigned long long>(peer.input_offset),
+                         static_cast<unsigned long long>(peer.count), peer.kind & 0xffu, (peer.kind >> 8) & 0xffu,
+                         algorithm_name(peer.kind >> 16), static_cast<unsigned long long>(peer.result_offset),
+                         static_cast<unsigned long long>(own.input_offset), static_cast<unsigned long long>(own.count),
+                         own.kind & 0xffu, (own.kind >> 8) & 0xffu, algorithm_name(call.algorithm),
+                         static_cast<unsigned long long>(call.result_offset));
+  }
+  return Error::kOk;
+}
+
+// One-shot: every input, read where it lies. Two-shot: slice r of every
+// input into slice r of the result (this rank's input in place, else its
+// output), then, after the reduce step, every other slice from its owner's
+// result. Slices start on cache lines.
+Error MpiCommunicator::reduce_into_output(const Call& call) {
+  const AllReduceArgs& args = *call.args;
+  const State::Window& window = *call.window;
+  for (uint32_t p = 0; p < size_; ++p) state_->inputs[p] = window.arenas[p] + args.input_offset;
+  const void* const* inputs = state_->inputs.data();
+  const size_t count = static_cast<size_t>(args.count);
+  if (call.algorithm == kOneShot) {
+    (void)internal::reduce(args.dtype, args.op, inputs, size_, call.output, 0, count);
+    return Error::kOk;
+  }
+  const size_t per_line = 64 / call.element;
+  const size_t slice = ((count + size_ - 1) / size_ + per_line - 1) / per_line * per_line;
+  auto begin_of = [&](uint32_t r) { return static_cast<size_t>(r) * slice < count ? r * slice : count; };
+  (void)internal::reduce(args.dtype, args.op, inputs, size_, call.output, begin_of(rank_), begin_of(rank_ + 1));
+  KILN_RETURN_IF_ERROR(step(call, kReduced));
+  for (uint32_t p = 0; p < size_; ++p) {
+    const size_t begin = begin_of(p), end = begin_of(p + 1);
+    if (p == rank_ || end <= begin) continue;
+    memcpy(call.output + begin * call.element, window.arenas[p] + call.result_offset + begin * call.element,
+           (end - begin) * call.element);
+  }
+  return Error::kOk;
+}
+
+Error MpiCommunicator::all_reduce(const AllReduceArgs& args) {
+  Call call;
+  KILN_RETURN_IF_ERROR(check_call(args, &call));
+  call.index = call.window->calls++;
+  // Arrive: the call's arguments first, for the check that every rank agrees.
+  ControlBlock& own = *call.window->controls[rank_];
+  own.input_offset = args.input_offset;
+  own.count = args.count;
+  own.result_offset = call.result_offset;
+  own.kind = static_cast<uint32_t>(args.dtype) | static_cast<uint32_t>(args.op) << 8 | call.algorithm << 16;
+  KILN_RETURN_IF_ERROR(step(call, kArrive));
+  // Ranks that called differently all see it and depart without reading,
+  // so the communicator stays usable.
+  const Error agreed = check_peers_agree(call);
+  if (agreed == Error::kOk) KILN_RETURN_IF_ERROR(reduce_into_output(call));
+  KILN_RETURN_IF_ERROR(step(call, kDepart));
+  return agreed;
 }
 
 }  // namespace comm

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "kiln/runtime/log.h"
+#include "kiln/comm/mpi_status.h"
 
 namespace kiln {
 namespace comm {
@@ -17,21 +17,24 @@ constexpr uint32_t kDefaultTimeoutMs = 30000;
 
 }  // namespace
 
+const char* mpi_error_string(int code) {
+  static thread_local char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "an unknown MPI error";
+  return text;
+}
+
 Error mpi_session_acquire() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalized) {
-    KILN_LOG(ERROR, "MPI was already finalised in this process; it cannot be started again");
-    return Error::kNotSupported;
-  }
+  KILN_CHECK_OR_RETURN(!finalized, Error::kNotSupported,
+                       "MPI was already finalised in this process; it cannot be started again");
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-      KILN_LOG(ERROR, "MPI_Init_thread failed");
-      return Error::kNotSupported;
-    }
+    KILN_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), Error::kNotSupported,
+                   "MPI cannot start");
     g_kiln_initialised_mpi = true;
   }
   ++g_references;
@@ -57,25 +60,23 @@ Error mpi_compare_layouts(const char* communicator, uint32_t arena, uint64_t siz
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   std::vector<uint64_t> layouts(2 * static_cast<size_t>(ranks));
   const uint64_t mine[2] = {size, layout_digest};
-  if (MPI_Allgather(mine, 2, MPI_UINT64_T, layouts.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD) != MPI_SUCCESS) {
-    KILN_LOG(ERROR, "%s: rank %d: MPI_Allgather of symmetric arena %u's layout failed", communicator, rank, arena);
-    return Error::kInternal;
-  }
+  KILN_MPI_CHECK(MPI_Allgather(mine, 2, MPI_UINT64_T, layouts.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD),
+                 Error::kInternal, "%s: rank %d: gathering symmetric arena %u's layout", communicator, rank, arena);
   auto same = [&](int r) { return layouts[2 * r] == layouts[0] && layouts[2 * r + 1] == layouts[1]; };
   bool agree = true;
   for (int r = 1; r < ranks; ++r) agree = agree && same(r);
   if (agree) return Error::kOk;
-  KILN_LOG(ERROR,
-           "%s: rank %d: symmetric arena %u is planned differently across ranks; rank 0 has %llu bytes, "
-           "layout digest 0x%016llx",
-           communicator, rank, arena, static_cast<unsigned long long>(layouts[0]),
-           static_cast<unsigned long long>(layouts[1]));
   for (int r = 1; r < ranks; ++r) {
     if (same(r)) continue;
-    KILN_LOG(ERROR, "%s: rank %d:   rank %d has %llu bytes, layout digest 0x%016llx", communicator, rank, r,
-             static_cast<unsigned long long>(layouts[2 * r]), static_cast<unsigned long long>(layouts[2 * r + 1]));
+    KILN_LOG(ERROR, "%s: rank %d: symmetric arena %u: rank %d has %llu bytes, layout digest 0x%016llx", communicator,
+             rank, arena, r, static_cast<unsigned long long>(layouts[2 * r]),
+             static_cast<unsigned long long>(layouts[2 * r + 1]));
   }
-  return Error::kCommunicatorMismatch;
+  KILN_RETURN_ERROR(Error::kCommunicatorMismatch,
+                    "%s: rank %d: symmetric arena %u is planned differently across ranks (those above); rank 0 has "
+                    "%llu bytes, layout digest 0x%016llx",
+                    communicator, rank, arena, static_cast<unsigned long long>(layouts[0]),
+                    static_cast<unsigned long long>(layouts[1]));
 }
 
 uint32_t collective_timeout_ms(uint32_t option) {

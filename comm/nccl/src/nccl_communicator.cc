@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "kiln/runtime/log.h"
+#include "nccl_status.h"
 
 namespace kiln {
 namespace comm {
@@ -25,6 +25,28 @@ bool all_ranks(bool ok) {
   int mine = ok ? 1 : 0, all = 0;
   MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all == 1;
+}
+
+// A step every rank takes together: this rank's outcome `mine` (logged
+// where it failed), or, when it succeeded but another rank failed,
+// kDeviceError saying `what` failed there. Collective over the world.
+Error on_all_ranks(Error mine, int rank, const char* what) {
+  const bool all = all_ranks(mine == Error::kOk);
+  KILN_RETURN_IF_ERROR(mine);
+  KILN_CHECK_OR_RETURN(all, Error::kDeviceError, "nccl: rank %d: %s failed on another rank", rank, what);
+  return Error::kOk;
+}
+
+// Selects this rank's device: `wanted`, or node rank modulo the devices.
+Error select_device(int rank, int node_rank, int wanted, int* out_device) {
+  int devices = 0;
+  KILN_CUDA_CHECK(cudaGetDeviceCount(&devices), Error::kDeviceError, "nccl: rank %d: no usable CUDA device", rank);
+  const int device = wanted >= 0 ? wanted : (devices > 0 ? node_rank % devices : 0);
+  KILN_CHECK_OR_RETURN(devices > 0 && device < devices, Error::kDeviceError,
+                       "nccl: rank %d: no usable CUDA device (%d found, device %d wanted)", rank, devices, device);
+  KILN_CUDA_CHECK(cudaSetDevice(device), Error::kDeviceError, "nccl: rank %d: selecting device %d", rank, device);
+  *out_device = device;
+  return Error::kOk;
 }
 
 bool nccl_dtype(DType dtype, ncclDataType_t* out) {
@@ -78,9 +100,9 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<State> state, uint32_t rank, 
 bool NcclCommunicator::symmetric_windows() const { return state_->symmetric; }
 
 Error NcclCommunicator::create(const NcclOptions& options, std::unique_ptr<NcclCommunicator>* out) {
-  if (out == nullptr) return Error::kInvalidArgument;
-  Error error = mpi_session_acquire();
-  if (error != Error::kOk) return error;
+  KILN_CHECK_OR_RETURN(out != nullptr, Error::kInvalidArgument, "nccl: create() without an output");
+  KILN_RETURN_IF_ERROR(mpi_session_acquire());
+  MpiSessionHold session;
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -91,47 +113,31 @@ Error NcclCommunicator::create(const NcclOptions& options, std::unique_ptr<NcclC
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &node_rank);
   MPI_Comm_free(&node);
-  int devices = 0;
-  const cudaError_t count_error = cudaGetDeviceCount(&devices);
-  int device = options.device >= 0 ? options.device : (devices > 0 ? node_rank % devices : 0);
-  bool ok = count_error == cudaSuccess && devices > 0 && device < devices;
-  if (!ok) {
-    KILN_LOG(ERROR, "nccl: rank %d: no usable CUDA device (%d found, device %d wanted%s%s)", rank, devices, device,
-             count_error != cudaSuccess ? ": " : "", count_error != cudaSuccess ? cudaGetErrorString(count_error) : "");
-  } else if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
-    KILN_LOG(ERROR, "nccl: rank %d: cudaSetDevice(%d): %s", rank, device, cudaGetErrorString(e));
-    ok = false;
-  }
-  if (!all_ranks(ok)) {
-    if (ok) KILN_LOG(ERROR, "nccl: rank %d: another rank has no usable CUDA device", rank);
-    mpi_session_release(true);
-    return Error::kDeviceError;
-  }
+  int device = 0;
+  KILN_RETURN_IF_ERROR(
+      on_all_ranks(select_device(rank, node_rank, options.device, &device), rank, "finding a usable CUDA device"));
 
   // 2. The NCCL communicator: rank 0's unique id, broadcast over MPI.
   ncclUniqueId id;
-  ncclResult_t result = ncclSuccess;
-  if (rank == 0) result = ncclGetUniqueId(&id);
-  if (!all_ranks(result == ncclSuccess)) {
-    KILN_LOG(ERROR, "nccl: rank %d: ncclGetUniqueId failed on rank 0: %s", rank, ncclGetErrorString(result));
-    mpi_session_release(true);
-    return Error::kDeviceError;
-  }
+  const Error unique = [&]() -> Error {
+    if (rank == 0) KILN_NCCL_CHECK(ncclGetUniqueId(&id), Error::kDeviceError, "nccl: rank 0: a unique id");
+    return Error::kOk;
+  }();
+  KILN_RETURN_IF_ERROR(on_all_ranks(unique, rank, "making the unique id (rank 0)"));
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
   auto state = std::make_unique<State>();
-  result = ncclCommInitRank(&state->comm, size, id, rank);
-  if (result != ncclSuccess) {
-    KILN_LOG(ERROR, "nccl: rank %d: ncclCommInitRank(%d ranks): %s", rank, size, ncclGetErrorString(result));
-  }
-  cudaError_t stream_error = cudaSuccess;
-  if (result == ncclSuccess) stream_error = cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking);
-  if (stream_error != cudaSuccess)
-    KILN_LOG(ERROR, "nccl: rank %d: cudaStreamCreate: %s", rank, cudaGetErrorString(stream_error));
-  if (!all_ranks(result == ncclSuccess && stream_error == cudaSuccess)) {
+  const Error joined = [&]() -> Error {
+    KILN_NCCL_CHECK(ncclCommInitRank(&state->comm, size, id, rank), Error::kDeviceError,
+                    "nccl: rank %d: joining %d ranks", rank, size);
+    KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking), Error::kDeviceError,
+                    "nccl: rank %d: a stream", rank);
+    return Error::kOk;
+  }();
+  const Error everyone = on_all_ranks(joined, rank, "starting NCCL");
+  if (everyone != Error::kOk) {
     if (state->stream != nullptr) cudaStreamDestroy(state->stream);
     if (state->comm != nullptr) ncclCommAbort(state->comm);
-    mpi_session_release(true);
-    return Error::kDeviceError;
+    return everyone;
   }
 
   int version = 0;
@@ -144,6 +150,7 @@ Error NcclCommunicator::create(const NcclOptions& options, std::unique_ptr<NcclC
   state->timeout_ms = collective_timeout_ms(options.timeout_ms);
   state->timeout_ns = static_cast<uint64_t>(state->timeout_ms) * 1000000ull;
   out->reset(new NcclCommunicator(std::move(state), static_cast<uint32_t>(rank), static_cast<uint32_t>(size), device));
+  session.keep();
   return Error::kOk;
 }
 
@@ -168,16 +175,13 @@ NcclCommunicator::~NcclCommunicator() {
 
 Error NcclCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_t layout_digest,
                                       SymmetricMemory* out_memory) {
-  if (out_memory == nullptr) return Error::kInvalidArgument;
+  KILN_CHECK_OR_RETURN(out_memory != nullptr, Error::kInvalidArgument, "nccl: rank %u: map without an output", rank_);
   if (alignment == 0) alignment = 256;
-  if ((alignment & (alignment - 1)) != 0) {
-    KILN_LOG(ERROR, "nccl: rank %u: symmetric arena alignment %u is not a power of two", rank_, alignment);
-    return Error::kInvalidArgument;
-  }
+  KILN_CHECK_OR_RETURN((alignment & (alignment - 1)) == 0, Error::kInvalidArgument,
+                       "nccl: rank %u: symmetric arena alignment %u is not a power of two", rank_, alignment);
   uint32_t slot = 0;
   while (slot < state_->arenas.size() && state_->arenas[slot].in_use) ++slot;
-  Error error = mpi_compare_layouts(name(), slot, size, layout_digest);
-  if (error != Error::kOk) return error;
+  KILN_RETURN_IF_ERROR(mpi_compare_layouts(name(), slot, size, layout_digest));
 
   State::Arena arena;
   arena.size = size;
@@ -210,13 +214,12 @@ Error NcclCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_
   }
   if (arena.allocation == nullptr) {
     // 2. Ordinary device memory.
-    const cudaError_t e = cudaMalloc(&arena.allocation, bytes);
-    if (!all_ranks(e == cudaSuccess)) {
-      KILN_LOG(ERROR, "nccl: rank %u: cudaMalloc of %llu bytes for symmetric arena %u: %s", rank_,
-               static_cast<unsigned long long>(bytes), slot, cudaGetErrorString(e));
-      if (e == cudaSuccess) cudaFree(arena.allocation);
-      return Error::kDeviceAllocationFailed;
-    }
+    const cudaError_t allocated = cudaMalloc(&arena.allocation, bytes);
+    const bool everywhere = all_ranks(allocated == cudaSuccess);
+    if (!everywhere && allocated == cudaSuccess) cudaFree(arena.allocation);
+    KILN_CHECK_OR_RETURN(everywhere, Error::kDeviceAllocationFailed,
+                         "nccl: rank %u: cudaMalloc of %llu bytes for symmetric arena %u: %s", rank_,
+                         static_cast<unsigned long long>(bytes), slot, cudaGetErrorString(allocated));
   }
   const uintptr_t address = reinterpret_cast<uintptr_t>(arena.allocation);
   arena.base = reinterpret_cast<void*>((address + alignment - 1) & ~static_cast<uintptr_t>(alignment - 1));
@@ -247,86 +250,80 @@ void NcclCommunicator::unmap_symmetric(SymmetricMemory memory) {
   arena = State::Arena();
 }
 
-Error NcclCommunicator::all_reduce(const AllReduceArgs& args) {
-  if (failed_) {
-    KILN_LOG(ERROR, "nccl: rank %u: all-reduce refused: a collective failed earlier", rank_);
-    return Error::kPeerFailed;
-  }
-  if (args.memory.slot >= state_->arenas.size() || !state_->arenas[args.memory.slot].in_use ||
-      args.memory.local.handle != state_->arenas[args.memory.slot].base) {
-    KILN_LOG(ERROR, "nccl: rank %u: all-reduce on symmetric arena %u, which this communicator has not mapped", rank_,
-             args.memory.slot);
-    return Error::kInvalidArgument;
-  }
+// One all-reduce, its arguments checked (check_call).
+struct NcclCommunicator::Call {
+  const uint8_t* input = nullptr;
+  ncclDataType_t dtype = ncclFloat32;
+  ncclRedOp_t op = ncclSum;
+};
+
+Error NcclCommunicator::check_call(const AllReduceArgs& args, Call* out_call) const {
+  KILN_CHECK_OR_RETURN(!failed_, Error::kPeerFailed, "nccl: rank %u: all-reduce refused: a collective failed earlier",
+                       rank_);
+  KILN_CHECK_OR_RETURN(args.memory.slot < state_->arenas.size() && state_->arenas[args.memory.slot].in_use &&
+                           args.memory.local.handle == state_->arenas[args.memory.slot].base,
+                       Error::kInvalidArgument,
+                       "nccl: rank %u: all-reduce on symmetric arena %u, which this communicator has not mapped", rank_,
+                       args.memory.slot);
   const State::Arena& arena = state_->arenas[args.memory.slot];
-  ncclDataType_t dtype;
-  ncclRedOp_t op;
-  if (!nccl_dtype(args.dtype, &dtype) || !nccl_op(args.op, &op)) {
-    KILN_LOG(ERROR, "nccl: rank %u: all-reduce of %s with reduce op %u is not supported", rank_, dtype_name(args.dtype),
-             static_cast<unsigned>(args.op));
-    return Error::kNotSupported;
-  }
+  KILN_CHECK_OR_RETURN(nccl_dtype(args.dtype, &out_call->dtype) && nccl_op(args.op, &out_call->op),
+                       Error::kNotSupported, "nccl: rank %u: all-reduce of %s with reduce op %u is not supported",
+                       rank_, dtype_name(args.dtype), static_cast<unsigned>(args.op));
   const uint64_t element = dtype_size(args.dtype);
-  if (args.count > arena.size / element || args.input_offset > arena.size - args.count * element ||
-      (args.count > 0 && args.output == nullptr)) {
-    KILN_LOG(ERROR,
-             "nccl: rank %u: all-reduce of %llu %s elements at offset %llu does not fit symmetric arena %u "
-             "(%llu bytes), or has no output",
-             rank_, static_cast<unsigned long long>(args.count), dtype_name(args.dtype),
-             static_cast<unsigned long long>(args.input_offset), args.memory.slot,
-             static_cast<unsigned long long>(arena.size));
-    return Error::kInvalidArgument;
-  }
+  KILN_CHECK_OR_RETURN(args.count <= arena.size / element && args.input_offset <= arena.size - args.count * element &&
+                           (args.count == 0 || args.output != nullptr),
+                       Error::kInvalidArgument,
+                       "nccl: rank %u: all-reduce of %llu %s elements at offset %llu does not fit symmetric arena %u "
+                       "(%llu bytes), or has no output",
+                       rank_, static_cast<unsigned long long>(args.count), dtype_name(args.dtype),
+                       static_cast<unsigned long long>(args.input_offset), args.memory.slot,
+                       static_cast<unsigned long long>(arena.size));
   const uint8_t* input = static_cast<const uint8_t*>(arena.base) + args.input_offset;
   const uint8_t* output = static_cast<const uint8_t*>(args.output);
   const uint64_t bytes = args.count * element;
-  if (output != input && output < input + bytes && input < output + bytes) {
-    KILN_LOG(ERROR, "nccl: rank %u: all-reduce output %p overlaps the input without being it", rank_, args.output);
-    return Error::kInvalidArgument;
-  }
+  KILN_CHECK_OR_RETURN(output == input || output >= input + bytes || input >= output + bytes, Error::kInvalidArgument,
+                       "nccl: rank %u: all-reduce output %p overlaps the input without being it", rank_, args.output);
+  out_call->input = input;
+  return Error::kOk;
+}
 
-  // The input was written on whatever stream its producer used.
-  cudaError_t cuda = cudaDeviceSynchronize();
-  if (cuda != cudaSuccess) {
-    KILN_LOG(ERROR, "nccl: rank %u: the device failed before the all-reduce: %s", rank_, cudaGetErrorString(cuda));
-    return Error::kDeviceError;
-  }
-  ncclResult_t result =
-      ncclAllReduce(input, args.output, static_cast<size_t>(args.count), dtype, op, state_->comm, state_->stream);
-  if (result != ncclSuccess) {
-    KILN_LOG(ERROR, "nccl: rank %u: ncclAllReduce: %s (%s)", rank_, ncclGetErrorString(result),
-             ncclGetLastError(state_->comm));
-    failed_ = true;
-    return result == ncclRemoteError ? Error::kPeerFailed : Error::kDeviceError;
-  }
-  // Wait for it, watching NCCL's asynchronous errors and the clock.
+// Waits for the all-reduce on the communicator's stream, watching NCCL's
+// asynchronous errors and the clock.
+Error NcclCommunicator::wait_for_stream() {
   const uint64_t start = now_ns();
   for (;;) {
-    cuda = cudaStreamQuery(state_->stream);
+    const cudaError_t cuda = cudaStreamQuery(state_->stream);
     if (cuda == cudaSuccess) return Error::kOk;
-    if (cuda != cudaErrorNotReady) {
-      KILN_LOG(ERROR, "nccl: rank %u: all-reduce failed on the device: %s", rank_, cudaGetErrorString(cuda));
-      failed_ = true;
-      return Error::kDeviceError;
-    }
+    KILN_CHECK_OR_RETURN(cuda == cudaErrorNotReady, Error::kDeviceError,
+                         "nccl: rank %u: all-reduce failed on the device: %s", rank_, cudaGetErrorString(cuda));
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(state_->comm, &async);
-    if (async != ncclSuccess && async != ncclInProgress) {
-      KILN_LOG(ERROR, "nccl: rank %u: all-reduce failed: %s (%s)", rank_, ncclGetErrorString(async),
-               ncclGetLastError(state_->comm));
-      failed_ = true;
-      return Error::kPeerFailed;
-    }
-    if (now_ns() - start > state_->timeout_ns) {
-      KILN_LOG(ERROR,
-               "nccl: rank %u: all-reduce did not finish within %u ms (KILN_COLLECTIVE_TIMEOUT_MS): a peer "
-               "failed or is stuck; aborting the NCCL communicator",
-               rank_, state_->timeout_ms);
-      failed_ = true;
-      return Error::kPeerFailed;
-    }
+    KILN_CHECK_OR_RETURN(async == ncclSuccess || async == ncclInProgress, Error::kPeerFailed,
+                         "nccl: rank %u: all-reduce failed: %s (%s)", rank_, ncclGetErrorString(async),
+                         ncclGetLastError(state_->comm));
+    KILN_CHECK_OR_RETURN(now_ns() - start <= state_->timeout_ns, Error::kPeerFailed,
+                         "nccl: rank %u: all-reduce did not finish within %u ms (KILN_COLLECTIVE_TIMEOUT_MS): a peer "
+                         "failed or is stuck; aborting the NCCL communicator",
+                         rank_, state_->timeout_ms);
     sched_yield();
   }
+}
+
+Error NcclCommunicator::all_reduce(const AllReduceArgs& args) {
+  Call call;
+  KILN_RETURN_IF_ERROR(check_call(args, &call));
+  // The input was written on whatever stream its producer used.
+  KILN_CUDA_CHECK(cudaDeviceSynchronize(), Error::kDeviceError,
+                  "nccl: rank %u: the device failed before the all-reduce", rank_);
+  const ncclResult_t result = ncclAllReduce(call.input, args.output, static_cast<size_t>(args.count), call.dtype,
+                                            call.op, state_->comm, state_->stream);
+  if (result != ncclSuccess) failed_ = true;
+  KILN_CHECK_OR_RETURN(result == ncclSuccess, result == ncclRemoteError ? Error::kPeerFailed : Error::kDeviceError,
+                       "nccl: rank %u: ncclAllReduce: %s (%s)", rank_, ncclGetErrorString(result),
+                       ncclGetLastError(state_->comm));
+  const Error done = wait_for_stream();
+  if (done != Error::kOk) failed_ = true;
+  return done;
 }
 
 }  // namespace comm

@@ -142,7 +142,16 @@ class MpiCommunicator final : public Communicator {
 
  private:
   struct State;
+  struct Call;
   MpiCommunicator(const MpiOptions& options, std::unique_ptr<State> state, uint32_t rank, uint32_t size);
+
+  // all_reduce() in the steps of the protocol above.
+  Error check_call(const AllReduceArgs& args, Call* out_call);
+  Error step(const Call& call, uint64_t which);
+  Error wait_flags(const Call& call, uint64_t target, uint64_t which);
+  Error wait_barrier(const Call& call, uint64_t target, uint64_t which);
+  Error check_peers_agree(const Call& call) const;
+  Error reduce_into_output(const Call& call);
 
   MpiOptions options_;
   std::unique_ptr<State> state_;

@@ -23,6 +23,22 @@ namespace comm {
 Error mpi_session_acquire();
 void mpi_session_release(bool may_finalize);
 
+// Holds one acquire, made by the caller, until keep(): a create() that
+// fails part-way releases it on its way out (may finalise).
+class MpiSessionHold {
+ public:
+  MpiSessionHold() = default;
+  ~MpiSessionHold() {
+    if (!kept_) mpi_session_release(true);
+  }
+  MpiSessionHold(const MpiSessionHold&) = delete;
+  MpiSessionHold& operator=(const MpiSessionHold&) = delete;
+  void keep() { kept_ = true; }
+
+ private:
+  bool kept_ = false;
+};
+
 // Compares one symmetric arena's planned size and layout digest across
 // MPI_COMM_WORLD (every rank calls it; collective). kOk when all agree;
 // otherwise every rank logs which ranks differ, with their sizes and

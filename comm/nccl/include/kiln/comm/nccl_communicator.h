@@ -86,7 +86,12 @@ class NcclCommunicator final : public Communicator {
 
  private:
   struct State;
+  struct Call;
   NcclCommunicator(std::unique_ptr<State> state, uint32_t rank, uint32_t size, int device);
+
+  // all_reduce(): its arguments checked, then the wait for NCCL's work.
+  Error check_call(const AllReduceArgs& args, Call* out_call) const;
+  Error wait_for_stream();
 
   std::unique_ptr<State> state_;
   uint32_t rank_ = 0;
