@@ -25,6 +25,16 @@ function(kiln_add_backend name)
   endif()
 endfunction()
 
+# The planner half of backend <name>: the library kiln_<name>_planner from
+# the sources given, built against the planner's one public header and the
+# shared backend layer (backends/common), as a host tool.
+function(kiln_add_backend_planner name)
+  add_library(kiln_${name}_planner STATIC ${ARGN})
+  target_include_directories(kiln_${name}_planner PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(kiln_${name}_planner PUBLIC kiln_planner_api kiln_backend_common)
+  kiln_host_target(kiln_${name}_planner)
+endfunction()
+
 # Writes `output`, a source file defining register_builtin_backends(), which
 # calls every registration function declared with kiln_add_backend().
 function(kiln_write_backend_registry output)

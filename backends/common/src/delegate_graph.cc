@@ -10,6 +10,23 @@ const fb::DelegateGraph* parse_delegate_graph(Span<const uint8_t> blob) {
   return graph->kernels() != nullptr && graph->operators() != nullptr ? graph : nullptr;
 }
 
+Result<const fb::DelegateGraph*> delegate_graph_of(const char* backend, const DelegateContext& context) {
+  KILN_CHECK_OR_RETURN(context.delegate != nullptr && context.method != nullptr && context.allocator != nullptr,
+                       Error::kInvalidArgument, "%s: init without a delegate, method or allocator", backend);
+  const fb::DelegateGraph* graph = parse_delegate_graph(context.blob);
+  KILN_CHECK_OR_RETURN(graph != nullptr, Error::kInvalidProgram,
+                       "%s: the delegate blob is not a valid DelegateGraph (KDLG) flatbuffer with kernels", backend);
+  return graph;
+}
+
+Result<uint8_t*> allocate_state(const char* backend, const DelegateContext& context, uint64_t bytes, size_t alignment) {
+  void* memory = context.allocator->allocate(static_cast<size_t>(bytes), alignment);
+  KILN_CHECK_OR_RETURN(memory != nullptr, Error::kOutOfMemory,
+                       "%s: the delegate's state needs %llu bytes; the program reserved fewer", backend,
+                       static_cast<unsigned long long>(bytes));
+  return static_cast<uint8_t*>(memory);
+}
+
 uint64_t count_operands(const fb::DelegateGraph& graph) {
   uint64_t operands = 0;
   for (const fb::KernelCall* call : *graph.kernels()) {

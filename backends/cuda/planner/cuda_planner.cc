@@ -25,10 +25,7 @@ namespace {
 using Check = std::function<std::string(const NodeView&)>;
 
 std::string matmul_batches(const NodeView& node) {
-  for (size_t i = 0; i < 2; ++i) {
-    if (node.input(i).rank() > 6) return "more than 4 batch dims";
-  }
-  return "";
+  return node.input(0).rank() > 6 || node.input(1).rank() > 6 ? "more than 4 batch dims" : "";
 }
 
 // The operand limits (above), then the op's own check; shape arguments
@@ -38,11 +35,11 @@ OpSupport support_of(const backends::OnnxOp& op) {
   limits.max_rank = backends::cuda::kMaxRank;
   limits.max_elements = (int64_t{1} << 31) - 1;
   limits.too_large = "has 2^31 elements or more";
-  const Check extra = op.check == backends::OpCheck::kWindows1d2d     ? Check(windows_1d_2d)
-                      : op.check == backends::OpCheck::kMatMulBatches ? Check(matmul_batches)
-                                                                      : nullptr;
-  return op_support(op.name, operand_rules(limits, extra, op.num_constant_inputs > 0 ? 1 : SIZE_MAX),
-                    {op.constant_inputs, op.constant_inputs + op.num_constant_inputs});
+  Check extra = nullptr;
+  if (op.check == backends::OpCheck::kWindows1d2d) extra = windows_1d_2d;
+  if (op.check == backends::OpCheck::kMatMulBatches) extra = matmul_batches;
+  std::vector<int> constants(op.constant_inputs, op.constant_inputs + op.num_constant_inputs);
+  return op_support(op.name, operand_rules(limits, extra, constants.empty() ? SIZE_MAX : 1), constants);
 }
 
 }  // namespace
@@ -57,7 +54,9 @@ void register_cuda_backend_planner() {
                         cuda::kArenaAlignment,
                         fixed,
                         cuda::delegate_state_bytes(1, 0) - fixed,
-                        cuda::delegate_state_bytes(0, 1) - fixed};
+                        cuda::delegate_state_bytes(0, 1) - fixed,
+                        {},
+                        {}};
   cuda::kKernels.for_each([&](const backends::KernelInfo& k) { spec.inplace.push_back({k.name, k.inplace_inputs}); });
   for (const backends::OnnxOp& op : backends::kOnnxOps) {
     if (cuda::kKernels.find(op.kernel) != nullptr) spec.ops.push_back(support_of(op));

@@ -58,14 +58,11 @@ namespace kiln::planner {
 
 // Registered by the build (kiln_add_backend in ../CMakeLists.txt).
 void register_cuda_host_backend() {
-  HostBackendInfo info;
-  info.name = "cuda";
-  info.make = backends::cuda::make_from_environment;
-  info.options_help =
-      "  KILN_CUDA_EXECUTION=host      cuda: run the kernels under the host execution model (test infrastructure)\n"
-      "  KILN_CUDA_WORKSPACE_MB=N      cuda: cuBLASLt workspace per device (default 32)\n"
-      "  KILN_CUDA_GRAPHS=0            cuda: launch delegates directly, no CUDA graphs\n";
-  register_host_backend(std::move(info));
+  register_host_backend(
+      {"cuda", backends::cuda::make_from_environment,
+       "  KILN_CUDA_EXECUTION=host      cuda: run the kernels under the host execution model (test infrastructure)\n"
+       "  KILN_CUDA_WORKSPACE_MB=N      cuda: cuBLASLt workspace per device (default 32)\n"
+       "  KILN_CUDA_GRAPHS=0            cuda: launch delegates directly, no CUDA graphs\n"});
 }
 
 }  // namespace kiln::planner

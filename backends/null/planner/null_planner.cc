@@ -25,7 +25,9 @@ void register_null_backend_planner() {
                         null::kArenaAlignment,
                         null::kDelegateHeaderBytes,
                         null::kStepBytes,
-                        null::kOperandBytes};
+                        null::kOperandBytes,
+                        {},
+                        {}};
   KernelRegistry kernels;
   if (register_portable_kernels(kernels) != Error::kOk) {
     throw std::logic_error("the null backend: the portable kernels do not fit a KernelRegistry");

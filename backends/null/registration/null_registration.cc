@@ -52,11 +52,8 @@ namespace kiln::planner {
 
 // Registered by the build (kiln_add_backend in ../CMakeLists.txt).
 void register_null_host_backend() {
-  HostBackendInfo info;
-  info.name = "null";
-  info.make = backends::null::make_host_backend;
-  info.options_help = "  KILN_NULL_MEMORY_MB=N         null: device memory pool of N MiB (default 256)\n";
-  register_host_backend(std::move(info));
+  register_host_backend({"null", backends::null::make_host_backend,
+                         "  KILN_NULL_MEMORY_MB=N         null: device memory pool of N MiB (default 256)\n"});
 }
 
 }  // namespace kiln::planner

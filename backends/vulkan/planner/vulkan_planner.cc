@@ -29,19 +29,19 @@ namespace {
 
 using Check = std::function<std::string(const NodeView&)>;
 
-std::string at_most_3_batch_dims(const NodeView& node) {
+std::string matmul_batches(const NodeView& node) {
   return node.input(0).rank() > 5 || node.input(1).rank() > 5 ? "more than 3 batch dims" : "";
 }
 
 // The operand limits (above), then the op's own check; shape arguments
 // (the constant inputs) are exempt from the limits.
-OpSupport vulkan_support(const backends::OnnxOp& op) {
+OpSupport support_of(const backends::OnnxOp& op) {
   OperandLimits limits;
   limits.max_elements = int64_t{1} << 25;
   limits.too_large = "is larger than 128 MiB (what every Vulkan device binds)";
   Check extra = nullptr;
   if (op.check == backends::OpCheck::kWindows1d2d) extra = windows_1d_2d;
-  if (op.check == backends::OpCheck::kMatMulBatches) extra = at_most_3_batch_dims;
+  if (op.check == backends::OpCheck::kMatMulBatches) extra = matmul_batches;
   std::vector<int> constants(op.constant_inputs, op.constant_inputs + op.num_constant_inputs);
   return op_support(op.name, operand_rules(limits, extra, constants.empty() ? SIZE_MAX : 1), constants);
 }
@@ -51,11 +51,11 @@ OpSupport vulkan_support(const backends::OnnxOp& op) {
 // Registered by the build (kiln_add_backend in ../CMakeLists.txt).
 void register_vulkan_backend_planner() {
   namespace vk = backends::vulkan;
-  TablePlannerSpec spec{"vulkan", fb::DeviceType::VULKAN, vk::kMaxDevices, vk::kArenaAlignment,
-                        vk::kDelegateStateBytes};
+  TablePlannerSpec spec{
+      "vulkan", fb::DeviceType::VULKAN, vk::kMaxDevices, vk::kArenaAlignment, vk::kDelegateStateBytes, 0, 0, {}, {}};
   vk::kKernels.for_each([&](const backends::KernelInfo& k) { spec.inplace.push_back({k.name, k.inplace_inputs}); });
   for (const backends::OnnxOp& op : backends::kOnnxOps) {
-    if (vk::kKernels.find(op.kernel) != nullptr) spec.ops.push_back(vulkan_support(op));
+    if (vk::kKernels.find(op.kernel) != nullptr) spec.ops.push_back(support_of(op));
   }
   register_backend_planner(make_table_planner(std::move(spec)));
 }

@@ -63,14 +63,11 @@ namespace kiln::planner {
 
 // Registered by the build (kiln_add_backend in ../CMakeLists.txt).
 void register_vulkan_host_backend() {
-  HostBackendInfo info;
-  info.name = "vulkan";
-  info.make = backends::vulkan::make_host_backend;
-  info.options_help =
-      "  KILN_VULKAN_VALIDATION=1      Vulkan: the Khronos validation layer (any message fails the run)\n"
-      "  KILN_VULKAN_HOST_POOL_MB=N    Vulkan: driver host allocations from an N MiB pool (default 64)\n"
-      "  KILN_VULKAN_KERNELS=tiles|registers   Vulkan: how Gemm, MatMul and Conv run\n";
-  register_host_backend(std::move(info));
+  register_host_backend(
+      {"vulkan", backends::vulkan::make_host_backend,
+       "  KILN_VULKAN_VALIDATION=1      Vulkan: the Khronos validation layer (any message fails the run)\n"
+       "  KILN_VULKAN_HOST_POOL_MB=N    Vulkan: driver host allocations from an N MiB pool (default 64)\n"
+       "  KILN_VULKAN_KERNELS=tiles|registers   Vulkan: how Gemm, MatMul and Conv run\n"});
 }
 
 }  // namespace kiln::planner

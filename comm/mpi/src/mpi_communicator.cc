@@ -163,11 +163,9 @@ MpiCommunicator::MpiCommunicator(const MpiOptions& options, std::unique_ptr<Stat
 
 Error MpiCommunicator::create(const MpiOptions& options, std::unique_ptr<MpiCommunicator>* out) {
   KILN_CHECK_OR_RETURN(out != nullptr, Error::kInvalidArgument, "mpi-shm: create() without an output");
-  KILN_RETURN_IF_ERROR(mpi_session_acquire());
-  MpiSessionHold session;
-  int world_rank = 0, world_size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MpiSession session;
+  KILN_RETURN_IF_ERROR(session.open());
+  const int world_rank = session.world_rank(), world_size = session.world_size();
   MPI_Comm node = MPI_COMM_NULL;
   KILN_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node),
                  Error::kNotSupported, "mpi-shm: rank %d: splitting off the ranks of this node", world_rank);

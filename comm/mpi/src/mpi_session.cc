@@ -41,6 +41,14 @@ Error mpi_session_acquire() {
   return Error::kOk;
 }
 
+Error MpiSession::open() {
+  KILN_RETURN_IF_ERROR(mpi_session_acquire());
+  open_ = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  return Error::kOk;
+}
+
 void mpi_session_release(bool may_finalize) {
   if (g_references == 0 || --g_references > 0) return;
   if (!g_kiln_initialised_mpi) return;

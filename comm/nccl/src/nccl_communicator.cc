@@ -101,11 +101,9 @@ bool NcclCommunicator::symmetric_windows() const { return state_->symmetric; }
 
 Error NcclCommunicator::create(const NcclOptions& options, std::unique_ptr<NcclCommunicator>* out) {
   KILN_CHECK_OR_RETURN(out != nullptr, Error::kInvalidArgument, "nccl: create() without an output");
-  KILN_RETURN_IF_ERROR(mpi_session_acquire());
-  MpiSessionHold session;
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MpiSession session;
+  KILN_RETURN_IF_ERROR(session.open());
+  const int rank = session.world_rank(), size = session.world_size();
 
   // 1. A device on every rank, or all ranks give up together.
   int node_rank = 0;

@@ -402,21 +402,14 @@ uint64_t CudaBackend::state_bytes(const fb::Delegate& delegate, Span<const uint8
 }
 
 Result<void*> CudaBackend::init(const DelegateContext& context) {
-  KILN_CHECK_OR_RETURN(context.delegate != nullptr && context.method != nullptr && context.allocator != nullptr,
-                       Error::kInvalidArgument, "cuda: init without a delegate, method or allocator");
-  const fb::DelegateGraph* graph = parse_delegate_graph(context.blob);
-  KILN_CHECK_OR_RETURN(graph != nullptr, Error::kInvalidProgram,
-                       "cuda: the delegate blob is not a valid DelegateGraph (KDLG) flatbuffer with kernels");
+  KILN_ASSIGN_OR_RETURN(const fb::DelegateGraph* graph, delegate_graph_of("cuda", context));
   const Device device = context.delegate->device() != nullptr ? *context.delegate->device() : Device();
   KILN_CHECK_OR_RETURN(device.type() == DeviceType::CUDA, Error::kInvalidProgram,
                        "cuda: a delegate for another device type");
   KILN_RETURN_IF_ERROR(open_device(device.index()));
   cudaSetDevice(device.index());
   const uint64_t bytes = state_bytes_of(*graph);
-  uint8_t* memory = static_cast<uint8_t*>(context.allocator->allocate(static_cast<size_t>(bytes), 16));
-  KILN_CHECK_OR_RETURN(memory != nullptr, Error::kOutOfMemory,
-                       "cuda: the delegate's state needs %llu bytes; the program reserved fewer",
-                       static_cast<unsigned long long>(bytes));
+  KILN_ASSIGN_OR_RETURN(uint8_t * memory, allocate_state("cuda", context, bytes, 16));
   const uint32_t kernels = graph->kernels()->size();
   const uint64_t launches = (bytes - kDelegateHeaderBytes - kernels * kGemmPlanBytes) / kLaunchBytes;
   Record* record = new (memory) Record();

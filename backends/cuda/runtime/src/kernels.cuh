@@ -191,8 +191,8 @@ __global__ void conv_kernel(ConvArgs p) {
     const uint64_t image = i / (uint64_t{p.ow} * p.oh * p.m);
     const uint32_t g = m / mg;
     float acc = p.bias != nullptr ? p.bias[m] : 0.f;
-    const float* w = p.w + uint64_t{m} * cg * p.kh * p.kw;
-    const float* x = p.x + (image * p.c + uint64_t{g} * cg) * p.h * p.w_;
+    const float* w = p.weight + uint64_t{m} * cg * p.kh * p.kw;
+    const float* x = p.x + (image * p.c + uint64_t{g} * cg) * p.h * p.w;
     const int32_t y0 = static_cast<int32_t>(oy * p.sh) - static_cast<int32_t>(p.pt);
     const int32_t x0 = static_cast<int32_t>(ox * p.sw) - static_cast<int32_t>(p.pl);
     for (uint32_t c = 0; c < cg; ++c) {
@@ -201,8 +201,8 @@ __global__ void conv_kernel(ConvArgs p) {
         if (iy < 0 || iy >= static_cast<int32_t>(p.h)) continue;
         for (uint32_t kx = 0; kx < p.kw; ++kx) {
           const int32_t ix = x0 + static_cast<int32_t>(kx * p.dw);
-          if (ix < 0 || ix >= static_cast<int32_t>(p.w_)) continue;
-          acc += x[(uint64_t{c} * p.h + iy) * p.w_ + ix] * w[(c * p.kh + ky) * p.kw + kx];
+          if (ix < 0 || ix >= static_cast<int32_t>(p.w)) continue;
+          acc += x[(uint64_t{c} * p.h + iy) * p.w + ix] * w[(c * p.kh + ky) * p.kw + kx];
         }
       }
     }

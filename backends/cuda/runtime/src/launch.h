@@ -87,11 +87,11 @@ struct MatMulArgs {
 
 struct ConvArgs {
   const float* x;
-  const float* w;
+  const float* weight;
   const float* bias;
   float* y;
   uint64_t total;
-  uint32_t c, h, w_, m, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, groups;
+  uint32_t c, h, w, m, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, groups;
   Activation act;
 };
 

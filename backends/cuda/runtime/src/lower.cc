@@ -164,24 +164,13 @@ Error lower_conv(const KernelView& k, LaunchSink& sink) {
   const Tensor& y = k.output(0);
   ConvArgs args = {};
   args.x = address(k, *k.input(0));
-  args.w = address(k, *k.input(1));
+  args.weight = address(k, *k.input(1));
   args.bias = bias != nullptr ? address(k, *bias) : nullptr;
   args.y = address(k, y);
   args.total = static_cast<uint64_t>(y.numel());
   args.c = static_cast<uint32_t>(g.c);
-  args.h = static_cast<uint32_t>(g.h);
-  args.w_ = static_cast<uint32_t>(g.w);
   args.m = static_cast<uint32_t>(g.m);
-  args.oh = static_cast<uint32_t>(g.oh);
-  args.ow = static_cast<uint32_t>(g.ow);
-  args.kh = static_cast<uint32_t>(g.kh);
-  args.kw = static_cast<uint32_t>(g.kw);
-  args.sh = static_cast<uint32_t>(g.sh);
-  args.sw = static_cast<uint32_t>(g.sw);
-  args.dh = static_cast<uint32_t>(g.dh);
-  args.dw = static_cast<uint32_t>(g.dw);
-  args.pt = static_cast<uint32_t>(g.pt);
-  args.pl = static_cast<uint32_t>(g.pl);
+  store_window(g, &args);
   args.groups = static_cast<uint32_t>(g.group);
   args.act = activation_of(k.params<fb::ConvParams>()->activation());
   Launch l = launch_of(k, LaunchKind::kConv, args.total);
@@ -201,18 +190,7 @@ Error lower_pool(const KernelView& k, LaunchSink& sink) {
   args.x = address(k, *k.input(0));
   args.y = address(k, y);
   args.total = static_cast<uint64_t>(y.numel());
-  args.h = static_cast<uint32_t>(g.h);
-  args.w = static_cast<uint32_t>(g.w);
-  args.oh = static_cast<uint32_t>(g.oh);
-  args.ow = static_cast<uint32_t>(g.ow);
-  args.kh = static_cast<uint32_t>(g.kh);
-  args.kw = static_cast<uint32_t>(g.kw);
-  args.sh = static_cast<uint32_t>(g.sh);
-  args.sw = static_cast<uint32_t>(g.sw);
-  args.dh = static_cast<uint32_t>(g.dh);
-  args.dw = static_cast<uint32_t>(g.dw);
-  args.pt = static_cast<uint32_t>(g.pt);
-  args.pl = static_cast<uint32_t>(g.pl);
+  store_window(g, &args);
   args.pb = static_cast<uint32_t>(g.pb);
   args.pr = static_cast<uint32_t>(g.pr);
   args.is_max = p->kind() == fb::PoolKind::MAXIMUM;
@@ -234,18 +212,7 @@ Error emit_reduce(const KernelView& k, const bool* reduced, ReduceKind op, Launc
   args.x = address(k, x);
   args.y = address(k, k.output(0));
   args.op = op;
-  args.outputs = static_cast<uint32_t>(g.kept_count);
-  args.count = static_cast<uint32_t>(g.reduced_count);
-  args.kept_rank = g.kept_rank;
-  args.reduced_rank = g.reduced_rank;
-  for (uint32_t d = 0; d < g.kept_rank; ++d) {
-    args.kept_dims[d] = static_cast<uint32_t>(g.kept_dims[d]);
-    args.kept_strides[d] = static_cast<uint32_t>(g.kept_strides[d]);
-  }
-  for (uint32_t d = 0; d < g.reduced_rank; ++d) {
-    args.reduced_dims[d] = static_cast<uint32_t>(g.reduced_dims[d]);
-    args.reduced_strides[d] = static_cast<uint32_t>(g.reduced_strides[d]);
-  }
+  store_reduce(g, &args);
   Launch l = launch_of(k, LaunchKind::kReduce, args.outputs, kReduceBlock / 32);
   l.block = kReduceBlock;
   l.reduce = args;

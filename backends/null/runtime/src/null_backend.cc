@@ -131,17 +131,9 @@ uint64_t NullBackend::state_bytes(const fb::Delegate& delegate, Span<const uint8
 }
 
 Result<void*> NullBackend::init(const DelegateContext& context) {
-  KILN_CHECK_OR_RETURN(context.delegate != nullptr && context.method != nullptr && context.allocator != nullptr,
-                       Error::kInvalidArgument, "null: init without a delegate, method or allocator");
-  const fb::DelegateGraph* graph = parse_delegate_graph(context.blob);
-  KILN_CHECK_OR_RETURN(graph != nullptr, Error::kInvalidProgram,
-                       "null: the delegate blob is not a valid DelegateGraph (KDLG) flatbuffer with kernels");
+  KILN_ASSIGN_OR_RETURN(const fb::DelegateGraph* graph, delegate_graph_of("null", context));
   const KernelRegistry& registry = options_.kernels != nullptr ? *options_.kernels : global_kernel_registry();
-  const uint64_t bytes = state_bytes_of(*graph);
-  uint8_t* memory = static_cast<uint8_t*>(context.allocator->allocate(static_cast<size_t>(bytes), 16));
-  KILN_CHECK_OR_RETURN(memory != nullptr, Error::kOutOfMemory,
-                       "null: the delegate's state needs %llu bytes; the program reserved fewer",
-                       static_cast<unsigned long long>(bytes));
+  KILN_ASSIGN_OR_RETURN(uint8_t * memory, allocate_state("null", context, state_bytes_of(*graph), 16));
   const uint32_t count = graph->kernels()->size();
   Record* record = new (memory) Record();
   record->steps = reinterpret_cast<Step*>(memory + kDelegateHeaderBytes);

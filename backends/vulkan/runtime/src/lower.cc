@@ -313,19 +313,8 @@ Error lower_pointwise_conv(const KernelView& k, const ConvPush& conv, uint32_t i
 ConvPush conv_push(const KernelView& k, const WindowGeometry& g) {
   ConvPush push = {};
   push.c = static_cast<uint32_t>(g.c / g.group);
-  push.h = static_cast<uint32_t>(g.h);
-  push.w = static_cast<uint32_t>(g.w);
   push.m = static_cast<uint32_t>(g.m / g.group);
-  push.oh = static_cast<uint32_t>(g.oh);
-  push.ow = static_cast<uint32_t>(g.ow);
-  push.kh = static_cast<uint32_t>(g.kh);
-  push.kw = static_cast<uint32_t>(g.kw);
-  push.sh = static_cast<uint32_t>(g.sh);
-  push.sw = static_cast<uint32_t>(g.sw);
-  push.dh = static_cast<uint32_t>(g.dh);
-  push.dw = static_cast<uint32_t>(g.dw);
-  push.pt = static_cast<uint32_t>(g.pt);
-  push.pl = static_cast<uint32_t>(g.pl);
+  store_window(g, &push);
   push.groups = static_cast<uint32_t>(g.group);
   push.has_bias = k.num_inputs() > 2 && k.input(2) != nullptr ? 1 : 0;
   push.total = static_cast<uint32_t>(k.output(0).numel());
@@ -390,18 +379,7 @@ Error lower_pool(const KernelView& k, const Limits& limits, LaunchSink& sink) {
   const auto* p = k.params<fb::PoolParams>();
   PoolPush push = {};
   push.total = static_cast<uint32_t>(k.output(0).numel());
-  push.h = static_cast<uint32_t>(g.h);
-  push.w = static_cast<uint32_t>(g.w);
-  push.oh = static_cast<uint32_t>(g.oh);
-  push.ow = static_cast<uint32_t>(g.ow);
-  push.kh = static_cast<uint32_t>(g.kh);
-  push.kw = static_cast<uint32_t>(g.kw);
-  push.sh = static_cast<uint32_t>(g.sh);
-  push.sw = static_cast<uint32_t>(g.sw);
-  push.dh = static_cast<uint32_t>(g.dh);
-  push.dw = static_cast<uint32_t>(g.dw);
-  push.pt = static_cast<uint32_t>(g.pt);
-  push.pl = static_cast<uint32_t>(g.pl);
+  store_window(g, &push);
   push.pb = static_cast<uint32_t>(g.pb);
   push.pr = static_cast<uint32_t>(g.pr);
   push.include_pad = p->count_include_pad() ? 1 : 0;
@@ -425,18 +403,7 @@ Error emit_reduce(const KernelView& k, const bool* reduced, uint32_t variant, co
                   static_cast<long long>(y.numel()), static_cast<long long>(g.kept_count));
   KILN_VIEW_CHECK(k, g.reduced_count > 0, "empty reduction");
   ReducePush push = {};
-  push.outputs = static_cast<uint32_t>(g.kept_count);
-  push.count = static_cast<uint32_t>(g.reduced_count);
-  push.kept_rank = g.kept_rank;
-  push.reduced_rank = g.reduced_rank;
-  for (uint32_t i = 0; i < g.kept_rank; ++i) {
-    push.kept_dims[i] = static_cast<uint32_t>(g.kept_dims[i]);
-    push.kept_strides[i] = static_cast<uint32_t>(g.kept_strides[i]);
-  }
-  for (uint32_t i = 0; i < g.reduced_rank; ++i) {
-    push.reduced_dims[i] = static_cast<uint32_t>(g.reduced_dims[i]);
-    push.reduced_strides[i] = static_cast<uint32_t>(g.reduced_strides[i]);
-  }
+  store_reduce(g, &push);
   Launch d;
   d.shader = kShaderReduce;
   d.variant = variant;

@@ -452,8 +452,7 @@ uint64_t VulkanBackend::state_bytes(const fb::Delegate& delegate, Span<const uin
 // then allocates the descriptor sets and records the command buffer.
 Result<void*> VulkanBackend::init(const DelegateContext& context) {
   BackendState& s = state();
-  KILN_CHECK_OR_RETURN(context.delegate != nullptr && context.method != nullptr && context.allocator != nullptr,
-                       Error::kInvalidArgument, "vulkan: init without a delegate, method or allocator");
+  KILN_ASSIGN_OR_RETURN(const fb::DelegateGraph* graph, delegate_graph_of("vulkan", context));
   const fb::Device* where = context.delegate->device();
   KILN_CHECK_OR_RETURN(where != nullptr && where->type() == DeviceType::VULKAN, Error::kInvalidProgram,
                        "vulkan: a delegate for the Vulkan backend names no Vulkan device");
@@ -461,9 +460,6 @@ Result<void*> VulkanBackend::init(const DelegateContext& context) {
   KILN_RETURN_IF_ERROR(internal::ensure_device(s, where->index()));
   DeviceState& device = s.devices[where->index()];
 
-  const fb::DelegateGraph* graph = parse_delegate_graph(context.blob);
-  KILN_CHECK_OR_RETURN(graph != nullptr, Error::kInvalidProgram,
-                       "vulkan: the delegate blob is not a valid DelegateGraph (KDLG) flatbuffer with kernels");
   const MethodView& method = *context.method;
   OperandChecker checker(s, device, method);
   const Error checked = for_each_kernel_call("vulkan", *graph, method, [&](uint32_t, const KernelView& view) -> Error {
@@ -481,10 +477,8 @@ Result<void*> VulkanBackend::init(const DelegateContext& context) {
   });
   KILN_RETURN_IF_ERROR(counted);
 
-  void* memory = context.allocator->allocate(sizeof(DelegateRecord), alignof(DelegateRecord));
-  KILN_CHECK_OR_RETURN(memory != nullptr, Error::kOutOfMemory,
-                       "vulkan: the delegate's state needs %zu bytes; the program reserved fewer",
-                       sizeof(DelegateRecord));
+  KILN_ASSIGN_OR_RETURN(uint8_t * memory,
+                        allocate_state("vulkan", context, sizeof(DelegateRecord), alignof(DelegateRecord)));
   DelegateRecord* r = new (memory) DelegateRecord();
   r->device = &device;
   r->dispatches = counting.dispatches;

@@ -23,20 +23,30 @@ namespace comm {
 Error mpi_session_acquire();
 void mpi_session_release(bool may_finalize);
 
-// Holds one acquire, made by the caller, until keep(): a create() that
-// fails part-way releases it on its way out (may finalise).
-class MpiSessionHold {
+// One acquire of the session for a communicator's create(): open()
+// acquires it and learns this process's place in MPI_COMM_WORLD; unless
+// keep() is called (the communicator was made), it is released (may
+// finalise) when this goes out of scope, so a create() that fails part-way
+// leaves MPI as it found it.
+class MpiSession {
  public:
-  MpiSessionHold() = default;
-  ~MpiSessionHold() {
-    if (!kept_) mpi_session_release(true);
+  MpiSession() = default;
+  ~MpiSession() {
+    if (open_ && !kept_) mpi_session_release(true);
   }
-  MpiSessionHold(const MpiSessionHold&) = delete;
-  MpiSessionHold& operator=(const MpiSessionHold&) = delete;
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  Error open();
   void keep() { kept_ = true; }
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
 
  private:
+  bool open_ = false;
   bool kept_ = false;
+  int world_rank_ = 0;
+  int world_size_ = 1;
 };
 
 // Compares one symmetric arena's planned size and layout digest across

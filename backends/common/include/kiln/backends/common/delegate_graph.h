@@ -3,7 +3,7 @@
 // whose operands are the method's tensors. What every such backend does at
 // init before its own checks:
 //
-//   const fb::DelegateGraph* graph = parse_delegate_graph(context.blob);
+//   KILN_ASSIGN_OR_RETURN(const fb::DelegateGraph* graph, delegate_graph_of("null", context));
 //   KILN_RETURN_IF_ERROR(for_each_kernel_call("null", *graph, method, [&](uint32_t k, const KernelView& view) {
 //     KILN_RETURN_IF_ERROR(check_operand_indices(view));
 //     ... the backend's own operand checks ...
@@ -26,6 +26,15 @@ namespace kiln::backends {
 // The graph in `blob` when it verifies and has kernels and operators, else
 // nullptr.
 const fb::DelegateGraph* parse_delegate_graph(Span<const uint8_t> blob);
+
+// What every init() checks first: a delegate, a method and an allocator
+// (kInvalidArgument), and a blob that parses (kInvalidProgram); logged,
+// naming `backend`.
+Result<const fb::DelegateGraph*> delegate_graph_of(const char* backend, const DelegateContext& context);
+
+// `bytes` of the delegate's host state from its allocator, which the
+// planner sized: kOutOfMemory (logged) when the program reserved fewer.
+Result<uint8_t*> allocate_state(const char* backend, const DelegateContext& context, uint64_t bytes, size_t alignment);
 
 // Tensor operands over all of the graph's calls (inputs, outputs, scratch).
 uint64_t count_operands(const fb::DelegateGraph& graph);

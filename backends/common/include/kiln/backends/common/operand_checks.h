@@ -73,6 +73,26 @@ struct WindowGeometry {
   int64_t group = 1;  // Conv
 };
 
+// Stores the geometry's spatial fields in a launch's arguments, whatever
+// integer type `out` keeps them in: members h, w, oh, ow, kh, kw, sh, sw,
+// dh, dw, pt and pl (the bottom and right pads, which not every kernel
+// needs, are the caller's).
+template <typename Args>
+void store_window(const WindowGeometry& g, Args* out) {
+  out->h = static_cast<decltype(out->h)>(g.h);
+  out->w = static_cast<decltype(out->w)>(g.w);
+  out->oh = static_cast<decltype(out->oh)>(g.oh);
+  out->ow = static_cast<decltype(out->ow)>(g.ow);
+  out->kh = static_cast<decltype(out->kh)>(g.kh);
+  out->kw = static_cast<decltype(out->kw)>(g.kw);
+  out->sh = static_cast<decltype(out->sh)>(g.sh);
+  out->sw = static_cast<decltype(out->sw)>(g.sw);
+  out->dh = static_cast<decltype(out->dh)>(g.dh);
+  out->dw = static_cast<decltype(out->dw)>(g.dw);
+  out->pt = static_cast<decltype(out->pt)>(g.pt);
+  out->pl = static_cast<decltype(out->pl)>(g.pl);
+}
+
 // Conv (ConvParams): X, W, optional B; Y of the window geometry.
 Error check_conv(const KernelView& k, WindowGeometry* out_window);
 // Pool (PoolParams): max or average windows; dilations 1 when absent.

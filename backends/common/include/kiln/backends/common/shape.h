@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "kiln/runtime/tensor.h"
 
 namespace kiln::backends {
@@ -75,6 +77,27 @@ struct ReduceGeometry {
 
 // `reduced[d]`: whether axis d of x is reduced (x.rank() entries).
 ReduceGeometry reduce_geometry(const Tensor& x, const bool* reduced);
+
+// Stores the geometry in a launch's arguments, whatever integer types `out`
+// keeps it in: members outputs, count, kept_rank, reduced_rank and the
+// arrays kept_dims, kept_strides, reduced_dims, reduced_strides (room for
+// the ranks).
+template <typename Args>
+void store_reduce(const ReduceGeometry& g, Args* out) {
+  using Extent = std::remove_reference_t<decltype(out->kept_dims[0])>;
+  out->outputs = static_cast<decltype(out->outputs)>(g.kept_count);
+  out->count = static_cast<decltype(out->count)>(g.reduced_count);
+  out->kept_rank = g.kept_rank;
+  out->reduced_rank = g.reduced_rank;
+  for (uint32_t d = 0; d < g.kept_rank; ++d) {
+    out->kept_dims[d] = static_cast<Extent>(g.kept_dims[d]);
+    out->kept_strides[d] = static_cast<Extent>(g.kept_strides[d]);
+  }
+  for (uint32_t d = 0; d < g.reduced_rank; ++d) {
+    out->reduced_dims[d] = static_cast<Extent>(g.reduced_dims[d]);
+    out->reduced_strides[d] = static_cast<Extent>(g.reduced_strides[d]);
+  }
+}
 
 }  // namespace kiln::backends
 
