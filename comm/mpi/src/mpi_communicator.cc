@@ -364,26 +364,12 @@ Error MpiCommunicator::check_call(const AllReduceArgs& args, Call* out_call) {
                        "mpi-shm: rank %u: all-reduce of %s with reduce op %u is not supported (float32, float16, "
                        "bfloat16, int32)",
                        rank_, dtype_name(args.dtype), static_cast<unsigned>(args.op));
+  uint8_t* arena = window.arenas[rank_];
+  KILN_RETURN_IF_ERROR(check_all_reduce_operands(name(), rank_, args, arena, window.size, true));
   const uint64_t element = dtype_size(args.dtype);
   const uint64_t bytes = args.count * element;
-  KILN_CHECK_OR_RETURN(args.count <= window.size / element && args.input_offset <= window.size - bytes &&
-                           args.input_offset % element == 0,
-                       Error::kInvalidArgument,
-                       "mpi-shm: rank %u: all-reduce of %llu %s elements at offset %llu does not fit symmetric arena "
-                       "%u (%llu bytes) or is misaligned",
-                       rank_, static_cast<unsigned long long>(args.count), dtype_name(args.dtype),
-                       static_cast<unsigned long long>(args.input_offset), args.memory.slot,
-                       static_cast<unsigned long long>(window.size));
-  uint8_t* arena = window.arenas[rank_];
-  uint8_t* input = arena + args.input_offset;
   uint8_t* output = static_cast<uint8_t*>(args.output);
-  const bool in_place = output == input;
-  KILN_CHECK_OR_RETURN(bytes == 0 || (output != nullptr && reinterpret_cast<uintptr_t>(output) % element == 0 &&
-                                      (in_place || output >= input + bytes || input >= output + bytes)),
-                       Error::kInvalidArgument,
-                       "mpi-shm: rank %u: all-reduce output %p is null, misaligned, or overlaps the input without "
-                       "being it",
-                       rank_, args.output);
+  const bool in_place = output == arena + args.input_offset;
   Call& call = *out_call;
   call.args = &args;
   call.window = &window;

@@ -87,6 +87,28 @@ Error mpi_compare_layouts(const char* communicator, uint32_t arena, uint64_t siz
                     static_cast<unsigned long long>(layouts[1]));
 }
 
+Error check_all_reduce_operands(const char* communicator, uint32_t rank, const AllReduceArgs& args,
+                                const uint8_t* arena, uint64_t arena_size, bool aligned) {
+  const uint64_t element = dtype_size(args.dtype);
+  const uint64_t bytes = args.count * element;
+  KILN_CHECK_OR_RETURN(args.count <= arena_size / element && args.input_offset <= arena_size - bytes &&
+                           (!aligned || args.input_offset % element == 0),
+                       Error::kInvalidArgument,
+                       "%s: rank %u: all-reduce of %llu %s elements at offset %llu does not fit symmetric arena %u "
+                       "(%llu bytes)%s",
+                       communicator, rank, static_cast<unsigned long long>(args.count), dtype_name(args.dtype),
+                       static_cast<unsigned long long>(args.input_offset), args.memory.slot,
+                       static_cast<unsigned long long>(arena_size), aligned ? " or is misaligned" : "");
+  const uint8_t* input = arena + args.input_offset;
+  const uint8_t* output = static_cast<const uint8_t*>(args.output);
+  KILN_CHECK_OR_RETURN(
+      bytes == 0 || (output != nullptr && (!aligned || reinterpret_cast<uintptr_t>(output) % element == 0) &&
+                     (output == input || output >= input + bytes || input >= output + bytes)),
+      Error::kInvalidArgument, "%s: rank %u: all-reduce output %p is null%s, or overlaps the input without being it",
+      communicator, rank, args.output, aligned ? ", misaligned" : "");
+  return Error::kOk;
+}
+
 uint32_t collective_timeout_ms(uint32_t option) {
   if (option != 0) return option;
   const char* text = getenv("KILN_COLLECTIVE_TIMEOUT_MS");

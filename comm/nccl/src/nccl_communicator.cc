@@ -267,20 +267,9 @@ Error NcclCommunicator::check_call(const AllReduceArgs& args, Call* out_call) co
   KILN_CHECK_OR_RETURN(nccl_dtype(args.dtype, &out_call->dtype) && nccl_op(args.op, &out_call->op),
                        Error::kNotSupported, "nccl: rank %u: all-reduce of %s with reduce op %u is not supported",
                        rank_, dtype_name(args.dtype), static_cast<unsigned>(args.op));
-  const uint64_t element = dtype_size(args.dtype);
-  KILN_CHECK_OR_RETURN(args.count <= arena.size / element && args.input_offset <= arena.size - args.count * element &&
-                           (args.count == 0 || args.output != nullptr),
-                       Error::kInvalidArgument,
-                       "nccl: rank %u: all-reduce of %llu %s elements at offset %llu does not fit symmetric arena %u "
-                       "(%llu bytes), or has no output",
-                       rank_, static_cast<unsigned long long>(args.count), dtype_name(args.dtype),
-                       static_cast<unsigned long long>(args.input_offset), args.memory.slot,
-                       static_cast<unsigned long long>(arena.size));
-  const uint8_t* input = static_cast<const uint8_t*>(arena.base) + args.input_offset;
-  const uint8_t* output = static_cast<const uint8_t*>(args.output);
-  const uint64_t bytes = args.count * element;
-  KILN_CHECK_OR_RETURN(output == input || output >= input + bytes || input >= output + bytes, Error::kInvalidArgument,
-                       "nccl: rank %u: all-reduce output %p overlaps the input without being it", rank_, args.output);
+  const uint8_t* input = static_cast<const uint8_t*>(arena.base);
+  KILN_RETURN_IF_ERROR(check_all_reduce_operands(name(), rank_, args, input, arena.size, false));
+  input += args.input_offset;
   out_call->input = input;
   return Error::kOk;
 }
