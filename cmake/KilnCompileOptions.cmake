@@ -1,7 +1,7 @@
 # Compile options shared by kiln's targets.
 
 # Code that ships inside applications and firmware: runtime/, platform/ and
-# the portable kernels. C++17, no exceptions, no RTTI, warnings on.
+# the CPU kernels. C++17, no exceptions, no RTTI, warnings on.
 function(kiln_embedded_target target)
   target_compile_features(${target} PUBLIC cxx_std_17)
   target_compile_options(${target} PRIVATE

@@ -3,10 +3,10 @@
 #   bin/kiln                     the planner CLI
 #   include/kiln/...             kiln.h (the C API) and the C++ headers of the
 #                                runtime, kernels, platform, schema and backends
-#   lib/libkiln_*.a              the runtime core, platform, portable kernels,
+#   lib/libkiln_*.a              the runtime core, platform, CPU kernels,
 #                                C API, and each backend's runtime half
 #   lib/cmake/kiln/              find_package(kiln): imported targets kiln::runtime,
-#                                kiln::portable_kernels, kiln::c, kiln::vulkan, ...
+#                                kiln::cpu_kernels, kiln::c, kiln::vulkan, ...
 #   lib/pkgconfig/kiln.pc        the C API for pkg-config users
 #
 # A library joins the package with kiln_install_library(target), called

@@ -7,7 +7,7 @@
 
 #include <new>
 
-#include "kiln/kernels/portable.h"
+#include "kiln/kernels/cpu.h"
 #include "kiln/runtime/program.h"
 
 namespace {
@@ -93,10 +93,10 @@ extern "C" {
 
 const char* kiln_status_name(kiln_status s) { return kiln::error_name(static_cast<Error>(s)); }
 
-kiln_status kiln_register_portable_kernels(void) {
+kiln_status kiln_register_cpu_kernels(void) {
   static bool registered = false;
   if (registered) return KILN_OK;
-  const Error error = kiln::register_portable_kernels();
+  const Error error = kiln::register_cpu_kernels();
   registered = error == Error::kOk;
   return status(error);
 }

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   }
 
   kiln_program program;
-  CHECK(kiln_register_portable_kernels());
+  CHECK(kiln_register_cpu_kernels());
   CHECK(kiln_program_load(&program, program_bytes, program_size));
   const char* name = kiln_program_method_name(&program, 0);
   kiln_method_info info;

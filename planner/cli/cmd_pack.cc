@@ -25,7 +25,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "emit/program_file.h"
-#include "kiln/kernels/portable.h"
+#include "kiln/kernels/cpu.h"
 #include "kiln/runtime/program.h"
 #include "kiln/runtime/self_test.h"
 
@@ -114,7 +114,7 @@ class Writer {
 // Delegates' kernels run on their backends and are not among them.
 std::vector<std::string> cpu_kernels(const fb::Program& program, const std::string& path) {
   KernelRegistry portable;
-  if (register_portable_kernels(portable) != Error::kOk) fail("internal error: cannot list the portable kernels");
+  if (register_cpu_kernels(portable) != Error::kOk) fail("internal error: cannot list the portable kernels");
   std::set<std::string> names;
   if (program.methods() != nullptr) {
     for (const fb::Method* method : *program.methods()) {
@@ -139,7 +139,7 @@ std::string kernels_text(const std::string& source_name, const std::string& name
   w.line("// " + name + "_register_kernels() registers the " + std::to_string(kernels.size()) +
          " portable kernels the program calls, and only");
   w.line("// those: with --gc-sections the linker leaves every other kernel out. Call it");
-  w.line("// once, instead of kiln::register_portable_kernels(), before loading a method.");
+  w.line("// once, instead of kiln::register_cpu_kernels(), before loading a method.");
   w.line();
   w.line("#include \"" + name + ".h\"");
   w.line();

@@ -1,4 +1,4 @@
-// The CPU kernels the planner's op definitions lower to (kernels/portable),
+// The CPU kernels the planner's op definitions lower to (kernels/cpu),
 // as the runtime registers them: what the in-place pass asks about a kernel
 // (KernelEntry::inplace_inputs) and what programs run with on the host
 // (exec/run.h). One registry, filled on first use, shared by both, so the

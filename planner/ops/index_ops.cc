@@ -1,7 +1,7 @@
 // Ops that move elements by index: TopK, OneHot, ScatterElements (and the
 // deprecated Scatter, the same op without reductions), ScatterND, GatherND
 // and ReverseSequence. The kernels and the meaning of their GenericParams are in
-// kernels/portable/src/index.cc.
+// kernels/cpu/src/index.cc.
 //
 // TopK's k and OneHot's depth size the outputs, so they must be known when
 // planning (constants, or graph inputs frozen with --freeze). Index values

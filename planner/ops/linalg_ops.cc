@@ -1,6 +1,6 @@
 // Linear algebra: Det. The kernel, and the scratch planned here (one
 // matrix of doubles, reused for every matrix of the batch), are in
-// kernels/portable/src/linalg.cc. float32 only.
+// kernels/cpu/src/linalg.cc. float32 only.
 
 #include "ops/op_registry.h"
 

@@ -77,7 +77,7 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
   p.activation = fused_activation(ctx.node());
   // The depthwise kernels (up to 7x7, stride 1 or 2, dilation up to 6, where
   // the vector kernels' row ring always finds a slot per row;
-  // kernels/portable/src/depthwise.h) need no scratch;
+  // kernels/cpu/src/depthwise.h) need no scratch;
   // every other convolution multiplies weights [M/group, C/group * kH * kW]
   // by the im2col matrix of [C/group * kH * kW, oH * oW], group by group.
   // Constant weights are packed here, once, into the layout the product
@@ -94,7 +94,7 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
                          s.strides[0] == s.strides[1] && (s.strides[0] == 1 || s.strides[0] == 2);
   const bool pack = packs(l) && !depthwise;
   // 3x3, stride 1, one group, constant weights, channels enough to pay for
-  // the transforms: Winograd F(2x2, 3x3) (kernels/portable/src/winograd.cc).
+  // the transforms: Winograd F(2x2, 3x3) (kernels/cpu/src/winograd.cc).
   const bool winograd = pack && ctx.input(1).is_constant() && x.size() == 4 && group == 1 &&
                         s.kernel == std::vector<int64_t>{3, 3} && s.strides == std::vector<int64_t>{1, 1} &&
                         s.dilations == std::vector<int64_t>{1, 1} && w[0] >= 16 && w[1] >= 16;

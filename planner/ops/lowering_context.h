@@ -23,12 +23,12 @@ namespace kiln::planner {
 // Choices of kernel that trade memory for speed.
 struct LowerOptions {
   // Conv, Gemm and MatMul get scratch tensors for their packed, blocked
-  // product (kernels/portable/include/kiln/kernels/gemm_blocking.h). Off:
+  // product (kernels/cpu/include/kiln/kernels/gemm_blocking.h). Off:
   // plain loops and smaller arenas (microcontrollers).
   bool packing_scratch = true;
   // A float32 nearest or linear Resize of the last two axes on the CPU gets
   // its taps as a constant input of 4 (rows + columns) floats
-  // (kernels/portable/include/kiln/kernels/resize_taps.h). Off: the kernel
+  // (kernels/cpu/include/kiln/kernels/resize_taps.h). Off: the kernel
   // computes them on every call.
   bool resize_taps = true;
 };

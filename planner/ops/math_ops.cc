@@ -5,7 +5,7 @@
 // CumSum, Hardmax, GatherElements, EyeLike and Tile; DepthToSpace and
 // SpaceToDepth as views around a Transpose; Bernoulli, RandomUniform(Like)
 // and RandomNormal(Like) (one Random kernel); TfIdfVectorizer. The kernels
-// and the meaning of their GenericParams are in kernels/portable/src/math.cc.
+// and the meaning of their GenericParams are in kernels/cpu/src/math.cc.
 
 #include <algorithm>
 #include <cmath>
@@ -18,7 +18,7 @@
 namespace kiln::planner {
 namespace {
 
-// MathUnary's function numbers (kernels/portable/src/math.cc, MathFunction),
+// MathUnary's function numbers (kernels/cpu/src/math.cc, MathFunction),
 // with the attributes that become floats[0] and floats[1] and their defaults.
 struct MathUnaryOp {
   const char* op;

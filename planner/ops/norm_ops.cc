@@ -1,6 +1,6 @@
 // Normalisation ops: Softmax, LogSoftmax, BatchNormalization (inference),
 // LayerNormalization (opset 17), InstanceNormalization, LRN (kernels in
-// kernels/portable/src/norm.cc) and MeanVarianceNormalization (a sequence
+// kernels/cpu/src/norm.cc) and MeanVarianceNormalization (a sequence
 // of reduction and element-wise kernels).
 
 #include <algorithm>

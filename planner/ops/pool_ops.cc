@@ -5,7 +5,7 @@
 //
 // 1-D and 2-D windows without MaxPool's Indices output run the Pool kernel
 // (the hot path of CNNs, with its vector versions); 3-D windows and MaxPool
-// with Indices run PoolNd (kernels/portable/src/pool.cc, GenericParams
+// with Indices run PoolNd (kernels/cpu/src/pool.cc, GenericParams
 // written by pool_nd_params below).
 
 #include "ops/op_registry.h"

@@ -370,7 +370,7 @@ void lower_matmul_integer(OpContext& ctx, LoweringContext& l) {
 // QLinearAveragePool, QLinearGlobalAveragePool, QLinearAdd, QLinearMul
 // (domain com.microsoft, as ONNX Runtime's contrib ops; the QDQ pass
 // writes them for DQ -> AveragePool | GlobalAveragePool | Add | Mul -> Q):
-// lowered onto AvgPoolInt8, AddInt8 and MulInt8 (kernels/portable/src/
+// lowered onto AvgPoolInt8, AddInt8 and MulInt8 (kernels/cpu/src/
 // qlinear.cc), their fixed-point multipliers computed here.
 // Pools: X, x_scale, x_zero_point, y_scale, y_zero_point (NCHW only).
 // Add, Mul: A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale,

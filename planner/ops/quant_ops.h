@@ -1,6 +1,6 @@
 // Lowering of int8 linear products onto ConvInt8 and GemmInt8
-// (kernels/portable/src/qlinear.cc; the arithmetic in
-// kernels/portable/include/kiln/kernels/qgemm.h): the ONNX ops QLinearConv,
+// (kernels/cpu/src/qlinear.cc; the arithmetic in
+// kernels/cpu/include/kiln/kernels/qgemm.h): the ONNX ops QLinearConv,
 // QLinearMatMul, ConvInteger and MatMulInteger lower through it, and so do
 // the int8 kernels the QDQ pass folds (passes/qdq).
 //

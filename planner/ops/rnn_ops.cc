@@ -2,7 +2,7 @@
 // activation, clip, GRU's linear_before_reset, LSTM's input_forget and
 // peepholes). Each lowers to one kernel of its name; the kernels, the
 // meaning of their GenericParams and the working memory planned here are in
-// kernels/portable/src/rnn.cc and kiln/kernels/rnn.h.
+// kernels/cpu/src/rnn.cc and kiln/kernels/rnn.h.
 //
 // sequence_lens must be known when planning: a constant whose lengths are
 // all seq_length is dropped (the kernel runs every step), other constants

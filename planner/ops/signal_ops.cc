@@ -26,7 +26,7 @@
 // output_datatype picks the tables' dtype; values are converted as Cast
 // converts float32 (integers truncate toward zero).
 //
-// DFT and STFT lower to one kernel each (kernels/portable/src/signal.cc),
+// DFT and STFT lower to one kernel each (kernels/cpu/src/signal.cc),
 // float32 only, with the transform's twiddle table baked as a constant and
 // one scratch line (kiln/kernels/signal.h). The transform length (DFT's
 // dft_length, STFT's frame_step and frame_length) sizes the output, so it

@@ -1,6 +1,6 @@
 // kiln-runner: runs programs planned on another machine, for targets where
 // the planner is not built (arm64 Linux, Android). It links the runtime, the
-// platform layer and the portable kernels only (no ONNX, no protobuf), and
+// platform layer and the CPU kernels only (no ONNX, no protobuf), and
 // uses the runtime as an application would: Program::load, buffers sized
 // from MethodMeta, zero-copy binding. Its own buffers come from the heap;
 // the runtime's never do.
@@ -50,9 +50,9 @@
 #include <string>
 #include <vector>
 
+#include "kiln/kernels/cpu.h"
 #include "kiln/kernels/float16.h"
 #include "kiln/kernels/isa.h"
-#include "kiln/kernels/portable.h"
 #include "kiln/runtime/program.h"
 
 #if KILN_RUNNER_CUDA_GPU || KILN_RUNNER_CUDA_HOSTEXEC
@@ -520,7 +520,7 @@ int report_cuda(int status) { return status; }
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (kiln::register_portable_kernels() != kiln::Error::kOk || !register_cuda()) {
+  if (kiln::register_cpu_kernels() != kiln::Error::kOk || !register_cuda()) {
     std::fprintf(stderr, "kiln-runner: kernel or backend registration failed\n");
     return 1;
   }

@@ -1,5 +1,5 @@
 # kiln-runner (kiln_runner.cc): runs programs planned on another machine,
-# with the runtime, the platform layer and the portable kernels only (no
+# with the runtime, the platform layer and the CPU kernels only (no
 # ONNX, no protobuf, no flatc where the schema headers are given:
 # schema/CMakeLists.txt). Included by the arm64 tests (this folder) and by a
 # native build without the planner (KILN_BUILD_RUNNER), where the CUDA
@@ -9,7 +9,7 @@
 # runner there and here.
 add_executable(kiln_runner ${CMAKE_CURRENT_LIST_DIR}/kiln_runner.cc)
 set_target_properties(kiln_runner PROPERTIES OUTPUT_NAME kiln-runner RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
-target_link_libraries(kiln_runner PRIVATE kiln_portable_kernels kiln_runtime kiln_platform)
+target_link_libraries(kiln_runner PRIVATE kiln_cpu_kernels kiln_runtime kiln_platform)
 kiln_host_target(kiln_runner)
 foreach(flavor hostexec gpu)
   set(lib kiln_cuda)

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   if (bytes == NULL || input == NULL || expected == NULL) return 2;
 
   EXPECT(strcmp(kiln_status_name(KILN_ARENA_TOO_SMALL), "ArenaTooSmall") == 0, "status names");
-  EXPECT(kiln_register_portable_kernels() == KILN_OK && kiln_register_portable_kernels() == KILN_OK,
+  EXPECT(kiln_register_cpu_kernels() == KILN_OK && kiln_register_cpu_kernels() == KILN_OK,
          "kernels register (twice is harmless)");
 
   /* A corrupt program is refused. */

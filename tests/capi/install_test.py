@@ -41,7 +41,7 @@ def main():
 
     run(["cmake", "--install", args.build, "--prefix", prefix], stdout=subprocess.DEVNULL)
     kiln = os.path.join(prefix, "bin", "kiln")
-    for path in ["include/kiln/kiln.h", "lib/libkiln_c.a", "lib/libkiln_runtime.a", "lib/libkiln_portable_kernels.a",
+    for path in ["include/kiln/kiln.h", "lib/libkiln_c.a", "lib/libkiln_runtime.a", "lib/libkiln_cpu_kernels.a",
                  "lib/cmake/kiln/kilnConfig.cmake", "lib/pkgconfig/kiln.pc", "bin/kiln"]:
         if not os.path.exists(os.path.join(prefix, path)):
             sys.exit(f"FAIL: the install has no {path}")

@@ -6,7 +6,7 @@
     no model) -- what every kiln firmware pays;
   - the core runtime's object files (all of them, before the link drops
     what nobody calls);
-  - each object file of the portable kernels;
+  - each object file of the CPU kernels;
   - whole images (the example).
 
 Where the linked core's bytes come from (runtime, platform layer, start-up

@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary bytes through Program::load, then every
-// method's load and execute on the portable kernels, with buffers sized from
+// method's load and execute on the CPU kernels, with buffers sized from
 // MethodMeta. Whatever the bytes, the runtime must refuse them with an Error
 // or run without touching memory outside what it was handed (AddressSanitizer
 // and UndefinedBehaviorSanitizer watch).
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kiln/kernels/portable.h"
+#include "kiln/kernels/cpu.h"
 #include "kiln/platform/platform.h"
 #include "kiln/runtime/program.h"
 
@@ -68,7 +68,7 @@ void run_method(const kiln::Program& program, const char* name) {
 extern "C" void kiln_pal_log(kiln_log_level, const char*, int, const char*, size_t) {}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const bool registered = kiln::register_portable_kernels() == kiln::Error::kOk;
+  static const bool registered = kiln::register_cpu_kernels() == kiln::Error::kOk;
   if (!registered || size > kMaxProgram) return 0;
   memcpy(g_program, data, size);
   kiln::BufferDataLoader loader(g_program, size);

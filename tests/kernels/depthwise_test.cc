@@ -1,4 +1,4 @@
-// depthwise_conv (kernels/portable/src/depthwise.h) against a plain
+// depthwise_conv (kernels/cpu/src/depthwise.h) against a plain
 // double-precision loop: kernels 1x1 to 7x7 (square and not), strides 1
 // and 2, dilations 1 to 7 (and one the vector kernels' row ring declines),
 // pads from 0 to beyond the kernel, widths around the vector lengths

@@ -1,4 +1,4 @@
-// grouped_conv3x3 (kernels/portable/src/grouped_conv.h) against a plain
+// grouped_conv3x3 (kernels/cpu/src/grouped_conv.h) against a plain
 // double-precision loop: strides 1 and 2, groups of 2 to 32 input
 // channels, 1 to 20 output channels (fewer, as many and more than the
 // input's, whole and partial sets of 8), planes from 1x1 to 28x28 and

@@ -1,4 +1,4 @@
-// The vector element-wise math (kernels/portable/src/vmath.h) on every
+// The vector element-wise math (kernels/cpu/src/vmath.h) on every
 // vector path this processor and KILN_ISA allow: the largest error in units
 // in the last place against double precision over dense sweeps and random
 // bit patterns stays within what vmath.h states, and the edges (NaN, +-inf,

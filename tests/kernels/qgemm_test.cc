@@ -1,4 +1,4 @@
-// The int8 product (kernels/portable/src/qgemm.h): every inner loop this
+// The int8 product (kernels/cpu/src/qgemm.h): every inner loop this
 // processor has (portable, AVX2's exact vpmaddwd split, AVX-512 VNNI's
 // vpdpbusd, AArch64's vmull/vpadal and sdot; AVX2's vpmaddubsw loop for
 // panels with no byte above 127) against a plain int64 loop,

@@ -1,6 +1,6 @@
 // The random ops (Bernoulli, RandomUniform(Like), RandomNormal(Like)), which
 // the ONNX node tests can only check by property: their statistics over
-// 100,000 samples, and what the seed decides (kernels/portable/src/math.cc,
+// 100,000 samples, and what the seed decides (kernels/cpu/src/math.cc,
 // Random; planner/ops/math_ops.cc).
 //
 // Each mean is checked within 4 standard errors of its expectation, each

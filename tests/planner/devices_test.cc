@@ -7,7 +7,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "emit/program_file.h"
-#include "kiln/kernels/portable.h"
+#include "kiln/kernels/cpu.h"
 #include "kiln/runtime/program.h"
 #include "kiln/schema/delegate_generated.h"
 #include "support/graph_builder.h"
@@ -243,7 +243,7 @@ TEST(DevicesTest, ErrorsNameWhatIsWrong) {
 // Without a Vulkan backend registered, a device program is refused at load
 // with a clear error, before anything runs.
 TEST(DevicesTest, RuntimeWithoutTheBackendRefusesCleanly) {
-  ASSERT_EQ(register_portable_kernels(), Error::kOk);
+  ASSERT_EQ(register_cpu_kernels(), Error::kOk);
   GraphBuilder b;
   device_friendly(b);
   LoadedProgram p(b.plan(on("vulkan:0,cpu")).bytes);

@@ -1,6 +1,6 @@
 // The QDQ pass's pooling and element-wise folds (passes/qdq.h) and the
 // int8 kernels they lower onto (AvgPoolInt8, AddInt8, MulInt8 in
-// kernels/portable/src/qlinear.cc), against int64 references of the
+// kernels/cpu/src/qlinear.cc), against int64 references of the
 // documented arithmetic: one rounding, half up, of the exact value. Scales
 // that are powers of two make the fixed-point multipliers exact, so every
 // tie (a value exactly halfway) must round up and every saturation must

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "kiln/kernels/portable.h"
+#include "kiln/kernels/cpu.h"
 #include "kiln/runtime/posix_thread_pool.h"
 #include "kiln/runtime/program.h"
 #include "support/graph_builder.h"
@@ -67,7 +67,7 @@ namespace {
 
 TEST(NoHeapTest, LoadAndExecuteAllocateNothing) {
   setenv("KILN_PARALLEL_MIN_WORK", "0", 1);  // read by the first kernel that could split
-  ASSERT_EQ(register_portable_kernels(), Error::kOk);
+  ASSERT_EQ(register_cpu_kernels(), Error::kOk);
   PosixThreadPool workers;
   ASSERT_EQ(workers.start(3), Error::kOk);
   GraphBuilder b;

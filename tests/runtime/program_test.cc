@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/kernels/portable.h"
+#include "kiln/kernels/cpu.h"
 #include "kiln/runtime/log.h"
 #include "kiln/runtime/program.h"
 #include "kiln/schema/bookkeeping.h"
@@ -39,7 +39,7 @@ namespace kiln::testing {
 namespace {
 
 void register_kernels() {
-  static const bool done = register_portable_kernels() == Error::kOk;
+  static const bool done = register_cpu_kernels() == Error::kOk;
   ASSERT_TRUE(done);
 }
 

@@ -11,7 +11,7 @@
 
 #include "backends/null/null_abi.h"
 #include "kiln/backends/common/op_support.h"
-#include "kiln/kernels/portable.h"
+#include "kiln/kernels/cpu.h"
 #include "kiln/planner/backend_planner.h"
 
 namespace kiln::planner {
@@ -29,7 +29,7 @@ void register_null_backend_planner() {
                         {},
                         {}};
   KernelRegistry kernels;
-  if (register_portable_kernels(kernels) != Error::kOk) {
+  if (register_cpu_kernels(kernels) != Error::kOk) {
     throw std::logic_error("the null backend: the portable kernels do not fit a KernelRegistry");
   }
   for (size_t i = 0; i < kernels.size(); ++i) {

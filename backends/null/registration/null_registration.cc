@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kiln/backends/null/null_backend.h"
-#include "kiln/kernels/portable.h"
+#include "kiln/kernels/cpu.h"
 #include "kiln/planner/backend_planner.h"
 
 namespace kiln::backends::null {
@@ -19,7 +19,7 @@ class NullHost final : public planner::HostBackend {
     const char* mb = std::getenv("KILN_NULL_MEMORY_MB");
     const long megabytes = mb != nullptr ? std::strtol(mb, nullptr, 10) : 256;
     pool_.resize(static_cast<size_t>(megabytes > 0 ? megabytes : 0) << 20);
-    ok_ = register_portable_kernels(kernels_) == Error::kOk;
+    ok_ = register_cpu_kernels(kernels_) == Error::kOk;
     NullOptions options;
     options.memory = Span<uint8_t>(pool_.data(), pool_.size());
     options.kernels = &kernels_;

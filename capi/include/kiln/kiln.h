@@ -15,7 +15,7 @@
  * backends allocated (device arenas, delegates) and nothing else.
  *
  *   kiln_program program;
- *   kiln_register_portable_kernels();
+ *   kiln_register_cpu_kernels();
  *   kiln_program_load(&program, bytes, size);
  *   kiln_method_info info;
  *   kiln_program_method_info(&program, "forward", &info);
@@ -35,7 +35,7 @@
  * application may replace.
  *
  * Threads: one thread at a time per method; separate methods may run
- * concurrently. kiln_register_portable_kernels() before any method load.
+ * concurrently. kiln_register_cpu_kernels() before any method load.
  * Within one execute, the kernels can split large work across threads the
  * application lends (kiln_method_set_thread_pool); the library starts none. */
 
@@ -145,9 +145,9 @@ typedef struct kiln_tensor_info {
 /* "ArenaTooSmall"; never NULL. */
 const char* kiln_status_name(kiln_status status);
 
-/* Registers the portable CPU kernels in the process-wide kernel table (once;
+/* Registers the CPU kernels in the process-wide kernel table (once;
  * later calls do nothing). */
-kiln_status kiln_register_portable_kernels(void);
+kiln_status kiln_register_cpu_kernels(void);
 
 /* Verifies `size` bytes at `data` (flatbuffer and semantics) and fills
  * `program`. KILN_INVALID_PROGRAM for anything corrupt, never a crash. */

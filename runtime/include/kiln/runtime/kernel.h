@@ -16,7 +16,7 @@
 // scratch may run as many tasks at once, one block each).
 //
 // The registry is a fixed-size table filled by explicit calls such as
-// register_portable_kernels(); no static constructors. Registration is not
+// register_cpu_kernels(); no static constructors. Registration is not
 // thread safe; lookups are (the table is read-only after registration).
 
 #ifndef KILN_RUNTIME_KERNEL_H_

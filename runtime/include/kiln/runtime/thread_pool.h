@@ -10,7 +10,7 @@
 // function pointers with a context pointer (no type-erased callables, nothing to
 // allocate); the kernels decide the partition, so a result never depends on
 // how many threads ran it or which task ran where (see
-// kernels/portable/src/parallel.h).
+// kernels/cpu/src/parallel.h).
 //
 // An implementation must not allocate in parallel_for (the no-heap tests run
 // methods with a pool), must be callable from one thread at a time (a Method

@@ -1,0 +1,213 @@
+// The single-precision matrix multiplies every linear kernel (MatMul, Gemm,
+// Conv) goes through, and the direct depthwise convolution. Internal.
+//
+// Two ways to multiply:
+//   - gemm_f32: plain loops, no scratch. What a program planned without
+//     packing scratch runs (firmware, where every byte of RAM counts).
+//   - gemm_packed: cache-blocked and register-tiled (gemm_blocking.h), with
+//     the panels of A and B packed into scratch the planner provides. B is a
+//     matrix or, for a convolution, the im2col view of its input, packed
+//     straight from the image so the im2col matrix never exists whole.
+// The register tile is computed by a micro-kernel chosen when the call
+// starts: AVX2+FMA on x86-64 processors that have them (checked at run time,
+// so the library runs on any x86-64), portable C++ elsewhere. Both read the
+// same packed layout.
+
+#ifndef KILN_KERNELS_CPU_SRC_GEMM_H_
+#define KILN_KERNELS_CPU_SRC_GEMM_H_
+
+#include <stdint.h>
+
+#include "kiln/kernels/gemm_blocking.h"
+#include "kiln/runtime/thread_pool.h"
+#include "kiln/schema/program_generated.h"
+
+namespace kiln {
+namespace kernels {
+
+// C[m][n] (+)= sum_k A[m][k] * B[k][n], all row-major with leading
+// dimensions lda, ldb, ldc. With accumulate false C is overwritten.
+// A may be given transposed (A[k][m] at a[k * lda + m]) with trans_a, and B
+// (B[n][k] at b[n * ldb + k]) with trans_b.
+void gemm_f32(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool trans_a, const float* b, int64_t ldb,
+              bool trans_b, float* c, int64_t ldc, bool accumulate);
+
+// A row-major matrix operand, possibly transposed (see gemm_f32), or
+// packed ahead of time by gemm_prepack_a (as A) or gemm_prepack_b (as B).
+struct GemmMatrix {
+  const float* data = nullptr;
+  int64_t ld = 0;
+  bool trans = false;
+  bool prepacked = false;
+  // B of gemm_packed only, row-major and packed (neither prepacked nor
+  // transposed): row k is read as x * row_scale[k] + row_shift[k], then,
+  // with row_relu, x > 0 ? x : 0 (as Relu: NaN gives 0). A BatchNormalization
+  // and Relu fused ahead of a 1x1 convolution. nullptr: read as it is.
+  const float* row_scale = nullptr;
+  const float* row_shift = nullptr;
+  bool row_relu = false;
+};
+
+// The im2col matrix of one image (one group's channels) as operand B:
+// row (c, ky, kx), column (oy, ox) holds
+//   x[c][oy * sh - pt + ky * dh][ox * sw - pl + kx * dw], 0 outside.
+struct GemmIm2col {
+  const float* x = nullptr;  // the group's first channel
+  int64_t channels = 0, h = 0, w = 0;
+  int64_t kh = 0, kw = 0, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  int64_t oh = 0, ow = 0;
+};
+
+// Which micro-kernel runs; kAuto picks the fastest the processor has,
+// kAvx2 at most AVX2 (for tests of that kernel on AVX-512 machines).
+enum class GemmPath { kAuto, kAvx2, kPortable };
+
+// What gemm_packed does besides the product.
+struct GemmEpilogue {
+  // C starts from its own values instead of zero.
+  bool accumulate = false;
+  // Added to every element of row i (per output channel), or nullptr.
+  const float* row_bias = nullptr;
+  // Added to every element of column j (a Linear layer's bias), or nullptr.
+  const float* col_bias = nullptr;
+  // Applied to the finished outputs, or nullptr.
+  const fb::FusedActivation* activation = nullptr;
+};
+
+// C[m][n] = epilogue(A B) with B either `b` or, when `im2col` is not
+// nullptr, the im2col matrix it describes (k = channels * kh * kw,
+// n = oh * ow). pack_a and pack_b hold gemm_pack_a_floats(m, k) and
+// gemm_pack_b_floats(k, n) floats; each is unused (may be nullptr) when
+// its operand is prepacked. `pool` (may be nullptr) splits large products
+// across threads with the same result bits.
+void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, const GemmIm2col* im2col,
+                 float* c, int64_t ldc, const GemmEpilogue& epilogue, float* pack_a, float* pack_b,
+                 GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
+
+// A Winograd F(2x2, 3x3) convolution (winograd.cc): NCHW input x
+// [n][c][h][w], weights from winograd_transform_weights, output y
+// [n][m][oh][ow] with oh = h + pads - 2 (likewise ow), scratch of
+// winograd_input_floats and winograd_product_floats (gemm_blocking.h).
+struct WinogradConv {
+  int64_t n = 0, c = 0, h = 0, w = 0, m = 0, oh = 0, ow = 0, pt = 0, pl = 0;
+  const float* x = nullptr;
+  const float* weights = nullptr;
+  const float* bias = nullptr;  // per output channel, or nullptr
+  float* y = nullptr;
+  const fb::FusedActivation* activation = nullptr;
+  float* transformed_input = nullptr;
+  // Floats at transformed_input: the transformed inputs are spaced by
+  // kWinogradInputPad where it is winograd_input_floats or more (it must be
+  // winograd_input_unpadded_floats at least).
+  int64_t transformed_input_floats = 0;
+  float* products = nullptr;
+  // Floats at products: the 16 products are spaced by kWinogradProductPad
+  // where it is winograd_product_floats or more (it must be
+  // winograd_product_unpadded_floats at least).
+  int64_t products_floats = 0;
+};
+void winograd_conv(const WinogradConv& conv, GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
+
+// Depthwise 3x3 convolution of one channel (stride 1 or 2, no dilation):
+// out[oy][ox] = bias + sum w[ky][kx] * in[oy * s - pt + ky][ox * s - pl + kx],
+// then the activation; positions outside the input read 0.
+void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride, int64_t pt,
+                  int64_t pl, float* out, int64_t oh, int64_t ow, const fb::FusedActivation* activation,
+                  GemmPath path = GemmPath::kAuto);
+
+// A convolution with stride 2 on both axes, no dilation, one group, of
+// one image x [c][h][w] into y [m][oh][ow], weights packed by
+// gemm_prepack_a (m x c * kh * kw), computed straight from the image
+// without an im2col panel: for a network's first layers (few input
+// channels, large images). False, having done nothing, where there is no
+// such kernel for the processor or the geometry does not fit its buffers.
+struct DirectConvS2 {
+  int64_t c = 0, h = 0, w = 0, kh = 0, kw = 0, pt = 0, pl = 0, m = 0, oh = 0, ow = 0;
+  const float* x = nullptr;
+  const float* packed_weights = nullptr;
+  const float* bias = nullptr;  // per output channel, or nullptr
+  float* y = nullptr;
+  const fb::FusedActivation* activation = nullptr;
+  // The output rows computed, [oy0, oy1) of every channel's oh x ow plane
+  // (oy1 < 0: to the last): threads split a first layer by rows, each
+  // row computed as on one thread.
+  int64_t oy0 = 0, oy1 = -1;
+};
+bool conv_s2_direct(const DirectConvS2& conv, GemmPath path = GemmPath::kAuto);
+
+// The x86-64 AVX2+FMA implementations (gemm_x86.cc), built into every
+// x86-64 build with per-function target attributes (no global -mavx2) and
+// only called when the processor has both.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KILN_GEMM_X86 1
+#else
+#define KILN_GEMM_X86 0
+#endif
+
+#if KILN_GEMM_X86
+namespace x86 {
+// Whether the AVX2+FMA (AVX-512) kernels may run: the processor has them
+// and the ISA switch (kiln/kernels/isa.h, isa.cc) does not cap below them.
+bool has_avx2_fma();
+bool has_avx512f();
+void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
+                         int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
+                         float lo, float hi);
+// Two whole 16-column tiles at once (B panels at b0 and b1, one ldb), the
+// same bits as micro_kernel_avx512 on each.
+void micro_kernel_avx512_x2(int64_t kc, const float* a, const float* b0, const float* b1, int64_t ldb, float* c,
+                            int64_t ldc, int64_t mr, bool accumulate, const float* row_bias, const float* col_bias,
+                            bool clamp, float lo, float hi);
+void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
+                       int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
+                       float hi);
+void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
+                       int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
+// The same with 16 outputs per 512-bit vector and no copies (see
+// gemm_x86.cc); false, having done nothing, unless the stride is 1 or 2 and
+// the left pad 0 or 1.
+bool depthwise3x3_avx512(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
+                         int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
+bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
+                    const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow,
+                    int64_t oy0, int64_t oy1, bool clamp, float lo, float hi);
+// conv_s2_avx512 on eight lanes (a 6x16 tile); false in the same cases.
+bool conv_s2_avx2(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
+                  const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow,
+                  int64_t oy0, int64_t oy1, bool clamp, float lo, float hi);
+// dst[q] = src[2 * q] for q < count, reading src[0 .. avail) only
+// (avail >= 2 * count - 1): the stride-2 rows of an im2col panel.
+void copy_stride2_avx2(const float* src, int64_t count, int64_t avail, float* dst);
+void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, bool trans_b, float* out);
+// Panels of A packed by gemm_prepack_a (`panels` of them, `stride` floats
+// apart: kGemmMr * k) times one column: out[kGemmMr * q + r] = the sum over
+// j < len with j % kGemmMr == r of panel q's float j times bx[j], where bx
+// is the column with each entry repeated kGemmMr times (len = kGemmMr *
+// the columns of A taken). The matrix-vector product of a 1x1 convolution
+// on a 1x1 plane (squeeze-and-excitation), without a 16-column panel.
+// The AVX-512 path runs it too: 16-lane accumulators measured slower
+// (their fold waits on stores that cannot forward to the loads).
+void panels_gemv_avx2(const float* a, int64_t stride, int64_t panels, const float* bx, int64_t len, float* out);
+// data[i] = clamp(data[i], lo, hi) as apply_activation's RELU (NaN gives
+// lo: `relu`) or CLIP (NaN stays NaN) computes it.
+void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu);
+// Max pooling of one plane (pool.cc); false when the geometry does not fit.
+bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride, int64_t pt,
+                   int64_t pl, float* out, int64_t oh, int64_t ow);
+// Softmax of one contiguous row, and LayerNormalization of one row (the
+// statistics in double), as norm.cc's scalar loops compute them (norm_x86.cc).
+void softmax_row_avx2(const float* in, int64_t n, float* out);
+void layer_norm_row_avx2(const float* in, int64_t n, const float* scale, const float* bias, double epsilon, float* out,
+                         float* out_mean, float* out_inv);
+// Winograd F(2x2, 3x3) transforms of up to eight tiles at a time (winograd.cc).
+void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw, int64_t t_first,
+                         int64_t count, float* out, int64_t stride_xi, int64_t room);
+void winograd_output_avx2(const float* prod, int64_t stride_xi, int64_t t_first, int64_t count, int64_t tw, float bias,
+                          float* plane, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
+}  // namespace x86
+#endif
+
+}  // namespace kernels
+}  // namespace kiln
+
+#endif  // KILN_KERNELS_CPU_SRC_GEMM_H_

@@ -1,0 +1,274 @@
+// The int8 product of kiln/kernels/qgemm.h as the kernels call it: packing
+// of activations into panels, the register-tile inner loops per ISA, and
+// the shared epilogue. Internal.
+//
+// One call multiplies one weight matrix (m channels x kp) by packed
+// activations (n columns) and writes y[c * y_channel_stride + p *
+// y_column_stride]: a convolution's NCHW plane (channel stride oh*ow,
+// column stride 1) or a matrix product's rows (channel stride 1, column
+// stride n).
+//
+// Adding an inner loop: write a QGemmTileFn for the ISA (it must give the
+// exact int32 sums; nothing else changes) and return it from
+// qgemm_tile_for() when the ISA switch allows it.
+
+#ifndef KILN_KERNELS_CPU_SRC_QGEMM_H_
+#define KILN_KERNELS_CPU_SRC_QGEMM_H_
+
+#include <stdint.h>
+
+#include "kiln/kernels/isa.h"
+#include "kiln/kernels/qgemm.h"
+#include "kiln/runtime/tensor.h"
+
+namespace kiln {
+namespace kernels {
+
+// acc[r][i] = sum_{k<kp} panel(k, i) * w[r * ldw + k] for r < mr (<=
+// kQGemmMr) and all kQGemmNr columns i of one packed panel. Rows >= mr of
+// acc are left alone.
+using QGemmTileFn = void (*)(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                             int32_t acc[kQGemmMr][kQGemmNr]);
+
+// The inner loop for `isa` (the portable one where there is none for it).
+QGemmTileFn qgemm_tile_for(Isa isa);
+void qgemm_tile_portable(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                         int32_t acc[kQGemmMr][kQGemmNr]);
+#if defined(__x86_64__) && defined(__GNUC__)
+void qgemm_tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                     int32_t acc[kQGemmMr][kQGemmNr]);
+void qgemm_tile_avx512_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                            int32_t acc[kQGemmMr][kQGemmNr]);
+// Whether the processor has AVX512-VNNI (and AVX512BW); the avx512 path
+// uses vpdpbusd only then, the AVX2 loop otherwise.
+bool processor_has_avx512_vnni();
+#endif
+
+// Arm: Cortex-M with the DSP extension (SMLAD), chosen when the image is
+// compiled for such a core; AArch64's Advanced SIMD, with sdot where the
+// processor has the dot-product extension (qgemm_arm.cc).
+#if defined(__ARM_FEATURE_DSP) && !defined(__aarch64__) && defined(__GNUC__)
+#define KILN_QGEMM_DSP 1
+#else
+#define KILN_QGEMM_DSP 0
+#endif
+#if defined(__aarch64__) && defined(__GNUC__)
+#define KILN_QGEMM_NEON 1
+#else
+#define KILN_QGEMM_NEON 0
+#endif
+#if KILN_QGEMM_DSP
+void qgemm_tile_dsp(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                    int32_t acc[kQGemmMr][kQGemmNr]);
+// qgemm_dot_rows with SMLAD (the one-row product's weight rows, kp bytes
+// each, against x's kp bytes).
+void qgemm_dot_rows_dsp(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
+                        int32_t* out);
+#endif
+#if KILN_QGEMM_NEON
+void qgemm_tile_neon(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                     int32_t acc[kQGemmMr][kQGemmNr]);
+void qgemm_tile_neon_dot(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                         int32_t acc[kQGemmMr][kQGemmNr]);
+// Whether the processor has the dot-product extension (sdot).
+bool processor_has_dotprod();
+#endif
+
+struct QGemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  const int8_t* w = nullptr;            // [m][qgemm_kp(k)]
+  const uint8_t* x = nullptr;           // packed panels of n columns
+  const int32_t* x_sums = nullptr;      // [n] (needed with w_zp)
+  const int32_t* bias = nullptr;        // [m], folded
+  const int32_t* w_zp = nullptr;        // [m] or nullptr (all zero)
+  const int32_t* multiplier = nullptr;  // [m]; nullptr: int32 output
+  const int32_t* shift = nullptr;       // [m]
+  int32_t y_zp = 0, y_min = 0, y_max = 0;
+  DType y_dtype = DType::UINT8;  // UINT8, INT8 or INT32
+  void* y = nullptr;
+  int64_t y_channel_stride = 0, y_column_stride = 0;
+  // The ISA path of the epilogue (requantize_row's vector loop).
+  Isa isa = Isa::kScalar;
+};
+
+// y[i] = clamp(requantize(acc[i] + bias, m, s) + zp, lo, hi) for i < n,
+// uint8 or int8 y, as the epilogue computes it (acc + bias saturated to
+// int32 first). `small_k`: the caller's reduction is at most 4096 long, so
+// |acc| < 2^27 and the AVX2 loop (64-bit products, shifts of 32 or more)
+// gives the same bits; without it, or with s < 32 or |bias| > 2^30, the
+// scalar loop runs.
+void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
+                          int32_t hi, DType dtype, void* y, Isa isa, bool small_k);
+// acc[i] += w * x[i * stride] for i < n: one tap of a depthwise
+// convolution's output row (x already in the uint8 domain).
+void qgemm_depthwise_tap(int32_t* acc, const uint8_t* x, int64_t stride, int64_t n, int32_t w, Isa isa);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The first n - n % 8 taps of qgemm_depthwise_tap with stride 1.
+void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int32_t w);
+// QuantizeLinear of the first n - n % 8 values: y = clamp(round_half_even(x
+// / scale) + zp, lo, hi), NaN giving zp; the scalar loop's bits.
+void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi, bool is_unsigned, void* y);
+// The first n - n % 8 values of qgemm_requantize_row (s in [32, 62]).
+// AddInt8 over contiguous rows, the first n - n % 8 elements: y =
+// clamp(((a - za) * ma + (b - zb) * mb + 2^(s-1)) >> s + y_zp, lo, hi), the
+// scalar loop's bits, for s in [10, 62] and ma, mb in [0, 2^31): the 64-bit
+// sums offset by 2^62 so that a logical shift serves (the true quotient
+// fits int32 there, so its low word is exact).
+void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, bool a_signed, bool b_signed, int32_t za,
+                       int32_t zb, int32_t ma, int32_t mb, int32_t s, int32_t y_zp, int32_t lo, int32_t hi,
+                       bool y_signed, uint8_t* y);
+void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
+                         int32_t hi, bool is_unsigned, void* y);
+
+// A depthwise convolution of up to 16 channels at once, one channel per
+// 16-bit lane (AVX2): bands of output rows; the band's input rows of every
+// channel transposed into a padded [row][column][16] block on the stack
+// (16 x 16 byte transposes), each output position's taps read as 16 bytes,
+// two taps per vpmaddwd, requantized per lane with each channel's bias,
+// multiplier and shift, and transposed back into the channels' planes. The
+// same sums and the same requantization as the per-channel kernel, for
+// geometries whose band buffer fits (depthwise_lanes_fit) and channels
+// whose shift is in [32, 62] and |bias| <= 2^30 (depthwise_lanes_params_ok).
+// Eight channels or fewer at stride 1 along rows take two output positions
+// a vector (lanes 8..15: the next column), so their lanes are full too.
+struct QDepthwiseLanes {
+  const uint8_t* x = nullptr;  // channel 0's input plane (h x w, raw)
+  int64_t channels = 0;        // in this block, 1..16
+  int64_t h = 0, w = 0, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, oh = 0, ow = 0;
+  uint8_t flip = 0;            // 0x80 for int8 input
+  uint8_t pad = 0;             // the input zero point, uint8 domain
+  const int8_t* w8 = nullptr;  // [channels][kp], taps first
+  int64_t kp = 0;
+  const int32_t* bias = nullptr;
+  const int32_t* multiplier = nullptr;
+  const int32_t* shift = nullptr;
+  int32_t y_zp = 0, y_min = 0, y_max = 0;
+  bool y_unsigned = true;
+  uint8_t* y = nullptr;  // channel 0's output plane (oh x ow)
+};
+bool depthwise_lanes_fit(const QDepthwiseLanes& d);
+bool depthwise_lanes_params_ok(const int32_t* bias, const int32_t* shift, int64_t channels);
+void depthwise_lanes_avx2(const QDepthwiseLanes& d);
+
+// The tile of a direct convolution: out[r * ldo + i] = sum_{q<nq}
+// sum_{j<4} base[off[q] + 4 * i + j] * w[r * 4 * nq + 4 * q + j] for r < mr
+// and the kQGemmNr columns i: step q's 64 bytes (four k of 16 columns, as a
+// packed panel's row) read at base + off[q] instead of panel + 64 * q.
+// `small`: no byte read is above 127 (AVX2 then takes vpmaddubsw; VNNI
+// ignores it).
+using QGemmTileOffsetsFn = void (*)(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
+                                    bool small, int32_t* out, int64_t ldo);
+void qgemm_tile_offsets_avx2(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
+                             bool small, int32_t* out, int64_t ldo);
+void qgemm_tile_offsets_vnni(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
+                             bool small, int32_t* out, int64_t ldo);
+// The packed-panel tiles of AVX2 and VNNI writing rows r < mr to out + r *
+// ldo (qgemm's runs of columns, without the tile's stack copy), `small`
+// checked by the caller once per panel (qgemm_panel_is_small_avx2: no
+// byte of the panel above 127; VNNI ignores it). The tile for `tile` (one
+// of qgemm_tile_avx2, qgemm_tile_avx512_vnni), or nullptr.
+using QGemmTileRowsFn = void (*)(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel, bool small,
+                                 int32_t* out, int64_t ldo);
+void qgemm_tile_rows_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel, bool small,
+                          int32_t* out, int64_t ldo);
+void qgemm_tile_rows_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel, bool small,
+                          int32_t* out, int64_t ldo);
+bool qgemm_panel_is_small_avx2(int64_t kp, const uint8_t* panel);
+
+// A convolution of one image and group 1 with a requantized output and no
+// weight zero points, without im2col (x86, AVX2 and AVX-512): the input
+// copied once into the scratch with its padding (the zero point), four
+// channels interleaved and split by the strides into sh x sw phase planes
+// (padded row r, column x at row r / sh, column x / sw of phase (r % sh,
+// x % sw)): [ceil(c / 4)][sh][sw][ph2][pw2][4] (channels past c repeat the
+// last one; their weights are 0). Every tap of every output then lies at
+// one offset from the output's position in one phase plane, so 16
+// consecutive outputs of a row read 64 contiguous bytes per tap and channel
+// quad. The weights reordered to match after it ([m][nq][4], step q = quad
+// * taps + tap). The columns run over the phase planes' width: output (oy,
+// ox) is column oy * pw2 + ox, and the columns past ow of each row are
+// computed and dropped. The same sums as im2col and the product,
+// requantized in runs of columns per channel as qgemm does.
+struct QConvDirect {
+  const uint8_t* x = nullptr;  // [c][h][w], raw
+  int64_t c = 0, h = 0, w = 0, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
+  int64_t oh = 0, ow = 0;
+  bool flip = false;  // int8 input: x ^ 0x80
+  uint8_t pad = 0;    // the input zero point, uint8 domain
+  int64_t m = 0;
+  const int8_t* w8 = nullptr;  // [m][qgemm_kp(c * kh * kw)], the packed weights
+  const int32_t* bias = nullptr;
+  const int32_t* multiplier = nullptr;
+  const int32_t* shift = nullptr;
+  int32_t y_zp = 0, y_min = 0, y_max = 0;
+  DType y_dtype = DType::UINT8;
+  void* y = nullptr;  // [m][oh][ow]
+  Isa isa = Isa::kAvx2;
+};
+// Rows of 3x3 weights (kp apart) into the direct convolution's step order
+// for their first `quads` full channel quads: out[(r * quads + q) * 36 + 4
+// t + j] = w[r * kp + (4 q + j) * 9 + t].
+void direct_weights_3x3_avx2(const int8_t* w, int64_t kp, int64_t rows, int64_t quads, int8_t* out);
+// The tile for `isa` (nullptr where there is none: the caller packs im2col).
+QGemmTileOffsetsFn qgemm_tile_offsets_for(Isa isa);
+// The least scratch qgemm_conv_direct needs (kiln/kernels/qgemm.h), or -1
+// where it does not apply.
+int64_t qgemm_conv_direct_bytes(const QConvDirect& d);
+// `scratch_bytes` (at least qgemm_conv_direct_bytes) sets how many output
+// channels' weights are reordered at once: the input is read once per such
+// block.
+void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_bytes, QGemmTileOffsetsFn tile);
+#endif
+
+void qgemm(const QGemmProblem& p, QGemmTileFn tile);
+
+// One column (a matrix-vector product: a Gemm's single row): the product
+// of p's weights with x and the same epilogue as qgemm, for p.n == 1. x is
+// read in place, `len` (p.k) bytes, each XORed with `flip` (0x80: int8 data
+// into the product's uint8 domain); nothing past them is read (the packed
+// weights past k are zeros, so the sum is the one over kp). x_sum: the sum
+// of the flipped x (used only with weight zero points). Reads the weight
+// rows in place.
+void qgemm_gemv(const QGemmProblem& p, const uint8_t* x, uint8_t flip, int32_t x_sum);
+// out[r] = sum_{k<len} (x[k] ^ flip) * w[r * kp + k] for r < rows (weight
+// rows kp apart, kp a multiple of 4, len <= kp; x read for len bytes
+// only), exact, on the ISA's vector path where it has one.
+void qgemm_dot_rows(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
+                    int32_t* out, Isa isa);
+#if defined(__x86_64__) && defined(__GNUC__)
+void dot_rows_avx2(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
+                   int32_t* out);
+void dot_rows_avx512_vnni(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
+                          int32_t* out);
+#endif
+
+// Packs columns of a matrix stored row by row (column p's k values at
+// x + p * ldx) into panels; `flip` adds 128 (int8 input); sums into x_sums
+// when not null.
+void qgemm_pack_rows(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out, int32_t* x_sums);
+
+// Packs columns stored channel by channel (column p's k-th value at x[k *
+// ldx + p]: a 1x1, stride-1, unpadded convolution's input) into panels.
+void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool flip, uint8_t* out, int32_t* x_sums);
+
+// The im2col columns of one image and group (channels c, h x w) packed into
+// panels: column (oy, ox), row (c, ky, kx) reads
+// x[c][oy*sh - pt + ky*dh][ox*sw - pl + kx*dw], `pad` outside (the zero
+// point, already flipped). Only columns [col0, col0 + cols) when cols >= 0
+// (a block of them: the panels and x_sums start at column col0).
+struct QIm2col {
+  const uint8_t* x = nullptr;
+  int64_t channels = 0, h = 0, w = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  int64_t oh = 0, ow = 0;
+  bool flip = false;
+  uint8_t pad = 0;
+  int64_t col0 = 0, cols = -1;
+};
+void qgemm_pack_im2col(const QIm2col& g, uint8_t* out, int32_t* x_sums);
+
+}  // namespace kernels
+}  // namespace kiln
+
+#endif  // KILN_KERNELS_CPU_SRC_QGEMM_H_

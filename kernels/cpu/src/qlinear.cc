@@ -1,0 +1,1057 @@
+// Quantized kernels:
+//
+//   QuantizeLinear    float32 -> uint8/int8; inputs x, scale (float32, one
+//                     value or one per channel of the axis), zero point
+//                     (optional, the output's dtype, as many as scale);
+//                     ints [axis]. y = saturate(round_half_even(x / scale)
+//                     + zero_point), as ONNX specifies; NaN gives the zero
+//                     point.
+//   DequantizeLinear  uint8/int8/int32 -> float32; inputs x, scale, zero
+//                     point (optional, x's dtype); ints [axis].
+//                     y = (x - zero_point) * scale.
+//   DynamicQuantizeLinear  float32 -> uint8, its scale and zero point from
+//                     the data's range (widened to include 0), as ONNX
+//                     specifies; three outputs.
+//   ConvInt8          the int8 convolution of kiln/kernels/qgemm.h (groups
+//                     and depthwise included; NCHW, 1-D as height 1).
+//                     inputs: 0 x (uint8/int8), 1 packed weights (int8,
+//                     1-D: [group][M/group][kp]), 2 folded bias (int32
+//                     [M]), 3 multiplier and 4 shift (int32 [M]; both
+//                     absent for an int32 output), 5 weight zero points
+//                     (int32 [M], optional). scratch: packed activations
+//                     (uint8, qgemm_packed_x_bytes(K, oH * oW)), and with
+//                     input 5 the column sums (int32 [oH * oW]).
+//                     ints [group, kH, kW, sH, sW, dH, dW, pad top, left,
+//                     bottom, right, x zero point (uint8 domain: int8 + 128),
+//                     y zero point, y min, y max].
+//   GemmInt8          the int8 matrix product y[..., r, c] = sum_k a[..., r,
+//                     k] w[c][k] (requantized). inputs: 0 a (uint8/int8,
+//                     [..., R, K]), 1 packed weights (int8, 1-D:
+//                     [batches][N][kp]), 2 folded bias (int32 [batches *
+//                     N]), 3 multiplier, 4 shift (int32 [N]), 5 weight zero
+//                     points (int32 [N], optional). With batches 1 every row
+//                     of a meets the same weights; otherwise a's rows split
+//                     into `batches` equal parts, one per weight matrix.
+//                     scratch as ConvInt8 with the rows as columns. ints
+//                     [batches, x zero point, y zero point, y min, y max].
+//   AvgPoolInt8       average pooling of uint8/int8 data (AveragePool and
+//                     GlobalAveragePool as one window over the plane; NCHW,
+//                     1-D as height 1), requantized: a window of d taps
+//                     (counted as AveragePool counts them) gives
+//                     y = clamp(requantize(sum(x) - taps_inside * x_zp,
+//                     multiplier[d-1], shift[d-1]) + y_zp, y_min, y_max),
+//                     the multipliers x_scale / (y_scale * d) in
+//                     qgemm.h's fixed point (one rounding, half up).
+//                     inputs: 0 x, 1 multiplier, 2 shift (int32, kh * kw
+//                     values, or one when every window has kh * kw taps).
+//                     ints [kh, kw, sH, sW, pad top, left, bottom, right,
+//                     count_include_pad, x zero point, y zero point, y min,
+//                     y max] (zero points in the data's own domain).
+//   AddInt8           y = clamp(y_zp + round(((a - a_zp) * ma + (b - b_zp) *
+//                     mb) / 2^s), y_min, y_max), a, b and y uint8/int8 (a
+//                     and b broadcast to y); ma, mb: a_scale / y_scale and
+//                     b_scale / y_scale on one fixed-point shift s (the
+//                     larger in [2^30, 2^31)), so the sum is exact in 64
+//                     bits and rounded once (half up). ints [a_zp, b_zp,
+//                     y_zp, y_min, y_max, ma, mb, s].
+//   MulInt8           y = clamp(requantize((a - a_zp) * (b - b_zp), m, s) +
+//                     y_zp, y_min, y_max), m * 2^-s = a_scale * b_scale /
+//                     y_scale (qgemm.h). ints [a_zp, b_zp, y_zp, y_min,
+//                     y_max, m, s].
+//
+// The int8 kernels check everything at load (operand sizes against the
+// geometry, the scratch against qgemm_packed_x_bytes); run() trusts it.
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <emmintrin.h>
+#endif
+
+#include "broadcast.h"
+#include "cpu_kernels.h"
+#include "kernel_util.h"
+#include "qgemm.h"
+
+namespace kiln {
+namespace kernels {
+namespace {
+
+// GenericParams' integers (see the top of this file).
+bool has_ints(const KernelArgs& args, uint32_t count) {
+  const auto* p = args.params<fb::GenericParams>();
+  return p != nullptr && p->ints() != nullptr && p->ints()->size() == count && aligned8(p->ints());
+}
+int64_t int_param(const KernelArgs& args, uint32_t i) { return args.params<fb::GenericParams>()->ints()->Get(i); }
+
+// ---------------------------------------------------------------------------
+// QuantizeLinear, DequantizeLinear
+
+// Outer, channel and inner extents of `t` around the axis the scale runs
+// along (one channel when the scale is a single value).
+struct Channels {
+  int64_t outer = 1, channels = 1, inner = 1;
+};
+
+Error check_scale_layout(const KernelArgs& args, const Tensor& x, Channels* out) {
+  KILN_KERNEL_CHECK(args, has_ints(args, 1), "expects GenericParams with one integer (axis)");
+  const Tensor& scale = args.in(1);
+  KILN_KERNEL_CHECK(args, scale.dtype() == DType::FLOAT32, "scale must be float32");
+  if (args.has_input(2)) {
+    KILN_KERNEL_CHECK(args, args.in(2).numel() == scale.numel(), "zero point and scale differ in size");
+  }
+  Channels c;
+  if (scale.numel() != 1) {
+    const int64_t axis = int_param(args, 0);
+    KILN_KERNEL_CHECK(
+        args, scale.rank() == 1 && axis >= 0 && axis < x.rank() && x.dim(static_cast<uint32_t>(axis)) == scale.numel(),
+        "scale of %lld values does not match the input's axis", static_cast<long long>(scale.numel()));
+    c.outer = dims_product(x, 0, static_cast<uint32_t>(axis));
+    c.channels = scale.numel();
+    c.inner = dims_product(x, static_cast<uint32_t>(axis) + 1, x.rank());
+  } else {
+    c.inner = x.numel();
+  }
+  *out = c;
+  return Error::kOk;
+}
+
+Error check_quantize(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::FLOAT32, "input must be float32");
+  KILN_KERNEL_CHECK(args, y.dtype() == DType::UINT8 || y.dtype() == DType::INT8, "output must be uint8 or int8");
+  KILN_KERNEL_CHECK(args, !args.has_input(2) || args.in(2).dtype() == y.dtype(),
+                    "zero point differs from the output's dtype");
+  KILN_RETURN_IF_ERROR(check_same_shape(args, x, y, "input and output"));
+  Channels c;
+  return check_scale_layout(args, x, &c);
+}
+
+template <typename Q>
+void quantize(const KernelArgs& args, const Channels& c) {
+  const float* x = args.in(0).data_as<const float>();
+  const float* scale = args.in(1).data_as<const float>();
+  const Q* zp = args.has_input(2) ? args.in(2).data_as<const Q>() : nullptr;
+  Q* y = args.out(0).data_as<Q>();
+  constexpr float lo = sizeof(Q) == 1 && static_cast<Q>(-1) < 0 ? -128.f : 0.f;
+  constexpr float hi = lo + 255.f;
+#if defined(__x86_64__) && defined(__GNUC__)
+  const bool vector = active_isa() == Isa::kAvx2 || active_isa() == Isa::kAvx512;
+#endif
+  for (int64_t o = 0; o < c.outer; ++o) {
+    for (int64_t ch = 0; ch < c.channels; ++ch) {
+      const float s = scale[ch];
+      const float z = zp != nullptr ? static_cast<float>(zp[ch]) : 0.f;
+      const int64_t base = (o * c.channels + ch) * c.inner;
+      int64_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+      if (vector) {
+        quantize_row_avx2(x + base, c.inner, s, z, lo, hi, lo == 0.f, y + base);
+        i = c.inner - c.inner % 8;
+      }
+#endif
+      for (; i < c.inner; ++i) {
+        const float v = nearbyintf(x[base + i] / s) + z;
+        // NaN fails both comparisons and takes the zero point.
+        y[base + i] = v >= hi   ? static_cast<Q>(hi)
+                      : v <= lo ? static_cast<Q>(lo)
+                      : v == v  ? static_cast<Q>(v)
+                                : static_cast<Q>(z);
+      }
+    }
+  }
+}
+
+Error run_quantize(const KernelArgs& args) {
+  Channels c;
+  KILN_RETURN_IF_ERROR(check_scale_layout(args, args.in(0), &c));
+  if (args.out(0).dtype() == DType::UINT8) {
+    quantize<uint8_t>(args, c);
+  } else {
+    quantize<int8_t>(args, c);
+  }
+  return Error::kOk;
+}
+
+Error check_dequantize(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::UINT8 || x.dtype() == DType::INT8 || x.dtype() == DType::INT32,
+                    "input must be uint8, int8 or int32");
+  KILN_KERNEL_CHECK(args, y.dtype() == DType::FLOAT32, "output must be float32");
+  KILN_KERNEL_CHECK(args, !args.has_input(2) || args.in(2).dtype() == x.dtype(),
+                    "zero point differs from the input's dtype");
+  KILN_RETURN_IF_ERROR(check_same_shape(args, x, y, "input and output"));
+  Channels c;
+  return check_scale_layout(args, x, &c);
+}
+
+template <typename Q>
+void dequantize(const KernelArgs& args, const Channels& c) {
+  const Q* x = args.in(0).data_as<const Q>();
+  const float* scale = args.in(1).data_as<const float>();
+  const Q* zp = args.has_input(2) ? args.in(2).data_as<const Q>() : nullptr;
+  float* y = args.out(0).data_as<float>();
+  for (int64_t o = 0; o < c.outer; ++o) {
+    for (int64_t ch = 0; ch < c.channels; ++ch) {
+      const float s = scale[ch];
+      const int64_t z = zp != nullptr ? zp[ch] : 0;
+      const int64_t base = (o * c.channels + ch) * c.inner;
+      for (int64_t i = 0; i < c.inner; ++i) y[base + i] = static_cast<float>(x[base + i] - z) * s;
+    }
+  }
+}
+
+Error run_dequantize(const KernelArgs& args) {
+  Channels c;
+  KILN_RETURN_IF_ERROR(check_scale_layout(args, args.in(0), &c));
+  switch (args.in(0).dtype()) {
+    case DType::UINT8: dequantize<uint8_t>(args, c); break;
+    case DType::INT8: dequantize<int8_t>(args, c); break;
+    default: dequantize<int32_t>(args, c); break;
+  }
+  return Error::kOk;
+}
+
+// DynamicQuantizeLinear: float32 x -> uint8 y, float32 scale, uint8 zero
+// point, from the data's range widened to include 0, as ONNX specifies.
+Error check_dynamic_quantize(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 3));
+  KILN_KERNEL_CHECK(args,
+                    args.in(0).dtype() == DType::FLOAT32 && args.out(0).dtype() == DType::UINT8 &&
+                        args.out(1).dtype() == DType::FLOAT32 && args.out(2).dtype() == DType::UINT8 &&
+                        args.out(1).numel() == 1 && args.out(2).numel() == 1,
+                    "expects float32 -> uint8, float32 scale, uint8 zero point");
+  return check_same_shape(args, args.in(0), args.out(0), "input and output");
+}
+
+Error run_dynamic_quantize(const KernelArgs& args) {
+  const float* x = args.in(0).data_as<const float>();
+  const int64_t n = args.in(0).numel();
+  float lo = 0.f, hi = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
+  }
+  const float scale = (hi - lo) / 255.f;
+  float zp = 0.f;
+  if (scale > 0.f) {
+    zp = nearbyintf(0.f - lo / scale);
+    zp = zp < 0.f ? 0.f : zp > 255.f ? 255.f : zp;
+  }
+  *args.out(1).data_as<float>() = scale;
+  *args.out(2).data_as<uint8_t>() = static_cast<uint8_t>(zp);
+  uint8_t* y = args.out(0).data_as<uint8_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = scale > 0.f ? nearbyintf(x[i] / scale) + zp : zp;
+    y[i] = v >= 255.f ? 255 : v <= 0.f ? 0 : v == v ? static_cast<uint8_t>(v) : static_cast<uint8_t>(zp);
+  }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// ConvInt8, GemmInt8
+
+// What both check of inputs 1..5, the output and the scratch, given the
+// product's shape: `m` channels, `k` reduction, `columns` per call,
+// `weight_sets` weight matrices (bias sets). With `vector_only` (a GemmInt8
+// of one row per weight matrix, which runs as a matrix-vector product) the
+// packing scratch need hold only the one row.
+Error check_int8_operands(const KernelArgs& args, int64_t m, int64_t k, int64_t columns, int64_t weight_sets,
+                          bool vector_only = false) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, x.dtype() == DType::UINT8 || x.dtype() == DType::INT8, "input must be uint8 or int8");
+  KILN_KERNEL_CHECK(args, k > 0 && k <= kQGemmMaxK, "reduction length %lld outside [1, %lld]",
+                    static_cast<long long>(k), static_cast<long long>(kQGemmMaxK));
+  const Tensor& w = args.in(1);
+  KILN_KERNEL_CHECK(args, w.dtype() == DType::INT8 && w.numel() == weight_sets * m * qgemm_kp(k),
+                    "packed weights must be int8 with %lld values",
+                    static_cast<long long>(weight_sets * m * qgemm_kp(k)));
+  KILN_KERNEL_CHECK(args,
+                    args.has_input(2) && args.in(2).dtype() == DType::INT32 && args.in(2).numel() == weight_sets * m,
+                    "bias must be int32 with %lld values", static_cast<long long>(weight_sets * m));
+  const bool requantized = args.has_input(3);
+  KILN_KERNEL_CHECK(args, requantized == args.has_input(4), "multiplier and shift come together");
+  if (requantized) {
+    for (uint32_t i = 3; i <= 4; ++i) {
+      KILN_KERNEL_CHECK(args, args.in(i).dtype() == DType::INT32 && args.in(i).numel() == m,
+                        "multiplier and shift must be int32 with %lld values", static_cast<long long>(m));
+    }
+    KILN_KERNEL_CHECK(args, y.dtype() == DType::UINT8 || y.dtype() == DType::INT8,
+                      "a requantized output is uint8 or int8");
+  } else {
+    KILN_KERNEL_CHECK(args, y.dtype() == DType::INT32, "without requantization the output is int32");
+  }
+  const bool w_zp = args.has_input(5);
+  if (w_zp) {
+    KILN_KERNEL_CHECK(args, args.in(5).dtype() == DType::INT32 && args.in(5).numel() == m,
+                      "weight zero points must be int32 with %lld values", static_cast<long long>(m));
+  }
+  // A matrix-vector product reads its row in place: no scratch (programs
+  // planned before gave it a packing scratch, which it accepts unused).
+  if (vector_only && args.num_scratch == 0) return Error::kOk;
+  KILN_KERNEL_CHECK(args, args.num_scratch == (w_zp ? 2 : 1), "expects %d scratch tensors", w_zp ? 2 : 1);
+  // At least one panel: the kernels pack and multiply as many columns at a
+  // time as the scratch holds (the planner's --no-packing gives a small one).
+  const int64_t least = vector_only ? qgemm_kp(k) : qgemm_packed_x_bytes(k, columns < kQGemmNr ? columns : kQGemmNr);
+  KILN_KERNEL_CHECK(args, args.scratch[0]->dtype() == DType::UINT8 && args.scratch[0]->numel() >= least,
+                    "packing scratch smaller than %lld bytes", static_cast<long long>(least));
+  if (w_zp) {
+    KILN_KERNEL_CHECK(args, args.scratch[1]->dtype() == DType::INT32 && args.scratch[1]->numel() >= columns,
+                      "column-sum scratch smaller than %lld values", static_cast<long long>(columns));
+  }
+  return Error::kOk;
+}
+
+// Columns packed and multiplied per block: as many whole panels as the
+// packing scratch holds (at least one; the check asked for that much).
+int64_t qgemm_block_columns(const Tensor& scratch, int64_t k, int64_t columns) {
+  const int64_t panels = scratch.numel() / (qgemm_kp(k) * kQGemmNr);
+  const int64_t block = (panels < 1 ? 1 : panels) * kQGemmNr;
+  return block < columns ? block : columns;
+}
+
+// The product's fixed operands (everything but x, y and the columns).
+QGemmProblem int8_problem(const KernelArgs& args, int64_t y_zp_index) {
+  QGemmProblem p;
+  p.multiplier = args.has_input(3) ? args.in(3).data_as<const int32_t>() : nullptr;
+  p.shift = args.has_input(4) ? args.in(4).data_as<const int32_t>() : nullptr;
+  p.w_zp = args.has_input(5) ? args.in(5).data_as<const int32_t>() : nullptr;
+  p.x_sums = args.has_input(5) && args.num_scratch > 1 ? args.scratch[1]->data_as<int32_t>() : nullptr;
+  p.x = args.num_scratch > 0 ? args.scratch[0]->data_as<const uint8_t>() : nullptr;
+  p.y_dtype = args.out(0).dtype();
+  p.isa = active_isa();
+  if (p.multiplier != nullptr) {
+    p.y_zp = static_cast<int32_t>(int_param(args, static_cast<uint32_t>(y_zp_index)));
+    p.y_min = static_cast<int32_t>(int_param(args, static_cast<uint32_t>(y_zp_index + 1)));
+    p.y_max = static_cast<int32_t>(int_param(args, static_cast<uint32_t>(y_zp_index + 2)));
+  }
+  return p;
+}
+
+Error check_int8_clamp(const KernelArgs& args, uint32_t first) {
+  const DType y = args.out(0).dtype();
+  if (y == DType::INT32) return Error::kOk;
+  const int64_t lo = y == DType::UINT8 ? 0 : -128, hi = lo + 255;
+  const int64_t zp = int_param(args, first), y_min = int_param(args, first + 1), y_max = int_param(args, first + 2);
+  KILN_KERNEL_CHECK(args, zp >= lo && zp <= hi && y_min >= lo && y_max <= hi && y_min <= y_max,
+                    "output zero point or bounds outside the output's range");
+  return Error::kOk;
+}
+
+struct Int8Conv {
+  int64_t n, c, h, w, m, oh, ow;
+  int64_t group, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  int64_t x_zp;
+};
+
+Int8Conv int8_conv(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  const bool one_d = x.rank() == 3;
+  Int8Conv g;
+  g.n = x.dim(0);
+  g.c = x.dim(1);
+  g.h = one_d ? 1 : x.dim(2);
+  g.w = x.dim(x.rank() - 1);
+  g.m = y.dim(1);
+  g.oh = one_d ? 1 : y.dim(2);
+  g.ow = y.dim(y.rank() - 1);
+  g.group = int_param(args, 0);
+  g.kh = int_param(args, 1);
+  g.kw = int_param(args, 2);
+  g.sh = int_param(args, 3);
+  g.sw = int_param(args, 4);
+  g.dh = int_param(args, 5);
+  g.dw = int_param(args, 6);
+  g.pt = int_param(args, 7);
+  g.pl = int_param(args, 8);
+  g.pb = int_param(args, 9);
+  g.pr = int_param(args, 10);
+  g.x_zp = int_param(args, 11);
+  return g;
+}
+
+Error check_conv_int8(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 3, 6, 1, args.num_scratch));
+  KILN_KERNEL_CHECK(args, has_ints(args, 15), "expects GenericParams with 15 integers");
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank(), "expects NCHW (or NCW) tensors");
+  for (uint32_t i = 1; i <= 10; ++i) {
+    const int64_t v = int_param(args, i);
+    KILN_KERNEL_CHECK(args, v >= (i <= 6 ? 1 : 0) && v <= (int64_t{1} << 20), "geometry parameter %u is %lld", i,
+                      static_cast<long long>(v));
+  }
+  const Int8Conv g = int8_conv(args);
+  KILN_KERNEL_CHECK(args, x.rank() == 4 || (g.kh == 1 && g.sh == 1 && g.dh == 1 && g.pt == 0 && g.pb == 0),
+                    "a 1-D convolution has height 1");
+  KILN_KERNEL_CHECK(args, g.group >= 1 && g.c % g.group == 0 && g.m % g.group == 0 && y.dim(0) == g.n,
+                    "group %lld does not divide the channels", static_cast<long long>(g.group));
+  KILN_KERNEL_CHECK(args, g.x_zp >= 0 && g.x_zp <= 255, "input zero point outside the uint8 domain");
+  const int64_t eh = (g.h + g.pt + g.pb - g.dh * (g.kh - 1) - 1), ew = (g.w + g.pl + g.pr - g.dw * (g.kw - 1) - 1);
+  KILN_KERNEL_CHECK(args, eh >= 0 && ew >= 0 && eh / g.sh + 1 == g.oh && ew / g.sw + 1 == g.ow,
+                    "output size does not follow from the geometry");
+  const int64_t k = (g.c / g.group) * g.kh * g.kw;
+  KILN_RETURN_IF_ERROR(check_int8_operands(args, g.m, k, g.oh * g.ow, 1));
+  KILN_KERNEL_CHECK(args, args.in(1).numel() == g.group * (g.m / g.group) * qgemm_kp(k),
+                    "packed weights have the wrong size");
+  return check_int8_clamp(args, 12);
+}
+
+// A depthwise convolution (one input channel per output channel, weight
+// zero points 0, requantized) computed directly: the image's channel copied
+// into scratch with its padding (the zero point), then per output row and
+// tap one multiply-add over the row. The same sums as the im2col product
+// (zero-padded taps there add nothing: their weights are 0). False (nothing
+// done) when it does not apply or the padded plane exceeds the scratch.
+#if defined(__x86_64__) && defined(__GNUC__)
+// Below this many channels the per-channel kernel's long rows beat the
+// lanes' half-empty vectors (depthwise_lanes_avx2); 8 channels fill them
+// with two output positions where the stride along rows is 1.
+constexpr int64_t kDepthwiseLanesMinChannels = 16;
+constexpr int64_t kDepthwiseLanesMinChannelsStride1 = 8;
+#endif
+
+bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
+  if (g.group != g.c || g.m != g.c || p.w_zp != nullptr || p.multiplier == nullptr) return false;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if ((g.c >= kDepthwiseLanesMinChannels || (g.c >= kDepthwiseLanesMinChannelsStride1 && g.sw == 1)) &&
+      (p.isa == Isa::kAvx2 || p.isa == Isa::kAvx512) &&
+      depthwise_lanes_params_ok(args.in(2).data_as<const int32_t>(), p.shift, g.c)) {
+    QDepthwiseLanes d;
+    // clang-format off
+    d.h = g.h; d.w = g.w; d.kh = g.kh; d.kw = g.kw; d.sh = g.sh; d.sw = g.sw; d.dh = g.dh; d.dw = g.dw;
+    d.pt = g.pt; d.pl = g.pl; d.oh = g.oh; d.ow = g.ow;
+    // clang-format on
+    d.channels = 16;
+    if (depthwise_lanes_fit(d)) {
+      // Channels across the vector lanes, 16 at a time: no per-channel
+      // passes, whatever the plane's size.
+      d.flip = args.in(0).dtype() == DType::INT8 ? 0x80 : 0;
+      d.pad = static_cast<uint8_t>(g.x_zp);
+      d.kp = qgemm_kp(g.kh * g.kw);
+      d.y_zp = p.y_zp;
+      d.y_min = p.y_min;
+      d.y_max = p.y_max;
+      d.y_unsigned = p.y_dtype == DType::UINT8;
+      for (int64_t b = 0; b < g.n; ++b) {
+        for (int64_t c0 = 0; c0 < g.c; c0 += 16) {
+          d.channels = g.c - c0 < 16 ? g.c - c0 : 16;
+          d.x = args.in(0).data_as<const uint8_t>() + (b * g.c + c0) * g.h * g.w;
+          d.w8 = args.in(1).data_as<const int8_t>() + c0 * d.kp;
+          d.bias = args.in(2).data_as<const int32_t>() + c0;
+          d.multiplier = p.multiplier + c0;
+          d.shift = p.shift + c0;
+          d.y = args.out(0).data_as<uint8_t>() + (b * g.m + c0) * g.oh * g.ow;
+          depthwise_lanes_avx2(d);
+        }
+      }
+      return true;
+    }
+  }
+#endif
+  const int64_t ph = g.h + g.pt + g.pb, pw = g.w + g.pl + g.pr;
+  const Tensor& scratch = *args.scratch[0];
+  if (ph * pw > scratch.numel()) return false;
+  const int64_t kp = qgemm_kp(g.kh * g.kw), plane = g.oh * g.ow;
+  const uint8_t flip = args.in(0).dtype() == DType::INT8 ? 0x80 : 0;
+  const uint8_t* x = args.in(0).data_as<const uint8_t>();
+  const int8_t* w = args.in(1).data_as<const int8_t>();
+  const int32_t* bias = args.in(2).data_as<const int32_t>();
+  const size_t y_elem = dtype_size(p.y_dtype);
+  uint8_t* y = args.out(0).data_as<uint8_t>();
+  uint8_t* padded = scratch.data_as<uint8_t>();
+  constexpr int64_t kChunk = 512;  // 2 KiB of stack for the sums
+  int32_t acc[kChunk];
+  for (int64_t b = 0; b < g.n; ++b) {
+    for (int64_t ch = 0; ch < g.c; ++ch) {
+      const uint8_t* src = x + (b * g.c + ch) * g.h * g.w;
+      memset(padded, static_cast<int>(g.x_zp), static_cast<size_t>(ph * pw));
+      for (int64_t r = 0; r < g.h; ++r) {
+        uint8_t* row = padded + (r + g.pt) * pw + g.pl;
+        for (int64_t i = 0; i < g.w; ++i) row[i] = static_cast<uint8_t>(src[r * g.w + i] ^ flip);
+      }
+      const int8_t* wc = w + ch * kp;
+      uint8_t* out = y + static_cast<size_t>((b * g.m + ch) * plane) * y_elem;
+      if (g.sw == 1 && pw <= kChunk) {
+        // Stride 1 along rows: several output rows at once over the padded
+        // width (the columns past ow are computed and dropped), so each tap
+        // is one long multiply-add.
+        const int64_t rows = kChunk / pw;
+        for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
+          const int64_t nrows = g.oh - oy0 < rows ? g.oh - oy0 : rows;
+          const int64_t count = (nrows - 1) * pw + g.ow;
+          memset(acc, 0, static_cast<size_t>(count) * sizeof(int32_t));
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const uint8_t* in = padded + (oy0 * g.sh + ky * g.dh) * pw;
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              if (g.sh == 1) {
+                qgemm_depthwise_tap(acc, in + kx * g.dw, 1, count, wc[ky * g.kw + kx], p.isa);
+              } else {
+                for (int64_t r = 0; r < nrows; ++r) {
+                  qgemm_depthwise_tap(acc + r * pw, in + r * g.sh * pw + kx * g.dw, 1, g.ow, wc[ky * g.kw + kx], p.isa);
+                }
+              }
+            }
+          }
+          // The rows' valid columns side by side (moving left only), then
+          // one requantization over them.
+          for (int64_t r = 1; r < nrows; ++r)
+            memmove(acc + r * g.ow, acc + r * pw, static_cast<size_t>(g.ow) * sizeof(int32_t));
+          qgemm_requantize_row(acc, nrows * g.ow, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max,
+                               p.y_dtype, out + static_cast<size_t>(oy0 * g.ow) * y_elem, p.isa, g.kh * g.kw <= 4096);
+        }
+        continue;
+      }
+      const int64_t half = (pw + 1) / 2;
+      if (g.sw == 2 && g.dw == 1 && g.ow <= kChunk && ph * pw + 2 * ph * half <= scratch.numel()) {
+        // Stride 2 along rows: the padded plane's even and odd columns
+        // apart (after it in the scratch), so every tap reads contiguously.
+        uint8_t* even = padded + ph * pw;
+        uint8_t* odd = even + ph * half;
+        for (int64_t r = 0; r < ph; ++r) {
+          const uint8_t* row = padded + r * pw;
+          for (int64_t j = 0; j < half; ++j) {
+            even[r * half + j] = row[2 * j];
+            odd[r * half + j] = 2 * j + 1 < pw ? row[2 * j + 1] : row[2 * j];
+          }
+        }
+        // Output row oy reads rows oy * sH + ky * dH of the half planes:
+        // consecutive output rows are `pitch` bytes apart, so several rows
+        // go through each tap at once (the columns between them computed
+        // and dropped), as in the stride-1 case.
+        const int64_t pitch = g.sh * half;
+        const int64_t rows = pitch <= kChunk ? kChunk / pitch : 1;
+        for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
+          const int64_t nrows = g.oh - oy0 < rows ? g.oh - oy0 : rows;
+          const int64_t count = (nrows - 1) * pitch + g.ow;
+          memset(acc, 0, static_cast<size_t>(count) * sizeof(int32_t));
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const int64_t r = oy0 * g.sh + ky * g.dh;
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              const uint8_t* half_plane = (kx % 2 == 0 ? even : odd) + r * half + kx / 2;
+              qgemm_depthwise_tap(acc, half_plane, 1, count, wc[ky * g.kw + kx], p.isa);
+            }
+          }
+          for (int64_t r = 1; r < nrows; ++r)
+            memmove(acc + r * g.ow, acc + r * pitch, static_cast<size_t>(g.ow) * sizeof(int32_t));
+          qgemm_requantize_row(acc, nrows * g.ow, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max,
+                               p.y_dtype, out + static_cast<size_t>(oy0 * g.ow) * y_elem, p.isa, g.kh * g.kw <= 4096);
+        }
+        continue;
+      }
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        for (int64_t ox0 = 0; ox0 < g.ow; ox0 += kChunk) {
+          const int64_t count = g.ow - ox0 < kChunk ? g.ow - ox0 : kChunk;
+          memset(acc, 0, static_cast<size_t>(count) * sizeof(int32_t));
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const uint8_t* in_row = padded + (oy * g.sh + ky * g.dh) * pw + ox0 * g.sw;
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              qgemm_depthwise_tap(acc, in_row + kx * g.dw, g.sw, count, wc[ky * g.kw + kx], p.isa);
+            }
+          }
+          qgemm_requantize_row(acc, count, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max, p.y_dtype,
+                               out + static_cast<size_t>(oy * g.ow + ox0) * y_elem, p.isa, g.kh * g.kw <= 4096);
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// A convolution of group 1 without im2col (qgemm_conv_direct: the input
+// interleaved into phase planes once, the tile reading it in place), where
+// the ISA has the tile and the scratch holds the copy. False (nothing done)
+// otherwise, and where it would multiply much more than im2col
+// (qgemm_conv_direct_pays). A 1x1 window keeps the packers (the columns as
+// they are, or one strided gather: cheaper than the phase planes).
+bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (g.group != 1 || p.w_zp != nullptr || p.multiplier == nullptr) return false;
+  if (g.kh * g.kw == 1 ||
+      !qgemm_conv_direct_pays(g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.pb, g.pr)) {
+    return false;
+  }
+  const QGemmTileOffsetsFn tile = qgemm_tile_offsets_for(p.isa);
+  if (tile == nullptr) return false;
+  QConvDirect d;
+  // clang-format off
+  d.c = g.c; d.h = g.h; d.w = g.w; d.kh = g.kh; d.kw = g.kw; d.sh = g.sh; d.sw = g.sw; d.dh = g.dh; d.dw = g.dw;
+  d.pt = g.pt; d.pl = g.pl; d.pb = g.pb; d.pr = g.pr;
+  d.oh = g.oh; d.ow = g.ow;
+  // clang-format on
+  d.flip = args.in(0).dtype() == DType::INT8;
+  d.pad = static_cast<uint8_t>(g.x_zp);
+  d.m = g.m;
+  d.w8 = args.in(1).data_as<const int8_t>();
+  d.bias = args.in(2).data_as<const int32_t>();
+  d.multiplier = p.multiplier;
+  d.shift = p.shift;
+  d.y_zp = p.y_zp;
+  d.y_min = p.y_min;
+  d.y_max = p.y_max;
+  d.y_dtype = p.y_dtype;
+  d.isa = p.isa;
+  const int64_t bytes = qgemm_conv_direct_bytes(d);
+  const Tensor& scratch = *args.scratch[0];
+  if (bytes < 0 || bytes > scratch.numel()) return false;
+  const size_t y_elem = dtype_size(p.y_dtype);
+  for (int64_t b = 0; b < g.n; ++b) {
+    d.x = args.in(0).data_as<const uint8_t>() + b * g.c * g.h * g.w;
+    d.y = args.out(0).data_as<uint8_t>() + static_cast<size_t>(b * g.m * g.oh * g.ow) * y_elem;
+    qgemm_conv_direct(d, scratch.data_as<uint8_t>(), scratch.numel(), tile);
+  }
+  return true;
+#else
+  (void)args;
+  (void)g;
+  (void)p;
+  return false;
+#endif
+}
+
+Error run_conv_int8(const KernelArgs& args) {
+  const Int8Conv g = int8_conv(args);
+  QGemmProblem p = int8_problem(args, 12);
+  if (run_depthwise_int8(args, g, p)) return Error::kOk;
+  if (run_direct_int8(args, g, p)) return Error::kOk;
+  const QGemmTileFn tile = qgemm_tile_for(active_isa());
+  const int64_t cg = g.c / g.group, mg = g.m / g.group;
+  const int64_t k = cg * g.kh * g.kw, kp = qgemm_kp(k);
+  const int64_t plane = g.oh * g.ow;
+  const size_t y_elem = dtype_size(p.y_dtype);
+  const bool flip = args.in(0).dtype() == DType::INT8;
+  const uint8_t* x = args.in(0).data_as<const uint8_t>();
+  const int8_t* w = args.in(1).data_as<const int8_t>();
+  const int32_t* bias = args.in(2).data_as<const int32_t>();
+  uint8_t* y = args.out(0).data_as<uint8_t>();
+  const int32_t* multiplier = p.multiplier;
+  const int32_t* shift = p.shift;
+  const int32_t* w_zp = p.w_zp;
+  p.m = mg;
+  p.k = k;
+  p.y_channel_stride = plane;
+  p.y_column_stride = 1;
+  int32_t* sums = const_cast<int32_t*>(p.x_sums);
+  const int64_t block = qgemm_block_columns(*args.scratch[0], k, plane);
+  for (int64_t b = 0; b < g.n; ++b) {
+    for (int64_t grp = 0; grp < g.group; ++grp) {
+      for (int64_t b0 = 0; b0 < plane; b0 += block) {
+        const int64_t nb = plane - b0 < block ? plane - b0 : block;
+        p.n = nb;
+        p.x_sums = sums != nullptr ? sums + b0 : nullptr;
+        QIm2col im;
+        im.x = x + (b * g.c + grp * cg) * g.h * g.w;
+        im.channels = cg;
+        // clang-format off
+        im.h = g.h; im.w = g.w;
+        im.kh = g.kh; im.kw = g.kw; im.sh = g.sh; im.sw = g.sw; im.dh = g.dh; im.dw = g.dw;
+        im.pt = g.pt; im.pl = g.pl;
+        im.oh = g.oh; im.ow = g.ow;
+        // clang-format on
+        im.flip = flip;
+        im.pad = static_cast<uint8_t>(g.x_zp);
+        im.col0 = b0;
+        im.cols = nb;
+        if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0) {
+          qgemm_pack_columns(im.x + b0, g.h * g.w, nb, cg, flip, args.scratch[0]->data_as<uint8_t>(),
+                             const_cast<int32_t*>(p.x_sums));
+        } else {
+          qgemm_pack_im2col(im, args.scratch[0]->data_as<uint8_t>(), const_cast<int32_t*>(p.x_sums));
+        }
+        const int64_t c0 = grp * mg;
+        p.w = w + c0 * kp;
+        p.bias = bias + c0;
+        p.multiplier = multiplier != nullptr ? multiplier + c0 : nullptr;
+        p.shift = shift != nullptr ? shift + c0 : nullptr;
+        p.w_zp = w_zp != nullptr ? w_zp + c0 : nullptr;
+        p.y = y + static_cast<size_t>((b * g.m + c0) * plane + b0) * y_elem;
+        qgemm(p, tile);
+      }
+    }
+  }
+  return Error::kOk;
+}
+
+Error check_gemm_int8(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 3, 6, 1, args.num_scratch));
+  KILN_KERNEL_CHECK(args, has_ints(args, 5), "expects GenericParams with 5 integers");
+  const Tensor& a = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, a.rank() >= 1 && y.rank() == a.rank(), "input and output differ in rank");
+  const int64_t batches = int_param(args, 0);
+  const int64_t k = a.dim(a.rank() - 1);
+  const int64_t n = y.dim(y.rank() - 1);
+  KILN_KERNEL_CHECK(args, k > 0 && n > 0 && batches >= 1, "empty product");
+  const int64_t rows = a.numel() / k;
+  KILN_KERNEL_CHECK(args, rows % batches == 0 && y.numel() == rows * n, "output does not match the rows of the input");
+  for (uint32_t d = 0; d + 1 < a.rank(); ++d)
+    KILN_KERNEL_CHECK(args, a.dim(d) == y.dim(d), "input and output differ in dim %u", d);
+  const int64_t x_zp = int_param(args, 1);
+  KILN_KERNEL_CHECK(args, x_zp >= 0 && x_zp <= 255, "input zero point outside the uint8 domain");
+  KILN_RETURN_IF_ERROR(check_int8_operands(args, n, k, rows / batches, batches, rows == batches));
+  return check_int8_clamp(args, 2);
+}
+
+Error run_gemm_int8(const KernelArgs& args) {
+  const Tensor& a = args.in(0);
+  const Tensor& yt = args.out(0);
+  QGemmProblem p = int8_problem(args, 2);
+  const QGemmTileFn tile = qgemm_tile_for(active_isa());
+  const int64_t batches = int_param(args, 0);
+  const int64_t k = a.dim(a.rank() - 1), kp = qgemm_kp(k);
+  const int64_t n = yt.dim(yt.rank() - 1);
+  const int64_t rows = a.numel() / k / batches;
+  const size_t y_elem = dtype_size(p.y_dtype);
+  const int8_t* w = args.in(1).data_as<const int8_t>();
+  const int32_t* bias = args.in(2).data_as<const int32_t>();
+  p.m = n;
+  p.k = k;
+  p.y_channel_stride = 1;
+  p.y_column_stride = n;
+  int32_t* sums = const_cast<int32_t*>(p.x_sums);
+  if (rows == 1) {
+    // One row per weight matrix: a matrix-vector product over the weight
+    // rows and the input row in place (a 16-column panel would be 15/16
+    // padding); a packing scratch, in programs planned before, goes unused.
+    const uint8_t flip = a.dtype() == DType::INT8 ? 0x80 : 0;
+    for (int64_t b = 0; b < batches; ++b) {
+      const uint8_t* x = a.data_as<const uint8_t>() + b * k;
+      int32_t sum = 0;
+      if (p.w_zp != nullptr) {
+        for (int64_t kk = 0; kk < k; ++kk) sum += static_cast<uint8_t>(x[kk] ^ flip);
+      }
+      p.n = 1;
+      p.w = w + b * n * kp;
+      p.bias = bias + b * n;
+      p.y = yt.data_as<uint8_t>() + static_cast<size_t>(b * n) * y_elem;
+      qgemm_gemv(p, x, flip, sum);
+    }
+    return Error::kOk;
+  }
+  const int64_t block = qgemm_block_columns(*args.scratch[0], k, rows);
+  for (int64_t b = 0; b < batches; ++b) {
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+      const int64_t nb = rows - r0 < block ? rows - r0 : block;
+      p.n = nb;
+      p.x_sums = sums != nullptr ? sums + r0 : nullptr;
+      qgemm_pack_rows(a.data_as<const uint8_t>() + (b * rows + r0) * k, k, nb, k, a.dtype() == DType::INT8,
+                      args.scratch[0]->data_as<uint8_t>(), const_cast<int32_t*>(p.x_sums));
+      p.w = w + b * n * kp;
+      p.bias = bias + b * n;
+      p.y = yt.data_as<uint8_t>() + static_cast<size_t>((b * rows + r0) * n) * y_elem;
+      qgemm(p, tile);
+    }
+  }
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// AvgPoolInt8, AddInt8, MulInt8
+
+bool is_8bit(DType t) { return t == DType::UINT8 || t == DType::INT8; }
+
+// Reads element i of uint8 or int8 data as its integer value.
+inline int32_t load_q(const void* data, bool is_signed, int64_t i) {
+  return is_signed ? static_cast<const int8_t*>(data)[i] : static_cast<const uint8_t*>(data)[i];
+}
+
+inline void store_q(void* data, bool is_signed, int64_t i, int64_t v, int64_t lo, int64_t hi) {
+  v = v < lo ? lo : v > hi ? hi : v;
+  if (is_signed) {
+    static_cast<int8_t*>(data)[i] = static_cast<int8_t>(v);
+  } else {
+    static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(v);
+  }
+}
+
+// The zero point at ints[i] and the bounds at ints[first..first+2] inside
+// the dtype's range.
+Error check_q_range(const KernelArgs& args, DType dtype, uint32_t zp, uint32_t first) {
+  const int64_t lo = dtype == DType::UINT8 ? 0 : -128, hi = lo + 255;
+  const int64_t z = int_param(args, zp), y_zp = int_param(args, first), y_min = int_param(args, first + 1),
+                y_max = int_param(args, first + 2);
+  KILN_KERNEL_CHECK(args,
+                    z >= lo && z <= hi && y_zp >= lo && y_zp <= hi && y_min >= lo && y_max <= hi && y_min <= y_max,
+                    "zero point or bounds outside the data's range");
+  return Error::kOk;
+}
+
+// Checked at load: every extent below 2^24 (the sums and offsets inside
+// one plane fit int32, which keeps the Cortex-M code small).
+struct AvgPoolInt8Geometry {
+  int64_t planes;
+  int32_t h, w, oh, ow, kh, kw, sh, sw, pt, pl, pb, pr;
+  bool include_pad;
+};
+
+AvgPoolInt8Geometry avg_pool_int8_geometry(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  const bool one_d = x.rank() == 3;
+  AvgPoolInt8Geometry g;
+  g.planes = x.dim(0) * x.dim(1);
+  g.h = static_cast<int32_t>(one_d ? 1 : x.dim(2));
+  g.w = static_cast<int32_t>(x.dim(x.rank() - 1));
+  g.oh = static_cast<int32_t>(one_d ? 1 : y.dim(2));
+  g.ow = static_cast<int32_t>(y.dim(y.rank() - 1));
+  int32_t* fields[] = {&g.kh, &g.kw, &g.sh, &g.sw, &g.pt, &g.pl, &g.pb, &g.pr};
+  for (uint32_t i = 0; i < 8; ++i) *fields[i] = static_cast<int32_t>(int_param(args, i));
+  g.include_pad = int_param(args, 8) != 0;
+  return g;
+}
+
+// The sum of n uint8 or int8 values (n < 2^23: inside int32). On x86-64,
+// SSE2's psadbw adds 16 bytes at a time (int8 values biased by 128 first).
+int32_t sum_bytes(const uint8_t* x, int32_t n, bool is_signed) {
+  int32_t i = 0, sum = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  const __m128i bias = _mm_set1_epi8(is_signed ? static_cast<char>(0x80) : 0);
+  __m128i acc = _mm_setzero_si128();
+  for (; i + 16 <= n; i += 16) {
+    const __m128i v = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)), bias);
+    acc = _mm_add_epi64(acc, _mm_sad_epu8(v, _mm_setzero_si128()));
+  }
+  sum = _mm_cvtsi128_si32(acc) + _mm_cvtsi128_si32(_mm_srli_si128(acc, 8)) - (is_signed ? 128 * i : 0);
+#endif
+  for (; i < n; ++i) sum += is_signed ? static_cast<int8_t>(x[i]) : x[i];
+  return sum;
+}
+
+// Taps of a window starting at `first` (kernel k) inside [lo, hi).
+inline int32_t taps_in(int32_t first, int32_t k, int32_t lo, int32_t hi) {
+  const int32_t a = first > lo ? first : lo, b = first + k < hi ? first + k : hi;
+  return b > a ? b - a : 0;
+}
+
+Error check_avg_pool_int8(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 3, 3, 1));
+  KILN_KERNEL_CHECK(args, has_ints(args, 13), "expects GenericParams with 13 integers");
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, is_8bit(x.dtype()) && y.dtype() == x.dtype(), "input and output must be uint8 or int8 alike");
+  KILN_KERNEL_CHECK(
+      args, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank() && y.dim(0) == x.dim(0) && y.dim(1) == x.dim(1),
+      "expects NCHW (or NCW) tensors of the same N and C");
+  for (uint32_t i = 0; i < 8; ++i) {
+    const int64_t v = int_param(args, i);
+    KILN_KERNEL_CHECK(args, v >= (i < 4 ? 1 : 0) && v <= (int64_t{1} << 20), "geometry parameter %u is %lld", i,
+                      static_cast<long long>(v));
+  }
+  for (uint32_t d = 2; d < x.rank(); ++d) {
+    KILN_KERNEL_CHECK(args, x.dim(d) < (int64_t{1} << 24) && y.dim(d) < (int64_t{1} << 24),
+                      "plane extent of 2^24 or more");
+  }
+  const AvgPoolInt8Geometry g = avg_pool_int8_geometry(args);
+  KILN_KERNEL_CHECK(args, x.rank() == 4 || (g.kh == 1 && g.sh == 1 && g.pt == 0 && g.pb == 0),
+                    "a 1-D pool has height 1");
+  KILN_KERNEL_CHECK(args, int64_t{g.kh} * g.kw <= (int64_t{1} << 23), "window of %lld taps (at most 2^23)",
+                    static_cast<long long>(int64_t{g.kh} * g.kw));
+  KILN_KERNEL_CHECK(args, g.pt < g.kh && g.pb < g.kh && g.pl < g.kw && g.pr < g.kw, "pads as large as the window");
+  // Every window starts inside the padded plane and meets the image.
+  KILN_KERNEL_CHECK(args,
+                    g.oh >= 1 && g.ow >= 1 && int64_t{g.oh - 1} * g.sh < g.h + g.pt &&
+                        int64_t{g.ow - 1} * g.sw < g.w + g.pl && int64_t{g.h} * g.w <= INT32_MAX &&
+                        int64_t{g.oh} * g.ow <= INT32_MAX,
+                    "output size does not follow from the geometry");
+  const int64_t taps = args.in(1).numel();
+  for (uint32_t i = 1; i <= 2; ++i) {
+    KILN_KERNEL_CHECK(args, args.in(i).dtype() == DType::INT32 && args.in(i).numel() == taps,
+                      "multiplier and shift must be int32 of one size");
+  }
+  KILN_KERNEL_CHECK(args, taps == int64_t{g.kh} * g.kw || taps == 1, "expects %lld multipliers or one",
+                    static_cast<long long>(int64_t{g.kh} * g.kw));
+  if (taps == 1 && int64_t{g.kh} * g.kw != 1) {
+    // One multiplier: every window must have all kh * kw taps counted.
+    const int64_t lo_h = g.include_pad ? -g.pt : 0, hi_h = g.include_pad ? g.h + g.pb : g.h;
+    const int64_t lo_w = g.include_pad ? -g.pl : 0, hi_w = g.include_pad ? g.w + g.pr : g.w;
+    KILN_KERNEL_CHECK(args,
+                      -g.pt >= lo_h && int64_t{g.oh - 1} * g.sh - g.pt + g.kh <= hi_h && -g.pl >= lo_w &&
+                          int64_t{g.ow - 1} * g.sw - g.pl + g.kw <= hi_w,
+                      "one multiplier, but some windows have fewer than %lld taps",
+                      static_cast<long long>(int64_t{g.kh} * g.kw));
+  }
+  const int32_t* shift = args.in(2).data_as<const int32_t>();
+  for (int64_t i = 0; i < taps; ++i) {
+    KILN_KERNEL_CHECK(args, shift[i] >= 1 && shift[i] <= 62, "shift %d outside [1, 62]", static_cast<int>(shift[i]));
+  }
+  return check_q_range(args, x.dtype(), 9, 10);
+}
+
+Error run_avg_pool_int8(const KernelArgs& args) {
+  const AvgPoolInt8Geometry g = avg_pool_int8_geometry(args);
+  const bool is_signed = args.in(0).dtype() == DType::INT8;
+  const int32_t* multiplier = args.in(1).data_as<const int32_t>();
+  const int32_t* shift = args.in(2).data_as<const int32_t>();
+  const bool one = args.in(1).numel() == 1;
+  const int32_t x_zp = static_cast<int32_t>(int_param(args, 9)), y_zp = static_cast<int32_t>(int_param(args, 10));
+  const int32_t lo = static_cast<int32_t>(int_param(args, 11)), hi = static_cast<int32_t>(int_param(args, 12));
+  for (int64_t plane = 0; plane < g.planes; ++plane) {
+    const uint8_t* x = args.in(0).data_as<const uint8_t>() + plane * g.h * g.w;
+    void* y = args.out(0).data_as<uint8_t>() + plane * g.oh * g.ow;
+    int32_t at = 0;
+    for (int32_t oy = 0; oy < g.oh; ++oy) {
+      const int32_t y0 = oy * g.sh - g.pt;
+      const int32_t rows = taps_in(y0, g.kh, 0, g.h);
+      const int32_t ry0 = y0 > 0 ? y0 : 0;
+      const int32_t padded_rows = taps_in(y0, g.kh, -g.pt, g.h + g.pb);
+      for (int32_t ox = 0; ox < g.ow; ++ox, ++at) {
+        const int32_t x0 = ox * g.sw - g.pl;
+        const int32_t cols = taps_in(x0, g.kw, 0, g.w);
+        const uint8_t* window = x + ry0 * g.w + (x0 > 0 ? x0 : 0);
+        // At most 2^23 taps of |v| <= 255: inside int32.
+        int32_t sum = 0;
+        if (cols == g.w) {
+          sum = sum_bytes(window, rows * cols, is_signed);  // whole rows: one run
+        } else {
+          for (int32_t r = 0; r < rows; ++r, window += g.w) sum += sum_bytes(window, cols, is_signed);
+        }
+        const int32_t d = g.include_pad ? padded_rows * taps_in(x0, g.kw, -g.pl, g.w + g.pr) : rows * cols;
+        const int32_t i = one ? 0 : d - 1;
+        const int64_t v = qgemm_requantize(int64_t{sum} - int64_t{rows} * cols * x_zp, multiplier[i], shift[i]) + y_zp;
+        store_q(y, is_signed, at, v, lo, hi);
+      }
+    }
+  }
+  return Error::kOk;
+}
+
+// AddInt8 and MulInt8: a, b broadcast to y, all uint8 or int8.
+Error check_binary_int8(const KernelArgs& args, uint32_t ints) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  KILN_KERNEL_CHECK(args, has_ints(args, ints), "expects GenericParams with %u integers", ints);
+  const DType ya = args.in(0).dtype(), yb = args.in(1).dtype(), y = args.out(0).dtype();
+  KILN_KERNEL_CHECK(args, is_8bit(ya) && is_8bit(yb) && is_8bit(y), "operands must be uint8 or int8");
+  KILN_RETURN_IF_ERROR(check_broadcast_output(args, 0, 2));
+  const int64_t a_lo = ya == DType::UINT8 ? 0 : -128, b_lo = yb == DType::UINT8 ? 0 : -128;
+  KILN_KERNEL_CHECK(args,
+                    int_param(args, 0) >= a_lo && int_param(args, 0) <= a_lo + 255 && int_param(args, 1) >= b_lo &&
+                        int_param(args, 1) <= b_lo + 255,
+                    "input zero points outside their dtypes");
+  // Multipliers in [0, 2^31), the shift in [1, 62].
+  for (uint32_t i = 5; i + 1 < ints; ++i) {
+    KILN_KERNEL_CHECK(args, int_param(args, i) >= 0 && int_param(args, i) <= INT32_MAX, "multiplier outside int32");
+  }
+  KILN_KERNEL_CHECK(args, int_param(args, ints - 1) >= 1 && int_param(args, ints - 1) <= 62, "shift outside [1, 62]");
+  return check_q_range(args, y, 2, 2);
+}
+
+Error check_add_int8(const KernelArgs& args) { return check_binary_int8(args, 8); }
+Error check_mul_int8(const KernelArgs& args) { return check_binary_int8(args, 7); }
+
+// AddInt8 by tables: every byte value of a and of b scaled once (256 int64
+// each, 4 KiB of stack), so each element is two loads, an add and a shift;
+// on x86's vector paths contiguous rows eight at a time instead
+// (add_int8_row_avx2; the same bits for shifts of 10 or more), same-shaped
+// inputs as one row.
+Error run_add_int8(const KernelArgs& args) {
+  const Tensor* inputs[2] = {&args.in(0), &args.in(1)};
+  const bool y_signed = args.out(0).dtype() == DType::INT8;
+  int64_t table[2][256];
+  for (int t = 0; t < 2; ++t) {
+    const bool is_signed = args.in(static_cast<uint32_t>(t)).dtype() == DType::INT8;
+    const int64_t zp = int_param(args, static_cast<uint32_t>(t)), m = int_param(args, static_cast<uint32_t>(5 + t));
+    for (int u = 0; u < 256; ++u) table[t][u] = ((is_signed ? static_cast<int8_t>(u) : u) - zp) * m;
+  }
+  const uint8_t* a = args.in(0).data_as<const uint8_t>();
+  const uint8_t* b = args.in(1).data_as<const uint8_t>();
+  const int64_t y_zp = int_param(args, 2), lo = int_param(args, 3), hi = int_param(args, 4);
+  const int32_t s = static_cast<int32_t>(int_param(args, 7));
+  const int64_t half = int64_t{1} << (s - 1);
+  void* y = args.out(0).data();
+#if defined(__x86_64__) && defined(__GNUC__)
+  const bool a_signed = args.in(0).dtype() == DType::INT8, b_signed = args.in(1).dtype() == DType::INT8;
+  const int32_t za = static_cast<int32_t>(int_param(args, 0)), zb = static_cast<int32_t>(int_param(args, 1));
+  const int32_t ma = static_cast<int32_t>(int_param(args, 5)), mb = static_cast<int32_t>(int_param(args, 6));
+  const bool vector = (active_isa() == Isa::kAvx2 || active_isa() == Isa::kAvx512) && s >= 10;
+#endif
+  const auto row = [&](int64_t out, const int64_t* offsets, const int64_t* steps, int64_t n) {
+    const uint8_t* ra = a + offsets[0];
+    const uint8_t* rb = b + offsets[1];
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (steps[0] == 1 && steps[1] == 1 && vector) {
+      // Eight at a time in 64-bit lanes (add_int8_row_avx2), the tail below.
+      const int64_t done = n - n % 8;
+      add_int8_row_avx2(ra, rb, done, a_signed, b_signed, za, zb, ma, mb, s, static_cast<int32_t>(y_zp),
+                        static_cast<int32_t>(lo), static_cast<int32_t>(hi), y_signed, static_cast<uint8_t*>(y) + out);
+      for (int64_t i = done; i < n; ++i) {
+        const int64_t v = (table[0][ra[i]] + table[1][rb[i]] + half) >> s;
+        store_q(y, y_signed, out + i, v + y_zp, lo, hi);
+      }
+      return;
+    }
+#endif
+    if (steps[0] == 1 && steps[1] == 1 && !y_signed) {
+      uint8_t* ry = static_cast<uint8_t*>(y) + out;
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t v = ((table[0][ra[i]] + table[1][rb[i]] + half) >> s) + y_zp;
+        v = v < lo ? lo : v > hi ? hi : v;
+        ry[i] = static_cast<uint8_t>(v);
+      }
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = (table[0][ra[i * steps[0]]] + table[1][rb[i * steps[1]]] + half) >> s;
+      store_q(y, y_signed, out + i, v + y_zp, lo, hi);
+    }
+  };
+  const Tensor& yt = args.out(0);
+  // Both as large as the output they broadcast to: the same elements in
+  // the same order (binary_map's test).
+  if (args.in(0).numel() == yt.numel() && args.in(1).numel() == yt.numel()) {
+    // No broadcasting (ResNet's residual Adds): one row of every element,
+    // not one call per row of the last dim (8 to 32 values there).
+    const int64_t zero[2] = {0, 0}, one[2] = {1, 1};
+    row(0, zero, one, yt.numel());
+    return Error::kOk;
+  }
+  for_each_broadcast_row<2>(inputs, yt, row);
+  return Error::kOk;
+}
+
+Error run_mul_int8(const KernelArgs& args) {
+  const Tensor* inputs[2] = {&args.in(0), &args.in(1)};
+  const bool a_signed = args.in(0).dtype() == DType::INT8, b_signed = args.in(1).dtype() == DType::INT8;
+  const bool y_signed = args.out(0).dtype() == DType::INT8;
+  const void* a = args.in(0).data();
+  const void* b = args.in(1).data();
+  void* y = args.out(0).data();
+  const int64_t a_zp = int_param(args, 0), b_zp = int_param(args, 1), y_zp = int_param(args, 2);
+  const int64_t lo = int_param(args, 3), hi = int_param(args, 4);
+  const int32_t m = static_cast<int32_t>(int_param(args, 5)), s = static_cast<int32_t>(int_param(args, 6));
+  for_each_broadcast_row<2>(inputs, args.out(0),
+                            [&](int64_t out, const int64_t* offsets, const int64_t* steps, int64_t n) {
+                              for (int64_t i = 0; i < n; ++i) {
+                                const int64_t da = load_q(a, a_signed, offsets[0] + i * steps[0]) - a_zp;
+                                const int64_t db = load_q(b, b_signed, offsets[1] + i * steps[1]) - b_zp;
+                                // |da * db| <= 65025: requantize's 64-bit product cannot overflow.
+                                store_q(y, y_signed, out + i, qgemm_requantize(da * db, m, s) + y_zp, lo, hi);
+                              }
+                            });
+  return Error::kOk;
+}
+
+}  // namespace
+
+#define KILN_QUANTIZED_KERNELS(K)                                           \
+  K(QuantizeLinear, check_quantize, run_quantize, 0)                        \
+  K(DequantizeLinear, check_dequantize, run_dequantize, 0)                  \
+  K(DynamicQuantizeLinear, check_dynamic_quantize, run_dynamic_quantize, 0) \
+  K(ConvInt8, check_conv_int8, run_conv_int8, 0)                            \
+  K(GemmInt8, check_gemm_int8, run_gemm_int8, 0)                            \
+  K(AvgPoolInt8, check_avg_pool_int8, run_avg_pool_int8, 0)                 \
+  K(AddInt8, check_add_int8, run_add_int8, 0)                               \
+  K(MulInt8, check_mul_int8, run_mul_int8, 0)
+
+KILN_DEFINE_KERNEL_ENTRIES(KILN_QUANTIZED_KERNELS)
+const KernelEntry kQuantizedKernels[] = {KILN_QUANTIZED_KERNELS(KILN_KERNEL_TABLE_ROW)};
+const size_t kNumQuantizedKernels = sizeof(kQuantizedKernels) / sizeof(kQuantizedKernels[0]);
+
+}  // namespace kernels
+}  // namespace kiln
