@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fits the rational functions of kernels/cpu/src/vmath_x86_body.inc.
+"""Fits the rational functions of kernels/cpu/src/vmath_body.inc.
 
 tanh(x) and erf(x) as x P(x^2) / Q(x^2) on [0, c], least relative error:
 P(z) - f(z) Q(z) solved by weighted least squares over a dense grid, the

@@ -134,7 +134,7 @@ void check(int64_t m, int64_t n, int64_t k, bool extreme, QGemmTileFn tile) {
 
 int main() {
   const QGemmTileFn tile = qgemm_tile_for(active_isa());
-#if KILN_QGEMM_DSP
+#if KILN_CORTEXM_DSP
   const QGemmTileFn expected = qgemm_tile_dsp;
   const char* name = "dsp (SMLAD)";
 #else

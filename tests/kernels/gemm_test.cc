@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "arm/neon.h"
 #include "flatbuffers/flatbuffers.h"
 #include "gemm.h"
+#include "isa_switch.h"
 #include "kernel_test_values.h"
-#include "neon.h"
 #include "row_checks.h"
+#include "x86/x86.h"
 
 namespace kiln::kernels {
 namespace {
@@ -520,7 +522,7 @@ TEST(DirectConvS2Test, MatchesDefinitionOrDeclines) {
       SCOPED_TRACE(testing::Message() << "c" << g.c << " " << g.h << "x" << g.w << " k" << g.kh << "x" << g.kw);
       SCOPED_TRACE(path == GemmPath::kAuto ? "best path" : "AVX2");
       // Every geometry here fits the kernels' buffers.
-#if KILN_GEMM_X86
+#if KILN_X86
       const bool has_kernel = path == GemmPath::kAuto ? x86::has_avx512f() || x86::has_avx2_fma() : x86::has_avx2_fma();
 #elif KILN_NEON
       const bool has_kernel = path == GemmPath::kAuto && neon::enabled();
@@ -561,7 +563,7 @@ TEST(DirectConvS2Test, MatchesDefinitionOrDeclines) {
   EXPECT_FALSE(conv_s2_direct(conv, GemmPath::kPortable));
 }
 
-#if KILN_GEMM_X86
+#if KILN_X86
 // The two-panel AVX-512 tile against the one-panel kernel on each panel,
 // bit for bit: every row count, depths around the unrolled step, B in
 // place (a row stride past the two panels) and C strided; accumulation,

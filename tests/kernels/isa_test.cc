@@ -5,8 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gemm.h"
-#include "neon.h"
+#include "isa_switch.h"
 
 namespace kiln::kernels {
 namespace {
@@ -44,7 +43,7 @@ TEST_F(IsaTest, RefusesAPathTheProcessorLacks) {
 TEST_F(IsaTest, CapsTheKernelsDispatch) {
   ASSERT_EQ(set_isa(Isa::kScalar), Error::kOk);
   EXPECT_EQ(active_isa(), Isa::kScalar);
-#if KILN_GEMM_X86
+#if KILN_X86
   EXPECT_FALSE(x86::has_avx2_fma());
   EXPECT_FALSE(x86::has_avx512f());
   if (processor_isa() >= Isa::kAvx2) {

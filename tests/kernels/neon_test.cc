@@ -1,4 +1,4 @@
-// The NEON kernels (kernels/cpu/src/gemm_neon.cc) that the other
+// The NEON kernels (kernels/cpu/src/arm/) that the other
 // kernel tests do not reach through a path argument, against
 // double-precision references: the Softmax and LayerNormalization rows
 // (row lengths around the vector width, the range of e^x, infinities and
@@ -18,7 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "neon.h"
+#include "arm/neon.h"
+#include "isa_switch.h"
 #include "row_checks.h"
 
 namespace kiln::kernels {

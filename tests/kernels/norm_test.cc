@@ -3,13 +3,14 @@
 
 #include <gtest/gtest.h>
 
-#include "gemm.h"
+#include "isa_switch.h"
 #include "row_checks.h"
+#include "x86/x86.h"
 
 namespace kiln::kernels {
 namespace {
 
-#if KILN_GEMM_X86
+#if KILN_X86
 
 using namespace row_checks;
 
@@ -36,7 +37,7 @@ TEST(LayerNormAvx2Test, MatchesReference) {
   check_layer_norm_matches_reference(x86::layer_norm_row_avx2);
 }
 
-#endif  // KILN_GEMM_X86
+#endif  // KILN_X86
 
 }  // namespace
 }  // namespace kiln::kernels

@@ -61,11 +61,11 @@ int64_t reference_sum(const Operands& o, int64_t c, int64_t p) {
 
 std::vector<QGemmTileFn> tiles_here() {
   std::vector<QGemmTileFn> out = {qgemm_tile_portable};
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
   if (processor_has(Isa::kAvx2)) out.push_back(qgemm_tile_avx2);
   if (processor_has(Isa::kAvx512) && processor_has_avx512_vnni()) out.push_back(qgemm_tile_avx512_vnni);
 #endif
-#if KILN_QGEMM_NEON
+#if KILN_NEON
   out.push_back(qgemm_tile_neon);
   if (processor_has_dotprod()) out.push_back(qgemm_tile_neon_dot);
 #endif
@@ -77,7 +77,7 @@ std::vector<QGemmTileFn> tiles_here() {
 // which has it, and say so with KILN_EXPECT_DOTPROD=1), vmull/vpadal where
 // not, the portable loop with KILN_ISA=scalar.
 TEST(QGemm, ArmInnerLoopIsSelected) {
-#if KILN_QGEMM_NEON
+#if KILN_NEON
   const char* expect_dotprod = std::getenv("KILN_EXPECT_DOTPROD");
   if (expect_dotprod != nullptr && expect_dotprod[0] == '1') {
     EXPECT_TRUE(processor_has_dotprod());
@@ -506,7 +506,7 @@ TEST(QGemm, Im2colPacksWindowsPaddingAndFlip) {
 // (the weights reordered a tile of 8 channels at a time) or room for all
 // of them, and nothing is written past the output planes.
 TEST(QGemm, DirectConvolutionMatchesIm2colAndTheProduct) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
   struct Case {
     int64_t c, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, m;
   };
@@ -619,7 +619,7 @@ TEST(QGemm, DirectConvolutionMatchesIm2colAndTheProduct) {
 // 2^31 - 1 and random, zero points at both ends, clamps inside the range;
 // the tail past the last multiple of 8 left alone.
 TEST(QGemm, AddInt8RowsMatchTheExactFormula) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
   if (!processor_has(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
   for (const int64_t n : {256 + 7, 16 + 8 + 5}) {
     std::vector<uint8_t> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));

@@ -1,9 +1,10 @@
 #include "activation.h"
 
-#include "gemm.h"
+#include "arm/neon.h"
+#include "isa_switch.h"
 #include "kernel_util.h"
-#include "neon.h"
 #include "vmath.h"
+#include "x86/x86.h"
 
 namespace kiln {
 namespace kernels {
@@ -22,7 +23,7 @@ void apply_activation(float* data, int64_t n, const fb::FusedActivation* activat
   switch (activation->kind()) {
     case fb::Activation::NONE: return;
     case fb::Activation::RELU:
-#if KILN_GEMM_X86
+#if KILN_X86
       if (x86::has_avx2_fma()) {
         x86::clamp_avx2(data, n, 0.f, __builtin_inff(), true);
         return;
@@ -37,7 +38,7 @@ void apply_activation(float* data, int64_t n, const fb::FusedActivation* activat
       for (int64_t i = 0; i < n; ++i) data[i] = data[i] > 0.f ? data[i] : 0.f;
       return;
     case fb::Activation::CLIP:
-#if KILN_GEMM_X86
+#if KILN_X86
       if (x86::has_avx2_fma()) {
         x86::clamp_avx2(data, n, alpha, beta, false);
         return;

@@ -1,11 +1,14 @@
-// depthwise_conv (depthwise.h): the vector kernel the ISA switch allows, or
-// plain loops (any stride, firmware).
+// depthwise_conv (depthwise.h): the vector kernel the ISA switch allows
+// (x86/depthwise_avx2.cc, x86/depthwise_avx512.cc), or plain loops (any
+// stride, firmware).
 
 #include "depthwise.h"
 
 #include "activation.h"
-#include "gemm.h"
+#include "arm/neon.h"
+#include "isa_switch.h"
 #include "kiln/kernels/isa.h"
+#include "x86/x86.h"
 
 namespace kiln {
 namespace kernels {
@@ -32,6 +35,12 @@ void depthwise_portable(const DepthwiseConv& c) {
 
 }  // namespace
 
+#if !KILN_X86
+// No vector kernels here: the plain loops run.
+bool depthwise_conv_avx2(const DepthwiseConv&, bool, float, float) { return false; }
+bool depthwise_conv_avx512(const DepthwiseConv&, bool, float, float) { return false; }
+#endif
+
 void depthwise_conv(const DepthwiseConv& conv, const fb::FusedActivation* activation) {
   // RELU and CLIP clamp inside the vector kernels; the others run after.
   const fb::Activation kind = activation != nullptr ? activation->kind() : fb::Activation::NONE;
@@ -39,7 +48,7 @@ void depthwise_conv(const DepthwiseConv& conv, const fb::FusedActivation* activa
   const float lo = kind == fb::Activation::RELU ? 0.f : clamp ? activation->alpha() : 0.f;
   const float hi = kind == fb::Activation::RELU ? __builtin_inff() : clamp ? activation->beta() : 0.f;
   bool done = false;
-#if KILN_GEMM_X86
+#if KILN_X86
   const Isa isa = active_isa();
   // A row whose last 16-float vector would be at most half full (7, 20,
   // 56 wide) takes the 8-float kernel: fewer idle lanes, and on processors

@@ -30,7 +30,8 @@ struct DepthwiseConv {
 };
 void depthwise_conv(const DepthwiseConv& conv, const fb::FusedActivation* activation);
 
-// The x86-64 vector versions (depthwise_x86.cc): false, having done
+// The x86-64 vector versions (x86/depthwise_avx2.cc, x86/depthwise_avx512.cc;
+// elsewhere they do nothing): false, having done
 // nothing, unless the stride is 1 or 2, the kernel at most
 // kDepthwiseMaxKernel on each axis, a padded row fits the stack buffers
 // and (dilated rows) the kh rows of an output row find distinct slots.

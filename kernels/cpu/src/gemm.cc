@@ -3,8 +3,10 @@
 #include <string.h>
 
 #include "activation.h"
-#include "neon.h"
+#include "arm/neon.h"
+#include "isa_switch.h"
 #include "parallel.h"
+#include "x86/x86.h"
 
 namespace kiln {
 namespace kernels {
@@ -80,7 +82,7 @@ void micro_kernel_portable(int64_t kc, const float* a, const float* b, int64_t l
 }
 
 MicroKernel select_micro_kernel(GemmPath path) {
-#if KILN_GEMM_X86
+#if KILN_X86
   if (path == GemmPath::kAuto && x86::has_avx512f()) return x86::micro_kernel_avx512;
   if (path != GemmPath::kPortable && x86::has_avx2_fma()) return x86::micro_kernel_avx2;
 #endif
@@ -235,7 +237,7 @@ inline void im2col_segment(const GemmIm2col& g, const float* image, int64_t ky, 
   for (int64_t q = 0; q < q0; ++q) d[q] = 0.f;
   if (g.sw == 1) {
     memcpy(d + q0, row + ix0 + q0, static_cast<size_t>(q1 - q0) * sizeof(float));
-#if KILN_GEMM_X86
+#if KILN_X86
   } else if (g.sw == 2 && avx2 && q1 > q0) {
     x86::copy_stride2_avx2(row + ix0 + 2 * q0, q1 - q0, g.w - (ix0 + 2 * q0), d + q0);
 #elif KILN_NEON
@@ -253,7 +255,7 @@ inline void im2col_segment(const GemmIm2col& g, const float* image, int64_t ky, 
 // row they cover; each run is copied from its input row where it lies
 // inside the image.
 void pack_b_im2col(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst, GemmPath path) {
-#if KILN_GEMM_X86
+#if KILN_X86
   const bool avx2 = path != GemmPath::kPortable && x86::has_avx2_fma();
 #elif KILN_NEON
   const bool avx2 = path != GemmPath::kPortable && neon::enabled();
@@ -318,7 +320,7 @@ namespace {
 // much as the product, and five of six rows of every register tile would
 // be wasted. Writes A B into `out`.
 void gemv(int64_t n, int64_t k, const float* a, const GemmMatrix& b, float* out, GemmPath path) {
-#if KILN_GEMM_X86
+#if KILN_X86
   if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
     x86::gemv_avx2(n, k, a, b.data, b.ld, b.trans, out);
     return;
@@ -364,7 +366,7 @@ void panels_gemv_portable(const float* a, int64_t stride, int64_t panels, const 
 using PanelsGemv = void (*)(const float* a, int64_t stride, int64_t panels, const float* bx, int64_t len, float* out);
 
 PanelsGemv select_panels_gemv(GemmPath path) {
-#if KILN_GEMM_X86
+#if KILN_X86
   if (path != GemmPath::kPortable && x86::has_avx2_fma()) return x86::panels_gemv_avx2;
 #endif
   static_cast<void>(path);
@@ -547,7 +549,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
   }
 #else
   const MicroKernel kernel = select_micro_kernel(path);
-#if KILN_GEMM_X86
+#if KILN_X86
   const bool wide = kernel == x86::micro_kernel_avx512;
 #endif
   const bool direct_b =
@@ -611,7 +613,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
             const bool bias = first && !epilogue.accumulate;
             const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
             const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
-#if KILN_GEMM_X86
+#if KILN_X86
             if (pair) {
               x86::micro_kernel_avx512_x2(kc, a_block + ir / kGemmMr * a_stride, bp, bp + kGemmNr, ldb, tile, ldc, mr,
                                           !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on, clamp.lo,
@@ -645,7 +647,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
             }
           } else {
             for (int64_t jr = q0 * kGemmNr; jr < j_end; jr += kGemmNr) {
-#if KILN_GEMM_X86
+#if KILN_X86
               // Two whole panels of B read in place at once on AVX-512 (the
               // same bits as one by one): each row of B is 32 contiguous
               // floats instead of two 16-float pieces each straddling cache
@@ -747,7 +749,7 @@ void depthwise3x3(const float* in, int64_t h, int64_t w, const float* weights, f
                   GemmPath path) {
   const Clamp clamp = clamp_of(activation);
   bool done = false;
-#if KILN_GEMM_X86
+#if KILN_X86
   if (path == GemmPath::kAuto && x86::has_avx512f()) {
     done = x86::depthwise3x3_avx512(in, h, w, weights, bias, stride, pt, pl, out, oh, ow, clamp.on, clamp.lo, clamp.hi);
   }
@@ -780,7 +782,7 @@ void conv_s2_post_activation(const DirectConvS2& conv, int64_t oy0, int64_t oy1)
 bool conv_s2_direct(const DirectConvS2& conv, GemmPath path) {
   const int64_t oy1 = conv.oy1 < 0 || conv.oy1 > conv.oh ? conv.oh : conv.oy1;
   const int64_t oy0 = conv.oy0 < 0 ? 0 : conv.oy0 > oy1 ? oy1 : conv.oy0;
-#if KILN_GEMM_X86
+#if KILN_X86
   // AVX-512 where the processor and KILN_ISA allow it, AVX2 otherwise or
   // when asked for (kAvx2: tests of that kernel on AVX-512 machines).
   const Clamp clamp = clamp_of(conv.activation);

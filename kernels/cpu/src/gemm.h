@@ -9,9 +9,10 @@
 //     matrix or, for a convolution, the im2col view of its input, packed
 //     straight from the image so the im2col matrix never exists whole.
 // The register tile is computed by a micro-kernel chosen when the call
-// starts: AVX2+FMA on x86-64 processors that have them (checked at run time,
-// so the library runs on any x86-64), portable C++ elsewhere. Both read the
-// same packed layout.
+// starts: AVX-512 or AVX2+FMA on x86-64 processors that have them (checked
+// at run time, so the library runs on any x86-64; x86/gemm_*.cc), NEON on
+// arm64 (arm/gemm_neon.cc), portable C++ elsewhere. All read the same
+// packed layout.
 
 #ifndef KILN_KERNELS_CPU_SRC_GEMM_H_
 #define KILN_KERNELS_CPU_SRC_GEMM_H_
@@ -134,78 +135,6 @@ struct DirectConvS2 {
   int64_t oy0 = 0, oy1 = -1;
 };
 bool conv_s2_direct(const DirectConvS2& conv, GemmPath path = GemmPath::kAuto);
-
-// The x86-64 AVX2+FMA implementations (gemm_x86.cc), built into every
-// x86-64 build with per-function target attributes (no global -mavx2) and
-// only called when the processor has both.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define KILN_GEMM_X86 1
-#else
-#define KILN_GEMM_X86 0
-#endif
-
-#if KILN_GEMM_X86
-namespace x86 {
-// Whether the AVX2+FMA (AVX-512) kernels may run: the processor has them
-// and the ISA switch (kiln/kernels/isa.h, isa.cc) does not cap below them.
-bool has_avx2_fma();
-bool has_avx512f();
-void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
-                         int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
-                         float lo, float hi);
-// Two whole 16-column tiles at once (B panels at b0 and b1, one ldb), the
-// same bits as micro_kernel_avx512 on each.
-void micro_kernel_avx512_x2(int64_t kc, const float* a, const float* b0, const float* b1, int64_t ldb, float* c,
-                            int64_t ldc, int64_t mr, bool accumulate, const float* row_bias, const float* col_bias,
-                            bool clamp, float lo, float hi);
-void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
-                       int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
-                       float hi);
-void depthwise3x3_avx2(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
-                       int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
-// The same with 16 outputs per 512-bit vector and no copies (see
-// gemm_x86.cc); false, having done nothing, unless the stride is 1 or 2 and
-// the left pad 0 or 1.
-bool depthwise3x3_avx512(const float* in, int64_t h, int64_t w, const float* weights, float bias, int64_t stride,
-                         int64_t pt, int64_t pl, float* out, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
-bool conv_s2_avx512(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
-                    const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow,
-                    int64_t oy0, int64_t oy1, bool clamp, float lo, float hi);
-// conv_s2_avx512 on eight lanes (a 6x16 tile); false in the same cases.
-bool conv_s2_avx2(const float* x, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
-                  const float* packed_weights, int64_t m, const float* bias, float* y, int64_t oh, int64_t ow,
-                  int64_t oy0, int64_t oy1, bool clamp, float lo, float hi);
-// dst[q] = src[2 * q] for q < count, reading src[0 .. avail) only
-// (avail >= 2 * count - 1): the stride-2 rows of an im2col panel.
-void copy_stride2_avx2(const float* src, int64_t count, int64_t avail, float* dst);
-void gemv_avx2(int64_t n, int64_t k, const float* a, const float* b, int64_t ldb, bool trans_b, float* out);
-// Panels of A packed by gemm_prepack_a (`panels` of them, `stride` floats
-// apart: kGemmMr * k) times one column: out[kGemmMr * q + r] = the sum over
-// j < len with j % kGemmMr == r of panel q's float j times bx[j], where bx
-// is the column with each entry repeated kGemmMr times (len = kGemmMr *
-// the columns of A taken). The matrix-vector product of a 1x1 convolution
-// on a 1x1 plane (squeeze-and-excitation), without a 16-column panel.
-// The AVX-512 path runs it too: 16-lane accumulators measured slower
-// (their fold waits on stores that cannot forward to the loads).
-void panels_gemv_avx2(const float* a, int64_t stride, int64_t panels, const float* bx, int64_t len, float* out);
-// data[i] = clamp(data[i], lo, hi) as apply_activation's RELU (NaN gives
-// lo: `relu`) or CLIP (NaN stays NaN) computes it.
-void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu);
-// Max pooling of one plane (pool.cc); false when the geometry does not fit.
-bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride, int64_t pt,
-                   int64_t pl, float* out, int64_t oh, int64_t ow);
-// Softmax of one contiguous row, and LayerNormalization of one row (the
-// statistics in double), as norm.cc's scalar loops compute them (norm_x86.cc).
-void softmax_row_avx2(const float* in, int64_t n, float* out);
-void layer_norm_row_avx2(const float* in, int64_t n, const float* scale, const float* bias, double epsilon, float* out,
-                         float* out_mean, float* out_inv);
-// Winograd F(2x2, 3x3) transforms of up to eight tiles at a time (winograd.cc).
-void winograd_input_avx2(const float* image, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t tw, int64_t t_first,
-                         int64_t count, float* out, int64_t stride_xi, int64_t room);
-void winograd_output_avx2(const float* prod, int64_t stride_xi, int64_t t_first, int64_t count, int64_t tw, float bias,
-                          float* plane, int64_t oh, int64_t ow, bool clamp, float lo, float hi);
-}  // namespace x86
-#endif
 
 }  // namespace kernels
 }  // namespace kiln

@@ -1,10 +1,10 @@
 // Grouped 3x3 convolution, stride 1 or 2, padding 1 on every side, no
-// dilation, of one image's group (grouped_conv_x86.cc): the small groups of
-// RegNet and ResNeXt (4 to 16 channels each) computed straight from a
-// zero-padded copy of the group's input instead of as an im2col product,
-// whose packing of 9 x cg rows costs more than the product it feeds. Host
-// x86-64 only: elsewhere grouped_conv3x3 declines and the packed product
-// runs. Internal.
+// dilation, of one image's group (grouped_conv.cc, x86/grouped_conv_*.cc):
+// the small groups of RegNet and ResNeXt (4 to 16 channels each) computed
+// straight from a zero-padded copy of the group's input instead of as an
+// im2col product, whose packing of 9 x cg rows costs more than the product
+// it feeds. Host x86-64 only: elsewhere grouped_conv3x3 declines and the
+// packed product runs. Internal.
 //
 // Scratch (caller's, grouped_conv3x3_scratch_floats floats for the whole
 // plane at once; less makes the kernel go by bands of output rows):
@@ -82,6 +82,14 @@ bool grouped_conv3x3(const GroupedConv3x3& conv, const fb::FusedActivation* acti
 // RELU and CLIP as a clamp to [lo, hi].
 bool grouped_conv3x3_avx2(const GroupedConv3x3& conv, bool clamp, float lo, float hi);
 bool grouped_conv3x3_avx512(const GroupedConv3x3& conv, bool clamp, float lo, float hi);
+
+// What both kernels do in plain code first (grouped_conv.cc, x86-64 only):
+// the weights out of gemm_prepack_a's panels into [cg][9][up to `chunk`]
+// per `chunk` output channels at the scratch's start; padded rows
+// [r0, r0 + rows) of every channel into `pad` (the layout above), then the
+// slack.
+void grouped_conv3x3_prepare_weights(const GroupedConv3x3& conv, int64_t chunk);
+void grouped_conv3x3_prepare_band(const GroupedConv3x3& conv, int64_t r0, int64_t rows, float* pad);
 
 }  // namespace kernels
 }  // namespace kiln

@@ -1,8 +1,9 @@
 // The ISA switch (kiln/kernels/isa.h): the processor's best path, capped by
 // set_isa() or the KILN_ISA environment variable. Every x86 dispatch in the
-// kernels asks x86::has_avx2_fma() / has_avx512f() (gemm.h), every arm64
-// one neon::enabled() (neon.h), which read active_isa(), so one switch
-// forces every kernel at once.
+// kernels asks x86::has_avx2_fma() / has_avx512f(), every arm64 one
+// neon::enabled() (isa_switch.h), which read active_isa(), so one switch
+// forces every kernel at once. The processor's own extensions beyond a
+// path (AVX-512 VNNI, the dot-product instructions) are detected here too.
 
 #include "kiln/kernels/isa.h"
 
@@ -10,10 +11,14 @@
 #include <string.h>
 
 #include <atomic>
+#include <initializer_list>
 
-#include "gemm.h"
+#include "isa_switch.h"
 #include "kiln/runtime/log.h"
-#include "neon.h"
+
+#if KILN_NEON && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 
 namespace kiln {
 namespace kernels {
@@ -23,7 +28,7 @@ namespace {
 std::atomic<int> g_active{-1};
 
 Isa detect_processor() {
-#if KILN_GEMM_X86
+#if KILN_X86
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     return __builtin_cpu_supports("avx512f") ? Isa::kAvx512 : Isa::kAvx2;
@@ -36,7 +41,7 @@ Isa detect_processor() {
 
 Isa from_environment() {
   const Isa best = processor_isa();
-#if KILN_GEMM_X86 || KILN_NEON
+#if KILN_X86 || KILN_NEON
   const char* requested = getenv("KILN_ISA");
   if (requested == nullptr || requested[0] == '\0') return best;
   Isa cap = best;
@@ -103,12 +108,25 @@ Error set_isa(Isa isa) {
   return Error::kOk;
 }
 
-#if KILN_GEMM_X86
+#if KILN_X86
 bool x86::has_avx2_fma() { return active_isa() >= Isa::kAvx2; }
 bool x86::has_avx512f() { return active_isa() >= Isa::kAvx512; }
+
+bool processor_has_avx512_vnni() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+}
 #endif
 #if KILN_NEON
 bool neon::enabled() { return active_isa() == Isa::kNeon; }
+
+bool processor_has_dotprod() {
+#if defined(__linux__) && defined(HWCAP_ASIMDDP)
+  return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+  return false;
+#endif
+}
 #endif
 
 }  // namespace kernels

@@ -4,11 +4,12 @@
 
 #include <math.h>
 
+#include "arm/neon.h"
 #include "cpu_kernels.h"
-#include "gemm.h"
+#include "isa_switch.h"
 #include "kernel_util.h"
-#include "neon.h"
 #include "parallel.h"
+#include "x86/x86.h"
 
 namespace kiln {
 namespace kernels {
@@ -30,7 +31,7 @@ Error check_softmax(const KernelArgs& args) {
 // Softmax over the rows [o0, o1) of `outer`.
 template <bool kLog>
 void softmax_rows(const float* in, float* out, int64_t o0, int64_t o1, int64_t n, int64_t inner) {
-#if KILN_GEMM_X86
+#if KILN_X86
   if (!kLog && inner == 1 && x86::has_avx2_fma()) {
     // Contiguous rows: eight lanes at a time.
     for (int64_t o = o0; o < o1; ++o) x86::softmax_row_avx2(in + o * n, n, out + o * n);
@@ -167,7 +168,7 @@ Error check_layer_norm(const KernelArgs& args) {
 // LayerNormalization of the rows [o0, o1).
 void layer_norm_rows(const float* in, const float* scale, const float* bias, double eps, int64_t inner, int64_t o0,
                      int64_t o1, float* out, float* mean_out, float* inv_out) {
-#if KILN_GEMM_X86
+#if KILN_X86
   if (x86::has_avx2_fma()) {
     for (int64_t o = o0; o < o1; ++o) {
       x86::layer_norm_row_avx2(in + o * inner, inner, scale, bias, eps, out + o * inner,

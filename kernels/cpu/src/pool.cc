@@ -16,11 +16,12 @@
 
 #include <math.h>
 
+#include "arm/neon.h"
 #include "cpu_kernels.h"
-#include "gemm.h"
+#include "isa_switch.h"
 #include "kernel_util.h"
-#include "neon.h"
 #include "parallel.h"
+#include "x86/x86.h"
 
 namespace kiln {
 namespace kernels {
@@ -109,7 +110,7 @@ Error run_pool(const KernelArgs& args) {
   // Max pooling without dilation and with one stride of 1 or 2 has an AVX2
   // version on x86-64 processors that have it, and a NEON one on arm64.
   bool vector = false;
-#if KILN_GEMM_X86
+#if KILN_X86
   vector = is_max && g.dh == 1 && g.dw == 1 && g.sh == g.sw && x86::has_avx2_fma();
 #elif KILN_NEON
   vector = is_max && g.dh == 1 && g.dw == 1 && g.sh == g.sw && neon::enabled();
@@ -122,7 +123,7 @@ Error run_pool(const KernelArgs& args) {
     for (int64_t plane = p0; plane < p1; ++plane) {
       const float* in = x + plane * g.h * g.w;
       float* out = y + plane * g.oh * g.ow;
-#if KILN_GEMM_X86
+#if KILN_X86
       if (vector && x86::max_pool_avx2(in, g.h, g.w, g.kh, g.kw, g.sh, g.pt, g.pl, out, g.oh, g.ow)) continue;
 #elif KILN_NEON
       if (vector && neon::max_pool(in, g.h, g.w, g.kh, g.kw, g.sh, g.pt, g.pl, out, g.oh, g.ow)) continue;

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "isa_switch.h"
 #include "kiln/kernels/isa.h"
 #include "kiln/kernels/qgemm.h"
 #include "kiln/runtime/tensor.h"
@@ -34,30 +35,18 @@ using QGemmTileFn = void (*)(int64_t kp, const int8_t* w, int64_t ldw, int64_t m
 QGemmTileFn qgemm_tile_for(Isa isa);
 void qgemm_tile_portable(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                          int32_t acc[kQGemmMr][kQGemmNr]);
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
 void qgemm_tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                      int32_t acc[kQGemmMr][kQGemmNr]);
 void qgemm_tile_avx512_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                             int32_t acc[kQGemmMr][kQGemmNr]);
-// Whether the processor has AVX512-VNNI (and AVX512BW); the avx512 path
-// uses vpdpbusd only then, the AVX2 loop otherwise.
-bool processor_has_avx512_vnni();
 #endif
 
 // Arm: Cortex-M with the DSP extension (SMLAD), chosen when the image is
-// compiled for such a core; AArch64's Advanced SIMD, with sdot where the
-// processor has the dot-product extension (qgemm_arm.cc).
-#if defined(__ARM_FEATURE_DSP) && !defined(__aarch64__) && defined(__GNUC__)
-#define KILN_QGEMM_DSP 1
-#else
-#define KILN_QGEMM_DSP 0
-#endif
-#if defined(__aarch64__) && defined(__GNUC__)
-#define KILN_QGEMM_NEON 1
-#else
-#define KILN_QGEMM_NEON 0
-#endif
-#if KILN_QGEMM_DSP
+// compiled for such a core (arm/qgemm_cortexm.cc); AArch64's Advanced SIMD
+// (arm/qgemm_neon.cc), with sdot where the processor has the dot-product
+// extension (arm/qgemm_neon_dot.cc).
+#if KILN_CORTEXM_DSP
 void qgemm_tile_dsp(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                     int32_t acc[kQGemmMr][kQGemmNr]);
 // qgemm_dot_rows with SMLAD (the one-row product's weight rows, kp bytes
@@ -65,13 +54,11 @@ void qgemm_tile_dsp(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const 
 void qgemm_dot_rows_dsp(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
                         int32_t* out);
 #endif
-#if KILN_QGEMM_NEON
+#if KILN_NEON
 void qgemm_tile_neon(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                      int32_t acc[kQGemmMr][kQGemmNr]);
 void qgemm_tile_neon_dot(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                          int32_t acc[kQGemmMr][kQGemmNr]);
-// Whether the processor has the dot-product extension (sdot).
-bool processor_has_dotprod();
 #endif
 
 struct QGemmProblem {
@@ -103,7 +90,7 @@ void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m
 // convolution's output row (x already in the uint8 domain).
 void qgemm_depthwise_tap(int32_t* acc, const uint8_t* x, int64_t stride, int64_t n, int32_t w, Isa isa);
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
 // The first n - n % 8 taps of qgemm_depthwise_tap with stride 1.
 void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int32_t w);
 // QuantizeLinear of the first n - n % 8 values: y = clamp(round_half_even(x
@@ -236,7 +223,7 @@ void qgemm_gemv(const QGemmProblem& p, const uint8_t* x, uint8_t flip, int32_t x
 // only), exact, on the ISA's vector path where it has one.
 void qgemm_dot_rows(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
                     int32_t* out, Isa isa);
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
 void dot_rows_avx2(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
                    int32_t* out);
 void dot_rows_avx512_vnni(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,

@@ -65,14 +65,12 @@
 #include <math.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <emmintrin.h>
-#endif
-
 #include "broadcast.h"
 #include "cpu_kernels.h"
+#include "isa_switch.h"
 #include "kernel_util.h"
 #include "qgemm.h"
+#include "x86/int8_sse2.h"
 
 namespace kiln {
 namespace kernels {
@@ -138,7 +136,7 @@ void quantize(const KernelArgs& args, const Channels& c) {
   Q* y = args.out(0).data_as<Q>();
   constexpr float lo = sizeof(Q) == 1 && static_cast<Q>(-1) < 0 ? -128.f : 0.f;
   constexpr float hi = lo + 255.f;
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
   const bool vector = active_isa() == Isa::kAvx2 || active_isa() == Isa::kAvx512;
 #endif
   for (int64_t o = 0; o < c.outer; ++o) {
@@ -147,7 +145,7 @@ void quantize(const KernelArgs& args, const Channels& c) {
       const float z = zp != nullptr ? static_cast<float>(zp[ch]) : 0.f;
       const int64_t base = (o * c.channels + ch) * c.inner;
       int64_t i = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
       if (vector) {
         quantize_row_avx2(x + base, c.inner, s, z, lo, hi, lo == 0.f, y + base);
         i = c.inner - c.inner % 8;
@@ -410,7 +408,7 @@ Error check_conv_int8(const KernelArgs& args) {
 // tap one multiply-add over the row. The same sums as the im2col product
 // (zero-padded taps there add nothing: their weights are 0). False (nothing
 // done) when it does not apply or the padded plane exceeds the scratch.
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
 // Below this many channels the per-channel kernel's long rows beat the
 // lanes' half-empty vectors (depthwise_lanes_avx2); 8 channels fill them
 // with two output positions where the stride along rows is 1.
@@ -420,7 +418,7 @@ constexpr int64_t kDepthwiseLanesMinChannelsStride1 = 8;
 
 bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
   if (g.group != g.c || g.m != g.c || p.w_zp != nullptr || p.multiplier == nullptr) return false;
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
   if ((g.c >= kDepthwiseLanesMinChannels || (g.c >= kDepthwiseLanesMinChannelsStride1 && g.sw == 1)) &&
       (p.isa == Isa::kAvx2 || p.isa == Isa::kAvx512) &&
       depthwise_lanes_params_ok(args.in(2).data_as<const int32_t>(), p.shift, g.c)) {
@@ -572,7 +570,7 @@ bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmPr
 // (qgemm_conv_direct_pays). A 1x1 window keeps the packers (the columns as
 // they are, or one strided gather: cheaper than the phase planes).
 bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
   if (g.group != 1 || p.w_zp != nullptr || p.multiplier == nullptr) return false;
   if (g.kh * g.kw == 1 ||
       !qgemm_conv_direct_pays(g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.pb, g.pr)) {
@@ -808,17 +806,11 @@ AvgPoolInt8Geometry avg_pool_int8_geometry(const KernelArgs& args) {
 }
 
 // The sum of n uint8 or int8 values (n < 2^23: inside int32). On x86-64,
-// SSE2's psadbw adds 16 bytes at a time (int8 values biased by 128 first).
+// SSE2's psadbw adds 16 bytes at a time (x86/int8_sse2.h).
 int32_t sum_bytes(const uint8_t* x, int32_t n, bool is_signed) {
   int32_t i = 0, sum = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-  const __m128i bias = _mm_set1_epi8(is_signed ? static_cast<char>(0x80) : 0);
-  __m128i acc = _mm_setzero_si128();
-  for (; i + 16 <= n; i += 16) {
-    const __m128i v = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)), bias);
-    acc = _mm_add_epi64(acc, _mm_sad_epu8(v, _mm_setzero_si128()));
-  }
-  sum = _mm_cvtsi128_si32(acc) + _mm_cvtsi128_si32(_mm_srli_si128(acc, 8)) - (is_signed ? 128 * i : 0);
+#if KILN_X86
+  sum = x86::sum_bytes_sse2(x, n, is_signed, &i);
 #endif
   for (; i < n; ++i) sum += is_signed ? static_cast<int8_t>(x[i]) : x[i];
   return sum;
@@ -965,7 +957,7 @@ Error run_add_int8(const KernelArgs& args) {
   const int32_t s = static_cast<int32_t>(int_param(args, 7));
   const int64_t half = int64_t{1} << (s - 1);
   void* y = args.out(0).data();
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
   const bool a_signed = args.in(0).dtype() == DType::INT8, b_signed = args.in(1).dtype() == DType::INT8;
   const int32_t za = static_cast<int32_t>(int_param(args, 0)), zb = static_cast<int32_t>(int_param(args, 1));
   const int32_t ma = static_cast<int32_t>(int_param(args, 5)), mb = static_cast<int32_t>(int_param(args, 6));
@@ -974,7 +966,7 @@ Error run_add_int8(const KernelArgs& args) {
   const auto row = [&](int64_t out, const int64_t* offsets, const int64_t* steps, int64_t n) {
     const uint8_t* ra = a + offsets[0];
     const uint8_t* rb = b + offsets[1];
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KILN_X86
     if (steps[0] == 1 && steps[1] == 1 && vector) {
       // Eight at a time in 64-bit lanes (add_int8_row_avx2), the tail below.
       const int64_t done = n - n % 8;

@@ -1,7 +1,8 @@
-// Vectorised element-wise math for the x86-64 paths (vmath_x86.cc): one
-// pass over n floats computing a transcendental or piecewise function with
-// AVX2+FMA or AVX-512, whichever the ISA switch (kiln/kernels/isa.h)
-// allows. Internal.
+// Vectorised element-wise math (vmath.cc): one pass over n floats
+// computing a transcendental or piecewise function with AVX2+FMA or
+// AVX-512 (x86/vmath_avx2.cc, x86/vmath_avx512.cc) or NEON
+// (arm/vmath_neon.cc), whichever the ISA switch (kiln/kernels/isa.h)
+// allows; all three compile the one body of vmath_body.inc. Internal.
 //
 // Accuracy, measured against double precision by tests/kernels/math_test.cc
 // over every path (the scalar reference is the C library's):
@@ -41,7 +42,7 @@ namespace kiln {
 namespace kernels {
 
 // erf's polynomials for erf_portable below (the vector paths use a
-// quotient, vmath_x86_body.inc): |x| < 1: x P(x^2) (kErfSmall, degree 6);
+// quotient, vmath_body.inc): |x| < 1: x P(x^2) (kErfSmall, degree 6);
 // above, 1 - e^(Q(|x| - 1)) (kErfLarge, degree 8, fitted to log erfc on
 // [1, 3.92]).
 constexpr float kErfSmall[] = {7.9334233305417e-05f,  -0.0008034828351810575f, 0.0051912167109549046f,
@@ -93,8 +94,8 @@ enum class MathOp : uint8_t {
 bool vector_math(MathOp op, const float* in, float* out, int64_t n, float alpha = 0.f, float beta = 0.f);
 
 // The same on one chosen path (for tests): 2 = AVX-512, 1 = AVX2, 3 = NEON
-// (vmath_neon.cc, the same polynomials over 4 lanes); false
-// when the processor or the switch does not allow it.
+// (the same polynomials over 4 lanes); false when the processor or the
+// switch does not allow it.
 bool vector_math_on(int path, MathOp op, const float* in, float* out, int64_t n, float alpha = 0.f, float beta = 0.f);
 
 }  // namespace kernels

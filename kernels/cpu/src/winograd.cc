@@ -26,11 +26,13 @@
 #include <string.h>
 
 #include "activation.h"
+#include "arm/neon.h"
 #include "cpu_kernels.h"
 #include "gemm.h"
+#include "isa_switch.h"
 #include "kernel_util.h"
-#include "neon.h"
 #include "parallel.h"
+#include "x86/x86.h"
 
 namespace kiln {
 namespace kernels {
@@ -153,7 +155,7 @@ void apply_block_activation(const WinogradGeometry& g, int64_t t0, int64_t tb, c
 // C * round_up(tb, kGemmNr) floats, stride_xi apart); lanes past tb are zero.
 void transform_input(const WinogradGeometry& g, const float* x, int64_t t0, int64_t tb, float* v, int64_t stride_xi,
                      GemmPath path, int64_t c0, int64_t c1) {
-#if KILN_GEMM_X86
+#if KILN_X86
   if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
     // Up to eight tiles per step, never across the end of a tile row (they
     // would be gathered) or of a panel; each step may write all eight lanes
@@ -232,7 +234,7 @@ void transform_input(const WinogradGeometry& g, const float* x, int64_t t0, int6
 void transform_output(const WinogradGeometry& g, const float* prod, int64_t stride_xi, int64_t t0, int64_t tb,
                       const float* bias, const fb::FusedActivation* activation, float* y, GemmPath path,
                       int64_t m_begin, int64_t m_end) {
-#if KILN_GEMM_X86
+#if KILN_X86
   if (path != GemmPath::kPortable && x86::has_avx2_fma()) {
     // ReLU and Clip are applied in registers; other activations after.
     const fb::Activation kind = activation != nullptr ? activation->kind() : fb::Activation::NONE;

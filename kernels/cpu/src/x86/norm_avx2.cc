@@ -1,15 +1,15 @@
 // AVX2+FMA versions of the row-wise normalisations: Softmax of a contiguous
-// row and LayerNormalization of one row. Per-function target attributes,
-// as in gemm_x86.cc; norm.cc calls these only after has_avx2_fma().
+// row and LayerNormalization of one row, each function carrying KILN_AVX2
+// (isa_switch.h); norm.cc calls these only after has_avx2_fma().
 
-#include "gemm.h"
+#include "isa_switch.h"
 
-#if KILN_GEMM_X86
+#if KILN_X86
 
 #include <immintrin.h>
 #include <math.h>
 
-#define KILN_AVX2 __attribute__((target("avx2,fma")))
+#include "x86/x86.h"
 
 namespace kiln {
 namespace kernels {
@@ -159,4 +159,4 @@ KILN_AVX2 void layer_norm_row_avx2(const float* in, int64_t n, const float* scal
 }  // namespace kernels
 }  // namespace kiln
 
-#endif  // KILN_GEMM_X86
+#endif  // KILN_X86

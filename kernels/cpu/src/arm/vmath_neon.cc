@@ -1,23 +1,24 @@
 // vector_math (vmath.h) on AArch64: the element-wise functions of
-// vmath_x86_body.inc built once more over 4-lane Advanced SIMD primitives,
-// so every path computes the same polynomials with the same accuracy. Where
-// NEON's semantics differ from x86's, the primitive follows x86's, which the
-// body was written against: min/max return the second operand when either
-// is NaN, conversions round to nearest even. Selected by the ISA switch
+// vmath_body.inc over 4-lane Advanced SIMD primitives, so every path
+// computes the same polynomials with the same accuracy. Where NEON's
+// semantics differ from x86's, the primitive follows x86's, which the body
+// was written against: min/max return the second operand when either is
+// NaN, conversions round to nearest even. Selected by the ISA switch
 // (KILN_ISA=neon, the default on arm64; scalar keeps libm).
 
-#include "vmath.h"
+#include "isa_switch.h"
 
-#include <string.h>
-
-#include "kiln/kernels/isa.h"
-
-#if defined(__aarch64__)
+#if KILN_NEON
 
 #include <arm_neon.h>
+#include <string.h>
+
+#include "arm/neon.h"
+#include "vmath.h"
 
 namespace kiln {
 namespace kernels {
+
 namespace neon {
 
 #define KILN_VT
@@ -81,25 +82,16 @@ inline bool all_within(V n, float lo, float hi) {
 // The float bits `bits` with n added to their exponent.
 inline VI iadd_exponent(VI bits, VI n) { return vaddq_s32(bits, vshlq_n_s32(n, 23)); }
 
-#include "vmath_x86_body.inc"
+#include "vmath_body.inc"
 #undef KILN_VT
 
+void vmath(MathOp op, const float* in, float* out, int64_t n, float alpha, float beta) {
+  run(op, in, out, n, alpha, beta);
+}
+
 }  // namespace neon
-
-// Path 3 is NEON (vmath.h numbers the x86 paths 1 and 2).
-bool vector_math_on(int path, MathOp op, const float* in, float* out, int64_t n, float alpha, float beta) {
-  if (path != 3 || active_isa() != Isa::kNeon) return false;
-  neon::run(op, in, out, n, alpha, beta);
-  return true;
-}
-
-bool vector_math(MathOp op, const float* in, float* out, int64_t n, float alpha, float beta) {
-  if (active_isa() != Isa::kNeon) return false;
-  neon::run(op, in, out, n, alpha, beta);
-  return true;
-}
 
 }  // namespace kernels
 }  // namespace kiln
 
-#endif  // __aarch64__
+#endif  // KILN_NEON

@@ -1,0 +1,121 @@
+// The AVX-512 micro-kernels of the packed GEMM (gemm.cc): the 6x16 tile in
+// six 512-bit registers, and two whole tiles side by side (6x32) where B's
+// panels are read in place. Each function carries KILN_AVX512
+// (isa_switch.h); gemm.cc calls these only after has_avx512f() said yes.
+
+#include "isa_switch.h"
+
+#if KILN_X86
+
+#include <immintrin.h>
+
+#include "kiln/kernels/gemm_blocking.h"
+#include "x86/avx512_helpers.h"
+#include "x86/x86.h"
+
+namespace kiln {
+namespace kernels {
+namespace x86 {
+
+namespace {
+
+// v in the low half, zeros above (the masked insert: GCC 12 warns about
+// _mm512_zextps256_ps512's undefined source).
+KILN_AVX512 inline __m512 widen(__m256 v) {
+  const __m512d zero = _mm512_setzero_pd();
+  return _mm512_castpd_ps(_mm512_mask_insertf64x4(zero, 0xFF, zero, _mm256_castps_pd(v), 0));
+}
+
+}  // namespace
+
+// The same 6x16 tile in six 512-bit registers: per step of k one load of
+// B and six FMAs that broadcast A from memory, a third of the AVX2
+// kernel's instructions for the same work.
+KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                                     int64_t mr, int64_t nr, bool accumulate, const float* row_bias,
+                                     const float* col_bias, bool clamp, float lo, float hi) {
+  __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+  __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
+  if (nr <= 8) {
+    // A tile at most half as wide (the last panel of a 7x7 image's 49
+    // columns has one): 256-bit FMAs over the panel's first eight columns,
+    // half the work where 512-bit operations take two passes.
+    __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps(), d2 = _mm256_setzero_ps();
+    __m256 d3 = _mm256_setzero_ps(), d4 = _mm256_setzero_ps(), d5 = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int64_t p = 0; p < kc; ++p) {
+      const __m256 bv = _mm256_loadu_ps(b);
+      d0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a), bv, d0);
+      d1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), bv, d1);
+      d2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 2), bv, d2);
+      d3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), bv, d3);
+      d4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), bv, d4);
+      d5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), bv, d5);
+      a += kGemmMr;
+      b += ldb;
+    }
+    c0 = widen(d0);
+    c1 = widen(d1);
+    c2 = widen(d2);
+    c3 = widen(d3);
+    c4 = widen(d4);
+    c5 = widen(d5);
+    kc = 0;
+  }
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 bv = _mm512_loadu_ps(b);
+    c0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), bv, c0);
+    c1 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), bv, c1);
+    c2 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), bv, c2);
+    c3 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), bv, c3);
+    c4 = _mm512_fmadd_ps(_mm512_set1_ps(a[4]), bv, c4);
+    c5 = _mm512_fmadd_ps(_mm512_set1_ps(a[5]), bv, c5);
+    a += kGemmMr;
+    b += ldb;
+  }
+  const __mmask16 mask = static_cast<__mmask16>(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const auto bias = [row_bias](int64_t i) { return row_bias != nullptr ? row_bias[i] : 0.f; };
+  const __m512 col = col_bias != nullptr ? _mm512_maskz_loadu_ps(mask, col_bias) : _mm512_setzero_ps();
+  store_row16(c, c0, mask, accumulate, bias(0), col, clamp, vlo, vhi);
+  if (mr > 1) store_row16(c + ldc, c1, mask, accumulate, bias(1), col, clamp, vlo, vhi);
+  if (mr > 2) store_row16(c + 2 * ldc, c2, mask, accumulate, bias(2), col, clamp, vlo, vhi);
+  if (mr > 3) store_row16(c + 3 * ldc, c3, mask, accumulate, bias(3), col, clamp, vlo, vhi);
+  if (mr > 4) store_row16(c + 4 * ldc, c4, mask, accumulate, bias(4), col, clamp, vlo, vhi);
+  if (mr > 5) store_row16(c + 5 * ldc, c5, mask, accumulate, bias(5), col, clamp, vlo, vhi);
+}
+
+// Two whole 6x16 tiles side by side, B's panels at b0 and b1: twelve
+// 512-bit accumulators, per step of k two loads of B and six broadcasts of
+// A for twelve FMAs (the 6x16 kernel: one and six for six). Each output is
+// the same chain of FMAs as there, so the same bits.
+KILN_AVX512 void micro_kernel_avx512_x2(int64_t kc, const float* a, const float* b0, const float* b1, int64_t ldb,
+                                        float* c, int64_t ldc, int64_t mr, bool accumulate, const float* row_bias,
+                                        const float* col_bias, bool clamp, float lo, float hi) {
+  __m512 acc[kGemmMr][2];
+  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kc; ++p) {
+    fma_step_6x32(a, _mm512_loadu_ps(b0), _mm512_loadu_ps(b1), acc);
+    a += kGemmMr;
+    b0 += ldb;
+    b1 += ldb;
+  }
+  const __mmask16 mask = 0xFFFF;
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const auto bias = [row_bias](int64_t i) { return row_bias != nullptr ? row_bias[i] : 0.f; };
+  const __m512 col0 = col_bias != nullptr ? _mm512_loadu_ps(col_bias) : _mm512_setzero_ps();
+  const __m512 col1 = col_bias != nullptr ? _mm512_loadu_ps(col_bias + kGemmNr) : _mm512_setzero_ps();
+  const Tile6x32 out = tile_out_6x32(acc);
+  for (int64_t i = 0; i < mr; ++i) {
+    store_row16(c + i * ldc, out.v[i][0], mask, accumulate, bias(i), col0, clamp, vlo, vhi);
+    store_row16(c + i * ldc + kGemmNr, out.v[i][1], mask, accumulate, bias(i), col1, clamp, vlo, vhi);
+  }
+}
+
+}  // namespace x86
+}  // namespace kernels
+}  // namespace kiln
+
+#endif  // KILN_X86

@@ -1,0 +1,128 @@
+// The AVX2 max pooling of one plane (pool.cc).
+
+#include "isa_switch.h"
+
+#if KILN_X86
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "x86/avx2_helpers.h"
+#include "x86/x86.h"
+
+namespace kiln {
+namespace kernels {
+namespace x86 {
+
+// Eight columns of `rows` rows w floats apart from `top` on (`kMasked`:
+// only the lanes of `tail` read): their maximum, all bits set in a lane
+// with a NaN; those lanes also set in *any_nan.
+template <bool kMasked>
+KILN_AVX2 inline __m256 max_pool_column(const float* top, int64_t w, int64_t rows, __m256i tail, __m256* any_nan) {
+  __m256 m = kMasked ? _mm256_maskload_ps(top, tail) : _mm256_loadu_ps(top);
+  __m256 nan = rows == 1 ? _mm256_cmp_ps(m, m, _CMP_UNORD_Q) : _mm256_setzero_ps();
+  for (int64_t r = 1; r < rows; ++r) {
+    const __m256 v = kMasked ? _mm256_maskload_ps(top + r * w, tail) : _mm256_loadu_ps(top + r * w);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(m, v, _CMP_UNORD_Q));
+    m = _mm256_max_ps(m, v);
+  }
+  *any_nan = _mm256_or_ps(*any_nan, nan);
+  return _mm256_or_ps(m, nan);
+}
+
+// Max pooling of one plane, equal strides of 1 or 2, no dilation, in two
+// passes per output row:
+//   1. vertical: the maximum over the window's real rows (taps in the top
+//      or bottom padding are skipped: padding never wins a maximum), read
+//      straight from the input into a row buffer on the stack laid out as
+//      the padded row: pl columns of -inf, the w maxima, -inf to the end;
+//   2. horizontal: eight outputs per step take the maximum of kw plain
+//      (stride 1) or even-column (stride 2: two taps per deinterleave)
+//      loads of that buffer.
+// Each input row is read about kh / stride times, not kh * kw. A NaN
+// makes its output NaN, as in the portable kernel: the vertical pass sets
+// all bits of a column that has one, and only output rows with such a
+// column test the horizontal taps for it. A window without a real row
+// gives -inf. Whole vectors are stored wherever the plane goes on past
+// them (the lanes past a row land in the next row, written after). False,
+// having written nothing, when the padded row does not fit the buffer.
+KILN_AVX2 bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride, int64_t pt,
+                             int64_t pl, float* out, int64_t oh, int64_t ow) {
+  constexpr int64_t kRowFloats = 1024;
+  // The horizontal pass reads 16 floats from up to (ow - 1) * stride +
+  // kw - 1; the vertical pass writes whole vectors up to pl + w + 7.
+  const int64_t span = (ow + 8) * stride + kw + 16;
+  if (span > kRowFloats || pl < 0 || pl + w + 8 > span || kh < 1 || kw < 1 || (stride != 1 && stride != 2)) {
+    return false;
+  }
+  alignas(32) float buffer[kRowFloats];
+  const float minus_inf = -__builtin_inff();
+  for (int64_t q = 0; q < span; ++q) buffer[q] = minus_inf;
+  float* const vrow = buffer + pl;
+  const __m256 vminus_inf = _mm256_set1_ps(minus_inf);
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int64_t w8 = w - w % 8;
+  const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(w - w8)), lanes);
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    const int64_t y0 = oy * stride - pt;
+    const int64_t r0 = y0 < 0 ? 0 : y0, r1 = y0 + kh < h ? y0 + kh : h;
+    __m256 any_nan = _mm256_setzero_ps();
+    if (r1 <= r0) {
+      for (int64_t q = 0; q < w; ++q) vrow[q] = minus_inf;
+    } else {
+      const float* top = in + r0 * w;
+      const int64_t rows = r1 - r0;
+      for (int64_t c = 0; c < w8; c += 8) {
+        _mm256_storeu_ps(vrow + c, max_pool_column<false>(top + c, w, rows, tail, &any_nan));
+      }
+      if (w8 < w) {
+        const __m256 m = max_pool_column<true>(top + w8, w, rows, tail, &any_nan);
+        _mm256_storeu_ps(vrow + w8, _mm256_blendv_ps(vminus_inf, m, _mm256_castsi256_ps(tail)));
+      }
+    }
+    const bool check_nan = _mm256_movemask_ps(any_nan) != 0;
+    float* orow = out + oy * ow;
+    for (int64_t ox = 0; ox < ow; ox += 8) {
+      const float* p = buffer + ox * stride;
+      __m256 acc, nan = _mm256_setzero_ps();
+      if (stride == 1) {
+        acc = _mm256_loadu_ps(p);
+        if (check_nan) nan = _mm256_cmp_ps(acc, acc, _CMP_UNORD_Q);
+        for (int64_t kx = 1; kx < kw; ++kx) {
+          const __m256 v = _mm256_loadu_ps(p + kx);
+          if (check_nan) nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+          acc = _mm256_max_ps(acc, v);
+        }
+      } else {
+        acc = vminus_inf;
+        int64_t kx = 0;
+        for (; kx + 1 < kw; kx += 2) {
+          __m256 even, odd;
+          deinterleave(p + kx, &even, &odd);
+          if (check_nan) nan = _mm256_or_ps(nan, _mm256_cmp_ps(even, odd, _CMP_UNORD_Q));
+          acc = _mm256_max_ps(acc, _mm256_max_ps(even, odd));
+        }
+        if (kx < kw) {
+          const __m256 a = _mm256_loadu_ps(p + kx), b = _mm256_loadu_ps(p + kx + 8);
+          const __m256 even =
+              _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+          if (check_nan) nan = _mm256_or_ps(nan, _mm256_cmp_ps(even, even, _CMP_UNORD_Q));
+          acc = _mm256_max_ps(acc, even);
+        }
+      }
+      acc = _mm256_or_ps(acc, nan);  // all bits set: a NaN
+      if (ox + 8 <= ow || (oy * ow + ox + 8 <= oh * ow)) {
+        _mm256_storeu_ps(orow + ox, acc);
+      } else {
+        _mm256_maskstore_ps(orow + ox, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(ow - ox)), lanes), acc);
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace x86
+}  // namespace kernels
+}  // namespace kiln
+
+#endif  // KILN_X86

@@ -1,0 +1,260 @@
+// The int8 product's AVX2 loops (qgemm.h): the packed-panel tile and its
+// variants (rows written in place, the direct convolution's offsets), the
+// one-row dot products, the requantization of a row, and the direct
+// convolution's 3x3 weight order. Each function carries KILN_AVX2
+// (isa_switch.h).
+//
+// vpmaddubsw would add two uint8 x int8 products into a saturating int16
+// (255 * 127 * 2 > 32767), which breaks exactness for weights that use all
+// 8 bits. Instead each 32-bit lane is split into its even and odd bytes as
+// int16 (activations zero-extended, weights sign-extended by shifts), and
+// vpmaddwd adds pairs of int16 products into int32: exact, one more
+// instruction per 32 products than vpmaddubsw + vpmaddwd.
+// Where no byte of the panel is above 127 (activations quantized with a
+// reduced range, 0..127, as PyTorch's x86 configuration does), a pair sum
+// lies in [-127 * 128 * 2, 127 * 127 * 2] = [-32512, 32258] and cannot
+// saturate: the tile then runs vpmaddubsw + vpmaddwd(ones), 6 instructions
+// per row of 4 k x 16 columns instead of 10 (plus the shared split). The
+// panel is checked before each tile (kp / 2 ORs and one vpmovmskb), which
+// holds for every packer and for column blocks alike.
+//
+// The direct convolution's tiles (qgemm_tile_offsets_*) are the same loops
+// with step q's 64 bytes read at base + off[q] instead of panel + 64 q;
+// the caller checks the interleaved input for bytes above 127 once.
+
+#include "isa_switch.h"
+
+#if KILN_X86
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "qgemm.h"
+#include "x86/qgemm_tile.h"
+
+namespace kiln {
+namespace kernels {
+
+using x86::load_word;
+using x86::step_bytes;
+
+namespace {
+
+// Four channels (rows r0..r0+3 of w, clamped to the last valid row) over
+// the whole of kp. Each uint8 x int8 pair is split into int16 halves for
+// vpmaddwd (vpmaddubsw could saturate its int16 pair sums), or, kSmall,
+// for a panel whose bytes are all <= 127, where vpmaddubsw's pair sums are
+// exact: vpmaddubsw, then vpmaddwd by ones widens them to int32.
+template <bool kOffsets, bool kSmall>
+KILN_AVX2 inline void tile4_avx2(int64_t kp, const int8_t* const rows[4], const uint8_t* panel, const int32_t* off,
+                                 __m256i out[4][2]) {
+  const __m256i low_bytes = _mm256_set1_epi16(0x00FF), ones = _mm256_set1_epi16(1);
+  __m256i a00 = _mm256_setzero_si256(), a01 = _mm256_setzero_si256();
+  __m256i a10 = _mm256_setzero_si256(), a11 = _mm256_setzero_si256();
+  __m256i a20 = _mm256_setzero_si256(), a21 = _mm256_setzero_si256();
+  __m256i a30 = _mm256_setzero_si256(), a31 = _mm256_setzero_si256();
+  for (int64_t q = 0; q < kp / 4; ++q) {
+    const uint8_t* xq = step_bytes<kOffsets>(panel, off, q);
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32));
+    const __m256i x0e = _mm256_and_si256(x0, low_bytes), x0o = _mm256_srli_epi16(x0, 8);
+    const __m256i x1e = _mm256_and_si256(x1, low_bytes), x1o = _mm256_srli_epi16(x1, 8);
+#define KILN_ROW(r, acc0, acc1)                                                                                \
+  {                                                                                                            \
+    const __m256i w = _mm256_set1_epi32(load_word(rows[r] + q * 4));                                           \
+    if constexpr (kSmall) {                                                                                    \
+      acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, w), ones));                     \
+      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(x1, w), ones));                     \
+    } else {                                                                                                   \
+      const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8);                                        \
+      const __m256i wo = _mm256_srai_epi16(w, 8);                                                              \
+      acc0 = _mm256_add_epi32(acc0, _mm256_add_epi32(_mm256_madd_epi16(x0e, we), _mm256_madd_epi16(x0o, wo))); \
+      acc1 = _mm256_add_epi32(acc1, _mm256_add_epi32(_mm256_madd_epi16(x1e, we), _mm256_madd_epi16(x1o, wo))); \
+    }                                                                                                          \
+  }
+    KILN_ROW(0, a00, a01)
+    KILN_ROW(1, a10, a11)
+    KILN_ROW(2, a20, a21)
+    KILN_ROW(3, a30, a31)
+#undef KILN_ROW
+  }
+  out[0][0] = a00;
+  out[0][1] = a01;
+  out[1][0] = a10;
+  out[1][1] = a11;
+  out[2][0] = a20;
+  out[2][1] = a21;
+  out[3][0] = a30;
+  out[3][1] = a31;
+}
+
+// Whether every byte of the panel (kp x 16 bytes, kp a multiple of 4: 64
+// bytes a step) is <= 127. Two steps an iteration into two ORs.
+KILN_AVX2 inline bool panel_is_small(int64_t kp, const uint8_t* panel) {
+  const int64_t bytes = kp * kQGemmNr;
+  const __m256i* v = reinterpret_cast<const __m256i*>(panel);
+  __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 4 <= bytes / 32; i += 4) {
+    a = _mm256_or_si256(a, _mm256_or_si256(_mm256_loadu_si256(v + i), _mm256_loadu_si256(v + i + 1)));
+    b = _mm256_or_si256(b, _mm256_or_si256(_mm256_loadu_si256(v + i + 2), _mm256_loadu_si256(v + i + 3)));
+  }
+  if (i < bytes / 32) a = _mm256_or_si256(a, _mm256_or_si256(_mm256_loadu_si256(v + i), _mm256_loadu_si256(v + i + 1)));
+  return _mm256_movemask_epi8(_mm256_or_si256(a, b)) == 0;
+}
+
+// Rows r < mr of the tile into out + r * ldo (kQGemmNr values each).
+template <bool kOffsets>
+KILN_AVX2 inline void tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                                const int32_t* off, bool small, int32_t* out_rows, int64_t ldo) {
+  static_assert(kQGemmNr == 16, "a panel row is two ymm of 8 columns");
+  for (int64_t r0 = 0; r0 < mr; r0 += 4) {
+    const int8_t* rows[4];
+    for (int64_t r = 0; r < 4; ++r) rows[r] = w + (r0 + r < mr ? r0 + r : mr - 1) * ldw;
+    __m256i out[4][2];
+    if (small) {
+      tile4_avx2<kOffsets, true>(kp, rows, panel, off, out);
+    } else {
+      tile4_avx2<kOffsets, false>(kp, rows, panel, off, out);
+    }
+    for (int64_t r = 0; r < 4 && r0 + r < mr; ++r) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_rows + (r0 + r) * ldo), out[r][0]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_rows + (r0 + r) * ldo + 8), out[r][1]);
+    }
+  }
+}
+
+}  // namespace
+
+KILN_AVX2 void qgemm_tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                               int32_t acc[kQGemmMr][kQGemmNr]) {
+  tile_avx2<false>(kp, w, ldw, mr, panel, nullptr, panel_is_small(kp, panel), acc[0], kQGemmNr);
+}
+
+KILN_AVX2 void qgemm_tile_offsets_avx2(int64_t nq, const int8_t* w, int64_t mr, const uint8_t* base, const int32_t* off,
+                                       bool small, int32_t* out, int64_t ldo) {
+  tile_avx2<true>(nq * 4, w, nq * 4, mr, base, off, small, out, ldo);
+}
+
+KILN_AVX2 bool qgemm_panel_is_small_avx2(int64_t kp, const uint8_t* panel) { return panel_is_small(kp, panel); }
+
+KILN_AVX2 void qgemm_tile_rows_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
+                                    bool small, int32_t* out, int64_t ldo) {
+  tile_avx2<false>(kp, w, ldw, mr, panel, nullptr, small, out, ldo);
+}
+
+KILN_AVX2 void dot_rows_avx2(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
+                             int32_t* out) {
+  // uint8 x int8 widened to int16 and vpmaddwd: exact (no vpmaddubsw
+  // saturation). Where no byte of x (flipped) is above 127, 32 at a time
+  // with vpmaddubsw + vpmaddwd(ones) first (exact there, as in the tile).
+  // x is read for len bytes only; the rest of each row's kp are zeros.
+  const __m256i vflip = _mm256_set1_epi8(static_cast<char>(flip));
+  bool small = true;
+  {
+    __m256i any = _mm256_setzero_si256();
+    int64_t k = 0;
+    for (; k + 32 <= len; k += 32) {
+      any = _mm256_or_si256(any, _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)), vflip));
+    }
+    uint8_t tail = 0;
+    for (; k < len; ++k) tail |= static_cast<uint8_t>(x[k] ^ flip);
+    small = _mm256_movemask_epi8(any) == 0 && tail <= 127;
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m128i vflip16 = _mm256_castsi256_si128(vflip);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int8_t* wr = w + r * kp;
+    __m256i acc = _mm256_setzero_si256();
+    int64_t k = 0;
+    if (small) {
+      for (; k + 32 <= len; k += 32) {
+        const __m256i x8 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)), vflip);
+        const __m256i w8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr + k));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x8, w8), ones));
+      }
+    }
+    for (; k + 16 <= len; k += 16) {
+      const __m256i x16 =
+          _mm256_cvtepu8_epi16(_mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k)), vflip16));
+      const __m256i w16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + k)));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(x16, w16));
+    }
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    int32_t sum = _mm_cvtsi128_si32(s4);
+    for (; k < len; ++k) sum += static_cast<uint8_t>(x[k] ^ flip) * wr[k];
+    out[r] = sum;
+  }
+}
+
+// Eight values at a time: (acc + bias) * m + 2^(s-1) as four even and four
+// odd 64-bit products; the high halves are the products >> 32 exactly
+// (arithmetic), then >> (s - 32) in 32 bits. Equal to the scalar loop for
+// |acc + bias| < 2^31 and s in [32, 62].
+KILN_AVX2 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp,
+                                   int32_t lo, int32_t hi, bool is_unsigned, void* y) {
+  const __m256i vb = _mm256_set1_epi32(bias);
+  const __m256i vm = _mm256_set1_epi32(m);
+  const __m256i round = _mm256_set1_epi64x(int64_t{1} << (s - 1));
+  const __m128i rest = _mm_cvtsi32_si128(s - 32);
+  const __m256i vzp = _mm256_set1_epi32(zp), vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    const __m256i v = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)), vb);
+    const __m256i even = _mm256_add_epi64(_mm256_mul_epi32(v, vm), round);
+    const __m256i odd = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vm), round);
+    __m256i q = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+    q = _mm256_add_epi32(_mm256_sra_epi32(q, rest), vzp);
+    q = _mm256_min_epi32(_mm256_max_epi32(q, vlo), vhi);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i b8 = is_unsigned ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(static_cast<uint8_t*>(y) + i), b8);
+  }
+}
+
+// 3x3 weights of four channels (36 bytes, channel by channel) into tap
+// order (tap by tap, four channels each): out[4 t + j] = in[9 j + t],
+// three shuffles per 16 output bytes, for each full quad of each row.
+KILN_AVX2 void direct_weights_3x3_avx2(const int8_t* w, int64_t kp, int64_t rows, int64_t quads, int8_t* out) {
+  alignas(16) int8_t masks[3][3][16];  // [output chunk][source][lane]
+  for (int chunk = 0; chunk < 3; ++chunk) {
+    for (int lane = 0; lane < 16; ++lane) {
+      const int o = chunk * 16 + lane;
+      const int i = o < 36 ? (o % 4) * 9 + o / 4 : -1;
+      for (int src = 0; src < 3; ++src) {
+        const int base = src == 0 ? 0 : src == 1 ? 16 : 20;
+        const bool mine = i >= 0 && (src == 0 ? i < 16 : src == 1 ? i >= 16 && i < 32 : i >= 32);
+        masks[chunk][src][lane] = static_cast<int8_t>(mine ? i - base : -128);
+      }
+    }
+  }
+  __m128i m[3][3];
+  for (int chunk = 0; chunk < 3; ++chunk) {
+    for (int src = 0; src < 3; ++src)
+      m[chunk][src] = _mm_load_si128(reinterpret_cast<const __m128i*>(masks[chunk][src]));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t q = 0; q < quads; ++q) {
+      const int8_t* in = w + r * kp + q * 36;
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 16));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 20));
+      __m128i v[3];
+      for (int chunk = 0; chunk < 3; ++chunk) {
+        v[chunk] = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, m[chunk][0]), _mm_shuffle_epi8(b, m[chunk][1])),
+                                _mm_shuffle_epi8(c, m[chunk][2]));
+      }
+      int8_t* o = out + (r * quads + q) * 36;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o), v[0]);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 16), v[1]);
+      const int32_t last = _mm_cvtsi128_si32(v[2]);
+      memcpy(o + 32, &last, 4);
+    }
+  }
+}
+
+}  // namespace kernels
+}  // namespace kiln
+
+#endif  // KILN_X86
