@@ -425,73 +425,45 @@ void gemv_prepacked_a(int64_t m, int64_t k, const GemmMatrix& a, const GemmMatri
 }
 #endif
 
-}  // namespace
+// C = the epilogue alone (k == 0: no product to add).
+void gemm_empty_k(int64_t m, int64_t n, float* c, int64_t ldc, const GemmEpilogue& epilogue) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = c + i * ldc;
+    const float bias = epilogue.row_bias != nullptr ? epilogue.row_bias[i] : 0.f;
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = epilogue.accumulate ? row[j] : bias + (epilogue.col_bias != nullptr ? epilogue.col_bias[j] : 0.f);
+    }
+    apply_activation(row, n, epilogue.activation);
+  }
+}
 
-// The blocked product, loop by loop (B's block stays in L2, A's block is
-// streamed past it, one B panel stays in L1 while the A panels pass):
-//   for each block of kGemmNc columns (jc)
-//     for each block of kGemmKc of the inner dimension (pc)
-//       pack B[pc.., jc..]                          -> pack_b (or read in
-//                                                      place: read_b_in_place)
-//       for each block of kGemmMc rows (ic)
-//         pack A[ic.., pc..]                        -> pack_a
-//         for each B panel (jr), each A panel (ir)
-//           micro-kernel: C tile (+)= A panel x B panel
-// The first inner block starts from zero (or C, or the bias); later ones
-// accumulate; the last applies the activation while the tile is in cache.
-// With a thread pool, packing B is split by panels and the tiles of a
-// block by B panels and row panels (parallel.h): every tile still sums its
-// whole inner dimension block by block in the same order, so the result
-// has the same bits on any number of threads, and the one packing scratch
-// is filled before anyone reads it.
-void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, const GemmIm2col* im2col,
-                 float* c, int64_t ldc, const GemmEpilogue& epilogue, float* pack_a_buf, float* pack_b_buf,
-                 GemmPath path, ThreadPool* pool) {
-  if (m <= 0 || n <= 0) return;
-  const Clamp clamp = clamp_of(epilogue.activation);
-  if (k <= 0) {
-    for (int64_t i = 0; i < m; ++i) {
-      float* row = c + i * ldc;
-      const float bias = epilogue.row_bias != nullptr ? epilogue.row_bias[i] : 0.f;
-      for (int64_t j = 0; j < n; ++j) {
-        row[j] = epilogue.accumulate ? row[j] : bias + (epilogue.col_bias != nullptr ? epilogue.col_bias[j] : 0.f);
-      }
-      apply_activation(row, n, epilogue.activation);
+// One row of A, plain and unpacked: the product of each block of columns
+// goes to `product` (gemm_packed's pack_b), then the epilogue into C.
+void gemm_one_row(int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, float* c,
+                  const GemmEpilogue& epilogue, const Clamp& clamp, float* product, GemmPath path) {
+  for (int64_t jc = 0; jc < n; jc += kGemmNc) {
+    const int64_t nc = gemm_min(kGemmNc, n - jc);
+    GemmMatrix bj = b;
+    bj.data = b.trans ? b.data + jc * b.ld : b.data + jc;
+    gemv(nc, k, a.data, bj, product, path);
+    const float bias = epilogue.row_bias != nullptr ? epilogue.row_bias[0] : 0.f;
+    for (int64_t j = 0; j < nc; ++j) {
+      const float col = epilogue.col_bias != nullptr ? epilogue.col_bias[jc + j] : 0.f;
+      float v = product[j] + (epilogue.accumulate ? c[jc + j] : bias + col);
+      if (clamp.on) v = v < clamp.lo ? clamp.lo : (v > clamp.hi ? clamp.hi : v);
+      c[jc + j] = v;
     }
-    return;
+    if (clamp.post) apply_activation(c + jc, nc, epilogue.activation);
   }
-  if (m == 1 && im2col == nullptr && !a.trans && !a.prepacked && !b.prepacked && b.row_scale == nullptr) {
-    // The product goes to pack_b, then the epilogue into C.
-    float* product = pack_b_buf;
-    for (int64_t jc = 0; jc < n; jc += kGemmNc) {
-      const int64_t nc = gemm_min(kGemmNc, n - jc);
-      GemmMatrix bj = b;
-      bj.data = b.trans ? b.data + jc * b.ld : b.data + jc;
-      gemv(nc, k, a.data, bj, product, path);
-      const float bias = epilogue.row_bias != nullptr ? epilogue.row_bias[0] : 0.f;
-      for (int64_t j = 0; j < nc; ++j) {
-        const float col = epilogue.col_bias != nullptr ? epilogue.col_bias[jc + j] : 0.f;
-        float v = product[j] + (epilogue.accumulate ? c[jc + j] : bias + col);
-        if (clamp.on) v = v < clamp.lo ? clamp.lo : (v > clamp.hi ? clamp.hi : v);
-        c[jc + j] = v;
-      }
-      if (clamp.post) apply_activation(c + jc, nc, epilogue.activation);
-    }
-    return;
-  }
-#if !defined(KILN_BARE_METAL)
-  // One column against weights the planner packed (a 1x1 convolution on a
-  // 1x1 plane): a matrix-vector product over the packed panels, not a
-  // 16-column panel with one useful column. Firmware keeps the panel path.
-  if (n == 1 && a.prepacked && im2col == nullptr && !b.prepacked && b.row_scale == nullptr && pack_b_buf != nullptr) {
-    gemv_prepacked_a(m, k, a, b, c, ldc, epilogue, clamp, pack_b_buf, path, pool);
-    return;
-  }
-#endif
+}
+
 #if defined(KILN_BARE_METAL)
-  // Firmware has no threads: the one-thread loop, without the splitting
-  // below (which costs it about 500 bytes of .text).
-  static_cast<void>(pool);
+// gemm_packed's loops on one thread, as firmware runs them: without the
+// splitting of the threaded version (which costs it about 500 bytes of
+// .text).
+void gemm_blocks_serial(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b,
+                        const GemmIm2col* im2col, float* c, int64_t ldc, const GemmEpilogue& epilogue,
+                        const Clamp& clamp, float* pack_a_buf, float* pack_b_buf, GemmPath path) {
   const MicroKernel kernel = select_micro_kernel(path);
   const bool direct_b =
       im2col == nullptr && !b.prepacked && !b.trans && b.row_scale == nullptr && read_b_in_place(m, b.ld);
@@ -547,175 +519,289 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
       }
     }
   }
+}
 #else
-  const MicroKernel kernel = select_micro_kernel(path);
+// gemm_packed's loops with a thread pool (their steps: at gemm_packed,
+// below): the product's operands and its micro-kernel, then the block
+// being computed, columns [jc, jc + nc) by inner dimension [pc, pc + kc).
+// For each block gemm_packed calls start_block, pack_b, then run_block,
+// which packs A (unless prepacked) and runs the tiles.
+struct PackedBlocks {
+  // The product.
+  int64_t m = 0, n = 0, k = 0;
+  GemmMatrix a, b;
+  const GemmIm2col* im2col = nullptr;
+  float* c = nullptr;
+  int64_t ldc = 0;
+  GemmEpilogue epilogue;
+  Clamp clamp;
+  float* pack_a_buf = nullptr;
+  float* pack_b_buf = nullptr;
+  GemmPath path = GemmPath::kAuto;
+  ThreadPool* pool = nullptr;
+  MicroKernel kernel = nullptr;
+  bool wide = false;      // the AVX-512 micro-kernel: pairs of panels read in place
+  bool direct_b = false;  // B's whole panels are read in place (read_b_in_place)
+  // The block.
+  int64_t jc = 0, nc = 0, panels = 0, pc = 0, kc = 0;
+  bool first = false, last = false;
+  const float* b_block = nullptr;  // B's panels: prepacked ones span all of k
+  int64_t b_stride = 0;
+  int64_t whole = 0;  // columns of B read in place (whole panels of a plain row-major B)
+
+  void start_block(int64_t block_jc, int64_t block_pc);
+  void pack_b() const;
+  void tile_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t ir, int64_t jr,
+               bool pair = false) const;
+  void tiles(int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t ic_packed) const;
+  void run_tiles(int64_t i0, int64_t i1, int64_t ic_packed) const;
+  void run_block() const;
+};
+
+void PackedBlocks::start_block(int64_t block_jc, int64_t block_pc) {
+  jc = block_jc;
+  nc = gemm_min(kGemmNc, n - jc);
+  panels = (nc + kGemmNr - 1) / kGemmNr;
+  pc = block_pc;
+  kc = gemm_min(kGemmKc, k - pc);
+  first = pc == 0;
+  last = pc + kc == k;
+  b_block = b.prepacked ? b.data + jc * k + pc * kGemmNr : pack_b_buf;
+  b_stride = b.prepacked ? kGemmNr * k : kGemmNr * kc;
+  // Only a last, narrower panel is packed (reading 16 columns there could
+  // run past the matrix).
+  whole = direct_b ? nc / kGemmNr * kGemmNr : 0;
+}
+
+// Packs the block's panels of B (or its last, narrower panel where B is
+// read in place), whole panels per task: each fills its own part of the
+// one buffer.
+void PackedBlocks::pack_b() const {
+  if (direct_b) {
+    if (whole < nc) pack_b_matrix(b, pc, kc, jc + whole, nc - whole, pack_b_buf);
+    return;
+  }
+  if (im2col == nullptr && b.prepacked) return;
+  const int64_t tasks = parallel_tasks(pool, kc * nc * (im2col != nullptr ? 8 : 2), panels);
+  parallel_for(pool, tasks, [&](int64_t t) {
+    int64_t p0, p1;
+    parallel_range(panels, tasks, t, 1, &p0, &p1);
+    if (p0 == p1) return;
+    const int64_t j0 = p0 * kGemmNr, j1 = gemm_min(p1 * kGemmNr, nc);
+    float* dst = pack_b_buf + p0 * kGemmNr * kc;
+    if (im2col != nullptr) {
+      pack_b_im2col(*im2col, pc, kc, jc + j0, j1 - j0, dst, path);
+    } else {
+      pack_b_matrix(b, pc, kc, jc + j0, j1 - j0, dst);
+    }
+  });
+}
+
+// One tile: rows ir.. of the A block at row ic (mc rows, its panels at
+// a_block, a_stride apart) by the B panel at column jr (pair: by that
+// panel and the next, both read in place, as one AVX-512 tile of 32
+// columns).
+void PackedBlocks::tile_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t ir, int64_t jr,
+                           bool pair) const {
+  const int64_t nr = gemm_min(kGemmNr, nc - jr);
+  const float* bp = b_block + jr / kGemmNr * b_stride;
+  int64_t ldb = kGemmNr;
+  if (jr < whole) {
+    bp = b.data + pc * b.ld + jc + jr;
+    ldb = b.ld;
+  } else if (direct_b) {
+    bp = pack_b_buf;
+  }
+  const int64_t mr = gemm_min(kGemmMr, mc - ir);
+  float* tile = c + (ic + ir) * ldc + jc + jr;
+  const bool bias = first && !epilogue.accumulate;
+  const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
+  const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
 #if KILN_X86
-  const bool wide = kernel == x86::micro_kernel_avx512;
+  if (pair) {
+    x86::micro_kernel_avx512_x2(kc, a_block + ir / kGemmMr * a_stride, bp, bp + kGemmNr, ldb, tile, ldc, mr,
+                                !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on, clamp.lo,
+                                clamp.hi);
+    return;
+  }
 #endif
-  const bool direct_b =
-      im2col == nullptr && !b.prepacked && !b.trans && b.row_scale == nullptr && read_b_in_place(m, b.ld);
+  static_cast<void>(pair);
+  kernel(kc, a_block + ir / kGemmMr * a_stride, bp, ldb, tile, ldc, mr, nr, !first || epilogue.accumulate, row_bias,
+         col_bias, last && clamp.on, clamp.lo, clamp.hi);
+}
+
+// The tiles of rows [i0, i1) (multiples of kGemmMr, or m) and B panels
+// [q0, q1), block of A by block of A as on one thread.
+void PackedBlocks::tiles(int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t ic_packed) const {
+  for (int64_t ic = i0; ic < i1; ic += kGemmMc) {
+    const int64_t mc = gemm_min(kGemmMc, i1 - ic);
+    // Panels of A for this block: prepacked ones span all of k.
+    const float* a_block = a.prepacked ? a.data + ic * k + pc * kGemmMr : pack_a_buf + (ic - ic_packed) * kc;
+    const int64_t a_stride = a.prepacked ? kGemmMr * k : kGemmMr * kc;
+    const int64_t j_end = gemm_min(q1 * kGemmNr, nc);
+    const int64_t columns = j_end - q0 * kGemmNr;
+    if (a.prepacked && k > kGemmKc &&
+        (columns <= kGemmSmallN || (columns <= kGemmLargeASmallN && m * k >= kGemmLargeA))) {
+      // Few B panels (a 7x7 plane's 49 columns are four) against deep
+      // weights packed ahead of time, which come from memory the
+      // first time a block is read: each A panel passes over every B
+      // panel while it is in L1 (B's few panels stay in L2), and the
+      // next A panel is prefetched meanwhile, instead of the whole A
+      // block streaming from memory past the first B panel at the
+      // full rate of the tiles. 1x1 convolutions on 7x7, one thread,
+      // weights not in cache: 128 x 512 by 49 columns 116 -> 98 us,
+      // 320 x 1152 by 49 579 -> 499 us; with k within one block
+      // (1152 x 192) A panel by A panel measured 5% slower.
+      for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
+        if (ir + kGemmMr < mc) {
+          const float* next = a_block + (ir / kGemmMr + 1) * a_stride;
+          for (int64_t f = 0; f < kGemmMr * kc; f += 16) __builtin_prefetch(next + f, 0, 2);
+        }
+        for (int64_t jr = q0 * kGemmNr; jr < j_end; jr += kGemmNr) tile_at(ic, mc, a_block, a_stride, ir, jr);
+      }
+    } else {
+      for (int64_t jr = q0 * kGemmNr; jr < j_end; jr += kGemmNr) {
+#if KILN_X86
+        // Two whole panels of B read in place at once on AVX-512 (the
+        // same bits as one by one): each row of B is 32 contiguous
+        // floats instead of two 16-float pieces each straddling cache
+        // lines, and A is loaded once per two panels. Products over
+        // few rows of A (min of 100 calls, warm): 16 x 128 by 3025
+        // columns 142 -> 127 us, 32 x 256 by 729 127 -> 118, 64 x 16
+        // by 3025 69 -> 64. Packed panels gained nothing measurable.
+        if (wide && direct_b && jr + 2 * kGemmNr <= whole && jr + 2 * kGemmNr <= j_end) {
+          for (int64_t ir = 0; ir < mc; ir += kGemmMr) tile_at(ic, mc, a_block, a_stride, ir, jr, true);
+          jr += kGemmNr;
+          continue;
+        }
+#endif
+        for (int64_t ir = 0; ir < mc; ir += kGemmMr) tile_at(ic, mc, a_block, a_stride, ir, jr);
+      }
+    }
+    // Activations that are not a clamp run over the block's rows once
+    // its tiles are done, not tile by tile (16 floats a call): a 1x1
+    // convolution 16 -> 96 over 112 x 112 with a fused Tanh took 45 ms
+    // tile by tile, 1.9 ms by rows.
+    if (last && clamp.post) {
+      const int64_t j0 = q0 * kGemmNr, j1 = gemm_min(q1 * kGemmNr, nc);
+      for (int64_t i = 0; i < mc; ++i) apply_activation(c + (ic + i) * ldc + jc + j0, j1 - j0, epilogue.activation);
+    }
+  }
+}
+
+// Tasks over a grid of B panels by row panels: B panels first (each
+// task keeps its B panel in L1 while A passes), rows when B is narrow.
+// With fewer B panels than tasks (a 7x7 image's 49 columns are four)
+// rows only, where there are enough: each task then passes its rows
+// of A over every panel, instead of every task streaming all of A
+// past one panel.
+void PackedBlocks::run_tiles(int64_t i0, int64_t i1, int64_t ic_packed) const {
+  const int64_t row_panels = (i1 - i0 + kGemmMr - 1) / kGemmMr;
+  const int64_t tasks = parallel_tasks(pool, (i1 - i0) * nc * kc, panels * row_panels);
+  const int64_t tn = panels < tasks && row_panels >= tasks ? 1 : gemm_min(tasks, panels);
+  const int64_t tm = gemm_min(row_panels, (tasks + tn - 1) / tn);
+  parallel_for(pool, tn * tm, [&](int64_t t) {
+    int64_t q0, q1, r0, r1;
+    parallel_range(panels, tn, t % tn, 1, &q0, &q1);
+    parallel_range(row_panels, tm, t / tn, 1, &r0, &r1);
+    if (q0 < q1 && r0 < r1) tiles(i0 + r0 * kGemmMr, gemm_min(i0 + r1 * kGemmMr, i1), q0, q1, ic_packed);
+  });
+}
+
+// The block's tiles: all rows at once where A is prepacked, otherwise
+// block of kGemmMc rows by block, each packed first with whole A panels
+// per task, each filling its own part of the one buffer (a packed float,
+// stored kGemmMr apart, weighs about four multiply-adds).
+void PackedBlocks::run_block() const {
+  if (a.prepacked) {
+    run_tiles(0, m, 0);
+    return;
+  }
+  for (int64_t ic = 0; ic < m; ic += kGemmMc) {
+    const int64_t mc = gemm_min(kGemmMc, m - ic);
+    const int64_t a_panels = (mc + kGemmMr - 1) / kGemmMr;
+    const int64_t pack_tasks = parallel_tasks(pool, mc * kc * 4, a_panels);
+    parallel_for(pool, pack_tasks, [&](int64_t t) {
+      int64_t p0, p1;
+      parallel_range(a_panels, pack_tasks, t, 1, &p0, &p1);
+      if (p0 == p1) return;
+      pack_a(a, ic + p0 * kGemmMr, gemm_min(mc - p0 * kGemmMr, (p1 - p0) * kGemmMr), pc, kc,
+             pack_a_buf + p0 * kGemmMr * kc);
+    });
+    run_tiles(ic, ic + mc, ic);
+  }
+}
+#endif
+
+}  // namespace
+
+// The blocked product, loop by loop (B's block stays in L2, A's block is
+// streamed past it, one B panel stays in L1 while the A panels pass):
+//   for each block of kGemmNc columns (jc)
+//     for each block of kGemmKc of the inner dimension (pc)
+//       pack B[pc.., jc..]                          -> pack_b (or read in
+//                                                      place: read_b_in_place)
+//       for each block of kGemmMc rows (ic)
+//         pack A[ic.., pc..]                        -> pack_a
+//         for each B panel (jr), each A panel (ir)
+//           micro-kernel: C tile (+)= A panel x B panel
+// The first inner block starts from zero (or C, or the bias); later ones
+// accumulate; the last applies the activation while the tile is in cache.
+// With a thread pool, packing B is split by panels and the tiles of a
+// block by B panels and row panels (parallel.h): every tile still sums its
+// whole inner dimension block by block in the same order, so the result
+// has the same bits on any number of threads, and the one packing scratch
+// is filled before anyone reads it.
+void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, const GemmIm2col* im2col,
+                 float* c, int64_t ldc, const GemmEpilogue& epilogue, float* pack_a_buf, float* pack_b_buf,
+                 GemmPath path, ThreadPool* pool) {
+  if (m <= 0 || n <= 0) return;
+  const Clamp clamp = clamp_of(epilogue.activation);
+  if (k <= 0) {
+    gemm_empty_k(m, n, c, ldc, epilogue);
+    return;
+  }
+  if (m == 1 && im2col == nullptr && !a.trans && !a.prepacked && !b.prepacked && b.row_scale == nullptr) {
+    gemm_one_row(n, k, a, b, c, epilogue, clamp, pack_b_buf, path);
+    return;
+  }
+#if defined(KILN_BARE_METAL)
+  // Firmware has no threads.
+  static_cast<void>(pool);
+  gemm_blocks_serial(m, n, k, a, b, im2col, c, ldc, epilogue, clamp, pack_a_buf, pack_b_buf, path);
+#else
+  // One column against weights the planner packed (a 1x1 convolution on a
+  // 1x1 plane): a matrix-vector product over the packed panels, not a
+  // 16-column panel with one useful column. Firmware keeps the panel path.
+  if (n == 1 && a.prepacked && im2col == nullptr && !b.prepacked && b.row_scale == nullptr && pack_b_buf != nullptr) {
+    gemv_prepacked_a(m, k, a, b, c, ldc, epilogue, clamp, pack_b_buf, path, pool);
+    return;
+  }
+  PackedBlocks blocks;
+  blocks.m = m;
+  blocks.n = n;
+  blocks.k = k;
+  blocks.a = a;
+  blocks.b = b;
+  blocks.im2col = im2col;
+  blocks.c = c;
+  blocks.ldc = ldc;
+  blocks.epilogue = epilogue;
+  blocks.clamp = clamp;
+  blocks.pack_a_buf = pack_a_buf;
+  blocks.pack_b_buf = pack_b_buf;
+  blocks.path = path;
+  blocks.pool = pool;
+  blocks.kernel = select_micro_kernel(path);
+#if KILN_X86
+  blocks.wide = blocks.kernel == x86::micro_kernel_avx512;
+#endif
+  blocks.direct_b = im2col == nullptr && !b.prepacked && !b.trans && b.row_scale == nullptr && read_b_in_place(m, b.ld);
   for (int64_t jc = 0; jc < n; jc += kGemmNc) {
-    const int64_t nc = gemm_min(kGemmNc, n - jc);
-    const int64_t panels = (nc + kGemmNr - 1) / kGemmNr;
     for (int64_t pc = 0; pc < k; pc += kGemmKc) {
-      const int64_t kc = gemm_min(kGemmKc, k - pc);
-      const bool first = pc == 0, last = pc + kc == k;
-      // Panels of B for this block: prepacked ones span all of k.
-      const float* b_block = b.prepacked ? b.data + jc * k + pc * kGemmNr : pack_b_buf;
-      const int64_t b_stride = b.prepacked ? kGemmNr * k : kGemmNr * kc;
-      // Whole panels of a plain row-major B (a 1x1 convolution's input) are
-      // read in place, row by row, by the micro-kernel; only a last,
-      // narrower panel is packed (reading 16 columns there could run past
-      // the matrix).
-      const int64_t whole = direct_b ? nc / kGemmNr * kGemmNr : 0;
-      if (direct_b) {
-        if (whole < nc) pack_b_matrix(b, pc, kc, jc + whole, nc - whole, pack_b_buf);
-      } else if (im2col != nullptr || !b.prepacked) {
-        // Whole panels per task: each fills its own part of the one buffer.
-        const int64_t tasks = parallel_tasks(pool, kc * nc * (im2col != nullptr ? 8 : 2), panels);
-        parallel_for(pool, tasks, [&](int64_t t) {
-          int64_t p0, p1;
-          parallel_range(panels, tasks, t, 1, &p0, &p1);
-          if (p0 == p1) return;
-          const int64_t j0 = p0 * kGemmNr, j1 = gemm_min(p1 * kGemmNr, nc);
-          float* dst = pack_b_buf + p0 * kGemmNr * kc;
-          if (im2col != nullptr) {
-            pack_b_im2col(*im2col, pc, kc, jc + j0, j1 - j0, dst, path);
-          } else {
-            pack_b_matrix(b, pc, kc, jc + j0, j1 - j0, dst);
-          }
-        });
-      }
-      // The tiles of rows [i0, i1) (multiples of kGemmMr, or m) and B panels
-      // [q0, q1), block of A by block of A as on one thread.
-      auto tiles = [&](int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t ic_packed) {
-        for (int64_t ic = i0; ic < i1; ic += kGemmMc) {
-          const int64_t mc = gemm_min(kGemmMc, i1 - ic);
-          // Panels of A for this block: prepacked ones span all of k.
-          const float* a_block = a.prepacked ? a.data + ic * k + pc * kGemmMr : pack_a_buf + (ic - ic_packed) * kc;
-          const int64_t a_stride = a.prepacked ? kGemmMr * k : kGemmMr * kc;
-          const int64_t j_end = gemm_min(q1 * kGemmNr, nc);
-          // One tile: rows ir.. of the block by the B panel at column jr
-          // (pair: by that panel and the next, both read in place, as one
-          // AVX-512 tile of 32 columns).
-          auto tile_at = [&](int64_t ir, int64_t jr, bool pair = false) {
-            const int64_t nr = gemm_min(kGemmNr, nc - jr);
-            const float* bp = b_block + jr / kGemmNr * b_stride;
-            int64_t ldb = kGemmNr;
-            if (jr < whole) {
-              bp = b.data + pc * b.ld + jc + jr;
-              ldb = b.ld;
-            } else if (direct_b) {
-              bp = pack_b_buf;
-            }
-            const int64_t mr = gemm_min(kGemmMr, mc - ir);
-            float* tile = c + (ic + ir) * ldc + jc + jr;
-            const bool bias = first && !epilogue.accumulate;
-            const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
-            const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
-#if KILN_X86
-            if (pair) {
-              x86::micro_kernel_avx512_x2(kc, a_block + ir / kGemmMr * a_stride, bp, bp + kGemmNr, ldb, tile, ldc, mr,
-                                          !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on, clamp.lo,
-                                          clamp.hi);
-              return;
-            }
-#endif
-            static_cast<void>(pair);
-            kernel(kc, a_block + ir / kGemmMr * a_stride, bp, ldb, tile, ldc, mr, nr, !first || epilogue.accumulate,
-                   row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
-          };
-          const int64_t columns = j_end - q0 * kGemmNr;
-          if (a.prepacked && k > kGemmKc &&
-              (columns <= kGemmSmallN || (columns <= kGemmLargeASmallN && m * k >= kGemmLargeA))) {
-            // Few B panels (a 7x7 plane's 49 columns are four) against deep
-            // weights packed ahead of time, which come from memory the
-            // first time a block is read: each A panel passes over every B
-            // panel while it is in L1 (B's few panels stay in L2), and the
-            // next A panel is prefetched meanwhile, instead of the whole A
-            // block streaming from memory past the first B panel at the
-            // full rate of the tiles. 1x1 convolutions on 7x7, one thread,
-            // weights not in cache: 128 x 512 by 49 columns 116 -> 98 us,
-            // 320 x 1152 by 49 579 -> 499 us; with k within one block
-            // (1152 x 192) A panel by A panel measured 5% slower.
-            for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
-              if (ir + kGemmMr < mc) {
-                const float* next = a_block + (ir / kGemmMr + 1) * a_stride;
-                for (int64_t f = 0; f < kGemmMr * kc; f += 16) __builtin_prefetch(next + f, 0, 2);
-              }
-              for (int64_t jr = q0 * kGemmNr; jr < j_end; jr += kGemmNr) tile_at(ir, jr);
-            }
-          } else {
-            for (int64_t jr = q0 * kGemmNr; jr < j_end; jr += kGemmNr) {
-#if KILN_X86
-              // Two whole panels of B read in place at once on AVX-512 (the
-              // same bits as one by one): each row of B is 32 contiguous
-              // floats instead of two 16-float pieces each straddling cache
-              // lines, and A is loaded once per two panels. Products over
-              // few rows of A (min of 100 calls, warm): 16 x 128 by 3025
-              // columns 142 -> 127 us, 32 x 256 by 729 127 -> 118, 64 x 16
-              // by 3025 69 -> 64. Packed panels gained nothing measurable.
-              if (wide && direct_b && jr + 2 * kGemmNr <= whole && jr + 2 * kGemmNr <= j_end) {
-                for (int64_t ir = 0; ir < mc; ir += kGemmMr) tile_at(ir, jr, true);
-                jr += kGemmNr;
-                continue;
-              }
-#endif
-              for (int64_t ir = 0; ir < mc; ir += kGemmMr) tile_at(ir, jr);
-            }
-          }
-          // Activations that are not a clamp run over the block's rows once
-          // its tiles are done, not tile by tile (16 floats a call): a 1x1
-          // convolution 16 -> 96 over 112 x 112 with a fused Tanh took 45 ms
-          // tile by tile, 1.9 ms by rows.
-          if (last && clamp.post) {
-            const int64_t j0 = q0 * kGemmNr, j1 = gemm_min(q1 * kGemmNr, nc);
-            for (int64_t i = 0; i < mc; ++i) {
-              apply_activation(c + (ic + i) * ldc + jc + j0, j1 - j0, epilogue.activation);
-            }
-          }
-        }
-      };
-      // Tasks over a grid of B panels by row panels: B panels first (each
-      // task keeps its B panel in L1 while A passes), rows when B is narrow.
-      // With fewer B panels than tasks (a 7x7 image's 49 columns are four)
-      // rows only, where there are enough: each task then passes its rows
-      // of A over every panel, instead of every task streaming all of A
-      // past one panel.
-      auto run_tiles = [&](int64_t i0, int64_t i1, int64_t ic_packed) {
-        const int64_t row_panels = (i1 - i0 + kGemmMr - 1) / kGemmMr;
-        const int64_t tasks = parallel_tasks(pool, (i1 - i0) * nc * kc, panels * row_panels);
-        const int64_t tn = panels < tasks && row_panels >= tasks ? 1 : gemm_min(tasks, panels);
-        const int64_t tm = gemm_min(row_panels, (tasks + tn - 1) / tn);
-        parallel_for(pool, tn * tm, [&](int64_t t) {
-          int64_t q0, q1, r0, r1;
-          parallel_range(panels, tn, t % tn, 1, &q0, &q1);
-          parallel_range(row_panels, tm, t / tn, 1, &r0, &r1);
-          if (q0 < q1 && r0 < r1) {
-            tiles(i0 + r0 * kGemmMr, gemm_min(i0 + r1 * kGemmMr, i1), q0, q1, ic_packed);
-          }
-        });
-      };
-      if (a.prepacked) {
-        run_tiles(0, m, 0);
-      } else {
-        for (int64_t ic = 0; ic < m; ic += kGemmMc) {
-          const int64_t mc = gemm_min(kGemmMc, m - ic);
-          // Whole A panels per task, each filling its own part of the one
-          // buffer (a packed float, stored kGemmMr apart, weighs about four
-          // multiply-adds).
-          const int64_t a_panels = (mc + kGemmMr - 1) / kGemmMr;
-          const int64_t pack_tasks = parallel_tasks(pool, mc * kc * 4, a_panels);
-          parallel_for(pool, pack_tasks, [&](int64_t t) {
-            int64_t p0, p1;
-            parallel_range(a_panels, pack_tasks, t, 1, &p0, &p1);
-            if (p0 == p1) return;
-            pack_a(a, ic + p0 * kGemmMr, gemm_min(mc - p0 * kGemmMr, (p1 - p0) * kGemmMr), pc, kc,
-                   pack_a_buf + p0 * kGemmMr * kc);
-          });
-          run_tiles(ic, ic + mc, ic);
-        }
-      }
+      blocks.start_block(jc, pc);
+      blocks.pack_b();
+      blocks.run_block();
     }
   }
 #endif

@@ -65,22 +65,13 @@ void grouped_conv3x3_prepare_band(const GroupedConv3x3& conv, int64_t r0, int64_
   }
   memset(pad + conv.cg * ps, 0, kGroupedConvSlack * sizeof(float));
 }
-#else
-bool grouped_conv3x3_avx2(const GroupedConv3x3&, bool, float, float) { return false; }
-bool grouped_conv3x3_avx512(const GroupedConv3x3&, bool, float, float) { return false; }
-#endif
 
 bool grouped_conv3x3_available() {
-#if KILN_X86
   const Isa isa = active_isa();
   return isa == Isa::kAvx2 || isa == Isa::kAvx512;
-#else
-  return false;
-#endif
 }
 
 bool grouped_conv3x3(const GroupedConv3x3& conv, const fb::FusedActivation* activation) {
-#if KILN_X86
   // RELU and CLIP clamp inside the kernels; the others run after.
   const fb::Activation kind = activation != nullptr ? activation->kind() : fb::Activation::NONE;
   const bool clamp = kind == fb::Activation::RELU || kind == fb::Activation::CLIP;
@@ -97,12 +88,16 @@ bool grouped_conv3x3(const GroupedConv3x3& conv, const fb::FusedActivation* acti
   const int64_t plane = ((conv.h - 1) / conv.stride + 1) * ((conv.w - 1) / conv.stride + 1);
   if (!clamp) apply_activation(conv.y, conv.mg * plane, activation);
   return true;
-#else
-  static_cast<void>(conv);
-  static_cast<void>(activation);
-  return false;
-#endif
 }
+
+#else
+
+bool grouped_conv3x3_avx2(const GroupedConv3x3&, bool, float, float) { return false; }
+bool grouped_conv3x3_avx512(const GroupedConv3x3&, bool, float, float) { return false; }
+bool grouped_conv3x3_available() { return false; }
+bool grouped_conv3x3(const GroupedConv3x3&, const fb::FusedActivation*) { return false; }
+
+#endif
 
 }  // namespace kernels
 }  // namespace kiln

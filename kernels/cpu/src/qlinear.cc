@@ -402,57 +402,171 @@ Error check_conv_int8(const KernelArgs& args) {
   return check_int8_clamp(args, 12);
 }
 
-// A depthwise convolution (one input channel per output channel, weight
-// zero points 0, requantized) computed directly: the image's channel copied
-// into scratch with its padding (the zero point), then per output row and
-// tap one multiply-add over the row. The same sums as the im2col product
-// (zero-padded taps there add nothing: their weights are 0). False (nothing
-// done) when it does not apply or the padded plane exceeds the scratch.
 #if KILN_X86
 // Below this many channels the per-channel kernel's long rows beat the
 // lanes' half-empty vectors (depthwise_lanes_avx2); 8 channels fill them
 // with two output positions where the stride along rows is 1.
 constexpr int64_t kDepthwiseLanesMinChannels = 16;
 constexpr int64_t kDepthwiseLanesMinChannelsStride1 = 8;
+
+// The depthwise convolution with the channels across the vector lanes, 16
+// at a time (depthwise_lanes_avx2): no per-channel passes, whatever the
+// plane's size. False (nothing done) where the ISA, the channel count, the
+// channels' requantization or the band buffer rule it out.
+bool run_depthwise_int8_lanes(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
+  if (!((g.c >= kDepthwiseLanesMinChannels || (g.c >= kDepthwiseLanesMinChannelsStride1 && g.sw == 1)) &&
+        (p.isa == Isa::kAvx2 || p.isa == Isa::kAvx512) &&
+        depthwise_lanes_params_ok(args.in(2).data_as<const int32_t>(), p.shift, g.c))) {
+    return false;
+  }
+  QDepthwiseLanes d;
+  // clang-format off
+  d.h = g.h; d.w = g.w; d.kh = g.kh; d.kw = g.kw; d.sh = g.sh; d.sw = g.sw; d.dh = g.dh; d.dw = g.dw;
+  d.pt = g.pt; d.pl = g.pl; d.oh = g.oh; d.ow = g.ow;
+  // clang-format on
+  d.channels = 16;
+  if (!depthwise_lanes_fit(d)) return false;
+  d.flip = args.in(0).dtype() == DType::INT8 ? 0x80 : 0;
+  d.pad = static_cast<uint8_t>(g.x_zp);
+  d.kp = qgemm_kp(g.kh * g.kw);
+  d.y_zp = p.y_zp;
+  d.y_min = p.y_min;
+  d.y_max = p.y_max;
+  d.y_unsigned = p.y_dtype == DType::UINT8;
+  for (int64_t b = 0; b < g.n; ++b) {
+    for (int64_t c0 = 0; c0 < g.c; c0 += 16) {
+      d.channels = g.c - c0 < 16 ? g.c - c0 : 16;
+      d.x = args.in(0).data_as<const uint8_t>() + (b * g.c + c0) * g.h * g.w;
+      d.w8 = args.in(1).data_as<const int8_t>() + c0 * d.kp;
+      d.bias = args.in(2).data_as<const int32_t>() + c0;
+      d.multiplier = p.multiplier + c0;
+      d.shift = p.shift + c0;
+      d.y = args.out(0).data_as<uint8_t>() + (b * g.m + c0) * g.oh * g.ow;
+      depthwise_lanes_avx2(d);
+    }
+  }
+  return true;
+}
 #endif
 
+// Sums a row chunk of the per-channel path holds (2 KiB of stack).
+constexpr int64_t kDepthwiseChunk = 512;
+
+// One channel of the per-channel path: its plane padded with the zero
+// point (ph x pw, in the scratch, followed by room for the stride-2
+// halves), its weights, requantization and outputs.
+struct DepthwiseInt8Channel {
+  uint8_t* padded = nullptr;
+  int64_t ph = 0, pw = 0;
+  const int8_t* w = nullptr;
+  int32_t bias = 0, multiplier = 0, shift = 0;
+  uint8_t* out = nullptr;  // the channel's oh x ow outputs
+  size_t y_elem = 1;
+};
+
+// Output rows oy0 .. oy0 + nrows of one channel, their sums in acc (the
+// rows `pitch` apart), moved together (left only) and requantized at once.
+void depthwise_int8_finish(const Int8Conv& g, const QGemmProblem& p, const DepthwiseInt8Channel& ch, int32_t* acc,
+                           int64_t oy0, int64_t nrows, int64_t pitch) {
+  for (int64_t r = 1; r < nrows; ++r) {
+    memmove(acc + r * g.ow, acc + r * pitch, static_cast<size_t>(g.ow) * sizeof(int32_t));
+  }
+  qgemm_requantize_row(acc, nrows * g.ow, ch.bias, ch.multiplier, ch.shift, p.y_zp, p.y_min, p.y_max, p.y_dtype,
+                       ch.out + static_cast<size_t>(oy0 * g.ow) * ch.y_elem, p.isa, g.kh * g.kw <= 4096);
+}
+
+// Stride 1 along rows (pw <= kDepthwiseChunk): several output rows at once
+// over the padded width (the columns past ow are computed and dropped), so
+// each tap is one long multiply-add.
+void depthwise_int8_stride1(const Int8Conv& g, const QGemmProblem& p, const DepthwiseInt8Channel& ch, int32_t* acc) {
+  const int64_t pw = ch.pw;
+  const int64_t rows = kDepthwiseChunk / pw;
+  for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
+    const int64_t nrows = g.oh - oy0 < rows ? g.oh - oy0 : rows;
+    const int64_t count = (nrows - 1) * pw + g.ow;
+    memset(acc, 0, static_cast<size_t>(count) * sizeof(int32_t));
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      const uint8_t* in = ch.padded + (oy0 * g.sh + ky * g.dh) * pw;
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        if (g.sh == 1) {
+          qgemm_depthwise_tap(acc, in + kx * g.dw, 1, count, ch.w[ky * g.kw + kx], p.isa);
+        } else {
+          for (int64_t r = 0; r < nrows; ++r) {
+            qgemm_depthwise_tap(acc + r * pw, in + r * g.sh * pw + kx * g.dw, 1, g.ow, ch.w[ky * g.kw + kx], p.isa);
+          }
+        }
+      }
+    }
+    depthwise_int8_finish(g, p, ch, acc, oy0, nrows, pw);
+  }
+}
+
+// Stride 2 along rows, undilated (ow <= kDepthwiseChunk, the halves fit
+// the scratch): the padded plane's even and odd columns apart (after it in
+// the scratch), so every tap reads contiguously.
+void depthwise_int8_stride2(const Int8Conv& g, const QGemmProblem& p, const DepthwiseInt8Channel& ch, int32_t* acc) {
+  const int64_t ph = ch.ph, pw = ch.pw, half = (pw + 1) / 2;
+  uint8_t* even = ch.padded + ph * pw;
+  uint8_t* odd = even + ph * half;
+  for (int64_t r = 0; r < ph; ++r) {
+    const uint8_t* row = ch.padded + r * pw;
+    for (int64_t j = 0; j < half; ++j) {
+      even[r * half + j] = row[2 * j];
+      odd[r * half + j] = 2 * j + 1 < pw ? row[2 * j + 1] : row[2 * j];
+    }
+  }
+  // Output row oy reads rows oy * sH + ky * dH of the half planes:
+  // consecutive output rows are `pitch` bytes apart, so several rows
+  // go through each tap at once (the columns between them computed
+  // and dropped), as in the stride-1 case.
+  const int64_t pitch = g.sh * half;
+  const int64_t rows = pitch <= kDepthwiseChunk ? kDepthwiseChunk / pitch : 1;
+  for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
+    const int64_t nrows = g.oh - oy0 < rows ? g.oh - oy0 : rows;
+    const int64_t count = (nrows - 1) * pitch + g.ow;
+    memset(acc, 0, static_cast<size_t>(count) * sizeof(int32_t));
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      const int64_t r = oy0 * g.sh + ky * g.dh;
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        const uint8_t* half_plane = (kx % 2 == 0 ? even : odd) + r * half + kx / 2;
+        qgemm_depthwise_tap(acc, half_plane, 1, count, ch.w[ky * g.kw + kx], p.isa);
+      }
+    }
+    depthwise_int8_finish(g, p, ch, acc, oy0, nrows, pitch);
+  }
+}
+
+// Any other geometry: output row by output row, kDepthwiseChunk columns at
+// a time, each tap a strided multiply-add.
+void depthwise_int8_rows(const Int8Conv& g, const QGemmProblem& p, const DepthwiseInt8Channel& ch, int32_t* acc) {
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    for (int64_t ox0 = 0; ox0 < g.ow; ox0 += kDepthwiseChunk) {
+      const int64_t count = g.ow - ox0 < kDepthwiseChunk ? g.ow - ox0 : kDepthwiseChunk;
+      memset(acc, 0, static_cast<size_t>(count) * sizeof(int32_t));
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        const uint8_t* in_row = ch.padded + (oy * g.sh + ky * g.dh) * ch.pw + ox0 * g.sw;
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          qgemm_depthwise_tap(acc, in_row + kx * g.dw, g.sw, count, ch.w[ky * g.kw + kx], p.isa);
+        }
+      }
+      qgemm_requantize_row(acc, count, ch.bias, ch.multiplier, ch.shift, p.y_zp, p.y_min, p.y_max, p.y_dtype,
+                           ch.out + static_cast<size_t>(oy * g.ow + ox0) * ch.y_elem, p.isa, g.kh * g.kw <= 4096);
+    }
+  }
+}
+
+// A depthwise convolution (one input channel per output channel, weight
+// zero points 0, requantized) computed directly: across the vector lanes
+// where the processor has them (x86), otherwise channel by channel: the
+// image's channel copied into scratch with its padding (the zero point),
+// then per output row and tap one multiply-add over the row. The same sums
+// as the im2col product (zero-padded taps there add nothing: their weights
+// are 0). False (nothing done) when it does not apply or the padded plane
+// exceeds the scratch.
 bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
   if (g.group != g.c || g.m != g.c || p.w_zp != nullptr || p.multiplier == nullptr) return false;
 #if KILN_X86
-  if ((g.c >= kDepthwiseLanesMinChannels || (g.c >= kDepthwiseLanesMinChannelsStride1 && g.sw == 1)) &&
-      (p.isa == Isa::kAvx2 || p.isa == Isa::kAvx512) &&
-      depthwise_lanes_params_ok(args.in(2).data_as<const int32_t>(), p.shift, g.c)) {
-    QDepthwiseLanes d;
-    // clang-format off
-    d.h = g.h; d.w = g.w; d.kh = g.kh; d.kw = g.kw; d.sh = g.sh; d.sw = g.sw; d.dh = g.dh; d.dw = g.dw;
-    d.pt = g.pt; d.pl = g.pl; d.oh = g.oh; d.ow = g.ow;
-    // clang-format on
-    d.channels = 16;
-    if (depthwise_lanes_fit(d)) {
-      // Channels across the vector lanes, 16 at a time: no per-channel
-      // passes, whatever the plane's size.
-      d.flip = args.in(0).dtype() == DType::INT8 ? 0x80 : 0;
-      d.pad = static_cast<uint8_t>(g.x_zp);
-      d.kp = qgemm_kp(g.kh * g.kw);
-      d.y_zp = p.y_zp;
-      d.y_min = p.y_min;
-      d.y_max = p.y_max;
-      d.y_unsigned = p.y_dtype == DType::UINT8;
-      for (int64_t b = 0; b < g.n; ++b) {
-        for (int64_t c0 = 0; c0 < g.c; c0 += 16) {
-          d.channels = g.c - c0 < 16 ? g.c - c0 : 16;
-          d.x = args.in(0).data_as<const uint8_t>() + (b * g.c + c0) * g.h * g.w;
-          d.w8 = args.in(1).data_as<const int8_t>() + c0 * d.kp;
-          d.bias = args.in(2).data_as<const int32_t>() + c0;
-          d.multiplier = p.multiplier + c0;
-          d.shift = p.shift + c0;
-          d.y = args.out(0).data_as<uint8_t>() + (b * g.m + c0) * g.oh * g.ow;
-          depthwise_lanes_avx2(d);
-        }
-      }
-      return true;
-    }
-  }
+  if (run_depthwise_int8_lanes(args, g, p)) return true;
 #endif
   const int64_t ph = g.h + g.pt + g.pb, pw = g.w + g.pl + g.pr;
   const Tensor& scratch = *args.scratch[0];
@@ -460,103 +574,33 @@ bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmPr
   const int64_t kp = qgemm_kp(g.kh * g.kw), plane = g.oh * g.ow;
   const uint8_t flip = args.in(0).dtype() == DType::INT8 ? 0x80 : 0;
   const uint8_t* x = args.in(0).data_as<const uint8_t>();
-  const int8_t* w = args.in(1).data_as<const int8_t>();
   const int32_t* bias = args.in(2).data_as<const int32_t>();
-  const size_t y_elem = dtype_size(p.y_dtype);
-  uint8_t* y = args.out(0).data_as<uint8_t>();
-  uint8_t* padded = scratch.data_as<uint8_t>();
-  constexpr int64_t kChunk = 512;  // 2 KiB of stack for the sums
-  int32_t acc[kChunk];
+  DepthwiseInt8Channel ch;
+  ch.padded = scratch.data_as<uint8_t>();
+  ch.ph = ph;
+  ch.pw = pw;
+  ch.y_elem = dtype_size(p.y_dtype);
+  int32_t acc[kDepthwiseChunk];
   for (int64_t b = 0; b < g.n; ++b) {
-    for (int64_t ch = 0; ch < g.c; ++ch) {
-      const uint8_t* src = x + (b * g.c + ch) * g.h * g.w;
-      memset(padded, static_cast<int>(g.x_zp), static_cast<size_t>(ph * pw));
+    for (int64_t c = 0; c < g.c; ++c) {
+      const uint8_t* src = x + (b * g.c + c) * g.h * g.w;
+      memset(ch.padded, static_cast<int>(g.x_zp), static_cast<size_t>(ph * pw));
       for (int64_t r = 0; r < g.h; ++r) {
-        uint8_t* row = padded + (r + g.pt) * pw + g.pl;
+        uint8_t* row = ch.padded + (r + g.pt) * pw + g.pl;
         for (int64_t i = 0; i < g.w; ++i) row[i] = static_cast<uint8_t>(src[r * g.w + i] ^ flip);
       }
-      const int8_t* wc = w + ch * kp;
-      uint8_t* out = y + static_cast<size_t>((b * g.m + ch) * plane) * y_elem;
-      if (g.sw == 1 && pw <= kChunk) {
-        // Stride 1 along rows: several output rows at once over the padded
-        // width (the columns past ow are computed and dropped), so each tap
-        // is one long multiply-add.
-        const int64_t rows = kChunk / pw;
-        for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
-          const int64_t nrows = g.oh - oy0 < rows ? g.oh - oy0 : rows;
-          const int64_t count = (nrows - 1) * pw + g.ow;
-          memset(acc, 0, static_cast<size_t>(count) * sizeof(int32_t));
-          for (int64_t ky = 0; ky < g.kh; ++ky) {
-            const uint8_t* in = padded + (oy0 * g.sh + ky * g.dh) * pw;
-            for (int64_t kx = 0; kx < g.kw; ++kx) {
-              if (g.sh == 1) {
-                qgemm_depthwise_tap(acc, in + kx * g.dw, 1, count, wc[ky * g.kw + kx], p.isa);
-              } else {
-                for (int64_t r = 0; r < nrows; ++r) {
-                  qgemm_depthwise_tap(acc + r * pw, in + r * g.sh * pw + kx * g.dw, 1, g.ow, wc[ky * g.kw + kx], p.isa);
-                }
-              }
-            }
-          }
-          // The rows' valid columns side by side (moving left only), then
-          // one requantization over them.
-          for (int64_t r = 1; r < nrows; ++r)
-            memmove(acc + r * g.ow, acc + r * pw, static_cast<size_t>(g.ow) * sizeof(int32_t));
-          qgemm_requantize_row(acc, nrows * g.ow, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max,
-                               p.y_dtype, out + static_cast<size_t>(oy0 * g.ow) * y_elem, p.isa, g.kh * g.kw <= 4096);
-        }
-        continue;
-      }
-      const int64_t half = (pw + 1) / 2;
-      if (g.sw == 2 && g.dw == 1 && g.ow <= kChunk && ph * pw + 2 * ph * half <= scratch.numel()) {
-        // Stride 2 along rows: the padded plane's even and odd columns
-        // apart (after it in the scratch), so every tap reads contiguously.
-        uint8_t* even = padded + ph * pw;
-        uint8_t* odd = even + ph * half;
-        for (int64_t r = 0; r < ph; ++r) {
-          const uint8_t* row = padded + r * pw;
-          for (int64_t j = 0; j < half; ++j) {
-            even[r * half + j] = row[2 * j];
-            odd[r * half + j] = 2 * j + 1 < pw ? row[2 * j + 1] : row[2 * j];
-          }
-        }
-        // Output row oy reads rows oy * sH + ky * dH of the half planes:
-        // consecutive output rows are `pitch` bytes apart, so several rows
-        // go through each tap at once (the columns between them computed
-        // and dropped), as in the stride-1 case.
-        const int64_t pitch = g.sh * half;
-        const int64_t rows = pitch <= kChunk ? kChunk / pitch : 1;
-        for (int64_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
-          const int64_t nrows = g.oh - oy0 < rows ? g.oh - oy0 : rows;
-          const int64_t count = (nrows - 1) * pitch + g.ow;
-          memset(acc, 0, static_cast<size_t>(count) * sizeof(int32_t));
-          for (int64_t ky = 0; ky < g.kh; ++ky) {
-            const int64_t r = oy0 * g.sh + ky * g.dh;
-            for (int64_t kx = 0; kx < g.kw; ++kx) {
-              const uint8_t* half_plane = (kx % 2 == 0 ? even : odd) + r * half + kx / 2;
-              qgemm_depthwise_tap(acc, half_plane, 1, count, wc[ky * g.kw + kx], p.isa);
-            }
-          }
-          for (int64_t r = 1; r < nrows; ++r)
-            memmove(acc + r * g.ow, acc + r * pitch, static_cast<size_t>(g.ow) * sizeof(int32_t));
-          qgemm_requantize_row(acc, nrows * g.ow, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max,
-                               p.y_dtype, out + static_cast<size_t>(oy0 * g.ow) * y_elem, p.isa, g.kh * g.kw <= 4096);
-        }
-        continue;
-      }
-      for (int64_t oy = 0; oy < g.oh; ++oy) {
-        for (int64_t ox0 = 0; ox0 < g.ow; ox0 += kChunk) {
-          const int64_t count = g.ow - ox0 < kChunk ? g.ow - ox0 : kChunk;
-          memset(acc, 0, static_cast<size_t>(count) * sizeof(int32_t));
-          for (int64_t ky = 0; ky < g.kh; ++ky) {
-            const uint8_t* in_row = padded + (oy * g.sh + ky * g.dh) * pw + ox0 * g.sw;
-            for (int64_t kx = 0; kx < g.kw; ++kx) {
-              qgemm_depthwise_tap(acc, in_row + kx * g.dw, g.sw, count, wc[ky * g.kw + kx], p.isa);
-            }
-          }
-          qgemm_requantize_row(acc, count, bias[ch], p.multiplier[ch], p.shift[ch], p.y_zp, p.y_min, p.y_max, p.y_dtype,
-                               out + static_cast<size_t>(oy * g.ow + ox0) * y_elem, p.isa, g.kh * g.kw <= 4096);
-        }
+      ch.w = args.in(1).data_as<const int8_t>() + c * kp;
+      ch.bias = bias[c];
+      ch.multiplier = p.multiplier[c];
+      ch.shift = p.shift[c];
+      ch.out = args.out(0).data_as<uint8_t>() + static_cast<size_t>((b * g.m + c) * plane) * ch.y_elem;
+      if (g.sw == 1 && pw <= kDepthwiseChunk) {
+        depthwise_int8_stride1(g, p, ch, acc);
+      } else if (g.sw == 2 && g.dw == 1 && g.ow <= kDepthwiseChunk &&
+                 ph * pw + 2 * ph * ((pw + 1) / 2) <= scratch.numel()) {
+        depthwise_int8_stride2(g, p, ch, acc);
+      } else {
+        depthwise_int8_rows(g, p, ch, acc);
       }
     }
   }

@@ -134,137 +134,212 @@ void product(const Recurrence& rc, int64_t m, int64_t n, int64_t k, const float*
   }
 }
 
-// One direction of the recurrence (steps 1 to 3 above).
-void run_direction(const Recurrence& rc, int64_t d, bool reverse) {
-  const int64_t H = rc.hidden, G = rc.gates, GH = G * H, batch = rc.batch;
-  float* x_proj = rc.work;
-  float* rec = x_proj + rc.seq * batch * GH;
-  float* h = rec + batch * GH;
-  float* aux = h + batch * H;  // LSTM: c; GRU: r * h
-  float* aux2 = aux + batch * H;
-  const float* w = rc.w + d * GH * rc.input;
-  const float* r = rc.r + d * GH * H;
-  const float* wb = rc.b != nullptr ? rc.b + d * 2 * GH : nullptr;
-  const float* rb = wb != nullptr ? wb + GH : nullptr;
-  const float* p = rc.p != nullptr ? rc.p + d * 3 * H : nullptr;
-  const GateActivation* act = rc.act + d * rnn_activations_per_direction(rc.kind);
+// One direction's working memory (in rc.work, reused by every direction)
+// and its slices of the weights.
+struct Direction {
+  int64_t d = 0;
+  bool reverse = false;
+  float* x_proj = nullptr;  // [seq * batch][G * H]
+  float* rec = nullptr;     // [batch][G * H]
+  float* h = nullptr;       // [batch][H]
+  float* aux = nullptr;     // LSTM: c; GRU: r * h
+  float* aux2 = nullptr;    // GRU: the candidate's recurrent part
+  const float *w = nullptr, *r = nullptr, *wb = nullptr, *rb = nullptr, *p = nullptr;
+  const GateActivation* act = nullptr;
+};
 
-  for (int64_t row = 0; row < batch; ++row) {
-    float* hr = h + row * H;
+Direction direction_of(const Recurrence& rc, int64_t d, bool reverse) {
+  const int64_t H = rc.hidden, GH = rc.gates * H, batch = rc.batch;
+  Direction dir;
+  dir.d = d;
+  dir.reverse = reverse;
+  dir.x_proj = rc.work;
+  dir.rec = dir.x_proj + rc.seq * batch * GH;
+  dir.h = dir.rec + batch * GH;
+  dir.aux = dir.h + batch * H;
+  dir.aux2 = dir.aux + batch * H;
+  dir.w = rc.w + d * GH * rc.input;
+  dir.r = rc.r + d * GH * H;
+  dir.wb = rc.b != nullptr ? rc.b + d * 2 * GH : nullptr;
+  dir.rb = dir.wb != nullptr ? dir.wb + GH : nullptr;
+  dir.p = rc.p != nullptr ? rc.p + d * 3 * H : nullptr;
+  dir.act = rc.act + d * rnn_activations_per_direction(rc.kind);
+  return dir;
+}
+
+// h (and the LSTM's c) of every batch row from initial_h (initial_c), or 0.
+void initial_state(const Recurrence& rc, const Direction& dir) {
+  const int64_t H = rc.hidden;
+  for (int64_t row = 0; row < rc.batch; ++row) {
+    float* hr = dir.h + row * H;
     if (rc.initial_h != nullptr) {
-      memcpy(hr, rc.initial_h + rc.state_offset(d, row), static_cast<size_t>(H) * sizeof(float));
+      memcpy(hr, rc.initial_h + rc.state_offset(dir.d, row), static_cast<size_t>(H) * sizeof(float));
     } else {
       memset(hr, 0, static_cast<size_t>(H) * sizeof(float));
     }
     if (rc.kind == kRnnLstm) {
-      float* cr = aux + row * H;
+      float* cr = dir.aux + row * H;
       if (rc.initial_c != nullptr) {
-        memcpy(cr, rc.initial_c + rc.state_offset(d, row), static_cast<size_t>(H) * sizeof(float));
+        memcpy(cr, rc.initial_c + rc.state_offset(dir.d, row), static_cast<size_t>(H) * sizeof(float));
       } else {
         memset(cr, 0, static_cast<size_t>(H) * sizeof(float));
       }
     }
   }
-  // Step 1.
-  product(rc, rc.seq * batch, GH, rc.input, rc.x, rc.input, w, x_proj, GH);
+}
 
+// Batch row `row` at step s: its time t (counted from its last step when
+// reversed), its gates in rec and its input projection; false past the
+// row's length.
+struct RowStep {
+  int64_t t = 0;
+  float* g = nullptr;
+  const float* xp = nullptr;
+};
+
+bool row_step(const Recurrence& rc, const Direction& dir, int64_t row, int64_t s, RowStep* out) {
+  const int64_t n = rc.length(row);
+  if (s >= n) return false;
+  const int64_t GH = rc.gates * rc.hidden;
+  out->t = dir.reverse ? n - 1 - s : s;
+  out->g = dir.rec + row * GH;
+  out->xp = dir.x_proj + rc.x_row(out->t, row) * GH;
+  return true;
+}
+
+// g[j] += xp[j] and both biases, for j < count: the gates' inputs.
+void add_inputs(float* g, const float* xp, const float* wb, const float* rb, int64_t count) {
+  for (int64_t j = 0; j < count; ++j) g[j] += xp[j] + (wb != nullptr ? wb[j] + rb[j] : 0.f);
+}
+
+// GRU without linear_before_reset, step s: z and r of every row still
+// within its length, then (r * h) R_h^T into aux2 for the candidate.
+void gru_reset_gates(const Recurrence& rc, const Direction& dir, int64_t s) {
+  const int64_t H = rc.hidden;
+  for (int64_t row = 0; row < rc.batch; ++row) {
+    RowStep st;
+    if (!row_step(rc, dir, row, s, &st)) continue;
+    add_inputs(st.g, st.xp, dir.wb, dir.rb, 2 * H);
+    clip(st.g, 2 * H, rc.clip);
+    activate(dir.act[0], st.g, 2 * H);
+    const float* hr = dir.h + row * H;
+    float* rh = dir.aux + row * H;
+    for (int64_t j = 0; j < H; ++j) rh[j] = st.g[H + j] * hr[j];
+  }
+  product(rc, rc.batch, H, H, dir.aux, H, dir.r + 2 * H * H, dir.aux2, H);
+}
+
+// One GRU row's step: the gates g (z, r, candidate; z and r already done
+// when gru_reset_first), then the new state hr.
+void gru_row(const Recurrence& rc, const Direction& dir, int64_t row, float* g, const float* xp, float* hr,
+             bool gru_reset_first) {
+  const int64_t H = rc.hidden;
+  const float *wb = dir.wb, *rb = dir.rb;
+  float* z = g;
+  float* rr = g + H;
+  float* cand = g + 2 * H;
+  if (gru_reset_first) {
+    // z and r are done; the candidate's recurrent part is in aux2.
+    const float* rh_r = dir.aux2 + row * H;
+    for (int64_t j = 0; j < H; ++j) {
+      cand[j] = xp[2 * H + j] + rh_r[j] + (wb != nullptr ? wb[2 * H + j] + rb[2 * H + j] : 0.f);
+    }
+  } else {
+    add_inputs(g, xp, wb, rb, 2 * H);
+    clip(g, 2 * H, rc.clip);
+    activate(dir.act[0], g, 2 * H);
+    for (int64_t j = 0; j < H; ++j) {
+      cand[j] = xp[2 * H + j] + (wb != nullptr ? wb[2 * H + j] : 0.f) +
+                rr[j] * (cand[j] + (rb != nullptr ? rb[2 * H + j] : 0.f));
+    }
+  }
+  clip(cand, H, rc.clip);
+  activate(dir.act[1], cand, H);
+  for (int64_t j = 0; j < H; ++j) hr[j] = (1.f - z[j]) * cand[j] + z[j] * hr[j];
+}
+
+// One LSTM row's step: the gates g (i, o, f, c) with the peepholes, then
+// the new cell state (in aux) and hr.
+void lstm_row(const Recurrence& rc, const Direction& dir, int64_t row, float* g, const float* xp, float* hr) {
+  const int64_t H = rc.hidden, GH = rc.gates * H;
+  const float *wb = dir.wb, *rb = dir.rb, *p = dir.p;
+  const GateActivation* act = dir.act;
+  float* gi = g;
+  float* go = g + H;
+  float* gf = g + 2 * H;
+  float* gc = g + 3 * H;
+  float* cr = dir.aux + row * H;
+  add_inputs(g, xp, wb, rb, GH);
+  if (p != nullptr) {
+    for (int64_t j = 0; j < H; ++j) {
+      gi[j] += p[j] * cr[j];
+      gf[j] += p[2 * H + j] * cr[j];
+    }
+  }
+  clip(gi, H, rc.clip);
+  activate(act[0], gi, H);
+  if (rc.input_forget) {
+    for (int64_t j = 0; j < H; ++j) gf[j] = 1.f - gi[j];
+  } else {
+    clip(gf, H, rc.clip);
+    activate(act[0], gf, H);
+  }
+  clip(gc, H, rc.clip);
+  activate(act[1], gc, H);
+  for (int64_t j = 0; j < H; ++j) cr[j] = gf[j] * cr[j] + gi[j] * gc[j];
+  if (p != nullptr) {
+    for (int64_t j = 0; j < H; ++j) go[j] += p[H + j] * cr[j];
+  }
+  clip(go, H, rc.clip);
+  activate(act[0], go, H);
+  // h(c) goes through gc, which is free now.
+  memcpy(gc, cr, static_cast<size_t>(H) * sizeof(float));
+  activate(act[2], gc, H);
+  for (int64_t j = 0; j < H; ++j) hr[j] = go[j] * gc[j];
+}
+
+// Step 2's gates and new state for every row still within its length at
+// step s (rec holds h R^T), written to Y too.
+void step_rows(const Recurrence& rc, const Direction& dir, int64_t s, bool gru_reset_first) {
+  const int64_t H = rc.hidden;
+  for (int64_t row = 0; row < rc.batch; ++row) {
+    RowStep st;
+    if (!row_step(rc, dir, row, s, &st)) continue;
+    float* hr = dir.h + row * H;
+    if (rc.kind == kRnnSimple) {
+      add_inputs(st.g, st.xp, dir.wb, dir.rb, H);
+      clip(st.g, H, rc.clip);
+      activate(dir.act[0], st.g, H);
+      memcpy(hr, st.g, static_cast<size_t>(H) * sizeof(float));
+    } else if (rc.kind == kRnnGru) {
+      gru_row(rc, dir, row, st.g, st.xp, hr, gru_reset_first);
+    } else {
+      lstm_row(rc, dir, row, st.g, st.xp, hr);
+    }
+    if (rc.y != nullptr) memcpy(rc.y + rc.y_offset(st.t, dir.d, row), hr, static_cast<size_t>(H) * sizeof(float));
+  }
+}
+
+// One direction of the recurrence (steps 1 to 3 above).
+void run_direction(const Recurrence& rc, int64_t d, bool reverse) {
+  const int64_t H = rc.hidden, GH = rc.gates * H, batch = rc.batch;
+  const Direction dir = direction_of(rc, d, reverse);
+  initial_state(rc, dir);
+  // Step 1.
+  product(rc, rc.seq * batch, GH, rc.input, rc.x, rc.input, dir.w, dir.x_proj, GH);
   const bool gru_reset_first = rc.kind == kRnnGru && !rc.linear_before_reset;
   for (int64_t s = 0; s < rc.seq; ++s) {
     // Step 2: the recurrent product (GRU without linear_before_reset: z and
     // r only; the candidate's comes after the reset gate).
-    product(rc, batch, gru_reset_first ? 2 * H : GH, H, h, H, r, rec, GH);
-    if (gru_reset_first) {
-      for (int64_t row = 0; row < batch; ++row) {
-        const int64_t n = rc.length(row);
-        if (s >= n) continue;
-        const int64_t t = reverse ? n - 1 - s : s;
-        float* g = rec + row * GH;
-        const float* xp = x_proj + rc.x_row(t, row) * GH;
-        for (int64_t j = 0; j < 2 * H; ++j) g[j] += xp[j] + (wb != nullptr ? wb[j] + rb[j] : 0.f);
-        clip(g, 2 * H, rc.clip);
-        activate(act[0], g, 2 * H);
-        const float* hr = h + row * H;
-        float* rh = aux + row * H;
-        for (int64_t j = 0; j < H; ++j) rh[j] = g[H + j] * hr[j];
-      }
-      product(rc, batch, H, H, aux, H, r + 2 * H * H, aux2, H);
-    }
-    for (int64_t row = 0; row < batch; ++row) {
-      const int64_t n = rc.length(row);
-      if (s >= n) continue;
-      const int64_t t = reverse ? n - 1 - s : s;
-      float* g = rec + row * GH;
-      const float* xp = x_proj + rc.x_row(t, row) * GH;
-      float* hr = h + row * H;
-      if (rc.kind == kRnnSimple) {
-        for (int64_t j = 0; j < H; ++j) g[j] += xp[j] + (wb != nullptr ? wb[j] + rb[j] : 0.f);
-        clip(g, H, rc.clip);
-        activate(act[0], g, H);
-        memcpy(hr, g, static_cast<size_t>(H) * sizeof(float));
-      } else if (rc.kind == kRnnGru) {
-        float* z = g;
-        float* rr = g + H;
-        float* cand = g + 2 * H;
-        if (gru_reset_first) {
-          // z and r are done; the candidate's recurrent part is in aux2.
-          const float* rh_r = aux2 + row * H;
-          for (int64_t j = 0; j < H; ++j) {
-            cand[j] = xp[2 * H + j] + rh_r[j] + (wb != nullptr ? wb[2 * H + j] + rb[2 * H + j] : 0.f);
-          }
-        } else {
-          for (int64_t j = 0; j < 2 * H; ++j) g[j] += xp[j] + (wb != nullptr ? wb[j] + rb[j] : 0.f);
-          clip(g, 2 * H, rc.clip);
-          activate(act[0], g, 2 * H);
-          for (int64_t j = 0; j < H; ++j) {
-            cand[j] = xp[2 * H + j] + (wb != nullptr ? wb[2 * H + j] : 0.f) +
-                      rr[j] * (cand[j] + (rb != nullptr ? rb[2 * H + j] : 0.f));
-          }
-        }
-        clip(cand, H, rc.clip);
-        activate(act[1], cand, H);
-        for (int64_t j = 0; j < H; ++j) hr[j] = (1.f - z[j]) * cand[j] + z[j] * hr[j];
-      } else {
-        float* gi = g;
-        float* go = g + H;
-        float* gf = g + 2 * H;
-        float* gc = g + 3 * H;
-        float* cr = aux + row * H;
-        for (int64_t j = 0; j < GH; ++j) g[j] += xp[j] + (wb != nullptr ? wb[j] + rb[j] : 0.f);
-        if (p != nullptr) {
-          for (int64_t j = 0; j < H; ++j) {
-            gi[j] += p[j] * cr[j];
-            gf[j] += p[2 * H + j] * cr[j];
-          }
-        }
-        clip(gi, H, rc.clip);
-        activate(act[0], gi, H);
-        if (rc.input_forget) {
-          for (int64_t j = 0; j < H; ++j) gf[j] = 1.f - gi[j];
-        } else {
-          clip(gf, H, rc.clip);
-          activate(act[0], gf, H);
-        }
-        clip(gc, H, rc.clip);
-        activate(act[1], gc, H);
-        for (int64_t j = 0; j < H; ++j) cr[j] = gf[j] * cr[j] + gi[j] * gc[j];
-        if (p != nullptr) {
-          for (int64_t j = 0; j < H; ++j) go[j] += p[H + j] * cr[j];
-        }
-        clip(go, H, rc.clip);
-        activate(act[0], go, H);
-        // h(c) goes through gc, which is free now.
-        memcpy(gc, cr, static_cast<size_t>(H) * sizeof(float));
-        activate(act[2], gc, H);
-        for (int64_t j = 0; j < H; ++j) hr[j] = go[j] * gc[j];
-      }
-      if (rc.y != nullptr) memcpy(rc.y + rc.y_offset(t, d, row), hr, static_cast<size_t>(H) * sizeof(float));
-    }
+    product(rc, batch, gru_reset_first ? 2 * H : GH, H, dir.h, H, dir.r, dir.rec, GH);
+    if (gru_reset_first) gru_reset_gates(rc, dir, s);
+    step_rows(rc, dir, s, gru_reset_first);
   }
   // Step 3.
   for (int64_t row = 0; row < batch; ++row) {
-    memcpy(rc.y_h + rc.state_offset(d, row), h + row * H, static_cast<size_t>(H) * sizeof(float));
+    memcpy(rc.y_h + rc.state_offset(d, row), dir.h + row * H, static_cast<size_t>(H) * sizeof(float));
     if (rc.y_c != nullptr) {
-      memcpy(rc.y_c + rc.state_offset(d, row), aux + row * H, static_cast<size_t>(H) * sizeof(float));
+      memcpy(rc.y_c + rc.state_offset(d, row), dir.aux + row * H, static_cast<size_t>(H) * sizeof(float));
     }
   }
 }

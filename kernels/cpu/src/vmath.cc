@@ -12,8 +12,9 @@
 namespace kiln {
 namespace kernels {
 
-bool vector_math_on(int path, MathOp op, const float* in, float* out, int64_t n, float alpha, float beta) {
 #if KILN_X86
+
+bool vector_math_on(int path, MathOp op, const float* in, float* out, int64_t n, float alpha, float beta) {
   const Isa active = active_isa();
   if (path < 1 || path > 2 || (active != Isa::kAvx2 && active != Isa::kAvx512) || static_cast<int>(active) < path) {
     return false;
@@ -24,25 +25,9 @@ bool vector_math_on(int path, MathOp op, const float* in, float* out, int64_t n,
     x86::vmath_avx2(op, in, out, n, alpha, beta);
   }
   return true;
-#elif KILN_NEON
-  // Path 3 is NEON (vmath.h numbers the x86 paths 1 and 2).
-  if (path != 3 || active_isa() != Isa::kNeon) return false;
-  neon::vmath(op, in, out, n, alpha, beta);
-  return true;
-#else
-  static_cast<void>(path);
-  static_cast<void>(op);
-  static_cast<void>(in);
-  static_cast<void>(out);
-  static_cast<void>(n);
-  static_cast<void>(alpha);
-  static_cast<void>(beta);
-  return false;
-#endif
 }
 
 bool vector_math(MathOp op, const float* in, float* out, int64_t n, float alpha, float beta) {
-#if KILN_X86
   const Isa active = active_isa();
   if (active == Isa::kAvx512) {
     x86::vmath_avx512(op, in, out, n, alpha, beta);
@@ -53,20 +38,29 @@ bool vector_math(MathOp op, const float* in, float* out, int64_t n, float alpha,
     return true;
   }
   return false;
+}
+
 #elif KILN_NEON
+
+// Path 3 is NEON (vmath.h numbers the x86 paths 1 and 2).
+bool vector_math_on(int path, MathOp op, const float* in, float* out, int64_t n, float alpha, float beta) {
+  if (path != 3 || active_isa() != Isa::kNeon) return false;
+  neon::vmath(op, in, out, n, alpha, beta);
+  return true;
+}
+
+bool vector_math(MathOp op, const float* in, float* out, int64_t n, float alpha, float beta) {
   if (active_isa() != Isa::kNeon) return false;
   neon::vmath(op, in, out, n, alpha, beta);
   return true;
-#else
-  static_cast<void>(op);
-  static_cast<void>(in);
-  static_cast<void>(out);
-  static_cast<void>(n);
-  static_cast<void>(alpha);
-  static_cast<void>(beta);
-  return false;
-#endif
 }
+
+#else
+
+bool vector_math_on(int, MathOp, const float*, float*, int64_t, float, float) { return false; }
+bool vector_math(MathOp, const float*, float*, int64_t, float, float) { return false; }
+
+#endif
 
 }  // namespace kernels
 }  // namespace kiln

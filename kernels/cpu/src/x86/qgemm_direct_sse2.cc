@@ -85,34 +85,12 @@ uint8_t direct_row(const QConvDirect& d, int64_t q, int64_t iy, int64_t width, u
   return static_cast<uint8_t>(bits | (width > d.w ? d.pad : 0));
 }
 
-}  // namespace
-
-QGemmTileOffsetsFn qgemm_tile_offsets_for(Isa isa) {
-  if (isa == Isa::kAvx512 && processor_has_avx512_vnni()) return qgemm_tile_offsets_vnni;
-  if (isa == Isa::kAvx512 || isa == Isa::kAvx2) return qgemm_tile_offsets_avx2;
-  return nullptr;
-}
-
-int64_t qgemm_conv_direct_bytes(const QConvDirect& d) {
-  const DirectShape s = direct_shape(d);
-  // The tap offsets are int32: the interleaved input (and the last panel's
-  // overreach) inside 2^31 bytes.
-  if (s.quads * s.quad_bytes + kDirectSlack > INT32_MAX) return -1;
-  return kiln::kernels::qgemm_conv_direct_bytes(d.c, d.h, d.w, d.kh, d.kw, d.sh, d.sw, d.pt, d.pl, d.pb, d.pr);
-}
-
-void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_bytes, QGemmTileOffsetsFn tile) {
-  const DirectShape s = direct_shape(d);
-  const int64_t taps = s.taps, nq = s.steps;
-  // The interleaved phase planes (and whether any byte is above 127).
+// The input interleaved into the phase planes at the scratch's start, four
+// channels a quad; `row` holds a padded row on its way to the planes
+// (strided only). Returns the OR of every byte written.
+uint8_t direct_planes(const QConvDirect& d, const DirectShape& s, uint8_t* scratch, uint8_t* row) {
   uint8_t any = 0;
   const int64_t width = s.pw2 * d.sw;
-  // The padded row (strided only), then the weight block: as many output
-  // channels (whole tiles) as the rest of the scratch holds.
-  uint8_t* row = scratch + s.quads * s.quad_bytes + kDirectSlack;
-  int8_t* wt = reinterpret_cast<int8_t*>(row + (d.sw > 1 ? width * 4 : 0));
-  int64_t block = (scratch_bytes - (reinterpret_cast<uint8_t*>(wt) - scratch)) / (nq * 4) / kQGemmMr * kQGemmMr;
-  block = block < kQGemmMr ? kQGemmMr : block > qgemm_round_up(d.m, kQGemmMr) ? qgemm_round_up(d.m, kQGemmMr) : block;
   for (int64_t q = 0; q < s.quads; ++q) {
     for (int64_t r = 0; r < s.ph2 * d.sh; ++r) {
       uint8_t* dst = scratch + q * s.quad_bytes + (r % d.sh) * d.sw * s.plane4 + (r / d.sh) * s.pw2 * 4;
@@ -143,91 +121,138 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_b
       }
     }
   }
-  memset(scratch + s.quads * s.quad_bytes, 0, kDirectSlack);
-  const bool small = any <= 127;
-  // Tap (ky, kx) of output (oy, ox) reads padded (oy * sh + ky * dh, ox *
-  // sw + kx * dw): phase (ky * dh % sh, kx * dw % sw), shifted by (ky * dh
-  // / sh, kx * dw / sw) from (oy, ox) in it.
-  int32_t off[kQGemmDirectMaxSteps];  // 4.5 KiB of stack
+  return any;
+}
+
+// Tap (ky, kx) of output (oy, ox) reads padded (oy * sh + ky * dh, ox *
+// sw + kx * dw): phase (ky * dh % sh, kx * dw % sw), shifted by (ky * dh
+// / sh, kx * dw / sw) from (oy, ox) in it. off[q * taps + t]: where step
+// (quad q, tap t) reads, from an output's position in the planes.
+void direct_offsets(const QConvDirect& d, const DirectShape& s, int32_t* off) {
   for (int64_t q = 0; q < s.quads; ++q) {
-    for (int64_t t = 0; t < taps; ++t) {
+    for (int64_t t = 0; t < s.taps; ++t) {
       const int64_t y = (t / d.kw) * d.dh, x = (t % d.kw) * d.dw;
       const int64_t phase = (y % d.sh) * d.sw + x % d.sw;
-      off[q * taps + t] =
+      off[q * s.taps + t] =
           static_cast<int32_t>(q * s.quad_bytes + phase * s.plane4 + ((y / d.sh) * s.pw2 + x / d.sw) * 4);
     }
   }
-  // Runs of columns of the phase grid (output (oy, ox) is column oy * pw2
-  // + ox; as qgemm's runs): every channel tile over the run, then per
-  // channel the valid columns moved together and requantized at once (they
-  // are consecutive outputs).
-  constexpr int64_t kRunMax = 128;
-  int32_t rows[kQGemmMr][kRunMax];
-  int64_t run = (16384 / (nq * 4)) / kQGemmNr * kQGemmNr;
-  run = run < kQGemmNr ? kQGemmNr : run > kRunMax ? kRunMax : run;
-  const int64_t pitch = s.pw2;
-  const int64_t columns = (d.oh - 1) * pitch + d.ow;
+}
+
+// The weights of output channels [b0, b1) in step order into wt: step
+// q = quad * taps + tap holds channels 4 * quad .. + 3 of that tap (0 past
+// c).
+void direct_weights(const QConvDirect& d, const DirectShape& s, int64_t b0, int64_t b1, int8_t* wt) {
+  const int64_t taps = s.taps, nq = s.steps;
+  const int64_t kp = qgemm_kp(d.c * taps);
+  int64_t q0 = 0;
+  if (taps == 9 && s.quads * 4 == d.c) {
+    // 3x3 over whole quads (every layer but a first one's): by shuffles.
+    direct_weights_3x3_avx2(d.w8 + b0 * kp, kp, b1 - b0, s.quads, wt);
+    q0 = s.quads;
+  }
+  for (int64_t o = b0; o < b1; ++o) {
+    const int8_t* src = d.w8 + o * kp;
+    int8_t* dst = wt + (o - b0) * nq * 4;
+    for (int64_t q = q0; q < s.quads; ++q) {
+      for (int64_t t = 0; t < taps; ++t) {
+        for (int64_t j = 0; j < 4; ++j) {
+          const int64_t ch = 4 * q + j;
+          dst[(q * taps + t) * 4 + j] = ch < d.c ? src[ch * taps + t] : 0;
+        }
+      }
+    }
+  }
+}
+
+constexpr int64_t kDirectRunMax = 128;
+
+// One run of nrun columns of the phase grid from column r0 (as qgemm's
+// runs) for output channels [b0, b1) (weights at wt): every channel tile
+// over the run, then per channel the valid columns moved together and
+// requantized at once (they are consecutive outputs).
+void direct_run(const QConvDirect& d, const DirectShape& s, const uint8_t* scratch, const int32_t* off, bool small,
+                const int8_t* wt, int64_t b0, int64_t b1, int64_t r0, int64_t nrun, QGemmTileOffsetsFn tile) {
+  const int64_t nq = s.steps, pitch = s.pw2;
+  // The run's valid columns: segments [a, b) of the grid, in output order.
+  int64_t seg_a[kDirectRunMax], seg_b[kDirectRunMax], segs = 0;
+  for (int64_t oy = r0 / pitch; oy * pitch < r0 + nrun; ++oy) {
+    const int64_t a = oy * pitch > r0 ? oy * pitch : r0;
+    const int64_t b = oy * pitch + d.ow < r0 + nrun ? oy * pitch + d.ow : r0 + nrun;
+    if (a < b) {
+      seg_a[segs] = a;
+      seg_b[segs] = b;
+      ++segs;
+    }
+  }
+  if (segs == 0) return;
+  const int64_t first = (seg_a[0] / pitch) * d.ow + seg_a[0] % pitch;  // its output index
   const size_t y_elem = dtype_size(d.y_dtype);
   const int64_t plane_out = d.oh * d.ow;
-  const int64_t kp = qgemm_kp(d.c * taps);
+  int32_t rows[kQGemmMr][kDirectRunMax];
+  for (int64_t c0 = b0; c0 < b1; c0 += kQGemmMr) {
+    const int64_t mr = b1 - c0 < kQGemmMr ? b1 - c0 : kQGemmMr;
+    for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
+      tile(nq, wt + (c0 - b0) * nq * 4, mr, scratch + p0 * 4, off, small, rows[0] + (p0 - r0), kDirectRunMax);
+    }
+    for (int64_t r = 0; r < mr; ++r) {
+      int64_t valid = 0;
+      for (int64_t g = 0; g < segs; ++g) {
+        const int64_t len = seg_b[g] - seg_a[g];
+        if (seg_a[g] - r0 != valid) {
+          memmove(rows[r] + valid, rows[r] + (seg_a[g] - r0), static_cast<size_t>(len) * sizeof(int32_t));
+        }
+        valid += len;
+      }
+      const int64_t ch = c0 + r;
+      qgemm_requantize_row(rows[r], valid, d.bias[ch], d.multiplier[ch], d.shift[ch], d.y_zp, d.y_min, d.y_max,
+                           d.y_dtype, static_cast<uint8_t*>(d.y) + static_cast<size_t>(ch * plane_out + first) * y_elem,
+                           d.isa, d.c * s.taps <= 4096);
+    }
+  }
+}
+
+}  // namespace
+
+QGemmTileOffsetsFn qgemm_tile_offsets_for(Isa isa) {
+  if (isa == Isa::kAvx512 && processor_has_avx512_vnni()) return qgemm_tile_offsets_vnni;
+  if (isa == Isa::kAvx512 || isa == Isa::kAvx2) return qgemm_tile_offsets_avx2;
+  return nullptr;
+}
+
+int64_t qgemm_conv_direct_bytes(const QConvDirect& d) {
+  const DirectShape s = direct_shape(d);
+  // The tap offsets are int32: the interleaved input (and the last panel's
+  // overreach) inside 2^31 bytes.
+  if (s.quads * s.quad_bytes + kDirectSlack > INT32_MAX) return -1;
+  return kiln::kernels::qgemm_conv_direct_bytes(d.c, d.h, d.w, d.kh, d.kw, d.sh, d.sw, d.pt, d.pl, d.pb, d.pr);
+}
+
+// The input into the phase planes once (and whether any byte is above
+// 127), the tap offsets, then per block of output channels (as many, whole
+// tiles, as the scratch after the planes holds) their weights in step
+// order and every run of columns.
+void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_bytes, QGemmTileOffsetsFn tile) {
+  const DirectShape s = direct_shape(d);
+  const int64_t nq = s.steps;
+  // The padded row (strided only), then the weight block.
+  uint8_t* row = scratch + s.quads * s.quad_bytes + kDirectSlack;
+  int8_t* wt = reinterpret_cast<int8_t*>(row + (d.sw > 1 ? s.pw2 * d.sw * 4 : 0));
+  int64_t block = (scratch_bytes - (reinterpret_cast<uint8_t*>(wt) - scratch)) / (nq * 4) / kQGemmMr * kQGemmMr;
+  block = block < kQGemmMr ? kQGemmMr : block > qgemm_round_up(d.m, kQGemmMr) ? qgemm_round_up(d.m, kQGemmMr) : block;
+  const uint8_t any = direct_planes(d, s, scratch, row);
+  memset(scratch + s.quads * s.quad_bytes, 0, kDirectSlack);
+  const bool small = any <= 127;
+  int32_t off[kQGemmDirectMaxSteps];  // 4.5 KiB of stack
+  direct_offsets(d, s, off);
+  int64_t run = (16384 / (nq * 4)) / kQGemmNr * kQGemmNr;
+  run = run < kQGemmNr ? kQGemmNr : run > kDirectRunMax ? kDirectRunMax : run;
+  const int64_t columns = (d.oh - 1) * s.pw2 + d.ow;
   for (int64_t b0 = 0; b0 < d.m; b0 += block) {
     const int64_t b1 = d.m - b0 < block ? d.m : b0 + block;
-    // The block's weights in step order: step q = quad * taps + tap holds
-    // channels 4 * quad .. + 3 of that tap (0 past c).
-    int64_t q0 = 0;
-    if (taps == 9 && s.quads * 4 == d.c) {
-      // 3x3 over whole quads (every layer but a first one's): by shuffles.
-      direct_weights_3x3_avx2(d.w8 + b0 * kp, kp, b1 - b0, s.quads, wt);
-      q0 = s.quads;
-    }
-    for (int64_t o = b0; o < b1; ++o) {
-      const int8_t* src = d.w8 + o * kp;
-      int8_t* dst = wt + (o - b0) * nq * 4;
-      for (int64_t q = q0; q < s.quads; ++q) {
-        for (int64_t t = 0; t < taps; ++t) {
-          for (int64_t j = 0; j < 4; ++j) {
-            const int64_t ch = 4 * q + j;
-            dst[(q * taps + t) * 4 + j] = ch < d.c ? src[ch * taps + t] : 0;
-          }
-        }
-      }
-    }
+    direct_weights(d, s, b0, b1, wt);
     for (int64_t r0 = 0; r0 < columns; r0 += run) {
-      const int64_t nrun = columns - r0 < run ? columns - r0 : run;
-      // The run's valid columns: segments [a, b) of the grid, in output order.
-      int64_t seg_a[kRunMax], seg_b[kRunMax], segs = 0;
-      for (int64_t oy = r0 / pitch; oy * pitch < r0 + nrun; ++oy) {
-        const int64_t a = oy * pitch > r0 ? oy * pitch : r0;
-        const int64_t b = oy * pitch + d.ow < r0 + nrun ? oy * pitch + d.ow : r0 + nrun;
-        if (a < b) {
-          seg_a[segs] = a;
-          seg_b[segs] = b;
-          ++segs;
-        }
-      }
-      if (segs == 0) continue;
-      const int64_t first = (seg_a[0] / pitch) * d.ow + seg_a[0] % pitch;  // its output index
-      for (int64_t c0 = b0; c0 < b1; c0 += kQGemmMr) {
-        const int64_t mr = b1 - c0 < kQGemmMr ? b1 - c0 : kQGemmMr;
-        for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
-          tile(nq, wt + (c0 - b0) * nq * 4, mr, scratch + p0 * 4, off, small, rows[0] + (p0 - r0), kRunMax);
-        }
-        for (int64_t r = 0; r < mr; ++r) {
-          int64_t valid = 0;
-          for (int64_t g = 0; g < segs; ++g) {
-            const int64_t len = seg_b[g] - seg_a[g];
-            if (seg_a[g] - r0 != valid) {
-              memmove(rows[r] + valid, rows[r] + (seg_a[g] - r0), static_cast<size_t>(len) * sizeof(int32_t));
-            }
-            valid += len;
-          }
-          const int64_t ch = c0 + r;
-          qgemm_requantize_row(rows[r], valid, d.bias[ch], d.multiplier[ch], d.shift[ch], d.y_zp, d.y_min, d.y_max,
-                               d.y_dtype,
-                               static_cast<uint8_t*>(d.y) + static_cast<size_t>(ch * plane_out + first) * y_elem, d.isa,
-                               d.c * taps <= 4096);
-        }
-      }
+      direct_run(d, s, scratch, off, small, wt, b0, b1, r0, columns - r0 < run ? columns - r0 : run, tile);
     }
   }
 }
