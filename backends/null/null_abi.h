@@ -1,7 +1,7 @@
 // What the two halves of the null backend agree on: the planner half sizes
 // each delegate's host state with these figures, the runtime half
 // static_asserts that its records fit them. Which kernels it runs, and
-// which inputs each may overwrite, is the portable kernels' own table
+// which inputs each may overwrite, is the CPU kernels' own table
 // (KernelEntry), read by both halves.
 
 #ifndef KILN_BACKENDS_NULL_NULL_ABI_H_

@@ -68,7 +68,7 @@ def main():
     workdir = args.workdir or tempfile.mkdtemp(prefix="kiln-bench-vulkan-")
     os.makedirs(workdir, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "KILN_VULKAN_VALIDATION"}
-    print(f"device: {vulkan_device_name()}; CPU path: kiln's portable kernels, one thread; "
+    print(f"device: {vulkan_device_name()}; CPU path: kiln's CPU kernels, one thread; "
           f"median of {args.runs} runs")
     print(f"{'model':<14} {'CPU ms':>10} {'Vulkan ms':>10} {'Vulkan/CPU':>11}")
     status = 0

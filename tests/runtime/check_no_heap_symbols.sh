@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fails when any object of the given static libraries references a heap or
 # exception symbol: malloc, calloc, realloc, free, operator new/delete, or
-# the C++ exception machinery. The runtime, platform layer and portable
+# the C++ exception machinery. The runtime, platform layer and CPU
 # kernels must have none.
 set -euo pipefail
 nm_tool=${NM:-nm}

@@ -1,8 +1,8 @@
 // The null backend's planner half: the shared table of ONNX ops
-// (kiln/backends/common/op_support.h) whose kernel the portable CPU kernels
+// (kiln/backends/common/op_support.h) whose kernel the CPU kernels
 // have (float32 only, the table's rule; no operand limits: its kernels are
 // the CPU's), its arena alignment and the host state of a delegate. Which
-// inputs a kernel may overwrite comes from the portable kernels' own table
+// inputs a kernel may overwrite comes from the CPU kernels' own table
 // (KernelEntry::inplace_inputs), the same one the runtime half checks at
 // init.
 
@@ -30,7 +30,7 @@ void register_null_backend_planner() {
                         {}};
   KernelRegistry kernels;
   if (register_cpu_kernels(kernels) != Error::kOk) {
-    throw std::logic_error("the null backend: the portable kernels do not fit a KernelRegistry");
+    throw std::logic_error("the null backend: the CPU kernels do not fit a KernelRegistry");
   }
   for (size_t i = 0; i < kernels.size(); ++i) {
     spec.inplace.push_back({kernels.entry(i).name, kernels.entry(i).inplace_inputs});

@@ -3,7 +3,7 @@
 // planner resolved auto_pad and ceil_mode into pads and the output size; a
 // window is cut where it leaves the end padding, and an average divides by
 // the elements inside the input, or, with count_include_pad, inside the
-// padded input (the portable kernel's rules).
+// padded input (the CPU kernel's rules).
 #version 450
 #include "common.glsl"
 #include "shader_ops.h"

@@ -43,7 +43,7 @@ uint reduced_offset(uint r) {
   return pc.reduced_rank > 0u ? offset + r * pc.reduced_strides[0] : offset;
 }
 
-// NaN wins for Max and Min, as in the portable kernels.
+// NaN wins for Max and Min, as in the CPU kernels.
 float max_nan(float u, float v) { return isnan(u) ? u : ((v > u || isnan(v)) ? v : u); }
 float min_nan(float u, float v) { return isnan(u) ? u : ((v < u || isnan(v)) ? v : u); }
 

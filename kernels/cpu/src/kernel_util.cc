@@ -28,45 +28,9 @@ Error check_all_dtype(const KernelArgs& args, DType dtype) {
   return Error::kOk;
 }
 
-bool same_shape(const Tensor& a, const Tensor& b) {
-  if (a.rank() != b.rank()) return false;
-  for (uint32_t i = 0; i < a.rank(); ++i) {
-    if (a.dim(i) != b.dim(i)) return false;
-  }
-  return true;
-}
-
 Error check_same_shape(const KernelArgs& args, const Tensor& a, const Tensor& b, const char* what) {
   KILN_KERNEL_CHECK(args, same_shape(a, b), "%s: shapes differ", what);
   return Error::kOk;
-}
-
-int64_t dims_product(const Tensor& t, uint32_t begin, uint32_t end) {
-  int64_t n = 1;
-  for (uint32_t i = begin; i < end && i < t.rank(); ++i) n *= t.dim(i);
-  return n;
-}
-
-bool broadcast_strides(const Tensor& t, const int64_t* out_dims, uint32_t rank, int64_t* out_strides) {
-  if (t.rank() > rank) return false;
-  const uint32_t offset = rank - t.rank();
-  int64_t stride = 1;
-  for (int32_t d = static_cast<int32_t>(rank) - 1; d >= 0; --d) {
-    if (static_cast<uint32_t>(d) < offset) {
-      out_strides[d] = 0;
-      continue;
-    }
-    const int64_t dim = t.dim(static_cast<uint32_t>(d) - offset);
-    if (dim == out_dims[d]) {
-      out_strides[d] = dim == 1 ? 0 : stride;
-    } else if (dim == 1) {
-      out_strides[d] = 0;
-    } else {
-      return false;
-    }
-    stride *= dim;
-  }
-  return true;
 }
 
 Error check_broadcast_output(const KernelArgs& args, uint32_t first, uint32_t count) {
@@ -88,14 +52,6 @@ Error check_broadcast_output(const KernelArgs& args, uint32_t first, uint32_t co
                       static_cast<long long>(out.dim(d)), static_cast<long long>(expected));
   }
   return Error::kOk;
-}
-
-void contiguous_strides(const int64_t* dims, uint32_t rank, int64_t* out_strides) {
-  int64_t stride = 1;
-  for (int32_t d = static_cast<int32_t>(rank) - 1; d >= 0; --d) {
-    out_strides[d] = stride;
-    stride *= dims[d];
-  }
 }
 
 int64_t param_int(const KernelArgs& args, uint32_t i) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/backends/common/shape.h"
 #include "kiln/kernels/float16.h"
 #include "kiln/runtime/kernel.h"
 #include "kiln/runtime/log.h"
@@ -23,30 +24,29 @@
 namespace kiln {
 namespace kernels {
 
+// Shapes and strides: the backends' shared helpers (backends/common), so the
+// CPU kernels and the device lowerings agree on broadcasting.
+using backends::broadcast_strides;
+using backends::contiguous_strides;
+using backends::dims_product;
+using backends::same_shape;
+
 // Checks the operand counts: inputs in [min_in, max_in], outputs == n_out.
 Error check_arity(const KernelArgs& args, uint32_t min_in, uint32_t max_in, uint32_t n_out, uint32_t n_scratch = 0);
 // Checks that every present input and every output has `dtype`.
 Error check_all_dtype(const KernelArgs& args, DType dtype);
 Error check_same_shape(const KernelArgs& args, const Tensor& a, const Tensor& b, const char* what);
 
-bool same_shape(const Tensor& a, const Tensor& b);
 // True when a vector of 8-byte values from the program is 8-byte aligned
 // (the flatbuffers verifier does not check element alignment).
 template <typename T>
 bool aligned8(const flatbuffers::Vector<T>* v) {
   return v == nullptr || reinterpret_cast<uintptr_t>(v->data()) % 8 == 0;
 }
-// Product of dims [begin, end).
-int64_t dims_product(const Tensor& t, uint32_t begin, uint32_t end);
 
 // a * b and a + b into *out; false (and *out untouched) when they overflow.
 inline bool checked_mul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 inline bool checked_add(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
-
-// Strides (in elements) of `t` seen as a tensor of rank `rank` broadcast to
-// `out_dims` (NumPy rules): 0 where t is broadcast. False when the shapes do
-// not broadcast.
-bool broadcast_strides(const Tensor& t, const int64_t* out_dims, uint32_t rank, int64_t* out_strides);
 
 // Checks that inputs [first, first + count) broadcast to output 0 and that
 // its shape is exactly their broadcast (no larger).
@@ -65,9 +65,6 @@ template <typename Op>
 struct Float16Op {
   static uint16_t apply(uint16_t a, uint16_t b) { return float_to_half(Op::apply(half_to_float(a), half_to_float(b))); }
 };
-
-// Contiguous row-major strides of `t`.
-void contiguous_strides(const int64_t* dims, uint32_t rank, int64_t* out_strides);
 
 }  // namespace kernels
 }  // namespace kiln

@@ -371,7 +371,7 @@ __global__ void softmax_kernel(SoftmaxArgs p) {
 }
 
 // One block per row: mean, then variance around it (two passes, as the
-// portable kernel), then the affine map.
+// CPU kernel), then the affine map.
 __global__ void layer_norm_kernel(LayerNormArgs p) {
   __shared__ float scratch[33];
   for (uint32_t row = blockIdx.x; row < p.rows; row += gridDim.x) {

@@ -1,5 +1,5 @@
 // From a delegate's kernel calls to launches (launch.h): for each kernel
-// (the names and parameters of the portable CPU kernels), the checks its
+// (the names and parameters of the CPU kernels), the checks its
 // CUDA kernel relies on (the shared operand checks,
 // kiln/backends/common/operand_checks.h, and CUDA's own limits) and the
 // launch(es) that run it, with every device address resolved. The CUDA

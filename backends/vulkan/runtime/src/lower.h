@@ -1,5 +1,5 @@
 // From a delegate's kernel calls to launches, each one compute dispatch:
-// for each kernel (the names and parameters of the portable CPU kernels),
+// for each kernel (the names and parameters of the CPU kernels),
 // the checks its shader relies on and the launch(es) that run it: which
 // pipeline, which tensors bound as storage buffers (read or written byte
 // ranges of an arena), the push constants and the workgroup counts.

@@ -10,7 +10,7 @@
 // that input before writing the output element in the same place).
 //
 // kDeviceKernels is the set every device backend (CUDA, Vulkan) runs, the
-// names and parameters of the portable CPU kernels; a backend's table is
+// names and parameters of the CPU kernels; a backend's table is
 // that set and its own kernels beside it.
 //
 // The unary, binary and reduction kernels a device serves with one kernel

@@ -1,5 +1,5 @@
 // Checks of one kernel call's operands against its kernel's contract (the
-// names and parameters of the portable CPU kernels), shared by the
+// names and parameters of the CPU kernels), shared by the
 // backends' lowerings. This is each backend's trust boundary: a call passes
 // its checks once, at delegate init, and the work launched for it then
 // indexes only inside the tensors it was given.

@@ -1,6 +1,6 @@
 // The null backend's runtime half: the smallest complete backend, and the
 // template to copy for a new one. Its "device" is host memory and its
-// delegates run the portable CPU kernels, so every part of the seam a real
+// delegates run the CPU kernels, so every part of the seam a real
 // accelerator uses (device arenas allocated at load, copies at device
 // boundaries, constants uploaded once, delegate init/execute/destroy,
 // in-place rules checked by the backend) runs for real on any machine.
