@@ -73,7 +73,13 @@ Error PosixThreadPool::start(int threads) {
   // a call made before a worker first looks still waits for it.
   first_generation_ = generation_.load();
   for (int i = 0; i < threads - 1; ++i) {
-    if (pthread_create(&threads_[i], nullptr, &PosixThreadPool::worker_main, this) != 0) {
+    Worker& w = worker_[i];
+    w.pool = this;
+    w.state.store(WorkerState::kStarting, std::memory_order_relaxed);
+    w.generation.store(first_generation_, std::memory_order_relaxed);
+    w.index.store(-1, std::memory_order_relaxed);
+    w.tasks.store(0, std::memory_order_relaxed);
+    if (pthread_create(&w.thread, nullptr, &PosixThreadPool::worker_main, &w) != 0) {
       KILN_LOG(ERROR, "thread pool: could not start worker %d of %d", i + 1, threads - 1);
       stop();
       return Error::kInternal;
@@ -92,14 +98,16 @@ void PosixThreadPool::stop() {
   pthread_mutex_lock(&mutex_);
   pthread_cond_broadcast(&wake_);
   pthread_mutex_unlock(&mutex_);
-  for (int i = 0; i < workers_; ++i) pthread_join(threads_[i], nullptr);
+  for (int i = 0; i < workers_; ++i) pthread_join(worker_[i].thread, nullptr);
   workers_ = 0;
 }
 
-void* PosixThreadPool::worker_main(void* self) {
-  PosixThreadPool& pool = *static_cast<PosixThreadPool*>(self);
+void* PosixThreadPool::worker_main(void* worker) {
+  Worker& self = *static_cast<Worker*>(worker);
+  PosixThreadPool& pool = *self.pool;
   uint64_t seen = pool.first_generation_;
   for (;;) {
+    self.state.store(WorkerState::kSpinning, std::memory_order_relaxed);
     uint64_t now = seen;
     for (int spin = 0; spin < kWorkerSpins; ++spin) {
       now = pool.generation_.load(std::memory_order_acquire);
@@ -108,18 +116,23 @@ void* PosixThreadPool::worker_main(void* self) {
     }
     if (now == seen) {
       pthread_mutex_lock(&pool.mutex_);
+      self.state.store(WorkerState::kSleeping, std::memory_order_relaxed);
       pool.sleepers_.fetch_add(1);
       while ((now = pool.generation_.load()) == seen) pthread_cond_wait(&pool.wake_, &pool.mutex_);
       pool.sleepers_.fetch_sub(1);
       pthread_mutex_unlock(&pool.mutex_);
     }
-    if (pool.stopping_.load()) return nullptr;
+    if (pool.stopping_.load()) break;
     seen = now;
-    pool.work(now);
+    self.generation.store(now, std::memory_order_relaxed);
+    self.state.store(WorkerState::kWorking, std::memory_order_relaxed);
+    pool.work(now, &self);
   }
+  self.state.store(WorkerState::kStopped, std::memory_order_relaxed);
+  return nullptr;
 }
 
-void PosixThreadPool::work(uint64_t generation) {
+void PosixThreadPool::work(uint64_t generation, Worker* self) {
   const uint64_t tag = (generation & 0xffffffffu) << 32;
   t_in_task = true;
   uint64_t ticket = ticket_.load(std::memory_order_acquire);
@@ -133,7 +146,12 @@ void PosixThreadPool::work(uint64_t generation) {
     if (!ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
       continue;  // `ticket` now holds what another thread left there
     }
+    if (self != nullptr) self->index.store(index, std::memory_order_relaxed);
     task(context, index);
+    if (self != nullptr) {
+      self->index.store(-1, std::memory_order_relaxed);
+      self->tasks.store(self->tasks.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
     done_.fetch_add(1, std::memory_order_release);
     ticket = ticket_.load(std::memory_order_acquire);
   }
@@ -160,7 +178,7 @@ void PosixThreadPool::parallel_for(int64_t count, Task task, void* context) {
     pthread_cond_broadcast(&wake_);
     pthread_mutex_unlock(&mutex_);
   }
-  work(generation);
+  work(generation, nullptr);
   for (int spin = 0; done_.load(std::memory_order_acquire) != count; ++spin) {
     if (spin < kCallerSpinsBeforeYield) {
       cpu_relax();
@@ -170,6 +188,36 @@ void PosixThreadPool::parallel_for(int64_t count, Task task, void* context) {
     }
   }
   busy_.store(false, std::memory_order_release);
+}
+
+void PosixThreadPool::snapshot(Snapshot* out) const {
+  const uint64_t ticket = ticket_.load(std::memory_order_relaxed);
+  out->generation = generation_.load(std::memory_order_relaxed);
+  out->ticket_generation = ticket >> 32;
+  out->next_index = static_cast<int64_t>(ticket & 0xffffffffu);
+  out->count = count_.load(std::memory_order_relaxed);
+  out->done = done_.load(std::memory_order_relaxed);
+  out->sleepers = sleepers_.load(std::memory_order_relaxed);
+  out->busy = busy_.load(std::memory_order_relaxed);
+  out->workers = workers_;
+  for (int i = 0; i < workers_; ++i) {
+    const Worker& w = worker_[i];
+    out->worker[i].state = w.state.load(std::memory_order_relaxed);
+    out->worker[i].generation = w.generation.load(std::memory_order_relaxed);
+    out->worker[i].index = w.index.load(std::memory_order_relaxed);
+    out->worker[i].tasks = w.tasks.load(std::memory_order_relaxed);
+  }
+}
+
+const char* PosixThreadPool::state_name(WorkerState state) {
+  switch (state) {
+    case WorkerState::kStarting: return "starting";
+    case WorkerState::kSpinning: return "spinning";
+    case WorkerState::kSleeping: return "sleeping";
+    case WorkerState::kWorking: return "working";
+    case WorkerState::kStopped: return "stopped";
+  }
+  return "?";
 }
 
 }  // namespace kiln

@@ -2,8 +2,9 @@
 // exactly once per call on 1 to 4 threads, over many calls in a row (the
 // generation hand-off) and after the workers went to sleep; a task calling
 // parallel_for runs its tasks inline; two threads calling at once both
-// finish; start() refuses bad counts. Built and run under ThreadSanitizer
-// too (the tsan build), where a missing happens-before edge would show.
+// finish; start() refuses bad counts; snapshot() shows the workers. Built
+// and run under ThreadSanitizer too, where a missing happens-before edge
+// would show.
 
 #include "kiln/runtime/posix_thread_pool.h"
 
@@ -40,6 +41,30 @@ TEST(PosixThreadPoolTest, EveryIndexOnceOnOneToFourThreads) {
       }
     }
   }
+}
+
+TEST(PosixThreadPoolTest, SnapshotShowsEveryWorker) {
+  PosixThreadPool pool;
+  ASSERT_EQ(pool.start(3), Error::kOk);
+  Counts counts(1000);
+  pool.parallel_for(1000, count_task, &counts);
+  // Past the spin: the workers go to sleep.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  PosixThreadPool::Snapshot s;
+  pool.snapshot(&s);
+  EXPECT_EQ(s.workers, 2);
+  EXPECT_EQ(s.generation, s.ticket_generation);
+  EXPECT_EQ(s.count, 1000);
+  EXPECT_EQ(s.done, 1000);
+  EXPECT_EQ(s.next_index, 1000);
+  EXPECT_FALSE(s.busy);
+  uint64_t tasks = 0;
+  for (int w = 0; w < s.workers; ++w) {
+    EXPECT_EQ(s.worker[w].index, -1);
+    EXPECT_STREQ(PosixThreadPool::state_name(s.worker[w].state), "sleeping") << "worker " << w;
+    tasks += s.worker[w].tasks;
+  }
+  EXPECT_LE(tasks, 1000u);
 }
 
 TEST(PosixThreadPoolTest, WorkersThatWentToSleepWakeUp) {

@@ -18,7 +18,8 @@
 // Thread safety: parallel_for() is meant for one thread at a time (a
 // Method executes on one thread); a second thread calling while a call is
 // in flight, or a task calling it, runs its tasks inline on its own thread.
-// start() and the destructor must not race with parallel_for().
+// start() and the destructor must not race with parallel_for(); snapshot()
+// may be called from any thread between start() and the destructor.
 
 #ifndef KILN_RUNTIME_POSIX_THREAD_POOL_H_
 #define KILN_RUNTIME_POSIX_THREAD_POOL_H_
@@ -54,12 +55,56 @@ class PosixThreadPool final : public ThreadPool {
   int concurrency() const override { return workers_ + 1; }
   void parallel_for(int64_t count, Task task, void* context) override;
 
+  // What the pool and each of its workers are doing, for a watchdog that
+  // must say why a call does not return (tests/runtime/
+  // thread_pool_stress_test.cc) or for a debugger. Each field is read on its
+  // own (relaxed), so they may be a few instructions apart in time.
+  enum class WorkerState : uint8_t {
+    kStarting,  // created, not yet running its loop
+    kSpinning,  // waiting for a call, awake
+    kSleeping,  // waiting for a call on the condition variable
+    kWorking,   // claiming indices of a call and running them
+    kStopped,   // left its loop (stop())
+  };
+  struct WorkerSnapshot {
+    WorkerState state;
+    uint64_t generation;  // the call it last saw
+    int64_t index;        // the task it runs now, or -1
+    uint64_t tasks;       // tasks it has run since start()
+  };
+  struct Snapshot {
+    uint64_t generation;         // of the latest call
+    uint64_t ticket_generation;  // the call the ticket belongs to (low 32 bits)
+    int64_t next_index;          // the next index to claim
+    int64_t count;               // of the latest call
+    int64_t done;                // tasks of the latest call finished
+    int sleepers;
+    bool busy;  // a call is in flight
+    int workers;
+    WorkerSnapshot worker[kMaxThreads - 1];
+  };
+  void snapshot(Snapshot* out) const;
+  static const char* state_name(WorkerState state);
+
  private:
-  static void* worker_main(void* self);
-  void work(uint64_t generation);
+  // One worker's thread and what it is doing, on a cache line of its own:
+  // only that worker writes it.
+  struct alignas(64) Worker {
+    PosixThreadPool* pool = nullptr;
+    pthread_t thread = {};
+    std::atomic<WorkerState> state{WorkerState::kStarting};
+    std::atomic<uint64_t> generation{0};
+    std::atomic<int64_t> index{-1};
+    std::atomic<uint64_t> tasks{0};
+  };
+
+  static void* worker_main(void* worker);
+  // Claims and runs indices of call `generation` until none are left;
+  // `self` is the worker doing it, nullptr for the caller.
+  void work(uint64_t generation, Worker* self);
   void stop();
 
-  pthread_t threads_[kMaxThreads] = {};
+  Worker worker_[kMaxThreads - 1];
   int workers_ = 0;
   uint64_t first_generation_ = 0;  // generation_ when start() ran
 
