@@ -3,20 +3,37 @@
 // One call, step by step:
 //   caller: busy_ from false to true (or run inline: another call is in
 //           flight, or this is a task calling back)
-//           task_, context_, count_ = the call; done_ = 0
+//           ticket_ = (generation << 32 | kClosed): the last call's ticket is closed
+//           task_, context_, count_ = the call (release); done_ = 0
 //           ticket_ = (generation << 32 | index 0) (release); generation_ = generation
 //           wake the sleepers, if any
 //           claim indices from ticket_ and run them; then wait for done_ = count
 //   worker: sees generation_ move (spinning, then on the condition variable),
 //           claims indices from ticket_ while it still names that generation
-//           and the index is below count_, runs each, done_ += 1 (release)
+//           and the index is below count_ (read with acquire), runs each,
+//           done_ += 1 (release)
 // Every index is claimed by one compare-and-swap on ticket_, which carries
 // the generation: a worker that wakes late, after its call returned, finds
 // another generation there and claims nothing. So the caller waits for the
 // tasks, never for a worker that has not shown up (on a loaded machine a
 // worker may not get a core for milliseconds; the caller then runs its
-// share). A claim that succeeds proves the call is still in flight, so the
-// task_, context_ and count_ read just before it are that call's.
+// share).
+//
+// Why the ticket is closed before the call's fields change: a worker still
+// in the last call's loop may hold that call's final ticket (index = its
+// count, nothing left to claim) and read count_ after the caller wrote the
+// new call's larger count. Were the last ticket still in place, its
+// compare-and-swap would succeed, and the worker would run an index of the
+// new call (with fields of either call) that another thread runs again once
+// the new ticket is out, and count it in done_ twice: the caller would
+// return while a task still runs, and a later call would wait for ever with
+// done_ past its count. (The test ALateWorkerClaimsNothingOfTheNextCall and
+// runtime_thread_pool_stress fail within seconds when the ticket is not
+// closed first.) Closed first, any new field a worker reads (acquire, after
+// the close in the caller's order) means its compare-and-swap meets the
+// closed ticket and fails. So a claim that succeeds proves its call is
+// still in flight, and the task_, context_ and count_ read just before it
+// are that call's.
 //
 // Sleeping without lost wake-ups: a worker counts itself in sleepers_ and
 // then re-reads generation_ under the mutex; the caller moves generation_ and
@@ -51,6 +68,9 @@ inline void cpu_relax() {
 // between yields while it waits for workers: about 50 and 5 microseconds.
 constexpr int kWorkerSpins = 20000;
 constexpr int kCallerSpinsBeforeYield = 2000;
+
+// The index of a closed ticket (above any index: calls have fewer than 2^31 tasks).
+constexpr uint64_t kClosed = 0xffffffffu;
 
 }  // namespace
 
@@ -138,9 +158,9 @@ void PosixThreadPool::work(uint64_t generation, Worker* self) {
   uint64_t ticket = ticket_.load(std::memory_order_acquire);
   for (;;) {
     if ((ticket & ~uint64_t{0xffffffffu}) != tag) break;  // another call's
-    const Task task = task_.load(std::memory_order_relaxed);
-    void* const context = context_.load(std::memory_order_relaxed);
-    const int64_t count = count_.load(std::memory_order_relaxed);
+    const Task task = task_.load(std::memory_order_acquire);
+    void* const context = context_.load(std::memory_order_acquire);
+    const int64_t count = count_.load(std::memory_order_acquire);
     const int64_t index = static_cast<int64_t>(ticket & 0xffffffffu);
     if (index >= count) break;
     if (!ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
@@ -166,11 +186,12 @@ void PosixThreadPool::parallel_for(int64_t count, Task task, void* context) {
     for (int64_t i = 0; i < count; ++i) task(context, i);
     return;
   }
-  task_.store(task, std::memory_order_relaxed);
-  context_.store(context, std::memory_order_relaxed);
-  count_.store(count, std::memory_order_relaxed);
+  const uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;  // only the busy_ holder moves it
+  ticket_.store((generation & 0xffffffffu) << 32 | kClosed, std::memory_order_relaxed);  // see the top of the file
+  task_.store(task, std::memory_order_release);
+  context_.store(context, std::memory_order_release);
+  count_.store(count, std::memory_order_release);
   done_.store(0, std::memory_order_relaxed);
-  const uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;  // only this thread moves it
   ticket_.store((generation & 0xffffffffu) << 32, std::memory_order_release);
   generation_.store(generation);  // sequentially consistent: publishes the call, then...
   if (sleepers_.load() > 0) {     // ...reads the sleepers (see the top of the file)

@@ -111,8 +111,9 @@ class PosixThreadPool final : public ThreadPool {
   // Calls of more tasks run inline (the ticket holds a 32-bit index).
   static constexpr int64_t kMaxTasks = int64_t{1} << 31;
 
-  // The current call: written by the caller before `ticket_` names its
-  // generation, read by the workers before each claim (see the .cc).
+  // The current call: written by the caller after it closed the last call's
+  // ticket and before `ticket_` names this call's generation, read by the
+  // workers before each claim (see the .cc).
   std::atomic<Task> task_{nullptr};
   std::atomic<void*> context_{nullptr};
   std::atomic<int64_t> count_{0};
