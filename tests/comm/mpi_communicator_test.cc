@@ -11,21 +11,29 @@
 //                          must end with an error, never hang
 //   stuck                  rank 1 sleeps past the timeout: every other rank
 //                          gets kPeerFailed naming it
+//   fault PATH             rank 1 is killed (SIGKILL) in the middle of an
+//                          all-reduce on PATH: every other rank gets
+//                          kPeerFailed, from rank 1's death, not the timeout
+//                          (see run_fault)
 //
 // Every rank checks its own results and prints "FAIL ..." lines; the exit
 // status is the number of failures (capped), so mpirun fails the job.
 
 #include <math.h>
 #include <mpi.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/comm/mpi_communicator.h"
@@ -335,6 +343,140 @@ int run_failure(bool killed) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// Kills this process at its first write to [begin, end) (whole pages): the
+// pages are made read-only and the SIGSEGV that follows raises SIGKILL. A
+// rank so set up dies at an exact point of a collective, with no race.
+void kill_at_first_write(void* begin, void* end) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
+  const uintptr_t e = reinterpret_cast<uintptr_t>(end) & ~(page - 1);
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = [](int) { raise(SIGKILL); };
+  sigaction(SIGSEGV, &action, nullptr);
+  if (e <= b || mprotect(reinterpret_cast<void*>(b), e - b, PROT_READ) != 0) {
+    fprintf(stderr, "FAIL: rank %u: cannot protect the pages to kill at\n", g_rank);
+    exit(1);
+  }
+}
+
+// Rank `memory`'s own sequence counter, in its control block right after
+// the arena (the layout pictured in mpi_communicator.h); nullptr when the
+// block is not where the picture says (its magic word and rank).
+const std::atomic<uint64_t>* own_sequence(const SymmetricMemory& memory, uint32_t rank) {
+  const uintptr_t end = reinterpret_cast<uintptr_t>(memory.local.handle) + memory.local.size;
+  const uint8_t* control = reinterpret_cast<const uint8_t*>((end + 63) & ~uintptr_t{63});
+  uint64_t magic;
+  uint32_t owner;
+  memcpy(&magic, control + 64, sizeof magic);
+  memcpy(&owner, control + 64 + 12, sizeof owner);
+  if (magic != 0x6b696c6e2d73686dull || owner != rank) return nullptr;  // "kiln-shm"
+  return reinterpret_cast<const std::atomic<uint64_t>*>(control);
+}
+
+// Rank 1 dies (SIGKILL) in the middle of an all-reduce of 4 MB on 4 ranks,
+// at a point set by `path`; every other rank must get kPeerFailed within
+// 5 s (the timeout is 60 s, so it is the death that is noticed) and its
+// communicator be marked failed. Call e publishes 3e+1 on arrival, 3e+2
+// once two-shot has reduced its slice, 3e+3 on departure.
+//   one-shot  out of place to a host buffer: rank 1 dies at its first write
+//             of the result, after every rank arrived; the others read its
+//             input where it lies and wait for it to depart
+//   two-shot  in place: rank 1 dies at its first write of its reduced slice
+//             (slice 1); the others reduce theirs and wait for its slice
+//   copy      in place: rank 1 dies at its first copy of a peer's slice
+//             (slice 0), after publishing its own; the others copy its
+//             slice and wait for it to depart
+//   barrier   barrier mode (MPI_Win_sync and a node barrier at each step),
+//             one-shot: rank 1 arrives first and dies inside the node
+//             barrier, which can then never complete (a thread of its own
+//             watches its sequence counter and raises SIGKILL once it
+//             arrived; the others call 300 ms late, so it waits there)
+// Three calls on the same buffer come first; the fourth is the one.
+int run_fault(const std::string& path) {
+  const bool barrier = path == "barrier";
+  if (!barrier && path != "one-shot" && path != "two-shot" && path != "copy") {
+    fprintf(stderr, "fault: unknown path %s (one-shot, two-shot, copy, barrier)\n", path.c_str());
+    return 2;
+  }
+  MpiOptions options;
+  options.sync = barrier ? MpiSync::kBarrier : MpiSync::kFlags;
+  options.timeout_ms = 60000;
+  std::unique_ptr<MpiCommunicator> comm;
+  if (MpiCommunicator::create(options, &comm) != Error::kOk) return 1;
+  g_rank = comm->rank();
+  if (comm->size() != 4) {
+    fprintf(stderr, "FAIL: fault runs on 4 ranks, not %u\n", comm->size());
+    return 1;
+  }
+  const uint32_t victim = 1;
+  MPI_Comm survivors;
+  MPI_Comm_split(MPI_COMM_WORLD, g_rank == victim ? 1 : 0, 0, &survivors);
+  const uint64_t count = 1u << 20;  // float32, 4 MB; two-shot slices of 1 MB
+  const uint64_t slice_bytes = count * 4 / 4;
+  SymmetricMemory memory;
+  if (comm->map_symmetric(count * 4, 4096, 7, &memory) != Error::kOk) return 1;
+  const bool in_place = path == "two-shot" || path == "copy";
+  const Where where = in_place ? Where::kInPlace : Where::kHostBuffer;
+  std::vector<uint8_t> host;
+  for (uint32_t call = 0; call < 3; ++call) {
+    check_all_reduce(*comm, memory, host, 0, count, DType::FLOAT32, fb::ReduceOp::SUM, where, call);
+  }
+  if (g_failures != 0) return 1;
+
+  uint8_t* arena = static_cast<uint8_t*>(memory.local.handle);
+  for (uint64_t i = 0; i < count; ++i) put(arena, DType::FLOAT32, i, value(i, g_rank, 3, fb::ReduceOp::SUM));
+  // One-shot's output: pages of their own, so that they can be protected.
+  void* output =
+      in_place ? arena : mmap(nullptr, count * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  std::thread killer;
+  if (g_rank == victim && barrier) {
+    const std::atomic<uint64_t>* sequence = own_sequence(memory, g_rank);
+    if (sequence == nullptr) {
+      fprintf(stderr, "FAIL: rank %u: the control block is not after the arena\n", g_rank);
+      return 1;
+    }
+    std::atomic<bool> watching{false};
+    killer = std::thread([sequence, &watching] {
+      watching = true;
+      while (sequence->load(std::memory_order_acquire) < 3 * 3 + 1) {
+      }
+      raise(SIGKILL);
+    });
+    while (!watching.load()) sched_yield();
+  } else if (g_rank == victim && path == "one-shot") {
+    kill_at_first_write(output, static_cast<uint8_t*>(output) + count * 4);
+  } else if (g_rank == victim && path == "two-shot") {
+    kill_at_first_write(arena + slice_bytes, arena + 2 * slice_bytes);
+  } else if (g_rank == victim) {
+    kill_at_first_write(arena, arena + slice_bytes);
+  } else if (barrier) {
+    usleep(300 * 1000);
+  }
+  AllReduceArgs args;
+  args.memory = memory;
+  args.output = output;
+  args.count = count;
+  const double start = seconds();
+  const Error error = comm->all_reduce(args);
+  const double waited = seconds() - start;
+  if (g_rank == victim) {
+    fprintf(stderr, "FAIL: rank %u was to die in the all-reduce, which returned %s first\n", g_rank,
+            kiln::error_name(error));
+    if (killer.joinable()) killer.join();
+    return 1;
+  }
+  fprintf(stderr, "rank %u: all_reduce (%s) returned %s after %.2f s\n", g_rank, path.c_str(), kiln::error_name(error),
+          waited);
+  EXPECT(error == Error::kPeerFailed, "expected PeerFailed, got %s", kiln::error_name(error));
+  EXPECT(waited < 5.0, "PeerFailed after %.2f s: not from the death (the timeout is 60 s)", waited);
+  EXPECT(comm->failed(), "the communicator is not marked failed");
+  comm.reset();  // without MPI_Finalize: the victim would never join it
+  if (g_failures == 0) fprintf(stderr, "rank %u: PeerFailed as expected\n", g_rank);
+  MPI_Barrier(survivors);
+  return g_failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -342,6 +484,7 @@ int main(int argc, char** argv) {
   if (mode == "correctness") return run_correctness(argc > 2 && std::string(argv[2]) == "barrier");
   if (mode == "killed") return run_failure(true);
   if (mode == "stuck") return run_failure(false);
-  fprintf(stderr, "usage: %s correctness [barrier] | killed | stuck\n", argv[0]);
+  if (mode == "fault" && argc > 2) return run_fault(argv[2]);
+  fprintf(stderr, "usage: %s correctness [barrier] | killed | stuck | fault one-shot|two-shot|copy|barrier\n", argv[0]);
   return 2;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs a test program under mpirun and judges how the job ended.
 
-    run_mpi.py --mpirun PATH -n N --expect ok|killed|stuck --max-seconds S -- PROGRAM ARGS...
+    run_mpi.py --mpirun PATH -n N --expect ok|killed|stuck|fault --max-seconds S -- PROGRAM ARGS...
 
 -n 0 runs PROGRAM alone, without mpirun, in the same environment.
 
@@ -19,21 +19,81 @@ test rather than hanging ctest.
           every other rank must report "PeerFailed as expected" within the
           bound (mpirun's own exit status is not looked at: the ranks that
           gave up leave without MPI_Finalize, which mpirun reports)
+  fault   rank 1 is SIGKILLed in the middle of a collective: mpirun runs
+          with --enable-recovery, so the job goes on without it, and every
+          other rank must report "PeerFailed as expected" and the
+          communicator's message that rank 1 exited; and no shared-memory
+          segment may be left behind. OpenMPI's segments (its shared-memory
+          transport's and the windows') are put in a directory of this run's
+          own under /dev/shm (btl_vader_backing_directory,
+          osc_sm_backing_directory), so that other jobs on the machine do
+          not blur the check: it is watched while the job runs (segments
+          must appear there, or the check would see nothing) and must be
+          empty after it; /dev/shm's own entries are listed before and after
+          too, and a new one naming this job's files fails the run.
 """
 import argparse
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+
+
+class SegmentWatch:
+    """OpenMPI's shared-memory files of one job, in a directory of its own
+    under /dev/shm, watched while the job runs and checked after it."""
+
+    def __init__(self, env):
+        self.before = set(os.listdir("/dev/shm"))
+        self.dir = tempfile.mkdtemp(prefix="kiln-comm-", dir="/dev/shm")
+        env["OMPI_MCA_btl_vader_backing_directory"] = self.dir
+        env["OMPI_MCA_osc_sm_backing_directory"] = self.dir
+        self.most = 0
+        self.seen = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.watch, daemon=True)
+        self.thread.start()
+
+    def watch(self):
+        while not self.stop.wait(0.02):
+            try:
+                names = os.listdir(self.dir)
+            except OSError:
+                continue
+            self.most = max(self.most, len(names))
+            self.seen.update(names)
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join()
+        left = sorted(os.listdir(self.dir))
+        new = sorted(set(os.listdir("/dev/shm")) - self.before - {os.path.basename(self.dir)})
+        print(f"run_mpi.py: shared-memory files seen in {self.dir} while the job ran: {self.most} at once "
+              f"({', '.join(sorted(self.seen)) or 'none'}); left after it: {len(left)}")
+        print(f"run_mpi.py: /dev/shm: {len(self.before)} entries before, new after: {', '.join(new) or 'none'}")
+        problems = []
+        if not self.seen:
+            problems.append(f"no shared-memory file ever appeared in {self.dir}: the check would see nothing")
+        if left:
+            problems.append(f"shared-memory files left behind: {', '.join(left)}")
+        jobs = {name.split(".")[-2] for name in self.seen if name.count(".") >= 2}
+        ours = [name for name in new if any(job in name for job in jobs)]
+        if ours:
+            problems.append(f"this job's files left in /dev/shm: {', '.join(ours)}")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return problems
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("-n", type=int, required=True)
-    parser.add_argument("--expect", choices=["ok", "killed", "stuck"], default="ok")
+    parser.add_argument("--expect", choices=["ok", "killed", "stuck", "fault"], default="ok")
     parser.add_argument("--max-seconds", type=float, required=True)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
@@ -60,9 +120,12 @@ def main():
     env["ASAN_OPTIONS"] = "detect_leaks=0:" + env.get("ASAN_OPTIONS", "")
     if args.expect == "stuck":
         env["KILN_COLLECTIVE_TIMEOUT_MS"] = "1500"
-    argv = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", str(args.n)] + command
+    recovery = ["--enable-recovery"] if args.expect == "fault" else []
+    argv = [args.mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"] + recovery + [
+        "-n", str(args.n)] + command
     if args.n == 0:
         argv = command  # one process, without mpirun (MPI starts as a singleton)
+    segments = SegmentWatch(env) if args.expect == "fault" else None
 
     start = time.monotonic()
     process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -78,6 +141,7 @@ def main():
     print(" ".join(argv))
     print(output)
     print(f"run_mpi.py: exit status {process.returncode} after {elapsed:.1f} s")
+    segment_problems = segments.finish() if segments else []
 
     problems = []
     if timed_out:
@@ -98,8 +162,11 @@ def main():
                 continue
             if f"rank {rank}: PeerFailed as expected" not in output:
                 problems.append(f"rank {rank} did not report PeerFailed")
-        if "peer rank 1 (pid" not in output or "within 1500 ms" not in output:
+        if args.expect == "stuck" and ("peer rank 1 (pid" not in output or "within 1500 ms" not in output):
             problems.append("no message naming rank 1 and the timeout")
+        if args.expect == "fault" and not re.search(r"peer rank 1 \(pid \d+\) exited", output):
+            problems.append("no message that rank 1 exited")
+    problems += segment_problems
     if "FAIL" in output:
         problems.append("a rank reported FAIL")
     for p in problems:
