@@ -11,7 +11,14 @@
 //   3. a pass that finds no runnable fiber while some are unfinished is a
 //      deadlock: the launch fails with cudaErrorLaunchFailure.
 // Stack switches are announced to AddressSanitizer when it is on
-// (__sanitizer_start/finish_switch_fiber), so ASan builds run the model too.
+// (__sanitizer_start/finish_switch_fiber), so ASan builds run the model too,
+// and to ThreadSanitizer: each fiber is a TSan fiber (__tsan_create_fiber,
+// made afresh for every block, since a finished fiber never returns from
+// fiber_main and would leave its frames on TSan's shadow stack), and every
+// switch is __tsan_switch_to_fiber with synchronisation, as it is: the
+// fibers of a block run one at a time on one OS thread, so what one wrote
+// before it switched out happens before what the next reads. A race between
+// OS threads (two Methods' launches at once) is still seen.
 
 #include "hostexec.h"
 
@@ -32,6 +39,16 @@
 #ifdef KILN_HOSTEXEC_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define KILN_HOSTSIM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KILN_HOSTSIM_TSAN 1
+#endif
+#endif
+#ifdef KILN_HOSTSIM_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace kiln::backends::cuda::hostexec {
 namespace {
@@ -44,6 +61,7 @@ enum class Wait { kNone, kBlockBarrier, kWarpBarrier, kDone };
 
 struct Fiber {
   ucontext_t context;
+  void* tsan = nullptr;  // its ThreadSanitizer fiber, in TSan builds
   ThreadContext thread;
   Wait wait = Wait::kNone;
   uint64_t generation = 0;  // of the barrier it waits at
@@ -76,12 +94,11 @@ struct Scheduler {
   void* main_stack_bottom = nullptr;
   size_t main_stack_size = 0;
   void* fake_stack = nullptr;
+  void* tsan_thread = nullptr;  // the OS thread's own ThreadSanitizer context
   cudaError_t last_error = cudaSuccess;
   Stats stats;
 
-  ~Scheduler() {
-    if (stacks != nullptr) munmap(stacks, size_t{kMaxThreadsPerBlock} * kStackBytes);
-  }
+  ~Scheduler();
 };
 
 // Per OS thread, made on first use. A pointer, not the object: static TLS
@@ -120,6 +137,42 @@ void finish_switch(Scheduler& s) {
 #endif
 }
 
+// ThreadSanitizer's view of the fibers (nothing in other builds): a fresh
+// TSan fiber for `f` before a block, the switches, and the end of a finished
+// or abandoned one.
+void tsan_new_fiber(Fiber& f) {
+#ifdef KILN_HOSTSIM_TSAN
+  if (f.tsan != nullptr) __tsan_destroy_fiber(f.tsan);  // abandoned at a deadlock
+  f.tsan = __tsan_create_fiber(0);
+#else
+  (void)f;
+#endif
+}
+
+void tsan_switch_to(Scheduler& s, Fiber* f) {
+#ifdef KILN_HOSTSIM_TSAN
+  if (s.tsan_thread == nullptr) s.tsan_thread = __tsan_get_current_fiber();
+  __tsan_switch_to_fiber(f != nullptr ? f->tsan : s.tsan_thread, 0);
+#else
+  (void)s;
+  (void)f;
+#endif
+}
+
+void tsan_end_fiber(Fiber& f) {
+#ifdef KILN_HOSTSIM_TSAN
+  if (f.tsan != nullptr) __tsan_destroy_fiber(f.tsan);
+  f.tsan = nullptr;
+#else
+  (void)f;
+#endif
+}
+
+Scheduler::~Scheduler() {
+  for (Fiber& f : fibers) tsan_end_fiber(f);
+  if (stacks != nullptr) munmap(stacks, size_t{kMaxThreadsPerBlock} * kStackBytes);
+}
+
 uint8_t* stack_of(Scheduler& s, unsigned i) { return s.stacks + size_t{i} * kStackBytes; }
 
 // A fiber hands control back to the scheduler.
@@ -130,6 +183,7 @@ void switch_to_scheduler(Scheduler& s, Fiber& f, bool finished) {
   void** save = finished ? nullptr : &s.fake_stack;
   __sanitizer_start_switch_fiber(save, s.main_stack_bottom, s.main_stack_size);
 #endif
+  tsan_switch_to(s, nullptr);
   swapcontext(&f.context, &s.main_context);
   finish_switch(s);
 }
@@ -198,6 +252,7 @@ bool run_block(Scheduler& s, BlockRun& run, dim3 grid, dim3 block, uint3 block_i
     f.context.uc_stack.ss_size = kStackBytes;
     f.context.uc_link = nullptr;
     makecontext(&f.context, fiber_main, 0);
+    tsan_new_fiber(f);
   }
   run.live = run.threads;
   for (unsigned w = 0; w * kWarp < run.threads; ++w) {
@@ -215,9 +270,11 @@ bool run_block(Scheduler& s, BlockRun& run, dim3 grid, dim3 block, uint3 block_i
       s.current = &f;
       ++s.stats.switches;
       start_switch(s, stack_of(s, t), kStackBytes);
+      tsan_switch_to(s, &f);
       swapcontext(&s.main_context, &f.context);
       finish_switch(s);
       s.current = nullptr;
+      if (f.wait == Wait::kDone) tsan_end_fiber(f);
     }
     if (!progressed) {
       ++s.stats.deadlocks;
