@@ -123,6 +123,7 @@ class Backoff {
   // kOk to keep waiting; kPeerFailed (not logged) when `pid` is gone
   // (*out_exited) or the time is up.
   Error pause(int32_t pid, bool* out_exited) {
+    checked_ = false;
     if (spins_left_ > 0) {
       --spins_left_;
       cpu_relax();
@@ -137,6 +138,7 @@ class Backoff {
     }
     if (now >= next_check_) {
       next_check_ = now + kLivenessPeriodNs;
+      checked_ = true;
       if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
         *out_exited = true;
         return Error::kPeerFailed;
@@ -149,7 +151,12 @@ class Backoff {
     return Error::kOk;
   }
 
+  // Whether the last pause() checked `pid`'s liveness (one in each
+  // kLivenessPeriodNs).
+  bool checked() const { return checked_; }
+
  private:
+  bool checked_ = false;
   uint32_t spins_left_;
   uint64_t timeout_ns_;
   uint64_t start_ = 0;
@@ -426,6 +433,11 @@ Error MpiCommunicator::wait_barrier(const Call& call, uint64_t target, uint64_t 
   MPI_Win_sync(window.win);
   MPI_Ibarrier(state_->node, &request);
   int done = 0;
+  // Once every peer has published this step, the barrier may still wait on
+  // any of them (its messages pass through every rank, and one that died
+  // inside it holds up the others): each liveness check then looks at the
+  // next peer in turn.
+  uint32_t suspect = (rank_ + 1) % size_;
   for (;;) {
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (done) break;
@@ -434,10 +446,14 @@ Error MpiCommunicator::wait_barrier(const Call& call, uint64_t target, uint64_t 
     for (uint32_t p = 0; p < size_ && late == rank_; ++p) {
       if (p != rank_ && load_acquire(&window.controls[p]->sequence) < target) late = p;
     }
-    if (late == rank_) late = (rank_ + 1) % size_;
+    if (late == rank_) late = suspect;
     if (backoff.pause(window.controls[late]->pid, &exited) != Error::kOk) {
       return report_failure({window.controls, rank_, call.args->memory.slot, call.index}, late, which, exited,
                             state_->timeout_ms);
+    }
+    if (backoff.checked() && late == suspect) {
+      suspect = (suspect + 1) % size_;
+      if (suspect == rank_) suspect = (suspect + 1) % size_;
     }
   }
   MPI_Win_sync(window.win);
