@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/run_support.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/npy.h"
@@ -174,33 +175,6 @@ void print_help() {
               builtin_runtime_backend_options().c_str());
 }
 
-// --isa: the CPU kernels' path, which the processor must have.
-void select_isa(const std::string& name) {
-  namespace kk = ::kiln::kernels;
-  kk::Isa isa;
-  if (!kk::parse_isa(name.c_str(), &isa)) throw UsageError{"--isa is scalar, avx2 or avx512"};
-  if (kk::set_isa(isa) != ::kiln::Error::kOk) {
-    fail("--isa ", name, ": this processor's best path is ", kk::isa_name(kk::processor_isa()));
-  }
-}
-
-// --threads N (or KILN_THREADS): the threads kernels split across, this one
-// included.
-long thread_count(const Args& args) {
-  long threads = 1;
-  if (args.has("--threads")) {
-    threads = args.get_int("--threads", 1);
-  } else if (const char* env = std::getenv("KILN_THREADS"); env != nullptr && env[0] != '\0') {
-    char* end = nullptr;
-    threads = std::strtol(env, &end, 10);
-    if (*end != '\0') threads = 0;
-  }
-  if (threads < 1 || threads > PosixThreadPool::kMaxThreads) {
-    throw UsageError{str("--threads (or KILN_THREADS) is 1 to ", PosixThreadPool::kMaxThreads)};
-  }
-  return threads;
-}
-
 #if KILN_WITH_MPI
 // Under mpirun with more than one rank, the communicator the collectives go
 // through (added to `options`); otherwise none.
@@ -220,34 +194,15 @@ std::unique_ptr<comm::MpiCommunicator> start_communicator(const std::string& syn
 
 // --profile=FILE: a trace buffer for every run's instructions, its execute
 // record and what delegates add, written to FILE after the runs.
-class TraceCapture {
- public:
-  void start(const std::string& bytes, const std::string& path, long runs, RunOptions& options) {
-    size_t instructions = 0;
-    const ProgramFile file(bytes, path);
-    for (const fb::Method* m : *file.program().methods()) {
-      if (m->name()->str() == options.method && m->instructions() != nullptr) instructions = m->instructions()->size();
-    }
-    // Delegates add their own records: room for 64 Ki of them besides.
-    buffer_.resize(static_cast<size_t>(runs) * (instructions + 1) + (size_t{1} << 16));
-    tracer_ = std::make_unique<EventTracer>(Span<TraceRecord>(buffer_.data(), buffer_.size()));
-    options.tracer = tracer_.get();
+void start_trace(TraceCapture& trace, const std::string& bytes, const std::string& path, long runs,
+                 RunOptions& options) {
+  size_t instructions = 0;
+  const ProgramFile file(bytes, path);
+  for (const fb::Method* m : *file.program().methods()) {
+    if (m->name()->str() == options.method && m->instructions() != nullptr) instructions = m->instructions()->size();
   }
-  void write(const std::string& trace_path, const std::string& bytes, const std::string& method) const {
-    if (tracer_ == nullptr) return;
-    TraceFile trace;
-    trace.ticks_per_second = kiln_pal_ticks_per_second();
-    trace.dropped = tracer_->dropped();
-    trace.program_digest = program_digest(bytes);
-    trace.method = method;
-    trace.records.assign(tracer_->records().data(), tracer_->records().data() + tracer_->records().size());
-    write_file_atomic(trace_path, encode_trace(trace));
-  }
-
- private:
-  std::vector<TraceRecord> buffer_;
-  std::unique_ptr<EventTracer> tracer_;
-};
+  options.tracer = trace.start(instructions, runs);
+}
 
 // The exit status of a --self-test run, reported by rank 0.
 int report_self_test(const std::string& test_path, const SelfTestReport& r, bool quiet) {
@@ -338,7 +293,7 @@ int cmd_run(const Argv& argv) {
   }
   const std::string trace_path = args.get("--profile");
   TraceCapture trace;
-  if (!trace_path.empty()) trace.start(bytes, path, runs, options);
+  if (!trace_path.empty()) start_trace(trace, bytes, path, runs, options);
   const MethodIoQuantization quantization = io_quantization(bytes, options.method);
   for (size_t i = 0; i < inputs.size() && i < quantization.inputs.size(); ++i) {
     if (quantization.inputs[i].quantized && inputs[i].dtype == DType::FLOAT32) {
@@ -346,7 +301,7 @@ int cmd_run(const Argv& argv) {
     }
   }
   const RunResult result = run_program(bytes, inputs, options);
-  trace.write(trace_path, bytes, options.method);
+  if (trace.started()) write_file_atomic(trace_path, encode_trace(trace.trace(bytes, options.method)));
   if (options.self_test != nullptr) return report_self_test(args.get("--self-test"), result.self_test, quiet);
   const uint64_t validation_messages = shutdown_builtin_runtime_backends();
   if (validation_messages != 0) fail("the backends reported ", validation_messages, " diagnostic message(s)");

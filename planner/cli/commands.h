@@ -19,6 +19,7 @@ int cmd_verify(const Argv& argv);
 int cmd_pack(const Argv& argv);
 int cmd_memplan(const Argv& argv);
 int cmd_profile(const Argv& argv);
+int cmd_bench(const Argv& argv);
 
 // "1,234,567"
 std::string group_digits(uint64_t value);

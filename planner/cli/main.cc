@@ -25,6 +25,7 @@ constexpr const char* kUsage =
     "                                write the program as C source and a header of buffer sizes\n"
     "  memplan INTERVALS.csv         plan a bare interval set (memory planner benchmark)\n"
     "  profile TRACE                 where a traced run's time went (kiln run --profile=TRACE)\n"
+    "  bench PROGRAM.kiln            time a program: latency percentiles, memory, per-op time\n"
     "\n"
     "`kiln <command> --help` describes each command's options.\n";
 
@@ -53,7 +54,7 @@ constexpr Command kCommands[] = {
     {"plan", kiln::planner::cli::cmd_plan},       {"run", kiln::planner::cli::cmd_run},
     {"inspect", kiln::planner::cli::cmd_inspect}, {"verify", kiln::planner::cli::cmd_verify},
     {"pack", kiln::planner::cli::cmd_pack},       {"memplan", kiln::planner::cli::cmd_memplan},
-    {"profile", kiln::planner::cli::cmd_profile},
+    {"profile", kiln::planner::cli::cmd_profile}, {"bench", kiln::planner::cli::cmd_bench},
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -61,86 +62,166 @@ double RunResult::median_ms() const {
   return sorted.size() % 2 ? sorted[mid] : 0.5 * (sorted[mid - 1] + sorted[mid]);
 }
 
-RunResult run_program(const std::string& program_bytes, const std::vector<HostTensor>& inputs,
-                      const RunOptions& options) {
-  AlignedBuffer file(program_bytes.size());
-  std::memcpy(file.data, program_bytes.data(), program_bytes.size());
-  BufferDataLoader loader(file.data, file.size);
-  Result<Program> program = Program::load(loader);
-  check(program.error(), "program load failed");
-  Result<MethodMeta> meta = program->method_meta(options.method.c_str());
-  check(meta.error(), "method '" + options.method + "'");
-
-  AlignedBuffer bookkeeping_memory(static_cast<size_t>(meta->bookkeeping_bytes()));
-  BumpAllocator bookkeeping(bookkeeping_memory.data, bookkeeping_memory.size);
+struct MethodRunner::State {
+  std::unique_ptr<AlignedBuffer> file;
+  std::unique_ptr<BufferDataLoader> loader;
+  std::optional<Program> program;
+  std::optional<MethodMeta> meta;
+  std::unique_ptr<AlignedBuffer> bookkeeping_memory;
+  std::unique_ptr<BumpAllocator> bookkeeping;
   std::vector<std::unique_ptr<AlignedBuffer>> arenas;
   std::vector<Span<uint8_t>> arena_spans;
-  for (size_t i = 0; i < meta->num_arenas(); ++i) {
-    const ArenaInfo info = meta->arena(i).get();
-    const bool mapped = info.kind == fb::ArenaKind::SYMMETRIC && info.group < options.communicators.size() &&
-                        options.communicators[info.group] != nullptr;
+  std::vector<uint64_t> host_arena_bytes;
+  std::vector<Communicator*> communicators;
+  std::optional<Method> method;
+  std::vector<IoInfo> inputs, outputs;
+  std::vector<HostTensor> output_values;
+};
+
+namespace {
+
+IoInfo io_info(const TensorInfo& info) {
+  return IoInfo{info.name != nullptr ? info.name : "", info.dtype,
+                std::vector<int64_t>(info.dims, info.dims + info.rank)};
+}
+
+// Host arenas from the heap; device arenas are allocated by their backend,
+// symmetric ones mapped by their communicator.
+void allocate_arenas(MethodRunner::State& s) {
+  for (size_t i = 0; i < s.meta->num_arenas(); ++i) {
+    const ArenaInfo info = s.meta->arena(i).get();
+    const bool mapped = info.kind == fb::ArenaKind::SYMMETRIC && info.group < s.communicators.size() &&
+                        s.communicators[info.group] != nullptr;
     if (info.device.type() != DeviceType::CPU || mapped) {
-      // Device arenas are allocated by their backend, symmetric ones mapped
-      // by their communicator.
-      arena_spans.emplace_back();
+      s.arena_spans.emplace_back();
       continue;
     }
-    arenas.push_back(std::make_unique<AlignedBuffer>(static_cast<size_t>(info.size)));
-    arena_spans.emplace_back(arenas.back()->data, static_cast<size_t>(info.size));
+    s.arenas.push_back(std::make_unique<AlignedBuffer>(static_cast<size_t>(info.size)));
+    s.arena_spans.emplace_back(s.arenas.back()->data, static_cast<size_t>(info.size));
+    s.host_arena_bytes.push_back(info.size);
   }
-  MemoryManager memory;
-  memory.bookkeeping = &bookkeeping;
-  memory.arenas = Span<const Span<uint8_t>>(arena_spans.data(), arena_spans.size());
-  memory.communicators = Span<Communicator* const>(options.communicators.data(), options.communicators.size());
-  const BackendRegistry& backends = options.backends != nullptr ? *options.backends : global_backend_registry();
-  Result<Method> method = program->load_method(options.method.c_str(), memory, host_kernel_registry(), backends);
-  check(method.error(), "method load failed");
-  if (options.self_test != nullptr) {
-    if (!inputs.empty()) fail("a self-test brings its own inputs; none may be given");
-    AlignedBuffer test(options.self_test->size());
-    std::memcpy(test.data, options.self_test->data(), test.size);
-    const Span<const uint8_t> test_bytes(test.data, test.size);
-    Result<uint64_t> scratch_bytes = self_test_scratch_bytes(test_bytes);
-    check(scratch_bytes.error(), "self-test");
-    AlignedBuffer scratch(static_cast<size_t>(scratch_bytes.get()));
-    RunResult result;
-    check(run_self_test(*program, *method, test_bytes, Span<uint8_t>(scratch.data, scratch.size), &result.self_test),
-          "self-test");
-    return result;
-  }
+}
 
-  if (inputs.size() != method->num_inputs()) {
-    fail("the method takes ", method->num_inputs(), " inputs, ", inputs.size(), " were given");
+}  // namespace
+
+MethodRunner::MethodRunner(const std::string& program_bytes, const RunOptions& options)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.file = std::make_unique<AlignedBuffer>(program_bytes.size());
+  std::memcpy(s.file->data, program_bytes.data(), program_bytes.size());
+  s.loader = std::make_unique<BufferDataLoader>(s.file->data, s.file->size);
+  Result<Program> program = Program::load(*s.loader);
+  check(program.error(), "program load failed");
+  s.program.emplace(program.get());
+  Result<MethodMeta> meta = s.program->method_meta(options.method.c_str());
+  check(meta.error(), "method '" + options.method + "'");
+  s.meta.emplace(meta.get());
+
+  s.bookkeeping_memory = std::make_unique<AlignedBuffer>(static_cast<size_t>(s.meta->bookkeeping_bytes()));
+  s.bookkeeping = std::make_unique<BumpAllocator>(s.bookkeeping_memory->data, s.bookkeeping_memory->size);
+  s.communicators = options.communicators;
+  allocate_arenas(s);
+  MemoryManager memory;
+  memory.bookkeeping = s.bookkeeping.get();
+  memory.arenas = Span<const Span<uint8_t>>(s.arena_spans.data(), s.arena_spans.size());
+  memory.communicators = Span<Communicator* const>(s.communicators.data(), s.communicators.size());
+  const BackendRegistry& backends = options.backends != nullptr ? *options.backends : global_backend_registry();
+  Result<Method> method = s.program->load_method(options.method.c_str(), memory, host_kernel_registry(), backends);
+  check(method.error(), "method load failed");
+  s.method.emplace(std::move(method.get()));
+  s.method->set_tracer(options.tracer);
+  s.method->set_thread_pool(options.thread_pool);
+  for (size_t i = 0; i < s.meta->num_inputs(); ++i) s.inputs.push_back(io_info(s.meta->input(i).get()));
+  for (size_t i = 0; i < s.meta->num_outputs(); ++i) {
+    s.outputs.push_back(io_info(s.meta->output(i).get()));
+    s.output_values.emplace_back(s.outputs.back().dtype, s.outputs.back().shape);
+    // Zero-size outputs still need a valid, aligned pointer to bind.
+    if (s.output_values.back().bytes.empty()) s.output_values.back().bytes.reserve(16);
+  }
+}
+
+MethodRunner::~MethodRunner() = default;
+
+const std::vector<IoInfo>& MethodRunner::inputs() const { return state_->inputs; }
+const std::vector<IoInfo>& MethodRunner::outputs() const { return state_->outputs; }
+const std::vector<HostTensor>& MethodRunner::output_values() const { return state_->output_values; }
+std::vector<HostTensor>& MethodRunner::output_values() { return state_->output_values; }
+void MethodRunner::set_tracer(EventTracer* tracer) { state_->method->set_tracer(tracer); }
+Method& MethodRunner::method() { return *state_->method; }
+std::vector<uint64_t> MethodRunner::arena_bytes() const { return state_->host_arena_bytes; }
+uint64_t MethodRunner::bookkeeping_bytes() const { return state_->meta->bookkeeping_bytes(); }
+uint64_t MethodRunner::constant_bytes() const { return state_->program->segment().size(); }
+
+size_t MethodRunner::num_instructions() const {
+  const fb::Program* program = state_->program->flatbuffer();
+  for (const fb::Method* m : *program->methods()) {
+    if (m->name() != nullptr && m->name()->str() == state_->meta->name() && m->instructions() != nullptr) {
+      return m->instructions()->size();
+    }
+  }
+  return 0;
+}
+
+void MethodRunner::bind_inputs(const std::vector<HostTensor>& inputs) {
+  State& s = *state_;
+  if (inputs.size() != s.inputs.size()) {
+    fail("the method takes ", s.inputs.size(), " inputs, ", inputs.size(), " were given");
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const TensorInfo info = meta->input(i).get();
-    std::vector<int64_t> expected(info.dims, info.dims + info.rank);
+    const IoInfo& info = s.inputs[i];
     if (inputs[i].dtype != info.dtype) {
       fail("input ", i, " ('", info.name, "') is ", dtype_str(inputs[i].dtype), ", the method expects ",
            dtype_str(info.dtype));
     }
-    if (inputs[i].shape != expected) {
+    if (inputs[i].shape != info.shape) {
       fail("input ", i, " ('", info.name, "') has shape ", shape_str(inputs[i].shape), ", the method expects ",
-           shape_str(expected));
+           shape_str(info.shape));
     }
-    check(method->set_input(i, inputs[i].bytes.data(), inputs[i].bytes.size()), str("input ", i));
+    check(s.method->set_input(i, inputs[i].bytes.data(), inputs[i].bytes.size()), str("input ", i));
   }
+  for (size_t i = 0; i < s.output_values.size(); ++i) {
+    HostTensor& out = s.output_values[i];
+    check(s.method->set_output(i, out.bytes.data(), out.bytes.size()), str("output ", i));
+  }
+}
+
+double MethodRunner::execute() {
+  const auto start = std::chrono::steady_clock::now();
+  check(state_->method->execute(), "execute failed");
+  const auto stop = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::milli>(stop - start).count();
+}
+
+SelfTestReport MethodRunner::run_self_test(const std::string& test_bytes) {
+  AlignedBuffer test(test_bytes.size());
+  std::memcpy(test.data, test_bytes.data(), test.size);
+  const Span<const uint8_t> bytes(test.data, test.size);
+  Result<uint64_t> scratch_bytes = self_test_scratch_bytes(bytes);
+  check(scratch_bytes.error(), "self-test");
+  AlignedBuffer scratch(static_cast<size_t>(scratch_bytes.get()));
+  SelfTestReport report;
+  check(::kiln::run_self_test(*state_->program, *state_->method, bytes, Span<uint8_t>(scratch.data, scratch.size),
+                              &report),
+        "self-test");
+  return report;
+}
+
+RunResult run_program(const std::string& program_bytes, const std::vector<HostTensor>& inputs,
+                      const RunOptions& options) {
+  MethodRunner runner(program_bytes, options);
   RunResult result;
-  for (size_t i = 0; i < method->num_outputs(); ++i) {
-    const TensorInfo info = meta->output(i).get();
-    result.outputs.emplace_back(info.dtype, std::vector<int64_t>(info.dims, info.dims + info.rank));
-    // Zero-size outputs still need a valid, aligned pointer to bind.
-    if (result.outputs.back().bytes.empty()) result.outputs.back().bytes.reserve(16);
-    check(method->set_output(i, result.outputs.back().bytes.data(), result.outputs.back().bytes.size()),
-          str("output ", i));
+  if (options.self_test != nullptr) {
+    if (!inputs.empty()) fail("a self-test brings its own inputs; none may be given");
+    result.self_test = runner.run_self_test(*options.self_test);
+    return result;
   }
-  const int runs = std::max(1, options.runs);
+  runner.bind_inputs(inputs);
   struct Profile {
     std::vector<std::vector<double>>* ms;
     double ms_per_tick;
   } profile{&result.instruction_ms, 1e3 / static_cast<double>(kiln_pal_ticks_per_second())};
   if (options.profile) {
-    method->set_observer(
+    runner.method().set_observer(
         [](void* context, size_t instruction, uint64_t ticks) {
           auto* p = static_cast<Profile*>(context);
           if (instruction >= p->ms->size()) p->ms->resize(instruction + 1);
@@ -148,14 +229,9 @@ RunResult run_program(const std::string& program_bytes, const std::vector<HostTe
         },
         &profile);
   }
-  method->set_tracer(options.tracer);
-  method->set_thread_pool(options.thread_pool);
-  for (int r = 0; r < runs; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    check(method->execute(), "execute failed");
-    const auto stop = std::chrono::steady_clock::now();
-    result.latencies_ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
-  }
+  const int runs = std::max(1, options.runs);
+  for (int r = 0; r < runs; ++r) result.latencies_ms.push_back(runner.execute());
+  result.outputs = std::move(runner.output_values());
   return result;
 }
 

@@ -7,6 +7,7 @@
 #ifndef KILN_PLANNER_EXEC_RUN_H_
 #define KILN_PLANNER_EXEC_RUN_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "kiln/runtime/backend.h"
 #include "kiln/runtime/communicator.h"
 #include "kiln/runtime/kernel.h"
+#include "kiln/runtime/method.h"
 #include "kiln/runtime/self_test.h"
 #include "ops/host_kernels.h"  // host_kernel_registry(), which programs run with
 
@@ -54,6 +56,60 @@ struct RunResult {
 // failure, naming the input at fault for a dtype or shape mismatch.
 RunResult run_program(const std::string& program_bytes, const std::vector<HostTensor>& inputs,
                       const RunOptions& options);
+
+// A method's input or output as MethodMeta describes it.
+struct IoInfo {
+  std::string name;
+  DType dtype = DType::FLOAT32;
+  std::vector<int64_t> shape;
+};
+
+// One method of a program, loaded once and executed any number of times on
+// inputs bound between runs: what run_program does for one set of inputs,
+// for callers that run many (quantizer calibration, kiln bench). The
+// program's bytes are copied; its arenas, bookkeeping and output buffers are
+// allocated at construction and reused by every run. RunOptions::runs,
+// profile and self_test are not used here; the tracer, thread pool,
+// backends and communicators are. Not thread safe.
+class MethodRunner {
+ public:
+  // Throws PlanError as run_program does.
+  MethodRunner(const std::string& program_bytes, const RunOptions& options);
+  ~MethodRunner();
+  MethodRunner(const MethodRunner&) = delete;
+  MethodRunner& operator=(const MethodRunner&) = delete;
+
+  const std::vector<IoInfo>& inputs() const;
+  const std::vector<IoInfo>& outputs() const;
+  // Binds the inputs, checked against inputs() (dtype and shape, naming the
+  // input at fault). Zero copy: they must stay alive and unmoved until the
+  // last execute() that reads them.
+  void bind_inputs(const std::vector<HostTensor>& inputs);
+  // One execute() of the method; its wall time in milliseconds.
+  double execute();
+  // The buffers the method writes its outputs into, overwritten by each run.
+  const std::vector<HostTensor>& output_values() const;
+  std::vector<HostTensor>& output_values();
+  // Sets the tracer for the following runs (not owned; nullptr: none).
+  void set_tracer(EventTracer* tracer);
+
+  // What the loaded method holds: its host arenas' sizes, the bookkeeping
+  // bytes and the program's constant segment.
+  std::vector<uint64_t> arena_bytes() const;
+  uint64_t bookkeeping_bytes() const;
+  uint64_t constant_bytes() const;
+  size_t num_instructions() const;
+
+  // Runs a bundled self-test's bytes (a .kiln.test file) instead of inputs.
+  SelfTestReport run_self_test(const std::string& test_bytes);
+  // The loaded method, for what the runner does not wrap (observers).
+  Method& method();
+
+  struct State;  // the program, its memory and the method (run.cc)
+
+ private:
+  std::unique_ptr<State> state_;
+};
 
 // A method input's or output's quantization (kiln plan --quantized-io), as
 // MethodMeta reports it.
