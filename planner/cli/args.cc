@@ -71,4 +71,26 @@ long Args::get_int(const std::string& name, long fallback) const {
   return n;
 }
 
+std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
+  std::vector<int64_t> dims;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t next = text.find_first_of("x,", pos);
+    const std::string part = text.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+    char* end = nullptr;
+    const long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || v < 0) throw UsageError{"bad dimensions '" + text + "' for " + what};
+    dims.push_back(v);
+    if (next == std::string::npos) break;
+    pos = next + 1;
+  }
+  return dims;
+}
+
+std::pair<std::string, std::string> split_assignment(const std::string& text, const std::string& option) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) throw UsageError{option + " expects NAME=VALUE, got '" + text + "'"};
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
 }  // namespace kiln::planner::cli

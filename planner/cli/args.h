@@ -5,8 +5,10 @@
 #ifndef KILN_PLANNER_CLI_ARGS_H_
 #define KILN_PLANNER_CLI_ARGS_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::planner::cli {
@@ -40,6 +42,11 @@ class Args {
 struct UsageError {
   std::string message;
 };
+
+// "1x3x224x224" (or "1,3,224,224"); UsageError naming `what` otherwise.
+std::vector<int64_t> parse_dims(const std::string& text, const std::string& what);
+// "NAME=VALUE" of `option`; UsageError otherwise.
+std::pair<std::string, std::string> split_assignment(const std::string& text, const std::string& option);
 
 }  // namespace kiln::planner::cli
 

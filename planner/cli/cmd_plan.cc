@@ -70,28 +70,6 @@ constexpr const char* kHelp =
     "                             outputs, for `kiln run --self-test` or run_self_test() on a device\n"
     "  --test-tolerance X         the self-test's relative tolerance per output (default 1e-4)\n";
 
-std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
-  std::vector<int64_t> dims;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t next = text.find_first_of("x,", pos);
-    const std::string part = text.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
-    char* end = nullptr;
-    const long long v = std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || v < 0) throw UsageError{"bad dimensions '" + text + "' for " + what};
-    dims.push_back(v);
-    if (next == std::string::npos) break;
-    pos = next + 1;
-  }
-  return dims;
-}
-
-std::pair<std::string, std::string> split_assignment(const std::string& text, const std::string& option) {
-  const size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0) throw UsageError{option + " expects NAME=VALUE, got '" + text + "'"};
-  return {text.substr(0, eq), text.substr(eq + 1)};
-}
-
 void print_io_quantization(const char* what, const LTensor& t) {
   if (!t.quantized) return;
   std::printf("  %-6s       '%s' %s %s, scale %.9g, zero point %d\n", what, t.name.c_str(), dtype_str(t.dtype).c_str(),

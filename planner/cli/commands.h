@@ -20,6 +20,7 @@ int cmd_pack(const Argv& argv);
 int cmd_memplan(const Argv& argv);
 int cmd_profile(const Argv& argv);
 int cmd_bench(const Argv& argv);
+int cmd_quantize(const Argv& argv);
 
 // "1,234,567"
 std::string group_digits(uint64_t value);

@@ -26,6 +26,8 @@ constexpr const char* kUsage =
     "  memplan INTERVALS.csv         plan a bare interval set (memory planner benchmark)\n"
     "  profile TRACE                 where a traced run's time went (kiln run --profile=TRACE)\n"
     "  bench PROGRAM.kiln            time a program: latency percentiles, memory, per-op time\n"
+    "  quantize MODEL.onnx --calibration DIR -o OUT.onnx\n"
+    "                                quantize a float model to int8 (QDQ) on calibration inputs\n"
     "\n"
     "`kiln <command> --help` describes each command's options.\n";
 
@@ -51,10 +53,11 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"plan", kiln::planner::cli::cmd_plan},       {"run", kiln::planner::cli::cmd_run},
-    {"inspect", kiln::planner::cli::cmd_inspect}, {"verify", kiln::planner::cli::cmd_verify},
-    {"pack", kiln::planner::cli::cmd_pack},       {"memplan", kiln::planner::cli::cmd_memplan},
-    {"profile", kiln::planner::cli::cmd_profile}, {"bench", kiln::planner::cli::cmd_bench},
+    {"plan", kiln::planner::cli::cmd_plan},         {"run", kiln::planner::cli::cmd_run},
+    {"inspect", kiln::planner::cli::cmd_inspect},   {"verify", kiln::planner::cli::cmd_verify},
+    {"pack", kiln::planner::cli::cmd_pack},         {"memplan", kiln::planner::cli::cmd_memplan},
+    {"profile", kiln::planner::cli::cmd_profile},   {"bench", kiln::planner::cli::cmd_bench},
+    {"quantize", kiln::planner::cli::cmd_quantize},
 };
 
 }  // namespace

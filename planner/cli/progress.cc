@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -25,6 +26,34 @@ std::function<void(const memory::Progress&)> SearchProgress::callback() {
 }
 
 void SearchProgress::finish() {
+  if (!drawn_) return;
+  std::fputs("\r\033[K", stderr);
+  std::fflush(stderr);
+  drawn_ = false;
+}
+
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+}  // namespace
+
+StepProgress::StepProgress() : enabled_(isatty(STDERR_FILENO) == 1), start_s_(now_s()) {}
+
+StepProgress::~StepProgress() { finish(); }
+
+void StepProgress::update(const std::string& what, size_t done, size_t total) {
+  if (!enabled_) return;
+  if (done >= total) return finish();
+  const double now = now_s();
+  if (now - start_s_ < 0.5 || now - last_s_ < 0.1) return;
+  last_s_ = now;
+  std::fprintf(stderr, "\r\033[K  %s: %zu of %zu (%.1f s)", what.c_str(), done, total, now - start_s_);
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void StepProgress::finish() {
   if (!drawn_) return;
   std::fputs("\r\033[K", stderr);
   std::fflush(stderr);

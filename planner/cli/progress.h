@@ -1,7 +1,11 @@
-// Progress of long memory searches on a terminal: one line on stderr,
-// rewritten in place (best plan, lower bound, elapsed time), and erased when
-// the search ends. Nothing at all when stderr is not a terminal, so logs and
-// pipes stay clean. One reporter per command; not thread-safe.
+// Progress of long work on a terminal: one line on stderr, rewritten in
+// place and erased when the work ends. Nothing at all when stderr is not a
+// terminal, so logs and pipes stay clean. Not thread-safe.
+//   SearchProgress  a memory search: best plan, lower bound, elapsed time
+//   StepProgress    counted steps (constant folding, quantizer calibration):
+//                   what, done of total, elapsed time; drawn from half a
+//                   second after it was made, at most 10 times a second,
+//                   and erased when done reaches total
 
 #ifndef KILN_PLANNER_CLI_PROGRESS_H_
 #define KILN_PLANNER_CLI_PROGRESS_H_
@@ -30,6 +34,24 @@ class SearchProgress {
   std::string what_;
   bool enabled_;
   bool drawn_ = false;
+};
+
+class StepProgress {
+ public:
+  StepProgress();
+  ~StepProgress();
+  StepProgress(const StepProgress&) = delete;
+  StepProgress& operator=(const StepProgress&) = delete;
+
+  bool enabled() const { return enabled_; }
+  // "calibrating: 37 of 128 (2.1 s)"; `what` may change between calls.
+  void update(const std::string& what, size_t done, size_t total);
+  void finish();
+
+ private:
+  bool enabled_;
+  bool drawn_ = false;
+  double start_s_ = 0, last_s_ = -1;
 };
 
 }  // namespace kiln::planner::cli
