@@ -22,11 +22,12 @@ uint64_t total_first_fit_bytes(const LMethod& method) {
   return total;
 }
 
-void fold(Graph& graph, const FoldBudget& budget) {
+void fold(Graph& graph, const PlanOptions& options) {
   const KernelEvaluator evaluator{};
   InferOptions infer_options;
   infer_options.evaluator = &evaluator;
-  infer_options.budget = budget;
+  infer_options.budget = options.fold_budget;
+  infer_options.progress = options.fold_progress;
   infer_and_fold(graph, infer_options);
   eliminate_dead_nodes(graph);
 }
@@ -39,13 +40,13 @@ struct Lowered {
 };
 
 Lowered lower_stage(Graph graph, const PlanOptions& options) {
-  fold(graph, options.fold_budget);
+  fold(graph, options);
   Lowered lowered;
   PlanResult& result = lowered.result;
   // Folding leaves DequantizeLinear alone (its weights stay int8 for this
   // pass); the pass folds the constant ones it does not use into floats.
   result.qdq = fold_qdq(graph);
-  if (result.qdq.total() > 0) fold(graph, options.fold_budget);
+  if (result.qdq.total() > 0) fold(graph, options);
   if (options.quantized_io) result.quantized_io = quantize_io(graph);
   result.int8 = int8_share(graph);
   result.ranks = graph.ranks;
@@ -160,7 +161,7 @@ void check_same_structure(const LMethod& a, const LMethod& b, const LProgram& pa
 }
 
 PlanResult plan_tensor_parallel(Graph graph, const PlanOptions& options) {
-  fold(graph, options.fold_budget);
+  fold(graph, options);
   TensorParallelStats stats;
   std::vector<Graph> graphs = shard_tensor_parallel(graph, options.tensor_parallel, &stats);
   std::vector<Lowered> ranks;

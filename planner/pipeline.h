@@ -26,6 +26,7 @@
 #ifndef KILN_PLANNER_PIPELINE_H_
 #define KILN_PLANNER_PIPELINE_H_
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -48,6 +49,8 @@ struct PlanOptions {
   // How much constant data folding may make (passes/infer.h); what exceeds
   // it runs at run time.
   FoldBudget fold_budget;
+  // Called as inference and folding visit the nodes (InferOptions::progress).
+  std::function<void(size_t done, size_t total)> fold_progress;
   memory::MethodPlanOptions memory;
   // Give method inputs and outputs fallback memory in the arena, so a method
   // runs without the application binding them.

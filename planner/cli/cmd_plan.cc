@@ -396,6 +396,8 @@ int cmd_plan(const Argv& argv) {
   if (output.empty()) throw UsageError{"missing -o OUT.kiln"};
 
   PlanOptions options = parse_plan_options(args);
+  StepProgress fold_progress;
+  options.fold_progress = [&](size_t done, size_t total) { fold_progress.update("folding constants", done, total); };
   SearchProgress progress(model);
   options.memory.solve.progress = progress.callback();
   const PlanResult result = plan_onnx_file(model, options);

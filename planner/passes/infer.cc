@@ -57,7 +57,10 @@ void cross_check_onnx_shapes(Graph& graph) {
 
 void infer_and_fold(Graph& graph, const InferOptions& options) {
   uint64_t folded_bytes = 0;  // outputs of the nodes folded so far, within options.budget.total_bytes
-  for (int n : graph.topological_order()) {
+  const std::vector<int> order = graph.topological_order();
+  size_t visited = 0;
+  for (int n : order) {
+    if (options.progress) options.progress(visited++, order.size());
     Node& node = graph.nodes[static_cast<size_t>(n)];
     const OpDef* op = find_op(node.domain, node.op_type);
     if (op == nullptr) {
@@ -119,6 +122,7 @@ void infer_and_fold(Graph& graph, const InferOptions& options) {
     }
     node.dead = true;
   }
+  if (options.progress) options.progress(order.size(), order.size());
   cross_check_onnx_shapes(graph);
   graph.compact();
 }

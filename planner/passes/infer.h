@@ -15,6 +15,8 @@
 #ifndef KILN_PLANNER_PASSES_INFER_H_
 #define KILN_PLANNER_PASSES_INFER_H_
 
+#include <functional>
+
 #include "ir/graph.h"
 #include "passes/evaluator.h"
 
@@ -37,6 +39,9 @@ struct InferOptions {
   // Folds nodes whose op has no evaluate function (not owned; must outlive
   // the call). nullptr: only ops with an evaluate function fold.
   const ConstantEvaluator* evaluator = nullptr;
+  // Called after each node with the nodes visited and the total (a large
+  // model's folding takes seconds; kiln plan shows it on a terminal).
+  std::function<void(size_t done, size_t total)> progress;
 };
 
 // Throws UnsupportedError for an op without a definition, PlanError for a

@@ -11,6 +11,7 @@
 //   value, Range) and give the values folding gives.
 // - The total budget: folds stop once the bytes folded reach it.
 // - What cannot run at run time is refused in one line naming the node.
+// - Folding reports its progress node by node.
 
 #include <gtest/gtest.h>
 
@@ -259,6 +260,22 @@ TEST(FoldBudget, FoldingStopsAtTheTotalBudget) {
     ASSERT_EQ(out.shape, (std::vector<int64_t>{10}));
     for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(out.data<float>()[i], 0.f);
   }
+}
+
+TEST(FoldBudget, ProgressCountsEveryNodeOfEachPass) {
+  // PlanOptions::fold_progress (kiln plan's line on a terminal): each pass
+  // over the graph reports 0 .. n - 1 before each node, then n of n.
+  GraphBuilder b;
+  const int x = b.input("x", {4});
+  b.output(b.node("Relu", {b.node("Add", {x, b.ramp("c", {4})})}));
+  kp::PlanOptions options;
+  std::vector<std::pair<size_t, size_t>> calls;
+  options.fold_progress = [&](size_t done, size_t total) { calls.emplace_back(done, total); };
+  b.plan(options);
+  ASSERT_GE(calls.size(), 3u);
+  const std::vector<std::pair<size_t, size_t>> first_pass(calls.begin(), calls.begin() + 3);
+  EXPECT_EQ(first_pass, (std::vector<std::pair<size_t, size_t>>{{0, 2}, {1, 2}, {2, 2}}));
+  EXPECT_EQ(calls.back().first, calls.back().second);
 }
 
 TEST(FoldBudget, AFillTheRuntimeCannotHoldIsRefusedInOneLine) {
