@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-COMMANDS = ["plan", "run", "inspect", "verify", "pack", "memplan", "profile"]
+COMMANDS = ["plan", "run", "inspect", "verify", "pack", "memplan", "profile", "bench", "quantize"]
 PAGE = "docs/cli.md"
 BLOCK = re.compile(r"<!-- help: (\w+) -->\n```text\n(.*?)```\n", re.S)
 

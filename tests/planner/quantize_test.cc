@@ -321,6 +321,37 @@ TEST(QdqWriterTest, ExcludedAndSymmetric) {
   EXPECT_EQ(plan.range_from.at("c"), "r");
 }
 
+TEST(QdqWriterTest, GemmBetaGoesIntoTheQuantizedBias) {
+  onnx::ModelProto m = small_cnn();
+  for (auto& node : *m.mutable_graph()->mutable_node()) {
+    if (node.op_type() != "Gemm") continue;
+    onnx::AttributeProto* beta = node.add_attribute();
+    beta->set_name("beta");
+    beta->set_type(onnx::AttributeProto::FLOAT);
+    beta->set_f(0.5f);
+  }
+  const QdqOptions options;
+  const QdqPlan plan = plan_qdq(m, float_values(), options);
+  std::map<std::string, QuantParams> params;
+  for (const std::string& t : plan.to_calibrate(m.graph())) params[t] = quant_params({-1.f, 3.f}, DType::UINT8, false);
+  write_qdq(m, plan, params, options);
+  const onnx::GraphProto& g = m.graph();
+  for (const auto& node : g.node()) {
+    if (node.op_type() != "Gemm") continue;
+    for (const auto& a : node.attribute()) {
+      if (a.name() == "beta") {
+        EXPECT_EQ(a.f(), 1.f);
+      }
+    }
+  }
+  // DQ(fb) = q x scale = 0.5 x fb, within half a step.
+  const HostTensor q = init(g, "fb_quantized"), scale = init(g, "fb_quantized_scale"), fb = ramp({3}, 0.1f);
+  for (int c = 0; c < 3; ++c) {
+    const float s = scale.data<float>()[c];
+    EXPECT_NEAR(static_cast<float>(q.data<int32_t>()[c]) * s, 0.5f * fb.data<float>()[c], 0.5f * s);
+  }
+}
+
 TEST(QuantizeTest, FromArraysToAPlanThatRunsInt8) {
   onnx::ModelProto m = small_cnn();
   std::string bytes;
@@ -341,7 +372,7 @@ TEST(QuantizeTest, FromArraysToAPlanThatRunsInt8) {
   const QuantizeResult r = quantize_model_bytes(bytes, "small", data, options);
   EXPECT_EQ(r.samples, 7u);
   EXPECT_EQ(stages.front(), "calibrating 1/3");
-  EXPECT_EQ(stages.back(), "evaluating 3/3");
+  EXPECT_EQ(stages.back(), "evaluating 7/7");  // in samples: the estimate grows with the stacked item
   ASSERT_EQ(r.accuracy.size(), 1u);
   EXPECT_GT(r.accuracy[0].sqnr_db, 20.0);
   EXPECT_EQ(r.weights, 2);
