@@ -29,6 +29,7 @@ class CalibrationFolder final : public CalibrationData {
   CalibrationFolder(std::vector<fs::path> items, bool subfolders) : items_(std::move(items)), subfolders_(subfolders) {}
 
   size_t size() const override { return items_.size(); }
+  std::string describe(size_t index) const override { return items_.at(index).string(); }
 
   std::vector<HostTensor> item(size_t index, const std::vector<std::string>& input_names) override {
     const fs::path& item = items_.at(index);

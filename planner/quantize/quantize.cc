@@ -125,7 +125,7 @@ size_t for_each_sample(CalibrationData& data, const std::vector<std::string>& na
                        const QuantizeOptions& options, const char* stage, Visit visit) {
   size_t samples = 0, per_item = 0;
   for (size_t k = 0; k < data.size(); ++k) {
-    std::vector<std::vector<HostTensor>> item = samples_of(data.item(k, names), inputs, str("calibration item ", k));
+    std::vector<std::vector<HostTensor>> item = samples_of(data.item(k, names), inputs, data.describe(k));
     if (k == 0) per_item = item.size();
     const size_t total = samples + item.size() + (data.size() - k - 1) * per_item;
     for (std::vector<HostTensor>& sample : item) {

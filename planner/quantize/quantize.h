@@ -50,6 +50,8 @@ class CalibrationData {
   // Item `index` (< size()) for a model whose inputs have these names;
   // throws PlanError naming what it could not read.
   virtual std::vector<HostTensor> item(size_t index, const std::vector<std::string>& input_names) = 0;
+  // What errors call item `index` ("calibration item 3", a file's path).
+  virtual std::string describe(size_t index) const { return "calibration item " + std::to_string(index); }
 };
 
 // Items held in memory.

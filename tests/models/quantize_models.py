@@ -370,8 +370,8 @@ def check_folders(args, models):
     np.save(os.path.join(bad, "x.npy"), np.zeros((4, 3, 16, 16), np.float32))
     status, out, err = run(args.kiln, "quantize", os.path.join(args.workdir, "cnn.onnx"), "--calibration", bad, "-o",
                            os.path.join(args.workdir, "bad.onnx"), "--input-shape", "x=1x1x16x16")
-    expect("calibration arrays of the wrong shape are an error naming the input",
-           status == 1 and "input 0 ('x') has shape [4, 3, 16, 16]" in err, out + err)
+    expect("calibration arrays of the wrong shape are an error naming the file and the input",
+           status == 1 and "bad_cal/x.npy: input 0 ('x') has shape [4, 3, 16, 16]" in err, out + err)
 
 
 def peak_rss_kib(argv):
