@@ -360,7 +360,7 @@ void bundle_self_test(const Args& args, const std::string& output, const PlanRes
   if (!(tolerance >= 0)) throw UsageError{"--test-tolerance must not be negative"};
   RunOptions run;
   run.method = options.method_name;
-  run.backends = &builtin_runtime_backends();
+  run.backends = &runtime_backends_for(result.bytes);
   const RunResult reference = run_program(result.bytes, inputs, run);
   const std::string test_path = output + ".test";
   write_file_atomic(test_path, make_self_test(result.bytes, options.method_name, inputs, reference.outputs,

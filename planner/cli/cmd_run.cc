@@ -275,7 +275,7 @@ int cmd_run(const Argv& argv) {
   options.runs = static_cast<int>(runs);
   options.thread_pool = threads > 1 ? &pool : nullptr;
   options.method = args.get("--method", "forward");
-  options.backends = &builtin_runtime_backends();
+  options.backends = &runtime_backends_for(bytes);
   options.profile = args.has("--profile");
   const std::string sync = args.get("--collective-sync", "flags");
   if (sync != "flags" && sync != "barrier") throw UsageError{"--collective-sync is flags or barrier"};
