@@ -87,6 +87,20 @@ kiln_status tensor_info(const kiln_program* program, const char* method, size_t 
   return KILN_OK;
 }
 
+kiln_status quantization(const kiln_program* program, const char* method, size_t index, bool output,
+                         kiln_quantization* out_quantization) {
+  if (out_quantization == nullptr) return KILN_INVALID_ARGUMENT;
+  kiln::Result<kiln::MethodMeta> meta = meta_of(program, method);
+  if (!meta.ok()) return status(meta.error());
+  kiln::Result<kiln::TensorInfo> info = output ? meta->output(index) : meta->input(index);
+  if (!info.ok()) return status(info.error());
+  memset(out_quantization, 0, sizeof(*out_quantization));
+  out_quantization->quantized = info->quantized ? 1 : 0;
+  out_quantization->scale = info->scale;
+  out_quantization->zero_point = info->zero_point;
+  return KILN_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -160,6 +174,16 @@ kiln_status kiln_program_input_info(const kiln_program* program, const char* met
 kiln_status kiln_program_output_info(const kiln_program* program, const char* method, size_t index,
                                      kiln_tensor_info* out_info) {
   return tensor_info(program, method, index, true, out_info);
+}
+
+kiln_status kiln_program_input_quantization(const kiln_program* program, const char* method, size_t index,
+                                            kiln_quantization* out_quantization) {
+  return quantization(program, method, index, false, out_quantization);
+}
+
+kiln_status kiln_program_output_quantization(const kiln_program* program, const char* method, size_t index,
+                                             kiln_quantization* out_quantization) {
+  return quantization(program, method, index, true, out_quantization);
 }
 
 kiln_status kiln_method_load(kiln_method* method, const kiln_program* program, const char* name, void* bookkeeping,

@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   kiln_program program, bad;
   kiln_method_info info;
   kiln_tensor_info in_info, out_info;
+  kiln_quantization quantization;
   kiln_method method;
   kiln_status status;
   const char* name;
@@ -111,6 +112,10 @@ int main(int argc, char** argv) {
   EXPECT(kiln_program_output_info(&program, name, 0, &out_info) == KILN_OK && out_info.nbytes == expected_size,
          "output info matches the expected file");
   EXPECT(kiln_program_input_info(&program, name, 3, &in_info) == KILN_INVALID_ARGUMENT, "no input 3");
+  quantization.quantized = 7;
+  EXPECT(kiln_program_input_quantization(&program, name, 0, &quantization) == KILN_OK && quantization.quantized == 0,
+         "a float input is not quantized");
+  EXPECT(kiln_program_output_quantization(&program, name, 1, &quantization) == KILN_INVALID_ARGUMENT, "no output 1");
 
   for (i = 0; i < info.num_arenas; ++i) {
     kiln_arena_info arena;

@@ -164,6 +164,19 @@ kiln_status kiln_program_input_info(const kiln_program* program, const char* met
 kiln_status kiln_program_output_info(const kiln_program* program, const char* method, size_t index,
                                      kiln_tensor_info* out_info);
 
+/* A quantized input or output (`kiln plan --quantized-io`) takes or gives
+ * INT8 or UINT8 data whose real value is (q - zero_point) * scale. */
+typedef struct kiln_quantization {
+  int quantized; /* 0: the tensor holds its values as they are */
+  float scale;
+  int32_t zero_point;
+} kiln_quantization;
+
+kiln_status kiln_program_input_quantization(const kiln_program* program, const char* method, size_t index,
+                                            kiln_quantization* out_quantization);
+kiln_status kiln_program_output_quantization(const kiln_program* program, const char* method, size_t index,
+                                             kiln_quantization* out_quantization);
+
 /* Loads `name` into `method`. `arenas[i]` is host arena i's buffer of
  * `arena_sizes[i]` bytes (NULL for a device arena); `num_arenas` is the
  * method's arena count (at most 32: KILN_NOT_SUPPORTED beyond). Kernels
