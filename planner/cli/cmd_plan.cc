@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/plan_options.h"
 #include "cli/progress.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -370,22 +371,38 @@ void bundle_self_test(const Args& args, const std::string& output, const PlanRes
               reference.outputs.size() == 1 ? "" : "s", tolerance);
 }
 
+// Every option `kiln plan` takes; kiln.plan() in the Python package takes
+// the same (plan_options_from_arguments below).
+const std::vector<OptionSpec>& plan_option_specs() {
+  // clang-format off
+  static const std::vector<OptionSpec> specs = {
+      {"-o", true}, {"--output", true}, {"--input-shape", true}, {"--freeze", true}, {"--fold-budget", true},
+      {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
+      {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
+      {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
+      {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
+      {"--tensor-parallel", true}, {"--bundle-test", true}, {"--test-tolerance", true},
+      {"--help", false}};
+  // clang-format on
+  return specs;
+}
+
 }  // namespace
 
+PlanOptions plan_options_from_arguments(const Argv& argv) {
+  const Args args(argv, plan_option_specs());
+  if (!args.positional().empty()) throw UsageError{"unexpected argument '" + args.positional()[0] + "'"};
+  return parse_plan_options(args);
+}
+
+std::vector<std::string> plan_option_names() {
+  std::vector<std::string> names;
+  for (const OptionSpec& spec : plan_option_specs()) names.push_back(spec.name);
+  return names;
+}
+
 int cmd_plan(const Argv& argv) {
-  const Args args(argv, {{"-o", true},
-                         {"--output", true},
-                         {"--input-shape", true},
-                         {"--freeze", true},
-                         {"--fold-budget", true},
-                         // clang-format off
-                         {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
-                         {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
-                         {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
-                         {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
-                         {"--tensor-parallel", true}, {"--bundle-test", true}, {"--test-tolerance", true},
-                         // clang-format on
-                         {"--help", false}});
+  const Args args(argv, plan_option_specs());
   if (args.has("--help")) {
     print_help();
     return 0;
