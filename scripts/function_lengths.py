@@ -44,7 +44,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PRODUCT = ["schema", "platform", "runtime", "kernels", "capi", "backends", "comm", "planner"]
+PRODUCT = ["schema", "platform", "runtime", "kernels", "capi", "backends", "comm", "planner", "python"]
 NOT_PRODUCT = {"tests", "test", "bench", "examples"}
 SUFFIXES = {".cc", ".h", ".cu", ".cuh", ".inc", ".c"}
 RUNTIME = ("runtime", "platform")

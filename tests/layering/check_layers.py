@@ -3,7 +3,7 @@
 Layout section describes, by reading every #include in the sources:
 
     schema <- platform <- runtime <- backends/common <- kernels <- capi, backends, comm
-                                  \\------------------------------------- planner
+                                  \\------------------------------------- planner <- python
 
 - nothing below includes anything above it (the runtime never includes the
   planner, the kernels, a backend or a communicator);
@@ -17,7 +17,9 @@ Layout section describes, by reading every #include in the sources:
 - a backend includes nothing of another backend;
 - capi/ (the C API) wraps the runtime and kernels and nothing else;
 - comm/ (the communicators) includes nothing of the planner or a backend;
-  of comm/, only the planner (kiln run) includes anything.
+  of comm/, only the planner (kiln run) includes anything;
+- python/ (the Python package's module) sits on the C API and the planner
+  and includes no backend.
 
 Prints one line per offending include and exits 1 when there is any.
 """
@@ -26,7 +28,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-LAYERS = ["schema", "platform", "runtime", "backends-common", "kernels", "capi", "backends", "comm", "planner"]
+LAYERS = ["schema", "platform", "runtime", "backends-common", "kernels", "capi", "backends", "comm", "planner", "python"]
 # Where each layer's files are, when not the folder of its name.
 FOLDERS = {"backends-common": "backends/common"}
 # What each folder may include besides itself.
@@ -40,6 +42,7 @@ ALLOWED = {
     "backends": {"schema", "platform", "runtime", "backends-common", "kernels", "planner-api"},
     "comm": {"schema", "platform", "runtime", "kernels"},
     "planner": {"schema", "platform", "runtime", "kernels", "comm"},
+    "python": {"schema", "platform", "runtime", "backends-common", "kernels", "capi", "planner", "planner-api"},
 }
 PUBLIC_PREFIXES = {
     "kiln/schema/": "schema",

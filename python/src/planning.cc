@@ -1,0 +1,68 @@
+#include "planning.h"
+
+#include <onnx/onnx_pb.h>
+
+#include "cli/plan_options.h"
+#include "cli/progress.h"
+#include "core/error.h"
+#include "emit/self_test_file.h"
+#include "exec/run.h"
+#include "kiln/runtime/posix_thread_pool.h"
+#include "log_capture.h"
+#include "onnx/import.h"
+#include "pipeline.h"
+#include "report/plan_report.h"
+#include "runtime.h"
+#include "targets/runtime_backends.h"
+
+namespace kiln::python {
+
+Planned plan_model(const std::string& model, bool is_path, const std::vector<std::string>& arguments,
+                   std::map<std::string, planner::HostTensor> frozen) {
+  planner::PlanOptions options = planner::cli::plan_options_from_arguments(arguments);
+  for (auto& [name, tensor] : frozen) options.import.frozen_inputs[name] = std::move(tensor);
+  planner::cli::SearchProgress progress(is_path ? model : "the model");
+  options.memory.solve.progress = progress.callback();
+  planner::Graph graph;
+  if (is_path) {
+    graph = planner::import_onnx_file(model, options.import);
+  } else {
+    onnx::ModelProto proto;
+    if (model.empty() || !proto.ParseFromString(model)) planner::fail("not an ONNX model (protobuf parse failed)");
+    graph = planner::import_onnx_model(proto, "the model", options.import);
+  }
+  const planner::PlanResult result = planner::plan_graph(std::move(graph), options);
+  progress.finish();
+  return {result.bytes, planner::plan_json(result), planner::memory_svg(result.program)};
+}
+
+std::string make_self_test(const std::string& program, const std::string& method,
+                           const std::vector<planner::HostTensor>& inputs,
+                           const std::vector<planner::HostTensor>& outputs, float tolerance) {
+  return planner::make_self_test(program, method, inputs, outputs, tolerance);
+}
+
+SelfTestVerdict run_self_test(const std::string& program, const std::string& test, const std::string& method,
+                              int threads) {
+  LogCapture log;
+  PosixThreadPool pool;
+  planner::RunOptions options;
+  options.method = method;
+  options.self_test = &test;
+  options.backends = &planner::runtime_backends_for(program);
+  if (threads > 1) {
+    if (pool.start(threads) != Error::kOk) throw RunFailure{"Internal", "cannot start threads"};
+    options.thread_pool = &pool;
+  }
+  planner::RunResult result;
+  try {
+    result = planner::run_program(program, {}, options);
+  } catch (const planner::PlanError& e) {
+    const std::string logged = log.text();
+    throw RunFailure{"SelfTestFailed", std::string(e.what()) + (logged.empty() ? "" : " (" + logged + ")")};
+  }
+  const SelfTestReport& r = result.self_test;
+  return {r.passed, r.num_outputs, r.worst_output, r.max_error, r.tolerance};
+}
+
+}  // namespace kiln::python
