@@ -115,11 +115,13 @@ py::dict method_dict(const MethodDescription& m) {
   return d;
 }
 
-std::vector<MethodHandle::Buffer> buffers(const std::vector<py::buffer>& arrays, bool writable) {
+// The arrays' memory, which must be C-contiguous (the Python layer makes it
+// so): the runtime reads and writes it in place.
+std::vector<MethodHandle::Buffer> buffers(const std::vector<py::array>& arrays) {
   std::vector<MethodHandle::Buffer> out;
-  for (const py::buffer& b : arrays) {
-    const py::buffer_info info = b.request(writable);
-    out.push_back({info.ptr, static_cast<size_t>(info.size * info.itemsize)});
+  for (const py::array& a : arrays) {
+    if (!(a.flags() & py::array::c_style)) throw RunFailure{"InvalidArgument", "arrays must be C-contiguous"};
+    out.push_back({a.data(), static_cast<size_t>(a.nbytes())});
   }
   return out;
 }
@@ -133,8 +135,8 @@ void bind_runtime(py::module_& m) {
   py::class_<MethodHandle>(m, "MethodHandle")
       .def(py::init<std::shared_ptr<const ProgramHandle>, const std::string&>())
       .def("run",
-           [](MethodHandle& method, const std::vector<py::buffer>& inputs, const std::vector<py::buffer>& outputs) {
-             const std::vector<MethodHandle::Buffer> in = buffers(inputs, false), out = buffers(outputs, true);
+           [](MethodHandle& method, const std::vector<py::array>& inputs, const std::vector<py::array>& outputs) {
+             const std::vector<MethodHandle::Buffer> in = buffers(inputs), out = buffers(outputs);
              const py::gil_scoped_release unlocked;
              method.run(in, out);
            })
