@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/quantize_options.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "quantize/quantize.h"
@@ -99,6 +100,15 @@ q::QuantizeOptions parse_quantize_options(const Args& args) {
   return o;
 }
 
+// clang-format off
+std::vector<OptionSpec> quantize_option_specs() {
+  return {{"-o", true}, {"--output", true}, {"--calibration", true}, {"--method", true}, {"--percentile", true},
+          {"--activations", true}, {"--symmetric", false}, {"--per-tensor", false}, {"--asymmetric-weights", false},
+          {"--exclude", true}, {"--input-shape", true}, {"--report", true}, {"--no-evaluate", false},
+          {"--help", false}};
+}
+// clang-format on
+
 std::string range_text(q::Range r) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "[%.5g, %.5g]", static_cast<double>(r.min), static_cast<double>(r.max));
@@ -166,13 +176,20 @@ std::string report_json(const std::string& model, const std::string& output, con
 
 }  // namespace
 
+q::QuantizeOptions quantize_options_from_arguments(const Argv& argv) {
+  const Args args(argv, quantize_option_specs());
+  if (!args.positional().empty()) throw UsageError{"unexpected argument '" + args.positional()[0] + "'"};
+  return parse_quantize_options(args);
+}
+
+std::vector<std::string> quantize_option_names() {
+  std::vector<std::string> names;
+  for (const OptionSpec& spec : quantize_option_specs()) names.push_back(spec.name);
+  return names;
+}
+
 int cmd_quantize(const Argv& argv) {
-  // clang-format off
-  const Args args(argv, {{"-o", true}, {"--output", true}, {"--calibration", true}, {"--method", true},
-                         {"--percentile", true}, {"--activations", true}, {"--symmetric", false}, {"--per-tensor", false},
-                         {"--asymmetric-weights", false}, {"--exclude", true}, {"--input-shape", true},
-                         {"--report", true}, {"--no-evaluate", false}, {"--help", false}});
-  // clang-format on
+  const Args args(argv, quantize_option_specs());
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     return 0;

@@ -6,6 +6,7 @@ plans, and run it on NumPy arrays.
     (y,) = program(x)
     program.save("model.kiln")
     program = kiln.load("model.kiln")
+    int8 = kiln.quantize("model.onnx", calibration=[x1, x2, x3])
 
 See docs/python.md for more.
 """
@@ -19,11 +20,12 @@ import numpy as np
 from . import _kiln
 from .errors import KilnError, OptionError, PlanError, RunError, UnsupportedError
 from .program import Arena, Method, PathLike, Program, Quantization, SelfTestReport, TensorSpec
+from .quantize import QuantizedModel, quantize, quantize_options
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "plan", "load", "plan_options", "backends", "isa", "processor_isa", "isa_paths", "set_isa",
+    "plan", "load", "plan_options", "quantize", "quantize_options", "QuantizedModel", "backends", "isa", "processor_isa", "isa_paths", "set_isa",
     "Program", "Method", "TensorSpec", "Quantization", "Arena", "SelfTestReport",
     "KilnError", "PlanError", "UnsupportedError", "OptionError", "RunError",
 ]

@@ -12,6 +12,7 @@
 
 #include "cli/args.h"
 #include "cli/plan_options.h"
+#include "cli/quantize_options.h"
 #include "core/error.h"
 #include "kiln/kernels/isa.h"
 #include "planning.h"
@@ -177,6 +178,83 @@ void bind_planner(py::module_& m) {
   });
 }
 
+py::dict range_dict(const planner::quantize::LayerRange& l) {
+  py::dict d;
+  d["tensor"] = l.tensor;
+  d["node"] = l.node;
+  d["op"] = l.op;
+  if (l.shared_from.empty()) {
+    d["observed"] = py::make_tuple(l.observed.min, l.observed.max);
+    d["range"] = py::make_tuple(l.range.min, l.range.max);
+    d["shared_from"] = py::none();
+  } else {
+    d["observed"] = py::none();
+    d["range"] = py::none();
+    d["shared_from"] = l.shared_from;
+  }
+  d["scale"] = l.params.scale;
+  d["zero_point"] = l.params.zero_point;
+  return d;
+}
+
+py::dict accuracy_dict(const planner::quantize::OutputAccuracy& a) {
+  py::dict d;
+  d["output"] = a.name;
+  d["max_abs_error"] = a.max_abs_error;
+  d["rms_error"] = a.rms_error;
+  d["float_rms"] = a.float_rms;
+  d["sqnr_db"] = a.sqnr_db;
+  if (a.rows > 0) {
+    d["rows"] = a.rows;
+    d["top1_agree"] = a.top1_agree;
+  }
+  return d;
+}
+
+py::dict quantize_dict(const planner::quantize::QuantizeResult& r) {
+  py::list layers, accuracy;
+  for (const auto& l : r.layers) layers.append(range_dict(l));
+  for (const auto& a : r.accuracy) accuracy.append(accuracy_dict(a));
+  py::dict d;
+  d["samples"] = r.samples;
+  d["batch_norms_folded"] = r.batch_norms_folded;
+  d["weights"] = r.weights;
+  d["biases"] = r.biases;
+  d["quantized_nodes"] = r.quantized_nodes;
+  d["float_nodes"] = r.float_nodes;
+  d["removed_nodes"] = r.removed_nodes;
+  d["layers"] = layers;
+  d["accuracy"] = accuracy;
+  return d;
+}
+
+// Calibration items from Python: each a list of (name, array) pairs, the
+// name empty for arrays given in input order.
+std::vector<CalibrationItem> calibration_items(const std::vector<std::vector<std::pair<std::string, py::array>>>& in) {
+  std::vector<CalibrationItem> items;
+  for (const auto& item : in) {
+    CalibrationItem converted;
+    for (const auto& [name, array] : item) converted.emplace_back(name, host_tensor(array));
+    items.push_back(std::move(converted));
+  }
+  return items;
+}
+
+void bind_quantizer(py::module_& m) {
+  m.def("quantize",
+        [](const std::string& model, bool is_path, const std::vector<std::string>& arguments, const std::string& folder,
+           const std::vector<std::vector<std::pair<std::string, py::array>>>& items) {
+          std::vector<CalibrationItem> converted = calibration_items(items);
+          planner::quantize::QuantizeResult result;
+          {
+            const py::gil_scoped_release unlocked;
+            result = quantize_model(model, is_path, arguments, folder, std::move(converted));
+          }
+          return py::make_tuple(py::bytes(result.model_bytes), quantize_dict(result));
+        });
+  m.def("quantize_option_names", &planner::cli::quantize_option_names);
+}
+
 void bind_isa(py::module_& m) {
   namespace kk = kernels;
   m.def("active_isa", [] { return std::string(kk::isa_name(kk::active_isa())); });
@@ -207,5 +285,6 @@ PYBIND11_MODULE(_kiln, m) {
   py::register_exception_translator(&kiln::python::translate);
   kiln::python::bind_runtime(m);
   kiln::python::bind_planner(m);
+  kiln::python::bind_quantizer(m);
   kiln::python::bind_isa(m);
 }

@@ -1,9 +1,13 @@
 #include "planning.h"
 
+#include <algorithm>
+#include <memory>
+
 #include <onnx/onnx_pb.h>
 
 #include "cli/plan_options.h"
 #include "cli/progress.h"
+#include "cli/quantize_options.h"
 #include "core/error.h"
 #include "emit/self_test_file.h"
 #include "exec/run.h"
@@ -63,6 +67,58 @@ SelfTestVerdict run_self_test(const std::string& program, const std::string& tes
   }
   const SelfTestReport& r = result.self_test;
   return {r.passed, r.num_outputs, r.worst_output, r.max_error, r.tolerance};
+}
+
+namespace {
+
+// Calibration items held as arrays, each by input name or in input order.
+class NamedCalibration final : public planner::quantize::CalibrationData {
+ public:
+  explicit NamedCalibration(std::vector<CalibrationItem> items) : items_(std::move(items)) {}
+  size_t size() const override { return items_.size(); }
+  std::vector<planner::HostTensor> item(size_t index, const std::vector<std::string>& input_names) override {
+    const CalibrationItem& item = items_.at(index);
+    std::vector<planner::HostTensor> out;
+    const bool named = !item.empty() && !item.front().first.empty();
+    if (!named) {
+      for (const auto& entry : item) out.push_back(entry.second);
+      return out;
+    }
+    for (const std::string& name : input_names) {
+      auto it = std::find_if(item.begin(), item.end(), [&](const auto& entry) { return entry.first == name; });
+      if (it == item.end()) planner::fail(describe(index), ": no array for input '", name, "'");
+      out.push_back(it->second);
+    }
+    if (item.size() != input_names.size()) {
+      planner::fail(describe(index), ": ", item.size(), " arrays for a model of ", input_names.size(), " inputs");
+    }
+    return out;
+  }
+
+ private:
+  std::vector<CalibrationItem> items_;
+};
+
+}  // namespace
+
+planner::quantize::QuantizeResult quantize_model(const std::string& model, bool is_path,
+                                                 const std::vector<std::string>& arguments, const std::string& folder,
+                                                 std::vector<CalibrationItem> items) {
+  namespace q = planner::quantize;
+  q::QuantizeOptions options = planner::cli::quantize_options_from_arguments(arguments);
+  planner::cli::StepProgress progress;
+  options.progress = [&](const char* stage, size_t done, size_t total) { progress.update(stage, done, total); };
+  std::unique_ptr<q::CalibrationData> data;
+  if (folder.empty()) {
+    if (items.empty()) planner::fail("kiln.quantize(): no calibration items");
+    data = std::make_unique<NamedCalibration>(std::move(items));
+  } else {
+    data = q::open_calibration_folder(folder);
+  }
+  q::QuantizeResult result =
+      is_path ? q::quantize_model(model, *data, options) : q::quantize_model_bytes(model, "the model", *data, options);
+  progress.finish();
+  return result;
 }
 
 }  // namespace kiln::python

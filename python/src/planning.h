@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/host_tensor.h"
+#include "quantize/quantize.h"
 
 namespace kiln::python {
 
@@ -45,6 +46,18 @@ struct SelfTestVerdict {
 // verdict, not an error).
 SelfTestVerdict run_self_test(const std::string& program, const std::string& test, const std::string& method,
                               int threads);
+
+// One calibration item's arrays: by input name, or in input order where a
+// name is empty.
+using CalibrationItem = std::vector<std::pair<std::string, planner::HostTensor>>;
+
+// kiln.quantize(): the model (a path when `is_path`, else serialized bytes)
+// quantized with `kiln quantize` options `arguments`, calibrated on the
+// folder `folder` or, when it is empty, on `items`. Throws PlanError, and
+// cli::UsageError for a bad option.
+planner::quantize::QuantizeResult quantize_model(const std::string& model, bool is_path,
+                                                 const std::vector<std::string>& arguments, const std::string& folder,
+                                                 std::vector<CalibrationItem> items);
 
 }  // namespace kiln::python
 
