@@ -310,7 +310,7 @@ int cmd_bench(const Argv& argv) {
   RunOptions options;
   options.method = b.method;
   options.thread_pool = b.threads > 1 ? &pool : nullptr;
-  options.backends = &builtin_runtime_backends();
+  options.backends = &runtime_backends_for(bytes);
   MethodRunner runner(bytes, options);
   const std::vector<HostTensor> inputs = bench_inputs(args, runner, o);
   b.random_inputs = args.all("--input").empty();

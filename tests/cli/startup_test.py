@@ -2,11 +2,11 @@
 """Start-up costs what the program needs: `kiln run` makes only the backends
 whose devices the program names (planner/targets/runtime_backends.h).
 
-- A CPU program runs with KILN_NULL_MEMORY_MB set beyond what a process
-  can address (2^63 bytes), which the null backend cannot honour: so it
-  was not made. The same program planned for null:0 fails with that
+- A CPU program runs (kiln run and kiln bench) with KILN_NULL_MEMORY_MB
+  set beyond what a process can address (2^63 bytes), which the null
+  backend cannot honour: so it was not made. The same program planned for null:0 fails with that
   setting (the check can fail) and runs without it.
-- A CPU program's peak resident memory stays within a bound of the process
+- A CPU program's peak resident memory (kiln run, kiln bench) stays within a bound of the process
   without backends plus the program and its arenas: far below the 256 MiB
   pool the null backend's default would add. Not under the sanitizers
   (KILN_TEST_SANITIZED set), whose own memory it would measure.
@@ -67,12 +67,18 @@ def main():
     expect("a null:0 program needs the null backend", status != 0 and "null" in out, f"exit {status}: {out}")
     status, out, _ = run([args.kiln, "run", null, "--input", x_path])
     expect("the null:0 program runs with the default pool", status == 0, f"exit {status}: {out}")
+    status, out, _ = run([args.kiln, "bench", cpu, "--runs", "3"], env=impossible)
+    expect("kiln bench of a CPU program runs where the null backend cannot be made", status == 0,
+           f"exit {status}: {out}")
 
     if os.environ.get("KILN_TEST_SANITIZED"):
         print("SKIP the resident-memory bound: a sanitizer build")
         return finish(skipped=1)
     status, out, rss = run([args.kiln, "run", cpu, "--input", x_path])
     expect(f"kiln run of a CPU program peaks at {rss:.1f} MiB resident (at most {MAX_RSS_MIB})",
+           status == 0 and rss < MAX_RSS_MIB, out)
+    status, out, rss = run([args.kiln, "bench", cpu, "--runs", "3"])
+    expect(f"kiln bench of a CPU program peaks at {rss:.1f} MiB resident (at most {MAX_RSS_MIB})",
            status == 0 and rss < MAX_RSS_MIB, out)
     return finish()
 
