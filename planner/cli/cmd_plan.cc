@@ -166,6 +166,14 @@ void print_inplace_and_fusion(const PlanResult& result) {
   }
 }
 
+// "cuda:0" or "cpu and cuda:0".
+std::string join_devices(const std::vector<std::string>& devices) {
+  std::string all;
+  for (size_t i = 0; i < devices.size(); ++i)
+    all += (i == 0 ? "" : i + 1 == devices.size() ? " and " : ", ") + devices[i];
+  return all;
+}
+
 // The tensor-parallel split and the collectives, where there are any.
 void print_ranks(const PlanResult& result) {
   if (result.tensor_parallel.row_splits > 0) {
@@ -179,11 +187,12 @@ void print_ranks(const PlanResult& result) {
   if (result.symmetric.collectives > 0) {
     const SymmetricStats& s = result.symmetric;
     std::printf(
-        "  collectives: %d over group 0 of %u rank%s; inputs in the symmetric arena: %d zero copy "
+        "  collectives: %d on %s over group 0 of %u rank%s; inputs in the symmetric arena: %d zero copy "
         "(%s bytes), %d method input%s copied once at entry (%s bytes), %d explicit cop%s (%s bytes)\n",
-        s.collectives, result.ranks, result.ranks == 1 ? "" : "s", s.zero_copy, group_digits(s.zero_copy_bytes).c_str(),
-        s.input_buffers, s.input_buffers == 1 ? "" : "s", group_digits(s.input_buffer_bytes).c_str(), s.explicit_copies,
-        s.explicit_copies == 1 ? "y" : "ies", group_digits(s.explicit_copy_bytes).c_str());
+        s.collectives, join_devices(s.devices).c_str(), result.ranks, result.ranks == 1 ? "" : "s", s.zero_copy,
+        group_digits(s.zero_copy_bytes).c_str(), s.input_buffers, s.input_buffers == 1 ? "" : "s",
+        group_digits(s.input_buffer_bytes).c_str(), s.explicit_copies, s.explicit_copies == 1 ? "y" : "ies",
+        group_digits(s.explicit_copy_bytes).c_str());
   }
 }
 
@@ -290,7 +299,7 @@ void parse_rank_options(const Args& args, PlanOptions& options) {
   const long ranks = args.get_int("--ranks", 1);
   if (ranks < 1 || ranks > 1024) throw UsageError{"--ranks must be from 1 to 1024"};
   const long tensor_parallel = args.get_int("--tensor-parallel", 0);
-  if (tensor_parallel < 0 || tensor_parallel == 1 || tensor_parallel > 1024) {
+  if (tensor_parallel < 0 || tensor_parallel > 1024 || (args.has("--tensor-parallel") && tensor_parallel < 2)) {
     throw UsageError{"--tensor-parallel must be from 2 to 1024"};
   }
   if (args.has("--ranks") && args.has("--tensor-parallel") && ranks != tensor_parallel) {

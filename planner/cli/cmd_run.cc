@@ -71,9 +71,12 @@ constexpr const char* kHelp =
     "runs as N processes started by OpenMPI's launcher, all given the same arguments:\n"
     "  mpirun -n N kiln run PROGRAM.kiln --input FILE ...\n"
     "Their collectives go through MPI shared memory (one-shot all-reduce over\n"
-    "symmetric arenas); rank 0 prints and writes the outputs. A peer that fails or\n"
+    "symmetric arenas); rank 0 prints and writes the outputs. \"{rank}\" in an --input\n"
+    "or --output-dir name stands for the rank: each rank reads its own file, and\n"
+    "every rank writes its outputs when the directory names it. A peer that fails or\n"
     "stalls ends every rank with an error after KILN_COLLECTIVE_TIMEOUT_MS (default\n"
-    "30000).\n"
+    "30000). A program planned with its collectives on cuda:0 runs this way under\n"
+    "KILN_CUDA_EXECUTION=host (its device symmetric arenas in MPI shared memory).\n"
     "  --collective-sync flags|barrier   how ranks meet in a collective: per-rank flags\n"
     "                                    in shared memory (default) or MPI barriers\n";
 
@@ -178,11 +181,26 @@ void print_help() {
 #if KILN_WITH_MPI
 // Under mpirun with more than one rank, the communicator the collectives go
 // through (added to `options`); otherwise none.
-std::unique_ptr<comm::MpiCommunicator> start_communicator(const std::string& sync, RunOptions& options) {
+bool cuda_runs_on_host() {
+  const char* env = std::getenv("KILN_CUDA_EXECUTION");
+  return env != nullptr && std::string(env) == "host";
+}
+
+// A program whose symmetric arenas are on a CUDA device maps them in MPI
+// shared windows only under the host execution model of CUDA, where device
+// memory is host memory.
+std::unique_ptr<comm::MpiCommunicator> start_communicator(const std::string& sync, DeviceType memory,
+                                                          RunOptions& options) {
   std::unique_ptr<comm::MpiCommunicator> communicator;
   unsigned world = 1;
   if (comm::launched_by_mpirun(&world) && world > 1) {
+    if (memory != DeviceType::CPU && !(memory == DeviceType::CUDA && cuda_runs_on_host())) {
+      fail("the program's collectives run on ", device_type_name(memory),
+           " devices; kiln run reduces device symmetric arenas through MPI shared windows only under "
+           "KILN_CUDA_EXECUTION=host");
+    }
     comm::MpiOptions mpi;
+    mpi.memory = memory;
     mpi.sync = sync == "barrier" ? comm::MpiSync::kBarrier : comm::MpiSync::kFlags;
     const Error error = comm::MpiCommunicator::create(mpi, &communicator);
     if (error != Error::kOk) fail("cannot start the MPI communicator: ", error_name(error));
@@ -245,6 +263,16 @@ void print_outputs(const RunResult& result, const std::vector<IoQuantization>& o
   }
 }
 
+// `name` with each "{rank}" replaced by `rank`: under mpirun every rank
+// reads its own inputs and writes its own outputs.
+std::string for_rank(std::string name, unsigned rank) {
+  const std::string key = "{rank}";
+  for (size_t at = name.find(key); at != std::string::npos; at = name.find(key, at)) {
+    name.replace(at, key.size(), std::to_string(rank));
+  }
+  return name;
+}
+
 }  // namespace
 
 int cmd_run(const Argv& argv) {
@@ -261,8 +289,6 @@ int cmd_run(const Argv& argv) {
   const std::string path = args.positional()[0];
   const long runs = args.get_int("--runs", 1);
   if (runs < 1) throw UsageError{"--runs must be at least 1"};
-  std::vector<HostTensor> inputs;
-  for (const std::string& file : args.all("--input")) inputs.push_back(read_tensor_file(file));
   const std::string bytes = read_file(path);
   if (args.has("--isa")) select_isa(args.get("--isa"));
 
@@ -280,12 +306,18 @@ int cmd_run(const Argv& argv) {
   const std::string sync = args.get("--collective-sync", "flags");
   if (sync != "flags" && sync != "barrier") throw UsageError{"--collective-sync is flags or barrier"};
 #if KILN_WITH_MPI
-  const std::unique_ptr<comm::MpiCommunicator> communicator = start_communicator(sync, options);
-  // Only rank 0 reports; every rank runs.
-  const bool quiet = communicator != nullptr && communicator->rank() != 0;
+  const std::unique_ptr<comm::MpiCommunicator> communicator =
+      start_communicator(sync, symmetric_device_type(bytes, options.method), options);
+  const unsigned rank = communicator != nullptr ? communicator->rank() : 0;
 #else
-  const bool quiet = false;
+  const unsigned rank = 0;
 #endif
+  // Only rank 0 reports; every rank runs, and writes its outputs where the
+  // directory names its rank.
+  const std::string dir = for_rank(args.get("--output-dir"), rank);
+  const bool quiet = rank != 0 && dir == args.get("--output-dir");
+  std::vector<HostTensor> inputs;
+  for (const std::string& file : args.all("--input")) inputs.push_back(read_tensor_file(for_rank(file, rank)));
   std::string self_test;
   if (args.has("--self-test")) {
     self_test = read_file(args.get("--self-test"));
@@ -307,7 +339,6 @@ int cmd_run(const Argv& argv) {
   if (validation_messages != 0) fail("the backends reported ", validation_messages, " diagnostic message(s)");
 
   if (quiet) return 0;
-  const std::string dir = args.get("--output-dir");
   if (!dir.empty()) make_output_dir(dir);
   print_outputs(result, quantization.outputs, dir, args.has("--dequantize"));
   std::printf("latency: median %.3f ms over %ld run%s (cpu path %s, %ld thread%s)\n", result.median_ms(), runs,

@@ -252,6 +252,21 @@ MethodIoQuantization io_quantization(const std::string& program_bytes, const std
   return out;
 }
 
+DeviceType symmetric_device_type(const std::string& program_bytes, const std::string& method) {
+  AlignedBuffer file(program_bytes.size());
+  std::memcpy(file.data, program_bytes.data(), program_bytes.size());
+  BufferDataLoader loader(file.data, file.size);
+  Result<Program> program = Program::load(loader);
+  check(program.error(), "program load failed");
+  Result<MethodMeta> meta = program->method_meta(method.c_str());
+  check(meta.error(), "method '" + method + "'");
+  for (size_t i = 0; i < meta->num_arenas(); ++i) {
+    const ArenaInfo arena = meta->arena(i).get();
+    if (arena.kind == fb::ArenaKind::SYMMETRIC) return arena.device.type();
+  }
+  return DeviceType::CPU;
+}
+
 HostTensor quantize_for(const HostTensor& x, const IoQuantization& q) {
   if (x.dtype != DType::FLOAT32) fail("quantize: ", dtype_str(x.dtype), " data, float32 expected");
   HostTensor y(q.dtype, x.shape);

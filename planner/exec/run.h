@@ -127,6 +127,10 @@ struct MethodIoQuantization {
 };
 MethodIoQuantization io_quantization(const std::string& program_bytes, const std::string& method);
 
+// Where the symmetric arenas of `method` live (the device type of the
+// first; CPU when it has none): the memory its communicator must map.
+DeviceType symmetric_device_type(const std::string& program_bytes, const std::string& method);
+
 // Float32 data quantized for a quantized input as QuantizeLinear does
 // (round half to even, saturate; NaN gives the zero point), so a float .npy
 // can feed a program planned with --quantized-io.

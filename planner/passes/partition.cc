@@ -61,6 +61,34 @@ std::vector<int> affinity_order(const Graph& graph, const std::vector<fb::Device
   return order;
 }
 
+bool is_collective(const Node& node) { return node.domain == "com.microsoft" && node.op_type == "AllReduce"; }
+
+// The target a node inherits from its inputs' producer, or nullptr: a view
+// follows the device of the value it views, where that device runs it; a
+// collective the one device that produces every tensor it reduces, where
+// that device's backend runs collectives (the CPU always does), so that
+// reducing never moves its operands.
+const TargetDevice* inherited_target(const Graph& graph, const Node& node, const DevicePlan& plan,
+                                     const std::vector<TargetDevice>& targets) {
+  const bool collective = is_collective(node);
+  const bool view = view_ops().count(node.op_type) != 0 && node.domain.empty();
+  if ((!collective && !view) || node.inputs.empty()) return nullptr;
+  const fb::Device* source = nullptr;
+  for (size_t i = 0; i < (collective ? node.inputs.size() : 1); ++i) {
+    const int v = node.inputs[i];
+    if (v < 0) continue;
+    const int producer = graph.values[static_cast<size_t>(v)].producer;
+    if (producer < 0) return nullptr;
+    const fb::Device& device = plan.node_device[static_cast<size_t>(producer)];
+    if (source != nullptr && !same_device(*source, device)) return nullptr;
+    source = &device;
+  }
+  const TargetDevice* target = source != nullptr ? find_target(targets, *source) : nullptr;
+  if (target == nullptr || !reason(graph, node, *target).empty()) return nullptr;
+  if (collective && target->planner != nullptr && !target->planner->runs_collectives()) return nullptr;
+  return target;
+}
+
 }  // namespace
 
 DevicePlan partition(const Graph& graph, const PartitionOptions& options) {
@@ -93,16 +121,9 @@ DevicePlan partition(const Graph& graph, const PartitionOptions& options) {
       device = target->device;
       continue;
     }
-    if (view_ops().count(node.op_type) && node.domain.empty() && node.inputs.at(0) >= 0) {
-      const Value& viewed = graph.values[static_cast<size_t>(node.inputs[0])];
-      if (viewed.producer >= 0) {
-        const fb::Device source = plan.node_device[static_cast<size_t>(viewed.producer)];
-        const TargetDevice* target = find_target(options.targets, source);
-        if (target != nullptr && reason(graph, node, *target).empty()) {
-          device = source;
-          continue;
-        }
-      }
+    if (const TargetDevice* target = inherited_target(graph, node, plan, options.targets)) {
+      device = target->device;
+      continue;
     }
     std::string reasons;
     bool placed = false;

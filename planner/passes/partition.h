@@ -6,7 +6,10 @@
 //      target's reason. `--place NODE=DEVICE` pins a node.
 //   2. Views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) cost
 //      nothing: they follow the device of the value they view, so no copy is
-//      made to reshape bytes on another device.
+//      made to reshape bytes on another device. Collectives (AllReduce)
+//      follow the device that produces what they reduce, where that
+//      device's backend runs collectives (BackendPlanner::runs_collectives;
+//      the CPU always does): a program planned for a GPU reduces on it.
 //   3. The schedule is a topological order that stays on one device as long
 //      as it can (among ready nodes, one on the device of the last scheduled
 //      node first), so each device's nodes form maximal runs; the emitter

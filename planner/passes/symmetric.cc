@@ -1,5 +1,6 @@
 #include "passes/symmetric.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
@@ -43,6 +44,10 @@ SymmetricStats place_symmetric(LMethod& method) {
       continue;
     }
     ++stats.collectives;
+    const std::string device = device_str(ins.device);
+    if (std::find(stats.devices.begin(), stats.devices.end(), device) == stats.devices.end()) {
+      stats.devices.push_back(device);
+    }
     const int group = static_cast<int>(ins.group);
     int& operand = ins.inputs.at(0);
     const int root = method.root(operand);

@@ -23,6 +23,8 @@
 #define KILN_PLANNER_PASSES_SYMMETRIC_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "lower/program.h"
 
@@ -30,6 +32,9 @@ namespace kiln::planner {
 
 struct SymmetricStats {
   int collectives = 0;
+  // The devices the collectives run on ("cuda:0"), each once, in order:
+  // the device whose symmetric arena holds their operands.
+  std::vector<std::string> devices;
   // (a): operands planned straight into the symmetric arena.
   int zero_copy = 0;
   uint64_t zero_copy_bytes = 0;

@@ -305,6 +305,9 @@ void write_collectives(JsonWriter& j, const LMethod& m, const PlanResult& result
   const SymmetricStats& s = result.symmetric;
   j.key("symmetric").begin_object();
   j.field("collectives", s.collectives);
+  j.key("devices").begin_array();
+  for (const std::string& d : s.devices) j.value(d);
+  j.end_array();
   j.key("zero_copy").begin_object().field("operands", s.zero_copy).field("bytes", s.zero_copy_bytes).field("copies", 0);
   j.end_object();
   j.key("input_buffers").begin_object().field("operands", s.input_buffers).field("bytes", s.input_buffer_bytes);

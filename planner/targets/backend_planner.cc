@@ -101,6 +101,7 @@ class TableBackendPlanner final : public BackendPlanner {
   uint32_t arena_alignment() const override { return spec_.arena_alignment; }
 
   std::string unsupported_reason(const NodeView& node) const override {
+    if (spec_.collectives && node.domain() == "com.microsoft" && node.op() == "AllReduce") return float32_only(node);
     if (!node.domain().empty()) return "op " + node.domain() + "." + node.op() + " is not supported";
     auto it = by_op_.find(node.op());
     if (it == by_op_.end()) return "op " + node.op() + " is not supported";
@@ -121,6 +122,16 @@ class TableBackendPlanner final : public BackendPlanner {
     return support.check ? support.check(node) : "";
   }
 
+  // A collective's operands: float32 (what the device all-reduce sums).
+  static std::string float32_only(const NodeView& node) {
+    for (size_t i = 0; i < node.num_inputs(); ++i) {
+      if (node.has_input(i) && node.input(i).dtype() != fb::DType::FLOAT32) {
+        return str("input ", i, " is ", dtype_str(node.input(i).dtype()), " (float32 only)");
+      }
+    }
+    return "";
+  }
+
   uint32_t inplace_inputs(const std::string& kernel) const override {
     auto it = inplace_.find(kernel);
     return it == inplace_.end() ? 0 : it->second;
@@ -130,6 +141,8 @@ class TableBackendPlanner final : public BackendPlanner {
     return spec_.state_bytes_fixed + spec_.state_bytes_per_kernel * delegate.kernels +
            spec_.state_bytes_per_operand * delegate.operands;
   }
+
+  bool runs_collectives() const override { return spec_.collectives; }
 
  private:
   TablePlannerSpec spec_;

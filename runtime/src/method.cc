@@ -364,6 +364,27 @@ class MethodLoader final : public MethodView {
     return t.arena_ == Tensor::kNoArena ? nullptr : &arenas_[t.arena_];
   }
 
+  // A collective call: its operands, and what runs it.
+  Error setup_collective(uint32_t i, const fb::Instruction& instruction, internal::InstructionState* state) {
+    // The validator checked the operands: one input in a symmetric
+    // arena of the call's group, one output of its dtype and size.
+    const fb::CollectiveCall& call = *instruction.kind_as_CollectiveCall();
+    state->kind = internal::InstructionKind::kCollective;
+    state->arenas = arenas_;
+    state->reduce_op = call.op();
+    state->args.inputs = resolve(call.inputs(), &state->args.num_inputs);
+    state->args.outputs = resolve(call.outputs(), &state->args.num_outputs);
+    // A one-rank group on a device copies on it (the validator
+    // checked that input and output share the device).
+    const Tensor& input = *state->args.inputs[0];
+    const internal::ArenaState& arena = arenas_[input.arena_];
+    KILN_CHECK_OR_RETURN(
+        arena.communicator != nullptr || is_host(input.device()) || arena.backend != nullptr, Error::kNotSupported,
+        "method '%s': collective %u ('%s') of a one-rank group on %s:%u needs a communicator", name(), i,
+        instruction_name(instruction), device_type_name(input.device().type()), input.device().index());
+    return Error::kOk;
+  }
+
   // Picks how a copy from `src` to `dst` runs, and with which backend.
   Error setup_copy(uint32_t index, const Tensor& src, const Tensor& dst, internal::InstructionState* state) {
     const bool src_host = is_host(src.device());
@@ -489,23 +510,7 @@ class MethodLoader final : public MethodView {
           state->args.outputs = resolve(call.outputs(), &state->args.num_outputs);
           break;
         }
-        case fb::InstructionKind::CollectiveCall: {
-          // The validator checked the operands: one input in a symmetric
-          // arena of the call's group, one output of its dtype and size.
-          const fb::CollectiveCall& call = *instruction.kind_as_CollectiveCall();
-          state->kind = internal::InstructionKind::kCollective;
-          state->arenas = arenas_;
-          state->reduce_op = call.op();
-          state->args.inputs = resolve(call.inputs(), &state->args.num_inputs);
-          state->args.outputs = resolve(call.outputs(), &state->args.num_outputs);
-          const Tensor& input = *state->args.inputs[0];
-          const internal::ArenaState& arena = arenas_[input.arena_];
-          KILN_CHECK_OR_RETURN(arena.communicator != nullptr || is_host(input.device()), Error::kNotSupported,
-                               "method '%s': collective %u ('%s') of a one-rank group on %s:%u needs a communicator",
-                               name(), i, instruction_name(instruction), device_type_name(input.device().type()),
-                               input.device().index());
-          break;
-        }
+        case fb::InstructionKind::CollectiveCall: KILN_RETURN_IF_ERROR(setup_collective(i, instruction, state)); break;
         default:  // Program::load refused it
           KILN_RETURN_ERROR(Error::kInternal, "method '%s': instruction %u has no kind", name(), i);
       }
@@ -744,6 +749,42 @@ void Method::refresh_aliases() {
 
 namespace internal {
 
+// A collective: through its group's communicator, or a copy for a group
+// of one rank.
+Error run_collective(const InstructionState& state) {
+  const Tensor& input = *state.args.inputs[0];
+  const Tensor& output = *state.args.outputs[0];
+  const ArenaState& arena = state.arenas[input.arena()];
+  if (arena.communicator == nullptr) {
+    // A group of one rank: the sum of one tensor is itself.
+    if (!is_host(input.device())) {
+      if (input.arena() == output.arena() && input.offset() == output.offset()) return Error::kOk;
+      return arena.backend->copy_on_device(output.device(), state.arenas[output.arena()].device, output.offset(),
+                                           arena.device, input.offset(), input.nbytes());
+    }
+    if (input.data() != output.data() && input.nbytes() > 0) {
+      memcpy(output.data(), input.data(), static_cast<size_t>(input.nbytes()));
+    }
+    return Error::kOk;
+  }
+#if KILN_COLLECTIVES
+  AllReduceArgs args;
+  args.memory = arena.symmetric;
+  args.input_offset = input.offset();
+  // On a device: the address in its memory space (a device buffer's
+  // handle is its base address, as for CUDA).
+  args.output = is_host(output.device())
+                    ? output.data()
+                    : static_cast<uint8_t*>(state.arenas[output.arena()].device.handle) + output.offset();
+  args.count = static_cast<uint64_t>(input.numel());
+  args.dtype = input.dtype();
+  args.op = state.reduce_op;
+  return arena.communicator->all_reduce(args);
+#else
+  return Error::kNotSupported;
+#endif
+}
+
 // Runs one resolved instruction. Copies to and from devices go through the
 // backend of the device side, with the arena buffer and offset of each tensor.
 Error run_instruction(const InstructionState& state, EventTracer* tracer, uint32_t index) {
@@ -787,30 +828,7 @@ Error run_instruction(const InstructionState& state, EventTracer* tracer, uint32
       args.instruction = index;
       return state.backend->execute(state.delegate, args);
     }
-    case InstructionKind::kCollective: {
-      const Tensor& input = *state.args.inputs[0];
-      const Tensor& output = *state.args.outputs[0];
-      const ArenaState& arena = state.arenas[input.arena()];
-      if (arena.communicator == nullptr) {
-        // A group of one rank: the sum of one tensor is itself.
-        if (input.data() != output.data() && input.nbytes() > 0) {
-          memcpy(output.data(), input.data(), static_cast<size_t>(input.nbytes()));
-        }
-        return Error::kOk;
-      }
-#if KILN_COLLECTIVES
-      AllReduceArgs args;
-      args.memory = arena.symmetric;
-      args.input_offset = input.offset();
-      args.output = output.data();
-      args.count = static_cast<uint64_t>(input.numel());
-      args.dtype = input.dtype();
-      args.op = state.reduce_op;
-      return arena.communicator->all_reduce(args);
-#else
-      return Error::kNotSupported;
-#endif
-    }
+    case InstructionKind::kCollective: return run_collective(state);
     default: return Error::kInternal;
   }
 }

@@ -139,7 +139,7 @@ class MethodValidator {
   }
 
   // One input in a symmetric arena of the call's group; one output of the
-  // same dtype and size; a reduction the runtime knows.
+  // same dtype, size and device; a reduction the runtime knows.
   Error check_collective(uint32_t i, const fb::CollectiveCall& call) {
     const auto size = [](const flatbuffers::Vector<int32_t>* v) { return v != nullptr ? v->size() : 0u; };
     KILN_CHECK_OR_RETURN(size(call.inputs()) == 1 && size(call.outputs()) == 1, kInvalid,
@@ -154,6 +154,9 @@ class MethodValidator {
                          "method '%s': collective instruction %u reduces '%s' into '%s' of another dtype "
                          "or size",
                          name_, i, tensor_name(in), tensor_name(out));
+    KILN_CHECK_OR_RETURN(same_device(device_or_cpu(tensor(in).device()), device_or_cpu(tensor(out).device())), kInvalid,
+                         "method '%s': collective instruction %u reduces '%s' into '%s' on another device", name_, i,
+                         tensor_name(in), tensor_name(out));
     const uint32_t root = root_of(in);
     const fb::PlannedStorage* planned = root < num_tensors_ ? tensor(root).storage_as_PlannedStorage() : nullptr;
     const fb::Arena* arena =

@@ -8,10 +8,19 @@ processes under mpirun and compute what one rank computes.
     a transformer block (8 heads), planned with --tensor-parallel 2, 4 and 8
     and run on as many ranks, match the single-rank program within 1e-5
     relative (and the single-rank program matches PyTorch);
+    (every rank's output checked);
+  - planned for cuda:0,cpu (MLP and transformer block, 2 and 4 ranks): the
+    collectives and the symmetric arena on cuda:0, no copy but the input's
+    and the output's, and every rank matches one rank, run under
+    KILN_CUDA_EXECUTION=host;
   - placement paths: one AllReduce per path (zero copy, method input, two
-    explicit copies) on 2 ranks, counted in plan.json, and each sum right;
+    explicit copies) on 2 ranks, counted in plan.json, and each sum of the
+    ranks' different inputs right on every rank, on the CPU and on cuda:0;
   - reuse: 8 x (MatMul -> AllReduce) plans into one symmetric and one
-    ordinary buffer, and computes 2^8 times the product on 2 ranks;
+    ordinary buffer, and computes the chain on 2 ranks with different
+    inputs, on the CPU and on cuda:0;
+  - one rank on cuda:0: collectives are copies on the device;
+  - 1,000 executes of Relu -> AllReduce on cuda:0 over 4 ranks;
   - refusals: a program for 4 ranks on 3, and one for 2 ranks without mpirun,
     end with a message naming the rank counts.
 """
@@ -57,12 +66,23 @@ def main():
     def path(name):
         return os.path.join(work, name)
 
-    def mpi(ranks, program, inputs, out_dir, expect_ok=True):
+    def mpi(ranks, program, inputs, out_dir, expect_ok=True, cuda=False, runs=1):
+        # out_dir may name "{rank}": then every rank writes its outputs.
         cmd = [sys.executable, args.run_mpi, "--mpirun", args.mpirun, "-n", str(ranks), "--max-seconds", "120", "--",
-               kiln, "run", program, "--output-dir", out_dir]
+               kiln, "run", program, "--output-dir", out_dir, "--runs", str(runs)]
         for i in inputs:
             cmd += ["--input", i]
-        return run(cmd, expect_ok)
+        if not cuda:
+            return run(cmd, expect_ok)
+        env = dict(os.environ, KILN_CUDA_EXECUTION="host")
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        if expect_ok and p.returncode != 0:
+            print(p.stdout)
+            raise SystemExit(f"command failed: {' '.join(cmd)}")
+        return p
+
+    def outputs(out_dir, ranks, index=0):
+        return [np.load(os.path.join(out_dir.replace("{rank}", str(r)), f"output_{index}.npy")) for r in range(ranks)]
 
     def rel(a, b):
         return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
@@ -87,25 +107,67 @@ def main():
                   tp["weight_bytes_per_rank"] < tp["weight_bytes_total"],
                   f"{model}: {ranks} ranks, {tp['column_splits']} column and {tp['row_splits']} row splits, "
                   f"{tp['weight_bytes_per_rank']} of {tp['weight_bytes_total']} weight bytes per rank")
-            out = path(f"out_{model}_{ranks}")
+            out = path(f"out_{model}_{ranks}_{{rank}}")
             mpi(ranks, program, [x], out)
-            err = rel(np.load(os.path.join(out, "output_0.npy")), want)
-            check(err <= 1e-5, f"{model}: {ranks} ranks match one rank (relative error {err:.1e})")
+            err = max(rel(y, want) for y in outputs(out, ranks))
+            check(err <= 1e-5, f"{model}: every one of {ranks} ranks matches one rank (relative error {err:.1e})")
 
-    # The three placement paths, each summed over 2 ranks holding the same input.
+    # Planned for a GPU: the collectives stay on cuda:0, beside the kernels
+    # that feed them, and run across real processes under the host execution
+    # model of CUDA (the device symmetric arena in an MPI shared window).
+    for model in ["mlp_gemm", "transformer"]:
+        x = path(model + ".input.npy")
+        want = np.load(path(f"out_{model}/output_0.npy"))
+        for ranks in [2, 4]:
+            program = path(f"{model}.cuda.tp{ranks}.kiln")
+            report = path(f"report_{model}_cuda_{ranks}")
+            run([kiln, "plan", path(model + ".onnx"), "-o", program, "--target", "cuda:0,cpu", "--tensor-parallel",
+                 str(ranks), "--report", report])
+            plan = json.load(open(os.path.join(report, "plan.json")))
+            copies = [c for c in plan["copies"] if c["when"] == "run"]
+            symmetric = [a for a in plan["arenas"] if a["kind"] == "symmetric"]
+            check(plan["symmetric"]["devices"] == ["cuda:0"] and len(copies) == 2 and
+                  [a["device"] for a in symmetric] == ["cuda:0"],
+                  f"{model} for cuda:0 on {ranks} ranks: collectives on {plan['symmetric']['devices']}, symmetric "
+                  f"arena on {[a['device'] for a in symmetric]}, {len(copies)} copies per run (input and output)")
+            out = path(f"out_{model}_cuda_{ranks}_{{rank}}")
+            mpi(ranks, program, [x], out, cuda=True)
+            err = max(rel(y, want) for y in outputs(out, ranks))
+            check(err <= 1e-5, f"{model} on cuda:0: every one of {ranks} ranks matches one rank "
+                  f"(relative error {err:.1e})")
+
+    def rank_inputs(name, ranks):
+        return [np.load(path(f"{name}.input.rank{r}.npy")).astype(np.float64) for r in range(ranks)]
+
+    # The three placement paths, each summed over 2 ranks holding different inputs.
     report = path("report_paths")
     run([kiln, "plan", path("allreduce_paths.onnx"), "-o", path("paths.kiln"), "--ranks", "2", "--report", report])
     sym = json.load(open(os.path.join(report, "plan.json")))["symmetric"]
     check(sym["collectives"] == 5 and sym["zero_copy"]["operands"] == 1 and sym["input_buffers"]["operands"] == 1 and
           sym["input_buffers"]["copies"] == 1 and sym["explicit_copies"]["operands"] == 2,
           f"placement paths counted: {json.dumps(sym)}")
-    x = np.load(path("allreduce_paths.input.npy"))
-    mpi(2, path("paths.kiln"), [path("allreduce_paths.input.npy")], path("out_paths"))
+    xs = rank_inputs("allreduce_paths", 2)
     m = onnx.load(path("allreduce_paths.onnx"))
     w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
-    want = 2 * (x @ w["w"]) + 4 * x + 2 * w["c"] + 2 * np.maximum(x, 0)
-    err = rel(np.load(path("out_paths/output_0.npy")), want)
-    check(err <= 1e-5, f"placement paths: sums over 2 ranks right (relative error {err:.1e})")
+    want = sum(x @ w["w"] + 2 * x + w["c"] + np.maximum(x, 0) for x in xs)
+    run([kiln, "plan", path("allreduce_paths.onnx"), "-o", path("paths.cuda.kiln"), "--ranks", "2", "--target",
+         "cuda:0,cpu"])
+    for program, cuda in [("paths.kiln", False), ("paths.cuda.kiln", True)]:
+        out = path(f"out_{program}_{{rank}}")
+        mpi(2, path(program), [path("allreduce_paths.input.rank{rank}.npy")], out, cuda=cuda)
+        err = max(rel(y, want) for y in outputs(out, 2))
+        check(err <= 1e-5, f"placement paths ({program}): sums of different inputs right on both ranks "
+              f"(relative error {err:.1e})")
+
+    # One rank on cuda:0: each collective is a copy on the device.
+    run([kiln, "plan", path("allreduce_paths.onnx"), "-o", path("paths.cuda1.kiln"), "--target", "cuda:0,cpu"])
+    p = subprocess.run([kiln, "run", path("paths.cuda1.kiln"), "--input", path("allreduce_paths.input.rank0.npy"),
+                        "--output-dir", path("out_paths_cuda1")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, env=dict(os.environ, KILN_CUDA_EXECUTION="host"))
+    x = rank_inputs("allreduce_paths", 1)[0]
+    want = x @ w["w"] + 2 * x + w["c"] + np.maximum(x, 0)
+    err = rel(np.load(path("out_paths_cuda1/output_0.npy")), want) if p.returncode == 0 else float("inf")
+    check(err <= 1e-5, f"placement paths on cuda:0, one rank: device copies (relative error {err:.1e})")
 
     # One symmetric and one ordinary buffer for 8 layers.
     report = path("report_chain")
@@ -116,14 +178,30 @@ def main():
     sizes = {a["kind"]: a["size"] for a in plan["arenas"]}
     check(sizes == {"symmetric": layer, "ordinary": layer},
           f"8 x MatMul->AllReduce: one symmetric and one ordinary buffer of {layer} bytes ({sizes})")
-    mpi(2, path("chain.kiln"), [path("allreduce_chain.input.npy")], path("out_chain"))
     m = onnx.load(path("allreduce_chain.onnx"))
     w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
-    y = np.load(path("allreduce_chain.input.npy")).astype(np.float64)
-    for i in range(8):
+    y = sum(rank_inputs("allreduce_chain", 2)) @ w["w0"]
+    for i in range(1, 8):
         y = 2 * (y @ w[f"w{i}"])
-    err = rel(np.load(path("out_chain/output_0.npy")), y)
-    check(err <= 1e-5, f"8 x MatMul->AllReduce on 2 ranks (relative error {err:.1e})")
+    run([kiln, "plan", path("allreduce_chain.onnx"), "-o", path("chain.cuda.kiln"), "--ranks", "2", "--target",
+         "cuda:0,cpu"])
+    for program, cuda in [("chain.kiln", False), ("chain.cuda.kiln", True)]:
+        out = path(f"out_{program}_{{rank}}")
+        mpi(2, path(program), [path("allreduce_chain.input.rank{rank}.npy")], out, cuda=cuda)
+        err = max(rel(o, y) for o in outputs(out, 2))
+        check(err <= 1e-5, f"8 x MatMul->AllReduce ({program}) on 2 ranks, different inputs "
+              f"(relative error {err:.1e})")
+
+    # 1,000 executes of one method: the counters only grow, the delegate
+    # replays its recorded graph, and every rank's last sum is still right.
+    run([kiln, "plan", path("allreduce_relu.onnx"), "-o", path("relu.cuda.kiln"), "--ranks", "4", "--target",
+         "cuda:0,cpu"])
+    out = path("out_relu_{rank}")
+    mpi(4, path("relu.cuda.kiln"), [path("allreduce_relu.input.rank{rank}.npy")], out, cuda=True, runs=1000)
+    want = sum(np.maximum(x, 0) for x in rank_inputs("allreduce_relu", 4))
+    err = max(rel(o, want) for o in outputs(out, 4))
+    check(err <= 1e-5, f"Relu -> AllReduce on cuda:0, 4 ranks, 1,000 executes: every rank right "
+          f"(relative error {err:.1e})")
 
     # Refusals.
     x = path("transformer.input.npy")

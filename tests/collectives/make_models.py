@@ -18,6 +18,11 @@ output PyTorch computes for it where PyTorch built the model
   allreduce_paths   one AllReduce per placement path: a MatMul output (zero
                     copy), a method input read twice (one buffer, one copy at
                     entry), a constant and a method output (explicit copies)
+  allreduce_relu    Relu -> AllReduce on [4, 32]: the smallest collective
+                    that a device kernel feeds
+
+and, for the cases that give every rank its own data, NAME.input.rankR.npy
+(R = 0..3) for allreduce_chain, allreduce_paths and allreduce_relu.
 """
 import os
 import sys
@@ -151,6 +156,20 @@ def allreduce_paths(out, rng, dim=32):
                       [vi("y"), vi("relu")], out, "allreduce_paths", x)
 
 
+def allreduce_relu(out, rng, dim=32):
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("AllReduce", ["r"], ["y"], name="allreduce", domain="com.microsoft")]
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, dim])
+    save_helper_model(nodes, [], [vi("x")], [vi("y")], out, "allreduce_relu",
+                      rng.standard_normal((4, dim)).astype(np.float32))
+
+
+def rank_inputs(out, rng, name, ranks=4):
+    x = np.load(os.path.join(out, name + ".input.npy"))
+    for r in range(ranks):
+        np.save(os.path.join(out, f"{name}.input.rank{r}.npy"), rng.standard_normal(x.shape).astype(np.float32))
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -161,6 +180,9 @@ def main():
     export(Transformer(), (2, 16, 64), out, "transformer", rng)
     allreduce_chain(out, rng)
     allreduce_paths(out, rng)
+    allreduce_relu(out, rng)
+    for name in ["allreduce_chain", "allreduce_paths", "allreduce_relu"]:
+        rank_inputs(out, rng, name)
 
 
 if __name__ == "__main__":

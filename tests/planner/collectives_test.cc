@@ -8,6 +8,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "kiln/runtime/error.h"
@@ -165,6 +166,46 @@ TEST(CollectivesTest, TensorParallelSplitsAnMlpPair) {
     }
   }
   EXPECT_EQ(sharded, 3u);
+}
+
+// Planned for a GPU, the collective runs where its operand is produced: on
+// cuda:0, its symmetric arena in device memory, with no copy for it.
+TEST(CollectivesTest, TensorParallelOnCudaKeepsTheCollectiveOnTheDevice) {
+  GraphBuilder b;
+  const int x = b.input("x", {2, 8, 16});
+  const int h = b.node("Relu", {linear(b, x, 16, 64, "fc1")});
+  b.output(b.node("Add", {x, linear(b, h, 64, 16, "fc2")}));
+  PlanOptions options;
+  options.tensor_parallel = 2;
+  options.targets = "cuda:0,cpu";
+  const PlanResult r = b.plan(options);
+  const LMethod& m = r.program.methods[0];
+  ASSERT_EQ(r.symmetric.collectives, 1);
+  EXPECT_EQ(r.symmetric.zero_copy, 1);
+  EXPECT_EQ(r.symmetric.devices, std::vector<std::string>{"cuda:0"});
+  int copies = 0;
+  for (const auto& ins : m.instructions) {
+    if (ins.kind == planner::LInstruction::Kind::kCollective) EXPECT_EQ(ins.device.type(), fb::DeviceType::CUDA);
+    copies += ins.kind == planner::LInstruction::Kind::kCopy ? 1 : 0;
+  }
+  EXPECT_EQ(copies, 2);  // x to the device, the output back
+  const LArena* arena = symmetric_arena(m);
+  ASSERT_NE(arena, nullptr);
+  EXPECT_EQ(arena->device.type(), fb::DeviceType::CUDA);
+}
+
+// A collective fed by the CPU stays there, even with a GPU listed first.
+TEST(CollectivesTest, CollectiveOfACpuProducerStaysOnTheCpu) {
+  GraphBuilder b;
+  const int x = b.input("x", {2, 8});
+  b.output(all_reduce(b, b.node("Relu", {x})));
+  PlanOptions options;
+  options.ranks = 2;
+  options.targets = "cuda:0,cpu";
+  options.placements[b.graph().nodes[0].name] = "cpu";
+  const PlanResult r = b.plan(options);
+  EXPECT_EQ(r.symmetric.devices, std::vector<std::string>{"cpu:0"});
+  EXPECT_EQ(symmetric_arena(r.program.methods[0])->device.type(), fb::DeviceType::CPU);
 }
 
 TEST(CollectivesTest, TensorParallelSplitsAttentionHeads) {

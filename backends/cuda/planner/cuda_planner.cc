@@ -11,6 +11,8 @@
 //   - rank at most 8;
 //   - fewer than 2^31 elements per tensor (the kernels index in 32 bits);
 //   - MatMul: at most 4 batch dims (what the reference GEMM walks).
+// Collectives (AllReduce) run on the device too (runs_collectives): the
+// partitioner keeps one there when a CUDA kernel produces its operand.
 
 #include <string>
 
@@ -61,6 +63,9 @@ void register_cuda_backend_planner() {
   for (const backends::OnnxOp& op : backends::kOnnxOps) {
     if (cuda::kKernels.find(op.kernel) != nullptr) spec.ops.push_back(support_of(op));
   }
+  // Collectives stay on the GPU: symmetric device arenas (runtime half:
+  // a device communicator maps them).
+  spec.collectives = true;
   register_backend_planner(make_table_planner(std::move(spec)));
 }
 

@@ -116,6 +116,10 @@ class BackendPlanner {
   // Host bytes a delegate needs at run time (the backend's runtime half
   // must need no more: it checks when a method loads).
   virtual uint64_t state_bytes(const DelegateSummary& delegate) const = 0;
+  // Whether collectives (AllReduce) run on this backend's devices, over
+  // symmetric arenas in device memory: a collective whose operands a kernel
+  // of this backend produces then stays on the device (passes/partition.h).
+  virtual bool runs_collectives() const { return false; }
 };
 
 // A backend whose support is a table of ONNX ops.
@@ -171,6 +175,8 @@ struct TablePlannerSpec {
   uint64_t state_bytes_per_operand = 0;
   std::vector<OpSupport> ops;
   std::vector<KernelInplace> inplace;
+  // BackendPlanner::runs_collectives().
+  bool collectives = false;
 };
 
 std::unique_ptr<BackendPlanner> make_table_planner(TablePlannerSpec spec);

@@ -48,7 +48,8 @@ struct SymmetricMemory {
 // symmetric arena `memory` (the same offset on every rank), reduced with
 // `op` into `output`. `output` is an address in the communicator's memory
 // space (host memory for host communicators, device memory for device
-// ones); it may be the input itself (in place) or anywhere else, including
+// ones: the output's device buffer handle, its base address, plus its
+// offset); it may be the input itself (in place) or anywhere else, including
 // elsewhere in the same arena.
 struct AllReduceArgs {
   SymmetricMemory memory;

@@ -102,6 +102,12 @@ struct MpiOptions {
   // with kPeerFailed. 0: KILN_COLLECTIVE_TIMEOUT_MS from the environment,
   // else 30000.
   uint32_t timeout_ms = 0;
+  // The memory its windows serve: CPU, or CUDA under the host execution
+  // model of CUDA (KILN_CUDA_EXECUTION=host), where a CUDA device's memory
+  // is host memory. Then a program planned for GPUs maps its device
+  // symmetric arenas here and reduces them by the protocol above, across
+  // real processes (test infrastructure; a GPU needs a device communicator).
+  DeviceType memory = DeviceType::CPU;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -120,7 +126,7 @@ class MpiCommunicator final : public Communicator {
   const char* name() const override { return "mpi-shm"; }
   uint32_t rank() const override { return rank_; }
   uint32_t size() const override { return size_; }
-  DeviceType device_type() const override { return DeviceType::CPU; }
+  DeviceType device_type() const override { return options_.memory; }
 
   // `alignment`: a power of two (0 means 64). A zero-byte arena maps too.
   // Also kOutOfMemory when the window cannot be allocated, and
