@@ -9,6 +9,10 @@
 //   KILN_CUDA_GRAPHS=0            launch every delegate call directly
 //                                 instead of replaying a CUDA graph
 //
+// Under mpirun with several ranks, cuda:0 is the rank's local GPU (its rank
+// on the node modulo the GPUs, CudaOptions::node_rank): the device the nccl
+// communicator reduces on.
+//
 // Without KILN_CUDA_EXECUTION=host the GPU build runs where the tools link
 // it (KILN_CUDA_IN_TOOLS); on a machine without a GPU, or in tools without
 // the GPU build, a program that needs cuda:N fails to load, naming the device.
@@ -28,6 +32,15 @@ bool env_is(const char* name, const char* value) {
   return v != nullptr && std::strcmp(v, value) == 0;
 }
 
+// Under a launcher with more than one rank (OpenMPI's mpirun, which the
+// communicators use too), this rank's rank on its node; otherwise -1.
+int launcher_node_rank() {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  if (size == nullptr || local == nullptr || std::strtol(size, nullptr, 10) < 2) return -1;
+  return static_cast<int>(std::strtol(local, nullptr, 10));
+}
+
 std::unique_ptr<planner::HostBackend> make_from_environment() {
   CudaOptions options;
   if (const char* mb = std::getenv("KILN_CUDA_WORKSPACE_MB")) {
@@ -35,6 +48,7 @@ std::unique_ptr<planner::HostBackend> make_from_environment() {
     options.gemm_workspace_bytes = static_cast<uint64_t>(n > 0 ? n : 0) << 20;
   }
   options.graphs = !env_is("KILN_CUDA_GRAPHS", "0");
+  options.node_rank = launcher_node_rank();
   if (env_is("KILN_CUDA_EXECUTION", "host")) {
     std::fprintf(stderr,
                  "cuda: KILN_CUDA_EXECUTION=host: CUDA kernels run under the host execution model (test "

@@ -37,11 +37,13 @@ Error on_all_ranks(Error mine, int rank, const char* what) {
   return Error::kOk;
 }
 
-// Selects this rank's device: `wanted`, or node rank modulo the devices.
+// Selects this rank's device: `wanted`, or its local device (node rank
+// modulo the devices: rank_local_device, the rule the CUDA backend's cuda:0
+// follows too).
 Error select_device(int rank, int node_rank, int wanted, int* out_device) {
   int devices = 0;
   KILN_CUDA_CHECK(cudaGetDeviceCount(&devices), Error::kDeviceError, "nccl: rank %d: no usable CUDA device", rank);
-  const int device = wanted >= 0 ? wanted : (devices > 0 ? node_rank % devices : 0);
+  const int device = wanted >= 0 ? wanted : rank_local_device(node_rank, devices);
   KILN_CHECK_OR_RETURN(devices > 0 && device < devices, Error::kDeviceError,
                        "nccl: rank %d: no usable CUDA device (%d found, device %d wanted)", rank, devices, device);
   KILN_CUDA_CHECK(cudaSetDevice(device), Error::kDeviceError, "nccl: rank %d: selecting device %d", rank, device);
@@ -133,8 +135,9 @@ Error NcclCommunicator::create(const NcclOptions& options, std::unique_ptr<NcclC
   }();
   const Error everyone = on_all_ranks(joined, rank, "starting NCCL");
   if (everyone != Error::kOk) {
-    if (state->stream != nullptr) cudaStreamDestroy(state->stream);
+    // Abort before anything that could wait on NCCL's work.
     if (state->comm != nullptr) ncclCommAbort(state->comm);
+    if (state->stream != nullptr) cudaStreamDestroy(state->stream);
     return everyone;
   }
 
@@ -161,19 +164,20 @@ NcclCommunicator::~NcclCommunicator() {
     memory.slot = static_cast<uint32_t>(slot);
     unmap_symmetric(memory);
   }
-  if (state_->stream != nullptr) cudaStreamDestroy(state_->stream);
-  if (failed_) {
-    ncclCommAbort(state_->comm);
-  } else {
+  // After a failure the NCCL communicator was aborted where it failed
+  // (abort_now); otherwise it is finalised before its stream goes.
+  if (state_->comm != nullptr) {
     ncclCommFinalize(state_->comm);
     ncclCommDestroy(state_->comm);
   }
+  if (state_->stream != nullptr) cudaStreamDestroy(state_->stream);
   mpi_session_release(!failed_);
 }
 
 Error NcclCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_t layout_digest,
                                       SymmetricMemory* out_memory) {
   KILN_CHECK_OR_RETURN(out_memory != nullptr, Error::kInvalidArgument, "nccl: rank %u: map without an output", rank_);
+  KILN_CHECK_OR_RETURN(!failed_, Error::kPeerFailed, "nccl: rank %u: map refused: a collective failed earlier", rank_);
   if (alignment == 0) alignment = 256;
   KILN_CHECK_OR_RETURN((alignment & (alignment - 1)) == 0, Error::kInvalidArgument,
                        "nccl: rank %u: symmetric arena alignment %u is not a power of two", rank_, alignment);
@@ -237,7 +241,9 @@ void NcclCommunicator::unmap_symmetric(SymmetricMemory memory) {
   if (memory.slot >= state_->arenas.size() || !state_->arenas[memory.slot].in_use) return;
   State::Arena& arena = state_->arenas[memory.slot];
   arena.in_use = false;
-  cudaStreamSynchronize(state_->stream);
+  // After a failure nothing waits on the stream: the communicator was
+  // aborted, and a stuck kernel must not turn teardown into a hang.
+  if (!failed_) cudaStreamSynchronize(state_->stream);
   if (arena.window != nullptr) {
     // Collective; after a failure the communicator is aborted instead.
     if (!failed_) (void)ncclCommWindowDeregister(state_->comm, arena.window);
@@ -296,20 +302,33 @@ Error NcclCommunicator::wait_for_stream() {
   }
 }
 
-Error NcclCommunicator::all_reduce(const AllReduceArgs& args) {
-  Call call;
-  KILN_RETURN_IF_ERROR(check_call(args, &call));
+Error NcclCommunicator::run_all_reduce(const AllReduceArgs& args, const Call& call) {
   // The input was written on whatever stream its producer used.
   KILN_CUDA_CHECK(cudaDeviceSynchronize(), Error::kDeviceError,
                   "nccl: rank %u: the device failed before the all-reduce", rank_);
   const ncclResult_t result = ncclAllReduce(call.input, args.output, static_cast<size_t>(args.count), call.dtype,
                                             call.op, state_->comm, state_->stream);
-  if (result != ncclSuccess) failed_ = true;
   KILN_CHECK_OR_RETURN(result == ncclSuccess, result == ncclRemoteError ? Error::kPeerFailed : Error::kDeviceError,
                        "nccl: rank %u: ncclAllReduce: %s (%s)", rank_, ncclGetErrorString(result),
                        ncclGetLastError(state_->comm));
-  const Error done = wait_for_stream();
-  if (done != Error::kOk) failed_ = true;
+  return wait_for_stream();
+}
+
+void NcclCommunicator::abort_now() {
+  failed_ = true;
+  if (state_->comm == nullptr) return;
+  ncclCommAbort(state_->comm);
+  state_->comm = nullptr;
+}
+
+Error NcclCommunicator::all_reduce(const AllReduceArgs& args) {
+  Call call;
+  KILN_RETURN_IF_ERROR(check_call(args, &call));
+  const Error done = run_all_reduce(args, call);
+  // Abort first, on every failure path: NCCL's kernels stop, so nothing
+  // that later waits on the stream or the device (unmapping, teardown) can
+  // hang on a peer that will never arrive.
+  if (done != Error::kOk) abort_now();
   return done;
 }
 

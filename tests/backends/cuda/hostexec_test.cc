@@ -9,6 +9,10 @@
 #include <vector>
 
 #include "backends/cuda/hostexec/hostexec.h"
+// The host execution model's build of the backend (cuda_flavor.h).
+#define KILN_CUDA_HOSTEXEC 1
+#include "kiln/backends/cuda/cuda_backend.h"
+#include "kiln/runtime/communicator.h"
 
 namespace kiln::backends::cuda::hostexec {
 namespace {
@@ -196,6 +200,28 @@ TEST(CudaHostExec, CaptureRecordsAndAGraphReplays) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+// In a multi-rank program cuda:0 is the rank's local GPU, by the rule the
+// device communicator follows (rank_local_device), so a rank computes and
+// reduces on one GPU; cuda:N are the GPUs after it. One rank: cuda:N is GPU N.
+TEST(CudaHostExec, CudaZeroOfARankIsTheCommunicatorsDevice) {
+  setenv("KILN_HOSTEXEC_DEVICES", "4", 1);
+  for (int node_rank : {-1, 0, 1, 3, 6}) {
+    CudaOptions options;
+    options.node_rank = node_rank;
+    CudaBackend backend(options);
+    DeviceBuffer first, second;
+    ASSERT_EQ(backend.allocate(Device(DeviceType::CUDA, 0), 256, 256, &first), Error::kOk);
+    ASSERT_EQ(backend.allocate(Device(DeviceType::CUDA, 1), 256, 256, &second), Error::kOk);
+    const int local = node_rank < 0 ? 0 : rank_local_device(node_rank, 4);
+    EXPECT_EQ(local, node_rank < 0 ? 0 : node_rank % 4);
+    EXPECT_EQ(backend.physical_device(0), local) << "node rank " << node_rank;
+    EXPECT_EQ(backend.physical_device(1), (local + 1) % 4) << "node rank " << node_rank;
+    backend.release(Device(DeviceType::CUDA, 0), first);
+    backend.release(Device(DeviceType::CUDA, 1), second);
+  }
+  unsetenv("KILN_HOSTEXEC_DEVICES");
 }
 
 }  // namespace

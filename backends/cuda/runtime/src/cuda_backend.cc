@@ -8,6 +8,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "cuda_status.h"
 #include "kiln/backends/common/delegate_graph.h"
+#include "kiln/runtime/communicator.h"
 #include "launch.h"
 #include "lower.h"
 
@@ -296,7 +297,9 @@ Error CudaBackend::open_device(int index) {
   KILN_CUDA_CHECK(cudaGetDeviceCount(&count), Error::kDeviceError, "cuda: device cuda:%d is not available", index);
   KILN_CHECK_OR_RETURN(index < count, Error::kDeviceError, "cuda: device cuda:%d is not available (%d CUDA devices)",
                        index, count);
-  KILN_CUDA_CHECK(cudaSetDevice(index), Error::kDeviceError, "cuda: cannot select cuda:%d", index);
+  d.physical = options_.node_rank < 0 ? index : (rank_local_device(options_.node_rank, count) + index) % count;
+  KILN_CUDA_CHECK(cudaSetDevice(d.physical), Error::kDeviceError, "cuda: cannot select cuda:%d (GPU %d)", index,
+                  d.physical);
   cudaStream_t stream = nullptr;
   KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), Error::kDeviceError,
                   "cuda: cannot create a stream on cuda:%d", index);
@@ -320,7 +323,7 @@ void CudaBackend::shutdown() {
   for (int i = 0; i < kMaxDevices; ++i) {
     DeviceState& d = devices_[i];
     if (!d.open) continue;
-    cudaSetDevice(i);
+    cudaSetDevice(d.physical);
     cudaStreamSynchronize(stream_of(d));
     if (d.workspace != nullptr) cudaFree(d.workspace);
 #if !KILN_CUDA_HOSTEXEC
@@ -336,7 +339,7 @@ Error CudaBackend::allocate(Device device, uint64_t size, uint32_t alignment, De
                            alignment <= kArenaAlignment && (alignment & (alignment - 1)) == 0,
                        Error::kInvalidArgument, "cuda: bad arena request (alignment %u)", alignment);
   KILN_RETURN_IF_ERROR(open_device(device.index()));
-  cudaSetDevice(device.index());
+  cudaSetDevice(devices_[device.index()].physical);
   void* p = nullptr;
   KILN_CUDA_CHECK(cudaMalloc(&p, size > 0 ? size : 1), Error::kDeviceAllocationFailed,
                   "cuda: cuda:%d cannot allocate an arena of %llu bytes", device.index(),
@@ -349,7 +352,7 @@ Error CudaBackend::allocate(Device device, uint64_t size, uint32_t alignment, De
 
 void CudaBackend::release(Device device, DeviceBuffer buffer) {
   if (buffer.handle == nullptr) return;
-  cudaSetDevice(device.index());
+  cudaSetDevice(devices_[device.index()].physical);
   if (devices_[device.index()].open) cudaStreamSynchronize(stream_of(devices_[device.index()]));
   cudaFree(buffer.handle);
   if (live_ > 0) --live_;
@@ -407,7 +410,7 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
   KILN_CHECK_OR_RETURN(device.type() == DeviceType::CUDA, Error::kInvalidProgram,
                        "cuda: a delegate for another device type");
   KILN_RETURN_IF_ERROR(open_device(device.index()));
-  cudaSetDevice(device.index());
+  cudaSetDevice(devices_[device.index()].physical);
   const uint64_t bytes = state_bytes_of(*graph);
   KILN_ASSIGN_OR_RETURN(uint8_t * memory, allocate_state("cuda", context, bytes, 16));
   const uint32_t kernels = graph->kernels()->size();
@@ -438,7 +441,7 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
 
 Error CudaBackend::execute(void* delegate, const DelegateCallArgs& args) {
   Record& r = *static_cast<Record*>(delegate);
-  cudaSetDevice(r.device);
+  cudaSetDevice(r.state->physical);
   if (r.phase == Record::kCapture) capture(r, stats_);
   if (r.phase == Record::kReplay) {
     KILN_CUDA_CHECK(cudaGraphLaunch(r.exec, r.stream), Error::kDeviceError, "cuda: graph launch on cuda:%d failed",
@@ -458,7 +461,7 @@ Error CudaBackend::execute(void* delegate, const DelegateCallArgs& args) {
 void CudaBackend::destroy(void* delegate) {
   if (delegate == nullptr) return;
   Record& r = *static_cast<Record*>(delegate);
-  cudaSetDevice(r.device);
+  cudaSetDevice(r.state->physical);
   cudaStreamSynchronize(r.stream);
   if (r.exec != nullptr) cudaGraphExecDestroy(r.exec);
   if (r.graph != nullptr) cudaGraphDestroy(r.graph);

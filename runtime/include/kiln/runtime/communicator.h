@@ -60,6 +60,14 @@ struct AllReduceArgs {
   fb::ReduceOp op = fb::ReduceOp::SUM;
 };
 
+// The GPU a rank drives among the `devices` of its node: its rank on the
+// node modulo the devices. One rule for both halves of a multi-rank GPU
+// program, so they agree: a device communicator's device (comm/nccl) and
+// the device the CUDA backend's cuda:0 names (CudaOptions::node_rank).
+inline int rank_local_device(int node_rank, int devices) {
+  return devices > 0 && node_rank >= 0 ? node_rank % devices : 0;
+}
+
 class Communicator {
  public:
   // "mpi-shm", "nccl", "local": for messages.

@@ -18,8 +18,11 @@
 // communicator's own stream and waits for it before returning, so the output
 // is ready for whatever runs next on any stream. The wait polls
 // ncclCommGetAsyncError and gives up after the timeout
-// (KILN_COLLECTIVE_TIMEOUT_MS, as for mpi-shm), aborting the NCCL
-// communicator: kPeerFailed, after which the communicator is failed.
+// (KILN_COLLECTIVE_TIMEOUT_MS, as for mpi-shm): kPeerFailed. On every
+// failure of a collective the NCCL communicator is aborted at once, before
+// anything synchronises the stream or the device (a stuck NCCL kernel would
+// otherwise hang unmapping and teardown); the communicator is then failed:
+// later collectives return kPeerFailed, and unmapping skips the stream wait.
 // TODO(issue 16): hand-off through events on the delegate's stream instead
 // of device-wide waits, once the CUDA backend's runtime half exposes its
 // stream.
@@ -42,7 +45,10 @@ namespace kiln {
 namespace comm {
 
 struct NcclOptions {
-  // This rank's CUDA device; -1: its rank on the node modulo the devices.
+  // This rank's CUDA device; -1: its local device, rank_local_device(its
+  // rank on the node, the devices) (communicator.h), which is what cuda:0
+  // names in the CUDA backend of a multi-rank program
+  // (CudaOptions::node_rank), so that both use one GPU.
   int device = -1;
   // false: never try symmetric windows (always ordinary memory).
   bool symmetric_windows = true;
@@ -91,7 +97,11 @@ class NcclCommunicator final : public Communicator {
 
   // all_reduce(): its arguments checked, then the wait for NCCL's work.
   Error check_call(const AllReduceArgs& args, Call* out_call) const;
+  Error run_all_reduce(const AllReduceArgs& args, const Call& call);
   Error wait_for_stream();
+  // On any failure of a collective, before anything synchronises: aborts
+  // the NCCL communicator (its kernels stop) and marks this one failed.
+  void abort_now();
 
   std::unique_ptr<State> state_;
   uint32_t rank_ = 0;

@@ -51,6 +51,12 @@ struct CudaOptions {
   // When set, every device is unavailable for this reason (a kiln built
   // without the CUDA Toolkit). Not owned; a string literal.
   const char* unavailable = nullptr;
+  // In a multi-rank program, this rank's rank on its node (-1: a program of
+  // one rank). cuda:N then names GPU (rank_local_device(node_rank, count) +
+  // N) % count of the node's `count` GPUs: cuda:0 is the rank's local
+  // device, the one a device communicator picks (kiln/runtime/
+  // communicator.h), so a rank computes and reduces on one GPU.
+  int node_rank = -1;
 };
 
 // What a backend did, for tests and benchmarks.
@@ -89,10 +95,16 @@ class CudaBackend final : public Backend {
   const CudaStats& stats() const { return stats_; }
   // Arenas allocated and not yet released.
   uint32_t live_arenas() const { return live_; }
+  // The GPU cuda:`index` names (CudaOptions::node_rank); -1 before the
+  // device is opened.
+  int physical_device(int index) const {
+    return index >= 0 && index < 16 && devices_[index].open ? devices_[index].physical : -1;
+  }
 
   // Per device: opened on its first arena.
   struct DeviceState {
     bool open = false;
+    int physical = 0;           // the GPU cuda:N names (CudaOptions::node_rank)
     void* stream = nullptr;     // cudaStream_t
     void* workspace = nullptr;  // cuBLASLt workspace
     uint64_t workspace_bytes = 0;
