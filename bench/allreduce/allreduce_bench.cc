@@ -7,7 +7,9 @@
 // For each message size (powers of 4, float32 SUM) and each method, R
 // rounds each time enough calls to take about 50 ms (at least 2); a round's
 // figure is the slowest rank's mean per call, and the table gives the
-// median round. Methods:
+// median round. Before timing, each method runs once on fresh inputs that
+// differ by rank, and every rank checks every element of its result.
+// Methods:
 //   one-shot   MpiCommunicator, flags, output outside the window
 //   two-shot   MpiCommunicator, flags, output elsewhere in the arena
 //              (two_shot_min_bytes = 0)
@@ -71,6 +73,19 @@ double time_calls(Call&& call, int rounds) {
   return figures[figures.size() / 2];
 }
 
+// Every element of `got`: the sum over the ranks of what fill() wrote
+// (rank + 1 + i % 7), exact in float32 at these sizes.
+void expect_sums(const float* got, uint64_t count, uint32_t rank, uint32_t ranks, const char* method) {
+  for (uint64_t i = 0; i < count; ++i) {
+    const float want = static_cast<float>(ranks * (ranks + 1) / 2 + ranks * (i % 7));
+    if (got[i] != want) {
+      fprintf(stderr, "allreduce_bench: rank %u: %s: element %llu of %llu is %g, expected %g\n", rank, method,
+              static_cast<unsigned long long>(i), static_cast<unsigned long long>(count), got[i], want);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+}
+
 const char* human(uint64_t bytes, char* text, size_t size) {
   if (bytes >= (1u << 20)) {
     snprintf(text, size, "%llu MB", static_cast<unsigned long long>(bytes >> 20));
@@ -106,10 +121,11 @@ int main(int argc, char** argv) {
   check(barrier->map_symmetric(max_bytes, 4096, 1, &barrier_memory), "map_symmetric (barrier)");
   std::vector<float> output(max_bytes / sizeof(float));
   const uint32_t rank = flags->rank(), ranks = flags->size();
+  // Every rank its own data: rank + 1 + i % 7 at element i.
   auto fill = [&](uint64_t count) {
     for (SymmetricMemory* m : {&flags_memory, &two_shot_memory, &barrier_memory}) {
       float* data = static_cast<float*>(m->local.handle);
-      for (uint64_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + 1);
+      for (uint64_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + 1 + i % 7);
     }
   };
 
@@ -127,42 +143,41 @@ int main(int argc, char** argv) {
     args.memory = flags_memory;
     args.count = count;
     args.output = output.data();
-
-    // Correct first: every element the sum of 1..ranks. (The in-place runs
-    // then grow the inputs towards infinity, which costs nothing extra.)
-    fill(count);
-    check(flags->all_reduce(args), "all_reduce");
-    const float want = static_cast<float>(ranks) * static_cast<float>(ranks + 1) / 2;
-    if (output[0] != want || output[count - 1] != want) {
-      fprintf(stderr, "allreduce_bench: rank %u: wrong sum %g, expected %g\n", rank, output[0], want);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-
-    const double one_shot = time_calls([&] { check(flags->all_reduce(args), "all_reduce"); }, rounds);
     AllReduceArgs through_output = args;
     through_output.memory = two_shot_memory;
     through_output.output = static_cast<uint8_t*>(two_shot_memory.local.handle) + max_bytes;
-    check(two_shot->all_reduce(through_output), "all_reduce (two-shot)");
-    const float* reduced = static_cast<const float*>(through_output.output);
-    if (reduced[0] != want || reduced[count - 1] != want) {
-      fprintf(stderr, "allreduce_bench: rank %u: wrong two-shot sum %g, expected %g\n", rank, reduced[0], want);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    const double two_shot_time =
-        time_calls([&] { check(two_shot->all_reduce(through_output), "all_reduce (two-shot)"); }, rounds);
     AllReduceArgs in_place = args;
     in_place.output = flags_memory.local.handle;
-    const double in_place_time = time_calls([&] { check(flags->all_reduce(in_place), "all_reduce in place"); }, rounds);
     AllReduceArgs barrier_args = args;
     barrier_args.memory = barrier_memory;
+    auto mpi_call = [&] {
+      MPI_Allreduce(flags_memory.local.handle, output.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
+    };
+
+    // Correct first: each method once on fresh inputs, every element
+    // checked on every rank. (The in-place runs then grow the inputs
+    // towards infinity, which costs nothing extra.)
+    fill(count);
+    check(flags->all_reduce(args), "all_reduce");
+    expect_sums(output.data(), count, rank, ranks, "one-shot");
+    check(two_shot->all_reduce(through_output), "all_reduce (two-shot)");
+    expect_sums(static_cast<const float*>(through_output.output), count, rank, ranks, "two-shot");
+    check(barrier->all_reduce(barrier_args), "all_reduce (barrier)");
+    expect_sums(output.data(), count, rank, ranks, "barrier mode");
+    mpi_call();
+    expect_sums(output.data(), count, rank, ranks, "MPI_Allreduce");
+    check(flags->all_reduce(in_place), "all_reduce in place");
+    expect_sums(static_cast<const float*>(in_place.output), count, rank, ranks, "in place");
+    fill(count);
+
+    const double one_shot = time_calls([&] { check(flags->all_reduce(args), "all_reduce"); }, rounds);
+    const double two_shot_time =
+        time_calls([&] { check(two_shot->all_reduce(through_output), "all_reduce (two-shot)"); }, rounds);
     const double barrier_mode =
         time_calls([&] { check(barrier->all_reduce(barrier_args), "all_reduce (barrier)"); }, rounds);
-    const double mpi = time_calls(
-        [&] {
-          MPI_Allreduce(flags_memory.local.handle, output.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                        MPI_COMM_WORLD);
-        },
-        rounds);
+    const double mpi = time_calls(mpi_call, rounds);
+    const double in_place_time = time_calls([&] { check(flags->all_reduce(in_place), "all_reduce in place"); }, rounds);
     if (rank == 0) {
       char text[32];
       printf("| %u | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f |\n", ranks,
