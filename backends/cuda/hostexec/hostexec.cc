@@ -22,6 +22,7 @@
 
 #include "hostexec.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -536,6 +537,8 @@ uint64_t shfl_bits(uint64_t bits, int src_lane) {
   syncwarp();  // every lane has read before a slot is written again
   return out;
 }
+
+void relax() { sched_yield(); }
 
 void yield() {
   Scheduler& s = g_scheduler;

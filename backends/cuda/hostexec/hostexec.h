@@ -12,7 +12,12 @@
 //     __syncthreads() (block barrier), __syncwarp() and the warp shuffles
 //     (__shfl_down_sync, __shfl_xor_sync, __shfl_sync: a warp barrier
 //     before the exchange and one after), or an atomic (a yield after the
-//     read-modify-write, so other threads interleave between atomics);
+//     read-modify-write, so other threads interleave between atomics) or
+//     __nanosleep (a spin wait);
+//   - atomics are real hardware read-modify-writes (relaxed, as CUDA's)
+//     and the fences real fences, so kernels in different processes that
+//     share memory (MPI shared windows standing in for peers' device
+//     memory) synchronise through them for real;
 //   - __shared__ variables are function statics: one instance shared by
 //     every thread, fresh (in the sense of "unspecified") for each block
 //     because blocks run in turn;
@@ -140,6 +145,8 @@ void syncwarp();
 uint64_t shfl_bits(uint64_t bits, int src_lane);
 // Lets other threads run (after an atomic).
 void yield();
+// Gives the processor to other processes (a spin wait on a peer).
+void relax();
 int lane_id();
 
 template <typename T>
@@ -182,26 +189,68 @@ template <typename T>
 T __shfl_xor_sync(unsigned, T v, int mask, int = 32) {
   return ::kiln::backends::cuda::hostexec::shfl_any(v, ::kiln::backends::cuda::hostexec::lane_id() ^ mask);
 }
+namespace kiln::backends::cuda::hostexec {
+
+// A read-modify-write of `*address` that is atomic for real (a hardware
+// compare-and-swap), so it holds between processes sharing the memory (an
+// MPI shared window standing in for a peer's device memory), not only
+// between the fibers of one launch. Relaxed, like CUDA's atomics: ordering
+// comes from the fences. Then a yield, so other threads interleave.
+template <typename T, typename Update>
+T atomic_update(T* address, Update update) {
+  T old;
+  __atomic_load(address, &old, __ATOMIC_RELAXED);
+  T next = update(old);
+  while (!__atomic_compare_exchange(address, &old, &next, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    next = update(old);
+  }
+  yield();
+  return old;
+}
+
+}  // namespace kiln::backends::cuda::hostexec
+
 template <typename T>
 T atomicAdd(T* address, T v) {
-  const T old = *address;
-  *address = old + v;
-  ::kiln::backends::cuda::hostexec::yield();
-  return old;
+  return ::kiln::backends::cuda::hostexec::atomic_update(address, [v](T old) { return static_cast<T>(old + v); });
 }
 template <typename T>
 T atomicMax(T* address, T v) {
-  const T old = *address;
-  if (v > old) *address = v;
-  ::kiln::backends::cuda::hostexec::yield();
-  return old;
+  return ::kiln::backends::cuda::hostexec::atomic_update(address, [v](T old) { return v > old ? v : old; });
 }
 template <typename T>
 T atomicCAS(T* address, T compare, T v) {
-  const T old = *address;
-  if (old == compare) *address = v;
+  return ::kiln::backends::cuda::hostexec::atomic_update(address,
+                                                         [compare, v](T old) { return old == compare ? v : old; });
+}
+template <typename T>
+T atomicExch(T* address, T v) {
+  return ::kiln::backends::cuda::hostexec::atomic_update(address, [v](T) { return v; });
+}
+// System scope (memory other processors and processes see): on the host
+// every atomic already is.
+template <typename T>
+T atomicAdd_system(T* address, T v) {
+  return atomicAdd(address, v);
+}
+template <typename T>
+T atomicCAS_system(T* address, T compare, T v) {
+  return atomicCAS(address, compare, v);
+}
+template <typename T>
+T atomicExch_system(T* address, T v) {
+  return atomicExch(address, v);
+}
+// Fences: real ones (a full barrier), at every scope. On the host (x86 is
+// TSO) this orders more than a GPU needs, so a missing fence in a kernel
+// may go unnoticed here: see docs/ranks.md.
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// A spinning thread lets the others of its launch run (a fiber that never
+// yields would starve them), then the other processes of the machine.
+inline void __nanosleep(unsigned) {
   ::kiln::backends::cuda::hostexec::yield();
-  return old;
+  ::kiln::backends::cuda::hostexec::relax();
 }
 
 #endif  // KILN_BACKENDS_CUDA_HOSTEXEC_HOSTEXEC_H_

@@ -5,6 +5,9 @@
 // capture records launches that a graph launch replays.
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <vector>
 
@@ -200,6 +203,80 @@ TEST(CudaHostExec, CaptureRecordsAndAGraphReplays) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+struct SharedArgs {
+  int* counter;
+  float* sum;
+};
+
+__global__ void shared_add_kernel(SharedArgs p) {
+  for (int i = 0; i < 50; ++i) {
+    atomicAdd_system(p.counter, 1);
+    atomicAdd_system(p.sum, 1.0f);
+  }
+}
+
+struct MessageArgs {
+  int* data;
+  unsigned* flag;
+  int* wrong;
+  int n;
+};
+
+// The producer writes the data, fences at system scope, then raises the flag.
+__global__ void produce_kernel(MessageArgs p) {
+  for (int i = static_cast<int>(threadIdx.x); i < p.n; i += static_cast<int>(blockDim.x)) p.data[i] = 3 * i + 1;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    atomicExch_system(p.flag, 1u);
+  }
+}
+
+// The consumer waits for the flag (bounded), fences, then reads the data.
+__global__ void consume_kernel(MessageArgs p) {
+  if (threadIdx.x == 0) {
+    int spins = 0;
+    while (atomicCAS_system(p.flag, 0u, 0u) == 0u && ++spins < 4000000) __nanosleep(100);
+    __threadfence_system();
+    if (spins >= 4000000) atomicAdd(p.wrong, 1 << 20);
+  }
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < p.n; i += static_cast<int>(blockDim.x)) {
+    if (p.data[i] != 3 * i + 1) atomicAdd(p.wrong, 1);
+  }
+}
+
+// Kernels in two processes sharing memory (as ranks share an MPI window
+// standing in for device memory): no update of a system atomic is lost,
+// and data written before a fence and a flag is what the peer reads after
+// seeing the flag and fencing.
+TEST(CudaHostExec, SystemAtomicsAndFencesHoldBetweenProcesses) {
+  void* shared = mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  int* counter = static_cast<int*>(shared);
+  float* sum = reinterpret_cast<float*>(counter + 1);
+  unsigned* flag = reinterpret_cast<unsigned*>(counter + 2);
+  int* wrong = counter + 3;
+  int* data = counter + 16;
+  const int n = 4096;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    run(shared_add_kernel, dim3(2), dim3(64), SharedArgs{counter, sum});
+    run(consume_kernel, dim3(1), dim3(64), MessageArgs{data, flag, wrong, n});
+    _exit(cudaGetLastError() == cudaSuccess && *wrong == 0 ? 0 : 1);
+  }
+  run(shared_add_kernel, dim3(2), dim3(64), SharedArgs{counter, sum});
+  run(produce_kernel, dim3(1), dim3(64), MessageArgs{data, flag, wrong, n});
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the consumer read " << *wrong << " wrong values";
+  EXPECT_EQ(*counter, 2 * 2 * 64 * 50);
+  EXPECT_EQ(*sum, 2.f * 2 * 64 * 50);
+  munmap(shared, 1 << 16);
 }
 
 // In a multi-rank program cuda:0 is the rank's local GPU, by the rule the
