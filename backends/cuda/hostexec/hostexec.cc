@@ -363,6 +363,10 @@ void run_node(const Node& n) {
   }
 }
 
+thread_local uint32_t g_failing_launches = 0;
+thread_local void (*g_capture_hook)(void*) = nullptr;
+thread_local void* g_capture_hook_arg = nullptr;
+
 // Records `n` when `stream` captures, else runs it.
 cudaError_t submit(cudaStream_t stream, Node n) {
   if (stream != nullptr && stream->capturing != nullptr) {
@@ -434,6 +438,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
   if (stream == nullptr || stream->capturing != nullptr) return cudaErrorStreamCaptureUnsupported;
   stream->capturing = new Graph();
   stream->invalidated = false;
+  if (g_capture_hook != nullptr) g_capture_hook(g_capture_hook_arg);
   return cudaSuccess;
 }
 
@@ -475,6 +480,13 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   return cudaSuccess;
 }
 
+void fail_next_launches(uint32_t count) { g_failing_launches = count; }
+
+void set_capture_hook(void (*hook)(void* arg), void* arg) {
+  g_capture_hook = hook;
+  g_capture_hook_arg = arg;
+}
+
 cudaError_t cudaGetLastError() {
   const cudaError_t e = g_scheduler.last_error;
   g_scheduler.last_error = cudaSuccess;
@@ -497,6 +509,11 @@ const char* cudaGetErrorString(cudaError_t error) {
 }
 
 void launch(dim3 grid, dim3 block, cudaStream_t stream, KernelFn fn, const void* args, size_t args_bytes) {
+  if (g_failing_launches > 0) {
+    --g_failing_launches;
+    g_scheduler.last_error = cudaErrorLaunchFailure;
+    return;
+  }
   Node n;
   n.kind = Node::kKernel;
   n.grid = grid;

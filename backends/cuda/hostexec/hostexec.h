@@ -127,6 +127,15 @@ struct Stats {
 Stats& stats();
 void reset_stats();
 
+// Faults for tests (per OS thread), standing in for what only a GPU or a
+// library shows: the next `count` launches fail (not run, not recorded by
+// a capture; cudaGetLastError() reports cudaErrorLaunchFailure), as a
+// cuBLASLt call that returns an error enqueues nothing.
+void fail_next_launches(uint32_t count);
+// Calls `hook(arg)` once a capture has begun on any stream (nullptr: none),
+// so a test can make another Method's work arrive in the middle of it.
+void set_capture_hook(void (*hook)(void* arg), void* arg);
+
 // --- The device side: what kernels see. ---
 
 struct ThreadContext {

@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_abi.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "cuda_status.h"
+#include "gemm_layout.h"
 #include "kiln/backends/common/delegate_graph.h"
 #include "kiln/runtime/communicator.h"
 #include "launch.h"
@@ -43,7 +44,8 @@ struct Record {
   uint32_t count = 0;
   uint32_t capacity = 0;
   int device = 0;
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr;          // the device's: copies, direct launches, graph launches
+  cudaStream_t capture_stream = nullptr;  // the delegate's own, only to capture on
   const CudaBackend::DeviceState* state = nullptr;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
@@ -107,13 +109,11 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
   } else if (m.act.kind != 0) {
     *needs_activation = true;
   }
-  const uint64_t k = m.k, n = m.n, rows = m.m;
+  const uint64_t n = m.n, rows = m.m;
   if (cublasLtMatmulDescInit(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
-  // op(B)^T (n x k): B row-major with unit columns is column-major n x k.
-  const bool b_t = m.b_col != 1;
-  const bool a_t = m.a_col != 1;
-  const cublasOperation_t op_first = b_t ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_second = a_t ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const GemmOperand first = gemm_first(m), second = gemm_second(m);
+  const cublasOperation_t op_first = first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtMatmulDesc_t desc = &plan->desc;
   bool ok = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)) ==
                 CUBLAS_STATUS_SUCCESS &&
@@ -126,14 +126,10 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
     ok = ok && cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)) ==
                    CUBLAS_STATUS_SUCCESS;
   }
-  // Stored (not op'd) shapes, column-major.
-  const uint64_t first_rows = b_t ? k : n, first_cols = b_t ? n : k;
-  const int64_t first_ld = b_t ? m.b_col : m.b_row;
-  const uint64_t second_rows = a_t ? rows : k, second_cols = a_t ? k : rows;
-  const int64_t second_ld = a_t ? m.a_col : m.a_row;
-  ok = ok && cublasLtMatrixLayoutInit(&plan->a, CUDA_R_32F, first_rows, first_cols, first_ld) == CUBLAS_STATUS_SUCCESS;
+  // Stored (not op'd) shapes, column-major (gemm_layout.h).
+  ok = ok && cublasLtMatrixLayoutInit(&plan->a, CUDA_R_32F, first.rows, first.cols, first.ld) == CUBLAS_STATUS_SUCCESS;
   ok = ok &&
-       cublasLtMatrixLayoutInit(&plan->b, CUDA_R_32F, second_rows, second_cols, second_ld) == CUBLAS_STATUS_SUCCESS;
+       cublasLtMatrixLayoutInit(&plan->b, CUDA_R_32F, second.rows, second.cols, second.ld) == CUBLAS_STATUS_SUCCESS;
   ok = ok && cublasLtMatrixLayoutInit(&plan->d, CUDA_R_32F, n, rows, n) == CUBLAS_STATUS_SUCCESS;
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
@@ -184,11 +180,14 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
   return true;
 }
 
-// The plan's descriptors are only read; cuBLASLt's signature takes them non-const.
-void run_gemm(GemmPlan& p, const CudaBackend::DeviceState& device, cudaStream_t stream) {
-  cublasLtMatmul(static_cast<cublasLtHandle_t>(device.blas), &p.desc, &p.alpha, p.first, &p.a, p.second, &p.b, &p.beta,
-                 p.c != nullptr ? p.c : p.y, &p.d, p.y, &p.d, &p.algo, device.workspace, device.workspace_bytes,
-                 stream);
+// The plan's descriptors are only read; cuBLASLt's signature takes them
+// non-const. A call that fails enqueues nothing: its output is unwritten.
+Error run_gemm(GemmPlan& p, const CudaBackend::DeviceState& device, cudaStream_t stream, const char* node) {
+  KILN_CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(device.blas), &p.desc, &p.alpha, p.first, &p.a,
+                                   p.second, &p.b, &p.beta, p.c != nullptr ? p.c : p.y, &p.d, p.y, &p.d, &p.algo,
+                                   device.workspace, device.workspace_bytes, stream),
+                    Error::kDeviceError, "cuda: node '%s': the GEMM failed", node);
+  return Error::kOk;
 }
 #endif
 
@@ -224,35 +223,53 @@ class RecordSink final : public LaunchSink {
   CudaStats& stats_;
 };
 
-// Enqueues every launch of `r` on its stream.
-void enqueue_all(const Record& r) {
+// Enqueues every launch of `r` on `stream`; the first library call or
+// launch that failed is the error (a launch's, through cudaGetLastError()).
+Error enqueue_all(const Record& r, cudaStream_t stream) {
   for (uint32_t i = 0; i < r.count; ++i) {
     const Launch& l = r.launches[i];
 #if !KILN_CUDA_HOSTEXEC
     if (l.kind == LaunchKind::kGemmLt) {
-      run_gemm(*l.gemm, *r.state, r.stream);
+      KILN_RETURN_IF_ERROR(run_gemm(*l.gemm, *r.state, stream, l.node));
       continue;
     }
 #endif
-    enqueue_kernel(l, r.stream);
+    enqueue_kernel(l, stream);
   }
+  KILN_CUDA_CHECK(cudaGetLastError(), Error::kDeviceError,
+                  "cuda: a kernel of the delegate (first node '%s') failed on cuda:%d",
+                  r.count > 0 ? r.launches[0].node : "?", r.device);
+  return Error::kOk;
 }
 
-// Records the delegate's launches as a CUDA graph (kReplay), or, where
-// capture fails, says so once and leaves the delegate launching directly
-// (kDirect).
-void capture(Record& r, CudaStats& stats) {
+// Records the delegate's launches as a CUDA graph (kReplay) on the
+// delegate's own stream, so no other Method's copies or launches on the
+// device's stream can fall into it; the graph then runs on the device's
+// stream like any launch. A library call or launch that fails during the
+// capture fails this call, and no graph is kept (a graph without the failed
+// work would be replayed as if complete); the next call tries again. Where
+// the capture itself fails, says so once and leaves the delegate launching
+// directly (kDirect).
+Error capture(Record& r, CudaStats& stats) {
   // Thread-local mode: other threads' CUDA calls cannot break the capture.
-  cudaError_t e = cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal);
+  cudaError_t e = cudaStreamBeginCapture(r.capture_stream, cudaStreamCaptureModeThreadLocal);
   if (e == cudaSuccess) {
-    enqueue_all(r);
-    e = cudaStreamEndCapture(r.stream, &r.graph);
+    const Error enqueued = enqueue_all(r, r.capture_stream);
+    e = cudaStreamEndCapture(r.capture_stream, &r.graph);
+    if (enqueued != Error::kOk) {
+      if (r.graph != nullptr) cudaGraphDestroy(r.graph);
+      r.graph = nullptr;
+      cudaGetLastError();
+      KILN_LOG(ERROR, "cuda: delegate (first node '%s'): a call failed while its CUDA graph was captured",
+               r.count > 0 ? r.launches[0].node : "?");
+      return enqueued;
+    }
   }
   if (e == cudaSuccess) e = cudaGraphInstantiate(&r.exec, r.graph, 0);
   if (e == cudaSuccess) {
     ++stats.captures;
     r.phase = Record::kReplay;
-    return;
+    return Error::kOk;
   }
   cudaGetLastError();  // capture failures are sticky only to the capture
   KILN_LOG(WARNING,
@@ -260,6 +277,7 @@ void capture(Record& r, CudaStats& stats) {
            r.count > 0 ? r.launches[0].node : "?", cudaGetErrorString(e));
   ++stats.capture_failures;
   r.phase = Record::kDirect;
+  return Error::kOk;
 }
 
 // Every operand of `k`: a float32 tensor inside an arena of `device`.
@@ -279,6 +297,12 @@ Error check_operands(const KernelView& k, Device device) {
               buffer_holds(k.method->arena(static_cast<uint32_t>(arena)), tensor.offset(), tensor.nbytes()),
           Error::kDeviceMismatch, "cuda: node '%s': tensor %d is not in an arena of cuda:%d", k.node, t,
           device.index());
+      // Arenas the application gives are checked here (the runtime cannot
+      // read a device address out of another backend's buffer handle).
+      const uintptr_t base = reinterpret_cast<uintptr_t>(k.method->arena(static_cast<uint32_t>(arena)).handle);
+      KILN_CHECK_OR_RETURN(base % kArenaAlignment == 0, Error::kArenaMisaligned,
+                           "cuda: node '%s': device arena %d of cuda:%d must be aligned to %u bytes", k.node, arena,
+                           device.index(), kArenaAlignment);
     }
   }
   return Error::kOk;
@@ -422,6 +446,10 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
   record->device = device.index();
   record->state = &devices_[device.index()];
   record->stream = stream_of(devices_[device.index()]);
+  if (options_.graphs) {
+    KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&record->capture_stream, cudaStreamNonBlocking), Error::kDeviceError,
+                    "cuda: cannot create a stream on cuda:%d", device.index());
+  }
   RecordSink sink(*record, stats_);
   const Error error =
       for_each_kernel_call("cuda", *graph, *context.method, [&](uint32_t k, const KernelView& view) -> Error {
@@ -442,19 +470,19 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
 Error CudaBackend::execute(void* delegate, const DelegateCallArgs& args) {
   Record& r = *static_cast<Record*>(delegate);
   cudaSetDevice(r.state->physical);
-  if (r.phase == Record::kCapture) capture(r, stats_);
+  if (r.phase == Record::kCapture) KILN_RETURN_IF_ERROR(capture(r, stats_));
   if (r.phase == Record::kReplay) {
     KILN_CUDA_CHECK(cudaGraphLaunch(r.exec, r.stream), Error::kDeviceError, "cuda: graph launch on cuda:%d failed",
                     r.device);
     ++stats_.graph_replays;
-  } else {
-    enqueue_all(r);
-    ++stats_.direct_calls;
-    if (r.phase == Record::kWarmUp) r.phase = options_.graphs ? Record::kCapture : Record::kDirect;
+    KILN_CUDA_CHECK(cudaGetLastError(), Error::kDeviceError,
+                    "cuda: a kernel of the delegate (first node '%s') failed on cuda:%d",
+                    r.count > 0 ? r.launches[0].node : "?", r.device);
+    return Error::kOk;
   }
-  KILN_CUDA_CHECK(cudaGetLastError(), Error::kDeviceError,
-                  "cuda: a kernel of the delegate (first node '%s') failed on cuda:%d",
-                  r.count > 0 ? r.launches[0].node : "?", r.device);
+  ++stats_.direct_calls;
+  KILN_RETURN_IF_ERROR(enqueue_all(r, r.stream));
+  if (r.phase == Record::kWarmUp) r.phase = options_.graphs ? Record::kCapture : Record::kDirect;
   return Error::kOk;
 }
 
@@ -465,8 +493,10 @@ void CudaBackend::destroy(void* delegate) {
   cudaStreamSynchronize(r.stream);
   if (r.exec != nullptr) cudaGraphExecDestroy(r.exec);
   if (r.graph != nullptr) cudaGraphDestroy(r.graph);
+  if (r.capture_stream != nullptr) cudaStreamDestroy(r.capture_stream);
   r.exec = nullptr;
   r.graph = nullptr;
+  r.capture_stream = nullptr;
 }
 
 }  // namespace kiln::backends::cuda::KILN_CUDA_FLAVOR

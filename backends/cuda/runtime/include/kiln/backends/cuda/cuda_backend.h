@@ -20,8 +20,16 @@
 // cuBLASLt descriptors live there too (initialised in place). The first
 // execute() launches directly (warm-up: modules load, cuBLASLt settles),
 // the second captures the launches as a CUDA graph and every later one
-// replays it. Where capture fails the delegate keeps launching directly,
-// and says so once in the log.
+// replays it. Each delegate captures on a stream of its own (created at
+// init, destroyed with it), so another Method's copies and launches on the
+// device's stream never fall into its graph; graphs, copies and direct
+// launches all run on the device's stream, in the order they are issued.
+// A kernel or cuBLASLt call that fails makes execute() return the error,
+// also during the capture (no graph is kept then, and the next call
+// captures again). Where capture itself fails the delegate keeps launching
+// directly, and says so once in the log.
+// Device arenas the application gives (MemoryManager::device_arenas) must
+// be aligned to kArenaAlignment (cuda_abi.h), as cudaMalloc's are.
 // A device that is missing (no GPU, no driver, index out of range) is an
 // Error naming it (cuda:N) when a method loads, never a crash.
 //

@@ -1,0 +1,250 @@
+// The CUDA delegate's own contract, under the host execution model (its
+// hostexec build), where the GPU alone would show a fault:
+//   - a launch (or cuBLASLt call) that fails while a delegate is captured
+//     fails that call, and the next calls run every kernel again (no graph
+//     missing the failed work is replayed as if complete);
+//   - another Method's copies and launches on the device's stream, arriving
+//     while a delegate is being captured, run (they do not fall into its
+//     graph);
+//   - a device arena the application gives at a misaligned address is
+//     refused when the method loads;
+//   - cuBLASLt's operand layouts: a leading dimension never smaller than the
+//     stored rows, also for a transposed operand with one column.
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/cuda_abi.h"
+#include "backends/cuda/hostexec/hostexec.h"
+#include "gemm_layout.h"
+#include "kiln/backends/cuda/cuda_backend.h"
+#include "ops/host_kernels.h"
+#include "support/graph_builder.h"
+#include "support/program_bytes.h"
+
+namespace kiln::testing {
+namespace {
+
+namespace cuda = backends::cuda;
+namespace hx = backends::cuda::hostexec;
+
+constexpr int64_t kWidth = 64;
+
+// y = Relu(x * w + b) on cuda:0 (w, b constant ramps).
+const std::string& program_bytes() {
+  static const std::string bytes = [] {
+    GraphBuilder b;
+    const int x = b.input("x", {1, kWidth});
+    const int w = b.ramp("w", {1, kWidth}, 0.5f);
+    const int bias = b.ramp("b", {1, kWidth}, 0.25f);
+    b.output(b.node("Relu", {b.node("Add", {b.node("Mul", {x, w}), bias})}));
+    planner::PlanOptions options;
+    options.targets = "cuda:0,cpu";
+    return b.plan(options).bytes;
+  }();
+  return bytes;
+}
+
+std::vector<float> expected(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float w = static_cast<float>(static_cast<int>(i % 7) - 3) * 0.5f;
+    const float b = static_cast<float>(static_cast<int>(i % 7) - 3) * 0.25f;
+    const float v = x[i] * w + b;
+    y[i] = v > 0.f ? v : 0.f;
+  }
+  return y;
+}
+
+std::vector<float> input(float scale) {
+  std::vector<float> x(kWidth);
+  for (int64_t i = 0; i < kWidth; ++i) x[static_cast<size_t>(i)] = scale * static_cast<float>(i % 5 - 2);
+  return x;
+}
+
+// The program loaded through `backend`: host arenas from the heap, device
+// arenas from `device_arenas` where given (else from the backend).
+class Loaded {
+ public:
+  Loaded(cuda::hostexec::CudaBackend& backend, std::vector<DeviceBuffer> device_arenas = {})
+      : program_(program_bytes()), device_arenas_(std::move(device_arenas)) {
+    if (registry_.register_backend(&backend) != Error::kOk) error_ = Error::kInternal;
+    const MethodMeta meta = program_.program->method_meta("forward").get();
+    for (size_t i = 0; i < meta.num_arenas(); ++i) {
+      const ArenaInfo info = meta.arena(i).get();
+      if (info.device.type() != DeviceType::CPU) {
+        spans_.emplace_back();
+        continue;
+      }
+      arenas_.push_back(std::make_unique<AlignedBytes>(std::string(info.size, '\0')));
+      spans_.emplace_back(arenas_.back()->data(), arenas_.back()->size());
+    }
+    bookkeeping_bytes_ = std::make_unique<AlignedBytes>(std::string(meta.bookkeeping_bytes(), '\0'));
+    bookkeeping_ = BumpAllocator(bookkeeping_bytes_->data(), bookkeeping_bytes_->size());
+    MemoryManager memory;
+    memory.bookkeeping = &bookkeeping_;
+    memory.arenas = Span<const Span<uint8_t>>(spans_.data(), spans_.size());
+    memory.device_arenas = Span<const DeviceBuffer>(device_arenas_.data(), device_arenas_.size());
+    Result<Method> method =
+        program_.program->load_method("forward", memory, planner::host_kernel_registry(), registry_);
+    if (method.ok()) {
+      method_ = std::make_unique<Method>(std::move(method).get());
+    } else {
+      error_ = method.error();
+    }
+  }
+  Error error() const { return error_; }
+  size_t num_arenas() const { return spans_.size(); }
+
+  // One call with `x`; the output in `out_y`.
+  Error run(const std::vector<float>& x, std::vector<float>* out_y) {
+    x_ = x;
+    out_y->assign(x.size(), -1.f);
+    KILN_RETURN_IF_ERROR(method_->set_input(0, x_.data(), x_.size() * sizeof(float)));
+    KILN_RETURN_IF_ERROR(method_->set_output(0, out_y->data(), out_y->size() * sizeof(float)));
+    return method_->execute();
+  }
+
+ private:
+  LoadedProgram program_;
+  std::vector<DeviceBuffer> device_arenas_;
+  BackendRegistry registry_;
+  std::vector<std::unique_ptr<AlignedBytes>> arenas_;
+  std::vector<Span<uint8_t>> spans_;
+  std::unique_ptr<AlignedBytes> bookkeeping_bytes_;
+  BumpAllocator bookkeeping_;
+  std::unique_ptr<Method> method_;
+  Error error_ = Error::kOk;
+  std::vector<float> x_;
+};
+
+TEST(CudaBackendTest, AFailureDuringCaptureFailsTheCallAndIsNeverReplayed) {
+  cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+  {
+    Loaded method(backend);
+    ASSERT_EQ(method.error(), Error::kOk);
+    std::vector<float> y;
+    ASSERT_EQ(method.run(input(1.f), &y), Error::kOk);  // warm-up, direct
+    EXPECT_EQ(y, expected(input(1.f)));
+    hx::fail_next_launches(1);  // the capture's first launch fails
+    EXPECT_EQ(method.run(input(2.f), &y), Error::kDeviceError);
+    EXPECT_EQ(backend.stats().captures, 0u);
+    // The calls after it run every kernel: their outputs follow new inputs.
+    for (float scale : {3.f, -1.5f, 0.75f}) {
+      ASSERT_EQ(method.run(input(scale), &y), Error::kOk);
+      EXPECT_EQ(y, expected(input(scale))) << "input scale " << scale;
+    }
+    EXPECT_EQ(backend.stats().captures, 1u);  // captured again, and replayed from then on
+    EXPECT_EQ(backend.stats().graph_replays, 3u);
+  }
+  hx::fail_next_launches(0);
+  backend.shutdown();
+}
+
+struct Interloper {
+  Loaded* method = nullptr;
+  Error error = Error::kInternal;
+  std::vector<float> y;
+};
+
+TEST(CudaBackendTest, AnotherMethodsWorkDuringACaptureRunsAndStaysOutOfTheGraph) {
+  cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+  {
+    Loaded a(backend), b(backend);
+    ASSERT_EQ(a.error(), Error::kOk);
+    ASSERT_EQ(b.error(), Error::kOk);
+    std::vector<float> y;
+    ASSERT_EQ(a.run(input(1.f), &y), Error::kOk);
+    Interloper other;
+    other.method = &b;
+    hx::set_capture_hook(
+        [](void* arg) {
+          auto* o = static_cast<Interloper*>(arg);
+          hx::set_capture_hook(nullptr, nullptr);
+          o->error = o->method->run(input(-2.f), &o->y);  // b's copies, launches and wait, mid-capture
+        },
+        &other);
+    ASSERT_EQ(a.run(input(2.f), &y), Error::kOk);  // a's capture, then its first replay
+    hx::set_capture_hook(nullptr, nullptr);
+    EXPECT_EQ(y, expected(input(2.f)));
+    EXPECT_EQ(other.error, Error::kOk);
+    EXPECT_EQ(other.y, expected(input(-2.f)));
+    ASSERT_EQ(a.run(input(0.5f), &y), Error::kOk);  // the graph holds a's work only
+    EXPECT_EQ(y, expected(input(0.5f)));
+    ASSERT_EQ(b.run(input(1.25f), &other.y), Error::kOk);
+    EXPECT_EQ(other.y, expected(input(1.25f)));
+  }
+  backend.shutdown();
+}
+
+TEST(CudaBackendTest, AMisalignedDeviceArenaFromTheApplicationIsRefused) {
+  cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+  const size_t arenas = Loaded(backend).num_arenas();
+  void* memory = nullptr;
+  ASSERT_EQ(hx::cudaMalloc(&memory, 1 << 20), hx::cudaSuccess);
+  for (uint64_t offset : {uint64_t{0}, uint64_t{16}, uint64_t{cuda::kArenaAlignment}}) {
+    std::vector<DeviceBuffer> given(arenas);
+    for (DeviceBuffer& d : given) d = DeviceBuffer{static_cast<uint8_t*>(memory) + offset, (1 << 20) - offset};
+    Loaded method(backend, given);
+    if (offset % cuda::kArenaAlignment == 0) {
+      EXPECT_EQ(method.error(), Error::kOk) << "offset " << offset;
+    } else {
+      EXPECT_NE(method.error(), Error::kOk) << "offset " << offset;  // the delegate's init: kArenaMisaligned
+    }
+  }
+  EXPECT_EQ(hx::cudaFree(memory), hx::cudaSuccess);
+  backend.shutdown();
+}
+
+// A Gemm's strides as backends/common's check_gemm writes them (A m x k,
+// or k x m with transA; B k x n, or n x k with transB).
+cuda::hostexec::MatMulArgs gemm(uint32_t m, uint32_t n, uint32_t k, bool trans_a, bool trans_b) {
+  cuda::hostexec::MatMulArgs a = {};
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  a.a_row = trans_a ? 1 : k;
+  a.a_col = trans_a ? m : 1;
+  a.b_row = trans_b ? 1 : n;
+  a.b_col = trans_b ? k : 1;
+  return a;
+}
+
+TEST(CudaBackendTest, GemmLayoutsKeepTheLeadingDimensionAtLeastTheRows) {
+  for (uint32_t m : {1u, 3u}) {
+    for (uint32_t n : {1u, 5u}) {
+      for (uint32_t k : {1u, 8u}) {
+        for (int t = 0; t < 4; ++t) {
+          const auto args = gemm(m, n, k, t & 1, t & 2);
+          const auto first = cuda::hostexec::gemm_first(args), second = cuda::hostexec::gemm_second(args);
+          EXPECT_GE(first.ld, static_cast<int64_t>(first.rows)) << "m " << m << " n " << n << " k " << k << " t " << t;
+          EXPECT_GE(second.ld, static_cast<int64_t>(second.rows))
+              << "m " << m << " n " << n << " k " << k << " t " << t;
+          EXPECT_EQ(first.rows * first.cols, uint64_t{n} * k);
+          EXPECT_EQ(second.rows * second.cols, uint64_t{m} * k);
+        }
+      }
+    }
+  }
+  // Transposed A with one column (stored k x 1): read as k x 1, ld k.
+  const auto second = cuda::hostexec::gemm_second(gemm(1, 5, 8, true, false));
+  EXPECT_EQ(second.rows, 8u);
+  EXPECT_EQ(second.cols, 1u);
+  EXPECT_EQ(second.ld, 8);
+  // Transposed B with k = 1 (stored n x 1): read as n x 1, ld n.
+  const auto first = cuda::hostexec::gemm_first(gemm(3, 5, 1, false, true));
+  EXPECT_EQ(first.rows, 5u);
+  EXPECT_EQ(first.cols, 1u);
+  EXPECT_EQ(first.ld, 5);
+  // The common case keeps its strides: A row-major m x k is k x m, ld k.
+  const auto plain = cuda::hostexec::gemm_second(gemm(3, 5, 8, false, false));
+  EXPECT_FALSE(plain.transposed);
+  EXPECT_EQ(plain.rows, 8u);
+  EXPECT_EQ(plain.cols, 3u);
+  EXPECT_EQ(plain.ld, 8);
+}
+
+}  // namespace
+}  // namespace kiln::testing
