@@ -1,54 +1,95 @@
 #!/usr/bin/env bash
-# Plan here, run there: what bench/cuda_gpu.sh needs on a GPU machine that
-# has CUDA, CMake, Ninja and PyTorch but no flatc, ONNX or protobuf (and no
-# network). Run from the repository root on a machine with kiln's planner
-# dependencies (README's Debian setup):
+# Plan and build here, run there: everything bench/cuda_gpu.sh needs on a GPU
+# machine that has an NVIDIA driver, CUDA, CMake, Ninja and PyTorch but no
+# flatc, ONNX or protobuf, no Debian packages and no network. Run from the
+# repository root on a machine with kiln's planner dependencies and nvcc
+# (README's Debian setup):
 #
 #   bench/cuda_bundle.sh [OUT]           (default bundle/cuda, git-ignored)
 #
-# MODELS=a,b picks the models (default mobilenet_v2,resnet18,encoder_block);
-# NODE_TESTS=0 leaves the node tests out. The whole bundle is about 90 MB,
-# resnet18 alone 48 MB; where what can be carried is limited (64 MiB), make
-# two and run cuda_gpu.sh on each:
-#   MODELS=mobilenet_v2,encoder_block bench/cuda_bundle.sh bundle/cuda       (about 40 MB)
-#   MODELS=resnet18 NODE_TESTS=0 bench/cuda_bundle.sh bundle/cuda-resnet18   (about 48 MB)
-#
-# OUT then holds:
-#   schema/kiln/schema/  program, delegate and selftest _generated.h with the
-#                        .fbs they came from (the GPU build checks that they
-#                        equal its tree's: KILN_SCHEMA_GENERATED_DIR)
-#   include/flatbuffers/ the flatbuffers headers (KILN_FLATBUFFERS_INCLUDE_DIR)
-#   node/<test>/         every ONNX node test kiln passes, planned for
-#                        --target cuda:0,cpu (run here under the host
-#                        execution model), with inputs and ONNX's expected
-#                        outputs (kiln_onnx_node_tests --export)
+# OUT then holds (and OUT.tar.gz, the same packed: what is carried):
+#   bin/kiln-runner      the runtime, the CUDA backend's GPU build for sm_90
+#                        only (KILN_CUDA_ARCHITECTURES=90-real; cudart static,
+#                        cuBLASLt from the GPU machine's toolkit), its host
+#                        execution model and the Vulkan backend; stripped,
+#                        libstdc++ linked statically
+#   bin/cuda_bandwidth   bench/cuda_bandwidth.cu for sm_90
+#   lib/libvulkan.so.1   the Vulkan loader (libvulkan1), for GPU machines
+#                        with NVIDIA's Vulkan driver but no loader
+#   schema/, include/    the generated schema headers and the flatbuffers
+#                        headers, to build kiln-runner there when the carried
+#                        one cannot start (bench/cuda_gpu.sh does it then)
+#   node/<test>/         the ONNX node tests that run at least one kernel on
+#                        the device, planned for --target cuda:0,cpu (checked
+#                        here under the host execution model), with inputs
+#                        and ONNX's expected outputs
+#   node_vulkan/<test>/  the same for --target vulkan:0,cpu (checked here on
+#                        lavapipe where it is installed)
 #   models/<name>/       mobilenet_v2, resnet18 and a transformer encoder
-#                        block planned for cuda:0,cpu, their input, kiln's
-#                        CPU output as expected and PyTorch's
-#                        (bench/cuda_models.py bundle)
-#   MANIFEST             the commit and the counts
+#                        block planned for cuda:0,cpu (and encoder_block for
+#                        vulkan:0,cpu too), their input, kiln's CPU output
+#                        and PyTorch's (bench/cuda_models.py bundle)
+#   gemm/                two GEMM chains of 4096 x 4096 for TFLOP/s
+#   MANIFEST             the commit, the CUDA version the runner needs, counts
 #
-# Carry OUT to the GPU machine with the same commit of the repository, and
-# run bench/cuda_gpu.sh OUT there. The planner is built in build/cuda-bundle
-# (KILN_BUNDLE_BUILD to use another build with kiln and kiln_onnx_node_tests).
+# MODELS=a,b picks the models (default mobilenet_v2,resnet18,encoder_block),
+# VULKAN_MODELS those also planned for Vulkan (default encoder_block),
+# GEMM=N the GEMM size (0: none), NODE_TESTS=0 leaves the node tests out,
+# VULKAN=0 the Vulkan node tests (a build without KILN_WITH_VULKAN).
+# KILN_RUNNER=PATH carries that kiln-runner instead of building one (the
+# dry run's test does, with the release tree's). The bundle must stay under
+# KILN_BUNDLE_LIMIT_MB (default 60) packed: the check fails otherwise.
+# The planner comes from KILN_BUNDLE_BUILD (default build/release, which must
+# hold kiln and kiln_onnx_node_tests); the runner is built in
+# KILN_RUNNER_BUILD (default build/cuda-runner; delete it when done).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 out=${1:-bundle/cuda}
-build=${KILN_BUNDLE_BUILD:-build/cuda-bundle}
+build=${KILN_BUNDLE_BUILD:-build/release}
+runner_build=${KILN_RUNNER_BUILD:-build/cuda-runner}
+nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+limit_mb=${KILN_BUNDLE_LIMIT_MB:-60}
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
-
-log "planner ($build)"
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=OFF -DKILN_WITH_VULKAN=OFF
-fi
-cmake --build "$build" --target kiln kiln_onnx_node_tests
-# The Python with numpy, onnx and torch that the build's tests use.
-py=${PYTHON:-$(sed -n 's/^KILN_PYTHON:FILEPATH=//p' "$build/CMakeCache.txt")}
+py=${PYTHON:-$(sed -n 's/^KILN_PYTHON:FILEPATH=//p' "$build/CMakeCache.txt" 2>/dev/null || true)}
 py=${py:-python3}
+for tool in "$build/bin/kiln" "$build/tests/kiln_onnx_node_tests"; do
+  [ -x "$tool" ] || { echo "missing $tool: build $build first (cmake --build --preset release)" >&2; exit 2; }
+done
 
-rm -rf "$out"
-mkdir -p "$out/schema/kiln/schema" "$out/include"
+rm -rf "$out" "$out.tar.gz"
+mkdir -p "$out/bin" "$out/lib" "$out/schema/kiln/schema" "$out/include"
+
+if [ -n "${KILN_RUNNER:-}" ]; then
+  log "kiln-runner: $KILN_RUNNER (given)"
+  cp "$KILN_RUNNER" "$out/bin/kiln-runner"
+else
+  log "kiln-runner for sm_90 ($runner_build: runtime, CUDA and Vulkan backends; no planner)"
+  cmake -S . -B "$runner_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_PLANNER=OFF \
+    -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_RUNNER=ON -DKILN_WITH_CUDA=ON -DKILN_WITH_VULKAN=ON \
+    -DKILN_CUDA_ARCHITECTURES=90-real -DCMAKE_CUDA_COMPILER="$nvcc" \
+    -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" \
+    -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+  cmake --build "$runner_build" --target kiln_runner
+  cp "$runner_build/bin/kiln-runner" "$out/bin/kiln-runner"
+fi
+strip "$out/bin/kiln-runner"
+
+log "cuda_bandwidth for sm_90"
+$(command -v ccache || true) "$nvcc" -O3 -std=c++17 -arch=sm_90 -I. -Ibackends/cuda/runtime/src -Ibackends/cuda/runtime/include \
+  -Iruntime/include -Ischema/include -I"$build/schema/include" -Iplatform/include -Ibackends/common/include \
+  bench/cuda_bandwidth.cu -o "$out/bin/cuda_bandwidth"
+strip "$out/bin/cuda_bandwidth"
+
+log "the Vulkan loader (libvulkan1)"
+loader=$(ldconfig -p | sed -n 's/.*libvulkan\.so\.1 (libc6,x86-64) => //p' | head -1)
+if [ -n "$loader" ]; then
+  cp -L "$loader" "$out/lib/libvulkan.so.1"
+else
+  (cd "$out/lib" && apt-get download libvulkan1 >/dev/null && dpkg -x libvulkan1_*.deb unpacked &&
+    cp -L unpacked/usr/lib/*/libvulkan.so.1 . && rm -rf unpacked libvulkan1_*.deb)
+fi
+
 log "schema headers and flatbuffers headers"
 for fbs in program delegate selftest; do
   cp "$build/schema/include/kiln/schema/${fbs}_generated.h" "$out/schema/kiln/schema/"
@@ -57,22 +98,52 @@ done
 flatbuffers=$(sed -n 's/^KILN_FLATBUFFERS_INCLUDE_DIR:PATH=//p' "$build/CMakeCache.txt")
 cp -r "${flatbuffers:-/usr/include}/flatbuffers" "$out/include/"
 
+# Keeps only the exported cases whose program delegates to `backend`.
+keep_delegated() {
+  local dir=$1 backend=$2 kept=0 dropped=0
+  for case in "$dir"/*/; do
+    if grep -qa "$backend" "$case/program.kiln"; then kept=$((kept + 1)); else rm -rf "$case"; dropped=$((dropped + 1)); fi
+  done
+  echo "$dir: $kept cases delegate to $backend ($dropped CPU-only cases left out)"
+}
+
 if [ "${NODE_TESTS:-1}" != 0 ]; then
   log "ONNX node tests for --target cuda:0,cpu (planned and checked here under the host execution model)"
-  KILN_CUDA_EXECUTION=host "$build/tests/kiln_onnx_node_tests" --target cuda:0,cpu --export "$out/node" | tail -4
+  KILN_CUDA_EXECUTION=host "$build/tests/kiln_onnx_node_tests" --target cuda:0,cpu --export "$out/node" | tail -1
+  keep_delegated "$out/node" cuda
+  if [ "${VULKAN:-1}" != 0 ]; then
+    log "ONNX node tests for --target vulkan:0,cpu"
+    lavapipe=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -1 || true)
+    VK_ICD_FILENAMES=${lavapipe:-${VK_ICD_FILENAMES:-}} "$build/tests/kiln_onnx_node_tests" --target vulkan:0,cpu \
+      --export "$out/node_vulkan" | tail -1
+    keep_delegated "$out/node_vulkan" vulkan
+  fi
 fi
 
-models=${MODELS:-mobilenet_v2,resnet18,encoder_block}
-if [ -n "$models" ]; then
-  log "models: $models"
-  "$py" bench/cuda_models.py bundle --kiln "$build/bin/kiln" --out "$out/models" --models "$models"
+models=${MODELS-mobilenet_v2,resnet18,encoder_block}
+gemm=${GEMM-4096}
+if [ -n "$models" ] || [ "$gemm" != 0 ]; then
+  log "models: ${models:-none}; GEMM ${gemm}"
+  "$py" bench/cuda_models.py bundle --kiln "$build/bin/kiln" --out "$out/models" --models "$models" \
+    --vulkan-models "${VULKAN_MODELS-encoder_block}" --gemm "$gemm"
 fi
 
+cuda_version=$("$nvcc" --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p')
 {
   echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "made $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m)"
+  echo "cuda $cuda_version"
+  echo "runner ${KILN_RUNNER:-built for sm_90}"
   echo "node cases $(find "$out" -path "$out/node/*/program.kiln" | wc -l)"
+  echo "vulkan node cases $(find "$out" -path "$out/node_vulkan/*/program.kiln" | wc -l)"
   echo "models ${models:-none}"
-} > "$out/MANIFEST"
+  echo "gemm $gemm"
+} >"$out/MANIFEST"
 cat "$out/MANIFEST"
-du -sh "$out"
+tar -C "$out" -czf "$out.tar.gz" .
+packed=$(stat -c %s "$out.tar.gz")
+echo "bundle: $(du -sh "$out" | cut -f1) unpacked, $((packed / 1048576)) MiB packed ($out.tar.gz; limit $limit_mb MiB)"
+if [ "$packed" -gt $((limit_mb * 1048576)) ]; then
+  echo "the packed bundle is over $limit_mb MiB: carry fewer models (MODELS=...) or make two bundles" >&2
+  exit 1
+fi

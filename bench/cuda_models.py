@@ -24,8 +24,19 @@
           output) from kiln CPU. --models defaults to every model the
           bundle holds.
 
-usage: cuda_models.py bundle --kiln PATH --out DIR [--models a,b] [--keep]
+  gemm    (on the GPU machine) one N x N x N GEMM's TFLOP/s through kiln
+          (cuBLASLt), from two programs of the bundle (X times itself once,
+          and 9 times: their latency difference is 8 GEMMs, the copies
+          cancelling), beside torch.matmul in FP32 and TF32.
+  Weights are rounded to BF16 values (model_and_input). Each PyTorch
+  column may fail alone (nan, the reason on stderr), and a model kiln-runner
+  fails on is a row marked failed: the other rows stay. --load-only (the dry
+  run) loads and binds each program only.
+
+usage: cuda_models.py bundle --kiln PATH --out DIR [--models a,b] [--vulkan-models a] [--gemm N] [--keep]
        cuda_models.py run --runner PATH --bundle DIR [--runs 50] [--workdir DIR] [--models a,b] [--no-torch]
+                          [--tolerance 1e-4] [--program program_vulkan.kiln --device vulkan:0] [--load-only]
+       cuda_models.py gemm --runner PATH --bundle DIR [--runs 10] [--workdir DIR] [--no-torch]
 """
 import argparse
 import json
@@ -43,12 +54,19 @@ DEFAULT_MODELS = "mobilenet_v2,resnet18,encoder_block"
 
 
 def model_and_input(name):
+    """The model (random weights, fixed seed) and its input. Weights are
+    rounded to BF16's values (still FP32): a bundle's programs then compress
+    to about half (what is carried to a GPU machine is limited), and FP16/BF16
+    runs start from the same weights exactly."""
     import torch
     sys.path.insert(0, os.path.join(HERE, "models"))
     from bench_models import MODELS  # noqa: E402
     entry = MODELS[name]
     torch.manual_seed(1234)
     model = entry[0]().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).float())
     return model, torch.randn(*entry[1])
 
 
@@ -58,7 +76,7 @@ def rel(a, b):
 
 def bundle(args):
     os.makedirs(args.out, exist_ok=True)
-    for name in args.models.split(","):
+    for name in filter(None, args.models.split(",")):
         case = os.path.join(args.out, name)
         os.makedirs(case, exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
@@ -76,8 +94,10 @@ def bundle_one(args, name, case, work):
     np.save(os.path.join(work, "input.npy"), x_np)
     x_np.tofile(os.path.join(case, "input_0.bin"))
     y.tofile(os.path.join(case, "torch_0.bin"))
-    for target, program in (("cuda:0,cpu", os.path.join(case, "program.kiln")),
-                            ("cpu", os.path.join(work, "cpu.kiln"))):
+    targets = [("cuda:0,cpu", os.path.join(case, "program.kiln")), ("cpu", os.path.join(work, "cpu.kiln"))]
+    if name in args.vulkan_models.split(","):
+        targets.append(("vulkan:0,cpu", os.path.join(case, "program_vulkan.kiln")))
+    for target, program in targets:
         subprocess.run([args.kiln, "plan", onnx_path, "-o", program, "--target", target],
                        check=True, stdout=subprocess.DEVNULL)
     subprocess.run([args.kiln, "run", os.path.join(work, "cpu.kiln"), "--input", os.path.join(work, "input.npy"),
@@ -91,11 +111,12 @@ def bundle_one(args, name, case, work):
           f"planned into {case}")
 
 
-def runner_ms(runner, case, out_dir, runs):
+def runner_ms(runner, case, out_dir, runs, program="program.kiln", inputs=("input_0.bin",)):
     os.makedirs(out_dir, exist_ok=True)
-    out = subprocess.run([runner, "run", os.path.join(case, "program.kiln"), "--input",
-                          os.path.join(case, "input_0.bin"), "--output-dir", out_dir, "--runs", str(runs)],
-                         check=True, capture_output=True, text=True)
+    command = [runner, "run", os.path.join(case, program), "--output-dir", out_dir, "--runs", str(runs)]
+    for i in inputs:
+        command += ["--input", os.path.join(case, i)]
+    out = subprocess.run(command, check=True, capture_output=True, text=True)
     sys.stderr.write(out.stderr)
     return float(re.search(r"median ([0-9.]+) ms", out.stdout).group(1)), np.fromfile(
         os.path.join(out_dir, "output_0.bin"), dtype=np.float32)
@@ -147,11 +168,28 @@ def torch_columns(name, runs):
     return torch_column("torch eager", name, eager), torch_column("torch.compile", name, compiled)
 
 
+def load_only(args, name):
+    """The dry run's row: the program loads and binds (kiln-runner run --runs 0) and the bundle's expected
+    outputs have the output's size; nothing runs (under the host execution model a model takes minutes)."""
+    case = os.path.join(args.bundle, name)
+    with open(os.path.join(case, "meta.json")) as f:
+        elements = int(np.prod(json.load(f)["output_shape"]))
+    sizes = [os.path.getsize(os.path.join(case, f)) // 4 for f in ("expected_0.bin", "torch_0.bin")]
+    out = subprocess.run([args.runner, "run", os.path.join(case, args.program), "--input",
+                          os.path.join(case, "input_0.bin"), "--runs", "0"], capture_output=True, text=True)
+    ok = out.returncode == 0 and sizes == [elements, elements]
+    if not ok:
+        print(f"  {name}: {out.stderr.strip()[-2000:]} (expected outputs {sizes}, output {elements})", file=sys.stderr)
+    print(f"| {name} | {'loads and binds' if ok else 'FAILED'} | {elements} outputs expected | - | - | - | - |",
+          flush=True)
+    return ok
+
+
 def kiln_row(args, name):
     """kiln's latency and errors for one model, or None (the reason on stderr) when kiln-runner fails."""
     case = os.path.join(args.bundle, name)
     try:
-        ms, y = runner_ms(args.runner, case, os.path.join(args.workdir, name), args.runs)
+        ms, y = runner_ms(args.runner, case, os.path.join(args.workdir, name), args.runs, args.program)
     except (subprocess.CalledProcessError, AttributeError, OSError) as e:
         detail = getattr(e, "stderr", None) or getattr(e, "stdout", None) or str(e)
         print(f"  {name}: kiln-runner failed: {str(detail).strip()[-2000:]}", file=sys.stderr, flush=True)
@@ -164,12 +202,15 @@ def kiln_row(args, name):
 def run(args):
     """One table row per model, printed as soon as it is measured (a run cut short keeps what it has)."""
     names = args.models.split(",") if args.models else sorted(
-        d for d in os.listdir(args.bundle) if os.path.exists(os.path.join(args.bundle, d, "program.kiln")))
-    print(f"| model | kiln cuda:0 ms | vs kiln CPU (rel, bound {args.tolerance:.0e}) | vs PyTorch (rel) | "
+        d for d in os.listdir(args.bundle) if os.path.exists(os.path.join(args.bundle, d, args.program)))
+    print(f"| model | kiln {args.device} ms | vs kiln CPU (rel, bound {args.tolerance:.0e}) | vs PyTorch (rel) | "
           "torch eager ms | torch.compile reduce-overhead ms | kiln / compile |")
     print("|---|---|---|---|---|---|---|", flush=True)
     bad = []
     for name in names:
+        if args.load_only:
+            bad += [] if load_only(args, name) else [name]
+            continue
         kiln = kiln_row(args, name)
         eager = graphs = float("nan")
         if not args.no_torch:
@@ -188,6 +229,68 @@ def run(args):
     return 1 if bad else 0
 
 
+GEMM_CHAIN = 9
+
+
+def gemm_bundle(out, kiln, n):
+    """Two programs for cuda:0,cpu: X (N x N, an input) multiplied by itself
+    once, and GEMM_CHAIN times (Y = Y X): the difference of their latencies
+    is GEMM_CHAIN - 1 GEMMs on the device, the copies in and out cancelling.
+    No constants: the input is made where it runs."""
+    import onnx
+    from onnx import TensorProto, helper
+    os.makedirs(out, exist_ok=True)
+    for chain in (1, GEMM_CHAIN):
+        nodes, y = [], "x"
+        for i in range(chain):
+            nodes.append(helper.make_node("MatMul", [y, "x"], [f"y{i}"]))
+            y = f"y{i}"
+        graph = helper.make_graph(nodes, f"gemm_chain_{chain}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
+                                  [helper.make_tensor_value_info(y, TensorProto.FLOAT, [n, n])])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "gemm.onnx")
+            onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+            subprocess.run([kiln, "plan", path, "-o", os.path.join(out, f"chain_{chain}.kiln"), "--target", "cuda:0,cpu"],
+                           check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "meta.json"), "w") as f:
+        json.dump({"n": n, "chain": GEMM_CHAIN}, f)
+    print(f"gemm: chains of 1 and {GEMM_CHAIN} GEMMs of {n} x {n} planned into {out}")
+
+
+def gemm_run(args):
+    """kiln's GEMM TFLOP/s (FP32) from the two chains, beside torch.matmul in FP32 and TF32 on the same GPU."""
+    with open(os.path.join(args.bundle, "meta.json")) as f:
+        meta = json.load(f)
+    n, chain = meta["n"], meta["chain"]
+    os.makedirs(args.workdir, exist_ok=True)
+    rng = np.random.default_rng(7)
+    (rng.standard_normal((n, n), dtype=np.float32) / np.sqrt(n)).astype(np.float32).tofile(
+        os.path.join(args.workdir, "x.bin"))
+    ms = {}
+    for c in (1, chain):
+        ms[c], _ = runner_ms(args.runner, args.bundle, os.path.join(args.workdir, f"out_{c}"), args.runs,
+                             f"chain_{c}.kiln", (os.path.join(os.path.abspath(args.workdir), "x.bin"),))
+    flop = 2.0 * n ** 3 * (chain - 1)
+    per = max(ms[chain] - ms[1], 1e-9)
+    print(f"| GEMM {n}x{n}x{n} | TFLOP/s | how |")
+    print("|---|---|---|")
+    print(f"| kiln cuda:0 FP32 | {flop / per / 1e9:.1f} | chains of {chain} and 1: {ms[chain]:.3f} - {ms[1]:.3f} ms |",
+          flush=True)
+    if not args.no_torch:
+        for label, tf32 in (("torch.matmul FP32", False), ("torch.matmul TF32", True)):
+            print(f"| {label} | {torch_column(label, 'gemm', lambda: torch_tflops(n, tf32)):.1f} | 20 calls |",
+                  flush=True)
+    return 0
+
+
+def torch_tflops(n, tf32):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    x = torch.randn(n, n, device="cuda") / n ** 0.5
+    ms = torch_ms(lambda v: torch.matmul(v, v), x, 20)
+    return 2.0 * n ** 3 / ms / 1e9
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -195,6 +298,8 @@ def main():
     b.add_argument("--kiln", required=True)
     b.add_argument("--out", required=True)
     b.add_argument("--models", default=DEFAULT_MODELS)
+    b.add_argument("--vulkan-models", default="", help="models also planned for vulkan:0,cpu (program_vulkan.kiln)")
+    b.add_argument("--gemm", type=int, default=0, help="N: also the GEMM chains of N x N (gemm/)")
     b.add_argument("--keep", action="store_true", help="keep model.onnx, input.npy and cpu.kiln in the case folder")
     r = sub.add_parser("run")
     r.add_argument("--runner", required=True)
@@ -205,10 +310,23 @@ def main():
     r.add_argument("--no-torch", action="store_true")
     r.add_argument("--tolerance", type=float, default=1e-4,
                    help="largest error relative to kiln on the CPU (1e-4: FP32)")
+    r.add_argument("--load-only", action="store_true", help="load and bind each program only (a dry run)")
+    r.add_argument("--program", default="program.kiln", help="program_vulkan.kiln: the Vulkan programs")
+    r.add_argument("--device", default="cuda:0", help="the device named in the table")
+    g = sub.add_parser("gemm")
+    g.add_argument("--runner", required=True)
+    g.add_argument("--bundle", required=True, help="the gemm folder of a bundle")
+    g.add_argument("--runs", type=int, default=10)
+    g.add_argument("--workdir", default="build/cuda_gemm")
+    g.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
     if args.command == "bundle":
         bundle(args)
+        if args.gemm:
+            gemm_bundle(os.path.join(os.path.dirname(os.path.abspath(args.out)), "gemm"), args.kiln, args.gemm)
         return 0
+    if args.command == "gemm":
+        return gemm_run(args)
     return run(args)
 
 

@@ -34,7 +34,9 @@
 // reference GEMM kernel). KILN_CUDA_WORKSPACE_MB and KILN_CUDA_GRAPHS=0 as
 // for `kiln run`. What the backend did (delegate calls launched directly,
 // replayed from CUDA graphs, Gemm on cuBLASLt or the reference kernel) is
-// printed to stderr at exit.
+// printed to stderr at exit. Built with the Vulkan backend
+// (KILN_WITH_VULKAN), programs planned for vulkan:N run on the Vulkan
+// loader's devices (KILN_VULKAN_VALIDATION=1 turns the validation layer on).
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -54,6 +56,9 @@
 #include "kiln/kernels/float16.h"
 #include "kiln/kernels/isa.h"
 #include "kiln/runtime/program.h"
+#if KILN_RUNNER_VULKAN
+#include "kiln/backends/vulkan/vulkan_backend.h"
+#endif
 
 #if KILN_RUNNER_CUDA_GPU || KILN_RUNNER_CUDA_HOSTEXEC
 #include "kiln/backends/cuda/cuda_backend.h"
@@ -446,11 +451,12 @@ int cmd_run(int argc, char** argv) {
   return 0;
 }
 
-#if KILN_RUNNER_CUDA
 bool env_is(const char* name, const char* value) {
   const char* v = std::getenv(name);
   return v != nullptr && std::strcmp(v, value) == 0;
 }
+
+#if KILN_RUNNER_CUDA
 
 // The CUDA backend's flavour in use: 'h' (host execution model) or 'g'.
 char g_cuda_flavor = 0;
@@ -517,10 +523,22 @@ bool register_cuda() { return true; }
 int report_cuda(int status) { return status; }
 #endif
 
+#if KILN_RUNNER_VULKAN
+// Opened only when a program needs a vulkan:N device.
+bool register_vulkan() {
+  kiln::backends::vulkan::VulkanOptions options;
+  options.validation = env_is("KILN_VULKAN_VALIDATION", "1");
+  static kiln::backends::vulkan::VulkanBackend backend(options);
+  return kiln::backends::vulkan::register_vulkan_backend(kiln::global_backend_registry(), &backend) == kiln::Error::kOk;
+}
+#else
+bool register_vulkan() { return true; }
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (kiln::register_cpu_kernels() != kiln::Error::kOk || !register_cuda()) {
+  if (kiln::register_cpu_kernels() != kiln::Error::kOk || !register_cuda() || !register_vulkan()) {
     std::fprintf(stderr, "kiln-runner: kernel or backend registration failed\n");
     return 1;
   }

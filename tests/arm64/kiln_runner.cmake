@@ -28,3 +28,9 @@ foreach(flavor hostexec gpu)
     target_compile_definitions(kiln_runner PRIVATE KILN_RUNNER_CUDA_${upper}=1)
   endif()
 endforeach()
+# The Vulkan backend where built (KILN_WITH_VULKAN): programs planned for
+# vulkan:N run too (bench/cuda_gpu.sh runs them on the GPU beside CUDA).
+if(TARGET kiln_vulkan)
+  target_link_libraries(kiln_runner PRIVATE kiln_vulkan)
+  target_compile_definitions(kiln_runner PRIVATE KILN_RUNNER_VULKAN=1)
+endif()

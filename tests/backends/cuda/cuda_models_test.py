@@ -55,7 +55,7 @@ def main():
             y.tofile(os.path.join(bundle, name, "expected_0.bin"))
             y.tofile(os.path.join(bundle, name, "torch_0.bin"))
 
-        def runner_ms(runner, case, out_dir, runs):
+        def runner_ms(runner, case, out_dir, runs, program="program.kiln"):
             if case.endswith("c"):
                 raise subprocess.CalledProcessError(1, runner, output="", stderr="cuda: device lost")
             return 2.0, y
@@ -63,7 +63,8 @@ def main():
         cuda_models.runner_ms = runner_ms
         cuda_models.model_and_input = lambda name: (Model(name), Model("x"))
         args = types.SimpleNamespace(bundle=bundle, models="", runner="kiln-runner", runs=3,
-                                     workdir=os.path.join(bundle, "work"), no_torch=False, tolerance=1e-4)
+                                     workdir=os.path.join(bundle, "work"), no_torch=False, tolerance=1e-4,
+                                     program="program.kiln", device="cuda:0", load_only=False)
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             status = cuda_models.run(args)
