@@ -27,7 +27,8 @@
   gemm    (on the GPU machine) one N x N x N GEMM's TFLOP/s through kiln
           (cuBLASLt), from two programs of the bundle (X times itself once,
           and 9 times: their latency difference is 8 GEMMs, the copies
-          cancelling), beside torch.matmul in FP32 and TF32.
+          cancelling), planned with --precision fp32 and tf32, beside
+          torch.matmul in FP32 and TF32.
   Weights are rounded to BF16 values (model_and_input). Each PyTorch
   column may fail alone (nan, the reason on stderr), and a model kiln-runner
   fails on is a row marked failed: the other rows stay. --load-only (the dry
@@ -230,6 +231,7 @@ def run(args):
 
 
 GEMM_CHAIN = 9
+GEMM_PRECISIONS = ("fp32", "tf32")
 
 
 def gemm_bundle(out, kiln, n):
@@ -250,8 +252,10 @@ def gemm_bundle(out, kiln, n):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "gemm.onnx")
             onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-            subprocess.run([kiln, "plan", path, "-o", os.path.join(out, f"chain_{chain}.kiln"), "--target", "cuda:0,cpu"],
-                           check=True, stdout=subprocess.DEVNULL)
+            for precision in GEMM_PRECISIONS:
+                subprocess.run([kiln, "plan", path, "-o", os.path.join(out, f"chain_{chain}_{precision}.kiln"),
+                                "--target", "cuda:0,cpu", "--precision", precision], check=True,
+                               stdout=subprocess.DEVNULL)
     with open(os.path.join(out, "meta.json"), "w") as f:
         json.dump({"n": n, "chain": GEMM_CHAIN}, f)
     print(f"gemm: chains of 1 and {GEMM_CHAIN} GEMMs of {n} x {n} planned into {out}")
@@ -266,16 +270,19 @@ def gemm_run(args):
     rng = np.random.default_rng(7)
     (rng.standard_normal((n, n), dtype=np.float32) / np.sqrt(n)).astype(np.float32).tofile(
         os.path.join(args.workdir, "x.bin"))
-    ms = {}
-    for c in (1, chain):
-        ms[c], _ = runner_ms(args.runner, args.bundle, os.path.join(args.workdir, f"out_{c}"), args.runs,
-                             f"chain_{c}.kiln", (os.path.join(os.path.abspath(args.workdir), "x.bin"),))
-    flop = 2.0 * n ** 3 * (chain - 1)
-    per = max(ms[chain] - ms[1], 1e-9)
     print(f"| GEMM {n}x{n}x{n} | TFLOP/s | how |")
-    print("|---|---|---|")
-    print(f"| kiln cuda:0 FP32 | {flop / per / 1e9:.1f} | chains of {chain} and 1: {ms[chain]:.3f} - {ms[1]:.3f} ms |",
-          flush=True)
+    print("|---|---|---|", flush=True)
+    flop = 2.0 * n ** 3 * (chain - 1)
+    for precision in GEMM_PRECISIONS:
+        def kiln_tflops():
+            ms = {c: runner_ms(args.runner, args.bundle, os.path.join(args.workdir, f"out_{c}"), args.runs,
+                               f"chain_{c}_{precision}.kiln", (os.path.join(os.path.abspath(args.workdir), "x.bin"),))[0]
+                  for c in (1, chain)}
+            print(f"  kiln {precision}: chains of {chain} and 1: {ms[chain]:.3f} - {ms[1]:.3f} ms", file=sys.stderr)
+            return flop / max(ms[chain] - ms[1], 1e-9) / 1e9
+        label = f"kiln cuda:0 {precision.upper()}"
+        print(f"| {label} | {torch_column(label, 'gemm', kiln_tflops):.1f} | {chain} GEMMs less 1, copies cancel |",
+              flush=True)
     if not args.no_torch:
         for label, tf32 in (("torch.matmul FP32", False), ("torch.matmul TF32", True)):
             print(f"| {label} | {torch_column(label, 'gemm', lambda: torch_tflops(n, tf32)):.1f} | 20 calls |",

@@ -53,6 +53,8 @@ Lowered lower_stage(Graph graph, const PlanOptions& options) {
   if (options.fuse) result.fuse.batch_norms_folded = fold_batch_norms(graph);
   PartitionOptions partition_options;
   partition_options.targets = parse_targets(options.targets, options.device_counts);
+  check_precision(options.precision, partition_options.targets);
+  result.precision = options.precision;
   partition_options.placements = options.placements;
   partition_options.device_io = options.device_io;
   DevicePlan devices = partition(graph, partition_options);
@@ -106,6 +108,7 @@ void plan_memory_and_emit(Lowered& lowered, const PlanOptions& options) {
   if (!lowered.baseline) saving.without = saving.with;
   EmitOptions emit;
   emit.names = options.names;
+  emit.precision = options.precision;
   result.bytes = emit_program(result.program, emit);
   const auto errors = verify_program(result.bytes);
   if (!errors.empty()) {

@@ -65,6 +65,10 @@ struct PlanOptions {
   std::string method_name = "forward";
   // Devices in order of preference ("vulkan:0,cpu"); see targets/target.h.
   std::string targets = "cpu";
+  // Arithmetic of device delegates: "fp32" (default), "tf32" (TF32 tensor
+  // cores on FP32 storage), "fp16", "bf16"; a device backend that cannot
+  // refuses the plan, the CPU ignores it (check_precision).
+  std::string precision = "fp32";
   std::map<std::string, int> device_counts;
   // Node name -> device it must run on.
   std::map<std::string, std::string> placements;
@@ -103,9 +107,10 @@ struct InplaceSaving {
 };
 
 struct PlanResult {
-  Graph graph;        // after folding and dead-node removal
-  LProgram program;   // lowered and planned
-  std::string bytes;  // the .kiln file
+  std::string precision = "fp32";  // PlanOptions::precision, for the report
+  Graph graph;                     // after folding and dead-node removal
+  LProgram program;                // lowered and planned
+  std::string bytes;               // the .kiln file
   InplaceStats inplace;
   FuseStats fuse;
   int round_trips_removed = 0;

@@ -31,6 +31,18 @@ std::string fused_activation_suffix(const fb::KernelCall* call) {
 
 std::string device_str(const fb::Device* d) { return d == nullptr ? "cpu:0" : planner::device_str(*d); }
 
+// A delegate's compile spec "precision" (kiln plan --precision), "fp32" where absent.
+std::string delegate_precision(const fb::Delegate& delegate) {
+  if (delegate.compile_specs() != nullptr) {
+    for (const fb::CompileSpec* spec : *delegate.compile_specs()) {
+      if (spec->key() != nullptr && spec->key()->str() == "precision" && spec->value() != nullptr) {
+        return std::string(spec->value()->begin(), spec->value()->end());
+      }
+    }
+  }
+  return "fp32";
+}
+
 std::string name_of(const fb::Tensor& t) { return t.name() != nullptr ? t.name()->str() : ""; }
 
 std::vector<int64_t> shape_of(const fb::Tensor& t) {
@@ -205,8 +217,8 @@ void print_delegates(const fb::Method& m) {
     if (const fb::DelegateGraph* graph = inline_delegate_graph(delegate)) {
       for (const fb::KernelCall* k : *graph->kernels()) kernels += (kernels.empty() ? "" : " ") + op_name(*graph, *k);
     }
-    std::printf("    #%u %s on %s, blob %s bytes %s, state %s bytes: %s\n", d, delegate.backend()->c_str(),
-                device_str(delegate.device()).c_str(),
+    std::printf("    #%u %s on %s, %s, blob %s bytes %s, state %s bytes: %s\n", d, delegate.backend()->c_str(),
+                device_str(delegate.device()).c_str(), delegate_precision(delegate).c_str(),
                 group_digits(delegate.inline_blob() ? delegate.inline_blob()->size() : 0).c_str(),
                 delegate.segment() >= 0 ? "(in segment)" : "(inline)", group_digits(delegate.state_bytes()).c_str(),
                 kernels.c_str());
@@ -322,6 +334,7 @@ void json_delegates(JsonWriter& j, const fb::Method& m) {
       const fb::Delegate& delegate = *m.delegates()->Get(d);
       j.begin_object().field("id", d).field("backend", delegate.backend()->str());
       j.field("device", device_str(delegate.device())).field("state_bytes", delegate.state_bytes());
+      j.field("precision", delegate_precision(delegate));
       j.key("kernels").begin_array();
       if (const fb::DelegateGraph* graph = inline_delegate_graph(delegate)) {
         for (const fb::KernelCall* k : *graph->kernels()) {

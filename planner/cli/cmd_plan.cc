@@ -61,6 +61,9 @@ constexpr const char* kHelp =
     "  --device-count NAME=N      how many devices of a backend the target machine has\n"
     "  --place NODE=DEVICE        run a node on a given device of the target list\n"
     "  --device-io                keep method inputs and outputs on the device that reads or writes them\n"
+    "  --precision P              arithmetic of device delegates: fp32 (default), tf32 (cuda: TF32 tensor\n"
+    "                             cores on FP32 storage), fp16, bf16; a device backend that cannot run it\n"
+    "                             refuses the plan, the CPU ignores it\n"
     "  --ranks N                  ranks running the program together: the group AllReduce nodes\n"
     "                             of the model reduce over (default 1)\n"
     "  --tensor-parallel N        split MatMul/Gemm pairs and attention heads across N ranks, with an\n"
@@ -70,6 +73,15 @@ constexpr const char* kHelp =
     "                             the program runs on it here and OUT.kiln.test keeps the inputs and\n"
     "                             outputs, for `kiln run --self-test` or run_self_test() on a device\n"
     "  --test-tolerance X         the self-test's relative tolerance per output (default 1e-4)\n";
+
+// --precision: checked against the targets when planning (check_precision).
+void parse_precision_option(const Args& args, PlanOptions& options) {
+  options.precision = args.get("--precision", "fp32");
+  if (options.precision != "fp32" && options.precision != "tf32" && options.precision != "fp16" &&
+      options.precision != "bf16") {
+    throw UsageError{"--precision must be fp32, tf32, fp16 or bf16"};
+  }
+}
 
 void print_io_quantization(const char* what, const LTensor& t) {
   if (!t.quantized) return;
@@ -343,6 +355,7 @@ PlanOptions parse_plan_options(const Args& args) {
   options.quantized_io = args.has("--quantized-io");
   parse_rank_options(args, options);
   parse_device_options(args, options);
+  parse_precision_option(args, options);
   if (args.has("--no-inplace") && args.has("--inplace-ops")) {
     throw UsageError{"--no-inplace and --inplace-ops exclude each other"};
   }
@@ -389,7 +402,7 @@ const std::vector<OptionSpec>& plan_option_specs() {
       {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
       {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
       {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
-      {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
+      {"--precision", true}, {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
       {"--tensor-parallel", true}, {"--bundle-test", true}, {"--test-tolerance", true},
       {"--help", false}};
   // clang-format on

@@ -363,6 +363,14 @@ std::unique_ptr<fb::MethodT> emit_method(const LMethod& named, const EmitOptions
   for (int t : method.outputs) m->outputs.push_back(static_cast<uint32_t>(t));
   for (const LInstruction& ins : method.init_instructions) m->init_instructions.push_back(copy_instruction(ins));
   emit_instructions(method, *m);
+  if (options.precision != "fp32") {
+    for (auto& delegate : m->delegates) {
+      auto spec = std::make_unique<fb::CompileSpecT>();
+      spec->key = "precision";
+      spec->value.assign(options.precision.begin(), options.precision.end());
+      delegate->compile_specs.push_back(std::move(spec));
+    }
+  }
   emit_arenas(method, *m);
   if (!options.names) {
     for (auto& instruction : m->init_instructions) instruction->name.clear();

@@ -34,6 +34,9 @@ struct EmitOptions {
   // application's interface, MethodMeta); nothing else in the runtime reads
   // a name, and the program is smaller (firmware in flash).
   bool names = true;
+  // PlanOptions::precision: each device delegate's compile spec
+  // "precision" where it is not "fp32".
+  std::string precision = "fp32";
 };
 
 // Returns the bytes of the .kiln file.

@@ -344,6 +344,7 @@ std::string plan_json(const PlanResult& result) {
   }
   const LMethod& m = program.methods.front();
   j.field("method", m.name);
+  j.field("precision", result.precision);
   j.field("instructions", static_cast<uint64_t>(m.instructions.size()));
   j.key("arenas").begin_array();
   for (size_t a = 0; a < m.arenas.size(); ++a) {

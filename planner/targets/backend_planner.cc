@@ -137,6 +137,14 @@ class TableBackendPlanner final : public BackendPlanner {
     return it == inplace_.end() ? 0 : it->second;
   }
 
+  std::string precision_refusal(const std::string& precision) const override {
+    for (const std::string& p : spec_.precisions) {
+      if (p == precision) return "";
+    }
+    std::string runs;
+    for (const std::string& p : spec_.precisions) runs += (runs.empty() ? "" : ", ") + p;
+    return "it runs " + runs + " only";
+  }
   uint64_t state_bytes(const DelegateSummary& delegate) const override {
     return spec_.state_bytes_fixed + spec_.state_bytes_per_kernel * delegate.kernels +
            spec_.state_bytes_per_operand * delegate.operands;

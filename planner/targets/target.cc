@@ -55,6 +55,17 @@ std::vector<std::string> backend_planner_names() {
   return names;
 }
 
+void check_precision(const std::string& precision, const std::vector<TargetDevice>& targets) {
+  if (precision != "fp32" && precision != "tf32" && precision != "fp16" && precision != "bf16") {
+    throw PlanError("--precision '" + precision + "': fp32, tf32, fp16 or bf16");
+  }
+  for (const TargetDevice& t : targets) {
+    if (t.planner == nullptr) continue;
+    const std::string why = t.planner->precision_refusal(precision);
+    if (!why.empty()) throw PlanError("--precision " + precision + ": " + t.str() + " refuses it (" + why + ")");
+  }
+}
+
 std::vector<TargetDevice> parse_targets(const std::string& list, const std::map<std::string, int>& device_counts) {
   for (const auto& [name, count] : device_counts) {
     if (find_backend_planner(name) == nullptr) fail("--device-count names unknown backend '", name, "'");

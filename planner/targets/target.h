@@ -36,6 +36,11 @@ struct TargetDevice {
 // unknown backend, a device index out of range, or a duplicate.
 std::vector<TargetDevice> parse_targets(const std::string& list, const std::map<std::string, int>& device_counts = {});
 
+// Throws PlanError unless `precision` is fp32, tf32, fp16 or bf16 and every
+// device backend of `targets` runs it (the CPU computes in FP32 whatever
+// it is: it ignores the option).
+void check_precision(const std::string& precision, const std::vector<TargetDevice>& targets);
+
 // The registry of backend planner halves (filled by
 // register_builtin_backends()).
 const BackendPlanner* find_backend_planner(const std::string& name);

@@ -59,6 +59,7 @@ void register_cuda_backend_planner() {
                         cuda::delegate_state_bytes(0, 1) - fixed,
                         {},
                         {}};
+  spec.precisions = {"fp32", "tf32"};
   cuda::kKernels.for_each([&](const backends::KernelInfo& k) { spec.inplace.push_back({k.name, k.inplace_inputs}); });
   for (const backends::OnnxOp& op : backends::kOnnxOps) {
     if (cuda::kKernels.find(op.kernel) != nullptr) spec.ops.push_back(support_of(op));

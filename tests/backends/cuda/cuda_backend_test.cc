@@ -18,6 +18,7 @@
 
 #include "backends/cuda/cuda_abi.h"
 #include "backends/cuda/hostexec/hostexec.h"
+#include "core/error.h"
 #include "gemm_layout.h"
 #include "kiln/backends/cuda/cuda_backend.h"
 #include "ops/host_kernels.h"
@@ -32,18 +33,21 @@ namespace hx = backends::cuda::hostexec;
 
 constexpr int64_t kWidth = 64;
 
-// y = Relu(x * w + b) on cuda:0 (w, b constant ramps).
+// y = Relu(x * w + b) on `targets` (w, b constant ramps).
+planner::PlanResult plan(const std::string& targets, const std::string& precision = "fp32") {
+  GraphBuilder b;
+  const int x = b.input("x", {1, kWidth});
+  const int w = b.ramp("w", {1, kWidth}, 0.5f);
+  const int bias = b.ramp("b", {1, kWidth}, 0.25f);
+  b.output(b.node("Relu", {b.node("Add", {b.node("Mul", {x, w}), bias})}));
+  planner::PlanOptions options;
+  options.targets = targets;
+  options.precision = precision;
+  return b.plan(options);
+}
+
 const std::string& program_bytes() {
-  static const std::string bytes = [] {
-    GraphBuilder b;
-    const int x = b.input("x", {1, kWidth});
-    const int w = b.ramp("w", {1, kWidth}, 0.5f);
-    const int bias = b.ramp("b", {1, kWidth}, 0.25f);
-    b.output(b.node("Relu", {b.node("Add", {b.node("Mul", {x, w}), bias})}));
-    planner::PlanOptions options;
-    options.targets = "cuda:0,cpu";
-    return b.plan(options).bytes;
-  }();
+  static const std::string bytes = plan("cuda:0,cpu").bytes;
   return bytes;
 }
 
@@ -68,8 +72,9 @@ std::vector<float> input(float scale) {
 // arenas from `device_arenas` where given (else from the backend).
 class Loaded {
  public:
-  Loaded(cuda::hostexec::CudaBackend& backend, std::vector<DeviceBuffer> device_arenas = {})
-      : program_(program_bytes()), device_arenas_(std::move(device_arenas)) {
+  Loaded(cuda::hostexec::CudaBackend& backend, std::vector<DeviceBuffer> device_arenas = {},
+         const std::string& bytes = program_bytes())
+      : program_(bytes), device_arenas_(std::move(device_arenas)) {
     if (registry_.register_backend(&backend) != Error::kOk) error_ = Error::kInternal;
     const MethodMeta meta = program_.program->method_meta("forward").get();
     for (size_t i = 0; i < meta.num_arenas(); ++i) {
@@ -195,6 +200,48 @@ TEST(CudaBackendTest, AMisalignedDeviceArenaFromTheApplicationIsRefused) {
     }
   }
   EXPECT_EQ(hx::cudaFree(memory), hx::cudaSuccess);
+  backend.shutdown();
+}
+
+// The delegate's compile spec "precision", or "" where there is none.
+std::string precision_of(const std::string& bytes) {
+  std::string found;
+  mutate_program(bytes, [&](fb::ProgramT& program) {
+    for (const auto& d : program.methods[0]->delegates) {
+      for (const auto& spec : d->compile_specs) {
+        if (spec->key == "precision") found = std::string(spec->value.begin(), spec->value.end());
+      }
+    }
+  });
+  return found;
+}
+
+TEST(CudaBackendTest, PrecisionTf32IsPlannedForCudaRefusedByFp32BackendsAndIgnoredByTheCpu) {
+  const std::string tf32 = plan("cuda:0,cpu", "tf32").bytes;
+  EXPECT_EQ(precision_of(tf32), "tf32");
+  EXPECT_EQ(precision_of(program_bytes()), "");                  // fp32: no spec, as before
+  EXPECT_THROW(plan("cuda:0,cpu", "fp16"), planner::PlanError);  // not yet on CUDA
+  EXPECT_THROW(plan("null:0,cpu", "tf32"), planner::PlanError);
+  EXPECT_THROW(plan("cuda:0,cpu", "fp64"), planner::PlanError);
+  EXPECT_NO_THROW(plan("cpu", "bf16"));
+  // The host execution model runs the TF32 program (its reference GEMM stays FP32).
+  cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+  {
+    Loaded method(backend, {}, tf32);
+    ASSERT_EQ(method.error(), Error::kOk);
+    std::vector<float> y;
+    ASSERT_EQ(method.run(input(1.f), &y), Error::kOk);
+    EXPECT_EQ(y, expected(input(1.f)));
+    // A precision this runtime does not run is refused when the method loads.
+    const std::string fp16 = mutate_program(tf32, [](fb::ProgramT& program) {
+      for (auto& d : program.methods[0]->delegates) {
+        for (auto& spec : d->compile_specs) {
+          if (spec->key == "precision") spec->value = {'f', 'p', '1', '6'};
+        }
+      }
+    });
+    EXPECT_NE(Loaded(backend, {}, fp16).error(), Error::kOk);
+  }
   backend.shutdown();
 }
 

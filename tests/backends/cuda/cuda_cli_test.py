@@ -6,6 +6,9 @@
 - With KILN_CUDA_EXECUTION=host the same program runs its CUDA kernels
   under the host execution model and matches NumPy; over several runs the
   delegate is warmed up once, captured once and then replayed.
+- `--precision tf32` is in the program (kiln inspect, plan.json) and its
+  program matches NumPy under the host execution model (whose reference GEMM
+  stays FP32); a backend that runs FP32 only (null) refuses it in one line.
 
 usage: cuda_cli_test.py --kiln PATH --workdir DIR [--gpu-build]
 """
@@ -37,6 +40,34 @@ def make_model(path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.save(model, path)
     return w, b
+
+
+def check_precision(args, model, env, want):
+    failures = []
+    program = os.path.join(args.workdir, "tf32.kiln")
+    report = os.path.join(args.workdir, "tf32_report")
+    subprocess.run([args.kiln, "plan", model, "-o", program, "--target", "cuda:0,cpu", "--precision", "tf32",
+                    "--report", report], check=True, stdout=subprocess.DEVNULL)
+    inspect = subprocess.run([args.kiln, "inspect", program], check=True, capture_output=True, text=True).stdout
+    if "cuda:0, tf32," not in inspect:
+        failures.append("kiln inspect does not show the delegate's tf32:\n" + inspect)
+    with open(os.path.join(report, "plan.json")) as f:
+        if '"precision": "tf32"' not in f.read().replace('":"', '": "'):
+            failures.append("plan.json does not hold the precision")
+    out_dir = os.path.join(args.workdir, "out_tf32")
+    r = subprocess.run([args.kiln, "run", program, "--input", os.path.join(args.workdir, "x.npy"), "--output-dir",
+                        out_dir, "--runs", "3"], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        failures.append(f"the tf32 program failed under the host execution model: {r.stderr}")
+    elif float(np.max(np.abs(np.load(os.path.join(out_dir, "output_0.npy")) - want))) > 1e-5:
+        failures.append("the tf32 program's outputs differ from NumPy under the host execution model")
+    r = subprocess.run([args.kiln, "plan", model, "-o", program + ".null", "--target", "null:0,cpu", "--precision",
+                        "tf32"], capture_output=True, text=True)
+    refusal = [line for line in r.stderr.splitlines() if "--precision tf32" in line]
+    print(f"null:0 with tf32: exit {r.returncode}; {refusal}")
+    if r.returncode == 0 or not refusal or "null:0 refuses it" not in refusal[0]:
+        failures.append(f"null:0 did not refuse --precision tf32 in one line: {r.stderr}")
+    return failures
 
 
 def main():
@@ -90,6 +121,7 @@ def main():
         if "reference GEMM" not in r.stderr:
             failures.append("the run does not say Gemm/MatMul ran the reference GEMM")
 
+    failures += check_precision(args, model, env, want)
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

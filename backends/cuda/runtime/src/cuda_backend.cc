@@ -50,6 +50,7 @@ struct Record {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   enum Phase : uint8_t { kWarmUp, kCapture, kReplay, kDirect } phase = kWarmUp;
+  bool tf32 = false;  // kiln plan --precision tf32: cuBLASLt computes in TF32
 };
 static_assert(sizeof(Record) <= kDelegateHeaderBytes, "Record outgrew its header (cuda_abi.h)");
 
@@ -92,8 +93,8 @@ bool one_batch(const MatMulArgs& m, uint64_t* count, int64_t* a_stride, int64_t*
 // Sets up `launch` (a kMatMul) on cuBLASLt, with `activation` set when its
 // activation must run as a separate launch. False when cuBLASLt cannot take
 // it (the reference kernel runs it then).
-bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, Launch& launch, GemmPlan* plan,
-               Launch* activation, bool* needs_activation) {
+bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, bool tf32, Launch& launch,
+               GemmPlan* plan, Launch* activation, bool* needs_activation) {
   const MatMulArgs& m = launch.matmul;
   uint64_t batch = 1;
   int64_t a_stride = 0, b_stride = 0;
@@ -110,7 +111,8 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
     *needs_activation = true;
   }
   const uint64_t n = m.n, rows = m.m;
-  if (cublasLtMatmulDescInit(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
+  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  if (cublasLtMatmulDescInit(&plan->desc, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
   const GemmOperand first = gemm_first(m), second = gemm_second(m);
   const cublasOperation_t op_first = first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -207,8 +209,8 @@ class RecordSink final : public LaunchSink {
 #if !KILN_CUDA_HOSTEXEC
     Launch activation;
     bool needs_activation = false;
-    if (plan_gemm(static_cast<cublasLtHandle_t>(record_.state->blas), *record_.state, l, &record_.plans[kernel],
-                  &activation, &needs_activation)) {
+    if (plan_gemm(static_cast<cublasLtHandle_t>(record_.state->blas), *record_.state, record_.tf32, l,
+                  &record_.plans[kernel], &activation, &needs_activation)) {
       ++stats_.gemm_library;
       if (needs_activation) return emit(activation);
       return Error::kOk;
@@ -277,6 +279,26 @@ Error capture(Record& r, CudaStats& stats) {
            r.count > 0 ? r.launches[0].node : "?", cudaGetErrorString(e));
   ++stats.capture_failures;
   r.phase = Record::kDirect;
+  return Error::kOk;
+}
+
+// The delegate's compile spec "precision" (kiln plan --precision): fp32
+// (also where absent) or tf32, which cuBLASLt computes with TF32 tensor
+// cores on FP32 storage (the host execution model's reference GEMM stays
+// FP32). Any other is refused, naming it.
+Error read_precision(const fb::Delegate& delegate, bool* out_tf32) {
+  *out_tf32 = false;
+  if (delegate.compile_specs() == nullptr) return Error::kOk;
+  for (const fb::CompileSpec* spec : *delegate.compile_specs()) {
+    if (spec->key() == nullptr || strcmp(spec->key()->c_str(), "precision") != 0) continue;
+    const uint32_t n = spec->value() != nullptr ? spec->value()->size() : 0;
+    const char* value = n > 0 ? reinterpret_cast<const char*>(spec->value()->data()) : "";
+    const bool fp32 = n == 4 && memcmp(value, "fp32", 4) == 0;
+    *out_tf32 = n == 4 && memcmp(value, "tf32", 4) == 0;
+    KILN_CHECK_OR_RETURN(fp32 || *out_tf32, Error::kNotSupported,
+                         "cuda: the delegate was planned for precision '%.*s'; this runtime runs fp32 and tf32",
+                         static_cast<int>(n < 16 ? n : 16), value);
+  }
   return Error::kOk;
 }
 
@@ -446,6 +468,7 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
   record->device = device.index();
   record->state = &devices_[device.index()];
   record->stream = stream_of(devices_[device.index()]);
+  KILN_RETURN_IF_ERROR(read_precision(*context.delegate, &record->tf32));
   if (options_.graphs) {
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&record->capture_stream, cudaStreamNonBlocking), Error::kDeviceError,
                     "cuda: cannot create a stream on cuda:%d", device.index());

@@ -120,6 +120,11 @@ class BackendPlanner {
   // symmetric arenas in device memory: a collective whose operands a kernel
   // of this backend produces then stays on the device (passes/partition.h).
   virtual bool runs_collectives() const { return false; }
+  // Empty when the backend's delegates run `precision` (kiln plan
+  // --precision: "fp32", "tf32", "fp16", "bf16"); otherwise why not.
+  virtual std::string precision_refusal(const std::string& precision) const {
+    return precision == "fp32" ? "" : "it runs FP32 only";
+  }
 };
 
 // A backend whose support is a table of ONNX ops.
@@ -177,6 +182,8 @@ struct TablePlannerSpec {
   std::vector<KernelInplace> inplace;
   // BackendPlanner::runs_collectives().
   bool collectives = false;
+  // The --precision values its delegates run.
+  std::vector<std::string> precisions = {"fp32"};
 };
 
 std::unique_ptr<BackendPlanner> make_table_planner(TablePlannerSpec spec);
