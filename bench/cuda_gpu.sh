@@ -98,7 +98,7 @@ step() {
 want() { [[ " ${STEPS:-node models gemm bandwidth vulkan collectives} " == *" $1 "* ]]; }
 
 echo "# bench/cuda_gpu.sh $([ $dry = 1 ] && echo '--dry-run ')$1"
-echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname); tree $(git rev-parse HEAD 2>/dev/null || echo '(not a git checkout)')"
+echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n); tree $(git rev-parse HEAD 2>/dev/null || echo '(not a git checkout)')"
 if [ -f "$1" ]; then
   bundle=$work/bundle
   rm -rf "$bundle" && mkdir -p "$bundle" && tar -xzf "$1" -C "$bundle" || { echo "STOP: cannot unpack $1"; exit 2; }
