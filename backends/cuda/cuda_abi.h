@@ -31,6 +31,16 @@ constexpr uint64_t delegate_state_bytes(uint64_t kernels, uint64_t operands) {
   return kDelegateHeaderBytes + (kernels + operands) * kLaunchBytes + kernels * kGemmPlanBytes;
 }
 
+// The cuBLASLt workspace a Gemm/MatMul gets as planned scratch: 16 bytes
+// per output element, from 1 MiB up to the 32 MiB NVIDIA suggests on Hopper
+// (split-K reductions keep partial outputs there). Larger figures let
+// cuBLASLt pick more algorithms; the GPU run is what tunes this.
+constexpr uint64_t gemm_workspace_bytes(int64_t output_elements) {
+  const uint64_t want = static_cast<uint64_t>(output_elements > 0 ? output_elements : 0) * 16;
+  const uint64_t low = uint64_t{1} << 20, high = uint64_t{32} << 20;
+  return want < low ? low : want > high ? high : want;
+}
+
 // Offsets in CUDA arenas: what cudaMalloc guarantees and float4 loads want.
 constexpr uint32_t kArenaAlignment = 256;
 

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "kiln/runtime/tensor.h"
 #include "ops/op_registry.h"
+#include "targets/target.h"
 
 namespace kiln::planner {
 namespace {
@@ -112,6 +113,17 @@ int Lowerer::on_device(int t, fb::Device device) {
   return id;
 }
 
+// The scratch the device's backend plans for every call of `op` (its
+// library's workspace: BackendPlanner::kernel_scratch_bytes), appended.
+void Lowerer::add_backend_scratch(const std::string& op, const std::vector<int>& outputs, std::vector<int>& scratch) {
+  if (device_.type() == fb::DeviceType::CPU) return;
+  const BackendPlanner* backend = backend_planner_for(device_.type());
+  int64_t elements = 0;
+  for (int t : outputs) elements += shape_numel(method_.tensors[static_cast<size_t>(t)].shape);
+  const uint64_t bytes = backend != nullptr ? backend->kernel_scratch_bytes(op, elements) : 0;
+  if (bytes > 0) scratch.push_back(temp(node_name_ + "/workspace", DType::UINT8, {static_cast<int64_t>(bytes)}));
+}
+
 void Lowerer::add_kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs, fb::ParamsUnion params,
                          std::vector<int> scratch) {
   for (int& t : inputs) t = on_device(t, device_);
@@ -121,6 +133,7 @@ void Lowerer::add_kernel(std::string op, std::vector<int> inputs, std::vector<in
            "' on another device");
     }
   }
+  add_backend_scratch(op, outputs, scratch);
   LInstruction instruction;
   instruction.kind = LInstruction::Kind::kKernel;
   instruction.op = std::move(op);

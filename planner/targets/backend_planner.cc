@@ -137,6 +137,9 @@ class TableBackendPlanner final : public BackendPlanner {
     return it == inplace_.end() ? 0 : it->second;
   }
 
+  uint64_t kernel_scratch_bytes(const std::string& kernel, int64_t output_elements) const override {
+    return spec_.kernel_scratch ? spec_.kernel_scratch(kernel, output_elements) : 0;
+  }
   std::string precision_refusal(const std::string& precision) const override {
     for (const std::string& p : spec_.precisions) {
       if (p == precision) return "";

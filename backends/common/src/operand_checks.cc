@@ -67,7 +67,11 @@ bool activation_known(const fb::FusedActivation* activation) {
 }
 
 Error check_not_packed(const KernelView& k) {
-  KILN_VIEW_CHECK(k, k.num_scratch() == 0, "has packing scratch (a CPU lowering)");
+  // A device backend's own scratch (BackendPlanner::kernel_scratch_bytes:
+  // a library workspace) is bytes; the CPU's packing scratch is float32.
+  for (uint32_t i = 0; i < k.num_scratch(); ++i) {
+    KILN_VIEW_CHECK(k, k.scratch(i).dtype() != DType::FLOAT32, "has packing scratch (a CPU lowering)");
+  }
   const auto* gemm = k.params<fb::GemmParams>();
   const auto* matmul = k.params<fb::MatMulParams>();
   KILN_VIEW_CHECK(k, (gemm == nullptr || !gemm->packed_b()) && (matmul == nullptr || !matmul->packed_b()),

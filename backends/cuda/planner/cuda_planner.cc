@@ -60,6 +60,9 @@ void register_cuda_backend_planner() {
                         {},
                         {}};
   spec.precisions = {"fp32", "tf32"};
+  spec.kernel_scratch = [](const std::string& kernel, int64_t output_elements) -> uint64_t {
+    return kernel == "Gemm" || kernel == "MatMul" ? backends::cuda::gemm_workspace_bytes(output_elements) : 0;
+  };
   cuda::kKernels.for_each([&](const backends::KernelInfo& k) { spec.inplace.push_back({k.name, k.inplace_inputs}); });
   for (const backends::OnnxOp& op : backends::kOnnxOps) {
     if (cuda::kKernels.find(op.kernel) != nullptr) spec.ops.push_back(support_of(op));

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "gemm_layout.h"
 #include "kiln/backends/cuda/cuda_backend.h"
+#include "kiln/schema/delegate_generated.h"
 #include "ops/host_kernels.h"
 #include "support/graph_builder.h"
 #include "support/program_bytes.h"
@@ -242,6 +243,47 @@ TEST(CudaBackendTest, PrecisionTf32IsPlannedForCudaRefusedByFp32BackendsAndIgnor
     });
     EXPECT_NE(Loaded(backend, {}, fp16).error(), Error::kOk);
   }
+  backend.shutdown();
+}
+
+// The bytes of every uint8 scratch tensor of the program's delegate kernel calls on `device`.
+std::vector<uint64_t> workspaces(const std::string& bytes) {
+  std::vector<uint64_t> found;
+  mutate_program(bytes, [&](fb::ProgramT& program) {
+    const fb::MethodT& m = *program.methods[0];
+    for (const auto& d : m.delegates) {
+      auto graph = fb::UnPackDelegateGraph(d->inline_blob.data());
+      for (const auto& call : graph->kernels) {
+        for (int32_t t : call->scratch) {
+          const fb::TensorT& tensor = *m.tensors[static_cast<size_t>(t)];
+          if (tensor.dtype == fb::DType::UINT8 && tensor.device && tensor.device->type() != fb::DeviceType::CPU) {
+            found.push_back(tensor.nbytes);
+          }
+        }
+      }
+    }
+  });
+  return found;
+}
+
+TEST(CudaBackendTest, CublasLtWorkspaceIsPlannedScratchOfEachGemm) {
+  GraphBuilder b;
+  const int x = b.input("x", {300, 64});
+  const int w = b.ramp("w", {64, 2000}, 0.01f);
+  b.output(b.node("MatMul", {x, w}));
+  planner::PlanOptions options;
+  options.targets = "cuda:0,cpu";
+  const std::string bytes = b.plan(options).bytes;
+  // 16 bytes per output element, within 1 to 32 MiB (cuda_abi.h).
+  EXPECT_EQ(workspaces(bytes), std::vector<uint64_t>{cuda::gemm_workspace_bytes(300 * 2000)});
+  EXPECT_EQ(cuda::gemm_workspace_bytes(300 * 2000), uint64_t{300} * 2000 * 16);
+  EXPECT_EQ(cuda::gemm_workspace_bytes(4), uint64_t{1} << 20);
+  EXPECT_EQ(cuda::gemm_workspace_bytes(int64_t{1} << 30), uint64_t{32} << 20);
+  // Element-wise kernels get none.
+  EXPECT_TRUE(workspaces(program_bytes()).empty());
+  // The program loads and runs with it (the host execution model does not use it).
+  cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+  EXPECT_EQ(Loaded(backend, {}, bytes).error(), Error::kOk);
   backend.shutdown();
 }
 

@@ -28,6 +28,8 @@ struct GemmPlan {
   const float* c;       // C (D's layout) or nullptr
   float* y;
   float alpha, beta;
+  void* workspace;  // planned scratch, else the device's
+  uint64_t workspace_bytes;
 };
 static_assert(sizeof(GemmPlan) <= kGemmPlanBytes, "GemmPlan outgrew the bytes the planner half reserves");
 #else
@@ -147,7 +149,10 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
   if (!ok) return false;
   cublasLtMatmulPreferenceOpaque_t preference;
   ok = cublasLtMatmulPreferenceInit(&preference) == CUBLAS_STATUS_SUCCESS;
-  const uint64_t workspace = device.workspace_bytes;
+  const bool planned = m.workspace != nullptr;
+  plan->workspace = planned ? m.workspace : device.workspace;
+  plan->workspace_bytes = planned ? m.workspace_bytes : device.workspace_bytes;
+  const uint64_t workspace = plan->workspace_bytes;
   ok = ok && cublasLtMatmulPreferenceSetAttribute(&preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                                   sizeof(workspace)) == CUBLAS_STATUS_SUCCESS;
   cublasLtMatmulHeuristicResult_t result = {};
@@ -187,7 +192,7 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
 Error run_gemm(GemmPlan& p, const CudaBackend::DeviceState& device, cudaStream_t stream, const char* node) {
   KILN_CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(device.blas), &p.desc, &p.alpha, p.first, &p.a,
                                    p.second, &p.b, &p.beta, p.c != nullptr ? p.c : p.y, &p.d, p.y, &p.d, &p.algo,
-                                   device.workspace, device.workspace_bytes, stream),
+                                   p.workspace, p.workspace_bytes, stream),
                     Error::kDeviceError, "cuda: node '%s': the GEMM failed", node);
   return Error::kOk;
 }
@@ -197,7 +202,8 @@ Error run_gemm(GemmPlan& p, const CudaBackend::DeviceState& device, cudaStream_t
 // Gemm/MatMul onto cuBLASLt where it can.
 class RecordSink final : public LaunchSink {
  public:
-  RecordSink(Record& record, CudaStats& stats) : record_(record), stats_(stats) {}
+  RecordSink(Record& record, CudaStats& stats, CudaBackend::DeviceState& device, uint64_t fallback_bytes)
+      : record_(record), stats_(stats), device_(device), fallback_bytes_(fallback_bytes) {}
   uint32_t kernel = 0;
 
   Error emit(const Launch& launch) override {
@@ -207,6 +213,7 @@ class RecordSink final : public LaunchSink {
     l = launch;
     if (l.kind != LaunchKind::kMatMul) return Error::kOk;
 #if !KILN_CUDA_HOSTEXEC
+    KILN_RETURN_IF_ERROR(fallback_workspace(l));
     Launch activation;
     bool needs_activation = false;
     if (plan_gemm(static_cast<cublasLtHandle_t>(record_.state->blas), *record_.state, record_.tf32, l,
@@ -221,8 +228,22 @@ class RecordSink final : public LaunchSink {
   }
 
  private:
+  // A GEMM without planned scratch (a program planned before the planner
+  // gave cuBLASLt its workspace) uses the device's, allocated once, the
+  // first time one needs it (CudaOptions::gemm_workspace_bytes).
+  Error fallback_workspace(const Launch& l) {
+    if (l.matmul.workspace != nullptr || device_.workspace != nullptr || fallback_bytes_ == 0) return Error::kOk;
+    KILN_CUDA_CHECK(cudaMalloc(&device_.workspace, fallback_bytes_), Error::kDeviceAllocationFailed,
+                    "cuda: node '%s': no room for the %llu-byte cuBLASLt workspace", l.node,
+                    static_cast<unsigned long long>(fallback_bytes_));
+    device_.workspace_bytes = fallback_bytes_;
+    return Error::kOk;
+  }
+
   Record& record_;
   CudaStats& stats_;
+  CudaBackend::DeviceState& device_;
+  uint64_t fallback_bytes_;
 };
 
 // Enqueues every launch of `r` on `stream`; the first library call or
@@ -302,7 +323,8 @@ Error read_precision(const fb::Delegate& delegate, bool* out_tf32) {
   return Error::kOk;
 }
 
-// Every operand of `k`: a float32 tensor inside an arena of `device`.
+// Every operand of `k` inside an arena of `device`; inputs and outputs
+// float32 (scratch, such as cuBLASLt's planned workspace, any type).
 Error check_operands(const KernelView& k, Device device) {
   for (uint32_t list = 0; list < 3; ++list) {
     const uint32_t n = list == 0 ? k.num_inputs() : list == 1 ? k.num_outputs() : k.num_scratch();
@@ -310,7 +332,7 @@ Error check_operands(const KernelView& k, Device device) {
       const int32_t t = (list == 0 ? k.call->inputs() : list == 1 ? k.call->outputs() : k.call->scratch())->Get(i);
       if (t == -1 && list == 0) continue;
       const Tensor& tensor = k.method->tensor(static_cast<uint32_t>(t));
-      KILN_CHECK_OR_RETURN(tensor.dtype() == DType::FLOAT32, Error::kDTypeMismatch,
+      KILN_CHECK_OR_RETURN(list == 2 || tensor.dtype() == DType::FLOAT32, Error::kDTypeMismatch,
                            "cuda: node '%s': tensor %d is %s (float32 only)", k.node, t, dtype_name(tensor.dtype()));
       const int32_t arena = tensor.arena();
       KILN_CHECK_OR_RETURN(
@@ -354,12 +376,6 @@ Error CudaBackend::open_device(int index) {
   cublasLtHandle_t handle = nullptr;
   KILN_CUBLAS_CHECK(cublasLtCreate(&handle), Error::kDeviceError, "cuda: cuBLASLt cannot start on cuda:%d", index);
   d.blas = handle;
-  if (options_.gemm_workspace_bytes > 0) {
-    KILN_CUDA_CHECK(cudaMalloc(&d.workspace, options_.gemm_workspace_bytes), Error::kDeviceAllocationFailed,
-                    "cuda: cuda:%d has no room for the %llu-byte cuBLASLt workspace", index,
-                    static_cast<unsigned long long>(options_.gemm_workspace_bytes));
-    d.workspace_bytes = options_.gemm_workspace_bytes;
-  }
 #endif
   d.open = true;
   return Error::kOk;
@@ -473,7 +489,7 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&record->capture_stream, cudaStreamNonBlocking), Error::kDeviceError,
                     "cuda: cannot create a stream on cuda:%d", device.index());
   }
-  RecordSink sink(*record, stats_);
+  RecordSink sink(*record, stats_, devices_[device.index()], options_.gemm_workspace_bytes);
   const Error error =
       for_each_kernel_call("cuda", *graph, *context.method, [&](uint32_t k, const KernelView& view) -> Error {
         const KernelInfo* info = kKernels.find(view.op);

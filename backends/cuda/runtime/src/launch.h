@@ -83,6 +83,9 @@ struct MatMulArgs {
   Activation act;
   uint32_t batch_dims[4];
   int64_t a_batch[4], b_batch[4];
+  // The call's planned scratch (cuBLASLt's workspace), or nullptr and 0.
+  void* workspace;
+  uint64_t workspace_bytes;
 };
 
 struct ConvArgs {

@@ -121,6 +121,11 @@ Error emit_matmul(const KernelView& k, const MatrixProduct& g, LaunchSink& sink)
   args.alpha = g.alpha;
   args.beta = g.beta;
   args.act = activation_of(g.activation);
+  if (k.num_scratch() > 0) {
+    const Tensor& w = k.scratch(0);
+    args.workspace = address(k, w);
+    args.workspace_bytes = w.nbytes();
+  }
   uint64_t batch = 1;
   for (uint32_t i = 0; i < 4; ++i) args.batch_dims[i] = 1;
   for (uint32_t d = 0; d < g.batches.rank; ++d) {

@@ -120,6 +120,12 @@ class BackendPlanner {
   // symmetric arenas in device memory: a collective whose operands a kernel
   // of this backend produces then stays on the device (passes/partition.h).
   virtual bool runs_collectives() const { return false; }
+  // Bytes of planned device scratch a kernel call `kernel` (a lowered
+  // kernel name) whose outputs hold `output_elements` elements gets beside
+  // any the op's lowering asks for: a library's workspace (cuBLASLt's for
+  // Gemm/MatMul on CUDA), so it is arena memory the memory planner shares
+  // between kernels, not an allocation of the backend. 0: none.
+  virtual uint64_t kernel_scratch_bytes(const std::string& kernel, int64_t output_elements) const { return 0; }
   // Empty when the backend's delegates run `precision` (kiln plan
   // --precision: "fp32", "tf32", "fp16", "bf16"); otherwise why not.
   virtual std::string precision_refusal(const std::string& precision) const {
@@ -184,6 +190,8 @@ struct TablePlannerSpec {
   bool collectives = false;
   // The --precision values its delegates run.
   std::vector<std::string> precisions = {"fp32"};
+  // BackendPlanner::kernel_scratch_bytes; null: none.
+  std::function<uint64_t(const std::string& kernel, int64_t output_elements)> kernel_scratch;
 };
 
 std::unique_ptr<BackendPlanner> make_table_planner(TablePlannerSpec spec);

@@ -59,6 +59,10 @@ struct KernelView {
     if (args != nullptr) return *args->outputs[i];
     return method->tensor(static_cast<uint32_t>(call->outputs()->Get(i)));
   }
+  const Tensor& scratch(uint32_t i) const {
+    if (args != nullptr) return *args->scratch[i];
+    return method->tensor(static_cast<uint32_t>(call->scratch()->Get(i)));
+  }
   // The parameters as P, or nullptr when the call carries others.
   template <typename P>
   const P* params() const {

@@ -7,10 +7,13 @@
 //   kiln::global_backend_registry().register_backend(&backend);
 //
 // Memory: one cudaMalloc per device arena, when a method loads
-// (Backend::allocate), freed with the Method; per device, a stream and the
-// cuBLASLt workspace (CudaOptions::gemm_workspace_bytes, one cudaMalloc
-// with the device's first arena, kept until the backend is destroyed or
-// shutdown() is called). execute() allocates nothing.
+// (Backend::allocate), freed with the Method; per device, a stream. Each
+// Gemm/MatMul's cuBLASLt workspace is planned scratch in the device arena
+// (the planner half's kernel_scratch_bytes, cuda_abi.h); only a program
+// planned without it makes the backend allocate one per device
+// (CudaOptions::gemm_workspace_bytes, one cudaMalloc when such a delegate
+// loads, kept until the backend is destroyed or shutdown() is called).
+// execute() allocates nothing.
 // Copies: cudaMemcpyAsync on the device's stream; copy_to_host waits for
 // the stream (the host reads the bytes next). Host memory is pageable
 // unless the application registered it.
@@ -51,8 +54,9 @@
 namespace kiln::backends::cuda {
 
 struct CudaOptions {
-  // cuBLASLt workspace per device (0: none; cuBLASLt then only picks
-  // algorithms that need none). NVIDIA suggests 32 MiB on Hopper.
+  // cuBLASLt workspace per device for GEMMs planned without one (0: none;
+  // cuBLASLt then only picks algorithms that need none). NVIDIA suggests
+  // 32 MiB on Hopper.
   uint64_t gemm_workspace_bytes = uint64_t{32} << 20;
   // Capture each delegate call as a CUDA graph after the warm-up call.
   bool graphs = true;
