@@ -13,11 +13,10 @@ See docs/python.md for more.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
-
-import numpy as np
+from typing import Any, List, Mapping, Optional, Sequence, Union
 
 from . import _kiln
+from ._options import cli_arguments, model_argument
 from .errors import KilnError, OptionError, PlanError, RunError, UnsupportedError
 from .program import Arena, Method, PathLike, Program, Quantization, SelfTestReport, TensorSpec
 from .quantize import QuantizedModel, quantize, quantize_options
@@ -44,40 +43,9 @@ def plan_options() -> List[str]:
     return sorted(names + ["bundle_test", "test_tolerance"])
 
 
-def _value_text(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return ",".join(_value_text(v) for v in value)
-    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
-
-
 def _arguments(options: Mapping[str, Any]) -> tuple:
-    """`kiln plan` arguments for keyword options, and the frozen arrays.
-
-    True is a flag, False or None leaves the option out; a dict is the
-    repeated NAME=VALUE form (a shape as 1x3x224x224); a list or tuple is a
-    comma list."""
-    known = set(_kiln.plan_option_names()) - _NOT_OPTIONS
-    arguments: List[str] = []
-    frozen: Dict[str, np.ndarray] = {}
-    for key, value in options.items():
-        option = "--" + key.replace("_", "-")
-        if option not in known:
-            raise OptionError(f"kiln.plan() has no option '{key}' (options: {', '.join(plan_options())})")
-        if value is None or value is False:
-            continue
-        if value is True:
-            arguments.append(option)
-        elif isinstance(value, Mapping):
-            for name, item in value.items():
-                if option == "--freeze" and not isinstance(item, (str, os.PathLike)):
-                    frozen[name] = np.asarray(item)
-                elif option == "--input-shape":
-                    arguments.append(f"{option}={name}=" + "x".join(str(int(d)) for d in item))
-                else:
-                    arguments.append(f"{option}={name}={_value_text(item)}")
-        else:
-            arguments.append(f"{option}={_value_text(value)}")
-    return arguments, frozen
+    """`kiln plan` arguments for keyword options, and the frozen arrays."""
+    return cli_arguments(options, set(_kiln.plan_option_names()) - _NOT_OPTIONS, "kiln.plan()", plan_options())
 
 
 def plan(model: Union[PathLike, bytes, Any], *, threads: Optional[int] = None, bundle_test: Optional[Sequence[Any]] = None,
@@ -103,14 +71,7 @@ def plan(model: Union[PathLike, bytes, Any], *, threads: Optional[int] = None, b
             would refuse.
     """
     arguments, frozen = _arguments(options)
-    if isinstance(model, (str, os.PathLike)):
-        data, is_path = os.fspath(model), True
-    elif isinstance(model, (bytes, bytearray, memoryview)):
-        data, is_path = bytes(model), False
-    elif hasattr(model, "SerializeToString"):
-        data, is_path = model.SerializeToString(), False
-    else:
-        raise TypeError(f"kiln.plan() takes a path, an onnx.ModelProto or its bytes, not {type(model).__name__}")
+    data, is_path = model_argument(model, "kiln.plan()")
     program_bytes, report_json, memory_svg = _kiln.plan(data, is_path, arguments, frozen)
     program = Program(program_bytes, report_json=report_json, memory_svg=memory_svg, threads=threads)
     if bundle_test is not None:

@@ -4,12 +4,12 @@ into a QDQ model laid out as ONNX Runtime's quantize_static writes it, as
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _kiln
-from .errors import OptionError
+from ._options import cli_arguments, model_argument
 from .program import PathLike, Program
 
 __all__ = ["quantize", "quantize_options", "QuantizedModel"]
@@ -31,23 +31,8 @@ def quantize_options() -> List[str]:
 
 def _arguments(options: Mapping[str, Any], evaluate: bool) -> List[str]:
     known = set(_kiln.quantize_option_names()) - _NOT_OPTIONS
-    arguments: List[str] = [] if evaluate else ["--no-evaluate"]
-    for key, value in options.items():
-        option = "--" + key.replace("_", "-")
-        if option not in known:
-            raise OptionError(f"kiln.quantize() has no option '{key}' (options: {', '.join(quantize_options())})")
-        if value is None or value is False:
-            continue
-        if value is True:
-            arguments.append(option)
-        elif option == "--input-shape":
-            for name, dims in value.items():
-                arguments.append(f"{option}={name}=" + "x".join(str(int(d)) for d in dims))
-        elif isinstance(value, (list, tuple)):
-            arguments.append(f"{option}=" + ",".join(str(v) for v in value))
-        else:
-            arguments.append(f"{option}={value}")
-    return arguments
+    arguments, _ = cli_arguments(options, known, "kiln.quantize()", quantize_options())
+    return arguments if evaluate else ["--no-evaluate"] + arguments
 
 
 def _items(calibration: Iterable[Any]) -> List[List[Tuple[str, np.ndarray]]]:
@@ -143,14 +128,7 @@ def quantize(model: Union[PathLike, bytes, Any], calibration: Union[PathLike, It
         OptionError: an option ``kiln quantize`` would refuse.
     """
     arguments = _arguments(options, evaluate)
-    if isinstance(model, (str, os.PathLike)):
-        data, is_path = os.fspath(model), True
-    elif isinstance(model, (bytes, bytearray, memoryview)):
-        data, is_path = bytes(model), False
-    elif hasattr(model, "SerializeToString"):
-        data, is_path = model.SerializeToString(), False
-    else:
-        raise TypeError(f"kiln.quantize() takes a path, an onnx.ModelProto or its bytes, not {type(model).__name__}")
+    data, is_path = model_argument(model, "kiln.quantize()")
     if isinstance(calibration, (str, os.PathLike)):
         folder, items = os.fspath(calibration), []
     else:
