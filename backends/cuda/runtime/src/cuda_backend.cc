@@ -501,7 +501,12 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
         sink.kernel = k;
         return lower_kernel(view, sink);
       });
-  KILN_RETURN_IF_ERROR(error);
+  if (error != Error::kOk) {
+    // The runtime destroys only delegates that initialised: release the
+    // capture stream made above.
+    destroy(record);
+    return error;
+  }
   record->phase = Record::kWarmUp;
   return static_cast<void*>(record);
 }
