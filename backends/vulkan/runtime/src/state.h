@@ -101,7 +101,7 @@ struct BackendState {
   ArenaState arenas[kMaxArenas];
   std::atomic<uint64_t> validation_messages{0};
   // Validation messages already turned into an error by init/execute.
-  uint64_t validation_reported = 0;
+  std::atomic<uint64_t> validation_reported{0};
   // Serialises what Vulkan wants externally synchronised across methods:
   // the queue, the command pools, recording, staging copies.
   std::atomic_flag lock = ATOMIC_FLAG_INIT;
