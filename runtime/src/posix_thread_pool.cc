@@ -22,14 +22,14 @@
 // Why the ticket is closed before the call's fields change: a worker still
 // in the last call's loop may hold that call's final ticket (index = its
 // count, nothing left to claim) and read count_ after the caller wrote the
-// new call's larger count. Were the last ticket still in place, its
+// next call's larger count. Were the last ticket still in place, its
 // compare-and-swap would succeed, and the worker would run an index of the
-// new call (with fields of either call) that another thread runs again once
-// the new ticket is out, and count it in done_ twice: the caller would
+// next call (with fields of either call) that another thread runs again once
+// the next ticket is out, and count it in done_ twice: the caller would
 // return while a task still runs, and a later call would wait for ever with
 // done_ past its count. (The test ALateWorkerClaimsNothingOfTheNextCall and
 // runtime_thread_pool_stress fail within seconds when the ticket is not
-// closed first.) Closed first, any new field a worker reads (acquire, after
+// closed first.) Closed first, any next-call field a worker reads (acquire, after
 // the close in the caller's order) means its compare-and-swap meets the
 // closed ticket and fails. So a claim that succeeds proves its call is
 // still in flight, and the task_, context_ and count_ read just before it
