@@ -279,6 +279,16 @@ class InplacePass {
     return true;
   }
 
+  // Whether tensors a and b are the same elements at the same bytes (`x * x`,
+  // or x and a view of it with x's shape): an element-wise kernel reads both
+  // at one index before it writes that index.
+  bool same_elements(int a, int b) const {
+    if (a == b) return true;
+    const LTensor& ta = method_.tensors[static_cast<size_t>(a)];
+    const LTensor& tb = method_.tensors[static_cast<size_t>(b)];
+    return method_.root_offset(a) == method_.root_offset(b) && ta.shape == tb.shape && ta.dtype == tb.dtype;
+  }
+
   bool try_inplace(int k, const LInstruction& ins, size_t i) {
     const int in = ins.inputs[i];
     const int out = ins.outputs[0];
@@ -293,9 +303,12 @@ class InplacePass {
     if (a.nbytes() != b.nbytes() || a.dtype != b.dtype || !same_device(a.device, b.device)) return false;
     // Rule 1: nothing uses these bytes after k.
     if (group_last_[static_cast<size_t>(root)] != k) return false;
-    // Rule 2: no other operand of k reaches the same bytes.
+    // Rule 2: no other operand of k reaches the same bytes, unless it reads
+    // the very same elements through an input the kernel also declares.
+    const uint32_t declared = declared_inputs(ins);
     for (size_t j = 0; j < ins.inputs.size(); ++j) {
-      if (j != i && ins.inputs[j] >= 0 && method_.root(ins.inputs[j]) == root) return false;
+      if (j == i || ins.inputs[j] < 0 || method_.root(ins.inputs[j]) != root) continue;
+      if (!same_elements(in, ins.inputs[j]) || j >= 32 || (declared & (1u << j)) == 0) return false;
     }
     for (size_t j = 1; j < ins.outputs.size(); ++j) {
       if (method_.root(ins.outputs[j]) == root) return false;

@@ -12,7 +12,10 @@
 // Safety rules, checked for an output `out` of instruction k and a declared
 // input `in` (input 0 first, then input 1):
 //   1. the last use of in's bytes (through any alias of them) is k;
-//   2. in's bytes appear in no other operand of k;
+//   2. in's bytes appear in no other operand of k, except as another input
+//      the kernel also declares holding the very same elements (same offset,
+//      shape and dtype: `x * x`), which it reads at each index before it
+//      writes that index;
 //   3. in's bytes are not a method input, method output or constant, and out
 //      is not a method output (both are planned memory);
 //   4. in and out have the same byte size, dtype and device (a broadcast that

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "exec/run.h"
@@ -195,6 +196,53 @@ TEST(InplaceTest, ElementwiseChainsShrinkTheArenaWithIdenticalOutputs) {
   const auto r1 = planner::run_program(with.bytes, {input}, {});
   const auto r2 = planner::run_program(without.bytes, {input}, {});
   ASSERT_EQ(r1.outputs[0].bytes, r2.outputs[0].bytes);
+}
+
+// x * x reads one dying tensor twice: the product takes its bytes, so an
+// element-wise chain ending in a square keeps one buffer, not two.
+TEST(InplaceTest, SquareOfADyingTensorWritesOverIt) {
+  GraphBuilder b;
+  const int x = b.input("x", {1024});
+  const int e = b.node("Exp", {x});
+  const int t = b.node("Tanh", {e});
+  const int sq = b.node("Mul", {t, t});
+  b.output(b.node("Neg", {sq}));
+  PlanResult p = b.plan();
+  EXPECT_EQ(base_of(p, name(b, sq)), name(b, t));
+  EXPECT_EQ(root_of(p, name(b, sq)), name(b, e));
+  ASSERT_EQ(p.program.methods[0].arenas.size(), 1u);
+  EXPECT_EQ(p.program.methods[0].arenas[0].size, 4096u);  // one buffer of 1024 floats
+  EXPECT_EQ(p.inplace.outputs_in_place, 2);
+  ASSERT_TRUE(planner::verify_program(p.bytes).empty());
+  PlanOptions off;
+  off.inplace.enabled = false;
+  PlanResult q = b.plan(off);
+  EXPECT_EQ(q.program.methods[0].arenas[0].size, 2u * 4096);
+  planner::HostTensor input(DType::FLOAT32, {1024});
+  for (int64_t i = 0; i < input.numel(); ++i) input.data<float>()[i] = static_cast<float>(i % 37) * 0.1f - 1.8f;
+  const auto r1 = planner::run_program(p.bytes, {input}, {});
+  const auto r2 = planner::run_program(q.bytes, {input}, {});
+  ASSERT_EQ(r1.outputs[0].bytes, r2.outputs[0].bytes);
+  const float v = std::tanh(std::exp(input.data<float>()[5]));
+  float got;
+  std::memcpy(&got, r1.outputs[0].bytes.data() + 5 * sizeof(float), sizeof(float));
+  EXPECT_EQ(got, -(v * v));
+}
+
+// The same bytes twice are only written over where the kernel declares both
+// inputs (PRelu declares its data, not its slope), and only while they die.
+TEST(InplaceTest, SquareNeedsBothInputsDeclaredAndDying) {
+  GraphBuilder b;
+  const int x = b.input("x", {256});
+  const int e = b.node("Exp", {x});
+  const int p1 = b.node("PRelu", {e, e});
+  const int t = b.node("Tanh", {p1});
+  const int sq = b.node("Mul", {t, t});  // t is read again below
+  b.output(b.node("Add", {sq, t}));
+  PlanResult p = b.plan();
+  EXPECT_EQ(base_of(p, name(b, p1)), "");
+  EXPECT_EQ(base_of(p, name(b, sq)), "");
+  ASSERT_TRUE(planner::verify_program(p.bytes).empty());
 }
 
 TEST(InplaceTest, PolicyOptions) {
