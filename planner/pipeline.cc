@@ -96,6 +96,8 @@ void plan_memory_and_emit(Lowered& lowered, const PlanOptions& options) {
   InplaceSaving& saving = result.inplace_saving;
   if (lowered.baseline) {
     memory::MethodPlanOptions baseline_options = memory_options;
+    // Against one host arena: reuse's saving, not the regions'.
+    baseline_options.regions.clear();
     if (!options.compare_without_inplace) {
       saving.measure = InplaceSaving::Measure::kFirstFit;
       baseline_options.solve.algorithm = memory::Algorithm::kGreedyFirstFit;

@@ -163,6 +163,7 @@ kiln_status kiln_program_arena_info(const kiln_program* program, const char* met
   out_info->device_index = arena->device.index();
   out_info->symmetric = arena->kind == kiln::fb::ArenaKind::SYMMETRIC;
   out_info->group = arena->group;
+  out_info->region = arena->region;
   return KILN_OK;
 }
 

@@ -109,10 +109,11 @@ void print_arenas(const fb::Method& m) {
   if (!m.arenas()) return;
   for (uint32_t a = 0; a < m.arenas()->size(); ++a) {
     const fb::Arena& arena = *m.arenas()->Get(a);
-    std::printf("    #%u %-8s %-9s %14s bytes  align %u%s\n", a, device_str(arena.device()).c_str(),
+    std::printf("    #%u %-8s %-9s %14s bytes  align %u%s%s\n", a, device_str(arena.device()).c_str(),
                 arena.kind() == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary", group_digits(arena.size()).c_str(),
                 arena.alignment(),
-                arena.kind() == fb::ArenaKind::SYMMETRIC ? str("  group ", arena.group()).c_str() : "");
+                arena.kind() == fb::ArenaKind::SYMMETRIC ? str("  group ", arena.group()).c_str() : "",
+                arena.region() != nullptr ? str("  region '", arena.region()->str(), "'").c_str() : "");
   }
 }
 
@@ -250,6 +251,7 @@ void json_arenas(JsonWriter& j, const fb::Method& m) {
       const fb::Arena& arena = *m.arenas()->Get(a);
       j.begin_object().field("id", a).field("size", arena.size()).field("alignment", arena.alignment());
       j.field("device", device_str(arena.device()));
+      if (arena.region() != nullptr) j.field("region", arena.region()->str());
       j.field("kind", arena.kind() == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary").end_object();
     }
   }

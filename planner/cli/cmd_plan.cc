@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/plan_options.h"
 #include "cli/progress.h"
+#include "cli/region_options.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/file_util.h"
@@ -265,12 +266,14 @@ void print_summary(const std::string& model, const std::string& output, const Pl
     print_inplace_and_fusion(result);
     print_ranks(result);
     print_arenas(m);
+    print_regions(m);
   }
 }
 
 // `kiln plan --help`: the options and the targets built in.
 void print_help() {
   std::fputs(kHelp, stdout);
+  std::fputs(region_options_help(), stdout);
   std::string targets = "cpu";
   for (const std::string& name : backend_planner_names()) targets += ", " + name + ":N";
   std::printf("\ntargets built in: %s\n", targets.c_str());
@@ -362,6 +365,7 @@ PlanOptions parse_plan_options(const Args& args) {
   options.inplace.enabled = !args.has("--no-inplace");
   options.compare_without_inplace = args.has("--compare-inplace");
   if (args.has("--inplace-ops")) options.inplace.ops = parse_op_list(args.get("--inplace-ops"));
+  options.memory.regions = parse_region_options(args);
   return options;
 }
 
@@ -404,6 +408,7 @@ const std::vector<OptionSpec>& plan_option_specs() {
       {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
       {"--precision", true}, {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
       {"--tensor-parallel", true}, {"--bundle-test", true}, {"--test-tolerance", true},
+      {"--memory-region", true}, {"--memory-regions", true},
       {"--help", false}};
   // clang-format on
   return specs;

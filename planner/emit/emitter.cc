@@ -343,6 +343,7 @@ void emit_arenas(const LMethod& method, fb::MethodT& m) {
     arena->device = std::make_unique<fb::Device>(a.device);
     arena->kind = a.kind;
     arena->group = a.group;
+    arena->region = a.region;
     m.arenas.push_back(std::move(arena));
   }
   for (const LCommunicator& c : method.communicators) {

@@ -47,6 +47,8 @@ struct LTensor {
   // Filled by memory planning (kPlanned, and kUser with fallback).
   int arena = -1;
   uint64_t offset = 0;
+  // The memory region it was assigned (index into the plan's regions), -1: none.
+  int region = -1;
 
   uint64_t nbytes() const { return static_cast<uint64_t>(shape_numel(shape)) * dtype_bytes(dtype); }
   bool has_memory() const { return storage == Storage::kPlanned || (storage == Storage::kUser && user_fallback); }
@@ -92,6 +94,12 @@ struct LArena {
   bool optimal = false;
   uint64_t search_nodes = 0;
   double solve_seconds = 0;
+  // A memory region's arena (memory/regions.h): its name, capacity, speed
+  // (memory::RegionSpeed) and the bytes a run reads and writes in it.
+  std::string region;
+  uint64_t capacity = 0;
+  int speed = 1;
+  uint64_t traffic = 0;
 };
 
 // A group of ranks running collectives together (groups are numbered from 0).

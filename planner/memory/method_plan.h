@@ -1,6 +1,7 @@
 // Memory planning of a lowered method: lifetimes from the instruction list,
-// one arena per (device, kind), aliases merged into their base, and each
-// arena solved as a bare Problem (memory/problem.h).
+// one arena per (device, kind) or per memory region (memory/regions.h),
+// aliases merged into their base, and each arena solved as a bare Problem
+// (memory/problem.h).
 
 #ifndef KILN_PLANNER_MEMORY_METHOD_PLAN_H_
 #define KILN_PLANNER_MEMORY_METHOD_PLAN_H_
@@ -11,6 +12,7 @@
 
 #include "lower/program.h"
 #include "memory/problem.h"
+#include "memory/regions.h"
 
 namespace kiln::planner::memory {
 
@@ -20,6 +22,8 @@ struct MethodPlanOptions {
   uint32_t alignment = 64;
   // Alignment of device arenas, when a device needs more (by device).
   std::function<uint32_t(const fb::Device&)> device_alignment;
+  // Memory regions of the host (memory/regions.h); empty: one host arena.
+  std::vector<MemoryRegion> regions;
 };
 
 // First and last instruction touching each tensor's bytes, per root tensor

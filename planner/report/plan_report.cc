@@ -332,6 +332,30 @@ void write_collectives(JsonWriter& j, const LMethod& m, const PlanResult& result
   j.end_object();
 }
 
+// With memory regions: each region's capacity, speed, planned bytes, lower
+// bound and traffic (bytes read and written a run), and the traffic of
+// every region's tensors, which is what the slowest region would see with
+// all of them in it.
+void json_regions(JsonWriter& j, const LMethod& m) {
+  if (std::none_of(m.arenas.begin(), m.arenas.end(), [](const LArena& a) { return !a.region.empty(); })) return;
+  uint64_t total = 0;
+  for (const LArena& arena : m.arenas) total += arena.region.empty() ? 0 : arena.traffic;
+  j.key("regions").begin_object();
+  j.field("traffic_all_in_one", total);
+  j.key("list").begin_array();
+  for (size_t a = 0; a < m.arenas.size(); ++a) {
+    const LArena& arena = m.arenas[a];
+    if (arena.region.empty()) continue;
+    j.begin_object().field("name", arena.region).field("arena", static_cast<uint64_t>(a));
+    j.field("capacity", arena.capacity);
+    j.field("speed", memory::region_speed_name(static_cast<memory::RegionSpeed>(arena.speed)));
+    j.field("size", arena.size).field("lower_bound", arena.lower_bound).field("traffic", arena.traffic);
+    j.end_object();
+  }
+  j.end_array();
+  j.end_object();
+}
+
 std::string plan_json(const PlanResult& result) {
   const LProgram& program = result.program;
   JsonWriter j;
@@ -368,9 +392,11 @@ std::string plan_json(const PlanResult& result) {
     j.key("peak_tensors").begin_array();
     for (int t : arena.peak_tensors) j.value(m.tensors[static_cast<size_t>(t)].name);
     j.end_array();
+    if (!arena.region.empty()) j.field("region", arena.region);
     j.end_object();
   }
   j.end_array();
+  json_regions(j, m);
   j.key("tensors").begin_array();
   for (const TensorView& v : tensor_views(m)) {
     const LTensor& t = m.tensors[static_cast<size_t>(v.index)];
@@ -452,8 +478,14 @@ std::string panel_frame(const Panel& p, const LArena& arena, size_t a, double y0
                 device_str(arena.device).c_str(), arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : "ordinary",
                 with_commas(arena.size).c_str(), with_commas(arena.lower_bound).c_str(), ratio,
                 with_commas(arena.first_fit).c_str(), arena.algorithm.c_str(), arena.optimal ? ", optimal" : "");
+  std::string title = line;
+  if (!arena.region.empty()) {
+    title += "; region '" + arena.region + "' (" +
+             memory::region_speed_name(static_cast<memory::RegionSpeed>(arena.speed)) + ", " +
+             with_commas(arena.capacity) + " bytes), traffic " + with_commas(arena.traffic) + " bytes a run";
+  }
   body += "<text x=\"" + fmt(kLeft) + "\" y=\"" + fmt(y0 + 26) + "\" font-size=\"14\" font-weight=\"bold\">" +
-          xml_escape(line) + "</text>\n";
+          xml_escape(title) + "</text>\n";
   body += "<rect x=\"" + fmt(kLeft) + "\" y=\"" + fmt(p.top) + "\" width=\"" + fmt(p.plot_width) + "\" height=\"" +
           fmt(kPlotHeight) + "\" fill=\"#fbfbfb\" stroke=\"#888\"/>\n";
   // Address grid and labels.

@@ -45,6 +45,7 @@ Result<ArenaInfo> MethodMeta::arena(size_t index) const {
   info.device = device_or_cpu(arena.device());
   info.kind = arena.kind();
   info.group = arena.group();
+  if (arena.region() != nullptr) info.region = arena.region()->c_str();
   return info;
 }
 

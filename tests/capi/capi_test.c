@@ -119,7 +119,10 @@ int main(int argc, char** argv) {
 
   for (i = 0; i < info.num_arenas; ++i) {
     kiln_arena_info arena;
-    kiln_program_arena_info(&program, name, i, &arena);
+    EXPECT(kiln_program_arena_info(&program, name, i, &arena) == KILN_OK && arena.region != NULL,
+           "arena info names its memory region (\"\" without regions)");
+    if (arena.region != NULL && arena.region[0] != '\0')
+      printf("      arena %u: region '%s'\n", (unsigned)i, arena.region);
     arenas[i] = zeroed((size_t)arena.size, arena.alignment);
     sizes[i] = (size_t)arena.size;
   }

@@ -54,8 +54,13 @@ def main():
     x.tofile(os.path.join(work, "input.bin"))
     want.tofile(os.path.join(work, "expected.bin"))
 
-    # The C API from C99, in the build tree.
+    # The C API from C99, in the build tree; and with the program planned
+    # into two memory regions (two host arenas, each named).
     run([args.capi_test, program, os.path.join(work, "input.bin"), os.path.join(work, "expected.bin")])
+    regions = os.path.join(work, "demo_regions.kiln")
+    run([kiln, "plan", os.path.join(demo, "demo_cnn.onnx"), "-o", regions, "--memory-region", "tcm:32K:fast",
+         "--memory-region", "sram:1M"], stdout=subprocess.DEVNULL)
+    run([args.capi_test, regions, os.path.join(work, "input.bin"), os.path.join(work, "expected.bin")])
 
     def check_output(path, how):
         got = np.fromfile(path, dtype=np.float32).reshape(want.shape)

@@ -130,6 +130,7 @@ typedef struct kiln_arena_info {
   uint32_t device_index;
   int symmetric; /* shared across ranks (collectives); group below */
   uint32_t group;
+  const char* region; /* the memory region (kiln plan --memory-region), "" when none; lives in the program */
 } kiln_arena_info;
 
 typedef struct kiln_tensor_info {

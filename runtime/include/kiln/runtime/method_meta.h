@@ -23,6 +23,9 @@ struct ArenaInfo {
   fb::ArenaKind kind = fb::ArenaKind::ORDINARY;
   // Communicator group of a symmetric arena.
   uint32_t group = 0;
+  // The memory region it is (`kiln plan --memory-region`), "" when none;
+  // lives in the program.
+  const char* region = "";
 };
 
 struct TensorInfo {
