@@ -26,7 +26,14 @@
 #include "kiln/runtime/program.h"
 #include "kiln/runtime/self_test.h"
 
+#if FIRMWARE_CNN_REGIONS
+// Planned into two memory regions (kiln plan --memory-region): kiln pack
+// defines one buffer per region, 'fast' in section .blockram (the board's
+// block RAM at 0x01000000, by the linker script), 'sram' in .bss.
+static_assert(FIRMWARE_CNN_FORWARD_NUM_ARENAS == 2, "the model is planned into two memory regions");
+#else
 static_assert(FIRMWARE_CNN_FORWARD_NUM_ARENAS == 1, "the model is planned into one arena");
+#endif
 static_assert(FIRMWARE_CNN_FORWARD_NUM_INPUTS == 1 && FIRMWARE_CNN_FORWARD_NUM_OUTPUTS == 2,
               "the model takes an image and returns logits and probabilities");
 static_assert(FIRMWARE_CNN_FORWARD_INPUT_0_BYTES == sizeof(kFirmwareCnnInput), "input size");
@@ -38,7 +45,9 @@ namespace {
 constexpr float kTolerance = 1e-4f;
 
 alignas(16) uint8_t g_bookkeeping[FIRMWARE_CNN_FORWARD_BOOKKEEPING_BYTES];
+#if !FIRMWARE_CNN_REGIONS
 alignas(FIRMWARE_CNN_FORWARD_ARENA_0_ALIGNMENT) uint8_t g_arena[FIRMWARE_CNN_FORWARD_ARENA_0_SIZE];
+#endif
 alignas(16) float g_logits[FIRMWARE_CNN_CLASSES];
 alignas(16) float g_probabilities[FIRMWARE_CNN_CLASSES];
 alignas(64) uint8_t g_self_test_scratch[FIRMWARE_CNN_SELF_TEST_SCRATCH_BYTES];
@@ -74,7 +83,12 @@ int main() {
       "kiln firmware example: program %u bytes in flash at %p (used in place); static arena %u bytes, "
       "bookkeeping %u bytes\n",
       static_cast<unsigned>(sizeof(firmware_cnn)), static_cast<const void*>(firmware_cnn),
-      static_cast<unsigned>(sizeof(g_arena)), static_cast<unsigned>(sizeof(g_bookkeeping)));
+#if FIRMWARE_CNN_REGIONS
+      static_cast<unsigned>(FIRMWARE_CNN_REGION_FAST_SIZE + FIRMWARE_CNN_REGION_SRAM_SIZE),
+#else
+      static_cast<unsigned>(sizeof(g_arena)),
+#endif
+      static_cast<unsigned>(sizeof(g_bookkeeping)));
   // Only the kernels the program calls: the linker drops every other one.
   kiln::Error error = firmware_cnn_register_kernels();
   if (error != kiln::Error::kOk) return fail("kernel registration", error);
@@ -97,8 +111,21 @@ int main() {
   kiln_mps2_printf("%u constants read in place from the packed program\n", static_cast<unsigned>(num_constants));
 
   kiln::BumpAllocator bookkeeping(g_bookkeeping, sizeof(g_bookkeeping));
+#if FIRMWARE_CNN_REGIONS
+  kiln::Span<uint8_t> arenas[] = {{firmware_cnn_region_fast, FIRMWARE_CNN_REGION_FAST_SIZE},
+                                  {firmware_cnn_region_sram, FIRMWARE_CNN_REGION_SRAM_SIZE}};
+  const uintptr_t fast = reinterpret_cast<uintptr_t>(firmware_cnn_region_fast);
+  kiln_mps2_printf("region 'fast': %u bytes at %p (block RAM); region 'sram': %u bytes at %p\n",
+                   static_cast<unsigned>(FIRMWARE_CNN_REGION_FAST_SIZE), static_cast<void*>(firmware_cnn_region_fast),
+                   static_cast<unsigned>(FIRMWARE_CNN_REGION_SRAM_SIZE), static_cast<void*>(firmware_cnn_region_sram));
+  if (fast < 0x01000000u || fast + FIRMWARE_CNN_REGION_FAST_SIZE > 0x01004000u) {
+    kiln_mps2_printf("firmware_cnn: region 'fast' is not in the block RAM\n");
+    return 1;
+  }
+#else
   kiln::Span<uint8_t> arenas[] = {{g_arena, sizeof(g_arena)}};
-  kiln::MemoryManager memory{&bookkeeping, {arenas, 1}};
+#endif
+  kiln::MemoryManager memory{&bookkeeping, {arenas, sizeof(arenas) / sizeof(arenas[0])}};
   kiln::Result<kiln::Method> method = program->load_method("forward", memory);
   if (!method.ok()) return fail("load_method", method.error());
 

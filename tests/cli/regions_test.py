@@ -139,7 +139,7 @@ def main():
     program = check_plan(k, w, model)
     check_errors(k, w, model)
     check_pack(k, w, program)
-    finish()
+    sys.exit(finish())
 
 
 if __name__ == "__main__":
