@@ -85,7 +85,8 @@ Lowered lower_stage(Graph graph, const PlanOptions& options) {
   return lowered;
 }
 
-void plan_memory_and_emit(Lowered& lowered, const PlanOptions& options) {
+// Plans the memory of the lowered method (the last of its program).
+void plan_memory(Lowered& lowered, const PlanOptions& options) {
   PlanResult& result = lowered.result;
   LMethod& method = result.program.methods.back();
   memory::MethodPlanOptions memory_options = options.memory;
@@ -108,6 +109,9 @@ void plan_memory_and_emit(Lowered& lowered, const PlanOptions& options) {
   memory::plan_method_memory(method, memory_options);
   saving.with = saving.estimated() ? total_first_fit_bytes(method) : total_arena_bytes(method);
   if (!lowered.baseline) saving.without = saving.with;
+}
+
+void emit_and_verify(PlanResult& result, const PlanOptions& options) {
   EmitOptions emit;
   emit.names = options.names;
   emit.precision = options.precision;
@@ -118,6 +122,23 @@ void plan_memory_and_emit(Lowered& lowered, const PlanOptions& options) {
     for (const auto& e : errors) all += "\n  " + e;
     fail("internal error: the verifier rejected the plan:", all);
   }
+}
+
+void plan_memory_and_emit(Lowered& lowered, const PlanOptions& options) {
+  plan_memory(lowered, options);
+  emit_and_verify(lowered.result, options);
+}
+
+// Moves the one method of `part` into `into`, its constants appended to
+// into's (the emitter stores byte-identical constants once).
+void merge_method(LProgram& into, LProgram& part) {
+  const int base = static_cast<int>(into.constants.size());
+  for (auto& c : part.constants) into.constants.push_back(std::move(c));
+  LMethod& method = part.methods.back();
+  for (LTensor& t : method.tensors) {
+    if (t.storage == Storage::kConstant) t.constant += base;
+  }
+  into.methods.push_back(std::move(method));
 }
 
 std::string packed_params(const fb::ParamsUnion& params) {
@@ -200,6 +221,40 @@ PlanResult plan_graph(Graph graph, const PlanOptions& options) {
   Lowered lowered = lower_stage(std::move(graph), options);
   plan_memory_and_emit(lowered, options);
   return std::move(lowered.result);
+}
+
+PlanResult plan_onnx_methods(const std::vector<MethodModel>& models, const PlanOptions& options, bool concurrent,
+                             std::vector<PlanResult>* out_parts) {
+  std::vector<std::pair<std::string, Graph>> graphs;
+  for (const MethodModel& model : models) graphs.emplace_back(model.name, import_onnx_file(model.path, options.import));
+  return plan_methods(std::move(graphs), options, concurrent, out_parts);
+}
+
+PlanResult plan_methods(std::vector<std::pair<std::string, Graph>> graphs, const PlanOptions& options, bool concurrent,
+                        std::vector<PlanResult>* out_parts) {
+  if (graphs.empty()) fail("no methods to plan");
+  if (options.tensor_parallel > 1) fail("--tensor-parallel plans one method; it does not combine with --method");
+  PlanResult combined;
+  for (auto& [name, graph] : graphs) {
+    for (const LMethod& m : combined.program.methods) {
+      if (m.name == name) fail("method '", name, "' is named twice");
+    }
+    PlanOptions method_options = options;
+    method_options.method_name = name;
+    graph.ranks = options.ranks;
+    Lowered lowered = lower_stage(std::move(graph), method_options);
+    plan_memory(lowered, method_options);
+    merge_method(combined.program, lowered.result.program);
+    combined.ranks = lowered.result.ranks;
+    if (out_parts != nullptr) out_parts->push_back(std::move(lowered.result));
+  }
+  if (!concurrent && graphs.size() > 1) {
+    std::vector<int> group;
+    for (size_t m = 0; m < graphs.size(); ++m) group.push_back(static_cast<int>(m));
+    combined.program.arena_groups.push_back(group);
+  }
+  emit_and_verify(combined, options);
+  return combined;
 }
 
 uint64_t total_arena_bytes(const LMethod& method) {

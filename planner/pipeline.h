@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 #include "lower/program.h"
@@ -125,6 +126,26 @@ struct PlanResult {
   QuantizedIoStats quantized_io;
   uint32_t ranks = 1;
 };
+
+// One method of a program planned from several models (`kiln plan
+// --method NAME=MODEL.onnx`).
+struct MethodModel {
+  std::string name;
+  std::string path;
+};
+
+// Plans each model as one method of one program, each lowered and planned
+// on its own with `options` (its method_name replaced by the model's name).
+// Byte-identical constants are stored once (the emitter's segment). Unless
+// `concurrent`, the methods never run at the same time and form one arena
+// group: their host arenas may share one buffer, the size of the largest
+// (Program.arena_groups). `out_parts`, when given, receives each method's
+// own result (its statistics; its program emptied of the method).
+PlanResult plan_onnx_methods(const std::vector<MethodModel>& models, const PlanOptions& options, bool concurrent,
+                             std::vector<PlanResult>* out_parts = nullptr);
+// The same from graphs, each with its method name.
+PlanResult plan_methods(std::vector<std::pair<std::string, Graph>> graphs, const PlanOptions& options, bool concurrent,
+                        std::vector<PlanResult>* out_parts = nullptr);
 
 // Sum of the sizes of a method's arenas.
 uint64_t total_arena_bytes(const LMethod& method);

@@ -213,6 +213,53 @@ kiln_status kiln_method_load(kiln_method* method, const kiln_program* program, c
   return KILN_OK;
 }
 
+kiln_status kiln_program_shared_arena_bytes(const kiln_program* program, const char* method, uint64_t* out_bytes,
+                                            uint32_t* out_alignment) {
+  const ProgramBox* box = box_of(program);
+  if (box == nullptr || out_bytes == nullptr || out_alignment == nullptr) return KILN_INVALID_ARGUMENT;
+  kiln::Result<uint64_t> bytes = box->program.shared_arena_bytes(method);
+  if (!bytes.ok()) return status(bytes.error());
+  uint32_t alignment = 1;
+  for (size_t m = 0; m < box->program.num_methods(); ++m) {
+    const char* other = box->program.method_name(m).get();
+    kiln::Result<bool> shares = box->program.may_share_arenas(method, other);
+    if (shares.ok() && shares.get()) {
+      const uint32_t a = box->program.method_meta(other)->host_arena_alignment();
+      alignment = a > alignment ? a : alignment;
+    }
+  }
+  *out_bytes = bytes.get();
+  *out_alignment = alignment;
+  return KILN_OK;
+}
+
+kiln_status kiln_program_may_share_arenas(const kiln_program* program, const char* a, const char* b, int* out_may) {
+  const ProgramBox* box = box_of(program);
+  if (box == nullptr || out_may == nullptr) return KILN_INVALID_ARGUMENT;
+  kiln::Result<bool> may = box->program.may_share_arenas(a, b);
+  if (!may.ok()) return status(may.error());
+  *out_may = may.get() ? 1 : 0;
+  return KILN_OK;
+}
+
+kiln_status kiln_method_load_shared(kiln_method* method, const kiln_program* program, const char* name,
+                                    void* bookkeeping, size_t bookkeeping_size, void* buffer, size_t size) {
+  kiln::Result<kiln::MethodMeta> meta = meta_of(program, name);
+  if (!meta.ok()) return status(meta.error());
+  constexpr size_t kMaxArenas = 32;
+  if (meta->num_arenas() > kMaxArenas) return KILN_NOT_SUPPORTED;
+  kiln::Span<uint8_t> spans[kMaxArenas];
+  const Error split = meta->split_host_arenas(kiln::Span<uint8_t>(static_cast<uint8_t*>(buffer), size), spans);
+  if (split != Error::kOk) return status(split);
+  void* arenas[kMaxArenas];
+  size_t sizes[kMaxArenas];
+  for (size_t i = 0; i < meta->num_arenas(); ++i) {
+    arenas[i] = spans[i].data();
+    sizes[i] = spans[i].size();
+  }
+  return kiln_method_load(method, program, name, bookkeeping, bookkeeping_size, arenas, sizes, meta->num_arenas());
+}
+
 kiln_status kiln_method_set_input(kiln_method* method, size_t index, const void* data, size_t size) {
   if (method == nullptr) return KILN_INVALID_ARGUMENT;
   return status(method_of(method)->set_input(index, data, size));

@@ -11,6 +11,7 @@
 #include "core/file_util.h"
 #include "core/host_tensor.h"
 #include "emit/program_file.h"
+#include "kiln/schema/arena_layout.h"
 #include "kiln/schema/delegate_generated.h"
 #include "report/json.h"
 #include "verify/verifier.h"
@@ -226,8 +227,39 @@ void print_delegates(const fb::Method& m) {
   }
 }
 
+// A program of several methods: each with the bytes of its host arenas,
+// and the groups of methods that may share one buffer for them.
+void print_method_list(const fb::Program& p) {
+  if (p.methods()->size() < 2 && p.arena_groups() == nullptr) return;
+  std::printf("methods:");
+  for (const fb::Method* m : *p.methods()) {
+    std::printf(" '%s' (%s host arena bytes)", m->name()->c_str(), group_digits(abi::host_arena_bytes(*m)).c_str());
+  }
+  std::printf("\n");
+  if (p.arena_groups() == nullptr) return;
+  for (const fb::ArenaGroup* group : *p.arena_groups()) {
+    std::string names;
+    for (uint32_t m : *group->methods())
+      names += str(names.empty() ? "'" : ", '", p.methods()->Get(m)->name()->str(), "'");
+    std::printf("arena group: %s never run at the same time; one host buffer of %s bytes\n", names.c_str(),
+                group_digits(group->host_bytes()).c_str());
+  }
+}
+
+void json_arena_groups(JsonWriter& j, const fb::Program& p) {
+  if (p.arena_groups() == nullptr) return;
+  j.key("arena_groups").begin_array();
+  for (const fb::ArenaGroup* group : *p.arena_groups()) {
+    j.begin_object().field("host_bytes", group->host_bytes());
+    j.key("methods").int_array(std::vector<int64_t>(group->methods()->begin(), group->methods()->end()));
+    j.end_object();
+  }
+  j.end_array();
+}
+
 void print_text(const ProgramFile& file) {
   print_program_header(file);
+  print_method_list(file.program());
   for (const fb::Method* m : *file.program().methods()) {
     std::printf("\nmethod '%s': bookkeeping %s bytes\n", m->name()->c_str(),
                 group_digits(m->bookkeeping_bytes()).c_str());
@@ -381,6 +413,7 @@ void print_json(const ProgramFile& file) {
     j.end_object();
   }
   j.end_array();
+  json_arena_groups(j, p);
   j.end_object();
   std::printf("%s\n", j.str().c_str());
 }
@@ -391,8 +424,8 @@ int cmd_inspect(const Argv& argv) {
   const Args args(argv, {{"--json", false}, {"--help", false}});
   if (args.has("--help")) {
     std::fputs(
-        "usage: kiln inspect PROGRAM.kiln [--json]\n\nShows arenas, tensors (arena, offset, size, device, "
-        "alias), instructions and delegates.\n",
+        "usage: kiln inspect PROGRAM.kiln [--json]\n\nShows the methods, the groups of them that share one "
+        "arena buffer, arenas, tensors (arena, offset, size, device, alias), instructions and delegates.\n",
         stdout);
     return 0;
   }

@@ -23,6 +23,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/pack_regions.h"
+#include "cli/pack_shared.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "emit/program_file.h"
@@ -35,6 +36,7 @@ namespace {
 
 constexpr const char* kHelp =
     "usage: kiln pack PROGRAM.kiln --c-array NAME -o DIR\n"
+    "       kiln pack PROGRAM.kiln... --shared-arena NAME -o DIR\n"
     "\n"
     "Writes the program as C source for firmware: DIR/NAME.c holds it as a\n"
     "const, 64-byte aligned array (placed with the read-only data, in flash),\n"
@@ -57,7 +59,10 @@ constexpr const char* kHelp =
     "  --section REGION=SECTION\n"
     "                   the linker section of memory region REGION's buffer (kiln plan\n"
     "                   --memory-region); every region gets a buffer NAME_region_REGION in\n"
-    "                   DIR/NAME.c, in .bss unless a section is named (repeatable)\n";
+    "                   DIR/NAME.c, in .bss unless a section is named (repeatable)\n\n"
+    "  --shared-arena NAME  instead: DIR/NAME.h defines NAME_BYTES and NAME_ALIGNMENT, one\n"
+    "                   buffer for the host arenas of every method of the programs given, which\n"
+    "                   run one after another: the largest method's, not the sum\n";
 
 // The array is at least this aligned, and at least as aligned as the
 // program's data segment, so every constant keeps the alignment the planner
@@ -225,6 +230,10 @@ std::string header_text(const std::string& source_name, const std::string& name,
       w.define(ap + "_SIZE", arena.size, arena.kind == fb::ArenaKind::SYMMETRIC ? "symmetric" : region);
       w.define(ap + "_ALIGNMENT", arena.alignment);
     }
+    if (program.flatbuffer()->arena_groups() != nullptr) {
+      w.define(p + "_SHARED_ARENA_BYTES", program.shared_arena_bytes(method_name).get(),
+               "one buffer for the host arenas of the methods of its arena group (split_host_arenas)");
+    }
     w.define(p + "_NUM_INPUTS", meta.num_inputs());
     for (size_t i = 0; i < meta.num_inputs(); ++i) {
       const TensorInfo info = meta.input(i).get();
@@ -311,12 +320,17 @@ void write_self_test(const std::string& dir, const std::string& name, const std:
 }  // namespace
 
 int cmd_pack(const Argv& argv) {
-  const Args args(argv,
-                  {{"--c-array", true}, {"-o", true}, {"--self-test", true}, {"--section", true}, {"--help", false}});
+  const Args args(argv, {{"--c-array", true},
+                         {"-o", true},
+                         {"--self-test", true},
+                         {"--section", true},
+                         {"--shared-arena", true},
+                         {"--help", false}});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     return 0;
   }
+  if (args.has("--shared-arena")) return pack_shared_arena(args);
   if (args.positional().size() != 1) throw UsageError{"expects one program file"};
   if (!args.has("--c-array")) throw UsageError{"--c-array NAME is required"};
   if (!args.has("-o")) throw UsageError{"-o DIR is required"};

@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/plan_methods.h"
 #include "cli/plan_options.h"
 #include "cli/progress.h"
 #include "cli/region_options.h"
@@ -28,6 +29,7 @@ namespace {
 
 constexpr const char* kHelp =
     "usage: kiln plan MODEL.onnx -o OUT.kiln [options]\n"
+    "       kiln plan --method NAME=MODEL.onnx ... -o OUT.kiln [options]\n"
     "\n"
     "Plans MODEL.onnx into a program and prints its memory plan.\n"
     "\n"
@@ -73,7 +75,12 @@ constexpr const char* kHelp =
     "  --bundle-test FILE         an input for a bundled self-test (once per method input, in order):\n"
     "                             the program runs on it here and OUT.kiln.test keeps the inputs and\n"
     "                             outputs, for `kiln run --self-test` or run_self_test() on a device\n"
-    "  --test-tolerance X         the self-test's relative tolerance per output (default 1e-4)\n";
+    "  --test-tolerance X         the self-test's relative tolerance per output (default 1e-4)\n"
+    "  --method NAME=MODEL        plan MODEL as method NAME of the program (repeatable, instead of\n"
+    "                             one MODEL): byte-identical constants are stored once, and the\n"
+    "                             methods, which never run at the same time, may share one host\n"
+    "                             buffer the size of the largest's arenas\n"
+    "  --concurrent-methods       the methods may run at the same time: no shared buffer\n";
 
 // --precision: checked against the targets when planning (check_precision).
 void parse_precision_option(const Args& args, PlanOptions& options) {
@@ -243,8 +250,10 @@ void print_arenas(const LMethod& m) {
   }
 }
 
+// `parts`: each method's own statistics (--method), or empty (one method,
+// whose statistics `result` holds).
 void print_summary(const std::string& model, const std::string& output, const PlanResult& result,
-                   const PlanOptions& options) {
+                   const PlanOptions& options, const std::vector<PlanResult>& parts) {
   const LProgram& program = result.program;
   std::printf("kiln plan: %s -> %s (%s bytes)\n", model.c_str(), output.c_str(),
               group_digits(result.bytes.size()).c_str());
@@ -260,14 +269,16 @@ void print_summary(const std::string& model, const std::string& output, const Pl
   }
   for (const LMethod& m : program.methods) {
     const size_t index = static_cast<size_t>(&m - program.methods.data());
+    const PlanResult& stats = index < parts.size() ? parts[index] : result;
     print_method_counts(m, constant_bytes, bookkeeping[index]);
-    print_devices(m, delegate_counts[index], result);
-    print_quantization(m, result, options);
-    print_inplace_and_fusion(result);
-    print_ranks(result);
+    print_devices(m, delegate_counts[index], stats);
+    print_quantization(m, stats, options);
+    print_inplace_and_fusion(stats);
+    print_ranks(stats);
     print_arenas(m);
     print_regions(m);
   }
+  print_arena_groups(result);
 }
 
 // `kiln plan --help`: the options and the targets built in.
@@ -408,7 +419,7 @@ const std::vector<OptionSpec>& plan_option_specs() {
       {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
       {"--precision", true}, {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
       {"--tensor-parallel", true}, {"--bundle-test", true}, {"--test-tolerance", true},
-      {"--memory-region", true}, {"--memory-regions", true},
+      {"--memory-region", true}, {"--memory-regions", true}, {"--method", true}, {"--concurrent-methods", false},
       {"--help", false}};
   // clang-format on
   return specs;
@@ -434,8 +445,9 @@ int cmd_plan(const Argv& argv) {
     print_help();
     return 0;
   }
-  if (args.positional().size() != 1) throw UsageError{"expects one model file"};
-  const std::string model = args.positional()[0];
+  const std::vector<MethodModel> methods = parse_method_options(args);
+  if (methods.empty() && args.positional().size() != 1) throw UsageError{"expects one model file"};
+  const std::string model = methods.empty() ? args.positional()[0] : methods.front().path;
   const std::string output = args.has("-o") ? args.get("-o") : args.get("--output");
   if (output.empty()) throw UsageError{"missing -o OUT.kiln"};
 
@@ -444,11 +456,14 @@ int cmd_plan(const Argv& argv) {
   options.fold_progress = [&](size_t done, size_t total) { fold_progress.update("folding constants", done, total); };
   SearchProgress progress(model);
   options.memory.solve.progress = progress.callback();
-  const PlanResult result = plan_onnx_file(model, options);
+  std::vector<PlanResult> parts;
+  const PlanResult result = methods.empty()
+                                ? plan_onnx_file(model, options)
+                                : plan_onnx_methods(methods, options, args.has("--concurrent-methods"), &parts);
   progress.finish();
   write_file_atomic(output, result.bytes);
   if (args.has("--report")) write_plan_report(result, args.get("--report"));
-  print_summary(model, output, result, options);
+  print_summary(model, output, result, options, parts);
   if (args.has("--bundle-test")) bundle_self_test(args, output, result, options);
   if (args.has("--report")) {
     std::printf("  report:      %s/plan.json, %s/memory.svg\n", args.get("--report").c_str(),

@@ -6,6 +6,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "kiln/schema/arena_layout.h"
 #include "kiln/schema/bookkeeping.h"
 #include "kiln/schema/delegate_generated.h"
 #include "targets/target.h"
@@ -381,6 +382,30 @@ std::unique_ptr<fb::MethodT> emit_method(const LMethod& named, const EmitOptions
   return m;
 }
 
+// Bytes of one buffer holding the method's host arenas, laid out as the
+// runtime lays them (schema/arena_layout.h).
+uint64_t host_arena_bytes(const fb::MethodT& method) {
+  uint64_t end = 0;
+  for (const auto& arena : method.arenas) {
+    if (arena->device != nullptr && arena->device->type() != fb::DeviceType::CPU) continue;
+    (void)abi::next_arena_offset(end, arena->size, arena->alignment, &end);
+  }
+  return end;
+}
+
+// Each group of methods that never run at the same time, with the bytes of
+// the one buffer their host arenas share: the largest member's.
+void emit_arena_groups(const LProgram& program, fb::ProgramT& root) {
+  for (const std::vector<int>& members : program.arena_groups) {
+    auto group = std::make_unique<fb::ArenaGroupT>();
+    for (int m : members) {
+      group->methods.push_back(static_cast<uint32_t>(m));
+      group->host_bytes = std::max(group->host_bytes, host_arena_bytes(*root.methods.at(static_cast<size_t>(m))));
+    }
+    root.arena_groups.push_back(std::move(group));
+  }
+}
+
 }  // namespace
 
 std::string emit_program(const LProgram& program, const EmitOptions& options) {
@@ -390,6 +415,7 @@ std::string emit_program(const LProgram& program, const EmitOptions& options) {
   root.segment_alignment = kSegmentAlignment;
   ConstantTable constants(program);
   for (const LMethod& named : program.methods) root.methods.push_back(emit_method(named, options, constants));
+  emit_arena_groups(program, root);
   const SegmentWriter& segment = constants.segment();
   root.constants = segment.refs();
   root.segment_size = segment.data().size();

@@ -148,6 +148,9 @@ struct LProgram {
   // constants[c]).
   std::vector<std::vector<std::shared_ptr<const HostTensor>>> rank_constants;
   uint32_t rank_group = 0;
+  // Methods (indices into `methods`) that never run at the same time: each
+  // group's host arenas may share one buffer (Program.arena_groups).
+  std::vector<std::vector<int>> arena_groups;
 };
 
 }  // namespace kiln::planner

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "emit/emitter.h"
+#include "kiln/schema/arena_layout.h"
 #include "memory/method_plan.h"
 #include "report/json.h"
 
@@ -356,6 +357,44 @@ void json_regions(JsonWriter& j, const LMethod& m) {
   j.end_object();
 }
 
+namespace {
+
+// Bytes of one buffer for a lowered method's host arenas
+// (schema/arena_layout.h).
+uint64_t host_arena_bytes(const LMethod& m) {
+  uint64_t end = 0;
+  for (const LArena& arena : m.arenas) {
+    if (arena.device.type() == fb::DeviceType::CPU)
+      (void)abi::next_arena_offset(end, arena.size, arena.alignment, &end);
+  }
+  return end;
+}
+
+// A program of several methods (kiln plan --method): each method's host
+// arena bytes, and the groups that share one buffer. The rest of the
+// report describes the first method.
+void write_methods(JsonWriter& j, const LProgram& program) {
+  if (program.methods.size() < 2) return;
+  j.key("methods").begin_array();
+  for (const LMethod& m : program.methods) {
+    j.begin_object().field("name", m.name).field("host_arena_bytes", host_arena_bytes(m)).end_object();
+  }
+  j.end_array();
+  j.key("arena_groups").begin_array();
+  for (const std::vector<int>& group : program.arena_groups) {
+    uint64_t bytes = 0;
+    j.begin_object().key("methods").begin_array();
+    for (int m : group) {
+      j.value(program.methods[static_cast<size_t>(m)].name);
+      bytes = std::max(bytes, host_arena_bytes(program.methods[static_cast<size_t>(m)]));
+    }
+    j.end_array().field("host_bytes", bytes).end_object();
+  }
+  j.end_array();
+}
+
+}  // namespace
+
 std::string plan_json(const PlanResult& result) {
   const LProgram& program = result.program;
   JsonWriter j;
@@ -448,6 +487,7 @@ std::string plan_json(const PlanResult& result) {
   for (const auto& [op, count] : result.qdq.folded) j.field(op, count);
   j.end_object().end_object();
   write_collectives(j, m, result);
+  write_methods(j, program);
   j.end_object();
   return j.str() + "\n";
 }

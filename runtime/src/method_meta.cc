@@ -7,6 +7,7 @@
 #include "kiln/runtime/method_meta.h"
 
 #include "kiln/runtime/check.h"
+#include "kiln/schema/arena_layout.h"
 #include "kiln/schema/device.h"
 #include "method_internal.h"
 
@@ -56,6 +57,32 @@ uint64_t MethodMeta::arena_bytes(Device device) const {
     if (same_device(device_or_cpu(arena.device()), device)) total += arena.size();
   }
   return total;
+}
+
+uint64_t MethodMeta::host_arena_bytes() const { return abi::host_arena_bytes(*method_); }
+
+uint32_t MethodMeta::host_arena_alignment() const { return abi::host_arena_alignment(*method_); }
+
+Error MethodMeta::split_host_arenas(Span<uint8_t> buffer, Span<Span<uint8_t>> out_arenas) const {
+  KILN_CHECK_OR_RETURN(out_arenas.size() >= num_arenas(), Error::kInvalidArgument,
+                       "method '%s' has %u arenas, room for %u spans was given", name(),
+                       static_cast<unsigned>(num_arenas()), static_cast<unsigned>(out_arenas.size()));
+  const uint64_t needs = host_arena_bytes();
+  KILN_CHECK_OR_RETURN(buffer.size() >= needs, Error::kBufferTooSmall,
+                       "method '%s': its host arenas need %llu bytes in one buffer, %llu were given", name(),
+                       static_cast<unsigned long long>(needs), static_cast<unsigned long long>(buffer.size()));
+  KILN_CHECK_OR_RETURN(reinterpret_cast<uintptr_t>(buffer.data()) % host_arena_alignment() == 0,
+                       Error::kBufferMisaligned, "method '%s': the arena buffer must be aligned to %u bytes", name(),
+                       host_arena_alignment());
+  for (uint32_t i = 0; i < num_arenas(); ++i) {
+    uint64_t end = 0;
+    const uint64_t offset = abi::host_arena_offset(*method_, i, &end);
+    out_arenas[i] =
+        offset == abi::kNoHostArena
+            ? Span<uint8_t>()
+            : buffer.subspan(static_cast<size_t>(offset), static_cast<size_t>(method_->arenas()->Get(i)->size()));
+  }
+  return Error::kOk;
 }
 
 size_t MethodMeta::num_inputs() const { return internal::list_size(method_->inputs()); }

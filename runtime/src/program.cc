@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kiln/runtime/check.h"
+#include "kiln/schema/arena_layout.h"
 #include "names.h"
 #include "program_validator.h"
 
@@ -70,6 +71,7 @@ Result<Program> Program::load(DataLoader& loader) {
   for (uint32_t i = 0; i < methods->size(); ++i) {
     KILN_RETURN_IF_ERROR(internal::validate_method(*program, *methods->Get(i)));
   }
+  KILN_RETURN_IF_ERROR(internal::validate_arena_groups(*program));
   return Program(program, segment, buffer);
 }
 
@@ -88,6 +90,39 @@ Result<MethodMeta> Program::method_meta(const char* name) const {
     if (internal::same_name(methods->Get(i)->name()->c_str(), name)) return MethodMeta(methods->Get(i));
   }
   KILN_RETURN_ERROR(Error::kNotFound, "program has no method named '%s'", name);
+}
+
+Result<uint32_t> Program::method_index(const char* name) const {
+  KILN_CHECK_OR_RETURN(name != nullptr, Error::kInvalidArgument, "method name is null");
+  const auto* methods = program_->methods();
+  for (uint32_t i = 0; i < methods->size(); ++i) {
+    if (internal::same_name(methods->Get(i)->name()->c_str(), name)) return i;
+  }
+  KILN_RETURN_ERROR(Error::kNotFound, "program has no method named '%s'", name);
+}
+
+// The arena group method `m` is in, or nullptr.
+const fb::ArenaGroup* Program::arena_group_of(uint32_t m) const {
+  const auto* groups = program_->arena_groups();
+  for (uint32_t g = 0; groups != nullptr && g < groups->size(); ++g) {
+    const auto* members = groups->Get(g)->methods();
+    for (uint32_t k = 0; members != nullptr && k < members->size(); ++k) {
+      if (members->Get(k) == m) return groups->Get(g);
+    }
+  }
+  return nullptr;
+}
+
+Result<uint64_t> Program::shared_arena_bytes(const char* name) const {
+  KILN_ASSIGN_OR_RETURN(const uint32_t m, method_index(name));
+  const fb::ArenaGroup* group = arena_group_of(m);
+  return group != nullptr ? group->host_bytes() : abi::host_arena_bytes(*program_->methods()->Get(m));
+}
+
+Result<bool> Program::may_share_arenas(const char* a, const char* b) const {
+  KILN_ASSIGN_OR_RETURN(const uint32_t ma, method_index(a));
+  KILN_ASSIGN_OR_RETURN(const uint32_t mb, method_index(b));
+  return ma == mb || (arena_group_of(ma) != nullptr && arena_group_of(ma) == arena_group_of(mb));
 }
 
 Span<const uint8_t> Program::constant(uint32_t index) const {

@@ -18,6 +18,7 @@
 
 #include "kiln/runtime/check.h"
 #include "kiln/runtime/tensor.h"
+#include "kiln/schema/arena_layout.h"
 #include "kiln/schema/bookkeeping.h"
 #include "kiln/schema/device.h"
 
@@ -554,6 +555,35 @@ Error validate_data_refs(const flatbuffers::Vector<const fb::DataRef*>* refs, ui
 
 Error validate_method(const fb::Program& program, const fb::Method& method) {
   return MethodValidator(program, method).run();
+}
+
+Error validate_arena_groups(const fb::Program& program) {
+  const auto* groups = program.arena_groups();
+  const uint32_t num_methods = program.methods()->size();
+  for (uint32_t g = 0; groups != nullptr && g < groups->size(); ++g) {
+    const fb::ArenaGroup& group = *groups->Get(g);
+    const auto* members = group.methods();
+    for (uint32_t k = 0; members != nullptr && k < members->size(); ++k) {
+      const uint32_t m = members->Get(k);
+      KILN_CHECK_OR_RETURN(m < num_methods, kInvalid, "arena group %u names method %u; the program has %u", g, m,
+                           num_methods);
+      // Each method once, in one group: compare with every member before it.
+      for (uint32_t h = 0; h <= g; ++h) {
+        const auto* earlier = groups->Get(h)->methods();
+        const uint32_t end = h == g ? k : (earlier != nullptr ? earlier->size() : 0);
+        for (uint32_t j = 0; j < end; ++j) {
+          KILN_CHECK_OR_RETURN(earlier->Get(j) != m, kInvalid, "method %u is named twice in arena groups", m);
+        }
+      }
+      const uint64_t needs = abi::host_arena_bytes(*program.methods()->Get(m));
+      KILN_CHECK_OR_RETURN(
+          needs != UINT64_MAX && needs <= group.host_bytes(), kInvalid,
+          "arena group %u's buffer of %llu bytes cannot hold the host arenas of method '%s' (%llu bytes)", g,
+          static_cast<unsigned long long>(group.host_bytes()), program.methods()->Get(m)->name()->c_str(),
+          static_cast<unsigned long long>(needs));
+    }
+  }
+  return Error::kOk;
 }
 
 }  // namespace internal

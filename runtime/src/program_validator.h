@@ -34,6 +34,11 @@ Error validate_data_refs(const flatbuffers::Vector<const fb::DataRef*>* refs, ui
 // delegate or instruction at fault.
 Error validate_method(const fb::Program& program, const fb::Method& method);
 
+// Checks Program.arena_groups, after every method was checked: method
+// indices in range, each method in one group at most, and each group's
+// buffer large enough for every member's host arenas (schema/arena_layout.h).
+Error validate_arena_groups(const fb::Program& program);
+
 }  // namespace internal
 }  // namespace kiln
 

@@ -185,6 +185,23 @@ kiln_status kiln_program_output_quantization(const kiln_program* program, const 
 kiln_status kiln_method_load(kiln_method* method, const kiln_program* program, const char* name, void* bookkeeping,
                              size_t bookkeeping_size, void* const* arenas, const size_t* arena_sizes,
                              size_t num_arenas);
+/* Methods that never run at the same time (an arena group, `kiln plan
+ * --method`) may keep their host arenas in one buffer: load each with
+ * kiln_method_load_shared() on the same buffer; only one of them may execute
+ * at a time, and what one leaves there is gone once another runs. The
+ * bytes of the buffer `method` shares with its group (its own host arenas'
+ * when it is in none) and the alignment the buffer's start needs (the
+ * largest of the group's). */
+kiln_status kiln_program_shared_arena_bytes(const kiln_program* program, const char* method, uint64_t* out_bytes,
+                                            uint32_t* out_alignment);
+/* *out_may = 1 when methods `a` and `b` may share that buffer, else 0. */
+kiln_status kiln_program_may_share_arenas(const kiln_program* program, const char* a, const char* b, int* out_may);
+/* kiln_method_load with every host arena of `name` laid out in `buffer`
+ * (schema/arena_layout.h); device arenas are allocated by their backend.
+ * KILN_BUFFER_TOO_SMALL or KILN_BUFFER_MISALIGNED for a buffer that does not
+ * fit the method. */
+kiln_status kiln_method_load_shared(kiln_method* method, const kiln_program* program, const char* name,
+                                    void* bookkeeping, size_t bookkeeping_size, void* buffer, size_t size);
 /* Binds the application's buffers, zero copy, until bound again. */
 kiln_status kiln_method_set_input(kiln_method* method, size_t index, const void* data, size_t size);
 kiln_status kiln_method_set_output(kiln_method* method, size_t index, void* data, size_t size);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "kiln/runtime/result.h"
+#include "kiln/runtime/span.h"
 #include "kiln/runtime/tensor.h"
 
 namespace kiln {
@@ -59,6 +60,17 @@ class MethodMeta {
   uint64_t bookkeeping_bytes() const;
   // Sum of the sizes of the arenas on `device`.
   uint64_t arena_bytes(Device device) const;
+  // One buffer for all of the method's host arenas (schema/arena_layout.h):
+  // its bytes, and the alignment its start needs.
+  uint64_t host_arena_bytes() const;
+  uint32_t host_arena_alignment() const;
+  // Fills out_arenas[i] with host arena i's span in `buffer` (an empty span
+  // for an arena on a device), ready for MemoryManager::arenas.
+  // kInvalidArgument when out_arenas has fewer than num_arenas() entries,
+  // kBufferTooSmall when the buffer is smaller than host_arena_bytes(),
+  // kBufferMisaligned when its start is not aligned to
+  // host_arena_alignment(). The spans point into `buffer`, not owned.
+  Error split_host_arenas(Span<uint8_t> buffer, Span<Span<uint8_t>> out_arenas) const;
 
   const fb::Method* flatbuffer() const { return method_; }
 

@@ -41,6 +41,22 @@ class Program {
   // kNotFound when no method has that name.
   Result<MethodMeta> method_meta(const char* name) const;
 
+  // Methods that never run at the same time (`kiln plan --method`, an
+  // arena group of the program) may place their host arenas in one buffer:
+  // each method's MethodMeta::split_host_arenas() lays its arenas from the
+  // buffer's start. The Methods may all be loaded at once, but only one of
+  // them may run at a time, and what one leaves in the buffer (its planned
+  // fallback inputs and outputs included) is gone once another runs.
+  //
+  // The bytes of the buffer method `name` shares with its group: the
+  // largest member's MethodMeta::host_arena_bytes(); for a method in no
+  // group, its own. Align the buffer to the largest of the members'
+  // MethodMeta::host_arena_alignment(). kNotFound for an unknown name.
+  Result<uint64_t> shared_arena_bytes(const char* name) const;
+  // Whether methods `a` and `b` may share that buffer (the same method, or
+  // both in one group). kNotFound for an unknown name.
+  Result<bool> may_share_arenas(const char* a, const char* b) const;
+
   // Loads a method: takes its state from memory.bookkeeping, places its
   // tensors in memory.arenas, resolves and checks every kernel in `kernels`.
   // The returned Method points into this Program's data, into the
@@ -59,6 +75,9 @@ class Program {
   Span<const uint8_t> flatbuffer_bytes() const { return flatbuffer_bytes_; }
 
  private:
+  Result<uint32_t> method_index(const char* name) const;
+  const fb::ArenaGroup* arena_group_of(uint32_t method) const;
+
   Program(const fb::Program* program, Span<const uint8_t> segment, Span<const uint8_t> flatbuffer_bytes)
       : program_(program), segment_(segment), flatbuffer_bytes_(flatbuffer_bytes) {}
 
