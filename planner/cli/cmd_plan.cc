@@ -250,6 +250,17 @@ void print_arenas(const LMethod& m) {
   }
 }
 
+// The bytes of the constants one method of several reads (each once).
+uint64_t method_constant_bytes(const LProgram& program, const LMethod& m) {
+  std::set<int> used;
+  for (const LTensor& t : m.tensors) {
+    if (t.storage == Storage::kConstant) used.insert(t.constant);
+  }
+  uint64_t bytes = 0;
+  for (int c : used) bytes += program.constants[static_cast<size_t>(c)]->nbytes();
+  return bytes;
+}
+
 // `parts`: each method's own statistics (--method), or empty (one method,
 // whose statistics `result` holds).
 void print_summary(const std::string& model, const std::string& output, const PlanResult& result,
@@ -270,7 +281,7 @@ void print_summary(const std::string& model, const std::string& output, const Pl
   for (const LMethod& m : program.methods) {
     const size_t index = static_cast<size_t>(&m - program.methods.data());
     const PlanResult& stats = index < parts.size() ? parts[index] : result;
-    print_method_counts(m, constant_bytes, bookkeeping[index]);
+    print_method_counts(m, parts.empty() ? constant_bytes : method_constant_bytes(program, m), bookkeeping[index]);
     print_devices(m, delegate_counts[index], stats);
     print_quantization(m, stats, options);
     print_inplace_and_fusion(stats);
