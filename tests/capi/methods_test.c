@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "methods_test: cannot read the files\n");
     return 2;
   }
-  EXPECT(kiln_register_portable_kernels() == KILN_OK, "kernels registered");
+  EXPECT(kiln_register_cpu_kernels() == KILN_OK, "kernels registered");
   EXPECT(kiln_program_load(&program, data, size) == KILN_OK, "program loads");
   EXPECT(kiln_program_may_share_arenas(&program, a.name, b.name, &may) == KILN_OK && may == 1,
          "the two methods may share arenas");

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/kernels/portable.h"
+#include "kiln/kernels/cpu.h"
 #include "kiln/runtime/program.h"
 #include "kiln/schema/arena_layout.h"
 #include "pipeline.h"
@@ -72,7 +72,7 @@ std::vector<float> alone(const Program& program, const char* name) {
 }
 
 TEST(MethodsTest, MethodsOfOneGroupShareOneBuffer) {
-  ASSERT_EQ(register_portable_kernels(), Error::kOk);
+  ASSERT_EQ(register_cpu_kernels(), Error::kOk);
   LoadedProgram p(two_methods(false));
   ASSERT_TRUE(p.program.ok());
   const Program& program = *p.program;
@@ -117,7 +117,7 @@ TEST(MethodsTest, MethodsOfOneGroupShareOneBuffer) {
 // buffer, the larger method's host arenas (what `kiln pack --shared-arena`
 // sizes), serves both.
 TEST(MethodsTest, TwoProgramsShareOneBuffer) {
-  ASSERT_EQ(register_portable_kernels(), Error::kOk);
+  ASSERT_EQ(register_cpu_kernels(), Error::kOk);
   LoadedProgram a(planner::plan_graph(cnn_graph(), {}).bytes);
   LoadedProgram b(planner::plan_graph(small_graph(), {}).bytes);
   ASSERT_TRUE(a.program.ok() && b.program.ok());
