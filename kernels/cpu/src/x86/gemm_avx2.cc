@@ -82,6 +82,7 @@ KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int
                                  int64_t mr, int64_t nr, bool accumulate, const float* row_bias, const float* col_bias,
                                  bool clamp, float lo, float hi) {
   static_assert(kGemmMr == 6 && kGemmNr == 16, "the AVX2 micro-kernel computes 6x16 tiles");
+  prefetch_tile(c, ldc, mr, nr);
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
   __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
   __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();

@@ -34,6 +34,7 @@ KILN_AVX512 inline __m512 widen(__m256 v) {
 KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
                                      int64_t mr, int64_t nr, bool accumulate, const float* row_bias,
                                      const float* col_bias, bool clamp, float lo, float hi) {
+  prefetch_tile(c, ldc, mr, nr);
   __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
   __m512 c3 = _mm512_setzero_ps(), c4 = _mm512_setzero_ps(), c5 = _mm512_setzero_ps();
   if (nr <= 8) {
@@ -93,6 +94,7 @@ KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b,
 KILN_AVX512 void micro_kernel_avx512_x2(int64_t kc, const float* a, const float* b0, const float* b1, int64_t ldb,
                                         float* c, int64_t ldc, int64_t mr, bool accumulate, const float* row_bias,
                                         const float* col_bias, bool clamp, float lo, float hi) {
+  prefetch_tile(c, ldc, mr, 2 * kGemmNr);
   __m512 acc[kGemmMr][2];
   for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
 #pragma GCC unroll 2

@@ -23,6 +23,17 @@ namespace kiln {
 namespace kernels {
 namespace x86 {
 
+// The C tile's rows (mr rows of nr floats, ldc apart) asked into L1 before
+// the micro-kernel's inner loop, which takes far longer than the fetch:
+// C is read (accumulate) and written after it, one cache line or two a
+// row, each a row of a matrix larger than L2 on large products.
+inline void prefetch_tile(float* c, int64_t ldc, int64_t mr, int64_t nr) {
+  for (int64_t i = 0; i < mr; ++i) {
+    __builtin_prefetch(c + i * ldc, 1, 3);
+    __builtin_prefetch(c + i * ldc + nr - 1, 1, 3);
+  }
+}
+
 // The packed GEMM (gemm.cc): gemm_avx2.cc, gemm_avx512.cc.
 void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
                          int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
