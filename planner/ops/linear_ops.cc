@@ -281,7 +281,22 @@ void lower_conv_transpose(OpContext& ctx, LoweringContext& l) {
   params.Set(std::move(p));
   std::vector<int> inputs = {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))};
   if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
-  l.kernel("ConvTranspose", inputs, {l.tensor(ctx.output_id(0))}, std::move(params));
+  // With packing, products (gemm_blocking.h's conv_transpose_*): the
+  // columns of a block of input positions, and their product's packing.
+  std::vector<int> scratch;
+  if (packs(l)) {
+    using namespace kiln::kernels;
+    const auto& x = ctx.shape(0);
+    const auto& w = ctx.shape(1);
+    const int64_t positions = x.size() == 4 ? x[2] * x[3] : x[2];
+    const int64_t group = ctx.attr_int("group", 1);
+    const int64_t rows = w[1] * shape_numel(spatial_dims(w)), depth = x[1] / group;
+    const int64_t block = conv_transpose_block(positions);
+    scratch = {l.temp(ctx.node().name + "/columns", DType::FLOAT32, {conv_transpose_columns_floats(rows, positions)}),
+               l.temp(ctx.node().name + "/packed_a", DType::FLOAT32, {gemm_pack_a_floats(rows, depth)}),
+               l.temp(ctx.node().name + "/packed_b", DType::FLOAT32, {gemm_pack_b_floats(depth, block)})};
+  }
+  l.kernel("ConvTranspose", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), std::move(scratch));
 }
 
 void infer_gemm(OpContext& ctx) {

@@ -149,6 +149,24 @@ def case_conv_transpose_1d_group():
     return model([node], {"x": x}, {"y": want}, [("w", w), ("b", b)]), [x]
 
 
+def case_conv_transpose_2d_blocks():
+    # 2-D, run as products over blocks of input positions: 50x48 = 2,400
+    # positions are two blocks (gemm_blocking.h's kConvTransposeColumns), the
+    # second partial and starting mid-row; groups, strides 2 and 3,
+    # dilation, asymmetric pads, output padding, and a fused Relu.
+    x = randn(1, 6, 50, 48)
+    w = randn(6, 2, 3, 2)
+    b = randn(6)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], group=3, strides=[2, 3], pads=[1, 0, 0, 1],
+                              output_padding=[1, 0], dilations=[2, 1]),
+             helper.make_node("Relu", ["t"], ["y"])]
+    full = F.conv_transpose2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(),
+                              torch.from_numpy(b).double(), stride=(2, 3), output_padding=(1, 0), groups=3,
+                              dilation=(2, 1)).numpy()
+    want = np.maximum(full[:, :, 1:, :full.shape[3] - 1], 0).astype(np.float32)
+    return model(nodes, {"x": x}, {"y": want}, [("w", w), ("b", b)]), [x]
+
+
 def case_resize_rank3_linear():
     x = randn(2, 3, 5)
     node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear",

@@ -515,11 +515,100 @@ Error check_conv_transpose(const KernelArgs& args) {
   if (args.has_input(2)) {
     KILN_KERNEL_CHECK(args, args.in(2).numel() == g.m, "bias must have %lld elements", static_cast<long long>(g.m));
   }
+  if (args.num_scratch != 0) {
+    // The products' scratch (gemm_blocking.h): columns, packed A, packed B.
+    const int64_t rows = g.m / g.group * g.kh * g.kw, depth = g.c / g.group, positions = g.h * g.w;
+    const int64_t block = conv_transpose_block(positions);
+    KILN_KERNEL_CHECK(args, args.num_scratch == 3, "expects 0 or 3 scratch tensors, has %u", args.num_scratch);
+    for (uint32_t i = 0; i < 3; ++i) {
+      KILN_KERNEL_CHECK(args, args.scratch[i]->dtype() == DType::FLOAT32, "scratch must be float32");
+    }
+    KILN_KERNEL_CHECK(args,
+                      args.scratch[0]->numel() >= conv_transpose_columns_floats(rows, positions) &&
+                          args.scratch[1]->numel() >= gemm_pack_a_floats(rows, depth) &&
+                          args.scratch[2]->numel() >= gemm_pack_b_floats(depth, block),
+                      "scratch too small for the columns and packing (%lld, %lld and %lld floats)",
+                      static_cast<long long>(conv_transpose_columns_floats(rows, positions)),
+                      static_cast<long long>(gemm_pack_a_floats(rows, depth)),
+                      static_cast<long long>(gemm_pack_b_floats(depth, block)));
+  }
+  return Error::kOk;
+}
+
+// Adds one block's columns (rows m x kh x kw of one group, `count` input
+// positions from `first`, `ld` floats a row) into the output channels of
+// the group, `out` at the group's first: each column lands where the
+// scatter of run_conv_transpose puts it.
+void add_columns(const ConvGeometry& g, const float* columns, int64_t ld, int64_t first, int64_t count, float* out) {
+  const int64_t mg = g.m / g.group, plane = g.oh * g.ow;
+  for (int64_t m = 0; m < mg; ++m) {
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        const float* row = columns + ((m * g.kh + ky) * g.kw + kx) * ld - first;
+        float* dst = out + m * plane;
+        int64_t ix0, ix1;
+        valid_range(g.w, g.ow, g.sw, g.pl, kx * g.dw, &ix0, &ix1);
+        const int64_t shift = kx * g.dw - g.pl;
+        for (int64_t iy = first / g.w; iy * g.w < first + count; ++iy) {
+          const int64_t oy = iy * g.sh - g.pt + ky * g.dh;
+          if (oy < 0 || oy >= g.oh) continue;
+          // This row's positions within the block and the valid columns.
+          const int64_t lo = gemm_max(ix0, first - iy * g.w), hi = gemm_min(ix1, first + count - iy * g.w);
+          float* orow = dst + oy * g.ow + shift;
+          const float* irow = row + iy * g.w;
+          if (g.sw == 1) {
+            for (int64_t ix = lo; ix < hi; ++ix) orow[ix] += irow[ix];
+          } else {
+            for (int64_t ix = lo; ix < hi; ++ix) orow[ix * g.sw] += irow[ix];
+          }
+        }
+      }
+    }
+  }
+}
+
+// The products' way (the planner gave scratch): per image and group, per
+// block of input positions, columns = W^T x the block (W read transposed
+// in place), then added into the output over the bias.
+Error run_conv_transpose_products(const KernelArgs& args, const ConvGeometry& g) {
+  const float* x = args.in(0).data_as<const float>();
+  const float* w = args.in(1).data_as<const float>();
+  const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+  float* y = args.out(0).data_as<float>();
+  const int64_t cg = g.c / g.group, mg = g.m / g.group, rows = mg * g.kh * g.kw;
+  const int64_t positions = g.h * g.w, plane = g.oh * g.ow, block = conv_transpose_block(positions);
+  float* columns = args.scratch[0]->data_as<float>();
+  float* pack_a = args.scratch[1]->data_as<float>();
+  float* pack_b = args.scratch[2]->data_as<float>();
+  for (int64_t n = 0; n < g.n; ++n) {
+    for (int64_t m = 0; m < g.m; ++m) {
+      float* out = y + (n * g.m + m) * plane;
+      const float b = bias != nullptr ? bias[m] : 0.f;
+      for (int64_t i = 0; i < plane; ++i) out[i] = b;
+    }
+    for (int64_t grp = 0; grp < g.group; ++grp) {
+      GemmMatrix a;
+      a.data = w + grp * cg * rows;
+      a.ld = rows;
+      a.trans = true;
+      for (int64_t first = 0; first < positions; first += block) {
+        const int64_t count = gemm_min(block, positions - first);
+        GemmMatrix b;
+        b.data = x + (n * g.c + grp * cg) * positions + first;
+        b.ld = positions;
+        gemm_packed(rows, count, cg, a, b, nullptr, columns, count, GemmEpilogue{}, pack_a, pack_b, GemmPath::kAuto,
+                    args.pool);
+        add_columns(g, columns, count, first, count, y + (n * g.m + grp * mg) * plane);
+      }
+    }
+  }
+  apply_activation(y, args.out(0).numel(), args.params<fb::ConvParams>()->activation());
   return Error::kOk;
 }
 
 Error run_conv_transpose(const KernelArgs& args) {
   const ConvGeometry g = conv_geometry(args);
+  if (args.num_scratch == 3) return run_conv_transpose_products(args, g);
   const float* x = args.in(0).data_as<const float>();
   const float* w = args.in(1).data_as<const float>();
   const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;

@@ -49,6 +49,17 @@ constexpr int64_t gemm_group_scratch_blocks(int64_t group) {
   return group > 1 ? gemm_min(group, kGemmGroupScratchBlocks) : 1;
 }
 
+// A 2-D ConvTranspose with packing scratch runs as products (linear.cc):
+// for each group and block of up to kConvTransposeColumns input positions,
+// the columns (out channels x kh x kw rows) = W^T times the block of the
+// input, then each column added into the output where it lands. Its
+// scratch: the columns, then packing scratch of the product.
+constexpr int64_t kConvTransposeColumns = 2048;
+constexpr int64_t conv_transpose_block(int64_t positions) { return gemm_min(positions, kConvTransposeColumns); }
+constexpr int64_t conv_transpose_columns_floats(int64_t rows, int64_t positions) {
+  return rows * conv_transpose_block(positions);
+}
+
 // Floats of A (m x k) packed ahead of time: panels of kGemmMr rows over the
 // whole inner dimension, the last zero-padded.
 constexpr int64_t gemm_prepacked_a_floats(int64_t m, int64_t k) { return gemm_round_up(m, kGemmMr) * k; }
