@@ -59,6 +59,10 @@ constexpr const char* kHelp =
     "  --threads N         split large kernels (products, convolutions, element-wise\n"
     "                      passes) across N threads, this one included (default 1,\n"
     "                      or KILN_THREADS=N); the outputs are the same bits on any N\n"
+    "  --huge-pages on|off host arenas and the program of 2 MiB or more on transparent\n"
+    "                      huge pages (default on, Linux; where the system's setting is\n"
+    "                      \"madvise\" nothing else in the process gets them): off keeps\n"
+    "                      small pages, to compare with a runtime that has none\n"
     "\n"
     "A quantized input (kiln plan --quantized-io) takes int8/uint8 data of its dtype, or\n"
     "float32 data, which is quantized here with the input's scale and zero point, as the\n"
@@ -279,7 +283,8 @@ int cmd_run(const Argv& argv) {
   // clang-format off
   const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
                          {"--profile", false, true}, {"--collective-sync", true}, {"--self-test", true}, {"--isa", true},
-                         {"--threads", true}, {"--dequantize", false}, {"--help", false}});
+                         {"--threads", true}, {"--dequantize", false}, {"--huge-pages", true},
+                         {"--help", false}});
   // clang-format on
   if (args.has("--help")) {
     print_help();
@@ -303,6 +308,9 @@ int cmd_run(const Argv& argv) {
   options.method = args.get("--method", "forward");
   options.backends = &runtime_backends_for(bytes);
   options.profile = args.has("--profile");
+  const std::string huge = args.get("--huge-pages", "on");
+  if (huge != "on" && huge != "off") throw UsageError{"--huge-pages is on or off"};
+  options.huge_pages = huge == "on";
   const std::string sync = args.get("--collective-sync", "flags");
   if (sync != "flags" && sync != "barrier") throw UsageError{"--collective-sync is flags or barrier"};
 #if KILN_WITH_MPI

@@ -26,10 +26,12 @@ namespace {
 // a 1x1 convolution reads 16 columns of its input in place, each row of a
 // panel on its own 4 KiB page on a 55x55 plane, more pages than the
 // first-level TLB holds.
+// With huge_pages false (kiln run --huge-pages off) every buffer keeps
+// small pages, as another runtime's heap would under the same setting.
 struct AlignedBuffer {
   static constexpr size_t kHugePage = size_t{2} << 20;
-  explicit AlignedBuffer(size_t size)
-      : alignment(size >= kHugePage ? kHugePage : 64),
+  explicit AlignedBuffer(size_t size, bool huge_pages = true)
+      : alignment(huge_pages && size >= kHugePage ? kHugePage : 64),
         storage(new uint64_t[(round_up(size) + alignment) / 8 + 1]),
         data(align(storage.get(), alignment)),
         size(size) {
@@ -87,7 +89,7 @@ IoInfo io_info(const TensorInfo& info) {
 
 // Host arenas from the heap; device arenas are allocated by their backend,
 // symmetric ones mapped by their communicator.
-void allocate_arenas(MethodRunner::State& s) {
+void allocate_arenas(MethodRunner::State& s, bool huge_pages) {
   for (size_t i = 0; i < s.meta->num_arenas(); ++i) {
     const ArenaInfo info = s.meta->arena(i).get();
     const bool mapped = info.kind == fb::ArenaKind::SYMMETRIC && info.group < s.communicators.size() &&
@@ -96,7 +98,7 @@ void allocate_arenas(MethodRunner::State& s) {
       s.arena_spans.emplace_back();
       continue;
     }
-    s.arenas.push_back(std::make_unique<AlignedBuffer>(static_cast<size_t>(info.size)));
+    s.arenas.push_back(std::make_unique<AlignedBuffer>(static_cast<size_t>(info.size), huge_pages));
     s.arena_spans.emplace_back(s.arenas.back()->data, static_cast<size_t>(info.size));
     s.host_arena_bytes.push_back(info.size);
   }
@@ -107,7 +109,7 @@ void allocate_arenas(MethodRunner::State& s) {
 MethodRunner::MethodRunner(const std::string& program_bytes, const RunOptions& options)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
-  s.file = std::make_unique<AlignedBuffer>(program_bytes.size());
+  s.file = std::make_unique<AlignedBuffer>(program_bytes.size(), options.huge_pages);
   std::memcpy(s.file->data, program_bytes.data(), program_bytes.size());
   s.loader = std::make_unique<BufferDataLoader>(s.file->data, s.file->size);
   Result<Program> program = Program::load(*s.loader);
@@ -120,7 +122,7 @@ MethodRunner::MethodRunner(const std::string& program_bytes, const RunOptions& o
   s.bookkeeping_memory = std::make_unique<AlignedBuffer>(static_cast<size_t>(s.meta->bookkeeping_bytes()));
   s.bookkeeping = std::make_unique<BumpAllocator>(s.bookkeeping_memory->data, s.bookkeeping_memory->size);
   s.communicators = options.communicators;
-  allocate_arenas(s);
+  allocate_arenas(s, options.huge_pages);
   MemoryManager memory;
   memory.bookkeeping = s.bookkeeping.get();
   memory.arenas = Span<const Span<uint8_t>>(s.arena_spans.data(), s.arena_spans.size());

@@ -40,6 +40,9 @@ struct RunOptions {
   // Communicators by group (not owned; see MemoryManager::communicators):
   // empty for a program of one rank.
   std::vector<Communicator*> communicators;
+  // Host arenas and the program buffer of 2 MiB or more on huge pages
+  // (advised as transparent huge pages on Linux); false: small pages.
+  bool huge_pages = true;
 };
 
 struct RunResult {
