@@ -477,14 +477,18 @@ int main(int argc, char** argv) {
                                    {512, 784, 128, "1x1 conv (ResNet-50 layer2 expand)", false},
                                    {2048, 49, 512, "1x1 conv (ResNet-50 layer4 expand, 7x7)", false}};
   struct Conv {
-    int64_t c, h, w, m;
+    int64_t c, h, w, m, kernel, stride;
     const char* what;
   };
-  const std::vector<Conv> convs = o.quick
-                                      ? std::vector<Conv>{{8, 10, 10, 16, "3x3 conv (im2col)"}}
-                                      : std::vector<Conv>{{64, 56, 56, 64, "3x3 conv, ResNet-50 layer1 (im2col)"},
-                                                          {128, 28, 28, 128, "3x3 conv, ResNet-50 layer2 (im2col)"},
-                                                          {256, 14, 14, 256, "3x3 conv, ResNet-50 layer3 (im2col)"}};
+  const std::vector<Conv> convs =
+      o.quick ? std::vector<Conv>{{8, 10, 10, 16, 3, 1, "3x3 conv (im2col)"}, {8, 10, 10, 16, 1, 2, "1x1 conv, stride 2"}}
+              : std::vector<Conv>{{64, 56, 56, 64, 3, 1, "3x3 conv, ResNet-50 layer1 (im2col)"},
+                                  {128, 28, 28, 128, 3, 1, "3x3 conv, ResNet-50 layer2 (im2col)"},
+                                  {256, 14, 14, 256, 3, 1, "3x3 conv, ResNet-50 layer3 (im2col)"},
+                                  {128, 56, 56, 128, 3, 2, "3x3 conv stride 2, ResNet-50 layer2.0 (im2col)"},
+                                  {512, 14, 14, 512, 3, 2, "3x3 conv stride 2, ResNet-50 layer4.0 (im2col)"},
+                                  {256, 56, 56, 512, 1, 2, "1x1 conv stride 2, ResNet-50 layer2 shortcut"},
+                                  {1024, 14, 14, 2048, 1, 2, "1x1 conv stride 2, ResNet-50 layer4 shortcut"}};
   std::vector<std::vector<float> > images;
   for (const char* which : {"avx512", "avx2"}) {
     const bool is512 = !strcmp(which, "avx512");
@@ -501,11 +505,13 @@ int main(int argc, char** argv) {
       g.channels = cv.c;
       g.h = cv.h;
       g.w = cv.w;
-      g.kh = g.kw = 3;
-      g.pt = g.pl = 1;
-      g.oh = cv.h;
-      g.ow = cv.w;
-      if (!float_gemm(o, which, path, peak, cv.m, cv.h * cv.w, cv.c * 9, &g, cv.what, &rows)) return 1;
+      g.kh = g.kw = cv.kernel;
+      g.sh = g.sw = cv.stride;
+      g.pt = g.pl = cv.kernel / 2;
+      g.oh = (cv.h + 2 * g.pt - cv.kernel) / cv.stride + 1;
+      g.ow = (cv.w + 2 * g.pl - cv.kernel) / cv.stride + 1;
+      const int64_t k = cv.c * cv.kernel * cv.kernel;
+      if (!float_gemm(o, which, path, peak, cv.m, g.oh * g.ow, k, &g, cv.what, &rows)) return 1;
     }
   }
   const std::vector<Shape> qshapes = o.quick ? std::vector<Shape>{{24, 48, 72, "", false}}
