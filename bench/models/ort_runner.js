@@ -7,7 +7,10 @@
 // before the session was created to the end (the model's memory as the
 // process sees it), and where the first output was written.
 //
-// usage: node ort_runner.js MODEL.onnx INPUT.bin DIMS(1x3x224x224) RUNS OUTPUT.bin [THREADS]
+// usage: node ort_runner.js MODEL.onnx INPUT.bin DIMS(1x3x224x224) RUNS OUTPUT.bin [THREADS] [OPTIMIZATION]
+// OPTIMIZATION: ORT's graphOptimizationLevel (default 'all'; 'disabled' runs
+// every node as written, a QDQ model's QuantizeLinear and DequantizeLinear
+// included: its float semantics).
 
 const fs = require('fs');
 const ort = require('onnxruntime-node');
@@ -21,7 +24,7 @@ function maxRssKb() {
 }
 
 async function main() {
-  const [model, inputPath, dimsText, runsText, outputPath, threadsText] = process.argv.slice(2);
+  const [model, inputPath, dimsText, runsText, outputPath, threadsText, optimization] = process.argv.slice(2);
   if (!outputPath) {
     console.error('usage: node ort_runner.js MODEL.onnx INPUT.bin DIMS RUNS OUTPUT.bin [THREADS]');
     process.exit(2);
@@ -35,7 +38,7 @@ async function main() {
     intraOpNumThreads: threadsText ? Number(threadsText) : 1,
     interOpNumThreads: 1,
     executionMode: 'sequential',
-    graphOptimizationLevel: 'all',
+    graphOptimizationLevel: optimization || 'all',
   });
   const feeds = {[session.inputNames[0]]: new ort.Tensor('float32', input, dims)};
   const latencies = [];

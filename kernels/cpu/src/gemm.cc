@@ -619,7 +619,10 @@ void PackedBlocks::tile_at(int64_t ic, int64_t mc, const float* a_block, int64_t
   const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
 #if KILN_X86
   if (pair) {
-    x86::micro_kernel_avx512_x2(kc, a_block + ir / kGemmMr * a_stride, bp, bp + kGemmNr, ldb, tile, ldc, mr,
+    // The next panel: the next 16 columns where B is read in place, the
+    // next packed panel otherwise.
+    const float* next = jr < whole ? bp + kGemmNr : bp + b_stride;
+    x86::micro_kernel_avx512_x2(kc, a_block + ir / kGemmMr * a_stride, bp, next, ldb, tile, ldc, mr,
                                 !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on, clamp.lo,
                                 clamp.hi);
     return;
@@ -662,14 +665,18 @@ void PackedBlocks::tiles(int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t
     } else {
       for (int64_t jr = q0 * kGemmNr; jr < j_end; jr += kGemmNr) {
 #if KILN_X86
-        // Two whole panels of B read in place at once on AVX-512 (the
-        // same bits as one by one): each row of B is 32 contiguous
+        // Two whole panels of B at once on AVX-512 (the same bits as one
+        // by one): twelve accumulators instead of six, A loaded once per
+        // two panels. Read in place, each row of B is 32 contiguous
         // floats instead of two 16-float pieces each straddling cache
-        // lines, and A is loaded once per two panels. Products over
-        // few rows of A (min of 100 calls, warm): 16 x 128 by 3025
-        // columns 142 -> 127 us, 32 x 256 by 729 127 -> 118, 64 x 16
-        // by 3025 69 -> 64. Packed panels gained nothing measurable.
-        if (wide && direct_b && jr + 2 * kGemmNr <= whole && jr + 2 * kGemmNr <= j_end) {
+        // lines: products over few rows of A (min of 100 calls, warm):
+        // 16 x 128 by 3025 columns 142 -> 127 us, 32 x 256 by 729
+        // 127 -> 118, 64 x 16 by 3025 69 -> 64. Packed, six
+        // accumulators hold a core that retires two 512-bit FMAs a cycle
+        // (4 cycles' latency) to 6 of the 8 in flight it needs; Zen 4,
+        // whose 512-bit FMAs take two passes, measured the same either
+        // way (kiln_roofline).
+        if (wide && (direct_b ? jr + 2 * kGemmNr <= whole : true) && jr + 2 * kGemmNr <= j_end) {
           for (int64_t ir = 0; ir < mc; ir += kGemmMr) tile_at(ic, mc, a_block, a_stride, ir, jr, true);
           jr += kGemmNr;
           continue;
