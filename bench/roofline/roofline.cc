@@ -481,14 +481,15 @@ int main(int argc, char** argv) {
     const char* what;
   };
   const std::vector<Conv> convs =
-      o.quick ? std::vector<Conv>{{8, 10, 10, 16, 3, 1, "3x3 conv (im2col)"}, {8, 10, 10, 16, 1, 2, "1x1 conv, stride 2"}}
-              : std::vector<Conv>{{64, 56, 56, 64, 3, 1, "3x3 conv, ResNet-50 layer1 (im2col)"},
-                                  {128, 28, 28, 128, 3, 1, "3x3 conv, ResNet-50 layer2 (im2col)"},
-                                  {256, 14, 14, 256, 3, 1, "3x3 conv, ResNet-50 layer3 (im2col)"},
-                                  {128, 56, 56, 128, 3, 2, "3x3 conv stride 2, ResNet-50 layer2.0 (im2col)"},
-                                  {512, 14, 14, 512, 3, 2, "3x3 conv stride 2, ResNet-50 layer4.0 (im2col)"},
-                                  {256, 56, 56, 512, 1, 2, "1x1 conv stride 2, ResNet-50 layer2 shortcut"},
-                                  {1024, 14, 14, 2048, 1, 2, "1x1 conv stride 2, ResNet-50 layer4 shortcut"}};
+      o.quick
+          ? std::vector<Conv>{{8, 10, 10, 16, 3, 1, "3x3 conv (im2col)"}, {8, 10, 10, 16, 1, 2, "1x1 conv, stride 2"}}
+          : std::vector<Conv>{{64, 56, 56, 64, 3, 1, "3x3 conv, ResNet-50 layer1 (im2col)"},
+                              {128, 28, 28, 128, 3, 1, "3x3 conv, ResNet-50 layer2 (im2col)"},
+                              {256, 14, 14, 256, 3, 1, "3x3 conv, ResNet-50 layer3 (im2col)"},
+                              {128, 56, 56, 128, 3, 2, "3x3 conv stride 2, ResNet-50 layer2.0 (im2col)"},
+                              {512, 14, 14, 512, 3, 2, "3x3 conv stride 2, ResNet-50 layer4.0 (im2col)"},
+                              {256, 56, 56, 512, 1, 2, "1x1 conv stride 2, ResNet-50 layer2 shortcut"},
+                              {1024, 14, 14, 2048, 1, 2, "1x1 conv stride 2, ResNet-50 layer4 shortcut"}};
   std::vector<std::vector<float> > images;
   for (const char* which : {"avx512", "avx2"}) {
     const bool is512 = !strcmp(which, "avx512");
