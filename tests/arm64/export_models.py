@@ -9,12 +9,17 @@ it), plus <name>.onnx and input.npy beside them.
   --set tests   small models the arm64 tests run under qemu in seconds on
                 either CPU path: the demo CNN (examples/demo) and a
                 transformer encoder block (width 64, 4 heads, 16 tokens)
+  --set int8    MLPerf Tiny's int8 models (tests/models/qdq_models.py),
+                planned with --quantized-io: input_0.bin holds the quantized
+                input bytes and expected_0.bin the bytes the host's kiln gives
+                for them, which every host path gives alike (ctest
+                models.int8_paths), so a check here is byte for byte
   --set bench   what bench/arm64 counts instructions on: torchvision's
                 mobilenet_v2 and resnet18 (random weights, 1x3x224x224) and
                 a BERT-width encoder block (512, 8 heads, feed-forward 2048,
                 128 tokens), as bench/models/bench_models.py builds them
 
-usage: export_models.py --kiln KILN --out DIR [--set tests|bench] [--models a,b]
+usage: export_models.py --kiln KILN --out DIR [--set tests|int8|bench] [--models a,b]
 """
 
 import argparse
@@ -71,13 +76,50 @@ def export(kiln, out, name, make, shape):
     print(f"{name}: {shape} -> {tuple(y.shape)}, planned into {case}/program.kiln")
 
 
+def export_int8(kiln, out, name, shape):
+    """One int8 case: the quantized input's bytes and the host's output bytes."""
+    import json
+    sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+    import qdq_models  # noqa: E402
+    case = os.path.join(out, name)
+    os.makedirs(case, exist_ok=True)
+    onnx_path, float_input, _ = qdq_models.export(name, shape, case)
+    program = os.path.join(case, "program.kiln")
+    subprocess.run([kiln, "plan", onnx_path, "-o", program, "--quantized-io"], check=True, stdout=subprocess.DEVNULL)
+    info = json.loads(subprocess.run([kiln, "inspect", program, "--json"], check=True, capture_output=True,
+                                     text=True).stdout)
+    method = info["methods"][0]
+    tensor = next(t for t in method["tensors"] if t["id"] == method["inputs"][0])
+    dtype = {"uint8": np.uint8, "int8": np.int8}[tensor["dtype"]]
+    q = tensor["quantization"]
+    limits = np.iinfo(dtype)
+    x = np.load(float_input)
+    xq = np.clip(np.rint(x / q["scale"]) + q["zero_point"], limits.min, limits.max).astype(dtype)
+    np.save(os.path.join(case, "input.npy"), xq)
+    xq.tofile(os.path.join(case, "input_0.bin"))
+    host = os.path.join(case, "host")
+    subprocess.run([kiln, "run", program, "--input", os.path.join(case, "input.npy"), "--output-dir", host],
+                   check=True, stdout=subprocess.DEVNULL)
+    y = np.load(os.path.join(host, "output_0.npy"))
+    y.tofile(os.path.join(case, "expected_0.bin"))
+    print(f"{name}: {tensor['dtype']} {shape} -> {y.dtype} {tuple(y.shape)}, planned into {program}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kiln", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--set", default="tests", choices=sorted(MODELS))
+    parser.add_argument("--set", default="tests", choices=sorted(MODELS) + ["int8"])
     parser.add_argument("--models", default="", help="comma-separated names of the set (default: all)")
     args = parser.parse_args()
+    if args.set == "int8":
+        sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+        import qdq_models  # noqa: E402
+        os.makedirs(args.out, exist_ok=True)
+        for name, (_, shape) in qdq_models.MODELS.items():
+            if not args.models or name in args.models.split(","):
+                export_int8(args.kiln, args.out, name, shape)
+        return
     models = MODELS[args.set]
     names = args.models.split(",") if args.models else list(models)
     os.makedirs(args.out, exist_ok=True)

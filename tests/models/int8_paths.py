@@ -6,7 +6,7 @@ loops, AVX2 and AVX-512 (VNNI where the processor has it) and the outputs
 must be identical, byte for byte. A path the processor lacks is reported
 skipped. The int8 products accumulate in int32 and requantize with one
 integer rounding (kiln/kernels/qgemm.h), so no path may differ; the NEON
-path is checked the same way under qemu-aarch64 (tests/arm64, models) and
+path is checked the same way under qemu-aarch64 (ctest arm64.neon.int8) and
 the Cortex-M one by the firmware images' self-tests, made here, with
 tolerance 0 (examples/firmware_int8).
 
