@@ -296,16 +296,40 @@ bool same_quantization(const Graph& graph, const QuantNode& a, const QuantNode& 
   return za == zb && da == db;
 }
 
+// A string attribute of a node, or `otherwise` where it has none.
+std::string string_attr(const Node& op, const char* name, const char* otherwise) {
+  const auto it = op.attrs.find(name);
+  return it != op.attrs.end() && it->second.kind == Attribute::Kind::kString ? it->second.s : otherwise;
+}
+
+// Whether a Pad or a Resize only moves bytes of quantized data: Resize in
+// nearest mode; Pad by reflection or edge, or with the constant 0 where
+// the zero point is 0 (then the padding byte 0 is the quantized 0: the
+// kernels pad 8-bit data with zero bytes only). Its constant value input,
+// a float, is dropped.
+bool moves_bytes(const Graph& graph, Node& op, const QuantNode& in) {
+  if (op.op_type == "Resize") return string_attr(op, "mode", "nearest") == "nearest";
+  if (op.op_type != "Pad") return true;
+  if (string_attr(op, "mode", "constant") != "constant") return true;
+  if (in.zp != nullptr && in.zp->int_at(0) != 0) return false;
+  if (op.inputs.size() > 2 && op.inputs[2] >= 0) {
+    const HostTensor* value = constant_of(graph, op.inputs[2]);
+    if (value == nullptr || value->dtype != DType::FLOAT32 || value->data<float>()[0] != 0.f) return false;
+    op.inputs[2] = -1;
+  }
+  return true;
+}
+
 // DQ -> op -> Q with one quantization on both sides, where the op commutes
 // with it: the op on the quantized data. Reshape, Flatten, Squeeze,
-// Unsqueeze, Transpose and Concat move bytes; Relu and Clip become a Clip
-// of the quantized values to Q(bounds) (exact: Q is monotonic and
-// Q(DQ(x)) = x).
+// Unsqueeze, Transpose, Concat, Slice, a nearest Resize and a Pad that
+// moves_bytes() move bytes; Relu and Clip become a Clip of the quantized
+// values to Q(bounds) (exact: Q is monotonic and Q(DQ(x)) = x).
 bool fold_passthrough(Graph& graph, const std::vector<std::vector<int>>& readers, int n, QdqStats* stats) {
   Node& op = graph.nodes[static_cast<size_t>(n)];
   const std::string kind = op.op_type;
   const bool clamp = kind == "Relu" || kind == "Clip";
-  if (op.outputs.empty() || op.inputs.empty()) return false;
+  if (op.outputs.size() != 1 || op.inputs.empty()) return false;
   const size_t data_inputs = kind == "Concat" ? op.inputs.size() : 1;
   std::vector<QuantNode> in(data_inputs);
   for (size_t i = 0; i < data_inputs; ++i) {
@@ -323,6 +347,7 @@ bool fold_passthrough(Graph& graph, const std::vector<std::vector<int>>& readers
   if (!read_quant(graph, &q, q.outputs[0], &y) || !per_tensor(y) || !same_quantization(graph, in[0], y)) return false;
   const DType dtype = y.zp != nullptr ? y.zp->dtype : DType::UINT8;
   if (dtype != DType::UINT8 && dtype != DType::INT8) return false;
+  if (!moves_bytes(graph, op, in[0])) return false;
   std::vector<int> inputs = op.inputs;
   for (size_t i = 0; i < data_inputs; ++i) inputs[i] = in[i].quantized;
   if (clamp) {
@@ -439,8 +464,8 @@ QdqStats fold_qdq(Graph& graph) {
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
     if (node.dead || !node.domain.empty()) continue;
-    static const char* const kPassThrough[] = {"Reshape",   "Flatten", "Squeeze", "Unsqueeze",
-                                               "Transpose", "Concat",  "Relu",    "Clip"};
+    static const char* const kPassThrough[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat",
+                                               "Slice",   "Resize",  "Pad",     "Relu",      "Clip"};
     for (const char* op : kPassThrough) {
       if (node.op_type == op) {
         fold_passthrough(graph, readers, static_cast<int>(n), &stats);

@@ -167,6 +167,42 @@ def case_conv_transpose_2d_blocks():
     return model(nodes, {"x": x}, {"y": want}, [("w", w), ("b", b)]), [x]
 
 
+def case_qdq_movers_that_must_stay_float():
+    # Between a DQ and a Q of one quantization, a Pad by the constant 0 moves
+    # bytes only where the zero point is 0, and a linear Resize never does:
+    # with zero point 128 the padding is the byte 128 and a linear Resize
+    # blends values, so both stay float and the outputs are still exact.
+    # The same ops at zero point 0 (int8) and in nearest mode move bytes.
+    # A scale of 0.25 keeps every step exact, so ties round alike here and
+    # in the kernels (half to even).
+    scale = np.array(0.25, np.float32)
+    zp_u = np.array(128, np.uint8)
+    zp_s = np.array(0, np.int8)
+    u = RNG.integers(0, 256, (1, 2, 4, 4)).astype(np.uint8)
+    s8 = RNG.integers(-128, 128, (1, 2, 4, 4)).astype(np.int8)
+    scales = np.array([1, 1, 2, 2], np.float32)
+    nodes = [helper.make_node("DequantizeLinear", ["u", "scale", "zp_u"], ["ud"]),
+             helper.make_node("Pad", ["ud", "pads"], ["up"]),
+             helper.make_node("QuantizeLinear", ["up", "scale", "zp_u"], ["pad_u"]),
+             helper.make_node("Resize", ["ud", "", "scales"], ["ur"], mode="linear"),
+             helper.make_node("QuantizeLinear", ["ur", "scale", "zp_u"], ["linear_u"]),
+             helper.make_node("DequantizeLinear", ["s8", "scale", "zp_s"], ["sd"]),
+             helper.make_node("Pad", ["sd", "pads"], ["sp"]),
+             helper.make_node("QuantizeLinear", ["sp", "scale", "zp_s"], ["pad_s"]),
+             helper.make_node("Resize", ["sd", "", "scales"], ["sr"], mode="nearest"),
+             helper.make_node("QuantizeLinear", ["sr", "scale", "zp_s"], ["nearest_s"])]
+    pads = np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)
+    width = ((0, 0), (0, 0), (1, 2), (2, 1))
+    ud = (u.astype(np.float32) - 128) * scale
+    linear = F.interpolate(torch.from_numpy(ud), scale_factor=2, mode="bilinear", align_corners=False).numpy()
+    want = {"pad_u": np.pad(u, width, constant_values=128),
+            "linear_u": np.clip(np.rint(linear / scale) + 128, 0, 255).astype(np.uint8),
+            "pad_s": np.pad(s8, width, constant_values=0),
+            "nearest_s": s8.repeat(2, axis=2).repeat(2, axis=3)}
+    return model(nodes, {"u": u, "s8": s8}, want,
+                 [("scale", scale), ("zp_u", zp_u), ("zp_s", zp_s), ("scales", scales), ("pads", pads)]), [u, s8]
+
+
 def case_resize_rank3_linear():
     x = randn(2, 3, 5)
     node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear",
