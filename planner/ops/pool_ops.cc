@@ -97,7 +97,8 @@ void lower_pool(OpContext& ctx, LoweringContext& l) {
   params.Set(std::move(p));
   int in = l.tensor(ctx.input_id(0));
   int out = l.tensor(ctx.output_id(0));
-  if (is_8bit(ctx.dtype(0))) {
+  if (is_8bit(ctx.dtype(0)) && ctx.node().op_type != "MaxPool") {
+    // An 8-bit average through float (MaxPool pools the bytes as they are).
     const int wide_in = l.temp(ctx.node().name + "/float_in", DType::FLOAT32, ctx.shape(0));
     const int wide_out = l.temp(ctx.node().name + "/float_out", DType::FLOAT32, ctx.output(0).shape);
     l.kernel("Cast", {in}, {wide_in});

@@ -323,8 +323,9 @@ bool moves_bytes(const Graph& graph, Node& op, const QuantNode& in) {
 // DQ -> op -> Q with one quantization on both sides, where the op commutes
 // with it: the op on the quantized data. Reshape, Flatten, Squeeze,
 // Unsqueeze, Transpose, Concat, Slice, a nearest Resize and a Pad that
-// moves_bytes() move bytes; Relu and Clip become a Clip of the quantized
-// values to Q(bounds) (exact: Q is monotonic and Q(DQ(x)) = x).
+// moves_bytes() move bytes, MaxPool (without Indices) takes the largest
+// (Q is monotonic); Relu and Clip become a Clip of the quantized values to
+// Q(bounds) (exact: Q is monotonic and Q(DQ(x)) = x).
 bool fold_passthrough(Graph& graph, const std::vector<std::vector<int>>& readers, int n, QdqStats* stats) {
   Node& op = graph.nodes[static_cast<size_t>(n)];
   const std::string kind = op.op_type;
@@ -465,7 +466,7 @@ QdqStats fold_qdq(Graph& graph) {
     const Node& node = graph.nodes[n];
     if (node.dead || !node.domain.empty()) continue;
     static const char* const kPassThrough[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat",
-                                               "Slice",   "Resize",  "Pad",     "Relu",      "Clip"};
+                                               "Slice",   "Resize",  "Pad",     "MaxPool",   "Relu",      "Clip"};
     for (const char* op : kPassThrough) {
       if (node.op_type == op) {
         fold_passthrough(graph, readers, static_cast<int>(n), &stats);

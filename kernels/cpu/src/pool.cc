@@ -62,11 +62,18 @@ PoolGeometry pool_geometry(const KernelArgs& args) {
 
 bool has_n(const flatbuffers::Vector<int32_t>* v, uint32_t n) { return v != nullptr && v->size() == n; }
 
+bool is_8bit(DType t) { return t == DType::INT8 || t == DType::UINT8; }
+
 Error check_pool(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 1, 1, 1));
-  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
   const auto* p = args.params<fb::PoolParams>();
   KILN_KERNEL_CHECK(args, p != nullptr, "missing PoolParams");
+  // 8-bit data (a QDQ model's MaxPool between a DequantizeLinear and a
+  // QuantizeLinear of one quantization) is max-pooled as it is.
+  if (!(p->kind() == fb::PoolKind::MAXIMUM && is_8bit(args.in(0).dtype()) &&
+        args.out(0).dtype() == args.in(0).dtype())) {
+    KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  }
   KILN_KERNEL_CHECK(args, p->kind() <= fb::PoolKind::MAX, "unknown pool kind");
   KILN_KERNEL_CHECK(args,
                     has_n(p->kernel(), 2) && has_n(p->strides(), 2) && has_n(p->dilations(), 2) && has_n(p->pads(), 4),
@@ -100,9 +107,45 @@ int64_t taps_inside(int64_t first, int64_t kernel, int64_t dilation, int64_t lo,
   return end - begin;
 }
 
+// Max pooling of 8-bit data: the largest tap inside the image (padding
+// never wins), planes split across threads.
+template <typename T>
+void max_pool_8bit(const PoolGeometry& g, const T* x, T* y, ThreadPool* pool) {
+  const int64_t tasks = parallel_tasks(pool, g.planes * g.oh * g.ow * g.kh * g.kw, g.planes, kParallelMinElements);
+  parallel_for(pool, tasks, [&](int64_t t) {
+    int64_t p0, p1;
+    parallel_range(g.planes, tasks, t, 1, &p0, &p1);
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      const T* in = x + plane * g.h * g.w;
+      T* out = y + plane * g.oh * g.ow;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        int64_t ky0, kx0;
+        const int64_t rows = taps_inside(oy * g.sh - g.pt, g.kh, g.dh, 0, g.h, &ky0);
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const int64_t cols = taps_inside(ox * g.sw - g.pl, g.kw, g.dw, 0, g.w, &kx0);
+          T acc = static_cast<T>(static_cast<T>(-1) > 0 ? 0 : -128);  // the lowest value of T
+          for (int64_t r = 0; r < rows; ++r) {
+            const T* row = in + (oy * g.sh - g.pt + (ky0 + r) * g.dh) * g.w + ox * g.sw - g.pl + kx0 * g.dw;
+            for (int64_t c = 0; c < cols; ++c) acc = row[c * g.dw] > acc ? row[c * g.dw] : acc;
+          }
+          out[oy * g.ow + ox] = acc;
+        }
+      }
+    }
+  });
+}
+
 Error run_pool(const KernelArgs& args) {
   const auto* p = args.params<fb::PoolParams>();
   const PoolGeometry g = pool_geometry(args);
+  if (args.in(0).dtype() == DType::UINT8) {
+    max_pool_8bit(g, args.in(0).data_as<const uint8_t>(), args.out(0).data_as<uint8_t>(), args.pool);
+    return Error::kOk;
+  }
+  if (args.in(0).dtype() == DType::INT8) {
+    max_pool_8bit(g, args.in(0).data_as<const int8_t>(), args.out(0).data_as<int8_t>(), args.pool);
+    return Error::kOk;
+  }
   const float* x = args.in(0).data_as<const float>();
   float* y = args.out(0).data_as<float>();
   const bool is_max = p->kind() == fb::PoolKind::MAXIMUM;
