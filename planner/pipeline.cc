@@ -109,6 +109,8 @@ void plan_memory(Lowered& lowered, const PlanOptions& options) {
   memory::plan_method_memory(method, memory_options);
   saving.with = saving.estimated() ? total_first_fit_bytes(method) : total_arena_bytes(method);
   if (!lowered.baseline) saving.without = saving.with;
+  // After the saving is measured: the signal words are no tensor's.
+  result.all_reduce = choose_all_reduce(method, options.all_reduce);
 }
 
 void emit_and_verify(PlanResult& result, const PlanOptions& options) {

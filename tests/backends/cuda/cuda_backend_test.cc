@@ -9,9 +9,14 @@
 //   - a device arena the application gives at a misaligned address is
 //     refused when the method loads;
 //   - cuBLASLt's operand layouts: a leading dimension never smaller than the
-//     stored rows, also for a transposed operand with one column.
+//     stored rows, also for a transposed operand with one column;
+//   - the all-reduce kernels' bounded wait: a peer that never arrives fails
+//     the execute with kPeerFailed and messages naming it, within about the
+//     communicator's timeout, instead of hanging (one-shot and two-shot).
 
 #include <gtest/gtest.h>
+
+#include <chrono>
 
 #include <memory>
 #include <vector>
@@ -21,6 +26,7 @@
 #include "core/error.h"
 #include "gemm_layout.h"
 #include "kiln/backends/cuda/cuda_backend.h"
+#include "kiln/runtime/communicator.h"
 #include "kiln/schema/delegate_generated.h"
 #include "ops/host_kernels.h"
 #include "support/graph_builder.h"
@@ -333,6 +339,108 @@ TEST(CudaBackendTest, GemmLayoutsKeepTheLeadingDimensionAtLeastTheRows) {
   EXPECT_EQ(plain.rows, 8u);
   EXPECT_EQ(plain.cols, 3u);
   EXPECT_EQ(plain.ld, 8);
+}
+
+// Two ranks in one process, of which only rank 0 runs: rank 1's copy of
+// every arena is zeroed memory nobody writes, so its signal words never
+// move. Device peers are host memory, as under the host execution model.
+class PeerNeverArrives final : public Communicator {
+ public:
+  explicit PeerNeverArrives(uint32_t timeout_ms) : timeout_ms_(timeout_ms) {}
+  const char* name() const override { return "peer-never-arrives"; }
+  uint32_t rank() const override { return 0; }
+  uint32_t size() const override { return 2; }
+  DeviceType device_type() const override { return DeviceType::CUDA; }
+  Error map_symmetric(uint64_t size, uint32_t, uint64_t, SymmetricMemory* out_memory) override {
+    for (int r = 0; r < 2; ++r) {
+      storage_[r].assign(size + cuda::kArenaAlignment, 0);
+      const uintptr_t at = reinterpret_cast<uintptr_t>(storage_[r].data());
+      bases_[r] = storage_[r].data() + (cuda::kArenaAlignment - at % cuda::kArenaAlignment) % cuda::kArenaAlignment;
+    }
+    out_memory->local.handle = bases_[0];
+    out_memory->local.size = size;
+    return Error::kOk;
+  }
+  void unmap_symmetric(SymmetricMemory) override {}
+  Error all_reduce(const AllReduceArgs&) override { return Error::kNotSupported; }
+  Error device_peers(const SymmetricMemory&, DevicePeers* out_peers) override {
+    out_peers->bases[0] = bases_[0];
+    out_peers->bases[1] = bases_[1];
+    out_peers->count = 2;
+    out_peers->timeout_ms = timeout_ms_;
+    return Error::kOk;
+  }
+
+ private:
+  uint32_t timeout_ms_;
+  std::vector<uint8_t> storage_[2];  // zeroed, as a device communicator hands them out
+  uint8_t* bases_[2] = {};
+};
+
+TEST(CudaBackendTest, AnAllReduceWhosePeerNeverArrivesFailsWithinTheTimeout) {
+  for (planner::AllReduceMode mode : {planner::AllReduceMode::kOneShot, planner::AllReduceMode::kTwoShot}) {
+    GraphBuilder b;
+    const int r = b.node("Relu", {b.input("x", {1, kWidth})});
+    b.output(b.node("AllReduce", {r}));
+    b.graph().nodes.back().domain = "com.microsoft";
+    b.graph().nodes.back().opset = 1;
+    planner::PlanOptions options;
+    options.targets = "cuda:0,cpu";
+    options.ranks = 2;
+    options.all_reduce = mode;
+    const planner::PlanResult plan = b.plan(options);
+    ASSERT_EQ(plan.all_reduce.size(), 1u);
+    const bool two_shot = mode == planner::AllReduceMode::kTwoShot;
+    ASSERT_EQ(plan.all_reduce[0].algorithm,
+              two_shot ? fb::AllReduceAlgorithm::TWO_SHOT : fb::AllReduceAlgorithm::ONE_SHOT);
+
+    cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+    PeerNeverArrives communicator(300);
+    {
+      LoadedProgram program(plan.bytes);
+      ASSERT_TRUE(program.program.ok());
+      BackendRegistry registry;
+      ASSERT_EQ(registry.register_backend(&backend), Error::kOk);
+      const MethodMeta meta = program.program->method_meta("forward").get();
+      std::vector<std::unique_ptr<AlignedBytes>> arenas;
+      std::vector<Span<uint8_t>> spans;
+      for (size_t i = 0; i < meta.num_arenas(); ++i) {
+        const ArenaInfo info = meta.arena(i).get();
+        arenas.push_back(std::make_unique<AlignedBytes>(std::string(info.size, '\0')));
+        spans.push_back(info.device.type() == DeviceType::CPU ? Span<uint8_t>(arenas.back()->data(), info.size)
+                                                              : Span<uint8_t>());
+      }
+      AlignedBytes bookkeeping_bytes(std::string(meta.bookkeeping_bytes(), '\0'));
+      BumpAllocator bookkeeping(bookkeeping_bytes.data(), bookkeeping_bytes.size());
+      Communicator* communicators[] = {&communicator};
+      MemoryManager memory;
+      memory.bookkeeping = &bookkeeping;
+      memory.arenas = Span<const Span<uint8_t>>(spans.data(), spans.size());
+      memory.communicators = Span<Communicator* const>(communicators, 1);
+      Result<Method> method =
+          program.program->load_method("forward", memory, planner::host_kernel_registry(), registry);
+      ASSERT_TRUE(method.ok()) << error_name(method.error());
+      std::vector<float> x = input(1.f), y(x.size());
+      ASSERT_EQ(method->set_input(0, x.data(), x.size() * sizeof(float)), Error::kOk);
+      ASSERT_EQ(method->set_output(0, y.data(), y.size() * sizeof(float)), Error::kOk);
+      ::testing::internal::CaptureStdout();
+      ::testing::internal::CaptureStderr();
+      const auto start = std::chrono::steady_clock::now();
+      const Error error = method->execute();
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string kernel_says = ::testing::internal::GetCapturedStdout();
+      const std::string runtime_says = ::testing::internal::GetCapturedStderr();
+      EXPECT_EQ(error, Error::kPeerFailed) << (two_shot ? "two-shot" : "one-shot");
+      EXPECT_GE(seconds, 0.25);
+      EXPECT_LT(seconds, 10.0);
+      EXPECT_NE(kernel_says.find("rank 0 of 2, block 0: peer rank 1 did not reach step 1 within 300 ms"),
+                std::string::npos)
+          << kernel_says;
+      EXPECT_NE(runtime_says.find("(rank 0 of 2) failed: a peer did not arrive within 300 ms"), std::string::npos)
+          << runtime_says;
+    }
+    backend.shutdown();
+  }
 }
 
 }  // namespace
