@@ -87,16 +87,21 @@ class MethodLoader final : public MethodView {
     result.refresh_aliases();
     KILN_RETURN_IF_ERROR(init_delegates());
     const uint32_t num_init = method_.init_instructions() != nullptr ? method_.init_instructions()->size() : 0;
-    KILN_RETURN_IF_ERROR(init_instructions(method_.init_instructions(), 0));
-    KILN_RETURN_IF_ERROR(init_instructions(method_.instructions(), num_init));
+    Error error = init_instructions(method_.init_instructions(), 0);
+    if (error == Error::kOk) error = init_instructions(method_.instructions(), num_init);
+    if (error != Error::kOk) {
+      destroy_device_collectives();
+      return error;
+    }
+    // From here on `result` also destroys the device collectives.
+    result.instructions_ = instructions_ + num_init;
+    result.num_instructions_ = static_cast<uint32_t>(counts_.instructions) - num_init;
     // Load-time instructions (constant uploads) run once, now.
     for (uint32_t i = 0; i < num_init; ++i) {
-      const Error error = internal::run_instruction(instructions_[i]);
+      error = internal::run_instruction(instructions_[i]);
       KILN_CHECK_OR_RETURN(error == Error::kOk, error, "method '%s': load-time copy %u failed: %s", name(), i,
                            error_name(error));
     }
-    result.instructions_ = instructions_ + num_init;
-    result.num_instructions_ = static_cast<uint32_t>(counts_.instructions) - num_init;
     return Result<Method>(static_cast<Method&&>(result));
   }
 
@@ -512,12 +517,21 @@ class MethodLoader final : public MethodView {
     return start;
   }
 
+  // The device collectives set up before a later instruction failed.
+  void destroy_device_collectives() {
+    for (uint32_t i = 0; i < initialized_; ++i) {
+      internal::InstructionState& state = instructions_[i];
+      if (state.kind == internal::InstructionKind::kDeviceCollective) state.backend->destroy(state.delegate);
+    }
+  }
+
   // Resolves the instructions of `list` into states starting at `first`.
   Error init_instructions(const flatbuffers::Vector<flatbuffers::Offset<fb::Instruction>>* list, uint32_t first) {
     const uint32_t count = list != nullptr ? list->size() : 0;
     for (uint32_t i = 0; i < count; ++i) {
       const fb::Instruction& instruction = *list->Get(i);
       internal::InstructionState* state = new (&instructions_[first + i]) internal::InstructionState();
+      initialized_ = first + i + 1;
       state->args.node_name = instruction_name(instruction);
       switch (instruction.kind_type()) {
         case fb::InstructionKind::KernelCall: {
@@ -632,6 +646,7 @@ class MethodLoader final : public MethodView {
   internal::DelegateState* delegates_ = nullptr;
   uint8_t* delegate_state_ = nullptr;
   uint8_t* next_state_ = nullptr;  // the next delegate's or collective's state
+  uint32_t initialized_ = 0;       // instruction states constructed
 
   abi::MethodCounts counts_;
   bool failed_ = false;
