@@ -248,6 +248,7 @@ PlanResult plan_methods(std::vector<std::pair<std::string, Graph>> graphs, const
     plan_memory(lowered, method_options);
     merge_method(combined.program, lowered.result.program);
     combined.ranks = lowered.result.ranks;
+    for (const AllReduceChoice& c : lowered.result.all_reduce) combined.all_reduce.push_back(c);
     if (out_parts != nullptr) out_parts->push_back(std::move(lowered.result));
   }
   if (!concurrent && graphs.size() > 1) {
