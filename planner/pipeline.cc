@@ -109,6 +109,8 @@ void plan_memory(Lowered& lowered, const PlanOptions& options) {
   memory::plan_method_memory(method, memory_options);
   saving.with = saving.estimated() ? total_first_fit_bytes(method) : total_arena_bytes(method);
   if (!lowered.baseline) saving.without = saving.with;
+  // After the saving is measured: the signal words are no tensor's.
+  result.all_reduce = choose_all_reduce(method, options.all_reduce);
 }
 
 void emit_and_verify(PlanResult& result, const PlanOptions& options) {
@@ -246,6 +248,7 @@ PlanResult plan_methods(std::vector<std::pair<std::string, Graph>> graphs, const
     plan_memory(lowered, method_options);
     merge_method(combined.program, lowered.result.program);
     combined.ranks = lowered.result.ranks;
+    for (const AllReduceChoice& c : lowered.result.all_reduce) combined.all_reduce.push_back(c);
     if (out_parts != nullptr) out_parts->push_back(std::move(lowered.result));
   }
   if (!concurrent && graphs.size() > 1) {

@@ -20,6 +20,8 @@
 //   -> in-place reuse and views                (passes/inplace)
 //   -> symmetric placement of collective inputs (passes/symmetric)
 //   -> plan memory per arena                   (memory/)
+//   -> one-shot or two-shot all-reduce kernels (passes/all_reduce), with
+//      for device collectives                   their signal words
 //   -> emit the .kiln bytes                    (emit/)
 //   -> verify the emitted plan independently   (verify/)
 
@@ -36,6 +38,7 @@
 #include "memory/method_plan.h"
 #include "onnx/import.h"
 #include "ops/lowering_context.h"
+#include "passes/all_reduce.h"
 #include "passes/fuse.h"
 #include "passes/infer.h"
 #include "passes/inplace.h"
@@ -87,6 +90,9 @@ struct PlanOptions {
   // Split the graph's linear layers across this many ranks (0 or 1: off);
   // sets `ranks`.
   uint32_t tensor_parallel = 0;
+  // How all-reduces on a device run (kiln plan --allreduce;
+  // passes/all_reduce.h).
+  AllReduceMode all_reduce = AllReduceMode::kAuto;
 };
 
 // What in-place reuse saved, in total arena bytes, measured one of two ways:
@@ -117,6 +123,8 @@ struct PlanResult {
   int round_trips_removed = 0;
   InplaceSaving inplace_saving;
   SymmetricStats symmetric;
+  // Each collective's algorithm and why (passes/all_reduce.h).
+  std::vector<AllReduceChoice> all_reduce;
   TensorParallelStats tensor_parallel;
   // QDQ patterns folded into int8 kernels, and how much of the linear work
   // runs int8 (passes/qdq.h).

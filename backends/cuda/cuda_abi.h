@@ -44,6 +44,37 @@ constexpr uint64_t gemm_workspace_bytes(int64_t output_elements) {
 // Offsets in CUDA arenas: what cudaMalloc guarantees and float4 loads want.
 constexpr uint32_t kArenaAlignment = 256;
 
+// The all-reduce kernels (CollectiveCall ONE_SHOT / TWO_SHOT, kernels in
+// all_reduce.cuh): up to 8 ranks; a grid of one block per 64 KiB of the
+// message, at most 32 blocks (few enough to be resident together on any
+// GPU, which the per-block signals below need), 256 threads each. Every
+// rank's copy of the symmetric arena holds one 8-byte signal counter per
+// block at the call's signal offset, which the planner reserves after the
+// planned tensors:
+//
+//   symmetric arena (each rank's copy)
+//   +----------------------------------+---------------------------------+
+//   | planned tensors (operands)       | signals: uint64 per block,      |
+//   |                                  | written by its own rank only    |
+//   +----------------------------------+---------------------------------+
+//                                      ^ CollectiveCall.signal_offset
+//
+// A call keeps a Record and one launch as host state.
+constexpr uint32_t kAllReduceMaxRanks = 8;
+constexpr uint32_t kAllReduceMaxBlocks = 32;
+constexpr uint32_t kAllReduceThreads = 256;
+constexpr uint64_t kAllReduceBytesPerBlock = uint64_t{64} << 10;
+constexpr uint64_t kAllReduceStateBytes = kDelegateHeaderBytes + kLaunchBytes;
+
+constexpr uint32_t all_reduce_blocks(uint64_t bytes) {
+  const uint64_t blocks = (bytes + kAllReduceBytesPerBlock - 1) / kAllReduceBytesPerBlock;
+  return blocks < 1 ? 1 : blocks > kAllReduceMaxBlocks ? kAllReduceMaxBlocks : static_cast<uint32_t>(blocks);
+}
+
+constexpr uint64_t all_reduce_signal_bytes(uint32_t blocks) {
+  return (uint64_t{blocks} * 8 + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
 // Devices cuda:0 .. cuda:15 may be addressed.
 constexpr int kMaxDevices = 16;
 

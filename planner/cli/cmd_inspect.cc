@@ -177,9 +177,16 @@ void print_instruction(const fb::Method& m, uint32_t i) {
     }
     case fb::InstructionKind::CollectiveCall: {
       const auto* call = ins.kind_as_CollectiveCall();
-      std::printf("    #%-4u collective %s group %u %s -> %s%s\n", i, fb::EnumNameCollectiveKind(call->kind()),
+      // A device all-reduce kernel: which, its grid and its signal words.
+      std::string kernel;
+      if (call->algorithm() != fb::AllReduceAlgorithm::COMMUNICATOR) {
+        kernel = std::string("  ") + (call->algorithm() == fb::AllReduceAlgorithm::ONE_SHOT ? "one" : "two") +
+                 "-shot kernel, " + std::to_string(call->blocks()) + " block" + (call->blocks() == 1 ? "" : "s") +
+                 ", signals at " + std::to_string(call->signal_offset());
+      }
+      std::printf("    #%-4u collective %s group %u %s -> %s%s%s\n", i, fb::EnumNameCollectiveKind(call->kind()),
                   call->group(), ids(list_of(call->inputs())).c_str(), ids(list_of(call->outputs())).c_str(),
-                  node.c_str());
+                  kernel.c_str(), node.c_str());
       break;
     }
     default: std::printf("    #%-4u ?\n", i);
@@ -354,6 +361,11 @@ void json_instruction(JsonWriter& j, const fb::Method& m, uint32_t i) {
       j.field("kind", "collective").field("group", call->group());
       j.key("inputs").int_array(list_of(call->inputs()));
       j.key("outputs").int_array(list_of(call->outputs()));
+      if (call->algorithm() != fb::AllReduceAlgorithm::COMMUNICATOR) {
+        j.field("algorithm",
+                std::string(call->algorithm() == fb::AllReduceAlgorithm::ONE_SHOT ? "one-shot" : "two-shot"));
+        j.field("blocks", call->blocks()).field("signal_offset", call->signal_offset());
+      }
       break;
     }
     default: j.field("kind", "none");

@@ -72,6 +72,10 @@ constexpr const char* kHelp =
     "  --tensor-parallel N        split MatMul/Gemm pairs and attention heads across N ranks, with an\n"
     "                             AllReduce where partial results meet; one program for all ranks,\n"
     "                             each rank's weight shards in its constant segment\n"
+    "  --allreduce MODE           how an AllReduce on a device (cuda) runs: auto (default: one-shot below\n"
+    "                             512 KiB / ranks, two-shot from there), one-shot (every rank reads every\n"
+    "                             peer's operand) or two-shot (reduce-scatter, then all-gather); the\n"
+    "                             summary and plan.json say which each collective got and why\n"
     "  --bundle-test FILE         an input for a bundled self-test (once per method input, in order):\n"
     "                             the program runs on it here and OUT.kiln.test keeps the inputs and\n"
     "                             outputs, for `kiln run --self-test` or run_self_test() on a device\n"
@@ -214,6 +218,12 @@ void print_ranks(const PlanResult& result) {
         group_digits(s.input_buffer_bytes).c_str(), s.explicit_copies, s.explicit_copies == 1 ? "y" : "ies",
         group_digits(s.explicit_copy_bytes).c_str());
   }
+  for (const AllReduceChoice& c : result.all_reduce) {
+    if (c.algorithm == fb::AllReduceAlgorithm::COMMUNICATOR) continue;
+    std::printf("  all-reduce:  '%s' on %s, %s bytes over %u ranks: %s kernel (%u block%s): %s\n", c.name.c_str(),
+                c.device.c_str(), group_digits(c.bytes).c_str(), c.ranks, all_reduce_algorithm_name(c.algorithm),
+                c.blocks, c.blocks == 1 ? "" : "s", c.why.c_str());
+  }
 }
 
 // Where an arena peaks: the instruction and the largest few tensors live there.
@@ -344,6 +354,9 @@ void parse_rank_options(const Args& args, PlanOptions& options) {
   }
   options.ranks = static_cast<uint32_t>(ranks);
   options.tensor_parallel = static_cast<uint32_t>(tensor_parallel);
+  if (!parse_all_reduce_mode(args.get("--allreduce", "auto"), &options.all_reduce)) {
+    throw UsageError{"--allreduce must be auto, one-shot or two-shot"};
+  }
 }
 
 // --device-count and --place.
@@ -429,7 +442,7 @@ const std::vector<OptionSpec>& plan_option_specs() {
       {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
       {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
       {"--precision", true}, {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
-      {"--tensor-parallel", true}, {"--bundle-test", true}, {"--test-tolerance", true},
+      {"--tensor-parallel", true}, {"--allreduce", true}, {"--bundle-test", true}, {"--test-tolerance", true},
       {"--memory-region", true}, {"--memory-regions", true}, {"--method", true}, {"--concurrent-methods", false},
       {"--help", false}};
   // clang-format on

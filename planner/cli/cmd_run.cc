@@ -80,7 +80,9 @@ constexpr const char* kHelp =
     "every rank writes its outputs when the directory names it. A peer that fails or\n"
     "stalls ends every rank with an error after KILN_COLLECTIVE_TIMEOUT_MS (default\n"
     "30000). A program planned with its collectives on cuda:0 runs this way under\n"
-    "KILN_CUDA_EXECUTION=host (its device symmetric arenas in MPI shared memory).\n"
+    "KILN_CUDA_EXECUTION=host: its device symmetric arenas in MPI shared memory, its\n"
+    "collectives run by the CUDA backend's all-reduce kernels (one-shot or two-shot,\n"
+    "as planned: kiln plan --allreduce), which read the peers' arenas directly.\n"
     "  --collective-sync flags|barrier   how ranks meet in a collective: per-rank flags\n"
     "                                    in shared memory (default) or MPI barriers\n";
 

@@ -305,6 +305,10 @@ std::unique_ptr<fb::InstructionT> collective_instruction(const LInstruction& ins
   call.group = ins.group;
   call.inputs.assign(ins.inputs.begin(), ins.inputs.end());
   call.outputs.assign(ins.outputs.begin(), ins.outputs.end());
+  call.algorithm = ins.algorithm;
+  call.signal_offset = ins.signal_offset;
+  call.blocks = ins.blocks;
+  call.state_bytes = ins.state_bytes;
   instruction->kind.Set(std::move(call));
   return instruction;
 }

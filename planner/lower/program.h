@@ -69,6 +69,12 @@ struct LInstruction {
   fb::CollectiveKind collective = fb::CollectiveKind::ALL_REDUCE;
   fb::ReduceOp reduce_op = fb::ReduceOp::SUM;
   uint32_t group = 0;
+  // kCollective on a device: how it runs and what its kernels use
+  // (passes/all_reduce.h; CollectiveCall's fields of the same names).
+  fb::AllReduceAlgorithm algorithm = fb::AllReduceAlgorithm::COMMUNICATOR;
+  uint64_t signal_offset = 0;
+  uint32_t blocks = 0;
+  uint64_t state_bytes = 0;
   // What it does, for reports: the kernel's name, "copy" or "all-reduce".
   std::string what() const { return kind == Kind::kCopy ? "copy" : kind == Kind::kCollective ? "all-reduce" : op; }
   // Where a kernel runs; the emitter groups consecutive kernels of one

@@ -315,6 +315,14 @@ void write_collectives(JsonWriter& j, const LMethod& m, const PlanResult& result
   j.field("copies", s.input_copies).end_object();
   j.key("explicit_copies").begin_object().field("operands", s.explicit_copies).field("bytes", s.explicit_copy_bytes);
   j.field("copies", s.explicit_copies).end_object();
+  // How each collective runs (passes/all_reduce.h).
+  j.key("all_reduce").begin_array();
+  for (const AllReduceChoice& c : result.all_reduce) {
+    j.begin_object().field("name", c.name).field("device", c.device).field("bytes", c.bytes).field("ranks", c.ranks);
+    j.field("algorithm", std::string(all_reduce_algorithm_name(c.algorithm))).field("blocks", c.blocks);
+    j.field("why", c.why).end_object();
+  }
+  j.end_array();
   j.end_object();
   const FuseStats& fuse = result.fuse;
   j.key("fusion").begin_object();

@@ -154,6 +154,9 @@ class TableBackendPlanner final : public BackendPlanner {
   }
 
   bool runs_collectives() const override { return spec_.collectives; }
+  DeviceAllReduce device_all_reduce(uint64_t bytes) const override {
+    return spec_.all_reduce ? spec_.all_reduce(bytes) : DeviceAllReduce{};
+  }
 
  private:
   TablePlannerSpec spec_;

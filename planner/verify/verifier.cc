@@ -51,6 +51,27 @@ const fb::DelegateGraph* delegate_graph(const ProgramFile& file, const fb::Deleg
   return fb::GetDelegateGraph(data);
 }
 
+// A device all-reduce's signal words (8 bytes per block, passes/all_reduce.h)
+// lie inside its symmetric arena, after every tensor planned there: nothing
+// else ever writes them.
+void verify_signals(const fb::Method& m, uint32_t i, const fb::CollectiveCall& call, uint32_t arena_index,
+                    const fb::Arena& arena, const std::string& where, std::vector<std::string>& errors) {
+  const uint64_t end = call.signal_offset() + uint64_t{call.blocks()} * 8;
+  if (call.blocks() == 0 || end > arena.size()) {
+    errors.push_back(where + str("collective ", i, "'s signal words (", call.blocks(), " blocks at offset ",
+                                 call.signal_offset(), ") leave its symmetric arena of ", arena.size(), " bytes"));
+    return;
+  }
+  for (uint32_t t = 0; t < m.tensors()->size(); ++t) {
+    const fb::PlannedStorage* p = storage_of(*m.tensors()->Get(t));
+    if (p == nullptr || p->arena() != arena_index) continue;
+    if (p->offset() + m.tensors()->Get(t)->nbytes() > call.signal_offset()) {
+      errors.push_back(where + str("collective ", i, "'s signal words at offset ", call.signal_offset(),
+                                   " overlap tensor ", name_of(m, t)));
+    }
+  }
+}
+
 // Every collective reads its input from the symmetric arena of its own
 // group (passes/symmetric.h), and the group has a communicator.
 void verify_collectives(const fb::Method& m, const std::vector<int>& root, const std::string& where,
@@ -76,6 +97,10 @@ void verify_collectives(const fb::Method& m, const std::vector<int>& root, const
       if (arena == nullptr || arena->kind() != fb::ArenaKind::SYMMETRIC || arena->group() != call->group()) {
         errors.push_back(where + str("collective ", i, " reads ", name_of(m, static_cast<uint32_t>(t)),
                                      ", which is not in a symmetric arena of group ", call->group()));
+        continue;
+      }
+      if (call->algorithm() != fb::AllReduceAlgorithm::COMMUNICATOR) {
+        verify_signals(m, i, *call, p->arena(), *arena, where, errors);
       }
     }
   }

@@ -26,7 +26,8 @@ TraceKind trace_kind(internal::InstructionKind kind) {
   switch (kind) {
     case internal::InstructionKind::kKernel: return TraceKind::kKernel;
     case internal::InstructionKind::kDelegate: return TraceKind::kDelegate;
-    case internal::InstructionKind::kCollective: return TraceKind::kCollective;
+    case internal::InstructionKind::kCollective:
+    case internal::InstructionKind::kDeviceCollective: return TraceKind::kCollective;
     default: return TraceKind::kCopy;
   }
 }
@@ -86,16 +87,21 @@ class MethodLoader final : public MethodView {
     result.refresh_aliases();
     KILN_RETURN_IF_ERROR(init_delegates());
     const uint32_t num_init = method_.init_instructions() != nullptr ? method_.init_instructions()->size() : 0;
-    KILN_RETURN_IF_ERROR(init_instructions(method_.init_instructions(), 0));
-    KILN_RETURN_IF_ERROR(init_instructions(method_.instructions(), num_init));
+    Error error = init_instructions(method_.init_instructions(), 0);
+    if (error == Error::kOk) error = init_instructions(method_.instructions(), num_init);
+    if (error != Error::kOk) {
+      destroy_device_collectives();
+      return error;
+    }
+    // From here on `result` also destroys the device collectives.
+    result.instructions_ = instructions_ + num_init;
+    result.num_instructions_ = static_cast<uint32_t>(counts_.instructions) - num_init;
     // Load-time instructions (constant uploads) run once, now.
     for (uint32_t i = 0; i < num_init; ++i) {
-      const Error error = internal::run_instruction(instructions_[i]);
+      error = internal::run_instruction(instructions_[i]);
       KILN_CHECK_OR_RETURN(error == Error::kOk, error, "method '%s': load-time copy %u failed: %s", name(), i,
                            error_name(error));
     }
-    result.instructions_ = instructions_ + num_init;
-    result.num_instructions_ = static_cast<uint32_t>(counts_.instructions) - num_init;
     return Result<Method>(static_cast<Method&&>(result));
   }
 
@@ -382,6 +388,60 @@ class MethodLoader final : public MethodView {
         arena.communicator != nullptr || is_host(input.device()) || arena.backend != nullptr, Error::kNotSupported,
         "method '%s': collective %u ('%s') of a one-rank group on %s:%u needs a communicator", name(), i,
         instruction_name(instruction), device_type_name(input.device().type()), input.device().index());
+    // The call's backend state (taken whether or not it is used, so every
+    // call's stays where the planner counted it).
+    const uint64_t reserved = abi::round_up_bookkeeping(call.state_bytes());
+    uint8_t* memory = next_state_;
+    next_state_ += reserved;
+    if (call.algorithm() == fb::AllReduceAlgorithm::COMMUNICATOR || arena.communicator == nullptr ||
+        is_host(input.device())) {
+      return Error::kOk;
+    }
+    return setup_device_collective(i, instruction, memory, reserved, state);
+  }
+
+  // A collective planned for the device's all-reduce kernels: run by the
+  // backend over every rank's copy of the symmetric arena, where the
+  // communicator hands them out; else (a communicator that reduces through
+  // its own library, as NCCL's does) by the communicator.
+  Error setup_device_collective(uint32_t i, const fb::Instruction& instruction, uint8_t* memory, uint64_t bytes,
+                                internal::InstructionState* state) {
+    const Tensor& input = *state->args.inputs[0];
+    const Tensor& output = *state->args.outputs[0];
+    const internal::ArenaState& arena = arenas_[input.arena_];
+    DevicePeers peers;
+    const Error have_peers = arena.communicator->device_peers(arena.symmetric, &peers);
+    if (have_peers == Error::kNotSupported) {
+      KILN_LOG(INFO,
+               "method '%s': collective %u ('%s'): communicator '%s' hands out no device peers, so it "
+               "runs through the communicator's all_reduce()",
+               name(), i, instruction_name(instruction), arena.communicator->name());
+      return Error::kOk;
+    }
+    KILN_CHECK_OR_RETURN(have_peers == Error::kOk && peers.count == arena.communicator->size(), Error::kInternal,
+                         "method '%s': collective %u ('%s'): communicator '%s' gave %u device peers of %u: %s", name(),
+                         i, instruction_name(instruction), arena.communicator->name(), peers.count,
+                         arena.communicator->size(), error_name(have_peers));
+    BumpAllocator allocator(memory, static_cast<size_t>(bytes));
+    CollectiveContext context;
+    context.call = instruction.kind_as_CollectiveCall();
+    context.name = instruction_name(instruction);
+    context.device = input.device();
+    context.input = &input;
+    context.output = &output;
+    context.input_arena = arena.device;
+    context.output_arena = arenas_[output.arena_].device;
+    context.peers = &peers;
+    context.communicator = arena.communicator;
+    context.rank = arena.communicator->rank();
+    context.allocator = &allocator;
+    Result<void*> handle = arena.backend->init_collective(context);
+    KILN_CHECK_OR_RETURN(handle.ok(), handle.error(),
+                         "method '%s': backend '%s' cannot run collective %u ('%s') with its all-reduce kernels: %s",
+                         name(), arena.backend->id(), i, instruction_name(instruction), error_name(handle.error()));
+    state->kind = internal::InstructionKind::kDeviceCollective;
+    state->backend = arena.backend;
+    state->delegate = handle.get();
     return Error::kOk;
   }
 
@@ -457,12 +517,21 @@ class MethodLoader final : public MethodView {
     return start;
   }
 
+  // The device collectives set up before a later instruction failed.
+  void destroy_device_collectives() {
+    for (uint32_t i = 0; i < initialized_; ++i) {
+      internal::InstructionState& state = instructions_[i];
+      if (state.kind == internal::InstructionKind::kDeviceCollective) state.backend->destroy(state.delegate);
+    }
+  }
+
   // Resolves the instructions of `list` into states starting at `first`.
   Error init_instructions(const flatbuffers::Vector<flatbuffers::Offset<fb::Instruction>>* list, uint32_t first) {
     const uint32_t count = list != nullptr ? list->size() : 0;
     for (uint32_t i = 0; i < count; ++i) {
       const fb::Instruction& instruction = *list->Get(i);
       internal::InstructionState* state = new (&instructions_[first + i]) internal::InstructionState();
+      initialized_ = first + i + 1;
       state->args.node_name = instruction_name(instruction);
       switch (instruction.kind_type()) {
         case fb::InstructionKind::KernelCall: {
@@ -519,7 +588,8 @@ class MethodLoader final : public MethodView {
   }
 
   Error init_delegates() {
-    uint8_t* state = delegate_state_;
+    uint8_t*& state = next_state_;
+    state = delegate_state_;
     for (uint32_t d = 0; d < counts_.delegates; ++d) {
       const fb::Delegate& delegate = *method_.delegates()->Get(d);
       Backend* backend = backends_.find(delegate.backend()->c_str());
@@ -575,6 +645,8 @@ class MethodLoader final : public MethodView {
   const BackendRegistry& backends_;
   internal::DelegateState* delegates_ = nullptr;
   uint8_t* delegate_state_ = nullptr;
+  uint8_t* next_state_ = nullptr;  // the next delegate's or collective's state
+  uint32_t initialized_ = 0;       // instruction states constructed
 
   abi::MethodCounts counts_;
   bool failed_ = false;
@@ -623,8 +695,15 @@ Method::Method(Method&& other) noexcept
 
 Method::~Method() { release(); }
 
-// Destroys delegates, then releases the device arenas the backends allocated.
+// Destroys delegates and device collectives, then releases the device
+// arenas the backends allocated.
 void Method::release() {
+  for (uint32_t i = 0; i < num_instructions_; ++i) {
+    internal::InstructionState& state = instructions_[i];
+    if (state.kind != internal::InstructionKind::kDeviceCollective || state.delegate == nullptr) continue;
+    state.backend->destroy(state.delegate);
+    state.delegate = nullptr;
+  }
   for (uint32_t d = 0; d < num_delegates_; ++d) {
     internal::DelegateState& delegate = delegates_[d];
     if (delegate.backend != nullptr && delegate.handle != nullptr) delegate.backend->destroy(delegate.handle);
@@ -829,6 +908,16 @@ Error run_instruction(const InstructionState& state, EventTracer* tracer, uint32
       return state.backend->execute(state.delegate, args);
     }
     case InstructionKind::kCollective: return run_collective(state);
+    case InstructionKind::kDeviceCollective: {
+      DelegateCallArgs args;
+      args.inputs = state.args.inputs;
+      args.outputs = state.args.outputs;
+      args.num_inputs = state.args.num_inputs;
+      args.num_outputs = state.args.num_outputs;
+      args.tracer = tracer;
+      args.instruction = index;
+      return state.backend->execute(state.delegate, args);
+    }
     default: return Error::kInternal;
   }
 }

@@ -24,6 +24,9 @@ enum class InstructionKind : uint8_t {
   kCopyOnDevice,  // device -> device, one backend
   kDelegate,
   kCollective,  // args.inputs[0] reduced into args.outputs[0]
+  // A collective the device's backend runs with its own kernels: called
+  // like a delegate (backend, delegate: the handle init_collective gave).
+  kDeviceCollective,
 };
 
 // One per instruction. A copy uses args.inputs[0] as source and
@@ -34,10 +37,10 @@ struct InstructionState {
   KernelArgs args;
   union {
     KernelRunFn run;           // kernels
-    void* delegate;            // delegate calls: the delegate's handle
+    void* delegate;            // delegate calls and device collectives: the handle
     const ArenaState* arenas;  // copies and collectives: the method's arenas
   };
-  Backend* backend;  // copies to, from or on a device; delegate calls
+  Backend* backend;  // copies to, from or on a device; delegate calls; device collectives
   InstructionKind kind;
   fb::ReduceOp reduce_op;  // collectives
 };

@@ -146,8 +146,10 @@ class MethodValidator {
     KILN_CHECK_OR_RETURN(size(call.inputs()) == 1 && size(call.outputs()) == 1, kInvalid,
                          "method '%s': collective instruction %u has %u inputs and %u outputs, not one of each", name_,
                          i, size(call.inputs()), size(call.outputs()));
-    KILN_CHECK_OR_RETURN(call.kind() <= fb::CollectiveKind::MAX && call.op() <= fb::ReduceOp::MAX, kInvalid,
-                         "method '%s': collective instruction %u has an unknown kind or reduction", name_, i);
+    KILN_CHECK_OR_RETURN(call.kind() <= fb::CollectiveKind::MAX && call.op() <= fb::ReduceOp::MAX &&
+                             call.algorithm() <= fb::AllReduceAlgorithm::MAX,
+                         kInvalid, "method '%s': collective instruction %u has an unknown kind, reduction or algorithm",
+                         name_, i);
     const uint32_t in = static_cast<uint32_t>(call.inputs()->Get(0));
     const uint32_t out = static_cast<uint32_t>(call.outputs()->Get(0));
     KILN_CHECK_OR_RETURN(tensor(in).dtype() == tensor(out).dtype() && tensor(in).nbytes() == tensor(out).nbytes(),
@@ -169,6 +171,16 @@ class MethodValidator {
         "method '%s': collective instruction %u reads '%s', which is not planned in a "
         "symmetric arena of group %u",
         name_, i, tensor_name(in), call.group());
+    // The device kernels' signal words (8 bytes per block) inside the arena.
+    const uint64_t signals = uint64_t{call.blocks()} * 8;
+    KILN_CHECK_OR_RETURN(call.algorithm() == fb::AllReduceAlgorithm::COMMUNICATOR ||
+                             (call.blocks() > 0 && call.signal_offset() <= arena->size() &&
+                              signals <= arena->size() - call.signal_offset()),
+                         kInvalid,
+                         "method '%s': collective instruction %u: its %u blocks' signal words at offset %llu leave "
+                         "its symmetric arena (%llu bytes)",
+                         name_, i, call.blocks(), static_cast<unsigned long long>(call.signal_offset()),
+                         static_cast<unsigned long long>(arena->size()));
     return Error::kOk;
   }
 

@@ -9,10 +9,12 @@ processes under mpirun and compute what one rank computes.
     and run on as many ranks, match the single-rank program within 1e-5
     relative (and the single-rank program matches PyTorch);
     (every rank's output checked);
-  - planned for cuda:0,cpu (MLP and transformer block, 2 and 4 ranks): the
-    collectives and the symmetric arena on cuda:0, no copy but the input's
-    and the output's, and every rank matches one rank, run under
-    KILN_CUDA_EXECUTION=host;
+  - planned for cuda:0,cpu (MLP and transformer block, 2 and 4 ranks, with
+    --allreduce one-shot and two-shot): the collectives and the symmetric
+    arena on cuda:0, no copy but the input's and the output's, every
+    collective run by the CUDA backend's all-reduce kernel of that kind
+    (reading its peers' copies of the symmetric arena), and every rank
+    matches one rank after 3 executes, run under KILN_CUDA_EXECUTION=host;
   - placement paths: one AllReduce per path (zero copy, method input, two
     explicit copies) on 2 ranks, counted in plan.json, and each sum of the
     ranks' different inputs right on every rank, on the CPU and on cuda:0;
@@ -20,7 +22,10 @@ processes under mpirun and compute what one rank computes.
     ordinary buffer, and computes the chain on 2 ranks with different
     inputs, on the CPU and on cuda:0;
   - one rank on cuda:0: collectives are copies on the device;
-  - 1,000 executes of Relu -> AllReduce on cuda:0 over 4 ranks;
+  - 1,000 executes of Relu -> AllReduce on cuda:0 over 4 ranks, with the
+    one-shot and with the two-shot kernel;
+  - a peer that stops arriving: the waiting rank's kernel gives up after
+    the collective timeout and its run fails naming the peer;
   - refusals: a program for 4 ranks on 3, and one for 2 ranks without mpirun,
     end with a message naming the rank counts.
 """
@@ -29,6 +34,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import onnx
@@ -115,26 +121,40 @@ def main():
     # Planned for a GPU: the collectives stay on cuda:0, beside the kernels
     # that feed them, and run across real processes under the host execution
     # model of CUDA (the device symmetric arena in an MPI shared window).
+    # The collectives run as the CUDA backend's all-reduce kernels (one-shot
+    # and two-shot, forced with --allreduce), reading the peers' copies of
+    # the symmetric arena: each rank's log names every kernel it set up.
+    def kernels_run(p, mode, ranks, collectives):
+        lines = [line for line in p.stdout.splitlines() if f": {mode} kernel, rank " in line]
+        return len(lines) == collectives * ranks
+
     for model in ["mlp_gemm", "transformer"]:
         x = path(model + ".input.npy")
         want = np.load(path(f"out_{model}/output_0.npy"))
         for ranks in [2, 4]:
-            program = path(f"{model}.cuda.tp{ranks}.kiln")
-            report = path(f"report_{model}_cuda_{ranks}")
-            run([kiln, "plan", path(model + ".onnx"), "-o", program, "--target", "cuda:0,cpu", "--tensor-parallel",
-                 str(ranks), "--report", report])
-            plan = json.load(open(os.path.join(report, "plan.json")))
-            copies = [c for c in plan["copies"] if c["when"] == "run"]
-            symmetric = [a for a in plan["arenas"] if a["kind"] == "symmetric"]
-            check(plan["symmetric"]["devices"] == ["cuda:0"] and len(copies) == 2 and
-                  [a["device"] for a in symmetric] == ["cuda:0"],
-                  f"{model} for cuda:0 on {ranks} ranks: collectives on {plan['symmetric']['devices']}, symmetric "
-                  f"arena on {[a['device'] for a in symmetric]}, {len(copies)} copies per run (input and output)")
-            out = path(f"out_{model}_cuda_{ranks}_{{rank}}")
-            mpi(ranks, program, [x], out, cuda=True)
-            err = max(rel(y, want) for y in outputs(out, ranks))
-            check(err <= 1e-5, f"{model} on cuda:0: every one of {ranks} ranks matches one rank "
-                  f"(relative error {err:.1e})")
+            for mode in ["one-shot", "two-shot"]:
+                program = path(f"{model}.cuda.tp{ranks}.{mode}.kiln")
+                report = path(f"report_{model}_cuda_{ranks}_{mode}")
+                run([kiln, "plan", path(model + ".onnx"), "-o", program, "--target", "cuda:0,cpu",
+                     "--tensor-parallel", str(ranks), "--allreduce", mode, "--report", report])
+                plan = json.load(open(os.path.join(report, "plan.json")))
+                copies = [c for c in plan["copies"] if c["when"] == "run"]
+                symmetric = [a for a in plan["arenas"] if a["kind"] == "symmetric"]
+                check(plan["symmetric"]["devices"] == ["cuda:0"] and len(copies) == 2 and
+                      [a["device"] for a in symmetric] == ["cuda:0"],
+                      f"{model} for cuda:0 on {ranks} ranks: collectives on {plan['symmetric']['devices']}, "
+                      f"symmetric arena on {[a['device'] for a in symmetric]}, {len(copies)} copies per run "
+                      f"(input and output)")
+                algorithms = [c["algorithm"] for c in plan["symmetric"]["all_reduce"]]
+                check(len(algorithms) > 0 and set(algorithms) == {mode},
+                      f"{model}, {ranks} ranks, --allreduce {mode}: plan.json gives {algorithms}")
+                out = path(f"out_{model}_cuda_{ranks}_{mode}_{{rank}}")
+                p = mpi(ranks, program, [x], out, cuda=True, runs=3)
+                check(kernels_run(p, mode, ranks, len(algorithms)),
+                      f"{model}, {ranks} ranks: every rank set up its {len(algorithms)} {mode} all-reduce kernels")
+                err = max(rel(y, want) for y in outputs(out, ranks))
+                check(err <= 1e-5, f"{model} on cuda:0, {mode} kernels: every one of {ranks} ranks matches one rank "
+                      f"after 3 executes (relative error {err:.1e})")
 
     def rank_inputs(name, ranks):
         return [np.load(path(f"{name}.input.rank{r}.npy")).astype(np.float64) for r in range(ranks)]
@@ -192,16 +212,39 @@ def main():
         check(err <= 1e-5, f"8 x MatMul->AllReduce ({program}) on 2 ranks, different inputs "
               f"(relative error {err:.1e})")
 
-    # 1,000 executes of one method: the counters only grow, the delegate
-    # replays its recorded graph, and every rank's last sum is still right.
-    run([kiln, "plan", path("allreduce_relu.onnx"), "-o", path("relu.cuda.kiln"), "--ranks", "4", "--target",
-         "cuda:0,cpu"])
-    out = path("out_relu_{rank}")
-    mpi(4, path("relu.cuda.kiln"), [path("allreduce_relu.input.rank{rank}.npy")], out, cuda=True, runs=1000)
+    # 1,000 executes of one method, each kernel: the signal counters only
+    # grow, the kernel replays as a recorded graph, and every rank's last
+    # sum is still right.
     want = sum(np.maximum(x, 0) for x in rank_inputs("allreduce_relu", 4))
-    err = max(rel(o, want) for o in outputs(out, 4))
-    check(err <= 1e-5, f"Relu -> AllReduce on cuda:0, 4 ranks, 1,000 executes: every rank right "
-          f"(relative error {err:.1e})")
+    for mode in ["one-shot", "two-shot"]:
+        program = path(f"relu.cuda.{mode}.kiln")
+        run([kiln, "plan", path("allreduce_relu.onnx"), "-o", program, "--ranks", "4", "--target", "cuda:0,cpu",
+             "--allreduce", mode])
+        out = path(f"out_relu_{mode}_{{rank}}")
+        p = mpi(4, program, [path("allreduce_relu.input.rank{rank}.npy")], out, cuda=True, runs=1000)
+        err = max(rel(o, want) for o in outputs(out, 4))
+        check(kernels_run(p, mode, 4, 1) and err <= 1e-5,
+              f"Relu -> AllReduce on cuda:0, {mode} kernel, 4 ranks, 1,000 executes: every rank right "
+              f"(relative error {err:.1e})")
+
+    # A peer that stops arriving: rank 1 executes once and leaves, rank 0
+    # executes again; its kernel waits for rank 1 no longer than the
+    # collective timeout, then fails the launch, and kiln run fails naming
+    # the peer, instead of hanging.
+    runner = ("if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then runs=1; else runs=3; fi; "
+              "exec \"$0\" run \"$1\" --input \"$2\" --runs $runs")
+    cmd = [sys.executable, args.run_mpi, "--mpirun", args.mpirun, "-n", "2", "--max-seconds", "120", "--", "sh", "-c",
+           runner, kiln, path("relu.cuda.2.kiln"), path("allreduce_relu.input.rank0.npy")]
+    run([kiln, "plan", path("allreduce_relu.onnx"), "-o", path("relu.cuda.2.kiln"), "--ranks", "2", "--target",
+         "cuda:0,cpu"])
+    started = time.monotonic()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=dict(os.environ, KILN_CUDA_EXECUTION="host", KILN_COLLECTIVE_TIMEOUT_MS="2000"))
+    seconds = time.monotonic() - started
+    check(p.returncode != 0 and "peer rank 1 did not reach step" in p.stdout and
+          "a peer did not arrive within 2000 ms" in p.stdout and seconds < 60,
+          f"a peer that never arrives: rank 0's kernel gives up after the 2 s timeout and the run fails "
+          f"with the peer named, in {seconds:.1f} s")
 
     # Refusals.
     x = path("transformer.input.npy")

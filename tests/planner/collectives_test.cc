@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -290,6 +292,91 @@ TEST(CollectivesTest, RuntimeRefusesPerRankConstantsThatDoNotMatchTheGroup) {
     }
   });
   EXPECT_EQ(load_error(three), Error::kInvalidProgram);
+}
+
+// Relu (on the device) -> AllReduce of `elements` floats over `ranks`,
+// planned for cuda:0,cpu; with `reuse`, the Relu's output is also added to
+// the sum afterwards (it lives past the collective).
+PlanResult device_all_reduce(int64_t elements, uint32_t ranks, planner::AllReduceMode mode, bool reuse = false) {
+  GraphBuilder b;
+  const int r = b.node("Relu", {b.input("x", {1, elements})});
+  const int sum = all_reduce(b, r);
+  b.output(reuse ? b.node("Add", {sum, r}) : sum);
+  PlanOptions options;
+  options.targets = "cuda:0,cpu";
+  options.ranks = ranks;
+  options.all_reduce = mode;
+  return b.plan(options);
+}
+
+const fb::CollectiveCall* collective_call(const PlanResult& plan) {
+  const fb::Program* program = fb::GetSizePrefixedProgram(plan.bytes.data());
+  for (const fb::Instruction* i : *program->methods()->Get(0)->instructions()) {
+    if (i->kind_as_CollectiveCall() != nullptr) return i->kind_as_CollectiveCall();
+  }
+  return nullptr;
+}
+
+TEST(CollectivesTest, DeviceAllReduceIsOneShotBelowTheThresholdAndTwoShotFromIt) {
+  using planner::AllReduceMode;
+  // 2 ranks: two-shot from 256 KiB; 4 ranks: from 128 KiB.
+  for (auto [elements, ranks, two_shot] :
+       {std::tuple{int64_t{1024}, 2u, false}, std::tuple{int64_t{65536}, 2u, true},
+        std::tuple{int64_t{32768}, 4u, true}, std::tuple{int64_t{16384}, 4u, false}}) {
+    const PlanResult plan = device_all_reduce(elements, ranks, AllReduceMode::kAuto);
+    ASSERT_EQ(plan.all_reduce.size(), 1u);
+    const planner::AllReduceChoice& c = plan.all_reduce[0];
+    EXPECT_EQ(c.algorithm, two_shot ? fb::AllReduceAlgorithm::TWO_SHOT : fb::AllReduceAlgorithm::ONE_SHOT)
+        << elements << " floats over " << ranks << " ranks: " << c.why;
+    EXPECT_NE(c.why.find(two_shot ? ">=" : "<"), std::string::npos) << c.why;
+    EXPECT_EQ(c.bytes, static_cast<uint64_t>(elements) * 4);
+    // The signal words: after the planned tensors, inside the arena, in the program.
+    const fb::CollectiveCall* call = collective_call(plan);
+    ASSERT_NE(call, nullptr);
+    EXPECT_EQ(call->algorithm(), c.algorithm);
+    EXPECT_EQ(call->blocks(), c.blocks);
+    EXPECT_EQ(call->blocks(), std::min<uint64_t>(32, (c.bytes + 65535) / 65536));
+    EXPECT_GT(call->state_bytes(), 0u);
+    const LArena* arena = symmetric_arena(plan.program.methods[0]);
+    ASSERT_NE(arena, nullptr);
+    EXPECT_GE(call->signal_offset(), c.bytes);
+    EXPECT_LE(call->signal_offset() + uint64_t{call->blocks()} * 8, arena->size);
+    EXPECT_EQ(load_error(plan.bytes), Error::kOk);
+  }
+}
+
+TEST(CollectivesTest, ForcedAllReduceAlgorithmsAndWhereTheyCannotRun) {
+  using planner::AllReduceMode;
+  EXPECT_EQ(device_all_reduce(64, 2, AllReduceMode::kTwoShot).all_reduce[0].algorithm,
+            fb::AllReduceAlgorithm::TWO_SHOT);
+  EXPECT_EQ(device_all_reduce(1 << 17, 2, AllReduceMode::kOneShot).all_reduce[0].algorithm,
+            fb::AllReduceAlgorithm::ONE_SHOT);
+  // Two-shot writes its slice over the operand: not where the operand is read later.
+  const planner::AllReduceChoice lives = device_all_reduce(64, 2, AllReduceMode::kTwoShot, true).all_reduce[0];
+  EXPECT_EQ(lives.algorithm, fb::AllReduceAlgorithm::ONE_SHOT);
+  EXPECT_NE(lives.why.find("read after the call"), std::string::npos) << lives.why;
+  // On the host, and with more ranks than the kernels address: the communicator's.
+  GraphBuilder b;
+  b.output(all_reduce(b, b.node("Relu", {b.input("x", {1, 64})})));
+  PlanOptions options;
+  options.ranks = 2;
+  const PlanResult host = b.plan(options);
+  EXPECT_EQ(host.all_reduce[0].algorithm, fb::AllReduceAlgorithm::COMMUNICATOR);
+  EXPECT_EQ(collective_call(host)->signal_offset(), 0u);
+  const planner::AllReduceChoice many = device_all_reduce(64, 16, AllReduceMode::kOneShot).all_reduce[0];
+  EXPECT_EQ(many.algorithm, fb::AllReduceAlgorithm::COMMUNICATOR);
+  EXPECT_NE(many.why.find("more ranks"), std::string::npos) << many.why;
+}
+
+TEST(CollectivesTest, RuntimeRefusesSignalWordsOutsideTheArena) {
+  const std::string bytes = device_all_reduce(64, 2, planner::AllReduceMode::kOneShot).bytes;
+  ASSERT_EQ(load_error(bytes), Error::kOk);
+  const std::string outside = mutate_program(bytes, [](fb::ProgramT& p) {
+    for (auto& i : p.methods[0]->instructions) {
+      if (auto* c = i->kind.AsCollectiveCall(); c != nullptr) c->signal_offset = uint64_t{1} << 40;
+    }
+  });
+  EXPECT_EQ(load_error(outside), Error::kInvalidProgram);
 }
 
 }  // namespace

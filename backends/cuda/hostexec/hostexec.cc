@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <ucontext.h>
 
 #include <vector>
@@ -84,6 +85,7 @@ struct BlockRun {
   Barrier warps[kMaxThreadsPerBlock / kWarp];
   unsigned warp_live[kMaxThreadsPerBlock / kWarp] = {};
   uint64_t slots[kMaxThreadsPerBlock] = {};
+  bool trapped = false;  // a thread called __trap()
 };
 
 struct Scheduler {
@@ -341,10 +343,11 @@ void execute_launch(dim3 grid, dim3 block, KernelFn fn, const void* args) {
   run.fn = fn;
   run.args = args;
   run.threads = static_cast<unsigned>(threads);
+  run.trapped = false;
   for (unsigned z = 0; z < grid.z; ++z) {
     for (unsigned y = 0; y < grid.y; ++y) {
       for (unsigned x = 0; x < grid.x; ++x) {
-        if (!run_block(s, run, grid, block, {x, y, z})) {
+        if (!run_block(s, run, grid, block, {x, y, z}) || run.trapped) {
           s.last_error = cudaErrorLaunchFailure;
           s.run = nullptr;
           return;
@@ -501,7 +504,7 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorLaunchFailure: return "unspecified launch failure (hostexec: deadlock)";
+    case cudaErrorLaunchFailure: return "unspecified launch failure (hostexec: a deadlock or __trap())";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
   }
@@ -556,6 +559,17 @@ uint64_t shfl_bits(uint64_t bits, int src_lane) {
 }
 
 void relax() { sched_yield(); }
+
+uint64_t global_timer_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void trap() {
+  Scheduler& s = g_scheduler;
+  if (s.run != nullptr) s.run->trapped = true;
+}
 
 void yield() {
   Scheduler& s = g_scheduler;

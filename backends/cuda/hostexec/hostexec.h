@@ -25,7 +25,10 @@
 //     a warp barrier with a lane that exited) is a deadlock: the launch
 //     stops and reports cudaErrorLaunchFailure, instead of hanging;
 //   - threads that exit count as arrived at later block barriers (as on
-//     sm_70 and later).
+//     sm_70 and later);
+//   - __trap() ends the launch: its block's threads return (the kernel
+//     returns after the call), no later block runs, and the launch fails
+//     with cudaErrorLaunchFailure, as a trap fails it on a GPU.
 //
 // The CUDA runtime API the backend calls (memory, async copies, streams,
 // stream capture, graphs) is implemented over host memory in namespace
@@ -156,6 +159,12 @@ uint64_t shfl_bits(uint64_t bits, int src_lane);
 void yield();
 // Gives the processor to other processes (a spin wait on a peer).
 void relax();
+// Nanoseconds of a monotonic clock (the GPU's %globaltimer).
+uint64_t global_timer_ns();
+// Ends the launch of the running thread (CUDA's __trap()): the rest of its
+// grid does not run and cudaGetLastError() reports cudaErrorLaunchFailure.
+// Unlike on a GPU the call returns: the kernel returns after it.
+void trap();
 int lane_id();
 
 template <typename T>
@@ -255,6 +264,7 @@ T atomicExch_system(T* address, T v) {
 // may go unnoticed here: see docs/ranks.md.
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __trap() { ::kiln::backends::cuda::hostexec::trap(); }
 // A spinning thread lets the others of its launch run (a fiber that never
 // yields would starve them), then the other processes of the machine.
 inline void __nanosleep(unsigned) {

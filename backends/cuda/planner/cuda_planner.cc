@@ -12,7 +12,9 @@
 //   - fewer than 2^31 elements per tensor (the kernels index in 32 bits);
 //   - MatMul: at most 4 batch dims (what the reference GEMM walks).
 // Collectives (AllReduce) run on the device too (runs_collectives): the
-// partitioner keeps one there when a CUDA kernel produces its operand.
+// partitioner keeps one there when a CUDA kernel produces its operand, and
+// the runtime half's all-reduce kernels run it (device_all_reduce: their
+// grid, signal words and state, cuda_abi.h).
 
 #include <string>
 
@@ -70,6 +72,14 @@ void register_cuda_backend_planner() {
   // Collectives stay on the GPU: symmetric device arenas (runtime half:
   // a device communicator maps them).
   spec.collectives = true;
+  spec.all_reduce = [](uint64_t bytes) {
+    DeviceAllReduce a;
+    a.blocks = cuda::all_reduce_blocks(bytes);
+    a.signal_bytes = cuda::all_reduce_signal_bytes(a.blocks);
+    a.state_bytes = cuda::kAllReduceStateBytes;
+    a.max_ranks = cuda::kAllReduceMaxRanks;
+    return a;
+  };
   register_backend_planner(make_table_planner(std::move(spec)));
 }
 

@@ -274,6 +274,9 @@ Error MpiCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_t
   }
   ControlBlock* own = window.controls[rank_];
   memset(own, 0, sizeof(*own));
+  // Zero before the barrier below: a device all-reduce kernel's signal
+  // words start from zero on every rank (Communicator::device_peers).
+  memset(window.arenas[rank_], 0, size);
   own->magic = kControlMagic;
   own->pid = static_cast<int32_t>(getpid());
   own->rank = rank_;
@@ -318,6 +321,22 @@ void MpiCommunicator::unmap_symmetric(SymmetricMemory memory) {
   MPI_Win_free(&window.win);
   window.arenas.clear();
   window.controls.clear();
+}
+
+Error MpiCommunicator::device_peers(const SymmetricMemory& memory, DevicePeers* out_peers) {
+  KILN_CHECK_OR_RETURN(out_peers != nullptr && memory.slot < state_->windows.size() &&
+                           state_->windows[memory.slot].in_use &&
+                           memory.local.handle == state_->windows[memory.slot].arenas[rank_],
+                       Error::kInvalidArgument,
+                       "mpi-shm: rank %u: device peers of symmetric arena %u, which this "
+                       "communicator has not mapped",
+                       rank_, memory.slot);
+  if (options_.memory == DeviceType::CPU || size_ > kMaxDevicePeers) return Error::kNotSupported;
+  const State::Window& window = state_->windows[memory.slot];
+  for (uint32_t r = 0; r < size_; ++r) out_peers->bases[r] = window.arenas[r];
+  out_peers->count = size_;
+  out_peers->timeout_ms = state_->timeout_ms;
+  return Error::kOk;
 }
 
 namespace {

@@ -9,9 +9,19 @@
 //   - a device arena the application gives at a misaligned address is
 //     refused when the method loads;
 //   - cuBLASLt's operand layouts: a leading dimension never smaller than the
-//     stored rows, also for a transposed operand with one column.
+//     stored rows, also for a transposed operand with one column;
+//   - the all-reduce kernels, two ranks as two threads of one process: each
+//     rank's sum is the same and right on every call, and the kernel's
+//     launch is captured as a CUDA graph and replayed like a delegate's;
+//     a peer that never arrives fails the execute with kPeerFailed and
+//     messages naming it, within about the communicator's timeout, instead
+//     of hanging (one-shot and two-shot).
 
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
 
 #include <memory>
 #include <vector>
@@ -21,6 +31,7 @@
 #include "core/error.h"
 #include "gemm_layout.h"
 #include "kiln/backends/cuda/cuda_backend.h"
+#include "kiln/runtime/communicator.h"
 #include "kiln/schema/delegate_generated.h"
 #include "ops/host_kernels.h"
 #include "support/graph_builder.h"
@@ -333,6 +344,196 @@ TEST(CudaBackendTest, GemmLayoutsKeepTheLeadingDimensionAtLeastTheRows) {
   EXPECT_EQ(plain.rows, 8u);
   EXPECT_EQ(plain.cols, 3u);
   EXPECT_EQ(plain.ld, 8);
+}
+
+// Relu (on cuda:0) -> AllReduce over 2 ranks, with the kernel `mode` forces.
+std::string relu_all_reduce(planner::AllReduceMode mode) {
+  GraphBuilder b;
+  const int r = b.node("Relu", {b.input("x", {1, kWidth})});
+  b.output(b.node("AllReduce", {r}));
+  b.graph().nodes.back().domain = "com.microsoft";
+  b.graph().nodes.back().opset = 1;
+  planner::PlanOptions options;
+  options.targets = "cuda:0,cpu";
+  options.ranks = 2;
+  options.all_reduce = mode;
+  const planner::PlanResult plan = b.plan(options);
+  const bool two_shot = mode == planner::AllReduceMode::kTwoShot;
+  EXPECT_EQ(plan.all_reduce.at(0).algorithm,
+            two_shot ? fb::AllReduceAlgorithm::TWO_SHOT : fb::AllReduceAlgorithm::ONE_SHOT);
+  return plan.bytes;
+}
+
+// Two ranks in one process: both copies of each symmetric arena are host
+// memory (device memory under the host execution model), zeroed and
+// 256-byte aligned, shared by the communicators of both ranks.
+struct SharedArenas {
+  std::mutex mutex;
+  uint64_t size = 0;
+  std::vector<uint8_t> storage[2];
+  uint8_t* bases[2] = {};
+};
+
+class TwoRanks final : public Communicator {
+ public:
+  TwoRanks(SharedArenas& shared, uint32_t rank, uint32_t timeout_ms)
+      : shared_(shared), rank_(rank), timeout_ms_(timeout_ms) {}
+  const char* name() const override { return "two-ranks"; }
+  uint32_t rank() const override { return rank_; }
+  uint32_t size() const override { return 2; }
+  DeviceType device_type() const override { return DeviceType::CUDA; }
+  Error map_symmetric(uint64_t size, uint32_t, uint64_t, SymmetricMemory* out_memory) override {
+    std::lock_guard<std::mutex> lock(shared_.mutex);
+    if (shared_.size == 0) {
+      shared_.size = size;
+      for (int r = 0; r < 2; ++r) {
+        shared_.storage[r].assign(size + cuda::kArenaAlignment, 0);
+        const uintptr_t at = reinterpret_cast<uintptr_t>(shared_.storage[r].data());
+        shared_.bases[r] =
+            shared_.storage[r].data() + (cuda::kArenaAlignment - at % cuda::kArenaAlignment) % cuda::kArenaAlignment;
+      }
+    }
+    out_memory->local.handle = shared_.bases[rank_];
+    out_memory->local.size = size;
+    return shared_.size == size ? Error::kOk : Error::kCommunicatorMismatch;
+  }
+  void unmap_symmetric(SymmetricMemory) override {}
+  Error all_reduce(const AllReduceArgs&) override { return Error::kNotSupported; }
+  Error device_peers(const SymmetricMemory&, DevicePeers* out_peers) override {
+    out_peers->bases[0] = shared_.bases[0];
+    out_peers->bases[1] = shared_.bases[1];
+    out_peers->count = 2;
+    out_peers->timeout_ms = timeout_ms_;
+    return Error::kOk;
+  }
+
+ private:
+  SharedArenas& shared_;
+  uint32_t rank_;
+  uint32_t timeout_ms_;
+};
+
+// A program of collectives loaded as one rank: host arenas from the heap,
+// the symmetric arena from `communicator`, delegates and collectives on
+// `backend`.
+class RankMethod {
+ public:
+  RankMethod(const std::string& bytes, cuda::hostexec::CudaBackend& backend, Communicator& communicator)
+      : program_(bytes) {
+    if (!program_.program.ok() || registry_.register_backend(&backend) != Error::kOk) return;
+    const MethodMeta meta = program_.program->method_meta("forward").get();
+    for (size_t i = 0; i < meta.num_arenas(); ++i) {
+      const ArenaInfo info = meta.arena(i).get();
+      arenas_.push_back(std::make_unique<AlignedBytes>(std::string(info.size, '\0')));
+      spans_.push_back(info.device.type() == DeviceType::CPU ? Span<uint8_t>(arenas_.back()->data(), info.size)
+                                                             : Span<uint8_t>());
+    }
+    bookkeeping_bytes_ = std::make_unique<AlignedBytes>(std::string(meta.bookkeeping_bytes(), '\0'));
+    bookkeeping_ = BumpAllocator(bookkeeping_bytes_->data(), bookkeeping_bytes_->size());
+    communicators_[0] = &communicator;
+    MemoryManager memory;
+    memory.bookkeeping = &bookkeeping_;
+    memory.arenas = Span<const Span<uint8_t>>(spans_.data(), spans_.size());
+    memory.communicators = Span<Communicator* const>(communicators_, 1);
+    Result<Method> method =
+        program_.program->load_method("forward", memory, planner::host_kernel_registry(), registry_);
+    error_ = method.error();
+    if (method.ok()) method_ = std::make_unique<Method>(std::move(method).get());
+  }
+  Error error() const { return error_; }
+
+  Error run(const std::vector<float>& x, std::vector<float>* out_y) {
+    x_ = x;
+    out_y->assign(x.size(), -1.f);
+    KILN_RETURN_IF_ERROR(method_->set_input(0, x_.data(), x_.size() * sizeof(float)));
+    KILN_RETURN_IF_ERROR(method_->set_output(0, out_y->data(), out_y->size() * sizeof(float)));
+    return method_->execute();
+  }
+
+ private:
+  LoadedProgram program_;
+  BackendRegistry registry_;
+  std::vector<std::unique_ptr<AlignedBytes>> arenas_;
+  std::vector<Span<uint8_t>> spans_;
+  std::unique_ptr<AlignedBytes> bookkeeping_bytes_;
+  BumpAllocator bookkeeping_;
+  Communicator* communicators_[1] = {};
+  std::unique_ptr<Method> method_;
+  Error error_ = Error::kInternal;
+  std::vector<float> x_;
+};
+
+TEST(CudaBackendTest, AnAllReduceKernelIsCapturedAndReplayedWithEveryRanksSum) {
+  for (planner::AllReduceMode mode : {planner::AllReduceMode::kOneShot, planner::AllReduceMode::kTwoShot}) {
+    const std::string bytes = relu_all_reduce(mode);
+    SharedArenas shared;
+    std::vector<float> ys[2][5];
+    cuda::CudaStats stats[2];
+    Error errors[2] = {Error::kInternal, Error::kInternal};
+    auto rank_main = [&](uint32_t rank) {
+      cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+      TwoRanks communicator(shared, rank, 20000);
+      {
+        RankMethod method(bytes, backend, communicator);
+        errors[rank] = method.error();
+        for (int call = 0; call < 5 && errors[rank] == Error::kOk; ++call) {
+          errors[rank] =
+              method.run(input(static_cast<float>(rank + 1) * (call % 2 == 0 ? 1.f : -0.5f)), &ys[rank][call]);
+        }
+      }
+      stats[rank] = backend.stats();
+      backend.shutdown();
+    };
+    std::thread other(rank_main, 1u);
+    rank_main(0);
+    other.join();
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      ASSERT_EQ(errors[rank], Error::kOk) << "rank " << rank;
+      // Two records (the Relu delegate and the all-reduce): each launched
+      // directly once, then captured once and replayed on the 4 calls after.
+      EXPECT_EQ(stats[rank].direct_calls, 2u);
+      EXPECT_EQ(stats[rank].captures, 2u);
+      EXPECT_EQ(stats[rank].graph_replays, 8u);
+      for (int call = 0; call < 5; ++call) {
+        const float scale = call % 2 == 0 ? 1.f : -0.5f;
+        const std::vector<float> a = input(scale), b = input(2.f * scale);
+        for (size_t i = 0; i < a.size(); ++i) {
+          const float want = (a[i] > 0.f ? a[i] : 0.f) + (b[i] > 0.f ? b[i] : 0.f);
+          ASSERT_EQ(ys[rank][call][i], want) << "rank " << rank << " call " << call << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaBackendTest, AnAllReduceWhosePeerNeverArrivesFailsWithinTheTimeout) {
+  for (planner::AllReduceMode mode : {planner::AllReduceMode::kOneShot, planner::AllReduceMode::kTwoShot}) {
+    const std::string bytes = relu_all_reduce(mode);
+    cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+    SharedArenas shared;
+    TwoRanks communicator(shared, 0, 300);  // rank 1 never runs: its copy stays zero
+    {
+      RankMethod method(bytes, backend, communicator);
+      ASSERT_EQ(method.error(), Error::kOk);
+      std::vector<float> y;
+      ::testing::internal::CaptureStdout();
+      ::testing::internal::CaptureStderr();
+      const auto start = std::chrono::steady_clock::now();
+      const Error error = method.run(input(1.f), &y);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string kernel_says = ::testing::internal::GetCapturedStdout();
+      const std::string runtime_says = ::testing::internal::GetCapturedStderr();
+      EXPECT_EQ(error, Error::kPeerFailed);
+      EXPECT_GE(seconds, 0.25);
+      EXPECT_LT(seconds, 10.0);
+      EXPECT_NE(kernel_says.find("rank 0 of 2, block 0: peer rank 1 did not reach step 1 within 300 ms"),
+                std::string::npos)
+          << kernel_says;
+      EXPECT_NE(runtime_says.find("(rank 0 of 2) failed: a peer did not arrive within 300 ms"), std::string::npos)
+          << runtime_says;
+    }
+    backend.shutdown();
+  }
 }
 
 }  // namespace

@@ -53,6 +53,10 @@ struct Record {
   cudaGraphExec_t exec = nullptr;
   enum Phase : uint8_t { kWarmUp, kCapture, kReplay, kDirect } phase = kWarmUp;
   bool tf32 = false;  // kiln plan --precision tf32: cuBLASLt computes in TF32
+  // An all-reduce (init_collective): one launch of all_reduce_kernel.
+  bool collective = false;
+  uint32_t timeout_ms = 0;
+  Communicator* communicator = nullptr;  // told when a peer does not arrive
 };
 static_assert(sizeof(Record) <= kDelegateHeaderBytes, "Record outgrew its header (cuda_abi.h)");
 
@@ -511,7 +515,112 @@ Result<void*> CudaBackend::init(const DelegateContext& context) {
   return static_cast<void*>(record);
 }
 
+namespace {
+
+// The all-reduce kernel of `r` failed: a peer did not arrive in time (the
+// kernel printed which and trapped).
+Error collective_failed(const Record& r, Error error) {
+  if (!r.collective) return error;
+  if (r.communicator != nullptr) r.communicator->mark_failed();
+  KILN_RETURN_ERROR(Error::kPeerFailed,
+                    "cuda: all-reduce '%s' on cuda:%d (rank %u of %u) failed: a peer did not arrive within %u ms "
+                    "(the kernel's message names it; KILN_COLLECTIVE_TIMEOUT_MS)",
+                    r.launches[0].node, r.device, r.launches[0].all_reduce.rank, r.launches[0].all_reduce.ranks,
+                    r.timeout_ms);
+}
+
+// The checks the all-reduce kernel relies on (the backend's trust boundary
+// for collectives): float32 operands inside their arenas, at most
+// kAllReduceMaxRanks peers, the signal words inside the symmetric arena and
+// apart from both operands, and one-shot never in place.
+Error check_collective(const CollectiveContext& c, const fb::CollectiveCall& call) {
+  const Tensor& in = *c.input;
+  const Tensor& out = *c.output;
+  const uint64_t signals = uint64_t{call.blocks()} * 8;
+  KILN_CHECK_OR_RETURN(in.dtype() == DType::FLOAT32 && out.dtype() == DType::FLOAT32 && in.nbytes() == out.nbytes(),
+                       Error::kDTypeMismatch, "cuda: all-reduce '%s': float32 operands of one size only", c.name);
+  KILN_CHECK_OR_RETURN(c.peers->count >= 2 && c.peers->count <= kAllReduceMaxRanks && c.rank < c.peers->count,
+                       Error::kNotSupported, "cuda: all-reduce '%s': %u ranks (the kernels address 2 to %u)", c.name,
+                       c.peers->count, kAllReduceMaxRanks);
+  KILN_CHECK_OR_RETURN(buffer_holds(c.input_arena, in.offset(), in.nbytes()) &&
+                           buffer_holds(c.output_arena, out.offset(), out.nbytes()) && in.offset() % 4 == 0 &&
+                           out.offset() % 4 == 0,
+                       Error::kInvalidProgram, "cuda: all-reduce '%s': an operand outside its arena", c.name);
+  KILN_CHECK_OR_RETURN(
+      call.blocks() >= 1 && call.blocks() <= kAllReduceMaxBlocks &&
+          buffer_holds(c.input_arena, call.signal_offset(), signals) &&
+          (call.signal_offset() >= in.offset() + in.nbytes() || call.signal_offset() + signals <= in.offset()),
+      Error::kInvalidProgram,
+      "cuda: all-reduce '%s': %u blocks' signal words at offset %llu are not free bytes of its "
+      "symmetric arena",
+      c.name, call.blocks(), static_cast<unsigned long long>(call.signal_offset()));
+  const bool in_place = c.input_arena.handle == c.output_arena.handle && in.offset() == out.offset();
+  KILN_CHECK_OR_RETURN(call.algorithm() == fb::AllReduceAlgorithm::TWO_SHOT || !in_place, Error::kInvalidProgram,
+                       "cuda: all-reduce '%s': one-shot cannot run in place", c.name);
+  KILN_CHECK_OR_RETURN(c.input_arena.handle != c.output_arena.handle ||
+                           call.signal_offset() >= out.offset() + out.nbytes() ||
+                           call.signal_offset() + signals <= out.offset(),
+                       Error::kInvalidProgram, "cuda: all-reduce '%s': its output overlaps its signal words", c.name);
+  return Error::kOk;
+}
+
+}  // namespace
+
+Result<void*> CudaBackend::init_collective(const CollectiveContext& context) {
+  const fb::CollectiveCall& call = *context.call;
+  KILN_CHECK_OR_RETURN(context.device.type() == DeviceType::CUDA && context.peers != nullptr &&
+                           call.algorithm() != fb::AllReduceAlgorithm::COMMUNICATOR,
+                       Error::kInvalidArgument, "cuda: all-reduce '%s' is not a device collective", context.name);
+  KILN_RETURN_IF_ERROR(check_collective(context, call));
+  const int index = context.device.index();
+  KILN_RETURN_IF_ERROR(open_device(index));
+  cudaSetDevice(devices_[index].physical);
+  void* memory = context.allocator->allocate(kAllReduceStateBytes, 16);
+  KILN_CHECK_OR_RETURN(memory != nullptr, Error::kOutOfMemory,
+                       "cuda: all-reduce '%s': the program reserved less than its %llu state bytes", context.name,
+                       static_cast<unsigned long long>(kAllReduceStateBytes));
+  Record* record = new (memory) Record();
+  record->launches = reinterpret_cast<Launch*>(static_cast<uint8_t*>(memory) + kDelegateHeaderBytes);
+  record->capacity = 1;
+  record->count = 1;
+  record->device = index;
+  record->state = &devices_[index];
+  record->stream = stream_of(devices_[index]);
+  record->collective = true;
+  record->timeout_ms = context.peers->timeout_ms;
+  record->communicator = context.communicator;
+  Launch& l = *new (record->launches) Launch();
+  l.kind = LaunchKind::kAllReduce;
+  l.node = context.name;
+  l.block = kAllReduceThreads;
+  l.grid[0] = call.blocks();
+  PeerReduceArgs& a = l.all_reduce;
+  a = PeerReduceArgs();
+  for (uint32_t r = 0; r < context.peers->count; ++r) a.peers[r] = static_cast<uint8_t*>(context.peers->bases[r]);
+  a.output = reinterpret_cast<float*>(base_of(context.output_arena) + context.output->offset());
+  a.input_offset = context.input->offset();
+  a.signal_offset = call.signal_offset();
+  a.count = static_cast<uint64_t>(context.input->numel());
+  a.timeout_ns = uint64_t{context.peers->timeout_ms} * 1000000;
+  a.rank = context.rank;
+  a.ranks = context.peers->count;
+  a.two_shot = call.algorithm() == fb::AllReduceAlgorithm::TWO_SHOT;
+  a.op = static_cast<uint32_t>(call.op());
+  if (options_.graphs) {
+    KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&record->capture_stream, cudaStreamNonBlocking), Error::kDeviceError,
+                    "cuda: cannot create a stream on cuda:%d", index);
+  }
+  KILN_LOG(INFO, "cuda: all-reduce '%s' on cuda:%d: %s kernel, rank %u of %u, %u block%s", context.name, index,
+           a.two_shot ? "two-shot" : "one-shot", a.rank, a.ranks, call.blocks(), call.blocks() == 1 ? "" : "s");
+  return static_cast<void*>(record);
+}
+
 Error CudaBackend::execute(void* delegate, const DelegateCallArgs& args) {
+  const Error error = execute_record(delegate);
+  return error == Error::kOk ? error : collective_failed(*static_cast<Record*>(delegate), error);
+}
+
+Error CudaBackend::execute_record(void* delegate) {
   Record& r = *static_cast<Record*>(delegate);
   cudaSetDevice(r.state->physical);
   if (r.phase == Record::kCapture) KILN_RETURN_IF_ERROR(capture(r, stats_));

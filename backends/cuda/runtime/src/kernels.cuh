@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "all_reduce.cuh"
 #include "launch.h"
 
 namespace kiln::backends::cuda::KILN_CUDA_FLAVOR {
@@ -428,6 +429,7 @@ inline void enqueue_kernel_impl(const Launch& l, cudaStream_t stream) {
     case LaunchKind::kLayerNorm: KILN_CUDA_LAUNCH(layer_norm_kernel, grid, block, stream, l.layer_norm); break;
     case LaunchKind::kBatchNorm: KILN_CUDA_LAUNCH(batch_norm_kernel, grid, block, stream, l.batch_norm); break;
     case LaunchKind::kStrided: KILN_CUDA_LAUNCH(strided_kernel, grid, block, stream, l.strided); break;
+    case LaunchKind::kAllReduce: KILN_CUDA_LAUNCH(all_reduce_kernel, grid, block, stream, l.all_reduce); break;
     case LaunchKind::kGemmLt: break;  // cuda_backend.cc
   }
 }

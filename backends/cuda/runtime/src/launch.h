@@ -155,9 +155,22 @@ struct StridedArgs {
   int64_t x_strides[kMaxRank], y_strides[kMaxRank];
 };
 
+// An all-reduce over every rank's copy of a symmetric arena (all_reduce.cuh):
+// `count` floats at `input_offset` of each copy, reduced with `op`
+// (fb::ReduceOp) into `output`; signal counters (one per block) at
+// `signal_offset` of each copy. A wait for a peer longer than `timeout_ns`
+// traps, failing the launch.
+struct PeerReduceArgs {
+  uint8_t* peers[kAllReduceMaxRanks];
+  float* output;
+  uint64_t input_offset, signal_offset, count, timeout_ns;
+  uint32_t rank, ranks, two_shot, op;
+};
+
 enum class LaunchKind : uint8_t {
   // clang-format off
   kUnary, kBinary, kMatMul, kGemmLt, kConv, kPool, kReduce, kSoftmax, kLayerNorm, kBatchNorm, kStrided,
+  kAllReduce,
   // clang-format on
 };
 
@@ -180,6 +193,7 @@ struct Launch {
     LayerNormArgs layer_norm;
     BatchNormArgs batch_norm;
     StridedArgs strided;
+    PeerReduceArgs all_reduce;
   };
   Launch() : unary() {}
 };

@@ -94,6 +94,19 @@ struct DelegateSummary {
   size_t operands = 0;
 };
 
+// What one all-reduce of `bytes` takes when a device backend runs it with
+// kernels of its own over its peers' symmetric arenas (CollectiveCall
+// ONE_SHOT / TWO_SHOT): the grid (the same on every rank), the signal
+// words it synchronises through (bytes per rank's copy of the arena), the
+// host state of the call, and the most ranks the kernels address. blocks 0:
+// the backend runs no such kernels.
+struct DeviceAllReduce {
+  uint32_t blocks = 0;
+  uint64_t signal_bytes = 0;
+  uint64_t state_bytes = 0;
+  uint32_t max_ranks = 0;
+};
+
 // A backend's planner half.
 class BackendPlanner {
  public:
@@ -120,6 +133,12 @@ class BackendPlanner {
   // symmetric arenas in device memory: a collective whose operands a kernel
   // of this backend produces then stays on the device (passes/partition.h).
   virtual bool runs_collectives() const { return false; }
+  // For a backend that runs collectives: its all-reduce kernels for a call
+  // of `bytes` (passes/all_reduce.h picks one-shot or two-shot).
+  virtual DeviceAllReduce device_all_reduce(uint64_t bytes) const {
+    (void)bytes;
+    return {};
+  }
   // Bytes of planned device scratch a kernel call `kernel` (a lowered
   // kernel name) whose outputs hold `output_elements` elements gets beside
   // any the op's lowering asks for: a library's workspace (cuBLASLt's for
@@ -188,6 +207,8 @@ struct TablePlannerSpec {
   std::vector<KernelInplace> inplace;
   // BackendPlanner::runs_collectives().
   bool collectives = false;
+  // BackendPlanner::device_all_reduce; null: no all-reduce kernels.
+  std::function<DeviceAllReduce(uint64_t bytes)> all_reduce;
   // The --precision values its delegates run.
   std::vector<std::string> precisions = {"fp32"};
   // BackendPlanner::kernel_scratch_bytes; null: none.

@@ -82,6 +82,33 @@ struct DelegateCallArgs {
   uint32_t instruction = 0;
 };
 
+class Communicator;
+struct DevicePeers;
+
+// What a device backend sees of one all-reduce it runs with kernels of its
+// own (CollectiveCall.algorithm ONE_SHOT or TWO_SHOT) when a method loads.
+// Valid during init_collective() only; the tensors, buffers and peers it
+// describes outlive the handle.
+struct CollectiveContext {
+  const fb::CollectiveCall* call = nullptr;
+  const char* name = "";  // the instruction's, for messages
+  Device device;
+  // The input, in the symmetric arena `input_arena` (this rank's copy), and
+  // the output, in `output_arena` (a device arena of the same device).
+  const Tensor* input = nullptr;
+  const Tensor* output = nullptr;
+  DeviceBuffer input_arena;
+  DeviceBuffer output_arena;
+  // Every rank's copy of the symmetric arena (Communicator::device_peers),
+  // and the communicator, to be told when a peer does not arrive
+  // (Communicator::mark_failed). Not owned.
+  const DevicePeers* peers = nullptr;
+  Communicator* communicator = nullptr;
+  uint32_t rank = 0;
+  // Host memory for the call's state: CollectiveCall.state_bytes.
+  BumpAllocator* allocator = nullptr;
+};
+
 class Backend {
  public:
   // "vulkan", "cuda": the id the planner writes in Delegate.backend.
@@ -106,6 +133,17 @@ class Backend {
   virtual Result<void*> init(const DelegateContext& context) = 0;
   virtual Error execute(void* delegate, const DelegateCallArgs& args) = 0;
   virtual void destroy(void* delegate) = 0;
+
+  // Device collectives: an all-reduce the backend runs with its own kernels
+  // over the peers' symmetric arenas. Returns the call's handle (in memory
+  // from context.allocator), which execute() runs (with the call's one
+  // input and one output as args) and destroy() releases, as a delegate's.
+  // kNotSupported (the default): the backend runs none; the runtime then
+  // refuses to load the program.
+  virtual Result<void*> init_collective(const CollectiveContext& context) {
+    (void)context;
+    return Error::kNotSupported;
+  }
 
  protected:
   ~Backend() = default;

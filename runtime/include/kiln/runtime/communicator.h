@@ -60,6 +60,21 @@ struct AllReduceArgs {
   fb::ReduceOp op = fb::ReduceOp::SUM;
 };
 
+// Every rank's copy of one mapped symmetric arena, as addresses this
+// rank's device loads from and stores to (peer access over NVLink, CUDA
+// IPC, or host memory under the host execution model of CUDA): what the
+// device backend's all-reduce kernels read their peers through
+// (CollectiveCall.algorithm ONE_SHOT, TWO_SHOT). `bases[r]` is rank r's
+// copy, `bases[rank()]` this rank's own (SymmetricMemory::local).
+// `timeout_ms`: how long a kernel waits for a peer before it fails the
+// launch, the communicator's own collective timeout.
+constexpr uint32_t kMaxDevicePeers = 8;
+struct DevicePeers {
+  void* bases[kMaxDevicePeers] = {};
+  uint32_t count = 0;
+  uint32_t timeout_ms = 0;
+};
+
 // The GPU a rank drives among the `devices` of its node: its rank on the
 // node modulo the devices. One rule for both halves of a multi-rank GPU
 // program, so they agree: a device communicator's device (comm/nccl) and
@@ -93,6 +108,24 @@ class Communicator {
   // inside may). kPeerFailed when a peer exits or does not arrive in time;
   // kNotSupported for a dtype or op the communicator does not reduce.
   virtual Error all_reduce(const AllReduceArgs& args) = 0;
+
+  // Device communicators whose peers' arenas this rank's device can address
+  // directly: every rank's copy of `memory` (mapped by map_symmetric), for
+  // the device backend's all-reduce kernels. Such a communicator hands out
+  // arenas whose bytes are zero on every rank before map_symmetric returns
+  // on any (the kernels' signal words start from zero). kNotSupported (the
+  // default) where it reduces only through all_reduce(); then the runtime
+  // calls all_reduce() for every collective. Allocates nothing.
+  virtual Error device_peers(const SymmetricMemory& memory, DevicePeers* out_peers) {
+    (void)memory;
+    (void)out_peers;
+    return Error::kNotSupported;
+  }
+  // A collective on this communicator's memory failed outside it (a device
+  // all-reduce kernel whose peer did not arrive): the communicator behaves
+  // as after a failure of its own (later calls kPeerFailed; unmapping and
+  // destruction skip what would wait for the failed peer).
+  virtual void mark_failed() {}
 
  protected:
   ~Communicator() = default;

@@ -21,7 +21,9 @@
 //   | tensors              | instructions            | operands      | arenas   | delegates  | delegate    |
 //   | n_tensors * 64       | n_instructions * 80     | n_operands * 8| n * 48   | n * 32     | state bytes |
 //   +----------------------+-------------------------+---------------+----------+------------+-------------+
-//   Instructions count those run at load (init_instructions) too.
+//   Instructions count those run at load (init_instructions) too. The
+//   delegate state bytes are every delegate's, then every collective's a
+//   device backend runs (CollectiveCall.state_bytes).
 //   each section rounded up to 16 bytes; empty sections take no bytes.
 
 #ifndef KILN_SCHEMA_BOOKKEEPING_H_
@@ -111,6 +113,14 @@ inline MethodCounts count_method(const fb::Method& method) {
     for (const fb::Delegate* delegate : *method.delegates()) {
       // Each delegate's state starts 16-byte aligned.
       counts.delegate_state_bytes += round_up_bookkeeping(delegate->state_bytes());
+    }
+  }
+  // A collective a device backend runs (CollectiveCall.algorithm) keeps its
+  // state after the delegates', in instruction order.
+  if (method.instructions() != nullptr) {
+    for (const fb::Instruction* instruction : *method.instructions()) {
+      const fb::CollectiveCall* call = instruction->kind_as_CollectiveCall();
+      if (call != nullptr) counts.delegate_state_bytes += round_up_bookkeeping(call->state_bytes());
     }
   }
   add_instruction_counts(method.init_instructions(), &counts);

@@ -142,6 +142,12 @@ class MpiCommunicator final : public Communicator {
   // A call refused for its own arguments (logged) takes no part in the
   // protocol: when only some ranks refuse, the others time out.
   Error all_reduce(const AllReduceArgs& args) override;
+  // With MpiOptions::memory = CUDA (the host execution model): every rank's
+  // copy of the arena, where the model's device (host memory) reads it, and
+  // the collective timeout. kNotSupported for host memory and for more than
+  // kMaxDevicePeers ranks. The arenas are zeroed when they are mapped.
+  Error device_peers(const SymmetricMemory& memory, DevicePeers* out_peers) override;
+  void mark_failed() override { failed_ = true; }
 
   // True once a collective failed (kPeerFailed or a call mismatch).
   bool failed() const { return failed_; }

@@ -100,6 +100,12 @@ class CudaBackend final : public Backend {
   Result<void*> init(const DelegateContext& context) override;
   Error execute(void* delegate, const DelegateCallArgs& args) override;
   void destroy(void* delegate) override;
+  // An all-reduce run by the kernels of all_reduce.cuh over the peers'
+  // symmetric arenas: one launch, run like a delegate of one kernel (the
+  // first call direct, the second captured as a CUDA graph on its own
+  // stream, then replayed on the device's stream). A peer that does not
+  // arrive in time fails the call with kPeerFailed.
+  Result<void*> init_collective(const CollectiveContext& context) override;
 
   // Releases every device's stream, workspace and cuBLASLt handle (after
   // the last Method using the backend is gone).
@@ -125,6 +131,7 @@ class CudaBackend final : public Backend {
 
  private:
   Error open_device(int index);
+  Error execute_record(void* record);
 
   CudaOptions options_;
   DeviceState devices_[16];
