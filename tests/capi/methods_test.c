@@ -118,6 +118,16 @@ static uint64_t arena_sum(const kiln_program* program, const char* name) {
   return total;
 }
 
+/* Frees what read_method and load allocated. */
+static void release(Loaded* m) {
+  size_t i;
+  for (i = 0; i < 3; ++i) free(m->inputs[i]);
+  for (i = 0; i < 4; ++i) free(m->others[i]);
+  free(m->expected);
+  free(m->output);
+  free(m->bookkeeping);
+}
+
 static int read_method(Loaded* m, char** argv, int num_inputs) {
   int i;
   m->name = argv[0];
@@ -189,6 +199,10 @@ int main(int argc, char** argv) {
   EXPECT(run_and_check(&a), "method A's output again, after B used the buffer");
   kiln_method_destroy(&a.method);
   kiln_method_destroy(&b.method);
+  release(&a);
+  release(&b);
+  free(buffer);
+  free(data);
   printf("%s: %d failure%s\n", failures == 0 ? "passed" : "FAILED", failures, failures == 1 ? "" : "s");
   return failures == 0 ? 0 : 1;
 }

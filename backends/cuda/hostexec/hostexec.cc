@@ -29,6 +29,7 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include <memory>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -337,8 +338,10 @@ void execute_launch(dim3 grid, dim3 block, KernelFn fn, const void* args) {
     s.stacks = static_cast<uint8_t*>(p);
   }
   ++s.stats.launches;
-  static thread_local BlockRun* run_ptr = nullptr;
-  if (run_ptr == nullptr) run_ptr = new BlockRun();  // kept for the thread's lifetime, like its stacks
+  // Kept for the thread's lifetime, like its stacks, and freed when the
+  // thread ends (ranks run as threads in the tests).
+  static thread_local std::unique_ptr<BlockRun> run_ptr;
+  if (run_ptr == nullptr) run_ptr = std::make_unique<BlockRun>();
   BlockRun& run = *run_ptr;
   run.fn = fn;
   run.args = args;
