@@ -63,7 +63,16 @@ bool per_tensor(const QuantNode& q) { return q.scale->numel() == 1 && (q.zp == n
 
 // DQ producing value v, its input (the quantized tensor) any dtype kiln's
 // kernels take.
+// Through Identity nodes: PyTorch's exporter shares one initializer among
+// the ops that use the same values (MobileNetV2's biases after batch norm
+// folding) by an Identity per further reader, and a quantizer then puts the
+// DequantizeLinear before the Identity.
 bool match_dq(Graph& graph, int v, QuantNode* out) {
+  for (int hops = 0; hops < 8; ++hops) {
+    const Node* identity = producer_of(graph, v, "Identity");
+    if (identity == nullptr || identity->inputs.empty()) break;
+    v = identity->inputs[0];
+  }
   Node* node = producer_of(graph, v, "DequantizeLinear");
   return node != nullptr && read_quant(graph, node, node->inputs[0], out);
 }
