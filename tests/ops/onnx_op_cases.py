@@ -22,6 +22,7 @@ usage: onnx_op_cases.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
 import math
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -672,8 +673,60 @@ PLAN_REFUSALS = {name[13:]: fn for name, fn in sorted(globals().items()) if name
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 
 
+def quantize(v, scale, zp):
+    return np.clip(np.rint(v / scale) + zp, 0, 255).astype(np.uint8)
+
+
+def check_qdq_through_identity(kiln, workdir):
+    """Two QDQ convolutions whose bias is one shared DequantizeLinear reached
+    through an Identity each (as PyTorch's exporter shares an initializer):
+    both must fold to int8, the second requantizing the bias to its own
+    scale, and the output stay within 1 LSB of the QDQ float semantics."""
+    xs, s1, s2, w1s, w2s = np.float32(0.05), np.float32(0.1), np.float32(0.2), np.float32(0.02), np.float32(0.03)
+    x = randn(1, 2, 5, 5)
+    w1 = RNG.integers(-127, 128, (2, 2, 3, 3)).astype(np.int8)
+    w2 = RNG.integers(-127, 128, (2, 2, 3, 3)).astype(np.int8)
+    bq = RNG.integers(-200, 200, (2,)).astype(np.int32)
+    bs = np.float32(xs * w1s)
+    inits = [("xs", np.array(xs)), ("zp", np.array(128, np.uint8)), ("s1", np.array(s1)), ("s2", np.array(s2)),
+             ("w1", w1), ("w1s", np.array(w1s)), ("w2", w2), ("w2s", np.array(w2s)), ("bq", bq),
+             ("bs", np.array(bs))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "zp"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "zp"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w1", "w1s"], ["w1d"]),
+             helper.make_node("DequantizeLinear", ["w2", "w2s"], ["w2d"]),
+             helper.make_node("DequantizeLinear", ["bq", "bs"], ["bd"]),
+             helper.make_node("Identity", ["bd"], ["b1"]), helper.make_node("Identity", ["bd"], ["b2"]),
+             helper.make_node("Conv", ["xd", "w1d", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["c1", "s1", "zp"], ["c1q"]),
+             helper.make_node("DequantizeLinear", ["c1q", "s1", "zp"], ["c1d"]),
+             helper.make_node("Conv", ["c1d", "w2d", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["c2", "s2", "zp"], ["c2q"]),
+             helper.make_node("DequantizeLinear", ["c2q", "s2", "zp"], ["y"])]
+
+    def conv(v, w, b):
+        return F.conv2d(torch.from_numpy(v).double(), torch.from_numpy(w).double(), torch.from_numpy(b).double(),
+                        padding=1).numpy()
+    xd = (quantize(x, xs, 128).astype(np.float64) - 128) * xs
+    b = bq.astype(np.float64) * bs
+    c1 = (quantize(conv(xd, w1 * np.float64(w1s), b), s1, 128).astype(np.float64) - 128) * s1
+    want = (quantize(conv(c1, w2 * np.float64(w2s), b), s2, 128).astype(np.float32) - 128) * s2
+    m, _ = model(nodes, {"x": x}, {"y": want}, inits)
+    run = plan_and_run("qdq_through_identity", m, [x], kiln, workdir)
+    got = np.load(os.path.join(workdir, "qdq_through_identity_out", "output_0.npy"))
+    lsb = float(np.max(np.abs(got - want))) / float(s2)
+    expect(f"qdq_through_identity: within 1 LSB of the QDQ float semantics ({lsb:.2f} LSB)",
+           run.returncode == 0 and lsb <= 1.0001, run.stderr)
+    plan = subprocess.run([kiln, "plan", os.path.join(workdir, "qdq_through_identity.onnx"), "-o",
+                           os.path.join(workdir, "qdq_through_identity.kiln")], capture_output=True, text=True)
+    line = next((l.strip() for l in plan.stdout.splitlines() if "int8:" in l), "")
+    expect(f"qdq_through_identity: both convolutions fold to int8 ({line})", "2 of 2 linear ops" in line)
+
+
 def main():
     args = test_args(with_only=True)
+    if not args.only or args.only == "qdq_through_identity":
+        check_qdq_through_identity(args.kiln, args.workdir)
     run_each(CASES, args.only, lambda name: check_case(name, CASES[name](), args.kiln, args.workdir, TOLERANCE))
     for name in REFUSALS:
         if args.only and name != args.only:
