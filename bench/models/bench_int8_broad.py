@@ -22,7 +22,6 @@ usage: bench_int8_broad.py --kiln build/release/bin/kiln [--ort-dir DIR] [--roun
                            [--isa avx512,avx2] [--models a,b|default] [--workdir DIR]
 """
 import argparse
-import math
 import os
 import re
 import subprocess
@@ -68,10 +67,6 @@ def ort_unoptimized(ort_dir, onnx_path, workdir, name, shape):
 def distance(got, reference):
     return float(np.max(np.abs(got.reshape(-1) - reference.reshape(-1))) /
                  max(float(np.max(np.abs(reference))), 1e-30))
-
-
-def geomean(values):
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
 
 def measure(args, name, kiln, paths, binding):
@@ -151,9 +146,9 @@ def main():
     for p in paths:
         sel = [r for r in rows if r["path"] == p]
         worst = max(sel, key=lambda r: r["i8"] / r["ort"])
-        print(f"kiln path {p}: kiln int8/ORT int8 geometric mean {geomean([r['i8'] / r['ort'] for r in sel]):.2f} "
+        print(f"kiln path {p}: kiln int8/ORT int8 geometric mean {bm.geomean([r['i8'] / r['ort'] for r in sel]):.2f} "
               f"over {len(sel)} models, slowest {worst['name']} {worst['i8'] / worst['ort']:.2f}; kiln fp32/int8 "
-              f"geometric mean {geomean([r['f32'] / r['i8'] for r in sel]):.2f}")
+              f"geometric mean {bm.geomean([r['f32'] / r['i8'] for r in sel]):.2f}")
     return 0
 
 

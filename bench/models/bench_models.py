@@ -288,6 +288,10 @@ def kiln_memory(kiln, program):
     return arenas, info["segment_bytes"]
 
 
+def geomean(values):
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+
+
 def mib(n):
     return f"{n / (1 << 20):.1f}"
 
@@ -398,9 +402,6 @@ def main():
               f"| {mib(r['arenas'])} + {mib(r['constants'])} = {mib(r['arenas'] + r['constants'])} "
               f"| {mib(r['ort_rss'])} |")
     print()
-
-    def geomean(values):
-        return math.exp(sum(map(math.log, values)) / len(values))
 
     for t in thread_counts:
         for p in paths:

@@ -237,14 +237,27 @@ RunResult run_program(const std::string& program_bytes, const std::vector<HostTe
   return result;
 }
 
+// A program loaded only to read one method's metadata.
+struct InspectedMethod {
+  InspectedMethod(const std::string& program_bytes, const std::string& method)
+      : file(program_bytes.size()), loader(file.data, file.size) {
+    std::memcpy(file.data, program_bytes.data(), program_bytes.size());
+    Result<Program> loaded = Program::load(loader);
+    check(loaded.error(), "program load failed");
+    program.emplace(loaded.get());
+    Result<MethodMeta> m = program->method_meta(method.c_str());
+    check(m.error(), "method '" + method + "'");
+    meta.emplace(m.get());
+  }
+  AlignedBuffer file;
+  BufferDataLoader loader;
+  std::optional<Program> program;
+  std::optional<MethodMeta> meta;
+};
+
 MethodIoQuantization io_quantization(const std::string& program_bytes, const std::string& method) {
-  AlignedBuffer file(program_bytes.size());
-  std::memcpy(file.data, program_bytes.data(), program_bytes.size());
-  BufferDataLoader loader(file.data, file.size);
-  Result<Program> program = Program::load(loader);
-  check(program.error(), "program load failed");
-  Result<MethodMeta> meta = program->method_meta(method.c_str());
-  check(meta.error(), "method '" + method + "'");
+  const InspectedMethod inspected(program_bytes, method);
+  const MethodMeta* meta = &*inspected.meta;
   const auto of = [](const TensorInfo& info) {
     return IoQuantization{info.quantized, info.dtype, info.scale, info.zero_point};
   };
@@ -255,13 +268,8 @@ MethodIoQuantization io_quantization(const std::string& program_bytes, const std
 }
 
 DeviceType symmetric_device_type(const std::string& program_bytes, const std::string& method) {
-  AlignedBuffer file(program_bytes.size());
-  std::memcpy(file.data, program_bytes.data(), program_bytes.size());
-  BufferDataLoader loader(file.data, file.size);
-  Result<Program> program = Program::load(loader);
-  check(program.error(), "program load failed");
-  Result<MethodMeta> meta = program->method_meta(method.c_str());
-  check(meta.error(), "method '" + method + "'");
+  const InspectedMethod inspected(program_bytes, method);
+  const MethodMeta* meta = &*inspected.meta;
   for (size_t i = 0; i < meta->num_arenas(); ++i) {
     const ArenaInfo arena = meta->arena(i).get();
     if (arena.kind == fb::ArenaKind::SYMMETRIC) return arena.device.type();

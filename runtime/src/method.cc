@@ -897,7 +897,9 @@ Error run_instruction(const InstructionState& state, EventTracer* tracer, uint32
       return state.backend->copy_on_device(dst.device(), state.arenas[dst.arena()].device, dst.offset(),
                                            state.arenas[src.arena()].device, src.offset(), src.nbytes());
     }
-    case InstructionKind::kDelegate: {
+    case InstructionKind::kDelegate:
+    case InstructionKind::kDeviceCollective: {
+      // A device collective is launched by its backend like a delegate call.
       DelegateCallArgs args;
       args.inputs = state.args.inputs;
       args.outputs = state.args.outputs;
@@ -908,16 +910,6 @@ Error run_instruction(const InstructionState& state, EventTracer* tracer, uint32
       return state.backend->execute(state.delegate, args);
     }
     case InstructionKind::kCollective: return run_collective(state);
-    case InstructionKind::kDeviceCollective: {
-      DelegateCallArgs args;
-      args.inputs = state.args.inputs;
-      args.outputs = state.args.outputs;
-      args.num_inputs = state.args.num_inputs;
-      args.num_outputs = state.args.num_outputs;
-      args.tracer = tracer;
-      args.instruction = index;
-      return state.backend->execute(state.delegate, args);
-    }
     default: return Error::kInternal;
   }
 }

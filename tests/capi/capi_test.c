@@ -16,35 +16,7 @@
 
 #include "kiln/kiln.h"
 
-static int failures = 0;
-
-#define EXPECT(cond, what)                            \
-  do {                                                \
-    if (cond) {                                       \
-      printf("ok    %s\n", what);                     \
-    } else {                                          \
-      printf("FAIL  %s (line %d)\n", what, __LINE__); \
-      ++failures;                                     \
-    }                                                 \
-  } while (0)
-
-static void* read_file(const char* path, size_t* out_size) {
-  FILE* f = fopen(path, "rb");
-  void* data = NULL;
-  long size;
-  if (f == NULL) return NULL;
-  fseek(f, 0, SEEK_END);
-  size = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  if (posix_memalign(&data, 64, (size_t)size + 64) != 0) data = NULL;
-  if (data != NULL && fread(data, 1, (size_t)size, f) != (size_t)size) {
-    free(data);
-    data = NULL;
-  }
-  fclose(f);
-  *out_size = (size_t)size;
-  return data;
-}
+#include "c_test_support.h"
 
 /* A pool that claims two threads and runs the tasks backwards, counting
  * its calls: the kernels' results must not depend on the order. */

@@ -535,6 +535,16 @@ Error check_conv_transpose(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// One image's output planes set to their channel's bias (0 without one),
+// what ConvTranspose adds onto.
+void fill_bias(const ConvGeometry& g, const float* bias, float* y) {
+  const int64_t plane = g.oh * g.ow;
+  for (int64_t m = 0; m < g.m; ++m) {
+    const float b = bias != nullptr ? bias[m] : 0.f;
+    for (int64_t i = 0; i < plane; ++i) y[m * plane + i] = b;
+  }
+}
+
 // Adds one block's columns (rows m x kh x kw of one group, `count` input
 // positions from `first`, `ld` floats a row) into the output channels of
 // the group, `out` at the group's first: each column lands where the
@@ -581,11 +591,7 @@ Error run_conv_transpose_products(const KernelArgs& args, const ConvGeometry& g)
   float* pack_a = args.scratch[1]->data_as<float>();
   float* pack_b = args.scratch[2]->data_as<float>();
   for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t m = 0; m < g.m; ++m) {
-      float* out = y + (n * g.m + m) * plane;
-      const float b = bias != nullptr ? bias[m] : 0.f;
-      for (int64_t i = 0; i < plane; ++i) out[i] = b;
-    }
+    fill_bias(g, bias, y + n * g.m * plane);
     for (int64_t grp = 0; grp < g.group; ++grp) {
       GemmMatrix a;
       a.data = w + grp * cg * rows;
@@ -617,11 +623,7 @@ Error run_conv_transpose(const KernelArgs& args) {
   const int64_t mg = g.m / g.group;
   const int64_t plane = g.oh * g.ow;
   for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t m = 0; m < g.m; ++m) {
-      float* out = y + (n * g.m + m) * plane;
-      const float b = bias != nullptr ? bias[m] : 0.f;
-      for (int64_t i = 0; i < plane; ++i) out[i] = b;
-    }
+    fill_bias(g, bias, y + n * g.m * plane);
     for (int64_t c = 0; c < g.c; ++c) {
       const int64_t grp = c / cg;
       const float* in = x + (n * g.c + c) * g.h * g.w;
