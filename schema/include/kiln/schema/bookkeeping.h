@@ -21,6 +21,9 @@
 //   | tensors              | instructions            | operands      | arenas   | delegates  | delegate    |
 //   | n_tensors * 64       | n_instructions * 80     | n_operands * 8| n * 48   | n * 32     | state bytes |
 //   +----------------------+-------------------------+---------------+----------+------------+-------------+
+//   then, for a method with inputs bounded above (Method.symbols), one
+//   8-byte value per symbol and one 64-byte slot of dimensions (kMaxRank
+//   int64) per tensor that has a DynamicDim on an axis.
 //   Instructions count those run at load (init_instructions) too. The
 //   delegate state bytes are every delegate's, then every collective's a
 //   device backend runs (CollectiveCall.state_bytes).
@@ -44,6 +47,10 @@ constexpr uint64_t kArenaSlotBytes = 80;
 // Communicator groups a method may name (0 to kMaxCommunicatorGroups - 1).
 constexpr uint32_t kMaxCommunicatorGroups = 8;
 constexpr uint64_t kDelegateSlotBytes = 32;
+constexpr uint64_t kSymbolSlotBytes = 8;
+constexpr uint64_t kDynamicTensorSlotBytes = 64;
+// DynamicDim.axis of an alias's byte offset.
+constexpr uint32_t kAliasOffset = 0xFFFFFFFFu;
 
 constexpr uint64_t round_up_bookkeeping(uint64_t n) {
   return (n + kBookkeepingAlignment - 1) / kBookkeepingAlignment * kBookkeepingAlignment;
@@ -60,13 +67,18 @@ struct MethodCounts {
   uint64_t delegates = 0;
   // Host bytes the delegates' backends declared for their own state.
   uint64_t delegate_state_bytes = 0;
+  // Method.symbols, and the tensors with a DynamicDim on an axis.
+  uint64_t symbols = 0;
+  uint64_t dynamic_tensors = 0;
 };
 
 constexpr uint64_t bookkeeping_bytes(const MethodCounts& c) {
   return round_up_bookkeeping(c.tensors * kTensorSlotBytes) +
          round_up_bookkeeping(c.instructions * kInstructionSlotBytes) +
          round_up_bookkeeping(c.operands * kOperandSlotBytes) + round_up_bookkeeping(c.arenas * kArenaSlotBytes) +
-         round_up_bookkeeping(c.delegates * kDelegateSlotBytes) + round_up_bookkeeping(c.delegate_state_bytes);
+         round_up_bookkeeping(c.delegates * kDelegateSlotBytes) + round_up_bookkeeping(c.delegate_state_bytes) +
+         round_up_bookkeeping(c.symbols * kSymbolSlotBytes) +
+         round_up_bookkeeping(c.dynamic_tensors * kDynamicTensorSlotBytes);
 }
 
 // Adds the instructions of `list` (nullptr: none) and the tensor indices they
@@ -125,6 +137,16 @@ inline MethodCounts count_method(const fb::Method& method) {
   }
   add_instruction_counts(method.init_instructions(), &counts);
   add_instruction_counts(method.instructions(), &counts);
+  counts.symbols = method.symbols() != nullptr ? method.symbols()->size() : 0;
+  if (method.dynamic_dims() != nullptr) {
+    // Sorted by tensor: each tensor with an axis entry counts once.
+    uint64_t last = ~uint64_t{0};
+    for (const fb::DynamicDim* d : *method.dynamic_dims()) {
+      if (d->axis() == kAliasOffset || d->tensor() == last) continue;
+      last = d->tensor();
+      ++counts.dynamic_tensors;
+    }
+  }
   return counts;
 }
 
