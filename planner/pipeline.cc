@@ -143,25 +143,6 @@ void merge_method(LProgram& into, LProgram& part) {
   into.methods.push_back(std::move(method));
 }
 
-std::string packed_params(const fb::ParamsUnion& params) {
-  if (params.type == fb::Params::NONE) return {};
-  flatbuffers::FlatBufferBuilder builder;
-  builder.Finish(params.Pack(builder));
-  return std::string(reinterpret_cast<const char*>(builder.GetBufferPointer()), builder.GetSize());
-}
-
-bool same_instruction(const LInstruction& a, const LInstruction& b) {
-  return a.kind == b.kind && a.op == b.op && a.inputs == b.inputs && a.outputs == b.outputs && a.scratch == b.scratch &&
-         a.device == b.device && a.group == b.group && packed_params(a.params) == packed_params(b.params);
-}
-
-bool same_tensor(const LTensor& a, const LTensor& b) {
-  return a.dtype == b.dtype && a.shape == b.shape && a.device == b.device && a.storage == b.storage &&
-         a.constant == b.constant && a.alias_of == b.alias_of && a.alias_offset == b.alias_offset &&
-         a.is_input == b.is_input && a.is_output == b.is_output && a.user_fallback == b.user_fallback &&
-         a.persistent == b.persistent && a.symmetric_group == b.symmetric_group;
-}
-
 // Rank r's lowering must be rank 0's with other constant bytes: then one
 // memory plan serves every rank and symmetric offsets agree by construction.
 void check_same_structure(const LMethod& a, const LMethod& b, const LProgram& pa, const LProgram& pb, uint32_t rank) {
@@ -215,9 +196,49 @@ PlanResult plan_tensor_parallel(Graph graph, const PlanOptions& options) {
   return std::move(lowered.result);
 }
 
+// Inputs bounded above: lowered at the max without in-place reuse, again at
+// every sample (passes/bounds.h), then reuse applied to the max's lowering
+// with Concats of varying extent left as copies.
+PlanResult plan_bounded(const std::string& path, const PlanOptions& options) {
+  if (options.tensor_parallel > 1 || options.ranks > 1) {
+    fail("--input-shape MIN:MAX does not combine with --tensor-parallel or --ranks");
+  }
+  const std::vector<BoundSymbol> symbols = group_bounds(options.bounds, onnx_input_dim_params(path));
+  if (symbols.size() > 16) fail("--input-shape: at most 16 bounded dimension names, ", symbols.size(), " given");
+  PlanOptions lowering = options;
+  lowering.inplace.enabled = false;
+  lowering.lower.bounded = true;
+  auto lower_at = [&](const std::map<std::string, std::vector<int64_t>>& shapes) {
+    ImportOptions import = options.import;
+    import.input_shapes = shapes;
+    Graph graph = import_onnx_file(path, import);
+    graph.ranks = options.ranks;
+    return lower_stage(std::move(graph), lowering);
+  };
+  Lowered lowered = lower_at(options.import.input_shapes);
+  LProgram& program = lowered.result.program;
+  LMethod& method = program.methods.back();
+  BoundsFit fit(method, program, symbols);
+  for (const std::vector<int64_t>& values : bound_samples(symbols)) {
+    const Lowered sample = lower_at(shapes_at(options.import.input_shapes, symbols, values));
+    fit.add_sample(values, sample.result.program.methods.back(), sample.result.program);
+  }
+  fit.fit(method);
+  lowered.baseline.reset();
+  if (options.inplace.enabled) {
+    lowered.baseline = method;
+    InplaceOptions inplace = options.inplace;
+    inplace.varying_tensors = fit.dynamic_tensors();
+    lowered.result.inplace = apply_inplace(method, inplace);
+  }
+  plan_memory_and_emit(lowered, options);
+  return std::move(lowered.result);
+}
+
 }  // namespace
 
 PlanResult plan_graph(Graph graph, const PlanOptions& options) {
+  if (!options.bounds.empty()) fail("--input-shape MIN:MAX needs the ONNX model (plan_onnx_file)");
   if (options.tensor_parallel > 1) return plan_tensor_parallel(std::move(graph), options);
   graph.ranks = options.ranks;
   Lowered lowered = lower_stage(std::move(graph), options);
@@ -236,6 +257,7 @@ PlanResult plan_methods(std::vector<std::pair<std::string, Graph>> graphs, const
                         std::vector<PlanResult>* out_parts) {
   if (graphs.empty()) fail("no methods to plan");
   if (options.tensor_parallel > 1) fail("--tensor-parallel plans one method; it does not combine with --method");
+  if (!options.bounds.empty()) fail("--input-shape MIN:MAX plans one model; it does not combine with --method");
   PlanResult combined;
   for (auto& [name, graph] : graphs) {
     for (const LMethod& m : combined.program.methods) {
@@ -267,6 +289,7 @@ uint64_t total_arena_bytes(const LMethod& method) {
 }
 
 PlanResult plan_onnx_file(const std::string& path, const PlanOptions& options) {
+  if (!options.bounds.empty()) return plan_bounded(path, options);
   return plan_graph(import_onnx_file(path, options.import), options);
 }
 

@@ -19,6 +19,9 @@
 //   -> remove copy round trips, cluster copies (passes/copies)
 //   -> in-place reuse and views                (passes/inplace)
 //   -> symmetric placement of collective inputs (passes/symmetric)
+//   -> with bounded inputs: lowered again at   (passes/bounds)
+//      sample sizes, each extent that varies
+//      written as a formula of the bounds
 //   -> plan memory per arena                   (memory/)
 //   -> one-shot or two-shot all-reduce kernels (passes/all_reduce), with
 //      for device collectives                   their signal words
@@ -39,6 +42,7 @@
 #include "onnx/import.h"
 #include "ops/lowering_context.h"
 #include "passes/all_reduce.h"
+#include "passes/bounds.h"
 #include "passes/fuse.h"
 #include "passes/infer.h"
 #include "passes/inplace.h"
@@ -50,6 +54,9 @@ namespace kiln::planner {
 
 struct PlanOptions {
   ImportOptions import;
+  // Input dimensions bounded above (`--input-shape x=1:8x...`; their max is
+  // in import.input_shapes): see passes/bounds.h. One model, CPU only.
+  std::vector<InputBound> bounds;
   // How much constant data folding may make (passes/infer.h); what exceeds
   // it runs at run time.
   FoldBudget fold_budget;

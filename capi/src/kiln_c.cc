@@ -265,6 +265,22 @@ kiln_status kiln_method_set_input(kiln_method* method, size_t index, const void*
   return status(method_of(method)->set_input(index, data, size));
 }
 
+kiln_status kiln_method_set_input_shaped(kiln_method* method, size_t index, const void* data, size_t size,
+                                         const int64_t* dims, uint32_t rank) {
+  if (method == nullptr || (dims == nullptr && rank > 0) || rank > kiln::kMaxRank) return KILN_INVALID_ARGUMENT;
+  const kiln::Tensor* input = method_of(method)->input(index);
+  if (input == nullptr) return KILN_INVALID_ARGUMENT;
+  const kiln::Tensor given(const_cast<void*>(data), input->dtype(), dims, rank);
+  if (size < given.nbytes()) return KILN_BUFFER_TOO_SMALL;
+  return status(method_of(method)->set_input(index, given));
+}
+
+const int64_t* kiln_method_output_dims(const kiln_method* method, size_t index, uint32_t* out_rank) {
+  const kiln::Tensor* output = method != nullptr ? method_of(method)->output(index) : nullptr;
+  if (out_rank != nullptr) *out_rank = output != nullptr ? output->rank() : 0;
+  return output != nullptr ? output->dims() : nullptr;
+}
+
 kiln_status kiln_method_set_output(kiln_method* method, size_t index, void* data, size_t size) {
   if (method == nullptr) return KILN_INVALID_ARGUMENT;
   return status(method_of(method)->set_output(index, data, size));

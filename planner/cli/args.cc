@@ -87,6 +87,38 @@ std::vector<int64_t> parse_dims(const std::string& text, const std::string& what
   return dims;
 }
 
+std::vector<int64_t> parse_bounded_dims(const std::string& text, const std::string& what,
+                                        std::vector<DimBound>* out_bounds) {
+  std::vector<int64_t> dims;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t next = text.find_first_of("x,", pos);
+    const std::string part = text.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+    const size_t colon = part.find(':');
+    auto number = [&](const std::string& digits) {
+      char* end = nullptr;
+      const long long v = std::strtoll(digits.c_str(), &end, 10);
+      if (digits.empty() || *end != '\0' || v < 0) throw UsageError{"bad dimensions '" + text + "' for " + what};
+      return static_cast<int64_t>(v);
+    };
+    if (colon == std::string::npos) {
+      dims.push_back(number(part));
+    } else {
+      const int64_t lo = number(part.substr(0, colon));
+      const int64_t hi = number(part.substr(colon + 1));
+      if (lo < 1 || hi < lo) {
+        throw UsageError{"bad bound '" + part + "' for " + what + ": MIN:MAX with 1 <= MIN <= MAX"};
+      }
+      if (out_bounds == nullptr) throw UsageError{"bounds (MIN:MAX) are not taken here: '" + text + "' for " + what};
+      out_bounds->push_back({static_cast<uint32_t>(dims.size()), lo, hi});
+      dims.push_back(hi);
+    }
+    if (next == std::string::npos) break;
+    pos = next + 1;
+  }
+  return dims;
+}
+
 std::pair<std::string, std::string> split_assignment(const std::string& text, const std::string& option) {
   const size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0) throw UsageError{option + " expects NAME=VALUE, got '" + text + "'"};

@@ -38,6 +38,13 @@ class Args {
   std::multimap<std::string, std::string> values_;
 };
 
+// One dimension given as MIN:MAX (parse_bounded_dims).
+struct DimBound {
+  uint32_t axis = 0;
+  int64_t min = 1;
+  int64_t max = 1;
+};
+
 // A mistake in how the command was called (exit status 2).
 struct UsageError {
   std::string message;
@@ -45,6 +52,10 @@ struct UsageError {
 
 // "1x3x224x224" (or "1,3,224,224"); UsageError naming `what` otherwise.
 std::vector<int64_t> parse_dims(const std::string& text, const std::string& what);
+// The same, where a dimension may be MIN:MAX ("1:8x3x224x224"): returns the
+// dimensions at their largest and appends each bounded one to `out_bounds`.
+std::vector<int64_t> parse_bounded_dims(const std::string& text, const std::string& what,
+                                        std::vector<DimBound>* out_bounds);
 // "NAME=VALUE" of `option`; UsageError otherwise.
 std::pair<std::string, std::string> split_assignment(const std::string& text, const std::string& option);
 

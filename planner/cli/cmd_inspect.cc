@@ -264,6 +264,21 @@ void json_arena_groups(JsonWriter& j, const fb::Program& p) {
   j.end_array();
 }
 
+// Inputs bounded above (kiln plan --input-shape NAME=MIN:MAX...): each
+// symbol, and how many extents follow the symbols.
+void print_bounds(const fb::Method& m) {
+  if (m.symbols() == nullptr || m.symbols()->size() == 0) return;
+  std::printf("  bounded inputs (planned at the maximum; %u extents follow them):\n",
+              m.dynamic_dims() != nullptr ? m.dynamic_dims()->size() : 0u);
+  for (const fb::Symbol* s : *m.symbols()) {
+    const uint32_t input = m.inputs()->Get(s->input());
+    const fb::Tensor& t = *m.tensors()->Get(input);
+    std::printf("    '%s' %lld:%lld  input #%u '%s' dimension %u\n", s->name() ? s->name()->c_str() : "",
+                static_cast<long long>(s->min()), static_cast<long long>(s->max()), input,
+                t.name() ? t.name()->c_str() : "", s->axis());
+  }
+}
+
 void print_text(const ProgramFile& file) {
   print_program_header(file);
   print_method_list(file.program());
@@ -273,6 +288,7 @@ void print_text(const ProgramFile& file) {
     print_arenas(*m);
     print_io(*m, "inputs", m->inputs());
     print_io(*m, "outputs", m->outputs());
+    print_bounds(*m);
     print_tensors(*m);
     std::printf("  instructions:\n");
     if (m->instructions()) {
@@ -411,6 +427,15 @@ void print_json(const ProgramFile& file) {
                                           : std::vector<int64_t>{});
     j.key("outputs").int_array(m->outputs() ? std::vector<int64_t>(m->outputs()->begin(), m->outputs()->end())
                                             : std::vector<int64_t>{});
+    j.key("bounds").begin_array();
+    if (m->symbols()) {
+      for (const fb::Symbol* s : *m->symbols()) {
+        j.begin_object().field("name", s->name() ? s->name()->str() : "").field("input", s->input());
+        j.field("axis", s->axis()).field("min", s->min()).field("max", s->max()).end_object();
+      }
+    }
+    j.end_array();
+    j.field("dynamic_dims", m->dynamic_dims() != nullptr ? m->dynamic_dims()->size() : 0u);
     j.key("tensors").begin_array();
     if (m->tensors()) {
       for (uint32_t t = 0; t < m->tensors()->size(); ++t) json_tensor(j, *m->tensors()->Get(t), t);

@@ -35,7 +35,9 @@ constexpr const char* kHelp =
     "\n"
     "options:\n"
     "  -o, --output FILE          the program to write (required)\n"
-    "  --input-shape NAME=DIMS    static shape for an input with symbolic dims (1x3x224x224)\n"
+    "  --input-shape NAME=DIMS    static shape for an input with symbolic dims (1x3x224x224);\n"
+    "                             MIN:MAX bounds a dimension (1:8x3x224x224): memory is planned\n"
+    "                             for MAX, the runtime binds any size in between\n"
     "  --freeze NAME=FILE         replace input NAME by the constant in FILE (.npy or .pb)\n"
     "  --fold-budget MIB          the largest constant that folding makes (default 64); all folded\n"
     "                             constants together stay within 16 times that; larger ones run at\n"
@@ -378,7 +380,9 @@ PlanOptions parse_plan_options(const Args& args) {
   PlanOptions options;
   for (const std::string& spec : args.all("--input-shape")) {
     auto [name, dims] = split_assignment(spec, "--input-shape");
-    options.import.input_shapes[name] = parse_dims(dims, name);
+    std::vector<DimBound> bounds;
+    options.import.input_shapes[name] = parse_bounded_dims(dims, name, &bounds);
+    for (const DimBound& b : bounds) options.bounds.push_back({name, b.axis, b.min, b.max});
   }
   for (const std::string& spec : args.all("--freeze")) {
     auto [name, file] = split_assignment(spec, "--freeze");

@@ -163,10 +163,16 @@ LMethod without_renaming_views(const LMethod& method) {
       for (int t : ins.scratch) written[static_cast<size_t>(t)] = true;
     }
   }
+  // Tensors whose extents follow bounded inputs keep their own formulas.
+  std::vector<bool> varying(n, false);
+  for (const LDynamicDim& d : method.dynamic_dims) varying[d.tensor] = true;
   std::vector<bool> dropped(n, false);
   for (size_t t = 0; t < n; ++t) {
     const LTensor& v = method.tensors[t];
-    if (v.storage != Storage::kAlias || v.alias_offset != 0 || written[t] || v.is_input || v.is_output) continue;
+    if (v.storage != Storage::kAlias || v.alias_offset != 0 || written[t] || v.is_input || v.is_output || varying[t] ||
+        varying[static_cast<size_t>(v.alias_of)]) {
+      continue;
+    }
     const LTensor& base = method.tensors[static_cast<size_t>(v.alias_of)];
     dropped[t] = base.dtype == v.dtype && base.shape == v.shape && same_device(base.device, v.device);
   }
@@ -201,6 +207,7 @@ LMethod without_renaming_views(const LMethod& method) {
   for (LArena& arena : out.arenas) {
     for (int& t : arena.peak_tensors) t = map(t);
   }
+  for (LDynamicDim& d : out.dynamic_dims) d.tensor = static_cast<uint32_t>(index[d.tensor]);
   return out;
 }
 }  // namespace
@@ -378,6 +385,18 @@ std::unique_ptr<fb::MethodT> emit_method(const LMethod& named, const EmitOptions
     }
   }
   emit_arenas(method, *m);
+  for (const LSymbol& s : method.symbols) {
+    auto symbol = std::make_unique<fb::SymbolT>();
+    symbol->name = s.name;
+    symbol->input = static_cast<uint32_t>(s.input);
+    symbol->axis = s.axis;
+    symbol->min = s.min;
+    symbol->max = s.max;
+    m->symbols.push_back(std::move(symbol));
+  }
+  for (const LDynamicDim& d : method.dynamic_dims) {
+    m->dynamic_dims.emplace_back(d.tensor, d.axis, d.symbols, d.scale, d.mul, d.bias, d.divisor, d.offset);
+  }
   if (!options.names) {
     for (auto& instruction : m->init_instructions) instruction->name.clear();
     for (auto& instruction : m->instructions) instruction->name.clear();

@@ -114,6 +114,29 @@ struct LCommunicator {
   uint32_t size = 1;
 };
 
+// A method input dimension bound above (Method.symbols; passes/bounds.h).
+struct LSymbol {
+  std::string name;
+  int input = 0;  // index into LMethod::inputs
+  uint32_t axis = 0;
+  int64_t min = 1;
+  int64_t max = 1;
+};
+
+// A dimension that follows the symbols (Method.dynamic_dims):
+// scale * floor((mul * S + bias) / divisor) + offset, S the product of the
+// symbols in the `symbols` mask.
+struct LDynamicDim {
+  uint32_t tensor = 0;
+  uint32_t axis = 0;
+  uint32_t symbols = 0;
+  int64_t scale = 1;
+  int64_t mul = 1;
+  int64_t bias = 0;
+  int64_t divisor = 1;
+  int64_t offset = 0;
+};
+
 struct LMethod {
   std::string name = "forward";
   std::vector<LTensor> tensors;
@@ -124,6 +147,9 @@ struct LMethod {
   std::vector<int> outputs;
   std::vector<LArena> arenas;
   std::vector<LCommunicator> communicators;
+  // Inputs bounded above: empty when every shape is fixed.
+  std::vector<LSymbol> symbols;
+  std::vector<LDynamicDim> dynamic_dims;  // sorted by tensor, then axis
 
   int add_tensor(LTensor tensor) {
     tensors.push_back(std::move(tensor));
@@ -158,6 +184,12 @@ struct LProgram {
   // group's host arenas may share one buffer (Program.arena_groups).
   std::vector<std::vector<int>> arena_groups;
 };
+
+// Same kind, kernel, operands, device, group and parameters (the
+// parameters compared as packed flatbuffers).
+bool same_instruction(const LInstruction& a, const LInstruction& b);
+// Same in everything but its memory plan (arena, offset, region).
+bool same_tensor(const LTensor& a, const LTensor& b);
 
 }  // namespace kiln::planner
 

@@ -224,6 +224,20 @@ Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
   return import_onnx_model(model, path, options);
 }
 
+std::map<std::string, std::vector<std::string>> onnx_input_dim_params(const std::string& path) {
+  const std::string bytes = read_file(path);
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromString(bytes)) {
+    fail(path, ": not an ONNX model (protobuf parse failed; truncated or not ONNX)");
+  }
+  std::map<std::string, std::vector<std::string>> params;
+  for (const auto& input : model.graph().input()) {
+    std::vector<std::string>& names = params[input.name()];
+    for (const auto& dim : input.type().tensor_type().shape().dim()) names.push_back(dim.dim_param());
+  }
+  return params;
+}
+
 namespace {
 
 // Shapes the user fixed go into the model first, so that ONNX's checker and

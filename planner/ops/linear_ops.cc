@@ -332,7 +332,7 @@ void lower_gemm(OpContext& ctx, LoweringContext& l) {
   const int64_t k = p.trans_a ? a[0] : a[1];
   std::vector<int> inputs = {l.tensor(ctx.input_id(0))};
   std::vector<int> scratch;
-  if (packs(l) && ctx.input(1).is_constant() && y[0] > 1 && y[1] > 0 && k > 0) {
+  if (packs(l) && ctx.input(1).is_constant() && (y[0] > 1 || l.options().bounded) && y[1] > 0 && k > 0) {
     // A constant B is packed here, once (then only A needs scratch).
     inputs.push_back(packed_b(ctx, l, k, y[1], p.trans_b));
     p.packed_b = true;
@@ -377,7 +377,8 @@ void lower_matmul(OpContext& ctx, LoweringContext& l) {
   // A bias fused by passes/fuse (input 2) is added by the packed kernel.
   const bool has_bias = ctx.has_input(2);
   fb::ParamsUnion params;
-  if (packs(l) && ctx.input(1).is_constant() && b.size() == 2 && a.size() >= 2 && m > 1 && n > 0 && a.back() > 0) {
+  if (packs(l) && ctx.input(1).is_constant() && b.size() == 2 && a.size() >= 2 && (m > 1 || l.options().bounded) &&
+      n > 0 && a.back() > 0) {
     // A constant matrix B is packed here, once; A's rows make one product.
     fb::MatMulParamsT p;
     p.activation = fused_activation(ctx.node());

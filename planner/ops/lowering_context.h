@@ -31,6 +31,10 @@ struct LowerOptions {
   // (kernels/cpu/include/kiln/kernels/resize_taps.h). Off: the kernel
   // computes them on every call.
   bool resize_taps = true;
+  // Lowered for inputs bounded above (passes/bounds.h): every extent may be
+  // smaller at run time, so no choice is made because one is 1 (a product
+  // of one row still gets the packed kernel the larger sizes get).
+  bool bounded = false;
 };
 
 class LoweringContext {

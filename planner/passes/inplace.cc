@@ -98,6 +98,12 @@ class InplacePass {
           !on_cpu(ins.device) || ins.outputs.size() != 1 || ins.params.AsAxisParams() == nullptr) {
         continue;
       }
+      // Blocks at offsets that move with a bounded input's size stay copies.
+      const auto& varying = options_.varying_tensors;
+      if (varying.count(ins.outputs[0]) != 0 ||
+          std::any_of(ins.inputs.begin(), ins.inputs.end(), [&](int t) { return varying.count(t) != 0; })) {
+        continue;
+      }
       remove[k] = place_concat(static_cast<int>(k), copies[k]);
     }
     std::vector<LInstruction> kept;

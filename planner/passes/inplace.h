@@ -65,6 +65,10 @@ struct InplaceOptions {
   // ONNX op types allowed to reuse in place; nullopt: every op whose kernel
   // declares an input (and the pure views).
   std::optional<std::set<std::string>> ops;
+  // Tensors whose extents vary with a bounded input (passes/bounds.h): a
+  // Concat reading or writing one is not placed in place, since its
+  // blocks' offsets would move with the size.
+  std::set<int> varying_tensors;
 };
 
 struct InplaceStats {

@@ -17,6 +17,7 @@
 #include "kiln/runtime/program.h"
 #include "kiln/schema/device.h"
 #include "kiln/schema/digest.h"
+#include "kiln/schema/dynamic_dims.h"
 #include "method_internal.h"
 
 namespace kiln {
@@ -39,6 +40,20 @@ const char* instruction_name(const fb::Instruction& instruction) {
 const char* tensor_name(const fb::Method& method, uint32_t t) {
   const flatbuffers::String* name = method.tensors()->Get(t)->name();
   return name != nullptr ? name->c_str() : "?";
+}
+
+bool is_output_tensor(const fb::Method& method, uint32_t t) {
+  const flatbuffers::Vector<uint32_t>* outputs = method.outputs();
+  for (uint32_t i = 0; i < internal::list_size(outputs); ++i) {
+    if (outputs->Get(i) == t) return true;
+  }
+  return false;
+}
+
+// Tensor t's planned extent on axis d: its largest, for one that follows a
+// bounded input.
+int64_t planned_dim(const fb::Method& method, uint32_t t, uint32_t d) {
+  return method.tensors()->Get(t)->shape()->Get(d);
 }
 
 // The tensor index of input (or output) `index` of `method`. kInvalidArgument
@@ -82,8 +97,11 @@ class MethodLoader final : public MethodView {
     KILN_RETURN_IF_ERROR(bind_communicators());
     KILN_RETURN_IF_ERROR(bind_arenas());
     KILN_RETURN_IF_ERROR(init_tensors());
+    init_dynamic_shapes();
     result.tensors_ = tensors_;
     result.num_tensors_ = static_cast<uint32_t>(counts_.tensors);
+    result.symbol_values_ = symbol_values_;
+    result.num_symbols_ = static_cast<uint32_t>(counts_.symbols);
     result.refresh_aliases();
     KILN_RETURN_IF_ERROR(init_delegates());
     const uint32_t num_init = method_.init_instructions() != nullptr ? method_.init_instructions()->size() : 0;
@@ -96,6 +114,7 @@ class MethodLoader final : public MethodView {
     // From here on `result` also destroys the device collectives.
     result.instructions_ = instructions_ + num_init;
     result.num_instructions_ = static_cast<uint32_t>(counts_.instructions) - num_init;
+    result.checks_ = checks_ != nullptr ? checks_ + num_init : nullptr;
     // Load-time instructions (constant uploads) run once, now.
     for (uint32_t i = 0; i < num_init; ++i) {
       error = internal::run_instruction(instructions_[i]);
@@ -132,6 +151,11 @@ class MethodLoader final : public MethodView {
     arenas_ = static_cast<internal::ArenaState*>(take(counts_.arenas, abi::kArenaSlotBytes, "arenas"));
     delegates_ = static_cast<internal::DelegateState*>(take(counts_.delegates, abi::kDelegateSlotBytes, "delegates"));
     delegate_state_ = static_cast<uint8_t*>(take(counts_.delegate_state_bytes, 1, "delegate state"));
+    symbol_values_ = static_cast<int64_t*>(take(counts_.symbols, abi::kSymbolSlotBytes, "symbols"));
+    dynamic_shapes_ =
+        static_cast<int64_t*>(take(counts_.dynamic_tensors, abi::kDynamicTensorSlotBytes, "dynamic dimensions"));
+    checks_ = static_cast<KernelCheckFn*>(
+        take(counts_.symbols > 0 ? counts_.instructions : 0, abi::kCheckSlotBytes, "kernel checks"));
     for (uint32_t a = 0; a < counts_.arenas && !failed_; ++a) new (&arenas_[a]) internal::ArenaState();
     for (uint32_t d = 0; d < counts_.delegates && !failed_; ++d) new (&delegates_[d]) internal::DelegateState();
     return failed_ ? Error::kOutOfMemory : Error::kOk;
@@ -366,6 +390,27 @@ class MethodLoader final : public MethodView {
     return Error::kOk;
   }
 
+  // Tensors whose extents follow bounded inputs read their dimensions from
+  // a slot of the bookkeeping (at first the planned ones, the bounds' max)
+  // instead of the program.
+  void init_dynamic_shapes() {
+#if KILN_BOUNDED_INPUTS
+    const auto* dims = method_.dynamic_dims();
+    for (uint32_t k = 0; k < counts_.symbols; ++k) symbol_values_[k] = method_.symbols()->Get(k)->max();
+    if (dims == nullptr) return;
+    int64_t* slot = dynamic_shapes_;
+    uint32_t last = ~0u;
+    for (const fb::DynamicDim* d : *dims) {
+      if (d->axis() == abi::kAliasOffset || d->tensor() == last) continue;
+      last = d->tensor();
+      Tensor& tensor = tensors_[d->tensor()];
+      for (uint32_t a = 0; a < tensor.rank_; ++a) slot[a] = tensor.dims_[a];
+      tensor.dims_ = slot;
+      slot += abi::kDynamicTensorSlotBytes / sizeof(int64_t);
+    }
+#endif  // KILN_BOUNDED_INPUTS
+  }
+
   const internal::ArenaState* arena_of(const Tensor& t) const {
     return t.arena_ == Tensor::kNoArena ? nullptr : &arenas_[t.arena_];
   }
@@ -548,6 +593,7 @@ class MethodLoader final : public MethodView {
           state->args.outputs = resolve(call.outputs(), &state->args.num_outputs);
           state->args.scratch = resolve(call.scratch(), &state->args.num_scratch);
           KILN_RETURN_IF_ERROR(check_inplace(i, instruction, *entry, state->args));
+          if (checks_ != nullptr) checks_[first + i] = entry->check;
           if (entry->check != nullptr) {
             const Error error = entry->check(state->args);
             KILN_CHECK_OR_RETURN(error == Error::kOk, error,
@@ -645,6 +691,9 @@ class MethodLoader final : public MethodView {
   const BackendRegistry& backends_;
   internal::DelegateState* delegates_ = nullptr;
   uint8_t* delegate_state_ = nullptr;
+  int64_t* symbol_values_ = nullptr;
+  int64_t* dynamic_shapes_ = nullptr;
+  KernelCheckFn* checks_ = nullptr;
   uint8_t* next_state_ = nullptr;  // the next delegate's or collective's state
   uint32_t initialized_ = 0;       // instruction states constructed
 
@@ -681,7 +730,11 @@ Method::Method(Method&& other) noexcept
       num_arenas_(other.num_arenas_),
       delegates_(other.delegates_),
       num_delegates_(other.num_delegates_),
+      symbol_values_(other.symbol_values_),
+      num_symbols_(other.num_symbols_),
+      checks_(other.checks_),
       aliases_stale_(other.aliases_stale_),
+      shapes_stale_(other.shapes_stale_),
       observer_(other.observer_),
       observer_context_(other.observer_context_),
       tracer_(other.tracer_) {
@@ -765,9 +818,12 @@ Error Method::bind(uint32_t tensor_index, void* data, size_t size) {
   KILN_CHECK_OR_RETURN(data != nullptr || tensor.nbytes() == 0, Error::kInvalidArgument,
                        "'%s' needs %llu bytes, a null buffer was bound", name,
                        static_cast<unsigned long long>(tensor.nbytes()));
-  KILN_CHECK_OR_RETURN(size >= tensor.nbytes(), Error::kBufferTooSmall,
-                       "'%s' needs %llu bytes, the buffer bound has %llu", name,
-                       static_cast<unsigned long long>(tensor.nbytes()), static_cast<unsigned long long>(size));
+  // An output that follows a bounded input needs room for the largest.
+  const uint64_t needed = dynamic_axes(tensor_index) != 0 && is_output_tensor(*method_, tensor_index)
+                              ? method_->tensors()->Get(tensor_index)->nbytes()
+                              : tensor.nbytes();
+  KILN_CHECK_OR_RETURN(size >= needed, Error::kBufferTooSmall, "'%s' needs %llu bytes, the buffer bound has %llu", name,
+                       static_cast<unsigned long long>(needed), static_cast<unsigned long long>(size));
   const size_t element = dtype_size(tensor.dtype());
   KILN_CHECK_OR_RETURN(reinterpret_cast<uintptr_t>(data) % element == 0, Error::kBufferMisaligned,
                        "'%s' is %s, the buffer bound is not aligned to %u bytes", name, dtype_name(tensor.dtype()),
@@ -789,19 +845,41 @@ Error Method::set_output(size_t index, void* data, size_t size) {
 }
 
 Error Method::bind_checked(uint32_t tensor_index, const Tensor& given) {
-  const Tensor& expected = tensors_[tensor_index];
+  Tensor& expected = tensors_[tensor_index];
   [[maybe_unused]] const char* name = tensor_name(*method_, tensor_index);  // messages only
   KILN_CHECK_OR_RETURN(given.dtype() == expected.dtype(), Error::kDTypeMismatch, "'%s' is %s, a %s tensor was given",
                        name, dtype_name(expected.dtype()), dtype_name(given.dtype()));
-  bool same = given.rank() == expected.rank();
-  for (uint32_t d = 0; same && d < expected.rank(); ++d) same = given.dim(d) == expected.dim(d);
-  KILN_CHECK_OR_RETURN(same, Error::kShapeMismatch,
-                       "'%s' has rank %u and a different shape than the tensor given (rank %u)", name, expected.rank(),
-                       given.rank());
+  // Axes that follow a bounded input: an input takes any extent within its
+  // bound (checked against the other inputs at execute); an output is
+  // whatever the inputs make it, so only its rank is compared here.
+  const uint32_t dynamic = dynamic_axes(tensor_index);
+  const bool output = (expected.flags_ & internal::kTensorUser) != 0 && is_output_tensor(*method_, tensor_index);
+  // The first axis that differs (a bounded one: that exceeds its bound).
+  uint32_t bad = given.rank() == expected.rank() ? expected.rank() : 0;
+  for (uint32_t d = 0; d < expected.rank() && bad == expected.rank(); ++d) {
+    const bool bounded = (dynamic & (1u << d)) != 0;
+    const int64_t limit = bounded ? planned_dim(*method_, tensor_index, d) : expected.dim(d);
+    if (bounded ? !output && (given.dim(d) < 0 || given.dim(d) > limit) : given.dim(d) != limit) bad = d;
+  }
+  KILN_CHECK_OR_RETURN(bad == expected.rank(), Error::kShapeMismatch,
+                       "'%s' (rank %u) differs from the tensor given (rank %u) in dimension %u%s", name,
+                       expected.rank(), given.rank(), bad,
+                       (dynamic & (1u << bad)) != 0 ? ", beyond its bound (kiln plan --input-shape)" : "");
   KILN_CHECK_OR_RETURN(same_device(given.device(), expected.device()), Error::kDeviceMismatch,
                        "'%s' lives on %s:%u, a tensor on %s:%u was given", name,
                        device_type_name(expected.device().type()), expected.device().index(),
                        device_type_name(given.device().type()), given.device().index());
+  if (dynamic != 0 && !output) {
+    // The slot init_dynamic_shapes gave it: the shape is the application's.
+    int64_t* dims = const_cast<int64_t*>(expected.dims_);
+    int64_t numel = 1;
+    for (uint32_t d = 0; d < expected.rank(); ++d) {
+      shapes_stale_ = shapes_stale_ || dims[d] != given.dim(d);
+      numel *= (dims[d] = given.dim(d));
+    }
+    expected.numel_ = numel;
+    expected.nbytes_ = static_cast<uint64_t>(numel) * dtype_size(expected.dtype());
+  }
   return bind(tensor_index, given.data(), static_cast<size_t>(given.nbytes()));
 }
 
@@ -814,6 +892,98 @@ Error Method::set_output(size_t index, const Tensor& tensor) {
   KILN_ASSIGN_OR_RETURN(const uint32_t t, io_tensor(method_, true, index));
   return bind_checked(t, tensor);
 }
+
+#if KILN_BOUNDED_INPUTS
+uint32_t Method::dynamic_axes(uint32_t t) const {
+  const auto* dims = method_->dynamic_dims();
+  if (dims == nullptr) return 0;
+  uint32_t lo = 0;
+  uint32_t hi = dims->size();
+  while (lo < hi) {  // the first entry of tensor t (sorted by tensor)
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (dims->Get(mid)->tensor() < t) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  uint32_t axes = 0;
+  for (; lo < dims->size() && dims->Get(lo)->tensor() == t; ++lo) {
+    if (dims->Get(lo)->axis() != abi::kAliasOffset) axes |= 1u << dims->Get(lo)->axis();
+  }
+  return axes;
+}
+
+Error Method::refresh_shapes() {
+  const auto* symbols = method_->symbols();
+  const auto* dims = method_->dynamic_dims();
+  // Each symbol's value: its own input's bound extent.
+  for (uint32_t k = 0; k < num_symbols_; ++k) {
+    const fb::Symbol& symbol = *symbols->Get(k);
+    const uint32_t input = method_->inputs()->Get(symbol.input());
+    const int64_t value = tensors_[input].dims_[symbol.axis()];
+    KILN_CHECK_OR_RETURN(value >= symbol.min() && value <= symbol.max(), Error::kShapeMismatch,
+                         "input '%s' dimension %u ('%s') is %lld, outside its bound %lld:%lld",
+                         tensor_name(*method_, input), symbol.axis(),
+                         symbol.name() != nullptr ? symbol.name()->c_str() : "?", static_cast<long long>(value),
+                         static_cast<long long>(symbol.min()), static_cast<long long>(symbol.max()));
+    symbol_values_[k] = value;
+  }
+  for (const fb::DynamicDim* d : *dims) {
+    int64_t value = 0;
+    const bool ok = abi::evaluate_dynamic_dim(*d, symbol_values_, num_symbols_, &value);
+    const uint32_t t = d->tensor();
+    Tensor& tensor = tensors_[t];
+    int64_t* slot = const_cast<int64_t*>(tensor.dims_);
+    KILN_CHECK_OR_RETURN(ok && value >= 0 && value <= method_->tensors()->Get(t)->shape()->Get(d->axis()),
+                         Error::kShapeMismatch,
+                         "'%s' dimension %u would be %lld at these input sizes, outside 0..%lld (the planned extent)",
+                         tensor_name(*method_, t), d->axis(), static_cast<long long>(value),
+                         static_cast<long long>(method_->tensors()->Get(t)->shape()->Get(d->axis())));
+    if ((tensor.flags_ & internal::kTensorUser) != 0 && !is_output_tensor(*method_, t)) {
+      // An input's extent is the application's: it must agree.
+      KILN_CHECK_OR_RETURN(slot[d->axis()] == value, Error::kShapeMismatch,
+                           "input '%s' dimension %u is %lld, but the other inputs' bounded dimensions make it %lld",
+                           tensor_name(*method_, t), d->axis(), static_cast<long long>(slot[d->axis()]),
+                           static_cast<long long>(value));
+      continue;
+    }
+    slot[d->axis()] = value;
+  }
+  uint32_t last = ~0u;
+  for (const fb::DynamicDim* d : *dims) {
+    if (d->tensor() == last) continue;
+    last = d->tensor();
+    Tensor& tensor = tensors_[last];
+    int64_t numel = 1;
+    for (uint32_t a = 0; a < tensor.rank_; ++a) numel *= tensor.dims_[a];
+    tensor.numel_ = numel;
+    tensor.nbytes_ = static_cast<uint64_t>(numel) * dtype_size(tensor.dtype());
+    if (tensor.flags_ & internal::kTensorAlias) {
+      // Within its base's bytes at these sizes too.
+      const Tensor& root = tensors_[tensor.alias_root_];
+      KILN_CHECK_OR_RETURN(tensor.offset_ - root.offset_ + tensor.nbytes_ <= root.nbytes_, Error::kShapeMismatch,
+                           "'%s' would outgrow the bytes of '%s' at these input sizes", tensor_name(*method_, last),
+                           tensor_name(*method_, tensor.alias_root_));
+    }
+  }
+  // The trust boundary again: every kernel sees the new extents before it runs.
+  for (uint32_t i = 0; i < num_instructions_; ++i) {
+    const internal::InstructionState& state = instructions_[i];
+    if (state.kind != internal::InstructionKind::kKernel || checks_[i] == nullptr) continue;
+    const Error error = checks_[i](state.args);
+    KILN_CHECK_OR_RETURN(error == Error::kOk, Error::kShapeMismatch,
+                         "instruction %u ('%s') rejected its operands at these input sizes: %s", i,
+                         state.args.node_name, error_name(error));
+  }
+  shapes_stale_ = false;
+  return Error::kOk;
+}
+#else
+// Built without bounded inputs: the validator refused programs with any.
+uint32_t Method::dynamic_axes(uint32_t) const { return 0; }
+Error Method::refresh_shapes() { return Error::kOk; }
+#endif  // KILN_BOUNDED_INPUTS
 
 void Method::refresh_aliases() {
   for (uint32_t t = 0; t < num_tensors_; ++t) {
@@ -936,6 +1106,7 @@ Error Method::execute() {
                          static_cast<unsigned>(i),
                          tensor_name(*method_, method_->outputs()->Get(static_cast<uint32_t>(i))));
   }
+  if (shapes_stale_) KILN_RETURN_IF_ERROR(refresh_shapes());
   if (aliases_stale_) refresh_aliases();
   const bool timed = observer_ != nullptr || tracer_ != nullptr;
   const uint64_t begin = tracer_ != nullptr ? kiln_pal_ticks() : 0;

@@ -104,6 +104,21 @@ size_t MethodMeta::num_instructions() const {
   return method_->instructions() != nullptr ? method_->instructions()->size() : 0;
 }
 
+size_t MethodMeta::num_symbols() const { return method_->symbols() != nullptr ? method_->symbols()->size() : 0; }
+
+Result<SymbolInfo> MethodMeta::symbol(size_t index) const {
+  KILN_CHECK_OR_RETURN(index < num_symbols(), Error::kInvalidArgument, "method '%s' has no symbol %u (it has %u)",
+                       name(), static_cast<unsigned>(index), static_cast<unsigned>(num_symbols()));
+  const fb::Symbol& s = *method_->symbols()->Get(static_cast<uint32_t>(index));
+  SymbolInfo info;
+  info.name = s.name() != nullptr ? s.name()->c_str() : "";
+  info.input = s.input();
+  info.axis = s.axis();
+  info.min = s.min();
+  info.max = s.max();
+  return info;
+}
+
 uint64_t MethodMeta::bookkeeping_bytes() const { return method_->bookkeeping_bytes(); }
 
 }  // namespace kiln

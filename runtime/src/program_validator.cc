@@ -21,6 +21,7 @@
 #include "kiln/schema/arena_layout.h"
 #include "kiln/schema/bookkeeping.h"
 #include "kiln/schema/device.h"
+#include "kiln/schema/dynamic_dims.h"
 
 namespace kiln {
 namespace internal {
@@ -68,6 +69,7 @@ class MethodValidator {
     KILN_RETURN_IF_ERROR(check_io());
     KILN_RETURN_IF_ERROR(check_delegates());
     KILN_RETURN_IF_ERROR(check_instructions());
+    KILN_RETURN_IF_ERROR(check_dynamic_dims());
     return check_bookkeeping();
   }
 
@@ -528,6 +530,132 @@ class MethodValidator {
     }
     return Error::kOk;
   }
+
+#if KILN_BOUNDED_INPUTS
+  // True when tensor t has a DynamicDim (the list is sorted by tensor).
+  bool is_dynamic(uint32_t t) const {
+    const auto* dims = method_.dynamic_dims();
+    if (dims == nullptr) return false;
+    uint32_t lo = 0;
+    uint32_t hi = dims->size();
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      if (dims->Get(mid)->tensor() < t) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo < dims->size() && dims->Get(lo)->tensor() == t;
+  }
+
+  // No operand of a delegate or collective changes size.
+  Error check_fixed_operands(const flatbuffers::Vector<int32_t>* operands, uint32_t i) const {
+    if (operands == nullptr) return Error::kOk;
+    for (int32_t t : *operands) {
+      KILN_CHECK_OR_RETURN(t < 0 || !is_dynamic(static_cast<uint32_t>(t)), kInvalid,
+                           "method '%s': instruction %u runs on a device or across ranks but its operand '%s' changes "
+                           "size with a bounded input",
+                           name_, i, tensor_name(static_cast<uint32_t>(t)));
+    }
+    return Error::kOk;
+  }
+
+  // Method.symbols: each bounds a dimension of an input, planned at its max,
+  // and that dimension has a DynamicDim (the slot its extent goes into).
+  Error check_symbols(int64_t* out_max) {
+    const auto* symbols = method_.symbols();
+    const auto* dims = method_.dynamic_dims();
+    const uint32_t num_inputs = method_.inputs() != nullptr ? method_.inputs()->size() : 0;
+    for (uint32_t k = 0; k < symbols->size(); ++k) {
+      const fb::Symbol& symbol = *symbols->Get(k);
+      KILN_CHECK_OR_RETURN(symbol.input() < num_inputs, kInvalid, "method '%s': symbol %u names input %u of %u", name_,
+                           k, symbol.input(), num_inputs);
+      const uint32_t input = method_.inputs()->Get(symbol.input());
+      const fb::Tensor& t = tensor(input);
+      const uint32_t rank = t.shape() != nullptr ? t.shape()->size() : 0;
+      KILN_CHECK_OR_RETURN(symbol.axis() < rank && symbol.min() >= 1 && symbol.min() <= symbol.max() &&
+                               t.shape()->Get(symbol.axis()) == symbol.max(),
+                           kInvalid, "method '%s': symbol %u (%s) does not bound a dimension of its input", name_, k,
+                           name_or(symbol.name(), "?"));
+      bool found = false;
+      for (uint32_t i = 0; dims != nullptr && i < dims->size() && !found; ++i) {
+        found = dims->Get(i)->tensor() == input && dims->Get(i)->axis() == symbol.axis();
+      }
+      KILN_CHECK_OR_RETURN(found, kInvalid, "method '%s': symbol %u's dimension has no dynamic dimension", name_, k);
+      out_max[k] = symbol.max();
+    }
+    return Error::kOk;
+  }
+
+  // Inputs bounded above (Method.symbols, Method.dynamic_dims): every index
+  // in range, every formula giving the planned extent at the symbols' max,
+  // sorted, on the host, and nothing a delegate or collective reads or writes.
+  Error check_dynamic_dims() {
+    const auto* dims = method_.dynamic_dims();
+    const uint32_t num_symbols = method_.symbols() != nullptr ? method_.symbols()->size() : 0;
+    const uint32_t num_dims = dims != nullptr ? dims->size() : 0;
+    KILN_CHECK_OR_RETURN(num_dims == 0 || num_symbols > 0, kInvalid, "method '%s': dynamic dimensions without symbols",
+                         name_);
+    if (num_symbols == 0) return Error::kOk;
+    KILN_CHECK_OR_RETURN(num_symbols <= abi::kMaxSymbols && aligned8(dims), kInvalid,
+                         "method '%s': %u symbols (at most %u), or misaligned dynamic dimensions", name_, num_symbols,
+                         abi::kMaxSymbols);
+    int64_t top[abi::kMaxSymbols] = {};
+    KILN_RETURN_IF_ERROR(check_symbols(top));
+    for (uint32_t i = 0; i < num_dims; ++i) {
+      const fb::DynamicDim& d = *dims->Get(i);
+      KILN_CHECK_OR_RETURN(d.tensor() < num_tensors_, kInvalid, "method '%s': dynamic dimension %u names tensor %u",
+                           name_, i, d.tensor());
+      KILN_CHECK_OR_RETURN(d.axis() != abi::kAliasOffset, Error::kNotSupported,
+                           "method '%s': tensor '%s' has an alias offset that follows a bounded input; this runtime "
+                           "does not move aliases",
+                           name_, tensor_name(d.tensor()));
+      const fb::Tensor& t = tensor(d.tensor());
+      const uint32_t rank = t.shape() != nullptr ? t.shape()->size() : 0;
+      const fb::DynamicDim* prev = i > 0 ? dims->Get(i - 1) : nullptr;
+      KILN_CHECK_OR_RETURN(d.axis() < rank && (prev == nullptr || prev->tensor() < d.tensor() ||
+                                               (prev->tensor() == d.tensor() && prev->axis() < d.axis())),
+                           kInvalid,
+                           "method '%s': dynamic dimension %u (tensor '%s' of rank %u) is out of range or order", name_,
+                           i, tensor_name(d.tensor()), rank);
+      KILN_CHECK_OR_RETURN(d.symbols() != 0 && (d.symbols() >> num_symbols) == 0, kInvalid,
+                           "method '%s': dynamic dimension %u names symbols 0x%x of %u", name_, i, d.symbols(),
+                           num_symbols);
+      int64_t at_max = 0;
+      KILN_CHECK_OR_RETURN(
+          abi::evaluate_dynamic_dim(d, top, num_symbols, &at_max) && at_max == t.shape()->Get(d.axis()), kInvalid,
+          "method '%s': tensor '%s' dimension %u is not its planned extent at the bounds' maximum", name_,
+          tensor_name(d.tensor()), d.axis());
+      KILN_CHECK_OR_RETURN(is_host(device_or_cpu(t.device())), kInvalid,
+                           "method '%s': device tensor '%s' changes size with a bounded input", name_,
+                           tensor_name(d.tensor()));
+    }
+    const auto* instructions = method_.instructions();
+    for (uint32_t i = 0; instructions != nullptr && i < instructions->size(); ++i) {
+      const fb::Instruction& instruction = *instructions->Get(i);
+      if (const fb::DelegateCall* call = instruction.kind_as_DelegateCall()) {
+        KILN_RETURN_IF_ERROR(check_fixed_operands(call->inputs(), i));
+        KILN_RETURN_IF_ERROR(check_fixed_operands(call->outputs(), i));
+      } else if (const fb::CollectiveCall* collective = instruction.kind_as_CollectiveCall()) {
+        KILN_RETURN_IF_ERROR(check_fixed_operands(collective->inputs(), i));
+        KILN_RETURN_IF_ERROR(check_fixed_operands(collective->outputs(), i));
+      }
+    }
+    return Error::kOk;
+  }
+#else
+  // Built without bounded inputs (KILN_WITH_BOUNDED_INPUTS=OFF).
+  Error check_dynamic_dims() {
+    const bool bounded = (method_.symbols() != nullptr && method_.symbols()->size() > 0) ||
+                         (method_.dynamic_dims() != nullptr && method_.dynamic_dims()->size() > 0);
+    KILN_CHECK_OR_RETURN(!bounded, Error::kNotSupported,
+                         "method '%s' has inputs bounded above; this runtime was built without them "
+                         "(KILN_WITH_BOUNDED_INPUTS=OFF)",
+                         name_);
+    return Error::kOk;
+  }
+#endif  // KILN_BOUNDED_INPUTS
 
   // The planner wrote the figure with the same definition
   // (schema/bookkeeping.h); a smaller one would let Method loading run out.

@@ -14,13 +14,16 @@ import subprocess
 failures = []
 
 
-def test_args(with_only=False):
-    """Parses --kiln and --workdir (and --only NAME), creating the workdir."""
+def test_args(with_only=False, extra=()):
+    """Parses --kiln and --workdir (and --only NAME, and each (option,
+    help) of `extra`, optional), creating the workdir."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--kiln", required=True, help="the kiln binary")
     parser.add_argument("--workdir", required=True, help="where the test writes its files")
     if with_only:
         parser.add_argument("--only", help="run this one case")
+    for option, text in extra:
+        parser.add_argument(option, help=text)
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     return args

@@ -205,7 +205,20 @@ kiln_status kiln_method_load_shared(kiln_method* method, const kiln_program* pro
 /* Binds the application's buffers, zero copy, until bound again. */
 kiln_status kiln_method_set_input(kiln_method* method, size_t index, const void* data, size_t size);
 kiln_status kiln_method_set_output(kiln_method* method, size_t index, void* data, size_t size);
+/* An input bounded above (kiln plan --input-shape NAME=MIN:MAXx...): binds it
+ * with the extents `dims` (rank entries, each bounded one within its bound);
+ * every extent that follows it is recomputed at the next execute, without
+ * allocating. KILN_SHAPE_MISMATCH for an extent out of bounds or inputs that
+ * disagree on a shared dimension; KILN_BUFFER_TOO_SMALL when `size` is
+ * below the extents' bytes. An output that follows a bounded input is bound
+ * with room for its largest extents (kiln_program_output_info's nbytes). */
+kiln_status kiln_method_set_input_shaped(kiln_method* method, size_t index, const void* data, size_t size,
+                                         const int64_t* dims, uint32_t rank);
 kiln_status kiln_method_execute(kiln_method* method);
+/* Output `index`'s extents as of the last execute (its rank in *out_rank);
+ * NULL when out of range. They differ from kiln_program_output_info's only
+ * for outputs that follow a bounded input. */
+const int64_t* kiln_method_output_dims(const kiln_method* method, size_t index, uint32_t* out_rank);
 /* Where input or output `index` is now (bound, or planned fallback memory);
  * NULL when unbound without fallback or out of range. */
 const void* kiln_method_input_data(const kiln_method* method, size_t index);

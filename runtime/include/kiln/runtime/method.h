@@ -49,6 +49,7 @@
 #include "kiln/runtime/bump_allocator.h"
 #include "kiln/runtime/communicator.h"
 #include "kiln/runtime/event_tracer.h"
+#include "kiln/runtime/kernel.h"
 #include "kiln/runtime/method_meta.h"
 #include "kiln/runtime/result.h"
 #include "kiln/runtime/span.h"
@@ -152,6 +153,11 @@ class Method {
   Error bind(uint32_t tensor_index, void* data, size_t size);
   Error bind_checked(uint32_t tensor_index, const Tensor& given);
   void refresh_aliases();
+  // Recomputes every extent that follows a bounded input from the inputs'
+  // bound shapes, then runs the kernels' checks at the new extents.
+  Error refresh_shapes();
+  // A bit per axis of tensor t that follows a bounded input.
+  uint32_t dynamic_axes(uint32_t t) const;
   Result<Location> location(uint32_t tensor_index) const;
   void release();
 
@@ -164,7 +170,13 @@ class Method {
   uint32_t num_arenas_ = 0;
   internal::DelegateState* delegates_ = nullptr;
   uint32_t num_delegates_ = 0;
+  // Inputs bounded above: each symbol's value (Method.symbols) and each
+  // instruction's kernel check, run again when the values change.
+  int64_t* symbol_values_ = nullptr;
+  uint32_t num_symbols_ = 0;
+  const KernelCheckFn* checks_ = nullptr;
   bool aliases_stale_ = true;
+  bool shapes_stale_ = false;
   bool moved_from_ = false;
   InstructionObserver observer_ = nullptr;
   void* observer_context_ = nullptr;

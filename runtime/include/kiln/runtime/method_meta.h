@@ -43,6 +43,18 @@ struct TensorInfo {
   int32_t zero_point = 0;
 };
 
+// A dimension of an input bound above (`kiln plan --input-shape
+// x=MIN:MAXx...`): the application binds the input with any extent from min
+// to max on that axis (Method::set_input with a Tensor); the tensors' dims
+// in TensorInfo are those at max.
+struct SymbolInfo {
+  const char* name = "";  // the model's dimension name, or "input[axis]"
+  uint32_t input = 0;     // index of the input that gives its value
+  uint32_t axis = 0;
+  int64_t min = 1;
+  int64_t max = 1;
+};
+
 class MethodMeta {
  public:
   explicit MethodMeta(const fb::Method* method) : method_(method) {}
@@ -56,6 +68,9 @@ class MethodMeta {
   size_t num_outputs() const;
   Result<TensorInfo> output(size_t index) const;
   size_t num_instructions() const;
+  size_t num_symbols() const;
+  // kInvalidArgument when index >= num_symbols().
+  Result<SymbolInfo> symbol(size_t index) const;
   // Exact size of the bookkeeping buffer (16-byte aligned) the method needs.
   uint64_t bookkeeping_bytes() const;
   // Sum of the sizes of the arenas on `device`.

@@ -22,8 +22,9 @@
 //   | n_tensors * 64       | n_instructions * 80     | n_operands * 8| n * 48   | n * 32     | state bytes |
 //   +----------------------+-------------------------+---------------+----------+------------+-------------+
 //   then, for a method with inputs bounded above (Method.symbols), one
-//   8-byte value per symbol and one 64-byte slot of dimensions (kMaxRank
-//   int64) per tensor that has a DynamicDim on an axis.
+//   8-byte value per symbol, one 64-byte slot of dimensions (kMaxRank
+//   int64) per tensor that has a DynamicDim on an axis, and one 8-byte
+//   slot per instruction (its kernel's check, run again when sizes change).
 //   Instructions count those run at load (init_instructions) too. The
 //   delegate state bytes are every delegate's, then every collective's a
 //   device backend runs (CollectiveCall.state_bytes).
@@ -49,6 +50,7 @@ constexpr uint32_t kMaxCommunicatorGroups = 8;
 constexpr uint64_t kDelegateSlotBytes = 32;
 constexpr uint64_t kSymbolSlotBytes = 8;
 constexpr uint64_t kDynamicTensorSlotBytes = 64;
+constexpr uint64_t kCheckSlotBytes = 8;
 // DynamicDim.axis of an alias's byte offset.
 constexpr uint32_t kAliasOffset = 0xFFFFFFFFu;
 
@@ -78,7 +80,8 @@ constexpr uint64_t bookkeeping_bytes(const MethodCounts& c) {
          round_up_bookkeeping(c.operands * kOperandSlotBytes) + round_up_bookkeeping(c.arenas * kArenaSlotBytes) +
          round_up_bookkeeping(c.delegates * kDelegateSlotBytes) + round_up_bookkeeping(c.delegate_state_bytes) +
          round_up_bookkeeping(c.symbols * kSymbolSlotBytes) +
-         round_up_bookkeeping(c.dynamic_tensors * kDynamicTensorSlotBytes);
+         round_up_bookkeeping(c.dynamic_tensors * kDynamicTensorSlotBytes) +
+         round_up_bookkeeping((c.symbols > 0 ? c.instructions : 0) * kCheckSlotBytes);
 }
 
 // Adds the instructions of `list` (nullptr: none) and the tensor indices they
