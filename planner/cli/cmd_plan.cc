@@ -165,6 +165,19 @@ void print_quantization(const LMethod& m, const PlanResult& result, const PlanOp
   }
 }
 
+// Inputs bounded above: each bound and how many extents follow them.
+void print_bounds(const LMethod& m) {
+  if (m.symbols.empty()) return;
+  std::string bounds;
+  for (const LSymbol& s : m.symbols) {
+    bounds +=
+        str(bounds.empty() ? "" : ", ", "'", s.name, "' ", s.min, ":", s.max, " (",
+            m.tensors[static_cast<size_t>(m.inputs[static_cast<size_t>(s.input)])].name, " dimension ", s.axis, ")");
+  }
+  std::printf("  bounded:     %s; memory planned at the maximum, %zu extents follow the bounds\n", bounds.c_str(),
+              m.dynamic_dims.size());
+}
+
 // In-place reuse and fusion: what the passes saved.
 void print_inplace_and_fusion(const PlanResult& result) {
   const InplaceSaving& saving = result.inplace_saving;
@@ -296,6 +309,7 @@ void print_summary(const std::string& model, const std::string& output, const Pl
     print_method_counts(m, parts.empty() ? constant_bytes : method_constant_bytes(program, m), bookkeeping[index]);
     print_devices(m, delegate_counts[index], stats);
     print_quantization(m, stats, options);
+    print_bounds(m);
     print_inplace_and_fusion(stats);
     print_ranks(stats);
     print_arenas(m);

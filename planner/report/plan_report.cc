@@ -417,6 +417,14 @@ std::string plan_json(const PlanResult& result) {
   j.field("method", m.name);
   j.field("precision", result.precision);
   j.field("instructions", static_cast<uint64_t>(m.instructions.size()));
+  // Inputs bounded above (kiln plan --input-shape x=MIN:MAX...).
+  j.key("bounds").begin_array();
+  for (const LSymbol& s : m.symbols) {
+    j.begin_object().field("name", s.name).field("input", static_cast<uint64_t>(s.input));
+    j.field("axis", static_cast<uint64_t>(s.axis)).field("min", s.min).field("max", s.max).end_object();
+  }
+  j.end_array();
+  j.field("dynamic_dims", static_cast<uint64_t>(m.dynamic_dims.size()));
   j.key("arenas").begin_array();
   for (size_t a = 0; a < m.arenas.size(); ++a) {
     const LArena& arena = m.arenas[a];

@@ -271,7 +271,8 @@ def refusals(kiln, workdir):
     arena_line = [next((ln for ln in a.splitlines() if "ordinary" in ln), "") for a in arenas]
     expect("the bounded plan's arena is the maximum's", pf.returncode == 0 and pb.returncode == 0 and
            arena_line[0] != "" and arena_line[0] == arena_line[1], f"{arena_line}")
-    expect("kiln inspect lists the bound", "n" in arenas[1] and "2:6" in arenas[1], arenas[1][:400])
+    expect("kiln inspect lists the bound", "'n' 2:6  input #0 'x' dimension 0" in arenas[1], arenas[1][:400])
+    expect("kiln plan's summary lists the bound", "bounded:     'n' 2:6 (x dimension 0)" in pb.stdout, pb.stdout)
     # A value folded from the input's shape: x * (float) s.
     shape_scale = make([helper.make_node("Shape", ["x"], ["shape"]),
                         helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
