@@ -2,7 +2,10 @@
 
 #include <optional>
 
+#include <onnx/onnx_pb.h>
+
 #include "core/error.h"
+#include "core/file_util.h"
 #include "emit/emitter.h"
 #include "exec/evaluate.h"
 #include "lower/lowerer.h"
@@ -199,11 +202,11 @@ PlanResult plan_tensor_parallel(Graph graph, const PlanOptions& options) {
 // Inputs bounded above: lowered at the max without in-place reuse, again at
 // every sample (passes/bounds.h), then reuse applied to the max's lowering
 // with Concats of varying extent left as copies.
-PlanResult plan_bounded(const std::string& path, const PlanOptions& options) {
+PlanResult plan_bounded(const onnx::ModelProto& model, const std::string& what, const PlanOptions& options) {
   if (options.tensor_parallel > 1 || options.ranks > 1) {
     fail("--input-shape MIN:MAX does not combine with --tensor-parallel or --ranks");
   }
-  const std::vector<BoundSymbol> symbols = group_bounds(options.bounds, onnx_input_dim_params(path));
+  const std::vector<BoundSymbol> symbols = group_bounds(options.bounds, onnx_input_dim_params(model));
   if (symbols.size() > 16) fail("--input-shape: at most 16 bounded dimension names, ", symbols.size(), " given");
   PlanOptions lowering = options;
   lowering.inplace.enabled = false;
@@ -211,7 +214,8 @@ PlanResult plan_bounded(const std::string& path, const PlanOptions& options) {
   auto lower_at = [&](const std::map<std::string, std::vector<int64_t>>& shapes) {
     ImportOptions import = options.import;
     import.input_shapes = shapes;
-    Graph graph = import_onnx_file(path, import);
+    onnx::ModelProto copy = model;  // the import writes the shapes into it
+    Graph graph = import_onnx_model(copy, what, import);
     graph.ranks = options.ranks;
     return lower_stage(std::move(graph), lowering);
   };
@@ -288,8 +292,17 @@ uint64_t total_arena_bytes(const LMethod& method) {
   return total;
 }
 
+PlanResult plan_onnx_bytes(const std::string& bytes, const std::string& what, const PlanOptions& options) {
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromString(bytes)) {
+    fail(what, ": not an ONNX model (protobuf parse failed; truncated or not ONNX)");
+  }
+  if (!options.bounds.empty()) return plan_bounded(model, what, options);
+  return plan_graph(import_onnx_model(model, what, options.import), options);
+}
+
 PlanResult plan_onnx_file(const std::string& path, const PlanOptions& options) {
-  if (!options.bounds.empty()) return plan_bounded(path, options);
+  if (!options.bounds.empty()) return plan_onnx_bytes(read_file(path), path, options);
   return plan_graph(import_onnx_file(path, options.import), options);
 }
 

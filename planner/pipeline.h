@@ -168,6 +168,8 @@ uint64_t total_arena_bytes(const LMethod& method);
 // Throws PlanError (or UnsupportedError) with a message naming the file,
 // node or tensor at fault; also when the verifier rejects the plan.
 PlanResult plan_onnx_file(const std::string& path, const PlanOptions& options);
+// The same from a serialized ModelProto; `what` names it in messages.
+PlanResult plan_onnx_bytes(const std::string& bytes, const std::string& what, const PlanOptions& options);
 PlanResult plan_graph(Graph graph, const PlanOptions& options);
 
 }  // namespace kiln::planner

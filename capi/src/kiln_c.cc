@@ -146,6 +146,22 @@ kiln_status kiln_program_method_info(const kiln_program* program, const char* me
   out_info->num_inputs = meta->num_inputs();
   out_info->num_outputs = meta->num_outputs();
   out_info->bookkeeping_bytes = meta->bookkeeping_bytes();
+  out_info->num_symbols = meta->num_symbols();
+  return KILN_OK;
+}
+
+kiln_status kiln_program_symbol_info(const kiln_program* program, const char* method, size_t index,
+                                     kiln_symbol_info* out_info) {
+  if (out_info == nullptr) return KILN_INVALID_ARGUMENT;
+  kiln::Result<kiln::MethodMeta> meta = meta_of(program, method);
+  if (!meta.ok()) return status(meta.error());
+  kiln::Result<kiln::SymbolInfo> symbol = meta->symbol(index);
+  if (!symbol.ok()) return status(symbol.error());
+  out_info->name = symbol->name;
+  out_info->input = symbol->input;
+  out_info->axis = symbol->axis;
+  out_info->min = symbol->min;
+  out_info->max = symbol->max;
   return KILN_OK;
 }
 

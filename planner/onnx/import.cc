@@ -224,12 +224,7 @@ Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
   return import_onnx_model(model, path, options);
 }
 
-std::map<std::string, std::vector<std::string>> onnx_input_dim_params(const std::string& path) {
-  const std::string bytes = read_file(path);
-  onnx::ModelProto model;
-  if (bytes.empty() || !model.ParseFromString(bytes)) {
-    fail(path, ": not an ONNX model (protobuf parse failed; truncated or not ONNX)");
-  }
+std::map<std::string, std::vector<std::string>> onnx_input_dim_params(const onnx::ModelProto& model) {
   std::map<std::string, std::vector<std::string>> params;
   for (const auto& input : model.graph().input()) {
     std::vector<std::string>& names = params[input.name()];

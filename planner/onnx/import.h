@@ -38,7 +38,7 @@ Graph import_onnx_file(const std::string& path, const ImportOptions& options);
 Graph import_onnx_model(onnx::ModelProto& model, const std::string& what, const ImportOptions& options);
 // Each graph input's dimension names (dim_param), "" where a dimension has
 // none: which bounded dimensions are one (passes/bounds.h).
-std::map<std::string, std::vector<std::string>> onnx_input_dim_params(const std::string& path);
+std::map<std::string, std::vector<std::string>> onnx_input_dim_params(const onnx::ModelProto& model);
 
 // The kiln dtype of an ONNX TensorProto element type, or nullopt.
 std::optional<DType> dtype_from_onnx(int32_t elem_type);

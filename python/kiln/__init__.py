@@ -18,14 +18,14 @@ from typing import Any, List, Mapping, Optional, Sequence, Union
 from . import _kiln
 from ._options import cli_arguments, model_argument
 from .errors import KilnError, OptionError, PlanError, RunError, UnsupportedError
-from .program import Arena, Method, PathLike, Program, Quantization, SelfTestReport, TensorSpec
+from .program import Arena, Bound, Method, PathLike, Program, Quantization, SelfTestReport, TensorSpec
 from .quantize import QuantizedModel, quantize, quantize_options
 
 __version__ = "0.1.0"
 
 __all__ = [
     "plan", "load", "plan_options", "quantize", "quantize_options", "QuantizedModel", "backends", "isa", "processor_isa", "isa_paths", "set_isa",
-    "Program", "Method", "TensorSpec", "Quantization", "Arena", "SelfTestReport",
+    "Program", "Method", "TensorSpec", "Quantization", "Arena", "Bound", "SelfTestReport",
     "KilnError", "PlanError", "UnsupportedError", "OptionError", "RunError",
 ]
 

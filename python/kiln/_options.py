@@ -41,12 +41,21 @@ def cli_arguments(options: Mapping[str, Any], known: Iterable[str], function: st
                 if option == "--freeze" and not isinstance(item, (str, os.PathLike)):
                     frozen[name] = np.asarray(item)
                 elif option == "--input-shape":
-                    arguments.append(f"{option}={name}=" + "x".join(str(int(d)) for d in item))
+                    arguments.append(f"{option}={name}=" + "x".join(_dim_text(d) for d in item))
                 else:
                     arguments.append(f"{option}={name}={_value_text(item)}")
         else:
             arguments.append(f"{option}={_value_text(value)}")
     return arguments, frozen
+
+
+def _dim_text(dim: Any) -> str:
+    """One --input-shape dimension: an int, or (MIN, MAX) for one bounded above."""
+    if isinstance(dim, (tuple, list)):
+        if len(dim) != 2:
+            raise OptionError(f"a bounded dimension is (MIN, MAX), got {dim!r}")
+        return f"{int(dim[0])}:{int(dim[1])}"
+    return str(int(dim))
 
 
 def model_argument(model: Any, function: str) -> Tuple[bytes | str, bool]:

@@ -88,6 +88,19 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class Bound:
+    """A dimension of an input bounded above (``input_shape={"x": ((1, 8), 3, 224, 224)}``
+    at plan time): input ``input``'s axis ``axis`` takes any extent from
+    ``min`` to ``max`` when the method is called."""
+
+    name: str  # the model's dimension name, or "input[axis]"
+    input: int
+    axis: int
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
 class Arena:
     """One of a method's arenas: the planned memory its tensors live in."""
 
@@ -117,7 +130,9 @@ class Method:
 
     ``method(x)`` or ``method(input_name=x)`` runs it and returns the outputs
     as a list of new arrays, which the runtime writes directly (no copy).
-    Inputs must have the method's dtype and shape; contiguous arrays are
+    Inputs must have the method's dtype and shape (within ``bounds`` for a
+    method planned with inputs bounded above; its outputs then have the
+    extents the inputs give them); contiguous arrays are
     read where they are (no copy), others are copied once. A quantized input
     also takes float32 data, quantized as the model's QuantizeLinear would.
 
@@ -133,6 +148,7 @@ class Method:
         self.outputs: List[TensorSpec] = [TensorSpec._of(t) for t in description["outputs"]]
         self.arenas: List[Arena] = [Arena(**a) for a in description["arenas"]]
         self.bookkeeping_bytes: int = description["bookkeeping_bytes"]
+        self.bounds: List[Bound] = [Bound(**b) for b in description["bounds"]]
         self._threads = threads
         self._handle: Optional[Any] = None
 
@@ -191,7 +207,8 @@ class Method:
         if array.dtype != want:
             raise RunError(f"input {index} ('{spec.name}') is {array.dtype}, the method expects {spec.dtype}",
                            "DTypeMismatch")
-        if array.shape != spec.shape:
+        # With bounds the runtime checks the extents (and which follow them).
+        if array.shape != spec.shape and (not self.bounds or array.ndim != len(spec.shape)):
             raise RunError(f"input {index} ('{spec.name}') has shape {list(array.shape)}, the method expects "
                            f"{list(spec.shape)}", "ShapeMismatch")
         if not (array.flags.c_contiguous and array.flags.aligned):
@@ -202,7 +219,10 @@ class Method:
         values = self._arguments(args, kwargs)
         inputs = [self._input(i, v) for i, v in enumerate(values)]
         outputs = [np.empty(t.shape, dtype=t.numpy_dtype) for t in self.outputs]
-        self._loaded().run(inputs, outputs)
+        extents = self._loaded().run(inputs, outputs, bool(self.bounds))
+        if self.bounds:
+            # Written at the start of the buffer planned for the largest.
+            outputs = [o.reshape(-1)[:int(np.prod(e, dtype=np.int64))].reshape(e) for o, e in zip(outputs, extents)]
         return outputs
 
 

@@ -113,16 +113,31 @@ py::dict method_dict(const MethodDescription& m) {
   d["outputs"] = outputs;
   d["arenas"] = arenas;
   d["bookkeeping_bytes"] = m.bookkeeping_bytes;
+  py::list bounds;
+  for (const SymbolDescription& s : m.symbols) {
+    py::dict b;
+    b["name"] = s.name;
+    b["input"] = s.input;
+    b["axis"] = s.axis;
+    b["min"] = s.min;
+    b["max"] = s.max;
+    bounds.append(b);
+  }
+  d["bounds"] = bounds;
   return d;
 }
 
 // The arrays' memory, which must be C-contiguous (the Python layer makes it
 // so): the runtime reads and writes it in place.
-std::vector<MethodHandle::Buffer> buffers(const std::vector<py::array>& arrays) {
+// With `shaped`, each buffer also carries its array's shape (inputs of a
+// method with inputs bounded above are bound with their extents).
+std::vector<MethodHandle::Buffer> buffers(const std::vector<py::array>& arrays, bool shaped = false) {
   std::vector<MethodHandle::Buffer> out;
   for (const py::array& a : arrays) {
     if (!(a.flags() & py::array::c_style)) throw RunFailure{"InvalidArgument", "arrays must be C-contiguous"};
-    out.push_back({a.data(), static_cast<size_t>(a.nbytes())});
+    std::vector<int64_t> dims;
+    if (shaped) dims.assign(a.shape(), a.shape() + a.ndim());
+    out.push_back({a.data(), static_cast<size_t>(a.nbytes()), std::move(dims)});
   }
   return out;
 }
@@ -135,12 +150,15 @@ void bind_runtime(py::module_& m) {
       .def("describe", [](const ProgramHandle& p, const std::string& name) { return method_dict(p.describe(name)); });
   py::class_<MethodHandle>(m, "MethodHandle")
       .def(py::init<std::shared_ptr<const ProgramHandle>, const std::string&>())
-      .def("run",
-           [](MethodHandle& method, const std::vector<py::array>& inputs, const std::vector<py::array>& outputs) {
-             const std::vector<MethodHandle::Buffer> in = buffers(inputs), out = buffers(outputs);
-             const py::gil_scoped_release unlocked;
-             method.run(in, out);
-           })
+      .def(
+          "run",
+          [](MethodHandle& method, const std::vector<py::array>& inputs, const std::vector<py::array>& outputs,
+             bool shaped) {
+            const std::vector<MethodHandle::Buffer> in = buffers(inputs, shaped), out = buffers(outputs);
+            const py::gil_scoped_release unlocked;
+            return method.run(in, out);
+          },
+          py::arg("inputs"), py::arg("outputs"), py::arg("shaped") = false)
       .def("set_threads", &MethodHandle::set_threads)
       .def("threads", &MethodHandle::threads);
 }

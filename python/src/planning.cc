@@ -27,15 +27,8 @@ Planned plan_model(const std::string& model, bool is_path, const std::vector<std
   for (auto& [name, tensor] : frozen) options.import.frozen_inputs[name] = std::move(tensor);
   planner::cli::SearchProgress progress(is_path ? model : "the model");
   options.memory.solve.progress = progress.callback();
-  planner::Graph graph;
-  if (is_path) {
-    graph = planner::import_onnx_file(model, options.import);
-  } else {
-    onnx::ModelProto proto;
-    if (model.empty() || !proto.ParseFromString(model)) planner::fail("not an ONNX model (protobuf parse failed)");
-    graph = planner::import_onnx_model(proto, "the model", options.import);
-  }
-  const planner::PlanResult result = planner::plan_graph(std::move(graph), options);
+  const planner::PlanResult result =
+      is_path ? planner::plan_onnx_file(model, options) : planner::plan_onnx_bytes(model, "the model", options);
   progress.finish();
   return {result.bytes, planner::plan_json(result), planner::memory_svg(result.program)};
 }

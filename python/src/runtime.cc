@@ -88,6 +88,11 @@ MethodDescription ProgramHandle::describe(const std::string& method) const {
   MethodDescription d;
   d.name = method;
   d.bookkeeping_bytes = info.bookkeeping_bytes;
+  for (size_t i = 0; i < info.num_symbols; ++i) {
+    kiln_symbol_info s;
+    check_status(kiln_program_symbol_info(&program_, name, i, &s), "method '" + method + "'", log);
+    d.symbols.push_back({s.name, s.input, s.axis, s.min, s.max});
+  }
   for (size_t i = 0; i < info.num_inputs + info.num_outputs; ++i) {
     const bool output = i >= info.num_inputs;
     const size_t index = output ? i - info.num_inputs : i;
@@ -129,11 +134,15 @@ MethodHandle::MethodHandle(std::shared_ptr<const ProgramHandle> program, const s
 
 MethodHandle::~MethodHandle() { kiln_method_destroy(&method_); }
 
-void MethodHandle::run(const std::vector<Buffer>& inputs, const std::vector<Buffer>& outputs) {
+std::vector<std::vector<int64_t>> MethodHandle::run(const std::vector<Buffer>& inputs,
+                                                    const std::vector<Buffer>& outputs) {
   const std::lock_guard<std::mutex> lock(mutex_);
   LogCapture log;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    check_status(kiln_method_set_input(&method_, i, inputs[i].data, inputs[i].size),
+    const Buffer& in = inputs[i];
+    check_status(in.dims.empty() ? kiln_method_set_input(&method_, i, in.data, in.size)
+                                 : kiln_method_set_input_shaped(&method_, i, in.data, in.size, in.dims.data(),
+                                                                static_cast<uint32_t>(in.dims.size())),
                  "method '" + name_ + "' input " + std::to_string(i), log);
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -141,6 +150,13 @@ void MethodHandle::run(const std::vector<Buffer>& inputs, const std::vector<Buff
                  "method '" + name_ + "' output " + std::to_string(i), log);
   }
   check_status(kiln_method_execute(&method_), "method '" + name_ + "'", log);
+  std::vector<std::vector<int64_t>> extents;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    uint32_t rank = 0;
+    const int64_t* dims = kiln_method_output_dims(&method_, i, &rank);
+    extents.emplace_back(dims, dims + rank);
+  }
+  return extents;
 }
 
 void MethodHandle::set_threads(int threads) {

@@ -60,8 +60,18 @@ struct ArenaDescription {
   uint32_t group = 0;
 };
 
+// A dimension of an input bounded above (kiln_symbol_info).
+struct SymbolDescription {
+  std::string name;
+  size_t input = 0;
+  uint32_t axis = 0;
+  int64_t min = 1;
+  int64_t max = 1;
+};
+
 struct MethodDescription {
   std::string name;
+  std::vector<SymbolDescription> symbols;
   std::vector<TensorDescription> inputs, outputs;
   std::vector<ArenaDescription> arenas;
   uint64_t bookkeeping_bytes = 0;
@@ -100,8 +110,11 @@ class MethodHandle {
   struct Buffer {
     const void* data;
     size_t size;
+    std::vector<int64_t> dims;  // an input's extents, bound with them when given
   };
-  void run(const std::vector<Buffer>& inputs, const std::vector<Buffer>& outputs);
+  // Returns each output's extents after the run (those of outputs that
+  // follow an input bounded above are the run's).
+  std::vector<std::vector<int64_t>> run(const std::vector<Buffer>& inputs, const std::vector<Buffer>& outputs);
 
   // Kernels split their work across `threads` threads, this one included.
   void set_threads(int threads);

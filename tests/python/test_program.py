@@ -203,3 +203,27 @@ def test_a_device_program_makes_its_backend(mlp_path):
     assert any(a.device == "null:0" for a in m.arenas)
     y, z = p(X, S)
     np.testing.assert_allclose(y, mlp_reference(X), rtol=1e-5, atol=1e-5)
+
+
+def test_inputs_bounded_above(tmp_path):
+    # x: [n, 8] with n from 1 to 5, planned once; outputs follow n.
+    from onnx import TensorProto, helper, numpy_helper
+    w = np.linspace(-1, 1, 8 * 3, dtype=np.float32).reshape(8, 3)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])], "bounded",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])], [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    program = kiln.plan(model, input_shape={"x": ((1, 5), 8)})
+    method = program.methods["forward"]
+    assert method.bounds == [kiln.Bound("n", 0, 0, 1, 5)]
+    assert method.outputs[0].shape == (5, 3)
+    rng = np.random.default_rng(3)
+    for n in (1, 4, 5, 2):
+        x = rng.standard_normal((n, 8)).astype(np.float32)
+        (y,) = program(x)
+        assert y.shape == (n, 3)
+        np.testing.assert_allclose(y, np.maximum(x @ w, 0), rtol=1e-5, atol=1e-6)
+    with pytest.raises(kiln.RunError) as error:
+        program(np.zeros((6, 8), np.float32))
+    assert error.value.status == "ShapeMismatch"

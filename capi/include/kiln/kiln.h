@@ -121,7 +121,19 @@ typedef struct kiln_method_info {
   size_t num_inputs;
   size_t num_outputs;
   uint64_t bookkeeping_bytes; /* exact size of the bookkeeping buffer */
+  size_t num_symbols;         /* dimensions bounded above (kiln_program_symbol_info) */
 } kiln_method_info;
+
+/* A dimension of an input bounded above (kiln plan --input-shape
+ * NAME=MIN:MAXx...): input `input`'s axis `axis` takes any extent from min
+ * to max (kiln_method_set_input_shaped). */
+typedef struct kiln_symbol_info {
+  const char* name; /* the model's dimension name, or "input[axis]"; owned by the program */
+  size_t input;
+  uint32_t axis;
+  int64_t min;
+  int64_t max;
+} kiln_symbol_info;
 
 typedef struct kiln_arena_info {
   uint64_t size;
@@ -202,6 +214,8 @@ kiln_status kiln_program_may_share_arenas(const kiln_program* program, const cha
  * fit the method. */
 kiln_status kiln_method_load_shared(kiln_method* method, const kiln_program* program, const char* name,
                                     void* bookkeeping, size_t bookkeeping_size, void* buffer, size_t size);
+kiln_status kiln_program_symbol_info(const kiln_program* program, const char* method, size_t index,
+                                     kiln_symbol_info* out_info);
 /* Binds the application's buffers, zero copy, until bound again. */
 kiln_status kiln_method_set_input(kiln_method* method, size_t index, const void* data, size_t size);
 kiln_status kiln_method_set_output(kiln_method* method, size_t index, void* data, size_t size);
