@@ -13,7 +13,9 @@ activations, Conv on a bounded batch and on a bounded length with stride 2
 (an extent floor((L - 3) / 2) + 1), max and average pooling on a bounded
 height, Softmax along the bounded axis, LayerNormalization over two bounded
 dimensions at once, one attention head over a bounded sequence, and LSTM and
-GRU over a bounded sequence. Also:
+GRU over a bounded sequence, and torch's TransformerEncoderLayer exported
+with a dynamic sequence (its Reshapes fed by Shape, Gather and Concat).
+Also:
   - the arena is what the plan at the maximum needs, and one plan serves
     every size;
   - a size outside the bound, and two inputs that disagree on a shared
@@ -202,7 +204,21 @@ def positions():
     return m, {"x": "1x1:32x8"}, [1, 13, 32], lambda s: [randn(1, s, 8)], expected
 
 
-CASES = {"eltwise": eltwise, "positions": positions, "matmul": matmul, "conv_batch": conv_batch, "conv_length": conv_length,
+def torch_encoder():
+    # A transformer encoder layer as torch exports it: the heads' Reshapes
+    # get their shapes from Shape, Gather and Concat of the sequence length.
+    torch.manual_seed(5)
+    layer = torch.nn.TransformerEncoderLayer(32, 2, 64, batch_first=True, dropout=0.0).eval()
+    path = os.path.join(ARGS.workdir, "torch_encoder_export.onnx")
+    torch.onnx.export(layer, torch.randn(1, 6, 32), path, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {1: "seq"}, "y": {1: "seq"}}, opset_version=17)
+    def expected(x):
+        with torch.no_grad():
+            return [layer(t(x)).numpy()]
+    return onnx.load(path), {"x": "1x1:16x32"}, [1, 5, 16], lambda s: [randn(1, s, 32)], expected
+
+
+CASES = {"eltwise": eltwise, "torch_encoder": torch_encoder, "positions": positions, "matmul": matmul, "conv_batch": conv_batch, "conv_length": conv_length,
          "pooling": pooling, "softmax": softmax, "layer_norm": layer_norm, "attention": attention,
          "lstm": lambda: rnn("LSTM"), "gru": lambda: rnn("GRU")}
 
@@ -323,8 +339,12 @@ def capi(kiln, capi_test, workdir):
     expect("the C API binds and runs n = 5, 2, 6 of one plan", r.returncode == 0, r.stdout + r.stderr)
 
 
+ARGS = None
+
+
 def main():
-    args = test_args(with_only=True, extra=[("--capi-test", "tests/capi/bounded_test.c's binary")])
+    global ARGS
+    args = ARGS = test_args(with_only=True, extra=[("--capi-test", "tests/capi/bounded_test.c's binary")])
     run_each(CASES, args.only, lambda name: run_case(name, args.kiln, args.workdir))
     if not args.only:
         refusals(args.kiln, args.workdir)
