@@ -419,6 +419,10 @@ PlanOptions parse_plan_options(const Args& args) {
   options.compare_without_inplace = args.has("--compare-inplace");
   if (args.has("--inplace-ops")) options.inplace.ops = parse_op_list(args.get("--inplace-ops"));
   options.memory.regions = parse_region_options(args);
+  options.memory.hot_constants = args.has("--hot-constants");
+  if (options.memory.hot_constants && options.memory.regions.empty()) {
+    throw UsageError{"--hot-constants copies constants into memory regions: give --memory-region too"};
+  }
   return options;
 }
 
@@ -461,7 +465,7 @@ const std::vector<OptionSpec>& plan_option_specs() {
       {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
       {"--precision", true}, {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
       {"--tensor-parallel", true}, {"--allreduce", true}, {"--bundle-test", true}, {"--test-tolerance", true},
-      {"--memory-region", true}, {"--memory-regions", true}, {"--method", true}, {"--concurrent-methods", false},
+      {"--memory-region", true}, {"--memory-regions", true}, {"--hot-constants", false}, {"--method", true}, {"--concurrent-methods", false},
       {"--help", false}};
   // clang-format on
   return specs;

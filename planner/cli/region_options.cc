@@ -69,7 +69,9 @@ constexpr const char* kHelp =
     "                             G; SPEED fast, normal (default) or slow): each region is an arena of\n"
     "                             its own, within its size, and the planner puts the tensors read and\n"
     "                             written most per byte in the fastest (tcm:64K:fast, psram:8M:slow)\n"
-    "  --memory-regions FILE      the same, one region a line (NAME:SIZE[:SPEED] or NAME SIZE [SPEED])\n";
+    "  --memory-regions FILE      the same, one region a line (NAME:SIZE[:SPEED] or NAME SIZE [SPEED])\n"
+    "  --hot-constants            copy the constants read most per byte into the room the fast\n"
+    "                             regions have left, once at load (weights out of flash into TCM)\n";
 
 }  // namespace
 
@@ -120,6 +122,12 @@ void print_regions(const LMethod& method) {
                 arena.region.c_str(), memory::region_speed_name(static_cast<memory::RegionSpeed>(arena.speed)),
                 group_digits(arena.capacity).c_str(), a, group_digits(arena.size).c_str(),
                 group_digits(arena.lower_bound).c_str(), group_digits(arena.traffic).c_str());
+  }
+  for (const LArena& arena : method.arenas) {
+    if (arena.hot_constants == 0) continue;
+    std::printf("  hot consts:  %d constants (%s bytes) copied into '%s' at load: %s bytes of reads a run there\n",
+                arena.hot_constants, group_digits(arena.hot_constant_bytes).c_str(), arena.region.c_str(),
+                group_digits(arena.hot_constant_reads).c_str());
   }
   std::printf("  traffic:     %s bytes a run in the %s regions, against %s with every tensor there (%.1f%%)\n",
               group_digits(slowest).c_str(), memory::region_speed_name(static_cast<memory::RegionSpeed>(slowest_speed)),

@@ -106,6 +106,12 @@ struct LArena {
   uint64_t capacity = 0;
   int speed = 1;
   uint64_t traffic = 0;
+  // Constants copied into the region at load (memory/regions.h,
+  // --hot-constants): how many, their bytes (after the planned tensors)
+  // and the bytes a run reads of them (part of `traffic`).
+  int hot_constants = 0;
+  uint64_t hot_constant_bytes = 0;
+  uint64_t hot_constant_reads = 0;
 };
 
 // A group of ranks running collectives together (groups are numbered from 0).

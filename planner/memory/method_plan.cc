@@ -146,6 +146,7 @@ void plan_method_memory(LMethod& method, const MethodPlanOptions& options) {
     plan_arena(method, method.arenas[a], a, members[a], lt, options.solve);
     check_region_capacity(method.arenas[a]);
   }
+  if (options.hot_constants) copy_hot_constants(method, options.regions, options.alignment);
 }
 
 }  // namespace kiln::planner::memory

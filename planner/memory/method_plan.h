@@ -24,6 +24,9 @@ struct MethodPlanOptions {
   std::function<uint32_t(const fb::Device&)> device_alignment;
   // Memory regions of the host (memory/regions.h); empty: one host arena.
   std::vector<MemoryRegion> regions;
+  // With regions: copy the constants read most per byte into the fast
+  // regions' room left after planning, at load (memory/regions.h).
+  bool hot_constants = false;
 };
 
 // First and last instruction touching each tensor's bytes, per root tensor

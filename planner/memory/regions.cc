@@ -140,4 +140,66 @@ void check_region_capacity(const LArena& arena) {
        " bytes over; give it more, or add a region");
 }
 
+void copy_hot_constants(LMethod& method, const std::vector<MemoryRegion>& regions, uint32_t alignment) {
+  // Readers of each CPU constant: kernel inputs on the CPU.
+  std::vector<int> readers(method.tensors.size(), 0);
+  for (const LInstruction& ins : method.instructions) {
+    if (ins.kind != LInstruction::Kind::kKernel || ins.device.type() != fb::DeviceType::CPU) continue;
+    for (int t : ins.inputs) {
+      if (t >= 0) ++readers[static_cast<size_t>(t)];
+    }
+  }
+  std::vector<int> candidates;
+  for (size_t t = 0; t < method.tensors.size(); ++t) {
+    const LTensor& c = method.tensors[t];
+    if (c.storage == Storage::kConstant && c.device.type() == fb::DeviceType::CPU && readers[t] > 0 && c.nbytes() > 0) {
+      candidates.push_back(static_cast<int>(t));
+    }
+  }
+  // Reads per byte are the readers' count: most readers first, then smaller.
+  std::stable_sort(candidates.begin(), candidates.end(), [&](int a, int b) {
+    if (readers[static_cast<size_t>(a)] != readers[static_cast<size_t>(b)]) {
+      return readers[static_cast<size_t>(a)] > readers[static_cast<size_t>(b)];
+    }
+    return method.tensors[static_cast<size_t>(a)].nbytes() < method.tensors[static_cast<size_t>(b)].nbytes();
+  });
+  std::vector<int> copy_of(method.tensors.size(), -1);
+  for (size_t r = 0; r < regions.size() && r < method.arenas.size(); ++r) {
+    if (regions[r].speed != RegionSpeed::kFast) continue;
+    LArena& arena = method.arenas[r];
+    for (int c : candidates) {
+      if (copy_of[static_cast<size_t>(c)] >= 0) continue;
+      const uint64_t bytes = method.tensors[static_cast<size_t>(c)].nbytes();
+      const uint64_t offset = (arena.size + alignment - 1) / alignment * alignment;
+      if (offset + bytes > arena.capacity) continue;
+      LTensor copy = method.tensors[static_cast<size_t>(c)];
+      copy.name += "/in_" + regions[r].name;
+      copy.storage = Storage::kPlanned;
+      copy.constant = -1;
+      copy.persistent = true;
+      copy.arena = static_cast<int>(r);
+      copy.region = static_cast<int>(r);
+      copy.offset = offset;
+      copy_of[static_cast<size_t>(c)] = method.add_tensor(std::move(copy));
+      arena.size = offset + bytes;
+      ++arena.hot_constants;
+      arena.hot_constant_bytes += bytes;
+      arena.hot_constant_reads += bytes * static_cast<uint64_t>(readers[static_cast<size_t>(c)]);
+      arena.traffic += bytes * static_cast<uint64_t>(readers[static_cast<size_t>(c)]);
+      LInstruction load;
+      load.kind = LInstruction::Kind::kCopy;
+      load.inputs = {c};
+      load.outputs = {copy_of[static_cast<size_t>(c)]};
+      load.name = method.tensors[static_cast<size_t>(c)].name + " to " + regions[r].name;
+      method.init_instructions.push_back(std::move(load));
+    }
+  }
+  for (LInstruction& ins : method.instructions) {
+    if (ins.kind != LInstruction::Kind::kKernel || ins.device.type() != fb::DeviceType::CPU) continue;
+    for (int& t : ins.inputs) {
+      if (t >= 0 && copy_of[static_cast<size_t>(t)] >= 0) t = copy_of[static_cast<size_t>(t)];
+    }
+  }
+}
+
 }  // namespace kiln::planner::memory

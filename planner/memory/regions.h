@@ -65,6 +65,17 @@ bool region_candidate(const LTensor& t);
 std::vector<int> assign_regions(const LMethod& method, const Lifetimes& lifetimes,
                                 const std::vector<MemoryRegion>& regions, uint32_t alignment, Algorithm algorithm);
 
+// Hot constants (`kiln plan --hot-constants`): after every region is
+// planned, the room a fast region has left (its capacity less its plan)
+// takes copies of constants, made once at load by a load-time copy and read
+// by the kernels instead of the program's copy (in flash, on a
+// microcontroller). Constants read by CPU kernels, most reads per byte
+// first (a constant read by three kernels before one read once), then the
+// smaller; each takes the next aligned offset after the plan while it fits,
+// so no planned tensor moves and the copies live for the whole method. A
+// region's traffic then counts those reads too.
+void copy_hot_constants(LMethod& method, const std::vector<MemoryRegion>& regions, uint32_t alignment);
+
 // Fails (PlanError) when a region's planned arena exceeds its capacity,
 // naming the region and the bytes over.
 void check_region_capacity(const LArena& arena);

@@ -359,6 +359,8 @@ void json_regions(JsonWriter& j, const LMethod& m) {
     j.field("capacity", arena.capacity);
     j.field("speed", memory::region_speed_name(static_cast<memory::RegionSpeed>(arena.speed)));
     j.field("size", arena.size).field("lower_bound", arena.lower_bound).field("traffic", arena.traffic);
+    j.field("hot_constants", static_cast<uint64_t>(arena.hot_constants));
+    j.field("hot_constant_bytes", arena.hot_constant_bytes).field("hot_constant_reads", arena.hot_constant_reads);
     j.end_object();
   }
   j.end_array();

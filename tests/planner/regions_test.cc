@@ -141,5 +141,52 @@ TEST(RegionsTest, TooLargeForTheFastRegionGoesSlow) {
   EXPECT_EQ(region_arena(r, "psram").traffic, 12 * kTensor);
 }
 
+// --hot-constants: the fast region's room after its plan takes copies of
+// the constants read most per byte, made once at load; the kernels read the
+// copies, and the outputs are the same bits.
+TEST(RegionsTest, HotConstantsFillTheFastRegionsRoom) {
+  GraphBuilder b;
+  const int x = b.input("x", {1024});
+  const int shared = b.ramp("shared", {1024});  // read by two kernels
+  const int once = b.ramp("once", {1024});      // read by one
+  const int big = b.ramp("big", {4, 1024});     // read by one, larger than the room left
+  const int p = b.node("Mul", {x, shared});
+  const int q = b.node("Add", {p, shared});
+  const int r = b.node("Sub", {q, once});
+  const int mean = b.node("ReduceMean", {big}, {{"axes", ints_attr({0})}, {"keepdims", int_attr(0)}});
+  b.output(b.node("Add", {r, mean}));
+  PlanOptions options =
+      with_regions({{"tcm", 4 * kTensor, RegionSpeed::kFast}, {"sram", 1 << 20, RegionSpeed::kNormal}});
+  const PlanResult plain = b.plan(options);
+  options.memory.hot_constants = true;
+  const PlanResult hot = b.plan(options);
+  ASSERT_TRUE(planner::verify_program(hot.bytes).empty());
+  const LArena& tcm = region_arena(hot, "tcm");
+  const LArena& plain_tcm = region_arena(plain, "tcm");
+  EXPECT_LE(tcm.size, tcm.capacity);
+  // 'shared' (two readers) and 'once' fit after the plan; 'big' does not.
+  EXPECT_EQ(tcm.hot_constants, 2);
+  EXPECT_EQ(tcm.hot_constant_bytes, 2 * kTensor);
+  EXPECT_EQ(tcm.hot_constant_reads, 3 * kTensor);
+  EXPECT_EQ(tcm.traffic, plain_tcm.traffic + 3 * kTensor);
+  const LMethod& m = hot.program.methods[0];
+  ASSERT_EQ(m.init_instructions.size(), 2u);
+  const std::string shared_name = b.graph().values[static_cast<size_t>(shared)].name;
+  const std::string once_name = b.graph().values[static_cast<size_t>(once)].name;
+  EXPECT_EQ(m.tensors[static_cast<size_t>(m.init_instructions[0].inputs[0])].name, shared_name);
+  for (const planner::LInstruction& ins : m.instructions) {
+    for (int t : ins.inputs) {
+      if (t < 0) continue;
+      const std::string& name = m.tensors[static_cast<size_t>(t)].name;
+      EXPECT_NE(name, shared_name) << "a kernel still reads the program's copy";
+      EXPECT_NE(name, once_name) << "a kernel still reads the program's copy";
+    }
+  }
+  // Without room nothing is copied; the outputs are the same either way.
+  options.memory.regions = {{"tcm", plain_tcm.size, RegionSpeed::kFast}, {"sram", 1 << 20, RegionSpeed::kNormal}};
+  EXPECT_EQ(region_arena(b.plan(options), "tcm").hot_constants, 0);
+  EXPECT_EQ(run_once(hot.bytes), run_once(plain.bytes));
+}
+
 }  // namespace
 }  // namespace kiln::testing
