@@ -22,7 +22,8 @@ def cli_arguments(options: Mapping[str, Any], known: Iterable[str], function: st
     """CLI arguments for keyword options, and the arrays given to --freeze.
 
     True is a flag, False or None leaves the option out; a dict is the
-    repeated NAME=VALUE form (a shape as 1x3x224x224); a list or tuple is a
+    repeated NAME=VALUE form (a shape as 1x3x224x224; memory regions as
+    {"tcm": "64K:fast"}, repeated NAME:SIZE[:SPEED]); a list or tuple is a
     comma list. An unknown keyword is an OptionError naming `function` and
     the keywords it takes (`listing`)."""
     known = set(known)
@@ -40,6 +41,9 @@ def cli_arguments(options: Mapping[str, Any], known: Iterable[str], function: st
             for name, item in value.items():
                 if option == "--freeze" and not isinstance(item, (str, os.PathLike)):
                     frozen[name] = np.asarray(item)
+                elif option == "--memory-region":
+                    # {"tcm": "64K:fast"}: NAME:SIZE[:SPEED], repeated.
+                    arguments.append(f"{option}={name}:{_value_text(item)}")
                 elif option == "--input-shape":
                     arguments.append(f"{option}={name}=" + "x".join(_dim_text(d) for d in item))
                 else:

@@ -107,6 +107,7 @@ class Arena:
     size: int
     alignment: int
     device: str
+    region: str  # its memory region (memory_region= at plan time), "" when none
     symmetric: bool  # shared across ranks for collectives
     group: int  # the communicator group of a symmetric arena
 

@@ -103,6 +103,7 @@ py::dict method_dict(const MethodDescription& m) {
     d["size"] = a.size;
     d["alignment"] = a.alignment;
     d["device"] = a.device;
+    d["region"] = a.region;
     d["symmetric"] = a.symmetric;
     d["group"] = a.group;
     arenas.append(d);

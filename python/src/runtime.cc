@@ -109,7 +109,8 @@ MethodDescription ProgramHandle::describe(const std::string& method) const {
   for (size_t i = 0; i < info.num_arenas; ++i) {
     kiln_arena_info a;
     check_status(kiln_program_arena_info(&program_, name, i, &a), "method '" + method + "'", log);
-    d.arenas.push_back({a.size, a.alignment, device_name(a.device_type, a.device_index), a.symmetric != 0, a.group});
+    d.arenas.push_back({a.size, a.alignment, device_name(a.device_type, a.device_index),
+                        a.region != nullptr ? a.region : "", a.symmetric != 0, a.group});
   }
   return d;
 }

@@ -56,6 +56,7 @@ struct ArenaDescription {
   uint64_t size = 0;
   uint32_t alignment = 0;
   std::string device;
+  std::string region;  // kiln plan --memory-region; "" when none
   bool symmetric = false;
   uint32_t group = 0;
 };

@@ -227,3 +227,16 @@ def test_inputs_bounded_above(tmp_path):
     with pytest.raises(kiln.RunError) as error:
         program(np.zeros((6, 8), np.float32))
     assert error.value.status == "ShapeMismatch"
+
+
+def test_memory_regions_and_hot_constants(mlp_path):
+    plain = kiln.plan(mlp_path, input_shape={"x": (4, 8)})
+    program = kiln.plan(mlp_path, input_shape={"x": (4, 8)}, memory_region={"tcm": "1K:fast", "sram": "64K"},
+                        hot_constants=True)
+    arenas = program.methods["forward"].arenas
+    assert [a.region for a in arenas[:2]] == ["tcm", "sram"]
+    assert arenas[0].size <= 1024
+    assert program.report()["regions"]["list"][0]["hot_constants"] > 0
+    y, z = program(X, S)
+    y0, z0 = plain(X, S)
+    assert np.array_equal(y, y0) and np.array_equal(z, z0)
