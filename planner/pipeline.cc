@@ -109,8 +109,20 @@ void plan_memory(Lowered& lowered, const PlanOptions& options) {
     memory::plan_method_memory(*lowered.baseline, baseline_options);
     saving.without = total_arena_bytes(*lowered.baseline);
   }
+  if (lowered.baseline && !memory_options.regions.empty()) {
+    // Reuse's saving against one host arena on both sides, not the regions'.
+    LMethod one_arena = method;
+    memory::MethodPlanOptions one_options = memory_options;
+    one_options.regions.clear();
+    one_options.hot_constants = false;
+    if (saving.estimated()) one_options.solve.algorithm = memory::Algorithm::kGreedyFirstFit;
+    memory::plan_method_memory(one_arena, one_options);
+    saving.with = saving.estimated() ? total_first_fit_bytes(one_arena) : total_arena_bytes(one_arena);
+  }
   memory::plan_method_memory(method, memory_options);
-  saving.with = saving.estimated() ? total_first_fit_bytes(method) : total_arena_bytes(method);
+  if (!lowered.baseline || memory_options.regions.empty()) {
+    saving.with = saving.estimated() ? total_first_fit_bytes(method) : total_arena_bytes(method);
+  }
   if (!lowered.baseline) saving.without = saving.with;
   // After the saving is measured: the signal words are no tensor's.
   result.all_reduce = choose_all_reduce(method, options.all_reduce);
