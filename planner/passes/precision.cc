@@ -21,6 +21,13 @@ bool keeps_fp32(const std::string& op) {
   return op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" || op.rfind("Reduce", 0) == 0;
 }
 
+// Kernels that only move elements: in 16 bits only where what they move
+// already is (else a Cast in and a Cast out would round bytes that were
+// only being moved).
+bool moves_only(const std::string& op) {
+  return op == "Copy" || op == "Transpose" || op == "Slice" || op == "Concat" || op == "Split";
+}
+
 bool is_device_kernel(const LInstruction& ins) { return ins.kind == Kind::kKernel && !is_host(ins.device); }
 
 HostTensor converted(const HostTensor& c, DType storage) {
@@ -66,6 +73,15 @@ class Rewriter {
       for (int t : ins.inputs) floats = floats && (t < 0 || dtype(t) == DType::FLOAT32);
       for (int t : ins.outputs) floats = floats && dtype(t) == DType::FLOAT32;
       low_[k] = floats && !keeps_fp32(ins.op) && options.keep_fp32.count(ins.name) == 0;
+    }
+    std::vector<bool> low_written(method_.tensors.size(), false);
+    for (size_t k = 0; k < list.size(); ++k) {
+      if (low_[k] && moves_only(list[k].op)) {
+        bool moves_16bit = false;
+        for (int t : list[k].inputs) moves_16bit = moves_16bit || (t >= 0 && low_written[static_cast<size_t>(t)]);
+        low_[k] = moves_16bit;
+      }
+      for (int t : list[k].outputs) low_written[static_cast<size_t>(t)] = low_[k];
     }
     for (const std::string& n : options.keep_fp32) {
       if (named.count(n) == 0) stats_.named_unknown.insert(n);

@@ -6,9 +6,10 @@
 //
 //   1. A device kernel runs on 16-bit storage unless it is known to need
 //      FP32 (Softmax and LogSoftmax, LayerNormalization's statistics, the
-//      reductions: kKeepsFp32 in precision.cc), the user named its model
-//      node (--keep-fp32), or an output it writes is also written by an
-//      instruction that stays FP32.
+//      reductions: keeps_fp32 in precision.cc), the user named its model
+//      node (--keep-fp32), it only moves elements (Copy, Transpose, Slice,
+//      Concat, Split) and none it reads was written in 16 bits, or an
+//      output it writes is also written by an instruction that stays FP32.
 //   2. A device tensor only such kernels touch becomes 16-bit in place.
 //   3. A device tensor they share with anything else (a copy to or from
 //      the host, a kernel kept FP32, a collective, the application) stays

@@ -29,9 +29,10 @@ only), fp16 and bf16. For each 16-bit plan:
              operands), each in exactly half the bytes;
   arenas     the CUDA arena bytes, less the largest planned cuBLASLt
              workspace (bytes, not elements: at least 1 MiB, it does not
-             halve), are at most 51% of the fp32 plan's (half, plus the
-             alignment of each tensor and the FP32 kept for Softmax and
-             LayerNormalization).
+             halve), are at most 55% of the fp32 plan's: half, plus what
+             stays FP32 at the edges of 16-bit storage (the input's device
+             copy and what only moves it, Softmax's and LayerNormalization's
+             operands, their weights) and each tensor's alignment.
 
 usage: cuda_precision_models.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
@@ -141,7 +142,7 @@ def check(name, kiln, workdir):
                plan_json["precision"] == precision and storage.get("dtype") == DTYPE[precision])
         check_storage(name, precision, tensors, fp32_tensors)
         ratio = device_bytes(plan_json) / device_bytes(fp32_plan)
-        expect(f"{name} {precision}: CUDA arena bytes (less the GEMM workspace) {ratio:.3f} of fp32's", ratio <= 0.51)
+        expect(f"{name} {precision}: CUDA arena bytes (less the GEMM workspace) {ratio:.3f} of fp32's", ratio <= 0.55)
         out = f"{base}.{precision}.out"
         r = run([kiln, "run", program, "--input", inp, "--output-dir", out], env=env)
         if not expect(f"{name} {precision} run", r.returncode == 0, last_line(r.stderr)):
