@@ -158,6 +158,16 @@ void print_devices(const LMethod& m, size_t delegates, const PlanResult& result)
   }
 }
 
+// --precision fp16/bf16: what 16-bit storage changed (passes/precision.h).
+void print_precision(const PlanResult& result) {
+  const PrecisionStats& p = result.precision_stats;
+  if (p.storage == DType::FLOAT32) return;
+  std::printf("  precision:   %s: %d device kernel%s on %s storage, %d kept FP32, %d cast%s, %d constant%s converted\n",
+              result.precision.c_str(), p.kernels_16bit, p.kernels_16bit == 1 ? "" : "s", dtype_str(p.storage).c_str(),
+              p.kernels_fp32, p.casts, p.casts == 1 ? "" : "s", p.constants_converted,
+              p.constants_converted == 1 ? "" : "s");
+}
+
 // The int8 share of the linear ops, the quantized inputs and outputs.
 void print_quantization(const LMethod& m, const PlanResult& result, const PlanOptions& options) {
   if (result.int8.int8_ops > 0) {
@@ -322,6 +332,7 @@ void print_summary(const std::string& model, const std::string& output, const Pl
     const PlanResult& stats = index < parts.size() ? parts[index] : result;
     print_method_counts(m, parts.empty() ? constant_bytes : method_constant_bytes(program, m), bookkeeping[index]);
     print_devices(m, delegate_counts[index], stats);
+    print_precision(stats);
     print_quantization(m, stats, options);
     print_bounds(m);
     print_inplace_and_fusion(stats);

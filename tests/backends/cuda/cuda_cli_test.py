@@ -9,8 +9,8 @@
 - `--precision tf32` is in the program (kiln inspect, plan.json) and its
   program matches NumPy under the host execution model (whose reference GEMM
   stays FP32); a backend that runs FP32 only (null) refuses it in one line.
-- `--precision fp16`: the delegate says fp16 (kiln inspect), plan.json
-  counts its 16-bit kernels (Softmax kept FP32), and its output is within
+- `--precision fp16`: the delegate says fp16 (kiln inspect), the plan's
+  summary and plan.json count its 16-bit kernels (Softmax kept FP32), and its output is within
   float16's rounding of NumPy's (2u sqrt(L+1), u = 2^-11, L = 16-bit
   kernels); `--keep-fp32 NODE` keeps that node's kernel FP32 too; a name
   no device kernel has, or --keep-fp32 without fp16/bf16, is refused.
@@ -87,8 +87,10 @@ def check_fp16(args, model, env, want):
     for keep, kernels_16bit in (([], 3), (["--keep-fp32", "Relu_2"], 2)):
         program = os.path.join(args.workdir, f"fp16_{len(keep)}.kiln")
         report = program + ".report"
-        subprocess.run([args.kiln, "plan", model, "-o", program, "--target", "cuda:0,cpu", "--precision", "fp16",
-                        "--report", report, *keep], check=True, stdout=subprocess.DEVNULL)
+        summary = subprocess.run([args.kiln, "plan", model, "-o", program, "--target", "cuda:0,cpu", "--precision",
+                                  "fp16", "--report", report, *keep], check=True, capture_output=True, text=True).stdout
+        if f"precision:   fp16: {kernels_16bit} device kernels on float16 storage" not in summary:
+            failures.append(f"fp16 {keep}: the plan's summary does not count its 16-bit kernels:\n{summary}")
         inspect = subprocess.run([args.kiln, "inspect", program], check=True, capture_output=True, text=True).stdout
         if "cuda:0, fp16," not in inspect:
             failures.append("kiln inspect does not show the delegate's fp16:\n" + inspect)
