@@ -27,7 +27,8 @@
 #                 torch.compile(mode="reduce-overhead"), each torch column
 #                 allowed to fail alone (bench/cuda_models.py run) [180];
 #   4. gemm       one 4096^3 GEMM's TFLOP/s through kiln (cuBLASLt) beside
-#                 torch.matmul in FP32 and TF32 (bench/cuda_models.py gemm) [45];
+#                 torch.matmul, in FP32, TF32, FP16 and BF16 (kiln plan
+#                 --precision; bench/cuda_models.py gemm) [45];
 #   5. bandwidth  element-wise kernels against a device-to-device copy
 #                 (bench/cuda_bandwidth.cu; target: 85% of the copy) [20];
 #   6. vulkan     the node tests and the encoder block planned for
