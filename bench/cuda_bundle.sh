@@ -25,6 +25,9 @@
 #                        and ONNX's expected outputs
 #   node_vulkan/<test>/  the same for --target vulkan:0,cpu (checked here on
 #                        lavapipe where it is installed)
+#   node_fp16/, node_bf16/  the same planned with --precision fp16 / bf16
+#                        (16-bit device tensors; ONNX's expected outputs,
+#                        checked within the storage's rounding)
 #   models/<name>/       mobilenet_v2, resnet18 and a transformer encoder
 #                        block planned for cuda:0,cpu (and encoder_block for
 #                        vulkan:0,cpu too), their input, kiln's CPU output
@@ -35,7 +38,8 @@
 # MODELS=a,b picks the models (default mobilenet_v2,resnet18,encoder_block),
 # VULKAN_MODELS those also planned for Vulkan (default encoder_block),
 # GEMM=N the GEMM size (0: none), NODE_TESTS=0 leaves the node tests out,
-# VULKAN=0 the Vulkan node tests (a build without KILN_WITH_VULKAN).
+# VULKAN=0 the Vulkan node tests (a build without KILN_WITH_VULKAN),
+# NODE_PRECISIONS the 16-bit node tests (default "fp16 bf16"; "" for none).
 # KILN_RUNNER=PATH carries that kiln-runner instead of building one (the
 # dry run's test does, with the release tree's). The bundle must stay under
 # KILN_BUNDLE_LIMIT_MB (default 60) packed: the check fails otherwise.
@@ -111,6 +115,12 @@ if [ "${NODE_TESTS:-1}" != 0 ]; then
   log "ONNX node tests for --target cuda:0,cpu (planned and checked here under the host execution model)"
   KILN_CUDA_EXECUTION=host "$build/tests/kiln_onnx_node_tests" --target cuda:0,cpu --export "$out/node" | tail -1
   keep_delegated "$out/node" cuda
+  for precision in ${NODE_PRECISIONS-fp16 bf16}; do
+    log "ONNX node tests for --target cuda:0,cpu --precision $precision"
+    KILN_CUDA_EXECUTION=host "$build/tests/kiln_onnx_node_tests" --target cuda:0,cpu --precision "$precision" \
+      --export "$out/node_$precision" | tail -1
+    keep_delegated "$out/node_$precision" cuda
+  done
   if [ "${VULKAN:-1}" != 0 ]; then
     log "ONNX node tests for --target vulkan:0,cpu"
     lavapipe=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -1 || true)
@@ -136,6 +146,7 @@ cuda_version=$("$nvcc" --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p
   echo "runner ${KILN_RUNNER:-built for sm_90}"
   echo "node cases $(find "$out" -path "$out/node/*/program.kiln" | wc -l)"
   echo "vulkan node cases $(find "$out" -path "$out/node_vulkan/*/program.kiln" | wc -l)"
+  echo "16-bit node cases $(find "$out" -path "$out/node_[fb][pf]16/*/program.kiln" | wc -l)"
   echo "models ${models:-none}"
   echo "gemm $gemm"
 } >"$out/MANIFEST"

@@ -21,13 +21,19 @@
 #   2. node       the ONNX node tests planned for cuda:0,cpu, each run three
 #                 times (direct launches, CUDA graph capture, replay), every
 #                 run checked against ONNX's expected outputs [75];
+#   2b. node16    the same node tests planned with --precision fp16 and bf16
+#                 (16-bit storage, cuBLASLt CUDA_R_16F/16BF), one run each,
+#                 within the storage's rounding: 4u of the element plus 4u of
+#                 the output's largest (u = 2^-11, 2^-8; kiln_onnx_node_tests
+#                 --precision) [25];
 #   3. models     mobilenet_v2, resnet18, the encoder block: kiln on cuda:0
 #                 against kiln on the CPU (1e-4, FP32) and PyTorch, batch-1
 #                 latency beside PyTorch eager and
 #                 torch.compile(mode="reduce-overhead"), each torch column
 #                 allowed to fail alone (bench/cuda_models.py run) [180];
 #   4. gemm       one 4096^3 GEMM's TFLOP/s through kiln (cuBLASLt) beside
-#                 torch.matmul in FP32 and TF32 (bench/cuda_models.py gemm) [45];
+#                 torch.matmul, in FP32, TF32, FP16 and BF16 (kiln plan
+#                 --precision; bench/cuda_models.py gemm) [45];
 #   5. bandwidth  element-wise kernels against a device-to-device copy
 #                 (bench/cuda_bandwidth.cu; target: 85% of the copy) [20];
 #   6. vulkan     the node tests and the encoder block planned for
@@ -95,7 +101,7 @@ step() {
   echo "[$name: $how in $took s]"
 }
 
-want() { [[ " ${STEPS:-node models gemm bandwidth vulkan collectives} " == *" $1 "* ]]; }
+want() { [[ " ${STEPS:-node node16 models gemm bandwidth vulkan collectives} " == *" $1 "* ]]; }
 
 echo "# bench/cuda_gpu.sh $([ $dry = 1 ] && echo '--dry-run ')$1"
 echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n); tree $(git rev-parse HEAD 2>/dev/null || echo '(not a git checkout)')"
@@ -175,6 +181,22 @@ vulkan_runs=
 export bundle work runner dry py vulkan_runs
 if want node && [ "$node_cases" -gt 0 ]; then
   step node 75 "$runner" check "$bundle/node" --runs 3 --min-cases "$node_cases"
+fi
+# 4u, u the unit roundoff of each 16-bit storage.
+node16() {
+  local precision u cases
+  set -o pipefail
+  for precision in fp16 bf16; do
+    [ -d "$bundle/node_$precision" ] || continue
+    u=$([ $precision = fp16 ] && echo 0.001953125 || echo 0.015625)
+    cases=$(find "$bundle/node_$precision" -name program.kiln | wc -l)
+    echo "$precision: $cases cases"
+    "$runner" check "$bundle/node_$precision" --rtol $u --norm-atol $u --min-cases "$cases" 2>&1 | tail -15 || return 1
+  done
+}
+export -f node16
+if want node16 && { [ -d "$bundle/node_fp16" ] || [ -d "$bundle/node_bf16" ]; }; then
+  step node16 25 bash -c node16
 fi
 
 torch_flag=()

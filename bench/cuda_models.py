@@ -27,8 +27,9 @@
   gemm    (on the GPU machine) one N x N x N GEMM's TFLOP/s through kiln
           (cuBLASLt), from two programs of the bundle (X times itself once,
           and 9 times: their latency difference is 8 GEMMs, the copies
-          cancelling), planned with --precision fp32 and tf32, beside
-          torch.matmul in FP32 and TF32.
+          cancelling), planned with --precision fp32, tf32, fp16 and bf16
+          (16-bit storage: cuBLASLt CUDA_R_16F / CUDA_R_16BF with FP32
+          compute), beside torch.matmul in FP32, TF32, FP16 and BF16.
   Weights are rounded to BF16 values (model_and_input). Each PyTorch
   column may fail alone (nan, the reason on stderr), and a model kiln-runner
   fails on is a row marked failed: the other rows stay. --load-only (the dry
@@ -231,7 +232,7 @@ def run(args):
 
 
 GEMM_CHAIN = 9
-GEMM_PRECISIONS = ("fp32", "tf32")
+GEMM_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
 
 def gemm_bundle(out, kiln, n):
@@ -262,7 +263,7 @@ def gemm_bundle(out, kiln, n):
 
 
 def gemm_run(args):
-    """kiln's GEMM TFLOP/s (FP32) from the two chains, beside torch.matmul in FP32 and TF32 on the same GPU."""
+    """kiln's GEMM TFLOP/s in each precision from the two chains, beside torch.matmul in the same on the same GPU."""
     with open(os.path.join(args.bundle, "meta.json")) as f:
         meta = json.load(f)
     n, chain = meta["n"], meta["chain"]
@@ -273,6 +274,8 @@ def gemm_run(args):
     print(f"| GEMM {n}x{n}x{n} | TFLOP/s | how |")
     print("|---|---|---|", flush=True)
     flop = 2.0 * n ** 3 * (chain - 1)
+    # kiln and torch.matmul row by row, per precision, so a step cut short
+    # keeps the pairs it measured.
     for precision in GEMM_PRECISIONS:
         def kiln_tflops():
             ms = {c: runner_ms(args.runner, args.bundle, os.path.join(args.workdir, f"out_{c}"), args.runs,
@@ -283,17 +286,18 @@ def gemm_run(args):
         label = f"kiln cuda:0 {precision.upper()}"
         print(f"| {label} | {torch_column(label, 'gemm', kiln_tflops):.1f} | {chain} GEMMs less 1, copies cancel |",
               flush=True)
-    if not args.no_torch:
-        for label, tf32 in (("torch.matmul FP32", False), ("torch.matmul TF32", True)):
-            print(f"| {label} | {torch_column(label, 'gemm', lambda: torch_tflops(n, tf32)):.1f} | 20 calls |",
+        if not args.no_torch:
+            label = f"torch.matmul {precision.upper()}"
+            print(f"| {label} | {torch_column(label, 'gemm', lambda: torch_tflops(n, precision)):.1f} | 20 calls |",
                   flush=True)
     return 0
 
 
-def torch_tflops(n, tf32):
+def torch_tflops(n, precision):
     import torch
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    x = torch.randn(n, n, device="cuda") / n ** 0.5
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
+    x = (torch.randn(n, n, device="cuda") / n ** 0.5).to(dtype)
     ms = torch_ms(lambda v: torch.matmul(v, v), x, 20)
     return 2.0 * n ** 3 / ms / 1e9
 

@@ -35,6 +35,20 @@ void fold(Graph& graph, const PlanOptions& options) {
   eliminate_dead_nodes(graph);
 }
 
+// --precision fp16|bf16: device tensors in 16 bits (passes/precision.h).
+void store_precision(LMethod& method, PlanResult& result, const PlanOptions& options) {
+  PrecisionOptions precision;
+  precision.precision = options.precision;
+  precision.keep_fp32 = options.keep_fp32;
+  result.precision_stats = store_16bit(method, result.program, precision);
+  if (!result.precision_stats.named_unknown.empty()) {
+    std::string names;
+    for (const std::string& n : result.precision_stats.named_unknown) names += (names.empty() ? "'" : ", '") + n + "'";
+    fail("--keep-fp32: no device kernel comes from node ", names,
+         " (it keeps FP32 only nodes that run on a device, with --precision fp16 or bf16)");
+  }
+}
+
 // A method lowered and placed, before memory planning; `baseline` is the
 // same method without in-place reuse (to measure what reuse saved).
 struct Lowered {
@@ -72,6 +86,7 @@ Lowered lower_stage(Graph graph, const PlanOptions& options) {
   LMethod& method = lower_graph(graph, result.program, options.method_name, devices, options.lower);
   result.round_trips_removed = remove_round_trips(method);
   cluster_copies(method);
+  store_precision(method, result, options);
   if (options.plan_io) {
     for (LTensor& t : method.tensors) {
       if (t.storage == Storage::kUser) t.user_fallback = true;

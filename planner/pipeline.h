@@ -17,6 +17,8 @@
 //   -> lower to kernel calls, with copies      (lower/, ops/)
 //      where a tensor crosses devices
 //   -> remove copy round trips, cluster copies (passes/copies)
+//   -> 16-bit storage on devices, with Casts   (passes/precision)
+//      where it meets FP32 (--precision fp16|bf16)
 //   -> in-place reuse and views                (passes/inplace)
 //   -> symmetric placement of collective inputs (passes/symmetric)
 //   -> with bounded inputs: lowered again at   (passes/bounds)
@@ -33,6 +35,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,6 +49,7 @@
 #include "passes/fuse.h"
 #include "passes/infer.h"
 #include "passes/inplace.h"
+#include "passes/precision.h"
 #include "passes/qdq.h"
 #include "passes/symmetric.h"
 #include "passes/tensor_parallel.h"
@@ -80,6 +84,9 @@ struct PlanOptions {
   // cores on FP32 storage), "fp16", "bf16"; a device backend that cannot
   // refuses the plan, the CPU ignores it (check_precision).
   std::string precision = "fp32";
+  // With fp16/bf16: model nodes whose device kernels stay FP32 beside the
+  // ops known to need it (passes/precision.h).
+  std::set<std::string> keep_fp32;
   std::map<std::string, int> device_counts;
   // Node name -> device it must run on.
   std::map<std::string, std::string> placements;
@@ -122,6 +129,7 @@ struct InplaceSaving {
 
 struct PlanResult {
   std::string precision = "fp32";  // PlanOptions::precision, for the report
+  PrecisionStats precision_stats;  // what 16-bit storage changed (passes/precision.h)
   Graph graph;                     // after folding and dead-node removal
   LProgram program;                // lowered and planned
   std::string bytes;               // the .kiln file

@@ -67,8 +67,11 @@ constexpr const char* kHelp =
     "  --place NODE=DEVICE        run a node on a given device of the target list\n"
     "  --device-io                keep method inputs and outputs on the device that reads or writes them\n"
     "  --precision P              arithmetic of device delegates: fp32 (default), tf32 (cuda: TF32 tensor\n"
-    "                             cores on FP32 storage), fp16, bf16; a device backend that cannot run it\n"
-    "                             refuses the plan, the CPU ignores it\n"
+    "                             cores on FP32 storage), fp16 or bf16 (cuda: device tensors stored in 16\n"
+    "                             bits, half the arena bytes, FP32 accumulation; Softmax, LayerNormalization\n"
+    "                             and reductions stay FP32; Casts in the delegate where 16 bits meet FP32);\n"
+    "                             a device backend that cannot run it refuses the plan, the CPU ignores it\n"
+    "  --keep-fp32 NODE[,NODE]    with fp16/bf16: these model nodes' device kernels stay FP32 (repeatable)\n"
     "  --ranks N                  ranks running the program together: the group AllReduce nodes\n"
     "                             of the model reduce over (default 1)\n"
     "  --tensor-parallel N        split MatMul/Gemm pairs and attention heads across N ranks, with an\n"
@@ -94,6 +97,17 @@ void parse_precision_option(const Args& args, PlanOptions& options) {
   if (options.precision != "fp32" && options.precision != "tf32" && options.precision != "fp16" &&
       options.precision != "bf16") {
     throw UsageError{"--precision must be fp32, tf32, fp16 or bf16"};
+  }
+  for (const std::string& list : args.all("--keep-fp32")) {
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      if (comma > start) options.keep_fp32.insert(list.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  if (!options.keep_fp32.empty() && options.precision != "fp16" && options.precision != "bf16") {
+    throw UsageError{"--keep-fp32 goes with --precision fp16 or bf16"};
   }
 }
 
@@ -142,6 +156,16 @@ void print_devices(const LMethod& m, size_t delegates, const PlanResult& result)
         m.init_instructions.size(), m.init_instructions.size() == 1 ? "" : "s", result.round_trips_removed,
         result.round_trips_removed == 1 ? "" : "s");
   }
+}
+
+// --precision fp16/bf16: what 16-bit storage changed (passes/precision.h).
+void print_precision(const PlanResult& result) {
+  const PrecisionStats& p = result.precision_stats;
+  if (p.storage == DType::FLOAT32) return;
+  std::printf("  precision:   %s: %d device kernel%s on %s storage, %d kept FP32, %d cast%s, %d constant%s converted\n",
+              result.precision.c_str(), p.kernels_16bit, p.kernels_16bit == 1 ? "" : "s", dtype_str(p.storage).c_str(),
+              p.kernels_fp32, p.casts, p.casts == 1 ? "" : "s", p.constants_converted,
+              p.constants_converted == 1 ? "" : "s");
 }
 
 // The int8 share of the linear ops, the quantized inputs and outputs.
@@ -308,6 +332,7 @@ void print_summary(const std::string& model, const std::string& output, const Pl
     const PlanResult& stats = index < parts.size() ? parts[index] : result;
     print_method_counts(m, parts.empty() ? constant_bytes : method_constant_bytes(program, m), bookkeeping[index]);
     print_devices(m, delegate_counts[index], stats);
+    print_precision(stats);
     print_quantization(m, stats, options);
     print_bounds(m);
     print_inplace_and_fusion(stats);
@@ -463,7 +488,7 @@ const std::vector<OptionSpec>& plan_option_specs() {
       {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
       {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
       {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
-      {"--precision", true}, {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
+      {"--precision", true}, {"--keep-fp32", true}, {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
       {"--tensor-parallel", true}, {"--allreduce", true}, {"--bundle-test", true}, {"--test-tolerance", true},
       {"--memory-region", true}, {"--memory-regions", true}, {"--hot-constants", false}, {"--method", true}, {"--concurrent-methods", false},
       {"--help", false}};

@@ -418,6 +418,18 @@ std::string plan_json(const PlanResult& result) {
   const LMethod& m = program.methods.front();
   j.field("method", m.name);
   j.field("precision", result.precision);
+  const PrecisionStats& p = result.precision_stats;
+  if (p.storage != DType::FLOAT32) {
+    // passes/precision.h: what 16-bit storage changed.
+    j.key("precision_storage").begin_object();
+    j.field("dtype", dtype_str(p.storage));
+    j.field("kernels_16bit", static_cast<uint64_t>(p.kernels_16bit));
+    j.field("kernels_fp32", static_cast<uint64_t>(p.kernels_fp32));
+    j.field("casts", static_cast<uint64_t>(p.casts));
+    j.field("tensors_16bit", static_cast<uint64_t>(p.tensors_16bit));
+    j.field("constants_converted", static_cast<uint64_t>(p.constants_converted));
+    j.end_object();
+  }
   j.field("instructions", static_cast<uint64_t>(m.instructions.size()));
   // Inputs bounded above (kiln plan --input-shape x=MIN:MAX...).
   j.key("bounds").begin_array();

@@ -11,14 +11,17 @@
 //       DIR/output_<i>.bin (raw bytes). --runs 0 loads and binds only: with
 //       an instruction counter, count(runs=N) - count(runs=0) is N
 //       inferences and nothing else (bench/arm64).
-//   kiln-runner check DIR [--rtol R] [--atol A] [--min-cases N] [--runs N]
+//   kiln-runner check DIR [--rtol R] [--atol A] [--norm-atol F] [--min-cases N] [--runs N]
 //       Every folder under DIR holding program.kiln (or DIR itself) is a
 //       case: inputs input_<i>.bin, expected outputs expected_<i>.bin,
 //       written by the host's conformance runner (kiln_onnx_node_tests
 //       --export) or bench/arm64/export_models.sh. Floats must agree within
 //       atol + rtol * |expected| (NaN with NaN, infinities by sign), other
 //       dtypes exactly, after each of --runs executions (default 1; the
-//       CUDA backend's third replays a captured graph). Exit 1 on any
+//       CUDA backend's third replays a captured graph). --norm-atol F
+//       raises atol to F * max|expected| of each output (cases planned
+//       with --precision fp16/bf16, whose errors scale with the output's
+//       largest values: kiln_onnx_node_tests --precision). Exit 1 on any
 //       failure or fewer than N cases.
 //   kiln-runner isa [--expect PATH]
 //       Prints the CPU path the kernels take ("cpu path neon"); with
@@ -279,7 +282,8 @@ double float_at(const std::string& bytes, kiln::DType t, size_t i) {
 }
 
 // "" when `got` matches `want` (tensor of dtype t).
-std::string compare(const std::string& got, const std::string& want, kiln::DType t, double rtol, double atol) {
+std::string compare(const std::string& got, const std::string& want, kiln::DType t, double rtol, double atol,
+                    double norm_atol) {
   if (got.size() != want.size()) {
     return std::to_string(got.size()) + " bytes, expected " + std::to_string(want.size());
   }
@@ -290,6 +294,10 @@ std::string compare(const std::string& got, const std::string& want, kiln::DType
     return "";
   }
   const size_t n = got.size() / kiln::dtype_size(t);
+  for (size_t i = 0; i < n && norm_atol > 0; ++i) {
+    const double b = std::fabs(float_at(want, t, i));
+    if (std::isfinite(b)) atol = std::max(atol, norm_atol * b);
+  }
   for (size_t i = 0; i < n; ++i) {
     const double a = float_at(got, t, i), b = float_at(want, t, i);
     if (std::isnan(a) && std::isnan(b)) continue;
@@ -316,7 +324,7 @@ std::vector<std::string> list_dir(const std::string& dir) {
 }
 
 // One case of `check`: "" when it passes.
-std::string check_case(const std::string& dir, double rtol, double atol, long runs) {
+std::string check_case(const std::string& dir, double rtol, double atol, double norm_atol, long runs) {
   Loaded loaded;
   std::string error;
   if (!load(dir + "/program.kiln", "forward", &loaded, &error)) return error;
@@ -336,7 +344,7 @@ std::string check_case(const std::string& dir, double rtol, double atol, long ru
     const kiln::Error e = loaded.method->execute();
     if (e != kiln::Error::kOk) return "execute" + run + ": " + kiln::error_name(e);
     for (size_t i = 0; i < outputs.size(); ++i) {
-      const std::string diff = compare(outputs[i], wants[i], loaded.method->output(i)->dtype(), rtol, atol);
+      const std::string diff = compare(outputs[i], wants[i], loaded.method->output(i)->dtype(), rtol, atol, norm_atol);
       if (!diff.empty()) return "output " + std::to_string(i) + run + ": " + diff;
       if (r + 1 < runs) std::memset(outputs[i].data(), 0xff, outputs[i].size());  // NaNs: stale outputs fail
     }
@@ -347,7 +355,7 @@ std::string check_case(const std::string& dir, double rtol, double atol, long ru
 int cmd_check(int argc, char** argv) {
   std::string root;
   // ONNX's backend test tolerances.
-  double rtol = 1e-3, atol = 1e-5;
+  double rtol = 1e-3, atol = 1e-5, norm_atol = 0;
   long min_cases = 1, runs = 1;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
@@ -355,6 +363,8 @@ int cmd_check(int argc, char** argv) {
       rtol = std::atof(argv[++i]);
     } else if (a == "--atol" && i + 1 < argc) {
       atol = std::atof(argv[++i]);
+    } else if (a == "--norm-atol" && i + 1 < argc) {
+      norm_atol = std::atof(argv[++i]);
     } else if (a == "--min-cases" && i + 1 < argc) {
       min_cases = std::atol(argv[++i]);
     } else if (a == "--runs" && i + 1 < argc) {
@@ -376,7 +386,7 @@ int cmd_check(int argc, char** argv) {
   }
   long pass = 0, fail = 0;
   for (const std::string& dir : cases) {
-    const std::string why = check_case(dir, rtol, atol, runs);
+    const std::string why = check_case(dir, rtol, atol, norm_atol, runs);
     if (why.empty()) {
       ++pass;
     } else {

@@ -26,6 +26,9 @@
 //     stops and reports cudaErrorLaunchFailure, instead of hanging;
 //   - threads that exit count as arrived at later block barriers (as on
 //     sm_70 and later);
+//   - the 16-bit float types (__half, __nv_bfloat16) are software types
+//     with the GPU's conversions (round to nearest even), so kernels that
+//     store in 16 bits round exactly as on a GPU;
 //   - __trap() ends the launch: its block's threads return (the kernel
 //     returns after the call), no later block runs, and the launch fails
 //     with cudaErrorLaunchFailure, as a trap fails it on a GPU.
@@ -46,6 +49,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "kiln/kernels/float16.h"
 
 namespace kiln::backends::cuda::hostexec {
 
@@ -271,5 +276,21 @@ inline void __nanosleep(unsigned) {
   ::kiln::backends::cuda::hostexec::yield();
   ::kiln::backends::cuda::hostexec::relax();
 }
+
+// The 16-bit float storage types (cuda_fp16.h, cuda_bf16.h) in software: the
+// bits and CUDA's conversions to and from float, rounding to nearest, ties
+// to even, as the GPU's __float2half_rn and __float2bfloat16_rn do (the
+// bit-exact conversions of kiln/kernels/float16.h). Arithmetic is never
+// done on them: kernels convert to float, compute, and round on store.
+struct __half {
+  uint16_t bits;
+};
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline float __half2float(__half h) { return ::kiln::half_to_float(h.bits); }
+inline __half __float2half_rn(float f) { return __half{::kiln::float_to_half(f)}; }
+inline float __bfloat162float(__nv_bfloat16 h) { return ::kiln::bfloat16_to_float(h.bits); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16{::kiln::float_to_bfloat16(f)}; }
 
 #endif  // KILN_BACKENDS_CUDA_HOSTEXEC_HOSTEXEC_H_

@@ -61,7 +61,7 @@ void register_cuda_backend_planner() {
                         cuda::delegate_state_bytes(0, 1) - fixed,
                         {},
                         {}};
-  spec.precisions = {"fp32", "tf32"};
+  spec.precisions = {"fp32", "tf32", "fp16", "bf16"};
   spec.kernel_scratch = [](const std::string& kernel, int64_t output_elements) -> uint64_t {
     return kernel == "Gemm" || kernel == "MatMul" ? backends::cuda::gemm_workspace_bytes(output_elements) : 0;
   };

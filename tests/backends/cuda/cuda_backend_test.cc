@@ -15,11 +15,15 @@
 //     launch is captured as a CUDA graph and replayed like a delegate's;
 //     a peer that never arrives fails the execute with kPeerFailed and
 //     messages naming it, within about the communicator's timeout, instead
-//     of hanging (one-shot and two-shot).
+//     of hanging (one-shot and two-shot);
+//   - --precision fp16/bf16: the delegate's tensors in 16 bits, its output
+//     within the rounding the storage allows; a kernel mixing storage
+//     types refused at load.
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <thread>
 
@@ -231,9 +235,9 @@ std::string precision_of(const std::string& bytes) {
 TEST(CudaBackendTest, PrecisionTf32IsPlannedForCudaRefusedByFp32BackendsAndIgnoredByTheCpu) {
   const std::string tf32 = plan("cuda:0,cpu", "tf32").bytes;
   EXPECT_EQ(precision_of(tf32), "tf32");
-  EXPECT_EQ(precision_of(program_bytes()), "");                  // fp32: no spec, as before
-  EXPECT_THROW(plan("cuda:0,cpu", "fp16"), planner::PlanError);  // not yet on CUDA
+  EXPECT_EQ(precision_of(program_bytes()), "");  // fp32: no spec, as before
   EXPECT_THROW(plan("null:0,cpu", "tf32"), planner::PlanError);
+  EXPECT_THROW(plan("null:0,cpu", "fp16"), planner::PlanError);
   EXPECT_THROW(plan("cuda:0,cpu", "fp64"), planner::PlanError);
   EXPECT_NO_THROW(plan("cpu", "bf16"));
   // The host execution model runs the TF32 program (its reference GEMM stays FP32).
@@ -248,12 +252,77 @@ TEST(CudaBackendTest, PrecisionTf32IsPlannedForCudaRefusedByFp32BackendsAndIgnor
     const std::string fp16 = mutate_program(tf32, [](fb::ProgramT& program) {
       for (auto& d : program.methods[0]->delegates) {
         for (auto& spec : d->compile_specs) {
-          if (spec->key == "precision") spec->value = {'f', 'p', '1', '6'};
+          if (spec->key == "precision") spec->value = {'i', 'n', 't', '4'};
         }
       }
     });
     EXPECT_NE(Loaded(backend, {}, fp16).error(), Error::kOk);
   }
+  backend.shutdown();
+}
+
+// How many tensors of `bytes` on a CUDA device have `dtype`.
+int device_tensors_of(const std::string& bytes, fb::DType dtype) {
+  int found = 0;
+  mutate_program(bytes, [&](fb::ProgramT& program) {
+    for (const auto& t : program.methods[0]->tensors) {
+      found += t->dtype == dtype && t->device && t->device->type() == fb::DeviceType::CUDA;
+    }
+  });
+  return found;
+}
+
+// --precision fp16 / bf16: the delegate's tensors are stored in 16 bits
+// (the input's device copy stays float32: a Cast in the delegate converts
+// it), the output comes back float32. x * w + b with x = scale * (-2 .. 2),
+// w and b multiples of 0.5 and 0.25: with scale 1 and 0.75 every value is
+// exact in both formats, so the output is exact; with scale 1/3, x is
+// rounded once (the Cast) and the product and the sum once each as they
+// are stored, each by at most u (2^-11 for float16, 2^-8 for bfloat16:
+// rounding to nearest), so |error| <= 3u (|x w| + |b|) to first order.
+TEST(CudaBackendTest, Fp16AndBf16StoreTheDelegatesTensorsIn16BitsWithinTheirRounding) {
+  cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+  for (const char* precision : {"fp16", "bf16"}) {
+    SCOPED_TRACE(precision);
+    const bool half = std::string(precision) == "fp16";
+    const std::string bytes = plan("cuda:0,cpu", precision).bytes;
+    EXPECT_EQ(precision_of(bytes), precision);
+    EXPECT_GE(device_tensors_of(bytes, half ? fb::DType::FLOAT16 : fb::DType::BFLOAT16), 4);  // w, b, x*w, +b
+    EXPECT_EQ(device_tensors_of(bytes, fb::DType::FLOAT32), 2);  // the input's device copy, the output's
+    Loaded method(backend, {}, bytes);
+    ASSERT_EQ(method.error(), Error::kOk);
+    std::vector<float> y;
+    for (float scale : {1.f, 0.75f}) {
+      ASSERT_EQ(method.run(input(scale), &y), Error::kOk);
+      EXPECT_EQ(y, expected(input(scale))) << "scale " << scale;
+    }
+    const float u = half ? 1.f / 2048 : 1.f / 256;
+    const std::vector<float> x = input(1.f / 3);
+    ASSERT_EQ(method.run(x, &y), Error::kOk);
+    const std::vector<float> want = expected(x);
+    int inexact = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float w = static_cast<float>(static_cast<int>(i % 7) - 3) * 0.5f;
+      const float b = static_cast<float>(static_cast<int>(i % 7) - 3) * 0.25f;
+      EXPECT_LE(std::fabs(y[i] - want[i]), 3.f * u * (std::fabs(x[i] * w) + std::fabs(b)) * 1.001f) << "element " << i;
+      inexact += y[i] != want[i];
+    }
+    EXPECT_GT(inexact, 0);  // the 16-bit storage shows
+  }
+  backend.shutdown();
+}
+
+// A kernel whose float operands do not share one storage type is refused
+// at load, naming the node (here the product written as bfloat16 in a
+// float16 delegate).
+TEST(CudaBackendTest, AKernelMixingStorageTypesIsRefusedAtLoad) {
+  const std::string mixed = mutate_program(plan("cuda:0,cpu", "fp16").bytes, [](fb::ProgramT& program) {
+    for (auto& t : program.methods[0]->tensors) {
+      if (t->name.find("Mul") != std::string::npos && t->dtype == fb::DType::FLOAT16) t->dtype = fb::DType::BFLOAT16;
+    }
+  });
+  cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+  EXPECT_EQ(Loaded(backend, {}, mixed).error(), Error::kDelegateInitFailed);  // the delegate: kDTypeMismatch
   backend.shutdown();
 }
 

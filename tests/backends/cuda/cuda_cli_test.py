@@ -9,6 +9,11 @@
 - `--precision tf32` is in the program (kiln inspect, plan.json) and its
   program matches NumPy under the host execution model (whose reference GEMM
   stays FP32); a backend that runs FP32 only (null) refuses it in one line.
+- `--precision fp16`: the delegate says fp16 (kiln inspect), the plan's
+  summary and plan.json count its 16-bit kernels (Softmax kept FP32), and its output is within
+  float16's rounding of NumPy's (2u sqrt(L+1), u = 2^-11, L = 16-bit
+  kernels); `--keep-fp32 NODE` keeps that node's kernel FP32 too; a name
+  no device kernel has, or --keep-fp32 without fp16/bf16, is refused.
 
 usage: cuda_cli_test.py --kiln PATH --workdir DIR [--gpu-build]
 """
@@ -70,6 +75,49 @@ def check_precision(args, model, env, want):
     return failures
 
 
+def precision_storage(report):
+    import json
+    with open(os.path.join(report, "plan.json")) as f:
+        return json.load(f).get("precision_storage", {})
+
+
+def check_fp16(args, model, env, want):
+    failures = []
+    x = os.path.join(args.workdir, "x.npy")
+    for keep, kernels_16bit in (([], 3), (["--keep-fp32", "Relu_2"], 2)):
+        program = os.path.join(args.workdir, f"fp16_{len(keep)}.kiln")
+        report = program + ".report"
+        summary = subprocess.run([args.kiln, "plan", model, "-o", program, "--target", "cuda:0,cpu", "--precision",
+                                  "fp16", "--report", report, *keep], check=True, capture_output=True, text=True).stdout
+        if f"precision:   fp16: {kernels_16bit} device kernels on float16 storage" not in summary:
+            failures.append(f"fp16 {keep}: the plan's summary does not count its 16-bit kernels:\n{summary}")
+        inspect = subprocess.run([args.kiln, "inspect", program], check=True, capture_output=True, text=True).stdout
+        if "cuda:0, fp16," not in inspect:
+            failures.append("kiln inspect does not show the delegate's fp16:\n" + inspect)
+        storage = precision_storage(report)
+        print(f"fp16 {keep}: {storage}")
+        if storage.get("dtype") != "float16" or storage.get("kernels_16bit") != kernels_16bit:
+            failures.append(f"fp16 {keep}: plan.json counts {storage}, want {kernels_16bit} 16-bit kernels")
+        out_dir = program + ".out"
+        r = subprocess.run([args.kiln, "run", program, "--input", x, "--output-dir", out_dir], env=env,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            failures.append(f"fp16 {keep}: the program failed under the host execution model: {r.stderr}")
+            continue
+        err = float(np.max(np.abs(np.load(os.path.join(out_dir, "output_0.npy")) - want)) / np.max(np.abs(want)))
+        tolerance = 2 * 2.0 ** -11 * (kernels_16bit + 1) ** 0.5
+        print(f"fp16 {keep}: relative error against NumPy {err:.2e} (tolerance {tolerance:.2e})")
+        if err > tolerance:
+            failures.append(f"fp16 {keep}: outputs differ from NumPy by {err:.2e}, more than {tolerance:.2e}")
+    for flags, what in ((["--precision", "fp16", "--keep-fp32", "nowhere"], "no device kernel comes from node"),
+                        (["--keep-fp32", "Relu_2"], "--keep-fp32 goes with --precision fp16 or bf16")):
+        r = subprocess.run([args.kiln, "plan", model, "-o", os.path.join(args.workdir, "refused.kiln"), "--target",
+                            "cuda:0,cpu", *flags], capture_output=True, text=True)
+        if r.returncode == 0 or what not in r.stderr:
+            failures.append(f"{flags} was not refused ({what}): exit {r.returncode}, {r.stderr}")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -122,6 +170,7 @@ def main():
             failures.append("the run does not say Gemm/MatMul ran the reference GEMM")
 
     failures += check_precision(args, model, env, want)
+    failures += check_fp16(args, model, env, want)
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

@@ -52,7 +52,7 @@ struct Record {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   enum Phase : uint8_t { kWarmUp, kCapture, kReplay, kDirect } phase = kWarmUp;
-  bool tf32 = false;  // kiln plan --precision tf32: cuBLASLt computes in TF32
+  bool tf32 = false;  // kiln plan --precision tf32: cuBLASLt computes in TF32 (float32 storage)
   // An all-reduce (init_collective): one launch of all_reduce_kernel.
   bool collective = false;
   uint32_t timeout_ms = 0;
@@ -96,6 +96,13 @@ bool one_batch(const MatMulArgs& m, uint64_t* count, int64_t* a_stride, int64_t*
   return true;
 }
 
+// cuBLASLt's type for a launch's storage: A, B, C and D share it; the
+// products accumulate in FP32 whatever it is (CUBLAS_COMPUTE_32F, FP32
+// alpha and beta; the bias of an epilogue takes D's type).
+cudaDataType_t data_type_of(Storage storage) {
+  return storage == kFloat16 ? CUDA_R_16F : storage == kBFloat16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
 // Sets up `launch` (a kMatMul) on cuBLASLt, with `activation` set when its
 // activation must run as a separate launch. False when cuBLASLt cannot take
 // it (the reference kernel runs it then).
@@ -117,7 +124,9 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
     *needs_activation = true;
   }
   const uint64_t n = m.n, rows = m.m;
-  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t type = data_type_of(launch.storage);
+  const cublasComputeType_t compute =
+      tf32 && launch.storage == kFloat32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   if (cublasLtMatmulDescInit(&plan->desc, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
   const GemmOperand first = gemm_first(m), second = gemm_second(m);
   const cublasOperation_t op_first = first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -135,10 +144,9 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
                    CUBLAS_STATUS_SUCCESS;
   }
   // Stored (not op'd) shapes, column-major (gemm_layout.h).
-  ok = ok && cublasLtMatrixLayoutInit(&plan->a, CUDA_R_32F, first.rows, first.cols, first.ld) == CUBLAS_STATUS_SUCCESS;
-  ok = ok &&
-       cublasLtMatrixLayoutInit(&plan->b, CUDA_R_32F, second.rows, second.cols, second.ld) == CUBLAS_STATUS_SUCCESS;
-  ok = ok && cublasLtMatrixLayoutInit(&plan->d, CUDA_R_32F, n, rows, n) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && cublasLtMatrixLayoutInit(&plan->a, type, first.rows, first.cols, first.ld) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && cublasLtMatrixLayoutInit(&plan->b, type, second.rows, second.cols, second.ld) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && cublasLtMatrixLayoutInit(&plan->d, type, n, rows, n) == CUBLAS_STATUS_SUCCESS;
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
     const int64_t d_stride = static_cast<int64_t>(n * rows);
@@ -177,6 +185,7 @@ bool plan_gemm(cublasLtHandle_t handle, const CudaBackend::DeviceState& device, 
     Launch& a = *activation;
     a = Launch();
     a.kind = LaunchKind::kUnary;
+    a.storage = launch.storage;
     a.node = launch.node;
     a.unary.x = m.y;
     a.unary.y = m.y;
@@ -308,9 +317,11 @@ Error capture(Record& r, CudaStats& stats) {
 }
 
 // The delegate's compile spec "precision" (kiln plan --precision): fp32
-// (also where absent) or tf32, which cuBLASLt computes with TF32 tensor
+// (also where absent); tf32, which cuBLASLt computes with TF32 tensor
 // cores on FP32 storage (the host execution model's reference GEMM stays
-// FP32). Any other is refused, naming it.
+// FP32); fp16 or bf16, whose 16-bit tensors the planner gave the delegate
+// (their kernels read them as such, check_operands). Any other is refused,
+// naming it.
 Error read_precision(const fb::Delegate& delegate, bool* out_tf32) {
   *out_tf32 = false;
   if (delegate.compile_specs() == nullptr) return Error::kOk;
@@ -318,26 +329,48 @@ Error read_precision(const fb::Delegate& delegate, bool* out_tf32) {
     if (spec->key() == nullptr || strcmp(spec->key()->c_str(), "precision") != 0) continue;
     const uint32_t n = spec->value() != nullptr ? spec->value()->size() : 0;
     const char* value = n > 0 ? reinterpret_cast<const char*>(spec->value()->data()) : "";
-    const bool fp32 = n == 4 && memcmp(value, "fp32", 4) == 0;
+    bool known = false;
+    for (const char* p : {"fp32", "tf32", "fp16", "bf16"}) known = known || (n == 4 && memcmp(value, p, 4) == 0);
     *out_tf32 = n == 4 && memcmp(value, "tf32", 4) == 0;
-    KILN_CHECK_OR_RETURN(fp32 || *out_tf32, Error::kNotSupported,
-                         "cuda: the delegate was planned for precision '%.*s'; this runtime runs fp32 and tf32",
+    KILN_CHECK_OR_RETURN(known, Error::kNotSupported,
+                         "cuda: the delegate was planned for precision '%.*s'; this runtime runs fp32, tf32, fp16 "
+                         "and bf16",
                          static_cast<int>(n < 16 ? n : 16), value);
   }
   return Error::kOk;
 }
 
-// Every operand of `k` inside an arena of `device`; inputs and outputs
-// float32 (scratch, such as cuBLASLt's planned workspace, any type).
+bool is_float_storage(DType t) { return t == DType::FLOAT32 || t == DType::FLOAT16 || t == DType::BFLOAT16; }
+
+// The inputs and outputs of `k` float32, float16 or bfloat16, and all of
+// one of them (the kernel's storage type), but a Cast's.
+Error check_storage(const KernelView& k) {
+  const bool cast = strcmp(k.op, "Cast") == 0;
+  const DType storage = k.output(0).dtype();
+  for (uint32_t list = 0; list < 2; ++list) {
+    const uint32_t n = list == 0 ? k.num_inputs() : k.num_outputs();
+    for (uint32_t i = 0; i < n; ++i) {
+      const Tensor* t = list == 0 ? k.input(i) : &k.output(i);
+      if (t == nullptr) continue;
+      KILN_CHECK_OR_RETURN(is_float_storage(t->dtype()) && (cast || t->dtype() == storage), Error::kDTypeMismatch,
+                           "cuda: node '%s': %s %u is %s, the output %s (float32, float16 or bfloat16, all alike)",
+                           k.node, list == 0 ? "input" : "output", i, dtype_name(t->dtype()), dtype_name(storage));
+    }
+  }
+  return Error::kOk;
+}
+
+// Every operand of `k` inside an arena of `device` (scratch, such as
+// cuBLASLt's planned workspace, of any type; check_storage checks the
+// others' types).
 Error check_operands(const KernelView& k, Device device) {
+  KILN_RETURN_IF_ERROR(check_storage(k));
   for (uint32_t list = 0; list < 3; ++list) {
     const uint32_t n = list == 0 ? k.num_inputs() : list == 1 ? k.num_outputs() : k.num_scratch();
     for (uint32_t i = 0; i < n; ++i) {
       const int32_t t = (list == 0 ? k.call->inputs() : list == 1 ? k.call->outputs() : k.call->scratch())->Get(i);
       if (t == -1 && list == 0) continue;
       const Tensor& tensor = k.method->tensor(static_cast<uint32_t>(t));
-      KILN_CHECK_OR_RETURN(list == 2 || tensor.dtype() == DType::FLOAT32, Error::kDTypeMismatch,
-                           "cuda: node '%s': tensor %d is %s (float32 only)", k.node, t, dtype_name(tensor.dtype()));
       const int32_t arena = tensor.arena();
       KILN_CHECK_OR_RETURN(
           arena >= 0 && static_cast<uint32_t>(arena) < k.method->num_arenas() &&

@@ -5,7 +5,12 @@
 // and warp shuffles behave as on a GPU and the conformance suite checks
 // these kernels for real on any machine.
 //
-// Conventions: float32 data; every kernel takes one argument struct
+// Conventions: every kernel is a template over its storage type T (float,
+// or __half / __nv_bfloat16 for delegates planned with --precision
+// fp16/bf16: launch.h's Storage): it loads T, computes and accumulates in
+// float, and rounds to T once, on store (to_float, store). Under the host
+// execution model the 16-bit types are hostexec's software ones, which
+// round exactly as the GPU does. Every kernel takes one argument struct
 // (launch.h) by value and walks its work with a grid-stride loop, so any
 // grid size is correct (lower.cc picks it). Block sizes are multiples of
 // 32 (whole warps) where a kernel shuffles.
@@ -16,6 +21,11 @@
 #include <math.h>
 #include <stdint.h>
 
+#if !KILN_CUDA_HOSTEXEC
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
 #include "all_reduce.cuh"
 #include "launch.h"
 
@@ -25,6 +35,23 @@ constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ __forceinline__ uint64_t global_thread() { return uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ uint64_t grid_threads() { return uint64_t{gridDim.x} * blockDim.x; }
+
+// Loads and stores of the storage types: float in registers, T in memory.
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ void store(float& out, float v) { out = v; }
+__device__ __forceinline__ void store(__half& out, float v) { out = __float2half_rn(v); }
+__device__ __forceinline__ void store(__nv_bfloat16& out, float v) { out = __float2bfloat16_rn(v); }
+
+template <typename T>
+__device__ __forceinline__ const T* typed(const float* p) {
+  return reinterpret_cast<const T*>(p);
+}
+template <typename T>
+__device__ __forceinline__ T* typed(float* p) {
+  return reinterpret_cast<T*>(p);
+}
 
 __device__ __forceinline__ float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
 __device__ __forceinline__ float sigmoidf(float x) { return 1.f / (1.f + expf(-x)); }
@@ -87,43 +114,53 @@ __device__ __forceinline__ float apply_binary(uint32_t op, float a, float b) {
   }
 }
 
-// Element-wise: float4 loads and stores where the whole tensor is whole
-// float4s (arena offsets are 256-byte aligned), the rest one by one.
+// Element-wise: in float32, float4 loads and stores where the whole tensor
+// is whole float4s (arena offsets are 256-byte aligned), the rest one by
+// one; 16-bit storage one by one.
+template <typename T>
 __global__ void unary_kernel(UnaryArgs p) {
-  const uint64_t n4 = p.n / 4;
-  const float4* x4 = reinterpret_cast<const float4*>(p.x);
-  float4* y4 = reinterpret_cast<float4*>(p.y);
-  for (uint64_t i = global_thread(); i < n4; i += grid_threads()) {
-    float4 v = x4[i];
-    v.x = apply_unary(p, v.x);
-    v.y = apply_unary(p, v.y);
-    v.z = apply_unary(p, v.z);
-    v.w = apply_unary(p, v.w);
-    y4[i] = v;
+  uint64_t first = 0;
+  if constexpr (sizeof(T) == 4) {
+    const uint64_t n4 = p.n / 4;
+    const float4* x4 = reinterpret_cast<const float4*>(p.x);
+    float4* y4 = reinterpret_cast<float4*>(p.y);
+    for (uint64_t i = global_thread(); i < n4; i += grid_threads()) {
+      float4 v = x4[i];
+      v.x = apply_unary(p, v.x);
+      v.y = apply_unary(p, v.y);
+      v.z = apply_unary(p, v.z);
+      v.w = apply_unary(p, v.w);
+      y4[i] = v;
+    }
+    first = n4 * 4;
   }
-  for (uint64_t i = n4 * 4 + global_thread(); i < p.n; i += grid_threads()) {
-    p.y[i] = apply_unary(p, p.x[i]);
-  }
+  const T* x = typed<T>(p.x);
+  T* y = typed<T>(p.y);
+  for (uint64_t i = first + global_thread(); i < p.n; i += grid_threads()) store(y[i], apply_unary(p, to_float(x[i])));
 }
 
+template <typename T>
 __global__ void binary_kernel(BinaryArgs p) {
-  if (p.rank == 1 && p.a_strides[0] == 1 && p.b_strides[0] == 1) {
-    // Same shapes (after collapsing): the vector path.
+  const T* a = typed<T>(p.a);
+  const T* b = typed<T>(p.b);
+  T* y = typed<T>(p.y);
+  if (sizeof(T) == 4 && p.rank == 1 && p.a_strides[0] == 1 && p.b_strides[0] == 1) {
+    // Same shapes (after collapsing), float32: the vector path.
     const uint64_t n4 = p.n / 4;
     const float4* a4 = reinterpret_cast<const float4*>(p.a);
     const float4* b4 = reinterpret_cast<const float4*>(p.b);
     float4* y4 = reinterpret_cast<float4*>(p.y);
     for (uint64_t i = global_thread(); i < n4; i += grid_threads()) {
-      const float4 a = a4[i], b = b4[i];
+      const float4 va = a4[i], vb = b4[i];
       float4 v;
-      v.x = apply_activation(p.act, apply_binary(p.op, a.x, b.x));
-      v.y = apply_activation(p.act, apply_binary(p.op, a.y, b.y));
-      v.z = apply_activation(p.act, apply_binary(p.op, a.z, b.z));
-      v.w = apply_activation(p.act, apply_binary(p.op, a.w, b.w));
+      v.x = apply_activation(p.act, apply_binary(p.op, va.x, vb.x));
+      v.y = apply_activation(p.act, apply_binary(p.op, va.y, vb.y));
+      v.z = apply_activation(p.act, apply_binary(p.op, va.z, vb.z));
+      v.w = apply_activation(p.act, apply_binary(p.op, va.w, vb.w));
       y4[i] = v;
     }
     for (uint64_t i = n4 * 4 + global_thread(); i < p.n; i += grid_threads()) {
-      p.y[i] = apply_activation(p.act, apply_binary(p.op, p.a[i], p.b[i]));
+      store(y[i], apply_activation(p.act, apply_binary(p.op, to_float(a[i]), to_float(b[i]))));
     }
     return;
   }
@@ -135,7 +172,7 @@ __global__ void binary_kernel(BinaryArgs p) {
       ia += c * p.a_strides[d];
       ib += c * p.b_strides[d];
     }
-    p.y[i] = apply_activation(p.act, apply_binary(p.op, p.a[ia], p.b[ib]));
+    store(y[i], apply_activation(p.act, apply_binary(p.op, to_float(a[ia]), to_float(b[ib]))));
   }
 }
 
@@ -143,6 +180,7 @@ __global__ void binary_kernel(BinaryArgs p) {
 // staged through shared memory; blockIdx.z walks the batch. Used under the
 // host execution model for every Gemm/MatMul, and on the GPU where
 // cuBLASLt cannot take a product (broadcast batch layouts).
+template <typename T>
 __global__ void matmul_kernel(MatMulArgs p) {
   __shared__ float as[kTile][kTile + 1];
   __shared__ float bs[kTile][kTile + 1];
@@ -157,24 +195,25 @@ __global__ void matmul_kernel(MatMulArgs p) {
       a_off += c * p.a_batch[d];
       b_off += c * p.b_batch[d];
     }
-    const float* a = p.a + a_off;
-    const float* b = p.b + b_off;
-    float* y = p.y + uint64_t{batch} * p.m * p.n;
+    const T* a = typed<T>(p.a) + a_off;
+    const T* b = typed<T>(p.b) + b_off;
+    const T* c = typed<T>(p.c);
+    T* y = typed<T>(p.y) + uint64_t{batch} * p.m * p.n;
     for (uint32_t row0 = blockIdx.y * kTile; row0 < p.m; row0 += gridDim.y * kTile) {
       for (uint32_t col0 = blockIdx.x * kTile; col0 < p.n; col0 += gridDim.x * kTile) {
         const uint32_t row = row0 + ty, col = col0 + tx;
         float acc = 0.f;
         for (uint32_t k0 = 0; k0 < p.k; k0 += kTile) {
-          as[ty][tx] = row < p.m && k0 + tx < p.k ? a[row * p.a_row + (k0 + tx) * p.a_col] : 0.f;
-          bs[ty][tx] = k0 + ty < p.k && col < p.n ? b[(k0 + ty) * p.b_row + col * p.b_col] : 0.f;
+          as[ty][tx] = row < p.m && k0 + tx < p.k ? to_float(a[row * p.a_row + (k0 + tx) * p.a_col]) : 0.f;
+          bs[ty][tx] = k0 + ty < p.k && col < p.n ? to_float(b[(k0 + ty) * p.b_row + col * p.b_col]) : 0.f;
           __syncthreads();
           for (uint32_t kk = 0; kk < kTile; ++kk) acc += as[ty][kk] * bs[kk][tx];
           __syncthreads();
         }
         if (row < p.m && col < p.n) {
           float v = p.alpha * acc;
-          if (p.c != nullptr) v += p.beta * p.c[row * p.c_row + col * p.c_col];
-          y[uint64_t{row} * p.n + col] = apply_activation(p.act, v);
+          if (c != nullptr) v += p.beta * to_float(c[row * p.c_row + col * p.c_col]);
+          store(y[uint64_t{row} * p.n + col], apply_activation(p.act, v));
         }
       }
     }
@@ -183,7 +222,9 @@ __global__ void matmul_kernel(MatMulArgs p) {
 
 // Direct convolution, one output element per thread (NCHW; groups and
 // depthwise included).
+template <typename T>
 __global__ void conv_kernel(ConvArgs p) {
+  const T* bias = typed<T>(p.bias);
   const uint32_t cg = p.c / p.groups, mg = p.m / p.groups;
   for (uint64_t i = global_thread(); i < p.total; i += grid_threads()) {
     const uint32_t ox = static_cast<uint32_t>(i % p.ow);
@@ -191,9 +232,9 @@ __global__ void conv_kernel(ConvArgs p) {
     const uint32_t m = static_cast<uint32_t>(i / (uint64_t{p.ow} * p.oh) % p.m);
     const uint64_t image = i / (uint64_t{p.ow} * p.oh * p.m);
     const uint32_t g = m / mg;
-    float acc = p.bias != nullptr ? p.bias[m] : 0.f;
-    const float* w = p.weight + uint64_t{m} * cg * p.kh * p.kw;
-    const float* x = p.x + (image * p.c + uint64_t{g} * cg) * p.h * p.w;
+    float acc = bias != nullptr ? to_float(bias[m]) : 0.f;
+    const T* w = typed<T>(p.weight) + uint64_t{m} * cg * p.kh * p.kw;
+    const T* x = typed<T>(p.x) + (image * p.c + uint64_t{g} * cg) * p.h * p.w;
     const int32_t y0 = static_cast<int32_t>(oy * p.sh) - static_cast<int32_t>(p.pt);
     const int32_t x0 = static_cast<int32_t>(ox * p.sw) - static_cast<int32_t>(p.pl);
     for (uint32_t c = 0; c < cg; ++c) {
@@ -203,20 +244,21 @@ __global__ void conv_kernel(ConvArgs p) {
         for (uint32_t kx = 0; kx < p.kw; ++kx) {
           const int32_t ix = x0 + static_cast<int32_t>(kx * p.dw);
           if (ix < 0 || ix >= static_cast<int32_t>(p.w)) continue;
-          acc += x[(uint64_t{c} * p.h + iy) * p.w + ix] * w[(c * p.kh + ky) * p.kw + kx];
+          acc += to_float(x[(uint64_t{c} * p.h + iy) * p.w + ix]) * to_float(w[(c * p.kh + ky) * p.kw + kx]);
         }
       }
     }
-    p.y[i] = apply_activation(p.act, acc);
+    store(typed<T>(p.y)[i], apply_activation(p.act, acc));
   }
 }
 
+template <typename T>
 __global__ void pool_kernel(PoolArgs p) {
   for (uint64_t i = global_thread(); i < p.total; i += grid_threads()) {
     const uint32_t ox = static_cast<uint32_t>(i % p.ow);
     const uint32_t oy = static_cast<uint32_t>(i / p.ow % p.oh);
     const uint64_t plane = i / (uint64_t{p.ow} * p.oh);
-    const float* x = p.x + plane * p.h * p.w;
+    const T* x = typed<T>(p.x) + plane * p.h * p.w;
     const int32_t y0 = static_cast<int32_t>(oy * p.sh) - static_cast<int32_t>(p.pt);
     const int32_t x0 = static_cast<int32_t>(ox * p.sw) - static_cast<int32_t>(p.pl);
     float acc = p.is_max ? -INFINITY : 0.f;
@@ -228,7 +270,7 @@ __global__ void pool_kernel(PoolArgs p) {
         const int32_t ix = x0 + static_cast<int32_t>(kx * p.dw);
         if (row_padded && ix >= -static_cast<int32_t>(p.pl) && ix < static_cast<int32_t>(p.w + p.pr)) ++padded;
         if (iy < 0 || iy >= static_cast<int32_t>(p.h) || ix < 0 || ix >= static_cast<int32_t>(p.w)) continue;
-        const float v = x[uint64_t{static_cast<uint32_t>(iy)} * p.w + ix];
+        const float v = to_float(x[uint64_t{static_cast<uint32_t>(iy)} * p.w + ix]);
         ++inside;
         if (p.is_max) {
           if (v > acc || v != v) acc = v;
@@ -241,7 +283,7 @@ __global__ void pool_kernel(PoolArgs p) {
       const uint32_t divisor = p.include_pad ? padded : inside;
       acc = divisor > 0 ? acc / static_cast<float>(divisor) : 0.f;
     }
-    p.y[i] = acc;
+    store(typed<T>(p.y)[i], acc);
   }
 }
 
@@ -269,7 +311,9 @@ __device__ __forceinline__ float warp_combine(uint32_t op, float v) {
 }
 
 // One warp per output; `count` reduced elements each.
+template <typename T>
 __global__ void reduce_kernel(ReduceArgs p) {
+  const T* x = typed<T>(p.x);
   const uint32_t lane = threadIdx.x % 32;
   const uint32_t warps = blockDim.x / 32;
   for (uint32_t o = blockIdx.x * warps + threadIdx.x / 32; o < p.outputs; o += gridDim.x * warps) {
@@ -289,7 +333,7 @@ __global__ void reduce_kernel(ReduceArgs p) {
           off += uint64_t{r % p.reduced_dims[d]} * p.reduced_strides[d];
           r /= p.reduced_dims[d];
         }
-        const float v = p.x[off];
+        const float v = to_float(x[off]);
         m = v > m || v != v ? v : m;
       }
       shift = warp_max(m);
@@ -303,7 +347,7 @@ __global__ void reduce_kernel(ReduceArgs p) {
         off += uint64_t{r % p.reduced_dims[d]} * p.reduced_strides[d];
         r /= p.reduced_dims[d];
       }
-      const float v = p.x[off];
+      const float v = to_float(x[off]);
       switch (p.op) {
         case kReduceMax: acc = v > acc || v != v ? v : acc; break;
         case kReduceMin: acc = v < acc || v != v ? v : acc; break;
@@ -324,7 +368,7 @@ __global__ void reduce_kernel(ReduceArgs p) {
         case kReduceLogSumExp: acc = logf(acc) + shift; break;
         default: break;
       }
-      p.y[o] = acc;
+      store(typed<T>(p.y)[o], acc);
     }
   }
 }
@@ -348,59 +392,71 @@ __device__ __forceinline__ float block_reduce(float v, bool is_max, float* scrat
 }
 
 // One block per row.
+template <typename T>
 __global__ void softmax_kernel(SoftmaxArgs p) {
   __shared__ float scratch[33];
   for (uint32_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const uint64_t base = uint64_t{row / p.inner} * p.n * p.inner + row % p.inner;
-    const float* x = p.x + base;
-    float* y = p.y + base;
+    const T* x = typed<T>(p.x) + base;
+    T* y = typed<T>(p.y) + base;
     float m = -INFINITY;
     for (uint32_t j = threadIdx.x; j < p.n; j += blockDim.x) {
-      const float v = x[uint64_t{j} * p.inner];
+      const float v = to_float(x[uint64_t{j} * p.inner]);
       m = v > m || v != v ? v : m;
     }
     m = block_reduce(m, true, scratch);
     float s = 0.f;
-    for (uint32_t j = threadIdx.x; j < p.n; j += blockDim.x) s += expf(x[uint64_t{j} * p.inner] - m);
+    for (uint32_t j = threadIdx.x; j < p.n; j += blockDim.x) s += expf(to_float(x[uint64_t{j} * p.inner]) - m);
     s = block_reduce(s, false, scratch);
     const float log_s = logf(s), inv_s = 1.f / s;
     for (uint32_t j = threadIdx.x; j < p.n; j += blockDim.x) {
-      const float v = x[uint64_t{j} * p.inner] - m;
-      y[uint64_t{j} * p.inner] = p.log ? v - log_s : expf(v) * inv_s;
+      const float v = to_float(x[uint64_t{j} * p.inner]) - m;
+      store(y[uint64_t{j} * p.inner], p.log ? v - log_s : expf(v) * inv_s);
     }
   }
 }
 
 // One block per row: mean, then variance around it (two passes, as the
 // CPU kernel), then the affine map.
+template <typename T>
 __global__ void layer_norm_kernel(LayerNormArgs p) {
   __shared__ float scratch[33];
+  const T* scale = typed<T>(p.scale);
+  const T* bias = typed<T>(p.bias);
   for (uint32_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    const float* x = p.x + uint64_t{row} * p.n;
-    float* y = p.y + uint64_t{row} * p.n;
+    const T* x = typed<T>(p.x) + uint64_t{row} * p.n;
+    T* y = typed<T>(p.y) + uint64_t{row} * p.n;
     float s = 0.f;
-    for (uint32_t j = threadIdx.x; j < p.n; j += blockDim.x) s += x[j];
+    for (uint32_t j = threadIdx.x; j < p.n; j += blockDim.x) s += to_float(x[j]);
     const float mean = block_reduce(s, false, scratch) / static_cast<float>(p.n);
     float q = 0.f;
-    for (uint32_t j = threadIdx.x; j < p.n; j += blockDim.x) q += (x[j] - mean) * (x[j] - mean);
+    for (uint32_t j = threadIdx.x; j < p.n; j += blockDim.x) q += (to_float(x[j]) - mean) * (to_float(x[j]) - mean);
     const float inv = 1.f / sqrtf(block_reduce(q, false, scratch) / static_cast<float>(p.n) + p.epsilon);
     for (uint32_t j = threadIdx.x; j < p.n; j += blockDim.x) {
-      y[j] = (x[j] - mean) * inv * p.scale[j] + (p.bias != nullptr ? p.bias[j] : 0.f);
+      store(y[j], (to_float(x[j]) - mean) * inv * to_float(scale[j]) + (bias != nullptr ? to_float(bias[j]) : 0.f));
     }
-    if (threadIdx.x == 0 && p.mean != nullptr) p.mean[row] = mean;
-    if (threadIdx.x == 0 && p.inv_std != nullptr) p.inv_std[row] = inv;
+    if (threadIdx.x == 0 && p.mean != nullptr) store(typed<T>(p.mean)[row], mean);
+    if (threadIdx.x == 0 && p.inv_std != nullptr) store(typed<T>(p.inv_std)[row], inv);
   }
 }
 
+template <typename T>
 __global__ void batch_norm_kernel(BatchNormArgs p) {
+  const T *x = typed<T>(p.x), *scale = typed<T>(p.scale), *bias = typed<T>(p.bias);
+  const T *mean = typed<T>(p.mean), *var = typed<T>(p.var);
+  T* y = typed<T>(p.y);
   for (uint64_t i = global_thread(); i < p.total; i += grid_threads()) {
     const uint32_t c = static_cast<uint32_t>(i / p.inner % p.channels);
-    const float inv = 1.f / sqrtf(p.var[c] + p.epsilon);
-    p.y[i] = (p.x[i] - p.mean[c]) * inv * p.scale[c] + p.bias[c];
+    const float inv = 1.f / sqrtf(to_float(var[c]) + p.epsilon);
+    store(y[i], (to_float(x[i]) - to_float(mean[c])) * inv * to_float(scale[c]) + to_float(bias[c]));
   }
 }
 
+// Moves elements without converting them.
+template <typename T>
 __global__ void strided_kernel(StridedArgs p) {
+  const T* x = typed<T>(p.x);
+  T* y = typed<T>(p.y);
   for (uint64_t i = global_thread(); i < p.n; i += grid_threads()) {
     uint64_t rest = i;
     int64_t xo = p.x_base, yo = p.y_base;
@@ -410,7 +466,47 @@ __global__ void strided_kernel(StridedArgs p) {
       xo += c * p.x_strides[d];
       yo += c * p.y_strides[d];
     }
-    p.y[yo] = p.x[xo];
+    y[yo] = x[xo];
+  }
+}
+
+__device__ __forceinline__ float load_as(const void* p, uint32_t storage, uint64_t i) {
+  switch (storage) {
+    case kFloat16: return to_float(static_cast<const __half*>(p)[i]);
+    case kBFloat16: return to_float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ __forceinline__ void store_as(void* p, uint32_t storage, uint64_t i, float v) {
+  switch (storage) {
+    case kFloat16: store(static_cast<__half*>(p)[i], v); break;
+    case kBFloat16: store(static_cast<__nv_bfloat16*>(p)[i], v); break;
+    default: static_cast<float*>(p)[i] = v; break;
+  }
+}
+
+// A conversion between storage types (one rounding: float32 to 16 bits,
+// or 16 bits to 16 bits through float32, which holds both exactly).
+__global__ void cast_kernel(CastArgs p) {
+  for (uint64_t i = global_thread(); i < p.n; i += grid_threads()) store_as(p.y, p.to, i, load_as(p.x, p.from, i));
+}
+
+// Enqueues the kernel of `l` for storage type T.
+template <typename T>
+inline void enqueue_typed(const Launch& l, dim3 grid, dim3 block, cudaStream_t stream) {
+  switch (l.kind) {
+    case LaunchKind::kUnary: KILN_CUDA_LAUNCH(unary_kernel<T>, grid, block, stream, l.unary); break;
+    case LaunchKind::kBinary: KILN_CUDA_LAUNCH(binary_kernel<T>, grid, block, stream, l.binary); break;
+    case LaunchKind::kMatMul: KILN_CUDA_LAUNCH(matmul_kernel<T>, grid, block, stream, l.matmul); break;
+    case LaunchKind::kConv: KILN_CUDA_LAUNCH(conv_kernel<T>, grid, block, stream, l.conv); break;
+    case LaunchKind::kPool: KILN_CUDA_LAUNCH(pool_kernel<T>, grid, block, stream, l.pool); break;
+    case LaunchKind::kReduce: KILN_CUDA_LAUNCH(reduce_kernel<T>, grid, block, stream, l.reduce); break;
+    case LaunchKind::kSoftmax: KILN_CUDA_LAUNCH(softmax_kernel<T>, grid, block, stream, l.softmax); break;
+    case LaunchKind::kLayerNorm: KILN_CUDA_LAUNCH(layer_norm_kernel<T>, grid, block, stream, l.layer_norm); break;
+    case LaunchKind::kBatchNorm: KILN_CUDA_LAUNCH(batch_norm_kernel<T>, grid, block, stream, l.batch_norm); break;
+    case LaunchKind::kStrided: KILN_CUDA_LAUNCH(strided_kernel<T>, grid, block, stream, l.strided); break;
+    default: break;
   }
 }
 
@@ -419,18 +515,15 @@ inline void enqueue_kernel_impl(const Launch& l, cudaStream_t stream) {
   const dim3 grid(l.grid[0], l.grid[1], l.grid[2]);
   const dim3 block(l.block);
   switch (l.kind) {
-    case LaunchKind::kUnary: KILN_CUDA_LAUNCH(unary_kernel, grid, block, stream, l.unary); break;
-    case LaunchKind::kBinary: KILN_CUDA_LAUNCH(binary_kernel, grid, block, stream, l.binary); break;
-    case LaunchKind::kMatMul: KILN_CUDA_LAUNCH(matmul_kernel, grid, block, stream, l.matmul); break;
-    case LaunchKind::kConv: KILN_CUDA_LAUNCH(conv_kernel, grid, block, stream, l.conv); break;
-    case LaunchKind::kPool: KILN_CUDA_LAUNCH(pool_kernel, grid, block, stream, l.pool); break;
-    case LaunchKind::kReduce: KILN_CUDA_LAUNCH(reduce_kernel, grid, block, stream, l.reduce); break;
-    case LaunchKind::kSoftmax: KILN_CUDA_LAUNCH(softmax_kernel, grid, block, stream, l.softmax); break;
-    case LaunchKind::kLayerNorm: KILN_CUDA_LAUNCH(layer_norm_kernel, grid, block, stream, l.layer_norm); break;
-    case LaunchKind::kBatchNorm: KILN_CUDA_LAUNCH(batch_norm_kernel, grid, block, stream, l.batch_norm); break;
-    case LaunchKind::kStrided: KILN_CUDA_LAUNCH(strided_kernel, grid, block, stream, l.strided); break;
-    case LaunchKind::kAllReduce: KILN_CUDA_LAUNCH(all_reduce_kernel, grid, block, stream, l.all_reduce); break;
-    case LaunchKind::kGemmLt: break;  // cuda_backend.cc
+    case LaunchKind::kAllReduce: KILN_CUDA_LAUNCH(all_reduce_kernel, grid, block, stream, l.all_reduce); return;
+    case LaunchKind::kCast: KILN_CUDA_LAUNCH(cast_kernel, grid, block, stream, l.cast); return;
+    case LaunchKind::kGemmLt: return;  // cuda_backend.cc
+    default: break;
+  }
+  switch (l.storage) {
+    case kFloat16: enqueue_typed<__half>(l, grid, block, stream); break;
+    case kBFloat16: enqueue_typed<__nv_bfloat16>(l, grid, block, stream); break;
+    default: enqueue_typed<float>(l, grid, block, stream); break;
   }
 }
 

@@ -7,7 +7,11 @@
 //
 // The argument structs are passed by value to the kernels (kernels.cuh);
 // they hold device pointers and sizes only, so the same bytes serve the GPU
-// build and the host execution model.
+// build and the host execution model. Their data pointers are typed float*
+// but address elements of the launch's storage type (Launch::storage:
+// float32, or float16/bfloat16 where the delegate was planned with
+// --precision fp16/bf16); every kernel computes and accumulates in float
+// whatever it loads and stores.
 
 #ifndef KILN_BACKENDS_CUDA_RUNTIME_SRC_LAUNCH_H_
 #define KILN_BACKENDS_CUDA_RUNTIME_SRC_LAUNCH_H_
@@ -144,7 +148,7 @@ struct BatchNormArgs {
 };
 
 // y[y_base + sum i_d * y_strides[d]] = x[x_base + sum i_d * x_strides[d]]
-// over dims (elements of 4 bytes).
+// over dims (elements of the launch's storage type).
 struct StridedArgs {
   const float* x;
   float* y;
@@ -167,10 +171,24 @@ struct PeerReduceArgs {
   uint32_t rank, ranks, two_shot, op;
 };
 
+// y[i] = x[i] converted from one storage type to another (the planner's
+// casts at the edges of 16-bit storage).
+struct CastArgs {
+  const void* x;
+  void* y;
+  uint64_t n;
+  uint32_t from, to;  // Storage
+};
+
+// How a launch's tensors store their elements (its kernel's template
+// argument); every float operand of a launch has the one storage type, but
+// a cast's input and output.
+enum Storage : uint8_t { kFloat32, kFloat16, kBFloat16 };
+
 enum class LaunchKind : uint8_t {
   // clang-format off
   kUnary, kBinary, kMatMul, kGemmLt, kConv, kPool, kReduce, kSoftmax, kLayerNorm, kBatchNorm, kStrided,
-  kAllReduce,
+  kAllReduce, kCast,
   // clang-format on
 };
 
@@ -178,6 +196,7 @@ struct GemmPlan;  // cuda_backend.cc (GPU build only)
 
 struct Launch {
   LaunchKind kind = LaunchKind::kUnary;
+  Storage storage = kFloat32;
   uint32_t grid[3] = {1, 1, 1};
   uint32_t block = 256;
   const char* node = "";
@@ -194,6 +213,7 @@ struct Launch {
     BatchNormArgs batch_norm;
     StridedArgs strided;
     PeerReduceArgs all_reduce;
+    CastArgs cast;
   };
   Launch() : unary() {}
 };

@@ -25,9 +25,18 @@ uint32_t blocks_for(uint64_t work, uint64_t per_block) {
   return static_cast<uint32_t>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
+// How the tensors of a kernel store their elements (cuda_backend.cc checks
+// that the float operands of a kernel share one storage type).
+Storage storage_of(DType dtype) {
+  return dtype == DType::FLOAT16 ? kFloat16 : dtype == DType::BFLOAT16 ? kBFloat16 : kFloat32;
+}
+
+uint32_t storage_bytes(Storage s) { return s == kFloat32 ? 4 : 2; }
+
 Launch launch_of(const KernelView& k, LaunchKind kind, uint64_t work, uint32_t block = kBlock) {
   Launch l;
   l.kind = kind;
+  l.storage = storage_of(k.output(0).dtype());
   l.node = k.node;
   l.block = block;
   l.grid[0] = blocks_for(work, block);
@@ -137,6 +146,7 @@ Error emit_matmul(const KernelView& k, const MatrixProduct& g, LaunchSink& sink)
   }
   Launch l;
   l.kind = LaunchKind::kMatMul;
+  l.storage = storage_of(k.output(0).dtype());
   l.node = k.node;
   l.block = kTileThreads;
   const uint64_t gx = (args.n + 15) / 16, gy = (args.m + 15) / 16;
@@ -332,7 +342,7 @@ Error lower_copy(const KernelView& k, LaunchSink& sink) {
   const Tensor& y = k.output(0);
   if (x.arena() == y.arena() && x.offset() == y.offset()) return Error::kOk;
   StridedArgs args = {};
-  args.n = x.nbytes() / 4;
+  args.n = x.nbytes() / storage_bytes(storage_of(x.dtype()));
   args.rank = 1;
   args.dims[0] = static_cast<uint32_t>(args.n);
   args.x_strides[0] = args.y_strides[0] = 1;
@@ -379,6 +389,22 @@ Error lower_parts(const KernelView& k, bool concat, LaunchSink& sink) {
   return Error::kOk;
 }
 
+// A conversion between storage types: a cast the planner placed at an edge
+// of 16-bit storage (kiln plan --precision fp16/bf16).
+Error lower_cast(const KernelView& k, LaunchSink& sink) {
+  KILN_VIEW_CHECK(k, k.num_inputs() == 1 && k.num_outputs() == 1 && k.input(0) != nullptr, "takes one input");
+  const Tensor& x = *k.input(0);
+  const Tensor& y = k.output(0);
+  KILN_VIEW_CHECK(k, x.numel() == y.numel(), "input and output differ in size");
+  Launch l = launch_of(k, LaunchKind::kCast, static_cast<uint64_t>(y.numel()));
+  l.cast.x = address(k, x);
+  l.cast.y = address(k, y);
+  l.cast.n = static_cast<uint64_t>(y.numel());
+  l.cast.from = storage_of(x.dtype());
+  l.cast.to = storage_of(y.dtype());
+  return l.cast.n == 0 ? Error::kOk : sink.emit(l);
+}
+
 }  // namespace
 
 Error lower_kernel(const KernelView& k, LaunchSink& sink) {
@@ -400,6 +426,7 @@ Error lower_kernel(const KernelView& k, LaunchSink& sink) {
   if (is(op, "LayerNormalization")) return lower_layer_norm(k, sink);
   if (is(op, "BatchNormalization")) return lower_batch_norm(k, sink);
   if (is(op, "Copy")) return lower_copy(k, sink);
+  if (is(op, "Cast")) return lower_cast(k, sink);
   if (is(op, "Transpose")) return lower_transpose(k, sink);
   if (is(op, "Slice")) return lower_slice(k, sink);
   if (is(op, "Concat")) return lower_parts(k, true, sink);

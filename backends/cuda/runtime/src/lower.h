@@ -19,9 +19,10 @@ namespace kiln::backends::cuda::KILN_CUDA_FLAVOR {
 
 using LaunchSink = backends::LaunchSink<Launch>;
 
-// Checks `kernel` (its operands: float32 tensors in arenas of the
-// delegate's device, checked by the caller) and emits its launches to
-// `sink`.
+// Checks `kernel` (its operands: float32, float16 or bfloat16 tensors, one
+// type per kernel but a Cast's, in arenas of the delegate's device, checked
+// by the caller) and emits its launches to `sink`, each with the storage
+// type of the kernel's output.
 Error lower_kernel(const KernelView& kernel, LaunchSink& sink);
 
 }  // namespace kiln::backends::cuda::KILN_CUDA_FLAVOR
