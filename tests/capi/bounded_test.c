@@ -17,14 +17,6 @@
 
 #include "c_test_support.h"
 
-static double relative_error(const float* got, const float* want, size_t n) {
-  double scale = 1e-30, err = 0;
-  size_t i;
-  for (i = 0; i < n; ++i) scale = fabs(want[i]) > scale ? fabs(want[i]) : scale;
-  for (i = 0; i < n; ++i) err = fabs(got[i] - want[i]) > err ? fabs(got[i] - want[i]) : err;
-  return err / scale;
-}
-
 int main(int argc, char** argv) {
   kiln_program program;
   kiln_method method;

@@ -36,15 +36,6 @@ typedef struct {
   size_t num_outputs;
 } Loaded;
 
-/* The largest difference relative to the largest expected magnitude. */
-static double relative_error(const float* got, const float* want, size_t n) {
-  double scale = 1e-30, err = 0;
-  size_t i;
-  for (i = 0; i < n; ++i) scale = fabs(want[i]) > scale ? fabs(want[i]) : scale;
-  for (i = 0; i < n; ++i) err = fabs(got[i] - want[i]) > err ? fabs(got[i] - want[i]) : err;
-  return err / scale;
-}
-
 static int run_and_check(Loaded* m) {
   size_t i;
   for (i = 0; i < m->num_inputs; ++i) {
