@@ -75,7 +75,7 @@ int main() {
   error = kiln::run_self_test(program.get(), method.get(), {model_self_test, MODEL_SELF_TEST_SIZE},
                               {g_self_test_scratch, sizeof(g_self_test_scratch)}, &report);
   if (error != kiln::Error::kOk) return fail("self-test", error);
-  kiln_mps2_printf("self-test (the host's output): max relative error %.7f (tolerance %.4f): %s\n",
+  kiln_mps2_printf("self-test (the host's output): max relative error %.7f (tolerance %.7f): %s\n",
                    static_cast<double>(report.max_error), static_cast<double>(report.tolerance),
                    report.passed ? "passed" : "FAILED");
   if (!report.passed) return 1;

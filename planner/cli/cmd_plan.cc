@@ -84,7 +84,8 @@ constexpr const char* kHelp =
     "  --bundle-test FILE         an input for a bundled self-test (once per method input, in order):\n"
     "                             the program runs on it here and OUT.kiln.test keeps the inputs and\n"
     "                             outputs, for `kiln run --self-test` or run_self_test() on a device\n"
-    "  --test-tolerance X         the self-test's relative tolerance per output (default 1e-4)\n"
+    "  --test-tolerance X         the self-test's relative tolerance per output (default: derived\n"
+    "                             from the program, 0 for integer outputs; docs/profiling.md)\n"
     "  --method NAME=MODEL        plan MODEL as method NAME of the program (repeatable, instead of\n"
     "                             one MODEL): byte-identical constants are stored once, and the\n"
     "                             methods, which never run at the same time, may share one host\n"
@@ -465,8 +466,14 @@ void bundle_self_test(const Args& args, const std::string& output, const PlanRes
       inputs[i] = quantize_for(inputs[i], quantization[i]);
     }
   }
-  const double tolerance = args.get_double("--test-tolerance", 1e-4);
+  // Unless given: derived from the program (emit/self_test_file.h).
+  uint64_t roundings = 0;
+  const double derived = derived_self_test_tolerance(result.bytes, options.method_name, &roundings);
+  const double tolerance = args.get_double("--test-tolerance", derived);
   if (!(tolerance >= 0)) throw UsageError{"--test-tolerance must not be negative"};
+  const std::string why = args.has("--test-tolerance") ? std::string("given")
+                          : derived == 0               ? std::string("derived: integer outputs, exact")
+                                         : str("derived: 8u*sqrt(", roundings, " roundings on the longest chain)");
   RunOptions run;
   run.method = options.method_name;
   run.backends = &runtime_backends_for(result.bytes);
@@ -474,9 +481,9 @@ void bundle_self_test(const Args& args, const std::string& output, const PlanRes
   const std::string test_path = output + ".test";
   write_file_atomic(test_path, make_self_test(result.bytes, options.method_name, inputs, reference.outputs,
                                               static_cast<float>(tolerance)));
-  std::printf("  self-test:   %s (%zu input%s, %zu output%s computed here, tolerance %g)\n", test_path.c_str(),
+  std::printf("  self-test:   %s (%zu input%s, %zu output%s computed here, tolerance %.3g, %s)\n", test_path.c_str(),
               inputs.size(), inputs.size() == 1 ? "" : "s", reference.outputs.size(),
-              reference.outputs.size() == 1 ? "" : "s", tolerance);
+              reference.outputs.size() == 1 ? "" : "s", tolerance, why.c_str());
 }
 
 // Every option `kiln plan` takes; kiln.plan() in the Python package takes

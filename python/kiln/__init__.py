@@ -49,7 +49,7 @@ def _arguments(options: Mapping[str, Any]) -> tuple:
 
 
 def plan(model: Union[PathLike, bytes, Any], *, threads: Optional[int] = None, bundle_test: Optional[Sequence[Any]] = None,
-         test_tolerance: float = 1e-4, **options: Any) -> Program:
+         test_tolerance: Optional[float] = None, **options: Any) -> Program:
     """Plans an ONNX model into a Program, as ``kiln plan`` does.
 
     Args:
@@ -57,7 +57,9 @@ def plan(model: Union[PathLike, bytes, Any], *, threads: Optional[int] = None, b
         threads: the threads the program's methods start with (Method.threads).
         bundle_test: inputs for a bundled self-test (one per input of the first
             method), which Program.self_test() runs and Program.save() writes.
-        test_tolerance: the self-test's relative tolerance per output.
+        test_tolerance: the self-test's relative tolerance per output; None
+            derives it from the program as ``kiln plan --bundle-test`` does
+            (0 for integer outputs).
         **options: ``kiln plan``'s options with underscores for dashes, e.g.
             ``target="vulkan:0,cpu"``, ``input_shape={"x": (1, 3, 224, 224)}``,
             ``fold_budget=64``, ``tensor_parallel=2``, ``quantized_io=True``,

@@ -292,7 +292,7 @@ class Program:
         for method in self.methods.values():
             method.threads = threads
 
-    def bundle_test(self, inputs: Sequence[np.ndarray], *, tolerance: float = 1e-4,
+    def bundle_test(self, inputs: Sequence[np.ndarray], *, tolerance: Optional[float] = None,
                     method: Optional[str] = None) -> bytes:
         """Runs `method` (default: the first) on `inputs` and returns a bundled
         self-test of them and its outputs (a .kiln.test file's bytes, as
@@ -301,7 +301,9 @@ class Program:
         m = self.methods[method] if method is not None else next(iter(self.methods.values()))
         arrays = [m._input(i, x) for i, x in enumerate(m._arguments(list(inputs), {}))]
         outputs = m(*arrays)
-        self._self_test = _kiln.make_self_test(self.to_bytes(), m.name, arrays, outputs, float(tolerance))
+        # None: derived from the program, as kiln plan --bundle-test does.
+        self._self_test = _kiln.make_self_test(self.to_bytes(), m.name, arrays, outputs,
+                                               -1.0 if tolerance is None else float(tolerance))
         return self._self_test
 
     def self_test(self, test: Union[None, bytes, PathLike] = None, *, method: Optional[str] = None) -> SelfTestReport:

@@ -36,6 +36,8 @@ Planned plan_model(const std::string& model, bool is_path, const std::vector<std
 std::string make_self_test(const std::string& program, const std::string& method,
                            const std::vector<planner::HostTensor>& inputs,
                            const std::vector<planner::HostTensor>& outputs, float tolerance) {
+  // A negative tolerance: derived from the program (emit/self_test_file.h).
+  if (tolerance < 0) tolerance = planner::derived_self_test_tolerance(program, method);
   return planner::make_self_test(program, method, inputs, outputs, tolerance);
 }
 
