@@ -897,16 +897,7 @@ Error Method::set_output(size_t index, const Tensor& tensor) {
 uint32_t Method::dynamic_axes(uint32_t t) const {
   const auto* dims = method_->dynamic_dims();
   if (dims == nullptr) return 0;
-  uint32_t lo = 0;
-  uint32_t hi = dims->size();
-  while (lo < hi) {  // the first entry of tensor t (sorted by tensor)
-    const uint32_t mid = lo + (hi - lo) / 2;
-    if (dims->Get(mid)->tensor() < t) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
+  uint32_t lo = abi::first_dynamic_dim(*dims, t);
   uint32_t axes = 0;
   for (; lo < dims->size() && dims->Get(lo)->tensor() == t; ++lo) {
     if (dims->Get(lo)->axis() != abi::kAliasOffset) axes |= 1u << dims->Get(lo)->axis();
@@ -967,7 +958,7 @@ Error Method::refresh_shapes() {
                            tensor_name(*method_, tensor.alias_root_));
     }
   }
-  // The trust boundary again: every kernel sees the new extents before it runs.
+  // The trust boundary again: every kernel sees the changed extents before it runs.
   for (uint32_t i = 0; i < num_instructions_; ++i) {
     const internal::InstructionState& state = instructions_[i];
     if (state.kind != internal::InstructionKind::kKernel || checks_[i] == nullptr) continue;

@@ -536,17 +536,8 @@ class MethodValidator {
   bool is_dynamic(uint32_t t) const {
     const auto* dims = method_.dynamic_dims();
     if (dims == nullptr) return false;
-    uint32_t lo = 0;
-    uint32_t hi = dims->size();
-    while (lo < hi) {
-      const uint32_t mid = lo + (hi - lo) / 2;
-      if (dims->Get(mid)->tensor() < t) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
-    return lo < dims->size() && dims->Get(lo)->tensor() == t;
+    const uint32_t i = abi::first_dynamic_dim(*dims, t);
+    return i < dims->size() && dims->Get(i)->tensor() == t;
   }
 
   // No operand of a delegate or collective changes size.

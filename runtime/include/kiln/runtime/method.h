@@ -154,7 +154,7 @@ class Method {
   Error bind_checked(uint32_t tensor_index, const Tensor& given);
   void refresh_aliases();
   // Recomputes every extent that follows a bounded input from the inputs'
-  // bound shapes, then runs the kernels' checks at the new extents.
+  // bound shapes, then runs the kernels' checks at the changed extents.
   Error refresh_shapes();
   // A bit per axis of tensor t that follows a bounded input.
   uint32_t dynamic_axes(uint32_t t) const;

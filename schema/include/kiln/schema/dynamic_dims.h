@@ -34,6 +34,22 @@ inline bool evaluate_dynamic_dim(const fb::DynamicDim& d, const int64_t* values,
   return true;
 }
 
+// The index of the first entry of tensor t in `dims` (sorted by tensor),
+// or dims->size() when t has none.
+inline uint32_t first_dynamic_dim(const flatbuffers::Vector<const fb::DynamicDim*>& dims, uint32_t t) {
+  uint32_t lo = 0;
+  uint32_t hi = dims.size();
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (dims.Get(mid)->tensor() < t) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 }  // namespace abi
 }  // namespace kiln
 
