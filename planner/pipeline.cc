@@ -9,6 +9,7 @@
 #include "emit/emitter.h"
 #include "exec/evaluate.h"
 #include "lower/lowerer.h"
+#include "passes/all_reduce.h"
 #include "passes/copies.h"
 #include "passes/fuse.h"
 #include "passes/infer.h"
@@ -87,6 +88,7 @@ Lowered lower_stage(Graph graph, const PlanOptions& options) {
   result.round_trips_removed = remove_round_trips(method);
   cluster_copies(method);
   store_precision(method, result, options);
+  if (options.fuse) result.fuse.all_reduce_addends = fuse_all_reduce_addends(method);
   if (options.plan_io) {
     for (LTensor& t : method.tensors) {
       if (t.storage == Storage::kUser) t.user_fallback = true;

@@ -63,6 +63,8 @@ constexpr uint32_t kArenaAlignment = 256;
 constexpr uint32_t kAllReduceMaxRanks = 8;
 constexpr uint32_t kAllReduceMaxBlocks = 32;
 constexpr uint32_t kAllReduceThreads = 256;
+// Addends fused into the write (the schema's kMaxCollectiveAddends).
+constexpr uint32_t kAllReduceMaxAddends = 2;
 constexpr uint64_t kAllReduceBytesPerBlock = uint64_t{64} << 10;
 constexpr uint64_t kAllReduceStateBytes = kDelegateHeaderBytes + kLaunchBytes;
 

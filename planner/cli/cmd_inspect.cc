@@ -184,8 +184,15 @@ void print_instruction(const fb::Method& m, uint32_t i) {
                  "-shot kernel, " + std::to_string(call->blocks()) + " block" + (call->blocks() == 1 ? "" : "s") +
                  ", signals at " + std::to_string(call->signal_offset());
       }
-      std::printf("    #%-4u collective %s group %u %s -> %s%s%s\n", i, fb::EnumNameCollectiveKind(call->kind()),
-                  call->group(), ids(list_of(call->inputs())).c_str(), ids(list_of(call->outputs())).c_str(),
+      // Inputs after the first: addends fused into its write.
+      std::vector<int64_t> inputs = list_of(call->inputs());
+      std::string addends;
+      if (inputs.size() > 1) {
+        addends = " + " + ids(std::vector<int64_t>(inputs.begin() + 1, inputs.end()));
+        inputs.resize(1);
+      }
+      std::printf("    #%-4u collective %s group %u %s%s -> %s%s%s\n", i, fb::EnumNameCollectiveKind(call->kind()),
+                  call->group(), ids(inputs).c_str(), addends.c_str(), ids(list_of(call->outputs())).c_str(),
                   kernel.c_str(), node.c_str());
       break;
     }

@@ -55,6 +55,9 @@ constexpr const char* kHelp =
     "                             without it (doubles planning time; default: a first-fit estimate)\n"
     "  --no-packing               float Conv, Gemm and MatMul without packing scratch, int8 ones\n"
     "                             with 2 KiB blocks: smaller arenas, slower kernels (microcontrollers)\n"
+    "  --no-fuse                  every node runs as the model writes it: no BatchNormalization folded\n"
+    "                             into Conv, no bias, activation or gated pattern fused into its\n"
+    "                             producer, no bias or residual Add fused into an all-reduce's write\n"
     "  --quantized-io             method inputs read only by a QuantizeLinear and outputs written only by\n"
     "                             a DequantizeLinear (per tensor) take their int8/uint8 data, scale and\n"
     "                             zero point; those Q and DQ nodes go (the application passes quantized\n"
@@ -224,9 +227,10 @@ void print_inplace_and_fusion(const PlanResult& result) {
     std::printf(
         "  fused:       %d BatchNormalization into Conv, %d bias Add into MatMul, %d activations into "
         "their producer%s; SiLU, HardSwish and GELU patterns: %d into their producer, %d into one "
-        "element-wise pass; %d BatchNormalization[+Relu] ahead of a 1x1 Conv into its input\n",
+        "element-wise pass; %d BatchNormalization[+Relu] ahead of a 1x1 Conv into its input; %d bias or "
+        "residual Add into an all-reduce's write\n",
         fuse.batch_norms_folded, fuse.biases_fused, fuse.activations_fused, kinds.c_str(), fuse.gated_into_producer,
-        fuse.gated_standalone, fuse.input_affines_fused);
+        fuse.gated_standalone, fuse.input_affines_fused, fuse.all_reduce_addends);
   }
 }
 
@@ -260,9 +264,12 @@ void print_ranks(const PlanResult& result) {
   }
   for (const AllReduceChoice& c : result.all_reduce) {
     if (c.algorithm == fb::AllReduceAlgorithm::COMMUNICATOR) continue;
-    std::printf("  all-reduce:  '%s' on %s, %s bytes over %u ranks: %s kernel (%u block%s): %s\n", c.name.c_str(),
+    std::string adds;
+    for (const std::string& add : c.fused_adds)
+      adds += (adds.empty() ? "; adds fused into its write: '" : ", '") + add + "'";
+    std::printf("  all-reduce:  '%s' on %s, %s bytes over %u ranks: %s kernel (%u block%s): %s%s\n", c.name.c_str(),
                 c.device.c_str(), group_digits(c.bytes).c_str(), c.ranks, all_reduce_algorithm_name(c.algorithm),
-                c.blocks, c.blocks == 1 ? "" : "s", c.why.c_str());
+                c.blocks, c.blocks == 1 ? "" : "s", c.why.c_str(), adds.c_str());
   }
 }
 
@@ -431,6 +438,7 @@ PlanOptions parse_plan_options(const Args& args) {
   parse_memory_options(args, options);
   options.plan_io = args.has("--plan-io");
   options.lower.packing_scratch = !args.has("--no-packing");
+  options.fuse = !args.has("--no-fuse");
   options.targets = args.get("--target", "cpu");
   options.device_io = args.has("--device-io");
   options.names = !args.has("--strip-names");
@@ -495,7 +503,7 @@ const std::vector<OptionSpec>& plan_option_specs() {
       {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
       {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
       {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
-      {"--precision", true}, {"--keep-fp32", true}, {"--no-packing", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
+      {"--precision", true}, {"--keep-fp32", true}, {"--no-packing", false}, {"--no-fuse", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
       {"--tensor-parallel", true}, {"--allreduce", true}, {"--bundle-test", true}, {"--test-tolerance", true},
       {"--memory-region", true}, {"--memory-regions", true}, {"--hot-constants", false}, {"--method", true}, {"--concurrent-methods", false},
       {"--help", false}};

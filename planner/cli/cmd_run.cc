@@ -84,7 +84,11 @@ constexpr const char* kHelp =
     "collectives run by the CUDA backend's all-reduce kernels (one-shot or two-shot,\n"
     "as planned: kiln plan --allreduce), which read the peers' arenas directly.\n"
     "  --collective-sync flags|barrier   how ranks meet in a collective: per-rank flags\n"
-    "                                    in shared memory (default) or MPI barriers\n";
+    "                                    in shared memory (default) or MPI barriers\n"
+    "  --device-peers on|off             off: the communicator hands out no device peers,\n"
+    "                                    as one without load/store access to its peers'\n"
+    "                                    memory, so device collectives run through its\n"
+    "                                    all_reduce() and fused addends through the backend\n";
 
 std::string summary(const HostTensor& t) {
   if (t.numel() == 0) return "(empty)";
@@ -195,7 +199,7 @@ bool cuda_runs_on_host() {
 // A program whose symmetric arenas are on a CUDA device maps them in MPI
 // shared windows only under the host execution model of CUDA, where device
 // memory is host memory.
-std::unique_ptr<comm::MpiCommunicator> start_communicator(const std::string& sync, DeviceType memory,
+std::unique_ptr<comm::MpiCommunicator> start_communicator(const std::string& sync, bool device_peers, DeviceType memory,
                                                           RunOptions& options) {
   std::unique_ptr<comm::MpiCommunicator> communicator;
   unsigned world = 1;
@@ -208,6 +212,7 @@ std::unique_ptr<comm::MpiCommunicator> start_communicator(const std::string& syn
     comm::MpiOptions mpi;
     mpi.memory = memory;
     mpi.sync = sync == "barrier" ? comm::MpiSync::kBarrier : comm::MpiSync::kFlags;
+    mpi.device_peers = device_peers;
     const Error error = comm::MpiCommunicator::create(mpi, &communicator);
     if (error != Error::kOk) fail("cannot start the MPI communicator: ", error_name(error));
     options.communicators.push_back(communicator.get());
@@ -284,7 +289,7 @@ std::string for_rank(std::string name, unsigned rank) {
 int cmd_run(const Argv& argv) {
   // clang-format off
   const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
-                         {"--profile", false, true}, {"--collective-sync", true}, {"--self-test", true}, {"--isa", true},
+                         {"--profile", false, true}, {"--collective-sync", true}, {"--device-peers", true}, {"--self-test", true}, {"--isa", true},
                          {"--threads", true}, {"--dequantize", false}, {"--huge-pages", true},
                          {"--help", false}});
   // clang-format on
@@ -315,9 +320,11 @@ int cmd_run(const Argv& argv) {
   options.huge_pages = huge == "on";
   const std::string sync = args.get("--collective-sync", "flags");
   if (sync != "flags" && sync != "barrier") throw UsageError{"--collective-sync is flags or barrier"};
+  const std::string peers = args.get("--device-peers", "on");
+  if (peers != "on" && peers != "off") throw UsageError{"--device-peers is on or off"};
 #if KILN_WITH_MPI
   const std::unique_ptr<comm::MpiCommunicator> communicator =
-      start_communicator(sync, symmetric_device_type(bytes, options.method), options);
+      start_communicator(sync, peers == "on", symmetric_device_type(bytes, options.method), options);
   const unsigned rank = communicator != nullptr ? communicator->rank() : 0;
 #else
   const unsigned rank = 0;

@@ -75,6 +75,10 @@ struct LInstruction {
   uint64_t signal_offset = 0;
   uint32_t blocks = 0;
   uint64_t state_bytes = 0;
+  // kCollective: inputs after the first are addends, each added to the
+  // reduced sum as it is written (passes/all_reduce.h,
+  // fuse_all_reduce_addends); the Add nodes they came from, for reports.
+  std::vector<std::string> fused_adds;
   // What it does, for reports: the kernel's name, "copy" or "all-reduce".
   std::string what() const { return kind == Kind::kCopy ? "copy" : kind == Kind::kCollective ? "all-reduce" : op; }
   // Where a kernel runs; the emitter groups consecutive kernels of one

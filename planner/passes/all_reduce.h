@@ -26,6 +26,26 @@
 //     way on every rank).
 //
 // Run after memory planning (arena sizes are final), before emitting.
+//
+// Before that, on the lowered method (before symmetric placement and
+// in-place reuse), fuse_all_reduce_addends folds a bias or residual Add
+// that follows a device all-reduce into the all-reduce's write, Megatron's
+// pattern (z = AllReduce(x) + b, then + r): the collective takes the Add's
+// operand as an addend (CollectiveCall.inputs[1], [2]) and writes the Add's
+// output; the Add's launch and one pass over the tensor go. Conditions:
+//   - the all-reduce is one the device kernels take (the conditions above:
+//     a device whose backend runs collectives, float32, 2 to max_ranks
+//     ranks); at most two addends;
+//   - the Add is a kernel on the same device with no fused activation;
+//     nothing else reads the all-reduce's output (nor a view of it), and it
+//     is no method output;
+//   - the addend is float32, broadcasts into the output along its leading
+//     axes (its shape, leading 1s dropped, is the output's trailing axes:
+//     a bias [H] or [S, H], a residual of the whole shape), so element i of
+//     the output adds element i mod numel(addend); and it is written before
+//     the all-reduce (a constant, an input, or an earlier result).
+// Each rank adds its own addends, in the order the Adds ran, after the sum
+// in rank order: the bits the unfused program computes.
 
 #ifndef KILN_PLANNER_PASSES_ALL_REDUCE_H_
 #define KILN_PLANNER_PASSES_ALL_REDUCE_H_
@@ -52,6 +72,8 @@ struct AllReduceChoice {
   fb::AllReduceAlgorithm algorithm = fb::AllReduceAlgorithm::COMMUNICATOR;
   uint32_t blocks = 0;
   std::string why;
+  // The Add nodes fused into its write (fuse_all_reduce_addends).
+  std::vector<std::string> fused_adds;
 };
 
 const char* all_reduce_algorithm_name(fb::AllReduceAlgorithm algorithm);
@@ -60,6 +82,9 @@ const char* all_reduce_algorithm_name(fb::AllReduceAlgorithm algorithm);
 uint64_t two_shot_min_bytes(uint32_t ranks);
 
 std::vector<AllReduceChoice> choose_all_reduce(LMethod& method, AllReduceMode mode);
+
+// Returns how many Adds it fused (see above).
+int fuse_all_reduce_addends(LMethod& method);
 
 }  // namespace kiln::planner
 

@@ -71,9 +71,13 @@ struct FuseStats {
   int gated_standalone = 0;
   // BatchNormalization (and Relu) pairs fused ahead of a 1x1 Conv.
   int input_affines_fused = 0;
+  // Bias and residual Adds fused into a device all-reduce's write
+  // (passes/all_reduce.h, fuse_all_reduce_addends).
+  int all_reduce_addends = 0;
 
   int total() const {
-    return batch_norms_folded + biases_fused + activations_fused + gated_standalone + input_affines_fused;
+    return batch_norms_folded + biases_fused + activations_fused + gated_standalone + input_affines_fused +
+           all_reduce_addends;
   }
 };
 

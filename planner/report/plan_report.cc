@@ -320,7 +320,10 @@ void write_collectives(JsonWriter& j, const LMethod& m, const PlanResult& result
   for (const AllReduceChoice& c : result.all_reduce) {
     j.begin_object().field("name", c.name).field("device", c.device).field("bytes", c.bytes).field("ranks", c.ranks);
     j.field("algorithm", std::string(all_reduce_algorithm_name(c.algorithm))).field("blocks", c.blocks);
-    j.field("why", c.why).end_object();
+    j.field("why", c.why);
+    j.key("fused_adds").begin_array();
+    for (const std::string& add : c.fused_adds) j.value(add);
+    j.end_array().end_object();
   }
   j.end_array();
   j.end_object();
@@ -332,7 +335,7 @@ void write_collectives(JsonWriter& j, const LMethod& m, const PlanResult& result
   for (const auto& [kind, count] : fuse.activations_by_kind) j.field(kind, count);
   j.end_object();
   j.field("gated_into_producer", fuse.gated_into_producer).field("gated_standalone", fuse.gated_standalone);
-  j.field("input_affines_fused", fuse.input_affines_fused);
+  j.field("input_affines_fused", fuse.input_affines_fused).field("all_reduce_addends", fuse.all_reduce_addends);
   j.end_object();
   const TensorParallelStats& tp = result.tensor_parallel;
   j.key("tensor_parallel").begin_object();

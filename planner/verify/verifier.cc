@@ -87,8 +87,12 @@ void verify_collectives(const fb::Method& m, const std::vector<int>& root, const
     }
     if (!known)
       errors.push_back(where + str("collective ", i, " names group ", call->group(), " without a communicator"));
-    if (call->inputs() == nullptr) continue;
-    for (int32_t t : *call->inputs()) {
+    if (call->inputs() == nullptr || call->inputs()->size() == 0) continue;
+    if (call->inputs()->size() > 1 && call->algorithm() == fb::AllReduceAlgorithm::COMMUNICATOR) {
+      errors.push_back(where + str("collective ", i, " has addends but no device kernels"));
+    }
+    // The reduced operand (inputs after it are addends, anywhere on the device).
+    for (int32_t t : {call->inputs()->Get(0)}) {
       if (t < 0 || static_cast<uint32_t>(t) >= n || root[static_cast<size_t>(t)] < 0) continue;
       const fb::PlannedStorage* p = storage_of(*m.tensors()->Get(static_cast<uint32_t>(root[static_cast<size_t>(t)])));
       const fb::Arena* arena = p != nullptr && m.arenas() != nullptr && p->arena() < m.arenas()->size()

@@ -440,9 +440,29 @@ class MethodLoader final : public MethodView {
     next_state_ += reserved;
     if (call.algorithm() == fb::AllReduceAlgorithm::COMMUNICATOR || arena.communicator == nullptr ||
         is_host(input.device())) {
-      return Error::kOk;
+      return check_addends_runnable(i, instruction, *state);
     }
     return setup_device_collective(i, instruction, memory, reserved, state);
+  }
+
+  // A collective with addends that the runtime runs itself (through the
+  // communicator's all_reduce, or a one-rank copy) adds them after it: on
+  // the host, or through the device's backend (Backend::accumulate).
+  Error check_addends_runnable(uint32_t i, const fb::Instruction& instruction,
+                               const internal::InstructionState& state) {
+    const Tensor& output = *state.args.outputs[0];
+    if (state.args.num_inputs < 2 || is_host(output.device())) return Error::kOk;
+    const internal::ArenaState& arena = arenas_[output.arena_];
+    const Error can = arena.backend != nullptr
+                          ? arena.backend->accumulate(output.device(), arena.device, 0, arena.device, 0, 0, 1)
+                          : Error::kNotSupported;
+    KILN_CHECK_OR_RETURN(can == Error::kOk, Error::kNotSupported,
+                         "method '%s': collective %u ('%s') has addends fused into its write, which its "
+                         "communicator does not run and backend '%s' cannot add (Backend::accumulate); plan "
+                         "with --no-fuse",
+                         name(), i, instruction_name(instruction),
+                         arena.backend != nullptr ? arena.backend->id() : "?");
+    return Error::kOk;
   }
 
   // A collective planned for the device's all-reduce kernels: run by the
@@ -459,9 +479,10 @@ class MethodLoader final : public MethodView {
     if (have_peers == Error::kNotSupported) {
       KILN_LOG(INFO,
                "method '%s': collective %u ('%s'): communicator '%s' hands out no device peers, so it "
-               "runs through the communicator's all_reduce()",
-               name(), i, instruction_name(instruction), arena.communicator->name());
-      return Error::kOk;
+               "runs through the communicator's all_reduce()%s",
+               name(), i, instruction_name(instruction), arena.communicator->name(),
+               state->args.num_inputs > 1 ? ", then its addends" : "");
+      return check_addends_runnable(i, instruction, *state);
     }
     KILN_CHECK_OR_RETURN(have_peers == Error::kOk && peers.count == arena.communicator->size(), Error::kInternal,
                          "method '%s': collective %u ('%s'): communicator '%s' gave %u device peers of %u: %s", name(),
@@ -476,6 +497,12 @@ class MethodLoader final : public MethodView {
     context.output = &output;
     context.input_arena = arena.device;
     context.output_arena = arenas_[output.arena_].device;
+    for (uint32_t a = 1; a < state->args.num_inputs && a <= kMaxCollectiveAddends; ++a) {
+      const Tensor& addend = *state->args.inputs[a];
+      context.addends[context.num_addends] = &addend;
+      context.addend_arenas[context.num_addends] = arenas_[addend.arena_].device;
+      ++context.num_addends;
+    }
     context.peers = &peers;
     context.communicator = arena.communicator;
     context.rank = arena.communicator->rank();
@@ -991,6 +1018,31 @@ namespace internal {
 
 // A collective: through its group's communicator, or a copy for a group
 // of one rank.
+// The addends of a collective the runtime reduced (CollectiveCall.inputs
+// after the first), added to its output in order: element i adds element
+// i mod numel of each.
+Error add_addends(const InstructionState& state) {
+  const Tensor& output = *state.args.outputs[0];
+  const uint64_t count = static_cast<uint64_t>(output.numel());
+  for (uint16_t a = 1; a < state.args.num_inputs; ++a) {
+    const Tensor& addend = *state.args.inputs[a];
+    const uint64_t period = static_cast<uint64_t>(addend.numel());
+    if (is_host(output.device())) {
+      float* y = static_cast<float*>(output.data());
+      const float* b = static_cast<const float*>(addend.data());
+      for (uint64_t i = 0; i < count; i += period) {
+        for (uint64_t j = 0; j < period; ++j) y[i + j] += b[j];
+      }
+      continue;
+    }
+    const ArenaState& out_arena = state.arenas[output.arena()];
+    KILN_RETURN_IF_ERROR(out_arena.backend->accumulate(output.device(), out_arena.device, output.offset(),
+                                                       state.arenas[addend.arena()].device, addend.offset(), count,
+                                                       period));
+  }
+  return Error::kOk;
+}
+
 Error run_collective(const InstructionState& state) {
   const Tensor& input = *state.args.inputs[0];
   const Tensor& output = *state.args.outputs[0];
@@ -998,14 +1050,17 @@ Error run_collective(const InstructionState& state) {
   if (arena.communicator == nullptr) {
     // A group of one rank: the sum of one tensor is itself.
     if (!is_host(input.device())) {
-      if (input.arena() == output.arena() && input.offset() == output.offset()) return Error::kOk;
-      return arena.backend->copy_on_device(output.device(), state.arenas[output.arena()].device, output.offset(),
-                                           arena.device, input.offset(), input.nbytes());
+      if (input.arena() != output.arena() || input.offset() != output.offset()) {
+        KILN_RETURN_IF_ERROR(arena.backend->copy_on_device(output.device(), state.arenas[output.arena()].device,
+                                                           output.offset(), arena.device, input.offset(),
+                                                           input.nbytes()));
+      }
+      return add_addends(state);
     }
     if (input.data() != output.data() && input.nbytes() > 0) {
       memcpy(output.data(), input.data(), static_cast<size_t>(input.nbytes()));
     }
-    return Error::kOk;
+    return add_addends(state);
   }
 #if KILN_COLLECTIVES
   AllReduceArgs args;
@@ -1019,7 +1074,8 @@ Error run_collective(const InstructionState& state) {
   args.count = static_cast<uint64_t>(input.numel());
   args.dtype = input.dtype();
   args.op = state.reduce_op;
-  return arena.communicator->all_reduce(args);
+  KILN_RETURN_IF_ERROR(arena.communicator->all_reduce(args));
+  return add_addends(state);
 #else
   return Error::kNotSupported;
 #endif

@@ -142,12 +142,17 @@ class MethodValidator {
   }
 
   // One input in a symmetric arena of the call's group; one output of the
-  // same dtype, size and device; a reduction the runtime knows.
+  // same dtype, size and device; a reduction the runtime knows; at most two
+  // addends (float32 on the output's device, each of a size that divides
+  // the output's).
   Error check_collective(uint32_t i, const fb::CollectiveCall& call) {
     const auto size = [](const flatbuffers::Vector<int32_t>* v) { return v != nullptr ? v->size() : 0u; };
-    KILN_CHECK_OR_RETURN(size(call.inputs()) == 1 && size(call.outputs()) == 1, kInvalid,
-                         "method '%s': collective instruction %u has %u inputs and %u outputs, not one of each", name_,
-                         i, size(call.inputs()), size(call.outputs()));
+    KILN_CHECK_OR_RETURN(
+        size(call.inputs()) >= 1 && size(call.inputs()) <= 1 + kMaxCollectiveAddends && size(call.outputs()) == 1,
+        kInvalid,
+        "method '%s': collective instruction %u has %u inputs and %u outputs, not one of each (and at "
+        "most %u addends)",
+        name_, i, size(call.inputs()), size(call.outputs()), kMaxCollectiveAddends);
     KILN_CHECK_OR_RETURN(call.kind() <= fb::CollectiveKind::MAX && call.op() <= fb::ReduceOp::MAX &&
                              call.algorithm() <= fb::AllReduceAlgorithm::MAX,
                          kInvalid, "method '%s': collective instruction %u has an unknown kind, reduction or algorithm",
@@ -162,6 +167,17 @@ class MethodValidator {
     KILN_CHECK_OR_RETURN(same_device(device_or_cpu(tensor(in).device()), device_or_cpu(tensor(out).device())), kInvalid,
                          "method '%s': collective instruction %u reduces '%s' into '%s' on another device", name_, i,
                          tensor_name(in), tensor_name(out));
+    for (uint32_t a = 1; a < size(call.inputs()); ++a) {
+      const uint32_t addend = static_cast<uint32_t>(call.inputs()->Get(a));
+      const uint64_t period = tensor(addend).nbytes();
+      KILN_CHECK_OR_RETURN(tensor(addend).dtype() == DType::FLOAT32 && tensor(out).dtype() == DType::FLOAT32 &&
+                               period > 0 && tensor(out).nbytes() % period == 0 &&
+                               same_device(device_or_cpu(tensor(addend).device()), device_or_cpu(tensor(out).device())),
+                           kInvalid,
+                           "method '%s': collective instruction %u adds '%s' to '%s': addends are float32, on the "
+                           "output's device, of a size that divides the output's",
+                           name_, i, tensor_name(addend), tensor_name(out));
+    }
     const uint32_t root = root_of(in);
     const fb::PlannedStorage* planned = root < num_tensors_ ? tensor(root).storage_as_PlannedStorage() : nullptr;
     const fb::Arena* arena =

@@ -21,6 +21,13 @@ processes under mpirun and compute what one rank computes.
   - reuse: 8 x (MatMul -> AllReduce) plans into one symmetric and one
     ordinary buffer, and computes the chain on 2 ranks with different
     inputs, on the CPU and on cuda:0;
+  - the bias (and the transformer's residual) Add after each all-reduce
+    fused into its write, reported in plan.json, and bit for bit what the
+    --no-fuse program computes;
+  - a bias and a per-rank residual fused into the write of both kernels
+    on 2 and 4 ranks, and through a communicator without device peers
+    (--device-peers off: its all_reduce(), then the backend's adds), right
+    on every rank;
   - one rank on cuda:0: collectives are copies on the device;
   - 1,000 executes of Relu -> AllReduce on cuda:0 over 4 ranks, with the
     one-shot and with the two-shot kernel;
@@ -72,10 +79,10 @@ def main():
     def path(name):
         return os.path.join(work, name)
 
-    def mpi(ranks, program, inputs, out_dir, expect_ok=True, cuda=False, runs=1):
+    def mpi(ranks, program, inputs, out_dir, expect_ok=True, cuda=False, runs=1, extra=()):
         # out_dir may name "{rank}": then every rank writes its outputs.
         cmd = [sys.executable, args.run_mpi, "--mpirun", args.mpirun, "-n", str(ranks), "--max-seconds", "120", "--",
-               kiln, "run", program, "--output-dir", out_dir, "--runs", str(runs)]
+               kiln, "run", program, "--output-dir", out_dir, "--runs", str(runs)] + list(extra)
         for i in inputs:
             cmd += ["--input", i]
         if not cuda:
@@ -148,13 +155,32 @@ def main():
                 algorithms = [c["algorithm"] for c in plan["symmetric"]["all_reduce"]]
                 check(len(algorithms) > 0 and set(algorithms) == {mode},
                       f"{model}, {ranks} ranks, --allreduce {mode}: plan.json gives {algorithms}")
+                # The bias Add after each row split (and the transformer's
+                # residual Add) fused into the all-reduce's write.
+                fused = [c["fused_adds"] for c in plan["symmetric"]["all_reduce"]]
+                adds = {"mlp_gemm": 1, "transformer": 2}[model]
+                check(all(len(f) == adds for f in fused) and plan["fusion"]["all_reduce_addends"] == adds * len(fused),
+                      f"{model}, {ranks} ranks: {adds} Add(s) fused into each all-reduce's write ({fused})")
                 out = path(f"out_{model}_cuda_{ranks}_{mode}_{{rank}}")
                 p = mpi(ranks, program, [x], out, cuda=True, runs=3)
-                check(kernels_run(p, mode, ranks, len(algorithms)),
-                      f"{model}, {ranks} ranks: every rank set up its {len(algorithms)} {mode} all-reduce kernels")
+                check(kernels_run(p, mode, ranks, len(algorithms)) and
+                      p.stdout.count(f"{adds} addend{'s' if adds > 1 else ''} fused") == ranks * len(algorithms),
+                      f"{model}, {ranks} ranks: every rank set up its {len(algorithms)} {mode} all-reduce kernels, "
+                      f"each with its {adds} addend(s)")
                 err = max(rel(y, want) for y in outputs(out, ranks))
                 check(err <= 1e-5, f"{model} on cuda:0, {mode} kernels: every one of {ranks} ranks matches one rank "
                       f"after 3 executes (relative error {err:.1e})")
+                if ranks != 2:
+                    continue
+                # The same program unfused (--no-fuse) computes the same bits:
+                # the addends are added in the Adds' order, after the sum.
+                unfused = path(f"{model}.cuda.tp{ranks}.{mode}.nofuse.kiln")
+                run([kiln, "plan", path(model + ".onnx"), "-o", unfused, "--target", "cuda:0,cpu",
+                     "--tensor-parallel", str(ranks), "--allreduce", mode, "--no-fuse"])
+                out_unfused = path(f"out_{model}_cuda_{ranks}_{mode}_nofuse_{{rank}}")
+                mpi(ranks, unfused, [x], out_unfused, cuda=True)
+                same = all(np.array_equal(a, b) for a, b in zip(outputs(out, ranks), outputs(out_unfused, ranks)))
+                check(same, f"{model} on cuda:0, {mode}, 2 ranks: fused and --no-fuse outputs are bit for bit equal")
 
     def rank_inputs(name, ranks):
         return [np.load(path(f"{name}.input.rank{r}.npy")).astype(np.float64) for r in range(ranks)]
@@ -225,6 +251,34 @@ def main():
         err = max(rel(o, want) for o in outputs(out, 4))
         check(kernels_run(p, mode, 4, 1) and err <= 1e-5,
               f"Relu -> AllReduce on cuda:0, {mode} kernel, 4 ranks, 1,000 executes: every rank right "
+              f"(relative error {err:.1e})")
+
+    # A bias and a residual fused into the all-reduce's write, the residual
+    # each rank's own input: rank r gets sum_q relu(x_q) + bias + x_r, with
+    # either kernel, and through the communicator's all_reduce() (a
+    # communicator without device peers) followed by the backend's adds.
+    xs = rank_inputs("allreduce_residual", 4)
+    bias = np.load(path("allreduce_residual.bias.npy")).astype(np.float64)
+    runs = [(2, "one-shot", "on"), (2, "two-shot", "on"), (4, "one-shot", "on"), (4, "two-shot", "on"),
+            (2, "one-shot", "off")]
+    for ranks, mode, peers in runs:
+        program = path(f"residual.cuda.{ranks}.{mode}.kiln")
+        report = path(f"report_residual_{ranks}_{mode}")
+        run([kiln, "plan", path("allreduce_residual.onnx"), "-o", program, "--ranks", str(ranks), "--target",
+             "cuda:0,cpu", "--allreduce", mode, "--report", report])
+        fused = json.load(open(os.path.join(report, "plan.json")))["symmetric"]["all_reduce"][0]["fused_adds"]
+        out = path(f"out_residual_{ranks}_{mode}_{peers}_{{rank}}")
+        p = mpi(ranks, program, [path("allreduce_residual.input.rank{rank}.npy")], out, cuda=True, runs=2,
+                extra=["--device-peers", peers])
+        total = sum(np.maximum(x, 0) for x in xs[:ranks])
+        err = max(rel(o, total + bias + xs[r]) for r, o in enumerate(outputs(out, ranks)))
+        how = (f"{mode} kernel" if peers == "on" else
+               "the communicator's all_reduce(), then the backend's adds")
+        path_taken = (kernels_run(p, mode, ranks, 1) if peers == "on" else
+                      "hands out no device peers, so it runs through the communicator's all_reduce(), then its "
+                      "addends" in p.stdout)
+        check(fused == ["bias_add", "residual_add"] and path_taken and err <= 1e-6,
+              f"bias and residual fused ({fused}) on {ranks} ranks, {how}: every rank adds its own residual "
               f"(relative error {err:.1e})")
 
     # A peer that stops arriving: rank 1 executes once and leaves, rank 0

@@ -20,9 +20,13 @@ output PyTorch computes for it where PyTorch built the model
                     entry), a constant and a method output (explicit copies)
   allreduce_relu    Relu -> AllReduce on [4, 32]: the smallest collective
                     that a device kernel feeds
+  allreduce_residual  Relu -> AllReduce -> Add(bias [32]) -> Add(x, .) on
+                    [4, 32]: a bias and a residual (the rank's own input)
+                    for the all-reduce kernels to fuse into their write
 
 and, for the cases that give every rank its own data, NAME.input.rankR.npy
-(R = 0..3) for allreduce_chain, allreduce_paths and allreduce_relu.
+(R = 0..3) for allreduce_chain, allreduce_paths, allreduce_relu and
+allreduce_residual.
 """
 import os
 import sys
@@ -164,6 +168,18 @@ def allreduce_relu(out, rng, dim=32):
                       rng.standard_normal((4, dim)).astype(np.float32))
 
 
+def allreduce_residual(out, rng, dim=32):
+    bias = rng.standard_normal(dim).astype(np.float32)
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("AllReduce", ["r"], ["s"], name="allreduce", domain="com.microsoft"),
+             helper.make_node("Add", ["s", "bias"], ["t"], name="bias_add"),
+             helper.make_node("Add", ["x", "t"], ["y"], name="residual_add")]
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, dim])
+    save_helper_model(nodes, [numpy_helper.from_array(bias, "bias")], [vi("x")], [vi("y")], out,
+                      "allreduce_residual", rng.standard_normal((4, dim)).astype(np.float32))
+    np.save(os.path.join(out, "allreduce_residual.bias.npy"), bias)
+
+
 def rank_inputs(out, rng, name, ranks=4):
     x = np.load(os.path.join(out, name + ".input.npy"))
     for r in range(ranks):
@@ -183,6 +199,10 @@ def main():
     allreduce_relu(out, rng)
     for name in ["allreduce_chain", "allreduce_paths", "allreduce_relu"]:
         rank_inputs(out, rng, name)
+    # Its own generator: the data above stays as it was.
+    residual_rng = np.random.default_rng(11)
+    allreduce_residual(out, residual_rng)
+    rank_inputs(out, residual_rng, "allreduce_residual")
 
 
 if __name__ == "__main__":

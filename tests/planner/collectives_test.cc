@@ -368,6 +368,74 @@ TEST(CollectivesTest, ForcedAllReduceAlgorithmsAndWhereTheyCannotRun) {
   EXPECT_NE(many.why.find("more ranks"), std::string::npos) << many.why;
 }
 
+// Megatron's pattern: the bias and residual Adds after a device all-reduce
+// go into its write (the CollectiveCall's addends), and only where they may.
+PlanResult all_reduce_then_adds(const std::vector<int64_t>& bias_shape, bool read_twice, bool three_adds,
+                                const std::string& targets = "cuda:0,cpu", bool fuse = true) {
+  GraphBuilder b;
+  const int x = b.input("x", {4, 32});
+  const int sum = all_reduce(b, b.node("Relu", {x}));
+  const int biased = b.node("Add", {sum, b.ramp("bias", bias_shape)});
+  int y = b.node("Add", {x, biased});
+  if (three_adds) y = b.node("Add", {y, x});
+  b.output(y);
+  if (read_twice) b.output(b.node("Sigmoid", {sum}));
+  PlanOptions options;
+  options.targets = targets;
+  options.ranks = 2;
+  options.fuse = fuse;
+  return b.plan(options);
+}
+
+TEST(CollectivesTest, BiasAndResidualAddsFuseIntoADeviceAllReducesWrite) {
+  for (const std::vector<int64_t>& bias :
+       {std::vector<int64_t>{32}, std::vector<int64_t>{1, 32}, std::vector<int64_t>{4, 32}}) {
+    const PlanResult plan = all_reduce_then_adds(bias, false, false);
+    EXPECT_EQ(plan.fuse.all_reduce_addends, 2);
+    ASSERT_EQ(plan.all_reduce.size(), 1u);
+    EXPECT_EQ(plan.all_reduce[0].fused_adds.size(), 2u);
+    const fb::CollectiveCall* call = collective_call(plan);
+    ASSERT_NE(call, nullptr);
+    EXPECT_EQ(call->inputs()->size(), 3u);
+    // No Add kernel is left: the collective writes what the last Add wrote.
+    for (const auto& ins : plan.program.methods[0].instructions) EXPECT_NE(ins.op, "Add");
+    EXPECT_EQ(load_error(plan.bytes), Error::kOk);
+  }
+  // At most two addends: a third Add stays a kernel.
+  EXPECT_EQ(all_reduce_then_adds({32}, false, true).fuse.all_reduce_addends, 2);
+}
+
+TEST(CollectivesTest, AddsStayKernelsWhereTheAllReduceCannotTakeThem) {
+  // A bias that does not broadcast along the leading axes ([4, 1] over [4, 32]).
+  EXPECT_EQ(all_reduce_then_adds({4, 1}, false, false).fuse.all_reduce_addends, 0);
+  // The sum is read by another node too.
+  EXPECT_EQ(all_reduce_then_adds({32}, true, false).fuse.all_reduce_addends, 0);
+  // On the host (the communicator reduces), and with --no-fuse.
+  EXPECT_EQ(all_reduce_then_adds({32}, false, false, "cpu").fuse.all_reduce_addends, 0);
+  EXPECT_EQ(all_reduce_then_adds({32}, false, false, "cuda:0,cpu", false).fuse.all_reduce_addends, 0);
+  // An addend that is the operand itself: two-shot would have written its
+  // slice over it, so one-shot runs.
+  const planner::AllReduceChoice own = device_all_reduce(64, 2, planner::AllReduceMode::kTwoShot, true).all_reduce[0];
+  EXPECT_EQ(own.fused_adds.size(), 1u);
+  EXPECT_EQ(own.algorithm, fb::AllReduceAlgorithm::ONE_SHOT) << own.why;
+}
+
+TEST(CollectivesTest, RuntimeRefusesAnAddendThatIsNotFloat32) {
+  const PlanResult plan = all_reduce_then_adds({32}, false, false);
+  ASSERT_EQ(load_error(plan.bytes), Error::kOk);
+  const std::string ints = mutate_program(plan.bytes, [](fb::ProgramT& p) {
+    auto& m = *p.methods[0];
+    for (auto& i : m.instructions) {
+      if (auto* c = i->kind.AsCollectiveCall()) m.tensors[static_cast<size_t>(c->inputs[1])]->dtype = DType::INT32;
+    }
+  });
+  ::testing::internal::CaptureStderr();
+  const Error error = load_error(ints);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(error, Error::kInvalidProgram);
+  EXPECT_NE(log.find("addends are float32"), std::string::npos) << log;
+}
+
 TEST(CollectivesTest, RuntimeRefusesSignalWordsOutsideTheArena) {
   const std::string bytes = device_all_reduce(64, 2, planner::AllReduceMode::kOneShot).bytes;
   ASSERT_EQ(load_error(bytes), Error::kOk);

@@ -331,7 +331,9 @@ Error MpiCommunicator::device_peers(const SymmetricMemory& memory, DevicePeers* 
                        "mpi-shm: rank %u: device peers of symmetric arena %u, which this "
                        "communicator has not mapped",
                        rank_, memory.slot);
-  if (options_.memory == DeviceType::CPU || size_ > kMaxDevicePeers) return Error::kNotSupported;
+  if (options_.memory == DeviceType::CPU || !options_.device_peers || size_ > kMaxDevicePeers) {
+    return Error::kNotSupported;
+  }
   const State::Window& window = state_->windows[memory.slot];
   for (uint32_t r = 0; r < size_; ++r) out_peers->bases[r] = window.arenas[r];
   out_peers->count = size_;

@@ -34,7 +34,10 @@
 //             rank q's operand into the output; depart (done + 3).
 //
 // Every rank adds the same values in the same order: the same bits on
-// every rank. A wait longer than PeerReduceArgs::timeout_ns prints which
+// every rank. Fused addends (a bias, a residual: PeerReduceArgs::addends)
+// are this rank's own, added to each element as it is written (one-shot's
+// sum, two-shot's all-gather); in place, the own slice takes them after
+// the last step, when no peer reads it. A wait longer than PeerReduceArgs::timeout_ns prints which
 // peer and step, then traps: the launch fails (a sticky error on a GPU)
 // instead of hanging. The grid is small enough (cuda_abi.h) for all its
 // blocks to be resident at once, which waiting between blocks of peers
@@ -119,6 +122,12 @@ __device__ __forceinline__ float reduce_at(const PeerReduceArgs& p, uint64_t i) 
   return p.op == 4 ? acc / static_cast<float>(p.ranks) : acc;
 }
 
+// `value`, the sum at element i, with the fused addends added in order.
+__device__ __forceinline__ float with_addends(const PeerReduceArgs& p, uint64_t i, float value) {
+  for (uint32_t a = 0; a < p.num_addends; ++a) value += p.addends[a][i % p.periods[a]];
+  return value;
+}
+
 // Part `part` of `parts` of [begin, end), parts of whole 64-byte lines.
 __device__ __forceinline__ void part_of(uint64_t begin, uint64_t end, uint32_t part, uint32_t parts,
                                         uint64_t* out_begin, uint64_t* out_end) {
@@ -138,7 +147,7 @@ __global__ void all_reduce_kernel(PeerReduceArgs p) {
   if (!p.two_shot) {
     if (!peer_step(p, base + 1)) return;
     part_of(0, p.count, blockIdx.x, gridDim.x, &begin, &end);
-    for (uint64_t i = begin + threadIdx.x; i < end; i += blockDim.x) p.output[i] = reduce_at(p, i);
+    for (uint64_t i = begin + threadIdx.x; i < end; i += blockDim.x) p.output[i] = with_addends(p, i, reduce_at(p, i));
     peer_step(p, base + 2);
     return;
   }
@@ -154,9 +163,14 @@ __global__ void all_reduce_kernel(PeerReduceArgs p) {
     part_of(0, p.count, q, p.ranks, &slice_begin, &slice_end);
     part_of(slice_begin, slice_end, blockIdx.x, gridDim.x, &begin, &end);
     const float* source = operand_of(p, q);
-    for (uint64_t i = begin + threadIdx.x; i < end; i += blockDim.x) p.output[i] = source[i];
+    for (uint64_t i = begin + threadIdx.x; i < end; i += blockDim.x) p.output[i] = with_addends(p, i, source[i]);
   }
-  peer_step(p, base + 3);
+  if (!peer_step(p, base + 3) || p.output != own || p.num_addends == 0) return;
+  // In place: the own reduced slice takes its addends only now, when no
+  // peer reads it any more (block b's part of it, read by block b of each).
+  part_of(0, p.count, p.rank, p.ranks, &slice_begin, &slice_end);
+  part_of(slice_begin, slice_end, blockIdx.x, gridDim.x, &begin, &end);
+  for (uint64_t i = begin + threadIdx.x; i < end; i += blockDim.x) own[i] = with_addends(p, i, own[i]);
 }
 
 }  // namespace kiln::backends::cuda::KILN_CUDA_FLAVOR

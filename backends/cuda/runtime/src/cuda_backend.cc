@@ -13,6 +13,9 @@
 #include "launch.h"
 #include "lower.h"
 
+static_assert(kiln::backends::cuda::kAllReduceMaxAddends == kiln::kMaxCollectiveAddends,
+              "the all-reduce kernels take the addends a CollectiveCall may carry");
+
 namespace kiln::backends::cuda::KILN_CUDA_FLAVOR {
 
 #if !KILN_CUDA_HOSTEXEC
@@ -498,6 +501,26 @@ Error CudaBackend::copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_
   return Error::kOk;
 }
 
+Error CudaBackend::accumulate(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src,
+                              uint64_t src_offset, uint64_t count, uint64_t period) {
+  KILN_RETURN_IF_ERROR(open_device(device.index()));
+  if (count == 0) return Error::kOk;
+  KILN_CHECK_OR_RETURN(period > 0 && count % period == 0 && count < (uint64_t{1} << 32) &&
+                           buffer_holds(dst, dst_offset, count * 4) && buffer_holds(src, src_offset, period * 4) &&
+                           dst_offset % 4 == 0 && src_offset % 4 == 0,
+                       Error::kInvalidArgument,
+                       "cuda: adding %llu float32 elements into %llu on cuda:%d: outside its arenas, or not a "
+                       "multiple below 2^32",
+                       static_cast<unsigned long long>(period), static_cast<unsigned long long>(count), device.index());
+  cudaSetDevice(devices_[device.index()].physical);
+  const Launch l = accumulate_launch(reinterpret_cast<float*>(base_of(dst) + dst_offset),
+                                     reinterpret_cast<const float*>(base_of(src) + src_offset), count, period);
+  enqueue_kernel(l, stream_of(devices_[device.index()]));
+  KILN_CUDA_CHECK(cudaGetLastError(), Error::kDeviceError, "cuda: adding a collective's addend on cuda:%d failed",
+                  device.index());
+  return Error::kOk;
+}
+
 uint64_t CudaBackend::state_bytes(const fb::Delegate& delegate, Span<const uint8_t> blob) const {
   const fb::DelegateGraph* graph = parse_delegate_graph(blob);
   return graph != nullptr ? state_bytes_of(*graph) : 0;  // init() refuses a bad blob, naming why
@@ -594,6 +617,18 @@ Error check_collective(const CollectiveContext& c, const fb::CollectiveCall& cal
                            call.signal_offset() >= out.offset() + out.nbytes() ||
                            call.signal_offset() + signals <= out.offset(),
                        Error::kInvalidProgram, "cuda: all-reduce '%s': its output overlaps its signal words", c.name);
+  KILN_CHECK_OR_RETURN(c.num_addends <= kAllReduceMaxAddends, Error::kInvalidProgram,
+                       "cuda: all-reduce '%s': %u addends (at most %u)", c.name, c.num_addends, kAllReduceMaxAddends);
+  for (uint32_t a = 0; a < c.num_addends; ++a) {
+    const Tensor& addend = *c.addends[a];
+    KILN_CHECK_OR_RETURN(addend.dtype() == DType::FLOAT32 && addend.numel() > 0 && out.numel() % addend.numel() == 0 &&
+                             buffer_holds(c.addend_arenas[a], addend.offset(), addend.nbytes()) &&
+                             addend.offset() % 4 == 0,
+                         Error::kInvalidProgram,
+                         "cuda: all-reduce '%s': addend %u is not float32 inside its arena, of a size that divides "
+                         "the output's",
+                         c.name, a);
+  }
   return Error::kOk;
 }
 
@@ -639,12 +674,18 @@ Result<void*> CudaBackend::init_collective(const CollectiveContext& context) {
   a.ranks = context.peers->count;
   a.two_shot = call.algorithm() == fb::AllReduceAlgorithm::TWO_SHOT;
   a.op = static_cast<uint32_t>(call.op());
+  for (uint32_t i = 0; i < context.num_addends; ++i) {
+    a.addends[i] = reinterpret_cast<const float*>(base_of(context.addend_arenas[i]) + context.addends[i]->offset());
+    a.periods[i] = static_cast<uint64_t>(context.addends[i]->numel());
+  }
+  a.num_addends = context.num_addends;
   if (options_.graphs) {
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&record->capture_stream, cudaStreamNonBlocking), Error::kDeviceError,
                     "cuda: cannot create a stream on cuda:%d", index);
   }
-  KILN_LOG(INFO, "cuda: all-reduce '%s' on cuda:%d: %s kernel, rank %u of %u, %u block%s", context.name, index,
-           a.two_shot ? "two-shot" : "one-shot", a.rank, a.ranks, call.blocks(), call.blocks() == 1 ? "" : "s");
+  KILN_LOG(INFO, "cuda: all-reduce '%s' on cuda:%d: %s kernel, rank %u of %u, %u block%s, %u addend%s fused",
+           context.name, index, a.two_shot ? "two-shot" : "one-shot", a.rank, a.ranks, call.blocks(),
+           call.blocks() == 1 ? "" : "s", a.num_addends, a.num_addends == 1 ? "" : "s");
   return static_cast<void*>(record);
 }
 

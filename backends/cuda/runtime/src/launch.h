@@ -169,6 +169,11 @@ struct PeerReduceArgs {
   float* output;
   uint64_t input_offset, signal_offset, count, timeout_ns;
   uint32_t rank, ranks, two_shot, op;
+  // Fused into the write: output[i] = sum + addends[0][i mod periods[0]]
+  // (+ addends[1][...]); num_addends of them (CollectiveCall.inputs).
+  const float* addends[kAllReduceMaxAddends];
+  uint64_t periods[kAllReduceMaxAddends];
+  uint32_t num_addends;
 };
 
 // y[i] = x[i] converted from one storage type to another (the planner's

@@ -407,6 +407,30 @@ Error lower_cast(const KernelView& k, LaunchSink& sink) {
 
 }  // namespace
 
+Launch accumulate_launch(float* y, const float* b, uint64_t count, uint64_t period) {
+  Launch l;
+  l.kind = LaunchKind::kBinary;
+  l.storage = kFloat32;
+  l.node = "accumulate";
+  l.block = kBlock;
+  l.grid[0] = blocks_for(count / 4 + 1, kBlock);
+  BinaryArgs& args = l.binary;
+  args = BinaryArgs();
+  args.a = y;
+  args.b = b;
+  args.y = y;
+  args.n = count;
+  args.op = kAdd;
+  args.rank = 2;
+  args.dims[0] = static_cast<uint32_t>(count / period);
+  args.dims[1] = static_cast<uint32_t>(period);
+  args.a_strides[0] = static_cast<uint32_t>(period);
+  args.a_strides[1] = 1;
+  args.b_strides[0] = 0;
+  args.b_strides[1] = 1;
+  return l;
+}
+
 Error lower_kernel(const KernelView& k, LaunchSink& sink) {
   const char* op = k.op;
   // The shared unary and binary kernels up to kClip and kMin run here.

@@ -25,6 +25,11 @@ using LaunchSink = backends::LaunchSink<Launch>;
 // type of the kernel's output.
 Error lower_kernel(const KernelView& kernel, LaunchSink& sink);
 
+// y[i] += b[i mod period] for i < count (float32; count a multiple of
+// period, below 2^32): the binary kernel's Add over y in place with b
+// broadcast along y's leading axis (Backend::accumulate).
+Launch accumulate_launch(float* y, const float* b, uint64_t count, uint64_t period);
+
 }  // namespace kiln::backends::cuda::KILN_CUDA_FLAVOR
 
 #endif  // KILN_BACKENDS_CUDA_RUNTIME_SRC_LOWER_H_

@@ -34,6 +34,7 @@
 #include "kiln/runtime/result.h"
 #include "kiln/runtime/span.h"
 #include "kiln/runtime/tensor.h"
+#include "kiln/schema/device.h"
 
 namespace kiln {
 
@@ -99,6 +100,12 @@ struct CollectiveContext {
   const Tensor* output = nullptr;
   DeviceBuffer input_arena;
   DeviceBuffer output_arena;
+  // Addends fused into the write (CollectiveCall.inputs after the first):
+  // element i of the output adds element i mod numel of each, in order,
+  // after the sum. Each lies in its arena, addend_arenas[a], on the device.
+  const Tensor* addends[kMaxCollectiveAddends] = {};
+  DeviceBuffer addend_arenas[kMaxCollectiveAddends];
+  uint32_t num_addends = 0;
   // Every rank's copy of the symmetric arena (Communicator::device_peers),
   // and the communicator, to be told when a peer does not arrive
   // (Communicator::mark_failed). Not owned.
@@ -123,6 +130,14 @@ class Backend {
   virtual Error copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset, uint64_t bytes) = 0;
   virtual Error copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src,
                                uint64_t src_offset, uint64_t bytes) = 0;
+  // dst[i] += src[i mod period] for i < count, float32 elements on
+  // `device`, ordered after the work already issued to it, as a copy is:
+  // the addends of a collective that a communicator reduced (one without
+  // device peers; CollectiveCall). count 0 asks whether the backend can.
+  virtual Error accumulate(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src, uint64_t src_offset,
+                           uint64_t count, uint64_t period) {
+    return Error::kNotSupported;
+  }
   // A host-visible pointer for the bytes at `offset`, or nullptr when the
   // device's memory is not addressable from the host this way.
   virtual void* address(DeviceBuffer buffer, uint64_t offset) { return nullptr; }

@@ -21,6 +21,10 @@ inline bool same_device(const fb::Device& a, const fb::Device& b) {
   return a.type() == b.type() && a.index() == b.index();
 }
 
+// The addends a CollectiveCall may carry after its reduced input (a bias
+// and a residual fused into its write; schema: CollectiveCall).
+constexpr uint32_t kMaxCollectiveAddends = 2;
+
 inline bool operator==(const fb::Device& a, const fb::Device& b) { return same_device(a, b); }
 inline bool operator!=(const fb::Device& a, const fb::Device& b) { return !same_device(a, b); }
 

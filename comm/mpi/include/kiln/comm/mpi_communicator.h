@@ -108,6 +108,11 @@ struct MpiOptions {
   // symmetric arenas here and reduces them by the protocol above, across
   // real processes (test infrastructure; a GPU needs a device communicator).
   DeviceType memory = DeviceType::CPU;
+  // With memory = CUDA: whether device_peers() hands out the windows. Off,
+  // it answers kNotSupported, as a communicator without load/store access
+  // to its peers' memory does (NCCL without windows), so device
+  // collectives run through all_reduce(): how that path is tested.
+  bool device_peers = true;
 };
 
 class MpiCommunicator final : public Communicator {

@@ -96,6 +96,9 @@ class CudaBackend final : public Backend {
   Error copy_to_host(Device device, void* dst, DeviceBuffer src, uint64_t src_offset, uint64_t bytes) override;
   Error copy_on_device(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src, uint64_t src_offset,
                        uint64_t bytes) override;
+  // One launch of the binary kernel's Add on the device's stream.
+  Error accumulate(Device device, DeviceBuffer dst, uint64_t dst_offset, DeviceBuffer src, uint64_t src_offset,
+                   uint64_t count, uint64_t period) override;
   uint64_t state_bytes(const fb::Delegate& delegate, Span<const uint8_t> blob) const override;
   Result<void*> init(const DelegateContext& context) override;
   Error execute(void* delegate, const DelegateCallArgs& args) override;
