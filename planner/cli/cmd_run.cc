@@ -88,7 +88,11 @@ constexpr const char* kHelp =
     "  --device-peers on|off             off: the communicator hands out no device peers,\n"
     "                                    as one without load/store access to its peers'\n"
     "                                    memory, so device collectives run through its\n"
-    "                                    all_reduce() and fused addends through the backend\n";
+    "                                    all_reduce() and fused addends through the backend\n"
+    "  --ranks-per-node K                treat every K consecutive ranks as one node: each node\n"
+    "                                    reduces in shared memory, node leaders through\n"
+    "                                    MPI_Allreduce, then a broadcast in each node (the\n"
+    "                                    multi-node path, on one machine)\n";
 
 std::string summary(const HostTensor& t) {
   if (t.numel() == 0) return "(empty)";
@@ -199,7 +203,8 @@ bool cuda_runs_on_host() {
 // A program whose symmetric arenas are on a CUDA device maps them in MPI
 // shared windows only under the host execution model of CUDA, where device
 // memory is host memory.
-std::unique_ptr<comm::MpiCommunicator> start_communicator(const std::string& sync, bool device_peers, DeviceType memory,
+std::unique_ptr<comm::MpiCommunicator> start_communicator(const std::string& sync, bool device_peers,
+                                                          unsigned ranks_per_node, DeviceType memory,
                                                           RunOptions& options) {
   std::unique_ptr<comm::MpiCommunicator> communicator;
   unsigned world = 1;
@@ -213,6 +218,7 @@ std::unique_ptr<comm::MpiCommunicator> start_communicator(const std::string& syn
     mpi.memory = memory;
     mpi.sync = sync == "barrier" ? comm::MpiSync::kBarrier : comm::MpiSync::kFlags;
     mpi.device_peers = device_peers;
+    mpi.ranks_per_node = ranks_per_node;
     const Error error = comm::MpiCommunicator::create(mpi, &communicator);
     if (error != Error::kOk) fail("cannot start the MPI communicator: ", error_name(error));
     options.communicators.push_back(communicator.get());
@@ -289,7 +295,7 @@ std::string for_rank(std::string name, unsigned rank) {
 int cmd_run(const Argv& argv) {
   // clang-format off
   const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
-                         {"--profile", false, true}, {"--collective-sync", true}, {"--device-peers", true}, {"--self-test", true}, {"--isa", true},
+                         {"--profile", false, true}, {"--collective-sync", true}, {"--device-peers", true}, {"--ranks-per-node", true}, {"--self-test", true}, {"--isa", true},
                          {"--threads", true}, {"--dequantize", false}, {"--huge-pages", true},
                          {"--help", false}});
   // clang-format on
@@ -322,9 +328,12 @@ int cmd_run(const Argv& argv) {
   if (sync != "flags" && sync != "barrier") throw UsageError{"--collective-sync is flags or barrier"};
   const std::string peers = args.get("--device-peers", "on");
   if (peers != "on" && peers != "off") throw UsageError{"--device-peers is on or off"};
+  const long per_node = args.get_int("--ranks-per-node", 0);
+  if (per_node < 0 || per_node > 1 << 20) throw UsageError{"--ranks-per-node must be 1 or more"};
+  if (args.has("--ranks-per-node") && per_node == 0) throw UsageError{"--ranks-per-node must be 1 or more"};
 #if KILN_WITH_MPI
-  const std::unique_ptr<comm::MpiCommunicator> communicator =
-      start_communicator(sync, peers == "on", symmetric_device_type(bytes, options.method), options);
+  const std::unique_ptr<comm::MpiCommunicator> communicator = start_communicator(
+      sync, peers == "on", static_cast<unsigned>(per_node), symmetric_device_type(bytes, options.method), options);
   const unsigned rank = communicator != nullptr ? communicator->rank() : 0;
 #else
   const unsigned rank = 0;

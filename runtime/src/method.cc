@@ -417,6 +417,10 @@ class MethodLoader final : public MethodView {
 
   // A collective call: its operands, and what runs it.
   Error setup_collective(uint32_t i, const fb::Instruction& instruction, internal::InstructionState* state) {
+#if !KILN_COLLECTIVES
+    // The validator refused programs with collectives.
+    return Error::kNotSupported;
+#endif
     // The validator checked the operands: one input in a symmetric
     // arena of the call's group, one output of its dtype and size.
     const fb::CollectiveCall& call = *instruction.kind_as_CollectiveCall();
@@ -1016,8 +1020,7 @@ void Method::refresh_aliases() {
 
 namespace internal {
 
-// A collective: through its group's communicator, or a copy for a group
-// of one rank.
+#if KILN_COLLECTIVES
 // The addends of a collective the runtime reduced (CollectiveCall.inputs
 // after the first), added to its output in order: element i adds element
 // i mod numel of each.
@@ -1042,8 +1045,16 @@ Error add_addends(const InstructionState& state) {
   }
   return Error::kOk;
 }
+#endif  // KILN_COLLECTIVES
 
+// A collective: through its group's communicator, or a copy for a group
+// of one rank. Built without collectives, the validator refused every
+// program with one, and none of this is linked.
 Error run_collective(const InstructionState& state) {
+#if !KILN_COLLECTIVES
+  (void)state;
+  return Error::kNotSupported;
+#else
   const Tensor& input = *state.args.inputs[0];
   const Tensor& output = *state.args.outputs[0];
   const ArenaState& arena = state.arenas[input.arena()];
@@ -1062,7 +1073,6 @@ Error run_collective(const InstructionState& state) {
     }
     return add_addends(state);
   }
-#if KILN_COLLECTIVES
   AllReduceArgs args;
   args.memory = arena.symmetric;
   args.input_offset = input.offset();
@@ -1076,8 +1086,6 @@ Error run_collective(const InstructionState& state) {
   args.op = state.reduce_op;
   KILN_RETURN_IF_ERROR(arena.communicator->all_reduce(args));
   return add_addends(state);
-#else
-  return Error::kNotSupported;
 #endif
 }
 

@@ -28,6 +28,8 @@ processes under mpirun and compute what one rank computes.
     on 2 and 4 ranks, and through a communicator without device peers
     (--device-peers off: its all_reduce(), then the backend's adds), right
     on every rank;
+  - several nodes forced on one machine (--ranks-per-node 2): the
+    transformer on 4 ranks as 2 nodes, on the CPU and on cuda:0;
   - one rank on cuda:0: collectives are copies on the device;
   - 1,000 executes of Relu -> AllReduce on cuda:0 over 4 ranks, with the
     one-shot and with the two-shot kernel;
@@ -280,6 +282,22 @@ def main():
         check(fused == ["bias_add", "residual_add"] and path_taken and err <= 1e-6,
               f"bias and residual fused ({fused}) on {ranks} ranks, {how}: every rank adds its own residual "
               f"(relative error {err:.1e})")
+
+    # Several nodes, forced on one machine (--ranks-per-node 2): each node
+    # reduces in its shared-memory windows, node leaders through
+    # MPI_Allreduce, then a broadcast per node. The tensor-parallel
+    # transformer on 4 ranks as 2 nodes matches one rank, on the CPU and
+    # planned for cuda:0 (device collectives through the communicator, the
+    # fused bias and residual added by the backend after it).
+    x = path("transformer.input.npy")
+    want = np.load(path("out_transformer/output_0.npy"))
+    for program, cuda in [("transformer.tp4.kiln", False), ("transformer.cuda.tp4.one-shot.kiln", True)]:
+        out = path(f"out_nodes_{program}_{{rank}}")
+        p = mpi(4, path(program), [x], out, cuda=cuda, extra=["--ranks-per-node", "2"])
+        err = max(rel(y, want) for y in outputs(out, 4))
+        said = "4 ranks on 2 nodes" in p.stdout
+        check(said and err <= 1e-5, f"transformer on 4 ranks as 2 nodes ({'cuda:0' if cuda else 'cpu'}): every "
+              f"rank matches one rank (relative error {err:.1e})")
 
     # A peer that stops arriving: rank 1 executes once and leaves, rank 0
     # executes again; its kernel waits for rank 1 no longer than the

@@ -7,6 +7,8 @@
 //                          1000 calls on one buffer
 //                          rewritten between calls; layout digests and call
 //                          arguments that differ between ranks
+//   nodes K                every K ranks one node (the multi-node path):
+//                          float32 and int32 results, exact, every op
 //   killed                 rank 1 raises SIGKILL before a collective: the job
 //                          must end with an error, never hang
 //   stuck                  rank 1 sleeps past the timeout: every other rank
@@ -479,12 +481,62 @@ int run_fault(const std::string& path) {
 
 }  // namespace
 
+// Every `per_node` ranks one node (MpiOptions::ranks_per_node): each node
+// reduces through its own windows, the leaders between nodes, then each
+// node's leader broadcasts. The same exact results as on one node, float32
+// and int32, every op, in place and out of place; 16-bit floats refused.
+int run_nodes(uint32_t per_node) {
+  MpiOptions options;
+  options.ranks_per_node = per_node;
+  options.two_shot_min_bytes = 1024;
+  std::unique_ptr<MpiCommunicator> comm;
+  if (MpiCommunicator::create(options, &comm) != Error::kOk) {
+    fprintf(stderr, "FAIL: MpiCommunicator::create with %u ranks per node failed\n", per_node);
+    return 1;
+  }
+  g_rank = comm->rank();
+  EXPECT(comm->nodes() * per_node == comm->size(), "%u nodes of %u ranks for %u ranks", comm->nodes(), per_node,
+         comm->size());
+  SymmetricMemory memory;
+  const uint64_t arena_bytes = (1u << 20) + 4096;
+  if (comm->map_symmetric(arena_bytes, 4096, 99, &memory) != Error::kOk) return 1;
+  std::vector<uint8_t> host;
+  uint32_t salt = 0;
+  const Where wheres[] = {Where::kInPlace, Where::kHostBuffer, Where::kSameArena};
+  for (DType dtype : {DType::FLOAT32, DType::INT32}) {
+    for (fb::ReduceOp op :
+         {fb::ReduceOp::SUM, fb::ReduceOp::PROD, fb::ReduceOp::MAXIMUM, fb::ReduceOp::MINIMUM, fb::ReduceOp::AVERAGE}) {
+      for (uint64_t count : {1ull, 17ull, 1000ull, 65537ull}) {
+        for (Where where : wheres) check_all_reduce(*comm, memory, host, 64, count, dtype, op, where, ++salt);
+      }
+    }
+  }
+  for (uint32_t k = 0; k < 200; ++k) {
+    check_all_reduce(*comm, memory, host, 256, 1027, DType::FLOAT32, fb::ReduceOp::SUM,
+                     k % 2 == 0 ? Where::kInPlace : Where::kHostBuffer, 100000 + k);
+  }
+  AllReduceArgs args;
+  args.memory = memory;
+  args.output = memory.local.handle;
+  args.count = 16;
+  args.dtype = DType::FLOAT16;
+  const Error half = comm->all_reduce(args);
+  EXPECT(half == Error::kNotSupported, "float16 across nodes returned %s", kiln::error_name(half));
+  if (g_failures == 0 && g_rank == 0) {
+    fprintf(stderr, "nodes: %u ranks as %u nodes of %u: every all-reduce exact\n", comm->size(), comm->nodes(),
+            per_node);
+  }
+  return g_failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "nodes" && argc > 2) return run_nodes(static_cast<uint32_t>(atoi(argv[2])));
   if (mode == "correctness") return run_correctness(argc > 2 && std::string(argv[2]) == "barrier");
   if (mode == "killed") return run_failure(true);
   if (mode == "stuck") return run_failure(false);
   if (mode == "fault" && argc > 2) return run_fault(argv[2]);
-  fprintf(stderr, "usage: %s correctness [barrier] | killed | stuck | fault one-shot|two-shot|copy|barrier\n", argv[0]);
+  fprintf(stderr, "usage: %s correctness [barrier] | nodes K | killed | stuck | fault one-shot|two-shot|copy|barrier\n",
+          argv[0]);
   return 2;
 }

@@ -8,7 +8,8 @@
 mpirun is told to keep the job on this machine (shared memory and self
 only), to allow root (CI runs as root) and more ranks than cores; its
 process group is killed if the job outlives --max-seconds, which fails the
-test rather than hanging ctest.
+test rather than hanging ctest (after printing each process's state, what
+it waits in, and its stacks where gdb exists).
 
   ok      exit status 0
   killed  a rank SIGKILLed itself: the job must end with a non-zero status
@@ -89,6 +90,39 @@ class SegmentWatch:
         return problems
 
 
+def describe_hang(group):
+    """Where each process of the job's group is, before it is killed: its
+    state, what it waits in, and its threads' stacks where gdb exists, so a
+    rare hang leaves more than its timeout behind."""
+    gdb = shutil.which("gdb")
+    for name in sorted(os.listdir("/proc")):
+        if not name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(name)) != group:
+                continue
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{name}/wchan") as f:
+                wchan = f.read()
+            with open(f"/proc/{name}/cmdline") as f:
+                command = f.read().replace("\0", " ").strip()
+        except OSError:
+            continue
+        state = stat[stat.rfind(")") + 2:].split(" ", 1)[0]
+        print(f"run_mpi.py: hang: pid {name} state {state} waiting in {wchan or '-'}: {command}", flush=True)
+        if gdb:
+            try:
+                trace = subprocess.run([gdb, "-p", name, "-batch", "-ex", "thread apply all bt 12"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                       timeout=20).stdout
+                for line in trace.splitlines():
+                    if line.startswith(("#", "Thread")):
+                        print(f"run_mpi.py:   {line}", flush=True)
+            except subprocess.TimeoutExpired:
+                print(f"run_mpi.py:   gdb could not attach to {name} in 20 s", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mpirun", required=True)
@@ -134,6 +168,7 @@ def main():
         output, _ = process.communicate(timeout=args.max_seconds)
         timed_out = False
     except subprocess.TimeoutExpired:
+        describe_hang(process.pid)
         os.killpg(process.pid, signal.SIGKILL)
         output, _ = process.communicate()
         timed_out = True

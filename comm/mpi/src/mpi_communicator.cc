@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -104,6 +105,9 @@ struct MpiCommunicator::State {
   };
 
   MPI_Comm node = MPI_COMM_NULL;
+  // The node leaders (node rank 0 of each node), on leaders only, with more
+  // than one node.
+  MPI_Comm leaders = MPI_COMM_NULL;
   std::vector<Window> windows;
   // Scratch for all_reduce's input pointers (one per rank), sized at create.
   std::vector<const void*> inputs;
@@ -113,6 +117,24 @@ struct MpiCommunicator::State {
 };
 
 namespace {
+
+// Whether process `pid` has exited: gone, or a zombie its parent has not
+// reaped yet (kill(pid, 0) still succeeds on one, and a launcher busy with
+// the failure may reap late).
+bool process_exited(int32_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = fopen(path, "r");
+  if (f == nullptr) return false;  // no procfs: kill() alone decides
+  char line[512];
+  const size_t n = fread(line, 1, sizeof(line) - 1, f);
+  fclose(f);
+  line[n] = '\0';
+  // "pid (comm) S ...": the state follows the last ')' (comm may hold one).
+  const char* close = strrchr(line, ')');
+  return close != nullptr && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+}
 
 // Backs off while a wait lasts, checks the awaited peer's liveness, and
 // ends the wait at the timeout.
@@ -139,7 +161,7 @@ class Backoff {
     if (now >= next_check_) {
       next_check_ = now + kLivenessPeriodNs;
       checked_ = true;
-      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+      if (pid > 0 && process_exited(pid)) {
         *out_exited = true;
         return Error::kPeerFailed;
       }
@@ -165,33 +187,56 @@ class Backoff {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(const MpiOptions& options, std::unique_ptr<State> state, uint32_t rank, uint32_t size)
-    : options_(options), state_(std::move(state)), rank_(rank), size_(size) {}
+MpiCommunicator::MpiCommunicator(const MpiOptions& options, std::unique_ptr<State> state, uint32_t rank, uint32_t size,
+                                 uint32_t world_rank, uint32_t world_size, uint32_t nodes)
+    : options_(options),
+      state_(std::move(state)),
+      rank_(rank),
+      size_(size),
+      world_rank_(world_rank),
+      world_size_(world_size),
+      nodes_(nodes) {}
 
 Error MpiCommunicator::create(const MpiOptions& options, std::unique_ptr<MpiCommunicator>* out) {
   KILN_CHECK_OR_RETURN(out != nullptr, Error::kInvalidArgument, "mpi-shm: create() without an output");
   MpiSession session;
   KILN_RETURN_IF_ERROR(session.open());
   const int world_rank = session.world_rank(), world_size = session.world_size();
+  const uint32_t per_node = options.ranks_per_node;
+  KILN_CHECK_OR_RETURN(per_node == 0 || world_size % static_cast<int>(per_node) == 0, Error::kNotSupported,
+                       "mpi-shm: rank %d: %u ranks per node do not divide the %d ranks", world_rank, per_node,
+                       world_size);
   MPI_Comm node = MPI_COMM_NULL;
-  KILN_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node),
-                 Error::kNotSupported, "mpi-shm: rank %d: splitting off the ranks of this node", world_rank);
+  if (per_node > 0) {
+    KILN_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, world_rank / static_cast<int>(per_node), world_rank, &node),
+                   Error::kNotSupported, "mpi-shm: rank %d: splitting the ranks into nodes of %u", world_rank,
+                   per_node);
+  } else {
+    KILN_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node),
+                   Error::kNotSupported, "mpi-shm: rank %d: splitting off the ranks of this node", world_rank);
+  }
   int node_size = 1, node_rank = 0;
   MPI_Comm_size(node, &node_size);
   MPI_Comm_rank(node, &node_rank);
-  // Every rank learns whether any node holds fewer than all of them, so that
-  // all refuse together.
-  int smallest_node = node_size;
-  MPI_Allreduce(&node_size, &smallest_node, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (smallest_node != world_size) MPI_Comm_free(&node);
-  KILN_CHECK_OR_RETURN(smallest_node == world_size, Error::kNotSupported,
-                       "mpi-shm: the %d ranks span more than one node (rank %d's node holds %d of them, the "
-                       "smallest %d): shared-memory windows need every rank on one node",
-                       world_size, world_rank, node_size, smallest_node);
+  // The leaders: node rank 0 of each node; every rank learns how many.
+  MPI_Comm leaders = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, node_rank == 0 ? 0 : MPI_UNDEFINED, world_rank, &leaders);
+  const int leader = node_rank == 0 ? 1 : 0;
+  int nodes = 1;
+  MPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (nodes == 1 && leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
+  if (leaders != MPI_COMM_NULL) MPI_Comm_set_errhandler(leaders, MPI_ERRORS_RETURN);
+  if (nodes > 1 && world_rank == 0) {
+    KILN_LOG(INFO,
+             "mpi-shm: %d ranks on %d nodes: each node reduces through its shared-memory windows, node leaders "
+             "through MPI_Allreduce, then each leader broadcasts to its node",
+             world_size, nodes);
+  }
   MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
 
   auto state = std::make_unique<State>();
   state->node = node;
+  state->leaders = leaders;
   state->inputs.resize(static_cast<size_t>(node_size));
   state->timeout_ms = collective_timeout_ms(options.timeout_ms);
   state->timeout_ns = static_cast<uint64_t>(state->timeout_ms) * 1000000ull;
@@ -199,7 +244,8 @@ Error MpiCommunicator::create(const MpiOptions& options, std::unique_ptr<MpiComm
   // it takes the core a late peer needs.
   state->spin_iterations = static_cast<uint32_t>(node_size) <= cpu_count() ? kSpinIterations : 0;
   out->reset(new MpiCommunicator(options, std::move(state), static_cast<uint32_t>(node_rank),
-                                 static_cast<uint32_t>(node_size)));
+                                 static_cast<uint32_t>(node_size), static_cast<uint32_t>(world_rank),
+                                 static_cast<uint32_t>(world_size), static_cast<uint32_t>(nodes)));
   session.keep();
   return Error::kOk;
 }
@@ -214,7 +260,10 @@ MpiCommunicator::~MpiCommunicator() {
     memory.slot = static_cast<uint32_t>(slot);
     unmap_symmetric(memory);
   }
-  if (!failed_) MPI_Comm_free(&state_->node);
+  if (!failed_) {
+    MPI_Comm_free(&state_->node);
+    if (state_->leaders != MPI_COMM_NULL) MPI_Comm_free(&state_->leaders);
+  }
   mpi_session_release(!failed_);
 }
 
@@ -331,7 +380,7 @@ Error MpiCommunicator::device_peers(const SymmetricMemory& memory, DevicePeers* 
                        "mpi-shm: rank %u: device peers of symmetric arena %u, which this "
                        "communicator has not mapped",
                        rank_, memory.slot);
-  if (options_.memory == DeviceType::CPU || !options_.device_peers || size_ > kMaxDevicePeers) {
+  if (options_.memory == DeviceType::CPU || !options_.device_peers || nodes_ > 1 || size_ > kMaxDevicePeers) {
     return Error::kNotSupported;
   }
   const State::Window& window = state_->windows[memory.slot];
@@ -532,6 +581,82 @@ Error MpiCommunicator::reduce_into_output(const Call& call) {
 }
 
 Error MpiCommunicator::all_reduce(const AllReduceArgs& args) {
+  if (nodes_ == 1) return node_all_reduce(args);
+  KILN_CHECK_OR_RETURN(args.dtype == DType::FLOAT32 || args.dtype == DType::INT32, Error::kNotSupported,
+                       "mpi-shm: rank %u: all-reduce of %s across %u nodes: float32 and int32 only (MPI has no "
+                       "16-bit float types)",
+                       world_rank_, dtype_name(args.dtype), nodes_);
+  // The node's own all-reduce; an average is a sum until the end.
+  AllReduceArgs local = args;
+  if (args.op == fb::ReduceOp::AVERAGE) local.op = fb::ReduceOp::SUM;
+  KILN_RETURN_IF_ERROR(node_all_reduce(local));
+  KILN_RETURN_IF_ERROR(across_nodes(local));
+  if (args.op != fb::ReduceOp::AVERAGE) return Error::kOk;
+  if (args.dtype == DType::FLOAT32) {
+    float* out = static_cast<float*>(args.output);
+    for (uint64_t i = 0; i < args.count; ++i) out[i] /= static_cast<float>(world_size_);
+  } else {
+    int32_t* out = static_cast<int32_t*>(args.output);
+    for (uint64_t i = 0; i < args.count; ++i) out[i] /= static_cast<int32_t>(world_size_);
+  }
+  return Error::kOk;
+}
+
+// Polls `request` (an MPI_Request) until it completes or the collective
+// timeout passes; where the node waits for its leader, checks the leader's
+// liveness as a flag wait does.
+Error MpiCommunicator::wait_request(void* request, const char* what, bool leader_alive_check) {
+  MPI_Request* r = static_cast<MPI_Request*>(request);
+  Backoff backoff(state_->spin_iterations, state_->timeout_ns);
+  const ControlBlock* leader = nullptr;
+  for (const State::Window& w : state_->windows) {
+    if (w.in_use && !w.controls.empty()) leader = w.controls[0];
+  }
+  bool exited = false;
+  for (;;) {
+    int done = 0;
+    const int status = MPI_Test(r, &done, MPI_STATUS_IGNORE);
+    if (status != MPI_SUCCESS) {
+      failed_ = true;
+      KILN_RETURN_ERROR(Error::kPeerFailed, "mpi-shm: rank %u: %s failed: %s", world_rank_, what,
+                        mpi_error_string(status));
+    }
+    if (done) return Error::kOk;
+    const int32_t pid = leader_alive_check && leader != nullptr ? leader->pid : 0;
+    if (backoff.pause(pid, &exited) != Error::kOk) {
+      failed_ = true;
+      KILN_CHECK_OR_RETURN(!exited, Error::kPeerFailed, "mpi-shm: rank %u: its node's leader (pid %d) exited in %s",
+                           world_rank_, pid, what);
+      KILN_RETURN_ERROR(Error::kPeerFailed,
+                        "mpi-shm: rank %u: %s did not complete within %u ms (KILN_COLLECTIVE_TIMEOUT_MS): a rank "
+                        "of another node failed or is late",
+                        world_rank_, what, state_->timeout_ms);
+    }
+  }
+}
+
+Error MpiCommunicator::across_nodes(const AllReduceArgs& args) {
+  const MPI_Datatype type = args.dtype == DType::FLOAT32 ? MPI_FLOAT : MPI_INT32_T;
+  MPI_Op op = MPI_SUM;
+  if (args.op == fb::ReduceOp::PROD) op = MPI_PROD;
+  if (args.op == fb::ReduceOp::MAXIMUM) op = MPI_MAX;
+  if (args.op == fb::ReduceOp::MINIMUM) op = MPI_MIN;
+  const int count = static_cast<int>(args.count);
+  KILN_CHECK_OR_RETURN(args.count <= 0x7fffffffu, Error::kNotSupported,
+                       "mpi-shm: rank %u: all-reduce of %llu elements across nodes (MPI counts are int)", world_rank_,
+                       static_cast<unsigned long long>(args.count));
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (state_->leaders != MPI_COMM_NULL) {
+    KILN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, args.output, count, type, op, state_->leaders, &request),
+                   Error::kInternal, "mpi-shm: rank %u: MPI_Iallreduce between node leaders", world_rank_);
+    KILN_RETURN_IF_ERROR(wait_request(&request, "the all-reduce between node leaders", false));
+  }
+  KILN_MPI_CHECK(MPI_Ibcast(args.output, count, type, 0, state_->node, &request), Error::kInternal,
+                 "mpi-shm: rank %u: MPI_Ibcast from the node leader", world_rank_);
+  return wait_request(&request, "the broadcast from the node leader", rank_ != 0);
+}
+
+Error MpiCommunicator::node_all_reduce(const AllReduceArgs& args) {
   Call call;
   KILN_RETURN_IF_ERROR(check_call(args, &call));
   call.index = call.window->calls++;

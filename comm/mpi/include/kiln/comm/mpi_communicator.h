@@ -59,14 +59,32 @@
 // Waits spin briefly (only while there are no more ranks than cores), then
 // sched_yield(): ranks may be oversubscribed, and a spinning rank would take
 // the core its peer needs to arrive. While waiting, a rank checks that the
-// peer it waits for is alive (every rank publishes its pid; kill(pid, 0))
+// peer it waits for is alive (every rank publishes its pid; kill(pid, 0),
+// and a zombie not yet reaped counts as exited)
 // and gives up after the timeout: kPeerFailed, naming the rank. After that
 // the communicator is failed: later collectives return kPeerFailed at once,
 // and unmapping and destruction skip MPI's collective clean-up (a failed peer
 // would never join it); the process should end with an error, which makes
 // mpirun end the job.
 //
-// all_reduce() allocates nothing and makes no MPI call in flags mode.
+// Ranks on several nodes (item: a job that outgrows one machine). Windows
+// are per node; rank() and size() stay the job's (MPI_COMM_WORLD), the
+// protocol above runs among the ranks of one node, and an all-reduce goes
+// in three steps: the node's own all-reduce through its window (AVERAGE as
+// a SUM), then MPI_Allreduce of that result between the node leaders (node
+// rank 0 of each; MPI's own transport, nothing home-made), then a
+// broadcast from each leader to its node (MPI_Bcast on the node
+// communicator); AVERAGE divides by size() last. Every rank of a node gets
+// its leader's bits. The two MPI steps are non-blocking calls polled with
+// the same timeout, the leader's liveness checked while a node waits for
+// it. float32 and int32 only (MPI has no 16-bit float types); device peers
+// are not handed out (the kernels address one node's peers), so device
+// collectives come through all_reduce(). MpiOptions::ranks_per_node = k
+// makes every k consecutive ranks a node: how this is tested on one
+// machine.
+//
+// all_reduce() allocates nothing and makes no MPI call in flags mode on one
+// node.
 // Lifetime: create() once per process; destroy after every Method that
 // uses it. Not thread safe: one thread calls it (MPI_THREAD_FUNNELED).
 
@@ -113,14 +131,18 @@ struct MpiOptions {
   // to its peers' memory does (NCCL without windows), so device
   // collectives run through all_reduce(): how that path is tested.
   bool device_peers = true;
+  // 0: ranks sharing memory form a node (MPI_COMM_TYPE_SHARED). k: every k
+  // consecutive ranks form one (the multi-node path, tested on one
+  // machine); size() must be a multiple of k.
+  uint32_t ranks_per_node = 0;
 };
 
 class MpiCommunicator final : public Communicator {
  public:
-  // Initialises MPI unless the application has (mpi_session.h), splits the
-  // world into its node communicator and checks that it is the whole world:
-  // kNotSupported, logged, when the ranks span nodes or MPI cannot start.
-  // Collective across MPI_COMM_WORLD.
+  // Initialises MPI unless the application has (mpi_session.h) and splits
+  // the world into node communicators (above) and the leaders' one:
+  // kNotSupported, logged, when MPI cannot start or ranks_per_node does not
+  // divide the ranks. Collective across MPI_COMM_WORLD.
   static Error create(const MpiOptions& options, std::unique_ptr<MpiCommunicator>* out);
   // Frees the windows still mapped and finalises MPI if create() initialised
   // it (neither after a peer failed). Collective, like MPI_Finalize.
@@ -129,8 +151,10 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
   const char* name() const override { return "mpi-shm"; }
-  uint32_t rank() const override { return rank_; }
-  uint32_t size() const override { return size_; }
+  uint32_t rank() const override { return world_rank_; }
+  uint32_t size() const override { return world_size_; }
+  // The nodes the ranks span (1: one shared-memory node).
+  uint32_t nodes() const { return nodes_; }
   DeviceType device_type() const override { return options_.memory; }
 
   // `alignment`: a power of two (0 means 64). A zero-byte arena maps too.
@@ -160,20 +184,31 @@ class MpiCommunicator final : public Communicator {
  private:
   struct State;
   struct Call;
-  MpiCommunicator(const MpiOptions& options, std::unique_ptr<State> state, uint32_t rank, uint32_t size);
+  MpiCommunicator(const MpiOptions& options, std::unique_ptr<State> state, uint32_t rank, uint32_t size,
+                  uint32_t world_rank, uint32_t world_size, uint32_t nodes);
 
-  // all_reduce() in the steps of the protocol above.
+  // all_reduce() in the steps of the protocol above, among the node's ranks.
+  Error node_all_reduce(const AllReduceArgs& args);
   Error check_call(const AllReduceArgs& args, Call* out_call);
   Error step(const Call& call, uint64_t which);
   Error wait_flags(const Call& call, uint64_t target, uint64_t which);
   Error wait_barrier(const Call& call, uint64_t target, uint64_t which);
   Error check_peers_agree(const Call& call) const;
   Error reduce_into_output(const Call& call);
+  // The steps between nodes (more than one node): between the leaders,
+  // then from each leader to its node.
+  Error across_nodes(const AllReduceArgs& args);
+  Error wait_request(void* request, const char* what, bool leader_alive_check);
 
   MpiOptions options_;
   std::unique_ptr<State> state_;
+  // This rank and the ranks in its node (the window protocol's), and in
+  // the job.
   uint32_t rank_ = 0;
   uint32_t size_ = 1;
+  uint32_t world_rank_ = 0;
+  uint32_t world_size_ = 1;
+  uint32_t nodes_ = 1;
   bool failed_ = false;
 };
 
