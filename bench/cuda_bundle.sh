@@ -31,12 +31,18 @@
 #   models/<name>/       mobilenet_v2, resnet18 and a transformer encoder
 #                        block planned for cuda:0,cpu (and encoder_block for
 #                        vulkan:0,cpu too), their input, kiln's CPU output
-#                        and PyTorch's (bench/cuda_models.py bundle)
+#                        and PyTorch's (bench/cuda_models.py bundle); the
+#                        encoder block also planned with --precision fp16
+#                        and bf16, mobilenet_v2 with fp16 (program_fp16.kiln,
+#                        program_bf16.kiln; more 16-bit copies would pass
+#                        the carry limit: the default bundle packs to 57 MiB)
 #   gemm/                two GEMM chains of 4096 x 4096 for TFLOP/s
 #   MANIFEST             the commit, the CUDA version the runner needs, counts
 #
 # MODELS=a,b picks the models (default mobilenet_v2,resnet18,encoder_block),
 # VULKAN_MODELS those also planned for Vulkan (default encoder_block),
+# PRECISION_MODELS those also planned in fp16 and bf16, MODEL:P naming its
+# own (default mobilenet_v2:fp16,encoder_block),
 # GEMM=N the GEMM size (0: none), NODE_TESTS=0 leaves the node tests out,
 # VULKAN=0 the Vulkan node tests (a build without KILN_WITH_VULKAN),
 # NODE_PRECISIONS the 16-bit node tests (default "fp16 bf16"; "" for none).
@@ -135,7 +141,8 @@ gemm=${GEMM-4096}
 if [ -n "$models" ] || [ "$gemm" != 0 ]; then
   log "models: ${models:-none}; GEMM ${gemm}"
   "$py" bench/cuda_models.py bundle --kiln "$build/bin/kiln" --out "$out/models" --models "$models" \
-    --vulkan-models "${VULKAN_MODELS-encoder_block}" --gemm "$gemm"
+    --vulkan-models "${VULKAN_MODELS-encoder_block}" --precision-models "${PRECISION_MODELS-mobilenet_v2:fp16,encoder_block}" \
+    --gemm "$gemm"
 fi
 
 cuda_version=$("$nvcc" --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p')

@@ -31,6 +31,11 @@
 #                 latency beside PyTorch eager and
 #                 torch.compile(mode="reduce-overhead"), each torch column
 #                 allowed to fail alone (bench/cuda_models.py run) [180];
+#   3b. models16  the encoder block planned with --precision fp16 and
+#                 bf16, mobilenet_v2 with fp16, against kiln on the CPU, within
+#                 the bound the bundle states per model (2u sqrt(k + 1), k
+#                 the kernels that round to 16 bits), beside PyTorch eager
+#                 and torch.compile in the same precision [90];
 #   4. gemm       one 4096^3 GEMM's TFLOP/s through kiln (cuBLASLt) beside
 #                 torch.matmul, in FP32, TF32, FP16 and BF16 (kiln plan
 #                 --precision; bench/cuda_models.py gemm) [45];
@@ -105,7 +110,7 @@ step() {
   echo "[$name: $how in $took s]"
 }
 
-want() { [[ " ${STEPS:-node node16 models gemm bandwidth vulkan collectives} " == *" $1 "* ]]; }
+want() { [[ " ${STEPS:-node node16 models models16 gemm bandwidth vulkan collectives} " == *" $1 "* ]]; }
 
 echo "# bench/cuda_gpu.sh $([ $dry = 1 ] && echo '--dry-run ')$1"
 echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n); tree $(git rev-parse HEAD 2>/dev/null || echo '(not a git checkout)')"
@@ -216,6 +221,24 @@ runs_flag=
 if want models && [ -d "$bundle/models" ]; then
   step models 180 "$py" bench/cuda_models.py run --runner "$runner" --bundle "$bundle/models" \
     --workdir "$work/models" $runs_flag ${torch_flag[@]+"${torch_flag[@]}"}
+fi
+
+models16() {
+  local precision status=0
+  for precision in fp16 bf16; do
+    ls "$bundle"/models/*/program_$precision.kiln >/dev/null 2>&1 || continue
+    echo "$precision:"
+    # shellcheck disable=SC2086 # the flags are single words or none
+    "$py" bench/cuda_models.py run --runner "$runner" --bundle "$bundle/models" --workdir "$work/models_$precision" \
+      --program "program_$precision.kiln" --runs 30 $runs_flag $torch_args || status=1
+  done
+  return $status
+}
+export -f models16
+torch_args="${torch_flag[*]-}"
+export runs_flag torch_args
+if want models16 && [ -n "$(ls "$bundle"/models/*/program_*16.kiln 2>/dev/null)" ]; then
+  step models16 90 bash -c models16
 fi
 
 # The dry run loads and binds the chains only (--runs 0): the host

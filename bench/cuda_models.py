@@ -8,7 +8,9 @@
           the CPU; kiln on the CPU runs the CPU program for the expected
           output. OUT/<name>/ holds program.kiln (cuda:0,cpu), input_0.bin,
           expected_0.bin (kiln CPU), torch_0.bin (PyTorch CPU) and
-          meta.json, as `kiln-runner check` reads them; the ONNX model and
+          meta.json, as `kiln-runner check` reads them, and
+          program_fp16.kiln / program_bf16.kiln (--precisions) with the
+          error bound of each in meta.json; the ONNX model and
           the CPU program stay in a temporary folder (--keep: beside them).
   run     (on the GPU machine: bench/cuda_gpu.sh) kiln-runner runs each
           program.kiln `--runs N` times. The table gives kiln's median
@@ -36,8 +38,10 @@
   run) loads and binds each program only.
 
 usage: cuda_models.py bundle --kiln PATH --out DIR [--models a,b] [--vulkan-models a] [--gemm N] [--keep]
+                             [--precisions fp16,bf16] [--precision-models a,b]
        cuda_models.py run --runner PATH --bundle DIR [--runs 50] [--workdir DIR] [--models a,b] [--no-torch]
                           [--tolerance 1e-4] [--program program_vulkan.kiln --device vulkan:0] [--load-only]
+                          [--program program_fp16.kiln | program_bf16.kiln]
        cuda_models.py gemm --runner PATH --bundle DIR [--runs 10] [--workdir DIR] [--no-torch]
 """
 import argparse
@@ -53,6 +57,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_MODELS = "mobilenet_v2,resnet18,encoder_block"
+UNIT_ROUNDOFF = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
 
 
 def model_and_input(name):
@@ -102,13 +107,30 @@ def bundle_one(args, name, case, work):
     for target, program in targets:
         subprocess.run([args.kiln, "plan", onnx_path, "-o", program, "--target", target],
                        check=True, stdout=subprocess.DEVNULL)
+    # 16-bit device storage: each precision's program and its bound, the
+    # one tests/models/cuda_precision_models.py states (2 u sqrt(k + 1), k
+    # the kernels that round to 16 bits, from plan.json).
+    tolerances = {}
+    precisions = []
+    for entry in args.precision_models.split(","):
+        model, *chosen = entry.split(":")
+        if model == name:
+            precisions = chosen or args.precisions.split(",")
+    for precision in [p for p in precisions if p]:
+        report = os.path.join(work, f"report_{precision}")
+        subprocess.run([args.kiln, "plan", onnx_path, "-o", os.path.join(case, f"program_{precision}.kiln"),
+                        "--target", "cuda:0,cpu", "--precision", precision, "--report", report],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(report, "plan.json")) as f:
+            kernels = json.load(f)["precision_storage"]["kernels_16bit"]
+        tolerances[precision] = 2 * UNIT_ROUNDOFF[precision] * (kernels + 1) ** 0.5
     subprocess.run([args.kiln, "run", os.path.join(work, "cpu.kiln"), "--input", os.path.join(work, "input.npy"),
                     "--output-dir", work], check=True, stdout=subprocess.DEVNULL)
     expected = np.load(os.path.join(work, "output_0.npy")).astype(np.float32)
     expected.tofile(os.path.join(case, "expected_0.bin"))
     with open(os.path.join(case, "meta.json"), "w") as f:
         json.dump({"input_shape": list(x.shape), "output_shape": list(y.shape), "seed": 1234,
-                   "kiln_cpu_vs_torch": rel(expected, y)}, f)
+                   "kiln_cpu_vs_torch": rel(expected, y), "tolerance": tolerances}, f)
     print(f"{name}: {tuple(x.shape)} -> {tuple(y.shape)}, kiln CPU vs PyTorch {rel(expected, y):.1e}, "
           f"planned into {case}")
 
@@ -149,9 +171,11 @@ def torch_column(what, name, fn):
         return float("nan")
 
 
-def torch_columns(name, runs):
-    """PyTorch eager and torch.compile(mode="reduce-overhead") latency on the GPU, each allowed to fail alone."""
+def torch_columns(name, runs, precision=None):
+    """PyTorch eager and torch.compile(mode="reduce-overhead") latency on the GPU, each allowed to fail alone;
+    in FP16 or BF16 (model and input cast) beside a 16-bit kiln program."""
     import torch
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
 
     def eager():
         with torch.no_grad():
@@ -163,7 +187,7 @@ def torch_columns(name, runs):
 
     try:
         model, x = model_and_input(name)
-        gpu, xg = model.cuda(), x.cuda()
+        gpu, xg = model.cuda().to(dtype), x.cuda().to(dtype)
     except Exception as e:  # noqa: BLE001
         print(f"  {name}: PyTorch on the GPU failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         return float("nan"), float("nan")
@@ -201,12 +225,30 @@ def kiln_row(args, name):
     return ms, e_cpu, e_torch
 
 
+def precision_of(args):
+    """fp16 or bf16 for a program_fp16.kiln / program_bf16.kiln run, else None."""
+    m = re.fullmatch(r"program_(fp16|bf16)\.kiln", args.program)
+    return m.group(1) if m else None
+
+
+def tolerance_of(args, name):
+    """--tolerance, or for a 16-bit program the bound its bundle stated."""
+    precision = precision_of(args)
+    if precision is None:
+        return args.tolerance
+    with open(os.path.join(args.bundle, name, "meta.json")) as f:
+        return json.load(f)["tolerance"][precision]
+
+
 def run(args):
     """One table row per model, printed as soon as it is measured (a run cut short keeps what it has)."""
     names = args.models.split(",") if args.models else sorted(
         d for d in os.listdir(args.bundle) if os.path.exists(os.path.join(args.bundle, d, args.program)))
-    print(f"| model | kiln {args.device} ms | vs kiln CPU (rel, bound {args.tolerance:.0e}) | vs PyTorch (rel) | "
-          "torch eager ms | torch.compile reduce-overhead ms | kiln / compile |")
+    precision = precision_of(args)
+    bound = f"bound {args.tolerance:.0e}" if precision is None else f"{precision} storage, bound per model"
+    torch_in = "" if precision is None else f" ({precision})"
+    print(f"| model | kiln {args.device}{torch_in} ms | vs kiln CPU (rel, {bound}) | vs PyTorch (rel) | "
+          f"torch eager{torch_in} ms | torch.compile reduce-overhead{torch_in} ms | kiln / compile |")
     print("|---|---|---|---|---|---|---|", flush=True)
     bad = []
     for name in names:
@@ -216,13 +258,13 @@ def run(args):
         kiln = kiln_row(args, name)
         eager = graphs = float("nan")
         if not args.no_torch:
-            eager, graphs = torch_columns(name, args.runs)
+            eager, graphs = torch_columns(name, args.runs, precision)
         if kiln is None:
             bad.append(name)
             print(f"| {name} | failed | - | - | {eager:.3f} | {graphs:.3f} | - |", flush=True)
             continue
         ms, e_cpu, e_torch = kiln
-        if not e_cpu <= args.tolerance:
+        if not e_cpu <= tolerance_of(args, name):
             bad.append(name)
         print(f"| {name} | {ms:.3f} | {e_cpu:.1e} | {e_torch:.1e} | {eager:.3f} | {graphs:.3f} | {ms / graphs:.2f} |",
               flush=True)
@@ -312,6 +354,10 @@ def main():
     b.add_argument("--vulkan-models", default="", help="models also planned for vulkan:0,cpu (program_vulkan.kiln)")
     b.add_argument("--gemm", type=int, default=0, help="N: also the GEMM chains of N x N (gemm/)")
     b.add_argument("--keep", action="store_true", help="keep model.onnx, input.npy and cpu.kiln in the case folder")
+    b.add_argument("--precisions", default="fp16,bf16",
+                   help="also planned with --precision P (program_P.kiln), their bounds in meta.json")
+    b.add_argument("--precision-models", default="mobilenet_v2:fp16,encoder_block",
+                   help="the models planned in those precisions too; MODEL:P[:P] names its own")
     r = sub.add_parser("run")
     r.add_argument("--runner", required=True)
     r.add_argument("--bundle", required=True, help="the models folder of a bundle")
@@ -322,7 +368,9 @@ def main():
     r.add_argument("--tolerance", type=float, default=1e-4,
                    help="largest error relative to kiln on the CPU (1e-4: FP32)")
     r.add_argument("--load-only", action="store_true", help="load and bind each program only (a dry run)")
-    r.add_argument("--program", default="program.kiln", help="program_vulkan.kiln: the Vulkan programs")
+    r.add_argument("--program", default="program.kiln",
+                   help="program_vulkan.kiln: the Vulkan programs; program_fp16.kiln, program_bf16.kiln: 16-bit "
+                        "storage, each checked against the bound its bundle states and PyTorch run in the same")
     r.add_argument("--device", default="cuda:0", help="the device named in the table")
     g = sub.add_parser("gemm")
     g.add_argument("--runner", required=True)
