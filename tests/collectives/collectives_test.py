@@ -34,7 +34,8 @@ processes under mpirun and compute what one rank computes.
   - 1,000 executes of Relu -> AllReduce on cuda:0 over 4 ranks, with the
     one-shot and with the two-shot kernel;
   - a peer that stops arriving: the waiting rank's kernel gives up after
-    the collective timeout and its run fails naming the peer;
+    the collective timeout and its run fails naming the peer; a peer that
+    is killed: the communicator sees it exit and the kernel fails at once;
   - refusals: a program for 4 ranks on 3, and one for 2 ranks without mpirun,
     end with a message naming the rank counts.
 """
@@ -317,6 +318,24 @@ def main():
           "a peer did not arrive within 2000 ms" in p.stdout and seconds < 60,
           f"a peer that never arrives: rank 0's kernel gives up after the 2 s timeout and the run fails "
           f"with the peer named, in {seconds:.1f} s")
+
+    # A peer killed while the other waits in the kernel: rank 1 executes
+    # once and waits to finish, then is SIGKILLed; rank 0's communicator
+    # sees the process gone and its kernel fails the launch at once, naming
+    # it, long before the collective timeout (30 s by default).
+    runner = ("if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then \"$0\" run \"$1\" --input \"$2\" --runs 1 & pid=$!; "
+              "sleep 2; kill -9 $pid; wait $pid; exit 0; fi; exec \"$0\" run \"$1\" --input \"$2\" --runs 3")
+    cmd = [sys.executable, args.run_mpi, "--mpirun", args.mpirun, "-n", "2", "--max-seconds", "120", "--", "sh", "-c",
+           runner, kiln, path("relu.cuda.2.kiln"), path("allreduce_relu.input.rank0.npy")]
+    started = time.monotonic()
+    env = {k: v for k, v in os.environ.items() if k != "KILN_COLLECTIVE_TIMEOUT_MS"}
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=dict(env, KILN_CUDA_EXECUTION="host"))
+    seconds = time.monotonic() - started
+    check(p.returncode != 0 and "peer rank 1 exited (its communicator saw it)" in p.stdout and
+          "failed: peer rank 1 exited" in p.stdout and seconds < 15,
+          f"a peer killed while the other waits in the kernel: the launch fails naming it, in {seconds:.1f} s "
+          f"(timeout 30 s)")
 
     # Refusals.
     x = path("transformer.input.npy")

@@ -10,6 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "kiln/comm/mpi_status.h"
@@ -109,6 +112,13 @@ struct MpiCommunicator::State {
   // than one node.
   MPI_Comm leaders = MPI_COMM_NULL;
   std::vector<Window> windows;
+  // The watchdog of device collectives (device_peers): the peers' pids (0
+  // for this rank), the word it sets to r + 1 when rank r exits (which the
+  // kernels read), and its thread, stopped and joined at destruction.
+  std::vector<int32_t> peer_pids;
+  alignas(64) uint32_t peer_exited = 0;
+  std::atomic<bool> stop{false};
+  std::thread watchdog;
   // Scratch for all_reduce's input pointers (one per rank), sized at create.
   std::vector<const void*> inputs;
   uint64_t timeout_ns = 0;
@@ -251,6 +261,10 @@ Error MpiCommunicator::create(const MpiOptions& options, std::unique_ptr<MpiComm
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  if (state_->watchdog.joinable()) {
+    state_->stop.store(true, std::memory_order_release);
+    state_->watchdog.join();
+  }
   for (size_t slot = 0; slot < state_->windows.size(); ++slot) {
     State::Window& window = state_->windows[slot];
     if (!window.in_use) continue;
@@ -387,6 +401,28 @@ Error MpiCommunicator::device_peers(const SymmetricMemory& memory, DevicePeers* 
   for (uint32_t r = 0; r < size_; ++r) out_peers->bases[r] = window.arenas[r];
   out_peers->count = size_;
   out_peers->timeout_ms = state_->timeout_ms;
+  // A kernel cannot see whether a peer process lives: a thread watches them
+  // (every kLivenessPeriodNs, as a host wait does) and tells the kernels
+  // through the word they poll.
+  if (!state_->watchdog.joinable()) {
+    state_->peer_pids.assign(size_, 0);
+    for (uint32_t r = 0; r < size_; ++r) {
+      if (r != rank_) state_->peer_pids[r] = window.controls[r]->pid;
+    }
+    State* state = state_.get();
+    state->watchdog = std::thread([state] {
+      while (!state->stop.load(std::memory_order_acquire)) {
+        for (size_t r = 0; r < state->peer_pids.size(); ++r) {
+          if (state->peer_pids[r] > 0 && process_exited(state->peer_pids[r])) {
+            __atomic_store_n(&state->peer_exited, static_cast<uint32_t>(r + 1), __ATOMIC_RELEASE);
+            return;
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::nanoseconds(kLivenessPeriodNs));
+      }
+    });
+  }
+  out_peers->peer_exited = &state_->peer_exited;
   return Error::kOk;
 }
 

@@ -37,11 +37,14 @@
 // every rank. Fused addends (a bias, a residual: PeerReduceArgs::addends)
 // are this rank's own, added to each element as it is written (one-shot's
 // sum, two-shot's all-gather); in place, the own slice takes them after
-// the last step, when no peer reads it. A wait longer than PeerReduceArgs::timeout_ns prints which
-// peer and step, then traps: the launch fails (a sticky error on a GPU)
-// instead of hanging. The grid is small enough (cuda_abi.h) for all its
-// blocks to be resident at once, which waiting between blocks of peers
-// needs.
+// the last step, when no peer reads it.
+//
+// A wait longer than PeerReduceArgs::timeout_ns prints which peer and
+// step, then traps: the launch fails (a sticky error on a GPU) instead of
+// hanging; where the communicator watches its peers' processes
+// (PeerReduceArgs::peer_exited), a peer's exit ends the wait at once. The
+// grid is small enough (cuda_abi.h) for all its blocks to be resident at
+// once, which waiting between blocks of peers needs.
 
 #ifndef KILN_BACKENDS_CUDA_RUNTIME_SRC_ALL_REDUCE_CUH_
 #define KILN_BACKENDS_CUDA_RUNTIME_SRC_ALL_REDUCE_CUH_
@@ -81,12 +84,14 @@ __device__ bool peer_step(const PeerReduceArgs& p, Signal target) {
   __syncthreads();           // the block's work before the step is done
   if (threadIdx.x == 0) {
     late = p.ranks;
+    uint32_t exited = 0;  // rank + 1 of a peer the communicator saw exit
     __threadfence_system();
     *signal_of(p, p.rank) = target;
     const uint64_t start = global_ns();
     for (uint32_t q = 0; q < p.ranks && late == p.ranks; ++q) {
       while (q != p.rank && *signal_of(p, q) < target) {
-        if (global_ns() - start > p.timeout_ns) {
+        exited = p.peer_exited != nullptr ? *p.peer_exited : 0;
+        if (exited != 0 || global_ns() - start > p.timeout_ns) {
           late = q;
           break;
         }
@@ -94,6 +99,13 @@ __device__ bool peer_step(const PeerReduceArgs& p, Signal target) {
       }
     }
     __threadfence_system();
+    if (late != p.ranks && exited != 0) {
+      printf(
+          "kiln: all-reduce kernel, rank %u of %u, block %u: peer rank %u exited (its communicator saw it) while "
+          "rank %u had not reached step %llu; the launch fails\n",
+          p.rank, p.ranks, blockIdx.x, exited - 1, late, target);
+      __trap();
+    }
     if (late != p.ranks) {
       printf(
           "kiln: all-reduce kernel, rank %u of %u, block %u: peer rank %u did not reach step %llu within %llu "

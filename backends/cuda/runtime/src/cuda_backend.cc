@@ -59,7 +59,8 @@ struct Record {
   // An all-reduce (init_collective): one launch of all_reduce_kernel.
   bool collective = false;
   uint32_t timeout_ms = 0;
-  Communicator* communicator = nullptr;  // told when a peer does not arrive
+  Communicator* communicator = nullptr;            // told when a peer does not arrive
+  const volatile uint32_t* peer_exited = nullptr;  // DevicePeers::peer_exited
 };
 static_assert(sizeof(Record) <= kDelegateHeaderBytes, "Record outgrew its header (cuda_abi.h)");
 
@@ -578,6 +579,12 @@ namespace {
 Error collective_failed(const Record& r, Error error) {
   if (!r.collective) return error;
   if (r.communicator != nullptr) r.communicator->mark_failed();
+  const uint32_t exited = r.peer_exited != nullptr ? *r.peer_exited : 0;
+  KILN_CHECK_OR_RETURN(exited == 0, Error::kPeerFailed,
+                       "cuda: all-reduce '%s' on cuda:%d (rank %u of %u) failed: peer rank %u exited (the kernel's "
+                       "message says where it waited)",
+                       r.launches[0].node, r.device, r.launches[0].all_reduce.rank, r.launches[0].all_reduce.ranks,
+                       exited - 1);
   KILN_RETURN_ERROR(Error::kPeerFailed,
                     "cuda: all-reduce '%s' on cuda:%d (rank %u of %u) failed: a peer did not arrive within %u ms "
                     "(the kernel's message names it; KILN_COLLECTIVE_TIMEOUT_MS)",
@@ -657,6 +664,7 @@ Result<void*> CudaBackend::init_collective(const CollectiveContext& context) {
   record->collective = true;
   record->timeout_ms = context.peers->timeout_ms;
   record->communicator = context.communicator;
+  record->peer_exited = context.peers->peer_exited;
   Launch& l = *new (record->launches) Launch();
   l.kind = LaunchKind::kAllReduce;
   l.node = context.name;
@@ -679,6 +687,7 @@ Result<void*> CudaBackend::init_collective(const CollectiveContext& context) {
     a.periods[i] = static_cast<uint64_t>(context.addends[i]->numel());
   }
   a.num_addends = context.num_addends;
+  a.peer_exited = context.peers->peer_exited;
   if (options_.graphs) {
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&record->capture_stream, cudaStreamNonBlocking), Error::kDeviceError,
                     "cuda: cannot create a stream on cuda:%d", index);

@@ -174,6 +174,9 @@ struct PeerReduceArgs {
   const float* addends[kAllReduceMaxAddends];
   uint64_t periods[kAllReduceMaxAddends];
   uint32_t num_addends;
+  // Rank r + 1 once the communicator saw rank r exit (DevicePeers), or
+  // nullptr: a wait then ends at once instead of at the timeout.
+  const volatile uint32_t* peer_exited;
 };
 
 // y[i] = x[i] converted from one storage type to another (the planner's

@@ -67,12 +67,18 @@ struct AllReduceArgs {
 // (CollectiveCall.algorithm ONE_SHOT, TWO_SHOT). `bases[r]` is rank r's
 // copy, `bases[rank()]` this rank's own (SymmetricMemory::local).
 // `timeout_ms`: how long a kernel waits for a peer before it fails the
-// launch, the communicator's own collective timeout.
+// launch, the communicator's own collective timeout. `peer_exited`, where
+// the communicator watches its peers' processes: a word the kernels can
+// read (host memory under the host execution model; mapped, pinned host
+// memory on a GPU) that it sets to r + 1 when it sees rank r exit, so that
+// a kernel waiting for r fails the launch at once instead of at the
+// timeout; nullptr: only the timeout ends a wait.
 constexpr uint32_t kMaxDevicePeers = 8;
 struct DevicePeers {
   void* bases[kMaxDevicePeers] = {};
   uint32_t count = 0;
   uint32_t timeout_ms = 0;
+  const volatile uint32_t* peer_exited = nullptr;
 };
 
 // The GPU a rank drives among the `devices` of its node: its rank on the

@@ -174,7 +174,9 @@ class MpiCommunicator final : public Communicator {
   // With MpiOptions::memory = CUDA (the host execution model): every rank's
   // copy of the arena, where the model's device (host memory) reads it, and
   // the collective timeout. kNotSupported for host memory and for more than
-  // kMaxDevicePeers ranks. The arenas are zeroed when they are mapped.
+  // kMaxDevicePeers ranks. The arenas are zeroed when they are mapped. The
+  // first call starts a thread that watches the peers' processes and sets
+  // DevicePeers::peer_exited when one exits (joined at destruction).
   Error device_peers(const SymmetricMemory& memory, DevicePeers* out_peers) override;
   void mark_failed() override { failed_ = true; }
 
