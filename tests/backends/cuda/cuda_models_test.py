@@ -2,8 +2,10 @@
 """bench/cuda_models.py's `run` keeps every other row and column when one
 peer column or one model fails: here torch.compile fails on model `a`,
 kiln-runner fails on model `c`, and the table still holds `a`'s kiln and
-eager figures, all of `b`, and `c` marked failed (exit 1 for `c`). PyTorch
-and kiln-runner are stand-ins, so this runs anywhere in well under a second."""
+eager figures, all of `b`, and `c` marked failed (exit 1 for `c`). A 16-bit
+program (program_fp16.kiln) is held to the bound each model's meta.json
+states. PyTorch and kiln-runner are stand-ins, so this runs anywhere in
+well under a second."""
 import contextlib
 import io
 import os
@@ -25,6 +27,10 @@ class Model:
     def cuda(self):
         return self
 
+    def to(self, dtype):
+        self.dtype = dtype
+        return self
+
     def __call__(self, x):
         return x
 
@@ -33,6 +39,7 @@ def fake_torch():
     torch = types.ModuleType("torch")
     torch.no_grad = contextlib.nullcontext
     torch.cuda = types.SimpleNamespace(synchronize=lambda: None)
+    torch.float16, torch.bfloat16 = "float16", "bfloat16"
 
     def compile(model, mode=None):
         if model.name == "a":
@@ -86,6 +93,25 @@ def main():
         failures.append("the compile failure is not named on stderr")
     if "cuda: device lost" not in err.getvalue():
         failures.append("kiln-runner's failure is not named on stderr")
+    # A 16-bit program: each model checked against the bound its bundle's
+    # meta.json states (b within it, a outside it), PyTorch run in the same.
+    with tempfile.TemporaryDirectory() as bundle:
+        for name, bound in [("a", 1e-3), ("b", 1e-1)]:
+            os.makedirs(os.path.join(bundle, name))
+            open(os.path.join(bundle, name, "program_fp16.kiln"), "wb").close()
+            y.tofile(os.path.join(bundle, name, "expected_0.bin"))
+            y.tofile(os.path.join(bundle, name, "torch_0.bin"))
+            with open(os.path.join(bundle, name, "meta.json"), "w") as f:
+                f.write('{"tolerance": {"fp16": %g}}' % bound)
+        cuda_models.runner_ms = lambda runner, case, out_dir, runs, program="program.kiln": (2.0, y * 1.01)
+        args.bundle, args.program = bundle, "program_fp16.kiln"
+        out16, err16 = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out16), contextlib.redirect_stderr(err16):
+            status16 = cuda_models.run(args)
+    if status16 != 1 or "outside the bound stated for each of kiln on the CPU: a\n" not in err16.getvalue() or \
+            "(fp16)" not in out16.getvalue():
+        failures.append(f"16-bit run: status {status16}, expected 1 for a alone outside its bound; "
+                        f"{out16.getvalue()} {err16.getvalue()}")
     for f in failures:
         print("FAIL:", f)
     print(out.getvalue())
