@@ -11,8 +11,10 @@
 //   +--------+--------------------------------+-----------------------------+
 //
 // A kernel call becomes one launch, or one per part (Concat, Split: at most
-// one per operand) plus one for a separate activation or bias, so
-// kernels + operands launches always suffice. A Gemm/MatMul the GPU runs
+// one per operand) plus one for a separate activation or bias, or, for a
+// Conv through a GEMM, an im2col, the GEMM and one for its bias or
+// activation (three launches, four operands or more: input, weights,
+// output, workspace), so kernels + operands launches always suffice. A Gemm/MatMul the GPU runs
 // through cuBLASLt keeps its descriptors (cuBLASLt's opaque structs, which
 // the backend initialises in place: nothing on the heap) in a plan.
 
@@ -39,6 +41,32 @@ constexpr uint64_t gemm_workspace_bytes(int64_t output_elements) {
   const uint64_t want = static_cast<uint64_t>(output_elements > 0 ? output_elements : 0) * 16;
   const uint64_t low = uint64_t{1} << 20, high = uint64_t{32} << 20;
   return want < low ? low : want > high ? high : want;
+}
+
+// A Conv runs as a GEMM (ConvParams.algorithm IM2COL_GEMM) when it has one
+// group and its product, per image
+//
+//   Y[M][N] = W[M][K] x columns[K][N],  M output channels,
+//                                       K = C * kH * kW, N = oH * oW,
+//
+// is at least kConvGemmMinDim in each of M, N and K: a tensor-core tile is
+// 16 wide in each, and below that most of it would be padding, so the
+// direct kernel (one pass over the output, no column buffer) keeps it, as
+// it keeps depthwise and other grouped convolutions. The column buffer
+// (planned scratch, the call's first, of the output's storage type) holds
+// batch * K * N elements, none when the input already is the operand
+// (conv_reads_input_as_columns); a convolution whose buffer would exceed
+// kConvColumnsMaxBytes as float32 stays direct too, so one layer cannot
+// claim a large share of the device's memory. The GEMM gets a cuBLASLt
+// workspace like a Gemm's (gemm_workspace_bytes of its output), after it.
+// The GPU run is what tunes these figures.
+constexpr int64_t kConvGemmMinDim = 16;
+constexpr uint64_t kConvColumnsMaxBytes = uint64_t{256} << 20;
+
+// A 1x1 kernel with stride 1 and no padding reads each image [C][H][W] as
+// the GEMM's [K][N] operand itself (dilation changes nothing then).
+constexpr bool conv_reads_input_as_columns(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pad_sum) {
+  return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pad_sum == 0;
 }
 
 // Offsets in CUDA arenas: what cudaMalloc guarantees and float4 loads want.

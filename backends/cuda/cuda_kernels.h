@@ -7,7 +7,9 @@
 // bytes with an input not declared here.
 //
 // Gemm and MatMul run on cuBLASLt on the GPU, on the reference GEMM kernel
-// under the host execution model; pooling and reductions take one warp per
+// under the host execution model; so does a Conv the planner sends through
+// a GEMM (ConvParams.algorithm, the rule in cuda_abi.h), after an im2col
+// launch, the others run the direct convolution kernel; pooling and reductions take one warp per
 // output; normalisation a block per row; data movement is one strided-copy
 // kernel. Every kernel runs on float32, float16 or bfloat16 storage,
 // accumulating in float32. No CUDA headers: the planner builds without the

@@ -30,6 +30,21 @@ std::string fused_activation_suffix(const fb::KernelCall* call) {
   return std::string("+") + fb::EnumNameActivation(a->kind());
 }
 
+// " [im2col+GEMM]" for a Conv its device backend runs through a GEMM
+// (ConvParams.algorithm), " [GEMM]" where the input is the operand itself
+// (1x1, stride 1, no padding: no column buffer), else "".
+std::string conv_algorithm_suffix(const fb::KernelCall& call) {
+  const auto* p = call.params_as_ConvParams();
+  if (p == nullptr || p->algorithm() != fb::ConvAlgorithm::IM2COL_GEMM) return "";
+  bool as_columns = true;
+  for (const auto* list : {p->kernel(), p->strides()}) {
+    for (uint32_t i = 0; list != nullptr && i < list->size(); ++i) as_columns = as_columns && list->Get(i) == 1;
+  }
+  for (uint32_t i = 0; p->pads() != nullptr && i < p->pads()->size(); ++i)
+    as_columns = as_columns && p->pads()->Get(i) == 0;
+  return as_columns ? " [GEMM]" : " [im2col+GEMM]";
+}
+
 std::string device_str(const fb::Device* d) { return d == nullptr ? "cpu:0" : planner::device_str(*d); }
 
 // A delegate's compile spec "precision" (kiln plan --precision), "fp32" where absent.
@@ -231,7 +246,9 @@ void print_delegates(const fb::Method& m) {
     const fb::Delegate& delegate = *m.delegates()->Get(d);
     std::string kernels;
     if (const fb::DelegateGraph* graph = inline_delegate_graph(delegate)) {
-      for (const fb::KernelCall* k : *graph->kernels()) kernels += (kernels.empty() ? "" : " ") + op_name(*graph, *k);
+      for (const fb::KernelCall* k : *graph->kernels()) {
+        kernels += (kernels.empty() ? "" : " ") + op_name(*graph, *k) + conv_algorithm_suffix(*k);
+      }
     }
     std::printf("    #%u %s on %s, %s, blob %s bytes %s, state %s bytes: %s\n", d, delegate.backend()->c_str(),
                 device_str(delegate.device()).c_str(), delegate_precision(delegate).c_str(),
@@ -409,6 +426,9 @@ void json_delegates(JsonWriter& j, const fb::Method& m) {
         for (const fb::KernelCall* k : *graph->kernels()) {
           j.begin_object();
           j.field("op", op_name(*graph, *k));
+          if (const auto* conv = k->params_as_ConvParams()) {
+            j.field("algorithm", fb::EnumNameConvAlgorithm(conv->algorithm()));
+          }
           j.key("inputs").int_array(list_of(k->inputs()));
           j.key("outputs").int_array(list_of(k->outputs()));
           j.end_object();

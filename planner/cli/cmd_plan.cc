@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "cli/args.h"
@@ -159,6 +160,24 @@ void print_devices(const LMethod& m, size_t delegates, const PlanResult& result)
         delegates, delegates == 1 ? "" : "s", copies, copies == 1 ? "y" : "ies", group_digits(copy_bytes).c_str(),
         m.init_instructions.size(), m.init_instructions.size() == 1 ? "" : "s", result.round_trips_removed,
         result.round_trips_removed == 1 ? "" : "s");
+  }
+}
+
+// How the kernels whose backend had a choice run (a CUDA Conv: direct or
+// through a GEMM), counted per kernel and device; each layer's choice and
+// why are in plan.json (kernel_choices).
+void print_kernel_choices(const LMethod& m) {
+  std::map<std::string, std::map<std::string, int>> counts;  // "Conv on cuda:0" -> choice -> count
+  for (const LInstruction& ins : m.instructions) {
+    if (ins.kind == LInstruction::Kind::kKernel && !ins.choice.empty()) {
+      ++counts[ins.op + " on " + device_str(ins.device)][ins.choice];
+    }
+  }
+  for (const auto& [what, choices] : counts) {
+    std::string line;
+    for (const auto& [choice, n] : choices) line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + choice;
+    std::printf("  kernels:     %s: %s (each layer's choice and why: plan.json kernel_choices)\n", what.c_str(),
+                line.c_str());
   }
 }
 
@@ -340,6 +359,7 @@ void print_summary(const std::string& model, const std::string& output, const Pl
     const PlanResult& stats = index < parts.size() ? parts[index] : result;
     print_method_counts(m, parts.empty() ? constant_bytes : method_constant_bytes(program, m), bookkeeping[index]);
     print_devices(m, delegate_counts[index], stats);
+    print_kernel_choices(m);
     print_precision(stats);
     print_quantization(m, stats, options);
     print_bounds(m);

@@ -113,15 +113,26 @@ int Lowerer::on_device(int t, fb::Device device) {
   return id;
 }
 
-// The scratch the device's backend plans for every call of `op` (its
-// library's workspace: BackendPlanner::kernel_scratch_bytes), appended.
-void Lowerer::add_backend_scratch(const std::string& op, const std::vector<int>& outputs, std::vector<int>& scratch) {
+// What the device's backend adds to the call (BackendPlanner::plan_kernel):
+// its scratch, appended, its choice recorded in the parameters and, with
+// why, on the instruction for the report.
+void Lowerer::plan_on_backend(LInstruction& instruction) {
   if (device_.type() == fb::DeviceType::CPU) return;
   const BackendPlanner* backend = backend_planner_for(device_.type());
-  int64_t elements = 0;
-  for (int t : outputs) elements += shape_numel(method_.tensors[static_cast<size_t>(t)].shape);
-  const uint64_t bytes = backend != nullptr ? backend->kernel_scratch_bytes(op, elements) : 0;
-  if (bytes > 0) scratch.push_back(temp(node_name_ + "/workspace", DType::UINT8, {static_cast<int64_t>(bytes)}));
+  if (backend == nullptr) return;
+  KernelCallInfo call;
+  call.kernel = instruction.op;
+  for (int t : instruction.inputs) {
+    call.inputs.push_back(t < 0 ? std::vector<int64_t>{} : method_.tensors[static_cast<size_t>(t)].shape);
+  }
+  for (int t : instruction.outputs) call.outputs.push_back(method_.tensors[static_cast<size_t>(t)].shape);
+  call.params = &instruction.params;
+  KernelPlan plan = backend->plan_kernel(call);
+  for (const KernelPlan::Scratch& s : plan.scratch) {
+    instruction.scratch.push_back(temp(node_name_ + "/" + s.stem, s.dtype, {s.elements}));
+  }
+  instruction.choice = std::move(plan.choice);
+  instruction.choice_why = std::move(plan.why);
 }
 
 void Lowerer::add_kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs, fb::ParamsUnion params,
@@ -133,7 +144,6 @@ void Lowerer::add_kernel(std::string op, std::vector<int> inputs, std::vector<in
            "' on another device");
     }
   }
-  add_backend_scratch(op, outputs, scratch);
   LInstruction instruction;
   instruction.kind = LInstruction::Kind::kKernel;
   instruction.op = std::move(op);
@@ -144,6 +154,7 @@ void Lowerer::add_kernel(std::string op, std::vector<int> inputs, std::vector<in
   instruction.name = node_name_;
   instruction.source_op = node_op_;
   instruction.device = device_;
+  plan_on_backend(instruction);
   method_.instructions.push_back(std::move(instruction));
 }
 

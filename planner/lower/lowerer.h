@@ -59,7 +59,7 @@ class Lowerer final : public LoweringContext {
  private:
   void add_kernel(std::string op, std::vector<int> inputs, std::vector<int> outputs, fb::ParamsUnion params,
                   std::vector<int> scratch) override;
-  void add_backend_scratch(const std::string& op, const std::vector<int>& outputs, std::vector<int>& scratch);
+  void plan_on_backend(LInstruction& instruction);
 
   Graph& graph_;
   LProgram& program_;

@@ -79,6 +79,10 @@ struct LInstruction {
   // reduced sum as it is written (passes/all_reduce.h,
   // fuse_all_reduce_addends); the Add nodes they came from, for reports.
   std::vector<std::string> fused_adds;
+  // kKernel on a device whose backend chose how to run it
+  // (BackendPlanner::plan_kernel): the choice and why, for reports.
+  std::string choice;
+  std::string choice_why;
   // What it does, for reports: the kernel's name, "copy" or "all-reduce".
   std::string what() const { return kind == Kind::kCopy ? "copy" : kind == Kind::kCollective ? "all-reduce" : op; }
   // Where a kernel runs; the emitter groups consecutive kernels of one

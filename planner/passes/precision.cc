@@ -229,6 +229,13 @@ class Rewriter {
         for (int& t : old[k].outputs) {
           if (twin_[static_cast<size_t>(t)] >= 0) t = twin_[static_cast<size_t>(t)];
         }
+        // Its float scratch (a convolution's column buffer) holds elements
+        // of its storage too; only this call touches it.
+        for (int t : old[k].scratch) {
+          if (dtype(t) != DType::FLOAT32) continue;
+          method_.tensors[static_cast<size_t>(t)].dtype = storage_;
+          ++stats_.tensors_16bit;
+        }
       }
       list.push_back(std::move(old[k]));
       for (LInstruction& c : after_[k]) list.push_back(std::move(c));

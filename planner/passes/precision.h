@@ -10,7 +10,8 @@
 //      node (--keep-fp32), it only moves elements (Copy, Transpose, Slice,
 //      Concat, Split) and none it reads was written in 16 bits, or an
 //      output it writes is also written by an instruction that stays FP32.
-//   2. A device tensor only such kernels touch becomes 16-bit in place.
+//   2. A device tensor only such kernels touch becomes 16-bit in place, as
+//      does the float32 scratch of such a kernel (a column buffer).
 //   3. A device tensor they share with anything else (a copy to or from
 //      the host, a kernel kept FP32, a collective, the application) stays
 //      float32 and gets a 16-bit twin, which the 16-bit kernels use:

@@ -344,6 +344,25 @@ void write_collectives(JsonWriter& j, const LMethod& m, const PlanResult& result
   j.end_object();
 }
 
+namespace {
+
+// "kernel_choices": how each device kernel whose backend had a choice runs
+// (BackendPlanner::plan_kernel: a CUDA Conv direct or through a GEMM), why,
+// and the scratch the choice planned.
+void write_kernel_choices(JsonWriter& j, const LMethod& m) {
+  j.key("kernel_choices").begin_array();
+  for (const LInstruction& ins : m.instructions) {
+    if (ins.kind != LInstruction::Kind::kKernel || ins.choice.empty()) continue;
+    uint64_t scratch = 0;
+    for (int t : ins.scratch) scratch += m.tensors[static_cast<size_t>(t)].nbytes();
+    j.begin_object().field("name", ins.name).field("kernel", ins.op).field("device", device_str(ins.device));
+    j.field("choice", ins.choice).field("why", ins.choice_why).field("scratch_bytes", scratch).end_object();
+  }
+  j.end_array();
+}
+
+}  // namespace
+
 // With memory regions: each region's capacity, speed, planned bytes, lower
 // bound and traffic (bytes read and written a run), and the traffic of
 // every region's tensors, which is what the slowest region would see with
@@ -520,6 +539,7 @@ std::string plan_json(const PlanResult& result) {
   for (const auto& [op, count] : result.qdq.folded) j.field(op, count);
   j.end_object().end_object();
   write_collectives(j, m, result);
+  write_kernel_choices(j, m);
   write_methods(j, program);
   j.end_object();
   return j.str() + "\n";

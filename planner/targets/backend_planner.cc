@@ -137,8 +137,8 @@ class TableBackendPlanner final : public BackendPlanner {
     return it == inplace_.end() ? 0 : it->second;
   }
 
-  uint64_t kernel_scratch_bytes(const std::string& kernel, int64_t output_elements) const override {
-    return spec_.kernel_scratch ? spec_.kernel_scratch(kernel, output_elements) : 0;
+  KernelPlan plan_kernel(KernelCallInfo& call) const override {
+    return spec_.plan_kernel ? spec_.plan_kernel(call) : KernelPlan{};
   }
   std::string precision_refusal(const std::string& precision) const override {
     for (const std::string& p : spec_.precisions) {

@@ -67,8 +67,9 @@ bool activation_known(const fb::FusedActivation* activation) {
 }
 
 Error check_not_packed(const KernelView& k) {
-  // A device backend's own scratch (BackendPlanner::kernel_scratch_bytes:
-  // a library workspace) is bytes; the CPU's packing scratch is float32.
+  // A device backend's own scratch (BackendPlanner::plan_kernel: a
+  // library workspace) is bytes; the CPU's packing scratch is float32. (A
+  // CUDA convolution's column buffer is float, checked by its lowering.)
   for (uint32_t i = 0; i < k.num_scratch(); ++i) {
     KILN_VIEW_CHECK(k, k.scratch(i).dtype() != DType::FLOAT32, "has packing scratch (a CPU lowering)");
   }

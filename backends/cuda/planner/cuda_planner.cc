@@ -11,11 +11,15 @@
 //   - rank at most 8;
 //   - fewer than 2^31 elements per tensor (the kernels index in 32 bits);
 //   - MatMul: at most 4 batch dims (what the reference GEMM walks).
+// How each call runs and the scratch it needs (plan_kernel): a Gemm/MatMul
+// gets cuBLASLt's workspace; a Conv runs direct or as im2col + GEMM
+// (plan_conv, by the rule in cuda_abi.h), the choice in its parameters.
 // Collectives (AllReduce) run on the device too (runs_collectives): the
 // partitioner keeps one there when a CUDA kernel produces its operand, and
 // the runtime half's all-reduce kernels run it (device_all_reduce: their
 // grid, signal words and state, cuda_abi.h).
 
+#include <sstream>
 #include <string>
 
 #include "backends/cuda/cuda_abi.h"
@@ -46,6 +50,76 @@ OpSupport support_of(const backends::OnnxOp& op) {
   return op_support(op.name, operand_rules(limits, extra, constants.empty() ? SIZE_MAX : 1), constants);
 }
 
+template <typename... Args>
+std::string text(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+
+KernelPlan::Scratch workspace(const std::vector<int64_t>& output) {
+  int64_t elements = 1;
+  for (int64_t d : output) elements *= d;
+  return {"workspace", fb::DType::UINT8, static_cast<int64_t>(backends::cuda::gemm_workspace_bytes(elements))};
+}
+
+int64_t product(const std::vector<int64_t>& dims, size_t from) {
+  int64_t p = 1;
+  for (size_t i = from; i < dims.size(); ++i) p *= dims[i];
+  return p;
+}
+
+// A Conv: direct, or im2col + GEMM (cuda_abi.h gives the rule and its
+// figures). The choice goes into ConvParams.algorithm.
+KernelPlan plan_conv(KernelCallInfo& call) {
+  namespace cuda = backends::cuda;
+  KernelPlan plan;
+  plan.choice = "direct";
+  auto* p = call.params != nullptr ? call.params->AsConvParams() : nullptr;
+  if (p == nullptr || call.inputs.size() < 2 || call.outputs.empty()) return plan;
+  const std::vector<int64_t>& x = call.inputs[0];
+  const std::vector<int64_t>& w = call.inputs[1];
+  const std::vector<int64_t>& y = call.outputs[0];
+  if (x.size() < 3 || w.size() != x.size() || y.size() != x.size() || p->kernel.size() != 2 || p->strides.size() != 2 ||
+      p->pads.size() != 4) {
+    return plan;
+  }
+  const int64_t m = w[0], k = product(w, 1), n = product(y, 2), batch = x[0];
+  const std::string dims = text("M ", m, ", N ", n, ", K ", k);
+  if (p->group != 1) {
+    plan.why = p->group == x[1] ? "depthwise" : text(p->group, " groups");
+    return plan;
+  }
+  if (p->packed_weights || call.inputs.size() > 3) {
+    plan.why = "weights packed or an input affine map (CPU lowerings)";
+    return plan;
+  }
+  if (m < cuda::kConvGemmMinDim || n < cuda::kConvGemmMinDim || k < cuda::kConvGemmMinDim) {
+    plan.why = text(dims, ": below ", cuda::kConvGemmMinDim, " in a GEMM dimension");
+    return plan;
+  }
+  const bool as_columns = cuda::conv_reads_input_as_columns(p->kernel[0], p->kernel[1], p->strides[0], p->strides[1],
+                                                            int64_t{p->pads[0]} + p->pads[1] + p->pads[2] + p->pads[3]);
+  const int64_t columns = as_columns ? 0 : batch * k * n;
+  if (static_cast<uint64_t>(columns) * 4 > cuda::kConvColumnsMaxBytes) {
+    plan.why = text(dims, ": a column buffer of ", static_cast<uint64_t>(columns) * 4, " bytes as float32 (more than ",
+                    cuda::kConvColumnsMaxBytes, ")");
+    return plan;
+  }
+  p->algorithm = fb::ConvAlgorithm::IM2COL_GEMM;
+  if (as_columns) {
+    plan.choice = "GEMM";
+    plan.why = text(dims, " (each at least ", cuda::kConvGemmMinDim,
+                    "); 1x1, stride 1, unpadded: the input is the operand, no im2col");
+  } else {
+    plan.choice = "im2col+GEMM";
+    plan.why = text(dims, " (each at least ", cuda::kConvGemmMinDim, "); column buffer ", batch, " x ", k, " x ", n);
+    plan.scratch.push_back({"columns", fb::DType::FLOAT32, columns});
+  }
+  plan.scratch.push_back(workspace(y));
+  return plan;
+}
+
 }  // namespace
 
 // Registered by the build (kiln_add_backend in ../CMakeLists.txt).
@@ -62,8 +136,13 @@ void register_cuda_backend_planner() {
                         {},
                         {}};
   spec.precisions = {"fp32", "tf32", "fp16", "bf16"};
-  spec.kernel_scratch = [](const std::string& kernel, int64_t output_elements) -> uint64_t {
-    return kernel == "Gemm" || kernel == "MatMul" ? backends::cuda::gemm_workspace_bytes(output_elements) : 0;
+  spec.plan_kernel = [](KernelCallInfo& call) {
+    if (call.kernel == "Conv") return plan_conv(call);
+    KernelPlan plan;
+    if ((call.kernel == "Gemm" || call.kernel == "MatMul") && !call.outputs.empty()) {
+      plan.scratch.push_back(workspace(call.outputs[0]));
+    }
+    return plan;
   };
   cuda::kKernels.for_each([&](const backends::KernelInfo& k) { spec.inplace.push_back({k.name, k.inplace_inputs}); });
   for (const backends::OnnxOp& op : backends::kOnnxOps) {

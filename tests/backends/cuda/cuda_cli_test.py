@@ -14,11 +14,19 @@
   float16's rounding of NumPy's (2u sqrt(L+1), u = 2^-11, L = 16-bit
   kernels); `--keep-fp32 NODE` keeps that node's kernel FP32 too; a name
   no device kernel has, or --keep-fp32 without fp16/bf16, is refused.
+- Convolutions: the planner's choice per layer is reported. A 3x3
+  convolution goes through im2col + GEMM, a 1x1 one through the GEMM
+  without im2col, a depthwise one stays direct: the summary counts them,
+  plan.json's kernel_choices gives each one's choice, why and scratch bytes
+  (the column buffer and cuBLASLt's workspace), `kiln inspect` marks them
+  (and its JSON names the algorithm), and the program's output under the
+  host execution model matches the CPU program's.
 
 usage: cuda_cli_test.py --kiln PATH --workdir DIR [--gpu-build]
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -118,6 +126,67 @@ def check_fp16(args, model, env, want):
     return failures
 
 
+def make_conv_model(path):
+    """3x3 conv 16 -> 32 (pad 1), 1x1 conv 32 -> 16, depthwise 3x3 (16 groups) on 8x8."""
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
+             for name, shape in [("w1", (32, 16, 3, 3)), ("b1", (32,)), ("w2", (16, 32, 1, 1)), ("b2", (16,)),
+                                 ("w3", (16, 1, 3, 3)), ("b3", (16,))]]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv3x3", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv1x1"),
+        helper.make_node("Conv", ["c2", "w3", "b3"], ["y"], name="depthwise", pads=[1, 1, 1, 1], group=16),
+    ]
+    graph = helper.make_graph(
+        nodes, "convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def check_conv_choices(args, env):
+    failures = []
+    model = os.path.join(args.workdir, "convs.onnx")
+    make_conv_model(model)
+    x = os.path.join(args.workdir, "convs_x.npy")
+    np.save(x, np.random.default_rng(3).standard_normal((1, 16, 8, 8)).astype(np.float32))
+    program, report = os.path.join(args.workdir, "convs.kiln"), os.path.join(args.workdir, "convs_report")
+    summary = subprocess.run([args.kiln, "plan", model, "-o", program, "--target", "cuda:0,cpu", "--report", report],
+                             check=True, capture_output=True, text=True).stdout
+    if "Conv on cuda:0: 1 GEMM, 1 direct, 1 im2col+GEMM" not in summary:
+        failures.append("the summary does not count the convolutions' choices:\n" + summary)
+    with open(os.path.join(report, "plan.json")) as f:
+        choices = {c["name"]: c for c in json.load(f)["kernel_choices"]}
+    want = {"conv3x3": ("im2col+GEMM", "M 32, N 64, K 144", 144 * 64 * 4 + (1 << 20)),
+            "conv1x1": ("GEMM", "no im2col", 1 << 20), "depthwise": ("direct", "depthwise", 0)}
+    for name, (choice, why, scratch) in want.items():
+        c = choices.get(name, {})
+        if c.get("choice") != choice or why not in c.get("why", "") or c.get("scratch_bytes") != scratch:
+            failures.append(f"plan.json kernel_choices for {name}: {c}, want {choice}, '{why}', {scratch} bytes")
+    inspect = subprocess.run([args.kiln, "inspect", program], check=True, capture_output=True, text=True).stdout
+    if "Conv [im2col+GEMM]" not in inspect or "Conv [GEMM]" not in inspect:
+        failures.append("kiln inspect does not mark the GEMM convolutions:\n" + inspect)
+    inspect = subprocess.run([args.kiln, "inspect", program, "--json"], check=True, capture_output=True,
+                             text=True).stdout
+    algorithms = sorted(k.get("algorithm") for d in json.loads(inspect)["methods"][0]["delegates"]
+                        for k in d["kernels"] if k["op"] == "Conv")
+    if algorithms != ["DIRECT", "IM2COL_GEMM", "IM2COL_GEMM"]:
+        failures.append(f"kiln inspect --json gives the Conv algorithms {algorithms}")
+    cpu_program = os.path.join(args.workdir, "convs.cpu.kiln")
+    subprocess.run([args.kiln, "plan", model, "-o", cpu_program], check=True, stdout=subprocess.DEVNULL)
+    outs = {}
+    for name, p in (("cpu", cpu_program), ("cuda", program)):
+        out = os.path.join(args.workdir, "convs_out_" + name)
+        subprocess.run([args.kiln, "run", p, "--input", x, "--output-dir", out], check=True, env=env,
+                       capture_output=True)
+        outs[name] = np.load(os.path.join(out, "output_0.npy"))
+    err = float(np.max(np.abs(outs["cuda"] - outs["cpu"])) / np.max(np.abs(outs["cpu"])))
+    print(f"convolutions through the GEMM against the CPU: max error {err:.2e} of the largest output")
+    if err > 1e-5:
+        failures.append(f"the convolutions differ from the CPU's by {err} of the largest output")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -171,6 +240,7 @@ def main():
 
     failures += check_precision(args, model, env, want)
     failures += check_fp16(args, model, env, want)
+    failures += check_conv_choices(args, env)
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

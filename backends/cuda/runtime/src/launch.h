@@ -58,9 +58,11 @@ struct UnaryArgs {
   Activation act;
 };
 
-// The reference GEMM's tile: 16 x 16 outputs per block of 256 threads.
-constexpr uint32_t kTile = 16;
-constexpr uint32_t kTileThreads = kTile * kTile;
+// The reference GEMM's tile: 64 x 64 outputs per block of 256 threads (a
+// 16 x 16 grid of threads, 4 x 4 outputs each), K staged 16 at a time.
+constexpr uint32_t kTile = 64;
+constexpr uint32_t kTileStep = 16;
+constexpr uint32_t kTileThreads = 256;
 
 // y[i] = act(a[ia] op b[ib]); dims collapsed, strides 0 where broadcast.
 struct BinaryArgs {
@@ -100,6 +102,19 @@ struct ConvArgs {
   uint64_t total;
   uint32_t c, h, w, m, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, groups;
   Activation act;
+};
+
+// The column buffer of a convolution run as a GEMM (ConvParams.algorithm
+// IM2COL_GEMM): per image, row c * kh * kw + ky * kw + kx holds input
+// channel c at window offset (ky, kx) for every output position, 0 in the
+// padding:
+//   columns[image][c][ky][kx][oy][ox] = x[image][c][oy * sh - pt + ky * dh][ox * sw - pl + kx * dw]
+// `total` = images * c * kh * kw * oh * ow.
+struct Im2ColArgs {
+  const float* x;
+  float* columns;
+  uint64_t total;
+  uint32_t c, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
 };
 
 struct PoolArgs {
@@ -196,7 +211,7 @@ enum Storage : uint8_t { kFloat32, kFloat16, kBFloat16 };
 enum class LaunchKind : uint8_t {
   // clang-format off
   kUnary, kBinary, kMatMul, kGemmLt, kConv, kPool, kReduce, kSoftmax, kLayerNorm, kBatchNorm, kStrided,
-  kAllReduce, kCast,
+  kAllReduce, kCast, kIm2Col,
   // clang-format on
 };
 
@@ -214,6 +229,7 @@ struct Launch {
     BinaryArgs binary;
     MatMulArgs matmul;
     ConvArgs conv;
+    Im2ColArgs im2col;
     PoolArgs pool;
     ReduceArgs reduce;
     SoftmaxArgs softmax;

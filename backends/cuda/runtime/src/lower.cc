@@ -109,8 +109,35 @@ Error lower_binary(const KernelView& k, int op, LaunchSink& sink) {
 // ---------------------------------------------------------------------------
 // Linear
 
-// The reference GEMM's launch over `g` (batch dims right-aligned into 4
-// slots), for cuBLASLt to take over on the GPU (cuda_backend.cc).
+// The GEMM's planned workspace: the call's uint8 scratch, if any.
+void set_workspace(const KernelView& k, MatMulArgs* args) {
+  for (uint32_t i = 0; i < k.num_scratch(); ++i) {
+    const Tensor& w = k.scratch(i);
+    if (w.dtype() != DType::UINT8) continue;
+    args->workspace = address(k, w);
+    args->workspace_bytes = w.nbytes();
+  }
+}
+
+// The reference GEMM's launch of `args` (its batch in batch_dims), for
+// cuBLASLt to take over on the GPU (cuda_backend.cc).
+Error emit_gemm(const KernelView& k, const MatMulArgs& args, LaunchSink& sink) {
+  const uint64_t batch =
+      uint64_t{args.batch_dims[0]} * args.batch_dims[1] * args.batch_dims[2] * uint64_t{args.batch_dims[3]};
+  Launch l;
+  l.kind = LaunchKind::kMatMul;
+  l.storage = storage_of(k.output(0).dtype());
+  l.node = k.node;
+  l.block = kTileThreads;
+  const uint64_t gx = (args.n + kTile - 1) / kTile, gy = (args.m + kTile - 1) / kTile;
+  l.grid[0] = static_cast<uint32_t>(gx < 1024 ? (gx > 0 ? gx : 1) : 1024);
+  l.grid[1] = static_cast<uint32_t>(gy < 1024 ? (gy > 0 ? gy : 1) : 1024);
+  l.grid[2] = static_cast<uint32_t>(batch < 65535 ? (batch > 0 ? batch : 1) : 65535);
+  l.matmul = args;
+  return sink.emit(l);
+}
+
+// The GEMM over `g` (batch dims right-aligned into 4 slots).
 Error emit_matmul(const KernelView& k, const MatrixProduct& g, LaunchSink& sink) {
   KILN_VIEW_CHECK(k, g.batches.rank <= 4, "more than 4 batch dims");
   MatMulArgs args = {};
@@ -130,31 +157,15 @@ Error emit_matmul(const KernelView& k, const MatrixProduct& g, LaunchSink& sink)
   args.alpha = g.alpha;
   args.beta = g.beta;
   args.act = activation_of(g.activation);
-  if (k.num_scratch() > 0) {
-    const Tensor& w = k.scratch(0);
-    args.workspace = address(k, w);
-    args.workspace_bytes = w.nbytes();
-  }
-  uint64_t batch = 1;
+  set_workspace(k, &args);
   for (uint32_t i = 0; i < 4; ++i) args.batch_dims[i] = 1;
   for (uint32_t d = 0; d < g.batches.rank; ++d) {
     const uint32_t slot = 4 - g.batches.rank + d;
     args.batch_dims[slot] = static_cast<uint32_t>(g.batches.dims[d]);
     args.a_batch[slot] = g.batches.strides[0][d];
     args.b_batch[slot] = g.batches.strides[1][d];
-    batch *= static_cast<uint64_t>(g.batches.dims[d]);
   }
-  Launch l;
-  l.kind = LaunchKind::kMatMul;
-  l.storage = storage_of(k.output(0).dtype());
-  l.node = k.node;
-  l.block = kTileThreads;
-  const uint64_t gx = (args.n + 15) / 16, gy = (args.m + 15) / 16;
-  l.grid[0] = static_cast<uint32_t>(gx < 1024 ? (gx > 0 ? gx : 1) : 1024);
-  l.grid[1] = static_cast<uint32_t>(gy < 1024 ? (gy > 0 ? gy : 1) : 1024);
-  l.grid[2] = static_cast<uint32_t>(batch < 65535 ? (batch > 0 ? batch : 1) : 65535);
-  l.matmul = args;
-  return sink.emit(l);
+  return emit_gemm(k, args, sink);
 }
 
 Error lower_gemm(const KernelView& k, LaunchSink& sink) {
@@ -171,9 +182,91 @@ Error lower_matmul(const KernelView& k, LaunchSink& sink) {
   return emit_matmul(k, g, sink);
 }
 
+// The column buffer of a convolution through a GEMM (launch.h Im2ColArgs).
+Error emit_im2col(const KernelView& k, const WindowGeometry& g, const Tensor& columns, LaunchSink& sink) {
+  Im2ColArgs args = {};
+  args.x = address(k, *k.input(0));
+  args.columns = address(k, columns);
+  args.total = static_cast<uint64_t>(g.n * g.c * g.kh * g.kw * g.oh * g.ow);
+  args.c = static_cast<uint32_t>(g.c);
+  store_window(g, &args);
+  Launch l = launch_of(k, LaunchKind::kIm2Col, args.total);
+  l.im2col = args;
+  return sink.emit(l);
+}
+
+// A Conv through a GEMM (ConvParams.algorithm IM2COL_GEMM; cuda_abi.h):
+// the column buffer (scratch 0; none where the input is the operand), then
+// the GEMM batched over the images, Y[image] = W x columns[image] (the
+// weights shared: batch stride 0). With a bias, the bias and activation
+// are one launch after the GEMM (cuBLASLt's bias epilogue adds along the
+// other dimension); without, the activation is the GEMM's (cuBLASLt's ReLU
+// epilogue, or its activation launch).
+Error lower_conv_gemm(const KernelView& k, const WindowGeometry& g, LaunchSink& sink) {
+  KILN_VIEW_CHECK(k, g.group == 1, "a GEMM convolution of %lld groups", static_cast<long long>(g.group));
+  const Tensor& y = k.output(0);
+  const int64_t depth = g.c * g.kh * g.kw, positions = g.oh * g.ow;
+  const bool as_columns = conv_reads_input_as_columns(g.kh, g.kw, g.sh, g.sw, g.pt + g.pl + g.pb + g.pr);
+  const Tensor* columns = nullptr;
+  if (!as_columns) {
+    const int64_t need = g.n * depth * positions;
+    KILN_VIEW_CHECK(k, k.num_scratch() > 0 && k.scratch(0).dtype() == y.dtype() && k.scratch(0).numel() >= need,
+                    "no column buffer of %lld elements (scratch 0, of the output's dtype)",
+                    static_cast<long long>(need));
+    KILN_VIEW_CHECK(k, need < (int64_t{1} << 32), "a column buffer of 2^32 elements or more");
+    columns = &k.scratch(0);
+    KILN_RETURN_IF_ERROR(emit_im2col(k, g, *columns, sink));
+  }
+  const Tensor* bias = k.num_inputs() > 2 ? k.input(2) : nullptr;
+  const Activation act = activation_of(k.params<fb::ConvParams>()->activation());
+  MatMulArgs args = {};
+  args.a = address(k, *k.input(1));
+  args.b = columns != nullptr ? address(k, *columns) : address(k, *k.input(0));
+  args.y = address(k, y);
+  args.m = static_cast<uint32_t>(g.m);
+  args.n = static_cast<uint32_t>(positions);
+  args.k = static_cast<uint32_t>(depth);
+  args.a_row = depth;
+  args.a_col = 1;
+  args.b_row = positions;
+  args.b_col = 1;
+  args.alpha = 1.f;
+  if (bias == nullptr) args.act = act;
+  for (uint32_t i = 0; i < 4; ++i) args.batch_dims[i] = 1;
+  args.batch_dims[3] = static_cast<uint32_t>(g.n);
+  args.b_batch[3] = depth * positions;  // also the input's image stride when it is the operand
+  set_workspace(k, &args);
+  KILN_RETURN_IF_ERROR(emit_gemm(k, args, sink));
+  if (bias == nullptr) return Error::kOk;
+  Launch l = launch_of(k, LaunchKind::kBinary, static_cast<uint64_t>(y.numel()));
+  BinaryArgs& add = l.binary;
+  add = BinaryArgs();
+  add.a = address(k, y);
+  add.b = address(k, *bias);
+  add.y = address(k, y);
+  add.n = static_cast<uint64_t>(y.numel());
+  add.op = kAdd;
+  add.act = act;
+  add.rank = 3;
+  const uint32_t dims[3] = {static_cast<uint32_t>(g.n), static_cast<uint32_t>(g.m), static_cast<uint32_t>(positions)};
+  const uint32_t y_strides[3] = {dims[1] * dims[2], dims[2], 1}, bias_strides[3] = {0, 1, 0};
+  for (uint32_t d = 0; d < 3; ++d) {
+    add.dims[d] = dims[d];
+    add.a_strides[d] = y_strides[d];
+    add.b_strides[d] = bias_strides[d];
+  }
+  return sink.emit(l);
+}
+
 Error lower_conv(const KernelView& k, LaunchSink& sink) {
-  KILN_RETURN_IF_ERROR(check_not_packed(k));
+  const auto* p = k.params<fb::ConvParams>();
   WindowGeometry g;
+  if (p != nullptr && p->algorithm() == fb::ConvAlgorithm::IM2COL_GEMM) {
+    KILN_VIEW_CHECK(k, !p->packed_weights(), "weights packed for the CPU");
+    KILN_RETURN_IF_ERROR(check_conv(k, &g));
+    return lower_conv_gemm(k, g, sink);
+  }
+  KILN_RETURN_IF_ERROR(check_not_packed(k));
   KILN_RETURN_IF_ERROR(check_conv(k, &g));
   const Tensor* bias = k.num_inputs() > 2 ? k.input(2) : nullptr;
   const Tensor& y = k.output(0);

@@ -107,6 +107,37 @@ struct DeviceAllReduce {
   uint32_t max_ranks = 0;
 };
 
+// One kernel call as an op's lowering made it, on a device of the
+// backend (BackendPlanner::plan_kernel). Valid during the call.
+struct KernelCallInfo {
+  std::string kernel;  // the lowered kernel name: "Conv"
+  // Operand shapes; an absent optional input's is empty.
+  std::vector<std::vector<int64_t>> inputs;
+  std::vector<std::vector<int64_t>> outputs;
+  // The call's parameters, which the backend may complete with its choice
+  // (ConvParams.algorithm).
+  fb::ParamsUnion* params = nullptr;
+};
+
+// What a backend adds to a kernel call: planned device scratch, and the
+// choice it made where it had one (for the plan's report).
+struct KernelPlan {
+  // A scratch tensor "<node>/<stem>" of `elements` elements, used only
+  // while the call runs, appended after any the op's lowering asked for.
+  // Float32 scratch of a kernel on 16-bit storage (kiln plan --precision
+  // fp16/bf16) is stored in 16 bits like the kernel's other tensors.
+  struct Scratch {
+    std::string stem;
+    fb::DType dtype = fb::DType::UINT8;
+    int64_t elements = 0;
+  };
+  std::vector<Scratch> scratch;
+  // "im2col+GEMM", "direct": how the call runs and why; empty where the
+  // kernel runs one way only.
+  std::string choice;
+  std::string why;
+};
+
 // A backend's planner half.
 class BackendPlanner {
  public:
@@ -139,12 +170,17 @@ class BackendPlanner {
     (void)bytes;
     return {};
   }
-  // Bytes of planned device scratch a kernel call `kernel` (a lowered
-  // kernel name) whose outputs hold `output_elements` elements gets beside
-  // any the op's lowering asks for: a library's workspace (cuBLASLt's for
-  // Gemm/MatMul on CUDA), so it is arena memory the memory planner shares
-  // between kernels, not an allocation of the backend. 0: none.
-  virtual uint64_t kernel_scratch_bytes(const std::string& kernel, int64_t output_elements) const { return 0; }
+  // How the backend runs a kernel call on one of its devices: the scratch
+  // it needs beside any the op's lowering asked for (a library's
+  // workspace, cuBLASLt's for Gemm/MatMul/Conv on CUDA; a convolution's
+  // column buffer), so it is arena memory the memory planner shares
+  // between kernels, not an allocation of the backend; and the algorithm
+  // where the backend chooses one (recorded in `call.params`). Default:
+  // nothing added.
+  virtual KernelPlan plan_kernel(KernelCallInfo& call) const {
+    (void)call;
+    return {};
+  }
   // Empty when the backend's delegates run `precision` (kiln plan
   // --precision: "fp32", "tf32", "fp16", "bf16"); otherwise why not.
   virtual std::string precision_refusal(const std::string& precision) const {
@@ -211,8 +247,8 @@ struct TablePlannerSpec {
   std::function<DeviceAllReduce(uint64_t bytes)> all_reduce;
   // The --precision values its delegates run.
   std::vector<std::string> precisions = {"fp32"};
-  // BackendPlanner::kernel_scratch_bytes; null: none.
-  std::function<uint64_t(const std::string& kernel, int64_t output_elements)> kernel_scratch;
+  // BackendPlanner::plan_kernel; null: nothing added.
+  std::function<KernelPlan(KernelCallInfo& call)> plan_kernel;
 };
 
 std::unique_ptr<BackendPlanner> make_table_planner(TablePlannerSpec spec);

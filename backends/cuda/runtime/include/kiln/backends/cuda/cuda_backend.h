@@ -1,15 +1,16 @@
 // The CUDA backend's runtime half: device arenas in GPU memory, copies on
 // the backend's stream, and delegates that run kiln's CUDA kernels (and
-// cuBLASLt for Gemm/MatMul), each delegate call captured once as a CUDA
-// graph and replayed.
+// cuBLASLt for Gemm/MatMul and convolutions through a GEMM), each delegate
+// call captured once as a CUDA graph and replayed.
 //
 //   static kiln::backends::cuda::gpu::CudaBackend backend{kiln::backends::cuda::CudaOptions{}};
 //   kiln::global_backend_registry().register_backend(&backend);
 //
 // Memory: one cudaMalloc per device arena, when a method loads
 // (Backend::allocate), freed with the Method; per device, a stream. Each
-// Gemm/MatMul's cuBLASLt workspace is planned scratch in the device arena
-// (the planner half's kernel_scratch_bytes, cuda_abi.h); only a program
+// Gemm/MatMul's cuBLASLt workspace is planned scratch in the device arena,
+// and so are a Conv's column buffer and workspace where the planner sends
+// it through a GEMM (the planner half's plan_kernel, cuda_abi.h); only a program
 // planned without it makes the backend allocate one per device
 // (CudaOptions::gemm_workspace_bytes, one cudaMalloc when such a delegate
 // loads, kept until the backend is destroyed or shutdown() is called).
