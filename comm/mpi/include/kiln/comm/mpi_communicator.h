@@ -1,7 +1,8 @@
-// mpi-shm: a host communicator for ranks that are processes on one node,
-// started by OpenMPI's mpirun. Symmetric arenas are MPI-3 shared-memory
-// windows, so every rank addresses every peer's copy of an arena directly
-// and an all-reduce reads its peers' operands where they lie.
+// mpi-shm: a host communicator for ranks that are processes started by
+// OpenMPI's mpirun, on one node (or on several: "Ranks on several nodes"
+// below). Symmetric arenas are MPI-3 shared-memory windows, so every rank
+// addresses every peer's copy of an arena directly and an all-reduce reads
+// its peers' operands where they lie.
 //
 // Window of one symmetric arena (MPI_Win_allocate_shared on the node
 // communicator; one segment per rank, page aligned, mapped by every rank):
@@ -67,7 +68,7 @@
 // would never join it); the process should end with an error, which makes
 // mpirun end the job.
 //
-// Ranks on several nodes (item: a job that outgrows one machine). Windows
+// Ranks on several nodes (a job that outgrows one machine). Windows
 // are per node; rank() and size() stay the job's (MPI_COMM_WORLD), the
 // protocol above runs among the ranks of one node, and an all-reduce goes
 // in three steps: the node's own all-reduce through its window (AVERAGE as
