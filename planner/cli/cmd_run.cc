@@ -329,8 +329,9 @@ int cmd_run(const Argv& argv) {
   const std::string peers = args.get("--device-peers", "on");
   if (peers != "on" && peers != "off") throw UsageError{"--device-peers is on or off"};
   const long per_node = args.get_int("--ranks-per-node", 0);
-  if (per_node < 0 || per_node > 1 << 20) throw UsageError{"--ranks-per-node must be 1 or more"};
-  if (args.has("--ranks-per-node") && per_node == 0) throw UsageError{"--ranks-per-node must be 1 or more"};
+  if (args.has("--ranks-per-node") && (per_node < 1 || per_node > 1 << 20)) {
+    throw UsageError{"--ranks-per-node must be between 1 and 1048576"};
+  }
 #if KILN_WITH_MPI
   const std::unique_ptr<comm::MpiCommunicator> communicator = start_communicator(
       sync, peers == "on", static_cast<unsigned>(per_node), symmetric_device_type(bytes, options.method), options);

@@ -677,10 +677,10 @@ Error MpiCommunicator::across_nodes(const AllReduceArgs& args) {
   if (args.op == fb::ReduceOp::PROD) op = MPI_PROD;
   if (args.op == fb::ReduceOp::MAXIMUM) op = MPI_MAX;
   if (args.op == fb::ReduceOp::MINIMUM) op = MPI_MIN;
-  const int count = static_cast<int>(args.count);
   KILN_CHECK_OR_RETURN(args.count <= 0x7fffffffu, Error::kNotSupported,
                        "mpi-shm: rank %u: all-reduce of %llu elements across nodes (MPI counts are int)", world_rank_,
                        static_cast<unsigned long long>(args.count));
+  const int count = static_cast<int>(args.count);
   MPI_Request request = MPI_REQUEST_NULL;
   if (state_->leaders != MPI_COMM_NULL) {
     KILN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, args.output, count, type, op, state_->leaders, &request),

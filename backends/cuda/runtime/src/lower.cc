@@ -106,6 +106,32 @@ Error lower_binary(const KernelView& k, int op, LaunchSink& sink) {
   return sink.emit(l);
 }
 
+// y = act(y + b) in place, y contiguous over `dims` (outermost first) and b
+// read with `b_strides` (0 along the axes it is broadcast over): the binary
+// kernel's Add, float32 storage unless the caller says otherwise.
+Launch add_in_place(float* y, const float* b, const uint32_t* dims, const uint32_t* b_strides, uint32_t rank,
+                    Activation act) {
+  Launch l;
+  l.kind = LaunchKind::kBinary;
+  BinaryArgs& args = l.binary;
+  args = BinaryArgs();
+  args.a = y;
+  args.b = b;
+  args.y = y;
+  args.n = 1;
+  args.op = kAdd;
+  args.act = act;
+  args.rank = rank;
+  for (uint32_t d = rank; d-- > 0;) {
+    args.dims[d] = dims[d];
+    args.a_strides[d] = static_cast<uint32_t>(args.n);
+    args.b_strides[d] = b_strides[d];
+    args.n *= dims[d];
+  }
+  l.grid[0] = blocks_for(args.n / 4 + 1, kBlock);
+  return l;
+}
+
 // ---------------------------------------------------------------------------
 // Linear
 
@@ -238,23 +264,11 @@ Error lower_conv_gemm(const KernelView& k, const WindowGeometry& g, LaunchSink& 
   set_workspace(k, &args);
   KILN_RETURN_IF_ERROR(emit_gemm(k, args, sink));
   if (bias == nullptr) return Error::kOk;
-  Launch l = launch_of(k, LaunchKind::kBinary, static_cast<uint64_t>(y.numel()));
-  BinaryArgs& add = l.binary;
-  add = BinaryArgs();
-  add.a = address(k, y);
-  add.b = address(k, *bias);
-  add.y = address(k, y);
-  add.n = static_cast<uint64_t>(y.numel());
-  add.op = kAdd;
-  add.act = act;
-  add.rank = 3;
   const uint32_t dims[3] = {static_cast<uint32_t>(g.n), static_cast<uint32_t>(g.m), static_cast<uint32_t>(positions)};
-  const uint32_t y_strides[3] = {dims[1] * dims[2], dims[2], 1}, bias_strides[3] = {0, 1, 0};
-  for (uint32_t d = 0; d < 3; ++d) {
-    add.dims[d] = dims[d];
-    add.a_strides[d] = y_strides[d];
-    add.b_strides[d] = bias_strides[d];
-  }
+  const uint32_t bias_strides[3] = {0, 1, 0};
+  Launch l = add_in_place(address(k, y), address(k, *bias), dims, bias_strides, 3, act);
+  l.storage = storage_of(y.dtype());
+  l.node = k.node;
   return sink.emit(l);
 }
 
@@ -501,26 +515,10 @@ Error lower_cast(const KernelView& k, LaunchSink& sink) {
 }  // namespace
 
 Launch accumulate_launch(float* y, const float* b, uint64_t count, uint64_t period) {
-  Launch l;
-  l.kind = LaunchKind::kBinary;
-  l.storage = kFloat32;
+  const uint32_t dims[2] = {static_cast<uint32_t>(count / period), static_cast<uint32_t>(period)};
+  const uint32_t b_strides[2] = {0, 1};
+  Launch l = add_in_place(y, b, dims, b_strides, 2, Activation{});
   l.node = "accumulate";
-  l.block = kBlock;
-  l.grid[0] = blocks_for(count / 4 + 1, kBlock);
-  BinaryArgs& args = l.binary;
-  args = BinaryArgs();
-  args.a = y;
-  args.b = b;
-  args.y = y;
-  args.n = count;
-  args.op = kAdd;
-  args.rank = 2;
-  args.dims[0] = static_cast<uint32_t>(count / period);
-  args.dims[1] = static_cast<uint32_t>(period);
-  args.a_strides[0] = static_cast<uint32_t>(period);
-  args.a_strides[1] = 1;
-  args.b_strides[0] = 0;
-  args.b_strides[1] = 1;
   return l;
 }
 
