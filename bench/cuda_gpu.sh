@@ -288,6 +288,19 @@ vulkan_icd() {
     echo "$work/nvidia_icd.json"
   fi
 }
+# What the manifest names and whether it can be found: a container started
+# without the graphics capability has the manifest but not the library.
+vulkan_driver_report() {
+  local lib
+  echo '```'
+  cat "$1"
+  lib=$(sed -n 's/.*"library_path"[^"]*"\([^"]*\)".*/\1/p' "$1" | head -1)
+  echo "library $lib: $( (ldconfig -p 2>/dev/null | grep -F "${lib##*/}" | head -3) || true)"
+  ls -l /usr/lib/x86_64-linux-gnu/libGLX_nvidia.so* /usr/lib/x86_64-linux-gnu/libnvidia-gl*.so* 2>&1 | head -4
+  echo "NVIDIA_DRIVER_CAPABILITIES=${NVIDIA_DRIVER_CAPABILITIES:-(unset)}"
+  echo "device nodes: $(ls -d /dev/nvidia* /dev/dri 2>&1 | tr '\n' ' ')"
+  echo '```'
+}
 vulkan_step() {
   local icd
   icd=$(vulkan_icd)
@@ -296,6 +309,13 @@ vulkan_step() {
     return 77
   fi
   echo "VK_ICD_FILENAMES=$icd, loader $(ls "$bundle"/lib/libvulkan.so.1 2>/dev/null || echo 'of this machine')"
+  vulkan_driver_report "$icd"
+  local first
+  first=$(find "$bundle/node_vulkan" -name program.kiln 2>/dev/null | sort | head -1)
+  if [ -n "$first" ] && ! VK_ICD_FILENAMES=$icd "$runner" run "$first" --input "${first%/*}/input_0.bin" --runs 1 >/dev/null 2>&1; then
+    echo "the first case fails; the Vulkan loader's account of it:"
+    VK_ICD_FILENAMES=$icd VK_LOADER_DEBUG=error,warn,driver "$runner" run "$first" --input "${first%/*}/input_0.bin" --runs 1 2>&1 | tail -25
+  fi
   local status=0 cases
   cases=$(find "$bundle/node_vulkan" -name program.kiln 2>/dev/null | wc -l)
   if [ "$cases" -gt 0 ]; then
@@ -310,7 +330,7 @@ vulkan_step() {
   fi
   return $status
 }
-export -f vulkan_icd vulkan_step
+export -f vulkan_icd vulkan_driver_report vulkan_step
 if want vulkan; then
   step vulkan 75 bash -c vulkan_step
 fi
