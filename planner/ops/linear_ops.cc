@@ -15,11 +15,13 @@ bool packs(const LoweringContext& l) { return l.options().packing_scratch && l.d
 // The packing scratch of a linear kernel computing m x k times k x n
 // products (empty when the lowering options turn packing off): packed A,
 // packed B, each used only while the instruction runs.
-std::vector<int> packing_scratch(OpContext& ctx, LoweringContext& l, int64_t m, int64_t n, int64_t k) {
+// `blocks` of each (gemm_batch_scratch_blocks: products that threads run side by side).
+std::vector<int> packing_scratch(OpContext& ctx, LoweringContext& l, int64_t m, int64_t n, int64_t k,
+                                 int64_t blocks = 1) {
   if (!packs(l)) return {};
   using namespace kiln::kernels;
-  return {l.temp(ctx.node().name + "/packed_a", DType::FLOAT32, {gemm_pack_a_floats(m, k)}),
-          l.temp(ctx.node().name + "/packed_b", DType::FLOAT32, {gemm_pack_b_floats(k, n)})};
+  return {l.temp(ctx.node().name + "/packed_a", DType::FLOAT32, {blocks * gemm_pack_a_floats(m, k)}),
+          l.temp(ctx.node().name + "/packed_b", DType::FLOAT32, {blocks * gemm_pack_b_floats(k, n)})};
 }
 
 std::vector<int64_t> spatial_dims(const std::vector<int64_t>& shape) {
@@ -391,7 +393,14 @@ void lower_matmul(OpContext& ctx, LoweringContext& l) {
     l.kernel("MatMul", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), {scratch});
     return;
   }
-  std::vector<int> scratch = packing_scratch(ctx, l, m, n, a.back());
+  // A B with batch dimensions: one product per batch, run side by side on
+  // blocks of their own where they are small.
+  int64_t blocks = 1;
+  if (b.size() > 2 && m > 0 && n > 0) {
+    const int64_t batches = shape_numel(ctx.output(0).shape) / (m * n);
+    blocks = kiln::kernels::gemm_batch_scratch_blocks(batches, m, n, a.back());
+  }
+  std::vector<int> scratch = packing_scratch(ctx, l, m, n, a.back(), blocks);
   // Without packing, the bias and the activation go to an Add after it.
   fb::BinaryParamsT p;
   p.activation = fused_activation(ctx.node());

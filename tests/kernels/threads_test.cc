@@ -3,7 +3,8 @@
 // and first-layer paths, grouped (split within a group, or groups side by
 // side on scratch blocks of their own, the direct 3x3 kernel at strides 1
 // and 2, whole planes and bands of rows) and without packing; depthwise 3x3 and
-// 5x5; Gemm and MatMul with packed and unpacked operands, batched; binary
+// 5x5; Gemm and MatMul with packed and unpacked operands, batched (products
+// side by side on scratch blocks of their own, B broadcast); binary
 // element-wise ops with and without broadcasting, a fused activation;
 // unary vector math; Softmax, LogSoftmax, LayerNormalization and
 // BatchNormalization by rows or planes; MaxPool and AveragePool by planes;
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "exec/run.h"
+#include "kiln/kernels/gemm_blocking.h"
 #include "kiln/kernels/isa.h"
 #include "kiln/runtime/posix_thread_pool.h"
 #include "parallel.h"
@@ -163,6 +165,13 @@ std::vector<Case> cases() {
     const int c = b.input("c", {3, 270, 100});
     b.output(b.node("MatMul", {a, c}));
     add("matmul_batched", b, {noise({3, 90, 270}, 8), noise({3, 270, 100}, 9)});
+  }
+  {
+    GraphBuilder b;  // attention's scores: small products per head, B broadcast over the first axis
+    const int a = b.input("a", {2, 3, 49, 32});
+    const int c = b.input("c", {1, 3, 32, 49});
+    b.output(b.node("MatMul", {a, c}));
+    add("matmul_heads", b, {noise({2, 3, 49, 32}, 14), noise({1, 3, 32, 49}, 15)});
   }
   {
     GraphBuilder b;  // MatMul, one matrix for every batch, a long inner dimension
@@ -352,6 +361,36 @@ TEST_F(ThreadsTest, ForcedSplitsDoSplit) {
     EXPECT_TRUE(bytes_of(planner::run_program(c.bytes, c.inputs, options).outputs) == one) << c.name;
     EXPECT_GT(pool.calls, 0) << c.name << " never split its work";
   }
+}
+
+TEST_F(ThreadsTest, SmallBatchedProductsRunSideBySide) {
+  // Attention's scores, 12 products of 49 x 49 by 32 (Swin-T's shape): the
+  // planner gives the MatMul 4 blocks of packing scratch and the kernel
+  // hands the pool one call, whole products per task, instead of splitting
+  // each product with a call per phase.
+  struct CountingPool final : ThreadPool {
+    int calls = 0;
+    int concurrency() const override { return 2; }
+    void parallel_for(int64_t count, Task task, void* context) override {
+      ++calls;
+      for (int64_t i = count - 1; i >= 0; --i) task(context, i);
+    }
+  };
+  GraphBuilder b;
+  const int q = b.input("q", {4, 3, 49, 32});
+  const int k = b.input("k", {4, 3, 32, 49});
+  b.output(b.node("MatMul", {q, k}));
+  const auto plan = b.plan();
+  const std::vector<HostTensor> in = {noise({4, 3, 49, 32}, 16), noise({4, 3, 32, 49}, 17)};
+  CountingPool pool;
+  RunOptions options;
+  options.thread_pool = &pool;
+  const std::string want = bytes_of(planner::run_program(plan.bytes, in, {}).outputs);
+  EXPECT_EQ(bytes_of(planner::run_program(plan.bytes, in, options).outputs), want);
+  EXPECT_EQ(pool.calls, 1) << "12 small products: one call, products side by side";
+  EXPECT_EQ(kernels::gemm_batch_scratch_blocks(12, 49, 49, 32), 4);
+  EXPECT_EQ(kernels::gemm_batch_scratch_blocks(1, 49, 49, 32), 1);
+  EXPECT_EQ(kernels::gemm_batch_scratch_blocks(12, 1024, 1024, 1024), 1) << "large products keep one block";
 }
 
 TEST_F(ThreadsTest, EmptyReductionComputesNothing) {
