@@ -306,6 +306,17 @@ void check_every_thread_count(const std::vector<Case>& all) {
   }
 }
 
+// Two threads' worth of concurrency on the calling thread: counts the calls
+// the kernels make and runs each call's tasks backwards (order must not matter).
+struct CountingPool final : ThreadPool {
+  int calls = 0;
+  int concurrency() const override { return 2; }
+  void parallel_for(int64_t count, Task task, void* context) override {
+    ++calls;
+    for (int64_t i = count - 1; i >= 0; --i) task(context, i);
+  }
+};
+
 class ThreadsTest : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -331,14 +342,6 @@ TEST_F(ThreadsTest, SameBitsAsOneThreadOnEveryPath) {
 TEST_F(ThreadsTest, ForcedSplitsDoSplit) {
   // With every split forced, a pool that counts its calls sees the kernels
   // hand it work; with the shipped thresholds the tiny Add stays inline.
-  struct CountingPool final : ThreadPool {
-    int calls = 0;
-    int concurrency() const override { return 2; }
-    void parallel_for(int64_t count, Task task, void* context) override {
-      ++calls;
-      for (int64_t i = count - 1; i >= 0; --i) task(context, i);  // backwards: order must not matter
-    }
-  };
   GraphBuilder b;
   const int x = b.input("x", {4, 64});
   b.output(b.node("Add", {x, b.ramp("y", {4, 64})}));
@@ -368,14 +371,6 @@ TEST_F(ThreadsTest, SmallBatchedProductsRunSideBySide) {
   // planner gives the MatMul 4 blocks of packing scratch and the kernel
   // hands the pool one call, whole products per task, instead of splitting
   // each product with a call per phase.
-  struct CountingPool final : ThreadPool {
-    int calls = 0;
-    int concurrency() const override { return 2; }
-    void parallel_for(int64_t count, Task task, void* context) override {
-      ++calls;
-      for (int64_t i = count - 1; i >= 0; --i) task(context, i);
-    }
-  };
   GraphBuilder b;
   const int q = b.input("q", {4, 3, 49, 32});
   const int k = b.input("k", {4, 3, 32, 49});
