@@ -969,54 +969,40 @@ Error run_matmul(const KernelArgs& args) {
                 scratch_b(args), GemmPath::kAuto, args.pool);
     return Error::kOk;
   }
-  // Products side by side, each task on blocks of scratch of its own
-  // (gemm_batch_scratch_blocks), where the planner gave several.
+  // Where the planner gave several blocks of packing scratch
+  // (gemm_batch_scratch_blocks), tasks take whole products side by side,
+  // each on blocks of its own; with one task, the products run one by one,
+  // each split across the pool.
+  const bool pack = packed(args);
   const int64_t pa = gemm_pack_a_floats(s.m, s.k), pb = gemm_pack_b_floats(s.k, s.n);
   const int64_t blocks =
-      packed(args) && pa > 0 && pb > 0 ? gemm_min(args.scratch[0]->numel() / pa, args.scratch[1]->numel() / pb) : 1;
+      pack && pa > 0 && pb > 0 ? gemm_min(args.scratch[0]->numel() / pa, args.scratch[1]->numel() / pb) : 1;
   const int64_t tasks =
       blocks > 1 ? gemm_min(blocks, parallel_tasks(args.pool, s.batches * s.m * s.n * s.k, s.batches)) : 1;
-  if (tasks > 1) {
-    GemmEpilogue epilogue;
-    epilogue.activation = activation;
-    parallel_for(args.pool, tasks, [&](int64_t task) {
-      int64_t t0, t1;
-      parallel_range(s.batches, tasks, task, 1, &t0, &t1);
-      for (int64_t t = t0; t < t1; ++t) {
-        int64_t ia = 0, ib = 0;  // the product's matrices of A and B: t's index, batch axis by axis
-        for (int64_t d = static_cast<int64_t>(s.batch_rank) - 1, rest = t; d >= 0; --d) {
-          ia += rest % s.batch[d] * s.a_stride[d];
-          ib += rest % s.batch[d] * s.b_stride[d];
-          rest /= s.batch[d];
-        }
-        gemm_packed(s.m, s.n, s.k, {a + ia * s.m * s.k, s.k, false}, {b + ib * s.k * s.n, s.n, false}, nullptr,
-                    y + t * s.m * s.n, s.n, epilogue, scratch_a(args) + task * pa, scratch_b(args) + task * pb,
-                    GemmPath::kAuto, nullptr);
+  ThreadPool* const per_product = tasks > 1 ? nullptr : args.pool;
+  GemmEpilogue epilogue;
+  epilogue.activation = activation;
+  parallel_for(args.pool, tasks, [&](int64_t task) {
+    int64_t t0, t1;
+    parallel_range(s.batches, tasks, task, 1, &t0, &t1);
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t ia = 0, ib = 0;  // the product's matrices of A and B: t's index, batch axis by axis
+      for (int64_t d = static_cast<int64_t>(s.batch_rank) - 1, rest = t; d >= 0; --d) {
+        ia += rest % s.batch[d] * s.a_stride[d];
+        ib += rest % s.batch[d] * s.b_stride[d];
+        rest /= s.batch[d];
       }
-    });
-    return Error::kOk;
-  }
-  int64_t index[kMaxRank] = {};
-  int64_t ia = 0, ib = 0;
-  for (int64_t t = 0; t < s.batches; ++t) {
-    if (packed(args)) {
-      GemmEpilogue epilogue;
-      epilogue.activation = activation;
-      gemm_packed(s.m, s.n, s.k, {a + ia * s.m * s.k, s.k, false}, {b + ib * s.k * s.n, s.n, false}, nullptr,
-                  y + t * s.m * s.n, s.n, epilogue, scratch_a(args), scratch_b(args), GemmPath::kAuto, args.pool);
-    } else {
-      gemm_f32(s.m, s.n, s.k, a + ia * s.m * s.k, s.k, false, b + ib * s.k * s.n, s.n, false, y + t * s.m * s.n, s.n,
-               false);
+      const float* at = a + ia * s.m * s.k;
+      const float* bt = b + ib * s.k * s.n;
+      float* yt = y + t * s.m * s.n;
+      if (pack) {
+        gemm_packed(s.m, s.n, s.k, {at, s.k, false}, {bt, s.n, false}, nullptr, yt, s.n, epilogue,
+                    scratch_a(args) + task * pa, scratch_b(args) + task * pb, GemmPath::kAuto, per_product);
+      } else {
+        gemm_f32(s.m, s.n, s.k, at, s.k, false, bt, s.n, false, yt, s.n, false);
+      }
     }
-    for (int32_t d = static_cast<int32_t>(s.batch_rank) - 1; d >= 0; --d) {
-      ia += s.a_stride[d];
-      ib += s.b_stride[d];
-      if (++index[d] < s.batch[d]) break;
-      ia -= s.a_stride[d] * index[d];
-      ib -= s.b_stride[d] * index[d];
-      index[d] = 0;
-    }
-  }
+  });
   if (!packed(args)) apply_activation(y, args.out(0).numel(), activation);
   return Error::kOk;
 }
