@@ -288,15 +288,15 @@ vulkan_icd() {
     echo "$work/nvidia_icd.json"
   fi
 }
-# What the manifest names and whether it can be found: a container started
-# without the graphics capability has the manifest but not the library.
+# What the manifest names, where the loader would find that library, and the
+# device nodes: a container may have the manifest and the library but not the
+# display devices NVIDIA's driver needs to make an instance.
 vulkan_driver_report() {
   local lib
   echo '```'
   cat "$1"
   lib=$(sed -n 's/.*"library_path"[^"]*"\([^"]*\)".*/\1/p' "$1" | head -1)
   echo "library $lib: $( (ldconfig -p 2>/dev/null | grep -F "${lib##*/}" | head -3) || true)"
-  ls -l /usr/lib/x86_64-linux-gnu/libGLX_nvidia.so* /usr/lib/x86_64-linux-gnu/libnvidia-gl*.so* 2>&1 | head -4
   echo "NVIDIA_DRIVER_CAPABILITIES=${NVIDIA_DRIVER_CAPABILITIES:-(unset)}"
   echo "device nodes: $(ls -d /dev/nvidia* /dev/dri 2>&1 | tr '\n' ' ')"
   echo '```'

@@ -377,8 +377,8 @@ def gemm_run(args):
             print(f"  kiln {precision}: chains of {chain} and 1: {ms[chain]:.3f} - {ms[1]:.3f} ms", file=sys.stderr)
             return flop / max(ms[chain] - ms[1], 1e-9) / 1e9
         label = f"kiln cuda:0 {precision.upper()}"
-        print(f"| {label} | {torch_column(label, 'gemm', kiln_tflops):.1f} | {chain} GEMMs less 1: the copies cancel, up to their noise |",
-              flush=True)
+        how = f"{chain} GEMMs less 1: the copies cancel, up to their noise"
+        print(f"| {label} | {torch_column(label, 'gemm', kiln_tflops):.1f} | {how} |", flush=True)
         if not args.no_torch:
             label = f"torch.matmul {precision.upper()}"
             print(f"| {label} | {torch_column(label, 'gemm', lambda: torch_tflops(n, precision)):.1f} | 20 calls |",

@@ -128,6 +128,7 @@ Launch add_in_place(float* y, const float* b, const uint32_t* dims, const uint32
     args.b_strides[d] = b_strides[d];
     args.n *= dims[d];
   }
+  l.block = kBlock;
   l.grid[0] = blocks_for(args.n / 4 + 1, kBlock);
   return l;
 }
