@@ -84,7 +84,9 @@ Lowered lower_stage(Graph graph, const PlanOptions& options) {
     if (options.lower.packing_scratch) fuse_input_affines(graph, devices, &result.fuse);
     fuse_activations(graph, devices, &result.fuse);
   }
-  LMethod& method = lower_graph(graph, result.program, options.method_name, devices, options.lower);
+  LowerOptions lower = options.lower;
+  lower.bf16_weights = options.precision == "bf16";
+  LMethod& method = lower_graph(graph, result.program, options.method_name, devices, lower);
   result.round_trips_removed = remove_round_trips(method);
   cluster_copies(method);
   store_precision(method, result, options);

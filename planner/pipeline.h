@@ -82,7 +82,8 @@ struct PlanOptions {
   std::string targets = "cpu";
   // Arithmetic of device delegates: "fp32" (default), "tf32" (TF32 tensor
   // cores on FP32 storage), "fp16", "bf16"; a device backend that cannot
-  // refuses the plan, the CPU ignores it (check_precision).
+  // refuses the plan (check_precision); on the CPU bf16 means BF16 weights
+  // for the packed products (LowerOptions::bf16_weights).
   std::string precision = "fp32";
   // With fp16/bf16: model nodes whose device kernels stay FP32 beside the
   // ops known to need it (passes/precision.h).

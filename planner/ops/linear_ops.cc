@@ -36,9 +36,15 @@ Spatial conv_spatial(OpContext& ctx) {
 }
 
 // Input 1 (a constant B, k x n, or n x k when trans_b) packed for the
-// blocked product, as a new constant tensor.
+// blocked product, as a new constant tensor: in BF16 with
+// LowerOptions::bf16_weights.
 int packed_b(OpContext& ctx, LoweringContext& l, int64_t k, int64_t n, bool trans_b) {
   using namespace kiln::kernels;
+  if (l.options().bf16_weights) {
+    HostTensor packed(DType::BFLOAT16, {gemm_prepacked_b_bf16_elements(k, n)});
+    gemm_prepack_b_bf16(k, n, ctx.input(1).constant->data<float>(), trans_b, packed.data<uint16_t>());
+    return l.constant(ctx.node().name + "/packed_b", std::move(packed));
+  }
   HostTensor packed(DType::FLOAT32, {gemm_prepacked_b_floats(k, n)});
   gemm_prepack_b(k, n, ctx.input(1).constant->data<float>(), trans_b, packed.data<float>());
   return l.constant(ctx.node().name + "/packed_b", std::move(packed));
@@ -120,13 +126,27 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
   std::vector<int> scratch;
   if (pack && ctx.input(1).is_constant()) {
     using namespace kiln::kernels;
-    const int64_t per_group = gemm_prepacked_a_floats(mg, k);
-    HostTensor packed(DType::FLOAT32, {group * per_group});
     const float* src = ctx.input(1).constant->data<float>();
-    for (int64_t g = 0; g < group; ++g) {
-      gemm_prepack_a(mg, k, src + g * mg * k, packed.data<float>() + g * per_group);
+    // A first layer (at most 4 channels, stride 2, no dilation) keeps FP32
+    // weights for its direct kernel (kernels/cpu/src/linear.cc), which
+    // beats the BF16 product over an im2col of few rows: resnet50's
+    // 7x7 stride-2 conv1 (3 -> 64 channels, 224 x 224) took 3.1 ms in BF16.
+    const bool first_layer =
+        x[1] <= 4 && s.strides == std::vector<int64_t>{2, 2} && s.dilations == std::vector<int64_t>{1, 1};
+    if (l.options().bf16_weights && group == 1 && !first_layer) {
+      // BF16 (LowerOptions::bf16_weights): one group, whose product runs
+      // in BF16; grouped ones keep their FP32 direct kernel.
+      HostTensor packed(DType::BFLOAT16, {gemm_prepacked_a_bf16_elements(mg, k)});
+      gemm_prepack_a_bf16(mg, k, src, packed.data<uint16_t>());
+      weight = l.constant(ctx.node().name + "/packed_weight", std::move(packed));
+    } else {
+      const int64_t per_group = gemm_prepacked_a_floats(mg, k);
+      HostTensor packed(DType::FLOAT32, {group * per_group});
+      for (int64_t g = 0; g < group; ++g) {
+        gemm_prepack_a(mg, k, src + g * mg * k, packed.data<float>() + g * per_group);
+      }
+      weight = l.constant(ctx.node().name + "/packed_weight", std::move(packed));
     }
-    weight = l.constant(ctx.node().name + "/packed_weight", std::move(packed));
     p.packed_weights = true;
     // Grouped: a block per group that runs at once (gemm_blocking.h).
     const int64_t blocks = depthwise ? 1 : gemm_group_scratch_blocks(group);

@@ -26,6 +26,11 @@ struct LowerOptions {
   // product (kernels/cpu/include/kiln/kernels/gemm_blocking.h). Off:
   // plain loops and smaller arenas (microcontrollers).
   bool packing_scratch = true;
+  // With packing: constant weights of Conv (one group), Gemm and MatMul on
+  // the CPU are packed in BF16 (gemm_blocking.h), and those products run
+  // in BF16 with FP32 accumulation (kiln plan --precision bf16; the
+  // runtime refuses such a program on a processor without AVX512-BF16).
+  bool bf16_weights = false;
   // A float32 nearest or linear Resize of the last two axes on the CPU gets
   // its taps as a constant input of 4 (rows + columns) floats
   // (kernels/cpu/include/kiln/kernels/resize_taps.h). Off: the kernel

@@ -5,6 +5,7 @@
 #include "activation.h"
 #include "arm/neon.h"
 #include "isa_switch.h"
+#include "kiln/kernels/float16.h"
 #include "parallel.h"
 #include "x86/x86.h"
 
@@ -314,6 +315,34 @@ void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* o
   }
 }
 
+void gemm_prepack_a_bf16(int64_t m, int64_t k, const float* a, uint16_t* out) {
+  const int64_t k2 = gemm_bf16_k(k);
+  for (int64_t i0 = 0; i0 < m; i0 += kGemmMr) {
+    uint16_t* panel = out + i0 * k2;
+    for (int64_t p = 0; p < k2; ++p) {
+      for (int64_t r = 0; r < kGemmMr; ++r) {
+        const int64_t i = i0 + r;
+        const float v = i < m && p < k ? a[i * k + p] : 0.f;
+        panel[(p / 2) * 2 * kGemmMr + 2 * r + p % 2] = float_to_bfloat16(v);
+      }
+    }
+  }
+}
+
+void gemm_prepack_b_bf16(int64_t k, int64_t n, const float* b, bool trans_b, uint16_t* out) {
+  const int64_t k2 = gemm_bf16_k(k);
+  for (int64_t j0 = 0; j0 < n; j0 += kGemmNr) {
+    uint16_t* panel = out + j0 * k2;
+    for (int64_t p = 0; p < k2; ++p) {
+      for (int64_t c = 0; c < kGemmNr; ++c) {
+        const int64_t j = j0 + c;
+        const float v = j < n && p < k ? (trans_b ? b[j * k + p] : b[p * n + j]) : 0.f;
+        panel[(p / 2) * 2 * kGemmNr + 2 * c + p % 2] = float_to_bfloat16(v);
+      }
+    }
+  }
+}
+
 namespace {
 
 // One row of A (m == 1) times B without packing: packing B would cost as
@@ -521,6 +550,13 @@ void gemm_blocks_serial(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, co
   }
 }
 #else
+// A prepacked operand's panels span all of k: the floats of one row (A)
+// or column (B) of its panels, and where the block of k starting at pc
+// starts, in floats per row or column. BF16 panels hold k in pairs, two
+// values a float (pc is a multiple of kGemmKc, so even).
+int64_t prepacked_depth(const GemmMatrix& m, int64_t k) { return m.bf16 ? gemm_bf16_k(k) / 2 : k; }
+int64_t prepacked_start(const GemmMatrix& m, int64_t pc) { return m.bf16 ? pc / 2 : pc; }
+
 // gemm_packed's loops with a thread pool (their steps: at gemm_packed,
 // below): the product's operands and its micro-kernel, then the block
 // being computed, columns [jc, jc + nc) by inner dimension [pc, pc + kc).
@@ -542,6 +578,9 @@ struct PackedBlocks {
   MicroKernel kernel = nullptr;
   bool wide = false;      // the AVX-512 micro-kernel: pairs of panels read in place
   bool direct_b = false;  // B's whole panels are read in place (read_b_in_place)
+  // An operand prepacked in BF16 (GemmMatrix::bf16): the product runs in
+  // BF16, the other operand packed in FP32 and then converted in place.
+  bool bf16 = false;
   // The block.
   int64_t jc = 0, nc = 0, panels = 0, pc = 0, kc = 0;
   bool first = false, last = false;
@@ -566,8 +605,8 @@ void PackedBlocks::start_block(int64_t block_jc, int64_t block_pc) {
   kc = gemm_min(kGemmKc, k - pc);
   first = pc == 0;
   last = pc + kc == k;
-  b_block = b.prepacked ? b.data + jc * k + pc * kGemmNr : pack_b_buf;
-  b_stride = b.prepacked ? kGemmNr * k : kGemmNr * kc;
+  b_block = b.prepacked ? b.data + jc * prepacked_depth(b, k) + prepacked_start(b, pc) * kGemmNr : pack_b_buf;
+  b_stride = b.prepacked ? kGemmNr * prepacked_depth(b, k) : kGemmNr * kc;
   // Only a last, narrower panel is packed (reading 16 columns there could
   // run past the matrix).
   whole = direct_b ? nc / kGemmNr * kGemmNr : 0;
@@ -594,6 +633,11 @@ void PackedBlocks::pack_b() const {
     } else {
       pack_b_matrix(b, pc, kc, jc + j0, j1 - j0, dst);
     }
+#if KILN_X86
+    if (bf16) {
+      for (int64_t q = p0; q < p1; ++q) x86::convert_b_panel_bf16(pack_b_buf + q * kGemmNr * kc, kc);
+    }
+#endif
   });
 }
 
@@ -618,6 +662,22 @@ void PackedBlocks::tile_at(int64_t ic, int64_t mc, const float* a_block, int64_t
   const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
   const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
 #if KILN_X86
+  if (bf16) {
+    // Panels in BF16 pairs (prepacked, or converted where packed): k in
+    // pairs, the odd last one paired with zero.
+    const auto* ap = reinterpret_cast<const uint16_t*>(a_block + ir / kGemmMr * a_stride);
+    const auto* bp16 = reinterpret_cast<const uint16_t*>(bp);
+    const int64_t pairs = (kc + 1) / 2;
+    if (pair) {
+      x86::micro_kernel_bf16_x2(pairs, ap, bp16, reinterpret_cast<const uint16_t*>(bp + b_stride), tile, ldc, mr,
+                                !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on, clamp.lo,
+                                clamp.hi);
+    } else {
+      x86::micro_kernel_bf16(pairs, ap, bp16, tile, ldc, mr, nr, !first || epilogue.accumulate, row_bias, col_bias,
+                             last && clamp.on, clamp.lo, clamp.hi);
+    }
+    return;
+  }
   if (pair) {
     // The next panel: the next 16 columns where B is read in place, the
     // next packed panel otherwise.
@@ -639,8 +699,9 @@ void PackedBlocks::tiles(int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t
   for (int64_t ic = i0; ic < i1; ic += kGemmMc) {
     const int64_t mc = gemm_min(kGemmMc, i1 - ic);
     // Panels of A for this block: prepacked ones span all of k.
-    const float* a_block = a.prepacked ? a.data + ic * k + pc * kGemmMr : pack_a_buf + (ic - ic_packed) * kc;
-    const int64_t a_stride = a.prepacked ? kGemmMr * k : kGemmMr * kc;
+    const float* a_block = a.prepacked ? a.data + ic * prepacked_depth(a, k) + prepacked_start(a, pc) * kGemmMr
+                                       : pack_a_buf + (ic - ic_packed) * kc;
+    const int64_t a_stride = a.prepacked ? kGemmMr * prepacked_depth(a, k) : kGemmMr * kc;
     const int64_t j_end = gemm_min(q1 * kGemmNr, nc);
     const int64_t columns = j_end - q0 * kGemmNr;
     if (a.prepacked && k > kGemmKc &&
@@ -676,7 +737,7 @@ void PackedBlocks::tiles(int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t
         // (4 cycles' latency) to 6 of the 8 in flight it needs; Zen 4,
         // whose 512-bit FMAs take two passes, measured the same either
         // way (kiln_roofline).
-        if (wide && (direct_b ? jr + 2 * kGemmNr <= whole : true) && jr + 2 * kGemmNr <= j_end) {
+        if ((wide || bf16) && (direct_b ? jr + 2 * kGemmNr <= whole : true) && jr + 2 * kGemmNr <= j_end) {
           for (int64_t ir = 0; ir < mc; ir += kGemmMr) tile_at(ic, mc, a_block, a_stride, ir, jr, true);
           jr += kGemmNr;
           continue;
@@ -734,6 +795,11 @@ void PackedBlocks::run_block() const {
       if (p0 == p1) return;
       pack_a(a, ic + p0 * kGemmMr, gemm_min(mc - p0 * kGemmMr, (p1 - p0) * kGemmMr), pc, kc,
              pack_a_buf + p0 * kGemmMr * kc);
+#if KILN_X86
+      if (bf16) {
+        for (int64_t q = p0; q < p1; ++q) x86::convert_a_panel_bf16(pack_a_buf + q * kGemmMr * kc, kc);
+      }
+#endif
     });
     run_tiles(ic, ic + mc, ic);
   }
@@ -768,19 +834,22 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
     gemm_empty_k(m, n, c, ldc, epilogue);
     return;
   }
+  const bool bf16 = a.bf16 || b.bf16;
   if (m == 1 && im2col == nullptr && !a.trans && !a.prepacked && !b.prepacked && b.row_scale == nullptr) {
     gemm_one_row(n, k, a, b, c, epilogue, clamp, pack_b_buf, path);
     return;
   }
 #if defined(KILN_BARE_METAL)
-  // Firmware has no threads.
+  // Firmware has no threads, nor BF16.
   static_cast<void>(pool);
+  static_cast<void>(bf16);
   gemm_blocks_serial(m, n, k, a, b, im2col, c, ldc, epilogue, clamp, pack_a_buf, pack_b_buf, path);
 #else
   // One column against weights the planner packed (a 1x1 convolution on a
   // 1x1 plane): a matrix-vector product over the packed panels, not a
   // 16-column panel with one useful column. Firmware keeps the panel path.
-  if (n == 1 && a.prepacked && im2col == nullptr && !b.prepacked && b.row_scale == nullptr && pack_b_buf != nullptr) {
+  if (n == 1 && a.prepacked && !bf16 && im2col == nullptr && !b.prepacked && b.row_scale == nullptr &&
+      pack_b_buf != nullptr) {
     gemv_prepacked_a(m, k, a, b, c, ldc, epilogue, clamp, pack_b_buf, path, pool);
     return;
   }
@@ -803,7 +872,10 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
 #if KILN_X86
   blocks.wide = blocks.kernel == x86::micro_kernel_avx512;
 #endif
-  blocks.direct_b = im2col == nullptr && !b.prepacked && !b.trans && b.row_scale == nullptr && read_b_in_place(m, b.ld);
+  blocks.bf16 = bf16;
+  // BF16 packs B to convert it: never read in place.
+  blocks.direct_b =
+      !bf16 && im2col == nullptr && !b.prepacked && !b.trans && b.row_scale == nullptr && read_b_in_place(m, b.ld);
   for (int64_t jc = 0; jc < n; jc += kGemmNc) {
     for (int64_t pc = 0; pc < k; pc += kGemmKc) {
       blocks.start_block(jc, pc);

@@ -40,6 +40,11 @@ struct GemmMatrix {
   int64_t ld = 0;
   bool trans = false;
   bool prepacked = false;
+  // Prepacked in BF16 (with `prepacked`): `data` points at the elements of
+  // gemm_prepack_a_bf16 (as A) or gemm_prepack_b_bf16 (as B). gemm_packed
+  // then multiplies in BF16 with FP32 accumulation, the other operand
+  // rounded to BF16 as it is packed; only where bf16_available() (isa.h).
+  bool bf16 = false;
   // B of gemm_packed only, row-major and packed (neither prepacked nor
   // transposed): row k is read as x * row_scale[k] + row_shift[k], then,
   // with row_relu, x > 0 ? x : 0 (as Relu: NaN gives 0). A BatchNormalization

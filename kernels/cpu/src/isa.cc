@@ -112,10 +112,19 @@ Error set_isa(Isa isa) {
 bool x86::has_avx2_fma() { return active_isa() >= Isa::kAvx2; }
 bool x86::has_avx512f() { return active_isa() >= Isa::kAvx512; }
 
+bool bf16_available() {
+  if (active_isa() < Isa::kAvx512) return false;
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
+}
 bool processor_has_avx512_vnni() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
 }
+#endif
+#if !KILN_X86
+bool bf16_available() { return false; }
 #endif
 #if KILN_NEON
 bool neon::enabled() { return active_isa() == Isa::kNeon; }

@@ -53,9 +53,12 @@
 //   KILN_AVX2         AVX2 and FMA (x86/*_avx2.cc)
 //   KILN_AVX512       AVX-512F, with AVX2 and FMA (x86/*_avx512.cc)
 //   KILN_AVX512_VNNI  AVX-512 VNNI's vpdpbusd, with AVX512BW (x86/*_vnni.cc)
+//   KILN_AVX512_BF16  AVX512-BF16's vdpbf16ps and conversions, with AVX512BW
+//                     and VL (x86/*_bf16_avx512.cc)
 #define KILN_AVX2 __attribute__((target("avx2,fma")))
 #define KILN_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #define KILN_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define KILN_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
 #endif
 
 #if KILN_NEON

@@ -24,6 +24,7 @@
 #include "gemm.h"
 #include "grouped_conv.h"
 #include "kernel_util.h"
+#include "kiln/kernels/isa.h"
 #include "parallel.h"
 
 namespace kiln {
@@ -77,13 +78,55 @@ int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, i
   return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
 }
 
+// Weights the planner packed in BF16 (kiln plan --precision bf16): input 1
+// is BFLOAT16, in gemm_blocking.h's BF16 pair layout.
+bool bf16_weights(const KernelArgs& args) {
+  return args.num_inputs > 1 && args.inputs[1] != nullptr && args.inputs[1]->dtype() == DType::BFLOAT16;
+}
+
+// The dtypes of a linear kernel: float32 throughout, except packed
+// weights (`packed`: input 1 prepacked by the planner), which may be BF16
+// where this processor multiplies BF16; otherwise such a program is
+// refused here, at load, in one line.
+Error check_linear_dtypes(const KernelArgs& args, bool packed) {
+  if (!packed || !bf16_weights(args)) return check_all_dtype(args, DType::FLOAT32);
+  if (!bf16_available()) {
+    KILN_LOG(
+        ERROR,
+        "node '%s': its weights are BF16 (planned with --precision bf16), which needs the avx512 path on a "
+        "processor with AVX512-BF16; here the %s path is active%s: plan without --precision bf16",
+        args.node_name, isa_name(active_isa()),
+        processor_isa() == Isa::kAvx512 && active_isa() == Isa::kAvx512 ? " and the processor lacks AVX512-BF16" : "");
+    return Error::kNotSupported;
+  }
+  for (uint32_t i = 0; i < args.num_inputs; ++i) {
+    if (args.inputs[i] == nullptr || i == 1) continue;
+    KILN_KERNEL_CHECK(args, args.inputs[i]->dtype() == DType::FLOAT32, "input %u is %s, expected float32", i,
+                      dtype_name(args.inputs[i]->dtype()));
+  }
+  KILN_KERNEL_CHECK(args, args.out(0).dtype() == DType::FLOAT32, "output 0 is %s, expected float32",
+                    dtype_name(args.out(0).dtype()));
+  return Error::kOk;
+}
+
+// Input 1, packed by the planner, as the product's operand: FP32 panels,
+// or BF16 ones (GemmMatrix::bf16) `offset` elements in.
+GemmMatrix packed_operand(const KernelArgs& args, int64_t offset) {
+  GemmMatrix m;
+  m.prepacked = true;
+  m.bf16 = bf16_weights(args);
+  m.data = m.bf16 ? reinterpret_cast<const float*>(args.in(1).data_as<const uint16_t>() + offset)
+                  : args.in(1).data_as<const float>() + offset;
+  return m;
+}
+
 // What Conv and ConvTranspose check alike: operand counts (up to
 // `max_inputs`) and dtypes, the parameters, the ranks.
 Error check_conv_common(const KernelArgs& args, uint32_t max_inputs = 3) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, max_inputs, 1));
-  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
   const auto* p = args.params<fb::ConvParams>();
   KILN_KERNEL_CHECK(args, p != nullptr, "missing ConvParams");
+  KILN_RETURN_IF_ERROR(check_linear_dtypes(args, p->packed_weights()));
   int64_t a, b;
   KILN_KERNEL_CHECK(args, read_pair(p->kernel(), &a, &b) && a > 0 && b > 0, "bad kernel shape");
   KILN_KERNEL_CHECK(args, read_pair(p->strides(), &a, &b) && a > 0 && b > 0, "bad strides");
@@ -119,8 +162,9 @@ Error check_gemm_scratch(const KernelArgs& args, int64_t m, int64_t n, int64_t k
 // tensor, packed A.
 Error check_packed_b(const KernelArgs& args, int64_t m, int64_t n, int64_t k) {
   const Tensor& b = args.in(1);
-  KILN_KERNEL_CHECK(args, b.rank() == 1 && b.numel() == gemm_prepacked_b_floats(k, n),
-                    "packed B must have %lld elements", static_cast<long long>(gemm_prepacked_b_floats(k, n)));
+  const int64_t elements = bf16_weights(args) ? gemm_prepacked_b_bf16_elements(k, n) : gemm_prepacked_b_floats(k, n);
+  KILN_KERNEL_CHECK(args, b.rank() == 1 && b.numel() == elements, "packed B must have %lld elements",
+                    static_cast<long long>(elements));
   KILN_KERNEL_CHECK(args,
                     args.num_scratch == 1 && args.scratch[0]->dtype() == DType::FLOAT32 &&
                         args.scratch[0]->numel() >= gemm_pack_a_floats(m, k),
@@ -164,9 +208,10 @@ Error check_conv(const KernelArgs& args) {
   const int64_t mg = g.m / g.group, k = g.c / g.group * g.kh * g.kw, n = g.oh * g.ow;
   if (args.params<fb::ConvParams>()->packed_weights()) {
     // Weights packed by the planner; one scratch tensor, packed B.
-    KILN_KERNEL_CHECK(args, w.rank() == 1 && w.numel() == g.group * gemm_prepacked_a_floats(mg, k),
-                      "packed weights must have %lld elements",
-                      static_cast<long long>(g.group * gemm_prepacked_a_floats(mg, k)));
+    const int64_t per_group =
+        bf16_weights(args) ? gemm_prepacked_a_bf16_elements(mg, k) : gemm_prepacked_a_floats(mg, k);
+    KILN_KERNEL_CHECK(args, w.rank() == 1 && w.numel() == g.group * per_group, "packed weights must have %lld elements",
+                      static_cast<long long>(g.group * per_group));
     KILN_KERNEL_CHECK(args,
                       args.num_scratch == 1 && args.scratch[0]->dtype() == DType::FLOAT32 &&
                           args.scratch[0]->numel() >= gemm_pack_b_floats(k, n),
@@ -224,9 +269,13 @@ void run_conv_group(const KernelArgs& args, const ConvGeometry& g, int64_t n, in
   const int64_t plane = g.oh * g.ow, k = cg * g.kh * g.kw;
   const float* xg = x + (n * g.c + grp * cg) * g.h * g.w;
   GemmMatrix a;
-  a.data = prepacked ? w + grp * gemm_prepacked_a_floats(mg, k) : w + grp * mg * k;
+  if (prepacked) {
+    const bool bf16 = bf16_weights(args);
+    a = packed_operand(args, grp * (bf16 ? gemm_prepacked_a_bf16_elements(mg, k) : gemm_prepacked_a_floats(mg, k)));
+  } else {
+    a.data = w + grp * mg * k;
+  }
   a.ld = k;
-  a.prepacked = prepacked;
   GemmMatrix b;
   GemmIm2col im2col;
   if (pointwise) {
@@ -275,10 +324,12 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
   const bool pointwise = is_pointwise(g);
   // A first layer (few channels, stride 2): straight from the image where
   // the processor has a kernel for it (conv_s2_direct declines otherwise).
-  const bool direct_s2 = prepacked && g.group == 1 && g.c <= 4 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1;
+  // Both read FP32 weights: BF16 ones (bf16_weights) take the product.
+  const bool fp32_weights = prepacked && !bf16_weights(args);
+  const bool direct_s2 = fp32_weights && g.group == 1 && g.c <= 4 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1;
   // Groups of 2 to kGroupedConvMaxChannels channels, 3x3, stride 1 or 2,
   // pads 1: grouped_conv.h's direct kernel where this processor runs it.
-  const bool grouped_direct = prepacked && g.group > 1 && cg > 1 && cg <= kGroupedConvMaxChannels && g.kh == 3 &&
+  const bool grouped_direct = fp32_weights && g.group > 1 && cg > 1 && cg <= kGroupedConvMaxChannels && g.kh == 3 &&
                               g.kw == 3 && g.sh == g.sw && (g.sh == 1 || g.sh == 2) && g.dh == 1 && g.dw == 1 &&
                               g.pt == 1 && g.pl == 1 && g.pb == 1 && g.pr == 1 && grouped_conv3x3_available();
   for (int64_t n = 0; n < g.n; ++n) {
@@ -776,9 +827,9 @@ Error run_conv_transpose_nd(const KernelArgs& args) {
 
 Error check_gemm(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
-  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
   const auto* p = args.params<fb::GemmParams>();
   KILN_KERNEL_CHECK(args, p != nullptr, "missing GemmParams");
+  KILN_RETURN_IF_ERROR(check_linear_dtypes(args, p->packed_b()));
   const Tensor& a = args.in(0);
   const Tensor& b = args.in(1);
   const Tensor& y = args.out(0);
@@ -832,6 +883,7 @@ Error run_gemm(const KernelArgs& args) {
     epilogue.accumulate = fold_c;
     epilogue.activation = fused ? p->activation() : nullptr;
     GemmMatrix bm{b.data_as<const float>(), p->packed_b() ? 0 : b.dim(1), p->trans_b(), p->packed_b()};
+    if (p->packed_b()) bm = packed_operand(args, 0);
     gemm_packed(m, n, k, {a.data_as<const float>(), a.dim(1), p->trans_a()}, bm, nullptr, out, n, epilogue,
                 scratch_a(args), p->packed_b() ? nullptr : scratch_b(args), GemmPath::kAuto, args.pool);
   } else {
@@ -929,7 +981,7 @@ Error check_matmul_packed_b(const KernelArgs& args) {
 
 Error check_matmul(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1));
-  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  KILN_RETURN_IF_ERROR(check_linear_dtypes(args, matmul_packed_b(args)));
   if (matmul_packed_b(args)) return check_matmul_packed_b(args);
   KILN_KERNEL_CHECK(args, args.num_inputs == 2, "a bias input needs packed B");
   MatMulShape s;
@@ -949,7 +1001,7 @@ Error run_matmul(const KernelArgs& args) {
     GemmEpilogue epilogue;
     epilogue.activation = activation;
     epilogue.col_bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
-    GemmMatrix b{args.in(1).data_as<const float>(), 0, false, true};
+    const GemmMatrix b = packed_operand(args, 0);
     gemm_packed(dims_product(in, 0, in.rank() - 1), n, k, {in.data_as<const float>(), k, false}, b, nullptr,
                 args.out(0).data_as<float>(), n, epilogue, args.scratch[0]->data_as<float>(), nullptr, GemmPath::kAuto,
                 args.pool);

@@ -43,6 +43,19 @@ void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb
 void micro_kernel_avx512_x2(int64_t kc, const float* a, const float* b0, const float* b1, int64_t ldb, float* c,
                             int64_t ldc, int64_t mr, bool accumulate, const float* row_bias, const float* col_bias,
                             bool clamp, float lo, float hi);
+// The BF16 path (gemm_bf16_avx512.cc): one (x2: two whole) 16-column tiles
+// over `pairs` pairs of k, A and B panels in the BF16 pair layout of
+// gemm_blocking.h, the epilogue as the FP32 kernels'.
+void micro_kernel_bf16(int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, int64_t mr,
+                       int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
+                       float hi);
+void micro_kernel_bf16_x2(int64_t pairs, const uint16_t* a, const uint16_t* b0, const uint16_t* b1, float* c,
+                          int64_t ldc, int64_t mr, bool accumulate, const float* row_bias, const float* col_bias,
+                          bool clamp, float lo, float hi);
+// Panels packed in FP32 (A: [kc][kGemmMr], B: [kc][kGemmNr]) rewritten in
+// place in the BF16 pair layout, an odd last k paired with zero.
+void convert_a_panel_bf16(float* panel, int64_t kc);
+void convert_b_panel_bf16(float* panel, int64_t kc);
 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
                        int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
                        float hi);

@@ -95,6 +95,28 @@ constexpr int64_t gemm_prepacked_b_floats(int64_t k, int64_t n) { return k * gem
 // [j * kGemmNr, (j + 1) * kGemmNr), stored row by row.
 void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* out);
 
+// BF16 weights (kiln plan --precision bf16 on the CPU): A or B packed
+// ahead of time as above, but in bfloat16 with the inner dimension in
+// pairs, the layout AVX512-BF16's dot product reads (two consecutive k per
+// 32-bit lane; k rounded up to even, the odd one out paired with zero):
+//   A: panel i (kGemmMr rows), pair q at i * kGemmMr * k2 + q * 2 * kGemmMr:
+//      [row 0: k = 2q, 2q + 1][row 1: 2q, 2q + 1] ... [row 5: 2q, 2q + 1]
+//   B: panel j (kGemmNr columns), pair q at j * kGemmNr * k2 + q * 2 * kGemmNr:
+//      [column 0: k = 2q, 2q + 1][column 1: 2q, 2q + 1] ... [column 15: ...]
+// with k2 = gemm_bf16_k(k). Values round to nearest even; padding is zero.
+constexpr int64_t gemm_bf16_k(int64_t k) { return gemm_round_up(k, 2); }
+constexpr int64_t gemm_prepacked_a_bf16_elements(int64_t m, int64_t k) {
+  return gemm_round_up(m, kGemmMr) * gemm_bf16_k(k);
+}
+constexpr int64_t gemm_prepacked_b_bf16_elements(int64_t k, int64_t n) {
+  return gemm_bf16_k(k) * gemm_round_up(n, kGemmNr);
+}
+// Packs row-major A (m x k) into `out` (gemm_prepacked_a_bf16_elements).
+void gemm_prepack_a_bf16(int64_t m, int64_t k, const float* a, uint16_t* out);
+// Packs B (k x n; n x k when trans_b) into `out`
+// (gemm_prepacked_b_bf16_elements).
+void gemm_prepack_b_bf16(int64_t k, int64_t n, const float* b, bool trans_b, uint16_t* out);
+
 // Winograd F(2x2, 3x3) convolution (ConvWinograd): each 2x2 output tile
 // comes from a 4x4 input tile through 16 products of transformed weights
 // [M][C] by transformed inputs [C][tiles], one per position of the 4x4

@@ -46,6 +46,13 @@ bool processor_has(Isa isa);
 // The path the kernels take: processor_isa(), capped by set_isa() or KILN_ISA.
 Isa active_isa();
 
+// Whether the linear kernels can multiply BF16 weights (programs planned
+// with `kiln plan --precision bf16`): the AVX-512 path is active and the
+// processor has AVX512-BF16 (AMD Zen 4 and later, Intel Cooper Lake and
+// Sapphire Rapids and later). Such programs are refused at load where it
+// is false.
+bool bf16_available();
+
 // Caps the kernels at `isa` from now on. kNotSupported (nothing changed)
 // when the processor cannot run it.
 Error set_isa(Isa isa);
