@@ -109,8 +109,15 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
   if (winograd) {
     using namespace kiln::kernels;
     const int64_t tiles = ((s.out[0] + 1) / 2) * ((s.out[1] + 1) / 2);
-    HostTensor transformed(DType::FLOAT32, {winograd_weight_floats(w[0], w[1])});
-    winograd_transform_weights(w[0], w[1], ctx.input(1).constant->data<float>(), transformed.data<float>());
+    // With LowerOptions::bf16_weights the 16 products run in BF16.
+    HostTensor transformed = l.options().bf16_weights
+                                 ? HostTensor(DType::BFLOAT16, {winograd_weight_bf16_elements(w[0], w[1])})
+                                 : HostTensor(DType::FLOAT32, {winograd_weight_floats(w[0], w[1])});
+    if (l.options().bf16_weights) {
+      winograd_transform_weights_bf16(w[0], w[1], ctx.input(1).constant->data<float>(), transformed.data<uint16_t>());
+    } else {
+      winograd_transform_weights(w[0], w[1], ctx.input(1).constant->data<float>(), transformed.data<float>());
+    }
     const int weight = l.constant(ctx.node().name + "/winograd_weight", std::move(transformed));
     std::vector<int> inputs = {l.tensor(ctx.input_id(0)), weight};
     if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));

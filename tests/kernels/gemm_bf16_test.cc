@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -268,6 +269,76 @@ TEST_F(Bf16GemmTest, ThreadsGiveTheSameBits) {
       }
       EXPECT_EQ(one, two) << dims_name({s.m, s.n, s.k}) << (weights_as_a ? " weights as A" : " weights as B");
     }
+  }
+}
+
+// Winograd F(2x2, 3x3) with BF16 transformed weights: the 16 products in
+// BF16 over the transformed inputs rounded in place. Against a direct
+// double-precision convolution of the unrounded operands: the transforms
+// add and subtract up to four values before rounding and nine products'
+// sums after, so the rounding error is a few u of the output's scale
+// (u = 2^-8), not u of each value; 4u bounds it (about 1.1u seen). Partial tiles, odd
+// channel counts (an odd last pair), several tile blocks, the scratch
+// never overrun.
+TEST_F(Bf16GemmTest, WinogradProductsInBf16) {
+  struct Geometry {
+    int64_t c, h, w, m;
+  };
+  for (const Geometry& k : {Geometry{17, 9, 11, 13}, Geometry{64, 28, 28, 64}, Geometry{3, 5, 6, 7}}) {
+    const int64_t oh = k.h, ow = k.w;  // pads 1 all round
+    const int64_t tiles = (oh + 1) / 2 * ((ow + 1) / 2);
+    const std::vector<float> x = values(static_cast<size_t>(k.c * k.h * k.w), 51);
+    const std::vector<float> w = values(static_cast<size_t>(k.m * k.c * 9), 52);
+    std::vector<uint16_t> u(static_cast<size_t>(winograd_weight_bf16_elements(k.m, k.c)) + 8, 0xABCD);
+    winograd_transform_weights_bf16(k.m, k.c, w.data(), u.data());
+    for (size_t i = u.size() - 8; i < u.size(); ++i) ASSERT_EQ(u[i], 0xABCD) << "weights overrun";
+    const size_t input_floats = static_cast<size_t>(winograd_input_floats(k.c, tiles));
+    const size_t product_floats = static_cast<size_t>(winograd_product_floats(k.m, k.c, tiles));
+    std::vector<float> v(input_floats + 64, kSentinel), prod(product_floats + 64, kSentinel);
+    std::vector<float> y(static_cast<size_t>(k.m * oh * ow));
+    WinogradConv conv;
+    // clang-format off
+    conv.n = 1; conv.c = k.c; conv.h = k.h; conv.w = k.w; conv.m = k.m;
+    conv.oh = oh; conv.ow = ow; conv.pt = 1; conv.pl = 1;
+    // clang-format on
+    conv.x = x.data();
+    conv.weights = reinterpret_cast<const float*>(u.data());
+    conv.bf16 = true;
+    conv.y = y.data();
+    conv.transformed_input = v.data();
+    conv.transformed_input_floats = static_cast<int64_t>(input_floats);
+    conv.products = prod.data();
+    conv.products_floats = static_cast<int64_t>(product_floats);
+    winograd_conv(conv);
+    for (size_t i = input_floats; i < v.size(); ++i) ASSERT_EQ(v[i], kSentinel) << "transformed inputs overrun";
+    for (size_t i = product_floats; i < prod.size(); ++i) ASSERT_EQ(prod[i], kSentinel) << "products overrun";
+    std::vector<double> want(y.size());
+    double scale = 1e-30;
+    for (int64_t o = 0; o < k.m; ++o) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double sum = 0.0;
+          for (int64_t ch = 0; ch < k.c; ++ch) {
+            for (int64_t ky = 0; ky < 3; ++ky) {
+              for (int64_t kx = 0; kx < 3; ++kx) {
+                const int64_t iy = oy - 1 + ky, ix = ox - 1 + kx;
+                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+                sum += static_cast<double>(w[static_cast<size_t>(((o * k.c + ch) * 3 + ky) * 3 + kx)]) *
+                       x[static_cast<size_t>((ch * k.h + iy) * k.w + ix)];
+              }
+            }
+          }
+          want[static_cast<size_t>((o * oh + oy) * ow + ox)] = sum;
+          scale = std::max(scale, std::fabs(sum));
+        }
+      }
+    }
+    double worst = 0.0;
+    for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(y[i] - want[i]) / scale);
+    EXPECT_LE(worst, 4.0 / 256) << dims_name({k.c, k.h, k.w, k.m});
+    EXPECT_GT(worst, 0.0) << "BF16 rounding shows";
+    std::printf("winograd bf16 %s: worst error %.2e of the output's scale\n", dims_name({k.c, k.h, k.w, k.m}).c_str(),
+                worst);
   }
 }
 

@@ -9,18 +9,21 @@ bf16 plan:
 
   weights    every Conv (one group), Gemm and MatMul with constant weights
              that the fp32 plan packs (the constants NAME/packed_weight,
-             NAME/packed_b) is packed in bfloat16 instead, except a first
+             NAME/packed_b, and a Winograd convolution's
+             NAME/winograd_weight) is packed in bfloat16 instead, except a first
              layer (at most 4 channels, stride 2), which keeps its direct
              FP32 kernel, and the program's constants shrink by at least
              40% of those weights' FP32 bytes;
   error      max|y - y_fp32| / max|y_fp32| <= 4 u sqrt(L + 1), where
              u = 2^-8 is bfloat16's unit roundoff and L the BF16 products
-             (the packed weights): each product rounds both of its operands
-             (weights at plan time, activations as they are packed), by at
-             most u relative each, and accumulates in FP32 (about K 2^-24
-             for K terms, far below u); in layers of gain about one,
-             independent roundings add in quadrature, and the factor 2 per
-             operand allows for gains above one;
+             (the BF16 weights; a Winograd convolution counts once though
+             it runs 16 products: kernels_gemm_bf16_test bounds its own
+             error by 4u of its output's scale): each product rounds both
+             of its operands (weights at plan time, activations as they
+             are packed), by at most u relative each, and accumulates in
+             FP32 (about K 2^-24 for K terms, far below u); in layers of
+             gain about one, independent roundings add in quadrature, and
+             the factor 2 per operand allows for gains above one;
   refusal    with KILN_ISA=avx2 (no BF16 products on that path) `kiln run`
              refuses the program at load, exit status non-zero, with one
              line that names the node, BF16 and --precision bf16.
@@ -93,7 +96,7 @@ def packed_weights(kiln, program):
     """The packed weight constants of a program: name -> (dtype, bytes)."""
     inspected = json.loads(run([kiln, "inspect", program, "--json"]).stdout)
     return {t["name"]: (t["dtype"], t["bytes"]) for t in inspected["methods"][0]["tensors"]
-            if t["storage"] == "constant" and re.search(r"/packed_(weight|b)(__\d+)?$", t["name"])}
+            if t["storage"] == "constant" and re.search(r"/(packed_weight|packed_b|winograd_weight)(__\d+)?$", t["name"])}
 
 
 def check(name, kiln, workdir, has_bf16):
@@ -114,7 +117,7 @@ def check(name, kiln, workdir, has_bf16):
     fp32_weights = packed_weights(kiln, programs["fp32"])
     bf16_weights = packed_weights(kiln, programs["bf16"])
     converted = [n for n, (dtype, _) in bf16_weights.items() if dtype == "bfloat16"]
-    kept = {n.rsplit("/packed_", 1)[0] for n, (dtype, _) in bf16_weights.items() if dtype != "bfloat16"}
+    kept = {n.rsplit("/", 1)[0] for n, (dtype, _) in bf16_weights.items() if dtype != "bfloat16"}
     expect(f"{name}: {len(converted)} of {len(fp32_weights)} packed weights in bfloat16, FP32: {sorted(kept)} "
            f"(the fp32 plan's are all float32)",
            len(converted) > 0 and kept == KEEP_FP32.get(name, set()) and sorted(bf16_weights) == sorted(fp32_weights)

@@ -554,7 +554,10 @@ void gemm_blocks_serial(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, co
 // or column (B) of its panels, and where the block of k starting at pc
 // starts, in floats per row or column. BF16 panels hold k in pairs, two
 // values a float (pc is a multiple of kGemmKc, so even).
-int64_t prepacked_depth(const GemmMatrix& m, int64_t k) { return m.bf16 ? gemm_bf16_k(k) / 2 : k; }
+int64_t prepacked_depth(const GemmMatrix& m, int64_t k) {
+  if (!m.bf16) return k;
+  return m.bf16_depth > 0 ? m.bf16_depth : gemm_bf16_k(k) / 2;
+}
 int64_t prepacked_start(const GemmMatrix& m, int64_t pc) { return m.bf16 ? pc / 2 : pc; }
 
 // gemm_packed's loops with a thread pool (their steps: at gemm_packed,

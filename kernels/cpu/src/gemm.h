@@ -45,6 +45,11 @@ struct GemmMatrix {
   // then multiplies in BF16 with FP32 accumulation, the other operand
   // rounded to BF16 as it is packed; only where bf16_available() (isa.h).
   bool bf16 = false;
+  // BF16 panels converted in place from FP32 ones (Winograd's transformed
+  // inputs): their k pairs keep the FP32 panels' spacing, `bf16_depth`
+  // floats per row (A) or column (B) of panels instead of half of k
+  // rounded up to even. 0: gemm_prepack_*_bf16's layout.
+  int64_t bf16_depth = 0;
   // B of gemm_packed only, row-major and packed (neither prepacked nor
   // transposed): row k is read as x * row_scale[k] + row_shift[k], then,
   // with row_relu, x > 0 ? x : 0 (as Relu: NaN gives 0). A BatchNormalization
@@ -101,6 +106,10 @@ struct WinogradConv {
   const float* bias = nullptr;  // per output channel, or nullptr
   float* y = nullptr;
   const fb::FusedActivation* activation = nullptr;
+  // `weights` are winograd_transform_weights_bf16's: the 16 products run in
+  // BF16 (the transformed inputs rounded to BF16 in place), FP32
+  // accumulation; only where bf16_available() (isa.h).
+  bool bf16 = false;
   float* transformed_input = nullptr;
   // Floats at transformed_input: the transformed inputs are spaced by
   // kWinogradInputPad where it is winograd_input_floats or more (it must be

@@ -1,7 +1,40 @@
 #include "kernel_util.h"
 
+#include "kiln/kernels/isa.h"
+
 namespace kiln {
 namespace kernels {
+
+// Weights the planner packed in BF16 (kiln plan --precision bf16): input 1
+// is BFLOAT16, in gemm_blocking.h's BF16 pair layout.
+bool bf16_weights(const KernelArgs& args) {
+  return args.num_inputs > 1 && args.inputs[1] != nullptr && args.inputs[1]->dtype() == DType::BFLOAT16;
+}
+
+// The dtypes of a linear kernel: float32 throughout, except packed
+// weights (`packed`: input 1 prepacked by the planner), which may be BF16
+// where this processor multiplies BF16; otherwise such a program is
+// refused here, at load, in one line.
+Error check_linear_dtypes(const KernelArgs& args, bool packed) {
+  if (!packed || !bf16_weights(args)) return check_all_dtype(args, DType::FLOAT32);
+  if (!bf16_available()) {
+    KILN_LOG(
+        ERROR,
+        "node '%s': its weights are BF16 (planned with --precision bf16), which needs the avx512 path on a "
+        "processor with AVX512-BF16; here the %s path is active%s: plan without --precision bf16",
+        args.node_name, isa_name(active_isa()),
+        processor_isa() == Isa::kAvx512 && active_isa() == Isa::kAvx512 ? " and the processor lacks AVX512-BF16" : "");
+    return Error::kNotSupported;
+  }
+  for (uint32_t i = 0; i < args.num_inputs; ++i) {
+    if (args.inputs[i] == nullptr || i == 1) continue;
+    KILN_KERNEL_CHECK(args, args.inputs[i]->dtype() == DType::FLOAT32, "input %u is %s, expected float32", i,
+                      dtype_name(args.inputs[i]->dtype()));
+  }
+  KILN_KERNEL_CHECK(args, args.out(0).dtype() == DType::FLOAT32, "output 0 is %s, expected float32",
+                    dtype_name(args.out(0).dtype()));
+  return Error::kOk;
+}
 
 Error check_arity(const KernelArgs& args, uint32_t min_in, uint32_t max_in, uint32_t n_out, uint32_t n_scratch) {
   KILN_KERNEL_CHECK(args, args.num_inputs >= min_in && args.num_inputs <= max_in, "expects %u to %u inputs, has %u",

@@ -35,6 +35,14 @@ using backends::same_shape;
 Error check_arity(const KernelArgs& args, uint32_t min_in, uint32_t max_in, uint32_t n_out, uint32_t n_scratch = 0);
 // Checks that every present input and every output has `dtype`.
 Error check_all_dtype(const KernelArgs& args, DType dtype);
+// Weights the planner packed in BF16 (kiln plan --precision bf16): input 1
+// is BFLOAT16, in gemm_blocking.h's BF16 layouts.
+bool bf16_weights(const KernelArgs& args);
+// The dtypes of a linear kernel (Conv, ConvWinograd, Gemm, MatMul):
+// float32 throughout, except packed weights (`packed`: input 1 packed by
+// the planner), which may be BF16 where this processor multiplies BF16;
+// otherwise such a program is refused (kNotSupported), at load, in one line.
+Error check_linear_dtypes(const KernelArgs& args, bool packed);
 Error check_same_shape(const KernelArgs& args, const Tensor& a, const Tensor& b, const char* what);
 
 // True when a vector of 8-byte values from the program is 8-byte aligned

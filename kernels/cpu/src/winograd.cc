@@ -31,32 +31,58 @@
 #include "gemm.h"
 #include "isa_switch.h"
 #include "kernel_util.h"
+#include "kiln/kernels/float16.h"
+#include "kiln/kernels/isa.h"
 #include "parallel.h"
 #include "x86/x86.h"
 
 namespace kiln {
 namespace kernels {
 
-void winograd_transform_weights(int64_t m, int64_t c, const float* w, float* out) {
-  // G's rows; (G g G^T)[i][j] = sum_ab G[i][a] g[a][b] G[j][b].
+namespace {
+
+// U_xi[row][k] = (G g G^T)[i][j] of row's weights for channel k, xi = 4i + j,
+// with G's rows: (G g G^T)[i][j] = sum_ab G[i][a] g[a][b] G[j][b]; zero
+// past the m rows or c channels (the packed layouts' padding).
+float winograd_weight(const float* w, int64_t m, int64_t c, int64_t xi, int64_t row, int64_t k) {
   static const double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  if (row >= m || k >= c) return 0.f;
+  const int64_t i = xi / 4, j = xi % 4;
+  const float* g = w + (row * c + k) * 9;
+  double v = 0.0;
+  for (int64_t a = 0; a < 3; ++a) {
+    for (int64_t b = 0; b < 3; ++b) v += kG[i][a] * g[a * 3 + b] * kG[j][b];
+  }
+  return static_cast<float>(v);
+}
+
+}  // namespace
+
+void winograd_transform_weights(int64_t m, int64_t c, const float* w, float* out) {
   for (int64_t xi = 0; xi < 16; ++xi) {
-    const int64_t i = xi / 4, j = xi % 4;
     float* packed = out + xi * gemm_prepacked_a_floats(m, c);
     // U_xi [M][C] straight into gemm_prepack_a's layout: panels of kGemmMr
     // rows, column by column, the rows past m zero.
     for (int64_t r0 = 0; r0 < m; r0 += kGemmMr) {
       float* panel = packed + r0 * c;
       for (int64_t k = 0; k < c; ++k) {
+        for (int64_t r = 0; r < kGemmMr; ++r) panel[k * kGemmMr + r] = winograd_weight(w, m, c, xi, r0 + r, k);
+      }
+    }
+  }
+}
+
+void winograd_transform_weights_bf16(int64_t m, int64_t c, const float* w, uint16_t* out) {
+  const int64_t k2 = gemm_bf16_k(c);
+  for (int64_t xi = 0; xi < 16; ++xi) {
+    uint16_t* packed = out + xi * gemm_prepacked_a_bf16_elements(m, c);
+    // gemm_prepack_a_bf16's layout: per panel of kGemmMr rows, per pair of
+    // channels, each row's two values.
+    for (int64_t r0 = 0; r0 < m; r0 += kGemmMr) {
+      uint16_t* panel = packed + r0 * k2;
+      for (int64_t k = 0; k < k2; ++k) {
         for (int64_t r = 0; r < kGemmMr; ++r) {
-          double v = 0.0;
-          if (r0 + r < m) {
-            const float* g = w + ((r0 + r) * c + k) * 9;
-            for (int64_t a = 0; a < 3; ++a) {
-              for (int64_t b = 0; b < 3; ++b) v += kG[i][a] * g[a * 3 + b] * kG[j][b];
-            }
-          }
-          panel[k * kGemmMr + r] = static_cast<float>(v);
+          panel[(k / 2) * 2 * kGemmMr + 2 * r + k % 2] = float_to_bfloat16(winograd_weight(w, m, c, xi, r0 + r, k));
         }
       }
     }
@@ -83,6 +109,7 @@ WinogradGeometry winograd_geometry(const KernelArgs& args) {
   g.pl = p->pads()->Get(1);
   g.x = x.data_as<const float>();
   g.weights = args.in(1).data_as<const float>();
+  g.bf16 = args.in(1).dtype() == DType::BFLOAT16;
   g.bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
   g.y = y.data_as<float>();
   g.activation = p->activation();
@@ -102,7 +129,7 @@ bool pair_is(const flatbuffers::Vector<int32_t>* v, int32_t a, int32_t b) {
 
 Error check_winograd(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 3, 1, 2));
-  KILN_RETURN_IF_ERROR(check_all_dtype(args, DType::FLOAT32));
+  KILN_RETURN_IF_ERROR(check_linear_dtypes(args, /*packed=*/true));
   const auto* p = args.params<fb::ConvParams>();
   KILN_KERNEL_CHECK(args, p != nullptr, "missing ConvParams");
   KILN_KERNEL_CHECK(
@@ -119,9 +146,9 @@ Error check_winograd(const KernelArgs& args) {
       args,
       g.oh == g.h + g.pt + p->pads()->Get(2) - 2 && g.ow == g.w + g.pl + p->pads()->Get(3) - 2 && g.oh > 0 && g.ow > 0,
       "output size does not match the geometry");
-  KILN_KERNEL_CHECK(args, args.in(1).rank() == 1 && args.in(1).numel() == winograd_weight_floats(g.m, g.c),
-                    "transformed weights must have %lld elements",
-                    static_cast<long long>(winograd_weight_floats(g.m, g.c)));
+  const int64_t weights = g.bf16 ? winograd_weight_bf16_elements(g.m, g.c) : winograd_weight_floats(g.m, g.c);
+  KILN_KERNEL_CHECK(args, args.in(1).rank() == 1 && args.in(1).numel() == weights,
+                    "transformed weights must have %lld elements", static_cast<long long>(weights));
   if (args.has_input(2)) KILN_KERNEL_CHECK(args, args.in(2).numel() == g.m, "bias must have one value per channel");
   for (uint32_t i = 0; i < 2; ++i) {
     KILN_KERNEL_CHECK(args, args.scratch[i]->dtype() == DType::FLOAT32, "scratch must be float32");
@@ -343,6 +370,20 @@ void winograd_conv(const WinogradConv& g, GemmPath path, ThreadPool* pool) {
         for (int64_t xi = x0; xi < x1; ++xi) {
           GemmMatrix a{g.weights + xi * gemm_prepacked_a_floats(g.m, g.c), g.c, false, true};
           GemmMatrix b{g.transformed_input + xi * v_stride, 0, false, true};
+#if KILN_X86
+          if (g.bf16) {
+            // BF16 weights: V_xi's panels rounded to BF16 pairs in place
+            // (each keeps its FP32 panel's place, C floats a column).
+            a.data = reinterpret_cast<const float*>(reinterpret_cast<const uint16_t*>(g.weights) +
+                                                    xi * gemm_prepacked_a_bf16_elements(g.m, g.c));
+            a.bf16 = true;
+            for (int64_t q = 0; q < gemm_round_up(tb, kGemmNr) / kGemmNr; ++q) {
+              x86::convert_b_panel_bf16(g.transformed_input + xi * v_stride + q * g.c * kGemmNr, g.c);
+            }
+            b.bf16 = true;
+            b.bf16_depth = g.c;
+          }
+#endif
           gemm_packed(g.m, tb, g.c, a, b, nullptr, g.products + xi * p_stride, tb, GemmEpilogue{}, nullptr, nullptr,
                       path);
         }

@@ -161,6 +161,12 @@ constexpr int64_t winograd_weight_floats(int64_t m, int64_t c) { return 16 * gem
 // Transforms and packs weights [M][C][3][3] into `out`
 // (winograd_weight_floats(m, c) floats).
 void winograd_transform_weights(int64_t m, int64_t c, const float* w, float* out);
+// The same in BF16 (kiln plan --precision bf16): 16 matrices, each packed
+// as gemm_prepack_a_bf16 does, winograd_weight_bf16_elements(m, c) in all.
+constexpr int64_t winograd_weight_bf16_elements(int64_t m, int64_t c) {
+  return 16 * gemm_prepacked_a_bf16_elements(m, c);
+}
+void winograd_transform_weights_bf16(int64_t m, int64_t c, const float* w, uint16_t* out);
 
 }  // namespace kernels
 }  // namespace kiln
