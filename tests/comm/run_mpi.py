@@ -2,8 +2,12 @@
 """Runs a test program under mpirun and judges how the job ended.
 
     run_mpi.py --mpirun PATH -n N --expect ok|killed|stuck|fault --max-seconds S -- PROGRAM ARGS...
+    run_mpi.py --launcher scripts/kiln-ranks -n N ...   the ranks without MPI (cuda-ipc)
 
 -n 0 runs PROGRAM alone, without mpirun, in the same environment.
+--launcher starts the ranks with kiln's own launcher instead of mpirun
+(KILN_RANK, KILN_WORLD_SIZE, KILN_RENDEZVOUS); the expectations are the
+same ("fault" is mpirun's only).
 
 mpirun is told to keep the job on this machine (shared memory and self
 only), to allow root (CI runs as root) and more ranks than cores; its
@@ -125,7 +129,8 @@ def describe_hang(group):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mpirun", required=True)
+    parser.add_argument("--mpirun")
+    parser.add_argument("--launcher")
     parser.add_argument("-n", type=int, required=True)
     parser.add_argument("--expect", choices=["ok", "killed", "stuck", "fault"], default="ok")
     parser.add_argument("--max-seconds", type=float, required=True)
@@ -159,6 +164,10 @@ def main():
         "-n", str(args.n)] + command
     if args.n == 0:
         argv = command  # one process, without mpirun (MPI starts as a singleton)
+    elif args.launcher:
+        argv = [sys.executable, args.launcher, "-n", str(args.n), "--"] + command
+    elif not args.mpirun:
+        parser.error("--mpirun or --launcher")
     segments = SegmentWatch(env) if args.expect == "fault" else None
 
     start = time.monotonic()

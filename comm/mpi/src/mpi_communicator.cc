@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kiln/comm/mpi_status.h"
-#include "reduce.h"
+#include "kiln/comm/reduce.h"
 
 namespace kiln {
 namespace comm {
@@ -127,24 +127,6 @@ struct MpiCommunicator::State {
 };
 
 namespace {
-
-// Whether process `pid` has exited: gone, or a zombie its parent has not
-// reaped yet (kill(pid, 0) still succeeds on one, and a launcher busy with
-// the failure may reap late).
-bool process_exited(int32_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
-  FILE* f = fopen(path, "r");
-  if (f == nullptr) return false;  // no procfs: kill() alone decides
-  char line[512];
-  const size_t n = fread(line, 1, sizeof(line) - 1, f);
-  fclose(f);
-  line[n] = '\0';
-  // "pid (comm) S ...": the state follows the last ')' (comm may hold one).
-  const char* close = strrchr(line, ')');
-  return close != nullptr && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
-}
 
 // Backs off while a wait lasts, checks the awaited peer's liveness, and
 // ends the wait at the timeout.

@@ -13,7 +13,6 @@ namespace {
 
 int g_references = 0;
 bool g_kiln_initialised_mpi = false;
-constexpr uint32_t kDefaultTimeoutMs = 30000;
 
 }  // namespace
 
@@ -85,42 +84,6 @@ Error mpi_compare_layouts(const char* communicator, uint32_t arena, uint64_t siz
                     "%llu bytes, layout digest 0x%016llx",
                     communicator, rank, arena, static_cast<unsigned long long>(layouts[0]),
                     static_cast<unsigned long long>(layouts[1]));
-}
-
-Error check_all_reduce_operands(const char* communicator, uint32_t rank, const AllReduceArgs& args,
-                                const uint8_t* arena, uint64_t arena_size, bool aligned) {
-  const uint64_t element = dtype_size(args.dtype);
-  const uint64_t bytes = args.count * element;
-  KILN_CHECK_OR_RETURN(args.count <= arena_size / element && args.input_offset <= arena_size - bytes &&
-                           (!aligned || args.input_offset % element == 0),
-                       Error::kInvalidArgument,
-                       "%s: rank %u: all-reduce of %llu %s elements at offset %llu does not fit symmetric arena %u "
-                       "(%llu bytes)%s",
-                       communicator, rank, static_cast<unsigned long long>(args.count), dtype_name(args.dtype),
-                       static_cast<unsigned long long>(args.input_offset), args.memory.slot,
-                       static_cast<unsigned long long>(arena_size), aligned ? " or is misaligned" : "");
-  const uint8_t* input = arena + args.input_offset;
-  const uint8_t* output = static_cast<const uint8_t*>(args.output);
-  KILN_CHECK_OR_RETURN(
-      bytes == 0 || (output != nullptr && (!aligned || reinterpret_cast<uintptr_t>(output) % element == 0) &&
-                     (output == input || output >= input + bytes || input >= output + bytes)),
-      Error::kInvalidArgument, "%s: rank %u: all-reduce output %p is null%s, or overlaps the input without being it",
-      communicator, rank, args.output, aligned ? ", misaligned" : "");
-  return Error::kOk;
-}
-
-uint32_t collective_timeout_ms(uint32_t option) {
-  if (option != 0) return option;
-  const char* text = getenv("KILN_COLLECTIVE_TIMEOUT_MS");
-  if (text == nullptr || *text == '\0') return kDefaultTimeoutMs;
-  char* end = nullptr;
-  const unsigned long value = strtoul(text, &end, 10);
-  if (*end != '\0' || value == 0 || value > 0xffffffffu) {
-    KILN_LOG(WARNING, "KILN_COLLECTIVE_TIMEOUT_MS='%s' is not a positive number of milliseconds; using %u", text,
-             kDefaultTimeoutMs);
-    return kDefaultTimeoutMs;
-  }
-  return static_cast<uint32_t>(value);
 }
 
 bool launched_by_mpirun(unsigned* out_world_size) {

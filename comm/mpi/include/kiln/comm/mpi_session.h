@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "kiln/comm/comm_util.h"
 #include "kiln/runtime/communicator.h"
 #include "kiln/runtime/error.h"
 
@@ -56,19 +57,6 @@ class MpiSession {
 // digests, and returns kCommunicatorMismatch. `communicator` and `arena`
 // name them in the message. kInternal when MPI fails.
 Error mpi_compare_layouts(const char* communicator, uint32_t arena, uint64_t size, uint64_t layout_digest);
-
-// The checks of an all-reduce's operands every communicator makes, against
-// this rank's copy of the symmetric arena (`arena`, `arena_size` bytes): the
-// input (`count` elements of the dtype from `input_offset`) inside it, and an
-// output that is the input itself or shares no bytes with it; with
-// `aligned`, both on whole elements. kInvalidArgument, logged, naming
-// `communicator` and `rank`. The dtype is one the communicator reduces.
-Error check_all_reduce_operands(const char* communicator, uint32_t rank, const AllReduceArgs& args,
-                                const uint8_t* arena, uint64_t arena_size, bool aligned);
-
-// The collective timeout in milliseconds: `option` when not 0, else
-// KILN_COLLECTIVE_TIMEOUT_MS from the environment, else 30000.
-uint32_t collective_timeout_ms(uint32_t option);
 
 // Whether this process was started by OpenMPI's mpirun/mpiexec (or another
 // PMIx launcher): its environment names the job (OMPI_COMM_WORLD_SIZE,

@@ -1,12 +1,12 @@
-// Element-wise reduction of N host arrays into one, for the mpi-shm
-// all-reduce: the inputs are read in rank order 0..N-1, so every rank that
+// Element-wise reduction of N host arrays into one, for the communicators'
+// host all-reduces (mpi-shm, cuda-ipc's fallback): the inputs are read in rank order 0..N-1, so every rank that
 // reduces the same elements gets the same bits. Works block by block through
 // a stack accumulator (the output may be one of the inputs: each block is
 // read completely before it is written). 16-bit floats accumulate in
 // float32 and round once; INT32 SUM and PROD wrap around. No allocation.
 
-#ifndef KILN_COMM_MPI_REDUCE_H_
-#define KILN_COMM_MPI_REDUCE_H_
+#ifndef KILN_COMM_REDUCE_H_
+#define KILN_COMM_REDUCE_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -135,4 +135,4 @@ inline bool reducible(DType dtype, fb::ReduceOp op) {
 }  // namespace comm
 }  // namespace kiln
 
-#endif  // KILN_COMM_MPI_REDUCE_H_
+#endif  // KILN_COMM_REDUCE_H_
