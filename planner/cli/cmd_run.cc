@@ -27,6 +27,9 @@
 #if KILN_WITH_MPI
 #include "kiln/comm/mpi_communicator.h"
 #endif
+#if KILN_WITH_CUDA_IPC
+#include "kiln/comm/cuda_ipc_communicator.h"
+#endif
 
 namespace kiln::planner::cli {
 namespace {
@@ -92,7 +95,16 @@ constexpr const char* kHelp =
     "  --ranks-per-node K                treat every K consecutive ranks as one node: each node\n"
     "                                    reduces in shared memory, node leaders through\n"
     "                                    MPI_Allreduce, then a broadcast in each node (the\n"
-    "                                    multi-node path, on one machine)\n";
+    "                                    multi-node path, on one machine)\n"
+    "  --comm auto|mpi-shm|cuda-ipc      the communicator (default auto: cuda-ipc for ranks\n"
+    "                                    started by scripts/kiln-ranks, mpi-shm under mpirun)\n"
+    "\n"
+    "cuda-ipc: ranks without MPI, for programs whose collectives run on cuda:0. Its\n"
+    "symmetric arenas are CUDA virtual memory every rank maps (two ranks may share one\n"
+    "GPU); the ranks meet at KILN_RENDEZVOUS (a socket path, or @name). Start them with\n"
+    "  scripts/kiln-ranks -n N -- kiln run PROGRAM.kiln --input FILE ...\n"
+    "(KILN_RANK, KILN_WORLD_SIZE and KILN_RENDEZVOUS set for each), or under mpirun with\n"
+    "--comm cuda-ipc. kiln's own tools run it under KILN_CUDA_EXECUTION=host.\n";
 
 std::string summary(const HostTensor& t) {
   if (t.numel() == 0) return "(empty)";
@@ -192,13 +204,50 @@ void print_help() {
               builtin_runtime_backend_options().c_str());
 }
 
-#if KILN_WITH_MPI
-// Under mpirun with more than one rank, the communicator the collectives go
-// through (added to `options`); otherwise none.
-bool cuda_runs_on_host() {
+[[maybe_unused]] bool cuda_runs_on_host() {
   const char* env = std::getenv("KILN_CUDA_EXECUTION");
   return env != nullptr && std::string(env) == "host";
 }
+
+// --comm auto: cuda-ipc where kiln's own launcher named a world of several
+// ranks (KILN_WORLD_SIZE), else mpi-shm.
+std::string pick_communicator(const std::string& option) {
+  if (option != "auto") return option;
+  const char* world = std::getenv("KILN_WORLD_SIZE");
+  return world != nullptr && std::strtol(world, nullptr, 10) > 1 ? "cuda-ipc" : "mpi-shm";
+}
+
+#if KILN_WITH_CUDA_IPC
+// With several ranks (kiln-ranks' or mpirun's environment), the cuda-ipc
+// communicator for a program whose symmetric arenas are on a CUDA device,
+// under the host execution model (kiln's tools link only it).
+std::unique_ptr<comm::CudaIpcCommunicator> start_cuda_ipc(bool device_peers, DeviceType memory, RunOptions& options) {
+  int rank = 0, size = 1, local = 0;
+  if (comm::cuda_ipc_ranks_from_environment(&rank, &size, &local) != Error::kOk) {
+    fail("cannot tell this rank's place from the environment (KILN_RANK, KILN_WORLD_SIZE)");
+  }
+  if (size <= 1) return nullptr;
+  if (memory != DeviceType::CUDA) {
+    fail("--comm cuda-ipc maps CUDA symmetric arenas; this program's collectives run on ", device_type_name(memory),
+         " (plan it with --target cuda:0,cpu, or use mpi-shm under mpirun)");
+  }
+  if (!cuda_runs_on_host()) {
+    fail("--comm cuda-ipc: kiln's tools run CUDA programs across ranks under KILN_CUDA_EXECUTION=host only");
+  }
+  comm::CudaIpcOptions ipc;
+  ipc.driver = &comm::hostexec_cuda_ipc_driver();
+  ipc.device_peers = device_peers;
+  std::unique_ptr<comm::CudaIpcCommunicator> communicator;
+  const Error error = comm::CudaIpcCommunicator::create(ipc, &communicator);
+  if (error != Error::kOk) fail("cannot start the cuda-ipc communicator: ", error_name(error));
+  options.communicators.push_back(communicator.get());
+  return communicator;
+}
+#endif
+
+#if KILN_WITH_MPI
+// Under mpirun with more than one rank, the communicator the collectives go
+// through (added to `options`); otherwise none.
 
 // A program whose symmetric arenas are on a CUDA device maps them in MPI
 // shared windows only under the host execution model of CUDA, where device
@@ -295,7 +344,7 @@ std::string for_rank(std::string name, unsigned rank) {
 int cmd_run(const Argv& argv) {
   // clang-format off
   const Args args(argv, {{"--input", true}, {"--output-dir", true}, {"--runs", true}, {"--method", true},
-                         {"--profile", false, true}, {"--collective-sync", true}, {"--device-peers", true}, {"--ranks-per-node", true}, {"--self-test", true}, {"--isa", true},
+                         {"--profile", false, true}, {"--collective-sync", true}, {"--device-peers", true}, {"--ranks-per-node", true}, {"--comm", true}, {"--self-test", true}, {"--isa", true},
                          {"--threads", true}, {"--dequantize", false}, {"--huge-pages", true},
                          {"--help", false}});
   // clang-format on
@@ -332,12 +381,25 @@ int cmd_run(const Argv& argv) {
   if (args.has("--ranks-per-node") && (per_node < 1 || per_node > 1 << 20)) {
     throw UsageError{"--ranks-per-node must be between 1 and 1048576"};
   }
-#if KILN_WITH_MPI
-  const std::unique_ptr<comm::MpiCommunicator> communicator = start_communicator(
-      sync, peers == "on", static_cast<unsigned>(per_node), symmetric_device_type(bytes, options.method), options);
-  const unsigned rank = communicator != nullptr ? communicator->rank() : 0;
+  const std::string comm_name = pick_communicator(args.get("--comm", "auto"));
+  if (comm_name != "mpi-shm" && comm_name != "cuda-ipc") throw UsageError{"--comm is auto, mpi-shm or cuda-ipc"};
+  unsigned rank = 0;
+#if KILN_WITH_CUDA_IPC
+  std::unique_ptr<comm::CudaIpcCommunicator> ipc;
+  if (comm_name == "cuda-ipc") {
+    ipc = start_cuda_ipc(peers == "on", symmetric_device_type(bytes, options.method), options);
+    if (ipc != nullptr) rank = ipc->rank();
+  }
 #else
-  const unsigned rank = 0;
+  if (comm_name == "cuda-ipc") fail("this kiln was built without the cuda-ipc communicator");
+#endif
+#if KILN_WITH_MPI
+  std::unique_ptr<comm::MpiCommunicator> communicator;
+  if (comm_name == "mpi-shm") {
+    communicator = start_communicator(sync, peers == "on", static_cast<unsigned>(per_node),
+                                      symmetric_device_type(bytes, options.method), options);
+    if (communicator != nullptr) rank = communicator->rank();
+  }
 #endif
   // Only rank 0 reports; every rank runs, and writes its outputs where the
   // directory names its rank.

@@ -38,6 +38,16 @@ processes under mpirun and compute what one rank computes.
     is killed: the communicator sees it exit and the kernel fails at once;
   - refusals: a program for 4 ranks on 3, and one for 2 ranks without mpirun,
     end with a message naming the rank counts.
+
+With --launcher scripts/kiln-ranks --only cuda-ipc (no MPI needed): the same
+programs planned for cuda:0,cpu on 2 ranks started by kiln's own launcher,
+their collectives through the cuda-ipc communicator (CUDA virtual memory
+under the host execution model): the MLP and transformer block with both
+kernels against one rank (a tensor-parallel program takes the same input on
+every rank; each rank's weight shard makes its operand its own), the bias
+and per-rank residual case (every rank its own input, its own expected
+output) with both kernels and through the communicator's all_reduce(), and
+the 8-layer chain with different inputs: every rank's output checked.
 """
 import argparse
 import json
@@ -59,6 +69,12 @@ def check(ok, what):
     expect(what, ok)
 
 
+# Whether every rank's log names the all-reduce kernels it set up.
+def kernels_run(p, mode, ranks, collectives):
+    lines = [line for line in p.stdout.splitlines() if f": {mode} kernel, rank " in line]
+    return len(lines) == collectives * ranks
+
+
 def run(cmd, expect_ok=True):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if expect_ok and p.returncode != 0:
@@ -67,11 +83,72 @@ def run(cmd, expect_ok=True):
     return p
 
 
+def cuda_ipc_cases(kiln, path, ranks_run, outputs, rel, rank_inputs):
+    """2 ranks from kiln's own launcher, their collectives through cuda-ipc."""
+    def ipc(program, inputs, out, runs=1, extra=()):
+        return ranks_run(2, program, inputs, out, cuda=True, runs=runs, extra=["--comm", "cuda-ipc"] + list(extra),
+                         launcher=True)
+
+    for model, adds in [("mlp_gemm", 1), ("transformer", 2)]:
+        x = path(model + ".input.npy")
+        single = path(model + ".kiln")
+        run([kiln, "plan", path(model + ".onnx"), "-o", single])
+        run([kiln, "run", single, "--input", x, "--output-dir", path("out_" + model)])
+        want = np.load(path(f"out_{model}/output_0.npy"))
+        for mode in ["one-shot", "two-shot"]:
+            program = path(f"{model}.cuda.tp2.{mode}.kiln")
+            report = path(f"report_{model}_cuda_2_{mode}")
+            run([kiln, "plan", path(model + ".onnx"), "-o", program, "--target", "cuda:0,cpu", "--tensor-parallel",
+                 "2", "--allreduce", mode, "--report", report])
+            collectives = len(json.load(open(os.path.join(report, "plan.json")))["symmetric"]["all_reduce"])
+            out = path(f"out_ipc_{model}_{mode}_{{rank}}")
+            p = ipc(program, [x], out, runs=3)
+            err = max(rel(y, want) for y in outputs(out, 2))
+            check(collectives > 0 and kernels_run(p, mode, 2, collectives) and "'cuda-ipc'" not in p.stdout and
+                  err <= 1e-5,
+                  f"cuda-ipc: {model} on cuda:0, {mode} kernels: every one of 2 ranks set up its {collectives} "
+                  f"kernels and matches one rank after 3 executes (relative error {err:.1e})")
+
+    # Every rank its own input: rank r gets sum_q relu(x_q) + bias + x_r.
+    xs = rank_inputs("allreduce_residual", 2)
+    bias = np.load(path("allreduce_residual.bias.npy")).astype(np.float64)
+    total = sum(np.maximum(x, 0) for x in xs)
+    for mode, peers in [("one-shot", "on"), ("two-shot", "on"), ("one-shot", "off")]:
+        program = path(f"residual.cuda.2.{mode}.kiln")
+        run([kiln, "plan", path("allreduce_residual.onnx"), "-o", program, "--ranks", "2", "--target", "cuda:0,cpu",
+             "--allreduce", mode])
+        out = path(f"out_ipc_residual_{mode}_{peers}_{{rank}}")
+        p = ipc(program, [path("allreduce_residual.input.rank{rank}.npy")], out, runs=2,
+                extra=["--device-peers", peers])
+        err = max(rel(o, total + bias + xs[r]) for r, o in enumerate(outputs(out, 2)))
+        path_taken = (kernels_run(p, mode, 2, 1) if peers == "on" else
+                      "communicator 'cuda-ipc' hands out no device peers" in p.stdout)
+        how = f"{mode} kernel" if peers == "on" else "cuda-ipc's all_reduce(), then the backend's adds"
+        check(path_taken and err <= 1e-6, f"cuda-ipc: bias and each rank's own residual on 2 ranks, {how}: every "
+              f"rank right (relative error {err:.1e})")
+
+    # 8 x MatMul -> AllReduce, different inputs on the two ranks.
+    m = onnx.load(path("allreduce_chain.onnx"))
+    w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    y = sum(rank_inputs("allreduce_chain", 2)) @ w["w0"]
+    for i in range(1, 8):
+        y = 2 * (y @ w[f"w{i}"])
+    run([kiln, "plan", path("allreduce_chain.onnx"), "-o", path("chain.cuda.kiln"), "--ranks", "2", "--target",
+         "cuda:0,cpu"])
+    out = path("out_ipc_chain_{rank}")
+    ipc(path("chain.cuda.kiln"), [path("allreduce_chain.input.rank{rank}.npy")], out)
+    err = max(rel(o, y) for o in outputs(out, 2))
+    check(err <= 1e-5, f"cuda-ipc: 8 x MatMul->AllReduce on cuda:0, 2 ranks, different inputs (relative error "
+          f"{err:.1e})")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kiln", required=True)
     parser.add_argument("--run-mpi", required=True)
-    parser.add_argument("--mpirun", required=True)
+    parser.add_argument("--mpirun")
+    parser.add_argument("--launcher", help="scripts/kiln-ranks: ranks without MPI, through cuda-ipc")
+    parser.add_argument("--only", choices=["cuda-ipc"], help="only the cases of this communicator")
     parser.add_argument("--workdir", required=True)
     args = parser.parse_args()
     work = args.workdir
@@ -82,10 +159,13 @@ def main():
     def path(name):
         return os.path.join(work, name)
 
-    def mpi(ranks, program, inputs, out_dir, expect_ok=True, cuda=False, runs=1, extra=()):
+    def mpi(ranks, program, inputs, out_dir, expect_ok=True, cuda=False, runs=1, extra=(), launcher=False):
         # out_dir may name "{rank}": then every rank writes its outputs.
-        cmd = [sys.executable, args.run_mpi, "--mpirun", args.mpirun, "-n", str(ranks), "--max-seconds", "120", "--",
-               kiln, "run", program, "--output-dir", out_dir, "--runs", str(runs)] + list(extra)
+        # launcher: the ranks started by kiln's own launcher (cuda-ipc).
+        start = ["--launcher", args.launcher] if launcher else ["--mpirun", args.mpirun]
+        cmd = [sys.executable, args.run_mpi] + start + ["-n", str(ranks), "--max-seconds", "120", "--",
+                                                       kiln, "run", program, "--output-dir", out_dir, "--runs",
+                                                       str(runs)] + list(extra)
         for i in inputs:
             cmd += ["--input", i]
         if not cuda:
@@ -102,6 +182,13 @@ def main():
 
     def rel(a, b):
         return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+    def rank_inputs(name, ranks):
+        return [np.load(path(f"{name}.input.rank{r}.npy")).astype(np.float64) for r in range(ranks)]
+
+    if args.only == "cuda-ipc":
+        cuda_ipc_cases(kiln, path, mpi, outputs, rel, rank_inputs)
+        return finish()
 
     # Tensor parallelism against one rank.
     for model in ["mlp_gemm", "mlp_matmul", "transformer"]:
@@ -134,10 +221,6 @@ def main():
     # The collectives run as the CUDA backend's all-reduce kernels (one-shot
     # and two-shot, forced with --allreduce), reading the peers' copies of
     # the symmetric arena: each rank's log names every kernel it set up.
-    def kernels_run(p, mode, ranks, collectives):
-        lines = [line for line in p.stdout.splitlines() if f": {mode} kernel, rank " in line]
-        return len(lines) == collectives * ranks
-
     for model in ["mlp_gemm", "transformer"]:
         x = path(model + ".input.npy")
         want = np.load(path(f"out_{model}/output_0.npy"))
@@ -184,9 +267,6 @@ def main():
                 mpi(ranks, unfused, [x], out_unfused, cuda=True)
                 same = all(np.array_equal(a, b) for a, b in zip(outputs(out, ranks), outputs(out_unfused, ranks)))
                 check(same, f"{model} on cuda:0, {mode}, 2 ranks: fused and --no-fuse outputs are bit for bit equal")
-
-    def rank_inputs(name, ranks):
-        return [np.load(path(f"{name}.input.rank{r}.npy")).astype(np.float64) for r in range(ranks)]
 
     # The three placement paths, each summed over 2 ranks holding different inputs.
     report = path("report_paths")

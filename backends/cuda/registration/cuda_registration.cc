@@ -9,9 +9,10 @@
 //   KILN_CUDA_GRAPHS=0            launch every delegate call directly
 //                                 instead of replaying a CUDA graph
 //
-// Under mpirun with several ranks, cuda:0 is the rank's local GPU (its rank
-// on the node modulo the GPUs, CudaOptions::node_rank): the device the nccl
-// communicator reduces on.
+// Under mpirun (or scripts/kiln-ranks) with several ranks, cuda:0 is the
+// rank's local GPU (its rank on the node modulo the GPUs,
+// CudaOptions::node_rank): the device the nccl and cuda-ipc communicators
+// reduce on.
 //
 // Without KILN_CUDA_EXECUTION=host the GPU build runs where the tools link
 // it (KILN_CUDA_IN_TOOLS); on a machine without a GPU, or in tools without
@@ -32,11 +33,13 @@ bool env_is(const char* name, const char* value) {
   return v != nullptr && std::strcmp(v, value) == 0;
 }
 
-// Under a launcher with more than one rank (OpenMPI's mpirun, which the
-// communicators use too), this rank's rank on its node; otherwise -1.
+// Under a launcher with more than one rank (kiln's own, scripts/kiln-ranks,
+// or OpenMPI's mpirun, which the communicators read too), this rank's rank
+// on its node; otherwise -1.
 int launcher_node_rank() {
-  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const bool kiln = std::getenv("KILN_WORLD_SIZE") != nullptr;
+  const char* size = std::getenv(kiln ? "KILN_WORLD_SIZE" : "OMPI_COMM_WORLD_SIZE");
+  const char* local = std::getenv(kiln ? "KILN_LOCAL_RANK" : "OMPI_COMM_WORLD_LOCAL_RANK");
   if (size == nullptr || local == nullptr || std::strtol(size, nullptr, 10) < 2) return -1;
   return static_cast<int>(std::strtol(local, nullptr, 10));
 }
