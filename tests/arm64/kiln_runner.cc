@@ -37,7 +37,16 @@
 // reference GEMM kernel). KILN_CUDA_WORKSPACE_MB and KILN_CUDA_GRAPHS=0 as
 // for `kiln run`. What the backend did (delegate calls launched directly,
 // replayed from CUDA graphs, Gemm on cuBLASLt or the reference kernel) is
-// printed to stderr at exit. Built with the Vulkan backend
+// printed to stderr at exit.
+//
+// Ranks: started by scripts/kiln-ranks (KILN_WORLD_SIZE, KILN_RANK,
+// KILN_RENDEZVOUS) or by mpirun, `run` executes a program planned for
+// several ranks with its CUDA collectives through the cuda-ipc communicator
+// (comm/cuda_ipc: CUDA virtual memory shared between the processes; on the
+// GPU, or under KILN_CUDA_EXECUTION=host with the backend); "{rank}" in
+// --input and --output-dir stands for the rank.
+//
+// Built with the Vulkan backend
 // (KILN_WITH_VULKAN), programs planned for vulkan:N run on the Vulkan
 // loader's devices (KILN_VULKAN_VALIDATION=1 turns the validation layer on).
 
@@ -59,6 +68,9 @@
 #include "kiln/kernels/float16.h"
 #include "kiln/kernels/isa.h"
 #include "kiln/runtime/program.h"
+#if KILN_RUNNER_CUDA_IPC
+#include "kiln/comm/cuda_ipc_communicator.h"
+#endif
 #if KILN_RUNNER_VULKAN
 #include "kiln/backends/vulkan/vulkan_backend.h"
 #endif
@@ -170,7 +182,8 @@ struct Loaded {
   std::optional<kiln::Method> method;
 };
 
-bool load(const std::string& path, const char* method_name, Loaded* out, std::string* error) {
+bool load(const std::string& path, const char* method_name, Loaded* out, std::string* error,
+          kiln::Span<kiln::Communicator* const> communicators = {}) {
   std::string bytes;
   if (!read_file(path, &bytes)) {
     *error = path + ": cannot read";
@@ -213,6 +226,7 @@ bool load(const std::string& path, const char* method_name, Loaded* out, std::st
   kiln::MemoryManager memory;
   memory.bookkeeping = out->bookkeeping.get();
   memory.arenas = kiln::Span<const kiln::Span<uint8_t>>(out->spans.data(), out->spans.size());
+  memory.communicators = communicators;
   kiln::Result<kiln::Method> method = out->program->load_method(method_name, memory);
   if (!method.ok()) {
     *error = path + ": method load failed: " + kiln::error_name(method.error());
@@ -403,6 +417,46 @@ int cmd_check(int argc, char** argv) {
   return fail == 0 ? 0 : 1;
 }
 
+// `name` with each "{rank}" replaced by `rank`.
+std::string for_rank(std::string name, int rank) {
+  const std::string key = "{rank}";
+  for (size_t at = name.find(key); at != std::string::npos; at = name.find(key, at)) {
+    name.replace(at, key.size(), std::to_string(rank));
+  }
+  return name;
+}
+
+#if KILN_RUNNER_CUDA
+// The CUDA backend's flavour in use: 'h' (host execution model) or 'g'.
+char g_cuda_flavor = 0;
+#endif
+
+#if KILN_RUNNER_CUDA_IPC
+// With several ranks in the environment: the cuda-ipc communicator over the
+// CUDA backend's flavour in use; *out_rank this rank. False (logged) when
+// it cannot start.
+bool start_communicator(std::unique_ptr<kiln::comm::CudaIpcCommunicator>* out, int* out_rank) {
+  int rank = 0, size = 1, local = 0;
+  if (kiln::comm::cuda_ipc_ranks_from_environment(&rank, &size, &local) != kiln::Error::kOk) return false;
+  *out_rank = rank;
+  if (size <= 1) return true;
+  kiln::comm::CudaIpcOptions options;
+#if KILN_RUNNER_CUDA_HOSTEXEC
+  if (g_cuda_flavor == 'h') options.driver = &kiln::comm::hostexec_cuda_ipc_driver();
+#endif
+#if KILN_RUNNER_CUDA_IPC_GPU
+  if (g_cuda_flavor == 'g') options.driver = &kiln::comm::gpu_cuda_ipc_driver();
+#endif
+  if (options.driver == nullptr) {
+    std::fprintf(stderr, "kiln-runner: %d ranks, but no CUDA build here has cuda-ipc's calls\n", size);
+    return false;
+  }
+  const kiln::Error e = kiln::comm::CudaIpcCommunicator::create(options, out);
+  if (e != kiln::Error::kOk) std::fprintf(stderr, "kiln-runner: cuda-ipc: %s\n", kiln::error_name(e));
+  return e == kiln::Error::kOk;
+}
+#endif
+
 int cmd_run(int argc, char** argv) {
   std::string path, output_dir, method_name = "forward";
   std::vector<std::string> input_files;
@@ -424,16 +478,28 @@ int cmd_run(int argc, char** argv) {
       return 2;
     }
   }
+  int rank = 0;
+  kiln::Communicator* communicators[1] = {nullptr};
+  kiln::Span<kiln::Communicator* const> group;
+#if KILN_RUNNER_CUDA_IPC
+  // Before the method, so it is destroyed after it.
+  std::unique_ptr<kiln::comm::CudaIpcCommunicator> communicator;
+  if (!start_communicator(&communicator, &rank)) return 1;
+  communicators[0] = communicator.get();
+  if (communicator != nullptr) group = kiln::Span<kiln::Communicator* const>(communicators, 1);
+#endif
+  output_dir = for_rank(output_dir, rank);
   Loaded loaded;
   std::string error;
   std::vector<std::string> inputs(input_files.size()), outputs;
   for (size_t i = 0; i < input_files.size(); ++i) {
+    input_files[i] = for_rank(input_files[i], rank);
     if (!tensor_bytes(input_files[i], &inputs[i], &error)) {
       std::fprintf(stderr, "kiln-runner: %s\n", error.c_str());
       return 1;
     }
   }
-  if (!load(path, method_name.c_str(), &loaded, &error) || !bind_io(loaded, inputs, &outputs, &error)) {
+  if (!load(path, method_name.c_str(), &loaded, &error, group) || !bind_io(loaded, inputs, &outputs, &error)) {
     std::fprintf(stderr, "kiln-runner: %s\n", error.c_str());
     return 1;
   }
@@ -468,9 +534,6 @@ bool env_is(const char* name, const char* value) {
 
 #if KILN_RUNNER_CUDA
 
-// The CUDA backend's flavour in use: 'h' (host execution model) or 'g'.
-char g_cuda_flavor = 0;
-
 bool register_cuda() {
   kiln::backends::cuda::CudaOptions options;
   if (const char* mb = std::getenv("KILN_CUDA_WORKSPACE_MB")) {
@@ -478,6 +541,13 @@ bool register_cuda() {
     options.gemm_workspace_bytes = static_cast<uint64_t>(n > 0 ? n : 0) << 20;
   }
   options.graphs = !env_is("KILN_CUDA_GRAPHS", "0");
+  // Several ranks on a node (scripts/kiln-ranks, mpirun): cuda:0 is the rank's own GPU.
+  const bool kiln_launcher = std::getenv("KILN_WORLD_SIZE") != nullptr;
+  const char* world = std::getenv(kiln_launcher ? "KILN_WORLD_SIZE" : "OMPI_COMM_WORLD_SIZE");
+  const char* local = std::getenv(kiln_launcher ? "KILN_LOCAL_RANK" : "OMPI_COMM_WORLD_LOCAL_RANK");
+  if (world != nullptr && local != nullptr && std::strtol(world, nullptr, 10) > 1) {
+    options.node_rank = static_cast<int>(std::strtol(local, nullptr, 10));
+  }
   kiln::Backend* backend = nullptr;
   if (env_is("KILN_CUDA_EXECUTION", "host")) {
 #if KILN_RUNNER_CUDA_HOSTEXEC
@@ -562,6 +632,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: kiln-runner run PROGRAM [--input FILE]... [--output-dir DIR] [--runs N] [--method NAME]\n"
+               "       (ranks: scripts/kiln-ranks -n N -- kiln-runner run ...; {rank} in file names)\n"
                "       kiln-runner check DIR [--rtol R] [--atol A] [--min-cases N] [--runs N]\n"
                "       kiln-runner isa [--expect PATH]\n");
   return 2;

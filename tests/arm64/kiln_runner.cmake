@@ -28,6 +28,16 @@ foreach(flavor hostexec gpu)
     target_compile_definitions(kiln_runner PRIVATE KILN_RUNNER_CUDA_${upper}=1)
   endif()
 endforeach()
+# Programs planned for several ranks: their CUDA collectives through the
+# cuda-ipc communicator (comm/cuda_ipc), in each CUDA flavour built.
+if(TARGET kiln_comm_cuda_ipc_hostexec AND TARGET kiln_runner_cuda_hostexec)
+  target_link_libraries(kiln_runner PRIVATE kiln_comm_cuda_ipc_hostexec)
+  target_compile_definitions(kiln_runner PRIVATE KILN_RUNNER_CUDA_IPC=1)
+endif()
+if(TARGET kiln_comm_cuda_ipc_gpu AND TARGET kiln_runner_cuda_gpu)
+  target_link_libraries(kiln_runner PRIVATE kiln_comm_cuda_ipc_gpu)
+  target_compile_definitions(kiln_runner PRIVATE KILN_RUNNER_CUDA_IPC=1 KILN_RUNNER_CUDA_IPC_GPU=1)
+endif()
 # The Vulkan backend where built (KILN_WITH_VULKAN): programs planned for
 # vulkan:N run too (bench/cuda_gpu.sh runs them on the GPU beside CUDA).
 if(TARGET kiln_vulkan)

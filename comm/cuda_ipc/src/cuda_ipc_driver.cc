@@ -1,9 +1,12 @@
 // The cuda-ipc communicator's CUDA calls (kiln/comm/cuda_ipc_driver.h), one
 // source for both builds: with KILN_CUDA_HOSTEXEC=1 the host execution
 // model's runtime and virtual memory API (backends/cuda/hostexec), else the
-// CUDA Toolkit's runtime and driver (linked against the driver's library,
-// libcuda). The calls are found unqualified in either, as the CUDA
-// backend's are (backends/cuda/runtime/src/cuda_compat.h).
+// CUDA Toolkit's runtime (static, as the CUDA backend's) and the driver's
+// virtual memory API. The driver's functions are reached through the
+// runtime (cudaGetDriverEntryPointByVersion) rather than by linking
+// libcuda, so a program holding this build still starts where no driver
+// is installed (kiln-runner's host execution model on CI machines); the
+// host execution model's are the same table filled directly.
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,9 +36,67 @@ namespace {
 using namespace ::kiln::backends::cuda::hostexec;  // NOLINT: the CUDA API of this build
 #endif
 
+// The driver functions used, by the names the driver exports.
+#define KILN_CUDA_IPC_DRIVER_FUNCTIONS(X) \
+  X(cuGetErrorString)                     \
+  X(cuDeviceGet)                          \
+  X(cuMemGetAllocationGranularity)        \
+  X(cuMemCreate)                          \
+  X(cuMemRelease)                         \
+  X(cuMemExportToShareableHandle)         \
+  X(cuMemImportFromShareableHandle)       \
+  X(cuMemAddressReserve)                  \
+  X(cuMemAddressFree)                     \
+  X(cuMemMap)                             \
+  X(cuMemUnmap)                           \
+  X(cuMemSetAccess)
+
+struct DriverApi {
+#define KILN_CUDA_IPC_MEMBER(name) decltype(&::name) name = nullptr;
+#if KILN_CUDA_HOSTEXEC
+#undef KILN_CUDA_IPC_MEMBER
+#define KILN_CUDA_IPC_MEMBER(name) decltype(&::kiln::backends::cuda::hostexec::name) name = nullptr;
+#endif
+  KILN_CUDA_IPC_DRIVER_FUNCTIONS(KILN_CUDA_IPC_MEMBER)
+#undef KILN_CUDA_IPC_MEMBER
+};
+
+DriverApi g_api;
+
+// Fills g_api once (open_device runs before any other call).
+bool load_driver_api() {
+  if (g_api.cuMemCreate != nullptr) return true;
+  DriverApi api;
+#if KILN_CUDA_HOSTEXEC
+#define KILN_CUDA_IPC_RESOLVE(name) api.name = &::kiln::backends::cuda::hostexec::name;
+#else
+  bool found = true;
+#define KILN_CUDA_IPC_RESOLVE(name)                                                                       \
+  {                                                                                                       \
+    void* fn = nullptr;                                                                                   \
+    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;                          \
+    if (cudaGetDriverEntryPointByVersion(#name, &fn, 12000, cudaEnableDefault, &status) != cudaSuccess || \
+        status != cudaDriverEntryPointSuccess || fn == nullptr) {                                         \
+      KILN_LOG(ERROR, "cuda-ipc: the CUDA driver has no %s (CUDA 12 virtual memory management)", #name);  \
+      found = false;                                                                                      \
+    }                                                                                                     \
+    api.name = reinterpret_cast<decltype(api.name)>(fn);                                                  \
+  }
+#endif
+  KILN_CUDA_IPC_DRIVER_FUNCTIONS(KILN_CUDA_IPC_RESOLVE)
+#undef KILN_CUDA_IPC_RESOLVE
+#if !KILN_CUDA_HOSTEXEC
+  if (!found) return false;
+#endif
+  g_api = api;
+  return true;
+}
+
 const char* driver_error(CUresult status) {
   const char* text = nullptr;
-  if (cuGetErrorString(status, &text) != CUDA_SUCCESS || text == nullptr) return "unknown CUDA driver error";
+  if (g_api.cuGetErrorString == nullptr || g_api.cuGetErrorString(status, &text) != CUDA_SUCCESS || text == nullptr) {
+    return "unknown CUDA driver error";
+  }
   return text;
 }
 
@@ -60,12 +121,13 @@ Error open_device(int local_rank, int* out_device, uint64_t* out_granularity) {
   // The runtime's primary context, current in this thread, is the one the
   // driver calls below act in.
   KILN_CUDART_CHECK(cudaFree(nullptr), Error::kNotSupported, "cuda-ipc: starting CUDA on device %d", device);
-  KILN_CU_CHECK(cuInit(0), Error::kNotSupported, "cuda-ipc: starting the CUDA driver");
+  KILN_CHECK_OR_RETURN(load_driver_api(), Error::kNotSupported,
+                       "cuda-ipc: the CUDA driver lacks the virtual memory management calls cuda-ipc needs");
   CUdevice handle = 0;
-  KILN_CU_CHECK(cuDeviceGet(&handle, device), Error::kNotSupported, "cuda-ipc: device %d", device);
+  KILN_CU_CHECK(g_api.cuDeviceGet(&handle, device), Error::kNotSupported, "cuda-ipc: device %d", device);
   const CUmemAllocationProp prop = allocation_properties(device);
   size_t granularity = 0;
-  KILN_CU_CHECK(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+  KILN_CU_CHECK(g_api.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
                 Error::kNotSupported,
                 "cuda-ipc: device %d: shareable allocations (CUDA virtual memory with POSIX file descriptors)", device);
   *out_device = device;
@@ -76,12 +138,13 @@ Error open_device(int local_rank, int* out_device, uint64_t* out_granularity) {
 Error create(int device, uint64_t bytes, uint64_t* out_handle, int* out_fd) {
   const CUmemAllocationProp prop = allocation_properties(device);
   CUmemGenericAllocationHandle handle = 0;
-  KILN_CU_CHECK(cuMemCreate(&handle, static_cast<size_t>(bytes), &prop, 0), Error::kOutOfMemory,
+  KILN_CU_CHECK(g_api.cuMemCreate(&handle, static_cast<size_t>(bytes), &prop, 0), Error::kOutOfMemory,
                 "cuda-ipc: device %d: cuMemCreate of %llu bytes", device, static_cast<unsigned long long>(bytes));
   int fd = -1;
-  const CUresult exported = cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  const CUresult exported =
+      g_api.cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
   if (exported != CUDA_SUCCESS) {
-    (void)cuMemRelease(handle);
+    (void)g_api.cuMemRelease(handle);
     KILN_RETURN_ERROR(Error::kNotSupported, "cuda-ipc: device %d: exporting an allocation as a file descriptor: %s",
                       device, driver_error(exported));
   }
@@ -92,8 +155,8 @@ Error create(int device, uint64_t bytes, uint64_t* out_handle, int* out_fd) {
 
 Error import(int fd, uint64_t* out_handle) {
   CUmemGenericAllocationHandle handle = 0;
-  KILN_CU_CHECK(cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
-                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+  KILN_CU_CHECK(g_api.cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
                 Error::kNotSupported, "cuda-ipc: importing a peer's allocation (file descriptor %d)", fd);
   *out_handle = handle;
   return Error::kOk;
@@ -101,21 +164,21 @@ Error import(int fd, uint64_t* out_handle) {
 
 Error map(int device, uint64_t handle, uint64_t bytes, uint64_t granularity, void** out_address) {
   CUdeviceptr address = 0;
-  KILN_CU_CHECK(cuMemAddressReserve(&address, static_cast<size_t>(bytes), static_cast<size_t>(granularity), 0, 0),
+  KILN_CU_CHECK(g_api.cuMemAddressReserve(&address, static_cast<size_t>(bytes), static_cast<size_t>(granularity), 0, 0),
                 Error::kOutOfMemory, "cuda-ipc: reserving %llu bytes of addresses",
                 static_cast<unsigned long long>(bytes));
-  CUresult status = cuMemMap(address, static_cast<size_t>(bytes), 0, handle, 0);
+  CUresult status = g_api.cuMemMap(address, static_cast<size_t>(bytes), 0, handle, 0);
   if (status == CUDA_SUCCESS) {
     CUmemAccessDesc access;
     memset(&access, 0, sizeof(access));
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = device;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    status = cuMemSetAccess(address, static_cast<size_t>(bytes), &access, 1);
-    if (status != CUDA_SUCCESS) (void)cuMemUnmap(address, static_cast<size_t>(bytes));
+    status = g_api.cuMemSetAccess(address, static_cast<size_t>(bytes), &access, 1);
+    if (status != CUDA_SUCCESS) (void)g_api.cuMemUnmap(address, static_cast<size_t>(bytes));
   }
   if (status != CUDA_SUCCESS) {
-    (void)cuMemAddressFree(address, static_cast<size_t>(bytes));
+    (void)g_api.cuMemAddressFree(address, static_cast<size_t>(bytes));
     KILN_RETURN_ERROR(Error::kNotSupported, "cuda-ipc: device %d: mapping %llu bytes read/write: %s", device,
                       static_cast<unsigned long long>(bytes), driver_error(status));
   }
@@ -125,11 +188,11 @@ Error map(int device, uint64_t handle, uint64_t bytes, uint64_t granularity, voi
 
 void unmap(void* address, uint64_t bytes) {
   const CUdeviceptr at = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(address));
-  (void)cuMemUnmap(at, static_cast<size_t>(bytes));
-  (void)cuMemAddressFree(at, static_cast<size_t>(bytes));
+  (void)g_api.cuMemUnmap(at, static_cast<size_t>(bytes));
+  (void)g_api.cuMemAddressFree(at, static_cast<size_t>(bytes));
 }
 
-void release(uint64_t handle) { (void)cuMemRelease(handle); }
+void release(uint64_t handle) { (void)g_api.cuMemRelease(handle); }
 
 Error synchronize() {
   KILN_CUDART_CHECK(cudaStreamSynchronize(nullptr), Error::kDeviceError, "cuda-ipc: waiting for the device");
