@@ -12,7 +12,8 @@
 #                        only (KILN_CUDA_ARCHITECTURES=90-real; cudart static,
 #                        cuBLASLt from the GPU machine's toolkit), its host
 #                        execution model and the Vulkan backend; stripped,
-#                        libstdc++ linked statically
+#                        libstdc++ linked statically; with the cuda-ipc
+#                        communicator and `all-reduce-bench` (bench/cuda_allreduce)
 #   bin/cuda_bandwidth   bench/cuda_bandwidth.cu for sm_90
 #   lib/libvulkan.so.1   the Vulkan loader (libvulkan1), for GPU machines
 #                        with NVIDIA's Vulkan driver but no loader
@@ -36,6 +37,10 @@
 #                        and bf16, mobilenet_v2 with fp16 (program_fp16.kiln,
 #                        program_bf16.kiln; more 16-bit copies would pass
 #                        the carry limit: the default bundle packs to 56.6 MiB)
+#   collectives/         the tensor-parallel MLP (tests/collectives/make_models.py)
+#                        planned for cuda:0,cpu on 2 ranks, one program per
+#                        all-reduce kernel, its input and the single-rank
+#                        CPU program's output (bench/cuda_collectives.sh)
 #   gemm/                GEMM chains of 1 and 257 products of 4096 x 4096 for
 #                        TFLOP/s (no constants: tiny)
 #   MANIFEST             the commit, the CUDA version the runner needs, counts
@@ -46,7 +51,8 @@
 # own (default mobilenet_v2:fp16,encoder_block),
 # GEMM=N the GEMM size (0: none), NODE_TESTS=0 leaves the node tests out,
 # VULKAN=0 the Vulkan node tests (a build without KILN_WITH_VULKAN),
-# NODE_PRECISIONS the 16-bit node tests (default "fp16 bf16"; "" for none).
+# NODE_PRECISIONS the 16-bit node tests (default "fp16 bf16"; "" for none),
+# COLLECTIVES=0 the collectives.
 # KILN_RUNNER=PATH carries that kiln-runner instead of building one (the
 # dry run's test does, with the release tree's). The bundle must stay under
 # KILN_BUNDLE_LIMIT_MB packed (default: 63 MiB less the working tree's
@@ -142,6 +148,23 @@ if [ "${NODE_TESTS:-1}" != 0 ]; then
   fi
 fi
 
+if [ "${COLLECTIVES:-1}" != 0 ]; then
+  log "collectives: the tensor-parallel MLP for cuda:0,cpu on 2 ranks (one-shot, two-shot)"
+  c=$out/collectives
+  mkdir -p "$c/models"
+  "$py" tests/collectives/make_models.py "$c/models" >/dev/null
+  cp "$c/models/mlp_gemm.input.npy" "$c/input.npy"
+  "$build/bin/kiln" plan "$c/models/mlp_gemm.onnx" -o "$c/models/mlp.kiln" >/dev/null
+  "$build/bin/kiln" run "$c/models/mlp.kiln" --input "$c/input.npy" --output-dir "$c/models/out" >/dev/null
+  cp "$c/models/out/output_0.npy" "$c/expected.npy"
+  for mode in one-shot two-shot; do
+    "$build/bin/kiln" plan "$c/models/mlp_gemm.onnx" -o "$c/mlp.tp2.$mode.kiln" --target cuda:0,cpu \
+      --tensor-parallel 2 --allreduce "$mode" >/dev/null
+  done
+  rm -rf "$c/models"
+  ls "$c"
+fi
+
 models=${MODELS-mobilenet_v2,resnet18,encoder_block}
 gemm=${GEMM-4096}
 if [ -n "$models" ] || [ "$gemm" != 0 ]; then
@@ -162,6 +185,7 @@ cuda_version=$("$nvcc" --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p
   echo "16-bit node cases $(find "$out" -path "$out/node_[fb][pf]16/*/program.kiln" | wc -l)"
   echo "models ${models:-none}"
   echo "gemm $gemm"
+  echo "collectives $(ls "$out/collectives" 2>/dev/null | grep -c '\.kiln$')"
 } >"$out/MANIFEST"
 cat "$out/MANIFEST"
 log "packing (gzip -9: about 1.5 minutes, 1 MiB smaller than the default level)"

@@ -46,6 +46,11 @@
 // GPU, or under KILN_CUDA_EXECUTION=host with the backend); "{rank}" in
 // --input and --output-dir stands for the rank.
 //
+//   kiln-runner all-reduce-bench [OPTIONS]
+//       Under scripts/kiln-ranks: the CUDA backend's all-reduce kernels across
+//       the ranks through cuda-ipc, every output checked, timed beside a
+//       device copy and NCCL (bench/cuda_allreduce/allreduce_bench.cc).
+//
 // Built with the Vulkan backend
 // (KILN_WITH_VULKAN), programs planned for vulkan:N run on the Vulkan
 // loader's devices (KILN_VULKAN_VALIDATION=1 turns the validation layer on).
@@ -73,6 +78,16 @@
 #endif
 #if KILN_RUNNER_VULKAN
 #include "kiln/backends/vulkan/vulkan_backend.h"
+#endif
+#if KILN_RUNNER_ALLREDUCE_BENCH_GPU
+namespace kiln_bench::gpu {
+int run_all_reduce_bench(int argc, char** argv);
+}
+#endif
+#if KILN_RUNNER_ALLREDUCE_BENCH_HOSTEXEC
+namespace kiln_bench::hostexec {
+int run_all_reduce_bench(int argc, char** argv);
+}
 #endif
 
 #if KILN_RUNNER_CUDA_GPU || KILN_RUNNER_CUDA_HOSTEXEC
@@ -625,6 +640,16 @@ int main(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
   if (command == "run" && argc > 2) return report_cuda(cmd_run(argc - 2, argv + 2));
   if (command == "check" && argc > 2) return report_cuda(cmd_check(argc - 2, argv + 2));
+  if (command == "all-reduce-bench") {
+#if KILN_RUNNER_ALLREDUCE_BENCH_HOSTEXEC
+    if (g_cuda_flavor == 'h') return kiln_bench::hostexec::run_all_reduce_bench(argc - 2, argv + 2);
+#endif
+#if KILN_RUNNER_ALLREDUCE_BENCH_GPU
+    if (g_cuda_flavor == 'g') return kiln_bench::gpu::run_all_reduce_bench(argc - 2, argv + 2);
+#endif
+    std::fprintf(stderr, "kiln-runner: all-reduce-bench: no CUDA build with cuda-ipc here\n");
+    return 2;
+  }
   if (command == "isa") {
     const char* active = cpu_path();
     std::printf("cpu path %s\n", active);
@@ -634,6 +659,8 @@ int main(int argc, char** argv) {
                "usage: kiln-runner run PROGRAM [--input FILE]... [--output-dir DIR] [--runs N] [--method NAME]\n"
                "       (ranks: scripts/kiln-ranks -n N -- kiln-runner run ...; {rank} in file names)\n"
                "       kiln-runner check DIR [--rtol R] [--atol A] [--min-cases N] [--runs N]\n"
-               "       kiln-runner isa [--expect PATH]\n");
+               "       kiln-runner isa [--expect PATH]\n"
+               "       kiln-runner all-reduce-bench [--min-bytes B] [--max-bytes B] [--iterations-bytes B] "
+               "[--nccl LIB]\n");
   return 2;
 }

@@ -38,6 +38,14 @@ if(TARGET kiln_comm_cuda_ipc_gpu AND TARGET kiln_runner_cuda_gpu)
   target_link_libraries(kiln_runner PRIVATE kiln_comm_cuda_ipc_gpu)
   target_compile_definitions(kiln_runner PRIVATE KILN_RUNNER_CUDA_IPC=1 KILN_RUNNER_CUDA_IPC_GPU=1)
 endif()
+# kiln-runner all-reduce-bench (bench/cuda_allreduce), in each flavour built.
+foreach(flavor hostexec gpu)
+  if(TARGET kiln_allreduce_bench_${flavor} AND TARGET kiln_runner_cuda_${flavor})
+    string(TOUPPER ${flavor} upper)
+    target_link_libraries(kiln_runner PRIVATE kiln_allreduce_bench_${flavor})
+    target_compile_definitions(kiln_runner PRIVATE KILN_RUNNER_ALLREDUCE_BENCH_${upper}=1)
+  endif()
+endforeach()
 # The Vulkan backend where built (KILN_WITH_VULKAN): programs planned for
 # vulkan:N run too (bench/cuda_gpu.sh runs them on the GPU beside CUDA).
 if(TARGET kiln_vulkan)
