@@ -47,7 +47,8 @@ kernels against one rank (a tensor-parallel program takes the same input on
 every rank; each rank's weight shard makes its operand its own), the bias
 and per-rank residual case (every rank its own input, its own expected
 output) with both kernels and through the communicator's all_reduce(), and
-the 8-layer chain with different inputs: every rank's output checked.
+the 8-layer chain with different inputs: every rank's output checked; a
+peer killed while the other waits in the kernel.
 """
 import argparse
 import json
@@ -140,6 +141,25 @@ def cuda_ipc_cases(kiln, path, ranks_run, outputs, rel, rank_inputs):
     err = max(rel(o, y) for o in outputs(out, 2))
     check(err <= 1e-5, f"cuda-ipc: 8 x MatMul->AllReduce on cuda:0, 2 ranks, different inputs (relative error "
           f"{err:.1e})")
+
+    # A peer killed while the other waits in the kernel: cuda-ipc's watchdog
+    # sees the process gone and the kernel fails the launch at once, naming
+    # it, long before the collective timeout (30 s by default).
+    run([kiln, "plan", path("allreduce_relu.onnx"), "-o", path("relu.cuda.2.kiln"), "--ranks", "2", "--target",
+         "cuda:0,cpu"])
+    runner = ("if [ \"$KILN_RANK\" = 1 ]; then \"$0\" run \"$1\" --input \"$2\" --runs 1 & pid=$!; "
+              "sleep 2; kill -9 $pid; wait $pid; exit 0; fi; exec \"$0\" run \"$1\" --input \"$2\" --runs 3")
+    launcher = os.path.join(HERE, "..", "..", "scripts", "kiln-ranks")
+    cmd = [sys.executable, launcher, "-n", "2", "--max-seconds", "120", "--", "sh", "-c", runner, kiln,
+           path("relu.cuda.2.kiln"), path("allreduce_relu.input.rank0.npy")]
+    started = time.monotonic()
+    env = {k: v for k, v in os.environ.items() if k != "KILN_COLLECTIVE_TIMEOUT_MS"}
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=dict(env, KILN_CUDA_EXECUTION="host"))
+    seconds = time.monotonic() - started
+    check(p.returncode != 0 and "peer rank 1 exited (its communicator saw it)" in p.stdout and seconds < 15,
+          f"cuda-ipc: a peer killed while the other waits in the kernel: the launch fails naming it, in "
+          f"{seconds:.1f} s (timeout 30 s)")
 
 
 def main():
@@ -416,6 +436,16 @@ def main():
           "failed: peer rank 1 exited" in p.stdout and seconds < 15,
           f"a peer killed while the other waits in the kernel: the launch fails naming it, in {seconds:.1f} s "
           f"(timeout 30 s)")
+
+    # cuda-ipc under mpirun: the ranks from OpenMPI's environment, the
+    # rendezvous from the job's PMIx namespace, no MPI call.
+    x = path("mlp_gemm.input.npy")
+    want = np.load(path("out_mlp_gemm/output_0.npy"))
+    out = path("out_ipc_mpirun_{rank}")
+    p = mpi(2, path("mlp_gemm.cuda.tp2.one-shot.kiln"), [x], out, cuda=True, runs=2, extra=["--comm", "cuda-ipc"])
+    err = max(rel(y, want) for y in outputs(out, 2))
+    check(kernels_run(p, "one-shot", 2, 1) and err <= 1e-5,
+          f"cuda-ipc under mpirun: mlp_gemm on cuda:0, 2 ranks match one rank (relative error {err:.1e})")
 
     # Refusals.
     x = path("transformer.input.npy")
