@@ -1,10 +1,14 @@
 // The host execution model of CUDA (backends/cuda/hostexec) on its own:
 // block barriers order shared-memory writes and reads, warp shuffles
 // exchange lanes, atomics interleave without losing updates, a barrier
-// that cannot be reached is reported instead of hanging, and stream
-// capture records launches that a graph launch replays.
+// that cannot be reached is reported instead of hanging, stream capture
+// records launches that a graph launch replays, and the driver's virtual
+// memory subset (hostexec_vmm.h) shares one allocation between mappings
+// and processes.
 
 #include <gtest/gtest.h>
+#include <stdint.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +16,7 @@
 #include <vector>
 
 #include "backends/cuda/hostexec/hostexec.h"
+#include "backends/cuda/hostexec/hostexec_vmm.h"
 // The host execution model's build of the backend (cuda_flavor.h).
 #define KILN_CUDA_HOSTEXEC 1
 #include "kiln/backends/cuda/cuda_backend.h"
@@ -299,6 +304,101 @@ TEST(CudaHostExec, CudaZeroOfARankIsTheCommunicatorsDevice) {
     backend.release(Device(DeviceType::CUDA, 1), second);
   }
   unsetenv("KILN_HOSTEXEC_DEVICES");
+}
+
+CUmemAllocationProp shareable_properties() {
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof(prop));
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return prop;
+}
+
+// Reserves `size` bytes aligned to `alignment` and maps `handle` there.
+unsigned char* map_handle(CUmemGenericAllocationHandle handle, size_t size, size_t alignment) {
+  CUdeviceptr at = 0;
+  if (cuMemAddressReserve(&at, size, alignment, 0, 0) != CUDA_SUCCESS) return nullptr;
+  if (cuMemMap(at, size, 0, handle, 0) != CUDA_SUCCESS) return nullptr;
+  CUmemAccessDesc access;
+  memset(&access, 0, sizeof(access));
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (cuMemSetAccess(at, size, &access, 1) != CUDA_SUCCESS) return nullptr;
+  return reinterpret_cast<unsigned char*>(at);
+}
+
+// cuMemCreate, export, import and map: two mappings of one allocation
+// (one through an imported descriptor, in a child process too) are the same
+// bytes, a new allocation is zero, a mapping outlives its released handle,
+// and what the driver refuses is refused.
+TEST(CudaHostExec, VirtualMemorySharesOneAllocationBetweenMappingsAndProcesses) {
+  const CUmemAllocationProp prop = shareable_properties();
+  size_t granularity = 0;
+  ASSERT_EQ(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), CUDA_SUCCESS);
+  const size_t size = 4 * granularity;
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(cuMemCreate(&handle, size, &prop, 0), CUDA_SUCCESS);
+  int fd = -1;
+  ASSERT_EQ(cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle imported = 0;
+  ASSERT_EQ(cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+            CUDA_SUCCESS);
+  unsigned char* a = map_handle(handle, size, 1 << 16);
+  unsigned char* b = map_handle(imported, size, 0);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % (1 << 16), 0u) << "the reservation's alignment";
+  EXPECT_NE(a, b);
+  size_t nonzero = 0;
+  for (size_t i = 0; i < size; ++i) nonzero += a[i] != 0;
+  EXPECT_EQ(nonzero, 0u) << "a new allocation is zero";
+  a[0] = 7;
+  a[size - 1] = 9;
+  EXPECT_EQ(b[0], 7);
+  EXPECT_EQ(b[size - 1], 9);
+  // The handles released (and the caller's descriptor closed, as after an
+  // import from a peer), the mappings still hold the memory.
+  EXPECT_EQ(cuMemRelease(imported), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A process that maps the exported descriptor writes what the parent reads.
+    CUmemGenericAllocationHandle theirs = 0;
+    if (cuMemImportFromShareableHandle(&theirs, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != CUDA_SUCCESS) {
+      _exit(2);
+    }
+    unsigned char* c = map_handle(theirs, size, 0);
+    if (c == nullptr || c[0] != 7) _exit(3);
+    c[1] = 11;
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  EXPECT_EQ(a[1], 11);
+  close(fd);
+  a[2] = 5;
+  EXPECT_EQ(b[2], 5);
+  EXPECT_EQ(cuMemUnmap(reinterpret_cast<CUdeviceptr>(a), size), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(reinterpret_cast<CUdeviceptr>(a), size), CUDA_SUCCESS);
+  EXPECT_EQ(b[2], 5) << "unmapping one mapping leaves the other";
+  EXPECT_EQ(cuMemUnmap(reinterpret_cast<CUdeviceptr>(b), size), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(reinterpret_cast<CUdeviceptr>(b), size), CUDA_SUCCESS);
+
+  // Refused: a size off the granularity, a handle type other than POSIX
+  // descriptors, importing a descriptor that is not open.
+  CUmemGenericAllocationHandle refused = 0;
+  EXPECT_EQ(cuMemCreate(&refused, granularity + 1, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+  CUmemAllocationProp other = prop;
+  other.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  EXPECT_EQ(cuMemCreate(&refused, granularity, &other, 0), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuMemImportFromShareableHandle(&refused, reinterpret_cast<void*>(static_cast<intptr_t>(100000)),
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+            CUDA_ERROR_INVALID_HANDLE);
 }
 
 }  // namespace
