@@ -46,7 +46,11 @@
 #                 and the carried loader (lib/libvulkan.so.1), latency beside
 #                 step 3's CUDA figure [75];
 #   7. collectives  bench/cuda_collectives.sh BUNDLE (with --dry-run when
-#                 this is one), where that script exists [60].
+#                 this is one), where that script exists: two processes on
+#                 the GPU through the cuda-ipc communicator run the
+#                 tensor-parallel MLP with both all-reduce kernels, then
+#                 time the kernels for 4 KB to 64 MB beside a device copy
+#                 and a one-rank ncclAllReduce [60].
 # STEPS="node models ..." picks steps (gpu always runs). Exit 1 when a step
 # failed or timed out. PYTHON: the Python with numpy and PyTorch (default:
 # the first of python3 and /usr/bin/python3 with numpy); KILN_NO_TORCH=1

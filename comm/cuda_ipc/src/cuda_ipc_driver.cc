@@ -63,6 +63,18 @@ struct DriverApi {
 
 DriverApi g_api;
 
+#if !KILN_CUDA_HOSTEXEC
+// The driver's `symbol` as of CUDA 12 (before CUDA 12.5 runtimes, the
+// entry point of the driver's own version).
+cudaError_t driver_entry_point(const char* symbol, void** out_fn, cudaDriverEntryPointQueryResult* out_status) {
+#if CUDART_VERSION >= 12050
+  return cudaGetDriverEntryPointByVersion(symbol, out_fn, 12000, cudaEnableDefault, out_status);
+#else
+  return cudaGetDriverEntryPoint(symbol, out_fn, cudaEnableDefault, out_status);
+#endif
+}
+#endif
+
 // Fills g_api once (open_device runs before any other call).
 bool load_driver_api() {
   if (g_api.cuMemCreate != nullptr) return true;
@@ -71,16 +83,16 @@ bool load_driver_api() {
 #define KILN_CUDA_IPC_RESOLVE(name) api.name = &::kiln::backends::cuda::hostexec::name;
 #else
   bool found = true;
-#define KILN_CUDA_IPC_RESOLVE(name)                                                                       \
-  {                                                                                                       \
-    void* fn = nullptr;                                                                                   \
-    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;                          \
-    if (cudaGetDriverEntryPointByVersion(#name, &fn, 12000, cudaEnableDefault, &status) != cudaSuccess || \
-        status != cudaDriverEntryPointSuccess || fn == nullptr) {                                         \
-      KILN_LOG(ERROR, "cuda-ipc: the CUDA driver has no %s (CUDA 12 virtual memory management)", #name);  \
-      found = false;                                                                                      \
-    }                                                                                                     \
-    api.name = reinterpret_cast<decltype(api.name)>(fn);                                                  \
+#define KILN_CUDA_IPC_RESOLVE(name)                                                                        \
+  {                                                                                                        \
+    void* fn = nullptr;                                                                                    \
+    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;                           \
+    if (driver_entry_point(#name, &fn, &status) != cudaSuccess || status != cudaDriverEntryPointSuccess || \
+        fn == nullptr) {                                                                                   \
+      KILN_LOG(ERROR, "cuda-ipc: the CUDA driver has no %s (CUDA 12 virtual memory management)", #name);   \
+      found = false;                                                                                       \
+    }                                                                                                      \
+    api.name = reinterpret_cast<decltype(api.name)>(fn);                                                   \
   }
 #endif
   KILN_CUDA_IPC_DRIVER_FUNCTIONS(KILN_CUDA_IPC_RESOLVE)
