@@ -35,6 +35,13 @@ names.
 usage: bench_models.py --kiln build/release/bin/kiln [--ort-dir DIR]
                        [--rounds 5] [--runs 20] [--models a,b|all|tuned|large|original]
                        [--isa avx512,avx2] [--threads 1,2] [--huge-pages off|on] [--workdir DIR]
+                       [--precision fp32,bf16]
+
+--precision bf16 plans a second program with `kiln plan --precision bf16`
+(BF16 weights and products, FP32 accumulation: AVX512-BF16) and times it on
+the avx512 and auto paths as "PATH bf16" against the same ORT runs, which
+stay FP32 (ONNX Runtime has no BF16 path on x86 CPUs); its error against
+PyTorch's FP32 output is in the same table.
 """
 import argparse
 import json
@@ -314,6 +321,9 @@ def main():
     parser.add_argument("--threads", default="1",
                         help="thread counts, comma-separated: kiln run --threads N against ORT's N intra-op threads")
     parser.add_argument("--workdir", default=os.path.join(HERE, "..", "..", "build", "bench-models"))
+    parser.add_argument("--precision", default="fp32",
+                        help="kiln plan --precision of kiln's programs, comma-separated (fp32, bf16: on the avx512 and "
+                             "auto paths only)")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     kiln = os.path.abspath(args.kiln)
@@ -328,7 +338,15 @@ def main():
             thp = re.search(r"\[(\w+)\]", f.read()).group(1)
     except OSError:
         thp = "unknown"
-    paths = args.isa.split(",")
+    precisions = args.precision.split(",")
+    for precision in precisions:
+        if precision not in ("fp32", "bf16"):
+            parser.error(f"--precision {precision}: fp32 or bf16")
+    # kiln's variants: each path with each precision (BF16 products need the
+    # avx512 path), labelled "PATH" or "PATH bf16".
+    variants = {(p if q == "fp32" else f"{p} bf16"): (p, q) for q in precisions for p in args.isa.split(",")
+                if q == "fp32" or p in ("auto", "avx512")}
+    paths = list(variants)
     thread_counts = [int(t) for t in args.threads.split(",")]
     # ONNX Runtime's per-call binding cost, measured before and after the
     # models (the larger of the two medians is taken off ORT's side in the
@@ -337,9 +355,12 @@ def main():
     rows = []
     for name in names:
         onnx_path, shape, expected = export(name, args.workdir)
-        program = os.path.join(args.workdir, name + ".kiln")
-        subprocess.run([kiln, "plan", onnx_path, "-o", program], check=True, stdout=subprocess.DEVNULL)
-        arenas, constants = kiln_memory(kiln, program)
+        programs = {}
+        for q in precisions:
+            programs[q] = os.path.join(args.workdir, name + ("" if q == "fp32" else "." + q) + ".kiln")
+            subprocess.run([kiln, "plan", onnx_path, "-o", programs[q], "--precision", q], check=True,
+                           stdout=subprocess.DEVNULL)
+        memory = {q: kiln_memory(kiln, programs[q]) for q in precisions}
         kiln_ms = {(p, t): [] for p in paths for t in thread_counts}
         kiln_err = {}
         ort_ms = {t: [] for t in thread_counts}
@@ -352,7 +373,8 @@ def main():
         for _ in range(args.rounds):
             for t in thread_counts:
                 for p in paths:
-                    ms, got = kiln_round(kiln, program, args.workdir, name, args.runs, p, t, args.huge_pages)
+                    isa, q = variants[p]
+                    ms, got = kiln_round(kiln, programs[q], args.workdir, name, args.runs, isa, t, args.huge_pages)
                     kiln_ms[(p, t)].append(ms)
                     kiln_err[(p, t)] = rel_error(got.reshape(expected.shape), expected)
                 result, ort_out = ort_round(args.ort_dir, onnx_path, args.workdir, name, shape, args.runs, t)
@@ -371,7 +393,8 @@ def main():
                                  kiln_rounds=list(kiln_ms[(p, t)]), ort_rounds=list(ort_ms[t]),
                                  kiln_spread=(min(kiln_ms[(p, t)]), max(kiln_ms[(p, t)])),
                                  ort_spread=(min(ort_ms[t]), max(ort_ms[t])), kiln_err=kiln_err[(p, t)],
-                                 ort_err=ort_err, arenas=arenas, constants=constants,
+                                 ort_err=ort_err, arenas=memory[variants[p][1]][0],
+                                 constants=memory[variants[p][1]][1],
                                  ort_rss=int(np.median(ort_rss))))
 
     for t in thread_counts:

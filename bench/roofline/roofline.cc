@@ -6,7 +6,8 @@
 //     every x86 core since the Pentium 4), so figures are per cycle of the
 //     clock the core actually ran at, not per TSC tick;
 //   - the path's peak: the instruction the micro-kernel is built on (FMA on
-//     8 or 16 floats; vpdpbusd; AVX2's vpmaddubsw + vpmaddwd + vpaddd),
+//     8 or 16 floats; vdpbf16ps, two BF16 products a lane; vpdpbusd; AVX2's
+//     vpmaddubsw + vpmaddwd + vpaddd),
 //     issued with enough independent accumulators to hide its latency, and
 //     nothing else: no loads, no stores;
 //   - the register tile alone on L1-resident panels (kc 256, as the blocked
@@ -37,6 +38,7 @@
 
 #include "gemm.h"
 #include "isa_switch.h"
+#include "kiln/kernels/float16.h"
 #include "kiln/kernels/gemm_blocking.h"
 #include "kiln/kernels/isa.h"
 #include "qgemm.h"
@@ -150,6 +152,18 @@ KILN_AVX512_VNNI double peak_vnni(int64_t n) {
   return 12.0 * 64 * n;
 }
 
+// BF16 (kiln plan --precision bf16): 16 lanes of two products each.
+KILN_AVX512_BF16 double peak_bf16(int64_t n) {
+  int64_t i = n;
+  __asm__ volatile(
+      "vpxord %%zmm12, %%zmm12, %%zmm12\n\tvpxord %%zmm13, %%zmm13, %%zmm13\n\t"
+      "1:\n\t" KILN_TWELVE("vdpbf16ps", "zmm") "dec %0\n\tjnz 1b"
+      : "+r"(i)
+      :
+      : KILN_CLOBBER_12, "xmm12", "xmm13", "cc");
+  return 12.0 * 16 * 4 * n;
+}
+
 // AVX2 int8: the tile's step for panels with bytes <= 127, 32 MAC per
 // vpmaddubsw + vpmaddwd + vpaddd; six independent chains (temporaries in
 // registers 6-11).
@@ -232,29 +246,50 @@ using kiln::kernels::GemmPath;
 // every call, or the im2col view of an image.
 // With weights_b, B (k x n) holds the weights, prepacked, and A the
 // activations, packed on every call: a MatMul or Gemm with constant
-// weights (x W).
+// weights (x W). With bf16, the weights are prepacked in BF16 (kiln plan
+// --precision bf16) and the values are BF16 numbers to begin with, so the
+// plain reference checks the product as closely as in FP32.
 bool float_gemm(const Options& o, const char* path_name, GemmPath path, double peak, int64_t m, int64_t n, int64_t k,
                 const kiln::kernels::GemmIm2col* im2col, const char* what, std::vector<Row>* rows,
-                bool weights_b = false) {
+                bool weights_b = false, bool bf16 = false) {
   using namespace kiln::kernels;
-  const std::vector<float> a = random_floats(static_cast<size_t>(m * k), 1);
+  std::vector<float> a = random_floats(static_cast<size_t>(m * k), 1);
   std::vector<float> b;
   if (im2col == nullptr) b = random_floats(static_cast<size_t>(k * n), 2);
+  if (bf16) {
+    for (float& v : a) v = kiln::bfloat16_to_float(kiln::float_to_bfloat16(v));
+    for (float& v : b) v = kiln::bfloat16_to_float(kiln::float_to_bfloat16(v));
+  }
   std::vector<float> packed_a, packed_b, pack_a, pack_b;
+  std::vector<uint16_t> packed_bf16;
   GemmMatrix am, bm;
   if (weights_b) {
-    packed_b.resize(static_cast<size_t>(gemm_prepacked_b_floats(k, n)));
-    gemm_prepack_b(k, n, b.data(), false, packed_b.data());
+    if (bf16) {
+      packed_bf16.resize(static_cast<size_t>(gemm_prepacked_b_bf16_elements(k, n)));
+      gemm_prepack_b_bf16(k, n, b.data(), false, packed_bf16.data());
+      bm.data = reinterpret_cast<const float*>(packed_bf16.data());
+      bm.bf16 = true;
+    } else {
+      packed_b.resize(static_cast<size_t>(gemm_prepacked_b_floats(k, n)));
+      gemm_prepack_b(k, n, b.data(), false, packed_b.data());
+      bm.data = packed_b.data();
+    }
     pack_a.resize(static_cast<size_t>(gemm_pack_a_floats(m, k)));
     am.data = a.data();
     am.ld = k;
-    bm.data = packed_b.data();
     bm.prepacked = true;
   } else {
-    packed_a.resize(static_cast<size_t>(gemm_prepacked_a_floats(m, k)));
-    gemm_prepack_a(m, k, a.data(), packed_a.data());
+    if (bf16) {
+      packed_bf16.resize(static_cast<size_t>(gemm_prepacked_a_bf16_elements(m, k)));
+      gemm_prepack_a_bf16(m, k, a.data(), packed_bf16.data());
+      am.data = reinterpret_cast<const float*>(packed_bf16.data());
+      am.bf16 = true;
+    } else {
+      packed_a.resize(static_cast<size_t>(gemm_prepacked_a_floats(m, k)));
+      gemm_prepack_a(m, k, a.data(), packed_a.data());
+      am.data = packed_a.data();
+    }
     pack_b.resize(static_cast<size_t>(gemm_pack_b_floats(k, n)));
-    am.data = packed_a.data();
     am.prepacked = true;
     bm.data = b.data();
     bm.ld = n;
@@ -359,6 +394,13 @@ double tile_seconds(int reps, int kind, int64_t calls) {
       } else if (kind == 2) {
         x86::micro_kernel_avx512_x2(kc, a.data(), b.data(), b.data() + kGemmNr * kc, kGemmNr, c.data(), 2 * kGemmNr,
                                     kGemmMr, false, nullptr, nullptr, false, 0.f, 0.f);
+      } else if (kind == 3) {
+        // BF16 panels of kc values of k (kc / 2 pairs) read from the same
+        // bytes: their values do not change the timing.
+        const auto* a16 = reinterpret_cast<const uint16_t*>(a.data());
+        const auto* b16 = reinterpret_cast<const uint16_t*>(b.data());
+        x86::micro_kernel_bf16_x2(kc / 2, a16, b16, b16 + kGemmNr * kc, c.data(), 2 * kGemmNr, kGemmMr, false, nullptr,
+                                  nullptr, false, 0.f, 0.f);
       } else {
         x86::micro_kernel_avx2(kc, a.data(), b.data(), kGemmNr, c.data(), kGemmNr, kGemmMr, kGemmNr, false, nullptr,
                                nullptr, false, 0.f, 0.f);
@@ -409,7 +451,8 @@ int main(int argc, char** argv) {
   printf("core clock (dependent adds): %.2f GHz\n\n", hz / 1e9);
   const bool avx2 = processor_has(Isa::kAvx2), avx512 = processor_has(Isa::kAvx512);
   const bool vnni = avx512 && kiln::kernels::processor_has_avx512_vnni();
-  double p_fma256 = 0, p_fma512 = 0, p_vnni = 0, p_i8 = 0;
+  const bool bf16 = kiln::kernels::bf16_available();
+  double p_fma256 = 0, p_fma512 = 0, p_vnni = 0, p_i8 = 0, p_bf16 = 0;
   printf("| path | peak instruction | per cycle |\n|---|---|---:|\n");
   if (avx2) {
     p_fma256 = peak_per_cycle(peak_fma256);
@@ -420,6 +463,10 @@ int main(int argc, char** argv) {
   if (avx512) {
     p_fma512 = peak_per_cycle(peak_fma512);
     printf("| avx512 | vfmadd231ps zmm | %.1f FLOP |\n", p_fma512);
+  }
+  if (bf16) {
+    p_bf16 = peak_per_cycle(peak_bf16);
+    printf("| avx512 bf16 | vdpbf16ps zmm | %.1f FLOP |\n", p_bf16);
   }
   if (vnni) {
     p_vnni = peak_per_cycle(peak_vnni);
@@ -456,6 +503,15 @@ int main(int argc, char** argv) {
            p_fma512};
     print_row(r2);
   }
+  if (bf16) {
+    Row r{"avx512 bf16",
+          "BF16 register tile 6x32, kc 256 (L1)",
+          "-",
+          2.0 * 6 * 32 * 256 * calls,
+          tile_seconds(o.reps, 3, calls),
+          p_bf16};
+    print_row(r);
+  }
 
   struct Shape {
     int64_t m, n, k;
@@ -491,13 +547,13 @@ int main(int argc, char** argv) {
                               {256, 56, 56, 512, 1, 2, "1x1 conv stride 2, ResNet-50 layer2 shortcut"},
                               {1024, 14, 14, 2048, 1, 2, "1x1 conv stride 2, ResNet-50 layer4 shortcut"}};
   std::vector<std::vector<float> > images;
-  for (const char* which : {"avx512", "avx2"}) {
-    const bool is512 = !strcmp(which, "avx512");
-    if (is512 ? !avx512 : !avx2) continue;
+  for (const char* which : {"avx512 bf16", "avx512", "avx2"}) {
+    const bool is_bf16 = !strcmp(which, "avx512 bf16"), is512 = !strcmp(which, "avx512") || is_bf16;
+    if (is_bf16 ? !bf16 : (is512 ? !avx512 : !avx2)) continue;
     const GemmPath path = is512 ? GemmPath::kAuto : GemmPath::kAvx2;
-    const double peak = is512 ? p_fma512 : p_fma256;
+    const double peak = is_bf16 ? p_bf16 : (is512 ? p_fma512 : p_fma256);
     for (const Shape& s : shapes) {
-      if (!float_gemm(o, which, path, peak, s.m, s.n, s.k, nullptr, s.what, &rows, s.weights_b)) return 1;
+      if (!float_gemm(o, which, path, peak, s.m, s.n, s.k, nullptr, s.what, &rows, s.weights_b, is_bf16)) return 1;
     }
     for (const Conv& cv : convs) {
       images.push_back(random_floats(static_cast<size_t>(cv.c * cv.h * cv.w), 6));
@@ -512,7 +568,7 @@ int main(int argc, char** argv) {
       g.oh = (cv.h + 2 * g.pt - cv.kernel) / cv.stride + 1;
       g.ow = (cv.w + 2 * g.pl - cv.kernel) / cv.stride + 1;
       const int64_t k = cv.c * cv.kernel * cv.kernel;
-      if (!float_gemm(o, which, path, peak, cv.m, g.oh * g.ow, k, &g, cv.what, &rows)) return 1;
+      if (!float_gemm(o, which, path, peak, cv.m, g.oh * g.ow, k, &g, cv.what, &rows, false, is_bf16)) return 1;
     }
   }
   const std::vector<Shape> qshapes = o.quick ? std::vector<Shape>{{24, 48, 72, "", false}}
