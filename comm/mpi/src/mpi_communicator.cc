@@ -54,7 +54,8 @@ const char* step_verb(uint64_t step) {
 }
 
 // One rank's control block, after its arena in its segment. Line 0 is
-// written by its owner and polled by every peer; line 1 is written once.
+// written by its owner and polled by every peer; line 1 is written once
+// (gave_up at most once more).
 struct ControlBlock {
   alignas(64) uint64_t sequence;
   // The current call's arguments, for the check that every rank agrees.
@@ -65,6 +66,11 @@ struct ControlBlock {
   alignas(64) uint64_t magic;
   int32_t pid;
   uint32_t rank;
+  // 1 + the call this rank's all-reduce failed in (a peer exited or was
+  // late): it will not publish another step, so a peer waiting for it
+  // fails at once instead of at the timeout, though this rank's process
+  // lives on. 0: it has not failed.
+  uint64_t gave_up;
 };
 static_assert(sizeof(ControlBlock) == 128, "two cache lines");
 
@@ -418,6 +424,23 @@ struct Waiting {
   uint64_t call;
 };
 
+// The first peer that gave up (ControlBlock::gave_up), or w.rank when none did.
+uint32_t peer_that_gave_up(const Waiting& w, uint32_t size) {
+  for (uint32_t p = 0; p < size; ++p) {
+    if (p != w.rank && __atomic_load_n(&w.controls[p]->gave_up, __ATOMIC_ACQUIRE) != 0) return p;
+  }
+  return w.rank;
+}
+
+// kPeerFailed, logged: `peer` gave up after a failure of its own.
+Error report_gave_up(const Waiting& w, uint32_t peer, uint64_t step) {
+  KILN_RETURN_ERROR(Error::kPeerFailed,
+                    "mpi-shm: rank %u: peer rank %u (pid %d) gave up on all-reduce #%llu of symmetric arena %u "
+                    "before it could %s it: a rank failed there",
+                    w.rank, peer, w.controls[peer]->pid, static_cast<unsigned long long>(w.call), w.slot,
+                    step_verb(step));
+}
+
 // kPeerFailed, logged: the peer exited, or did not reach `step` in time.
 Error report_failure(const Waiting& w, uint32_t peer, uint64_t step, bool exited, uint32_t timeout_ms) {
   KILN_CHECK_OR_RETURN(!exited, Error::kPeerFailed,
@@ -492,7 +515,11 @@ Error MpiCommunicator::step(const Call& call, uint64_t which) {
   store_release(&call.window->controls[rank_]->sequence, target);
   const Error error =
       options_.sync == MpiSync::kBarrier ? wait_barrier(call, target, which) : wait_flags(call, target, which);
-  if (error != Error::kOk) failed_ = true;
+  if (error != Error::kOk) {
+    failed_ = true;
+    // Peers waiting for this rank's next step stop waiting.
+    __atomic_store_n(&call.window->controls[rank_]->gave_up, call.index + 1, __ATOMIC_RELEASE);
+  }
   return error;
 }
 
@@ -504,6 +531,9 @@ Error MpiCommunicator::wait_flags(const Call& call, uint64_t target, uint64_t wh
     if (p == rank_) continue;
     const uint64_t* sequence = &window.controls[p]->sequence;
     while (load_acquire(sequence) < target) {
+      if (__atomic_load_n(&window.controls[p]->gave_up, __ATOMIC_ACQUIRE) != 0) {
+        return report_gave_up({window.controls, rank_, call.args->memory.slot, call.index}, p, which);
+      }
       if (backoff.pause(window.controls[p]->pid, &exited) != Error::kOk) {
         return report_failure({window.controls, rank_, call.args->memory.slot, call.index}, p, which, exited,
                               state_->timeout_ms);
@@ -529,6 +559,11 @@ Error MpiCommunicator::wait_barrier(const Call& call, uint64_t target, uint64_t 
   for (;;) {
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (done) break;
+    // A peer that failed elsewhere never completes the barrier (it may
+    // have published this step before it gave up, and live on).
+    const Waiting waiting{window.controls, rank_, call.args->memory.slot, call.index};
+    const uint32_t gave_up = peer_that_gave_up(waiting, size_);
+    if (gave_up != rank_) return report_gave_up(waiting, gave_up, which);
     // Name the first peer that has not published this step.
     uint32_t late = rank_;
     for (uint32_t p = 0; p < size_ && late == rank_; ++p) {
