@@ -426,7 +426,13 @@ INSTANTIATE_TEST_SUITE_P(Geometry, Im2colGemmTest,
                                                               ConvCase{3, 17, 17, 10, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
                                                               ConvCase{40, 8, 8, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
                                                               ConvCase{5, 6, 40, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-                                                              ConvCase{1, 4, 4, 2, 3, 3, 1, 1, 1, 1, 4, 4, 4, 4}),
+                                                              ConvCase{1, 4, 4, 2, 3, 3, 1, 1, 1, 1, 4, 4, 4, 4},
+                                                              // 1x1 with strides, no padding: panels gathered
+                                                              // (pack_b_im2col), narrow last panel, a padded one
+                                                              // that must take the copy instead.
+                                                              ConvCase{19, 15, 29, 11, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},
+                                                              ConvCase{7, 10, 13, 9, 1, 1, 3, 2, 1, 1, 0, 0, 0, 0},
+                                                              ConvCase{5, 8, 8, 4, 1, 1, 2, 2, 1, 1, 0, 0, 1, 1}),
                                             ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)),
                          [](const ::testing::TestParamInfo<std::tuple<ConvCase, GemmPath>>& info) {
                            const auto& c = std::get<0>(info.param);

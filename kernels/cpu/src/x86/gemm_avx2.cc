@@ -151,6 +151,22 @@ KILN_AVX2 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int
 
 // Eight outputs per step from 16 loaded floats (their even lanes), while
 // the 16 floats lie inside what may be read; the rest one by one.
+KILN_AVX2 void gather_panel_avx2(const float* x, int64_t plane, const int32_t* offsets, int64_t nr, int64_t kc,
+                                 float* dst) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i n = _mm256_set1_epi32(static_cast<int>(nr));
+  const __m256 mask0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, lanes));
+  const __m256 mask1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, _mm256_add_epi32(lanes, _mm256_set1_epi32(8))));
+  const __m256i off0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offsets));
+  const __m256i off1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(offsets + 8));
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* image = x + p * plane;
+    _mm256_storeu_ps(dst + p * kGemmNr, _mm256_mask_i32gather_ps(zero, image, off0, mask0, 4));
+    _mm256_storeu_ps(dst + p * kGemmNr + 8, _mm256_mask_i32gather_ps(zero, image, off1, mask1, 4));
+  }
+}
+
 KILN_AVX2 void copy_stride2_avx2(const float* src, int64_t count, int64_t avail, float* dst) {
   int64_t q = 0;
   for (; q + 8 <= count && 2 * q + 16 <= avail; q += 8) {

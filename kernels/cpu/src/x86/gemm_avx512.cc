@@ -87,6 +87,15 @@ KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b,
   if (mr > 5) store_row16(c + 5 * ldc, c5, mask, accumulate, bias(5), col, clamp, vlo, vhi);
 }
 
+KILN_AVX512 void gather_panel_avx512(const float* x, int64_t plane, const int32_t* offsets, int64_t nr, int64_t kc,
+                                     float* dst) {
+  const __mmask16 mask = first_lanes(nr);
+  const __m512i off = _mm512_maskz_loadu_epi32(mask, offsets);
+  for (int64_t p = 0; p < kc; ++p) {
+    _mm512_storeu_ps(dst + p * kGemmNr, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, off, x + p * plane, 4));
+  }
+}
+
 // Two whole 6x16 tiles side by side, B's panels at b0 and b1: twelve
 // 512-bit accumulators, per step of k two loads of B and six broadcasts of
 // A for twelve FMAs (the 6x16 kernel: one and six for six). Each output is

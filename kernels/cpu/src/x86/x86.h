@@ -59,6 +59,11 @@ void convert_b_panel_bf16(float* panel, int64_t kc);
 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
                        int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
                        float hi);
+// A panel of B gathered from `kc` planes `plane` floats apart (channels
+// from x): row p, lane q = x[p * plane + offsets[q]] for q < nr, 0 past nr
+// (rows kGemmNr floats apart): gemm_avx512.cc, gemm_avx2.cc.
+void gather_panel_avx512(const float* x, int64_t plane, const int32_t* offsets, int64_t nr, int64_t kc, float* dst);
+void gather_panel_avx2(const float* x, int64_t plane, const int32_t* offsets, int64_t nr, int64_t kc, float* dst);
 // dst[q] = src[2 * q] for q < count, reading src[0 .. avail) only
 // (avail >= 2 * count - 1): the stride-2 rows of an im2col panel.
 void copy_stride2_avx2(const float* src, int64_t count, int64_t avail, float* dst);
