@@ -47,19 +47,10 @@ import torch
 import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from kiln_checks import expect, finish, test_args  # noqa: E402
+from kiln_checks import calibrated, expect, finish, test_args  # noqa: E402
 
 UNIT_ROUNDOFF = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
 DTYPE = {"fp16": "float16", "bf16": "bfloat16"}
-
-
-def calibrated(model, shape):
-    """BatchNorm running statistics from a few random batches."""
-    model.train()
-    with torch.no_grad():
-        for _ in range(3):
-            model(torch.randn(4, *shape[1:]))
-    return model
 
 
 def transformer():

@@ -47,3 +47,15 @@ def finish(skipped=0):
     """Prints the count and returns the exit status for sys.exit()."""
     print(f"{len(failures)} failure(s)" + (f", {skipped} skipped" if skipped else ""))
     return 1 if failures else 0
+
+
+def calibrated(model, shape):
+    """A torch model with its BatchNorm running statistics taken from a few
+    random batches of `shape` (as a trained model's are: activations of unit
+    scale). It is left in training mode: the caller calls eval()."""
+    import torch  # only the model tests need it
+    model.train()
+    with torch.no_grad():
+        for _ in range(3):
+            model(torch.randn(4, *shape[1:]))
+    return model
