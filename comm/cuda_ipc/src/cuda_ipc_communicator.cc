@@ -44,6 +44,10 @@ struct Control {
   alignas(64) uint64_t magic;
   int32_t pid;
   uint32_t rank;
+  // Nonzero once an all-reduce of this rank failed (a peer exited or was
+  // late): it publishes no further step, so a peer waiting for it fails at
+  // once instead of at the timeout, though this rank's process lives on.
+  uint64_t gave_up;
   SlotLine slots[kMaxSlots];
 };
 
@@ -456,19 +460,26 @@ Error CudaIpcCommunicator::wait_peers(uint32_t slot, uint64_t target, uint64_t c
     if (p == rank_) continue;
     const uint64_t* sequence = &state.controls[p]->slots[slot].sequence;
     while (load_acquire(sequence) < target) {
+      if (load_acquire(&state.controls[p]->gave_up) != 0) {
+        give_up();
+        KILN_RETURN_ERROR(Error::kPeerFailed,
+                          "cuda-ipc: rank %u: peer rank %u (pid %d) gave up on all-reduce #%llu of symmetric arena %u "
+                          "before it could %s it: a rank failed there",
+                          rank_, p, state.pids[p], static_cast<unsigned long long>(call), slot, step);
+      }
       sched_yield();
       const uint64_t now = now_ns();
       if (now < next_check) continue;
       next_check = now + kLivenessPeriodNs;
       if (process_exited(state.pids[p])) {
-        failed_ = true;
+        give_up();
         KILN_RETURN_ERROR(Error::kPeerFailed,
                           "cuda-ipc: rank %u: peer rank %u (pid %d) exited; it did not %s all-reduce #%llu on "
                           "symmetric arena %u",
                           rank_, p, state.pids[p], step, static_cast<unsigned long long>(call), slot);
       }
       if (now - start > state.timeout_ns) {
-        failed_ = true;
+        give_up();
         KILN_RETURN_ERROR(Error::kPeerFailed,
                           "cuda-ipc: rank %u: peer rank %u (pid %d) did not %s all-reduce #%llu on symmetric arena "
                           "%u within %u ms (KILN_COLLECTIVE_TIMEOUT_MS)",
@@ -548,8 +559,15 @@ Error CudaIpcCommunicator::all_reduce(const AllReduceArgs& args) {
   KILN_RETURN_IF_ERROR(agreed);
   if (done == Error::kOk && args.count > 0)
     done = state.driver->copy(args.output, state.result.data(), args.count * element);
-  if (done != Error::kOk) failed_ = true;
+  if (done != Error::kOk) give_up();
   return done;
+}
+
+// Failed: later calls are refused, and peers waiting for this rank's next
+// step stop waiting (Control::gave_up).
+void CudaIpcCommunicator::give_up() {
+  failed_ = true;
+  store_release(&state_->controls[rank_]->gave_up, 1);
 }
 
 }  // namespace comm

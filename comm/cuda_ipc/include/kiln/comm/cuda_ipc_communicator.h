@@ -157,6 +157,7 @@ class CudaIpcCommunicator final : public Communicator {
                       int device);
 
   Error wait_peers(uint32_t slot, uint64_t target, uint64_t call, const char* step);
+  void give_up();
   Error check_peers_agree(uint32_t slot, uint64_t call) const;
 
   CudaIpcOptions options_;
