@@ -42,6 +42,19 @@ void store_precision(LMethod& method, PlanResult& result, const PlanOptions& opt
   precision.precision = options.precision;
   precision.keep_fp32 = options.keep_fp32;
   result.precision_stats = store_16bit(method, result.program, precision);
+  // The CPU's BF16 products: a kernel whose input 1 is a BF16 constant
+  // there is one (the packed weights of LowerOptions::bf16_weights).
+  for (const LInstruction& instruction : method.instructions) {
+    if (instruction.kind != LInstruction::Kind::kKernel || instruction.inputs.size() < 2 || instruction.inputs[1] < 0) {
+      continue;
+    }
+    const LTensor& weights = method.tensors[instruction.inputs[1]];
+    if (weights.device.type() == fb::DeviceType::CPU && weights.storage == Storage::kConstant &&
+        weights.dtype == DType::BFLOAT16) {
+      ++result.precision_stats.cpu_bf16_products;
+      result.precision_stats.cpu_bf16_weight_bytes += 2 * static_cast<uint64_t>(shape_numel(weights.shape));
+    }
+  }
   if (!result.precision_stats.named_unknown.empty()) {
     std::string names;
     for (const std::string& n : result.precision_stats.named_unknown) names += (names.empty() ? "'" : ", '") + n + "'";

@@ -188,7 +188,14 @@ void print_kernel_choices(const LMethod& m) {
 // --precision fp16/bf16: what 16-bit storage changed (passes/precision.h).
 void print_precision(const PlanResult& result) {
   const PrecisionStats& p = result.precision_stats;
-  if (p.storage == DType::FLOAT32) return;
+  if (p.cpu_bf16_products > 0) {
+    std::printf(
+        "  precision:   bf16 on the CPU: %d product%s with BF16 weights (%s bytes; AVX512-BF16 needed where it "
+        "runs)\n",
+        p.cpu_bf16_products, p.cpu_bf16_products == 1 ? "" : "s", group_digits(p.cpu_bf16_weight_bytes).c_str());
+  }
+  // The devices' line where there are device kernels (or nothing else to say).
+  if (p.storage == DType::FLOAT32 || (p.kernels_16bit + p.kernels_fp32 == 0 && p.cpu_bf16_products > 0)) return;
   std::printf("  precision:   %s: %d device kernel%s on %s storage, %d kept FP32, %d cast%s, %d constant%s converted\n",
               result.precision.c_str(), p.kernels_16bit, p.kernels_16bit == 1 ? "" : "s", dtype_str(p.storage).c_str(),
               p.kernels_fp32, p.casts, p.casts == 1 ? "" : "s", p.constants_converted,

@@ -53,6 +53,10 @@ struct PrecisionStats {
   int tensors_16bit = 0;                // device tensors stored in 16 bits (twins included)
   int constants_converted = 0;          // constants converted at plan time
   std::set<std::string> named_unknown;  // --keep-fp32 names no device kernel has
+  // --precision bf16 on the CPU (LowerOptions::bf16_weights): kernels whose
+  // packed weights are BF16, and those weights' bytes.
+  int cpu_bf16_products = 0;
+  uint64_t cpu_bf16_weight_bytes = 0;
 };
 
 // Rewrites `method` (its constants into `program`); nothing happens unless

@@ -452,6 +452,13 @@ std::string plan_json(const PlanResult& result) {
     j.field("constants_converted", static_cast<uint64_t>(p.constants_converted));
     j.end_object();
   }
+  if (p.cpu_bf16_products > 0) {
+    // LowerOptions::bf16_weights: the CPU's products with BF16 weights.
+    j.key("cpu_bf16").begin_object();
+    j.field("products", static_cast<uint64_t>(p.cpu_bf16_products));
+    j.field("weight_bytes", p.cpu_bf16_weight_bytes);
+    j.end_object();
+  }
   j.field("instructions", static_cast<uint64_t>(m.instructions.size()));
   // Inputs bounded above (kiln plan --input-shape x=MIN:MAX...).
   j.key("bounds").begin_array();

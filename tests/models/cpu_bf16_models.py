@@ -102,9 +102,14 @@ def check(name, kiln, workdir, has_bf16):
     programs = {}
     for precision in ("fp32", "bf16"):
         programs[precision] = f"{base}.{precision}.kiln"
-        r = run([kiln, "plan", onnx_path, "-o", programs[precision], "--precision", precision])
+        r = run([kiln, "plan", onnx_path, "-o", programs[precision], "--precision", precision, "--report",
+                 programs[precision] + ".report"])
         if not expect(f"{name} {precision} plan", r.returncode == 0, last_line(r.stderr)):
             return 0
+    # The summary and plan.json count the BF16 products and their weights.
+    with open(os.path.join(programs["bf16"] + ".report", "plan.json")) as f:
+        cpu_bf16 = json.load(f).get("cpu_bf16", {})
+    summary = [line.strip() for line in r.stdout.splitlines() if "bf16 on the CPU" in line]
     fp32_weights = packed_weights(kiln, programs["fp32"])
     bf16_weights = packed_weights(kiln, programs["bf16"])
     converted = [n for n, (dtype, _) in bf16_weights.items() if dtype == "bfloat16"]
@@ -114,6 +119,10 @@ def check(name, kiln, workdir, has_bf16):
            len(converted) > 0 and kept == KEEP_FP32.get(name, set()) and sorted(bf16_weights) == sorted(fp32_weights)
            and all(dtype == "float32" for dtype, _ in fp32_weights.values()))
     weight_bytes = sum(b for n, (_, b) in fp32_weights.items() if bf16_weights[n][0] == "bfloat16")
+    bf16_bytes = sum(b for n, (dtype, b) in bf16_weights.items() if dtype == "bfloat16")
+    expect(f"{name}: plan.json cpu_bf16 {cpu_bf16}, the summary: {summary}",
+           cpu_bf16.get("products") == len(converted) and cpu_bf16.get("weight_bytes") == bf16_bytes and
+           len(summary) == 1 and f"{len(converted)} product" in summary[0])
     shrink = os.path.getsize(programs["fp32"]) - os.path.getsize(programs["bf16"])
     expect(f"{name}: the program is {shrink:,} bytes smaller, of {weight_bytes:,} bytes of FP32 packed weights",
            shrink >= 0.4 * weight_bytes)
