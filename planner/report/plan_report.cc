@@ -425,6 +425,27 @@ void write_methods(JsonWriter& j, const LProgram& program) {
   j.end_array();
 }
 
+// What --precision changed: 16-bit storage on devices (passes/precision.h)
+// and the CPU's products with BF16 weights (LowerOptions::bf16_weights).
+void write_precision(JsonWriter& j, const PrecisionStats& p) {
+  if (p.storage != DType::FLOAT32) {
+    j.key("precision_storage").begin_object();
+    j.field("dtype", dtype_str(p.storage));
+    j.field("kernels_16bit", static_cast<uint64_t>(p.kernels_16bit));
+    j.field("kernels_fp32", static_cast<uint64_t>(p.kernels_fp32));
+    j.field("casts", static_cast<uint64_t>(p.casts));
+    j.field("tensors_16bit", static_cast<uint64_t>(p.tensors_16bit));
+    j.field("constants_converted", static_cast<uint64_t>(p.constants_converted));
+    j.end_object();
+  }
+  if (p.cpu_bf16_products > 0) {
+    j.key("cpu_bf16").begin_object();
+    j.field("products", static_cast<uint64_t>(p.cpu_bf16_products));
+    j.field("weight_bytes", p.cpu_bf16_weight_bytes);
+    j.end_object();
+  }
+}
+
 }  // namespace
 
 std::string plan_json(const PlanResult& result) {
@@ -440,25 +461,7 @@ std::string plan_json(const PlanResult& result) {
   const LMethod& m = program.methods.front();
   j.field("method", m.name);
   j.field("precision", result.precision);
-  const PrecisionStats& p = result.precision_stats;
-  if (p.storage != DType::FLOAT32) {
-    // passes/precision.h: what 16-bit storage changed.
-    j.key("precision_storage").begin_object();
-    j.field("dtype", dtype_str(p.storage));
-    j.field("kernels_16bit", static_cast<uint64_t>(p.kernels_16bit));
-    j.field("kernels_fp32", static_cast<uint64_t>(p.kernels_fp32));
-    j.field("casts", static_cast<uint64_t>(p.casts));
-    j.field("tensors_16bit", static_cast<uint64_t>(p.tensors_16bit));
-    j.field("constants_converted", static_cast<uint64_t>(p.constants_converted));
-    j.end_object();
-  }
-  if (p.cpu_bf16_products > 0) {
-    // LowerOptions::bf16_weights: the CPU's products with BF16 weights.
-    j.key("cpu_bf16").begin_object();
-    j.field("products", static_cast<uint64_t>(p.cpu_bf16_products));
-    j.field("weight_bytes", p.cpu_bf16_weight_bytes);
-    j.end_object();
-  }
+  write_precision(j, result.precision_stats);
   j.field("instructions", static_cast<uint64_t>(m.instructions.size()));
   // Inputs bounded above (kiln plan --input-shape x=MIN:MAX...).
   j.key("bounds").begin_array();
