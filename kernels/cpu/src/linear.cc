@@ -77,6 +77,12 @@ int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, i
   return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
 }
 
+// Elements of one group's weights (m x k) as the planner packed them: FP32
+// panels, or BF16 ones.
+int64_t packed_a_elements(const KernelArgs& args, int64_t m, int64_t k) {
+  return bf16_weights(args) ? gemm_prepacked_a_bf16_elements(m, k) : gemm_prepacked_a_floats(m, k);
+}
+
 // Input 1, packed by the planner, as the product's operand: FP32 panels,
 // or BF16 ones (GemmMatrix::bf16) `offset` elements in.
 GemmMatrix packed_operand(const KernelArgs& args, int64_t offset) {
@@ -176,8 +182,7 @@ Error check_conv(const KernelArgs& args) {
   const int64_t mg = g.m / g.group, k = g.c / g.group * g.kh * g.kw, n = g.oh * g.ow;
   if (args.params<fb::ConvParams>()->packed_weights()) {
     // Weights packed by the planner; one scratch tensor, packed B.
-    const int64_t per_group =
-        bf16_weights(args) ? gemm_prepacked_a_bf16_elements(mg, k) : gemm_prepacked_a_floats(mg, k);
+    const int64_t per_group = packed_a_elements(args, mg, k);
     KILN_KERNEL_CHECK(args, w.rank() == 1 && w.numel() == g.group * per_group, "packed weights must have %lld elements",
                       static_cast<long long>(g.group * per_group));
     KILN_KERNEL_CHECK(args,
@@ -238,8 +243,7 @@ void run_conv_group(const KernelArgs& args, const ConvGeometry& g, int64_t n, in
   const float* xg = x + (n * g.c + grp * cg) * g.h * g.w;
   GemmMatrix a;
   if (prepacked) {
-    const bool bf16 = bf16_weights(args);
-    a = packed_operand(args, grp * (bf16 ? gemm_prepacked_a_bf16_elements(mg, k) : gemm_prepacked_a_floats(mg, k)));
+    a = packed_operand(args, grp * packed_a_elements(args, mg, k));
   } else {
     a.data = w + grp * mg * k;
   }
@@ -850,8 +854,8 @@ Error run_gemm(const KernelArgs& args) {
     GemmEpilogue epilogue;
     epilogue.accumulate = fold_c;
     epilogue.activation = fused ? p->activation() : nullptr;
-    GemmMatrix bm{b.data_as<const float>(), p->packed_b() ? 0 : b.dim(1), p->trans_b(), p->packed_b()};
-    if (p->packed_b()) bm = packed_operand(args, 0);
+    const GemmMatrix bm =
+        p->packed_b() ? packed_operand(args, 0) : GemmMatrix{b.data_as<const float>(), b.dim(1), p->trans_b()};
     gemm_packed(m, n, k, {a.data_as<const float>(), a.dim(1), p->trans_a()}, bm, nullptr, out, n, epilogue,
                 scratch_a(args), p->packed_b() ? nullptr : scratch_b(args), GemmPath::kAuto, args.pool);
   } else {
