@@ -84,6 +84,20 @@ def run(cmd, expect_ok=True):
     return p
 
 
+def plan_chain(kiln, path, rank_inputs):
+    """allreduce_chain.onnx (8 x MatMul -> AllReduce) planned for cuda:0,cpu on
+    2 ranks as chain.cuda.kiln; returns what both ranks should get (their
+    inputs summed, through the weights, each all-reduce doubling)."""
+    m = onnx.load(path("allreduce_chain.onnx"))
+    w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    y = sum(rank_inputs("allreduce_chain", 2)) @ w["w0"]
+    for i in range(1, 8):
+        y = 2 * (y @ w[f"w{i}"])
+    run([kiln, "plan", path("allreduce_chain.onnx"), "-o", path("chain.cuda.kiln"), "--ranks", "2", "--target",
+         "cuda:0,cpu"])
+    return y
+
+
 def cuda_ipc_cases(kiln, path, ranks_run, outputs, rel, rank_inputs):
     """2 ranks from kiln's own launcher, their collectives through cuda-ipc."""
     def ipc(program, inputs, out, runs=1, extra=()):
@@ -129,13 +143,7 @@ def cuda_ipc_cases(kiln, path, ranks_run, outputs, rel, rank_inputs):
               f"rank right (relative error {err:.1e})")
 
     # 8 x MatMul -> AllReduce, different inputs on the two ranks.
-    m = onnx.load(path("allreduce_chain.onnx"))
-    w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
-    y = sum(rank_inputs("allreduce_chain", 2)) @ w["w0"]
-    for i in range(1, 8):
-        y = 2 * (y @ w[f"w{i}"])
-    run([kiln, "plan", path("allreduce_chain.onnx"), "-o", path("chain.cuda.kiln"), "--ranks", "2", "--target",
-         "cuda:0,cpu"])
+    y = plan_chain(kiln, path, rank_inputs)
     out = path("out_ipc_chain_{rank}")
     ipc(path("chain.cuda.kiln"), [path("allreduce_chain.input.rank{rank}.npy")], out)
     err = max(rel(o, y) for o in outputs(out, 2))
@@ -327,13 +335,7 @@ def main():
     sizes = {a["kind"]: a["size"] for a in plan["arenas"]}
     check(sizes == {"symmetric": layer, "ordinary": layer},
           f"8 x MatMul->AllReduce: one symmetric and one ordinary buffer of {layer} bytes ({sizes})")
-    m = onnx.load(path("allreduce_chain.onnx"))
-    w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
-    y = sum(rank_inputs("allreduce_chain", 2)) @ w["w0"]
-    for i in range(1, 8):
-        y = 2 * (y @ w[f"w{i}"])
-    run([kiln, "plan", path("allreduce_chain.onnx"), "-o", path("chain.cuda.kiln"), "--ranks", "2", "--target",
-         "cuda:0,cpu"])
+    y = plan_chain(kiln, path, rank_inputs)
     for program, cuda in [("chain.kiln", False), ("chain.cuda.kiln", True)]:
         out = path(f"out_{program}_{{rank}}")
         mpi(2, path(program), [path("allreduce_chain.input.rank{rank}.npy")], out, cuda=cuda)
