@@ -45,7 +45,7 @@ import torch
 import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from kiln_checks import calibrated, expect, finish, test_args  # noqa: E402
+from kiln_checks import calibrated, expect, export_model, finish, test_args  # noqa: E402
 
 UNIT_ROUNDOFF = 2.0 ** -8
 
@@ -92,13 +92,8 @@ def packed_weights(kiln, program):
 
 def check(name, kiln, workdir, has_bf16):
     build, shape, opset = MODELS[name]
-    torch.manual_seed(0)
-    model = build(shape).eval()
-    x = torch.randn(*shape)
     base = os.path.join(workdir, name)
-    onnx_path, inp = base + ".onnx", base + "_x.npy"
-    torch.onnx.export(model, x, onnx_path, opset_version=opset, input_names=["x"], output_names=["y"])
-    np.save(inp, x.numpy())
+    onnx_path, inp = export_model(build, shape, opset, base)
     programs = {}
     for precision in ("fp32", "bf16"):
         programs[precision] = f"{base}.{precision}.kiln"

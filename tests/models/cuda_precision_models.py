@@ -47,7 +47,7 @@ import torch
 import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from kiln_checks import calibrated, expect, finish, test_args  # noqa: E402
+from kiln_checks import calibrated, expect, export_model, finish, test_args  # noqa: E402
 
 UNIT_ROUNDOFF = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
 DTYPE = {"fp16": "float16", "bf16": "bfloat16"}
@@ -109,13 +109,8 @@ def check_storage(name, precision, tensors, fp32_tensors):
 
 def check(name, kiln, workdir):
     build, shape, opset = MODELS[name]
-    torch.manual_seed(0)
-    model = build(shape).eval()
-    x = torch.randn(*shape)
     base = os.path.join(workdir, name)
-    onnx_path, inp = base + ".onnx", base + "_x.npy"
-    torch.onnx.export(model, x, onnx_path, opset_version=opset, input_names=["x"], output_names=["y"])
-    np.save(inp, x.numpy())
+    onnx_path, inp = export_model(build, shape, opset, base)
     r = run([kiln, "plan", onnx_path, "-o", base + ".cpu.kiln"])
     if r.returncode != 0:
         print(f"SKIP {name}: {last_line(r.stderr)}", flush=True)

@@ -59,3 +59,18 @@ def calibrated(model, shape):
         for _ in range(3):
             model(torch.randn(4, *shape[1:]))
     return model
+
+
+def export_model(build, shape, opset, base):
+    """The model build(shape) in eval mode, seeded, exported to BASE.onnx
+    (input "x", output "y") with a random input of `shape` saved as
+    BASE_x.npy; returns both paths."""
+    import numpy as np  # only the model tests need them
+    import torch
+    torch.manual_seed(0)
+    model = build(shape).eval()
+    x = torch.randn(*shape)
+    onnx_path, inp = base + ".onnx", base + "_x.npy"
+    torch.onnx.export(model, x, onnx_path, opset_version=opset, input_names=["x"], output_names=["y"])
+    np.save(inp, x.numpy())
+    return onnx_path, inp
