@@ -15,6 +15,7 @@
 #include "gemm.h"
 #include "isa_switch.h"
 #include "kernel_test_values.h"
+#include "pool_8bit.h"
 #include "row_checks.h"
 #include "x86/x86.h"
 
@@ -638,6 +639,84 @@ TEST(MaxPoolAvx2Test, MatchesDirectMaximumWithPaddingAndNaN) {
   }
 }
 #endif
+
+// 8-bit max pooling of one plane (a QDQ model's MaxPool on its bytes), on
+// the active path: the AVX2 kernel for one stride of 1 or 2 without
+// dilation where the path has AVX2, else the separable rows or the window
+// by window loop. Against the direct maximum over the real taps, for
+// uint8 and int8 (whose padding must not win even over -128), and nothing
+// written past the plane.
+template <typename T>
+void check_max_pool_8bit(const PoolGeometry& g, uint32_t seed, const std::string& what) {
+  std::vector<T> x(static_cast<size_t>(g.h * g.w));
+  uint32_t state = seed;
+  for (T& v : x) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<T>(state >> 24);
+  }
+  // The type's lowest value on a border, to catch padding that wins ties.
+  x[0] = static_cast<T>(static_cast<T>(-1) > 0 ? 0 : -128);
+  const T sentinel = static_cast<T>(0x5A);
+  std::vector<T> out(static_cast<size_t>(g.oh * g.ow) + 64, sentinel);
+  max_pool_8bit_plane(g, x.data(), out.data());
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      int want = 1000;
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          const int64_t iy = oy * g.sh - g.pt + ky * g.dh, ix = ox * g.sw - g.pl + kx * g.dw;
+          if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+          const int v = x[static_cast<size_t>(iy * g.w + ix)];
+          want = want == 1000 || v > want ? v : want;
+        }
+      }
+      ASSERT_NE(want, 1000) << what << ": a window without a real tap";
+      ASSERT_EQ(static_cast<int>(out[static_cast<size_t>(oy * g.ow + ox)]), want) << what << " at " << oy << ", " << ox;
+    }
+  }
+  for (size_t i = static_cast<size_t>(g.oh * g.ow); i < out.size(); ++i) ASSERT_EQ(out[i], sentinel) << what;
+}
+
+TEST(MaxPool8bitTest, MatchesDirectMaximumOnEveryGeometry) {
+  uint32_t seed = 1;
+  for (int64_t stride : {1, 2, 3}) {
+    for (int64_t dilation : {1, 2}) {
+      // clang-format off
+      for (const auto& [kh, kw, pad] : {std::tuple<int64_t, int64_t, int64_t>{3, 3, 1}, {2, 2, 0}, {3, 2, 1},
+                                        {4, 4, 2}, {3, 3, 0}, {5, 5, 2}, {1, 1, 0}, {1, 3, 0}, {5, 2, 1}}) {
+        // clang-format on
+        // Planes narrower than 8, 16 and 32 bytes, googlenet's 28, 56 and
+        // 112, and rows wider than two vectors with tails of every size.
+        for (const auto& [h, w] : {std::pair<int64_t, int64_t>{7, 7},
+                                   {12, 37},
+                                   {30, 9},
+                                   {3, 5},
+                                   {28, 28},
+                                   {16, 16},
+                                   {56, 56},
+                                   {13, 112},
+                                   {9, 75},
+                                   {111, 111}}) {
+          for (bool ceil : {false, true}) {
+            const int64_t ekh = (kh - 1) * dilation + 1, ekw = (kw - 1) * dilation + 1;
+            if (h + 2 * pad < ekh || w + 2 * pad < ekw) continue;
+            int64_t oh = (h + 2 * pad - ekh + (ceil ? stride - 1 : 0)) / stride + 1;
+            int64_t ow = (w + 2 * pad - ekw + (ceil ? stride - 1 : 0)) / stride + 1;
+            if (ceil && (oh - 1) * stride >= h + pad) --oh;
+            if (ceil && (ow - 1) * stride >= w + pad) --ow;
+            const PoolGeometry g{1, h, w, oh, ow, kh, kw, stride, stride, dilation, dilation, pad, pad, pad, pad};
+            const std::string what = "stride " + std::to_string(stride) + " dilation " + std::to_string(dilation) +
+                                     " window " + std::to_string(kh) + "x" + std::to_string(kw) + " pad " +
+                                     std::to_string(pad) + " plane " + std::to_string(h) + "x" + std::to_string(w) +
+                                     (ceil ? " ceil" : "");
+            check_max_pool_8bit<uint8_t>(g, ++seed, "uint8 " + what);
+            check_max_pool_8bit<int8_t>(g, ++seed, "int8 " + what);
+          }
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace kiln::kernels

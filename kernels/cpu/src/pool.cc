@@ -21,18 +21,12 @@
 #include "isa_switch.h"
 #include "kernel_util.h"
 #include "parallel.h"
+#include "pool_8bit.h"
 #include "x86/x86.h"
 
 namespace kiln {
 namespace kernels {
 namespace {
-
-struct PoolGeometry {
-  int64_t planes;  // N * C
-  int64_t h, w, oh, ow;
-  int64_t kh, kw, sh, sw, dh, dw;
-  int64_t pt, pl, pb, pr;
-};
 
 int64_t at(const flatbuffers::Vector<int32_t>* v, uint32_t i) { return v->Get(i); }
 
@@ -107,31 +101,55 @@ int64_t taps_inside(int64_t first, int64_t kernel, int64_t dilation, int64_t lo,
   return end - begin;
 }
 
-// Max pooling of 8-bit data: the largest tap inside the image (padding
-// never wins), planes split across threads.
+// The lowest value of an 8-bit type: what padding holds (it never wins).
+template <typename T>
+constexpr T lowest_8bit() {
+  return static_cast<T>(static_cast<T>(-1) > 0 ? 0 : -128);
+}
+
+// One plane's output row of 8-bit max pooling, separably: the maximum down
+// the window's rows into `line` (the padded row: `pl` lowest values, the
+// image's w columns, then lowest values to the last tap), then across each
+// window's columns. Both loops are plain byte maxima the compiler
+// vectorises; `line` holds g.pl + g.w + the taps past the right edge.
+template <typename T>
+void max_pool_row_8bit(const PoolGeometry& g, const T* in, int64_t oy, T* line, T* out) {
+  const T low = lowest_8bit<T>();
+  const int64_t span = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  int64_t ky0;
+  const int64_t rows = taps_inside(oy * g.sh - g.pt, g.kh, g.dh, 0, g.h, &ky0);
+  for (int64_t j = 0; j < span; ++j) line[j] = low;
+  T* image = line + g.pl;
+  const int64_t width = g.w < span - g.pl ? g.w : span - g.pl;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = in + (oy * g.sh - g.pt + (ky0 + r) * g.dh) * g.w;
+    for (int64_t j = 0; j < width; ++j) image[j] = row[j] > image[j] ? row[j] : image[j];
+  }
+  if (g.sw == 1 && g.dw == 1) {
+    for (int64_t ox = 0; ox < g.ow; ++ox) out[ox] = line[ox];
+    for (int64_t c = 1; c < g.kw; ++c) {
+      const T* tap = line + c;
+      for (int64_t ox = 0; ox < g.ow; ++ox) out[ox] = tap[ox] > out[ox] ? tap[ox] : out[ox];
+    }
+    return;
+  }
+  for (int64_t ox = 0; ox < g.ow; ++ox) {
+    const T* window = line + ox * g.sw;
+    T acc = window[0];
+    for (int64_t c = 1; c < g.kw; ++c) acc = window[c * g.dw] > acc ? window[c * g.dw] : acc;
+    out[ox] = acc;
+  }
+}
+
+// Max pooling of 8-bit data, planes split across threads.
 template <typename T>
 void max_pool_8bit(const PoolGeometry& g, const T* x, T* y, ThreadPool* pool) {
   const int64_t tasks = parallel_tasks(pool, g.planes * g.oh * g.ow * g.kh * g.kw, g.planes, kParallelMinElements);
   parallel_for(pool, tasks, [&](int64_t t) {
     int64_t p0, p1;
     parallel_range(g.planes, tasks, t, 1, &p0, &p1);
-    for (int64_t plane = p0; plane < p1; ++plane) {
-      const T* in = x + plane * g.h * g.w;
-      T* out = y + plane * g.oh * g.ow;
-      for (int64_t oy = 0; oy < g.oh; ++oy) {
-        int64_t ky0, kx0;
-        const int64_t rows = taps_inside(oy * g.sh - g.pt, g.kh, g.dh, 0, g.h, &ky0);
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          const int64_t cols = taps_inside(ox * g.sw - g.pl, g.kw, g.dw, 0, g.w, &kx0);
-          T acc = static_cast<T>(static_cast<T>(-1) > 0 ? 0 : -128);  // the lowest value of T
-          for (int64_t r = 0; r < rows; ++r) {
-            const T* row = in + (oy * g.sh - g.pt + (ky0 + r) * g.dh) * g.w + ox * g.sw - g.pl + kx0 * g.dw;
-            for (int64_t c = 0; c < cols; ++c) acc = row[c * g.dw] > acc ? row[c * g.dw] : acc;
-          }
-          out[oy * g.ow + ox] = acc;
-        }
-      }
-    }
+    for (int64_t plane = p0; plane < p1; ++plane)
+      max_pool_8bit_plane(g, x + plane * g.h * g.w, y + plane * g.oh * g.ow);
   });
 }
 
@@ -479,6 +497,43 @@ Error run_global_pool(const KernelArgs& args) {
 }
 
 }  // namespace
+
+// One plane of 8-bit max pooling (pool_8bit.h): the largest tap inside the
+// image, padding never winning. One stride of 1 or 2 without dilation has
+// an AVX2 version; elsewhere rows go separably through a line on the stack
+// where one fits, else tap by tap.
+template <typename T>
+void max_pool_8bit_plane(const PoolGeometry& g, const T* in, T* out) {
+#if KILN_X86
+  if (g.dh == 1 && g.dw == 1 && g.sh == g.sw && x86::has_avx2_fma() &&
+      x86::max_pool_8bit_avx2(in, g.h, g.w, g.kh, g.kw, g.sh, g.pt, g.pl, out, g.oh, g.ow)) {
+    return;
+  }
+#endif
+  constexpr int64_t kLine = 4096;
+  const int64_t span = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  if (span <= kLine && g.pl + g.w <= kLine) {
+    T line[kLine];
+    for (int64_t oy = 0; oy < g.oh; ++oy) max_pool_row_8bit(g, in, oy, line, out + oy * g.ow);
+    return;
+  }
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    int64_t ky0, kx0;
+    const int64_t rows = taps_inside(oy * g.sh - g.pt, g.kh, g.dh, 0, g.h, &ky0);
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const int64_t cols = taps_inside(ox * g.sw - g.pl, g.kw, g.dw, 0, g.w, &kx0);
+      T acc = lowest_8bit<T>();
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* row = in + (oy * g.sh - g.pt + (ky0 + r) * g.dh) * g.w + ox * g.sw - g.pl + kx0 * g.dw;
+        for (int64_t c = 0; c < cols; ++c) acc = row[c * g.dw] > acc ? row[c * g.dw] : acc;
+      }
+      out[oy * g.ow + ox] = acc;
+    }
+  }
+}
+
+template void max_pool_8bit_plane<uint8_t>(const PoolGeometry&, const uint8_t*, uint8_t*);
+template void max_pool_8bit_plane<int8_t>(const PoolGeometry&, const int8_t*, int8_t*);
 
 // Name, check, run and in-place inputs of each kernel of this file.
 #define KILN_POOL_KERNELS(K)                                         \

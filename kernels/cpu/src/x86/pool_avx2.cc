@@ -121,6 +121,144 @@ KILN_AVX2 bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, 
   return true;
 }
 
+// 8-bit max pooling, as max_pool_avx2 in two passes per output row over a
+// padded line on the stack: the vertical maximum 32 columns at a time (then
+// 16, 8 and single columns, never reading past a row), the horizontal one
+// 32 outputs at a time. Stride 1 takes byte maxima of shifted loads; stride
+// 2 splits each 16-bit lane of a load into its even and odd byte (two taps
+// per load), takes the maxima in 16 bits and packs them back. Padding holds
+// the type's lowest value, so it never wins. The last step of a row that
+// would store past the plane goes through a copy.
+namespace {
+
+template <typename T>
+struct Bytes;
+template <>
+struct Bytes<uint8_t> {
+  KILN_AVX2 static __m256i max(__m256i a, __m256i b) { return _mm256_max_epu8(a, b); }
+  KILN_AVX2 static __m128i max(__m128i a, __m128i b) { return _mm_max_epu8(a, b); }
+  // Even and odd bytes of each 16-bit lane, widened.
+  KILN_AVX2 static __m256i even(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi16(0xFF)); }
+  KILN_AVX2 static __m256i odd(__m256i v) { return _mm256_srli_epi16(v, 8); }
+  KILN_AVX2 static __m256i pack(__m256i lo, __m256i hi) {
+    return _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xD8);
+  }
+};
+template <>
+struct Bytes<int8_t> {
+  KILN_AVX2 static __m256i max(__m256i a, __m256i b) { return _mm256_max_epi8(a, b); }
+  KILN_AVX2 static __m128i max(__m128i a, __m128i b) { return _mm_max_epi8(a, b); }
+  KILN_AVX2 static __m256i even(__m256i v) { return _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8); }
+  KILN_AVX2 static __m256i odd(__m256i v) { return _mm256_srai_epi16(v, 8); }
+  KILN_AVX2 static __m256i pack(__m256i lo, __m256i hi) {
+    return _mm256_permute4x64_epi64(_mm256_packs_epi16(lo, hi), 0xD8);
+  }
+};
+
+// The vertical pass: line[c] = the maximum of column c over `rows` rows w
+// apart from `top`.
+template <typename T>
+KILN_AVX2 void max_pool_8bit_vertical(const T* top, int64_t w, int64_t rows, T* line) {
+  using B = Bytes<T>;
+  int64_t c = 0;
+  for (; c + 32 <= w; c += 32) {
+    __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(top + c));
+    for (int64_t r = 1; r < rows; ++r)
+      m = B::max(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(top + r * w + c)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(line + c), m);
+  }
+  for (; c + 16 <= w; c += 16) {
+    __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(top + c));
+    for (int64_t r = 1; r < rows; ++r)
+      m = B::max(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(top + r * w + c)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(line + c), m);
+  }
+  for (; c + 8 <= w; c += 8) {
+    __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(top + c));
+    for (int64_t r = 1; r < rows; ++r)
+      m = B::max(m, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(top + r * w + c)));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(line + c), m);
+  }
+  for (; c < w; ++c) {
+    T m = top[c];
+    for (int64_t r = 1; r < rows; ++r) m = top[r * w + c] > m ? top[r * w + c] : m;
+    line[c] = m;
+  }
+}
+
+// 32 outputs of the horizontal pass from the line at `p` (stride 1 or 2).
+template <typename T>
+KILN_AVX2 __m256i max_pool_8bit_horizontal(const T* p, int64_t kw, int64_t stride) {
+  using B = Bytes<T>;
+  if (stride == 1) {
+    __m256i acc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    for (int64_t kx = 1; kx < kw; ++kx) acc = B::max(acc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kx)));
+    return acc;
+  }
+  // Outputs 0-15 from bytes [0, 32) + kx, outputs 16-31 from [32, 64) + kx.
+  __m256i lo = _mm256_set1_epi16(static_cast<int16_t>(static_cast<T>(static_cast<T>(-1) > 0 ? 0 : -128)));
+  __m256i hi = lo;
+  for (int64_t kx = 0; kx < kw; kx += 2) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kx));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kx + 32));
+    __m256i ma = B::even(a), mb = B::even(b);
+    if (kx + 1 < kw) {
+      ma = _mm256_max_epi16(ma, B::odd(a));
+      mb = _mm256_max_epi16(mb, B::odd(b));
+    }
+    lo = _mm256_max_epi16(lo, ma);
+    hi = _mm256_max_epi16(hi, mb);
+  }
+  return B::pack(lo, hi);
+}
+
+template <typename T>
+KILN_AVX2 bool max_pool_8bit_plane(const T* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride,
+                                   int64_t pt, int64_t pl, T* out, int64_t oh, int64_t ow) {
+  constexpr int64_t kLine = 4096;
+  // The horizontal pass reads up to 64 bytes from (ow - 1) rounded to 32,
+  // times the stride, plus kw.
+  const int64_t span = ((ow + 31) / 32 * 32) * stride + kw + 64;
+  if (span > kLine || pl < 0 || pl + w > span || kh < 1 || kw < 1 || (stride != 1 && stride != 2)) return false;
+  alignas(32) T line[kLine];
+  const T lowest = static_cast<T>(static_cast<T>(-1) > 0 ? 0 : -128);
+  for (int64_t q = 0; q < span; ++q) line[q] = lowest;
+  T* const image = line + pl;
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    const int64_t y0 = oy * stride - pt;
+    const int64_t r0 = y0 < 0 ? 0 : y0, r1 = y0 + kh < h ? y0 + kh : h;
+    if (r1 <= r0) {
+      for (int64_t q = 0; q < w; ++q) image[q] = lowest;
+    } else {
+      max_pool_8bit_vertical(in + r0 * w, w, r1 - r0, image);
+    }
+    T* row = out + oy * ow;
+    for (int64_t ox = 0; ox < ow; ox += 32) {
+      const __m256i v = max_pool_8bit_horizontal(line + ox * stride, kw, stride);
+      if (oy * ow + ox + 32 <= oh * ow) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + ox), v);
+      } else {
+        alignas(32) T last[32];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(last), v);
+        for (int64_t q = 0; q < ow - ox && q < 32; ++q) row[ox + q] = last[q];
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+KILN_AVX2 bool max_pool_8bit_avx2(const uint8_t* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride,
+                                  int64_t pt, int64_t pl, uint8_t* out, int64_t oh, int64_t ow) {
+  return max_pool_8bit_plane(in, h, w, kh, kw, stride, pt, pl, out, oh, ow);
+}
+
+KILN_AVX2 bool max_pool_8bit_avx2(const int8_t* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride,
+                                  int64_t pt, int64_t pl, int8_t* out, int64_t oh, int64_t ow) {
+  return max_pool_8bit_plane(in, h, w, kh, kw, stride, pt, pl, out, oh, ow);
+}
+
 }  // namespace x86
 }  // namespace kernels
 }  // namespace kiln

@@ -112,6 +112,12 @@ void clamp_avx2(float* data, int64_t n, float lo, float hi, bool relu);
 // (pool_avx2.cc).
 bool max_pool_avx2(const float* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride, int64_t pt,
                    int64_t pl, float* out, int64_t oh, int64_t ow);
+// The same for 8-bit data (uint8_t or int8_t: a QDQ model's MaxPool),
+// padding never winning; false when the geometry does not fit.
+bool max_pool_8bit_avx2(const uint8_t* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride, int64_t pt,
+                        int64_t pl, uint8_t* out, int64_t oh, int64_t ow);
+bool max_pool_8bit_avx2(const int8_t* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride, int64_t pt,
+                        int64_t pl, int8_t* out, int64_t oh, int64_t ow);
 
 // Softmax of one contiguous row, and LayerNormalization of one row (the
 // statistics in double), as norm.cc's scalar loops compute them
