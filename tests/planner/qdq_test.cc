@@ -279,6 +279,60 @@ TEST(QdqTest, AddOfSameShapesIsOneRowOnEveryPath) {
   }
 }
 
+// MulInt8 by rows of int32 products, 512 at a time, requantized by
+// qgemm_requantize_row: inputs of one shape (one row, several chunks and a
+// tail), b broadcast along rows of the last dimension, and a scale per
+// channel on either side (a row per channel), int8 and uint8, on every
+// path: the exact formula, ties rounding up and both ends saturating.
+TEST(QdqTest, MulOfSameAndBroadcastShapesOnEveryPath) {
+  const std::vector<int64_t> shape = {1, 3, 41, 13};
+  // a's shape, b's shape.
+  const std::pair<std::vector<int64_t>, std::vector<int64_t>> cases[] = {
+      {shape, shape}, {shape, {1, 3, 1, 13}}, {shape, {1, 3, 1, 1}}, {{1, 3, 1, 1}, shape}};
+  for (DType dtype : {DType::UINT8, DType::INT8}) {
+    for (const auto& [a_shape, b_shape] : cases) {
+      const int a_zp = static_cast<int>(lo_of(dtype)) + 120, b_zp = static_cast<int>(lo_of(dtype)) + 9;
+      const int y_zp = static_cast<int>(lo_of(dtype)) + 60;
+      GraphBuilder b;
+      const int a = b.input("a", a_shape, dtype);
+      const int bb = b.input("b", b_shape, dtype);
+      // a_s * b_s / y_s = 1/64.
+      b.output(q(b, b.node("Mul", {dq(b, a, 0.5f, dtype, a_zp, "a"), dq(b, bb, 0.25f, dtype, b_zp, "b")}), 8.f, dtype,
+                 y_zp));
+      const PlanResult r = b.plan();
+      ASSERT_EQ(kernels(r), std::vector<std::string>{"MulInt8"});
+      const HostTensor ta = data8(dtype, a_shape, 3), tb = data8(dtype, b_shape, 8);
+      // The element of an operand of `s` that y's element (c, h, w) reads.
+      const auto at = [](const std::vector<int64_t>& s, int64_t c, int64_t h, int64_t w) {
+        return (c * s[2] + (s[2] == 1 ? 0 : h)) * s[3] + (s[3] == 1 ? 0 : w);
+      };
+      const kernels::Isa before = kernels::active_isa();
+      for (kernels::Isa isa :
+           {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
+        if (!kernels::processor_has(isa)) continue;
+        ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
+        const HostTensor out = planner::run_program(r.bytes, {ta, tb}, {}).outputs.at(0);
+        ASSERT_EQ(out.numel(), 3 * 41 * 13);
+        int ties = 0, low = 0, high = 0;
+        for (int64_t i = 0; i < out.numel(); ++i) {
+          const int64_t c = i / (41 * 13), h = i / 13 % 41, w = i % 13;
+          const int64_t num = (ta.int_at(at(a_shape, c, h, w)) - a_zp) * (tb.int_at(at(b_shape, c, h, w)) - b_zp);
+          ties += num % 64 == 32 || num % 64 == -32;
+          const int64_t want = clamp8(round_half_up(num, 64) + y_zp, dtype);
+          low += want == lo_of(dtype);
+          high += want == lo_of(dtype) + 255;
+          ASSERT_EQ(out.int_at(i), want) << "isa " << static_cast<int>(isa) << " a " << a_shape[3] << " b "
+                                         << b_shape[3] << " at " << i;
+        }
+        EXPECT_GT(ties, 0);
+        EXPECT_GT(low, 0);
+        EXPECT_GT(high, 0);
+      }
+      ASSERT_EQ(kernels::set_isa(before), Error::kOk);
+    }
+  }
+}
+
 // An Add whose scales differ by a ratio that is not a power of two: within
 // one step of the real sum's rounding, equal away from ties.
 TEST(QdqTest, AddOtherScalesMatchTheRealValue) {

@@ -1051,25 +1051,98 @@ Error run_add_int8(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// (a[i sa] - za) * (b[i sb] - zb) for i < n into p: contiguous a with
+// contiguous or one broadcast b as plain loops the compiler vectorises.
+template <typename A, typename B>
+void int8_products(const void* va, int64_t sa, const void* vb, int64_t sb, int64_t n, int32_t za, int32_t zb,
+                   int32_t* p) {
+  const A* a = static_cast<const A*>(va);
+  const B* b = static_cast<const B*>(vb);
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) p[i] = (int32_t{a[i]} - za) * (int32_t{b[i]} - zb);
+  } else if (sa == 1 && sb == 0) {
+    const int32_t db = int32_t{b[0]} - zb;
+    for (int64_t i = 0; i < n; ++i) p[i] = (int32_t{a[i]} - za) * db;
+  } else {
+    for (int64_t i = 0; i < n; ++i) p[i] = (int32_t{a[i * sa]} - za) * (int32_t{b[i * sb]} - zb);
+  }
+}
+
+// The product of `part` broadcast over trailing dimensions (y's shape
+// but for trailing dimensions of 1, as a squeeze-excitation scale per
+// channel) with `full` (y's size): how many elements each value of `part`
+// covers; 0 where the operands are not so.
+int64_t trailing_broadcast(const Tensor& full, const Tensor& part, const Tensor& y) {
+  if (full.numel() != y.numel() || part.rank() != y.rank()) return 0;
+  int64_t inner = 1;
+  uint32_t d = y.rank();
+  while (d > 0 && part.dim(d - 1) == 1) inner *= y.dim(--d);
+  for (uint32_t k = 0; k < d; ++k) {
+    if (part.dim(k) != y.dim(k)) return 0;
+  }
+  return inner > 1 ? inner : 0;
+}
+
+using Int8Products = void (*)(const void*, int64_t, const void*, int64_t, int64_t, int32_t, int32_t, int32_t*);
+Int8Products int8_products_for(bool a_signed, bool b_signed) {
+  return a_signed ? (b_signed ? int8_products<int8_t, int8_t> : int8_products<int8_t, uint8_t>)
+                  : (b_signed ? int8_products<uint8_t, int8_t> : int8_products<uint8_t, uint8_t>);
+}
+
+// MulInt8 by rows in chunks: the products in int32 (|.| <= 65025), then
+// qgemm_requantize_row's vector loop (the scalar loop's bits). Operands of
+// one size as one row; one broadcast over trailing dimensions as a row per
+// value of it (the product commutes, so either may be the broadcast one);
+// anything else by rows of the last dimension.
 Error run_mul_int8(const KernelArgs& args) {
   const Tensor* inputs[2] = {&args.in(0), &args.in(1)};
-  const bool a_signed = args.in(0).dtype() == DType::INT8, b_signed = args.in(1).dtype() == DType::INT8;
-  const bool y_signed = args.out(0).dtype() == DType::INT8;
-  const void* a = args.in(0).data();
-  const void* b = args.in(1).data();
-  void* y = args.out(0).data();
-  const int64_t a_zp = int_param(args, 0), b_zp = int_param(args, 1), y_zp = int_param(args, 2);
-  const int64_t lo = int_param(args, 3), hi = int_param(args, 4);
+  const Tensor& yt = args.out(0);
+  bool is_signed[2] = {args.in(0).dtype() == DType::INT8, args.in(1).dtype() == DType::INT8};
+  const uint8_t* data[2] = {args.in(0).data_as<const uint8_t>(), args.in(1).data_as<const uint8_t>()};
+  int32_t zp[2] = {static_cast<int32_t>(int_param(args, 0)), static_cast<int32_t>(int_param(args, 1))};
+  uint8_t* y = yt.data_as<uint8_t>();
+  const DType y_dtype = yt.dtype();
+  const int32_t y_zp = static_cast<int32_t>(int_param(args, 2));
+  const int32_t lo = static_cast<int32_t>(int_param(args, 3)), hi = static_cast<int32_t>(int_param(args, 4));
   const int32_t m = static_cast<int32_t>(int_param(args, 5)), s = static_cast<int32_t>(int_param(args, 6));
-  for_each_broadcast_row<2>(inputs, args.out(0),
-                            [&](int64_t out, const int64_t* offsets, const int64_t* steps, int64_t n) {
-                              for (int64_t i = 0; i < n; ++i) {
-                                const int64_t da = load_q(a, a_signed, offsets[0] + i * steps[0]) - a_zp;
-                                const int64_t db = load_q(b, b_signed, offsets[1] + i * steps[1]) - b_zp;
-                                // |da * db| <= 65025: requantize's 64-bit product cannot overflow.
-                                store_q(y, y_signed, out + i, qgemm_requantize(da * db, m, s) + y_zp, lo, hi);
-                              }
-                            });
+  const Isa isa = active_isa();
+  // Operand `first` and the other, in that order.
+  const auto rows_of = [&](int first) {
+    const int second = 1 - first;
+    const Int8Products products = int8_products_for(is_signed[first], is_signed[second]);
+    return [&, first, second, products](int64_t out, const int64_t* offsets, const int64_t* steps, int64_t n) {
+      constexpr int64_t kChunk = 512;
+      int32_t p[kChunk];
+      for (int64_t i = 0; i < n; i += kChunk) {
+        const int64_t c = n - i < kChunk ? n - i : kChunk;
+        products(data[first] + offsets[first] + i * steps[first], steps[first],
+                 data[second] + offsets[second] + i * steps[second], steps[second], c, zp[first], zp[second], p);
+        qgemm_requantize_row(p, c, 0, m, s, y_zp, lo, hi, y_dtype, y + out + i, isa, true);
+      }
+    };
+  };
+  if (args.in(0).numel() == yt.numel() && args.in(1).numel() == yt.numel()) {
+    const int64_t zero[2] = {0, 0}, one[2] = {1, 1};
+    rows_of(0)(0, zero, one, yt.numel());
+    return Error::kOk;
+  }
+  for (int part = 1; part >= 0; --part) {
+    const int full = 1 - part;
+    const int64_t inner =
+        trailing_broadcast(args.in(static_cast<uint32_t>(full)), args.in(static_cast<uint32_t>(part)), yt);
+    if (inner == 0) continue;
+    const auto row = rows_of(full);
+    int64_t steps[2], offsets[2];
+    steps[full] = 1;
+    steps[part] = 0;
+    for (int64_t r = 0; r < args.in(static_cast<uint32_t>(part)).numel(); ++r) {
+      offsets[full] = r * inner;
+      offsets[part] = r;
+      row(r * inner, offsets, steps, inner);
+    }
+    return Error::kOk;
+  }
+  for_each_broadcast_row<2>(inputs, yt, rows_of(0));
   return Error::kOk;
 }
 
