@@ -76,7 +76,8 @@ Lowered lower_stage(Graph graph, const PlanOptions& options) {
   PlanResult& result = lowered.result;
   // Folding leaves DequantizeLinear alone (its weights stay int8 for this
   // pass); the pass folds the constant ones it does not use into floats.
-  result.qdq = fold_qdq(graph);
+  const KernelEvaluator evaluator{};
+  result.qdq = fold_qdq(graph, &evaluator);
   if (result.qdq.total() > 0) fold(graph, options);
   if (options.quantized_io) result.quantized_io = quantize_io(graph);
   result.int8 = int8_share(graph);

@@ -510,6 +510,25 @@ void lower_q_binary(OpContext& ctx, LoweringContext& l) {
            {l.tensor(ctx.output_id(0))}, int_params(std::move(ints)));
 }
 
+// ---------------------------------------------------------------------------
+// Lookup (domain kiln; the QDQ pass writes it for an element-wise chain
+// between DequantizeLinears of one tensor and a QuantizeLinear): X (uint8
+// or int8), Table (256 constant values of Y's dtype); Y = Table[X], X's
+// byte as the index. Lowered onto LookupInt8.
+
+void infer_lookup(OpContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_dtype(0, {DType::UINT8, DType::INT8});
+  ctx.expect_dtype(1, {DType::UINT8, DType::INT8});
+  if (shape_numel(ctx.shape(1)) != 256) ctx.error("the table has ", shape_numel(ctx.shape(1)), " values, not 256");
+  ctx.set_output(0, ctx.dtype(1), ctx.shape(0));
+}
+
+void lower_lookup(OpContext& ctx, LoweringContext& l) {
+  ctx.constant_input(1, "Table");
+  l.kernel("LookupInt8", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))});
+}
+
 }  // namespace
 
 Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear& q) {
@@ -603,6 +622,7 @@ void add_quant_ops(std::vector<OpDef>& ops) {
   for (const char* op : {"QLinearAdd", "QLinearMul"}) {
     ops.push_back({.op_type = op, .domain = "com.microsoft", .infer = infer_q_binary, .lower = lower_q_binary});
   }
+  ops.push_back({.op_type = "Lookup", .domain = "kiln", .infer = infer_lookup, .lower = lower_lookup});
 }
 
 }  // namespace kiln::planner

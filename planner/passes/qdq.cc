@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <set>
 #include <vector>
+
+#include "core/error.h"
+#include "passes/infer.h"
 
 namespace kiln::planner {
 namespace {
@@ -450,14 +455,238 @@ bool fold_qlinear_op(Graph& graph, const std::vector<std::vector<int>>& readers,
   return true;
 }
 
+// ---------------------------------------------------------------------------
+// Lookup tables: an element-wise float chain between DequantizeLinears of
+// one tensor and a QuantizeLinear is a function of one byte, so the whole
+// chain, with its Q and DQs, becomes one 256-entry table.
+
+// Float ops whose every output element depends only on the same element of
+// their inputs (with scalar constants beside): what a table can take in.
+bool elementwise_op(const Node& node) {
+  if (node.dead || node.outputs.size() != 1) return false;
+  if (node.domain == "kiln") return node.op_type == "Silu";
+  if (node.domain == "com.microsoft") return node.op_type == "Gelu";
+  if (!node.domain.empty()) return false;
+  static const char* const kOps[] = {
+      "Sigmoid",  "Tanh",     "Relu",  "LeakyRelu", "Elu",   "Selu",       "Celu", "HardSigmoid", "HardSwish",
+      "Softplus", "Softsign", "Exp",   "Log",       "Sqrt",  "Reciprocal", "Neg",  "Abs",         "Erf",
+      "Sin",      "Cos",      "Floor", "Ceil",      "Round", "Sign",       "Clip", "Add",         "Sub",
+      "Mul",      "Div",      "Pow",   "Max",       "Min",   "Mish",       "Gelu", "Identity",    "ThresholdedRelu",
+      "Shrink"};
+  for (const char* op : kOps) {
+    if (node.op_type == op) return true;
+  }
+  return false;
+}
+
+// The region feeding one Q: its nodes (producers first), and for each DQ
+// leaf the 256 values it gives over the root's bytes.
+struct LookupRegion {
+  std::vector<int> nodes;
+  std::map<int, std::vector<float>> leaves;  // DQ output value -> values
+  int root = -1;                             // the quantized tensor
+  bool failed = false;
+};
+
+// The root's byte b (0-255) as its dtype's value.
+int64_t byte_value(DType dtype, int b) { return dtype == DType::INT8 ? static_cast<int8_t>(b) : b; }
+
+// A DQ leaf at value v: its root (through one Lookup this pass wrote: the
+// table's input) and its 256 values, as DequantizeLinear computes them.
+void add_leaf(Graph& graph, int v, const QuantNode& dq, LookupRegion* r) {
+  int root = dq.quantized;
+  const HostTensor* table = nullptr;
+  const int p = graph.values[static_cast<size_t>(dq.quantized)].producer;
+  if (p >= 0) {
+    const Node& lookup = graph.nodes[static_cast<size_t>(p)];
+    if (!lookup.dead && lookup.domain == "kiln" && lookup.op_type == "Lookup") {
+      root = lookup.inputs[0];
+      table = constant_of(graph, lookup.inputs[1]);
+    }
+  }
+  if (r->root >= 0 && r->root != root) r->failed = true;
+  r->root = root;
+  const DType root_dtype = graph.values[static_cast<size_t>(root)].dtype;
+  const float scale = dq.scale->data<float>()[0];
+  const int64_t zp = dq.zp != nullptr ? dq.zp->int_at(0) : 0;
+  std::vector<float> values(256);
+  for (int b = 0; b < 256; ++b) {
+    const int64_t q = table != nullptr ? table->int_at(b) : byte_value(root_dtype, b);
+    values[static_cast<size_t>(b)] = static_cast<float>(q - zp) * scale;
+  }
+  r->leaves[v] = std::move(values);
+}
+
+// Walks back from value v: DQ leaves, scalar constants and element-wise
+// nodes; anything else fails the region.
+void collect_region(Graph& graph, int v, std::set<int>* seen, LookupRegion* r) {
+  if (r->failed || v < 0 || !seen->insert(v).second) return;
+  if (r->nodes.size() > 32) {
+    r->failed = true;
+    return;
+  }
+  QuantNode dq;
+  const HostTensor* c = constant_of(graph, v);
+  if (c != nullptr) {
+    r->failed = c->numel() != 1;
+    return;
+  }
+  if (match_dq(graph, v, &dq)) {
+    const DType q = graph.values[static_cast<size_t>(dq.quantized)].dtype;
+    if (!per_tensor(dq) || (q != DType::UINT8 && q != DType::INT8)) {
+      r->failed = true;
+      return;
+    }
+    add_leaf(graph, v, dq, r);
+    return;
+  }
+  const int p = graph.values[static_cast<size_t>(v)].producer;
+  if (p < 0 || !elementwise_op(graph.nodes[static_cast<size_t>(p)])) {
+    r->failed = true;
+    return;
+  }
+  for (int in : graph.nodes[static_cast<size_t>(p)].inputs) collect_region(graph, in, seen, r);
+  r->nodes.push_back(p);
+}
+
+// Every value a region's nodes write is read only inside it, except `out`,
+// read only by the Q; none is a graph output.
+bool region_closed(const Graph& graph, const std::vector<std::vector<int>>& readers, const LookupRegion& r, int out,
+                   int q) {
+  const std::set<int> inside(r.nodes.begin(), r.nodes.end());
+  for (int n : r.nodes) {
+    const int v = graph.nodes[static_cast<size_t>(n)].outputs[0];
+    if (graph.values[static_cast<size_t>(v)].is_graph_output) return false;
+    for (int reader : readers[static_cast<size_t>(v)]) {
+      if (graph.nodes[static_cast<size_t>(reader)].dead) continue;
+      if (v == out ? reader != q : inside.count(reader) == 0) return false;
+    }
+  }
+  return true;
+}
+
+// The region's output over the 256 bytes, computed by folding a copy of
+// its nodes with the leaves as constants (the kernels' own float
+// arithmetic); nothing when the copy does not fold to 256 floats.
+std::optional<std::vector<float>> evaluate_region(const Graph& graph, const LookupRegion& r, int out,
+                                                  const ConstantEvaluator& evaluator) {
+  Graph g;
+  g.opset = graph.opset;
+  std::map<int, int> id;
+  const auto map_value = [&](int v) {
+    if (v < 0) return -1;
+    const auto it = id.find(v);
+    if (it != id.end()) return it->second;
+    const auto leaf = r.leaves.find(v);
+    if (leaf != r.leaves.end()) {
+      return id[v] = g.add_constant("leaf", HostTensor::from_floats(leaf->second, {256}));
+    }
+    return id[v] = g.add_constant("scalar", HostTensor(*constant_of(graph, v)));
+  };
+  for (int n : r.nodes) {
+    const Node& node = graph.nodes[static_cast<size_t>(n)];
+    Node copy;
+    copy.name = node.name;
+    copy.op_type = node.op_type;
+    copy.domain = node.domain;
+    copy.opset = node.opset;
+    copy.attrs = node.attrs;
+    for (int in : node.inputs) copy.inputs.push_back(map_value(in));
+    Value value;
+    value.name = g.unique_name("v");
+    value.producer = static_cast<int>(g.nodes.size());
+    id[node.outputs[0]] = g.add_value(std::move(value));
+    copy.outputs.push_back(id[node.outputs[0]]);
+    g.nodes.push_back(std::move(copy));
+  }
+  const int result = id.at(out);
+  g.values[static_cast<size_t>(result)].is_graph_output = true;
+  g.outputs = {result};
+  InferOptions options;
+  options.evaluator = &evaluator;
+  try {
+    infer_and_fold(g, options);
+  } catch (const PlanError&) {
+    return std::nullopt;
+  }
+  const auto& folded = g.values[static_cast<size_t>(result)].constant;
+  if (folded == nullptr || folded->dtype != DType::FLOAT32 || folded->numel() != 256) return std::nullopt;
+  return std::vector<float>(folded->data<float>(), folded->data<float>() + 256);
+}
+
+// The Q at node index n, if an element-wise region of one root feeds it:
+// the Q becomes Lookup(root, table), the region's nodes die.
+bool fold_lookup(Graph& graph, const std::vector<std::vector<int>>& readers, int n, const ConstantEvaluator& evaluator,
+                 QdqStats* stats) {
+  Node& q = graph.nodes[static_cast<size_t>(n)];
+  QuantNode y;
+  if (q.inputs.empty() || q.outputs.empty() || !read_quant(graph, &q, q.outputs[0], &y) || !per_tensor(y)) {
+    return false;
+  }
+  const DType y_dtype = y.zp != nullptr ? y.zp->dtype : DType::UINT8;
+  if (y_dtype != DType::UINT8 && y_dtype != DType::INT8) return false;
+  const int out = q.inputs[0];
+  LookupRegion r;
+  std::set<int> seen;
+  collect_region(graph, out, &seen, &r);
+  if (r.failed || r.nodes.empty() || r.root < 0) return false;
+  // A lone Relu or Clip is fold_passthrough's (a Clip of the bytes).
+  if (r.nodes.size() == 1) {
+    const std::string& op = graph.nodes[static_cast<size_t>(r.nodes[0])].op_type;
+    if (op == "Relu" || op == "Clip" || op == "Identity") return false;
+  }
+  if (!region_closed(graph, readers, r, out, n)) return false;
+  const std::optional<std::vector<float>> values = evaluate_region(graph, r, out, evaluator);
+  if (!values) return false;
+  const float scale = y.scale->data<float>()[0];
+  const int64_t zp = y.zp != nullptr ? y.zp->int_at(0) : 0;
+  const int64_t low = y_dtype == DType::UINT8 ? 0 : -128;
+  HostTensor table(y_dtype, {256});
+  for (int b = 0; b < 256; ++b) {
+    // As QuantizeLinear: round half to even, saturate; NaN gives the zero point.
+    const float f = (*values)[static_cast<size_t>(b)];
+    int64_t v = zp;
+    if (!std::isnan(f)) {
+      const double t = static_cast<double>(std::nearbyint(f / scale)) + static_cast<double>(zp);
+      v = static_cast<int64_t>(std::min<double>(low + 255, std::max<double>(low, t)));
+    }
+    if (y_dtype == DType::UINT8) {
+      table.data<uint8_t>()[b] = static_cast<uint8_t>(v);
+    } else {
+      table.data<int8_t>()[b] = static_cast<int8_t>(v);
+    }
+  }
+  for (int node : r.nodes) {
+    Node& dead = graph.nodes[static_cast<size_t>(node)];
+    ++stats->folded[dead.op_type];
+    dead.dead = true;
+    graph.values[static_cast<size_t>(dead.outputs[0])].producer = -1;
+  }
+  q.op_type = "Lookup";
+  q.domain = "kiln";
+  q.attrs.clear();
+  q.inputs = {r.root, graph.add_constant(q.name + "_table", std::move(table))};
+  return true;
+}
+
 int64_t numel_of(const Graph& graph, int v) {
   return v < 0 ? 0 : shape_numel(graph.values[static_cast<size_t>(v)].shape);
 }
 
 }  // namespace
 
-QdqStats fold_qdq(Graph& graph) {
+QdqStats fold_qdq(Graph& graph, const ConstantEvaluator* evaluator) {
   QdqStats stats;
+  if (evaluator != nullptr) {
+    // Producers first, so that a table can take in an earlier one.
+    const auto lookup_readers = graph.consumers();
+    for (int n : graph.topological_order()) {
+      const Node& node = graph.nodes[static_cast<size_t>(n)];
+      if (!node.dead && node.domain.empty() && node.op_type == "QuantizeLinear") {
+        fold_lookup(graph, lookup_readers, n, *evaluator, &stats);
+      }
+    }
+  }
   const auto readers = graph.consumers();
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];

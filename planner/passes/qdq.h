@@ -21,6 +21,13 @@
 //   DQ(a), DQ(b) -> Add | Mul -> [Relu | Clip] -> Q => QLinearAdd | QLinearMul
 //   (ONNX Runtime's com.microsoft contrib ops; the average, sum and product
 //   requantized with one rounding, half up: ops/quant_ops.cc)
+//   DQ(x), DQ(x), ... -> element-wise float ops (with scalar constants)
+//     -> Q                                                => Lookup(x, table)
+//   (domain kiln: the chain evaluated at plan time on all 256 bytes of x,
+//   through the kernels, and quantized as Q does; a DQ of an earlier
+//   Lookup's output counts as x through its table, so SiLU's Sigmoid -> Q
+//   -> DQ -> Mul(x, .) -> Q becomes one table. Only with a
+//   ConstantEvaluator; tried first, producers first.)
 //
 // The activation becomes output clamping: Q is monotonic and Q(0) is the
 // zero point, so Q(Relu(v)) = max(Q(v), y_zp) and Q(Clip(v, a, b)) =
@@ -46,6 +53,7 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "passes/evaluator.h"
 
 namespace kiln::planner {
 
@@ -60,7 +68,7 @@ struct QdqStats {
   }
 };
 
-QdqStats fold_qdq(Graph& graph);
+QdqStats fold_qdq(Graph& graph, const ConstantEvaluator* evaluator = nullptr);
 
 // Quantized method inputs and outputs (kiln plan --quantized-io), as
 // TensorFlow Lite Micro's int8 models take them: the application passes

@@ -333,6 +333,102 @@ TEST(QdqTest, MulOfSameAndBroadcastShapesOnEveryPath) {
   }
 }
 
+// Q(v) as QuantizeLinear computes it (round half to even, saturate), and
+// whether v / scale lies within 1e-3 of a tie (where float arithmetic
+// before it may round either way).
+int64_t quantize_ref(double v, double scale, int64_t zp, DType d, bool* near_tie) {
+  const double t = v / scale;
+  *near_tie = std::fabs(t - std::floor(t) - 0.5) < 1e-3;
+  return clamp8(static_cast<int64_t>(std::nearbyint(t)) + zp, d);
+}
+
+// Every byte of `dtype`, in order.
+HostTensor all_bytes(DType dtype) {
+  HostTensor t(dtype, {1, 256});
+  for (int i = 0; i < 256; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(i);
+  return t;
+}
+
+// An element-wise chain between the DequantizeLinears of one tensor and a
+// QuantizeLinear becomes one LookupInt8 whose table the planner computed
+// over all 256 bytes: a Sigmoid; a SiLU written as ORT's quantize_static
+// writes it (Sigmoid -> Q -> DQ, then Mul with x -> Q: the second table
+// takes in the first); GELU by Erf (x * 0.5 * (1 + erf(x / sqrt 2))).
+// Against double references of the QDQ model's float semantics: equal,
+// or within one step at near-ties; on every path.
+TEST(QdqTest, ElementWiseChainsBecomeOneTable) {
+  for (DType dtype : {DType::UINT8, DType::INT8}) {
+    const int zx = static_cast<int>(lo_of(dtype)) + 131, zs = static_cast<int>(lo_of(dtype)),
+              zy = static_cast<int>(lo_of(dtype)) + 40;
+    const float sx = 0.0473f, ss = 1.f / 255.f, sy = 0.0291f;
+    for (const std::string chain : {"sigmoid", "silu", "gelu"}) {
+      GraphBuilder b;
+      const int x = b.input("x", {1, 256}, dtype);
+      const int fx = dq(b, x, sx, dtype, zx, "x");
+      int out = -1;
+      if (chain == "sigmoid") {
+        out = q(b, b.node("Sigmoid", {fx}), ss, dtype, zs, "s");
+      } else if (chain == "silu") {
+        const int sig = q(b, b.node("Sigmoid", {fx}), ss, dtype, zs, "s");
+        out = q(b, b.node("Mul", {fx, dq(b, sig, ss, dtype, zs, "s2")}), sy, dtype, zy);
+      } else {
+        const int erf = b.node("Erf", {b.node("Div", {fx, b.constant("root2", scalar(1.4142135f))})});
+        const int half = b.node("Mul", {b.node("Mul", {fx, b.node("Add", {erf, b.constant("one", scalar(1.f))})}),
+                                        b.constant("half", scalar(0.5f))});
+        out = q(b, half, sy, dtype, zy);
+      }
+      b.output(out);
+      const PlanResult r = b.plan();
+      ASSERT_EQ(kernels(r), std::vector<std::string>{"LookupInt8"}) << chain;
+      const HostTensor in = all_bytes(dtype);
+      int ties = 0;
+      const kernels::Isa before = kernels::active_isa();
+      for (kernels::Isa isa :
+           {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
+        if (!kernels::processor_has(isa)) continue;
+        ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
+        const HostTensor got = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
+        for (int64_t i = 0; i < 256; ++i) {
+          const double xv = static_cast<double>(static_cast<float>(in.int_at(i) - zx) * sx);
+          bool tie = false, tie2 = false;
+          int64_t want = 0;
+          if (chain == "gelu") {
+            want = quantize_ref(xv * 0.5 * (1.0 + std::erf(xv / std::sqrt(2.0))), sy, zy, dtype, &tie);
+          } else {
+            const int64_t sig = quantize_ref(1.0 / (1.0 + std::exp(-xv)), ss, zs, dtype, &tie);
+            want = sig;
+            if (chain == "silu") {
+              want = quantize_ref(xv * static_cast<double>(static_cast<float>(sig - zs) * ss), sy, zy, dtype, &tie2);
+            }
+          }
+          ties += tie || tie2;
+          EXPECT_LE(std::abs(got.int_at(i) - want), tie || tie2 ? 1 : 0)
+              << chain << " isa " << static_cast<int>(isa) << " byte " << in.int_at(i);
+        }
+      }
+      ASSERT_EQ(kernels::set_isa(before), Error::kOk);
+      EXPECT_LT(ties, 3 * 8) << chain << ": too many near-ties to tell";
+    }
+  }
+}
+
+// A chain whose inner value is also read elsewhere (here a graph output),
+// or whose leaves dequantize two different tensors, stays as it was.
+TEST(QdqTest, ChainsWithOutsideReadersOrTwoTensorsStay) {
+  GraphBuilder b;
+  const int x = b.input("x", {1, 8}, DType::UINT8);
+  const int u = b.input("u", {1, 8}, DType::UINT8);
+  const int fx = dq(b, x, 0.05f, DType::UINT8, 128, "x");
+  const int sig = b.node("Sigmoid", {fx});
+  b.output(q(b, sig, 1.f / 255.f, DType::UINT8, 0, "s"));
+  b.output(sig);
+  b.output(q(b, b.node("Mul", {fx, dq(b, u, 0.05f, DType::UINT8, 128, "u")}), 0.1f, DType::UINT8, 128, "m"));
+  const std::vector<std::string> ops = kernels(b.plan());
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "LookupInt8"), 0);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "MulInt8"), 1);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Sigmoid"), 1);
+}
+
 // An Add whose scales differ by a ratio that is not a power of two: within
 // one step of the real sum's rounding, equal away from ties.
 TEST(QdqTest, AddOtherScalesMatchTheRealValue) {

@@ -107,6 +107,7 @@ constexpr T lowest_8bit() {
   return static_cast<T>(static_cast<T>(-1) > 0 ? 0 : -128);
 }
 
+#if KILN_X86 || KILN_NEON
 // One plane's output row of 8-bit max pooling, separably: the maximum down
 // the window's rows into `line` (the padded row: `pl` lowest values, the
 // image's w columns, then lowest values to the last tap), then across each
@@ -140,6 +141,7 @@ void max_pool_row_8bit(const PoolGeometry& g, const T* in, int64_t oy, T* line, 
     out[ox] = acc;
   }
 }
+#endif
 
 // Max pooling of 8-bit data, planes split across threads.
 template <typename T>
@@ -500,8 +502,8 @@ Error run_global_pool(const KernelArgs& args) {
 
 // One plane of 8-bit max pooling (pool_8bit.h): the largest tap inside the
 // image, padding never winning. One stride of 1 or 2 without dilation has
-// an AVX2 version; elsewhere rows go separably through a line on the stack
-// where one fits, else tap by tap.
+// an AVX2 version; elsewhere, on x86-64 and arm64, rows go separably
+// through a line on the stack where one fits; else window by window.
 template <typename T>
 void max_pool_8bit_plane(const PoolGeometry& g, const T* in, T* out) {
 #if KILN_X86
@@ -510,6 +512,9 @@ void max_pool_8bit_plane(const PoolGeometry& g, const T* in, T* out) {
     return;
   }
 #endif
+#if KILN_X86 || KILN_NEON
+  // Not on microcontrollers: their stacks have no room for the line, nor
+  // their images for a second loop.
   constexpr int64_t kLine = 4096;
   const int64_t span = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
   if (span <= kLine && g.pl + g.w <= kLine) {
@@ -517,6 +522,7 @@ void max_pool_8bit_plane(const PoolGeometry& g, const T* in, T* out) {
     for (int64_t oy = 0; oy < g.oh; ++oy) max_pool_row_8bit(g, in, oy, line, out + oy * g.ow);
     return;
   }
+#endif
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     int64_t ky0, kx0;
     const int64_t rows = taps_inside(oy * g.sh - g.pt, g.kh, g.dh, 0, g.h, &ky0);

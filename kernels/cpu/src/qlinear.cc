@@ -58,6 +58,11 @@
 //                     y_zp, y_min, y_max), m * 2^-s = a_scale * b_scale /
 //                     y_scale (qgemm.h). ints [a_zp, b_zp, y_zp, y_min,
 //                     y_max, m, s].
+//   LookupInt8        y[i] = table[x[i]] (the byte's value as an index,
+//                     0-255), x uint8 or int8, the table 256 values of y's
+//                     dtype: an element-wise chain between a
+//                     DequantizeLinear and a QuantizeLinear, evaluated by
+//                     the planner on all 256 inputs (passes/qdq.h).
 //
 // The int8 kernels check everything at load (operand sizes against the
 // geometry, the scratch against qgemm_packed_x_bytes); run() trusts it.
@@ -1146,6 +1151,37 @@ Error run_mul_int8(const KernelArgs& args) {
   return Error::kOk;
 }
 
+Error check_lookup_int8(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  const Tensor &x = args.in(0), &table = args.in(1), &y = args.out(0);
+  KILN_KERNEL_CHECK(args, is_8bit(x.dtype()) && is_8bit(y.dtype()) && table.dtype() == y.dtype(),
+                    "x, the table and y must be uint8 or int8, the table of y's dtype");
+  KILN_KERNEL_CHECK(args, table.numel() == 256, "the table has %lld values, not 256",
+                    static_cast<long long>(table.numel()));
+  KILN_KERNEL_CHECK(args, x.numel() == y.numel(), "x and y differ in size");
+  return Error::kOk;
+}
+
+// One load from a 256-byte table per element (it stays in L1), eight at a
+// time so the loads overlap.
+Error run_lookup_int8(const KernelArgs& args) {
+  const uint8_t* x = args.in(0).data_as<const uint8_t>();
+  uint8_t table[256];
+  memcpy(table, args.in(1).data(), sizeof(table));
+  uint8_t* y = args.out(0).data_as<uint8_t>();
+  const int64_t n = args.out(0).numel();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t in;
+    memcpy(&in, x + i, 8);
+    uint64_t out = 0;
+    for (int b = 0; b < 8; ++b) out |= uint64_t{table[(in >> (8 * b)) & 0xFF]} << (8 * b);
+    memcpy(y + i, &out, 8);
+  }
+  for (; i < n; ++i) y[i] = table[x[i]];
+  return Error::kOk;
+}
+
 }  // namespace
 
 #define KILN_QUANTIZED_KERNELS(K)                                           \
@@ -1156,7 +1192,8 @@ Error run_mul_int8(const KernelArgs& args) {
   K(GemmInt8, check_gemm_int8, run_gemm_int8, 0)                            \
   K(AvgPoolInt8, check_avg_pool_int8, run_avg_pool_int8, 0)                 \
   K(AddInt8, check_add_int8, run_add_int8, 0)                               \
-  K(MulInt8, check_mul_int8, run_mul_int8, 0)
+  K(MulInt8, check_mul_int8, run_mul_int8, 0)                               \
+  K(LookupInt8, check_lookup_int8, run_lookup_int8, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_QUANTIZED_KERNELS)
 const KernelEntry kQuantizedKernels[] = {KILN_QUANTIZED_KERNELS(KILN_KERNEL_TABLE_ROW)};
