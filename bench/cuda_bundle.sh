@@ -15,6 +15,9 @@
 #                        libstdc++ linked statically; with the cuda-ipc
 #                        communicator and `all-reduce-bench` (bench/cuda_allreduce)
 #   bin/cuda_bandwidth   bench/cuda_bandwidth.cu for sm_90
+#   bin/nccl_communicator_test  tests/comm/nccl_communicator_test.cc from the
+#                        build tree, where it was built (KILN_WITH_NCCL): one
+#                        rank's device peers and captured ncclAllReduce
 #   lib/libvulkan.so.1   the Vulkan loader (libvulkan1), for GPU machines
 #                        with NVIDIA's Vulkan driver but no loader
 #   schema/, include/    the generated schema headers and the flatbuffers
@@ -102,6 +105,10 @@ $(command -v ccache || true) "$nvcc" -O3 -std=c++17 -arch=sm_90 -I. -Ibackends/c
   -Iruntime/include -Ischema/include -I"$build/schema/include" -Iplatform/include -Ibackends/common/include \
   bench/cuda_bandwidth.cu -o "$out/bin/cuda_bandwidth"
 strip "$out/bin/cuda_bandwidth"
+if [ -x "$build/tests/comm/comm_nccl_communicator_test" ]; then
+  cp "$build/tests/comm/comm_nccl_communicator_test" "$out/bin/nccl_communicator_test"
+  strip "$out/bin/nccl_communicator_test"
+fi
 
 log "the Vulkan loader (libvulkan1)"
 loader=$(ldconfig -p | sed -n 's/.*libvulkan\.so\.1 (libc6,x86-64) => //p' | head -1)

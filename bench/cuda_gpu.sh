@@ -51,6 +51,13 @@
 #                 tensor-parallel MLP with both all-reduce kernels, then
 #                 time the kernels for 4 KB to 64 MB beside a device copy
 #                 and a one-rank ncclAllReduce [60].
+#   8. nccl       the nccl communicator on one rank (bin/nccl_communicator_test,
+#                 where the bundle carries it): a zeroed arena, device_peers
+#                 (one peer, the local copy), all-reduces through all_reduce()
+#                 and through ncclAllReduce captured into a CUDA graph and
+#                 replayed; NCCL from PyTorch's nvidia-nccl wheel (2.28 or
+#                 later), MPI from the machine: skipped (77), saying which
+#                 library is missing, where either is not found [20].
 # STEPS="node models ..." picks steps (gpu always runs). Exit 1 when a step
 # failed or timed out. PYTHON: the Python with numpy and PyTorch (default:
 # the first of python3 and /usr/bin/python3 with numpy); KILN_NO_TORCH=1
@@ -114,7 +121,7 @@ step() {
   echo "[$name: $how in $took s]"
 }
 
-want() { [[ " ${STEPS:-node node16 models models16 gemm bandwidth vulkan collectives} " == *" $1 "* ]]; }
+want() { [[ " ${STEPS:-node node16 models models16 gemm bandwidth vulkan collectives nccl} " == *" $1 "* ]]; }
 
 echo "# bench/cuda_gpu.sh $([ $dry = 1 ] && echo '--dry-run ')$1"
 echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n); tree $(git rev-parse HEAD 2>/dev/null || echo '(not a git checkout)')"
@@ -344,6 +351,29 @@ if want collectives && [ -x bench/cuda_collectives.sh ]; then
   dry_flag=()
   [ $dry = 1 ] && dry_flag=(--dry-run)
   step collectives 60 bench/cuda_collectives.sh ${dry_flag[@]+"${dry_flag[@]}"} "$bundle"
+fi
+
+# One rank of the nccl communicator, where the bundle carries its test and
+# the libraries it needs (NCCL, MPI, the CUDA runtime) load here.
+nccl_step() {
+  local test=$bundle/bin/nccl_communicator_test dir missing
+  [ -x "$test" ] || { echo "nccl: the bundle carries no nccl_communicator_test (built without KILN_WITH_NCCL)"; return 77; }
+  if [ "$dry" = 1 ]; then
+    echo "nccl: dry run: carried, not run (the host execution model has no NCCL)"
+    return 77
+  fi
+  dir=$("$py" -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
+  [ -n "$dir" ] && export LD_LIBRARY_PATH="$dir:$LD_LIBRARY_PATH"
+  missing=$(ldd "$test" 2>/dev/null | sed -n 's/^\s*\(\S*\) => not found.*/\1/p' | tr '\n' ' ')
+  if [ -n "$missing" ]; then
+    echo "nccl: skipped: $missing not found here (NCCL from PyTorch's nvidia-nccl wheel, MPI and the CUDA runtime)"
+    return 77
+  fi
+  "$test"
+}
+export -f nccl_step
+if want nccl; then
+  step nccl 20 bash -c nccl_step
 fi
 
 log summary

@@ -469,18 +469,28 @@ class MethodLoader final : public MethodView {
     return Error::kOk;
   }
 
-  // A collective planned for the device's all-reduce kernels: run by the
-  // backend over every rank's copy of the symmetric arena, where the
-  // communicator hands them out; else (a communicator that reduces through
-  // its own library, as NCCL's does) by the communicator.
+  // A collective planned for the device's all-reduce kernels, run by one
+  // of three paths, the first the communicator allows:
+  //   1. the backend's kernels over every rank's copy of the symmetric
+  //      arena, where the communicator hands them out (device_peers);
+  //   2. the communicator's own library call (NCCL's), enqueued by the
+  //      backend on its stream where the kernel would run
+  //      (enqueue_all_reduce), recorded into its graph like a launch;
+  //   3. the communicator's all_reduce(), called by the runtime.
   Error setup_device_collective(uint32_t i, const fb::Instruction& instruction, uint8_t* memory, uint64_t bytes,
                                 internal::InstructionState* state) {
     const Tensor& input = *state->args.inputs[0];
-    const Tensor& output = *state->args.outputs[0];
     const internal::ArenaState& arena = arenas_[input.arena_];
     DevicePeers peers;
     const Error have_peers = arena.communicator->device_peers(arena.symmetric, &peers);
     if (have_peers == Error::kNotSupported) {
+      if (arena.communicator->enqueue_all_reduce(internal::all_reduce_args(*state), nullptr) == Error::kOk) {
+        Result<void*> handle = init_device_collective(instruction, nullptr, memory, bytes, *state);
+        if (handle.ok()) return device_collective(handle.get(), arena.backend, state);
+        KILN_CHECK_OR_RETURN(handle.error() == Error::kNotSupported, handle.error(),
+                             "method '%s': backend '%s' cannot enqueue collective %u ('%s'): %s", name(),
+                             arena.backend->id(), i, instruction_name(instruction), error_name(handle.error()));
+      }
       KILN_LOG(INFO,
                "method '%s': collective %u ('%s'): communicator '%s' hands out no device peers, so it "
                "runs through the communicator's all_reduce()%s",
@@ -492,6 +502,27 @@ class MethodLoader final : public MethodView {
                          "method '%s': collective %u ('%s'): communicator '%s' gave %u device peers of %u: %s", name(),
                          i, instruction_name(instruction), arena.communicator->name(), peers.count,
                          arena.communicator->size(), error_name(have_peers));
+    Result<void*> handle = init_device_collective(instruction, &peers, memory, bytes, *state);
+    KILN_CHECK_OR_RETURN(handle.ok(), handle.error(),
+                         "method '%s': backend '%s' cannot run collective %u ('%s') with its all-reduce kernels: %s",
+                         name(), arena.backend->id(), i, instruction_name(instruction), error_name(handle.error()));
+    return device_collective(handle.get(), arena.backend, state);
+  }
+
+  Error device_collective(void* handle, Backend* backend, internal::InstructionState* state) {
+    state->kind = internal::InstructionKind::kDeviceCollective;
+    state->backend = backend;
+    state->delegate = handle;
+    return Error::kOk;
+  }
+
+  // The backend's handle for a device collective: with `peers` its
+  // kernels', without the communicator's call enqueued.
+  Result<void*> init_device_collective(const fb::Instruction& instruction, const DevicePeers* peers, uint8_t* memory,
+                                       uint64_t bytes, const internal::InstructionState& state) {
+    const Tensor& input = *state.args.inputs[0];
+    const Tensor& output = *state.args.outputs[0];
+    const internal::ArenaState& arena = arenas_[input.arena_];
     BumpAllocator allocator(memory, static_cast<size_t>(bytes));
     CollectiveContext context;
     context.call = instruction.kind_as_CollectiveCall();
@@ -501,24 +532,18 @@ class MethodLoader final : public MethodView {
     context.output = &output;
     context.input_arena = arena.device;
     context.output_arena = arenas_[output.arena_].device;
-    for (uint32_t a = 1; a < state->args.num_inputs && a <= kMaxCollectiveAddends; ++a) {
-      const Tensor& addend = *state->args.inputs[a];
+    for (uint32_t a = 1; a < state.args.num_inputs && a <= kMaxCollectiveAddends; ++a) {
+      const Tensor& addend = *state.args.inputs[a];
       context.addends[context.num_addends] = &addend;
       context.addend_arenas[context.num_addends] = arenas_[addend.arena_].device;
       ++context.num_addends;
     }
-    context.peers = &peers;
+    context.peers = peers;
     context.communicator = arena.communicator;
+    context.symmetric = &arena.symmetric;
     context.rank = arena.communicator->rank();
     context.allocator = &allocator;
-    Result<void*> handle = arena.backend->init_collective(context);
-    KILN_CHECK_OR_RETURN(handle.ok(), handle.error(),
-                         "method '%s': backend '%s' cannot run collective %u ('%s') with its all-reduce kernels: %s",
-                         name(), arena.backend->id(), i, instruction_name(instruction), error_name(handle.error()));
-    state->kind = internal::InstructionKind::kDeviceCollective;
-    state->backend = arena.backend;
-    state->delegate = handle.get();
-    return Error::kOk;
+    return arena.backend->init_collective(context);
   }
 
   // Picks how a copy from `src` to `dst` runs, and with which backend.
@@ -1047,6 +1072,24 @@ Error add_addends(const InstructionState& state) {
 }
 #endif  // KILN_COLLECTIVES
 
+// The communicator's view of a collective's sum (Communicator::all_reduce).
+AllReduceArgs all_reduce_args(const InstructionState& state) {
+  const Tensor& input = *state.args.inputs[0];
+  const Tensor& output = *state.args.outputs[0];
+  AllReduceArgs args;
+  args.memory = state.arenas[input.arena()].symmetric;
+  args.input_offset = input.offset();
+  // On a device: the address in its memory space (a device buffer's
+  // handle is its base address, as for CUDA).
+  args.output = is_host(output.device())
+                    ? output.data()
+                    : static_cast<uint8_t*>(state.arenas[output.arena()].device.handle) + output.offset();
+  args.count = static_cast<uint64_t>(input.numel());
+  args.dtype = input.dtype();
+  args.op = state.reduce_op;
+  return args;
+}
+
 // A collective: through its group's communicator, or a copy for a group
 // of one rank. Built without collectives, the validator refused every
 // program with one, and none of this is linked.
@@ -1073,18 +1116,7 @@ Error run_collective(const InstructionState& state) {
     }
     return add_addends(state);
   }
-  AllReduceArgs args;
-  args.memory = arena.symmetric;
-  args.input_offset = input.offset();
-  // On a device: the address in its memory space (a device buffer's
-  // handle is its base address, as for CUDA).
-  args.output = is_host(output.device())
-                    ? output.data()
-                    : static_cast<uint8_t*>(state.arenas[output.arena()].device.handle) + output.offset();
-  args.count = static_cast<uint64_t>(input.numel());
-  args.dtype = input.dtype();
-  args.op = state.reduce_op;
-  KILN_RETURN_IF_ERROR(arena.communicator->all_reduce(args));
+  KILN_RETURN_IF_ERROR(arena.communicator->all_reduce(all_reduce_args(state)));
   return add_addends(state);
 #endif
 }

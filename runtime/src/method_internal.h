@@ -49,6 +49,10 @@ struct InstructionState {
 // a delegate call gets `tracer` and the instruction's index to add records to.
 Error run_instruction(const InstructionState& state, EventTracer* tracer = nullptr, uint32_t index = 0);
 
+struct ArenaState;
+// The communicator's view of a collective's sum (its state's arenas set).
+AllReduceArgs all_reduce_args(const InstructionState& state);
+
 struct ArenaState {
   uint8_t* base;  // host arenas
   uint64_t size;

@@ -67,5 +67,14 @@ bool process_exited(int32_t pid) {
   return close != nullptr && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
 }
 
+const char* device_peers_unavailable(bool window, uint32_t lsa_ranks, uint32_t ranks) {
+  if (!window) return "the arena is ordinary device memory, not a symmetric window";
+  if (ranks > kMaxDevicePeers) return "more ranks than the device's all-reduce kernels address";
+  if (lsa_ranks < ranks) {
+    return "not every rank is in this rank's load/store-accessible team (no NVLink or P2P path to some GPUs)";
+  }
+  return nullptr;
+}
+
 }  // namespace comm
 }  // namespace kiln

@@ -8,6 +8,8 @@
 
 #include <vector>
 
+#include "kiln/comm/comm_util.h"
+#include "nccl_peers.h"
 #include "nccl_status.h"
 
 namespace kiln {
@@ -80,18 +82,24 @@ bool nccl_op(fb::ReduceOp op, ncclRedOp_t* out) {
 
 }  // namespace
 
+struct NcclCommunicator::Arena {
+  bool in_use = false;
+  void* allocation = nullptr;  // what to free
+  void* base = nullptr;        // aligned: SymmetricMemory::local.handle
+  uint64_t size = 0;
+  ncclWindow_t window = nullptr;  // null: ordinary memory
+  // Every rank's copy, as this device addresses it (device_peers); 0:
+  // none (ordinary memory, or ranks outside the LSA team).
+  void* peers[kMaxDevicePeers] = {};
+  uint32_t peer_count = 0;
+};
+
 struct NcclCommunicator::State {
-  struct Arena {
-    bool in_use = false;
-    void* allocation = nullptr;  // what to free
-    void* base = nullptr;        // aligned: SymmetricMemory::local.handle
-    uint64_t size = 0;
-    ncclWindow_t window = nullptr;  // null: ordinary memory
-  };
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   std::vector<Arena> arenas;
   bool symmetric = true;
+  bool said_no_peers = false;  // the log line saying why, once
   uint64_t timeout_ns = 0;
   uint32_t timeout_ms = 0;
 };
@@ -185,7 +193,7 @@ Error NcclCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_
   while (slot < state_->arenas.size() && state_->arenas[slot].in_use) ++slot;
   KILN_RETURN_IF_ERROR(mpi_compare_layouts(name(), slot, size, layout_digest));
 
-  State::Arena arena;
+  Arena arena;
   arena.size = size;
   // Room to align (ncclMemAlloc's granularity is at least 4 KiB, so
   // only alignments beyond that need it).
@@ -225,6 +233,14 @@ Error NcclCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_
   }
   const uintptr_t address = reinterpret_cast<uintptr_t>(arena.allocation);
   arena.base = reinterpret_cast<void*>((address + alignment - 1) & ~static_cast<uintptr_t>(alignment - 1));
+  // 3. Zero on every rank before any rank returns (the device kernels'
+  //    signal words start from zero), and the peers' addresses.
+  const Error ready =
+      on_all_ranks(zero_and_find_peers(bytes, &arena), static_cast<int>(rank_), "zeroing a symmetric arena");
+  if (ready != Error::kOk) {
+    release(arena, true);
+    return ready;
+  }
   arena.in_use = true;
   if (slot == state_->arenas.size()) {
     state_->arenas.push_back(arena);
@@ -237,21 +253,75 @@ Error NcclCommunicator::map_symmetric(uint64_t size, uint32_t alignment, uint64_
   return Error::kOk;
 }
 
-void NcclCommunicator::unmap_symmetric(SymmetricMemory memory) {
-  if (memory.slot >= state_->arenas.size() || !state_->arenas[memory.slot].in_use) return;
-  State::Arena& arena = state_->arenas[memory.slot];
-  arena.in_use = false;
-  // After a failure nothing waits on the stream: the communicator was
-  // aborted, and a stuck kernel must not turn teardown into a hang.
-  if (!failed_) cudaStreamSynchronize(state_->stream);
+// Zeroes a new arena's bytes and, for a window, reads every rank's address
+// of it through NCCL's device API where all ranks are load/store
+// accessible; says once why not otherwise.
+Error NcclCommunicator::zero_and_find_peers(uint64_t bytes, Arena* arena) {
+  KILN_CUDA_CHECK(cudaMemset(arena->allocation, 0, bytes), Error::kDeviceError,
+                  "nccl: rank %u: zeroing a symmetric arena of %llu bytes", rank_,
+                  static_cast<unsigned long long>(bytes));
+  KILN_CUDA_CHECK(cudaDeviceSynchronize(), Error::kDeviceError, "nccl: rank %u: zeroing a symmetric arena", rank_);
+  int lsa_ranks = 0;
+  if (arena->window != nullptr) lsa_ranks = internal::nccl_lsa_ranks(state_->comm);
+  const char* why = device_peers_unavailable(arena->window != nullptr, static_cast<uint32_t>(lsa_ranks), size_);
+  if (why != nullptr) {
+    if (!state_->said_no_peers && rank_ == 0) {
+      KILN_LOG(INFO,
+               "nccl: no device peers (%s: %d of %u ranks load/store accessible); device collectives run "
+               "ncclAllReduce on the CUDA backend's stream",
+               why, lsa_ranks, size_);
+    }
+    state_->said_no_peers = true;
+    return Error::kOk;
+  }
+  const size_t offset =
+      static_cast<size_t>(static_cast<uint8_t*>(arena->base) - static_cast<uint8_t*>(arena->allocation));
+  KILN_CUDA_CHECK(internal::nccl_window_peers(arena->window, offset, static_cast<int>(size_), arena->peers),
+                  Error::kDeviceError, "nccl: rank %u: reading the peers' addresses of a symmetric window", rank_);
+  // This rank's own copy as it maps it (DevicePeers: bases[rank] is
+  // SymmetricMemory::local); NCCL's is another address of the same memory.
+  arena->peers[rank_] = arena->base;
+  arena->peer_count = size_;
+  return Error::kOk;
+}
+
+// Frees an arena's memory; `collective`: deregisters its window (every rank
+// does, together), which a failed communicator skips (it was aborted).
+void NcclCommunicator::release(const Arena& arena, bool collective) {
   if (arena.window != nullptr) {
-    // Collective; after a failure the communicator is aborted instead.
-    if (!failed_) (void)ncclCommWindowDeregister(state_->comm, arena.window);
+    if (collective && !failed_) (void)ncclCommWindowDeregister(state_->comm, arena.window);
     (void)ncclMemFree(arena.allocation);
-  } else {
+  } else if (arena.allocation != nullptr) {
     cudaFree(arena.allocation);
   }
-  arena = State::Arena();
+}
+
+void NcclCommunicator::unmap_symmetric(SymmetricMemory memory) {
+  if (memory.slot >= state_->arenas.size() || !state_->arenas[memory.slot].in_use) return;
+  Arena& arena = state_->arenas[memory.slot];
+  arena.in_use = false;
+  // After a failure nothing waits on the device: the communicator was
+  // aborted, and a stuck kernel must not turn teardown into a hang.
+  // Otherwise whatever read the arena (all_reduce() on the communicator's
+  // stream, a device collective on the backend's) is done first.
+  if (!failed_) cudaDeviceSynchronize();
+  release(arena, true);
+  arena = Arena();
+}
+
+Error NcclCommunicator::device_peers(const SymmetricMemory& memory, DevicePeers* out_peers) {
+  KILN_CHECK_OR_RETURN(
+      out_peers != nullptr && memory.slot < state_->arenas.size() && state_->arenas[memory.slot].in_use &&
+          memory.local.handle == state_->arenas[memory.slot].base,
+      Error::kInvalidArgument,
+      "nccl: rank %u: device peers of symmetric arena %u, which this communicator has not mapped", rank_, memory.slot);
+  const Arena& arena = state_->arenas[memory.slot];
+  if (arena.peer_count == 0) return Error::kNotSupported;
+  for (uint32_t r = 0; r < arena.peer_count; ++r) out_peers->bases[r] = arena.peers[r];
+  out_peers->count = arena.peer_count;
+  out_peers->timeout_ms = state_->timeout_ms;
+  out_peers->peer_exited = nullptr;  // NCCL watches no processes: the timeout ends a wait
+  return Error::kOk;
 }
 
 // One all-reduce, its arguments checked (check_call).
@@ -269,7 +339,7 @@ Error NcclCommunicator::check_call(const AllReduceArgs& args, Call* out_call) co
                        Error::kInvalidArgument,
                        "nccl: rank %u: all-reduce on symmetric arena %u, which this communicator has not mapped", rank_,
                        args.memory.slot);
-  const State::Arena& arena = state_->arenas[args.memory.slot];
+  const Arena& arena = state_->arenas[args.memory.slot];
   KILN_CHECK_OR_RETURN(nccl_dtype(args.dtype, &out_call->dtype) && nccl_op(args.op, &out_call->op),
                        Error::kNotSupported, "nccl: rank %u: all-reduce of %s with reduce op %u is not supported",
                        rank_, dtype_name(args.dtype), static_cast<unsigned>(args.op));
@@ -319,6 +389,25 @@ void NcclCommunicator::abort_now() {
   if (state_->comm == nullptr) return;
   ncclCommAbort(state_->comm);
   state_->comm = nullptr;
+}
+
+Error NcclCommunicator::enqueue_all_reduce(const AllReduceArgs& args, void* stream) {
+  Call call;
+  KILN_RETURN_IF_ERROR(check_call(args, &call));
+  if (stream == nullptr) return Error::kOk;
+  const ncclResult_t result = ncclAllReduce(call.input, args.output, static_cast<size_t>(args.count), call.dtype,
+                                            call.op, state_->comm, static_cast<cudaStream_t>(stream));
+  if (result == ncclSuccess) return Error::kOk;
+  // Abort first, then say so: nothing may wait on the stream before.
+  const char* last = ncclGetLastError(state_->comm);
+  KILN_LOG(ERROR, "nccl: rank %u: ncclAllReduce on the CUDA backend's stream: %s (%s)", rank_,
+           ncclGetErrorString(result), last != nullptr ? last : "");
+  abort_now();
+  return result == ncclRemoteError ? Error::kPeerFailed : Error::kDeviceError;
+}
+
+void NcclCommunicator::mark_failed() {
+  if (!failed_) abort_now();
 }
 
 Error NcclCommunicator::all_reduce(const AllReduceArgs& args) {

@@ -16,6 +16,12 @@
 //     a peer that never arrives fails the execute with kPeerFailed and
 //     messages naming it, within about the communicator's timeout, instead
 //     of hanging (one-shot and two-shot);
+//   - a communicator that hands out no device peers but enqueues its own
+//     all-reduce (Communicator::enqueue_all_reduce, as NCCL's does without
+//     load/store-accessible windows): its call is enqueued on the device's
+//     stream where the kernel would run, captured and replayed with the
+//     delegate's work, never called again from the host once replayed; one
+//     that does neither gets all_reduce() from the runtime on every call;
 //   - --precision fp16/bf16: the delegate's tensors in 16 bits, its output
 //     within the rounding the storage allows; a kernel mixing storage
 //     types refused at load.
@@ -602,6 +608,86 @@ TEST(CudaBackendTest, AnAllReduceWhosePeerNeverArrivesFailsWithinTheTimeout) {
           << runtime_says;
     }
     backend.shutdown();
+  }
+}
+
+// Rank 0 of two, without device peers: a stand-in for NCCL's path on GPUs
+// without load/store-accessible windows, whose peer contributes zeros (its
+// "sum" is a copy of its own operand, enqueued as an async copy on the
+// stream it is given, or made by all_reduce() where it does not enqueue).
+class EnqueuingRank final : public Communicator {
+ public:
+  explicit EnqueuingRank(bool enqueues) : enqueues_(enqueues) {}
+  const char* name() const override { return "enqueuing"; }
+  uint32_t rank() const override { return 0; }
+  uint32_t size() const override { return 2; }
+  DeviceType device_type() const override { return DeviceType::CUDA; }
+  Error map_symmetric(uint64_t size, uint32_t, uint64_t, SymmetricMemory* out_memory) override {
+    storage_.assign(size + cuda::kArenaAlignment, 0);
+    const uintptr_t at = reinterpret_cast<uintptr_t>(storage_.data());
+    base_ = storage_.data() + (cuda::kArenaAlignment - at % cuda::kArenaAlignment) % cuda::kArenaAlignment;
+    out_memory->local.handle = base_;
+    out_memory->local.size = size;
+    return Error::kOk;
+  }
+  void unmap_symmetric(SymmetricMemory) override {}
+  Error all_reduce(const AllReduceArgs& args) override {
+    ++host_calls;
+    memcpy(args.output, base_ + args.input_offset, args.count * sizeof(float));
+    return Error::kOk;
+  }
+  Error enqueue_all_reduce(const AllReduceArgs& args, void* stream) override {
+    if (!enqueues_) return Error::kNotSupported;
+    if (args.memory.local.handle != base_ || args.dtype != DType::FLOAT32) return Error::kInvalidArgument;
+    if (stream == nullptr) return Error::kOk;
+    ++enqueued;
+    return hx::cudaMemcpyAsync(args.output, base_ + args.input_offset, args.count * sizeof(float),
+                               hx::cudaMemcpyDeviceToDevice, static_cast<hx::cudaStream_t>(stream)) == hx::cudaSuccess
+               ? Error::kOk
+               : Error::kDeviceError;
+  }
+  int host_calls = 0;
+  int enqueued = 0;
+
+ private:
+  bool enqueues_;
+  std::vector<uint8_t> storage_;
+  uint8_t* base_ = nullptr;
+};
+
+TEST(CudaBackendTest, AnEnqueuedAllReduceIsCapturedAndReplayedWithoutTheHost) {
+  for (bool enqueues : {true, false}) {
+    const std::string bytes = relu_all_reduce(planner::AllReduceMode::kOneShot);
+    cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+    EnqueuingRank communicator(enqueues);
+    {
+      RankMethod method(bytes, backend, communicator);
+      ASSERT_EQ(method.error(), Error::kOk) << (enqueues ? "enqueued" : "all_reduce()");
+      for (int call = 0; call < 5; ++call) {
+        const float scale = call % 2 == 0 ? 1.f + call : -0.5f * call;
+        std::vector<float> y;
+        ASSERT_EQ(method.run(input(scale), &y), Error::kOk) << "call " << call;
+        const std::vector<float> x = input(scale);
+        for (size_t i = 0; i < x.size(); ++i) {
+          ASSERT_EQ(y[i], x[i] > 0.f ? x[i] : 0.f) << "call " << call << " element " << i;
+        }
+      }
+    }
+    const cuda::CudaStats stats = backend.stats();
+    backend.shutdown();
+    if (enqueues) {
+      // Called on a stream twice (the direct launch, then the capture); the
+      // four calls after replay its graph.
+      EXPECT_EQ(communicator.enqueued, 2);
+      EXPECT_EQ(communicator.host_calls, 0);
+      EXPECT_EQ(stats.direct_calls, 2u);
+      EXPECT_EQ(stats.captures, 2u);
+      EXPECT_EQ(stats.graph_replays, 8u);
+    } else {
+      EXPECT_EQ(communicator.enqueued, 0);
+      EXPECT_EQ(communicator.host_calls, 5);
+      EXPECT_EQ(stats.captures, 1u);  // the Relu delegate's only
+    }
   }
 }
 

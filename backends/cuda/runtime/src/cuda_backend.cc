@@ -61,6 +61,10 @@ struct Record {
   uint32_t timeout_ms = 0;
   Communicator* communicator = nullptr;            // told when a peer does not arrive
   const volatile uint32_t* peer_exited = nullptr;  // DevicePeers::peer_exited
+  // An all-reduce the communicator enqueues (Communicator::
+  // enqueue_all_reduce) before the record's launches (its addend's).
+  bool enqueued = false;
+  AllReduceArgs all_reduce;
 };
 static_assert(sizeof(Record) <= kDelegateHeaderBytes, "Record outgrew its header (cuda_abi.h)");
 
@@ -266,6 +270,7 @@ class RecordSink final : public LaunchSink {
 // Enqueues every launch of `r` on `stream`; the first library call or
 // launch that failed is the error (a launch's, through cudaGetLastError()).
 Error enqueue_all(const Record& r, cudaStream_t stream) {
+  if (r.enqueued) KILN_RETURN_IF_ERROR(r.communicator->enqueue_all_reduce(r.all_reduce, static_cast<void*>(stream)));
   for (uint32_t i = 0; i < r.count; ++i) {
     const Launch& l = r.launches[i];
 #if !KILN_CUDA_HOSTEXEC
@@ -577,6 +582,12 @@ namespace {
 // The all-reduce kernel of `r` failed: a peer did not arrive in time (the
 // kernel printed which and trapped).
 Error collective_failed(const Record& r, Error error) {
+  if (r.enqueued) {
+    // The communicator logged its own failure; a graph or launch that
+    // failed around its call fails it too.
+    r.communicator->mark_failed();
+    return error;
+  }
   if (!r.collective) return error;
   if (r.communicator != nullptr) r.communicator->mark_failed();
   const uint32_t exited = r.peer_exited != nullptr ? *r.peer_exited : 0;
@@ -639,10 +650,87 @@ Error check_collective(const CollectiveContext& c, const fb::CollectiveCall& cal
   return Error::kOk;
 }
 
+// The checks of an all-reduce the communicator enqueues (the backend's
+// trust boundary for it): operands of one dtype and size inside their
+// arenas; at most one addend (the call's state holds one launch), float32
+// inside its arena, of a size that divides the output's. kNotSupported
+// for more addends: the runtime then runs the call another way.
+Error check_enqueued(const CollectiveContext& c) {
+  const Tensor& in = *c.input;
+  const Tensor& out = *c.output;
+  KILN_CHECK_OR_RETURN(c.symmetric != nullptr && c.communicator != nullptr && in.dtype() == out.dtype() &&
+                           in.nbytes() == out.nbytes() && buffer_holds(c.input_arena, in.offset(), in.nbytes()) &&
+                           buffer_holds(c.output_arena, out.offset(), out.nbytes()),
+                       Error::kInvalidProgram,
+                       "cuda: all-reduce '%s': operands of one dtype and size inside their arenas, and a communicator",
+                       c.name);
+  if (c.num_addends > 1) return Error::kNotSupported;
+  for (uint32_t a = 0; a < c.num_addends; ++a) {
+    const Tensor& addend = *c.addends[a];
+    KILN_CHECK_OR_RETURN(out.dtype() == DType::FLOAT32 && addend.dtype() == DType::FLOAT32 && addend.numel() > 0 &&
+                             out.numel() % addend.numel() == 0 && out.offset() % 4 == 0 && addend.offset() % 4 == 0 &&
+                             out.numel() < (int64_t{1} << 32) &&
+                             buffer_holds(c.addend_arenas[a], addend.offset(), addend.nbytes()),
+                         Error::kInvalidProgram,
+                         "cuda: all-reduce '%s': addend %u is not float32 inside its arena, of a size that divides "
+                         "the float32 output's",
+                         c.name, a);
+  }
+  return Error::kOk;
+}
+
 }  // namespace
+
+// An all-reduce the communicator enqueues on the device's stream (it hands
+// out no device peers): one record whose work is the communicator's call,
+// then its addend's launch, directly once, then captured into a CUDA
+// graph and replayed like any delegate's.
+Result<void*> CudaBackend::init_enqueued_collective(const CollectiveContext& context) {
+  KILN_RETURN_IF_ERROR(check_enqueued(context));
+  const int index = context.device.index();
+  KILN_RETURN_IF_ERROR(open_device(index));
+  cudaSetDevice(devices_[index].physical);
+  void* memory = context.allocator->allocate(kAllReduceStateBytes, 16);
+  KILN_CHECK_OR_RETURN(memory != nullptr, Error::kOutOfMemory,
+                       "cuda: all-reduce '%s': the program reserved less than its %llu state bytes", context.name,
+                       static_cast<unsigned long long>(kAllReduceStateBytes));
+  Record* record = new (memory) Record();
+  record->launches = reinterpret_cast<Launch*>(static_cast<uint8_t*>(memory) + kDelegateHeaderBytes);
+  record->capacity = 1;
+  record->device = index;
+  record->state = &devices_[index];
+  record->stream = stream_of(devices_[index]);
+  record->communicator = context.communicator;
+  record->enqueued = true;
+  AllReduceArgs& a = record->all_reduce;
+  a.memory = *context.symmetric;
+  a.input_offset = context.input->offset();
+  a.output = base_of(context.output_arena) + context.output->offset();
+  a.count = static_cast<uint64_t>(context.input->numel());
+  a.dtype = context.input->dtype();
+  a.op = context.call->op();
+  KILN_RETURN_IF_ERROR(context.communicator->enqueue_all_reduce(a, nullptr));
+  if (context.num_addends == 1) {
+    Launch& l = *new (record->launches) Launch();
+    l = accumulate_launch(
+        static_cast<float*>(a.output),
+        reinterpret_cast<const float*>(base_of(context.addend_arenas[0]) + context.addends[0]->offset()), a.count,
+        static_cast<uint64_t>(context.addends[0]->numel()));
+    l.node = context.name;
+    record->count = 1;
+  }
+  if (options_.graphs) {
+    KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&record->capture_stream, cudaStreamNonBlocking), Error::kDeviceError,
+                    "cuda: cannot create a stream on cuda:%d", index);
+  }
+  KILN_LOG(INFO, "cuda: all-reduce '%s' on cuda:%d: communicator '%s' enqueues it on the device's stream, %u addend%s",
+           context.name, index, context.communicator->name(), context.num_addends, context.num_addends == 1 ? "" : "s");
+  return static_cast<void*>(record);
+}
 
 Result<void*> CudaBackend::init_collective(const CollectiveContext& context) {
   const fb::CollectiveCall& call = *context.call;
+  if (context.device.type() == DeviceType::CUDA && context.peers == nullptr) return init_enqueued_collective(context);
   KILN_CHECK_OR_RETURN(context.device.type() == DeviceType::CUDA && context.peers != nullptr &&
                            call.algorithm() != fb::AllReduceAlgorithm::COMMUNICATOR,
                        Error::kInvalidArgument, "cuda: all-reduce '%s' is not a device collective", context.name);

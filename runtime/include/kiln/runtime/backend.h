@@ -84,6 +84,7 @@ struct DelegateCallArgs {
 };
 
 class Communicator;
+struct SymmetricMemory;
 struct DevicePeers;
 
 // What a device backend sees of one all-reduce it runs with kernels of its
@@ -108,9 +109,14 @@ struct CollectiveContext {
   uint32_t num_addends = 0;
   // Every rank's copy of the symmetric arena (Communicator::device_peers),
   // and the communicator, to be told when a peer does not arrive
-  // (Communicator::mark_failed). Not owned.
+  // (Communicator::mark_failed). Not owned. `peers` nullptr: the
+  // communicator hands out none, but enqueues the sum itself on a stream of
+  // the device (Communicator::enqueue_all_reduce, over `symmetric`, the
+  // arena as it mapped it), which the backend runs where its kernel would
+  // run, then adds the addends; kNotSupported where the backend cannot.
   const DevicePeers* peers = nullptr;
   Communicator* communicator = nullptr;
+  const SymmetricMemory* symmetric = nullptr;
   uint32_t rank = 0;
   // Host memory for the call's state: CollectiveCall.state_bytes.
   BumpAllocator* allocator = nullptr;

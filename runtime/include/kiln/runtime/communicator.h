@@ -120,15 +120,34 @@ class Communicator {
   // the device backend's all-reduce kernels. Such a communicator hands out
   // arenas whose bytes are zero on every rank before map_symmetric returns
   // on any (the kernels' signal words start from zero). kNotSupported (the
-  // default) where it reduces only through all_reduce(); then the runtime
-  // calls all_reduce() for every collective. Allocates nothing.
+  // default) where it reduces only through its own library: then the
+  // runtime enqueues its all-reduce on the device backend's stream where it
+  // can (enqueue_all_reduce), else calls all_reduce(). Allocates nothing.
   virtual Error device_peers(const SymmetricMemory& memory, DevicePeers* out_peers) {
     (void)memory;
     (void)out_peers;
     return Error::kNotSupported;
   }
+  // Device communicators that reduce through their own library (NCCL) where
+  // they hand out no device peers: enqueues the all-reduce of `args` (as
+  // all_reduce() takes them) on `stream`, a stream of the communicator's
+  // device (a cudaStream_t for CUDA), and returns without waiting, so that
+  // the device backend runs it in order with its own launches and can
+  // record it into its CUDA graph (no host synchronisation, no stream of
+  // the communicator's). With `stream` nullptr it only checks `args`: kOk
+  // when it would enqueue them (the runtime asks once, at load).
+  // kNotSupported (the default) where it has no such call; the runtime then
+  // calls all_reduce() instead. A failed call fails the communicator before
+  // it returns (as all_reduce() does). Allocates nothing itself (the
+  // library may, inside).
+  virtual Error enqueue_all_reduce(const AllReduceArgs& args, void* stream) {
+    (void)args;
+    (void)stream;
+    return Error::kNotSupported;
+  }
   // A collective on this communicator's memory failed outside it (a device
-  // all-reduce kernel whose peer did not arrive): the communicator behaves
+  // all-reduce kernel whose peer did not arrive, a graph holding its
+  // enqueued all-reduce that failed): the communicator behaves
   // as after a failure of its own (later calls kPeerFailed; unmapping and
   // destruction skip what would wait for the failed peer).
   virtual void mark_failed() {}

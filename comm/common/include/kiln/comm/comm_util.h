@@ -32,6 +32,14 @@ uint32_t collective_timeout_ms(uint32_t option);
 // the failure may reap late).
 bool process_exited(int32_t pid);
 
+// Why a device communicator cannot hand out a mapped arena as device peers
+// (Communicator::device_peers), or nullptr when it can: `window`, the arena
+// is a window its library maps on every rank (not ordinary device memory);
+// `lsa_ranks`, how many of the `ranks` this rank's device reaches by load
+// and store (NCCL's load/store-accessible team, LSA), which must be all of
+// them, and at most kMaxDevicePeers.
+const char* device_peers_unavailable(bool window, uint32_t lsa_ranks, uint32_t ranks);
+
 }  // namespace comm
 }  // namespace kiln
 

@@ -10,22 +10,31 @@
 // 2.27, a null window), every rank frees what it registered, logs once that
 // symmetric memory is unavailable, and from then on maps arenas as ordinary
 // cudaMalloc memory, where ncclAllReduce runs NCCL's ordinary algorithms.
-// Results are the same either way; only the speed differs.
+// Results are the same either way; only the speed differs. Arenas are zero
+// on every rank before map_symmetric returns on any.
 //
-// Ordering with the delegates (keep it simple and correct): all_reduce()
-// first waits for the whole device (cudaDeviceSynchronize: whatever stream a
-// CUDA delegate wrote the input on has finished), runs ncclAllReduce on the
-// communicator's own stream and waits for it before returning, so the output
-// is ready for whatever runs next on any stream. The wait polls
-// ncclCommGetAsyncError and gives up after the timeout
-// (KILN_COLLECTIVE_TIMEOUT_MS, as for mpi-shm): kPeerFailed. On every
-// failure of a collective the NCCL communicator is aborted at once, before
-// anything synchronises the stream or the device (a stuck NCCL kernel would
-// otherwise hang unmapping and teardown); the communicator is then failed:
-// later collectives return kPeerFailed, and unmapping skips the stream wait.
-// TODO(issue 16): hand-off through events on the delegate's stream instead
-// of device-wide waits, once the CUDA backend's runtime half exposes its
-// stream.
+// Three ways a collective runs, the first that applies:
+//   - device_peers(): where every rank is in this rank's load/store-
+//     accessible (LSA) team, each rank's address of a window (read once per
+//     arena through NCCL 2.28's device API, src/nccl_peers.cu), so the CUDA
+//     backend's own all-reduce kernels read the peers directly;
+//   - enqueue_all_reduce(): ncclAllReduce on the CUDA backend's stream, not
+//     waited for, recorded into its CUDA graph (no host synchronisation, no
+//     stream of this communicator's);
+//   - all_reduce() (collectives planned for the communicator, and callers
+//     outside a CUDA program): first waits for the whole device
+//     (cudaDeviceSynchronize: whatever stream wrote the input has
+//     finished), runs ncclAllReduce on the communicator's own stream and
+//     waits for it, polling ncclCommGetAsyncError, giving up after the
+//     timeout (KILN_COLLECTIVE_TIMEOUT_MS, as for mpi-shm): kPeerFailed.
+// On every failure of an NCCL call (and on mark_failed(), a device
+// collective that failed in the backend) the NCCL communicator is aborted
+// at once, before anything synchronises a stream or the device (a stuck
+// NCCL kernel would otherwise hang unmapping and teardown); the
+// communicator is then failed: later collectives return kPeerFailed, and
+// unmapping skips the device wait. An enqueued ncclAllReduce whose peer
+// never arrives is bounded by nothing here: no call of this communicator
+// waits on the backend's stream.
 //
 // all_reduce() allocates nothing itself (NCCL may, inside). Lifetime and
 // threading as for every Communicator (communicator.h); the CUDA device is
@@ -84,6 +93,19 @@ class NcclCommunicator final : public Communicator {
   // FLOAT16, BFLOAT16, FLOAT64, INT8, UINT8, INT32, UINT32, INT64, UINT64)
   // and every ReduceOp.
   Error all_reduce(const AllReduceArgs& args) override;
+  // Every rank's copy of a mapped window, read through NCCL's device API,
+  // where every rank is in this rank's load/store-accessible (LSA) team;
+  // kNotSupported for ordinary memory or when some rank is not (said once,
+  // when the arena is mapped). `peer_exited` is nullptr: the kernels' wait
+  // ends at the timeout.
+  Error device_peers(const SymmetricMemory& memory, DevicePeers* out_peers) override;
+  // ncclAllReduce of `args` on `stream` (a cudaStream_t of this rank's
+  // device), not waited for: what the CUDA backend records into its graph
+  // where this hands out no device peers. The dtypes and ops of
+  // all_reduce().
+  Error enqueue_all_reduce(const AllReduceArgs& args, void* stream) override;
+  // Aborts the NCCL communicator (first, as after a failure of its own).
+  void mark_failed() override;
 
   int device() const { return device_; }
   // Whether arenas are NCCL symmetric windows (false after the fallback).
@@ -91,6 +113,7 @@ class NcclCommunicator final : public Communicator {
   bool failed() const { return failed_; }
 
  private:
+  struct Arena;
   struct State;
   struct Call;
   NcclCommunicator(std::unique_ptr<State> state, uint32_t rank, uint32_t size, int device);
@@ -99,6 +122,9 @@ class NcclCommunicator final : public Communicator {
   Error check_call(const AllReduceArgs& args, Call* out_call) const;
   Error run_all_reduce(const AllReduceArgs& args, const Call& call);
   Error wait_for_stream();
+  // map_symmetric's last step, on every rank.
+  Error zero_and_find_peers(uint64_t bytes, Arena* arena);
+  void release(const Arena& arena, bool collective);
   // On any failure of a collective, before anything synchronises: aborts
   // the NCCL communicator (its kernels stop) and marks this one failed.
   void abort_now();

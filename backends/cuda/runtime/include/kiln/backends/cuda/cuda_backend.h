@@ -108,7 +108,11 @@ class CudaBackend final : public Backend {
   // symmetric arenas: one launch, run like a delegate of one kernel (the
   // first call direct, the second captured as a CUDA graph on its own
   // stream, then replayed on the device's stream). A peer that does not
-  // arrive in time fails the call with kPeerFailed.
+  // arrive in time fails the call with kPeerFailed. Without peers
+  // (CollectiveContext::peers nullptr), the communicator's own all-reduce
+  // (Communicator::enqueue_all_reduce, NCCL's) enqueued on the device's
+  // stream instead of the kernel, then the addend's launch, run, captured
+  // and replayed the same way; kNotSupported for two addends.
   Result<void*> init_collective(const CollectiveContext& context) override;
 
   // Releases every device's stream, workspace and cuBLASLt handle (after
@@ -136,6 +140,7 @@ class CudaBackend final : public Backend {
  private:
   Error open_device(int index);
   Error execute_record(void* record);
+  Result<void*> init_enqueued_collective(const CollectiveContext& context);
 
   CudaOptions options_;
   DeviceState devices_[16];
