@@ -317,15 +317,19 @@ TEST(QGemm, DotRowsMatchOnEveryPathForSmallAndLargeVectors) {
 // The ISA switch picks the inner loop: each path the processor has gives
 // the same bits as the portable one, requantized, into a transposed
 // (matrix-product) output.
+// Three channel tiles: the first has a channel whose shift is below 32 (so
+// the whole tile takes the scalar epilogue), the second eight channels side
+// by side (x86's requantize_columns_avx2), the third five.
 TEST(QGemm, EveryIsaPathRequantizesAlike) {
-  const Operands o = make(13, 37, 75, 3, false);
+  const Operands o = make(21, 37, 75, 3, false);
   std::vector<uint8_t> packed(static_cast<size_t>(qgemm_packed_x_bytes(o.k, o.n)));
   qgemm_pack_rows(o.x.data(), o.k, o.n, o.k, false, packed.data(), nullptr);
-  std::vector<int32_t> bias(13, -40000), multiplier(13), shift(13);
-  for (int64_t c = 0; c < 13; ++c) {
-    ASSERT_TRUE(qgemm_quantize_multiplier(0.0003 * (c + 1), &multiplier[static_cast<size_t>(c)],
+  std::vector<int32_t> bias(21, -40000), multiplier(21), shift(21);
+  for (int64_t c = 0; c < 21; ++c) {
+    ASSERT_TRUE(qgemm_quantize_multiplier(c == 2 ? 0.7 : 0.0003 * (c + 1), &multiplier[static_cast<size_t>(c)],
                                           &shift[static_cast<size_t>(c)]));
   }
+  ASSERT_LT(shift[2], 32);
   std::vector<std::vector<int8_t>> results;
   const Isa before = active_isa();
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
@@ -340,6 +344,7 @@ TEST(QGemm, EveryIsaPathRequantizesAlike) {
     p.y_zp = -3; p.y_min = -100; p.y_max = 90;
     p.y_dtype = DType::INT8; p.y = y.data();
     p.y_channel_stride = 1; p.y_column_stride = o.m;
+    p.isa = active_isa();
     // clang-format on
     qgemm(p, qgemm_tile_for(active_isa()));
     for (int64_t c = 0; c < o.m; ++c) {

@@ -52,10 +52,31 @@ inline int32_t saturate_int32(int64_t v) {
   return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : static_cast<int32_t>(v);
 }
 
+#if KILN_X86
+// Whether channels [c0, c0 + 8) all take requantize_columns_avx2: shifts in
+// [32, 62] and biases within 2^30.
+bool columns_fit(const QGemmProblem& p, int64_t c0) {
+  for (int64_t c = c0; c < c0 + kQGemmMr; ++c) {
+    if (p.shift[c] < 32 || p.shift[c] > 62 || p.bias[c] > (1 << 30) || p.bias[c] < -(1 << 30)) return false;
+  }
+  return true;
+}
+#endif
+
 // Zero-point correction, requantization, clamping and the store of one tile.
 void finish_tile(const QGemmProblem& p, int64_t c0, int64_t mr, int64_t p0, int64_t nr,
                  const int32_t acc[kQGemmMr][kQGemmNr]) {
   const size_t y_elem = dtype_size(p.y_dtype);
+#if KILN_X86
+  if (mr == kQGemmMr && p.multiplier != nullptr && p.w_zp == nullptr && p.y_channel_stride == 1 &&
+      p.isa != Isa::kScalar && p.k <= 4096 && y_elem == 1 && columns_fit(p, c0)) {
+    // Eight channels side by side in the output (a MatMul's rows).
+    requantize_columns_avx2(acc, nr, p.bias + c0, p.multiplier + c0, p.shift + c0, p.y_zp, p.y_min, p.y_max,
+                            p.y_dtype == DType::UINT8, static_cast<uint8_t*>(p.y) + c0 + p0 * p.y_column_stride,
+                            p.y_column_stride);
+    return;
+  }
+#endif
   for (int64_t r = 0; r < mr; ++r) {
     const int64_t c = c0 + r;
     if (p.multiplier != nullptr && p.w_zp == nullptr && p.y_column_stride == 1) {

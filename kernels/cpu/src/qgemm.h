@@ -105,6 +105,14 @@ void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float l
 void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, bool a_signed, bool b_signed, int32_t za,
                        int32_t zb, int32_t ma, int32_t mb, int32_t s, int32_t y_zp, int32_t lo, int32_t hi,
                        bool y_signed, uint8_t* y);
+// A full tile of 8 channels (kQGemmMr) whose outputs lie channel after
+// channel (a MatMul's [rows, channels]): column i of acc (nr of them)
+// requantized with each channel's bias, multiplier and shift (every shift
+// in [32, 62], |bias| <= 2^30, |acc| < 2^27) and stored as 8 bytes at y +
+// i * column_stride; the scalar epilogue's bits.
+void requantize_columns_avx2(const int32_t acc[kQGemmMr][kQGemmNr], int64_t nr, const int32_t* bias, const int32_t* m,
+                             const int32_t* s, int32_t zp, int32_t lo, int32_t hi, bool is_unsigned, uint8_t* y,
+                             int64_t column_stride);
 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
                          int32_t hi, bool is_unsigned, void* y);
 

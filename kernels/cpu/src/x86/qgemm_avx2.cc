@@ -213,6 +213,37 @@ KILN_AVX2 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, 
   }
 }
 
+KILN_AVX2 void requantize_columns_avx2(const int32_t acc[kQGemmMr][kQGemmNr], int64_t nr, const int32_t* bias,
+                                       const int32_t* m, const int32_t* s, int32_t zp, int32_t lo, int32_t hi,
+                                       bool is_unsigned, uint8_t* y, int64_t column_stride) {
+  static_assert(kQGemmMr == 8, "one 32-bit lane per channel of the tile");
+  const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias));
+  const __m256i vm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m));
+  const __m256i vs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
+  // 2^(s-1) per channel, for the even channels' 64-bit lanes and the odd ones'.
+  const __m256i round_even = _mm256_set_epi64x(int64_t{1} << (s[6] - 1), int64_t{1} << (s[4] - 1),
+                                               int64_t{1} << (s[2] - 1), int64_t{1} << (s[0] - 1));
+  const __m256i round_odd = _mm256_set_epi64x(int64_t{1} << (s[7] - 1), int64_t{1} << (s[5] - 1),
+                                              int64_t{1} << (s[3] - 1), int64_t{1} << (s[1] - 1));
+  const __m256i rest = _mm256_sub_epi32(vs, _mm256_set1_epi32(32));
+  const __m256i vzp = _mm256_set1_epi32(zp), vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
+  const __m256i rows = _mm256_setr_epi32(0, kQGemmNr, 2 * kQGemmNr, 3 * kQGemmNr, 4 * kQGemmNr, 5 * kQGemmNr,
+                                         6 * kQGemmNr, 7 * kQGemmNr);
+  for (int64_t i = 0; i < nr; ++i) {
+    const __m256i a = _mm256_i32gather_epi32(&acc[0][i], rows, 4);
+    const __m256i v = _mm256_add_epi32(a, vb);
+    const __m256i even = _mm256_add_epi64(_mm256_mul_epi32(v, vm), round_even);
+    const __m256i odd =
+        _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), _mm256_srli_epi64(vm, 32)), round_odd);
+    __m256i q = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+    q = _mm256_add_epi32(_mm256_srav_epi32(q, rest), vzp);
+    q = _mm256_min_epi32(_mm256_max_epi32(q, vlo), vhi);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i b8 = is_unsigned ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i * column_stride), b8);
+  }
+}
+
 // 3x3 weights of four channels (36 bytes, channel by channel) into tap
 // order (tap by tap, four channels each): out[4 t + j] = in[9 j + t],
 // three shuffles per 16 output bytes, for each full quad of each row.
