@@ -484,6 +484,7 @@ bool elementwise_op(const Node& node) {
 struct LookupRegion {
   std::vector<int> nodes;
   std::map<int, std::vector<float>> leaves;  // DQ output value -> values
+  std::map<int, float> scalars;              // DQ of a constant scalar -> its value
   int root = -1;                             // the quantized tensor
   bool failed = false;
 };
@@ -532,6 +533,17 @@ void collect_region(Graph& graph, int v, std::set<int>* seen, LookupRegion* r) {
     return;
   }
   if (match_dq(graph, v, &dq)) {
+    const HostTensor* quantized = constant_of(graph, dq.quantized);
+    if (quantized != nullptr) {
+      // A quantized constant (quantize_static quantizes GELU's 0.5 too).
+      if (quantized->numel() != 1 || !per_tensor(dq)) {
+        r->failed = true;
+        return;
+      }
+      const int64_t zp = dq.zp != nullptr ? dq.zp->int_at(0) : 0;
+      r->scalars[v] = static_cast<float>(quantized->int_at(0) - zp) * dq.scale->data<float>()[0];
+      return;
+    }
     const DType q = graph.values[static_cast<size_t>(dq.quantized)].dtype;
     if (!per_tensor(dq) || (q != DType::UINT8 && q != DType::INT8)) {
       r->failed = true;
@@ -581,6 +593,9 @@ std::optional<std::vector<float>> evaluate_region(const Graph& graph, const Look
     if (leaf != r.leaves.end()) {
       return id[v] = g.add_constant("leaf", HostTensor::from_floats(leaf->second, {256}));
     }
+    const auto scalar = r.scalars.find(v);
+    if (scalar != r.scalars.end())
+      return id[v] = g.add_constant("scalar", HostTensor::from_floats({scalar->second}, {}));
     return id[v] = g.add_constant("scalar", HostTensor(*constant_of(graph, v)));
   };
   for (int n : r.nodes) {

@@ -353,15 +353,17 @@ HostTensor all_bytes(DType dtype) {
 // QuantizeLinear becomes one LookupInt8 whose table the planner computed
 // over all 256 bytes: a Sigmoid; a SiLU written as ORT's quantize_static
 // writes it (Sigmoid -> Q -> DQ, then Mul with x -> Q: the second table
-// takes in the first); GELU by Erf (x * 0.5 * (1 + erf(x / sqrt 2))).
+// takes in the first); GELU by Erf (x * 0.5 * (1 + erf(x / sqrt 2))); a
+// Tanh -> Q -> DQ plus a quantized constant (DQ of a constant byte).
 // Against double references of the QDQ model's float semantics: equal,
 // or within one step at near-ties; on every path.
 TEST(QdqTest, ElementWiseChainsBecomeOneTable) {
   for (DType dtype : {DType::UINT8, DType::INT8}) {
     const int zx = static_cast<int>(lo_of(dtype)) + 131, zs = static_cast<int>(lo_of(dtype)),
               zy = static_cast<int>(lo_of(dtype)) + 40;
-    const float sx = 0.0473f, ss = 1.f / 255.f, sy = 0.0291f;
-    for (const std::string chain : {"sigmoid", "silu", "gelu"}) {
+    const float sx = 0.0473f, ss = 1.f / 255.f, sy = 0.0291f, sc = 0.0078f;
+    const int zc = static_cast<int>(lo_of(dtype)) + 200;  // the constant (zc - lo) * sc = 1.56
+    for (const std::string chain : {"sigmoid", "silu", "gelu", "tanh_plus_constant"}) {
       GraphBuilder b;
       const int x = b.input("x", {1, 256}, dtype);
       const int fx = dq(b, x, sx, dtype, zx, "x");
@@ -371,6 +373,11 @@ TEST(QdqTest, ElementWiseChainsBecomeOneTable) {
       } else if (chain == "silu") {
         const int sig = q(b, b.node("Sigmoid", {fx}), ss, dtype, zs, "s");
         out = q(b, b.node("Mul", {fx, dq(b, sig, ss, dtype, zs, "s2")}), sy, dtype, zy);
+      } else if (chain == "tanh_plus_constant") {
+        // The constant quantized too, as quantize_static writes GELU's 1 and 0.5.
+        const int t = q(b, b.node("Tanh", {fx}), ss, dtype, zs, "t");
+        const int c = dq(b, b.constant("c", zero_point(dtype, zc)), sc, dtype, static_cast<int>(lo_of(dtype)), "c");
+        out = q(b, b.node("Add", {c, dq(b, t, ss, dtype, zs, "t2")}), sy, dtype, zy);
       } else {
         const int erf = b.node("Erf", {b.node("Div", {fx, b.constant("root2", scalar(1.4142135f))})});
         const int half = b.node("Mul", {b.node("Mul", {fx, b.node("Add", {erf, b.constant("one", scalar(1.f))})}),
@@ -394,6 +401,10 @@ TEST(QdqTest, ElementWiseChainsBecomeOneTable) {
           int64_t want = 0;
           if (chain == "gelu") {
             want = quantize_ref(xv * 0.5 * (1.0 + std::erf(xv / std::sqrt(2.0))), sy, zy, dtype, &tie);
+          } else if (chain == "tanh_plus_constant") {
+            const int64_t t = quantize_ref(std::tanh(xv), ss, zs, dtype, &tie);
+            const double c = static_cast<double>(static_cast<float>(zc - lo_of(dtype)) * sc);
+            want = quantize_ref(c + static_cast<double>(static_cast<float>(t - zs) * ss), sy, zy, dtype, &tie2);
           } else {
             const int64_t sig = quantize_ref(1.0 / (1.0 + std::exp(-xv)), ss, zs, dtype, &tie);
             want = sig;
