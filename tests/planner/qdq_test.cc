@@ -342,10 +342,11 @@ int64_t quantize_ref(double v, double scale, int64_t zp, DType d, bool* near_tie
   return clamp8(static_cast<int64_t>(std::nearbyint(t)) + zp, d);
 }
 
-// Every byte of `dtype`, in order.
+// Every byte of `dtype`, in order, then the first 44 again (a tail of the
+// 64-byte vector loop).
 HostTensor all_bytes(DType dtype) {
-  HostTensor t(dtype, {1, 256});
-  for (int i = 0; i < 256; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(i);
+  HostTensor t(dtype, {1, 300});
+  for (int i = 0; i < 300; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(i % 256);
   return t;
 }
 
@@ -365,7 +366,7 @@ TEST(QdqTest, ElementWiseChainsBecomeOneTable) {
     const int zc = static_cast<int>(lo_of(dtype)) + 200;  // the constant (zc - lo) * sc = 1.56
     for (const std::string chain : {"sigmoid", "silu", "gelu", "tanh_plus_constant"}) {
       GraphBuilder b;
-      const int x = b.input("x", {1, 256}, dtype);
+      const int x = b.input("x", {1, 300}, dtype);
       const int fx = dq(b, x, sx, dtype, zx, "x");
       int out = -1;
       if (chain == "sigmoid") {
@@ -395,7 +396,8 @@ TEST(QdqTest, ElementWiseChainsBecomeOneTable) {
         if (!kernels::processor_has(isa)) continue;
         ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
         const HostTensor got = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
-        for (int64_t i = 0; i < 256; ++i) {
+        ASSERT_EQ(got.numel(), 300);
+        for (int64_t i = 0; i < 300; ++i) {
           const double xv = static_cast<double>(static_cast<float>(in.int_at(i) - zx) * sx);
           bool tie = false, tie2 = false;
           int64_t want = 0;
@@ -418,7 +420,7 @@ TEST(QdqTest, ElementWiseChainsBecomeOneTable) {
         }
       }
       ASSERT_EQ(kernels::set_isa(before), Error::kOk);
-      EXPECT_LT(ties, 3 * 8) << chain << ": too many near-ties to tell";
+      EXPECT_LT(ties, 4 * 8) << chain << ": too many near-ties to tell";
     }
   }
 }

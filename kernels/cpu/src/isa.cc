@@ -122,6 +122,11 @@ bool processor_has_avx512_vnni() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
 }
+bool avx512_vbmi_active() {
+  if (active_isa() < Isa::kAvx512) return false;
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+}
 #endif
 #if !KILN_X86
 bool bf16_available() { return false; }

@@ -55,10 +55,12 @@
 //   KILN_AVX512_VNNI  AVX-512 VNNI's vpdpbusd, with AVX512BW (x86/*_vnni.cc)
 //   KILN_AVX512_BF16  AVX512-BF16's vdpbf16ps and conversions, with AVX512BW
 //                     and VL (x86/*_bf16_avx512.cc)
+//   KILN_AVX512_VBMI  AVX512-VBMI's vpermi2b, with AVX512BW (LookupInt8)
 #define KILN_AVX2 __attribute__((target("avx2,fma")))
 #define KILN_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #define KILN_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 #define KILN_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
+#define KILN_AVX512_VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 #endif
 
 #if KILN_NEON
@@ -92,6 +94,9 @@ bool has_avx512f();
 // Whether the processor has AVX512-VNNI (and AVX512BW); the avx512 path
 // uses vpdpbusd only then, the AVX2 loops otherwise.
 bool processor_has_avx512_vnni();
+// Whether the avx512 path is active on a processor with AVX512-VBMI
+// (vpermi2b: LookupInt8's 64 table look-ups at a time).
+bool avx512_vbmi_active();
 #endif
 
 #if KILN_NEON

@@ -105,6 +105,8 @@ void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float l
 void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, bool a_signed, bool b_signed, int32_t za,
                        int32_t zb, int32_t ma, int32_t mb, int32_t s, int32_t y_zp, int32_t lo, int32_t hi,
                        bool y_signed, uint8_t* y);
+// LookupInt8: y[i] = table[x[i]] for i < n, 64 at a time (AVX512-VBMI).
+void lookup_bytes_avx512_vbmi(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y);
 // A full tile of 8 channels (kQGemmMr) whose outputs lie channel after
 // channel (a MatMul's [rows, channels]): column i of acc (nr of them)
 // requantized with each channel's bias, multiplier and shift (every shift

@@ -1,6 +1,8 @@
 // The AVX2 loops of qlinear.cc's element-wise int8 kernels: QuantizeLinear's
 // rows (quantize_row_avx2) and AddInt8's (add_int8_row_avx2), each with the
-// scalar loop's bits. Each function carries KILN_AVX2 (isa_switch.h).
+// scalar loop's bits; and LookupInt8's with AVX512-VBMI
+// (lookup_bytes_avx512_vbmi). Each function carries its target attribute
+// (isa_switch.h).
 
 #include "isa_switch.h"
 
@@ -123,6 +125,21 @@ KILN_AVX2 void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, 
     const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i),
                      y_signed ? _mm_packs_epi16(w16, w16) : _mm_packus_epi16(w16, w16));
+  }
+}
+
+KILN_AVX512_VBMI void lookup_bytes_avx512_vbmi(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y) {
+  // Four 64-byte quarters of the table: vpermi2b picks from the lower or
+  // the upper half by the index's bits 0-6, the index's top bit between
+  // the two results.
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  for (int64_t i = 0; i < n; i += 64) {
+    const __mmask64 lanes = n - i >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - i)) - 1;
+    const __m512i index = _mm512_maskz_loadu_epi8(lanes, x + i);
+    const __m512i low = _mm512_permutex2var_epi8(t0, index, t1);
+    const __m512i high = _mm512_permutex2var_epi8(t2, index, t3);
+    _mm512_mask_storeu_epi8(y + i, lanes, _mm512_mask_blend_epi8(_mm512_movepi8_mask(index), low, high));
   }
 }
 
