@@ -319,7 +319,43 @@ void infer_qlinear_matmul(OpContext& ctx) {
   ctx.set_output(0, ctx.dtype(7), matmul_output(ctx, 0, 3));
 }
 
+// QLinearMatMul of two activations (B not a constant; the QDQ pass writes
+// it for attention's MatMuls): MatMulInt8, per-tensor scales and zero
+// points, the same leading dims (kernels/cpu/src/qlinear.cc).
+void lower_matmul_int8_activations(OpContext& ctx, LoweringContext& l) {
+  using namespace kiln::kernels;
+  const std::vector<int64_t>&a = ctx.shape(0), &b = ctx.shape(3);
+  if (a.size() < 2 || a.size() != b.size() || !std::equal(a.begin(), a.end() - 2, b.begin())) {
+    ctx.not_supported("int8 MatMul of two activations with broadcast leading dims");
+  }
+  const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+  if (k > 4096) ctx.not_supported("int8 MatMul of two activations over ", k, " values (at most 4096)");
+  const double real = static_cast<double>(scalar_input(ctx, 1, "a_scale").float_at(0)) *
+                      static_cast<double>(scalar_input(ctx, 4, "b_scale").float_at(0)) /
+                      static_cast<double>(scalar_input(ctx, 6, "y_scale").float_at(0));
+  int32_t multiplier = 0, shift = 1;
+  if (!qgemm_quantize_multiplier(real, &multiplier, &shift)) {
+    ctx.not_supported("requantization scale ", real, " (must be in (0, 2^30))");
+  }
+  Int8Linear q;
+  const DType y = ctx.output(0).dtype;
+  q.y_min = low_of(y);
+  q.y_max = low_of(y) + 255;
+  apply_clamp(ctx, &q);
+  const auto zp = [&](size_t i) { return ctx.has_input(i) ? scalar_input(ctx, i, "zero point").int_at(0) : 0; };
+  // MatMulInt8's scratch: packed A, B's int8 rows, five int32 terms.
+  const auto up = [](int64_t v) { return (v + 63) / 64 * 64; };
+  const int64_t bytes = up(qgemm_packed_x_bytes(k, m)) + up(n * qgemm_kp(k)) + (4 * n + m) * 4;
+  l.kernel("MatMulInt8", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(3))}, {l.tensor(ctx.output_id(0))},
+           int_params({zp(2), zp(5), zp(7), q.y_min, q.y_max, multiplier, shift}),
+           {l.temp(ctx.node().name + "/int8_matmul", DType::UINT8, {bytes})});
+}
+
 void lower_qlinear_matmul(OpContext& ctx, LoweringContext& l) {
+  if (!ctx.input(3).is_constant()) {
+    lower_matmul_int8_activations(ctx, l);
+    return;
+  }
   Int8Linear q;
   matmul_weights(ctx.constant_input(3, "b"), &q);
   q.w_zp = ints_of(ctx, ctx.constant_input(5, "b_zero_point"), q.m, "b_zero_point");

@@ -166,6 +166,21 @@ int bias_value(Graph& graph, int bias, const QuantNode& x, const QuantNode& w, i
   return graph.add_constant(stem + "_bias_int32", std::move(out));
 }
 
+// Whether MatMul `op`'s B, quantized as `b` (not a constant), can be the
+// second activation of MatMulInt8: uint8 or int8, A and B of one rank (2 or
+// more) with the same leading dims, k at most 4096.
+bool activations_multiply(const Graph& graph, const Node& op, const QuantNode& b) {
+  const Value& bv = graph.values[static_cast<size_t>(b.quantized)];
+  const Value& av = graph.values[static_cast<size_t>(op.inputs[0])];
+  if (bv.dtype != DType::UINT8 && bv.dtype != DType::INT8) return false;
+  const std::vector<int64_t>&a_shape = av.shape, &b_shape = bv.shape;
+  if (!av.has_shape || !bv.has_shape || a_shape.size() < 2 || a_shape.size() != b_shape.size()) return false;
+  for (size_t d = 0; d + 2 < a_shape.size(); ++d) {
+    if (a_shape[d] != b_shape[d]) return false;
+  }
+  return a_shape.back() == b_shape[b_shape.size() - 2] && a_shape.back() <= 4096;
+}
+
 // One Conv / Gemm / MatMul at index n, if the pattern around it matches.
 bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n, QdqStats* stats) {
   Node& op = graph.nodes[static_cast<size_t>(n)];
@@ -175,7 +190,10 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
   if (!match_dq(graph, op.inputs[0], &x) || !per_tensor(x)) return false;
   if (!match_dq(graph, op.inputs[1], &w)) return false;
   const HostTensor* wq = constant_of(graph, w.quantized);
-  if (wq == nullptr || (wq->dtype != DType::UINT8 && wq->dtype != DType::INT8)) return false;
+  // A MatMul of two activations (attention): per tensor, 8-bit, one rank and
+  // the same leading dims (MatMulInt8).
+  const bool activation_b = wq == nullptr && kind == "MatMul" && per_tensor(w) && activations_multiply(graph, op, w);
+  if (!activation_b && (wq == nullptr || (wq->dtype != DType::UINT8 && wq->dtype != DType::INT8))) return false;
   // The float op's output, through an optional activation, into one Q.
   int reader = only_reader(graph, readers, op.outputs[0]);
   if (reader < 0) return false;
@@ -198,7 +216,7 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
   if (act != nullptr && !clamp_bounds(graph, *act, y, y_dtype, &lo, &hi)) return false;
 
   // Per-channel weights must run along the output channel.
-  const int64_t wrank = static_cast<int64_t>(wq->shape.size());
+  const int64_t wrank = wq != nullptr ? static_cast<int64_t>(wq->shape.size()) : 0;
   const bool w_per_tensor = per_tensor(w);
   const int64_t w_axis = w.axis < 0 ? w.axis + wrank : w.axis;
   int weight = w.quantized, bias = -1;
@@ -211,6 +229,9 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
     target = "QLinearConv";
     attrs = op.attrs;
     if (op.inputs.size() > 2) bias = op.inputs[2];
+  } else if (activation_b) {
+    channels = 1;
+    target = "QLinearMatMul";
   } else if (kind == "Gemm" || kind == "MatMul") {
     if (wrank != 2) return false;
     bool trans_b = false;
@@ -243,6 +264,7 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
       (w.zp != nullptr && w.zp->numel() != 1 && w.zp->numel() != channels)) {
     return false;
   }
+  const DType w_dtype = wq != nullptr ? wq->dtype : graph.values[static_cast<size_t>(w.quantized)].dtype;
   int bias_int32 = -1;
   if (bias >= 0) {
     bias_int32 = bias_value(graph, bias, x, w, channels, op.name);
@@ -253,7 +275,7 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
     attrs["kiln_y_max"] = int_attr(hi);
   }
   std::vector<int> inputs = {x.quantized, x.node->inputs[1],          zp_value(graph, x, x_dtype),
-                             weight,      w.node->inputs[1],          zp_value(graph, w, wq->dtype),
+                             weight,      w.node->inputs[1],          zp_value(graph, w, w_dtype),
                              q.inputs[1], zp_value(graph, y, y_dtype)};
   if (bias_int32 >= 0) inputs.push_back(bias_int32);
   // The float op's node becomes the quantized one and takes over Q's output.

@@ -11,6 +11,10 @@
 //   DQ(a), DQ(b const 2-D), [bias] -> Gemm (transA 0, alpha = beta = 1)
 //     -> [Relu | Clip] -> Q                               => QLinearMatMul
 //   DQ(a), DQ(b const 2-D) -> MatMul -> [Relu | Clip] -> Q => QLinearMatMul
+//   DQ(a), DQ(b) -> MatMul -> [Relu | Clip] -> Q, both activations (per
+//     tensor, 8-bit, one rank, the same leading dims, k <= 4096)
+//                                                        => QLinearMatMul
+//   (lowered onto MatMulInt8, which packs B at run time)
 //
 //   DQ(x) -> Reshape | Flatten | Squeeze | Unsqueeze | Transpose -> Q,
 //   DQ(a), DQ(b), ... -> Concat -> Q (one quantization throughout)

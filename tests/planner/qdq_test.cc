@@ -442,6 +442,56 @@ TEST(QdqTest, ChainsWithOutsideReadersOrTwoTensorsStay) {
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Sigmoid"), 1);
 }
 
+// A MatMul of two activations (attention's scores and context) folds to
+// MatMulInt8: per batch B transposed into int8 rows, A packed, the weights
+// path's product with B's zero point. Scales whose ratio is 1/64 make the
+// result an exact fraction: every element against round half up of the
+// int64 sum, uint8 and int8 on either side, on every path; shapes with
+// full and partial tiles of 8 channels and 16 columns.
+TEST(QdqTest, MatMulOfTwoActivationsRunsInt8OnEveryPath) {
+  for (const auto& [a_dtype, b_dtype] : {std::pair<DType, DType>{DType::UINT8, DType::UINT8},
+                                         {DType::INT8, DType::UINT8},
+                                         {DType::UINT8, DType::INT8}}) {
+    const int64_t batches = 2, m = 20, k = 33, n = 19;
+    const int a_zp = static_cast<int>(lo_of(a_dtype)) + 131, b_zp = static_cast<int>(lo_of(b_dtype)) + 97;
+    const int y_zp = static_cast<int>(lo_of(DType::UINT8)) + 128;
+    GraphBuilder b;
+    const int a = b.input("a", {1, batches, m, k}, a_dtype);
+    const int bb = b.input("b", {1, batches, k, n}, b_dtype);
+    b.output(q(b, b.node("MatMul", {dq(b, a, 0.25f, a_dtype, a_zp, "a"), dq(b, bb, 0.5f, b_dtype, b_zp, "b")}), 8.f,
+               DType::UINT8, y_zp));
+    const PlanResult r = b.plan();
+    ASSERT_EQ(kernels(r), std::vector<std::string>{"MatMulInt8"});
+    const HostTensor ta = data8(a_dtype, {1, batches, m, k}, 5), tb = data8(b_dtype, {1, batches, k, n}, 6);
+    const kernels::Isa before = kernels::active_isa();
+    for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
+      if (!kernels::processor_has(isa)) continue;
+      ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
+      const HostTensor out = planner::run_program(r.bytes, {ta, tb}, {}).outputs.at(0);
+      ASSERT_EQ(out.numel(), batches * m * n);
+      int ties = 0, low = 0, high = 0;
+      for (int64_t i = 0; i < batches; ++i) {
+        for (int64_t row = 0; row < m; ++row) {
+          for (int64_t col = 0; col < n; ++col) {
+            int64_t num = 0;
+            for (int64_t kk = 0; kk < k; ++kk) {
+              num += (ta.int_at((i * m + row) * k + kk) - a_zp) * (tb.int_at((i * k + kk) * n + col) - b_zp);
+            }
+            ties += num % 64 == 32 || num % 64 == -32;
+            const int64_t want = clamp8(round_half_up(num, 64) + y_zp, DType::UINT8);
+            low += want == 0;
+            high += want == 255;
+            ASSERT_EQ(out.int_at((i * m + row) * n + col), want)
+                << "isa " << static_cast<int>(isa) << " batch " << i << " at " << row << ", " << col;
+          }
+        }
+      }
+      EXPECT_GT(ties + low + high, 0);
+    }
+    ASSERT_EQ(kernels::set_isa(before), Error::kOk);
+  }
+}
+
 // An Add whose scales differ by a ratio that is not a power of two: within
 // one step of the real sum's rounding, equal away from ties.
 TEST(QdqTest, AddOtherScalesMatchTheRealValue) {

@@ -54,10 +54,11 @@ inline int32_t saturate_int32(int64_t v) {
 
 #if KILN_X86
 // Whether channels [c0, c0 + 8) all take requantize_columns_avx2: shifts in
-// [32, 62] and biases within 2^30.
+// [32, 62], biases within 2^30, weight zero points (if any) within 255.
 bool columns_fit(const QGemmProblem& p, int64_t c0) {
   for (int64_t c = c0; c < c0 + kQGemmMr; ++c) {
     if (p.shift[c] < 32 || p.shift[c] > 62 || p.bias[c] > (1 << 30) || p.bias[c] < -(1 << 30)) return false;
+    if (p.w_zp != nullptr && (p.w_zp[c] > 255 || p.w_zp[c] < -255)) return false;
   }
   return true;
 }
@@ -68,12 +69,13 @@ void finish_tile(const QGemmProblem& p, int64_t c0, int64_t mr, int64_t p0, int6
                  const int32_t acc[kQGemmMr][kQGemmNr]) {
   const size_t y_elem = dtype_size(p.y_dtype);
 #if KILN_X86
-  if (mr == kQGemmMr && p.multiplier != nullptr && p.w_zp == nullptr && p.y_channel_stride == 1 &&
-      p.isa != Isa::kScalar && p.k <= 4096 && y_elem == 1 && columns_fit(p, c0)) {
+  if (mr == kQGemmMr && p.multiplier != nullptr && p.y_channel_stride == 1 && p.isa != Isa::kScalar && p.k <= 4096 &&
+      y_elem == 1 && columns_fit(p, c0)) {
     // Eight channels side by side in the output (a MatMul's rows).
-    requantize_columns_avx2(acc, nr, p.bias + c0, p.multiplier + c0, p.shift + c0, p.y_zp, p.y_min, p.y_max,
-                            p.y_dtype == DType::UINT8, static_cast<uint8_t*>(p.y) + c0 + p0 * p.y_column_stride,
-                            p.y_column_stride);
+    requantize_columns_avx2(acc, nr, p.bias + c0, p.multiplier + c0, p.shift + c0,
+                            p.w_zp != nullptr ? p.w_zp + c0 : nullptr, p.w_zp != nullptr ? p.x_sums + p0 : nullptr,
+                            p.y_zp, p.y_min, p.y_max, p.y_dtype == DType::UINT8,
+                            static_cast<uint8_t*>(p.y) + c0 + p0 * p.y_column_stride, p.y_column_stride);
     return;
   }
 #endif
@@ -274,16 +276,27 @@ void qgemm_pack_rows(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, bool f
   const int64_t panels = qgemm_round_up(n, kQGemmNr) / kQGemmNr;
   memset(out, 0, static_cast<size_t>(panels * kp * kQGemmNr));
   const uint8_t bias = flip ? 0x80 : 0;
+  const uint32_t bias4 = flip ? 0x80808080u : 0;
   for (int64_t col = 0; col < n; ++col) {
     uint8_t* dst = out + (col / kQGemmNr) * kp * kQGemmNr + (col % kQGemmNr) * 4;
     const uint8_t* src = x + col * ldx;
-    int32_t sum = 0;
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const uint8_t v = static_cast<uint8_t>(src[kk] ^ bias);
-      dst[(kk / 4) * 4 * kQGemmNr + kk % 4] = v;
-      sum += v;
+    // Four bytes of k at a time: one 32-bit word into each panel row.
+    int64_t kk = 0;
+    for (; kk + 4 <= k; kk += 4) {
+      uint32_t word;
+      memcpy(&word, src + kk, 4);
+      word ^= bias4;
+      memcpy(dst + (kk / 4) * 4 * kQGemmNr, &word, 4);
     }
-    if (x_sums != nullptr) x_sums[col] = sum;
+    for (; kk < k; ++kk) dst[(kk / 4) * 4 * kQGemmNr + kk % 4] = static_cast<uint8_t>(src[kk] ^ bias);
+    if (x_sums == nullptr) continue;
+    // The sum of the stored bytes: each is the value plus 128 where flipped.
+    int32_t sum = 0, done = 0;
+#if KILN_X86
+    sum = x86::sum_bytes_sse2(src, static_cast<int32_t>(k), flip, &done);
+#endif
+    for (int32_t i = done; i < k; ++i) sum += flip ? static_cast<int8_t>(src[i]) : src[i];
+    x_sums[col] = sum + (flip ? 128 * static_cast<int32_t>(k) : 0);
   }
 }
 

@@ -108,13 +108,14 @@ void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, bool a_sig
 // LookupInt8: y[i] = table[x[i]] for i < n, 64 at a time (AVX512-VBMI).
 void lookup_bytes_avx512_vbmi(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y);
 // A full tile of 8 channels (kQGemmMr) whose outputs lie channel after
-// channel (a MatMul's [rows, channels]): column i of acc (nr of them)
-// requantized with each channel's bias, multiplier and shift (every shift
-// in [32, 62], |bias| <= 2^30, |acc| < 2^27) and stored as 8 bytes at y +
-// i * column_stride; the scalar epilogue's bits.
+// channel (a MatMul's [rows, channels]): column i of acc (nr of them), less
+// w_zp[c] * x_sums[i] where w_zp is given, requantized with each channel's
+// bias, multiplier and shift (every shift in [32, 62], |bias| <= 2^30,
+// |acc| < 2^27, |w_zp| <= 255, x_sums of at most 4096 bytes) and stored as
+// 8 bytes at y + i * column_stride; the scalar epilogue's bits.
 void requantize_columns_avx2(const int32_t acc[kQGemmMr][kQGemmNr], int64_t nr, const int32_t* bias, const int32_t* m,
-                             const int32_t* s, int32_t zp, int32_t lo, int32_t hi, bool is_unsigned, uint8_t* y,
-                             int64_t column_stride);
+                             const int32_t* s, const int32_t* w_zp, const int32_t* x_sums, int32_t zp, int32_t lo,
+                             int32_t hi, bool is_unsigned, uint8_t* y, int64_t column_stride);
 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
                          int32_t hi, bool is_unsigned, void* y);
 

@@ -58,6 +58,16 @@
 //                     y_zp, y_min, y_max), m * 2^-s = a_scale * b_scale /
 //                     y_scale (qgemm.h). ints [a_zp, b_zp, y_zp, y_min,
 //                     y_max, m, s].
+//   MatMulInt8        y = clamp(requantize(sum_k (a - a_zp) (b - b_zp), m,
+//                     s) + y_zp, y_min, y_max): a [..., M, K] and b [...,
+//                     K, N] both activations (attention's scores and
+//                     context), uint8 or int8, the same leading dims; y
+//                     [..., M, N]. ints [a_zp, b_zp, y_zp, y_min, y_max, m,
+//                     s]. One scratch (matmul_int8_scratch_bytes): per
+//                     batch, B transposed into int8 rows of kp, A packed
+//                     into panels, and the per-column terms; then the
+//                     weights path's product with b's zero point as the
+//                     weights' (qgemm).
 //   LookupInt8        y[i] = table[x[i]] (the byte's value as an index,
 //                     0-255), x uint8 or int8, the table 256 values of y's
 //                     dtype: an element-wise chain between a
@@ -1151,6 +1161,117 @@ Error run_mul_int8(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// MatMulInt8's scratch parts, 64-byte aligned: packed A, B's int8 rows,
+// then int32 bias, multiplier, shift, b zero point (n each) and A's row
+// sums (m).
+struct MatMulInt8Scratch {
+  int64_t packed = 0, rows = 0, ints = 0, total = 0;
+};
+MatMulInt8Scratch matmul_int8_scratch(int64_t m, int64_t n, int64_t k) {
+  const auto up = [](int64_t v) { return (v + 63) / 64 * 64; };
+  MatMulInt8Scratch s;
+  s.rows = up(qgemm_packed_x_bytes(k, m));
+  s.ints = s.rows + up(n * qgemm_kp(k));
+  s.total = s.ints + (4 * n + m) * 4;
+  return s;
+}
+
+Error check_matmul_int8(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1, 1));
+  KILN_KERNEL_CHECK(args, has_ints(args, 7), "expects GenericParams with 7 integers");
+  const Tensor &a = args.in(0), &b = args.in(1), &y = args.out(0);
+  KILN_KERNEL_CHECK(args, is_8bit(a.dtype()) && is_8bit(b.dtype()) && is_8bit(y.dtype()),
+                    "operands must be uint8 or int8");
+  const uint32_t r = a.rank();
+  KILN_KERNEL_CHECK(args, r >= 2 && b.rank() == r && y.rank() == r, "a, b and y need one rank of at least 2");
+  for (uint32_t d = 0; d + 2 < r; ++d) {
+    KILN_KERNEL_CHECK(args, a.dim(d) == b.dim(d) && a.dim(d) == y.dim(d), "leading dim %u differs", d);
+  }
+  const int64_t m = a.dim(r - 2), k = a.dim(r - 1), n = b.dim(r - 1);
+  KILN_KERNEL_CHECK(args, b.dim(r - 2) == k && y.dim(r - 2) == m && y.dim(r - 1) == n, "shapes do not multiply");
+  // k within 4096: the per-column terms (at most 255 * 128 * k) stay in int32.
+  KILN_KERNEL_CHECK(args, m > 0 && n > 0 && k > 0 && k <= 4096, "empty product or k above 4096");
+  const int64_t a_lo = a.dtype() == DType::UINT8 ? 0 : -128, b_lo = b.dtype() == DType::UINT8 ? 0 : -128;
+  KILN_KERNEL_CHECK(args,
+                    int_param(args, 0) >= a_lo && int_param(args, 0) <= a_lo + 255 && int_param(args, 1) >= b_lo &&
+                        int_param(args, 1) <= b_lo + 255,
+                    "input zero points outside their dtypes");
+  KILN_KERNEL_CHECK(args, int_param(args, 5) >= 0 && int_param(args, 5) <= INT32_MAX, "multiplier outside int32");
+  KILN_KERNEL_CHECK(args, int_param(args, 6) >= 1 && int_param(args, 6) <= 62, "shift outside [1, 62]");
+  KILN_KERNEL_CHECK(args,
+                    args.scratch[0]->numel() * static_cast<int64_t>(dtype_size(args.scratch[0]->dtype())) >=
+                        matmul_int8_scratch(m, n, k).total,
+                    "scratch smaller than the product needs");
+  return check_q_range(args, y.dtype(), 2, 2);
+}
+
+// One batch: B [k][n] into int8 rows W [n][kp] (uint8 values less 128,
+// whose zero point then is b_zp - 128) and their sums.
+void matmul_int8_rows(const uint8_t* b, bool b_signed, int64_t k, int64_t n, int8_t* w, int32_t* w_sums) {
+  const int64_t kp = qgemm_kp(k);
+  const uint8_t flip = b_signed ? 0 : 0x80;
+  memset(w, 0, static_cast<size_t>(n * kp));
+  for (int64_t c = 0; c < n; ++c) w_sums[c] = 0;
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const uint8_t* row = b + kk * n;
+    for (int64_t c = 0; c < n; ++c) {
+      const int8_t v = static_cast<int8_t>(row[c] ^ flip);
+      w[c * kp + kk] = v;
+      w_sums[c] += v;
+    }
+  }
+}
+
+Error run_matmul_int8(const KernelArgs& args) {
+  const Tensor &a = args.in(0), &b = args.in(1), &yt = args.out(0);
+  const uint32_t r = a.rank();
+  const int64_t m = a.dim(r - 2), k = a.dim(r - 1), n = b.dim(r - 1);
+  const int64_t batches = a.numel() / (m * k);
+  const bool a_signed = a.dtype() == DType::INT8, b_signed = b.dtype() == DType::INT8;
+  // A in the uint8 domain of the packed panels, B's zero point in W's int8 one.
+  const int32_t a_zp = static_cast<int32_t>(int_param(args, 0)) + (a_signed ? 128 : 0);
+  const int32_t b_zp = static_cast<int32_t>(int_param(args, 1)) - (b_signed ? 0 : 128);
+  const MatMulInt8Scratch parts = matmul_int8_scratch(m, n, k);
+  uint8_t* scratch = args.scratch[0]->data_as<uint8_t>();
+  int8_t* w = reinterpret_cast<int8_t*>(scratch + parts.rows);
+  int32_t* ints = reinterpret_cast<int32_t*>(scratch + parts.ints);
+  int32_t *bias = ints, *multiplier = ints + n, *shift = ints + 2 * n, *w_zp = ints + 3 * n, *sums = ints + 4 * n;
+  for (int64_t c = 0; c < n; ++c) {
+    multiplier[c] = static_cast<int32_t>(int_param(args, 5));
+    shift[c] = static_cast<int32_t>(int_param(args, 6));
+    w_zp[c] = b_zp;
+  }
+  QGemmProblem p;
+  p.m = n;
+  p.n = m;
+  p.k = k;
+  p.w = w;
+  p.x = scratch;
+  p.bias = bias;
+  p.multiplier = multiplier;
+  p.shift = shift;
+  p.w_zp = w_zp;
+  p.x_sums = sums;
+  p.y_zp = static_cast<int32_t>(int_param(args, 2));
+  p.y_min = static_cast<int32_t>(int_param(args, 3));
+  p.y_max = static_cast<int32_t>(int_param(args, 4));
+  p.y_dtype = yt.dtype();
+  p.y_channel_stride = 1;
+  p.y_column_stride = n;
+  p.isa = active_isa();
+  const QGemmTileFn tile = qgemm_tile_for(p.isa);
+  for (int64_t i = 0; i < batches; ++i) {
+    // bias = sum_k (x - a_zp)(w - b_zp) - sum_k x w + b_zp sum_k x: the
+    // terms without x, per column of W.
+    matmul_int8_rows(b.data_as<const uint8_t>() + i * k * n, b_signed, k, n, w, bias);
+    for (int64_t c = 0; c < n; ++c) bias[c] = -a_zp * bias[c] + static_cast<int32_t>(k) * a_zp * b_zp;
+    qgemm_pack_rows(a.data_as<const uint8_t>() + i * m * k, k, m, k, a_signed, scratch, sums);
+    p.y = yt.data_as<uint8_t>() + i * m * n;
+    qgemm(p, tile);
+  }
+  return Error::kOk;
+}
+
 Error check_lookup_int8(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
   const Tensor &x = args.in(0), &table = args.in(1), &y = args.out(0);
@@ -1200,7 +1321,8 @@ Error run_lookup_int8(const KernelArgs& args) {
   K(AvgPoolInt8, check_avg_pool_int8, run_avg_pool_int8, 0)                 \
   K(AddInt8, check_add_int8, run_add_int8, 0)                               \
   K(MulInt8, check_mul_int8, run_mul_int8, 0)                               \
-  K(LookupInt8, check_lookup_int8, run_lookup_int8, 0)
+  K(LookupInt8, check_lookup_int8, run_lookup_int8, 0)                      \
+  K(MatMulInt8, check_matmul_int8, run_matmul_int8, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_QUANTIZED_KERNELS)
 const KernelEntry kQuantizedKernels[] = {KILN_QUANTIZED_KERNELS(KILN_KERNEL_TABLE_ROW)};

@@ -214,8 +214,9 @@ KILN_AVX2 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, 
 }
 
 KILN_AVX2 void requantize_columns_avx2(const int32_t acc[kQGemmMr][kQGemmNr], int64_t nr, const int32_t* bias,
-                                       const int32_t* m, const int32_t* s, int32_t zp, int32_t lo, int32_t hi,
-                                       bool is_unsigned, uint8_t* y, int64_t column_stride) {
+                                       const int32_t* m, const int32_t* s, const int32_t* w_zp, const int32_t* x_sums,
+                                       int32_t zp, int32_t lo, int32_t hi, bool is_unsigned, uint8_t* y,
+                                       int64_t column_stride) {
   static_assert(kQGemmMr == 8, "one 32-bit lane per channel of the tile");
   const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias));
   const __m256i vm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m));
@@ -227,11 +228,36 @@ KILN_AVX2 void requantize_columns_avx2(const int32_t acc[kQGemmMr][kQGemmNr], in
                                               int64_t{1} << (s[3] - 1), int64_t{1} << (s[1] - 1));
   const __m256i rest = _mm256_sub_epi32(vs, _mm256_set1_epi32(32));
   const __m256i vzp = _mm256_set1_epi32(zp), vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
-  const __m256i rows = _mm256_setr_epi32(0, kQGemmNr, 2 * kQGemmNr, 3 * kQGemmNr, 4 * kQGemmNr, 5 * kQGemmNr,
-                                         6 * kQGemmNr, 7 * kQGemmNr);
+  const __m256i vw =
+      w_zp != nullptr ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_zp)) : _mm256_setzero_si256();
+  // The tile's columns, 8 channels each: two 8 x 8 transposes.
+  alignas(32) int32_t columns[kQGemmNr][kQGemmMr];
+  for (int half = 0; half < 2; ++half) {
+    __m256i r[8], t[8];
+    for (int c = 0; c < 8; ++c) r[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&acc[c][8 * half]));
+    for (int c = 0; c < 8; c += 2) {
+      t[c] = _mm256_unpacklo_epi32(r[c], r[c + 1]);
+      t[c + 1] = _mm256_unpackhi_epi32(r[c], r[c + 1]);
+    }
+    for (int c = 0; c < 8; c += 4) {
+      r[c] = _mm256_unpacklo_epi64(t[c], t[c + 2]);
+      r[c + 1] = _mm256_unpackhi_epi64(t[c], t[c + 2]);
+      r[c + 2] = _mm256_unpacklo_epi64(t[c + 1], t[c + 3]);
+      r[c + 3] = _mm256_unpackhi_epi64(t[c + 1], t[c + 3]);
+    }
+    // r[0..3]: channels 0-3 of columns 0-3 (low lanes) and 4-7 (high
+    // lanes); r[4..7]: the same for channels 4-7.
+    for (int c = 0; c < 4; ++c) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(columns[8 * half + c]),
+                         _mm256_permute2x128_si256(r[c], r[c + 4], 0x20));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(columns[8 * half + 4 + c]),
+                         _mm256_permute2x128_si256(r[c], r[c + 4], 0x31));
+    }
+  }
   for (int64_t i = 0; i < nr; ++i) {
-    const __m256i a = _mm256_i32gather_epi32(&acc[0][i], rows, 4);
-    const __m256i v = _mm256_add_epi32(a, vb);
+    const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(columns[i]));
+    __m256i v = _mm256_add_epi32(a, vb);
+    if (w_zp != nullptr) v = _mm256_sub_epi32(v, _mm256_mullo_epi32(vw, _mm256_set1_epi32(x_sums[i])));
     const __m256i even = _mm256_add_epi64(_mm256_mul_epi32(v, vm), round_even);
     const __m256i odd =
         _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), _mm256_srli_epi64(vm, 32)), round_odd);
