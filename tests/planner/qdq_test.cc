@@ -85,6 +85,21 @@ int64_t round_half_up(int64_t num, int64_t den) {
 
 int64_t clamp8(int64_t v, DType d) { return std::min(lo_of(d) + 255, std::max(lo_of(d), v)); }
 
+// The program's first output on every path this processor has, the
+// scalar path first; the active path restored after.
+std::vector<std::pair<kernels::Isa, HostTensor>> outputs_on_every_path(const std::string& bytes,
+                                                                       const std::vector<HostTensor>& inputs) {
+  std::vector<std::pair<kernels::Isa, HostTensor>> outputs;
+  const kernels::Isa before = kernels::active_isa();
+  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
+    if (!kernels::processor_has(isa)) continue;
+    EXPECT_EQ(kernels::set_isa(isa), Error::kOk);
+    outputs.emplace_back(isa, planner::run_program(bytes, inputs, {}).outputs.at(0));
+  }
+  EXPECT_EQ(kernels::set_isa(before), Error::kOk);
+  return outputs;
+}
+
 // Runs the program on the scalar path, then on every vector path this
 // processor has, and expects the same output bytes on each; `saturates`:
 // the scalar output must also hold both ends of the 8-bit range (the
@@ -254,12 +269,7 @@ TEST(QdqTest, AddOfSameShapesIsOneRowOnEveryPath) {
       const PlanResult r = b.plan();
       ASSERT_EQ(kernels(r), std::vector<std::string>{"AddInt8"});
       const HostTensor ta = data8(dtype, {1, 3, width, 7}, 3), tb = data8(dtype, {1, 3, width, 7}, 8);
-      const kernels::Isa before = kernels::active_isa();
-      for (kernels::Isa isa :
-           {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
-        if (!kernels::processor_has(isa)) continue;
-        ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
-        const HostTensor out = planner::run_program(r.bytes, {ta, tb}, {}).outputs.at(0);
+      for (const auto& [isa, out] : outputs_on_every_path(r.bytes, {ta, tb})) {
         int ties = 0, low = 0, high = 0;
         for (int64_t i = 0; i < ta.numel(); ++i) {
           // (a - a_zp) + (b - b_zp) / 2, rounded half up.
@@ -274,7 +284,6 @@ TEST(QdqTest, AddOfSameShapesIsOneRowOnEveryPath) {
         EXPECT_GT(low, 0);
         EXPECT_GT(high, 0);
       }
-      ASSERT_EQ(kernels::set_isa(before), Error::kOk);
     }
   }
 }
@@ -306,12 +315,7 @@ TEST(QdqTest, MulOfSameAndBroadcastShapesOnEveryPath) {
       const auto at = [](const std::vector<int64_t>& s, int64_t c, int64_t h, int64_t w) {
         return (c * s[2] + (s[2] == 1 ? 0 : h)) * s[3] + (s[3] == 1 ? 0 : w);
       };
-      const kernels::Isa before = kernels::active_isa();
-      for (kernels::Isa isa :
-           {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
-        if (!kernels::processor_has(isa)) continue;
-        ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
-        const HostTensor out = planner::run_program(r.bytes, {ta, tb}, {}).outputs.at(0);
+      for (const auto& [isa, out] : outputs_on_every_path(r.bytes, {ta, tb})) {
         ASSERT_EQ(out.numel(), 3 * 41 * 13);
         int ties = 0, low = 0, high = 0;
         for (int64_t i = 0; i < out.numel(); ++i) {
@@ -328,7 +332,6 @@ TEST(QdqTest, MulOfSameAndBroadcastShapesOnEveryPath) {
         EXPECT_GT(low, 0);
         EXPECT_GT(high, 0);
       }
-      ASSERT_EQ(kernels::set_isa(before), Error::kOk);
     }
   }
 }
@@ -390,12 +393,7 @@ TEST(QdqTest, ElementWiseChainsBecomeOneTable) {
       ASSERT_EQ(kernels(r), std::vector<std::string>{"LookupInt8"}) << chain;
       const HostTensor in = all_bytes(dtype);
       int ties = 0;
-      const kernels::Isa before = kernels::active_isa();
-      for (kernels::Isa isa :
-           {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
-        if (!kernels::processor_has(isa)) continue;
-        ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
-        const HostTensor got = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
+      for (const auto& [isa, got] : outputs_on_every_path(r.bytes, {in})) {
         ASSERT_EQ(got.numel(), 300);
         for (int64_t i = 0; i < 300; ++i) {
           const double xv = static_cast<double>(static_cast<float>(in.int_at(i) - zx) * sx);
@@ -419,7 +417,6 @@ TEST(QdqTest, ElementWiseChainsBecomeOneTable) {
               << chain << " isa " << static_cast<int>(isa) << " byte " << in.int_at(i);
         }
       }
-      ASSERT_EQ(kernels::set_isa(before), Error::kOk);
       EXPECT_LT(ties, 4 * 8) << chain << ": too many near-ties to tell";
     }
   }
@@ -463,11 +460,7 @@ TEST(QdqTest, MatMulOfTwoActivationsRunsInt8OnEveryPath) {
     const PlanResult r = b.plan();
     ASSERT_EQ(kernels(r), std::vector<std::string>{"MatMulInt8"});
     const HostTensor ta = data8(a_dtype, {1, batches, m, k}, 5), tb = data8(b_dtype, {1, batches, k, n}, 6);
-    const kernels::Isa before = kernels::active_isa();
-    for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
-      if (!kernels::processor_has(isa)) continue;
-      ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
-      const HostTensor out = planner::run_program(r.bytes, {ta, tb}, {}).outputs.at(0);
+    for (const auto& [isa, out] : outputs_on_every_path(r.bytes, {ta, tb})) {
       ASSERT_EQ(out.numel(), batches * m * n);
       int ties = 0, low = 0, high = 0;
       for (int64_t i = 0; i < batches; ++i) {
@@ -488,7 +481,6 @@ TEST(QdqTest, MatMulOfTwoActivationsRunsInt8OnEveryPath) {
       }
       EXPECT_GT(ties + low + high, 0);
     }
-    ASSERT_EQ(kernels::set_isa(before), Error::kOk);
   }
 }
 

@@ -681,12 +681,9 @@ Error check_enqueued(const CollectiveContext& c) {
 
 }  // namespace
 
-// An all-reduce the communicator enqueues on the device's stream (it hands
-// out no device peers): one record whose work is the communicator's call,
-// then its addend's launch, directly once, then captured into a CUDA
-// graph and replayed like any delegate's.
-Result<void*> CudaBackend::init_enqueued_collective(const CollectiveContext& context) {
-  KILN_RETURN_IF_ERROR(check_enqueued(context));
+// A collective's record in the state bytes the program reserved for it, on
+// its device's stream, one launch of room; the device opened and current.
+Result<void*> CudaBackend::collective_record(const CollectiveContext& context) {
   const int index = context.device.index();
   KILN_RETURN_IF_ERROR(open_device(index));
   cudaSetDevice(devices_[index].physical);
@@ -701,6 +698,19 @@ Result<void*> CudaBackend::init_enqueued_collective(const CollectiveContext& con
   record->state = &devices_[index];
   record->stream = stream_of(devices_[index]);
   record->communicator = context.communicator;
+  return static_cast<void*>(record);
+}
+
+// An all-reduce the communicator enqueues on the device's stream (it hands
+// out no device peers): one record whose work is the communicator's call,
+// then its addend's launch, directly once, then captured into a CUDA
+// graph and replayed like any delegate's.
+Result<void*> CudaBackend::init_enqueued_collective(const CollectiveContext& context) {
+  KILN_RETURN_IF_ERROR(check_enqueued(context));
+  const int index = context.device.index();
+  Result<void*> made = collective_record(context);
+  KILN_RETURN_IF_ERROR(made.error());
+  Record* record = static_cast<Record*>(made.get());
   record->enqueued = true;
   AllReduceArgs& a = record->all_reduce;
   a.memory = *context.symmetric;
@@ -736,22 +746,12 @@ Result<void*> CudaBackend::init_collective(const CollectiveContext& context) {
                        Error::kInvalidArgument, "cuda: all-reduce '%s' is not a device collective", context.name);
   KILN_RETURN_IF_ERROR(check_collective(context, call));
   const int index = context.device.index();
-  KILN_RETURN_IF_ERROR(open_device(index));
-  cudaSetDevice(devices_[index].physical);
-  void* memory = context.allocator->allocate(kAllReduceStateBytes, 16);
-  KILN_CHECK_OR_RETURN(memory != nullptr, Error::kOutOfMemory,
-                       "cuda: all-reduce '%s': the program reserved less than its %llu state bytes", context.name,
-                       static_cast<unsigned long long>(kAllReduceStateBytes));
-  Record* record = new (memory) Record();
-  record->launches = reinterpret_cast<Launch*>(static_cast<uint8_t*>(memory) + kDelegateHeaderBytes);
-  record->capacity = 1;
+  Result<void*> made = collective_record(context);
+  KILN_RETURN_IF_ERROR(made.error());
+  Record* record = static_cast<Record*>(made.get());
   record->count = 1;
-  record->device = index;
-  record->state = &devices_[index];
-  record->stream = stream_of(devices_[index]);
   record->collective = true;
   record->timeout_ms = context.peers->timeout_ms;
-  record->communicator = context.communicator;
   record->peer_exited = context.peers->peer_exited;
   Launch& l = *new (record->launches) Launch();
   l.kind = LaunchKind::kAllReduce;

@@ -141,6 +141,7 @@ class CudaBackend final : public Backend {
   Error open_device(int index);
   Error execute_record(void* record);
   Result<void*> init_enqueued_collective(const CollectiveContext& context);
+  Result<void*> collective_record(const CollectiveContext& context);
 
   CudaOptions options_;
   DeviceState devices_[16];
