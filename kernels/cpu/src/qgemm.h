@@ -105,8 +105,10 @@ void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float l
 void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, bool a_signed, bool b_signed, int32_t za,
                        int32_t zb, int32_t ma, int32_t mb, int32_t s, int32_t y_zp, int32_t lo, int32_t hi,
                        bool y_signed, uint8_t* y);
-// LookupInt8: y[i] = table[x[i]] for i < n, 64 at a time (AVX512-VBMI).
+// LookupInt8: y[i] = table[x[i]] for i < n, 64 at a time (AVX512-VBMI);
+// the AVX2 one does the first n - n % 32 and returns how many.
 void lookup_bytes_avx512_vbmi(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y);
+int64_t lookup_bytes_avx2(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y);
 // A full tile of 8 channels (kQGemmMr) whose outputs lie channel after
 // channel (a MatMul's [rows, channels]): column i of acc (nr of them), less
 // w_zp[c] * x_sums[i] where w_zp is given, requantized with each channel's

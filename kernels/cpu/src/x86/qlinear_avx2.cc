@@ -1,7 +1,7 @@
 // The AVX2 loops of qlinear.cc's element-wise int8 kernels: QuantizeLinear's
 // rows (quantize_row_avx2) and AddInt8's (add_int8_row_avx2), each with the
-// scalar loop's bits; and LookupInt8's with AVX512-VBMI
-// (lookup_bytes_avx512_vbmi). Each function carries its target attribute
+// scalar loop's bits; and LookupInt8's (lookup_bytes_avx2, and with
+// AVX512-VBMI lookup_bytes_avx512_vbmi). Each function carries its target attribute
 // (isa_switch.h).
 
 #include "isa_switch.h"
@@ -126,6 +126,29 @@ KILN_AVX2 void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, 
     _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i),
                      y_signed ? _mm_packs_epi16(w16, w16) : _mm_packus_epi16(w16, w16));
   }
+}
+
+KILN_AVX2 int64_t lookup_bytes_avx2(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y) {
+  // Sixteen 16-byte tables (each in both 128-bit lanes): vpshufb by the low
+  // nibble, kept where the high nibble picks that table.
+  __m256i tables[16];
+  for (int j = 0; j < 16; ++j) {
+    tables[j] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table + 16 * j)));
+  }
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i low = _mm256_and_si256(v, nibble);
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+    __m256i out = _mm256_setzero_si256();
+    for (int j = 0; j < 16; ++j) {
+      const __m256i mine = _mm256_cmpeq_epi8(high, _mm256_set1_epi8(static_cast<char>(j)));
+      out = _mm256_or_si256(out, _mm256_and_si256(mine, _mm256_shuffle_epi8(tables[j], low)));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), out);
+  }
+  return i;
 }
 
 KILN_AVX512_VBMI void lookup_bytes_avx512_vbmi(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y) {
