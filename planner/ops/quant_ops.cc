@@ -329,7 +329,9 @@ void lower_matmul_int8_activations(OpContext& ctx, LoweringContext& l) {
     ctx.not_supported("int8 MatMul of two activations with broadcast leading dims");
   }
   const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
-  if (k > 4096) ctx.not_supported("int8 MatMul of two activations over ", k, " values (at most 4096)");
+  if (k > kQGemmMatMulMaxK) {
+    ctx.not_supported("int8 MatMul of two activations over ", k, " values (at most ", kQGemmMatMulMaxK, ")");
+  }
   const double real = static_cast<double>(scalar_input(ctx, 1, "a_scale").float_at(0)) *
                       static_cast<double>(scalar_input(ctx, 4, "b_scale").float_at(0)) /
                       static_cast<double>(scalar_input(ctx, 6, "y_scale").float_at(0));
@@ -343,12 +345,9 @@ void lower_matmul_int8_activations(OpContext& ctx, LoweringContext& l) {
   q.y_max = low_of(y) + 255;
   apply_clamp(ctx, &q);
   const auto zp = [&](size_t i) { return ctx.has_input(i) ? scalar_input(ctx, i, "zero point").int_at(0) : 0; };
-  // MatMulInt8's scratch: packed A, B's int8 rows, five int32 terms.
-  const auto up = [](int64_t v) { return (v + 63) / 64 * 64; };
-  const int64_t bytes = up(qgemm_packed_x_bytes(k, m)) + up(n * qgemm_kp(k)) + (4 * n + m) * 4;
   l.kernel("MatMulInt8", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(3))}, {l.tensor(ctx.output_id(0))},
            int_params({zp(2), zp(5), zp(7), q.y_min, q.y_max, multiplier, shift}),
-           {l.temp(ctx.node().name + "/int8_matmul", DType::UINT8, {bytes})});
+           {l.temp(ctx.node().name + "/int8_matmul", DType::UINT8, {qgemm_matmul_scratch_bytes(m, n, k)})});
 }
 
 void lower_qlinear_matmul(OpContext& ctx, LoweringContext& l) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kiln/kernels/qgemm.h"
 #include "passes/infer.h"
 
 namespace kiln::planner {
@@ -66,6 +67,24 @@ bool read_quant(Graph& graph, Node* node, int quantized, QuantNode* out) {
 
 bool per_tensor(const QuantNode& q) { return q.scale->numel() == 1 && (q.zp == nullptr || q.zp->numel() == 1); }
 
+// A per-tensor quantization's zero point (0 where absent).
+int64_t zero_point(const QuantNode& q) { return q.zp != nullptr ? q.zp->int_at(0) : 0; }
+
+// v as QuantizeLinear to `dtype` (uint8 or int8) makes it: round half to
+// even, saturate; NaN gives the zero point.
+int64_t quantize_value(float v, const QuantNode& q, DType dtype) {
+  const int64_t low = dtype == DType::UINT8 ? 0 : -128;
+  if (std::isnan(v)) return zero_point(q);
+  const double r =
+      std::nearbyint(static_cast<double>(v / q.scale->data<float>()[0])) + static_cast<double>(zero_point(q));
+  return static_cast<int64_t>(std::min<double>(low + 255, std::max<double>(low, r)));
+}
+
+// The quantized value `value` as DequantizeLinear makes it.
+float dequantize_value(int64_t value, const QuantNode& q) {
+  return static_cast<float>(value - zero_point(q)) * q.scale->data<float>()[0];
+}
+
 // DQ producing value v, its input (the quantized tensor) any dtype kiln's
 // kernels take.
 // Through Identity nodes: PyTorch's exporter shares one initializer among
@@ -98,13 +117,9 @@ Attribute int_attr(int64_t v) {
 // The activation between the float op and Q, as bounds in Q's domain;
 // false when it is not one the kernels clamp to.
 bool clamp_bounds(Graph& graph, const Node& act, const QuantNode& q, DType y, int64_t* lo, int64_t* hi) {
-  const float scale = q.scale->data<float>()[0];
-  const int64_t zp = q.zp != nullptr ? q.zp->int_at(0) : 0;
+  const int64_t zp = zero_point(q);
   const int64_t low = y == DType::UINT8 ? 0 : -128, high = low + 255;
-  auto quantize = [&](float v) {
-    const double r = std::nearbyint(static_cast<double>(v / scale)) + static_cast<double>(zp);
-    return static_cast<int64_t>(std::min<double>(high, std::max<double>(low, r)));
-  };
+  auto quantize = [&](float v) { return quantize_value(v, q, y); };
   if (act.op_type == "Relu") {
     *lo = std::max(low, zp);
     *hi = high;
@@ -168,7 +183,7 @@ int bias_value(Graph& graph, int bias, const QuantNode& x, const QuantNode& w, i
 
 // Whether MatMul `op`'s B, quantized as `b` (not a constant), can be the
 // second activation of MatMulInt8: uint8 or int8, A and B of one rank (2 or
-// more) with the same leading dims, k at most 4096.
+// more) with the same leading dims, k at most kQGemmMatMulMaxK.
 bool activations_multiply(const Graph& graph, const Node& op, const QuantNode& b) {
   const Value& bv = graph.values[static_cast<size_t>(b.quantized)];
   const Value& av = graph.values[static_cast<size_t>(op.inputs[0])];
@@ -178,7 +193,7 @@ bool activations_multiply(const Graph& graph, const Node& op, const QuantNode& b
   for (size_t d = 0; d + 2 < a_shape.size(); ++d) {
     if (a_shape[d] != b_shape[d]) return false;
   }
-  return a_shape.back() == b_shape[b_shape.size() - 2] && a_shape.back() <= 4096;
+  return a_shape.back() == b_shape[b_shape.size() - 2] && a_shape.back() <= kernels::kQGemmMatMulMaxK;
 }
 
 // One Conv / Gemm / MatMul at index n, if the pattern around it matches.
@@ -326,7 +341,7 @@ bool fold_constant_dq(Graph& graph, Node& node) {
 // point and its dtype).
 bool same_quantization(const Graph& graph, const QuantNode& a, const QuantNode& b) {
   if (a.scale->data<float>()[0] != b.scale->data<float>()[0]) return false;
-  const int64_t za = a.zp != nullptr ? a.zp->int_at(0) : 0, zb = b.zp != nullptr ? b.zp->int_at(0) : 0;
+  const int64_t za = zero_point(a), zb = zero_point(b);
   const DType da = a.zp != nullptr ? a.zp->dtype : graph.values[static_cast<size_t>(a.quantized)].dtype;
   const DType db = b.zp != nullptr ? b.zp->dtype : DType::UINT8;
   return za == zb && da == db;
@@ -530,12 +545,10 @@ void add_leaf(Graph& graph, int v, const QuantNode& dq, LookupRegion* r) {
   if (r->root >= 0 && r->root != root) r->failed = true;
   r->root = root;
   const DType root_dtype = graph.values[static_cast<size_t>(root)].dtype;
-  const float scale = dq.scale->data<float>()[0];
-  const int64_t zp = dq.zp != nullptr ? dq.zp->int_at(0) : 0;
   std::vector<float> values(256);
   for (int b = 0; b < 256; ++b) {
-    const int64_t q = table != nullptr ? table->int_at(b) : byte_value(root_dtype, b);
-    values[static_cast<size_t>(b)] = static_cast<float>(q - zp) * scale;
+    values[static_cast<size_t>(b)] =
+        dequantize_value(table != nullptr ? table->int_at(b) : byte_value(root_dtype, b), dq);
   }
   r->leaves[v] = std::move(values);
 }
@@ -562,8 +575,7 @@ void collect_region(Graph& graph, int v, std::set<int>* seen, LookupRegion* r) {
         r->failed = true;
         return;
       }
-      const int64_t zp = dq.zp != nullptr ? dq.zp->int_at(0) : 0;
-      r->scalars[v] = static_cast<float>(quantized->int_at(0) - zp) * dq.scale->data<float>()[0];
+      r->scalars[v] = dequantize_value(quantized->int_at(0), dq);
       return;
     }
     const DType q = graph.values[static_cast<size_t>(dq.quantized)].dtype;
@@ -675,23 +687,11 @@ bool fold_lookup(Graph& graph, const std::vector<std::vector<int>>& readers, int
   if (!region_closed(graph, readers, r, out, n)) return false;
   const std::optional<std::vector<float>> values = evaluate_region(graph, r, out, evaluator);
   if (!values) return false;
-  const float scale = y.scale->data<float>()[0];
-  const int64_t zp = y.zp != nullptr ? y.zp->int_at(0) : 0;
-  const int64_t low = y_dtype == DType::UINT8 ? 0 : -128;
   HostTensor table(y_dtype, {256});
   for (int b = 0; b < 256; ++b) {
-    // As QuantizeLinear: round half to even, saturate; NaN gives the zero point.
-    const float f = (*values)[static_cast<size_t>(b)];
-    int64_t v = zp;
-    if (!std::isnan(f)) {
-      const double t = static_cast<double>(std::nearbyint(f / scale)) + static_cast<double>(zp);
-      v = static_cast<int64_t>(std::min<double>(low + 255, std::max<double>(low, t)));
-    }
-    if (y_dtype == DType::UINT8) {
-      table.data<uint8_t>()[b] = static_cast<uint8_t>(v);
-    } else {
-      table.data<int8_t>()[b] = static_cast<int8_t>(v);
-    }
+    // uint8 or int8: the value's low byte either way.
+    table.bytes[static_cast<size_t>(b)] =
+        static_cast<uint8_t>(quantize_value((*values)[static_cast<size_t>(b)], y, y_dtype));
   }
   for (int node : r.nodes) {
     Node& dead = graph.nodes[static_cast<size_t>(node)];

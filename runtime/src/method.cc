@@ -540,7 +540,8 @@ class MethodLoader final : public MethodView {
     }
     context.peers = peers;
     context.communicator = arena.communicator;
-    context.symmetric = &arena.symmetric;
+    const AllReduceArgs all_reduce = internal::all_reduce_args(state);
+    if (peers == nullptr) context.all_reduce = &all_reduce;
     context.rank = arena.communicator->rank();
     context.allocator = &allocator;
     return arena.backend->init_collective(context);

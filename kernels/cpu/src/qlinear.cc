@@ -63,7 +63,7 @@
 //                     K, N] both activations (attention's scores and
 //                     context), uint8 or int8, the same leading dims; y
 //                     [..., M, N]. ints [a_zp, b_zp, y_zp, y_min, y_max, m,
-//                     s]. One scratch (matmul_int8_scratch_bytes): per
+//                     s]. One scratch (qgemm_matmul_scratch_bytes): per
 //                     batch, B transposed into int8 rows of kp, A packed
 //                     into panels, and the per-column terms; then the
 //                     weights path's product with b's zero point as the
@@ -1161,21 +1161,6 @@ Error run_mul_int8(const KernelArgs& args) {
   return Error::kOk;
 }
 
-// MatMulInt8's scratch parts, 64-byte aligned: packed A, B's int8 rows,
-// then int32 bias, multiplier, shift, b zero point (n each) and A's row
-// sums (m).
-struct MatMulInt8Scratch {
-  int64_t packed = 0, rows = 0, ints = 0, total = 0;
-};
-MatMulInt8Scratch matmul_int8_scratch(int64_t m, int64_t n, int64_t k) {
-  const auto up = [](int64_t v) { return (v + 63) / 64 * 64; };
-  MatMulInt8Scratch s;
-  s.rows = up(qgemm_packed_x_bytes(k, m));
-  s.ints = s.rows + up(n * qgemm_kp(k));
-  s.total = s.ints + (4 * n + m) * 4;
-  return s;
-}
-
 Error check_matmul_int8(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1, 1));
   KILN_KERNEL_CHECK(args, has_ints(args, 7), "expects GenericParams with 7 integers");
@@ -1189,8 +1174,8 @@ Error check_matmul_int8(const KernelArgs& args) {
   }
   const int64_t m = a.dim(r - 2), k = a.dim(r - 1), n = b.dim(r - 1);
   KILN_KERNEL_CHECK(args, b.dim(r - 2) == k && y.dim(r - 2) == m && y.dim(r - 1) == n, "shapes do not multiply");
-  // k within 4096: the per-column terms (at most 255 * 128 * k) stay in int32.
-  KILN_KERNEL_CHECK(args, m > 0 && n > 0 && k > 0 && k <= 4096, "empty product or k above 4096");
+  KILN_KERNEL_CHECK(args, m > 0 && n > 0 && k > 0 && k <= kQGemmMatMulMaxK, "empty product or k above %lld",
+                    static_cast<long long>(kQGemmMatMulMaxK));
   const int64_t a_lo = a.dtype() == DType::UINT8 ? 0 : -128, b_lo = b.dtype() == DType::UINT8 ? 0 : -128;
   KILN_KERNEL_CHECK(args,
                     int_param(args, 0) >= a_lo && int_param(args, 0) <= a_lo + 255 && int_param(args, 1) >= b_lo &&
@@ -1200,7 +1185,7 @@ Error check_matmul_int8(const KernelArgs& args) {
   KILN_KERNEL_CHECK(args, int_param(args, 6) >= 1 && int_param(args, 6) <= 62, "shift outside [1, 62]");
   KILN_KERNEL_CHECK(args,
                     args.scratch[0]->numel() * static_cast<int64_t>(dtype_size(args.scratch[0]->dtype())) >=
-                        matmul_int8_scratch(m, n, k).total,
+                        qgemm_matmul_scratch_bytes(m, n, k),
                     "scratch smaller than the product needs");
   return check_q_range(args, y.dtype(), 2, 2);
 }
@@ -1231,10 +1216,9 @@ Error run_matmul_int8(const KernelArgs& args) {
   // A in the uint8 domain of the packed panels, B's zero point in W's int8 one.
   const int32_t a_zp = static_cast<int32_t>(int_param(args, 0)) + (a_signed ? 128 : 0);
   const int32_t b_zp = static_cast<int32_t>(int_param(args, 1)) - (b_signed ? 0 : 128);
-  const MatMulInt8Scratch parts = matmul_int8_scratch(m, n, k);
   uint8_t* scratch = args.scratch[0]->data_as<uint8_t>();
-  int8_t* w = reinterpret_cast<int8_t*>(scratch + parts.rows);
-  int32_t* ints = reinterpret_cast<int32_t*>(scratch + parts.ints);
+  int8_t* w = reinterpret_cast<int8_t*>(scratch + qgemm_matmul_rows_offset(m, k));
+  int32_t* ints = reinterpret_cast<int32_t*>(scratch + qgemm_matmul_ints_offset(m, n, k));
   int32_t *bias = ints, *multiplier = ints + n, *shift = ints + 2 * n, *w_zp = ints + 3 * n, *sums = ints + 4 * n;
   for (int64_t c = 0; c < n; ++c) {
     multiplier[c] = static_cast<int32_t>(int_param(args, 5));
@@ -1291,14 +1275,12 @@ Error run_lookup_int8(const KernelArgs& args) {
   const uint8_t* x = args.in(0).data_as<const uint8_t>();
   uint8_t* y = args.out(0).data_as<uint8_t>();
   const int64_t n = args.out(0).numel();
+  int64_t i = 0;
 #if KILN_X86
   if (avx512_vbmi_active()) {
     lookup_bytes_avx512_vbmi(x, n, args.in(1).data_as<const uint8_t>(), y);
     return Error::kOk;
   }
-#endif
-  int64_t i = 0;
-#if KILN_X86
   if (active_isa() >= Isa::kAvx2) i = lookup_bytes_avx2(x, n, args.in(1).data_as<const uint8_t>(), y);
 #endif
   uint8_t table[256];

@@ -658,12 +658,12 @@ Error check_collective(const CollectiveContext& c, const fb::CollectiveCall& cal
 Error check_enqueued(const CollectiveContext& c) {
   const Tensor& in = *c.input;
   const Tensor& out = *c.output;
-  KILN_CHECK_OR_RETURN(c.symmetric != nullptr && c.communicator != nullptr && in.dtype() == out.dtype() &&
-                           in.nbytes() == out.nbytes() && buffer_holds(c.input_arena, in.offset(), in.nbytes()) &&
-                           buffer_holds(c.output_arena, out.offset(), out.nbytes()),
-                       Error::kInvalidProgram,
-                       "cuda: all-reduce '%s': operands of one dtype and size inside their arenas, and a communicator",
-                       c.name);
+  KILN_CHECK_OR_RETURN(
+      c.all_reduce != nullptr && c.communicator != nullptr && in.dtype() == out.dtype() &&
+          in.nbytes() == out.nbytes() && buffer_holds(c.input_arena, in.offset(), in.nbytes()) &&
+          buffer_holds(c.output_arena, out.offset(), out.nbytes()),
+      Error::kInvalidProgram,
+      "cuda: all-reduce '%s': operands of one dtype and size inside their arenas, and the communicator's call", c.name);
   if (c.num_addends > 1) return Error::kNotSupported;
   for (uint32_t a = 0; a < c.num_addends; ++a) {
     const Tensor& addend = *c.addends[a];
@@ -712,14 +712,8 @@ Result<void*> CudaBackend::init_enqueued_collective(const CollectiveContext& con
   KILN_RETURN_IF_ERROR(made.error());
   Record* record = static_cast<Record*>(made.get());
   record->enqueued = true;
-  AllReduceArgs& a = record->all_reduce;
-  a.memory = *context.symmetric;
-  a.input_offset = context.input->offset();
-  a.output = base_of(context.output_arena) + context.output->offset();
-  a.count = static_cast<uint64_t>(context.input->numel());
-  a.dtype = context.input->dtype();
-  a.op = context.call->op();
-  KILN_RETURN_IF_ERROR(context.communicator->enqueue_all_reduce(a, nullptr));
+  record->all_reduce = *context.all_reduce;
+  const AllReduceArgs& a = record->all_reduce;
   if (context.num_addends == 1) {
     Launch& l = *new (record->launches) Launch();
     l = accumulate_launch(

@@ -84,7 +84,7 @@ struct DelegateCallArgs {
 };
 
 class Communicator;
-struct SymmetricMemory;
+struct AllReduceArgs;
 struct DevicePeers;
 
 // What a device backend sees of one all-reduce it runs with kernels of its
@@ -111,12 +111,14 @@ struct CollectiveContext {
   // and the communicator, to be told when a peer does not arrive
   // (Communicator::mark_failed). Not owned. `peers` nullptr: the
   // communicator hands out none, but enqueues the sum itself on a stream of
-  // the device (Communicator::enqueue_all_reduce, over `symmetric`, the
-  // arena as it mapped it), which the backend runs where its kernel would
-  // run, then adds the addends; kNotSupported where the backend cannot.
+  // the device (Communicator::enqueue_all_reduce of `all_reduce`, the sum
+  // as all_reduce() would take it, which the runtime has checked it
+  // enqueues); the backend runs it where its kernel would run, then adds
+  // the addends; kNotSupported where the backend cannot. `all_reduce` is
+  // valid during init_collective only.
   const DevicePeers* peers = nullptr;
   Communicator* communicator = nullptr;
-  const SymmetricMemory* symmetric = nullptr;
+  const AllReduceArgs* all_reduce = nullptr;
   uint32_t rank = 0;
   // Host memory for the call's state: CollectiveCall.state_bytes.
   BumpAllocator* allocator = nullptr;

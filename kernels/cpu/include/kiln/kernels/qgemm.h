@@ -83,6 +83,22 @@ constexpr int64_t qgemm_kp(int64_t k) { return qgemm_round_up(k, kQGemmKAlign); 
 // Bytes of packed activations for `n` columns of length `k`.
 constexpr int64_t qgemm_packed_x_bytes(int64_t k, int64_t n) { return qgemm_kp(k) * qgemm_round_up(n, kQGemmNr); }
 
+// MatMulInt8 (two activations, kernels/cpu/src/qlinear.cc): its longest
+// reduction, which keeps its per-column terms (at most 255 * 128 * k)
+// inside int32, and its scratch: A's panels for m columns, then B's n int8
+// rows, then five int32 terms per column of B or row of A, each part
+// 64-byte aligned.
+constexpr int64_t kQGemmMatMulMaxK = 4096;
+constexpr int64_t qgemm_matmul_rows_offset(int64_t m, int64_t k) {
+  return qgemm_round_up(qgemm_packed_x_bytes(k, m), 64);
+}
+constexpr int64_t qgemm_matmul_ints_offset(int64_t m, int64_t n, int64_t k) {
+  return qgemm_matmul_rows_offset(m, k) + qgemm_round_up(n * qgemm_kp(k), 64);
+}
+constexpr int64_t qgemm_matmul_scratch_bytes(int64_t m, int64_t n, int64_t k) {
+  return qgemm_matmul_ints_offset(m, n, k) + (4 * n + m) * 4;
+}
+
 // The direct convolution of x86 (kernels/cpu/src/qgemm.h,
 // qgemm_conv_direct): the input of one image, four channels interleaved per
 // stride phase, then at least one tile's channels of weights in its step
