@@ -717,6 +717,63 @@ TEST(QGemm, RequantizeRowAndDepthwiseTapAgreeAcrossPaths) {
   }
 }
 
+// A channel tile's rows at once (qgemm_requantize_rows: the avx512 path's
+// masked 16-lane loop) give each row's scalar bits: lengths around the
+// vector width, sums as large as a reduction of kQGemmVectorRequantMaxK
+// bytes makes them with biases of 2^30, a tile with one row whose shift is
+// below 32 (the whole tile then takes the per-row loops), both dtypes;
+// nothing written between or past the rows.
+TEST(QGemm, RequantizeRowsAgreeWithTheRowLoopOnEveryPath) {
+  uint32_t seed = 7;
+  const int64_t rows = 5, ld = 70, y_ld = 66;
+  const int32_t limit = static_cast<int32_t>(kQGemmVectorRequantMaxK * 255 * 128);
+  for (int64_t n : {1, 15, 16, 17, 33, 49, 64}) {
+    for (bool low_shift : {false, true}) {
+      std::vector<int32_t> acc(static_cast<size_t>(rows * ld)), bias(rows), m(rows), s(rows);
+      const auto wide = [&seed] { return (next(&seed) << 8) ^ next(&seed); };  // 32 random bits
+      for (auto& v : acc) v = static_cast<int32_t>(wide() % (2u * static_cast<uint32_t>(limit))) - limit;
+      for (int64_t r = 0; r < rows; ++r) {
+        bias[static_cast<size_t>(r)] = r == 0   ? (1 << 30)
+                                       : r == 1 ? -(1 << 30)
+                                                : static_cast<int32_t>(next(&seed) % 4000) - 2000;
+        m[static_cast<size_t>(r)] = (1 << 30) + static_cast<int32_t>(wide() % (1u << 30));
+        // Sums near 2^30 times m near 2^30.5, shifted by 52..56: outputs
+        // spread over the 8-bit range and past it.
+        s[static_cast<size_t>(r)] = low_shift && r == 3 ? 31 : 52 + static_cast<int32_t>(r);
+      }
+      acc[0] = limit;
+      acc[1] = -limit;
+      for (DType dtype : {DType::UINT8, DType::INT8}) {
+        const int32_t lo = dtype == DType::UINT8 ? 3 : -120, hi = lo + 240;
+        std::vector<uint8_t> want(static_cast<size_t>(rows * y_ld), 0x5A);
+        for (int64_t r = 0; r < rows; ++r) {
+          qgemm_requantize_row(acc.data() + r * ld, n, bias[static_cast<size_t>(r)], m[static_cast<size_t>(r)],
+                               s[static_cast<size_t>(r)], -7, lo, hi, dtype, want.data() + r * y_ld, Isa::kScalar,
+                               true);
+        }
+        for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+          if (!processor_has(isa)) continue;
+          std::vector<uint8_t> got(static_cast<size_t>(rows * y_ld), 0x5A);
+          qgemm_requantize_rows(acc.data(), ld, rows, n, bias.data(), m.data(), s.data(), -7, lo, hi, dtype, got.data(),
+                                y_ld, isa, qgemm_vector_requant_k(kQGemmVectorRequantMaxK));
+          ASSERT_EQ(got, want) << isa_name(isa) << " n=" << n << (low_shift ? " with a shift of 31" : "");
+        }
+        int64_t inside = 0;  // outputs strictly between the clamps
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t i = 0; i < n; ++i) {
+            const int32_t v = dtype == DType::UINT8
+                                  ? int32_t{want[static_cast<size_t>(r * y_ld + i)]}
+                                  : int32_t{static_cast<int8_t>(want[static_cast<size_t>(r * y_ld + i)])};
+            inside += v > lo && v < hi;
+          }
+        }
+        if (n >= 16) EXPECT_GT(inside, n / 2) << "n=" << n;
+      }
+    }
+  }
+  EXPECT_FALSE(qgemm_vector_requant_k(kQGemmVectorRequantMaxK + 1));
+}
+
 // m * 2^-s is the real multiplier to 2^-31 relative; the rounding is half
 // up of the exact product; tiny multipliers give 0, huge ones are refused.
 TEST(QGemm, FixedPointMultiplierAndRounding) {

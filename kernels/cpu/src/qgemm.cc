@@ -69,8 +69,8 @@ void finish_tile(const QGemmProblem& p, int64_t c0, int64_t mr, int64_t p0, int6
                  const int32_t acc[kQGemmMr][kQGemmNr]) {
   const size_t y_elem = dtype_size(p.y_dtype);
 #if KILN_X86
-  if (mr == kQGemmMr && p.multiplier != nullptr && p.y_channel_stride == 1 && p.isa != Isa::kScalar && p.k <= 4096 &&
-      y_elem == 1 && columns_fit(p, c0)) {
+  if (mr == kQGemmMr && p.multiplier != nullptr && p.y_channel_stride == 1 && p.isa != Isa::kScalar &&
+      (p.w_zp == nullptr ? qgemm_vector_requant_k(p.k) : p.k <= 4096) && y_elem == 1 && columns_fit(p, c0)) {
     // Eight channels side by side in the output (a MatMul's rows).
     requantize_columns_avx2(acc, nr, p.bias + c0, p.multiplier + c0, p.shift + c0,
                             p.w_zp != nullptr ? p.w_zp + c0 : nullptr, p.w_zp != nullptr ? p.x_sums + p0 : nullptr,
@@ -85,7 +85,7 @@ void finish_tile(const QGemmProblem& p, int64_t c0, int64_t mr, int64_t p0, int6
       // One channel's contiguous outputs (a convolution's plane).
       qgemm_requantize_row(acc[r], nr, p.bias[c], p.multiplier[c], p.shift[c], p.y_zp, p.y_min, p.y_max, p.y_dtype,
                            static_cast<uint8_t*>(p.y) + static_cast<size_t>(c * p.y_channel_stride + p0) * y_elem,
-                           p.isa, p.k <= 4096);
+                           p.isa, qgemm_vector_requant_k(p.k));
       continue;
     }
     const int64_t bias = p.bias[c];
@@ -144,6 +144,27 @@ void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m
     } else {
       static_cast<int8_t*>(y)[i] = static_cast<int8_t>(q);
     }
+  }
+}
+
+void qgemm_requantize_rows(const int32_t* acc, int64_t ld, int64_t rows, int64_t n, const int32_t* bias,
+                           const int32_t* m, const int32_t* s, int32_t zp, int32_t lo, int32_t hi, DType dtype, void* y,
+                           int64_t y_ld, Isa isa, bool small_k) {
+  const size_t y_elem = dtype_size(dtype);
+#if KILN_X86
+  if (isa == Isa::kAvx512 && small_k && y_elem == 1) {
+    bool fit = true;
+    for (int64_t r = 0; r < rows && fit; ++r)
+      fit = s[r] >= 32 && s[r] <= 62 && bias[r] <= (1 << 30) && bias[r] >= -(1 << 30);
+    if (fit) {
+      requantize_rows_avx512(acc, ld, rows, n, bias, m, s, zp, lo, hi, static_cast<uint8_t*>(y), y_ld);
+      return;
+    }
+  }
+#endif
+  for (int64_t r = 0; r < rows; ++r) {
+    qgemm_requantize_row(acc + r * ld, n, bias[r], m[r], s[r], zp, lo, hi, dtype,
+                         static_cast<uint8_t*>(y) + static_cast<size_t>(r * y_ld) * y_elem, isa, small_k);
   }
 }
 
@@ -207,13 +228,10 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
           tile(kp, p.w + c0 * kp, kp, mr, panel, acc);
           for (int64_t r = 0; r < mr; ++r) memcpy(rows[r] + (p0 - r0), acc[r], sizeof acc[r]);
         }
-        for (int64_t r = 0; r < mr; ++r) {
-          const int64_t c = c0 + r;
-          qgemm_requantize_row(rows[r], nrun, p.bias[c], p.multiplier[c], p.shift[c], p.y_zp, p.y_min, p.y_max,
-                               p.y_dtype,
-                               static_cast<uint8_t*>(p.y) + static_cast<size_t>(c * p.y_channel_stride + r0) * y_elem,
-                               p.isa, p.k <= 4096);
-        }
+        qgemm_requantize_rows(rows[0], kRunMax, mr, nrun, p.bias + c0, p.multiplier + c0, p.shift + c0, p.y_zp, p.y_min,
+                              p.y_max, p.y_dtype,
+                              static_cast<uint8_t*>(p.y) + static_cast<size_t>(c0 * p.y_channel_stride + r0) * y_elem,
+                              p.y_channel_stride, p.isa, qgemm_vector_requant_k(p.k));
       }
     }
     return;

@@ -78,14 +78,29 @@ struct QGemmProblem {
   Isa isa = Isa::kScalar;
 };
 
+// The longest reduction whose sums the vector epilogues requantize as they
+// are: |acc| <= k * 255 * 128 < 2^30 for k <= 32768, so with |bias| <=
+// 2^30 the int32 sum acc + bias cannot wrap, and a 64-bit product with the
+// multiplier (< 2^31) plus the rounding term fits int64. Longer reductions
+// saturate acc + bias in 64 bits first (the scalar loop).
+constexpr int64_t kQGemmVectorRequantMaxK = 32768;
+inline bool qgemm_vector_requant_k(int64_t k) { return k <= kQGemmVectorRequantMaxK; }
+
 // y[i] = clamp(requantize(acc[i] + bias, m, s) + zp, lo, hi) for i < n,
 // uint8 or int8 y, as the epilogue computes it (acc + bias saturated to
-// int32 first). `small_k`: the caller's reduction is at most 4096 long, so
-// |acc| < 2^27 and the AVX2 loop (64-bit products, shifts of 32 or more)
-// gives the same bits; without it, or with s < 32 or |bias| > 2^30, the
-// scalar loop runs.
+// int32 first). `small_k`: the caller's reduction is at most
+// kQGemmVectorRequantMaxK long (qgemm_vector_requant_k), so the vector
+// loops (64-bit products, shifts of 32 or more) give the same bits;
+// without it, or with s < 32 or |bias| > 2^30, the scalar loop runs.
 void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
                           int32_t hi, DType dtype, void* y, Isa isa, bool small_k);
+// qgemm_requantize_row for `rows` channels at once: row r's n sums at acc
+// + r * ld with channel r's bias[r], m[r] and s[r], its outputs at y + r *
+// y_ld elements. One call per channel tile: the avx512 path requantizes 16
+// sums a vector, the row's tail under a mask (requantize_rows_avx512).
+void qgemm_requantize_rows(const int32_t* acc, int64_t ld, int64_t rows, int64_t n, const int32_t* bias,
+                           const int32_t* m, const int32_t* s, int32_t zp, int32_t lo, int32_t hi, DType dtype, void* y,
+                           int64_t y_ld, Isa isa, bool small_k);
 // acc[i] += w * x[i * stride] for i < n: one tap of a depthwise
 // convolution's output row (x already in the uint8 domain).
 void qgemm_depthwise_tap(int32_t* acc, const uint8_t* x, int64_t stride, int64_t n, int32_t w, Isa isa);
@@ -113,13 +128,19 @@ int64_t lookup_bytes_avx2(const uint8_t* x, int64_t n, const uint8_t* table, uin
 // channel (a MatMul's [rows, channels]): column i of acc (nr of them), less
 // w_zp[c] * x_sums[i] where w_zp is given, requantized with each channel's
 // bias, multiplier and shift (every shift in [32, 62], |bias| <= 2^30,
-// |acc| < 2^27, |w_zp| <= 255, x_sums of at most 4096 bytes) and stored as
+// k within qgemm_vector_requant_k; with w_zp, |w_zp| <= 255 and k <= 4096,
+// so that |acc| < 2^27 and w_zp * x_sums < 2^28) and stored as
 // 8 bytes at y + i * column_stride; the scalar epilogue's bits.
 void requantize_columns_avx2(const int32_t acc[kQGemmMr][kQGemmNr], int64_t nr, const int32_t* bias, const int32_t* m,
                              const int32_t* s, const int32_t* w_zp, const int32_t* x_sums, int32_t zp, int32_t lo,
                              int32_t hi, bool is_unsigned, uint8_t* y, int64_t column_stride);
 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
                          int32_t hi, bool is_unsigned, void* y);
+// Every value of qgemm_requantize_rows (AVX-512F): each row's shift in
+// [32, 62] and |bias| <= 2^30, 8-bit outputs.
+void requantize_rows_avx512(const int32_t* acc, int64_t ld, int64_t rows, int64_t n, const int32_t* bias,
+                            const int32_t* m, const int32_t* s, int32_t zp, int32_t lo, int32_t hi, uint8_t* y,
+                            int64_t y_ld);
 
 // A depthwise convolution of up to 16 channels at once, one channel per
 // 16-bit lane (AVX2): bands of output rows; the band's input rows of every

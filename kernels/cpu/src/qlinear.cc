@@ -487,7 +487,8 @@ void depthwise_int8_finish(const Int8Conv& g, const QGemmProblem& p, const Depth
     memmove(acc + r * g.ow, acc + r * pitch, static_cast<size_t>(g.ow) * sizeof(int32_t));
   }
   qgemm_requantize_row(acc, nrows * g.ow, ch.bias, ch.multiplier, ch.shift, p.y_zp, p.y_min, p.y_max, p.y_dtype,
-                       ch.out + static_cast<size_t>(oy0 * g.ow) * ch.y_elem, p.isa, g.kh * g.kw <= 4096);
+                       ch.out + static_cast<size_t>(oy0 * g.ow) * ch.y_elem, p.isa,
+                       qgemm_vector_requant_k(g.kh * g.kw));
 }
 
 // Stride 1 along rows (pw <= kDepthwiseChunk): several output rows at once
@@ -565,7 +566,8 @@ void depthwise_int8_rows(const Int8Conv& g, const QGemmProblem& p, const Depthwi
         }
       }
       qgemm_requantize_row(acc, count, ch.bias, ch.multiplier, ch.shift, p.y_zp, p.y_min, p.y_max, p.y_dtype,
-                           ch.out + static_cast<size_t>(oy * g.ow + ox0) * ch.y_elem, p.isa, g.kh * g.kw <= 4096);
+                           ch.out + static_cast<size_t>(oy * g.ow + ox0) * ch.y_elem, p.isa,
+                           qgemm_vector_requant_k(g.kh * g.kw));
     }
   }
 }

@@ -195,8 +195,9 @@ void direct_run(const QConvDirect& d, const DirectShape& s, const uint8_t* scrat
     for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
       tile(nq, wt + (c0 - b0) * nq * 4, mr, scratch + p0 * 4, off, small, rows[0] + (p0 - r0), kDirectRunMax);
     }
+    int64_t valid = 0;
     for (int64_t r = 0; r < mr; ++r) {
-      int64_t valid = 0;
+      valid = 0;
       for (int64_t g = 0; g < segs; ++g) {
         const int64_t len = seg_b[g] - seg_a[g];
         if (seg_a[g] - r0 != valid) {
@@ -204,11 +205,11 @@ void direct_run(const QConvDirect& d, const DirectShape& s, const uint8_t* scrat
         }
         valid += len;
       }
-      const int64_t ch = c0 + r;
-      qgemm_requantize_row(rows[r], valid, d.bias[ch], d.multiplier[ch], d.shift[ch], d.y_zp, d.y_min, d.y_max,
-                           d.y_dtype, static_cast<uint8_t*>(d.y) + static_cast<size_t>(ch * plane_out + first) * y_elem,
-                           d.isa, d.c * s.taps <= 4096);
     }
+    qgemm_requantize_rows(rows[0], kDirectRunMax, mr, valid, d.bias + c0, d.multiplier + c0, d.shift + c0, d.y_zp,
+                          d.y_min, d.y_max, d.y_dtype,
+                          static_cast<uint8_t*>(d.y) + static_cast<size_t>(c0 * plane_out + first) * y_elem, plane_out,
+                          d.isa, qgemm_vector_requant_k(d.c * s.taps));
   }
 }
 
