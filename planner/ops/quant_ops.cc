@@ -156,6 +156,18 @@ std::vector<int64_t> conv_output(OpContext& ctx, size_t ix, size_t iw, Spatial* 
   return out;
 }
 
+// Whether a convolution's weights go to ConvInt8 in channel quads by tap
+// (its weight order 1: row [C/4][kH * kW][4] instead of ONNX's [C][kH][kW]):
+// one group, a window of more than one tap and whole quads of input
+// channels. That is the direct convolution's step order (x86's
+// qgemm_conv_direct reads it as it is, instead of reordering every run);
+// the im2col packer enumerates its rows the same way on every path.
+bool quad_tap_weights(OpContext& ctx, const std::vector<int64_t>& w_shape) {
+  int64_t taps = 1;
+  for (size_t d = 2; d < w_shape.size(); ++d) taps *= w_shape[d];
+  return ctx.attr_int("group", 1) == 1 && taps > 1 && w_shape[1] % 4 == 0;
+}
+
 // Emits ConvInt8 for x (input ix; the weights' shape from input iw) and
 // the quantized constants in q.
 void lower_conv_int8(OpContext& ctx, LoweringContext& l, size_t ix, size_t iw, const Int8Linear& q) {
@@ -185,18 +197,28 @@ void lower_conv_int8(OpContext& ctx, LoweringContext& l, size_t ix, size_t iw, c
   }
   l.kernel("ConvInt8", inputs, {l.tensor(ctx.output_id(0))},
            int_params({ctx.attr_int("group", 1), k2[0], k2[1], s2[0], s2[1], d2[0], d2[1], p4[0], p4[1], p4[2], p4[3],
-                       ops.x_zp_u8, q.y_zp, q.y_min, q.y_max}),
+                       ops.x_zp_u8, q.y_zp, q.y_min, q.y_max, quad_tap_weights(ctx, ctx.shape(iw)) ? 1 : 0}),
            int8_scratch(ctx, l, ops, q.k, columns, direct));
 }
 
-// Conv weights [M, C/group, kH, kW] as m x k rows.
+// Conv weights [M, C/group, kH, kW] as m x k rows, each in channel quads
+// by tap where quad_tap_weights says so: k index (q * taps + t) * 4 + j
+// holds channel 4 q + j's tap t.
 void conv_weights(OpContext& ctx, const HostTensor& w, Int8Linear* q) {
   q->m = w.shape[0];
   q->k = w.numel() / q->m;
   q->w_unsigned = w.dtype == DType::UINT8;
   q->w.resize(static_cast<size_t>(w.numel()));
-  for (int64_t i = 0; i < w.numel(); ++i) q->w[static_cast<size_t>(i)] = static_cast<int32_t>(w.int_at(i));
-  (void)ctx;
+  const bool quads = quad_tap_weights(ctx, w.shape);
+  const int64_t taps = q->k / w.shape[1];
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    int64_t at = i;
+    if (quads) {
+      const int64_t row = i / q->k, c = i % q->k / taps, t = i % taps;
+      at = row * q->k + ((c / 4 * taps + t) * 4 + c % 4);
+    }
+    q->w[static_cast<size_t>(at)] = static_cast<int32_t>(w.int_at(i));
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -706,6 +706,64 @@ TEST(QdqTest, DirectConvolutionMatchesTheScalarPath) {
   }
 }
 
+// ConvInt8's weight order 1 (channel quads by tap, planned for one group
+// over whole quads of channels) against order 0: the same convolution with
+// a ninth input channel (the zero point throughout, weights 0) plans in
+// ONNX's order and must give the same bytes, on every path, through the
+// direct convolution (small planes, x86), im2col (a large plane) and a
+// 1 x 5 window, dilated and strided.
+TEST(QdqTest, QuadTapWeightOrderMatchesTheOnnxOrder) {
+  struct Case {
+    int64_t h, w, kh, kw, stride, dilation;
+  };
+  const Case cases[] = {{7, 7, 3, 3, 1, 1}, {14, 14, 3, 3, 2, 1}, {40, 44, 3, 3, 1, 1}, {6, 30, 1, 5, 1, 2}};
+  for (const Case& cs : cases) {
+    std::vector<std::vector<uint8_t>> outputs[2];
+    for (int64_t c : {8, 9}) {
+      HostTensor wt(DType::INT8, {24, c, cs.kh, cs.kw});
+      for (int64_t o = 0; o < 24; ++o) {
+        for (int64_t i = 0; i < c * cs.kh * cs.kw; ++i) {
+          const int64_t ch = i / (cs.kh * cs.kw);
+          wt.data<int8_t>()[o * c * cs.kh * cs.kw + i] =
+              ch == 8 ? 0 : static_cast<int8_t>(((o * 8 * cs.kh * cs.kw + i) * 53 + 7) % 256 - 128);
+        }
+      }
+      HostTensor in = data8(DType::UINT8, {1, c, cs.h, cs.w}, 5);
+      for (int64_t i = 8 * cs.h * cs.w; i < in.numel(); ++i) in.data<uint8_t>()[i] = 128;
+      if (c == 9) {  // the first 8 channels as c == 8 has them
+        const HostTensor eight = data8(DType::UINT8, {1, 8, cs.h, cs.w}, 5);
+        for (int64_t i = 0; i < eight.numel(); ++i) in.data<uint8_t>()[i] = eight.data<uint8_t>()[i];
+      }
+      GraphBuilder b;
+      const int x = b.input("x", {1, c, cs.h, cs.w}, DType::UINT8);
+      const int w = b.node("DequantizeLinear", {b.constant("w", wt), b.constant("w_s", scalar(0.01f))});
+      const int v = b.node("Conv", {dq(b, x, 0.02f, DType::UINT8, 128, "x"), w},
+                           {{"pads", ints_attr({1, 2, 1, 2})},
+                            {"strides", ints_attr({cs.stride, cs.stride})},
+                            {"dilations", ints_attr({cs.dilation, cs.dilation})}});
+      b.output(q(b, v, 0.05f * std::sqrt(static_cast<float>(8 * cs.kh * cs.kw)), DType::UINT8, 100));
+      const PlanResult r = b.plan();
+      ASSERT_EQ(kernels(r), std::vector<std::string>{"ConvInt8"});
+      for (const LInstruction& ins : r.program.methods[0].instructions) {
+        if (ins.op != "ConvInt8") continue;
+        const auto& ints = ins.params.AsGenericParams()->ints;
+        ASSERT_EQ(ints.size(), 16u);
+        EXPECT_EQ(ints.back(), c == 8 ? 1 : 0) << "the weight order planned for " << c << " channels";
+      }
+      for (const auto& [isa, out] : outputs_on_every_path(r.bytes, {in})) {
+        outputs[c - 8].push_back(out.bytes);
+        (void)isa;
+      }
+    }
+    ASSERT_EQ(outputs[0].size(), outputs[1].size());
+    for (size_t i = 0; i < outputs[0].size(); ++i) {
+      EXPECT_EQ(outputs[0][i], outputs[1][i]) << "path " << i << " plane " << cs.h << "x" << cs.w << " window " << cs.kh
+                                              << "x" << cs.kw << " stride " << cs.stride;
+    }
+    EXPECT_EQ(outputs[0].front(), outputs[0].back()) << "the scalar path and the widest";
+  }
+}
+
 // A product of one row (GemmInt8's matrix-vector path, the weight rows read
 // in place) against the same row inside a product of two (the panel path):
 // the same bytes, for reductions around the vector widths, uint8 weights

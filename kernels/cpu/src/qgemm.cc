@@ -501,7 +501,8 @@ void qgemm_pack_im2col(const QIm2col& g, uint8_t* out, int32_t* x_sums) {
       for (int64_t r = 0; r < 4; ++r) {
         const int64_t kk = 4 * q + r;
         if (kk >= k) break;
-        const int64_t c = kk / (g.kh * g.kw), ky = kk / g.kw % g.kh, kx = kk % g.kw;
+        const int64_t taps = g.kh * g.kw, t = g.quad_taps ? kk / 4 % taps : kk % taps;
+        const int64_t c = g.quad_taps ? kk / (4 * taps) * 4 + kk % 4 : kk / taps, ky = t / g.kw, kx = t % g.kw;
         im2col_row(g, c, ky, kx, g.col0 + p0, count, raw_pad, rows[r]);
         if (x_sums != nullptr) {
           for (int64_t i = 0; i < count; ++i) x_sums[p0 + i] += static_cast<uint8_t>(rows[r][i] ^ flip);

@@ -226,6 +226,9 @@ struct QConvDirect {
   DType y_dtype = DType::UINT8;
   void* y = nullptr;  // [m][oh][ow]
   Isa isa = Isa::kAvx2;
+  // w8's rows already in step order (ConvInt8's weight order 1, c a
+  // multiple of 4): read as they are, not reordered per block.
+  bool w_in_steps = false;
 };
 // Rows of 3x3 weights (kp apart) into the direct convolution's step order
 // for their first `quads` full channel quads: out[(r * quads + q) * 36 + 4
@@ -277,13 +280,17 @@ void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, boo
 // panels: column (oy, ox), row (c, ky, kx) reads
 // x[c][oy*sh - pt + ky*dh][ox*sw - pl + kx*dw], `pad` outside (the zero
 // point, already flipped). Only columns [col0, col0 + cols) when cols >= 0
-// (a block of them: the panels and x_sums start at column col0).
+// (a block of them: the panels and x_sums start at column col0). The rows
+// run c-major, or with quad_taps (channels a multiple of 4) in channel
+// quads by tap: row (q * taps + t) * 4 + j is channel 4 q + j's tap t, as
+// the weights of ConvInt8's weight order 1.
 struct QIm2col {
   const uint8_t* x = nullptr;
   int64_t channels = 0, h = 0, w = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
   int64_t oh = 0, ow = 0;
   bool flip = false;
+  bool quad_taps = false;
   uint8_t pad = 0;
   int64_t col0 = 0, cols = -1;
 };

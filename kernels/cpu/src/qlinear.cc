@@ -23,7 +23,12 @@
 //                     input 5 the column sums (int32 [oH * oW]).
 //                     ints [group, kH, kW, sH, sW, dH, dW, pad top, left,
 //                     bottom, right, x zero point (uint8 domain: int8 + 128),
-//                     y zero point, y min, y max].
+//                     y zero point, y min, y max, weight order]. Weight
+//                     order (optional, 0 when absent): 0, each row's k as
+//                     ONNX lays it, [C][kH][kW]; 1, in channel quads by tap,
+//                     [C/4][kH * kW][4] (group 1 and C a multiple of 4
+//                     only): the direct convolution's step order, which
+//                     the im2col packer then follows.
 //   GemmInt8          the int8 matrix product y[..., r, c] = sum_k a[..., r,
 //                     k] w[c][k] (requantized). inputs: 0 a (uint8/int8,
 //                     [..., R, K]), 1 packed weights (int8, 1-D:
@@ -361,6 +366,7 @@ struct Int8Conv {
   int64_t n, c, h, w, m, oh, ow;
   int64_t group, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   int64_t x_zp;
+  bool quad_taps;  // weight order 1
 };
 
 Int8Conv int8_conv(const KernelArgs& args) {
@@ -387,12 +393,13 @@ Int8Conv int8_conv(const KernelArgs& args) {
   g.pb = int_param(args, 9);
   g.pr = int_param(args, 10);
   g.x_zp = int_param(args, 11);
+  g.quad_taps = has_ints(args, 16) && int_param(args, 15) == 1;
   return g;
 }
 
 Error check_conv_int8(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 3, 6, 1, args.num_scratch));
-  KILN_KERNEL_CHECK(args, has_ints(args, 15), "expects GenericParams with 15 integers");
+  KILN_KERNEL_CHECK(args, has_ints(args, 15) || has_ints(args, 16), "expects GenericParams with 15 or 16 integers");
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank(), "expects NCHW (or NCW) tensors");
@@ -407,6 +414,12 @@ Error check_conv_int8(const KernelArgs& args) {
   KILN_KERNEL_CHECK(args, g.group >= 1 && g.c % g.group == 0 && g.m % g.group == 0 && y.dim(0) == g.n,
                     "group %lld does not divide the channels", static_cast<long long>(g.group));
   KILN_KERNEL_CHECK(args, g.x_zp >= 0 && g.x_zp <= 255, "input zero point outside the uint8 domain");
+  if (has_ints(args, 16)) {
+    const int64_t order = int_param(args, 15);
+    KILN_KERNEL_CHECK(args, order == 0 || order == 1, "weight order %lld (0 or 1)", static_cast<long long>(order));
+    KILN_KERNEL_CHECK(args, order == 0 || (g.group == 1 && g.c % 4 == 0),
+                      "weight order 1 needs one group and channels in whole quads");
+  }
   const int64_t eh = (g.h + g.pt + g.pb - g.dh * (g.kh - 1) - 1), ew = (g.w + g.pl + g.pr - g.dw * (g.kw - 1) - 1);
   KILN_KERNEL_CHECK(args, eh >= 0 && ew >= 0 && eh / g.sh + 1 == g.oh && ew / g.sw + 1 == g.ow,
                     "output size does not follow from the geometry");
@@ -657,6 +670,7 @@ bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProbl
   d.y_max = p.y_max;
   d.y_dtype = p.y_dtype;
   d.isa = p.isa;
+  d.w_in_steps = g.quad_taps;
   const int64_t bytes = qgemm_conv_direct_bytes(d);
   const Tensor& scratch = *args.scratch[0];
   if (bytes < 0 || bytes > scratch.numel()) return false;
@@ -715,6 +729,7 @@ Error run_conv_int8(const KernelArgs& args) {
         im.oh = g.oh; im.ow = g.ow;
         // clang-format on
         im.flip = flip;
+        im.quad_taps = g.quad_taps;
         im.pad = static_cast<uint8_t>(g.x_zp);
         im.col0 = b0;
         im.cols = nb;

@@ -241,6 +241,7 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_b
   int8_t* wt = reinterpret_cast<int8_t*>(row + (d.sw > 1 ? s.pw2 * d.sw * 4 : 0));
   int64_t block = (scratch_bytes - (reinterpret_cast<uint8_t*>(wt) - scratch)) / (nq * 4) / kQGemmMr * kQGemmMr;
   block = block < kQGemmMr ? kQGemmMr : block > qgemm_round_up(d.m, kQGemmMr) ? qgemm_round_up(d.m, kQGemmMr) : block;
+  if (d.w_in_steps) block = qgemm_round_up(d.m, kQGemmMr);  // the rows are read in place: one block
   const uint8_t any = direct_planes(d, s, scratch, row);
   memset(scratch + s.quads * s.quad_bytes, 0, kDirectSlack);
   const bool small = any <= 127;
@@ -251,9 +252,13 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_b
   const int64_t columns = (d.oh - 1) * s.pw2 + d.ow;
   for (int64_t b0 = 0; b0 < d.m; b0 += block) {
     const int64_t b1 = d.m - b0 < block ? d.m : b0 + block;
-    direct_weights(d, s, b0, b1, wt);
+    const int8_t* w = d.w8 + b0 * nq * 4;  // in step order already: kp = nq * 4
+    if (!d.w_in_steps) {
+      direct_weights(d, s, b0, b1, wt);
+      w = wt;
+    }
     for (int64_t r0 = 0; r0 < columns; r0 += run) {
-      direct_run(d, s, scratch, off, small, wt, b0, b1, r0, columns - r0 < run ? columns - r0 : run, tile);
+      direct_run(d, s, scratch, off, small, w, b0, b1, r0, columns - r0 < run ? columns - r0 : run, tile);
     }
   }
 }
