@@ -368,7 +368,9 @@ TEST(QGemm, EveryIsaPathRequantizesAlike) {
 // exact rounding on every path, nothing written past the planes. Also with
 // 7-bit data but for one byte in every third panel: the AVX2 tiles of a
 // run (which write its rows themselves) take vpmaddubsw or the exact split
-// panel by panel.
+// panel by panel. Column counts that leave a last panel of at most 8
+// columns (17, 129, 1) take VNNI's 256-bit tile for it where the processor
+// has AVX512VL.
 TEST(QGemm, PlaneOutputsRequantizeInRuns) {
   const int64_t shapes[][3] = {{13, 300, 75}, {9, 17, 5}, {8, 129, 1100}, {3, 16, 2000}, {20, 1, 12}};
   const Isa before = active_isa();
@@ -767,7 +769,9 @@ TEST(QGemm, RequantizeRowsAgreeWithTheRowLoopOnEveryPath) {
             inside += v > lo && v < hi;
           }
         }
-        if (n >= 16) EXPECT_GT(inside, n / 2) << "n=" << n;
+        if (n >= 16) {
+          EXPECT_GT(inside, n / 2) << "n=" << n;
+        }
       }
     }
   }

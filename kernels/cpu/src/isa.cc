@@ -122,6 +122,10 @@ bool processor_has_avx512_vnni() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
 }
+bool processor_has_avx512_vnni_vl() {
+  __builtin_cpu_init();
+  return processor_has_avx512_vnni() && __builtin_cpu_supports("avx512vl");
+}
 bool avx512_vbmi_active() {
   if (active_isa() < Isa::kAvx512) return false;
   __builtin_cpu_init();

@@ -59,6 +59,7 @@
 #define KILN_AVX2 __attribute__((target("avx2,fma")))
 #define KILN_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #define KILN_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define KILN_AVX512_VNNI_VL __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define KILN_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
 #define KILN_AVX512_VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 #endif
@@ -94,6 +95,8 @@ bool has_avx512f();
 // Whether the processor has AVX512-VNNI (and AVX512BW); the avx512 path
 // uses vpdpbusd only then, the AVX2 loops otherwise.
 bool processor_has_avx512_vnni();
+// ... and AVX512VL (vpdpbusd on 256 bits: qgemm_tile_rows_vnni_half).
+bool processor_has_avx512_vnni_vl();
 // Whether the avx512 path is active on a processor with AVX512-VBMI
 // (vpermi2b: LookupInt8's 64 table look-ups at a time).
 bool avx512_vbmi_active();

@@ -205,6 +205,9 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
                                       : tile == qgemm_tile_avx512_vnni ? qgemm_tile_rows_vnni
                                                                        : nullptr;
     bool small[kRunMax / kQGemmNr] = {};
+    // A last panel of at most 8 columns through the 256-bit VNNI tile.
+    const bool half_tail = rows_tile == qgemm_tile_rows_vnni && p.n % kQGemmNr != 0 && p.n % kQGemmNr <= 8 &&
+                           processor_has_avx512_vnni_vl();
 #endif
     for (int64_t r0 = 0; r0 < p.n; r0 += run) {
       const int64_t nrun = p.n - r0 < run ? p.n - r0 : run;
@@ -220,6 +223,10 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
         for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
           const uint8_t* panel = p.x + (p0 / kQGemmNr) * kp * kQGemmNr;
 #if KILN_X86
+          if (half_tail && p.n - p0 <= 8) {
+            qgemm_tile_rows_vnni_half(kp, p.w + c0 * kp, kp, mr, panel, rows[0] + (p0 - r0), kRunMax);
+            continue;
+          }
           if (rows_tile != nullptr) {
             rows_tile(kp, p.w + c0 * kp, kp, mr, panel, small[(p0 - r0) / kQGemmNr], rows[0] + (p0 - r0), kRunMax);
             continue;

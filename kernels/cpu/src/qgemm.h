@@ -196,6 +196,11 @@ void qgemm_tile_rows_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, 
 void qgemm_tile_rows_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel, bool small,
                           int32_t* out, int64_t ldo);
 bool qgemm_panel_is_small_avx2(int64_t kp, const uint8_t* panel);
+// qgemm_tile_rows_vnni over the panel's first 8 columns only (256-bit
+// vpdpbusd; AVX-512VL), 8 values a row: a last panel of at most 8 columns.
+// Only where processor_has_avx512_vnni_vl().
+void qgemm_tile_rows_vnni_half(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel, int32_t* out,
+                               int64_t ldo);
 
 // A convolution of one image and group 1 with a requantized output and no
 // weight zero points, without im2col (x86, AVX2 and AVX-512): the input

@@ -59,7 +59,29 @@ KILN_AVX512_VNNI inline void tile_vnni(int64_t kp, const int8_t* w, int64_t ldw,
   for (int64_t r = 0; r < mr; ++r) _mm512_storeu_si512(out_rows + r * ldo, all[r]);
 }
 
+// The first 8 columns of the panel only (its rows' low 32 bytes), 256-bit
+// vpdpbusd: for a last panel of at most 8 columns (a 7 x 7 plane's 49
+// columns leave one), where the 512-bit tile would spend as long on 15
+// empty lanes. Writes 8 values per row.
+KILN_AVX512_VNNI_VL inline void tile_vnni_half(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr,
+                                               const uint8_t* panel, int32_t* out_rows, int64_t ldo) {
+  const int8_t* rows[8];
+  for (int64_t r = 0; r < 8; ++r) rows[r] = w + (r < mr ? r : mr - 1) * ldw;
+  __m256i a[8];
+  for (int64_t r = 0; r < 8; ++r) a[r] = _mm256_setzero_si256();
+  for (int64_t q = 0; q < kp / 4; ++q) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + q * 4 * kQGemmNr));
+    for (int64_t r = 0; r < 8; ++r) a[r] = _mm256_dpbusd_epi32(a[r], x, _mm256_set1_epi32(load_word(rows[r] + q * 4)));
+  }
+  for (int64_t r = 0; r < mr; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_rows + r * ldo), a[r]);
+}
+
 }  // namespace
+
+KILN_AVX512_VNNI_VL void qgemm_tile_rows_vnni_half(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr,
+                                                   const uint8_t* panel, int32_t* out, int64_t ldo) {
+  tile_vnni_half(kp, w, ldw, mr, panel, out, ldo);
+}
 
 KILN_AVX512_VNNI void qgemm_tile_avx512_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                                              int32_t acc[kQGemmMr][kQGemmNr]) {
