@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "x86/avx2_helpers.h"
 #include "x86/x86.h"
@@ -167,17 +168,25 @@ KILN_AVX2 void max_pool_8bit_vertical(const T* top, int64_t w, int64_t rows, T* 
       m = B::max(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(top + r * w + c)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(line + c), m);
   }
-  for (; c + 16 <= w; c += 16) {
-    __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(top + c));
+  // The rest by 16 or 8 columns, the last vector moved back to end at w
+  // (it rewrites some columns with the same maxima): no byte loop for
+  // rows 8 columns wide or more (GoogLeNet's 14 x 14 and 28 x 28 planes).
+  while (c < w && w >= 8) {
+    if (w >= 16) {
+      const int64_t at = c + 16 <= w ? c : w - 16;
+      __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(top + at));
+      for (int64_t r = 1; r < rows; ++r)
+        m = B::max(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(top + r * w + at)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(line + at), m);
+      c = at + 16;
+      continue;
+    }
+    const int64_t at = c + 8 <= w ? c : w - 8;
+    __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(top + at));
     for (int64_t r = 1; r < rows; ++r)
-      m = B::max(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(top + r * w + c)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(line + c), m);
-  }
-  for (; c + 8 <= w; c += 8) {
-    __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(top + c));
-    for (int64_t r = 1; r < rows; ++r)
-      m = B::max(m, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(top + r * w + c)));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(line + c), m);
+      m = B::max(m, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(top + r * w + at)));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(line + at), m);
+    c = at + 8;
   }
   for (; c < w; ++c) {
     T m = top[c];
@@ -247,15 +256,80 @@ KILN_AVX2 bool max_pool_8bit_plane(const T* in, int64_t h, int64_t w, int64_t kh
   return true;
 }
 
+// n bytes from s to d (no overlap between them) by 16- or 8-byte moves,
+// the last one ending at n (rewriting some bytes with the same values).
+KILN_AVX2 inline void copy_short(uint8_t* d, const uint8_t* s, int64_t n) {
+  if (n >= 16) {
+    for (int64_t i = 0;; i += 16) {
+      const int64_t at = i + 16 <= n ? i : n - 16;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + at), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + at)));
+      if (at + 16 == n) return;
+    }
+  }
+  if (n >= 8) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(d), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(d + n - 8),
+                     _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + n - 8)));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) d[i] = s[i];
+}
+
+// Stride 1 on a plane whose padded copy fits 4 KiB (GoogLeNet's 3x3
+// "same" pools on 28 x 28 down to 7 x 7 planes): the plane copied once
+// into the rows of a padded image (the lowest value around it), the
+// vertical maxima then the horizontal ones each over the whole flat image
+// 32 bytes at a time (the columns between rows computed and dropped), and
+// the rows moved out. No per-row vector setup or byte loop on planes a
+// vector wide or less. False where the copy does not fit.
+template <typename T>
+KILN_AVX2 bool max_pool_8bit_flat(const T* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t pt, int64_t pl,
+                                  T* out, int64_t oh, int64_t ow) {
+  using B = Bytes<T>;
+  constexpr int64_t kImage = 4096, kSlack = 64;
+  const int64_t pitch = ow + kw - 1 > pl + w ? ow + kw - 1 : pl + w;
+  const int64_t ph = oh + kh - 1 > pt + h ? oh + kh - 1 : pt + h;
+  if (pt < 0 || pl < 0 || ph * pitch > kImage || kw > kSlack) return false;
+  alignas(32) T image[kImage + kSlack];
+  alignas(32) T maxima[kImage + 2 * kSlack];  // up to 32 bytes past n, then the slack
+  const T lowest = static_cast<T>(static_cast<T>(-1) > 0 ? 0 : -128);
+  memset(image, static_cast<uint8_t>(lowest), static_cast<size_t>(ph * pitch + kSlack));
+  for (int64_t y = 0; y < h; ++y) {
+    copy_short(reinterpret_cast<uint8_t*>(image + (pt + y) * pitch + pl), reinterpret_cast<const uint8_t*>(in + y * w),
+               w);
+  }
+  const int64_t n = oh * pitch;  // the outputs' rows, `pitch` apart
+  for (int64_t i = 0; i < n; i += 32) {
+    __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(image + i));
+    for (int64_t ky = 1; ky < kh; ++ky)
+      m = B::max(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(image + i + ky * pitch)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(maxima + i), m);
+  }
+  // Past the last vector: read by the horizontal pass, never kept.
+  memset(maxima + (n + 31) / 32 * 32, static_cast<uint8_t>(lowest), static_cast<size_t>(kSlack));
+  for (int64_t i = 0; i < n; i += 32) {
+    __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(maxima + i));
+    for (int64_t kx = 1; kx < kw; ++kx)
+      m = B::max(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(maxima + i + kx)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(maxima + i), m);  // read ahead of i only
+  }
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    copy_short(reinterpret_cast<uint8_t*>(out + oy * ow), reinterpret_cast<const uint8_t*>(maxima + oy * pitch), ow);
+  }
+  return true;
+}
+
 }  // namespace
 
 KILN_AVX2 bool max_pool_8bit_avx2(const uint8_t* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride,
                                   int64_t pt, int64_t pl, uint8_t* out, int64_t oh, int64_t ow) {
+  if (stride == 1 && max_pool_8bit_flat(in, h, w, kh, kw, pt, pl, out, oh, ow)) return true;
   return max_pool_8bit_plane(in, h, w, kh, kw, stride, pt, pl, out, oh, ow);
 }
 
 KILN_AVX2 bool max_pool_8bit_avx2(const int8_t* in, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride,
                                   int64_t pt, int64_t pl, int8_t* out, int64_t oh, int64_t ow) {
+  if (stride == 1 && max_pool_8bit_flat(in, h, w, kh, kw, pt, pl, out, oh, ow)) return true;
   return max_pool_8bit_plane(in, h, w, kh, kw, stride, pt, pl, out, oh, ow);
 }
 
