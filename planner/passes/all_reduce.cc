@@ -163,6 +163,12 @@ std::vector<AllReduceChoice> choose_all_reduce(LMethod& method, AllReduceMode mo
       need = std::max(need, kernels.signal_bytes);
     } else if (ins.inputs.size() > 1) {
       fail("internal error: all-reduce '", ins.name, "' has fused addends but no device kernels (", choice.why, ")");
+    } else if (kernels.blocks > 0 && choice.ranks > 1) {
+      // On a device that runs collectives, with a dtype or rank count its
+      // kernels do not take: the communicator's, whose library call the
+      // runtime enqueues on the backend's stream where it can (room for
+      // that record, as for the kernels').
+      ins.state_bytes = kernels.state_bytes;
     }
     choice.algorithm = ins.algorithm;
     choice.blocks = ins.blocks;

@@ -442,11 +442,37 @@ class MethodLoader final : public MethodView {
     const uint64_t reserved = abi::round_up_bookkeeping(call.state_bytes());
     uint8_t* memory = next_state_;
     next_state_ += reserved;
-    if (call.algorithm() == fb::AllReduceAlgorithm::COMMUNICATOR || arena.communicator == nullptr ||
-        is_host(input.device())) {
-      return check_addends_runnable(i, instruction, *state);
+    if (arena.communicator == nullptr || is_host(input.device())) return check_addends_runnable(i, instruction, *state);
+    if (call.algorithm() == fb::AllReduceAlgorithm::COMMUNICATOR) {
+      // Planned for the communicator (a dtype or rank count the kernels do
+      // not take): its library call enqueued on the backend's stream where
+      // it allows that, else its all_reduce().
+      bool enqueued = false;
+      KILN_RETURN_IF_ERROR(setup_enqueued_collective(i, instruction, memory, reserved, state, &enqueued));
+      return enqueued ? Error::kOk : check_addends_runnable(i, instruction, *state);
     }
     return setup_device_collective(i, instruction, memory, reserved, state);
+  }
+
+  // Path 2 below: the communicator's library call enqueued by the backend
+  // (enqueue_all_reduce), recorded into its graph. `*enqueued` false (and
+  // kOk) where the communicator or the backend does not do that.
+  Error setup_enqueued_collective(uint32_t i, const fb::Instruction& instruction, uint8_t* memory, uint64_t bytes,
+                                  internal::InstructionState* state, bool* enqueued) {
+    *enqueued = false;
+    const internal::ArenaState& arena = arenas_[state->args.inputs[0]->arena_];
+    if (arena.communicator->enqueue_all_reduce(internal::all_reduce_args(*state), nullptr) != Error::kOk) {
+      return Error::kOk;
+    }
+    Result<void*> handle = init_device_collective(instruction, nullptr, memory, bytes, *state);
+    if (handle.ok()) {
+      *enqueued = true;
+      return device_collective(handle.get(), arena.backend, state);
+    }
+    KILN_CHECK_OR_RETURN(handle.error() == Error::kNotSupported, handle.error(),
+                         "method '%s': backend '%s' cannot enqueue collective %u ('%s'): %s", name(),
+                         arena.backend->id(), i, instruction_name(instruction), error_name(handle.error()));
+    return Error::kOk;
   }
 
   // A collective with addends that the runtime runs itself (through the
@@ -484,13 +510,9 @@ class MethodLoader final : public MethodView {
     DevicePeers peers;
     const Error have_peers = arena.communicator->device_peers(arena.symmetric, &peers);
     if (have_peers == Error::kNotSupported) {
-      if (arena.communicator->enqueue_all_reduce(internal::all_reduce_args(*state), nullptr) == Error::kOk) {
-        Result<void*> handle = init_device_collective(instruction, nullptr, memory, bytes, *state);
-        if (handle.ok()) return device_collective(handle.get(), arena.backend, state);
-        KILN_CHECK_OR_RETURN(handle.error() == Error::kNotSupported, handle.error(),
-                             "method '%s': backend '%s' cannot enqueue collective %u ('%s'): %s", name(),
-                             arena.backend->id(), i, instruction_name(instruction), error_name(handle.error()));
-      }
+      bool enqueued = false;
+      KILN_RETURN_IF_ERROR(setup_enqueued_collective(i, instruction, memory, bytes, state, &enqueued));
+      if (enqueued) return Error::kOk;
       KILN_LOG(INFO,
                "method '%s': collective %u ('%s'): communicator '%s' hands out no device peers, so it "
                "runs through the communicator's all_reduce()%s",

@@ -422,7 +422,7 @@ TEST(CudaBackendTest, GemmLayoutsKeepTheLeadingDimensionAtLeastTheRows) {
 }
 
 // Relu (on cuda:0) -> AllReduce over 2 ranks, with the kernel `mode` forces.
-std::string relu_all_reduce(planner::AllReduceMode mode) {
+std::string relu_all_reduce(planner::AllReduceMode mode, uint32_t ranks = 2) {
   GraphBuilder b;
   const int r = b.node("Relu", {b.input("x", {1, kWidth})});
   b.output(b.node("AllReduce", {r}));
@@ -430,12 +430,13 @@ std::string relu_all_reduce(planner::AllReduceMode mode) {
   b.graph().nodes.back().opset = 1;
   planner::PlanOptions options;
   options.targets = "cuda:0,cpu";
-  options.ranks = 2;
+  options.ranks = ranks;
   options.all_reduce = mode;
   const planner::PlanResult plan = b.plan(options);
   const bool two_shot = mode == planner::AllReduceMode::kTwoShot;
   EXPECT_EQ(plan.all_reduce.at(0).algorithm,
-            two_shot ? fb::AllReduceAlgorithm::TWO_SHOT : fb::AllReduceAlgorithm::ONE_SHOT);
+            ranks > 8 ? fb::AllReduceAlgorithm::COMMUNICATOR
+                      : (two_shot ? fb::AllReduceAlgorithm::TWO_SHOT : fb::AllReduceAlgorithm::ONE_SHOT));
   return plan.bytes;
 }
 
@@ -617,10 +618,10 @@ TEST(CudaBackendTest, AnAllReduceWhosePeerNeverArrivesFailsWithinTheTimeout) {
 // stream it is given, or made by all_reduce() where it does not enqueue).
 class EnqueuingRank final : public Communicator {
  public:
-  explicit EnqueuingRank(bool enqueues) : enqueues_(enqueues) {}
+  explicit EnqueuingRank(bool enqueues, uint32_t ranks = 2) : enqueues_(enqueues), ranks_(ranks) {}
   const char* name() const override { return "enqueuing"; }
   uint32_t rank() const override { return 0; }
-  uint32_t size() const override { return 2; }
+  uint32_t size() const override { return ranks_; }
   DeviceType device_type() const override { return DeviceType::CUDA; }
   Error map_symmetric(uint64_t size, uint32_t, uint64_t, SymmetricMemory* out_memory) override {
     storage_.assign(size + cuda::kArenaAlignment, 0);
@@ -651,42 +652,49 @@ class EnqueuingRank final : public Communicator {
 
  private:
   bool enqueues_;
+  uint32_t ranks_;
   std::vector<uint8_t> storage_;
   uint8_t* base_ = nullptr;
 };
 
+// Also a call planned for the communicator (16 ranks: more than the
+// kernels address), which takes the same enqueued path where the
+// communicator enqueues.
 TEST(CudaBackendTest, AnEnqueuedAllReduceIsCapturedAndReplayedWithoutTheHost) {
-  for (bool enqueues : {true, false}) {
-    const std::string bytes = relu_all_reduce(planner::AllReduceMode::kOneShot);
-    cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
-    EnqueuingRank communicator(enqueues);
-    {
-      RankMethod method(bytes, backend, communicator);
-      ASSERT_EQ(method.error(), Error::kOk) << (enqueues ? "enqueued" : "all_reduce()");
-      for (int call = 0; call < 5; ++call) {
-        const float scale = call % 2 == 0 ? 1.f + call : -0.5f * call;
-        std::vector<float> y;
-        ASSERT_EQ(method.run(input(scale), &y), Error::kOk) << "call " << call;
-        const std::vector<float> x = input(scale);
-        for (size_t i = 0; i < x.size(); ++i) {
-          ASSERT_EQ(y[i], x[i] > 0.f ? x[i] : 0.f) << "call " << call << " element " << i;
+  for (uint32_t ranks : {2u, 16u}) {
+    for (bool enqueues : {true, false}) {
+      SCOPED_TRACE(std::to_string(ranks) + " ranks");
+      const std::string bytes = relu_all_reduce(planner::AllReduceMode::kOneShot, ranks);
+      cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+      EnqueuingRank communicator(enqueues, ranks);
+      {
+        RankMethod method(bytes, backend, communicator);
+        ASSERT_EQ(method.error(), Error::kOk) << (enqueues ? "enqueued" : "all_reduce()");
+        for (int call = 0; call < 5; ++call) {
+          const float scale = call % 2 == 0 ? 1.f + call : -0.5f * call;
+          std::vector<float> y;
+          ASSERT_EQ(method.run(input(scale), &y), Error::kOk) << "call " << call;
+          const std::vector<float> x = input(scale);
+          for (size_t i = 0; i < x.size(); ++i) {
+            ASSERT_EQ(y[i], x[i] > 0.f ? x[i] : 0.f) << "call " << call << " element " << i;
+          }
         }
       }
-    }
-    const cuda::CudaStats stats = backend.stats();
-    backend.shutdown();
-    if (enqueues) {
-      // Called on a stream twice (the direct launch, then the capture); the
-      // four calls after replay its graph.
-      EXPECT_EQ(communicator.enqueued, 2);
-      EXPECT_EQ(communicator.host_calls, 0);
-      EXPECT_EQ(stats.direct_calls, 2u);
-      EXPECT_EQ(stats.captures, 2u);
-      EXPECT_EQ(stats.graph_replays, 8u);
-    } else {
-      EXPECT_EQ(communicator.enqueued, 0);
-      EXPECT_EQ(communicator.host_calls, 5);
-      EXPECT_EQ(stats.captures, 1u);  // the Relu delegate's only
+      const cuda::CudaStats stats = backend.stats();
+      backend.shutdown();
+      if (enqueues) {
+        // Called on a stream twice (the direct launch, then the capture); the
+        // four calls after replay its graph.
+        EXPECT_EQ(communicator.enqueued, 2);
+        EXPECT_EQ(communicator.host_calls, 0);
+        EXPECT_EQ(stats.direct_calls, 2u);
+        EXPECT_EQ(stats.captures, 2u);
+        EXPECT_EQ(stats.graph_replays, 8u);
+      } else {
+        EXPECT_EQ(communicator.enqueued, 0);
+        EXPECT_EQ(communicator.host_calls, 5);
+        EXPECT_EQ(stats.captures, 1u);  // the Relu delegate's only
+      }
     }
   }
 }
