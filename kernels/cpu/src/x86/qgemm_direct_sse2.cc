@@ -169,8 +169,8 @@ constexpr int64_t kDirectRunMax = 128;
 
 // One run of nrun columns of the phase grid from column r0 (as qgemm's
 // runs) for output channels [b0, b1) (weights at wt): every channel tile
-// over the run, then per channel the valid columns moved together and
-// requantized at once (they are consecutive outputs).
+// over the run, then the tile's rows requantized segment by segment (the
+// valid columns of one output row).
 void direct_run(const QConvDirect& d, const DirectShape& s, const uint8_t* scratch, const int32_t* off, bool small,
                 const int8_t* wt, int64_t b0, int64_t b1, int64_t r0, int64_t nrun, QGemmTileOffsetsFn tile) {
   const int64_t nq = s.steps, pitch = s.pw2;
@@ -195,21 +195,17 @@ void direct_run(const QConvDirect& d, const DirectShape& s, const uint8_t* scrat
     for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
       tile(nq, wt + (c0 - b0) * nq * 4, mr, scratch + p0 * 4, off, small, rows[0] + (p0 - r0), kDirectRunMax);
     }
-    int64_t valid = 0;
-    for (int64_t r = 0; r < mr; ++r) {
-      valid = 0;
-      for (int64_t g = 0; g < segs; ++g) {
-        const int64_t len = seg_b[g] - seg_a[g];
-        if (seg_a[g] - r0 != valid) {
-          memmove(rows[r] + valid, rows[r] + (seg_a[g] - r0), static_cast<size_t>(len) * sizeof(int32_t));
-        }
-        valid += len;
-      }
+    // Each segment's columns are consecutive outputs: requantized where
+    // they lie in the rows, straight to their outputs.
+    int64_t at = first;
+    for (int64_t g = 0; g < segs; ++g) {
+      const int64_t len = seg_b[g] - seg_a[g];
+      qgemm_requantize_rows(rows[0] + (seg_a[g] - r0), kDirectRunMax, mr, len, d.bias + c0, d.multiplier + c0,
+                            d.shift + c0, d.y_zp, d.y_min, d.y_max, d.y_dtype,
+                            static_cast<uint8_t*>(d.y) + static_cast<size_t>(c0 * plane_out + at) * y_elem, plane_out,
+                            d.isa, qgemm_vector_requant_k(d.c * s.taps));
+      at += len;
     }
-    qgemm_requantize_rows(rows[0], kDirectRunMax, mr, valid, d.bias + c0, d.multiplier + c0, d.shift + c0, d.y_zp,
-                          d.y_min, d.y_max, d.y_dtype,
-                          static_cast<uint8_t*>(d.y) + static_cast<size_t>(c0 * plane_out + first) * y_elem, plane_out,
-                          d.isa, qgemm_vector_requant_k(d.c * s.taps));
   }
 }
 
