@@ -172,21 +172,20 @@ KILN_AVX2 void max_pool_8bit_vertical(const T* top, int64_t w, int64_t rows, T* 
   // (it rewrites some columns with the same maxima): no byte loop for
   // rows 8 columns wide or more (GoogLeNet's 14 x 14 and 28 x 28 planes).
   while (c < w && w >= 8) {
-    if (w >= 16) {
-      const int64_t at = c + 16 <= w ? c : w - 16;
-      __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(top + at));
-      for (int64_t r = 1; r < rows; ++r)
-        m = B::max(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(top + r * w + at)));
+    const int64_t width = w >= 16 ? 16 : 8;
+    const int64_t at = c + width <= w ? c : w - width;
+    const auto load = [width](const T* p) {
+      return width == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                         : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    };
+    __m128i m = load(top + at);
+    for (int64_t r = 1; r < rows; ++r) m = B::max(m, load(top + r * w + at));
+    if (width == 16) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(line + at), m);
-      c = at + 16;
-      continue;
+    } else {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(line + at), m);
     }
-    const int64_t at = c + 8 <= w ? c : w - 8;
-    __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(top + at));
-    for (int64_t r = 1; r < rows; ++r)
-      m = B::max(m, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(top + r * w + at)));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(line + at), m);
-    c = at + 8;
+    c = at + width;
   }
   for (; c < w; ++c) {
     T m = top[c];
