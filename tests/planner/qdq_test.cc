@@ -16,6 +16,7 @@
 #include <functional>
 #include <string>
 
+#include "core/error.h"
 #include "exec/run.h"
 #include "kiln/kernels/isa.h"
 #include "kiln/kernels/qgemm.h"
@@ -762,6 +763,64 @@ TEST(QdqTest, QuadTapWeightOrderMatchesTheOnnxOrder) {
     }
     EXPECT_EQ(outputs[0].front(), outputs[0].back()) << "the scalar path and the widest";
   }
+}
+
+// ConvInt8's 16th integer: a program written before it (15 integers)
+// loads and runs as weight order 0, with the same bytes; order 1 on
+// channels that are not whole quads, or an order other than 0 and 1, is
+// refused at load.
+TEST(QdqTest, ConvInt8WeightOrderIsOptionalAndChecked) {
+  const auto plan = [](int64_t c) {
+    HostTensor wt(DType::INT8, {16, c, 3, 3});
+    for (int64_t i = 0; i < wt.numel(); ++i) wt.data<int8_t>()[i] = static_cast<int8_t>((i * 37 + 11) % 256 - 128);
+    GraphBuilder b;
+    const int x = b.input("x", {1, c, 9, 9}, DType::UINT8);
+    const int w = b.node("DequantizeLinear", {b.constant("w", wt), b.constant("w_s", scalar(0.01f))});
+    const int v = b.node("Conv", {dq(b, x, 0.02f, DType::UINT8, 128, "x"), w}, {{"pads", ints_attr({1, 1, 1, 1})}});
+    b.output(q(b, v, 0.3f, DType::UINT8, 100));
+    return b.plan().bytes;
+  };
+  const auto set_order = [](const std::string& bytes, int64_t order) {
+    return mutate_program(bytes, [order](fb::ProgramT& p) {
+      for (auto& ins : p.methods[0]->instructions) {
+        const fb::KernelCallT* call = ins->kind.AsKernelCall();
+        if (call == nullptr || call->params.AsGenericParams() == nullptr) continue;
+        auto& ints = const_cast<fb::KernelCallT*>(call)->params.AsGenericParams()->ints;
+        ASSERT_EQ(ints.size(), 16u);
+        if (order < 0) {
+          ints.pop_back();
+        } else {
+          ints.back() = order;
+        }
+      }
+    });
+  };
+  const std::string nine = plan(9), eight = plan(8);
+  const std::string old_nine = set_order(nine, -1);
+  ASSERT_EQ(load_error(old_nine), Error::kOk);
+  const HostTensor in = data8(DType::UINT8, {1, 9, 9, 9}, 3);
+  const auto now = outputs_on_every_path(nine, {in}), before = outputs_on_every_path(old_nine, {in});
+  ASSERT_EQ(now.size(), before.size());
+  for (size_t i = 0; i < now.size(); ++i) EXPECT_EQ(now[i].second.bytes, before[i].second.bytes) << "path " << i;
+  // The kernel's checks run when the method loads.
+  // What the load logged where it refused the method ("" where it ran).
+  const auto refusal = [&](const std::string& bytes, const HostTensor& x) {
+    ::testing::internal::CaptureStderr();
+    bool refused = false;
+    try {
+      planner::run_program(bytes, {x}, {});
+    } catch (const planner::PlanError&) {
+      refused = true;
+    }
+    const std::string logged = ::testing::internal::GetCapturedStderr();
+    return refused ? logged : std::string();
+  };
+  const HostTensor in8 = data8(DType::UINT8, {1, 8, 9, 9}, 3);
+  EXPECT_NE(refusal(set_order(nine, 1), in).find("weight order 1 needs one group and channels in whole quads"),
+            std::string::npos);
+  EXPECT_NE(refusal(set_order(eight, 2), in8).find("weight order 2 (0 or 1)"), std::string::npos);
+  EXPECT_EQ(refusal(set_order(eight, 1), in8), "");
+  EXPECT_EQ(refusal(set_order(eight, 0), in8), "");  // runs, and reads its quad-ordered weights as ONNX's
 }
 
 // A product of one row (GemmInt8's matrix-vector path, the weight rows read
