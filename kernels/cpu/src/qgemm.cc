@@ -113,6 +113,50 @@ void finish_tile(const QGemmProblem& p, int64_t c0, int64_t mr, int64_t p0, int6
   }
 }
 
+#if KILN_X86
+// The AVX2 path's planes (qgemm's convolution branch) with the weights of
+// each kQGemmSplitRows channels split once (qgemm_split_weights_avx2) for
+// every panel: those channels outermost, each group sweeping all the
+// columns in runs of up to 128. The panels come from L2 once per group,
+// the split weights (8 kp bytes) stay in L1. Panels whose bytes are all <= 127 keep vpmaddubsw
+// (qgemm_tile_rows_avx2). Columns go in chunks of kChunkPanels panels, so
+// that each panel is checked for bytes above 127 once per chunk.
+void planes_split_avx2(const QGemmProblem& p, int64_t kp) {
+  constexpr int64_t kRunMax = 128, kChunkPanels = 256;
+  alignas(32) int32_t ws[kQGemmSplitRows * kQGemmSplitMaxKp / 2];  // 36 KiB
+  int32_t rows[kQGemmMr][kRunMax];
+  bool small[kChunkPanels];
+  const size_t y_elem = dtype_size(p.y_dtype);
+  for (int64_t n0 = 0; n0 < p.n; n0 += kChunkPanels * kQGemmNr) {
+    const int64_t n1 = p.n - n0 < kChunkPanels * kQGemmNr ? p.n : n0 + kChunkPanels * kQGemmNr;
+    bool any_large = false;
+    for (int64_t p0 = n0; p0 < n1; p0 += kQGemmNr) {
+      small[(p0 - n0) / kQGemmNr] = qgemm_panel_is_small_avx2(kp, p.x + (p0 / kQGemmNr) * kp * kQGemmNr);
+      any_large = any_large || !small[(p0 - n0) / kQGemmNr];
+    }
+    for (int64_t c0 = 0; c0 < p.m; c0 += kQGemmSplitRows) {
+      const int64_t mr = p.m - c0 < kQGemmSplitRows ? p.m - c0 : kQGemmSplitRows;
+      if (any_large) qgemm_split_weights_avx2(p.w + c0 * kp, kp, mr, kp, ws);
+      for (int64_t r0 = n0; r0 < n1; r0 += kRunMax) {
+        const int64_t nrun = n1 - r0 < kRunMax ? n1 - r0 : kRunMax;
+        for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
+          const uint8_t* panel = p.x + (p0 / kQGemmNr) * kp * kQGemmNr;
+          if (small[(p0 - n0) / kQGemmNr]) {
+            qgemm_tile_rows_avx2(kp, p.w + c0 * kp, kp, mr, panel, true, rows[0] + (p0 - r0), kRunMax);
+          } else {
+            qgemm_tile_rows_split_avx2(kp, ws, mr, panel, rows[0] + (p0 - r0), kRunMax);
+          }
+        }
+        qgemm_requantize_rows(rows[0], kRunMax, mr, nrun, p.bias + c0, p.multiplier + c0, p.shift + c0, p.y_zp, p.y_min,
+                              p.y_max, p.y_dtype,
+                              static_cast<uint8_t*>(p.y) + static_cast<size_t>(c0 * p.y_channel_stride + r0) * y_elem,
+                              p.y_channel_stride, p.isa, qgemm_vector_requant_k(p.k));
+      }
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
@@ -192,6 +236,12 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
     // bytes) stay within about 16 KiB, so they are read from L1 by every
     // channel tile. (Firmware keeps the tile-by-tile epilogue: no 4 KiB of
     // sums on its stack.)
+#if KILN_X86
+    if (tile == qgemm_tile_avx2 && kp <= kQGemmSplitMaxKp) {
+      planes_split_avx2(p, kp);
+      return;
+    }
+#endif
     constexpr int64_t kRunMax = 128;
     int32_t rows[kQGemmMr][kRunMax];
     int64_t run = (16384 / kp) / kQGemmNr * kQGemmNr;

@@ -196,6 +196,22 @@ void qgemm_tile_rows_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, 
 void qgemm_tile_rows_vnni(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel, bool small,
                           int32_t* out, int64_t ldo);
 bool qgemm_panel_is_small_avx2(int64_t kp, const uint8_t* panel);
+// The AVX2 exact loop with its weights split ahead of time, once per
+// channel tile for every panel it meets (instead of once per panel):
+// qgemm_split_weights_avx2 writes `rows` rows of w (ldw apart, kp a
+// multiple of 4) as kp / 2 words each, the (k0, k2) pairs of every step
+// then the (k1, k3) pairs, int16 sign-extended; the tiles read them for
+// rows r < mr as qgemm_tile_rows_avx2 and qgemm_tile_offsets_avx2 do
+// (any panel bytes). The callers split kQGemmSplitRows channels at a time,
+// for reductions up to kQGemmSplitMaxKp (their stack holds those rows:
+// 36 KiB; ResNet-50's deepest 3x3 layers have 4608).
+constexpr int64_t kQGemmSplitRows = 4;
+constexpr int64_t kQGemmSplitMaxKp = 4608;
+void qgemm_split_weights_avx2(const int8_t* w, int64_t ldw, int64_t rows, int64_t kp, int32_t* out);
+void qgemm_tile_rows_split_avx2(int64_t kp, const int32_t* ws, int64_t mr, const uint8_t* panel, int32_t* out,
+                                int64_t ldo);
+void qgemm_tile_offsets_split_avx2(int64_t nq, const int32_t* ws, int64_t mr, const uint8_t* base, const int32_t* off,
+                                   int32_t* out, int64_t ldo);
 // qgemm_tile_rows_vnni over the panel's first 8 columns only (256-bit
 // vpdpbusd; AVX-512VL), 8 values a row: a last panel of at most 8 columns.
 // Only where processor_has_avx512_vnni_vl().

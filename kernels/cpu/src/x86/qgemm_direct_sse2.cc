@@ -167,15 +167,11 @@ void direct_weights(const QConvDirect& d, const DirectShape& s, int64_t b0, int6
 
 constexpr int64_t kDirectRunMax = 128;
 
-// One run of nrun columns of the phase grid from column r0 (as qgemm's
-// runs) for output channels [b0, b1) (weights at wt): every channel tile
-// over the run, then the tile's rows requantized segment by segment (the
-// valid columns of one output row).
-void direct_run(const QConvDirect& d, const DirectShape& s, const uint8_t* scratch, const int32_t* off, bool small,
-                const int8_t* wt, int64_t b0, int64_t b1, int64_t r0, int64_t nrun, QGemmTileOffsetsFn tile) {
-  const int64_t nq = s.steps, pitch = s.pw2;
-  // The run's valid columns: segments [a, b) of the grid, in output order.
-  int64_t seg_a[kDirectRunMax], seg_b[kDirectRunMax], segs = 0;
+// The valid columns of the run of nrun grid columns from r0: segments
+// [seg_a, seg_b) (one output row's columns each), in output order; returns
+// how many.
+int64_t direct_segments(const QConvDirect& d, int64_t pitch, int64_t r0, int64_t nrun, int64_t* seg_a, int64_t* seg_b) {
+  int64_t segs = 0;
   for (int64_t oy = r0 / pitch; oy * pitch < r0 + nrun; ++oy) {
     const int64_t a = oy * pitch > r0 ? oy * pitch : r0;
     const int64_t b = oy * pitch + d.ow < r0 + nrun ? oy * pitch + d.ow : r0 + nrun;
@@ -185,26 +181,63 @@ void direct_run(const QConvDirect& d, const DirectShape& s, const uint8_t* scrat
       ++segs;
     }
   }
+  return segs;
+}
+
+// Output channels [c0, c0 + mr) over the run of nrun grid columns from r0
+// (at most kDirectRunMax): tile(p0, out, ldo) writes the rows of the panel
+// at column p0, then each segment's columns (consecutive outputs) are
+// requantized where they lie in the rows, straight to their outputs.
+template <typename Tile>
+void direct_channels(const QConvDirect& d, const DirectShape& s, int64_t c0, int64_t mr, int64_t r0, int64_t nrun,
+                     const Tile& tile) {
+  int64_t seg_a[kDirectRunMax], seg_b[kDirectRunMax];
+  const int64_t segs = direct_segments(d, s.pw2, r0, nrun, seg_a, seg_b);
   if (segs == 0) return;
-  const int64_t first = (seg_a[0] / pitch) * d.ow + seg_a[0] % pitch;  // its output index
+  int32_t rows[kQGemmMr][kDirectRunMax];
+  for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) tile(p0, rows[0] + (p0 - r0), kDirectRunMax);
   const size_t y_elem = dtype_size(d.y_dtype);
   const int64_t plane_out = d.oh * d.ow;
-  int32_t rows[kQGemmMr][kDirectRunMax];
+  int64_t at = (seg_a[0] / s.pw2) * d.ow + seg_a[0] % s.pw2;  // the first segment's output index
+  for (int64_t g = 0; g < segs; ++g) {
+    const int64_t len = seg_b[g] - seg_a[g];
+    qgemm_requantize_rows(rows[0] + (seg_a[g] - r0), kDirectRunMax, mr, len, d.bias + c0, d.multiplier + c0,
+                          d.shift + c0, d.y_zp, d.y_min, d.y_max, d.y_dtype,
+                          static_cast<uint8_t*>(d.y) + static_cast<size_t>(c0 * plane_out + at) * y_elem, plane_out,
+                          d.isa, qgemm_vector_requant_k(d.c * s.taps));
+    at += len;
+  }
+}
+
+// One run of nrun grid columns from r0 (as qgemm's runs: its panels stay
+// in L1 while every channel tile of [b0, b1) reads them; weights at w).
+void direct_run(const QConvDirect& d, const DirectShape& s, const uint8_t* scratch, const int32_t* off, bool small,
+                const int8_t* w, int64_t b0, int64_t b1, int64_t r0, int64_t nrun, QGemmTileOffsetsFn tile) {
+  const int64_t nq = s.steps;
   for (int64_t c0 = b0; c0 < b1; c0 += kQGemmMr) {
     const int64_t mr = b1 - c0 < kQGemmMr ? b1 - c0 : kQGemmMr;
-    for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
-      tile(nq, wt + (c0 - b0) * nq * 4, mr, scratch + p0 * 4, off, small, rows[0] + (p0 - r0), kDirectRunMax);
-    }
-    // Each segment's columns are consecutive outputs: requantized where
-    // they lie in the rows, straight to their outputs.
-    int64_t at = first;
-    for (int64_t g = 0; g < segs; ++g) {
-      const int64_t len = seg_b[g] - seg_a[g];
-      qgemm_requantize_rows(rows[0] + (seg_a[g] - r0), kDirectRunMax, mr, len, d.bias + c0, d.multiplier + c0,
-                            d.shift + c0, d.y_zp, d.y_min, d.y_max, d.y_dtype,
-                            static_cast<uint8_t*>(d.y) + static_cast<size_t>(c0 * plane_out + at) * y_elem, plane_out,
-                            d.isa, qgemm_vector_requant_k(d.c * s.taps));
-      at += len;
+    direct_channels(d, s, c0, mr, r0, nrun, [&](int64_t p0, int32_t* out, int64_t ldo) {
+      tile(nq, w + (c0 - b0) * nq * 4, mr, scratch + p0 * 4, off, small, out, ldo);
+    });
+  }
+}
+
+// AVX2's exact loop (input bytes above 127) with the weights of each
+// kQGemmSplitRows channels split once (qgemm_split_weights_avx2), then
+// every column swept by them in runs of kDirectRunMax: the planes come
+// from L2 once per group, the split weights (8 kp bytes) stay in L1.
+void direct_split_avx2(const QConvDirect& d, const DirectShape& s, const uint8_t* scratch, const int32_t* off,
+                       const int8_t* w, int64_t b0, int64_t b1, int64_t columns) {
+  const int64_t nq = s.steps;
+  alignas(32) int32_t ws[kQGemmSplitRows * kQGemmSplitMaxKp / 2];  // 36 KiB
+  for (int64_t c0 = b0; c0 < b1; c0 += kQGemmSplitRows) {
+    const int64_t mr = b1 - c0 < kQGemmSplitRows ? b1 - c0 : kQGemmSplitRows;
+    qgemm_split_weights_avx2(w + (c0 - b0) * nq * 4, nq * 4, mr, nq * 4, ws);
+    for (int64_t r0 = 0; r0 < columns; r0 += kDirectRunMax) {
+      const int64_t nrun = columns - r0 < kDirectRunMax ? columns - r0 : kDirectRunMax;
+      direct_channels(d, s, c0, mr, r0, nrun, [&](int64_t p0, int32_t* out, int64_t ldo) {
+        qgemm_tile_offsets_split_avx2(nq, ws, mr, scratch + p0 * 4, off, out, ldo);
+      });
     }
   }
 }
@@ -246,12 +279,18 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_b
   int64_t run = (16384 / (nq * 4)) / kQGemmNr * kQGemmNr;
   run = run < kQGemmNr ? kQGemmNr : run > kDirectRunMax ? kDirectRunMax : run;
   const int64_t columns = (d.oh - 1) * s.pw2 + d.ow;
+  // AVX2 on bytes above 127: the exact loop with split weights.
+  const bool split = tile == qgemm_tile_offsets_avx2 && !small && nq * 4 <= kQGemmSplitMaxKp;
   for (int64_t b0 = 0; b0 < d.m; b0 += block) {
     const int64_t b1 = d.m - b0 < block ? d.m : b0 + block;
     const int8_t* w = d.w8 + b0 * nq * 4;  // in step order already: kp = nq * 4
     if (!d.w_in_steps) {
       direct_weights(d, s, b0, b1, wt);
       w = wt;
+    }
+    if (split) {
+      direct_split_avx2(d, s, scratch, off, w, b0, b1, columns);
+      continue;
     }
     for (int64_t r0 = 0; r0 < columns; r0 += run) {
       direct_run(d, s, scratch, off, small, w, b0, b1, r0, columns - r0 < run ? columns - r0 : run, tile);
