@@ -9,7 +9,10 @@
 // 8 bits. Instead each 32-bit lane is split into its even and odd bytes as
 // int16 (activations zero-extended, weights sign-extended by shifts), and
 // vpmaddwd adds pairs of int16 products into int32: exact, one more
-// instruction per 32 products than vpmaddubsw + vpmaddwd.
+// instruction per 32 products than vpmaddubsw + vpmaddwd. The convolution
+// paths split the weights ahead of the tiles (qgemm_split_weights_avx2,
+// tile4_split_avx2: broadcast from memory, no shifts per tile); the other
+// callers split them in the tile.
 // Where no byte of the panel is above 127 (activations quantized with a
 // reduced range, 0..127, as PyTorch's x86 configuration does), a pair sum
 // lies in [-127 * 128 * 2, 127 * 127 * 2] = [-32512, 32258] and cannot
