@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "isa_switch.h"
+#include "parallel.h"
 #include "x86/int8_sse2.h"
 
 namespace kiln {
@@ -303,6 +304,32 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
       finish_tile(p, c0, mr, p0, nr, acc);
     }
   }
+}
+
+void qgemm_parallel(const QGemmProblem& p, QGemmTileFn tile, ThreadPool* pool) {
+  const int64_t tiles = (p.m + kQGemmMr - 1) / kQGemmMr;
+  const int64_t tasks = parallel_tasks(pool, p.m * p.n * p.k, tiles);
+  if (tasks <= 1) {
+    qgemm(p, tile);
+    return;
+  }
+  const size_t y_elem = dtype_size(p.y_dtype);
+  parallel_for(pool, tasks, [&](int64_t t) {
+    const int64_t c0 = tiles * t / tasks * kQGemmMr;
+    const int64_t c1 = tiles * (t + 1) / tasks * kQGemmMr < p.m ? tiles * (t + 1) / tasks * kQGemmMr : p.m;
+    if (c0 >= c1) return;
+    QGemmProblem q = p;
+    q.m = c1 - c0;
+    q.w = p.w + c0 * qgemm_kp(p.k);
+    q.bias = p.bias + c0;
+    if (p.w_zp != nullptr) q.w_zp = p.w_zp + c0;
+    if (p.multiplier != nullptr) {
+      q.multiplier = p.multiplier + c0;
+      q.shift = p.shift + c0;
+    }
+    q.y = static_cast<uint8_t*>(p.y) + static_cast<size_t>(c0 * p.y_channel_stride) * y_elem;
+    qgemm(q, tile);
+  });
 }
 
 void qgemm_dot_rows(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,

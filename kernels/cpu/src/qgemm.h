@@ -21,6 +21,7 @@
 #include "kiln/kernels/isa.h"
 #include "kiln/kernels/qgemm.h"
 #include "kiln/runtime/tensor.h"
+#include "kiln/runtime/thread_pool.h"
 
 namespace kiln {
 namespace kernels {
@@ -263,10 +264,18 @@ int64_t qgemm_conv_direct_bytes(const QConvDirect& d);
 // `scratch_bytes` (at least qgemm_conv_direct_bytes) sets how many output
 // channels' weights are reordered at once: the input is read once per such
 // block.
-void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_bytes, QGemmTileOffsetsFn tile);
+// Channel tiles go across `pool` (nullptr: one thread) once the planes
+// and a block's weights are in the scratch.
+void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_bytes, QGemmTileOffsetsFn tile,
+                       ThreadPool* pool = nullptr);
 #endif
 
 void qgemm(const QGemmProblem& p, QGemmTileFn tile);
+// qgemm with its channels split across `pool` (whole tiles of kQGemmMr per
+// task, each task a qgemm of its own channels: disjoint outputs, every
+// value computed as on one thread). One thread below kParallelMinWork
+// multiply-adds (parallel.h).
+void qgemm_parallel(const QGemmProblem& p, QGemmTileFn tile, ThreadPool* pool);
 
 // One column (a matrix-vector product: a Gemm's single row): the product
 // of p's weights with x and the same epilogue as qgemm, for p.n == 1. x is

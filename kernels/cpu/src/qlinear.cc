@@ -678,7 +678,7 @@ bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProbl
   for (int64_t b = 0; b < g.n; ++b) {
     d.x = args.in(0).data_as<const uint8_t>() + b * g.c * g.h * g.w;
     d.y = args.out(0).data_as<uint8_t>() + static_cast<size_t>(b * g.m * g.oh * g.ow) * y_elem;
-    qgemm_conv_direct(d, scratch.data_as<uint8_t>(), scratch.numel(), tile);
+    qgemm_conv_direct(d, scratch.data_as<uint8_t>(), scratch.numel(), tile, args.pool);
   }
   return true;
 #else
@@ -746,7 +746,7 @@ Error run_conv_int8(const KernelArgs& args) {
         p.shift = shift != nullptr ? shift + c0 : nullptr;
         p.w_zp = w_zp != nullptr ? w_zp + c0 : nullptr;
         p.y = y + static_cast<size_t>((b * g.m + c0) * plane + b0) * y_elem;
-        qgemm(p, tile);
+        qgemm_parallel(p, tile, args.pool);
       }
     }
   }
@@ -820,7 +820,7 @@ Error run_gemm_int8(const KernelArgs& args) {
       p.w = w + b * n * kp;
       p.bias = bias + b * n;
       p.y = yt.data_as<uint8_t>() + static_cast<size_t>((b * rows + r0) * n) * y_elem;
-      qgemm(p, tile);
+      qgemm_parallel(p, tile, args.pool);
     }
   }
   return Error::kOk;
@@ -1268,7 +1268,7 @@ Error run_matmul_int8(const KernelArgs& args) {
     for (int64_t c = 0; c < n; ++c) bias[c] = -a_zp * bias[c] + static_cast<int32_t>(k) * a_zp * b_zp;
     qgemm_pack_rows(a.data_as<const uint8_t>() + i * m * k, k, m, k, a_signed, scratch, sums);
     p.y = yt.data_as<uint8_t>() + i * m * n;
-    qgemm(p, tile);
+    qgemm_parallel(p, tile, args.pool);
   }
   return Error::kOk;
 }

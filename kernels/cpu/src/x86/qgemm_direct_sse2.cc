@@ -12,6 +12,7 @@
 #include <emmintrin.h>
 #include <string.h>
 
+#include "parallel.h"
 #include "qgemm.h"
 
 namespace kiln {
@@ -262,7 +263,8 @@ int64_t qgemm_conv_direct_bytes(const QConvDirect& d) {
 // 127), the tap offsets, then per block of output channels (as many, whole
 // tiles, as the scratch after the planes holds) their weights in step
 // order and every run of columns.
-void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_bytes, QGemmTileOffsetsFn tile) {
+void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_bytes, QGemmTileOffsetsFn tile,
+                       ThreadPool* pool) {
   const DirectShape s = direct_shape(d);
   const int64_t nq = s.steps;
   // The padded row (strided only), then the weight block.
@@ -288,13 +290,23 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_b
       direct_weights(d, s, b0, b1, wt);
       w = wt;
     }
-    if (split) {
-      direct_split_avx2(d, s, scratch, off, w, b0, b1, columns);
-      continue;
-    }
-    for (int64_t r0 = 0; r0 < columns; r0 += run) {
-      direct_run(d, s, scratch, off, small, w, b0, b1, r0, columns - r0 < run ? columns - r0 : run, tile);
-    }
+    // The block's channel tiles across the pool: each task its own
+    // channels over every column (disjoint outputs).
+    const int64_t tiles = (b1 - b0 + kQGemmMr - 1) / kQGemmMr;
+    const int64_t tasks = parallel_tasks(pool, (b1 - b0) * columns * nq * 4, tiles);
+    parallel_for(pool, tasks, [&](int64_t t) {
+      const int64_t t0 = b0 + tiles * t / tasks * kQGemmMr;
+      const int64_t t1 = b0 + tiles * (t + 1) / tasks * kQGemmMr < b1 ? b0 + tiles * (t + 1) / tasks * kQGemmMr : b1;
+      if (t0 >= t1) return;
+      const int8_t* wt0 = w + (t0 - b0) * nq * 4;
+      if (split) {
+        direct_split_avx2(d, s, scratch, off, wt0, t0, t1, columns);
+        return;
+      }
+      for (int64_t r0 = 0; r0 < columns; r0 += run) {
+        direct_run(d, s, scratch, off, small, wt0, t0, t1, r0, columns - r0 < run ? columns - r0 : run, tile);
+      }
+    });
   }
 }
 
