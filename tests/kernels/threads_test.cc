@@ -11,7 +11,8 @@
 // Transpose and Slice by output rows; Concat and Split by byte ranges;
 // Resize by planes; reductions by output elements; int8 convolutions
 // (direct, im2col, 1x1), products by weights and of two activations, by
-// channel tiles) are planned once, run with no pool and then on 2, 3
+// channel tiles; int8 depthwise by 16 channels and AddInt8 by ranges) are
+// planned once, run with no pool and then on 2, 3
 // and 4 threads, on every CPU path this processor has, with the kernels'
 // thresholds as shipped and with every split forced (set_parallel_min_work
 // (0)), and the outputs compared byte for byte.
@@ -318,6 +319,21 @@ std::vector<Case> cases() {
                          {{"pads", ints_attr({pad, pad, pad, pad})}, {"strides", ints_attr({stride, stride})}});
     b.output(qdq(b, y, 0.05f, "y"));
     add(name, b, {noise({1, c, h, h}, 31)});
+  }
+  {
+    GraphBuilder b;  // depthwise: blocks of 16 channels (ConvInt8's lanes on x86)
+    const int x = b.input("x", {2, 40, 12, 12});
+    const int y = b.node("Conv", {qdq(b, x, 0.02f, "x"), int8_weights(b, "w", {40, 1, 3, 3}, 8)},
+                         {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(40)}});
+    b.output(qdq(b, y, 0.03f, "y"));
+    add("int8_depthwise", b, {noise({2, 40, 12, 12}, 35)});
+  }
+  {
+    GraphBuilder b;  // a residual Add of two quantized tensors: AddInt8 by ranges
+    const int x = b.input("x", {1, 24, 30, 30});
+    const int r = b.input("r", {1, 24, 30, 30});
+    b.output(qdq(b, b.node("Add", {qdq(b, x, 0.02f, "x"), qdq(b, r, 0.03f, "r")}), 0.04f, "y"));
+    add("int8_add", b, {noise({1, 24, 30, 30}, 36), noise({1, 24, 30, 30}, 37)});
   }
   {
     GraphBuilder b;  // a MatMul of activations by int8 weights: GemmInt8

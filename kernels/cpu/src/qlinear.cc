@@ -89,6 +89,7 @@
 #include "cpu_kernels.h"
 #include "isa_switch.h"
 #include "kernel_util.h"
+#include "parallel.h"
 #include "qgemm.h"
 #include "x86/int8_sse2.h"
 
@@ -461,18 +462,24 @@ bool run_depthwise_int8_lanes(const KernelArgs& args, const Int8Conv& g, const Q
   d.y_min = p.y_min;
   d.y_max = p.y_max;
   d.y_unsigned = p.y_dtype == DType::UINT8;
-  for (int64_t b = 0; b < g.n; ++b) {
-    for (int64_t c0 = 0; c0 < g.c; c0 += 16) {
-      d.channels = g.c - c0 < 16 ? g.c - c0 : 16;
-      d.x = args.in(0).data_as<const uint8_t>() + (b * g.c + c0) * g.h * g.w;
-      d.w8 = args.in(1).data_as<const int8_t>() + c0 * d.kp;
-      d.bias = args.in(2).data_as<const int32_t>() + c0;
-      d.multiplier = p.multiplier + c0;
-      d.shift = p.shift + c0;
-      d.y = args.out(0).data_as<uint8_t>() + (b * g.m + c0) * g.oh * g.ow;
-      depthwise_lanes_avx2(d);
+  // Blocks of 16 channels of each image across the pool (each call's band
+  // buffer is on its own stack).
+  const int64_t blocks = (g.c + 15) / 16, total = g.n * blocks;
+  const int64_t tasks = parallel_tasks(args.pool, g.n * g.c * g.oh * g.ow * g.kh * g.kw, total);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    for (int64_t i = total * t / tasks; i < total * (t + 1) / tasks; ++i) {
+      const int64_t b = i / blocks, c0 = (i % blocks) * 16;
+      QDepthwiseLanes e = d;
+      e.channels = g.c - c0 < 16 ? g.c - c0 : 16;
+      e.x = args.in(0).data_as<const uint8_t>() + (b * g.c + c0) * g.h * g.w;
+      e.w8 = args.in(1).data_as<const int8_t>() + c0 * e.kp;
+      e.bias = args.in(2).data_as<const int32_t>() + c0;
+      e.multiplier = p.multiplier + c0;
+      e.shift = p.shift + c0;
+      e.y = args.out(0).data_as<uint8_t>() + (b * g.m + c0) * g.oh * g.ow;
+      depthwise_lanes_avx2(e);
     }
-  }
+  });
   return true;
 }
 #endif
@@ -1074,9 +1081,15 @@ Error run_add_int8(const KernelArgs& args) {
   // the same order (binary_map's test).
   if (args.in(0).numel() == yt.numel() && args.in(1).numel() == yt.numel()) {
     // No broadcasting (ResNet's residual Adds): one row of every element,
-    // not one call per row of the last dim (8 to 32 values there).
-    const int64_t zero[2] = {0, 0}, one[2] = {1, 1};
-    row(0, zero, one, yt.numel());
+    // not one call per row of the last dim (8 to 32 values there), cut
+    // into ranges of whole 64-element runs across the pool.
+    const int64_t n = yt.numel(), one[2] = {1, 1};
+    const int64_t tasks = parallel_tasks(args.pool, n, n / 1024, kParallelMinElements);
+    parallel_for(args.pool, tasks, [&](int64_t t) {
+      const int64_t i0 = n * t / tasks / 64 * 64, i1 = t + 1 == tasks ? n : n * (t + 1) / tasks / 64 * 64;
+      const int64_t at[2] = {i0, i0};
+      if (i1 > i0) row(i0, at, one, i1 - i0);
+    });
     return Error::kOk;
   }
   for_each_broadcast_row<2>(inputs, yt, row);
