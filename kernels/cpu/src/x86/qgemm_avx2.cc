@@ -32,6 +32,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "qgemm.h"
 #include "x86/qgemm_tile.h"
 
@@ -43,52 +45,71 @@ using x86::step_bytes;
 
 namespace {
 
-// Four channels (rows r0..r0+3 of w, clamped to the last valid row) over
-// the whole of kp. Each uint8 x int8 pair is split into int16 halves for
-// vpmaddwd (vpmaddubsw could saturate its int16 pair sums), or, kSmall,
-// for a panel whose bytes are all <= 127, where vpmaddubsw's pair sums are
-// exact: vpmaddubsw, then vpmaddwd by ones widens them to int32.
-template <bool kOffsets, bool kSmall>
-KILN_AVX2 inline void tile4_avx2(int64_t kp, const int8_t* const rows[4], const uint8_t* panel, const int32_t* off,
+// Where a tile's four rows of weights come from. Bytes: the packed rows
+// (clamped to the last valid row), each step's word broadcast and, for the
+// exact loop, split into its even and odd int16 pairs by shifts in the
+// tile. Split: rows split ahead (qgemm_split_weights_avx2), the pairs
+// broadcast from memory (loads, no shifts).
+struct ByteWeights {
+  const int8_t* rows[4];
+  ByteWeights(const int8_t* w, int64_t ldw, int64_t r0, int64_t mr) {
+    for (int64_t r = 0; r < 4; ++r) rows[r] = w + (r0 + r < mr ? r0 + r : mr - 1) * ldw;
+  }
+  KILN_AVX2 __m256i word(int r, int64_t q) const { return _mm256_set1_epi32(load_word(rows[r] + q * 4)); }
+  KILN_AVX2 void pairs(int r, int64_t q, __m256i* we, __m256i* wo) const {
+    const __m256i w = word(r, q);
+    *we = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8);
+    *wo = _mm256_srai_epi16(w, 8);
+  }
+};
+struct SplitWeights {
+  const int32_t* rows[4];
+  int64_t nq;
+  SplitWeights(const int32_t* ws, int64_t kp, int64_t r0, int64_t mr) : nq(kp / 4) {
+    for (int64_t r = 0; r < 4; ++r) rows[r] = ws + (r0 + r < mr ? r0 + r : mr - 1) * 2 * nq;
+  }
+  KILN_AVX2 void pairs(int r, int64_t q, __m256i* we, __m256i* wo) const {
+    *we = _mm256_set1_epi32(rows[r][q]);
+    *wo = _mm256_set1_epi32(rows[r][nq + q]);
+  }
+};
+
+// Four channels over the whole of kp. Each uint8 x int8 pair is split into
+// int16 halves for vpmaddwd (vpmaddubsw could saturate its int16 pair
+// sums), or, kSmall (byte weights only), for a panel whose bytes are all
+// <= 127, where vpmaddubsw's pair sums are exact: vpmaddubsw, then
+// vpmaddwd by ones widens them to int32.
+template <bool kOffsets, bool kSmall, typename Weights>
+KILN_AVX2 inline void tile4_avx2(int64_t kp, const Weights& w, const uint8_t* panel, const int32_t* off,
                                  __m256i out[4][2]) {
   const __m256i low_bytes = _mm256_set1_epi16(0x00FF), ones = _mm256_set1_epi16(1);
-  __m256i a00 = _mm256_setzero_si256(), a01 = _mm256_setzero_si256();
-  __m256i a10 = _mm256_setzero_si256(), a11 = _mm256_setzero_si256();
-  __m256i a20 = _mm256_setzero_si256(), a21 = _mm256_setzero_si256();
-  __m256i a30 = _mm256_setzero_si256(), a31 = _mm256_setzero_si256();
+  __m256i a[4][2];
+  for (int r = 0; r < 4; ++r) a[r][0] = a[r][1] = _mm256_setzero_si256();
   for (int64_t q = 0; q < kp / 4; ++q) {
     const uint8_t* xq = step_bytes<kOffsets>(panel, off, q);
     const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32));
-    const __m256i x0e = _mm256_and_si256(x0, low_bytes), x0o = _mm256_srli_epi16(x0, 8);
-    const __m256i x1e = _mm256_and_si256(x1, low_bytes), x1o = _mm256_srli_epi16(x1, 8);
-#define KILN_ROW(r, acc0, acc1)                                                                                \
-  {                                                                                                            \
-    const __m256i w = _mm256_set1_epi32(load_word(rows[r] + q * 4));                                           \
-    if constexpr (kSmall) {                                                                                    \
-      acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, w), ones));                     \
-      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(x1, w), ones));                     \
-    } else {                                                                                                   \
-      const __m256i we = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8);                                        \
-      const __m256i wo = _mm256_srai_epi16(w, 8);                                                              \
-      acc0 = _mm256_add_epi32(acc0, _mm256_add_epi32(_mm256_madd_epi16(x0e, we), _mm256_madd_epi16(x0o, wo))); \
-      acc1 = _mm256_add_epi32(acc1, _mm256_add_epi32(_mm256_madd_epi16(x1e, we), _mm256_madd_epi16(x1o, wo))); \
-    }                                                                                                          \
+    if constexpr (kSmall) {
+      for (int r = 0; r < 4; ++r) {
+        const __m256i wr = w.word(r, q);
+        a[r][0] = _mm256_add_epi32(a[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(x0, wr), ones));
+        a[r][1] = _mm256_add_epi32(a[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(x1, wr), ones));
+      }
+    } else {
+      const __m256i x0e = _mm256_and_si256(x0, low_bytes), x0o = _mm256_srli_epi16(x0, 8);
+      const __m256i x1e = _mm256_and_si256(x1, low_bytes), x1o = _mm256_srli_epi16(x1, 8);
+      for (int r = 0; r < 4; ++r) {
+        __m256i we, wo;
+        w.pairs(r, q, &we, &wo);
+        a[r][0] = _mm256_add_epi32(a[r][0], _mm256_add_epi32(_mm256_madd_epi16(x0e, we), _mm256_madd_epi16(x0o, wo)));
+        a[r][1] = _mm256_add_epi32(a[r][1], _mm256_add_epi32(_mm256_madd_epi16(x1e, we), _mm256_madd_epi16(x1o, wo)));
+      }
+    }
   }
-    KILN_ROW(0, a00, a01)
-    KILN_ROW(1, a10, a11)
-    KILN_ROW(2, a20, a21)
-    KILN_ROW(3, a30, a31)
-#undef KILN_ROW
+  for (int r = 0; r < 4; ++r) {
+    out[r][0] = a[r][0];
+    out[r][1] = a[r][1];
   }
-  out[0][0] = a00;
-  out[0][1] = a01;
-  out[1][0] = a10;
-  out[1][1] = a11;
-  out[2][0] = a20;
-  out[2][1] = a21;
-  out[3][0] = a30;
-  out[3][1] = a31;
 }
 
 // Whether every byte of the panel (kp x 16 bytes, kp a multiple of 4: 64
@@ -106,83 +127,43 @@ KILN_AVX2 inline bool panel_is_small(int64_t kp, const uint8_t* panel) {
   return _mm256_movemask_epi8(_mm256_or_si256(a, b)) == 0;
 }
 
-// Rows r < mr of the tile into out + r * ldo (kQGemmNr values each).
+// Rows r < mr of the tile into out + r * ldo (kQGemmNr values each), four
+// at a time; make(r0) gives rows r0..r0+3's weights.
+template <bool kOffsets, typename Make>
+KILN_AVX2 inline void tile_rows_avx2(int64_t kp, int64_t mr, const uint8_t* panel, const int32_t* off, bool small,
+                                     const Make& make, int32_t* out_rows, int64_t ldo) {
+  static_assert(kQGemmNr == 16, "a panel row is two ymm of 8 columns");
+  for (int64_t r0 = 0; r0 < mr; r0 += 4) {
+    const auto w = make(r0);
+    __m256i out[4][2];
+    if constexpr (std::is_same_v<decltype(w), const ByteWeights>) {
+      if (small) {
+        tile4_avx2<kOffsets, true>(kp, w, panel, off, out);
+      } else {
+        tile4_avx2<kOffsets, false>(kp, w, panel, off, out);
+      }
+    } else {
+      tile4_avx2<kOffsets, false>(kp, w, panel, off, out);
+    }
+    for (int64_t r = 0; r < 4 && r0 + r < mr; ++r) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_rows + (r0 + r) * ldo), out[r][0]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_rows + (r0 + r) * ldo + 8), out[r][1]);
+    }
+  }
+}
+
 template <bool kOffsets>
 KILN_AVX2 inline void tile_avx2(int64_t kp, const int8_t* w, int64_t ldw, int64_t mr, const uint8_t* panel,
                                 const int32_t* off, bool small, int32_t* out_rows, int64_t ldo) {
-  static_assert(kQGemmNr == 16, "a panel row is two ymm of 8 columns");
-  for (int64_t r0 = 0; r0 < mr; r0 += 4) {
-    const int8_t* rows[4];
-    for (int64_t r = 0; r < 4; ++r) rows[r] = w + (r0 + r < mr ? r0 + r : mr - 1) * ldw;
-    __m256i out[4][2];
-    if (small) {
-      tile4_avx2<kOffsets, true>(kp, rows, panel, off, out);
-    } else {
-      tile4_avx2<kOffsets, false>(kp, rows, panel, off, out);
-    }
-    for (int64_t r = 0; r < 4 && r0 + r < mr; ++r) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_rows + (r0 + r) * ldo), out[r][0]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_rows + (r0 + r) * ldo + 8), out[r][1]);
-    }
-  }
+  tile_rows_avx2<kOffsets>(
+      kp, mr, panel, off, small, [&](int64_t r0) { return ByteWeights(w, ldw, r0, mr); }, out_rows, ldo);
 }
 
-// tile4_avx2's exact loop with the weights split ahead of time
-// (qgemm_split_weights_avx2): each row's even and odd int16 pairs are
-// broadcast from memory (loads, no shifts), so a row of 4 k x 16 columns
-// takes 8 vector instructions instead of 11.
-template <bool kOffsets>
-KILN_AVX2 inline void tile4_split_avx2(int64_t kp, const int32_t* const rows[4], const uint8_t* panel,
-                                       const int32_t* off, __m256i out[4][2]) {
-  const __m256i low_bytes = _mm256_set1_epi16(0x00FF);
-  const int64_t nq = kp / 4;
-  __m256i a00 = _mm256_setzero_si256(), a01 = _mm256_setzero_si256();
-  __m256i a10 = _mm256_setzero_si256(), a11 = _mm256_setzero_si256();
-  __m256i a20 = _mm256_setzero_si256(), a21 = _mm256_setzero_si256();
-  __m256i a30 = _mm256_setzero_si256(), a31 = _mm256_setzero_si256();
-  for (int64_t q = 0; q < nq; ++q) {
-    const uint8_t* xq = step_bytes<kOffsets>(panel, off, q);
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32));
-    const __m256i x0e = _mm256_and_si256(x0, low_bytes), x0o = _mm256_srli_epi16(x0, 8);
-    const __m256i x1e = _mm256_and_si256(x1, low_bytes), x1o = _mm256_srli_epi16(x1, 8);
-#define KILN_ROW(r, acc0, acc1)                                                                              \
-  {                                                                                                          \
-    const __m256i we = _mm256_set1_epi32(rows[r][q]), wo = _mm256_set1_epi32(rows[r][nq + q]);               \
-    acc0 = _mm256_add_epi32(acc0, _mm256_add_epi32(_mm256_madd_epi16(x0e, we), _mm256_madd_epi16(x0o, wo))); \
-    acc1 = _mm256_add_epi32(acc1, _mm256_add_epi32(_mm256_madd_epi16(x1e, we), _mm256_madd_epi16(x1o, wo))); \
-  }
-    KILN_ROW(0, a00, a01)
-    KILN_ROW(1, a10, a11)
-    KILN_ROW(2, a20, a21)
-    KILN_ROW(3, a30, a31)
-#undef KILN_ROW
-  }
-  out[0][0] = a00;
-  out[0][1] = a01;
-  out[1][0] = a10;
-  out[1][1] = a11;
-  out[2][0] = a20;
-  out[2][1] = a21;
-  out[3][0] = a30;
-  out[3][1] = a31;
-}
-
-// Rows r < mr of a tile from split weights (kp / 2 words a row) into out +
-// r * ldo.
 template <bool kOffsets>
 KILN_AVX2 inline void tile_split_avx2(int64_t kp, const int32_t* ws, int64_t mr, const uint8_t* panel,
                                       const int32_t* off, int32_t* out_rows, int64_t ldo) {
-  for (int64_t r0 = 0; r0 < mr; r0 += 4) {
-    const int32_t* rows[4];
-    for (int64_t r = 0; r < 4; ++r) rows[r] = ws + (r0 + r < mr ? r0 + r : mr - 1) * (kp / 2);
-    __m256i out[4][2];
-    tile4_split_avx2<kOffsets>(kp, rows, panel, off, out);
-    for (int64_t r = 0; r < 4 && r0 + r < mr; ++r) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_rows + (r0 + r) * ldo), out[r][0]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_rows + (r0 + r) * ldo + 8), out[r][1]);
-    }
-  }
+  tile_rows_avx2<kOffsets>(
+      kp, mr, panel, off, false, [&](int64_t r0) { return SplitWeights(ws, kp, r0, mr); }, out_rows, ldo);
 }
 
 }  // namespace
