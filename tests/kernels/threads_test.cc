@@ -11,8 +11,8 @@
 // Transpose and Slice by output rows; Concat and Split by byte ranges;
 // Resize by planes; reductions by output elements; int8 convolutions
 // (direct, im2col, 1x1), products by weights and of two activations, by
-// channel tiles; int8 depthwise by 16 channels and AddInt8 by ranges) are
-// planned once, run with no pool and then on 2, 3
+// channel tiles; int8 depthwise by 16 channels, AddInt8, MulInt8 and
+// LookupInt8 by ranges or rows) are planned once, run with no pool and then on 2, 3
 // and 4 threads, on every CPU path this processor has, with the kernels'
 // thresholds as shipped and with every split forced (set_parallel_min_work
 // (0)), and the outputs compared byte for byte.
@@ -334,6 +334,21 @@ std::vector<Case> cases() {
     const int r = b.input("r", {1, 24, 30, 30});
     b.output(qdq(b, b.node("Add", {qdq(b, x, 0.02f, "x"), qdq(b, r, 0.03f, "r")}), 0.04f, "y"));
     add("int8_add", b, {noise({1, 24, 30, 30}, 36), noise({1, 24, 30, 30}, 37)});
+  }
+  {
+    GraphBuilder b;  // MulInt8: a scale per channel (squeeze-and-excitation) by rows, and same shapes by ranges
+    const int x = b.input("x", {1, 24, 30, 30});
+    const int e = b.input("e", {1, 24, 1, 1});
+    const int xq = qdq(b, x, 0.02f, "x");
+    const int scaled = qdq(b, b.node("Mul", {xq, qdq(b, e, 0.01f, "e")}), 0.02f, "s");
+    b.output(qdq(b, b.node("Mul", {scaled, xq}), 0.03f, "y"));
+    add("int8_mul", b, {noise({1, 24, 30, 30}, 38), noise({1, 24, 1, 1}, 39)});
+  }
+  {
+    GraphBuilder b;  // a Sigmoid between a DQ and a Q: one 256-byte table (LookupInt8) by ranges
+    const int x = b.input("x", {1, 24, 30, 30});
+    b.output(qdq(b, b.node("Sigmoid", {qdq(b, x, 0.02f, "x")}), 1.f / 256, "y"));
+    add("int8_table", b, {noise({1, 24, 30, 30}, 40)});
   }
   {
     GraphBuilder b;  // a MatMul of activations by int8 weights: GemmInt8

@@ -1167,8 +1167,15 @@ Error run_mul_int8(const KernelArgs& args) {
     };
   };
   if (args.in(0).numel() == yt.numel() && args.in(1).numel() == yt.numel()) {
-    const int64_t zero[2] = {0, 0}, one[2] = {1, 1};
-    rows_of(0)(0, zero, one, yt.numel());
+    // Ranges of whole 64-element runs across the pool.
+    const int64_t n = yt.numel(), one[2] = {1, 1};
+    const auto row = rows_of(0);
+    const int64_t tasks = parallel_tasks(args.pool, n, n / 1024, kParallelMinElements);
+    parallel_for(args.pool, tasks, [&](int64_t t) {
+      const int64_t i0 = n * t / tasks / 64 * 64, i1 = t + 1 == tasks ? n : n * (t + 1) / tasks / 64 * 64;
+      const int64_t at[2] = {i0, i0};
+      if (i1 > i0) row(i0, at, one, i1 - i0);
+    });
     return Error::kOk;
   }
   for (int part = 1; part >= 0; --part) {
@@ -1176,15 +1183,21 @@ Error run_mul_int8(const KernelArgs& args) {
     const int64_t inner =
         trailing_broadcast(args.in(static_cast<uint32_t>(full)), args.in(static_cast<uint32_t>(part)), yt);
     if (inner == 0) continue;
+    // One value of `part` per row of `inner` (a squeeze-and-excitation
+    // scale per channel): rows across the pool.
     const auto row = rows_of(full);
-    int64_t steps[2], offsets[2];
-    steps[full] = 1;
-    steps[part] = 0;
-    for (int64_t r = 0; r < args.in(static_cast<uint32_t>(part)).numel(); ++r) {
-      offsets[full] = r * inner;
-      offsets[part] = r;
-      row(r * inner, offsets, steps, inner);
-    }
+    const int64_t rows = args.in(static_cast<uint32_t>(part)).numel();
+    const int64_t tasks = parallel_tasks(args.pool, rows * inner, rows, kParallelMinElements);
+    parallel_for(args.pool, tasks, [&](int64_t t) {
+      int64_t steps[2], offsets[2];
+      steps[full] = 1;
+      steps[part] = 0;
+      for (int64_t r = rows * t / tasks; r < rows * (t + 1) / tasks; ++r) {
+        offsets[full] = r * inner;
+        offsets[part] = r;
+        row(r * inner, offsets, steps, inner);
+      }
+    });
     return Error::kOk;
   }
   for_each_broadcast_row<2>(inputs, yt, rows_of(0));
@@ -1301,20 +1314,18 @@ Error check_lookup_int8(const KernelArgs& args) {
 // per sixteen vpshufb on the other vector paths; elsewhere (and the AVX2
 // tail) one load from a 256-byte table per element (it stays in L1),
 // eight at a time so the loads overlap.
-Error run_lookup_int8(const KernelArgs& args) {
-  const uint8_t* x = args.in(0).data_as<const uint8_t>();
-  uint8_t* y = args.out(0).data_as<uint8_t>();
-  const int64_t n = args.out(0).numel();
+// Elements [0, n) of LookupInt8 from x to y.
+void lookup_int8_range(const uint8_t* x, int64_t n, const uint8_t* table_in, uint8_t* y) {
   int64_t i = 0;
 #if KILN_X86
   if (avx512_vbmi_active()) {
-    lookup_bytes_avx512_vbmi(x, n, args.in(1).data_as<const uint8_t>(), y);
-    return Error::kOk;
+    lookup_bytes_avx512_vbmi(x, n, table_in, y);
+    return;
   }
-  if (active_isa() >= Isa::kAvx2) i = lookup_bytes_avx2(x, n, args.in(1).data_as<const uint8_t>(), y);
+  if (active_isa() >= Isa::kAvx2) i = lookup_bytes_avx2(x, n, table_in, y);
 #endif
   uint8_t table[256];
-  memcpy(table, args.in(1).data(), sizeof(table));
+  memcpy(table, table_in, sizeof(table));
   for (; i + 8 <= n; i += 8) {
     uint64_t in;
     memcpy(&in, x + i, 8);
@@ -1323,6 +1334,19 @@ Error run_lookup_int8(const KernelArgs& args) {
     memcpy(y + i, &out, 8);
   }
   for (; i < n; ++i) y[i] = table[x[i]];
+}
+
+Error run_lookup_int8(const KernelArgs& args) {
+  const uint8_t* x = args.in(0).data_as<const uint8_t>();
+  const uint8_t* table = args.in(1).data_as<const uint8_t>();
+  uint8_t* y = args.out(0).data_as<uint8_t>();
+  const int64_t n = args.out(0).numel();
+  // Ranges of whole 64-byte runs across the pool.
+  const int64_t tasks = parallel_tasks(args.pool, n, n / 4096, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    const int64_t i0 = n * t / tasks / 64 * 64, i1 = t + 1 == tasks ? n : n * (t + 1) / tasks / 64 * 64;
+    if (i1 > i0) lookup_int8_range(x + i0, i1 - i0, table, y + i0);
+  });
   return Error::kOk;
 }
 
