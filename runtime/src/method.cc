@@ -446,9 +446,12 @@ class MethodLoader final : public MethodView {
     if (call.algorithm() == fb::AllReduceAlgorithm::COMMUNICATOR) {
       // Planned for the communicator (a dtype or rank count the kernels do
       // not take): its library call enqueued on the backend's stream where
-      // it allows that, else its all_reduce().
+      // it allows that and the planner reserved the record's bytes
+      // (programs planned before it did not), else its all_reduce().
       bool enqueued = false;
-      KILN_RETURN_IF_ERROR(setup_enqueued_collective(i, instruction, memory, reserved, state, &enqueued));
+      if (call.state_bytes() > 0) {
+        KILN_RETURN_IF_ERROR(setup_enqueued_collective(i, instruction, memory, reserved, state, &enqueued));
+      }
       return enqueued ? Error::kOk : check_addends_runnable(i, instruction, *state);
     }
     return setup_device_collective(i, instruction, memory, reserved, state);

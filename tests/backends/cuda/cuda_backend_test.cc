@@ -699,5 +699,29 @@ TEST(CudaBackendTest, AnEnqueuedAllReduceIsCapturedAndReplayedWithoutTheHost) {
   }
 }
 
+// A program planned before collectives for the communicator reserved
+// state bytes (state_bytes 0) loads as it did: through all_reduce(), even
+// with a communicator that enqueues.
+TEST(CudaBackendTest, ACommunicatorCallWithoutStateBytesKeepsAllReduce) {
+  const std::string bytes = mutate_program(relu_all_reduce(planner::AllReduceMode::kOneShot, 16), [](fb::ProgramT& p) {
+    for (auto& ins : p.methods[0]->instructions) {
+      if (ins->kind.AsCollectiveCall() != nullptr) ins->kind.AsCollectiveCall()->state_bytes = 0;
+    }
+  });
+  cuda::hostexec::CudaBackend backend{cuda::CudaOptions{}};
+  EnqueuingRank communicator(true, 16);
+  {
+    RankMethod method(bytes, backend, communicator);
+    ASSERT_EQ(method.error(), Error::kOk);
+    for (int call = 0; call < 2; ++call) {
+      std::vector<float> y;
+      ASSERT_EQ(method.run(input(1.f + call), &y), Error::kOk) << "call " << call;
+    }
+  }
+  backend.shutdown();
+  EXPECT_EQ(communicator.enqueued, 0);
+  EXPECT_EQ(communicator.host_calls, 2);
+}
+
 }  // namespace
 }  // namespace kiln::testing
