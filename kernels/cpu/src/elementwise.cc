@@ -320,10 +320,7 @@ Error map_unary(const KernelArgs& args, F f) {
     for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
     return Error::kOk;
   }
-  const int64_t tasks = parallel_tasks(args.pool, n, n / kElementBlock, kParallelMinElements);
-  parallel_for(args.pool, tasks, [&](int64_t t) {
-    int64_t b, e;
-    parallel_range(n, tasks, t, kElementBlock, &b, &e);
+  parallel_for_ranges(args.pool, n, kElementBlock, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) out[i] = f(in[i]);
   });
   return Error::kOk;
@@ -341,12 +338,8 @@ Error map_math(const KernelArgs& args, MathOp op, F f, float alpha = 0.f, float 
   // Whether this path has the op does not depend on the range: an empty
   // range asks without computing anything.
   if (!vector_math(op, in, out, 0, alpha, beta)) return map_unary(args, f);
-  const int64_t tasks = parallel_tasks(args.pool, n, n / kElementBlock, kParallelMinElements);
-  parallel_for(args.pool, tasks, [&](int64_t t) {
-    int64_t b, e;
-    parallel_range(n, tasks, t, kElementBlock, &b, &e);
-    vector_math(op, in + b, out + b, e - b, alpha, beta);
-  });
+  parallel_for_ranges(args.pool, n, kElementBlock,
+                      [&](int64_t b, int64_t e) { vector_math(op, in + b, out + b, e - b, alpha, beta); });
   return Error::kOk;
 }
 

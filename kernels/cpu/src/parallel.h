@@ -95,6 +95,18 @@ inline void parallel_range(int64_t count, int64_t tasks, int64_t task, int64_t a
   *end = e < count ? e : count;
 }
 
+// f(begin, end) over [0, n) in ranges whose cut points are multiples of
+// `align`, across `pool` (element-wise passes: kParallelMinElements).
+template <typename F>
+void parallel_for_ranges(ThreadPool* pool, int64_t n, int64_t align, const F& f) {
+  const int64_t tasks = parallel_tasks(pool, n, n / align, kParallelMinElements);
+  parallel_for(pool, tasks, [&](int64_t t) {
+    int64_t b, e;
+    parallel_range(n, tasks, t, align, &b, &e);
+    if (e > b) f(b, e);
+  });
+}
+
 }  // namespace kernels
 }  // namespace kiln
 

@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "byte_runs.h"
 #include "isa_switch.h"
 #include "parallel.h"
 #include "x86/int8_sse2.h"
@@ -58,7 +59,7 @@ inline int32_t saturate_int32(int64_t v) {
 // [32, 62], biases within 2^30, weight zero points (if any) within 255.
 bool columns_fit(const QGemmProblem& p, int64_t c0) {
   for (int64_t c = c0; c < c0 + kQGemmMr; ++c) {
-    if (p.shift[c] < 32 || p.shift[c] > 62 || p.bias[c] > (1 << 30) || p.bias[c] < -(1 << 30)) return false;
+    if (!qgemm_vector_requant_params(p.shift[c], p.bias[c])) return false;
     if (p.w_zp != nullptr && (p.w_zp[c] > 255 || p.w_zp[c] < -255)) return false;
   }
   return true;
@@ -114,6 +115,20 @@ void finish_tile(const QGemmProblem& p, int64_t c0, int64_t mr, int64_t p0, int6
   }
 }
 
+#if !defined(KILN_BARE_METAL)
+// qgemm's convolution branch: channels [c0, c0 + mr) of the run of nrun
+// columns from r0, their sums in rows (kRunMax apart), requantized into
+// their planes.
+constexpr int64_t kRunMax = 128;
+void requantize_plane_run(const QGemmProblem& p, const int32_t* rows, int64_t c0, int64_t mr, int64_t r0,
+                          int64_t nrun) {
+  qgemm_requantize_rows(
+      rows, kRunMax, mr, nrun, p.bias + c0, p.multiplier + c0, p.shift + c0, p.y_zp, p.y_min, p.y_max, p.y_dtype,
+      static_cast<uint8_t*>(p.y) + static_cast<size_t>(c0 * p.y_channel_stride + r0) * dtype_size(p.y_dtype),
+      p.y_channel_stride, p.isa, qgemm_vector_requant_k(p.k));
+}
+#endif
+
 #if KILN_X86
 // The AVX2 path's planes (qgemm's convolution branch) with the weights of
 // each kQGemmSplitRows channels split once (qgemm_split_weights_avx2) for
@@ -123,11 +138,10 @@ void finish_tile(const QGemmProblem& p, int64_t c0, int64_t mr, int64_t p0, int6
 // (qgemm_tile_rows_avx2). Columns go in chunks of kChunkPanels panels, so
 // that each panel is checked for bytes above 127 once per chunk.
 void planes_split_avx2(const QGemmProblem& p, int64_t kp) {
-  constexpr int64_t kRunMax = 128, kChunkPanels = 256;
+  constexpr int64_t kChunkPanels = 256;
   alignas(32) int32_t ws[kQGemmSplitRows * kQGemmSplitMaxKp / 2];  // 36 KiB
   int32_t rows[kQGemmMr][kRunMax];
   bool small[kChunkPanels];
-  const size_t y_elem = dtype_size(p.y_dtype);
   for (int64_t n0 = 0; n0 < p.n; n0 += kChunkPanels * kQGemmNr) {
     const int64_t n1 = p.n - n0 < kChunkPanels * kQGemmNr ? p.n : n0 + kChunkPanels * kQGemmNr;
     bool any_large = false;
@@ -148,10 +162,7 @@ void planes_split_avx2(const QGemmProblem& p, int64_t kp) {
             qgemm_tile_rows_split_avx2(kp, ws, mr, panel, rows[0] + (p0 - r0), kRunMax);
           }
         }
-        qgemm_requantize_rows(rows[0], kRunMax, mr, nrun, p.bias + c0, p.multiplier + c0, p.shift + c0, p.y_zp, p.y_min,
-                              p.y_max, p.y_dtype,
-                              static_cast<uint8_t*>(p.y) + static_cast<size_t>(c0 * p.y_channel_stride + r0) * y_elem,
-                              p.y_channel_stride, p.isa, qgemm_vector_requant_k(p.k));
+        requantize_plane_run(p, rows[0], c0, mr, r0, nrun);
       }
     }
   }
@@ -164,8 +175,7 @@ void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m
                           int32_t hi, DType dtype, void* y, Isa isa, bool small_k) {
   int64_t i = 0;
 #if KILN_X86
-  if (isa != Isa::kScalar && isa != Isa::kNeon && small_k && s >= 32 && s <= 62 && bias <= (1 << 30) &&
-      bias >= -(1 << 30)) {
+  if (isa != Isa::kScalar && isa != Isa::kNeon && small_k && qgemm_vector_requant_params(s, bias)) {
     requantize_row_avx2(acc, n, bias, m, s, zp, lo, hi, dtype == DType::UINT8, y);
     if (n > 8 && n % 8 != 0) {
       // The tail as the last eight values again (the overlap rewritten with
@@ -199,8 +209,7 @@ void qgemm_requantize_rows(const int32_t* acc, int64_t ld, int64_t rows, int64_t
 #if KILN_X86
   if (isa == Isa::kAvx512 && small_k && y_elem == 1) {
     bool fit = true;
-    for (int64_t r = 0; r < rows && fit; ++r)
-      fit = s[r] >= 32 && s[r] <= 62 && bias[r] <= (1 << 30) && bias[r] >= -(1 << 30);
+    for (int64_t r = 0; r < rows && fit; ++r) fit = qgemm_vector_requant_params(s[r], bias[r]);
     if (fit) {
       requantize_rows_avx512(acc, ld, rows, n, bias, m, s, zp, lo, hi, static_cast<uint8_t*>(y), y_ld);
       return;
@@ -243,11 +252,9 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
       return;
     }
 #endif
-    constexpr int64_t kRunMax = 128;
     int32_t rows[kQGemmMr][kRunMax];
     int64_t run = (16384 / kp) / kQGemmNr * kQGemmNr;
     run = run < kQGemmNr ? kQGemmNr : run > kRunMax ? kRunMax : run;
-    const size_t y_elem = dtype_size(p.y_dtype);
 #if KILN_X86
     // x86: the tile writes the run's rows itself, and the AVX2 tile's check
     // of its panel for bytes above 127 is made once per panel and run, not
@@ -286,10 +293,7 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
           tile(kp, p.w + c0 * kp, kp, mr, panel, acc);
           for (int64_t r = 0; r < mr; ++r) memcpy(rows[r] + (p0 - r0), acc[r], sizeof acc[r]);
         }
-        qgemm_requantize_rows(rows[0], kRunMax, mr, nrun, p.bias + c0, p.multiplier + c0, p.shift + c0, p.y_zp, p.y_min,
-                              p.y_max, p.y_dtype,
-                              static_cast<uint8_t*>(p.y) + static_cast<size_t>(c0 * p.y_channel_stride + r0) * y_elem,
-                              p.y_channel_stride, p.isa, qgemm_vector_requant_k(p.k));
+        requantize_plane_run(p, rows[0], c0, mr, r0, nrun);
       }
     }
     return;
@@ -315,8 +319,8 @@ void qgemm_parallel(const QGemmProblem& p, QGemmTileFn tile, ThreadPool* pool) {
   }
   const size_t y_elem = dtype_size(p.y_dtype);
   parallel_for(pool, tasks, [&](int64_t t) {
-    const int64_t c0 = tiles * t / tasks * kQGemmMr;
-    const int64_t c1 = tiles * (t + 1) / tasks * kQGemmMr < p.m ? tiles * (t + 1) / tasks * kQGemmMr : p.m;
+    int64_t c0, c1;
+    parallel_range(p.m, tasks, t, kQGemmMr, &c0, &c1);
     if (c0 >= c1) return;
     QGemmProblem q = p;
     q.m = c1 - c0;
@@ -434,50 +438,6 @@ void qgemm_pack_columns(const uint8_t* x, int64_t ldx, int64_t n, int64_t k, boo
 }
 
 namespace {
-
-// memcpy and memset for the short runs of small feature maps (an 8 x 8
-// plane's rows are 8 bytes): fixed-size, possibly overlapping moves the
-// compiler inlines, instead of a library call per run.
-inline void copy_run(uint8_t* d, const uint8_t* s, int64_t n) {
-  if (n > 64) {
-    memcpy(d, s, static_cast<size_t>(n));
-  } else if (n >= 16) {
-    // 16-byte moves, the last one overlapping (a 32 x 32 plane's rows).
-    uint8_t a[16];
-    for (int64_t i = 0; i + 16 < n; i += 16) {
-      memcpy(a, s + i, 16);
-      memcpy(d + i, a, 16);
-    }
-    memcpy(a, s + n - 16, 16);
-    memcpy(d + n - 16, a, 16);
-  } else if (n >= 8) {
-    uint64_t a, b;
-    memcpy(&a, s, 8);
-    memcpy(&b, s + n - 8, 8);
-    memcpy(d, &a, 8);
-    memcpy(d + n - 8, &b, 8);
-  } else if (n >= 4) {
-    uint32_t a, b;
-    memcpy(&a, s, 4);
-    memcpy(&b, s + n - 4, 4);
-    memcpy(d, &a, 4);
-    memcpy(d + n - 4, &b, 4);
-  } else {
-    for (int64_t i = 0; i < n; ++i) d[i] = s[i];
-  }
-}
-
-inline void fill_run(uint8_t* d, uint8_t v, int64_t n) {
-  if (n >= 16) {
-    memset(d, v, static_cast<size_t>(n));
-  } else if (n >= 8) {
-    const uint64_t a = 0x0101010101010101ull * v;
-    memcpy(d, &a, 8);
-    memcpy(d + n - 8, &a, 8);
-  } else {
-    for (int64_t i = 0; i < n; ++i) d[i] = v;
-  }
-}
 
 // Row kk = (c, ky, kx) of the im2col matrix, columns [p0, p0 + count), into
 // dst, raw (not flipped): the padding as pad ^ flip, so that the flip

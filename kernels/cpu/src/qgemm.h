@@ -86,6 +86,12 @@ struct QGemmProblem {
 // saturate acc + bias in 64 bits first (the scalar loop).
 constexpr int64_t kQGemmVectorRequantMaxK = 32768;
 inline bool qgemm_vector_requant_k(int64_t k) { return k <= kQGemmVectorRequantMaxK; }
+// A channel's requantization the vector loops take as it is: a shift in
+// [32, 62] (the high word of the 64-bit product, shifted by s - 32) and
+// |bias| <= 2^30.
+inline bool qgemm_vector_requant_params(int32_t s, int32_t bias) {
+  return s >= 32 && s <= 62 && bias <= (1 << 30) && bias >= -(1 << 30);
+}
 
 // y[i] = clamp(requantize(acc[i] + bias, m, s) + zp, lo, hi) for i < n,
 // uint8 or int8 y, as the epilogue computes it (acc + bias saturated to

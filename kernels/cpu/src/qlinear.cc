@@ -467,7 +467,9 @@ bool run_depthwise_int8_lanes(const KernelArgs& args, const Int8Conv& g, const Q
   const int64_t blocks = (g.c + 15) / 16, total = g.n * blocks;
   const int64_t tasks = parallel_tasks(args.pool, g.n * g.c * g.oh * g.ow * g.kh * g.kw, total);
   parallel_for(args.pool, tasks, [&](int64_t t) {
-    for (int64_t i = total * t / tasks; i < total * (t + 1) / tasks; ++i) {
+    int64_t i0, i1;
+    parallel_range(total, tasks, t, 1, &i0, &i1);
+    for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / blocks, c0 = (i % blocks) * 16;
       QDepthwiseLanes e = d;
       e.channels = g.c - c0 < 16 ? g.c - c0 : 16;
@@ -1083,12 +1085,10 @@ Error run_add_int8(const KernelArgs& args) {
     // No broadcasting (ResNet's residual Adds): one row of every element,
     // not one call per row of the last dim (8 to 32 values there), cut
     // into ranges of whole 64-element runs across the pool.
-    const int64_t n = yt.numel(), one[2] = {1, 1};
-    const int64_t tasks = parallel_tasks(args.pool, n, n / 1024, kParallelMinElements);
-    parallel_for(args.pool, tasks, [&](int64_t t) {
-      const int64_t i0 = n * t / tasks / 64 * 64, i1 = t + 1 == tasks ? n : n * (t + 1) / tasks / 64 * 64;
+    const int64_t one[2] = {1, 1};
+    parallel_for_ranges(args.pool, yt.numel(), 64, [&](int64_t i0, int64_t i1) {
       const int64_t at[2] = {i0, i0};
-      if (i1 > i0) row(i0, at, one, i1 - i0);
+      row(i0, at, one, i1 - i0);
     });
     return Error::kOk;
   }
@@ -1168,13 +1168,11 @@ Error run_mul_int8(const KernelArgs& args) {
   };
   if (args.in(0).numel() == yt.numel() && args.in(1).numel() == yt.numel()) {
     // Ranges of whole 64-element runs across the pool.
-    const int64_t n = yt.numel(), one[2] = {1, 1};
+    const int64_t one[2] = {1, 1};
     const auto row = rows_of(0);
-    const int64_t tasks = parallel_tasks(args.pool, n, n / 1024, kParallelMinElements);
-    parallel_for(args.pool, tasks, [&](int64_t t) {
-      const int64_t i0 = n * t / tasks / 64 * 64, i1 = t + 1 == tasks ? n : n * (t + 1) / tasks / 64 * 64;
+    parallel_for_ranges(args.pool, yt.numel(), 64, [&](int64_t i0, int64_t i1) {
       const int64_t at[2] = {i0, i0};
-      if (i1 > i0) row(i0, at, one, i1 - i0);
+      row(i0, at, one, i1 - i0);
     });
     return Error::kOk;
   }
@@ -1189,10 +1187,11 @@ Error run_mul_int8(const KernelArgs& args) {
     const int64_t rows = args.in(static_cast<uint32_t>(part)).numel();
     const int64_t tasks = parallel_tasks(args.pool, rows * inner, rows, kParallelMinElements);
     parallel_for(args.pool, tasks, [&](int64_t t) {
-      int64_t steps[2], offsets[2];
+      int64_t r0, r1, steps[2], offsets[2];
+      parallel_range(rows, tasks, t, 1, &r0, &r1);
       steps[full] = 1;
       steps[part] = 0;
-      for (int64_t r = rows * t / tasks; r < rows * (t + 1) / tasks; ++r) {
+      for (int64_t r = r0; r < r1; ++r) {
         offsets[full] = r * inner;
         offsets[part] = r;
         row(r * inner, offsets, steps, inner);
@@ -1310,11 +1309,11 @@ Error check_lookup_int8(const KernelArgs& args) {
   return Error::kOk;
 }
 
-// 64 look-ups per two vpermi2b where the avx512 path has AVX512-VBMI; 32
-// per sixteen vpshufb on the other vector paths; elsewhere (and the AVX2
-// tail) one load from a 256-byte table per element (it stays in L1),
-// eight at a time so the loads overlap.
-// Elements [0, n) of LookupInt8 from x to y.
+// Elements [0, n) of LookupInt8 from x to y: 64 look-ups per two vpermi2b
+// where the avx512 path has AVX512-VBMI; 32 per sixteen vpshufb on the
+// other vector paths; elsewhere (and the AVX2 tail) one load from a
+// 256-byte table per element (it stays in L1), eight at a time so the
+// loads overlap.
 void lookup_int8_range(const uint8_t* x, int64_t n, const uint8_t* table_in, uint8_t* y) {
   int64_t i = 0;
 #if KILN_X86
@@ -1340,13 +1339,9 @@ Error run_lookup_int8(const KernelArgs& args) {
   const uint8_t* x = args.in(0).data_as<const uint8_t>();
   const uint8_t* table = args.in(1).data_as<const uint8_t>();
   uint8_t* y = args.out(0).data_as<uint8_t>();
-  const int64_t n = args.out(0).numel();
   // Ranges of whole 64-byte runs across the pool.
-  const int64_t tasks = parallel_tasks(args.pool, n, n / 4096, kParallelMinElements);
-  parallel_for(args.pool, tasks, [&](int64_t t) {
-    const int64_t i0 = n * t / tasks / 64 * 64, i1 = t + 1 == tasks ? n : n * (t + 1) / tasks / 64 * 64;
-    if (i1 > i0) lookup_int8_range(x + i0, i1 - i0, table, y + i0);
-  });
+  parallel_for_ranges(args.pool, args.out(0).numel(), 64,
+                      [&](int64_t i0, int64_t i1) { lookup_int8_range(x + i0, i1 - i0, table, y + i0); });
   return Error::kOk;
 }
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "byte_runs.h"
 #include "x86/avx2_helpers.h"
 #include "x86/x86.h"
 
@@ -255,25 +256,6 @@ KILN_AVX2 bool max_pool_8bit_plane(const T* in, int64_t h, int64_t w, int64_t kh
   return true;
 }
 
-// n bytes from s to d (no overlap between them) by 16- or 8-byte moves,
-// the last one ending at n (rewriting some bytes with the same values).
-KILN_AVX2 inline void copy_short(uint8_t* d, const uint8_t* s, int64_t n) {
-  if (n >= 16) {
-    for (int64_t i = 0;; i += 16) {
-      const int64_t at = i + 16 <= n ? i : n - 16;
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + at), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + at)));
-      if (at + 16 == n) return;
-    }
-  }
-  if (n >= 8) {
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(d), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(d + n - 8),
-                     _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + n - 8)));
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) d[i] = s[i];
-}
-
 // Stride 1 on a plane whose padded copy fits 4 KiB (GoogLeNet's 3x3
 // "same" pools on 28 x 28 down to 7 x 7 planes): the plane copied once
 // into the rows of a padded image (the lowest value around it), the
@@ -294,8 +276,8 @@ KILN_AVX2 bool max_pool_8bit_flat(const T* in, int64_t h, int64_t w, int64_t kh,
   const T lowest = static_cast<T>(static_cast<T>(-1) > 0 ? 0 : -128);
   memset(image, static_cast<uint8_t>(lowest), static_cast<size_t>(ph * pitch + kSlack));
   for (int64_t y = 0; y < h; ++y) {
-    copy_short(reinterpret_cast<uint8_t*>(image + (pt + y) * pitch + pl), reinterpret_cast<const uint8_t*>(in + y * w),
-               w);
+    copy_run(reinterpret_cast<uint8_t*>(image + (pt + y) * pitch + pl), reinterpret_cast<const uint8_t*>(in + y * w),
+             w);
   }
   const int64_t n = oh * pitch;  // the outputs' rows, `pitch` apart
   for (int64_t i = 0; i < n; i += 32) {
@@ -313,7 +295,7 @@ KILN_AVX2 bool max_pool_8bit_flat(const T* in, int64_t h, int64_t w, int64_t kh,
     _mm256_store_si256(reinterpret_cast<__m256i*>(maxima + i), m);  // read ahead of i only
   }
   for (int64_t oy = 0; oy < oh; ++oy) {
-    copy_short(reinterpret_cast<uint8_t*>(out + oy * ow), reinterpret_cast<const uint8_t*>(maxima + oy * pitch), ow);
+    copy_run(reinterpret_cast<uint8_t*>(out + oy * ow), reinterpret_cast<const uint8_t*>(maxima + oy * pitch), ow);
   }
   return true;
 }

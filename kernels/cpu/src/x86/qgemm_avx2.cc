@@ -11,8 +11,8 @@
 // vpmaddwd adds pairs of int16 products into int32: exact, one more
 // instruction per 32 products than vpmaddubsw + vpmaddwd. The convolution
 // paths split the weights ahead of the tiles (qgemm_split_weights_avx2,
-// tile4_split_avx2: broadcast from memory, no shifts per tile); the other
-// callers split them in the tile.
+// SplitWeights: broadcast from memory, no shifts per tile); the other
+// callers split them in the tile (ByteWeights).
 // Where no byte of the panel is above 127 (activations quantized with a
 // reduced range, 0..127, as PyTorch's x86 configuration does), a pair sum
 // lies in [-127 * 128 * 2, 127 * 127 * 2] = [-32512, 32258] and cannot

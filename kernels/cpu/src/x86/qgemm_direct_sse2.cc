@@ -295,9 +295,11 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_b
     const int64_t tiles = (b1 - b0 + kQGemmMr - 1) / kQGemmMr;
     const int64_t tasks = parallel_tasks(pool, (b1 - b0) * columns * nq * 4, tiles);
     parallel_for(pool, tasks, [&](int64_t t) {
-      const int64_t t0 = b0 + tiles * t / tasks * kQGemmMr;
-      const int64_t t1 = b0 + tiles * (t + 1) / tasks * kQGemmMr < b1 ? b0 + tiles * (t + 1) / tasks * kQGemmMr : b1;
+      int64_t t0, t1;
+      parallel_range(b1 - b0, tasks, t, kQGemmMr, &t0, &t1);
       if (t0 >= t1) return;
+      t0 += b0;
+      t1 += b0;
       const int8_t* wt0 = w + (t0 - b0) * nq * 4;
       if (split) {
         direct_split_avx2(d, s, scratch, off, wt0, t0, t1, columns);
