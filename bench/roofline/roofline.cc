@@ -57,6 +57,13 @@ struct Options {
   int reps = 15;
   bool quick = false;
   bool check = false;
+  // --gemm M,N,K[,w]: only these float products (w: B holds the weights,
+  // prepacked), on every float path; for trying a layer's shape.
+  struct Gemm {
+    int64_t m, n, k;
+    bool weights_b;
+  };
+  std::vector<Gemm> gemms;
 };
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -380,12 +387,14 @@ bool int8_gemm(const Options& o, const char* path_name, kiln::kernels::Isa isa, 
 #if KILN_X86
 // The float register tile alone: kc 256 of L1-resident panels, 6 x 16.
 // kind 0: AVX2 6x16; 1: AVX-512 6x16 (one 512-bit register a row); 2:
-// AVX-512 6x32 (two B panels).
+// AVX-512 6x32 (two B panels); 3: BF16 6x32; 4: AVX-512 12x16 (two A
+// panels).
 double tile_seconds(int reps, int kind, int64_t calls) {
   using namespace kiln::kernels;
   constexpr int64_t kc = 256;
   const std::vector<float> a = random_floats(kGemmMr * kc, 4), b = random_floats(2 * kGemmNr * kc, 5);
-  std::vector<float> c(2 * kGemmMr * kGemmNr);
+  const std::vector<float> a2 = random_floats(kGemmMr * kc, 6);
+  std::vector<float> c(2 * kGemmMr * 2 * kGemmNr);
   return best_seconds(reps, [&] {
     for (int64_t i = 0; i < calls; ++i) {
       if (kind == 1) {
@@ -394,6 +403,9 @@ double tile_seconds(int reps, int kind, int64_t calls) {
       } else if (kind == 2) {
         x86::micro_kernel_avx512_x2(kc, a.data(), b.data(), b.data() + kGemmNr * kc, kGemmNr, c.data(), 2 * kGemmNr,
                                     kGemmMr, false, nullptr, nullptr, false, 0.f, 0.f);
+      } else if (kind == 4) {
+        x86::micro_kernel_avx512_rows2(kc, a.data(), a2.data(), b.data(), kGemmNr, c.data(), kGemmNr, 2 * kGemmMr,
+                                       kGemmNr, false, nullptr, nullptr, false, 0.f, 0.f);
       } else if (kind == 3) {
         // BF16 panels of kc values of k (kc / 2 pairs) read from the same
         // bytes: their values do not change the timing.
@@ -426,8 +438,17 @@ int main(int argc, char** argv) {
         fprintf(stderr, "kiln_roofline: --reps must be 1 or more\n");
         return 2;
       }
+    } else if (!strcmp(argv[i], "--gemm") && i + 1 < argc) {
+      long long m = 0, n = 0, k = 0;
+      char w = 0;
+      const int got = sscanf(argv[++i], "%lld,%lld,%lld,%c", &m, &n, &k, &w);
+      if (got < 3 || m < 1 || n < 1 || k < 1 || (got == 4 && w != 'w')) {
+        fprintf(stderr, "kiln_roofline: --gemm takes M,N,K or M,N,K,w with M, N and K 1 or more, not '%s'\n", argv[i]);
+        return 2;
+      }
+      o.gemms.push_back({m, n, k, got == 4});
     } else {
-      fprintf(stderr, "usage: kiln_roofline [--reps N] [--quick] [--check]\n");
+      fprintf(stderr, "usage: kiln_roofline [--reps N] [--quick] [--check] [--gemm M,N,K[,w]]...\n");
       return 2;
     }
   }
@@ -476,6 +497,18 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   print_header();
+  if (!o.gemms.empty()) {
+    for (const bool is512 : {true, false}) {
+      if (is512 ? !avx512 : !avx2) continue;
+      for (const Options::Gemm& g : o.gemms) {
+        if (!float_gemm(o, is512 ? "avx512" : "avx2", is512 ? GemmPath::kAuto : GemmPath::kAvx2,
+                        is512 ? p_fma512 : p_fma256, g.m, g.n, g.k, nullptr, "--gemm", &rows, g.weights_b, false)) {
+          return 1;
+        }
+      }
+    }
+    return 0;
+  }
   // The register tile alone.
   const int64_t calls = o.quick ? 100 : 20000;
   if (avx2) {
@@ -502,6 +535,13 @@ int main(int argc, char** argv) {
            tile_seconds(o.reps, 2, calls),
            p_fma512};
     print_row(r2);
+    Row r3{"avx512",
+           "float register tile 12x16, kc 256 (L1)",
+           "-",
+           2.0 * 12 * 16 * 256 * calls,
+           tile_seconds(o.reps, 4, calls),
+           p_fma512};
+    print_row(r3);
   }
   if (bf16) {
     Row r{"avx512 bf16",
@@ -531,7 +571,11 @@ int main(int argc, char** argv) {
                                    {256, 2304, 768, "MatMul x W (GPT QKV, sequence 256)", true},
                                    {256, 3136, 64, "1x1 conv (ResNet-50 layer1 expand)", false},
                                    {512, 784, 128, "1x1 conv (ResNet-50 layer2 expand)", false},
-                                   {2048, 49, 512, "1x1 conv (ResNet-50 layer4 expand, 7x7)", false}};
+                                   {2048, 49, 512, "1x1 conv (ResNet-50 layer4 expand, 7x7)", false},
+                                   {3136, 384, 96, "MatMul x W (ConvNeXt-T stage 1 MLP up)", true},
+                                   {3136, 96, 384, "MatMul x W (ConvNeXt-T stage 1 MLP down)", true},
+                                   {49, 3072, 768, "MatMul x W (ConvNeXt-T stage 4 MLP up)", true},
+                                   {49, 768, 3072, "MatMul x W (ConvNeXt-T stage 4 MLP down)", true}};
   struct Conv {
     int64_t c, h, w, m, kernel, stride;
     const char* what;

@@ -602,6 +602,43 @@ TEST(MicroKernelAvx512Test, TwoPanelsAreTheOnePanelTileTwice) {
   }
 }
 
+// The two-row-panel AVX-512 tile (12 x 16) against the one-panel kernel on
+// each A panel, bit for bit: every row count from 7 to 12, full, half and
+// narrower panels (the 256-bit path at 8 columns or fewer), depths around
+// the unrolled step, B in place (a row stride past the panel) and C
+// strided; accumulation, then the row and column biases with a clamp.
+TEST(MicroKernelAvx512Test, TwoRowPanelsAreTheOnePanelTileTwice) {
+  if (!x86::has_avx512f()) GTEST_SKIP() << "the AVX-512 path is off (processor or KILN_ISA)";
+  const int64_t ldb = kGemmNr + 5, ldc = kGemmNr + 3;
+  for (int64_t kc : {1, 2, 3, 7, 64, 257}) {
+    for (int64_t nr : {1, 5, 8, 9, 16}) {
+      for (int64_t mr = kGemmMr + 1; mr <= 2 * kGemmMr; ++mr) {
+        for (int mode = 0; mode < 2; ++mode) {  // accumulate; biases + clamp
+          SCOPED_TRACE("kc " + std::to_string(kc) + " nr " + std::to_string(nr) + " mr " + std::to_string(mr) +
+                       " mode " + std::to_string(mode));
+          const std::vector<float> a0 = values(static_cast<size_t>(kc * kGemmMr), 61);
+          const std::vector<float> a1 = values(static_cast<size_t>(kc * kGemmMr), 62);
+          const std::vector<float> b = values(static_cast<size_t>(kc * ldb), 63);
+          const std::vector<float> row_bias = values(2 * kGemmMr, 64);
+          const std::vector<float> col_bias = values(kGemmNr, 65);
+          std::vector<float> want = values(static_cast<size_t>(2 * kGemmMr * ldc), 66), got(want);
+          const bool accumulate = mode == 0;
+          const float* cb = accumulate ? nullptr : col_bias.data();
+          for (int64_t half = 0; half < 2; ++half) {
+            const float* rb = accumulate ? nullptr : row_bias.data() + half * kGemmMr;
+            x86::micro_kernel_avx512(kc, (half == 0 ? a0 : a1).data(), b.data(), ldb,
+                                     want.data() + half * kGemmMr * ldc, ldc, half == 0 ? kGemmMr : mr - kGemmMr, nr,
+                                     accumulate, rb, cb, !accumulate, -0.5f, 0.6f);
+          }
+          x86::micro_kernel_avx512_rows2(kc, a0.data(), a1.data(), b.data(), ldb, got.data(), ldc, mr, nr, accumulate,
+                                         accumulate ? nullptr : row_bias.data(), cb, !accumulate, -0.5f, 0.6f);
+          ASSERT_EQ(want, got);
+        }
+      }
+    }
+  }
+}
+
 TEST(MaxPoolAvx2Test, MatchesDirectMaximumWithPaddingAndNaN) {
   if (!x86::has_avx2_fma()) GTEST_SKIP() << "the AVX2 path is off (processor or KILN_ISA)";
   // ceil: the output size rounded up (ceil_mode), the last window past the

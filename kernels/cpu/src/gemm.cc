@@ -619,8 +619,15 @@ struct PackedBlocks {
 
   void start_block(int64_t block_jc, int64_t block_pc);
   void pack_b() const;
+  // What one call of tile_at computes: one A panel by one B panel, by two
+  // B panels (AVX-512 and BF16, whole panels only), or two A panels by one
+  // B panel (the AVX-512 FP32 kernel only).
+  enum class Tile { k6x16, k6x32, k12x16 };
   void tile_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t ir, int64_t jr,
-               bool pair = false) const;
+               Tile shape = Tile::k6x16) const;
+  // Rows of A from ir (two panels where there are two and the AVX-512 FP32
+  // kernel runs, one otherwise) by the B panel at jr; returns the rows done.
+  int64_t row_tiles_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t ir, int64_t jr) const;
   void tiles(int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t ic_packed) const;
   void run_tiles(int64_t i0, int64_t i1, int64_t ic_packed) const;
   void run_block() const;
@@ -671,11 +678,12 @@ void PackedBlocks::pack_b() const {
 }
 
 // One tile: rows ir.. of the A block at row ic (mc rows, its panels at
-// a_block, a_stride apart) by the B panel at column jr (pair: by that
-// panel and the next, both read in place, as one AVX-512 tile of 32
-// columns).
+// a_block, a_stride apart) by the B panel at column jr (k6x32: by that
+// panel and the next, as one AVX-512 tile of 32 columns; k12x16: rows of
+// that A panel and the next by the B panel).
 void PackedBlocks::tile_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t ir, int64_t jr,
-                           bool pair) const {
+                           Tile shape) const {
+  const bool pair = shape == Tile::k6x32;
   const int64_t nr = gemm_min(kGemmNr, nc - jr);
   const float* bp = b_block + jr / kGemmNr * b_stride;
   int64_t ldb = kGemmNr;
@@ -685,7 +693,7 @@ void PackedBlocks::tile_at(int64_t ic, int64_t mc, const float* a_block, int64_t
   } else if (direct_b) {
     bp = pack_b_buf;
   }
-  const int64_t mr = gemm_min(kGemmMr, mc - ir);
+  const int64_t mr = gemm_min(shape == Tile::k12x16 ? 2 * kGemmMr : kGemmMr, mc - ir);
   float* tile = c + (ic + ir) * ldc + jc + jr;
   const bool bias = first && !epilogue.accumulate;
   const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
@@ -707,6 +715,12 @@ void PackedBlocks::tile_at(int64_t ic, int64_t mc, const float* a_block, int64_t
     }
     return;
   }
+  if (shape == Tile::k12x16) {
+    const float* ap = a_block + ir / kGemmMr * a_stride;
+    x86::micro_kernel_avx512_rows2(kc, ap, ap + a_stride, bp, ldb, tile, ldc, mr, nr, !first || epilogue.accumulate,
+                                   row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
+    return;
+  }
   if (pair) {
     // The next panel: the next 16 columns where B is read in place, the
     // next packed panel otherwise.
@@ -718,8 +732,21 @@ void PackedBlocks::tile_at(int64_t ic, int64_t mc, const float* a_block, int64_t
   }
 #endif
   static_cast<void>(pair);
+  static_cast<void>(shape);
   kernel(kc, a_block + ir / kGemmMr * a_stride, bp, ldb, tile, ldc, mr, nr, !first || epilogue.accumulate, row_bias,
          col_bias, last && clamp.on, clamp.lo, clamp.hi);
+}
+
+int64_t PackedBlocks::row_tiles_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t ir,
+                                   int64_t jr) const {
+#if KILN_X86
+  if (wide && !bf16 && ir + kGemmMr < mc) {
+    tile_at(ic, mc, a_block, a_stride, ir, jr, Tile::k12x16);
+    return 2 * kGemmMr;
+  }
+#endif
+  tile_at(ic, mc, a_block, a_stride, ir, jr);
+  return kGemmMr;
 }
 
 // The tiles of rows [i0, i1) (multiples of kGemmMr, or m) and B panels
@@ -745,12 +772,14 @@ void PackedBlocks::tiles(int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t
       // weights not in cache: 128 x 512 by 49 columns 116 -> 98 us,
       // 320 x 1152 by 49 579 -> 499 us; with k within one block
       // (1152 x 192) A panel by A panel measured 5% slower.
-      for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
-        if (ir + kGemmMr < mc) {
-          const float* next = a_block + (ir / kGemmMr + 1) * a_stride;
-          for (int64_t f = 0; f < kGemmMr * kc; f += 16) __builtin_prefetch(next + f, 0, 2);
+      // On AVX-512 two A panels pass together (twelve accumulators).
+      const int64_t step = wide && !bf16 ? 2 * kGemmMr : kGemmMr;
+      for (int64_t ir = 0; ir < mc; ir += step) {
+        for (int64_t next = ir + step; next < gemm_min(ir + 2 * step, mc); next += kGemmMr) {
+          const float* panel = a_block + next / kGemmMr * a_stride;
+          for (int64_t f = 0; f < kGemmMr * kc; f += 16) __builtin_prefetch(panel + f, 0, 2);
         }
-        for (int64_t jr = q0 * kGemmNr; jr < j_end; jr += kGemmNr) tile_at(ic, mc, a_block, a_stride, ir, jr);
+        for (int64_t jr = q0 * kGemmNr; jr < j_end; jr += kGemmNr) row_tiles_at(ic, mc, a_block, a_stride, ir, jr);
       }
     } else {
       for (int64_t jr = q0 * kGemmNr; jr < j_end; jr += kGemmNr) {
@@ -767,12 +796,12 @@ void PackedBlocks::tiles(int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t
         // whose 512-bit FMAs take two passes, measured the same either
         // way (kiln_roofline).
         if ((wide || bf16) && (direct_b ? jr + 2 * kGemmNr <= whole : true) && jr + 2 * kGemmNr <= j_end) {
-          for (int64_t ir = 0; ir < mc; ir += kGemmMr) tile_at(ic, mc, a_block, a_stride, ir, jr, true);
+          for (int64_t ir = 0; ir < mc; ir += kGemmMr) tile_at(ic, mc, a_block, a_stride, ir, jr, Tile::k6x32);
           jr += kGemmNr;
           continue;
         }
 #endif
-        for (int64_t ir = 0; ir < mc; ir += kGemmMr) tile_at(ic, mc, a_block, a_stride, ir, jr);
+        for (int64_t ir = 0; ir < mc;) ir += row_tiles_at(ic, mc, a_block, a_stride, ir, jr);
       }
     }
     // Activations that are not a clamp run over the block's rows once

@@ -87,6 +87,65 @@ KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b,
   if (mr > 5) store_row16(c + 5 * ldc, c5, mask, accumulate, bias(5), col, clamp, vlo, vhi);
 }
 
+// Two A panels (rows 0-5 at a0, 6-11 at a1) by one B panel: twelve
+// accumulators, per step of k one load of B and twelve broadcasts of A for
+// twelve FMAs, where the 6x16 tile keeps six FMAs in flight and a core that
+// retires two 512-bit FMAs a cycle at 4 cycles' latency needs eight. Each
+// output is the same chain of FMAs as in the 6x16 tile, so the same bits.
+// mr counts both panels' rows (7 to 12).
+KILN_AVX512 void micro_kernel_avx512_rows2(int64_t kc, const float* a0, const float* a1, const float* b, int64_t ldb,
+                                           float* c, int64_t ldc, int64_t mr, int64_t nr, bool accumulate,
+                                           const float* row_bias, const float* col_bias, bool clamp, float lo,
+                                           float hi) {
+  constexpr int kRows = 2 * kGemmMr;
+  prefetch_tile(c, ldc, mr, nr);
+  __m512 acc[kRows];
+  if (nr <= 8) {
+    // At most half a panel wide: 256-bit FMAs, as the 6x16 tile.
+    __m256 half[kRows];
+#pragma GCC unroll 12
+    for (int i = 0; i < kRows; ++i) half[i] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < kc; ++p) {
+      const __m256 bv = _mm256_loadu_ps(b);
+#pragma GCC unroll 6
+      for (int i = 0; i < kGemmMr; ++i) {
+        half[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(a0 + i), bv, half[i]);
+        half[kGemmMr + i] = _mm256_fmadd_ps(_mm256_broadcast_ss(a1 + i), bv, half[kGemmMr + i]);
+      }
+      a0 += kGemmMr;
+      a1 += kGemmMr;
+      b += ldb;
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < kRows; ++i) acc[i] = widen(half[i]);
+  } else {
+#pragma GCC unroll 12
+    for (int i = 0; i < kRows; ++i) acc[i] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < kc; ++p) {
+      const __m512 bv = _mm512_loadu_ps(b);
+#pragma GCC unroll 6
+      for (int i = 0; i < kGemmMr; ++i) {
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a0[i]), bv, acc[i]);
+        acc[kGemmMr + i] = _mm512_fmadd_ps(_mm512_set1_ps(a1[i]), bv, acc[kGemmMr + i]);
+      }
+      a0 += kGemmMr;
+      a1 += kGemmMr;
+      b += ldb;
+    }
+  }
+  const __mmask16 mask = first_lanes(nr);
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const __m512 col = col_bias != nullptr ? _mm512_maskz_loadu_ps(mask, col_bias) : _mm512_setzero_ps();
+  __m512 out[kRows];
+#pragma GCC unroll 12
+  for (int i = 0; i < kRows; ++i) out[i] = acc[i];
+  for (int64_t i = 0; i < mr; ++i) {
+    store_row16(c + i * ldc, out[i], mask, accumulate, row_bias != nullptr ? row_bias[i] : 0.f, col, clamp, vlo, vhi);
+  }
+}
+
 KILN_AVX512 void gather_panel_avx512(const float* x, int64_t plane, const int32_t* offsets, int64_t nr, int64_t kc,
                                      float* dst) {
   const __mmask16 mask = first_lanes(nr);

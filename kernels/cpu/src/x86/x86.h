@@ -43,6 +43,11 @@ void micro_kernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb
 void micro_kernel_avx512_x2(int64_t kc, const float* a, const float* b0, const float* b1, int64_t ldb, float* c,
                             int64_t ldc, int64_t mr, bool accumulate, const float* row_bias, const float* col_bias,
                             bool clamp, float lo, float hi);
+// Two A panels (a0: rows 0-5, a1: rows 6-11; mr rows in all, 7 to 12) by
+// one B panel, the same bits as micro_kernel_avx512 on each.
+void micro_kernel_avx512_rows2(int64_t kc, const float* a0, const float* a1, const float* b, int64_t ldb, float* c,
+                               int64_t ldc, int64_t mr, int64_t nr, bool accumulate, const float* row_bias,
+                               const float* col_bias, bool clamp, float lo, float hi);
 // The BF16 path (gemm_bf16_avx512.cc): one (x2: two whole) 16-column tiles
 // over `pairs` pairs of k, A and B panels in the BF16 pair layout of
 // gemm_blocking.h, the epilogue as the FP32 kernels'.
