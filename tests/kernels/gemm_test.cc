@@ -433,7 +433,12 @@ INSTANTIATE_TEST_SUITE_P(Geometry, Im2colGemmTest,
                                                               // that must take the copy instead.
                                                               ConvCase{19, 15, 29, 11, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},
                                                               ConvCase{7, 10, 13, 9, 1, 1, 3, 2, 1, 1, 0, 0, 0, 0},
-                                                              ConvCase{5, 8, 8, 4, 1, 1, 2, 2, 1, 1, 0, 0, 1, 1}),
+                                                              ConvCase{5, 8, 8, 4, 1, 1, 2, 2, 1, 1, 0, 0, 1, 1},
+                                                              // Strided, gathered tap by tap on AVX-512: a block
+                                                              // of k starting inside a channel's taps (360 rows),
+                                                              // and 81 taps, past the gather's 64 (the copy).
+                                                              ConvCase{40, 15, 15, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+                                                              ConvCase{2, 20, 20, 3, 9, 9, 2, 2, 1, 1, 4, 4, 4, 4}),
                                             ::testing::Values(GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable)),
                          [](const ::testing::TestParamInfo<std::tuple<ConvCase, GemmPath>>& info) {
                            const auto& c = std::get<0>(info.param);

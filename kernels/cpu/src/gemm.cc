@@ -290,6 +290,36 @@ void pack_b_im2col(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t j0, int6
     }
     return;
   }
+  // A strided kernel of up to kGatherTaps taps (3x3 stride 2: the first
+  // convolution of a ResNet stage): each panel row is one masked gather,
+  // its offsets and padding mask worked out per tap once a panel, instead
+  // of a strided copy per output row the panel covers, with the bounds
+  // divided out each time. ResNet-50's layer2.0 conv2 (128 x 784 by 1152,
+  // kiln_roofline, one vCPU): see bench/RESULTS.md.
+  constexpr int64_t kGatherTaps = 64;
+  if (path == GemmPath::kAuto && x86::has_avx512f() && g.sw > 1 && taps <= kGatherTaps && plane < (int64_t{1} << 31)) {
+    alignas(64) int32_t offsets[kGatherTaps * kGemmNr];
+    uint16_t masks[kGatherTaps];
+    for (int64_t jr = 0; jr < nc; jr += kGemmNr) {
+      const int64_t nr = gemm_min(kGemmNr, nc - jr);
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t ky = t / g.kw, kx = t % g.kw;
+        uint32_t mask = 0;
+        for (int64_t q = 0; q < kGemmNr; ++q) {
+          const int64_t position = j0 + jr + q;
+          const int64_t iy = position / g.ow * g.sh - g.pt + ky * g.dh;
+          const int64_t ix = position % g.ow * g.sw - g.pl + kx * g.dw;
+          const bool inside = q < nr && iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
+          offsets[t * kGemmNr + q] = inside ? static_cast<int32_t>(iy * g.w + ix) : 0;
+          mask |= static_cast<uint32_t>(inside) << q;
+        }
+        masks[t] = static_cast<uint16_t>(mask);
+      }
+      x86::gather_taps_avx512(g.x, plane, offsets, masks, taps, p0, kc, dst);
+      dst += kGemmNr * kc;
+    }
+    return;
+  }
 #endif
   for (int64_t jr = 0; jr < nc; jr += kGemmNr) {
     const int64_t nr = gemm_min(kGemmNr, nc - jr);

@@ -155,6 +155,19 @@ KILN_AVX512 void gather_panel_avx512(const float* x, int64_t plane, const int32_
   }
 }
 
+KILN_AVX512 void gather_taps_avx512(const float* x, int64_t plane, const int32_t* offsets, const uint16_t* masks,
+                                    int64_t taps, int64_t p0, int64_t kc, float* dst) {
+  int64_t c = p0 / taps, t = p0 % taps;
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512i off = _mm512_loadu_si512(offsets + t * kGemmNr);
+    _mm512_storeu_ps(dst + p * kGemmNr, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), masks[t], off, x + c * plane, 4));
+    if (++t == taps) {
+      t = 0;
+      ++c;
+    }
+  }
+}
+
 // Two whole 6x16 tiles side by side, B's panels at b0 and b1: twelve
 // 512-bit accumulators, per step of k two loads of B and six broadcasts of
 // A for twelve FMAs (the 6x16 kernel: one and six for six). Each output is

@@ -69,6 +69,12 @@ void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, 
 // (rows kGemmNr floats apart): gemm_avx512.cc, gemm_avx2.cc.
 void gather_panel_avx512(const float* x, int64_t plane, const int32_t* offsets, int64_t nr, int64_t kc, float* dst);
 void gather_panel_avx2(const float* x, int64_t plane, const int32_t* offsets, int64_t nr, int64_t kc, float* dst);
+// A panel of an im2col matrix with `taps` kernel taps per channel, rows
+// p0 .. p0 + kc: row p (channel p / taps, tap t = p % taps), lane q =
+// x[channel * plane + offsets[t * 16 + q]] where bit q of masks[t] is set,
+// 0 elsewhere (padding, lanes past the panel's columns): gemm_avx512.cc.
+void gather_taps_avx512(const float* x, int64_t plane, const int32_t* offsets, const uint16_t* masks, int64_t taps,
+                        int64_t p0, int64_t kc, float* dst);
 // dst[q] = src[2 * q] for q < count, reading src[0 .. avail) only
 // (avail >= 2 * count - 1): the stride-2 rows of an im2col panel.
 void copy_stride2_avx2(const float* src, int64_t count, int64_t avail, float* dst);
