@@ -511,37 +511,20 @@ int main(int argc, char** argv) {
   }
   // The register tile alone.
   const int64_t calls = o.quick ? 100 : 20000;
-  if (avx2) {
-    Row r{"avx2",
-          "float register tile 6x16, kc 256 (L1)",
-          "-",
-          2.0 * 6 * 16 * 256 * calls,
-          tile_seconds(o.reps, 0, calls),
-          p_fma256};
+  struct TileRow {
+    bool on;
+    const char* path;
+    const char* what;
+    int kind, rows, cols;
+    double peak;
+  };
+  for (const TileRow& t : {TileRow{avx2, "avx2", "float register tile 6x16, kc 256 (L1)", 0, 6, 16, p_fma256},
+                           TileRow{avx512, "avx512", "float register tile 6x16, kc 256 (L1)", 1, 6, 16, p_fma512},
+                           TileRow{avx512, "avx512", "float register tile 6x32, kc 256 (L1)", 2, 6, 32, p_fma512},
+                           TileRow{avx512, "avx512", "float register tile 12x16, kc 256 (L1)", 4, 12, 16, p_fma512}}) {
+    if (!t.on) continue;
+    Row r{t.path, t.what, "-", 2.0 * t.rows * t.cols * 256 * calls, tile_seconds(o.reps, t.kind, calls), t.peak};
     print_row(r);
-  }
-  if (avx512) {
-    Row r1{"avx512",
-           "float register tile 6x16, kc 256 (L1)",
-           "-",
-           2.0 * 6 * 16 * 256 * calls,
-           tile_seconds(o.reps, 1, calls),
-           p_fma512};
-    print_row(r1);
-    Row r2{"avx512",
-           "float register tile 6x32, kc 256 (L1)",
-           "-",
-           2.0 * 6 * 32 * 256 * calls,
-           tile_seconds(o.reps, 2, calls),
-           p_fma512};
-    print_row(r2);
-    Row r3{"avx512",
-           "float register tile 12x16, kc 256 (L1)",
-           "-",
-           2.0 * 12 * 16 * 256 * calls,
-           tile_seconds(o.reps, 4, calls),
-           p_fma512};
-    print_row(r3);
   }
   if (bf16) {
     Row r{"avx512 bf16",

@@ -87,60 +87,75 @@ KILN_AVX512 void micro_kernel_avx512(int64_t kc, const float* a, const float* b,
   if (mr > 5) store_row16(c + 5 * ldc, c5, mask, accumulate, bias(5), col, clamp, vlo, vhi);
 }
 
+// The 12x16 tile's product in 256-bit lanes (the panel's first eight
+// columns) or 512-bit ones.
+template <int kBits>
+struct RowsLanes;
+template <>
+struct RowsLanes<256> {
+  using V = __m256;
+  KILN_AVX512 static __m256 zero() { return _mm256_setzero_ps(); }
+  KILN_AVX512 static __m256 load(const float* b) { return _mm256_loadu_ps(b); }
+  KILN_AVX512 static __m256 fma(const float* a, __m256 b, __m256 c) {
+    return _mm256_fmadd_ps(_mm256_broadcast_ss(a), b, c);
+  }
+  KILN_AVX512 static __m512 out(__m256 v) { return widen(v); }
+};
+template <>
+struct RowsLanes<512> {
+  using V = __m512;
+  KILN_AVX512 static __m512 zero() { return _mm512_setzero_ps(); }
+  KILN_AVX512 static __m512 load(const float* b) { return _mm512_loadu_ps(b); }
+  KILN_AVX512 static __m512 fma(const float* a, __m512 b, __m512 c) {
+    return _mm512_fmadd_ps(_mm512_set1_ps(*a), b, c);
+  }
+  KILN_AVX512 static __m512 out(__m512 v) { return v; }
+};
+
+template <int kBits>
+KILN_AVX512 inline void rows2_product(int64_t kc, const float* a0, const float* a1, const float* b, int64_t ldb,
+                                      __m512 (&out)[2 * kGemmMr]) {
+  using L = RowsLanes<kBits>;
+  typename L::V acc[2 * kGemmMr];
+#pragma GCC unroll 12
+  for (int i = 0; i < 2 * kGemmMr; ++i) acc[i] = L::zero();
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kc; ++p) {
+    const typename L::V bv = L::load(b);
+#pragma GCC unroll 6
+    for (int i = 0; i < kGemmMr; ++i) {
+      acc[i] = L::fma(a0 + i, bv, acc[i]);
+      acc[kGemmMr + i] = L::fma(a1 + i, bv, acc[kGemmMr + i]);
+    }
+    a0 += kGemmMr;
+    a1 += kGemmMr;
+    b += ldb;
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < 2 * kGemmMr; ++i) out[i] = L::out(acc[i]);
+}
+
 // Two A panels (rows 0-5 at a0, 6-11 at a1) by one B panel: twelve
 // accumulators, per step of k one load of B and twelve broadcasts of A for
 // twelve FMAs, where the 6x16 tile keeps six FMAs in flight and a core that
 // retires two 512-bit FMAs a cycle at 4 cycles' latency needs eight. Each
 // output is the same chain of FMAs as in the 6x16 tile, so the same bits.
-// mr counts both panels' rows (7 to 12).
+// mr counts both panels' rows (7 to 12); at most 8 columns run in 256-bit
+// lanes, as in the 6x16 tile.
 KILN_AVX512 void micro_kernel_avx512_rows2(int64_t kc, const float* a0, const float* a1, const float* b, int64_t ldb,
                                            float* c, int64_t ldc, int64_t mr, int64_t nr, bool accumulate,
                                            const float* row_bias, const float* col_bias, bool clamp, float lo,
                                            float hi) {
-  constexpr int kRows = 2 * kGemmMr;
   prefetch_tile(c, ldc, mr, nr);
-  __m512 acc[kRows];
+  __m512 out[2 * kGemmMr];
   if (nr <= 8) {
-    // At most half a panel wide: 256-bit FMAs, as the 6x16 tile.
-    __m256 half[kRows];
-#pragma GCC unroll 12
-    for (int i = 0; i < kRows; ++i) half[i] = _mm256_setzero_ps();
-#pragma GCC unroll 2
-    for (int64_t p = 0; p < kc; ++p) {
-      const __m256 bv = _mm256_loadu_ps(b);
-#pragma GCC unroll 6
-      for (int i = 0; i < kGemmMr; ++i) {
-        half[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(a0 + i), bv, half[i]);
-        half[kGemmMr + i] = _mm256_fmadd_ps(_mm256_broadcast_ss(a1 + i), bv, half[kGemmMr + i]);
-      }
-      a0 += kGemmMr;
-      a1 += kGemmMr;
-      b += ldb;
-    }
-#pragma GCC unroll 12
-    for (int i = 0; i < kRows; ++i) acc[i] = widen(half[i]);
+    rows2_product<256>(kc, a0, a1, b, ldb, out);
   } else {
-#pragma GCC unroll 12
-    for (int i = 0; i < kRows; ++i) acc[i] = _mm512_setzero_ps();
-#pragma GCC unroll 2
-    for (int64_t p = 0; p < kc; ++p) {
-      const __m512 bv = _mm512_loadu_ps(b);
-#pragma GCC unroll 6
-      for (int i = 0; i < kGemmMr; ++i) {
-        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a0[i]), bv, acc[i]);
-        acc[kGemmMr + i] = _mm512_fmadd_ps(_mm512_set1_ps(a1[i]), bv, acc[kGemmMr + i]);
-      }
-      a0 += kGemmMr;
-      a1 += kGemmMr;
-      b += ldb;
-    }
+    rows2_product<512>(kc, a0, a1, b, ldb, out);
   }
   const __mmask16 mask = first_lanes(nr);
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   const __m512 col = col_bias != nullptr ? _mm512_maskz_loadu_ps(mask, col_bias) : _mm512_setzero_ps();
-  __m512 out[kRows];
-#pragma GCC unroll 12
-  for (int i = 0; i < kRows; ++i) out[i] = acc[i];
   for (int64_t i = 0; i < mr; ++i) {
     store_row16(c + i * ldc, out[i], mask, accumulate, row_bias != nullptr ? row_bias[i] : 0.f, col, clamp, vlo, vhi);
   }
