@@ -34,7 +34,7 @@ names.
 
 usage: bench_models.py --kiln build/release/bin/kiln [--ort-dir DIR]
                        [--rounds 5] [--runs 20] [--models a,b|all|tuned|large|original]
-                       [--isa avx512,avx2] [--threads 1,2] [--huge-pages off|on] [--workdir DIR]
+                       [--isa avx512,avx2] [--threads 1,2] [--huge-pages off|on] [--workdir DIR] [--cpus 0]
                        [--precision fp32,bf16]
 
 --precision bf16 plans a second program with `kiln plan --precision bf16`
@@ -324,7 +324,19 @@ def main():
     parser.add_argument("--precision", default="fp32",
                         help="kiln plan --precision of kiln's programs, comma-separated (fp32, bf16: on the avx512 and "
                              "auto paths only)")
+    parser.add_argument("--cpus", default="",
+                        help="comma-separated CPU numbers both sides run on (sched_setaffinity, inherited by kiln and "
+                             "node); where a host's vCPUs run at different speeds, one-thread figures need one")
     args = parser.parse_args()
+    if args.cpus:
+        try:
+            cpus = {int(c) for c in args.cpus.split(",")}
+        except ValueError:
+            parser.error(f"--cpus takes CPU numbers separated by commas, not '{args.cpus}'")
+        if not cpus <= os.sched_getaffinity(0):
+            parser.error(f"--cpus {args.cpus}: this process may run on CPUs "
+                         f"{','.join(map(str, sorted(os.sched_getaffinity(0))))} only")
+        os.sched_setaffinity(0, cpus)
     os.makedirs(args.workdir, exist_ok=True)
     kiln = os.path.abspath(args.kiln)
 
@@ -402,6 +414,9 @@ def main():
     print(f"ONNX Runtime {ort_version} (onnxruntime-node), {args.threads} intra-op thread(s) as kiln, 1 inter-op "
           f"thread, sequential, graph optimizations all; {args.rounds} rounds of {args.runs} runs each, kiln and "
           f"ORT back to back. Every round is kept (the ranges are all rounds' medians).")
+    allowed = sorted(os.sched_getaffinity(0))
+    print(f"CPUs both sides may run on: {','.join(map(str, allowed))} of {os.cpu_count()}"
+          f"{' (--cpus)' if args.cpus else ''}.")
     print(f"Transparent huge pages: the system's setting is '{thp}'; kiln run --huge-pages {args.huge_pages} "
           f"({'the same small pages as ORT' if args.huge_pages == 'off' or thp == 'always' else 'kiln only: ORT has none'}).")
     print("What each side's time covers: kiln, Method::execute() with the inputs bound once (kiln run); ORT, one "
