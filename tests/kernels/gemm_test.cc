@@ -15,6 +15,8 @@
 #include "gemm.h"
 #include "isa_switch.h"
 #include "kernel_test_values.h"
+#include "kiln/runtime/posix_thread_pool.h"
+#include "parallel.h"
 #include "pool_8bit.h"
 #include "row_checks.h"
 #include "x86/x86.h"
@@ -448,6 +450,115 @@ INSTANTIATE_TEST_SUITE_P(Geometry, Im2colGemmTest,
                                   dims_name({c.sh, c.sw}) + "_d" + dims_name({c.dh, c.dw}) + "_p" +
                                   dims_name({c.pt, c.pl, c.pb, c.pr}, "") + "_" + gemm_path_name(path);
                          });
+
+// ConvLanes (output channels in lanes) against the definition, with its
+// scratch and output guarded: pointwise (the tiles read the image) and
+// packed geometries, channels not a multiple of 16 or of 32 (a last
+// one-panel tile), several blocks of k, every plane size around the tile
+// heights (2 to 63 positions), a clamp and an activation applied after the
+// tile; then the same bits on two threads with every split forced.
+TEST(ConvLanesTest, MatchesDefinitionOnEveryPath) {
+  struct Geometry {
+    int64_t c, h, w, m, kh, kw, sh, sw, dh, pad;
+  };
+  const std::vector<Geometry> geometries = {
+      {40, 7, 7, 48, 1, 1, 1, 1, 1, 0},    {60, 7, 7, 32, 3, 3, 1, 1, 1, 1},  {24, 14, 14, 33, 3, 3, 2, 2, 1, 1},
+      {300, 13, 13, 20, 1, 1, 2, 2, 1, 0}, {9, 1, 2, 16, 1, 1, 1, 1, 1, 0},   {5, 7, 9, 17, 3, 3, 1, 1, 1, 1},
+      {8, 7, 7, 64, 3, 3, 1, 1, 2, 2},     {70, 5, 5, 100, 3, 3, 1, 1, 1, 1}, {3, 3, 11, 18, 1, 3, 1, 1, 1, 0}};
+  const Activation clip(fb::Activation::CLIP, -0.3f, 0.4f);
+  const Activation sigmoid(fb::Activation::SIGMOID, 0.f, 0.f);
+  PosixThreadPool pool;
+  ASSERT_EQ(pool.start(2), Error::kOk);
+  for (const Geometry& g : geometries) {
+    const int64_t oh = (g.h + 2 * g.pad - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+    const int64_t ow = (g.w + 2 * g.pad - g.dh * (g.kw - 1) - 1) / g.sw + 1;
+    const int64_t k = g.c * g.kh * g.kw, n = oh * ow;
+    SCOPED_TRACE(testing::Message() << "c" << g.c << " " << g.h << "x" << g.w << " m" << g.m << " k" << g.kh << "x"
+                                    << g.kw << " s" << g.sh << " d" << g.dh);
+    ASSERT_TRUE(conv_lanes_fits(g.m, n));
+    const std::vector<float> x = values(static_cast<size_t>(g.c * g.h * g.w), 21);
+    const std::vector<float> wt = values(static_cast<size_t>(g.m * k), 22);
+    const std::vector<float> bias = values(static_cast<size_t>(g.m), 23);
+    std::vector<float> packed(static_cast<size_t>(conv_lanes_weight_floats(k, g.m)));
+    conv_lanes_prepack_weights(k, g.m, wt.data(), packed.data());
+    std::vector<double> sums(static_cast<size_t>(g.m * n));
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double sum = bias[static_cast<size_t>(i)];
+          for (int64_t ci = 0; ci < g.c; ++ci) {
+            for (int64_t ky = 0; ky < g.kh; ++ky) {
+              for (int64_t kx = 0; kx < g.kw; ++kx) {
+                const int64_t iy = oy * g.sh - g.pad + ky * g.dh, ix = ox * g.sw - g.pad + kx * g.dh;
+                if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+                sum += static_cast<double>(wt[static_cast<size_t>(((i * g.c + ci) * g.kh + ky) * g.kw + kx)]) *
+                       x[static_cast<size_t>((ci * g.h + iy) * g.w + ix)];
+              }
+            }
+          }
+          sums[static_cast<size_t>(i * n + oy * ow + ox)] = sum;
+        }
+      }
+    }
+    double scale = 1e-30;
+    for (double v : sums) scale = std::max(scale, std::fabs(v));
+    for (const GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
+      for (const Activation* act : {&clip, &sigmoid}) {
+        const fb::Activation kind = act->get()->kind();
+        SCOPED_TRACE(std::string(gemm_path_name(path)) + (kind == fb::Activation::CLIP ? " clip" : " sigmoid"));
+        std::vector<double> want(sums.size());
+        for (size_t i = 0; i < sums.size(); ++i) want[i] = activate(sums[i], kind, -0.3f, 0.4f);
+        std::vector<float> outs[2];
+        for (int run = 0; run < 2; ++run) {
+          const int64_t positions_floats = conv_lanes_positions_floats(k, n);
+          const int64_t product_floats = conv_lanes_product_floats(g.m, n);
+          std::vector<float> positions(static_cast<size_t>(positions_floats) + 64, kSentinel);
+          std::vector<float> product(static_cast<size_t>(product_floats) + 64, kSentinel);
+          std::vector<float>& out = outs[run];
+          out.assign(static_cast<size_t>(g.m * n) + 16, kSentinel);
+          ConvLanes conv;
+          GemmIm2col& im = conv.geometry;
+          // clang-format off
+          im.x = x.data(); im.channels = g.c; im.h = g.h; im.w = g.w; im.kh = g.kh; im.kw = g.kw;
+          im.sh = g.sh; im.sw = g.sw; im.dh = g.dh; im.dw = g.dh; im.pt = g.pad; im.pl = g.pad; im.oh = oh; im.ow = ow;
+          // clang-format on
+          conv.m = g.m;
+          conv.packed_weights = packed.data();
+          conv.bias = bias.data();
+          conv.y = out.data();
+          conv.activation = act->get();
+          conv.positions = positions.data();
+          conv.product = product.data();
+          if (run == 1) set_parallel_min_work(1);
+          conv_lanes(conv, path, run == 0 ? nullptr : &pool);
+          set_parallel_min_work(-1);
+          // Rounding is relative to the sums before the activation (both
+          // activations move values by no more than their change).
+          for (size_t i = 0; i < want.size(); ++i) ASSERT_LE(std::fabs(out[i] - want[i]), 1e-5 * scale) << "at " << i;
+          for (size_t i = static_cast<size_t>(g.m * n); i < out.size(); ++i) ASSERT_EQ(out[i], kSentinel);
+          for (size_t i = static_cast<size_t>(positions_floats); i < positions.size(); ++i) {
+            ASSERT_EQ(positions[i], kSentinel) << "positions overrun";
+          }
+          for (size_t i = static_cast<size_t>(product_floats); i < product.size(); ++i) {
+            ASSERT_EQ(product[i], kSentinel) << "product overrun";
+          }
+        }
+        EXPECT_EQ(outs[0], outs[1]) << "two threads changed the bits";
+      }
+    }
+  }
+}
+
+// Where the planner takes ConvLanes: small planes not filling whole
+// 16-lane panels, enough channels.
+TEST(ConvLanesTest, FitsSmallPlanesOnly) {
+  EXPECT_TRUE(conv_lanes_fits(512, 49));
+  EXPECT_TRUE(conv_lanes_fits(16, 2));
+  EXPECT_FALSE(conv_lanes_fits(512, 64));   // four whole panels
+  EXPECT_FALSE(conv_lanes_fits(512, 196));  // 14 x 14: the panels are 94% full
+  EXPECT_FALSE(conv_lanes_fits(8, 49));     // too few channels for the lanes
+  EXPECT_FALSE(conv_lanes_fits(512, 1));    // one position: the matrix-vector product
+}
 
 TEST(Depthwise3x3Test, MatchesDirectConvolution) {
   for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {

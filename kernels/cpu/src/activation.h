@@ -25,6 +25,35 @@ Error check_activation(const KernelArgs& args, const fb::FusedActivation* activa
 // Applies `activation` (may be null: nothing to do) to n floats in place.
 void apply_activation(float* data, int64_t n, const fb::FusedActivation* activation);
 
+// The activations the product kernels (gemm.cc, conv_lanes.cc) apply as a
+// clamp while a tile is in registers; the others run over each finished
+// tile (`post`).
+struct Clamp {
+  bool on = false;
+  float lo = 0.f, hi = 0.f;
+  bool post = false;  // apply_activation after the tile
+};
+
+inline Clamp clamp_of(const fb::FusedActivation* activation) {
+  Clamp c;
+  if (activation == nullptr) return c;
+  switch (activation->kind()) {
+    case fb::Activation::NONE: break;
+    case fb::Activation::RELU:
+      c.on = true;
+      c.lo = 0.f;
+      c.hi = __builtin_inff();
+      break;
+    case fb::Activation::CLIP:
+      c.on = true;
+      c.lo = activation->alpha();
+      c.hi = activation->beta();
+      break;
+    default: c.post = true; break;
+  }
+  return c;
+}
+
 }  // namespace kernels
 }  // namespace kiln
 

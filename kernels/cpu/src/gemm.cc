@@ -93,34 +93,6 @@ MicroKernel select_micro_kernel(GemmPath path) {
   return micro_kernel_portable;
 }
 
-// The activations the micro-kernels apply as a clamp while the tile is in
-// registers; the others run over each finished tile.
-struct Clamp {
-  bool on = false;
-  float lo = 0.f, hi = 0.f;
-  bool post = false;  // apply_activation after the tile
-};
-
-Clamp clamp_of(const fb::FusedActivation* activation) {
-  Clamp c;
-  if (activation == nullptr) return c;
-  switch (activation->kind()) {
-    case fb::Activation::NONE: break;
-    case fb::Activation::RELU:
-      c.on = true;
-      c.lo = 0.f;
-      c.hi = __builtin_inff();
-      break;
-    case fb::Activation::CLIP:
-      c.on = true;
-      c.lo = activation->alpha();
-      c.hi = activation->beta();
-      break;
-    default: c.post = true; break;
-  }
-  return c;
-}
-
 // Packs rows [i0, i0 + mc) and columns [p0, p0 + kc) of A into panels of
 // kGemmMr rows, each stored column by column (kc x kGemmMr), the rows past
 // mc zero:
@@ -295,9 +267,13 @@ void pack_b_im2col(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t j0, int6
   // its offsets and padding mask worked out per tap once a panel, instead
   // of a strided copy per output row the panel covers, with the bounds
   // divided out each time. ResNet-50's layer2.0 conv2 (128 x 784 by 1152,
-  // kiln_roofline, one vCPU): see bench/RESULTS.md.
+  // kiln_roofline, one vCPU): see bench/RESULTS.md. Likewise any kernel
+  // on output rows narrower than a panel, where the copy below takes a
+  // call per 7 or 14 columns: a 3x3 convolution on a 7 x 7 plane (ConvLanes,
+  // 512 x 49 by 4608) spent a fifth of its time packing so.
   constexpr int64_t kGatherTaps = 64;
-  if (path == GemmPath::kAuto && x86::has_avx512f() && g.sw > 1 && taps <= kGatherTaps && plane < (int64_t{1} << 31)) {
+  if (path == GemmPath::kAuto && x86::has_avx512f() && (g.sw > 1 || g.ow < kGemmNr) && taps <= kGatherTaps &&
+      plane < (int64_t{1} << 31)) {
     alignas(64) int32_t offsets[kGatherTaps * kGemmNr];
     uint16_t masks[kGatherTaps];
     for (int64_t jr = 0; jr < nc; jr += kGemmNr) {
@@ -350,6 +326,15 @@ void pack_b_im2col(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t j0, int6
 }
 
 }  // namespace
+
+void gemm_pack_b_block(const GemmMatrix& b, const GemmIm2col* im2col, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+                       float* dst, GemmPath path) {
+  if (im2col != nullptr) {
+    pack_b_im2col(*im2col, p0, kc, j0, nc, dst, path);
+  } else {
+    pack_b_matrix(b, p0, kc, j0, nc, dst);
+  }
+}
 
 void gemm_prepack_a(int64_t m, int64_t k, const float* a, float* out) {
   GemmMatrix matrix;

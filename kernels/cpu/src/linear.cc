@@ -172,10 +172,22 @@ bool is_depthwise_direct(const ConvGeometry& g) {
          (g.sh == 1 || g.sh == 2);
 }
 
+// The output's batch and size against the geometry, and the bias.
+Error check_conv_output(const KernelArgs& args, const ConvGeometry& g) {
+  KILN_KERNEL_CHECK(args, args.out(0).dim(0) == g.n, "batch size changes");
+  KILN_KERNEL_CHECK(args,
+                    g.oh == conv_out_size(g.h, g.kh, g.sh, g.dh, g.pt, g.pb) &&
+                        g.ow == conv_out_size(g.w, g.kw, g.sw, g.dw, g.pl, g.pr) && g.oh > 0 && g.ow > 0,
+                    "output size does not match the geometry");
+  if (args.has_input(2)) {
+    KILN_KERNEL_CHECK(args, args.in(2).numel() == g.m, "bias must have %lld elements", static_cast<long long>(g.m));
+  }
+  return Error::kOk;
+}
+
 Error check_conv(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_conv_common(args, 4));
   const Tensor& w = args.in(1);
-  const Tensor& y = args.out(0);
   const ConvGeometry g = conv_geometry(args);
   KILN_KERNEL_CHECK(args, g.group > 0 && g.c % g.group == 0 && g.m % g.group == 0,
                     "group %lld does not divide channels", static_cast<long long>(g.group));
@@ -196,14 +208,7 @@ Error check_conv(const KernelArgs& args) {
                       "weight shape does not match");
     KILN_RETURN_IF_ERROR(check_gemm_scratch(args, mg, n, k));
   }
-  KILN_KERNEL_CHECK(args, y.dim(0) == g.n, "batch size changes");
-  KILN_KERNEL_CHECK(args,
-                    g.oh == conv_out_size(g.h, g.kh, g.sh, g.dh, g.pt, g.pb) &&
-                        g.ow == conv_out_size(g.w, g.kw, g.sw, g.dw, g.pl, g.pr) && g.oh > 0 && g.ow > 0,
-                    "output size does not match the geometry");
-  if (args.has_input(2)) {
-    KILN_KERNEL_CHECK(args, args.in(2).numel() == g.m, "bias must have %lld elements", static_cast<long long>(g.m));
-  }
+  KILN_RETURN_IF_ERROR(check_conv_output(args, g));
   if (args.has_input(3)) {
     // The input affine map (ConvParams.input_affine_relu): applied as B is
     // packed, so only where B is the input itself and is packed.
@@ -490,6 +495,55 @@ Error run_conv(const KernelArgs& args) {
       apply_activation(out, plane, args.params<fb::ConvParams>()->activation());
     }
   });
+  return Error::kOk;
+}
+
+// ---------------------------------------------------------------------------
+// ConvLanes: one group, output channels in vector lanes (gemm.h), weights
+// packed by the planner (conv_lanes_prepack_weights), two scratch tensors: a block of packed positions and the
+// product transposed (gemm_blocking.h).
+
+Error check_conv_lanes(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_conv_common(args, 3));
+  KILN_KERNEL_CHECK(args, args.params<fb::ConvParams>()->packed_weights() && !bf16_weights(args),
+                    "ConvLanes reads float32 weights packed by the planner");
+  const ConvGeometry g = conv_geometry(args);
+  KILN_KERNEL_CHECK(args, g.group == 1, "ConvLanes takes one group, not %lld", static_cast<long long>(g.group));
+  const int64_t k = g.c * g.kh * g.kw, n = g.oh * g.ow;
+  const Tensor& w = args.in(1);
+  KILN_KERNEL_CHECK(args, w.rank() == 1 && w.numel() == conv_lanes_weight_floats(k, g.m),
+                    "packed weights must have %lld elements", static_cast<long long>(conv_lanes_weight_floats(k, g.m)));
+  KILN_KERNEL_CHECK(args,
+                    args.num_scratch == 2 && args.scratch[0]->dtype() == DType::FLOAT32 &&
+                        args.scratch[1]->dtype() == DType::FLOAT32 &&
+                        args.scratch[0]->numel() >= conv_lanes_positions_floats(k, n) &&
+                        args.scratch[1]->numel() >= conv_lanes_product_floats(g.m, n),
+                    "ConvLanes needs two float32 scratch tensors of %lld and %lld elements",
+                    static_cast<long long>(conv_lanes_positions_floats(k, n)),
+                    static_cast<long long>(conv_lanes_product_floats(g.m, n)));
+  return check_conv_output(args, g);
+}
+
+Error run_conv_lanes(const KernelArgs& args) {
+  const ConvGeometry g = conv_geometry(args);
+  ConvLanes conv;
+  GemmIm2col& im = conv.geometry;
+  // clang-format off
+  im.channels = g.c; im.h = g.h; im.w = g.w; im.kh = g.kh; im.kw = g.kw;
+  im.sh = g.sh; im.sw = g.sw; im.dh = g.dh; im.dw = g.dw; im.pt = g.pt; im.pl = g.pl;
+  im.oh = g.oh; im.ow = g.ow;
+  // clang-format on
+  conv.m = g.m;
+  conv.packed_weights = args.in(1).data_as<const float>();
+  conv.bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+  conv.activation = args.params<fb::ConvParams>()->activation();
+  conv.positions = scratch_a(args);
+  conv.product = scratch_b(args);
+  for (int64_t n = 0; n < g.n; ++n) {
+    im.x = args.in(0).data_as<const float>() + n * g.c * g.h * g.w;
+    conv.y = args.out(0).data_as<float>() + n * g.m * g.oh * g.ow;
+    conv_lanes(conv, GemmPath::kAuto, args.pool);
+  }
   return Error::kOk;
 }
 
@@ -1036,6 +1090,7 @@ Error run_matmul(const KernelArgs& args) {
 // Name, check, run and in-place inputs of each kernel of this file.
 #define KILN_LINEAR_KERNELS(K)                                          \
   K(Conv, check_conv, run_conv, 0)                                      \
+  K(ConvLanes, check_conv_lanes, run_conv_lanes, 0)                     \
   K(ConvTranspose, check_conv_transpose, run_conv_transpose, 0)         \
   K(ConvTransposeNd, check_conv_transpose_nd, run_conv_transpose_nd, 0) \
   K(Gemm, check_gemm, run_gemm, 0)                                      \

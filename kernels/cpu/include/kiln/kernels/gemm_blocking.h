@@ -95,6 +95,34 @@ constexpr int64_t gemm_prepacked_b_floats(int64_t k, int64_t n) { return k * gem
 // [j * kGemmNr, (j + 1) * kGemmNr), stored row by row.
 void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* out);
 
+// A convolution on a small output plane with output channels in vector
+// lanes (ConvLanes, kernels/cpu/src/conv_lanes.cc): a register tile is a
+// few output positions by 16 or 32 output channels. A 7 x 7
+// plane's 49 positions fill 7 tiles of 7 instead of four 16-lane panels,
+// the last holding one position. Where the planner takes it: one group, an
+// output plane of up to kConvLanesMaxPositions positions not a multiple of
+// kGemmNr, at least kConvLanesMinChannels output channels.
+constexpr int64_t kConvLanesMaxPositions = 64;
+constexpr int64_t kConvLanesMinChannels = 16;
+constexpr bool conv_lanes_fits(int64_t m, int64_t n) {
+  return n >= 2 && n <= kConvLanesMaxPositions && n % kGemmNr != 0 && m >= kConvLanesMinChannels;
+}
+// Its scratch: a block of the im2col matrix (kGemmKc rows at most, the
+// positions in kGemmNr-column panels), and the product transposed
+// (positions x channels rounded up to kGemmNr).
+constexpr int64_t conv_lanes_positions_floats(int64_t k, int64_t n) {
+  return gemm_min(k, kGemmKc) * gemm_round_up(n, kGemmNr);
+}
+constexpr int64_t conv_lanes_product_floats(int64_t m, int64_t n) { return n * gemm_round_up(m, kGemmNr); }
+// Its weights (m x k, row-major) packed ahead of time into `out`
+// (conv_lanes_weight_floats(k, m)) in the order the product reads them:
+// block of kGemmKc of k by block, and within a block (kc deep, starting
+// at pc) panel by panel of kGemmNr output channels, each kc x kGemmNr:
+//   out[pc * round_up(m, kGemmNr) + q * kGemmNr * kc + p * kGemmNr + j]
+//     = w[q * kGemmNr + j][pc + p], 0 past m.
+constexpr int64_t conv_lanes_weight_floats(int64_t k, int64_t m) { return k * gemm_round_up(m, kGemmNr); }
+void conv_lanes_prepack_weights(int64_t k, int64_t m, const float* w, float* out);
+
 // BF16 weights (kiln plan --precision bf16 on the CPU): A or B packed
 // ahead of time as above, but in bfloat16 with the inner dimension in
 // pairs, the layout AVX512-BF16's dot product reads (two consecutive k per
