@@ -74,25 +74,35 @@ void infer_conv(OpContext& ctx) {
   ctx.set_output(0, DType::FLOAT32, out);
 }
 
-// A small output plane (a 7 x 7 one: 49 positions), one group, constant
-// FP32 weights, no input affine map: output channels in vector lanes, the
-// weights packed in the order its tiles read them (ConvLanes,
-// kernels/cpu/src/conv_lanes.cc). Taken ahead of Winograd, whose 2 x 2
-// tiles on such a plane are mostly edge. False, having emitted nothing,
-// where it does not apply.
-bool lower_conv_lanes(OpContext& ctx, LoweringContext& l, fb::ConvParamsT& p, int64_t k, int64_t n) {
+// A small output plane (a 7 x 7 one: 49 positions), constant FP32
+// weights, no input affine map, one group or large ones: output channels
+// in vector lanes, the weights packed in the order its tiles read them
+// (ConvLanes, kernels/cpu/src/conv_lanes.cc). Taken ahead of Winograd
+// (`winograd`: the convolution could run so) only for many output
+// channels (gemm_blocking.h). False, having emitted nothing, where it does
+// not apply. k: the inner dimension of one group.
+bool lower_conv_lanes(OpContext& ctx, LoweringContext& l, fb::ConvParamsT& p, int64_t group, int64_t k, int64_t n,
+                      bool winograd) {
   using namespace kiln::kernels;
-  const int64_t m = ctx.shape(1)[0];
-  if (l.options().bf16_weights || ctx.node().input_affine.value >= 0 || !conv_lanes_fits(m, n)) return false;
-  HostTensor packed(DType::FLOAT32, {conv_lanes_weight_floats(k, m)});
-  conv_lanes_prepack_weights(k, m, ctx.input(1).constant->data<float>(), packed.data<float>());
+  const int64_t mg = ctx.shape(1)[0] / group;
+  if (l.options().bf16_weights || ctx.node().input_affine.value >= 0 ||
+      !conv_lanes_fits_groups(group, ctx.shape(0)[1] / group, mg, n) ||
+      (winograd && mg < kConvLanesOverWinogradChannels)) {
+    return false;
+  }
+  const int64_t per_group = conv_lanes_weight_floats(k, mg);
+  HostTensor packed(DType::FLOAT32, {group * per_group});
+  for (int64_t g = 0; g < group; ++g) {
+    conv_lanes_prepack_weights(k, mg, ctx.input(1).constant->data<float>() + g * mg * k,
+                               packed.data<float>() + g * per_group);
+  }
   p.packed_weights = true;
   std::vector<int> inputs = {l.tensor(ctx.input_id(0)),
                              l.constant(ctx.node().name + "/lanes_weight", std::move(packed))};
   if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
   std::vector<int> scratch = {
       l.temp(ctx.node().name + "/positions", DType::FLOAT32, {conv_lanes_positions_floats(k, n)}),
-      l.temp(ctx.node().name + "/product", DType::FLOAT32, {conv_lanes_product_floats(m, n)})};
+      l.temp(ctx.node().name + "/product", DType::FLOAT32, {conv_lanes_product_floats(mg, n)})};
   fb::ParamsUnion params;
   params.Set(std::move(p));
   l.kernel("ConvLanes", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), std::move(scratch));
@@ -126,12 +136,12 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
                          s.kernel[1] <= 7 && s.dilations[0] <= 6 && s.dilations[1] <= 6 &&
                          s.strides[0] == s.strides[1] && (s.strides[0] == 1 || s.strides[0] == 2);
   const bool pack = packs(l) && !depthwise;
-  if (pack && ctx.input(1).is_constant() && group == 1 && lower_conv_lanes(ctx, l, p, k, n)) return;
   // 3x3, stride 1, one group, constant weights, channels enough to pay for
   // the transforms: Winograd F(2x2, 3x3) (kernels/cpu/src/winograd.cc).
   const bool winograd = pack && ctx.input(1).is_constant() && x.size() == 4 && group == 1 &&
                         s.kernel == std::vector<int64_t>{3, 3} && s.strides == std::vector<int64_t>{1, 1} &&
                         s.dilations == std::vector<int64_t>{1, 1} && w[0] >= 16 && w[1] >= 16;
+  if (pack && ctx.input(1).is_constant() && lower_conv_lanes(ctx, l, p, group, k, n, winograd)) return;
   if (winograd) {
     using namespace kiln::kernels;
     const int64_t tiles = ((s.out[0] + 1) / 2) * ((s.out[1] + 1) / 2);

@@ -550,7 +550,7 @@ TEST(ConvLanesTest, MatchesDefinitionOnEveryPath) {
 }
 
 // Where the planner takes ConvLanes: small planes not filling whole
-// 16-lane panels, enough channels.
+// 16-lane panels, enough channels, one group or large groups.
 TEST(ConvLanesTest, FitsSmallPlanesOnly) {
   EXPECT_TRUE(conv_lanes_fits(512, 49));
   EXPECT_TRUE(conv_lanes_fits(16, 2));
@@ -558,6 +558,11 @@ TEST(ConvLanesTest, FitsSmallPlanesOnly) {
   EXPECT_FALSE(conv_lanes_fits(512, 196));  // 14 x 14: the panels are 94% full
   EXPECT_FALSE(conv_lanes_fits(8, 49));     // too few channels for the lanes
   EXPECT_FALSE(conv_lanes_fits(512, 1));    // one position: the matrix-vector product
+  // Groups: large ones only (up to 32 channels a group have a direct kernel).
+  EXPECT_TRUE(conv_lanes_fits_groups(1, 3, 64, 49));
+  EXPECT_TRUE(conv_lanes_fits_groups(32, 64, 64, 49));
+  EXPECT_FALSE(conv_lanes_fits_groups(32, 32, 32, 49));
+  EXPECT_FALSE(conv_lanes_fits_groups(64, 64, 8, 49));
 }
 
 TEST(Depthwise3x3Test, MatchesDirectConvolution) {

@@ -20,6 +20,7 @@ with one line naming the node.
 
 usage: onnx_op_cases.py --kiln PATH/TO/kiln --workdir DIR [--only NAME]
 """
+import json
 import math
 import os
 import subprocess
@@ -166,6 +167,33 @@ def case_conv_transpose_2d_blocks():
                               dilation=(2, 1)).numpy()
     want = np.maximum(full[:, :, 1:, :full.shape[3] - 1], 0).astype(np.float32)
     return model(nodes, {"x": x}, {"y": want}, [("w", w), ("b", b)]), [x]
+
+
+def conv2d_case(x, w, b, group, stride, pad, relu):
+    """A Conv (and Relu) node over x with weights w and bias b, and its outputs by torch in float64."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t" if relu else "y"], group=group, strides=[stride, stride],
+                              pads=[pad] * 4)]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["t"], ["y"]))
+    want = F.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(), torch.from_numpy(b).double(),
+                    stride=stride, padding=pad, groups=group).numpy()
+    if relu:
+        want = np.maximum(want, 0)
+    return model(nodes, {"x": x}, {"y": want.astype(np.float32)}, [("w", w), ("b", b)]), [x]
+
+
+def case_conv_lanes_groups():
+    # ConvLanes (output channels in lanes, on planes of up to 64 positions)
+    # group by group: two groups of 40 input channels (more than the grouped
+    # direct kernel takes), 3x3 stride 2 onto a 7 x 7 plane, two images, a
+    # fused Relu.
+    return conv2d_case(randn(2, 80, 13, 13), randn(64, 40, 3, 3), randn(64), 2, 2, 1, True)
+
+
+def case_conv_lanes_pointwise():
+    # ConvLanes on a 1x1 kernel (its tiles read the image): 40 output
+    # channels (a 16-channel tile last), a 5 x 9 plane, two images.
+    return conv2d_case(randn(2, 300, 5, 9), randn(40, 300, 1, 1), randn(40), 1, 1, 0, False)
 
 
 def case_qdq_movers_that_must_stay_float():
@@ -728,6 +756,14 @@ def main():
     if not args.only or args.only == "qdq_through_identity":
         check_qdq_through_identity(args.kiln, args.workdir)
     run_each(CASES, args.only, lambda name: check_case(name, CASES[name](), args.kiln, args.workdir, TOLERANCE))
+    # The ConvLanes cases ran the kernel they are about.
+    for name in ("conv_lanes_groups", "conv_lanes_pointwise"):
+        if args.only and args.only != name:
+            continue
+        r = subprocess.run([args.kiln, "inspect", os.path.join(args.workdir, name + ".kiln"), "--json"],
+                           capture_output=True, text=True)
+        ops = [i["op"] for i in json.loads(r.stdout)["methods"][0]["instructions"]] if r.returncode == 0 else []
+        expect(f"{name}: planned as ConvLanes ({', '.join(ops)})", "ConvLanes" in ops, r.stderr)
     for name in REFUSALS:
         if args.only and name != args.only:
             continue

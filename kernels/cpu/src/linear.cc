@@ -499,50 +499,57 @@ Error run_conv(const KernelArgs& args) {
 }
 
 // ---------------------------------------------------------------------------
-// ConvLanes: one group, output channels in vector lanes (gemm.h), weights
-// packed by the planner (conv_lanes_prepack_weights), two scratch tensors: a block of packed positions and the
-// product transposed (gemm_blocking.h).
+// ConvLanes: output channels in vector lanes (gemm.h), group by group,
+// weights packed by the planner (conv_lanes_prepack_weights, groups one
+// after another), two scratch tensors: a block of packed positions and
+// the product transposed (gemm_blocking.h), each one group's.
 
 Error check_conv_lanes(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_conv_common(args, 3));
   KILN_KERNEL_CHECK(args, args.params<fb::ConvParams>()->packed_weights() && !bf16_weights(args),
                     "ConvLanes reads float32 weights packed by the planner");
   const ConvGeometry g = conv_geometry(args);
-  KILN_KERNEL_CHECK(args, g.group == 1, "ConvLanes takes one group, not %lld", static_cast<long long>(g.group));
-  const int64_t k = g.c * g.kh * g.kw, n = g.oh * g.ow;
+  KILN_KERNEL_CHECK(args, g.group > 0 && g.c % g.group == 0 && g.m % g.group == 0,
+                    "group %lld does not divide channels", static_cast<long long>(g.group));
+  const int64_t mg = g.m / g.group, k = g.c / g.group * g.kh * g.kw, n = g.oh * g.ow;
+  const int64_t weights = g.group * conv_lanes_weight_floats(k, mg);
   const Tensor& w = args.in(1);
-  KILN_KERNEL_CHECK(args, w.rank() == 1 && w.numel() == conv_lanes_weight_floats(k, g.m),
-                    "packed weights must have %lld elements", static_cast<long long>(conv_lanes_weight_floats(k, g.m)));
+  KILN_KERNEL_CHECK(args, w.rank() == 1 && w.numel() == weights, "packed weights must have %lld elements",
+                    static_cast<long long>(weights));
   KILN_KERNEL_CHECK(args,
                     args.num_scratch == 2 && args.scratch[0]->dtype() == DType::FLOAT32 &&
                         args.scratch[1]->dtype() == DType::FLOAT32 &&
                         args.scratch[0]->numel() >= conv_lanes_positions_floats(k, n) &&
-                        args.scratch[1]->numel() >= conv_lanes_product_floats(g.m, n),
+                        args.scratch[1]->numel() >= conv_lanes_product_floats(mg, n),
                     "ConvLanes needs two float32 scratch tensors of %lld and %lld elements",
                     static_cast<long long>(conv_lanes_positions_floats(k, n)),
-                    static_cast<long long>(conv_lanes_product_floats(g.m, n)));
+                    static_cast<long long>(conv_lanes_product_floats(mg, n)));
   return check_conv_output(args, g);
 }
 
 Error run_conv_lanes(const KernelArgs& args) {
   const ConvGeometry g = conv_geometry(args);
+  const int64_t cg = g.c / g.group, mg = g.m / g.group, plane = g.oh * g.ow;
   ConvLanes conv;
   GemmIm2col& im = conv.geometry;
   // clang-format off
-  im.channels = g.c; im.h = g.h; im.w = g.w; im.kh = g.kh; im.kw = g.kw;
+  im.channels = cg; im.h = g.h; im.w = g.w; im.kh = g.kh; im.kw = g.kw;
   im.sh = g.sh; im.sw = g.sw; im.dh = g.dh; im.dw = g.dw; im.pt = g.pt; im.pl = g.pl;
   im.oh = g.oh; im.ow = g.ow;
   // clang-format on
-  conv.m = g.m;
-  conv.packed_weights = args.in(1).data_as<const float>();
-  conv.bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+  conv.m = mg;
   conv.activation = args.params<fb::ConvParams>()->activation();
   conv.positions = scratch_a(args);
   conv.product = scratch_b(args);
+  const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
   for (int64_t n = 0; n < g.n; ++n) {
-    im.x = args.in(0).data_as<const float>() + n * g.c * g.h * g.w;
-    conv.y = args.out(0).data_as<float>() + n * g.m * g.oh * g.ow;
-    conv_lanes(conv, GemmPath::kAuto, args.pool);
+    for (int64_t grp = 0; grp < g.group; ++grp) {
+      im.x = args.in(0).data_as<const float>() + (n * g.c + grp * cg) * g.h * g.w;
+      conv.packed_weights = args.in(1).data_as<const float>() + grp * conv_lanes_weight_floats(cg * g.kh * g.kw, mg);
+      conv.bias = bias != nullptr ? bias + grp * mg : nullptr;
+      conv.y = args.out(0).data_as<float>() + (n * g.m + grp * mg) * plane;
+      conv_lanes(conv, GemmPath::kAuto, args.pool);
+    }
   }
   return Error::kOk;
 }

@@ -97,25 +97,39 @@ void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* o
 
 // A convolution on a small output plane with output channels in vector
 // lanes (ConvLanes, kernels/cpu/src/conv_lanes.cc): a register tile is a
-// few output positions by 16 or 32 output channels. A 7 x 7
-// plane's 49 positions fill 7 tiles of 7 instead of four 16-lane panels,
-// the last holding one position. Where the planner takes it: one group, an
-// output plane of up to kConvLanesMaxPositions positions not a multiple of
-// kGemmNr, at least kConvLanesMinChannels output channels.
+// few output positions by 16 or 32 output channels. A 7 x 7 plane's 49
+// positions fill 7 tiles of 7 instead of four 16-lane panels, the last
+// holding one position. Where the planner takes it: an output plane of up
+// to kConvLanesMaxPositions positions not a multiple of kGemmNr, at least
+// kConvLanesMinChannels output channels a group, and one group or groups
+// of more than kConvLanesGroupedMinChannels input channels (smaller ones
+// have a direct kernel, grouped_conv.h). Groups run one after another.
 constexpr int64_t kConvLanesMaxPositions = 64;
 constexpr int64_t kConvLanesMinChannels = 16;
+constexpr int64_t kConvLanesGroupedMinChannels = 32;
+// A 3x3 stride-1 convolution Winograd could run takes ConvLanes only with
+// this many output channels or more: Winograd does 2.25x fewer
+// multiplies, and with few channels packing the 9 taps of every position
+// costs as much as the product. In the model, one vCPU: DenseNet-121's
+// 128 -> 32 on 7 x 7 0.056 ms by Winograd, 0.070 in lanes; ResNet-50's
+// 512 -> 512 on 7 x 7 about 2.0 ms either way, 3% less in lanes.
+constexpr int64_t kConvLanesOverWinogradChannels = 256;
 constexpr bool conv_lanes_fits(int64_t m, int64_t n) {
   return n >= 2 && n <= kConvLanesMaxPositions && n % kGemmNr != 0 && m >= kConvLanesMinChannels;
 }
-// Its scratch: a block of the im2col matrix (kGemmKc rows at most, the
-// positions in kGemmNr-column panels), and the product transposed
-// (positions x channels rounded up to kGemmNr).
+constexpr bool conv_lanes_fits_groups(int64_t group, int64_t channels_per_group, int64_t m_per_group, int64_t n) {
+  return conv_lanes_fits(m_per_group, n) && (group == 1 || channels_per_group > kConvLanesGroupedMinChannels);
+}
+// Its scratch (one group's, reused by the next): a block of the im2col
+// matrix (kGemmKc rows at most, the positions in kGemmNr-column panels),
+// and the product transposed (positions x channels rounded up to kGemmNr).
 constexpr int64_t conv_lanes_positions_floats(int64_t k, int64_t n) {
   return gemm_min(k, kGemmKc) * gemm_round_up(n, kGemmNr);
 }
 constexpr int64_t conv_lanes_product_floats(int64_t m, int64_t n) { return n * gemm_round_up(m, kGemmNr); }
-// Its weights (m x k, row-major) packed ahead of time into `out`
-// (conv_lanes_weight_floats(k, m)) in the order the product reads them:
+// One group's weights (m x k, row-major) packed ahead of time into `out`
+// (conv_lanes_weight_floats(k, m); groups one after another) in the order
+// the product reads them:
 // block of kGemmKc of k by block, and within a block (kc deep, starting
 // at pc) panel by panel of kGemmNr output channels, each kc x kGemmNr:
 //   out[pc * round_up(m, kGemmNr) + q * kGemmNr * kc + p * kGemmNr + j]
