@@ -17,38 +17,56 @@ namespace x86 {
 
 namespace {
 
-// R positions by 16 channels; the loops over R unroll, so the accumulators
-// stay in registers.
+// R positions by 16 channels. The accumulators are named, not an array:
+// GCC kept an array of twelve in registers but also stored it to the stack
+// on every step of k.
+#define KILN_LANES_ROW(i)                            \
+  if (R > i) {                                       \
+    const __m256 a = _mm256_broadcast_ss(p##i + at); \
+    lo##i = _mm256_fmadd_ps(a, b0, lo##i);           \
+    hi##i = _mm256_fmadd_ps(a, b1, hi##i);           \
+  }
+#define KILN_LANES_STORE(i)                                   \
+  if (R > i) {                                                \
+    float* row = ct + i * ldct;                               \
+    if (accumulate) {                                         \
+      lo##i = _mm256_add_ps(lo##i, _mm256_loadu_ps(row));     \
+      hi##i = _mm256_add_ps(hi##i, _mm256_loadu_ps(row + 8)); \
+    }                                                         \
+    _mm256_storeu_ps(row, lo##i);                             \
+    _mm256_storeu_ps(row + 8, hi##i);                         \
+  }
 template <int R>
 KILN_AVX2 void lanes_tile(int64_t kc, const float* const* pos, int64_t ps, const float* w, float* ct, int64_t ldct,
                           bool accumulate) {
-  __m256 c0[R], c1[R];
-  const float* p[R];
-  for (int r = 0; r < R; ++r) {
-    c0[r] = _mm256_setzero_ps();
-    c1[r] = _mm256_setzero_ps();
-    p[r] = pos[r];
-  }
+  __m256 lo0 = _mm256_setzero_ps(), lo1 = lo0, lo2 = lo0, lo3 = lo0, lo4 = lo0, lo5 = lo0;
+  __m256 hi0 = lo0, hi1 = lo0, hi2 = lo0, hi3 = lo0, hi4 = lo0, hi5 = lo0;
+  const float* p0 = pos[0];
+  const float* p1 = R > 1 ? pos[1] : p0;
+  const float* p2 = R > 2 ? pos[2] : p0;
+  const float* p3 = R > 3 ? pos[3] : p0;
+  const float* p4 = R > 4 ? pos[4] : p0;
+  const float* p5 = R > 5 ? pos[5] : p0;
   for (int64_t s = 0; s < kc; ++s) {
     const __m256 b0 = _mm256_loadu_ps(w + s * 16);
     const __m256 b1 = _mm256_loadu_ps(w + s * 16 + 8);
     const int64_t at = s * ps;
-    for (int r = 0; r < R; ++r) {
-      const __m256 a = _mm256_broadcast_ss(p[r] + at);
-      c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
-      c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
-    }
+    KILN_LANES_ROW(0)
+    KILN_LANES_ROW(1)
+    KILN_LANES_ROW(2)
+    KILN_LANES_ROW(3)
+    KILN_LANES_ROW(4)
+    KILN_LANES_ROW(5)
   }
-  for (int r = 0; r < R; ++r) {
-    float* row = ct + r * ldct;
-    if (accumulate) {
-      c0[r] = _mm256_add_ps(c0[r], _mm256_loadu_ps(row));
-      c1[r] = _mm256_add_ps(c1[r], _mm256_loadu_ps(row + 8));
-    }
-    _mm256_storeu_ps(row, c0[r]);
-    _mm256_storeu_ps(row + 8, c1[r]);
-  }
+  KILN_LANES_STORE(0)
+  KILN_LANES_STORE(1)
+  KILN_LANES_STORE(2)
+  KILN_LANES_STORE(3)
+  KILN_LANES_STORE(4)
+  KILN_LANES_STORE(5)
 }
+#undef KILN_LANES_ROW
+#undef KILN_LANES_STORE
 
 }  // namespace
 

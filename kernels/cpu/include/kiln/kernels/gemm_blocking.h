@@ -107,13 +107,6 @@ void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* o
 constexpr int64_t kConvLanesMaxPositions = 64;
 constexpr int64_t kConvLanesMinChannels = 16;
 constexpr int64_t kConvLanesGroupedMinChannels = 32;
-// A 3x3 stride-1 convolution Winograd could run takes ConvLanes only with
-// this many output channels or more: Winograd does 2.25x fewer
-// multiplies, and with few channels packing the 9 taps of every position
-// costs as much as the product. In the model, one vCPU: DenseNet-121's
-// 128 -> 32 on 7 x 7 0.056 ms by Winograd, 0.070 in lanes; ResNet-50's
-// 512 -> 512 on 7 x 7 about 2.0 ms either way, 3% less in lanes.
-constexpr int64_t kConvLanesOverWinogradChannels = 256;
 constexpr bool conv_lanes_fits(int64_t m, int64_t n) {
   return n >= 2 && n <= kConvLanesMaxPositions && n % kGemmNr != 0 && m >= kConvLanesMinChannels;
 }
