@@ -369,20 +369,15 @@ struct ConvCase {
   int64_t c, h, w, m, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
 };
 
-class Im2colGemmTest : public ::testing::TestWithParam<std::tuple<ConvCase, GemmPath>> {};
-
-TEST_P(Im2colGemmTest, MatchesDirectConvolution) {
-  const auto [g, path] = GetParam();
-  const int64_t oh = (g.h + g.pt + g.pb - g.dh * (g.kh - 1) - 1) / g.sh + 1;
-  const int64_t ow = (g.w + g.pl + g.pr - g.dw * (g.kw - 1) - 1) / g.sw + 1;
-  const int64_t k = g.c * g.kh * g.kw, n = oh * ow;
-  const std::vector<float> x = values(static_cast<size_t>(g.c * g.h * g.w), 7);
-  const std::vector<float> w = values(static_cast<size_t>(g.m * k), 8);
-  std::vector<double> want(static_cast<size_t>(g.m * n), 0.0);
+// The convolution by its definition, in double: y[m][oy * ow + ox], plus
+// bias[m] where bias is not nullptr.
+std::vector<double> reference_conv(const ConvCase& g, int64_t oh, int64_t ow, const std::vector<float>& x,
+                                   const std::vector<float>& w, const float* bias) {
+  std::vector<double> y(static_cast<size_t>(g.m * oh * ow));
   for (int64_t m = 0; m < g.m; ++m) {
     for (int64_t oy = 0; oy < oh; ++oy) {
       for (int64_t ox = 0; ox < ow; ++ox) {
-        double sum = 0;
+        double sum = bias != nullptr ? bias[m] : 0.0;
         for (int64_t c = 0; c < g.c; ++c) {
           for (int64_t ky = 0; ky < g.kh; ++ky) {
             for (int64_t kx = 0; kx < g.kw; ++kx) {
@@ -393,10 +388,23 @@ TEST_P(Im2colGemmTest, MatchesDirectConvolution) {
             }
           }
         }
-        want[static_cast<size_t>(m * n + oy * ow + ox)] = sum;
+        y[static_cast<size_t>((m * oh + oy) * ow + ox)] = sum;
       }
     }
   }
+  return y;
+}
+
+class Im2colGemmTest : public ::testing::TestWithParam<std::tuple<ConvCase, GemmPath>> {};
+
+TEST_P(Im2colGemmTest, MatchesDirectConvolution) {
+  const auto [g, path] = GetParam();
+  const int64_t oh = (g.h + g.pt + g.pb - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+  const int64_t ow = (g.w + g.pl + g.pr - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+  const int64_t k = g.c * g.kh * g.kw, n = oh * ow;
+  const std::vector<float> x = values(static_cast<size_t>(g.c * g.h * g.w), 7);
+  const std::vector<float> w = values(static_cast<size_t>(g.m * k), 8);
+  const std::vector<double> want = reference_conv(g, oh, ow, x, w, nullptr);
   GemmIm2col im2col;
   im2col.x = x.data();
   im2col.channels = g.c;
@@ -481,25 +489,9 @@ TEST(ConvLanesTest, MatchesDefinitionOnEveryPath) {
     const std::vector<float> bias = values(static_cast<size_t>(g.m), 23);
     std::vector<float> packed(static_cast<size_t>(conv_lanes_weight_floats(k, g.m)));
     conv_lanes_prepack_weights(k, g.m, wt.data(), packed.data());
-    std::vector<double> sums(static_cast<size_t>(g.m * n));
-    for (int64_t i = 0; i < g.m; ++i) {
-      for (int64_t oy = 0; oy < oh; ++oy) {
-        for (int64_t ox = 0; ox < ow; ++ox) {
-          double sum = bias[static_cast<size_t>(i)];
-          for (int64_t ci = 0; ci < g.c; ++ci) {
-            for (int64_t ky = 0; ky < g.kh; ++ky) {
-              for (int64_t kx = 0; kx < g.kw; ++kx) {
-                const int64_t iy = oy * g.sh - g.pad + ky * g.dh, ix = ox * g.sw - g.pad + kx * g.dh;
-                if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
-                sum += static_cast<double>(wt[static_cast<size_t>(((i * g.c + ci) * g.kh + ky) * g.kw + kx)]) *
-                       x[static_cast<size_t>((ci * g.h + iy) * g.w + ix)];
-              }
-            }
-          }
-          sums[static_cast<size_t>(i * n + oy * ow + ox)] = sum;
-        }
-      }
-    }
+    const std::vector<double> sums =
+        reference_conv(ConvCase{g.c, g.h, g.w, g.m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dh, g.pad, g.pad, g.pad, g.pad}, oh,
+                       ow, x, wt, bias.data());
     double scale = 1e-30;
     for (double v : sums) scale = std::max(scale, std::fabs(v));
     for (const GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
