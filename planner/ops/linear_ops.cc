@@ -77,18 +77,13 @@ void infer_conv(OpContext& ctx) {
 // A small output plane (a 7 x 7 one: 49 positions), constant FP32
 // weights, no input affine map, one group or large ones: output channels
 // in vector lanes, the weights packed in the order its tiles read them
-// (ConvLanes, kernels/cpu/src/conv_lanes.cc). Not where Winograd can run
-// (`winograd`), which does 2.25x fewer multiplies: in the model, one vCPU,
-// DenseNet-121's 3x3 128 -> 32 on 7 x 7 took 0.056 ms by Winograd and 0.070
-// in lanes; ResNet-50's 512 -> 512 about 2.0 ms either way on AVX-512, and
-// on AVX2 2.0 by Winograd, 2.9 in lanes. False, having emitted nothing,
-// where it does not apply. k: the inner dimension of one group.
-bool lower_conv_lanes(OpContext& ctx, LoweringContext& l, fb::ConvParamsT& p, int64_t group, int64_t k, int64_t n,
-                      bool winograd) {
+// (ConvLanes, kernels/cpu/src/conv_lanes.cc). False, having emitted
+// nothing, where it does not apply. k: the inner dimension of one group.
+bool lower_conv_lanes(OpContext& ctx, LoweringContext& l, fb::ConvParamsT& p, int64_t group, int64_t k, int64_t n) {
   using namespace kiln::kernels;
   const int64_t mg = ctx.shape(1)[0] / group;
   if (l.options().bf16_weights || ctx.node().input_affine.value >= 0 ||
-      !conv_lanes_fits_groups(group, ctx.shape(0)[1] / group, mg, n) || winograd) {
+      !conv_lanes_fits_groups(group, ctx.shape(0)[1] / group, mg, n)) {
     return false;
   }
   const int64_t per_group = conv_lanes_weight_floats(k, mg);
@@ -142,7 +137,11 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
   const bool winograd = pack && ctx.input(1).is_constant() && x.size() == 4 && group == 1 &&
                         s.kernel == std::vector<int64_t>{3, 3} && s.strides == std::vector<int64_t>{1, 1} &&
                         s.dilations == std::vector<int64_t>{1, 1} && w[0] >= 16 && w[1] >= 16;
-  if (pack && ctx.input(1).is_constant() && lower_conv_lanes(ctx, l, p, group, k, n, winograd)) return;
+  // Not where Winograd can run, which does 2.25x fewer multiplies: in the
+  // model, one vCPU, DenseNet-121's 3x3 128 -> 32 on 7 x 7 took 0.056 ms by
+  // Winograd and 0.070 in lanes; ResNet-50's 512 -> 512 about 2.0 ms either
+  // way on AVX-512, and on AVX2 2.0 by Winograd, 2.9 in lanes.
+  if (pack && ctx.input(1).is_constant() && !winograd && lower_conv_lanes(ctx, l, p, group, k, n)) return;
   if (winograd) {
     using namespace kiln::kernels;
     const int64_t tiles = ((s.out[0] + 1) / 2) * ((s.out[1] + 1) / 2);

@@ -21,10 +21,7 @@
 // which held a 3x3 convolution on a 7 x 7 plane (512 x 49 by 4608, 9.4 MB
 // of weights) to 5 GB/s.
 
-#include <string.h>
-
 #include "activation.h"
-#include "arm/neon.h"
 #include "gemm.h"
 #include "isa_switch.h"
 #include "parallel.h"
@@ -118,8 +115,8 @@ void conv_lanes(const ConvLanes& conv, GemmPath path, ThreadPool* pool) {
         int64_t q0, q1;
         parallel_range(position_panels, tasks, t, 1, &q0, &q1);
         if (q0 == q1) return;
-        gemm_pack_b_block(GemmMatrix(), &g, pc, kc, q0 * kGemmNr, gemm_min(q1 * kGemmNr, n) - q0 * kGemmNr,
-                          conv.positions + q0 * kGemmNr * kc, path);
+        gemm_pack_im2col_block(g, pc, kc, q0 * kGemmNr, gemm_min(q1 * kGemmNr, n) - q0 * kGemmNr,
+                               conv.positions + q0 * kGemmNr * kc, path);
       });
     }
     const int64_t tasks = parallel_tasks(pool, m * n * kc, channel_tiles);

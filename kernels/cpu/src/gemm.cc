@@ -327,13 +327,9 @@ void pack_b_im2col(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t j0, int6
 
 }  // namespace
 
-void gemm_pack_b_block(const GemmMatrix& b, const GemmIm2col* im2col, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
-                       float* dst, GemmPath path) {
-  if (im2col != nullptr) {
-    pack_b_im2col(*im2col, p0, kc, j0, nc, dst, path);
-  } else {
-    pack_b_matrix(b, p0, kc, j0, nc, dst);
-  }
+void gemm_pack_im2col_block(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst,
+                            GemmPath path) {
+  pack_b_im2col(g, p0, kc, j0, nc, dst, path);
 }
 
 void gemm_prepack_a(int64_t m, int64_t k, const float* a, float* out) {

@@ -95,21 +95,23 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
                  float* c, int64_t ldc, const GemmEpilogue& epilogue, float* pack_a, float* pack_b,
                  GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
 
-// Rows [p0, p0 + kc) and columns [j0, j0 + nc) of B (`b`, or the im2col
-// matrix `im2col` describes when it is not nullptr) packed into `dst` as
-// gemm_packed packs them: panels of kGemmNr columns, each kc x kGemmNr,
-// the columns past nc zero.
-void gemm_pack_b_block(const GemmMatrix& b, const GemmIm2col* im2col, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
-                       float* dst, GemmPath path);
+// Rows [p0, p0 + kc) and columns [j0, j0 + nc) of the im2col matrix `g`
+// describes, packed into `dst` as gemm_packed packs B: panels of kGemmNr
+// columns, each kc x kGemmNr, the columns past nc zero.
+void gemm_pack_im2col_block(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst,
+                            GemmPath path);
 
 // A convolution of one image and one group with output channels in vector
 // lanes (ConvLanes; gemm_blocking.h says where the planner takes it):
-// y[m][oh * ow] = W x im2col(x), W packed by conv_lanes_prepack_weights. Register tiles are up to 8 output positions (6
-// on AVX2) by 32 output channels (16 on AVX2 and where one panel is left), summed over blocks of kGemmKc into `product`
-// (positions x channels), which is then written out transposed with the bias and activation. The im2col rows of a block
-// are packed into `positions` (kGemmNr-position panels) unless the kernel is 1x1, stride 1, unpadded: then the tiles
-// read x itself. `pool` splits each block's channel tiles; every output is summed the same way on any number of
-// threads.
+// y[m][oh * ow] = W x im2col(x), W packed by conv_lanes_prepack_weights.
+// Register tiles are up to 8 output positions (6 on AVX2) by 32 output
+// channels (16 on AVX2 and where one panel is left), summed over blocks of
+// kGemmKc into `product` (positions x channels), which is then written out
+// transposed with the bias and activation. The im2col rows of a block are
+// packed into `positions` (kGemmNr-position panels) unless the kernel is
+// 1x1, stride 1, unpadded: then the tiles read x itself. `pool` splits each
+// block's channel tiles; every output is summed the same way on any number
+// of threads.
 struct ConvLanes {
   GemmIm2col geometry;  // x: the image's first channel
   int64_t m = 0;

@@ -530,6 +530,7 @@ Error check_conv_lanes(const KernelArgs& args) {
 Error run_conv_lanes(const KernelArgs& args) {
   const ConvGeometry g = conv_geometry(args);
   const int64_t cg = g.c / g.group, mg = g.m / g.group, plane = g.oh * g.ow;
+  const int64_t group_weights = conv_lanes_weight_floats(cg * g.kh * g.kw, mg);
   ConvLanes conv;
   GemmIm2col& im = conv.geometry;
   // clang-format off
@@ -545,7 +546,7 @@ Error run_conv_lanes(const KernelArgs& args) {
   for (int64_t n = 0; n < g.n; ++n) {
     for (int64_t grp = 0; grp < g.group; ++grp) {
       im.x = args.in(0).data_as<const float>() + (n * g.c + grp * cg) * g.h * g.w;
-      conv.packed_weights = args.in(1).data_as<const float>() + grp * conv_lanes_weight_floats(cg * g.kh * g.kw, mg);
+      conv.packed_weights = args.in(1).data_as<const float>() + grp * group_weights;
       conv.bias = bias != nullptr ? bias + grp * mg : nullptr;
       conv.y = args.out(0).data_as<float>() + (n * g.m + grp * mg) * plane;
       conv_lanes(conv, GemmPath::kAuto, args.pool);
