@@ -19,7 +19,7 @@ QuantizeLinear and DequantizeLinear as written), relative to the largest
 output. kiln runs with small pages (kiln run --huge-pages off), as ORT.
 
 usage: bench_int8_broad.py --kiln build/release/bin/kiln [--ort-dir DIR] [--rounds 3] [--runs 10]
-                           [--isa avx512,avx2] [--models a,b|default] [--workdir DIR]
+                           [--isa avx512,avx2] [--models a,b|default] [--workdir DIR] [--cpus 0]
 """
 import argparse
 import os
@@ -116,7 +116,9 @@ def main():
     parser.add_argument("--isa", default="avx512,avx2")
     parser.add_argument("--models", default="default")
     parser.add_argument("--workdir", default=os.path.join(HERE, "..", "..", "build", "bench-int8-broad"))
+    bm.add_cpus_option(parser)
     args = parser.parse_args()
+    bm.pin_cpus(parser, args)
     os.makedirs(args.workdir, exist_ok=True)
     kiln = os.path.abspath(args.kiln)
     names = DEFAULT if args.models == "default" else args.models.split(",")
@@ -131,7 +133,8 @@ def main():
     print(f"ONNX Runtime {rows[0]['version']} (onnxruntime-node), one thread, sequential, graph optimizations all; "
           f"{args.rounds} rounds of {args.runs} runs, every round kept; QDQ from kiln quantize (minmax, 8 samples, "
           f"uint8 activations, int8 per-channel weights); kiln run --huge-pages off; ORT binding per call "
-          f"{binding * 1e3:.0f} us.")
+          f"{binding * 1e3:.0f} us; CPUs {','.join(map(str, sorted(os.sched_getaffinity(0))))}"
+          f"{' (--cpus)' if args.cpus else ''}.")
     print()
     print("| model | tuned on | kiln path | kiln fp32 ms | kiln int8 ms | ORT int8 ms | fp32/int8 | kiln int8/ORT int8 "
           "| against ORT less binding | kiln int8 rounds | ORT int8 rounds | int8 MACs | kiln from QDQ | ORT from QDQ |")

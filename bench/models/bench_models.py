@@ -303,6 +303,26 @@ def mib(n):
     return f"{n / (1 << 20):.1f}"
 
 
+def add_cpus_option(parser):
+    parser.add_argument("--cpus", default="",
+                        help="comma-separated CPU numbers both sides run on (sched_setaffinity, inherited by kiln and "
+                             "node); where a host's vCPUs run at different speeds, one-thread figures need one")
+
+
+def pin_cpus(parser, args):
+    """Runs this process, and so kiln and node, on the CPUs --cpus names."""
+    if not args.cpus:
+        return
+    try:
+        cpus = {int(c) for c in args.cpus.split(",")}
+    except ValueError:
+        parser.error(f"--cpus takes CPU numbers separated by commas, not '{args.cpus}'")
+    if not cpus <= os.sched_getaffinity(0):
+        parser.error(f"--cpus {args.cpus}: this process may run on CPUs "
+                     f"{','.join(map(str, sorted(os.sched_getaffinity(0))))} only")
+    os.sched_setaffinity(0, cpus)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kiln", required=True)
@@ -324,19 +344,9 @@ def main():
     parser.add_argument("--precision", default="fp32",
                         help="kiln plan --precision of kiln's programs, comma-separated (fp32, bf16: on the avx512 and "
                              "auto paths only)")
-    parser.add_argument("--cpus", default="",
-                        help="comma-separated CPU numbers both sides run on (sched_setaffinity, inherited by kiln and "
-                             "node); where a host's vCPUs run at different speeds, one-thread figures need one")
+    add_cpus_option(parser)
     args = parser.parse_args()
-    if args.cpus:
-        try:
-            cpus = {int(c) for c in args.cpus.split(",")}
-        except ValueError:
-            parser.error(f"--cpus takes CPU numbers separated by commas, not '{args.cpus}'")
-        if not cpus <= os.sched_getaffinity(0):
-            parser.error(f"--cpus {args.cpus}: this process may run on CPUs "
-                         f"{','.join(map(str, sorted(os.sched_getaffinity(0))))} only")
-        os.sched_setaffinity(0, cpus)
+    pin_cpus(parser, args)
     os.makedirs(args.workdir, exist_ok=True)
     kiln = os.path.abspath(args.kiln)
 
