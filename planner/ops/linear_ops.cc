@@ -79,11 +79,21 @@ void infer_conv(OpContext& ctx) {
 // in vector lanes, the weights packed in the order its tiles read them
 // (ConvLanes, kernels/cpu/src/conv_lanes.cc). False, having emitted
 // nothing, where it does not apply. k: the inner dimension of one group.
-bool lower_conv_lanes(OpContext& ctx, LoweringContext& l, fb::ConvParamsT& p, int64_t group, int64_t k, int64_t n) {
+bool lower_conv_lanes(OpContext& ctx, LoweringContext& l, const Spatial& s, fb::ConvParamsT& p, int64_t group,
+                      int64_t k, int64_t n) {
   using namespace kiln::kernels;
   const int64_t mg = ctx.shape(1)[0] / group;
-  if (l.options().bf16_weights || ctx.node().input_affine.value >= 0 ||
-      !conv_lanes_fits_groups(group, ctx.shape(0)[1] / group, mg, n)) {
+  // The convolution in the 2-D form the kernel takes (a 1-D one has height 1).
+  const auto& x = ctx.shape(0);
+  ConvLanesShape shape;
+  // clang-format off
+  shape.channels = x[1] / group; shape.h = x.size() == 4 ? x[2] : 1; shape.w = x.back();
+  shape.kh = p.kernel[0]; shape.kw = p.kernel[1]; shape.sh = p.strides[0]; shape.sw = p.strides[1];
+  shape.dh = p.dilations[0]; shape.dw = p.dilations[1]; shape.pt = p.pads[0]; shape.pl = p.pads[1];
+  shape.ow = s.out.back(); shape.oh = n / shape.ow;
+  // clang-format on
+  if (l.options().bf16_weights || ctx.node().input_affine.value >= 0 || !shape.offsets_fit() ||
+      !conv_lanes_fits_groups(group, shape.channels, mg, n, shape.kh, shape.kw, shape.sh, shape.sw)) {
     return false;
   }
   const int64_t per_group = conv_lanes_weight_floats(k, mg);
@@ -96,9 +106,8 @@ bool lower_conv_lanes(OpContext& ctx, LoweringContext& l, fb::ConvParamsT& p, in
   std::vector<int> inputs = {l.tensor(ctx.input_id(0)),
                              l.constant(ctx.node().name + "/lanes_weight", std::move(packed))};
   if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
-  std::vector<int> scratch = {
-      l.temp(ctx.node().name + "/positions", DType::FLOAT32, {conv_lanes_positions_floats(k, n)}),
-      l.temp(ctx.node().name + "/product", DType::FLOAT32, {conv_lanes_product_floats(mg, n)})};
+  std::vector<int> scratch = {l.temp(ctx.node().name + "/positions", DType::FLOAT32, {shape.input_floats()}),
+                              l.temp(ctx.node().name + "/product", DType::FLOAT32, {conv_lanes_product_floats(mg, n)})};
   fb::ParamsUnion params;
   params.Set(std::move(p));
   l.kernel("ConvLanes", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), std::move(scratch));
@@ -141,7 +150,7 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
   // model, one vCPU, DenseNet-121's 3x3 128 -> 32 on 7 x 7 took 0.056 ms by
   // Winograd and 0.070 in lanes; ResNet-50's 512 -> 512 about 2.0 ms either
   // way on AVX-512, and on AVX2 2.0 by Winograd, 2.9 in lanes.
-  if (pack && ctx.input(1).is_constant() && !winograd && lower_conv_lanes(ctx, l, p, group, k, n)) return;
+  if (pack && ctx.input(1).is_constant() && !winograd && lower_conv_lanes(ctx, l, s, p, group, k, n)) return;
   if (winograd) {
     using namespace kiln::kernels;
     const int64_t tiles = ((s.out[0] + 1) / 2) * ((s.out[1] + 1) / 2);

@@ -460,38 +460,47 @@ INSTANTIATE_TEST_SUITE_P(Geometry, Im2colGemmTest,
                          });
 
 // ConvLanes (output channels in lanes) against the definition, with its
-// scratch and output guarded: pointwise (the tiles read the image) and
-// packed geometries, channels not a multiple of 16 or of 32 (a last
-// one-panel tile), several blocks of k, every plane size around the tile
-// heights (2 to 63 positions), a clamp and an activation applied after the
-// tile; then the same bits on two threads with every split forced.
+// scratch and output guarded, in each of its ways of reading positions:
+// - small planes (2 to 63 positions, around the tile heights) with their
+//   positions packed, and pointwise kernels reading the image itself;
+// - larger planes read through offsets: 1x1 stride 2 (no table), padded
+//   kernels (padding at both ends, at the end only, padding the stride
+//   never reaches), dilation, a 7x7 stride-2 first layer, a product
+//   written out in two blocks of positions (1,000 channels);
+// with channels not a multiple of 16 or of 32 (a last one-panel tile),
+// several blocks of k, a clamp and an activation applied after the tile;
+// then the same bits on two threads with every split forced.
 TEST(ConvLanesTest, MatchesDefinitionOnEveryPath) {
   struct Geometry {
-    int64_t c, h, w, m, kh, kw, sh, sw, dh, pad;
+    int64_t c, h, w, m, kh, kw, sh, sw, dh, pad, pad_end;
   };
   const std::vector<Geometry> geometries = {
-      {40, 7, 7, 48, 1, 1, 1, 1, 1, 0},    {60, 7, 7, 32, 3, 3, 1, 1, 1, 1},  {24, 14, 14, 33, 3, 3, 2, 2, 1, 1},
-      {300, 13, 13, 20, 1, 1, 2, 2, 1, 0}, {9, 1, 2, 16, 1, 1, 1, 1, 1, 0},   {5, 7, 9, 17, 3, 3, 1, 1, 1, 1},
-      {8, 7, 7, 64, 3, 3, 1, 1, 2, 2},     {70, 5, 5, 100, 3, 3, 1, 1, 1, 1}, {3, 3, 11, 18, 1, 3, 1, 1, 1, 0}};
+      {40, 7, 7, 48, 1, 1, 1, 1, 1, 0, 0},   {60, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1},
+      {24, 14, 14, 33, 3, 3, 2, 2, 1, 1, 1}, {300, 13, 13, 20, 1, 1, 2, 2, 1, 0, 0},
+      {9, 1, 2, 16, 1, 1, 1, 1, 1, 0, 0},    {5, 7, 9, 17, 3, 3, 1, 1, 1, 1, 1},
+      {8, 7, 7, 64, 3, 3, 1, 1, 2, 2, 2},    {70, 5, 5, 100, 3, 3, 1, 1, 1, 1, 1},
+      {3, 3, 11, 18, 1, 3, 1, 1, 1, 0, 0},   {16, 7, 7, 32, 3, 3, 1, 1, 1, 0, 1},
+      {3, 31, 31, 64, 7, 7, 2, 2, 1, 3, 3},  {24, 20, 20, 32, 1, 1, 2, 2, 1, 0, 0},
+      {20, 18, 18, 48, 3, 3, 2, 2, 1, 1, 1}, {16, 11, 11, 32, 3, 3, 1, 1, 2, 0, 2},
+      {4, 24, 24, 1000, 3, 3, 2, 2, 1, 1, 1}};
   const Activation clip(fb::Activation::CLIP, -0.3f, 0.4f);
   const Activation sigmoid(fb::Activation::SIGMOID, 0.f, 0.f);
   PosixThreadPool pool;
   ASSERT_EQ(pool.start(2), Error::kOk);
   for (const Geometry& g : geometries) {
-    const int64_t oh = (g.h + 2 * g.pad - g.dh * (g.kh - 1) - 1) / g.sh + 1;
-    const int64_t ow = (g.w + 2 * g.pad - g.dh * (g.kw - 1) - 1) / g.sw + 1;
+    const int64_t oh = (g.h + g.pad + g.pad_end - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+    const int64_t ow = (g.w + g.pad + g.pad_end - g.dh * (g.kw - 1) - 1) / g.sw + 1;
     const int64_t k = g.c * g.kh * g.kw, n = oh * ow;
     SCOPED_TRACE(testing::Message() << "c" << g.c << " " << g.h << "x" << g.w << " m" << g.m << " k" << g.kh << "x"
-                                    << g.kw << " s" << g.sh << " d" << g.dh);
-    ASSERT_TRUE(conv_lanes_fits(g.m, n));
+                                    << g.kw << " s" << g.sh << " d" << g.dh << " p" << g.pad << "," << g.pad_end);
     const std::vector<float> x = values(static_cast<size_t>(g.c * g.h * g.w), 21);
     const std::vector<float> wt = values(static_cast<size_t>(g.m * k), 22);
     const std::vector<float> bias = values(static_cast<size_t>(g.m), 23);
     std::vector<float> packed(static_cast<size_t>(conv_lanes_weight_floats(k, g.m)));
     conv_lanes_prepack_weights(k, g.m, wt.data(), packed.data());
-    const std::vector<double> sums =
-        reference_conv(ConvCase{g.c, g.h, g.w, g.m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dh, g.pad, g.pad, g.pad, g.pad}, oh,
-                       ow, x, wt, bias.data());
+    const std::vector<double> sums = reference_conv(
+        ConvCase{g.c, g.h, g.w, g.m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dh, g.pad, g.pad, g.pad_end, g.pad_end}, oh, ow, x,
+        wt, bias.data());
     double scale = 1e-30;
     for (double v : sums) scale = std::max(scale, std::fabs(v));
     for (const GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
@@ -502,9 +511,10 @@ TEST(ConvLanesTest, MatchesDefinitionOnEveryPath) {
         for (size_t i = 0; i < sums.size(); ++i) want[i] = activate(sums[i], kind, -0.3f, 0.4f);
         std::vector<float> outs[2];
         for (int run = 0; run < 2; ++run) {
-          const int64_t positions_floats = conv_lanes_positions_floats(k, n);
+          const ConvLanesShape shape{g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dh, g.pad, g.pad, oh, ow};
+          const int64_t input_floats = shape.input_floats();
           const int64_t product_floats = conv_lanes_product_floats(g.m, n);
-          std::vector<float> positions(static_cast<size_t>(positions_floats) + 64, kSentinel);
+          std::vector<float> input(static_cast<size_t>(input_floats) + 64, kSentinel);
           std::vector<float> product(static_cast<size_t>(product_floats) + 64, kSentinel);
           std::vector<float>& out = outs[run];
           out.assign(static_cast<size_t>(g.m * n) + 16, kSentinel);
@@ -519,7 +529,7 @@ TEST(ConvLanesTest, MatchesDefinitionOnEveryPath) {
           conv.bias = bias.data();
           conv.y = out.data();
           conv.activation = act->get();
-          conv.positions = positions.data();
+          conv.input = input.data();
           conv.product = product.data();
           if (run == 1) set_parallel_min_work(1);
           conv_lanes(conv, path, run == 0 ? nullptr : &pool);
@@ -528,8 +538,8 @@ TEST(ConvLanesTest, MatchesDefinitionOnEveryPath) {
           // activations move values by no more than their change).
           for (size_t i = 0; i < want.size(); ++i) ASSERT_LE(std::fabs(out[i] - want[i]), 1e-5 * scale) << "at " << i;
           for (size_t i = static_cast<size_t>(g.m * n); i < out.size(); ++i) ASSERT_EQ(out[i], kSentinel);
-          for (size_t i = static_cast<size_t>(positions_floats); i < positions.size(); ++i) {
-            ASSERT_EQ(positions[i], kSentinel) << "positions overrun";
+          for (size_t i = static_cast<size_t>(input_floats); i < input.size(); ++i) {
+            ASSERT_EQ(input[i], kSentinel) << "input scratch overrun";
           }
           for (size_t i = static_cast<size_t>(product_floats); i < product.size(); ++i) {
             ASSERT_EQ(product[i], kSentinel) << "product overrun";
@@ -543,7 +553,7 @@ TEST(ConvLanesTest, MatchesDefinitionOnEveryPath) {
 
 // Where the planner takes ConvLanes: small planes not filling whole
 // 16-lane panels, enough channels, one group or large groups.
-TEST(ConvLanesTest, FitsSmallPlanesOnly) {
+TEST(ConvLanesTest, FitsSmallPlanesAndStridedKernels) {
   EXPECT_TRUE(conv_lanes_fits(512, 49));
   EXPECT_TRUE(conv_lanes_fits(16, 2));
   EXPECT_FALSE(conv_lanes_fits(512, 64));   // four whole panels
@@ -555,6 +565,30 @@ TEST(ConvLanesTest, FitsSmallPlanesOnly) {
   EXPECT_TRUE(conv_lanes_fits_groups(32, 64, 64, 49));
   EXPECT_FALSE(conv_lanes_fits_groups(32, 32, 32, 49));
   EXPECT_FALSE(conv_lanes_fits_groups(64, 64, 8, 49));
+  // Strided kernels of several taps whose product stays in L2: ResNet-50's
+  // 3x3 stride 2 on 28 x 28 and 14 x 14, not its 1x1 stride-2 shortcuts
+  // nor its 7x7 first layer (112 x 112 x 64: 3.2 MB); patches (stride at
+  // least the kernel) whatever their product: Swin's 4x4 stride-4 stem.
+  EXPECT_TRUE(conv_lanes_fits(128, 784, 3, 3, 2, 2));
+  EXPECT_TRUE(conv_lanes_fits(256, 196, 3, 3, 2, 2));
+  EXPECT_FALSE(conv_lanes_fits(128, 784, 3, 3, 1, 1));  // stride 1
+  EXPECT_FALSE(conv_lanes_fits(512, 784, 1, 1, 2, 2));
+  EXPECT_FALSE(conv_lanes_fits(64, 12544, 7, 7, 2, 2));
+  EXPECT_FALSE(conv_lanes_fits(8, 784, 3, 3, 2, 2));
+  EXPECT_TRUE(conv_lanes_fits(96, 3136, 4, 4, 4, 4));
+  EXPECT_FALSE(conv_lanes_fits(96, 3136, 4, 4, 2, 2));  // overlapping, 1.2 MB
+  // The scratch: a small plane's packed block, else the padded image and a
+  // block's offsets; nothing padded where the kernel reads no padding.
+  const ConvLanesShape small{512, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 7, 7};
+  EXPECT_TRUE(small.packs_positions());
+  EXPECT_EQ(small.input_floats(), kGemmKc * 64);
+  const ConvLanesShape strided{128, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 28, 28};
+  EXPECT_FALSE(strided.packs_positions());
+  EXPECT_EQ(strided.hp(), 57);  // the bottom padding is never read
+  EXPECT_EQ(strided.input_floats(), 128 * 57 * 57 + kGemmKc);
+  const ConvLanesShape unpadded{24, 20, 20, 1, 1, 2, 2, 1, 1, 0, 0, 10, 10};
+  EXPECT_FALSE(unpadded.reads_padding());
+  EXPECT_EQ(unpadded.input_floats(), kGemmKc);
 }
 
 TEST(Depthwise3x3Test, MatchesDirectConvolution) {

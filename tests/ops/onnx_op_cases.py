@@ -196,6 +196,14 @@ def case_conv_lanes_pointwise():
     return conv2d_case(randn(2, 300, 5, 9), randn(40, 300, 1, 1), randn(40), 1, 1, 0, False)
 
 
+def case_conv_lanes_strided():
+    # ConvLanes on a larger plane, its tiles reading the image through a
+    # table of offsets: a 3x3 stride-2 kernel onto 10 x 10 (100 positions)
+    # from a padded 20 x 20 image, 48 output channels (a 16-channel tile
+    # last), two images, a fused Relu.
+    return conv2d_case(randn(2, 36, 20, 20), randn(48, 36, 3, 3), randn(48), 1, 2, 1, True)
+
+
 def case_qdq_movers_that_must_stay_float():
     # Between a DQ and a Q of one quantization, a Pad by the constant 0 moves
     # bytes only where the zero point is 0, and a linear Resize never does:
@@ -757,7 +765,7 @@ def main():
         check_qdq_through_identity(args.kiln, args.workdir)
     run_each(CASES, args.only, lambda name: check_case(name, CASES[name](), args.kiln, args.workdir, TOLERANCE))
     # The ConvLanes cases ran the kernel they are about.
-    for name in ("conv_lanes_groups", "conv_lanes_pointwise"):
+    for name in ("conv_lanes_groups", "conv_lanes_pointwise", "conv_lanes_strided"):
         if args.only and args.only != name:
             continue
         r = subprocess.run([args.kiln, "inspect", os.path.join(args.workdir, name + ".kiln"), "--json"],

@@ -1,15 +1,21 @@
-// ConvLanes (gemm.h): a convolution on a small output plane with output
-// channels in vector lanes. Weights x im2col with the weights as the
-// vector operand leaves a 7 x 7 plane's 49 positions as four 16-lane
-// panels, the last holding one position for the cost of sixteen; here the
-// positions are the broadcast operand instead, in tiles of up to 8 (a
-// 7 x 7 plane: 7 tiles of 7, nothing wasted), and the channels, a multiple
-// of 16 in the networks that have such planes, fill the lanes.
+// ConvLanes (gemm.h): a convolution with output channels in vector lanes.
+// Weights x im2col with the weights as the vector operand leaves a 7 x 7
+// plane's 49 positions as four 16-lane panels, the last holding one
+// position for the cost of sixteen; here the positions are the broadcast
+// operand instead, in tiles of up to 8 (a 7 x 7 plane: 7 tiles of 7,
+// nothing wasted), and the channels, a multiple of 16 in the networks
+// that have such planes, fill the lanes. On larger planes (the strided
+// kernels the planner sends here, gemm_blocking.h) the tiles read the image
+// through a table of offsets, so the im2col matrix that weights x im2col
+// packs and reads once per 128 output channels is never written.
 //
 // Loop by loop:
+//   (larger planes, a kernel that reads padding: copy the image with its
+//   padding written out)
 //   for each block of kGemmKc of the inner dimension (pc)
-//     pack the block's im2col rows, kGemmNr positions a panel (not for a
-//     1x1, stride 1, unpadded kernel: the tiles read the image)
+//     small planes: pack the block's im2col rows, kGemmNr positions a
+//     panel (not for a 1x1, stride 1, unpadded kernel: the tiles read the
+//     image); larger planes: the block's table of offsets (not for 1x1)
 //     for each channel tile (32 channels, 16 on AVX2; split across threads)
 //       for each position tile
 //         product[positions][channels] (+)= positions x weights
@@ -20,6 +26,8 @@
 // from memory instead of a 16 KB piece per panel a page or more apart,
 // which held a 3x3 convolution on a 7 x 7 plane (512 x 49 by 4608, 9.4 MB
 // of weights) to 5 GB/s.
+
+#include <algorithm>
 
 #include "activation.h"
 #include "gemm.h"
@@ -34,14 +42,14 @@ namespace {
 // The tile on the plain path: `rows` (up to kPortableRows) positions by the
 // 16 channels of panel w0 (w1 is never given), as the x86 tiles.
 constexpr int64_t kPortableRows = 4;
-void lanes_tile_portable(int64_t kc, const float* const* pos, int64_t ps, int64_t rows, const float* w0,
-                         const float* w1, float* ct, int64_t ldct, bool accumulate) {
+void lanes_tile_portable(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
+                         const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate) {
   static_cast<void>(w1);
   float acc[kPortableRows][kGemmNr] = {};
   for (int64_t s = 0; s < kc; ++s) {
     const float* w = w0 + s * kGemmNr;
     for (int64_t r = 0; r < kPortableRows; ++r) {
-      const float a = r < rows ? pos[r][s * ps] : 0.f;
+      const float a = r < rows ? pos[r][koff != nullptr ? koff[s] : s * ps] : 0.f;
       for (int64_t j = 0; j < kGemmNr; ++j) acc[r][j] += a * w[j];
     }
   }
@@ -51,8 +59,8 @@ void lanes_tile_portable(int64_t kc, const float* const* pos, int64_t ps, int64_
   }
 }
 
-using LanesTile = void (*)(int64_t kc, const float* const* pos, int64_t ps, int64_t rows, const float* w0,
-                           const float* w1, float* ct, int64_t ldct, bool accumulate);
+using LanesTile = void (*)(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
+                           const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate);
 
 struct LanesPath {
   LanesTile tile = lanes_tile_portable;
@@ -93,90 +101,210 @@ void conv_lanes_prepack_weights(int64_t k, int64_t m, const float* w, float* out
   }
 }
 
-void conv_lanes(const ConvLanes& conv, GemmPath path, ThreadPool* pool) {
-  const GemmIm2col& g = conv.geometry;
-  const int64_t k = g.channels * g.kh * g.kw, n = g.oh * g.ow, m = conv.m;
-  if (m <= 0 || n <= 0) return;
-  const int64_t ldp = gemm_round_up(m, kGemmNr);  // the product's row: the channels of one position
-  const int64_t channel_panels = ldp / kGemmNr;
-  const bool pointwise =
-      g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.oh == g.h && g.ow == g.w;
-  const LanesPath lanes = select_lanes(path);
+namespace {
+
+ConvLanesShape lanes_shape(const GemmIm2col& g) {
+  ConvLanesShape s;
+  // clang-format off
+  s.channels = g.channels; s.h = g.h; s.w = g.w; s.kh = g.kh; s.kw = g.kw; s.sh = g.sh; s.sw = g.sw;
+  s.dh = g.dh; s.dw = g.dw; s.pt = g.pt; s.pl = g.pl; s.oh = g.oh; s.ow = g.ow;
+  // clang-format on
+  return s;
+}
+
+// The image the tiles read and its geometry: x itself, or (where the
+// kernel reads padding) its copy with the padding written out as zeros,
+// hp x wp a channel, the rows and columns the kernel reads.
+struct LanesImage {
+  const float* data;
+  int64_t hp, wp;
+};
+
+LanesImage lanes_image(const GemmIm2col& g, const ConvLanesShape& shape, float* scratch, ThreadPool* pool) {
+  if (!shape.reads_padding()) return {g.x, g.h, g.w};
+  const int64_t hp = shape.hp(), wp = shape.wp();
+  // Columns [c0, c1) of a padded row come from the input row.
+  const int64_t c0 = gemm_min(g.pl, wp), c1 = gemm_max(c0, gemm_min(g.pl + g.w, wp));
+  const int64_t tasks = parallel_tasks(pool, g.channels * hp * wp, g.channels);
+  parallel_for(pool, tasks, [&](int64_t t) {
+    int64_t ch0, ch1;
+    parallel_range(g.channels, tasks, t, 1, &ch0, &ch1);
+    for (int64_t c = ch0; c < ch1; ++c) {
+      for (int64_t r = 0; r < hp; ++r) {
+        float* row = scratch + (c * hp + r) * wp;
+        const int64_t iy = r - g.pt;
+        if (iy < 0 || iy >= g.h) {
+          std::fill(row, row + wp, 0.f);
+          continue;
+        }
+        const float* in = g.x + (c * g.h + iy) * g.w + (c0 - g.pl);
+        std::fill(row, row + c0, 0.f);
+        std::copy(in, in + (c1 - c0), row + c0);
+        std::fill(row + c1, row + wp, 0.f);
+      }
+    }
+  });
+  return {scratch, hp, wp};
+}
+
+// Where the tiles of one block of k (kc deep from pc) read (the tile's
+// contract, x86.h): from `first`, each position's first value, then step s
+// at koff[s] from it (a kernel of several taps read through the table), or
+// at s * ps (a 1x1 kernel, one plane a step: the table's load cost a
+// pointwise layer 3-6%; or the packed block, kGemmNr apart).
+struct LanesBlock {
+  const float* first;
+  const int32_t* koff;
+  int64_t ps;
+};
+
+}  // namespace
+
+namespace {
+
+// One convolution's setting, shared by its blocks of positions.
+struct LanesRun {
+  const GemmIm2col* g;
+  const ConvLanes* conv;
+  LanesPath lanes;
+  LanesImage image;
+  bool packs;
+  int32_t* koff;
+  int64_t taps, k, ldp, channel_panels;
+  GemmPath path;
+  ThreadPool* pool;
+};
+
+// product[p - b0][channel] = the sum for position p in [b0, b1), block of
+// k by block.
+void lanes_product(const LanesRun& r, int64_t b0, int64_t b1) {
+  const GemmIm2col& g = *r.g;
+  const ConvLanes& conv = *r.conv;
+  const int64_t nb = b1 - b0, ldp = r.ldp, k = r.k;
   // Position tiles as even as the widest tile allows: 49 positions on
   // AVX-512 are 7 tiles of 7.
-  const int64_t position_tiles = (n + lanes.max_rows - 1) / lanes.max_rows;
-  const int64_t channel_tiles = (channel_panels + lanes.panels - 1) / lanes.panels;
-  const int64_t position_panels = (n + kGemmNr - 1) / kGemmNr;
+  const int64_t position_tiles = (nb + r.lanes.max_rows - 1) / r.lanes.max_rows;
+  const int64_t channel_tiles = (r.channel_panels + r.lanes.panels - 1) / r.lanes.panels;
+  const int64_t position_panels = (nb + kGemmNr - 1) / kGemmNr;
   for (int64_t pc = 0; pc < k; pc += kGemmKc) {
     const int64_t kc = gemm_min(kGemmKc, k - pc);
-    if (!pointwise) {
-      const int64_t tasks = parallel_tasks(pool, kc * n * 8, position_panels);
-      parallel_for(pool, tasks, [&](int64_t t) {
+    if (r.packs) {  // a small plane: one block of positions, b0 = 0
+      const int64_t tasks = parallel_tasks(r.pool, kc * nb * 8, position_panels);
+      parallel_for(r.pool, tasks, [&](int64_t t) {
         int64_t q0, q1;
         parallel_range(position_panels, tasks, t, 1, &q0, &q1);
         if (q0 == q1) return;
-        gemm_pack_im2col_block(g, pc, kc, q0 * kGemmNr, gemm_min(q1 * kGemmNr, n) - q0 * kGemmNr,
-                               conv.positions + q0 * kGemmNr * kc, path);
+        gemm_pack_im2col_block(g, pc, kc, q0 * kGemmNr, gemm_min(q1 * kGemmNr, nb) - q0 * kGemmNr,
+                               conv.input + q0 * kGemmNr * kc, r.path);
       });
+    } else {
+      // The im2col matrix is never written out: step s reads at koff[s]
+      // from a position's first tap.
+      for (int64_t s = 0; r.taps > 1 && s < kc; ++s) {
+        const int64_t c = (pc + s) / r.taps, tap = (pc + s) % r.taps;
+        r.koff[s] = static_cast<int32_t>((c * r.image.hp + tap / g.kw * g.dh) * r.image.wp + tap % g.kw * g.dw);
+      }
     }
-    const int64_t tasks = parallel_tasks(pool, m * n * kc, channel_tiles);
-    parallel_for(pool, tasks, [&](int64_t t) {
+    const int64_t plane = r.image.hp * r.image.wp;
+    const LanesBlock block = r.packs ? LanesBlock{conv.input, nullptr, kGemmNr}
+                                     : LanesBlock{r.taps > 1 ? r.image.data : r.image.data + pc * plane,
+                                                  r.taps > 1 ? r.koff : nullptr, plane};
+    const int64_t tasks = parallel_tasks(r.pool, r.ldp * nb * kc, channel_tiles);
+    parallel_for(r.pool, tasks, [&](int64_t t) {
       int64_t c0, c1;
       parallel_range(channel_tiles, tasks, t, 1, &c0, &c1);
       const float* pos[8];
       for (int64_t ct = c0; ct < c1; ++ct) {
-        const int64_t panel = ct * lanes.panels;
+        const int64_t panel = ct * r.lanes.panels;
         const float* w0 = conv.packed_weights + pc * ldp + panel * kGemmNr * kc;
-        const float* w1 = panel + 1 < channel_panels && lanes.panels == 2 ? w0 + kGemmNr * kc : nullptr;
+        const float* w1 = panel + 1 < r.channel_panels && r.lanes.panels == 2 ? w0 + kGemmNr * kc : nullptr;
         // The weights stored next (the next channel tile's, or the next
         // block's first) are fetched while these tiles run, a share of
         // their lines before each position tile.
-        const int64_t ahead = kGemmNr * kc * lanes.panels;
+        const int64_t ahead = kGemmNr * kc * r.lanes.panels;
         const float* next = w0 + ahead < conv.packed_weights + k * ldp ? w0 + ahead : nullptr;
         for (int64_t tile = 0; tile < position_tiles; ++tile) {
-          const int64_t p0 = tile * n / position_tiles, p1 = (tile + 1) * n / position_tiles;
+          const int64_t p0 = tile * nb / position_tiles, p1 = (tile + 1) * nb / position_tiles;
           if (next != nullptr) {
             const int64_t f0 = ahead / kGemmNr * tile / position_tiles;
             const int64_t f1 = ahead / kGemmNr * (tile + 1) / position_tiles;
             for (int64_t f = f0; f < f1; ++f) __builtin_prefetch(next + f * kGemmNr, 0, 3);
           }
           for (int64_t p = p0; p < p1; ++p) {
-            pos[p - p0] = pointwise ? g.x + pc * n + p : conv.positions + p / kGemmNr * kGemmNr * kc + p % kGemmNr;
+            const int64_t q = b0 + p;  // the position in the plane
+            pos[p - p0] = r.packs ? block.first + p / kGemmNr * kGemmNr * kc + p % kGemmNr
+                                  : block.first + q / g.ow * g.sh * r.image.wp + q % g.ow * g.sw;
           }
-          lanes.tile(kc, pos, pointwise ? n : kGemmNr, p1 - p0, w0, w1, conv.product + p0 * ldp + panel * kGemmNr, ldp,
-                     pc > 0);
+          r.lanes.tile(kc, pos, block.koff, block.ps, p1 - p0, w0, w1, conv.product + p0 * ldp + panel * kGemmNr, ldp,
+                       pc > 0);
         }
       }
     });
   }
-  // Transposed into y, then the bias and activation row by row, 16
-  // channels at a time: the product is read by whole rows and y is written
-  // as 16 rows side by side (a column of the product, ldp floats apart,
-  // touches a page per position: a quarter of a 1x1 convolution's time).
+}
+
+// Positions [b0, b1) of the product transposed into y, then the bias and
+// activation row by row, 16 channels at a time: the product is read by
+// whole rows and y is written as 16 rows side by side (a column of the
+// product, ldp floats apart, touches a page per position: a quarter of a
+// 1x1 convolution's time).
+void lanes_write_out(const ConvLanes& conv, int64_t n, int64_t b0, int64_t b1, int64_t ldp, ThreadPool* pool) {
   const Clamp clamp = clamp_of(conv.activation);
-  const int64_t tasks = parallel_tasks(pool, m * n * 4, channel_panels);
+  const int64_t m = conv.m, nb = b1 - b0;
+  const int64_t tasks = parallel_tasks(pool, m * nb * 4, ldp / kGemmNr);
   parallel_for(pool, tasks, [&](int64_t t) {
     int64_t j0, j1;
     parallel_range(m, tasks, t, kGemmNr, &j0, &j1);
     for (int64_t jb = j0; jb < j1; jb += kGemmNr) {
       const int64_t channels = gemm_min(kGemmNr, j1 - jb);
-      float* rows = conv.y + jb * n;
-      for (int64_t p = 0; p < n; ++p) {
+      float* rows = conv.y + jb * n + b0;
+      for (int64_t p = 0; p < nb; ++p) {
         const float* src = conv.product + p * ldp + jb;
         for (int64_t j = 0; j < channels; ++j) rows[j * n + p] = src[j];
       }
       for (int64_t j = 0; j < channels; ++j) {
         const float bias = conv.bias != nullptr ? conv.bias[jb + j] : 0.f;
         float* row = rows + j * n;
-        for (int64_t p = 0; p < n; ++p) {
+        for (int64_t p = 0; p < nb; ++p) {
           float v = row[p] + bias;
           if (clamp.on) v = v < clamp.lo ? clamp.lo : (v > clamp.hi ? clamp.hi : v);
           row[p] = v;
         }
-        if (clamp.post) apply_activation(row, n, conv.activation);
+        if (clamp.post) apply_activation(row, nb, conv.activation);
       }
     }
   });
+}
+
+}  // namespace
+
+void conv_lanes(const ConvLanes& conv, GemmPath path, ThreadPool* pool) {
+  const GemmIm2col& g = conv.geometry;
+  const ConvLanesShape shape = lanes_shape(g);
+  const int64_t n = shape.positions();
+  if (conv.m <= 0 || n <= 0) return;
+  LanesRun r;
+  r.g = &g;
+  r.conv = &conv;
+  r.lanes = select_lanes(path);
+  r.packs = shape.packs_positions();
+  r.image = r.packs ? LanesImage{g.x, g.h, g.w} : lanes_image(g, shape, conv.input, pool);
+  const int64_t padded = r.image.data == g.x ? 0 : g.channels * r.image.hp * r.image.wp;
+  r.koff = reinterpret_cast<int32_t*>(conv.input + padded);
+  r.taps = g.kh * g.kw;
+  r.k = shape.k();
+  r.ldp = gemm_round_up(conv.m, kGemmNr);  // the product's row: the channels of one position
+  r.channel_panels = r.ldp / kGemmNr;
+  r.path = path;
+  r.pool = pool;
+  // Blocks of positions whose product stays in L2 (gemm_blocking.h); a
+  // small plane is one.
+  const int64_t block = conv_lanes_block_positions(conv.m, n);
+  for (int64_t b0 = 0; b0 < n; b0 += block) {
+    const int64_t b1 = gemm_min(n, b0 + block);
+    lanes_product(r, b0, b1);
+    lanes_write_out(conv, n, b0, b1, r.ldp, pool);
+  }
 }
 
 }  // namespace kernels

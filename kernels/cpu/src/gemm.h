@@ -107,11 +107,13 @@ void gemm_pack_im2col_block(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t
 // Register tiles are up to 8 output positions (6 on AVX2) by 32 output
 // channels (16 on AVX2 and where one panel is left), summed over blocks of
 // kGemmKc into `product` (positions x channels), which is then written out
-// transposed with the bias and activation. The im2col rows of a block are
-// packed into `positions` (kGemmNr-position panels) unless the kernel is
-// 1x1, stride 1, unpadded: then the tiles read x itself. `pool` splits each
-// block's channel tiles; every output is summed the same way on any number
-// of threads.
+// transposed with the bias and activation. The positions the tiles read
+// are in `input` (ConvLanesShape, gemm_blocking.h): on a small plane a
+// block of packed im2col rows; elsewhere the image read through a table
+// of offsets, x itself or its copy in `input` with the padding written
+// out (then the offsets are int32: ConvLanesShape::offsets_fit). A 1x1
+// stride-1 unpadded kernel reads x. `pool` splits each block's channel
+// tiles; every output is summed the same way on any number of threads.
 struct ConvLanes {
   GemmIm2col geometry;  // x: the image's first channel
   int64_t m = 0;
@@ -119,8 +121,8 @@ struct ConvLanes {
   const float* bias = nullptr;            // per output channel, or nullptr
   float* y = nullptr;
   const fb::FusedActivation* activation = nullptr;
-  float* positions = nullptr;  // conv_lanes_positions_floats(k, oh * ow)
-  float* product = nullptr;    // conv_lanes_product_floats(m, oh * ow)
+  float* input = nullptr;    // ConvLanesShape::input_floats() (gemm_blocking.h)
+  float* product = nullptr;  // conv_lanes_product_floats(m, oh * ow)
 };
 void conv_lanes(const ConvLanes& conv, GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
 

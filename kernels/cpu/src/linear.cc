@@ -501,8 +501,18 @@ Error run_conv(const KernelArgs& args) {
 // ---------------------------------------------------------------------------
 // ConvLanes: output channels in vector lanes (gemm.h), group by group,
 // weights packed by the planner (conv_lanes_prepack_weights, groups one
-// after another), two scratch tensors: a block of packed positions and
-// the product transposed (gemm_blocking.h), each one group's.
+// after another), two scratch tensors: the image as the tiles read it with
+// the offsets of a block, and the product transposed (gemm_blocking.h),
+// each one group's.
+
+ConvLanesShape lanes_shape(const ConvGeometry& g) {
+  ConvLanesShape s;
+  // clang-format off
+  s.channels = g.c / g.group; s.h = g.h; s.w = g.w; s.kh = g.kh; s.kw = g.kw; s.sh = g.sh; s.sw = g.sw;
+  s.dh = g.dh; s.dw = g.dw; s.pt = g.pt; s.pl = g.pl; s.oh = g.oh; s.ow = g.ow;
+  // clang-format on
+  return s;
+}
 
 Error check_conv_lanes(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_conv_common(args, 3));
@@ -516,14 +526,15 @@ Error check_conv_lanes(const KernelArgs& args) {
   const Tensor& w = args.in(1);
   KILN_KERNEL_CHECK(args, w.rank() == 1 && w.numel() == weights, "packed weights must have %lld elements",
                     static_cast<long long>(weights));
+  const ConvLanesShape shape = lanes_shape(g);
+  const int64_t input = shape.input_floats();
+  KILN_KERNEL_CHECK(args, shape.offsets_fit(), "ConvLanes reads images of fewer than 2^31 elements a group");
   KILN_KERNEL_CHECK(args,
                     args.num_scratch == 2 && args.scratch[0]->dtype() == DType::FLOAT32 &&
-                        args.scratch[1]->dtype() == DType::FLOAT32 &&
-                        args.scratch[0]->numel() >= conv_lanes_positions_floats(k, n) &&
+                        args.scratch[1]->dtype() == DType::FLOAT32 && args.scratch[0]->numel() >= input &&
                         args.scratch[1]->numel() >= conv_lanes_product_floats(mg, n),
                     "ConvLanes needs two float32 scratch tensors of %lld and %lld elements",
-                    static_cast<long long>(conv_lanes_positions_floats(k, n)),
-                    static_cast<long long>(conv_lanes_product_floats(mg, n)));
+                    static_cast<long long>(input), static_cast<long long>(conv_lanes_product_floats(mg, n)));
   return check_conv_output(args, g);
 }
 
@@ -540,7 +551,7 @@ Error run_conv_lanes(const KernelArgs& args) {
   // clang-format on
   conv.m = mg;
   conv.activation = args.params<fb::ConvParams>()->activation();
-  conv.positions = scratch_a(args);
+  conv.input = scratch_a(args);
   conv.product = scratch_b(args);
   const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
   for (int64_t n = 0; n < g.n; ++n) {

@@ -36,9 +36,10 @@ namespace {
     _mm256_storeu_ps(row, lo##i);                             \
     _mm256_storeu_ps(row + 8, hi##i);                         \
   }
-template <int R>
-KILN_AVX2 void lanes_tile(int64_t kc, const float* const* pos, int64_t ps, const float* w, float* ct, int64_t ldct,
-                          bool accumulate) {
+// Table: step s at koff[s], else at s * ps (as the AVX-512 tile).
+template <int R, bool Table>
+KILN_AVX2 void lanes_tile(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, const float* w,
+                          float* ct, int64_t ldct, bool accumulate) {
   __m256 lo0 = _mm256_setzero_ps(), lo1 = lo0, lo2 = lo0, lo3 = lo0, lo4 = lo0, lo5 = lo0;
   __m256 hi0 = lo0, hi1 = lo0, hi2 = lo0, hi3 = lo0, hi4 = lo0, hi5 = lo0;
   const float* p0 = pos[0];
@@ -50,7 +51,7 @@ KILN_AVX2 void lanes_tile(int64_t kc, const float* const* pos, int64_t ps, const
   for (int64_t s = 0; s < kc; ++s) {
     const __m256 b0 = _mm256_loadu_ps(w + s * 16);
     const __m256 b1 = _mm256_loadu_ps(w + s * 16 + 8);
-    const int64_t at = s * ps;
+    const int64_t at = Table ? koff[s] : s * ps;
     KILN_LANES_ROW(0)
     KILN_LANES_ROW(1)
     KILN_LANES_ROW(2)
@@ -68,18 +69,28 @@ KILN_AVX2 void lanes_tile(int64_t kc, const float* const* pos, int64_t ps, const
 #undef KILN_LANES_ROW
 #undef KILN_LANES_STORE
 
+template <bool Table>
+KILN_AVX2 void lanes_rows(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
+                          const float* w, float* ct, int64_t ldct, bool accumulate) {
+  switch (rows) {
+    case 1: lanes_tile<1, Table>(kc, pos, koff, ps, w, ct, ldct, accumulate); break;
+    case 2: lanes_tile<2, Table>(kc, pos, koff, ps, w, ct, ldct, accumulate); break;
+    case 3: lanes_tile<3, Table>(kc, pos, koff, ps, w, ct, ldct, accumulate); break;
+    case 4: lanes_tile<4, Table>(kc, pos, koff, ps, w, ct, ldct, accumulate); break;
+    case 5: lanes_tile<5, Table>(kc, pos, koff, ps, w, ct, ldct, accumulate); break;
+    default: lanes_tile<6, Table>(kc, pos, koff, ps, w, ct, ldct, accumulate); break;
+  }
+}
+
 }  // namespace
 
-KILN_AVX2 void conv_lanes_tile_avx2(int64_t kc, const float* const* pos, int64_t ps, int64_t rows, const float* w0,
-                                    const float* w1, float* ct, int64_t ldct, bool accumulate) {
+KILN_AVX2 void conv_lanes_tile_avx2(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
+                                    const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate) {
   static_cast<void>(w1);  // one panel a tile
-  switch (rows) {
-    case 1: lanes_tile<1>(kc, pos, ps, w0, ct, ldct, accumulate); break;
-    case 2: lanes_tile<2>(kc, pos, ps, w0, ct, ldct, accumulate); break;
-    case 3: lanes_tile<3>(kc, pos, ps, w0, ct, ldct, accumulate); break;
-    case 4: lanes_tile<4>(kc, pos, ps, w0, ct, ldct, accumulate); break;
-    case 5: lanes_tile<5>(kc, pos, ps, w0, ct, ldct, accumulate); break;
-    default: lanes_tile<6>(kc, pos, ps, w0, ct, ldct, accumulate); break;
+  if (koff != nullptr) {
+    lanes_rows<true>(kc, pos, koff, ps, rows, w0, ct, ldct, accumulate);
+  } else {
+    lanes_rows<false>(kc, pos, koff, ps, rows, w0, ct, ldct, accumulate);
   }
 }
 

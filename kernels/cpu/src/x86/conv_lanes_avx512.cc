@@ -18,10 +18,11 @@ namespace x86 {
 namespace {
 
 // R positions by 16 (Two: 32) channels; the loops over R unroll, so the
-// accumulators stay in registers.
-template <int R, bool Two>
-KILN_AVX512 void lanes_tile(int64_t kc, const float* const* pos, int64_t ps, const float* w0, const float* w1,
-                            float* ct, int64_t ldct, bool accumulate) {
+// accumulators stay in registers. Table: step s at koff[s], else at s * ps
+// (a 1x1 kernel: one image plane a step, without the table's load).
+template <int R, bool Two, bool Table>
+KILN_AVX512 void lanes_tile(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, const float* w0,
+                            const float* w1, float* ct, int64_t ldct, bool accumulate) {
   __m512 c0[R], c1[R];
   const float* p[R];
   for (int r = 0; r < R; ++r) {
@@ -32,7 +33,7 @@ KILN_AVX512 void lanes_tile(int64_t kc, const float* const* pos, int64_t ps, con
   for (int64_t s = 0; s < kc; ++s) {
     const __m512 b0 = _mm512_loadu_ps(w0 + s * 16);
     const __m512 b1 = Two ? _mm512_loadu_ps(w1 + s * 16) : b0;
-    const int64_t at = s * ps;
+    const int64_t at = Table ? koff[s] : s * ps;
     for (int r = 0; r < R; ++r) {
       const __m512 a = _mm512_set1_ps(p[r][at]);
       c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
@@ -50,29 +51,36 @@ KILN_AVX512 void lanes_tile(int64_t kc, const float* const* pos, int64_t ps, con
   }
 }
 
-template <bool Two>
-KILN_AVX512 void lanes_rows(int64_t kc, const float* const* pos, int64_t ps, int64_t rows, const float* w0,
-                            const float* w1, float* ct, int64_t ldct, bool accumulate) {
+template <bool Two, bool Table>
+KILN_AVX512 void lanes_rows(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
+                            const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate) {
   switch (rows) {
-    case 1: lanes_tile<1, Two>(kc, pos, ps, w0, w1, ct, ldct, accumulate); break;
-    case 2: lanes_tile<2, Two>(kc, pos, ps, w0, w1, ct, ldct, accumulate); break;
-    case 3: lanes_tile<3, Two>(kc, pos, ps, w0, w1, ct, ldct, accumulate); break;
-    case 4: lanes_tile<4, Two>(kc, pos, ps, w0, w1, ct, ldct, accumulate); break;
-    case 5: lanes_tile<5, Two>(kc, pos, ps, w0, w1, ct, ldct, accumulate); break;
-    case 6: lanes_tile<6, Two>(kc, pos, ps, w0, w1, ct, ldct, accumulate); break;
-    case 7: lanes_tile<7, Two>(kc, pos, ps, w0, w1, ct, ldct, accumulate); break;
-    default: lanes_tile<8, Two>(kc, pos, ps, w0, w1, ct, ldct, accumulate); break;
+    case 1: lanes_tile<1, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
+    case 2: lanes_tile<2, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
+    case 3: lanes_tile<3, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
+    case 4: lanes_tile<4, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
+    case 5: lanes_tile<5, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
+    case 6: lanes_tile<6, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
+    case 7: lanes_tile<7, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
+    default: lanes_tile<8, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
   }
 }
 
 }  // namespace
 
-KILN_AVX512 void conv_lanes_tile_avx512(int64_t kc, const float* const* pos, int64_t ps, int64_t rows, const float* w0,
-                                        const float* w1, float* ct, int64_t ldct, bool accumulate) {
-  if (w1 != nullptr) {
-    lanes_rows<true>(kc, pos, ps, rows, w0, w1, ct, ldct, accumulate);
+KILN_AVX512 void conv_lanes_tile_avx512(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps,
+                                        int64_t rows, const float* w0, const float* w1, float* ct, int64_t ldct,
+                                        bool accumulate) {
+  if (koff != nullptr) {
+    if (w1 != nullptr) {
+      lanes_rows<true, true>(kc, pos, koff, ps, rows, w0, w1, ct, ldct, accumulate);
+    } else {
+      lanes_rows<false, true>(kc, pos, koff, ps, rows, w0, w1, ct, ldct, accumulate);
+    }
+  } else if (w1 != nullptr) {
+    lanes_rows<true, false>(kc, pos, koff, ps, rows, w0, w1, ct, ldct, accumulate);
   } else {
-    lanes_rows<false>(kc, pos, ps, rows, w0, w1, ct, ldct, accumulate);
+    lanes_rows<false, false>(kc, pos, koff, ps, rows, w0, w1, ct, ldct, accumulate);
   }
 }
 

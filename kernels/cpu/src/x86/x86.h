@@ -62,15 +62,16 @@ void micro_kernel_bf16_x2(int64_t pairs, const uint16_t* a, const uint16_t* b0, 
 void convert_a_panel_bf16(float* panel, int64_t kc);
 void convert_b_panel_bf16(float* panel, int64_t kc);
 // A register tile of ConvLanes (conv_lanes.cc): `rows` output positions
-// (step p of row r at pos[r][p * ps]) by the 16 output channels of panel w0
+// (step p of row r at pos[r][koff[p]], or at pos[r][p * ps] where koff is
+// nullptr) by the 16 output channels of panel w0
 // ([kc][kGemmNr]) and, where w1 is not nullptr, the 16 of panel w1:
 // ct[r * ldct + j] = (accumulate ? ct[r * ldct + j] : 0) + the sum over p.
 // conv_lanes_avx512.cc: rows <= 8; conv_lanes_avx2.cc: rows <= 6, w1
 // nullptr.
-void conv_lanes_tile_avx512(int64_t kc, const float* const* pos, int64_t ps, int64_t rows, const float* w0,
-                            const float* w1, float* ct, int64_t ldct, bool accumulate);
-void conv_lanes_tile_avx2(int64_t kc, const float* const* pos, int64_t ps, int64_t rows, const float* w0,
-                          const float* w1, float* ct, int64_t ldct, bool accumulate);
+void conv_lanes_tile_avx512(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
+                            const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate);
+void conv_lanes_tile_avx2(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
+                          const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate);
 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
                        int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
                        float hi);

@@ -95,31 +95,86 @@ constexpr int64_t gemm_prepacked_b_floats(int64_t k, int64_t n) { return k * gem
 // [j * kGemmNr, (j + 1) * kGemmNr), stored row by row.
 void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* out);
 
-// A convolution on a small output plane with output channels in vector
-// lanes (ConvLanes, kernels/cpu/src/conv_lanes.cc): a register tile is a
-// few output positions by 16 or 32 output channels. A 7 x 7 plane's 49
-// positions fill 7 tiles of 7 instead of four 16-lane panels, the last
-// holding one position. Where the planner takes it: an output plane of up
-// to kConvLanesMaxPositions positions not a multiple of kGemmNr, at least
-// kConvLanesMinChannels output channels a group, and one group or groups
-// of more than kConvLanesGroupedMinChannels input channels (smaller ones
-// have a direct kernel, grouped_conv.h). Groups run one after another.
+// A convolution with output channels in vector lanes (ConvLanes,
+// kernels/cpu/src/conv_lanes.cc): a register tile is a few output
+// positions by 16 or 32 output channels, the positions read from the image
+// through a table of offsets (no im2col matrix). Where the planner takes it:
+// - an output plane of up to kConvLanesMaxPositions positions not a
+//   multiple of kGemmNr: a 7 x 7 plane's 49 positions fill 7 tiles of 7
+//   instead of four 16-lane panels, the last holding one position;
+// - a strided kernel of more than one tap whose product (positions x
+//   channels) is at most kConvLanesMaxProduct floats, or that reads each
+//   input once (patches: stride at least the kernel). The 3x3 stride-2
+//   convolutions that open a ResNet stage (128 x 784 by 1152: 1.52 ms
+//   against 1.85 by im2col and panels, the packing gone); the 4x4
+//   stride-4 stems of Swin and ConvNeXt (0.48 ms against 0.81 and 0.57)
+//   and ConvNeXt's 2x2 stride-2 downsampling. Not a 1x1 one (as fast either
+//   way) nor a 7x7 stride-2 first layer on 112 x 112 (3 input channels,
+//   64 output: 2.04 ms against 1.64), nor a first layer of 16 channels
+//   (half an AVX-512 tile: 1.42 ms against 0.34);
+// and for both, at least kConvLanesMinChannels output channels a group, and
+// one group or groups of more than kConvLanesGroupedMinChannels input
+// channels (smaller ones have a direct kernel, grouped_conv.h). Groups run
+// one after another.
 constexpr int64_t kConvLanesMaxPositions = 64;
+constexpr int64_t kConvLanesMaxProduct = int64_t{1} << 17;
 constexpr int64_t kConvLanesMinChannels = 16;
 constexpr int64_t kConvLanesGroupedMinChannels = 32;
-constexpr bool conv_lanes_fits(int64_t m, int64_t n) {
-  return n >= 2 && n <= kConvLanesMaxPositions && n % kGemmNr != 0 && m >= kConvLanesMinChannels;
+constexpr bool conv_lanes_fits(int64_t m, int64_t n, int64_t kh = 1, int64_t kw = 1, int64_t sh = 1, int64_t sw = 1) {
+  const bool strided = (sh > 1 || sw > 1) && kh * kw > 1;
+  const bool patches = sh >= kh && sw >= kw;  // each input read once
+  return m >= kConvLanesMinChannels && n >= 2 &&
+         ((n <= kConvLanesMaxPositions && n % kGemmNr != 0) ||
+          (strided && (patches || n * gemm_round_up(m, kGemmNr) <= kConvLanesMaxProduct)));
 }
-constexpr bool conv_lanes_fits_groups(int64_t group, int64_t channels_per_group, int64_t m_per_group, int64_t n) {
-  return conv_lanes_fits(m_per_group, n) && (group == 1 || channels_per_group > kConvLanesGroupedMinChannels);
+constexpr bool conv_lanes_fits_groups(int64_t group, int64_t channels_per_group, int64_t m_per_group, int64_t n,
+                                      int64_t kh = 1, int64_t kw = 1, int64_t sh = 1, int64_t sw = 1) {
+  return conv_lanes_fits(m_per_group, n, kh, kw, sh, sw) &&
+         (group == 1 || channels_per_group > kConvLanesGroupedMinChannels);
 }
-// Its scratch (one group's, reused by the next): a block of the im2col
-// matrix (kGemmKc rows at most, the positions in kGemmNr-column panels),
-// and the product transposed (positions x channels rounded up to kGemmNr).
-constexpr int64_t conv_lanes_positions_floats(int64_t k, int64_t n) {
-  return gemm_min(k, kGemmKc) * gemm_round_up(n, kGemmNr);
+// One group's convolution as ConvLanes sees it (2-D; a 1-D one has height
+// 1), and what follows from it for its scratch (one group's, reused by
+// the next): the positions the tiles read, and the product transposed
+// (conv_lanes_product_floats: positions x channels rounded up to kGemmNr).
+struct ConvLanesShape {
+  int64_t channels = 0, h = 0, w = 0, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, oh = 0, ow = 0;
+
+  constexpr int64_t k() const { return channels * kh * kw; }
+  constexpr int64_t positions() const { return oh * ow; }
+  // The rows and columns of the (padded) image the kernel reads.
+  constexpr int64_t hp() const { return (oh - 1) * sh + (kh - 1) * dh + 1; }
+  constexpr int64_t wp() const { return (ow - 1) * sw + (kw - 1) * dw + 1; }
+  constexpr bool pointwise() const {
+    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && oh == h && ow == w;
+  }
+  constexpr bool reads_padding() const { return pt > 0 || pl > 0 || hp() > pt + h || wp() > pl + w; }
+  // A small plane's positions are packed a block of k at a time, kGemmNr
+  // positions a panel (the block stays in L1; the image, read through
+  // offsets, lies in L2: ResNet-50's 3x3 stride 2 on a 7 x 7 plane took
+  // 2.01 ms so, 1.89 packed, and its 1x1 stride-2 shortcut 1.79 and 1.61).
+  // Elsewhere the tiles read the image through a table of offsets: x
+  // itself, or its padded copy where the kernel reads padding; a
+  // pointwise kernel reads x without the table.
+  constexpr bool packs_positions() const { return !pointwise() && positions() <= kConvLanesMaxPositions; }
+  // The scratch for the positions: the packed block, or the padded image
+  // (where there is one) followed by the offsets of a block of k (kGemmKc
+  // int32 in floats' room).
+  constexpr int64_t input_floats() const {
+    return packs_positions() ? gemm_min(k(), kGemmKc) * gemm_round_up(positions(), kGemmNr)
+                             : (reads_padding() ? channels * hp() * wp() : 0) + kGemmKc;
+  }
+  // The offsets are int32: every element read lies within 2^31 of the first.
+  constexpr bool offsets_fit() const { return channels * gemm_max(h * w, hp() * wp()) < (int64_t{1} << 31); }
+};
+// The product is computed and written out a block of positions at a
+// time, at most kConvLanesMaxProduct floats (512 KiB, within a 1 MiB L2):
+// a 7x7 stride-2 first layer's 112 x 112 x 64 product is 3.2 MB.
+constexpr int64_t conv_lanes_block_positions(int64_t m, int64_t n) {
+  return gemm_min(n, gemm_max(kGemmNr, kConvLanesMaxProduct / gemm_round_up(m, kGemmNr)));
 }
-constexpr int64_t conv_lanes_product_floats(int64_t m, int64_t n) { return n * gemm_round_up(m, kGemmNr); }
+constexpr int64_t conv_lanes_product_floats(int64_t m, int64_t n) {
+  return conv_lanes_block_positions(m, n) * gemm_round_up(m, kGemmNr);
+}
 // One group's weights (m x k, row-major) packed ahead of time into `out`
 // (conv_lanes_weight_floats(k, m); groups one after another) in the order
 // the product reads them:
