@@ -7,12 +7,17 @@
 // before the session was created to the end (the model's memory as the
 // process sees it), and where the first output was written.
 //
-// usage: node ort_runner.js MODEL.onnx INPUT.bin DIMS(1x3x224x224) RUNS OUTPUT.bin [THREADS] [OPTIMIZATION]
+// usage: node ort_runner.js MODEL.onnx INPUT.bin DIMS(1x3x224x224) RUNS OUTPUT.bin [THREADS] [OPTIMIZATION] [PROFILE]
 // OPTIMIZATION: ORT's graphOptimizationLevel (default 'all'; 'disabled' runs
 // every node as written, a QDQ model's QuantizeLinear and DequantizeLinear
 // included: its float semantics).
+// PROFILE: a path prefix; ORT's own profiler runs and writes its file there
+// (read, then removed), and the JSON line gains "nodes": per node of ORT's
+// optimized graph, its op type and its kernel time in every run, in
+// milliseconds (profile_layers.py reads it beside `kiln run --profile`).
 
 const fs = require('fs');
+const path = require('path');
 const ort = require('onnxruntime-node');
 
 function maxRssKb() {
@@ -24,7 +29,7 @@ function maxRssKb() {
 }
 
 async function main() {
-  const [model, inputPath, dimsText, runsText, outputPath, threadsText, optimization] = process.argv.slice(2);
+  const [model, inputPath, dimsText, runsText, outputPath, threadsText, optimization, profile] = process.argv.slice(2);
   if (!outputPath) {
     console.error('usage: node ort_runner.js MODEL.onnx INPUT.bin DIMS RUNS OUTPUT.bin [THREADS]');
     process.exit(2);
@@ -39,6 +44,7 @@ async function main() {
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: optimization || 'all',
+    ...(profile ? {enableProfiling: true, profileFilePrefix: profile} : {}),
   });
   const feeds = {[session.inputNames[0]]: new ort.Tensor('float32', input, dims)};
   const latencies = [];
@@ -60,7 +66,30 @@ async function main() {
     runs,
     peak_rss_delta_bytes: (rssAfter - rssBefore) * 1024,
     version: ort.env.versions.common,
+    ...(profile ? {nodes: profiledNodes(session, profile)} : {}),
   }));
+}
+
+// The kernel time of every node in every run from ORT's profile file.
+function profiledNodes(session, prefix) {
+  session.endProfiling();
+  // The binding does not return the file's name: the newest with the prefix.
+  const dir = path.dirname(prefix);
+  const files = fs.readdirSync(dir)
+      .filter((f) => f.startsWith(path.basename(prefix)) && f.endsWith('.json'))
+      .map((f) => path.join(dir, f))
+      .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+  if (files.length === 0) throw new Error(`ORT wrote no profile with prefix ${prefix}`);
+  const events = JSON.parse(fs.readFileSync(files[0], 'utf8'));
+  for (const f of files) fs.unlinkSync(f);
+  const nodes = {};
+  for (const e of events) {
+    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
+    const name = e.name.slice(0, -'_kernel_time'.length);
+    if (!nodes[name]) nodes[name] = {op: (e.args && e.args.op_name) || '?', ms: []};
+    nodes[name].ms.push(e.dur / 1000);
+  }
+  return nodes;
 }
 
 main().catch((e) => {

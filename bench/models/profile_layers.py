@@ -2,8 +2,8 @@
 """kiln and ONNX Runtime layer by layer: where one model's time goes in each.
 
 Runs the program with `kiln run --profile` and the same ONNX model in ONNX
-Runtime with ORT's own profiler (ort_profile.js: one intra-op thread by
-default, sequential, all graph optimizations), both on the same input, then
+Runtime with ORT's own profiler (ort_runner.js with a profile prefix: one
+intra-op thread by default, sequential, all graph optimizations), both on the same input, then
 matches kiln's instructions to ORT's nodes by the ONNX node name each keeps
 (kiln names a fused instruction by its anchor node, ORT a fused node by the
 node it grew from) and prints, per node, the median over the runs of each
@@ -85,14 +85,15 @@ def ort_layers(args, model, input_npy, workdir):
     raw = os.path.join(workdir, "input.bin")
     x.tofile(raw)
     env = dict(os.environ, NODE_PATH=os.path.join(args.ort_dir, "node_modules"))
-    out = subprocess.run(["node", os.path.join(HERE, "ort_profile.js"), model, raw,
-                          "x".join(str(d) for d in x.shape), str(args.runs),
-                          os.path.join(workdir, "ort_profile"), str(args.threads)],
+    out = subprocess.run(["node", os.path.join(HERE, "ort_runner.js"), model, raw,
+                          "x".join(str(d) for d in x.shape), str(args.runs), os.path.join(workdir, "ort_out.bin"),
+                          str(args.threads), "all", os.path.join(workdir, "ort_profile")],
                          check=True, capture_output=True, text=True, env=env)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     nodes = result["nodes"]
-    for entry in nodes.values():
+    for order, entry in enumerate(nodes.values()):  # in the order ORT first ran them
         entry["median_ms"] = statistics.median(entry["ms"])
+        entry["order"] = order
     return nodes, result["version"]
 
 
@@ -161,18 +162,12 @@ def group_layers(graph, kiln, ort):
         find(("kiln", name))
     for name in ort:
         find(("ort", name))
-    first_node = {}
-    for order, n in enumerate(graph):
-        keys = [k for k in (("kiln", kiln_owner.get(n["name"])), ("ort", ort_owner.get(n["name"]))) if k[1]]
-        for k in keys:
-            first_node.setdefault(k, (order, n["name"]))
-        if len(keys) == 2:
-            parent[find(keys[0])] = find(keys[1])
+    for n in graph:
+        if n["name"] in kiln_owner and n["name"] in ort_owner:
+            parent[find(("kiln", kiln_owner[n["name"]]))] = find(("ort", ort_owner[n["name"]]))
     groups = {}
     for key in parent:
-        g = groups.setdefault(find(key), {"kiln": [], "ort": [], "first": (1 << 30, key[1])})
-        g[key[0]].append(key[1])
-        g["first"] = min(g["first"], first_node.get(key, (1 << 30, key[1])))
+        groups.setdefault(find(key), {"kiln": [], "ort": []})[key[0]].append(key[1])
     return list(groups.values())
 
 
@@ -188,11 +183,12 @@ def print_tables(groups, kiln, ort, top, version):
     for g in both:
         k, k_ops = side_summary(g["kiln"], kiln)
         o, o_ops = side_summary(g["ort"], ort)
-        label = g["first"][1] + (f" (+{len(g['kiln']) - 1})" if len(g["kiln"]) > 1 else "")
+        first = min(g["kiln"], key=lambda n: kiln[n]["order"])  # kiln's first instruction of the layer
+        label = first + (f" (+{len(g['kiln']) - 1})" if len(g["kiln"]) > 1 else "")
         rows.append((label, k_ops, k, o_ops, o))
     rows.sort(key=lambda r: -r[2])
     print(f"\nper layer, median of the runs (ONNX Runtime {version}), slowest in kiln first;")
-    print("a layer is what both ran as a whole, named by its first node (+ more kiln instructions):")
+    print("a layer is what both ran as a whole, named by kiln's first instruction (+ its others):")
     print(f"{'layer':<50} {'kiln':<18}{'kiln ms':>9}  {'ORT':<18}{'ORT ms':>9}{'kiln/ORT':>10}")
     for label, k_ops, k, o_ops, o in rows[:top]:
         ratio = k / o if o > 0 else float("inf")

@@ -158,10 +158,6 @@ struct LanesBlock {
   int64_t ps;
 };
 
-}  // namespace
-
-namespace {
-
 // One convolution's setting, shared by its blocks of positions.
 struct LanesRun {
   const GemmIm2col* g;
