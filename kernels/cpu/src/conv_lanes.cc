@@ -101,9 +101,7 @@ void conv_lanes_prepack_weights(int64_t k, int64_t m, const float* w, float* out
   }
 }
 
-namespace {
-
-ConvLanesShape lanes_shape(const GemmIm2col& g) {
+ConvLanesShape conv_lanes_shape(const GemmIm2col& g) {
   ConvLanesShape s;
   // clang-format off
   s.channels = g.channels; s.h = g.h; s.w = g.w; s.kh = g.kh; s.kw = g.kw; s.sh = g.sh; s.sw = g.sw;
@@ -111,6 +109,8 @@ ConvLanesShape lanes_shape(const GemmIm2col& g) {
   // clang-format on
   return s;
 }
+
+namespace {
 
 // The image the tiles read and its geometry: x itself, or (where the
 // kernel reads padding) its copy with the padding written out as zeros,
@@ -276,7 +276,7 @@ void lanes_write_out(const ConvLanes& conv, int64_t n, int64_t b0, int64_t b1, i
 
 void conv_lanes(const ConvLanes& conv, GemmPath path, ThreadPool* pool) {
   const GemmIm2col& g = conv.geometry;
-  const ConvLanesShape shape = lanes_shape(g);
+  const ConvLanesShape shape = conv_lanes_shape(g);
   const int64_t n = shape.positions();
   if (conv.m <= 0 || n <= 0) return;
   LanesRun r;

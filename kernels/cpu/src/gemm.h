@@ -125,6 +125,8 @@ struct ConvLanes {
   float* product = nullptr;  // conv_lanes_product_floats(m, oh * ow)
 };
 void conv_lanes(const ConvLanes& conv, GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
+// The convolution `g` describes as ConvLanes sizes its scratch (gemm_blocking.h).
+ConvLanesShape conv_lanes_shape(const GemmIm2col& g);
 
 // A Winograd F(2x2, 3x3) convolution (winograd.cc): NCHW input x
 // [n][c][h][w], weights from winograd_transform_weights, output y

@@ -73,6 +73,17 @@ ConvGeometry conv_geometry(const KernelArgs& args) {
   return g;
 }
 
+// One group of one image as the im2col matrix sees it (x: the group's
+// first channel).
+GemmIm2col im2col_of(const ConvGeometry& g, const float* x) {
+  GemmIm2col im;
+  // clang-format off
+  im.x = x; im.channels = g.c / g.group; im.h = g.h; im.w = g.w; im.kh = g.kh; im.kw = g.kw;
+  im.sh = g.sh; im.sw = g.sw; im.dh = g.dh; im.dw = g.dw; im.pt = g.pt; im.pl = g.pl; im.oh = g.oh; im.ow = g.ow;
+  // clang-format on
+  return im;
+}
+
 int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
   return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
 }
@@ -264,20 +275,7 @@ void run_conv_group(const KernelArgs& args, const ConvGeometry& g, int64_t n, in
       b.row_relu = args.params<fb::ConvParams>()->input_affine_relu();
     }
   } else {
-    im2col.x = xg;
-    im2col.channels = cg;
-    im2col.h = g.h;
-    im2col.w = g.w;
-    im2col.kh = g.kh;
-    im2col.kw = g.kw;
-    im2col.sh = g.sh;
-    im2col.sw = g.sw;
-    im2col.dh = g.dh;
-    im2col.dw = g.dw;
-    im2col.pt = g.pt;
-    im2col.pl = g.pl;
-    im2col.oh = g.oh;
-    im2col.ow = g.ow;
+    im2col = im2col_of(g, xg);
   }
   GemmEpilogue epilogue;
   epilogue.row_bias = bias != nullptr ? bias + grp * mg : nullptr;
@@ -505,15 +503,6 @@ Error run_conv(const KernelArgs& args) {
 // the offsets of a block, and the product transposed (gemm_blocking.h),
 // each one group's.
 
-ConvLanesShape lanes_shape(const ConvGeometry& g) {
-  ConvLanesShape s;
-  // clang-format off
-  s.channels = g.c / g.group; s.h = g.h; s.w = g.w; s.kh = g.kh; s.kw = g.kw; s.sh = g.sh; s.sw = g.sw;
-  s.dh = g.dh; s.dw = g.dw; s.pt = g.pt; s.pl = g.pl; s.oh = g.oh; s.ow = g.ow;
-  // clang-format on
-  return s;
-}
-
 Error check_conv_lanes(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_conv_common(args, 3));
   KILN_KERNEL_CHECK(args, args.params<fb::ConvParams>()->packed_weights() && !bf16_weights(args),
@@ -526,7 +515,7 @@ Error check_conv_lanes(const KernelArgs& args) {
   const Tensor& w = args.in(1);
   KILN_KERNEL_CHECK(args, w.rank() == 1 && w.numel() == weights, "packed weights must have %lld elements",
                     static_cast<long long>(weights));
-  const ConvLanesShape shape = lanes_shape(g);
+  const ConvLanesShape shape = conv_lanes_shape(im2col_of(g, nullptr));
   const int64_t input = shape.input_floats();
   KILN_KERNEL_CHECK(args, shape.offsets_fit(), "ConvLanes reads images of fewer than 2^31 elements a group");
   KILN_KERNEL_CHECK(args,
@@ -544,11 +533,7 @@ Error run_conv_lanes(const KernelArgs& args) {
   const int64_t group_weights = conv_lanes_weight_floats(cg * g.kh * g.kw, mg);
   ConvLanes conv;
   GemmIm2col& im = conv.geometry;
-  // clang-format off
-  im.channels = cg; im.h = g.h; im.w = g.w; im.kh = g.kh; im.kw = g.kw;
-  im.sh = g.sh; im.sw = g.sw; im.dh = g.dh; im.dw = g.dw; im.pt = g.pt; im.pl = g.pl;
-  im.oh = g.oh; im.ow = g.ow;
-  // clang-format on
+  im = im2col_of(g, nullptr);
   conv.m = mg;
   conv.activation = args.params<fb::ConvParams>()->activation();
   conv.input = scratch_a(args);
