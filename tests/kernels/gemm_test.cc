@@ -174,6 +174,14 @@ TEST(PackedGemmTest, PrepackedOperandsMatchRuntimePacking) {
                   scratch.a.data(), scratch.b.data(), path);
       gemm_packed(m, n, k, {pa.data(), k, false, true}, {pb.data(), 0, false, true}, nullptr, got.data(), n,
                   GemmEpilogue{}, nullptr, nullptr, path);
+      if (n <= 4 * kGemmNr && k > kGemmKc) {
+        // Few columns against two prepacked operands: all of k in one
+        // block (gemm.h), so a different order of the same sums.
+        for (size_t i = 0; i < want.size(); ++i) {
+          EXPECT_NEAR(want[i], got[i], 1e-4f * (1.f + std::fabs(want[i]))) << m << "x" << n << "x" << k << " at " << i;
+        }
+        continue;
+      }
       EXPECT_EQ(want, got) << m << "x" << n << "x" << k;  // same products in the same order
     }
   }

@@ -124,8 +124,12 @@ INSTANTIATE_TEST_SUITE_P(
                           Case{1, 20, 7, 7, 24, 0, 0, 0, 0, fb::Activation::CLIP},     // no padding, 5x5 out
                           Case{1, 16, 6, 13, 7, 2, 0, 1, 2, fb::Activation::SIGMOID},  // asymmetric pads
                           Case{1, 64, 40, 36, 20, 1, 1, 1, 1, fb::Activation::RELU},   // several tile blocks
-                          Case{1, 300, 5, 5, 9, 1, 1, 1, 1, fb::Activation::NONE},     // more than one depth block
-                          Case{1, 16, 1, 1, 16, 2, 2, 2, 2, fb::Activation::NONE},     // one pixel, all padding
+                          Case{1, 300, 17, 17, 9, 1, 1, 1, 1, fb::Activation::NONE},   // more than one depth block
+                          // Few columns: all of a deep k in one block; the
+                          // second with weights fetched a row block ahead.
+                          Case{1, 300, 5, 5, 9, 1, 1, 1, 1, fb::Activation::NONE},
+                          Case{1, 300, 7, 7, 256, 1, 1, 1, 1, fb::Activation::RELU},
+                          Case{1, 16, 1, 1, 16, 2, 2, 2, 2, fb::Activation::NONE},  // one pixel, all padding
                           // Tile rows of 1 to 9 tiles (runs cut at row and
                           // panel ends, rows narrower than a vector's 18
                           // columns): DenseNet's 7x7 and 14x14, SqueezeNet's

@@ -90,7 +90,11 @@ struct GemmEpilogue {
 // n = oh * ow). pack_a and pack_b hold gemm_pack_a_floats(m, k) and
 // gemm_pack_b_floats(k, n) floats; each is unused (may be nullptr) when
 // its operand is prepacked. `pool` (may be nullptr) splits large products
-// across threads with the same result bits.
+// across threads with the same result bits. The inner dimension is summed
+// in blocks of kGemmKc, each block's sum added to C, except where both
+// operands are prepacked and n is at most 64 (Winograd's products on small
+// planes): there each output is one chain over all of k, so its last bits
+// can differ from the same product with an operand packed at run time.
 void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, const GemmIm2col* im2col,
                  float* c, int64_t ldc, const GemmEpilogue& epilogue, float* pack_a, float* pack_b,
                  GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
