@@ -43,8 +43,10 @@ namespace {
 // 16 channels of panel w0 (w1 is never given), as the x86 tiles.
 constexpr int64_t kPortableRows = 4;
 void lanes_tile_portable(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
-                         const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate) {
+                         const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate,
+                         const LanesPrefetch& pf) {
   static_cast<void>(w1);
+  static_cast<void>(pf);
   float acc[kPortableRows][kGemmNr] = {};
   for (int64_t s = 0; s < kc; ++s) {
     const float* w = w0 + s * kGemmNr;
@@ -60,7 +62,8 @@ void lanes_tile_portable(int64_t kc, const float* const* pos, const int32_t* kof
 }
 
 using LanesTile = void (*)(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
-                           const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate);
+                           const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate,
+                           const LanesPrefetch& pf);
 
 struct LanesPath {
   LanesTile tile = lanes_tile_portable;
@@ -216,15 +219,16 @@ void lanes_product(const LanesRun& r, int64_t b0, int64_t b1) {
         const float* w1 = panel + 1 < r.channel_panels && r.lanes.panels == 2 ? w0 + kGemmNr * kc : nullptr;
         // The weights stored next (the next channel tile's, or the next
         // block's first) are fetched while these tiles run, a share of
-        // their lines before each position tile.
+        // their lines by each position tile, spread over its steps.
         const int64_t ahead = kGemmNr * kc * r.lanes.panels;
         const float* next = w0 + ahead < conv.packed_weights + k * ldp ? w0 + ahead : nullptr;
         for (int64_t tile = 0; tile < position_tiles; ++tile) {
           const int64_t p0 = tile * nb / position_tiles, p1 = (tile + 1) * nb / position_tiles;
+          LanesPrefetch pf;
           if (next != nullptr) {
             const int64_t f0 = ahead / kGemmNr * tile / position_tiles;
             const int64_t f1 = ahead / kGemmNr * (tile + 1) / position_tiles;
-            for (int64_t f = f0; f < f1; ++f) __builtin_prefetch(next + f * kGemmNr, 0, 3);
+            pf = LanesPrefetch{next + f0 * kGemmNr, f1 - f0};
           }
           for (int64_t p = p0; p < p1; ++p) {
             const int64_t q = b0 + p;  // the position in the plane
@@ -232,7 +236,7 @@ void lanes_product(const LanesRun& r, int64_t b0, int64_t b1) {
                                   : block.first + q / g.ow * g.sh * r.image.wp + q % g.ow * g.sw;
           }
           r.lanes.tile(kc, pos, block.koff, block.ps, p1 - p0, w0, w1, conv.product + p0 * ldp + panel * kGemmNr, ldp,
-                       pc > 0);
+                       pc > 0, pf);
         }
       }
     });

@@ -22,7 +22,7 @@ namespace {
 // (a 1x1 kernel: one image plane a step, without the table's load).
 template <int R, bool Two, bool Table>
 KILN_AVX512 void lanes_tile(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, const float* w0,
-                            const float* w1, float* ct, int64_t ldct, bool accumulate) {
+                            const float* w1, float* ct, int64_t ldct, bool accumulate, const LanesPrefetch& pf) {
   __m512 c0[R], c1[R];
   const float* p[R];
   for (int r = 0; r < R; ++r) {
@@ -30,7 +30,11 @@ KILN_AVX512 void lanes_tile(int64_t kc, const float* const* pos, const int32_t* 
     c1[r] = _mm512_setzero_ps();
     p[r] = pos[r];
   }
+  const float* line = pf.lines;
+  int64_t due = 0;
   for (int64_t s = 0; s < kc; ++s) {
+    due += pf.count;
+    for (; due >= kc; due -= kc, line += 16) __builtin_prefetch(line, 0, 3);
     const __m512 b0 = _mm512_loadu_ps(w0 + s * 16);
     const __m512 b1 = Two ? _mm512_loadu_ps(w1 + s * 16) : b0;
     const int64_t at = Table ? koff[s] : s * ps;
@@ -53,16 +57,17 @@ KILN_AVX512 void lanes_tile(int64_t kc, const float* const* pos, const int32_t* 
 
 template <bool Two, bool Table>
 KILN_AVX512 void lanes_rows(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
-                            const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate) {
+                            const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate,
+                            const LanesPrefetch& pf) {
   switch (rows) {
-    case 1: lanes_tile<1, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
-    case 2: lanes_tile<2, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
-    case 3: lanes_tile<3, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
-    case 4: lanes_tile<4, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
-    case 5: lanes_tile<5, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
-    case 6: lanes_tile<6, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
-    case 7: lanes_tile<7, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
-    default: lanes_tile<8, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate); break;
+    case 1: lanes_tile<1, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate, pf); break;
+    case 2: lanes_tile<2, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate, pf); break;
+    case 3: lanes_tile<3, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate, pf); break;
+    case 4: lanes_tile<4, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate, pf); break;
+    case 5: lanes_tile<5, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate, pf); break;
+    case 6: lanes_tile<6, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate, pf); break;
+    case 7: lanes_tile<7, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate, pf); break;
+    default: lanes_tile<8, Two, Table>(kc, pos, koff, ps, w0, w1, ct, ldct, accumulate, pf); break;
   }
 }
 
@@ -70,17 +75,17 @@ KILN_AVX512 void lanes_rows(int64_t kc, const float* const* pos, const int32_t* 
 
 KILN_AVX512 void conv_lanes_tile_avx512(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps,
                                         int64_t rows, const float* w0, const float* w1, float* ct, int64_t ldct,
-                                        bool accumulate) {
+                                        bool accumulate, const LanesPrefetch& pf) {
   if (koff != nullptr) {
     if (w1 != nullptr) {
-      lanes_rows<true, true>(kc, pos, koff, ps, rows, w0, w1, ct, ldct, accumulate);
+      lanes_rows<true, true>(kc, pos, koff, ps, rows, w0, w1, ct, ldct, accumulate, pf);
     } else {
-      lanes_rows<false, true>(kc, pos, koff, ps, rows, w0, w1, ct, ldct, accumulate);
+      lanes_rows<false, true>(kc, pos, koff, ps, rows, w0, w1, ct, ldct, accumulate, pf);
     }
   } else if (w1 != nullptr) {
-    lanes_rows<true, false>(kc, pos, koff, ps, rows, w0, w1, ct, ldct, accumulate);
+    lanes_rows<true, false>(kc, pos, koff, ps, rows, w0, w1, ct, ldct, accumulate, pf);
   } else {
-    lanes_rows<false, false>(kc, pos, koff, ps, rows, w0, w1, ct, ldct, accumulate);
+    lanes_rows<false, false>(kc, pos, koff, ps, rows, w0, w1, ct, ldct, accumulate, pf);
   }
 }
 

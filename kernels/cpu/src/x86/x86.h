@@ -18,6 +18,22 @@
 #include "isa_switch.h"
 #include "vmath.h"
 
+namespace kiln {
+namespace kernels {
+
+// Cache lines a ConvLanes tile asks for while it runs (conv_lanes.cc: the
+// weights its channel tile reads next): `count` lines from `lines`, 16
+// floats apart. Spread over the tile's steps instead of asked for all at
+// once before it, where the requests outnumber the misses a core keeps in
+// flight and the tile waits behind them.
+struct LanesPrefetch {
+  const float* lines = nullptr;
+  int64_t count = 0;
+};
+
+}  // namespace kernels
+}  // namespace kiln
+
 #if KILN_X86
 namespace kiln {
 namespace kernels {
@@ -67,11 +83,14 @@ void convert_b_panel_bf16(float* panel, int64_t kc);
 // ([kc][kGemmNr]) and, where w1 is not nullptr, the 16 of panel w1:
 // ct[r * ldct + j] = (accumulate ? ct[r * ldct + j] : 0) + the sum over p.
 // conv_lanes_avx512.cc: rows <= 8; conv_lanes_avx2.cc: rows <= 6, w1
-// nullptr.
+// nullptr. Meanwhile the tile prefetches pf.count cache lines from
+// pf.lines (16 floats apart), spread evenly over its steps of k.
 void conv_lanes_tile_avx512(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
-                            const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate);
+                            const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate,
+                            const LanesPrefetch& pf);
 void conv_lanes_tile_avx2(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
-                          const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate);
+                          const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate,
+                          const LanesPrefetch& pf);
 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
                        int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
                        float hi);
