@@ -658,7 +658,11 @@ TEST(DirectConvS2Test, MatchesDefinitionOrDeclines) {
   std::vector<Geometry> geometries = {
       Geometry{3, 17, 17, 8, 3, 3, 1, 1, 1, 1}, Geometry{1, 9, 70, 13, 7, 7, 3, 3, 3, 3},
       Geometry{4, 12, 33, 6, 3, 5, 2, 0, 0, 2}, Geometry{2, 6, 6, 5, 1, 1, 0, 0, 0, 0},
-      Geometry{3, 30, 2, 7, 3, 3, 1, 1, 1, 1},  Geometry{3, 24, 24, 32, 3, 3, 0, 0, 1, 1}};
+      Geometry{3, 30, 2, 7, 3, 3, 1, 1, 1, 1}, Geometry{3, 24, 24, 32, 3, 3, 0, 0, 1, 1},
+      // ResNet's first layer on a few rows: 112 outputs a row, the last 16
+      // in 12x16 tiles on AVX-512, 64 channels (the last pair of panels
+      // four rows short).
+      Geometry{3, 9, 223, 64, 7, 7, 3, 3, 3, 3}};
   // Widths around the 8- and 16-column steps (odd and even, 1 to 66),
   // left pads 0 to 2 (even and odd: the parity split starts either way).
   for (int64_t w : {1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 34, 47, 63, 64, 66}) {
