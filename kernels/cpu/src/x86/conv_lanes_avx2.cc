@@ -9,6 +9,7 @@
 
 #include <immintrin.h>
 
+#include "x86/avx2_helpers.h"
 #include "x86/x86.h"
 
 namespace kiln {
@@ -86,7 +87,51 @@ KILN_AVX2 void lanes_rows(int64_t kc, const float* const* pos, const int32_t* ko
   }
 }
 
+// The 8 x 8 block at r (rows ld floats apart; rows past `rows` read as
+// zero) transposed: out[j][i] = r[i][j].
+KILN_AVX2 inline void transpose8(const float* r, int64_t ld, int64_t rows, __m256 (&out)[8]) {
+  __m256 t[8], u[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) t[i] = i < rows ? _mm256_loadu_ps(r + i * ld) : _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    u[i] = _mm256_unpacklo_ps(t[i], t[i + 1]);
+    u[i + 1] = _mm256_unpackhi_ps(t[i], t[i + 1]);
+  }
+  // t[4i + e], 128-bit half L: column 4L + e of rows 4i..4i+3.
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    t[i] = _mm256_shuffle_ps(u[i], u[i + 2], 0x44);
+    t[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], 0xEE);
+    t[i + 2] = _mm256_shuffle_ps(u[i + 1], u[i + 3], 0x44);
+    t[i + 3] = _mm256_shuffle_ps(u[i + 1], u[i + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {
+    out[e] = _mm256_permute2f128_ps(t[e], t[4 + e], 0x20);
+    out[4 + e] = _mm256_permute2f128_ps(t[e], t[4 + e], 0x31);
+  }
+}
+
 }  // namespace
+
+KILN_AVX2 void conv_lanes_write_avx2(const float* product, int64_t ldp, int64_t positions, float* y, int64_t n,
+                                     const float* bias, bool clamp, float lo, float hi) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  for (int64_t half = 0; half < 16; half += 8) {
+    for (int64_t p0 = 0; p0 < positions; p0 += 8) {
+      const int64_t rows = positions - p0 < 8 ? positions - p0 : 8;
+      __m256 col[8];
+      transpose8(product + p0 * ldp + half, ldp, rows, col);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        __m256 v = bias != nullptr ? _mm256_add_ps(col[j], _mm256_set1_ps(bias[half + j])) : col[j];
+        if (clamp) v = clamp8(v, vlo, vhi);
+        store8(y + (half + j) * n + p0, rows, v);
+      }
+    }
+  }
+}
 
 KILN_AVX2 void conv_lanes_tile_avx2(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
                                     const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate,

@@ -9,6 +9,7 @@
 
 #include <immintrin.h>
 
+#include "x86/avx512_helpers.h"
 #include "x86/x86.h"
 
 namespace kiln {
@@ -71,7 +72,64 @@ KILN_AVX512 void lanes_rows(int64_t kc, const float* const* pos, const int32_t* 
   }
 }
 
+// 128-bit lanes of a and b: 0x88 the even ones (a's 0 and 2, then b's),
+// 0xDD the odd ones. (The masked form: GCC 12 warns about the unmasked
+// one's undefined source.)
+template <int kImm>
+KILN_AVX512 inline __m512 lanes(__m512 a, __m512 b) {
+  return _mm512_mask_shuffle_f32x4(a, 0xFFFF, a, b, kImm);
+}
+
+// The 16 x 16 block at r (rows ld floats apart; rows past `rows` read as
+// zero) transposed: out[j][i] = r[i][j].
+KILN_AVX512 inline void transpose16(const float* r, int64_t ld, int64_t rows, __m512 (&out)[16]) {
+  __m512 t[16], u[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) t[i] = i < rows ? _mm512_loadu_ps(r + i * ld) : _mm512_setzero_ps();
+    // Pairs of rows interleaved, then four rows' element e of each 128-bit
+    // lane gathered: u[4i + e], lane L holds column 4L + e of rows 4i..4i+3.
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    u[i] = _mm512_mask_unpacklo_ps(t[i], 0xFFFF, t[i], t[i + 1]);
+    u[i + 1] = _mm512_mask_unpackhi_ps(t[i], 0xFFFF, t[i], t[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 16; i += 4) {
+    t[i] = _mm512_mask_shuffle_ps(u[i], 0xFFFF, u[i], u[i + 2], 0x44);
+    t[i + 1] = _mm512_mask_shuffle_ps(u[i], 0xFFFF, u[i], u[i + 2], 0xEE);
+    t[i + 2] = _mm512_mask_shuffle_ps(u[i + 1], 0xFFFF, u[i + 1], u[i + 3], 0x44);
+    t[i + 3] = _mm512_mask_shuffle_ps(u[i + 1], 0xFFFF, u[i + 1], u[i + 3], 0xEE);
+  }
+  // Column 4L + e: lane L of t[e], t[4 + e], t[8 + e], t[12 + e].
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {
+    const __m512 even0 = lanes<0x88>(t[e], t[4 + e]), odd0 = lanes<0xDD>(t[e], t[4 + e]);
+    const __m512 even1 = lanes<0x88>(t[8 + e], t[12 + e]), odd1 = lanes<0xDD>(t[8 + e], t[12 + e]);
+    out[e] = lanes<0x88>(even0, even1);
+    out[8 + e] = lanes<0xDD>(even0, even1);
+    out[4 + e] = lanes<0x88>(odd0, odd1);
+    out[12 + e] = lanes<0xDD>(odd0, odd1);
+  }
+}
+
 }  // namespace
+
+KILN_AVX512 void conv_lanes_write_avx512(const float* product, int64_t ldp, int64_t positions, float* y, int64_t n,
+                                         const float* bias, bool clamp, float lo, float hi) {
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  for (int64_t p0 = 0; p0 < positions; p0 += 16) {
+    const int64_t rows = positions - p0 < 16 ? positions - p0 : 16;
+    const __mmask16 mask = static_cast<__mmask16>(rows >= 16 ? 0xFFFF : (1u << rows) - 1);
+    __m512 col[16];
+    transpose16(product + p0 * ldp, ldp, rows, col);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      __m512 v = bias != nullptr ? _mm512_add_ps(col[j], _mm512_set1_ps(bias[j])) : col[j];
+      if (clamp) v = clamp16(v, vlo, vhi);
+      _mm512_mask_storeu_ps(y + j * n + p0, mask, v);
+    }
+  }
+}
 
 KILN_AVX512 void conv_lanes_tile_avx512(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps,
                                         int64_t rows, const float* w0, const float* w1, float* ct, int64_t ldct,

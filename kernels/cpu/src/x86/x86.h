@@ -91,6 +91,14 @@ void conv_lanes_tile_avx512(int64_t kc, const float* const* pos, const int32_t* 
 void conv_lanes_tile_avx2(int64_t kc, const float* const* pos, const int32_t* koff, int64_t ps, int64_t rows,
                           const float* w0, const float* w1, float* ct, int64_t ldct, bool accumulate,
                           const LanesPrefetch& pf);
+// ConvLanes' write-out of one block of 16 channels: y[j * n + p] =
+// clamp(product[p * ldp + j] + bias[j]) for j < 16, p < positions (bias may
+// be nullptr; the clamp to [lo, hi] only where `clamp`), through register
+// transposes of 16 x 16 (8 x 8 on AVX2) instead of a store per value.
+void conv_lanes_write_avx512(const float* product, int64_t ldp, int64_t positions, float* y, int64_t n,
+                             const float* bias, bool clamp, float lo, float hi);
+void conv_lanes_write_avx2(const float* product, int64_t ldp, int64_t positions, float* y, int64_t n, const float* bias,
+                           bool clamp, float lo, float hi);
 void micro_kernel_avx2(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t mr,
                        int64_t nr, bool accumulate, const float* row_bias, const float* col_bias, bool clamp, float lo,
                        float hi);
