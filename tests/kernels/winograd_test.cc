@@ -126,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(
                           Case{1, 64, 40, 36, 20, 1, 1, 1, 1, fb::Activation::RELU},   // several tile blocks
                           Case{1, 300, 17, 17, 9, 1, 1, 1, 1, fb::Activation::NONE},   // more than one depth block
                           // Few columns: all of a deep k in one block; the
-                          // second with weights fetched a row block ahead.
+                          // second in several row blocks of twelve-row tiles.
                           Case{1, 300, 5, 5, 9, 1, 1, 1, 1, fb::Activation::NONE},
                           Case{1, 300, 7, 7, 256, 1, 1, 1, 1, fb::Activation::RELU},
                           Case{1, 16, 1, 1, 16, 2, 2, 2, 2, fb::Activation::NONE},  // one pixel, all padding

@@ -49,9 +49,9 @@ constexpr int64_t kGemmSmallN = 4 * kGemmNr;
 // between them): 1718 -> 1607 us.
 constexpr int64_t kGemmLargeA = int64_t{1} << 18;
 constexpr int64_t kGemmLargeASmallN = 12 * kGemmNr;
-// Prepacked weights of this many floats (256 KiB) or more are fetched a
-// block ahead of the tiles (PackedBlocks::next_a_block).
-constexpr int64_t kGemmPrefetchA = int64_t{1} << 16;
+// Prepacked weights of this many floats (1 MiB, kGemmLargeA) or more are
+// fetched a block ahead of the tiles (PackedBlocks::next_a_block).
+constexpr int64_t kGemmPrefetchA = kGemmLargeA;
 
 // Computes one register tile: C[mr][nr] = A panel (kc x kGemmMr) times
 // B panel (kc rows of kGemmNr floats, ldb apart: kGemmNr when packed, the
@@ -649,7 +649,12 @@ struct PackedBlocks {
   struct Lines {
     const float* base = nullptr;
     int64_t stride = 0, per_panel = 0, total = 0, next = 0;
-    void advance(int64_t count);
+    // Prefetches the next `count` lines into L2, panel by panel.
+    void advance(int64_t count) {
+      for (; count > 0 && next < total; --count, ++next) {
+        __builtin_prefetch(base + next / per_panel * stride + next % per_panel * 16, 0, 2);
+      }
+    }
   };
   Lines next_a_block(int64_t i0, int64_t i1, int64_t ic, int64_t mc) const;
   void run_tiles(int64_t i0, int64_t i1, int64_t ic_packed) const;
@@ -704,8 +709,12 @@ void PackedBlocks::pack_b() const {
 // a_block, a_stride apart) by the B panel at column jr (k6x32: by that
 // panel and the next, as one AVX-512 tile of 32 columns; k12x16: rows of
 // that A panel and the next by the B panel).
-void PackedBlocks::tile_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t ir, int64_t jr,
-                           Tile shape) const {
+// Inlined into the tile loops (GCC stopped inlining it as they grew:
+// Winograd's products with short k, whose tiles are a few hundred cycles,
+// ran 3-4% slower through the call).
+__attribute__((always_inline)) inline void PackedBlocks::tile_at(int64_t ic, int64_t mc, const float* a_block,
+                                                                 int64_t a_stride, int64_t ir, int64_t jr,
+                                                                 Tile shape) const {
   const bool pair = shape == Tile::k6x32;
   const int64_t nr = gemm_min(kGemmNr, nc - jr);
   const float* bp = b_block + jr / kGemmNr * b_stride;
@@ -772,21 +781,16 @@ int64_t PackedBlocks::row_tiles_at(int64_t ic, int64_t mc, const float* a_block,
   return kGemmMr;
 }
 
-// Prefetches the next `count` lines into L2, panel by panel.
-void PackedBlocks::Lines::advance(int64_t count) {
-  for (; count > 0 && next < total; --count, ++next) {
-    __builtin_prefetch(base + next / per_panel * stride + next % per_panel * 16, 0, 2);
-  }
-}
-
 // The block of prepacked A read next: the task's next rows at this block
 // of k, or its first rows at the next block of k (of the next block of
 // columns after the last). Weights of a layer do not stay in L2 between
 // runs, so each block comes from L3 or memory; the tiles of the current
 // block fetch the next one ahead of them, a few lines each, instead of
 // the next block's first pass waiting on every line. None for packed A,
-// nor for weights under kGemmPrefetchA floats (Winograd's 128 x 128
-// products of ResNet-50's layer2 measured 4% slower with it).
+// nor for weights under kGemmPrefetchA floats, which a model with few
+// weights keeps in L3, where the processor's own prefetching keeps up:
+// the small U-Net's 256 x 256 Winograd products (12.8 MB of weights in
+// all) ran 11% slower with it, ResNet-50 layer2's 128 x 128 ones 4%.
 PackedBlocks::Lines PackedBlocks::next_a_block(int64_t i0, int64_t i1, int64_t ic, int64_t mc) const {
   Lines lines;
   if (!a.prepacked || m * k < kGemmPrefetchA) return lines;
