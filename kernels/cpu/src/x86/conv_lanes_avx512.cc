@@ -83,11 +83,12 @@ KILN_AVX512 inline __m512 lanes(__m512 a, __m512 b) {
 // The 16 x 16 block at r (rows ld floats apart; rows past `rows` read as
 // zero) transposed: out[j][i] = r[i][j].
 KILN_AVX512 inline void transpose16(const float* r, int64_t ld, int64_t rows, __m512 (&out)[16]) {
+  // The rows (t), pairs of them interleaved (u), then four rows' element e
+  // of each 128-bit lane gathered: t[4i + e], lane L, holds column 4L + e of
+  // rows 4i..4i+3; last, the lanes of four such vectors put together.
   __m512 t[16], u[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) t[i] = i < rows ? _mm512_loadu_ps(r + i * ld) : _mm512_setzero_ps();
-    // Pairs of rows interleaved, then four rows' element e of each 128-bit
-    // lane gathered: u[4i + e], lane L holds column 4L + e of rows 4i..4i+3.
 #pragma GCC unroll 8
   for (int i = 0; i < 16; i += 2) {
     u[i] = _mm512_mask_unpacklo_ps(t[i], 0xFFFF, t[i], t[i + 1]);
