@@ -120,7 +120,7 @@ KILN_AVX512 void conv_lanes_write_avx512(const float* product, int64_t ldp, int6
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   for (int64_t p0 = 0; p0 < positions; p0 += 16) {
     const int64_t rows = positions - p0 < 16 ? positions - p0 : 16;
-    const __mmask16 mask = static_cast<__mmask16>(rows >= 16 ? 0xFFFF : (1u << rows) - 1);
+    const __mmask16 mask = first_lanes(rows);
     __m512 col[16];
     transpose16(product + p0 * ldp, ldp, rows, col);
 #pragma GCC unroll 16
