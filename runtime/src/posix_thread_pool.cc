@@ -19,6 +19,22 @@
 // worker may not get a core for milliseconds; the caller then runs its
 // share).
 //
+// What the low half of the ticket holds:
+//   - a call of at most kMaxOwnedTasks indices: one bit per index, set once
+//     claimed (the bits from count up start set). Thread t of T (the caller
+//     is 0, worker i is i + 1) claims its own share first, indices
+//     [t * count / T, (t + 1) * count / T), lowest first, then any index
+//     left, highest first. So a kernel that splits its work the same way
+//     every call finds its rows or columns on the core that wrote them last
+//     time, unless a thread came late and another ran its share. Between
+//     two cores that share no cache close by, that matters: taken by
+//     whoever came first, a task read half of its input from the other
+//     core's cache, and ResNeXt-50 on two such cores ran in 39.2 ms
+//     instead of 36.6.
+//   - a larger call: the next index; threads take them in turn.
+// Either way kClosed (all bits set, or an index past any count) leaves
+// nothing to claim.
+//
 // Why the ticket is closed before the call's fields change: a worker still
 // in the last call's loop may hold that call's final ticket (index = its
 // count, nothing left to claim) and read count_ after the caller wrote the
@@ -154,6 +170,8 @@ void* PosixThreadPool::worker_main(void* worker) {
 
 void PosixThreadPool::work(uint64_t generation, Worker* self) {
   const uint64_t tag = (generation & 0xffffffffu) << 32;
+  const int64_t me = self != nullptr ? (self - worker_) + 1 : 0;  // the caller is thread 0
+  const int64_t threads = workers_ + 1;
   t_in_task = true;
   uint64_t ticket = ticket_.load(std::memory_order_acquire);
   for (;;) {
@@ -161,9 +179,21 @@ void PosixThreadPool::work(uint64_t generation, Worker* self) {
     const Task task = task_.load(std::memory_order_acquire);
     void* const context = context_.load(std::memory_order_acquire);
     const int64_t count = count_.load(std::memory_order_acquire);
-    const int64_t index = static_cast<int64_t>(ticket & 0xffffffffu);
-    if (index >= count) break;
-    if (!ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+    int64_t index;
+    if (count <= kMaxOwnedTasks) {
+      const uint32_t claimed = static_cast<uint32_t>(ticket);
+      if (claimed == kClosed) break;
+      const uint64_t first = static_cast<uint64_t>(me * count / threads);
+      const uint64_t end = static_cast<uint64_t>((me + 1) * count / threads);
+      const uint32_t own = static_cast<uint32_t>(((uint64_t{1} << end) - 1) & ~((uint64_t{1} << first) - 1));
+      const uint32_t own_left = own & ~claimed;
+      index = own_left != 0 ? __builtin_ctz(own_left) : 31 - __builtin_clz(~claimed);
+    } else {
+      index = static_cast<int64_t>(ticket & 0xffffffffu);
+      if (index >= count) break;
+    }
+    const uint64_t next = count <= kMaxOwnedTasks ? ticket | uint64_t{1} << index : ticket + 1;
+    if (!ticket_.compare_exchange_weak(ticket, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
       continue;  // `ticket` now holds what another thread left there
     }
     if (self != nullptr) self->index.store(index, std::memory_order_relaxed);
@@ -192,7 +222,9 @@ void PosixThreadPool::parallel_for(int64_t count, Task task, void* context) {
   context_.store(context, std::memory_order_release);
   count_.store(count, std::memory_order_release);
   done_.store(0, std::memory_order_relaxed);
-  ticket_.store((generation & 0xffffffffu) << 32, std::memory_order_release);
+  // Open: index 0, or no index claimed (the bits past count set).
+  const uint64_t open = count <= kMaxOwnedTasks ? ~((uint64_t{1} << count) - 1) & kClosed : 0;
+  ticket_.store((generation & 0xffffffffu) << 32 | open, std::memory_order_release);
   generation_.store(generation);  // sequentially consistent: publishes the call, then...
   if (sleepers_.load() > 0) {     // ...reads the sleepers (see the top of the file)
     pthread_mutex_lock(&mutex_);
@@ -215,8 +247,10 @@ void PosixThreadPool::snapshot(Snapshot* out) const {
   const uint64_t ticket = ticket_.load(std::memory_order_relaxed);
   out->generation = generation_.load(std::memory_order_relaxed);
   out->ticket_generation = ticket >> 32;
-  out->next_index = static_cast<int64_t>(ticket & 0xffffffffu);
   out->count = count_.load(std::memory_order_relaxed);
+  const bool owned = out->count <= kMaxOwnedTasks;
+  out->next_index = owned ? -1 : static_cast<int64_t>(ticket & 0xffffffffu);
+  out->claimed = owned ? static_cast<uint32_t>(ticket) : 0;
   out->done = done_.load(std::memory_order_relaxed);
   out->sleepers = sleepers_.load(std::memory_order_relaxed);
   out->busy = busy_.load(std::memory_order_relaxed);

@@ -186,10 +186,10 @@ void print_state(const char* why) {
     PosixThreadPool::Snapshot s;
     pool->snapshot(&s);
     printf(
-        "  pool %p of %d threads: generation %llu, ticket of generation %llu at index %lld, count %lld, done %lld, "
-        "%d sleepers, %s\n",
+        "  pool %p of %d threads: generation %llu, ticket of generation %llu at index %lld (claimed 0x%08x), "
+        "count %lld, done %lld, %d sleepers, %s\n",
         static_cast<void*>(pool), s.workers + 1, static_cast<unsigned long long>(s.generation),
-        static_cast<unsigned long long>(s.ticket_generation), static_cast<long long>(s.next_index),
+        static_cast<unsigned long long>(s.ticket_generation), static_cast<long long>(s.next_index), s.claimed,
         static_cast<long long>(s.count), static_cast<long long>(s.done), s.sleepers,
         s.busy ? "a call in flight" : "idle");
     for (int w = 0; w < s.workers; ++w) {

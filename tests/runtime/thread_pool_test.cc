@@ -4,7 +4,8 @@
 // worker of the one before claims nothing of it) and after the workers went
 // to sleep; a task calling parallel_for runs its tasks inline; two threads
 // calling at once both finish; start() refuses bad counts; snapshot() shows
-// the workers. Run under ThreadSanitizer too (the tsan preset), where a
+// the workers; each thread runs its own share of a small call first. Run
+// under ThreadSanitizer too (the tsan preset), where a
 // missing happens-before edge would show; the protocol under stress is
 // thread_pool_stress_test.cc.
 
@@ -169,6 +170,44 @@ TEST(PosixThreadPoolTest, TheWorkIsShared) {
       },
       &r);
   EXPECT_FALSE(r.timed_out.load()) << "the two tasks never ran at the same time";
+}
+
+TEST(PosixThreadPoolTest, EachThreadRunsItsOwnShareFirst) {
+  // Two threads, four tasks: the caller's share is 0 and 1, the worker's 2
+  // and 3. Tasks 0 and 2 wait for each other, then 1 and 3: they finish
+  // only if the caller runs 0 while the worker runs 2 (taken in turn, the
+  // worker would take 1 and wait there for 3, while the caller waits in 0
+  // for 2), and neither thread can take the other's second task early.
+  PosixThreadPool pool;
+  ASSERT_EQ(pool.start(2), Error::kOk);
+  struct Pairs {
+    std::atomic<int> arrived[2] = {{0}, {0}};
+    std::atomic<bool> timed_out{false};
+    std::thread::id ran_on[4];
+  } pairs;
+  pool.parallel_for(
+      4,
+      [](void* context, int64_t i) {
+        auto* p = static_cast<Pairs*>(context);
+        p->ran_on[i] = std::this_thread::get_id();
+        std::atomic<int>& arrived = p->arrived[i % 2];
+        arrived++;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (arrived.load() < 2) {
+          if (std::chrono::steady_clock::now() > deadline) {
+            p->timed_out = true;
+            return;
+          }
+          std::this_thread::yield();
+        }
+      },
+      &pairs);
+  ASSERT_FALSE(pairs.timed_out.load()) << "tasks 0 and 2 (or 1 and 3) did not run at the same time";
+  const std::thread::id caller = std::this_thread::get_id();
+  EXPECT_EQ(pairs.ran_on[0], caller);
+  EXPECT_EQ(pairs.ran_on[1], caller);
+  EXPECT_NE(pairs.ran_on[2], caller);
+  EXPECT_EQ(pairs.ran_on[3], pairs.ran_on[2]);
 }
 
 TEST(PosixThreadPoolTest, ATaskCallingBackRunsInline) {

@@ -75,7 +75,8 @@ class PosixThreadPool final : public ThreadPool {
   struct Snapshot {
     uint64_t generation;         // of the latest call
     uint64_t ticket_generation;  // the call the ticket belongs to (low 32 bits)
-    int64_t next_index;          // the next index to claim
+    int64_t next_index;          // the next index to claim (a call of more than kMaxOwnedTasks), or -1
+    uint32_t claimed;            // one bit per index claimed (a call of at most kMaxOwnedTasks), or 0
     int64_t count;               // of the latest call
     int64_t done;                // tasks of the latest call finished
     int sleepers;
@@ -110,6 +111,9 @@ class PosixThreadPool final : public ThreadPool {
 
   // Calls of more tasks run inline (the ticket holds a 32-bit index).
   static constexpr int64_t kMaxTasks = int64_t{1} << 31;
+  // Calls of at most this many tasks give each thread its own share first
+  // (posix_thread_pool.cc: the ticket holds a bit per index).
+  static constexpr int64_t kMaxOwnedTasks = 31;
 
   // The current call: written by the caller after it closed the last call's
   // ticket and before `ticket_` names this call's generation, read by the

@@ -37,6 +37,11 @@ class ThreadPool {
 
   // Runs task(context, i) for every i in [0, count), in any order and on any
   // of the pool's threads, and returns once every call has returned.
+  // Correctness may not depend on which thread runs which index; speed
+  // may: a pool should give thread t of T the indices [t * count / T,
+  // (t + 1) * count / T) where it can (PosixThreadPool does for calls of up
+  // to 31 tasks), so that a kernel splitting its work the same way call
+  // after call finds its data in the caches of the core that wrote it.
   virtual void parallel_for(int64_t count, Task task, void* context) = 0;
 
  protected:
