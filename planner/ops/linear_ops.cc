@@ -410,7 +410,8 @@ void lower_gemm(OpContext& ctx, LoweringContext& l) {
     // A constant B is packed here, once (then only A needs scratch).
     inputs.push_back(packed_b(ctx, l, k, y[1], p.trans_b));
     p.packed_b = true;
-    scratch = {l.temp(ctx.node().name + "/packed_a", DType::FLOAT32, {kiln::kernels::gemm_pack_a_floats(y[0], k)})};
+    scratch = {l.temp(ctx.node().name + "/packed_a", DType::FLOAT32,
+                      {kiln::kernels::gemm_row_scratch_blocks(y[0]) * kiln::kernels::gemm_pack_a_floats(y[0], k)})};
   } else {
     inputs.push_back(l.tensor(ctx.input_id(1)));
     scratch = packing_scratch(ctx, l, y[0], y[1], k);
@@ -460,8 +461,10 @@ void lower_matmul(OpContext& ctx, LoweringContext& l) {
     params.Set(std::move(p));
     std::vector<int> inputs = {l.tensor(ctx.input_id(0)), packed_b(ctx, l, a.back(), n, false)};
     if (has_bias) inputs.push_back(l.tensor(ctx.input_id(2)));
+    // Threads take ranges of rows, each packing into a block of its own.
     const int scratch =
-        l.temp(ctx.node().name + "/packed_a", DType::FLOAT32, {kiln::kernels::gemm_pack_a_floats(m, a.back())});
+        l.temp(ctx.node().name + "/packed_a", DType::FLOAT32,
+               {kiln::kernels::gemm_row_scratch_blocks(m) * kiln::kernels::gemm_pack_a_floats(m, a.back())});
     l.kernel("MatMul", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), {scratch});
     return;
   }

@@ -4,7 +4,8 @@
 // side on scratch blocks of their own, the direct 3x3 kernel at strides 1
 // and 2, whole planes and bands of rows) and without packing; depthwise 3x3 and
 // 5x5; Gemm and MatMul with packed and unpacked operands, batched (products
-// side by side on scratch blocks of their own, B broadcast); binary
+// side by side on scratch blocks of their own, B broadcast), by packed
+// weights (ranges of rows side by side on packing blocks of their own); binary
 // element-wise ops with and without broadcasting, a fused activation;
 // unary vector math; Softmax, LogSoftmax, LayerNormalization and
 // BatchNormalization by rows or planes; MaxPool and AveragePool by planes;
@@ -183,6 +184,18 @@ std::vector<Case> cases() {
     const int x = b.input("x", {7, 300});
     b.output(b.node("Gemm", {x, b.ramp("w", {300, 530}, 0.01f), b.ramp("c", {530})}));
     add("gemm_packed_b", b, {noise({7, 300}, 7)});
+  }
+  {
+    GraphBuilder b;  // Gemm with packed B and many rows: threads take ranges of rows, packing blocks of their own
+    const int x = b.input("x", {200, 300});
+    b.output(b.node("Gemm", {x, b.ramp("w", {300, 530}, 0.01f), b.ramp("c", {530})}));
+    add("gemm_packed_b_rows", b, {noise({200, 300}, 18)});
+  }
+  {
+    GraphBuilder b;  // MatMul by constant weights, batches stacked into 300 rows, ReLU fused: the same
+    const int x = b.input("x", {2, 150, 260});
+    b.output(b.node("Relu", {b.node("MatMul", {x, b.ramp("w", {260, 90}, 0.01f)})}));
+    add("matmul_packed_b_rows", b, {noise({2, 150, 260}, 19)});
   }
   {
     GraphBuilder b;  // MatMul of two inputs: both packed at run time, batched
@@ -482,6 +495,27 @@ TEST_F(ThreadsTest, SmallBatchedProductsRunSideBySide) {
   EXPECT_EQ(kernels::gemm_batch_scratch_blocks(12, 49, 49, 32), 4);
   EXPECT_EQ(kernels::gemm_batch_scratch_blocks(1, 49, 49, 32), 1);
   EXPECT_EQ(kernels::gemm_batch_scratch_blocks(12, 1024, 1024, 1024), 1) << "large products keep one block";
+}
+
+TEST_F(ThreadsTest, RowsOfAProductByWeightsRunSideBySide) {
+  // 3,136 tokens by 96 -> 384 weights (ConvNeXt-T's first MLP): the planner
+  // gives the MatMul 4 blocks of A's packing scratch, and the kernel hands
+  // the pool one call, a range of rows per thread, instead of two calls
+  // every 72 rows (packing, then tiles).
+  GraphBuilder b;
+  const int x = b.input("x", {1, 3136, 96});
+  b.output(b.node("MatMul", {x, b.ramp("w", {96, 384}, 0.01f)}));
+  const auto plan = b.plan();
+  const std::vector<HostTensor> in = {noise({1, 3136, 96}, 20)};
+  CountingPool pool;
+  RunOptions options;
+  options.thread_pool = &pool;
+  const std::string want = bytes_of(planner::run_program(plan.bytes, in, {}).outputs);
+  EXPECT_EQ(bytes_of(planner::run_program(plan.bytes, in, options).outputs), want);
+  EXPECT_EQ(pool.calls, 1) << "one call, rows side by side";
+  EXPECT_EQ(kernels::gemm_row_scratch_blocks(3136), 4);
+  EXPECT_EQ(kernels::gemm_row_scratch_blocks(100), 2);
+  EXPECT_EQ(kernels::gemm_row_scratch_blocks(72), 1) << "one block of rows: nothing to run side by side";
 }
 
 TEST_F(ThreadsTest, EmptyReductionComputesNothing) {

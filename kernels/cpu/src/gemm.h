@@ -95,9 +95,12 @@ struct GemmEpilogue {
 // operands are prepacked and n is at most 64 (Winograd's products on small
 // planes): there each output is one chain over all of k, so its last bits
 // can differ from the same product with an operand packed at run time.
+// With B prepacked, pack_a may hold `pack_a_blocks` blocks of
+// gemm_pack_a_floats(m, k) (gemm_row_scratch_blocks): threads then take
+// ranges of rows, each packing into a block of its own.
 void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, const GemmIm2col* im2col,
                  float* c, int64_t ldc, const GemmEpilogue& epilogue, float* pack_a, float* pack_b,
-                 GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
+                 GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr, int64_t pack_a_blocks = 1);
 
 // Rows [p0, p0 + kc) and columns [j0, j0 + nc) of the im2col matrix `g`
 // describes, packed into `dst` as gemm_packed packs B: panels of kGemmNr

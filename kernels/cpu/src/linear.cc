@@ -158,6 +158,13 @@ Error check_packed_b(const KernelArgs& args, int64_t m, int64_t n, int64_t k) {
   return Error::kOk;
 }
 
+// The blocks of A's packing scratch a product with B packed by the planner
+// was given (gemm_row_scratch_blocks; check_packed_b checked one).
+int64_t pack_a_blocks(const KernelArgs& args, int64_t m, int64_t k) {
+  const int64_t block = gemm_pack_a_floats(m, k);
+  return block > 0 ? args.scratch[0]->numel() / block : 1;
+}
+
 // Packed product: runtime packing of both operands (two scratch tensors),
 // or B packed by the planner (one).
 // A 1x1 convolution with stride 1 and no padding: B is the input itself.
@@ -915,7 +922,8 @@ Error run_gemm(const KernelArgs& args) {
     const GemmMatrix bm =
         p->packed_b() ? packed_operand(args, 0) : GemmMatrix{b.data_as<const float>(), b.dim(1), p->trans_b()};
     gemm_packed(m, n, k, {a.data_as<const float>(), a.dim(1), p->trans_a()}, bm, nullptr, out, n, epilogue,
-                scratch_a(args), p->packed_b() ? nullptr : scratch_b(args), GemmPath::kAuto, args.pool);
+                scratch_a(args), p->packed_b() ? nullptr : scratch_b(args), GemmPath::kAuto, args.pool,
+                p->packed_b() ? pack_a_blocks(args, m, k) : 1);
   } else {
     gemm_f32(m, n, k, a.data_as<const float>(), a.dim(1), p->trans_a(), b.data_as<const float>(), b.dim(1),
              p->trans_b(), out, n, fold_c);
@@ -1032,9 +1040,9 @@ Error run_matmul(const KernelArgs& args) {
     epilogue.activation = activation;
     epilogue.col_bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
     const GemmMatrix b = packed_operand(args, 0);
-    gemm_packed(dims_product(in, 0, in.rank() - 1), n, k, {in.data_as<const float>(), k, false}, b, nullptr,
-                args.out(0).data_as<float>(), n, epilogue, args.scratch[0]->data_as<float>(), nullptr, GemmPath::kAuto,
-                args.pool);
+    const int64_t m = dims_product(in, 0, in.rank() - 1);
+    gemm_packed(m, n, k, {in.data_as<const float>(), k, false}, b, nullptr, args.out(0).data_as<float>(), n, epilogue,
+                args.scratch[0]->data_as<float>(), nullptr, GemmPath::kAuto, args.pool, pack_a_blocks(args, m, k));
     return Error::kOk;
   }
   MatMulShape s;

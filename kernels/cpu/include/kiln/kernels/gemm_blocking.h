@@ -49,6 +49,17 @@ constexpr int64_t gemm_group_scratch_blocks(int64_t group) {
   return group > 1 ? gemm_min(group, kGemmGroupScratchBlocks) : 1;
 }
 
+// A product whose B the planner packed (a MatMul or Gemm by constant
+// weights) gets this many blocks of A's packing scratch, or one per block
+// of kGemmMc rows when it has fewer: threads then take ranges of rows,
+// each packing into a block of its own, instead of waiting for each other
+// twice every kGemmMc rows (gemm_packed). A program planned with one
+// block splits the product block by block.
+constexpr int64_t kGemmRowScratchBlocks = 4;
+constexpr int64_t gemm_row_scratch_blocks(int64_t m) {
+  return gemm_min((m + kGemmMc - 1) / kGemmMc, kGemmRowScratchBlocks);
+}
+
 // A MatMul of many products (a B with batch dimensions: attention's scores
 // and context, one product per head and window) gets this many blocks of
 // packing scratch (A's and B's), or one per product when it has fewer, when
