@@ -56,6 +56,10 @@ constexpr const char* kHelp =
     "                             without it (doubles planning time; default: a first-fit estimate)\n"
     "  --no-packing               float Conv, Gemm and MatMul without packing scratch, int8 ones\n"
     "                             with 2 KiB blocks: smaller arenas, slower kernels (microcontrollers)\n"
+    "  --threads N                the most threads the program will run on (default 4): kernels that\n"
+    "                             give each thread scratch of its own (grouped convolutions, products\n"
+    "                             split by rows or batches, Winograd by ranges of tiles) get at most N\n"
+    "                             blocks; 1 plans the smallest arenas, every kernel still split on a pool\n"
     "  --no-fuse                  every node runs as the model writes it: no BatchNormalization folded\n"
     "                             into Conv, no bias, activation or gated pattern fused into its\n"
     "                             producer, no bias or residual Add fused into an all-reduce's write\n"
@@ -469,6 +473,9 @@ PlanOptions parse_plan_options(const Args& args) {
   parse_memory_options(args, options);
   options.plan_io = args.has("--plan-io");
   options.lower.packing_scratch = !args.has("--no-packing");
+  const long threads = args.get_int("--threads", 4);
+  if (threads < 1 || threads > 64) throw UsageError{"--threads must be from 1 to 64"};
+  options.lower.thread_blocks = threads;
   options.fuse = !args.has("--no-fuse");
   options.targets = args.get("--target", "cpu");
   options.device_io = args.has("--device-io");
@@ -534,7 +541,7 @@ const std::vector<OptionSpec>& plan_option_specs() {
       {"--algo", true}, {"--time-limit", true}, {"--alignment", true}, {"--plan-io", false},
       {"--inplace-ops", true}, {"--no-inplace", false}, {"--compare-inplace", false},
       {"--target", true}, {"--device-count", true}, {"--place", true}, {"--device-io", false},
-      {"--precision", true}, {"--keep-fp32", true}, {"--no-packing", false}, {"--no-fuse", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
+      {"--precision", true}, {"--keep-fp32", true}, {"--no-packing", false}, {"--threads", true}, {"--no-fuse", false}, {"--strip-names", false}, {"--quantized-io", false}, {"--report", true}, {"--ranks", true},
       {"--tensor-parallel", true}, {"--allreduce", true}, {"--bundle-test", true}, {"--test-tolerance", true},
       {"--memory-region", true}, {"--memory-regions", true}, {"--hot-constants", false}, {"--method", true}, {"--concurrent-methods", false},
       {"--help", false}};

@@ -1,6 +1,8 @@
 // Linear ops: Conv and ConvTranspose (1-D, 2-D; groups, depthwise; also
 // 3-D ConvTranspose), Gemm, MatMul.
 
+#include <algorithm>
+
 #include "kiln/kernels/gemm_blocking.h"
 #include "ops/op_registry.h"
 #include "ops/spatial.h"
@@ -166,9 +168,12 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
     const int weight = l.constant(ctx.node().name + "/winograd_weight", std::move(transformed));
     std::vector<int> inputs = {l.tensor(ctx.input_id(0)), weight};
     if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
+    // Blocks for threads to take ranges of tiles (winograd_scratch_blocks).
+    const int64_t blocks = std::min(winograd_scratch_blocks(w[0], w[1], tiles), l.options().thread_blocks);
     std::vector<int> scratch = {
-        l.temp(ctx.node().name + "/winograd_input", DType::FLOAT32, {winograd_input_floats(w[1], tiles)}),
-        l.temp(ctx.node().name + "/winograd_product", DType::FLOAT32, {winograd_product_floats(w[0], w[1], tiles)})};
+        l.temp(ctx.node().name + "/winograd_input", DType::FLOAT32, {blocks * winograd_input_floats(w[1], tiles)}),
+        l.temp(ctx.node().name + "/winograd_product", DType::FLOAT32,
+               {blocks * winograd_product_floats(w[0], w[1], tiles)})};
     fb::ParamsUnion params;
     params.Set(std::move(p));
     l.kernel("ConvWinograd", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), std::move(scratch));
@@ -201,7 +206,7 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
     }
     p.packed_weights = true;
     // Grouped: a block per group that runs at once (gemm_blocking.h).
-    const int64_t blocks = depthwise ? 1 : gemm_group_scratch_blocks(group);
+    const int64_t blocks = depthwise ? 1 : std::min(gemm_group_scratch_blocks(group), l.options().thread_blocks);
     scratch = {l.temp(ctx.node().name + "/packed_b", DType::FLOAT32, {blocks * gemm_pack_b_floats(k, n)})};
   } else {
     weight = l.tensor(ctx.input_id(1));
@@ -411,7 +416,8 @@ void lower_gemm(OpContext& ctx, LoweringContext& l) {
     inputs.push_back(packed_b(ctx, l, k, y[1], p.trans_b));
     p.packed_b = true;
     scratch = {l.temp(ctx.node().name + "/packed_a", DType::FLOAT32,
-                      {kiln::kernels::gemm_row_scratch_blocks(y[0]) * kiln::kernels::gemm_pack_a_floats(y[0], k)})};
+                      {std::min(kiln::kernels::gemm_row_scratch_blocks(y[0]), l.options().thread_blocks) *
+                       kiln::kernels::gemm_pack_a_floats(y[0], k)})};
   } else {
     inputs.push_back(l.tensor(ctx.input_id(1)));
     scratch = packing_scratch(ctx, l, y[0], y[1], k);
@@ -462,9 +468,9 @@ void lower_matmul(OpContext& ctx, LoweringContext& l) {
     std::vector<int> inputs = {l.tensor(ctx.input_id(0)), packed_b(ctx, l, a.back(), n, false)};
     if (has_bias) inputs.push_back(l.tensor(ctx.input_id(2)));
     // Threads take ranges of rows, each packing into a block of its own.
-    const int scratch =
-        l.temp(ctx.node().name + "/packed_a", DType::FLOAT32,
-               {kiln::kernels::gemm_row_scratch_blocks(m) * kiln::kernels::gemm_pack_a_floats(m, a.back())});
+    const int scratch = l.temp(ctx.node().name + "/packed_a", DType::FLOAT32,
+                               {std::min(kiln::kernels::gemm_row_scratch_blocks(m), l.options().thread_blocks) *
+                                kiln::kernels::gemm_pack_a_floats(m, a.back())});
     l.kernel("MatMul", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), {scratch});
     return;
   }
@@ -473,7 +479,7 @@ void lower_matmul(OpContext& ctx, LoweringContext& l) {
   int64_t blocks = 1;
   if (b.size() > 2 && m > 0 && n > 0) {
     const int64_t batches = shape_numel(ctx.output(0).shape) / (m * n);
-    blocks = kiln::kernels::gemm_batch_scratch_blocks(batches, m, n, a.back());
+    blocks = std::min(kiln::kernels::gemm_batch_scratch_blocks(batches, m, n, a.back()), l.options().thread_blocks);
   }
   std::vector<int> scratch = packing_scratch(ctx, l, m, n, a.back(), blocks);
   // Without packing, the bias and the activation go to an Add after it.

@@ -40,6 +40,13 @@ struct LowerOptions {
   // smaller at run time, so no choice is made because one is 1 (a product
   // of one row still gets the packed kernel the larger sizes get).
   bool bounded = false;
+  // The most threads the program is planned for: kernels that give each
+  // thread scratch blocks of its own (grouped convolutions, batched and
+  // row-split products, Winograd by ranges of tiles; gemm_blocking.h) get
+  // at most this many (kiln plan --threads). 1: none, the smallest arenas,
+  // every kernel still split step by step on a pool. Above 4 changes
+  // nothing: the kernels ask for 4 blocks at most.
+  int64_t thread_blocks = 4;
 };
 
 class LoweringContext {

@@ -225,7 +225,8 @@ def main():
     expect("unknown option: exit 2 naming it", rc == 2 and "--bogus" in err, err)
     rc, out, err = run(k, "plan", good, "-o", os.path.join(w, "x.kiln"), "--algo", "magic")
     expect("unknown algorithm: exit 1 naming it", rc == 1 and "magic" in err, err)
-    for option, value in [("--ranks", "0"), ("--tensor-parallel", "0"), ("--tensor-parallel", "1")]:
+    for option, value in [("--ranks", "0"), ("--tensor-parallel", "0"), ("--tensor-parallel", "1"), ("--threads", "0"),
+                          ("--threads", "65")]:
         rc, out, err = run(k, "plan", good, "-o", os.path.join(w, "x.kiln"), option, value)
         expect(f"{option} {value}: exit 2 naming the option", rc == 2 and option in err, err)
 

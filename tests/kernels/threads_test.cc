@@ -1,22 +1,16 @@
 // The kernels on a thread pool give the same bits as on one thread: small
 // graphs of the kernels that split their work (Conv as im2col, 1x1, Winograd
-// and first-layer paths, grouped (split within a group, or groups side by
-// side on scratch blocks of their own, the direct 3x3 kernel at strides 1
-// and 2, whole planes and bands of rows) and without packing; depthwise 3x3 and
-// 5x5; Gemm and MatMul with packed and unpacked operands, batched (products
-// side by side on scratch blocks of their own, B broadcast), by packed
-// weights (ranges of rows side by side on packing blocks of their own); binary
-// element-wise ops with and without broadcasting, a fused activation;
-// unary vector math; Softmax, LogSoftmax, LayerNormalization and
-// BatchNormalization by rows or planes; MaxPool and AveragePool by planes;
-// Transpose and Slice by output rows; Concat and Split by byte ranges;
-// Resize by planes; reductions by output elements; int8 convolutions
-// (direct, im2col, 1x1), products by weights and of two activations, by
-// channel tiles; int8 depthwise by 16 channels, AddInt8, MulInt8 and
-// LookupInt8 by ranges or rows) are planned once, run with no pool and then on 2, 3
-// and 4 threads, on every CPU path this processor has, with the kernels'
-// thresholds as shipped and with every split forced (set_parallel_min_work
-// (0)), and the outputs compared byte for byte.
+// (by steps, or ranges of tiles on scratch blocks of their own) and first-layer paths, grouped (split within a group,
+// or groups side by side on scratch blocks of their own, the direct 3x3 kernel at strides 1 and 2, whole planes and
+// bands of rows) and without packing; depthwise 3x3 and 5x5; Gemm and MatMul with packed and unpacked operands, batched
+// (products side by side on scratch blocks of their own, B broadcast), by packed weights (ranges of rows side by side
+// on packing blocks of their own); binary element-wise ops with and without broadcasting, a fused activation; unary
+// vector math; Softmax, LogSoftmax, LayerNormalization and BatchNormalization by rows or planes; MaxPool and
+// AveragePool by planes; Transpose and Slice by output rows; Concat and Split by byte ranges; Resize by planes;
+// reductions by output elements; int8 convolutions (direct, im2col, 1x1), products by weights and of two activations,
+// by channel tiles; int8 depthwise by 16 channels, AddInt8, MulInt8 and LookupInt8 by ranges or rows) are planned once,
+// run with no pool and then on 2, 3 and 4 threads, on every CPU path this processor has, with the kernels' thresholds
+// as shipped and with every split forced (set_parallel_min_work (0)), and the outputs compared byte for byte.
 
 #include <gtest/gtest.h>
 
@@ -90,6 +84,13 @@ std::vector<Case> cases() {
     b.output(b.node("Conv", {x, b.ramp("w", {24, 16, 3, 3}, 0.05f), b.ramp("b", {24})},
                     {{"pads", ints_attr({1, 1, 1, 1})}}));
     add("conv3x3", b, {noise({1, 16, 20, 20}, 1)});
+  }
+  {
+    GraphBuilder b;  // 3x3 by Winograd over 4 blocks of tiles: threads take ranges of tiles on scratch of their own
+    const int x = b.input("x", {2, 64, 40, 40});
+    b.output(b.node("Relu", {b.node("Conv", {x, b.ramp("w", {32, 64, 3, 3}, 0.01f), b.ramp("b", {32})},
+                                    {{"pads", ints_attr({1, 1, 1, 1})}})}));
+    add("conv3x3_winograd_tiles", b, {noise({2, 64, 40, 40}, 21)});
   }
   {
     GraphBuilder b;  // 3x3, stride 2, ReLU fused: im2col
@@ -516,6 +517,34 @@ TEST_F(ThreadsTest, RowsOfAProductByWeightsRunSideBySide) {
   EXPECT_EQ(kernels::gemm_row_scratch_blocks(3136), 4);
   EXPECT_EQ(kernels::gemm_row_scratch_blocks(100), 2);
   EXPECT_EQ(kernels::gemm_row_scratch_blocks(72), 1) << "one block of rows: nothing to run side by side";
+}
+
+TEST_F(ThreadsTest, WinogradGivesThreadsTilesWhereTheDataOutweighsTheWeights) {
+  // 64 -> 32 channels on 40 x 40 (400 tiles, blocks of 128): scratch for 4
+  // blocks, and one pool call, a range of tiles per thread, instead of three
+  // calls a block. Deep layers on small planes keep one block: threads
+  // would each read all the weights.
+  EXPECT_EQ(kernels::winograd_scratch_blocks(32, 64, 400), 4);
+  EXPECT_EQ(kernels::winograd_scratch_blocks(512, 512, 16), 1) << "one block of tiles";
+  EXPECT_EQ(kernels::winograd_scratch_blocks(256, 256, 49), 1) << "the weights outweigh the data";
+  GraphBuilder b;
+  const int x = b.input("x", {1, 64, 40, 40});
+  b.output(b.node("Conv", {x, b.ramp("w", {32, 64, 3, 3}, 0.01f)}, {{"pads", ints_attr({1, 1, 1, 1})}}));
+  const auto plan = b.plan();
+  const std::vector<HostTensor> in = {noise({1, 64, 40, 40}, 22)};
+  CountingPool pool;
+  RunOptions options;
+  options.thread_pool = &pool;
+  const std::string want = bytes_of(planner::run_program(plan.bytes, in, {}).outputs);
+  EXPECT_EQ(bytes_of(planner::run_program(plan.bytes, in, options).outputs), want);
+  EXPECT_EQ(pool.calls, 1) << "one call, tiles side by side";
+  // Planned for one thread (kiln plan --threads 1): one block, and the
+  // steps split one by one on a pool, with the same bits.
+  PlanOptions one_thread;
+  one_thread.lower.thread_blocks = 1;
+  pool.calls = 0;
+  EXPECT_EQ(bytes_of(planner::run_program(b.plan(one_thread).bytes, in, options).outputs), want);
+  EXPECT_GT(pool.calls, 1);
 }
 
 TEST_F(ThreadsTest, EmptyReductionComputesNothing) {

@@ -1054,14 +1054,16 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
   // BF16 packs B to convert it: never read in place.
   blocks.direct_b =
       !bf16 && im2col == nullptr && !b.prepacked && !b.trans && b.row_scale == nullptr && read_b_in_place(m, b.ld);
-  // Both operands prepacked (Winograd's products) and few columns: one
+  // Both operands prepacked (Winograd's products on small planes, whose
+  // caller decides it the same way for every block of tiles and thread
+  // count: GemmMatrix::whole_k): one
   // block of all of k, so the A panels are read whole, one after another
   // in the order they are stored (the next row block fetched ahead:
   // next_a_block), and C is written once. ResNet-50's layer4 3x3 by
   // Winograd (16 products of 512 x 512 by 16 columns, 16.7 MB of weights
   // from memory each run), 8 of them in a chain, one thread, alternating
   // rounds: 15.0-15.4 -> 12.2-12.3 ms.
-  if (a.prepacked && b.prepacked && !bf16 && n <= kGemmSmallN) blocks.k_block = k;
+  if (a.prepacked && b.prepacked && !bf16 && b.whole_k) blocks.k_block = k;
   // B packed ahead of time, A packed here, several packing blocks
   // (gemm_row_scratch_blocks): one task a thread takes a range of rows
   // and runs all of its product, packing into a block of its own. Split

@@ -57,6 +57,11 @@ struct GemmMatrix {
   const float* row_scale = nullptr;
   const float* row_shift = nullptr;
   bool row_relu = false;
+  // B prepacked against a prepacked A (Winograd's products on small
+  // planes): each output summed over all of k in one block instead of
+  // blocks of kGemmKc, the A panels read whole in the order they are
+  // stored. Its last bits can differ from the same product blocked.
+  bool whole_k = false;
 };
 
 // The im2col matrix of one image (one group's channels) as operand B:
@@ -92,7 +97,7 @@ struct GemmEpilogue {
 // its operand is prepacked. `pool` (may be nullptr) splits large products
 // across threads with the same result bits. The inner dimension is summed
 // in blocks of kGemmKc, each block's sum added to C, except where both
-// operands are prepacked and n is at most 64 (Winograd's products on small
+// operands are prepacked and B says whole_k (Winograd's products on small
 // planes): there each output is one chain over all of k, so its last bits
 // can differ from the same product with an operand packed at run time.
 // With B prepacked, pack_a may hold `pack_a_blocks` blocks of

@@ -330,6 +330,62 @@ void transform_output(const WinogradGeometry& g, const float* prod, int64_t stri
   }
 }
 
+// Where one block of tiles of one image goes: its scratch and the layout
+// of both (winograd_conv).
+struct WinogradBlock {
+  const float* x = nullptr;  // the image
+  float* y = nullptr;
+  float* v = nullptr;     // transformed inputs
+  float* prod = nullptr;  // products
+  bool padded = false, products_padded = false, whole_k = false;
+};
+
+// The three steps for tiles [t0, t0 + tb), each split across `pool` where
+// its outputs do not overlap: input channels, then the 16 products, then
+// output channels.
+void winograd_block(const WinogradConv& g, const WinogradBlock& w, int64_t t0, int64_t tb, GemmPath path,
+                    ThreadPool* pool) {
+  const int64_t v_stride = g.c * gemm_round_up(tb, kGemmNr) + (w.padded ? kWinogradInputPad : 0);
+  const int64_t p_stride = g.m * tb + (w.products_padded ? kWinogradProductPad : 0);
+  const int64_t in_tasks = parallel_tasks(pool, g.c * tb * 64, g.c);
+  parallel_for(pool, in_tasks, [&](int64_t task) {
+    int64_t c0, c1;
+    parallel_range(g.c, in_tasks, task, 1, &c0, &c1);
+    transform_input(g, w.x, t0, tb, w.v, v_stride, path, c0, c1);
+  });
+  const int64_t product_tasks = parallel_tasks(pool, 16 * g.m * tb * g.c, 16);
+  parallel_for(pool, product_tasks, [&](int64_t task) {
+    int64_t x0, x1;
+    parallel_range(16, product_tasks, task, 1, &x0, &x1);
+    for (int64_t xi = x0; xi < x1; ++xi) {
+      GemmMatrix a{g.weights + xi * gemm_prepacked_a_floats(g.m, g.c), g.c, false, true};
+      GemmMatrix b{w.v + xi * v_stride, 0, false, true};
+      b.whole_k = w.whole_k;
+#if KILN_X86
+      if (g.bf16) {
+        // BF16 weights: V_xi's panels rounded to BF16 pairs in place
+        // (each keeps its FP32 panel's place, C floats a column).
+        a.data = reinterpret_cast<const float*>(reinterpret_cast<const uint16_t*>(g.weights) +
+                                                xi * gemm_prepacked_a_bf16_elements(g.m, g.c));
+        a.bf16 = true;
+        for (int64_t q = 0; q < gemm_round_up(tb, kGemmNr) / kGemmNr; ++q) {
+          x86::convert_b_panel_bf16(w.v + xi * v_stride + q * g.c * kGemmNr, g.c);
+        }
+        b.bf16 = true;
+        b.bf16_depth = g.c;
+      }
+#endif
+      gemm_packed(g.m, tb, g.c, a, b, nullptr, w.prod + xi * p_stride, tb, GemmEpilogue{}, nullptr, nullptr, path);
+    }
+  });
+  const int64_t out_tasks = parallel_tasks(pool, g.m * tb * 64, g.m);
+  parallel_for(pool, out_tasks, [&](int64_t task) {
+    int64_t m0, m1;
+    parallel_range(g.m, out_tasks, task, 1, &m0, &m1);
+    transform_output(g, w.prod, p_stride, t0, tb, g.bias, g.activation, w.y, path, m0, m1);
+  });
+}
+
 Error run_winograd(const KernelArgs& args) {
   winograd_conv(winograd_geometry(args), GemmPath::kAuto, args.pool);
   return Error::kOk;
@@ -340,61 +396,48 @@ Error run_winograd(const KernelArgs& args) {
 void winograd_conv(const WinogradConv& g, GemmPath path, ThreadPool* pool) {
   const int64_t tiles = tile_count(g);
   const int64_t block = winograd_tile_block(g.c, tiles);
+  WinogradBlock w;
   // The transformed inputs a cache line apart where the scratch has room
   // (gemm_blocking.h): a 128 -> 32 channel layer, one thread, 14x14
   // 162 -> 130 us, 28x28 546 -> 446 us.
-  const bool padded = g.transformed_input_floats >= winograd_input_floats(g.c, tiles);
+  w.padded = g.transformed_input_floats >= winograd_input_floats(g.c, tiles);
   // The products likewise (gemm_blocking.h), one thread, min of 200 calls:
   // 16 -> 64 channels on 55x55 567 -> 450 us, 128 -> 32 on 28x28 450 -> 436,
   // on 56x56 1500 -> 1440.
-  const bool products_padded = g.products_floats >= winograd_product_floats(g.m, g.c, tiles);
+  w.products_padded = g.products_floats >= winograd_product_floats(g.m, g.c, tiles);
+  // Blocks of at most 64 tiles (deep layers on small planes) sum all of
+  // k in one block (GemmMatrix::whole_k), whatever a thread's share.
+  w.whole_k = block <= 4 * kGemmNr;
+  // Scratch for several blocks (winograd_scratch_blocks): one task a
+  // thread takes a range of tiles and runs the three steps on blocks of its
+  // own, block by block. The same tiles give the same bits in any block.
+  const int64_t input_block = w.padded ? winograd_input_floats(g.c, tiles) : g.transformed_input_floats;
+  const int64_t product_block = w.products_padded ? winograd_product_floats(g.m, g.c, tiles) : g.products_floats;
+  const int64_t scratch_blocks = w.padded && w.products_padded ? gemm_min(g.transformed_input_floats / input_block,
+                                                                          g.products_floats / product_block)
+                                                               : 1;
+  const int64_t panels = (tiles + kGemmNr - 1) / kGemmNr;
+  const int64_t tile_tasks = scratch_blocks > 1 ? gemm_min(parallel_tasks(pool, 16 * g.m * tiles * g.c, panels),
+                                                           gemm_min(parallel_threads(pool), scratch_blocks))
+                                                : 1;
   for (int64_t n = 0; n < g.n; ++n) {
-    const float* xn = g.x + n * g.c * g.h * g.w;
-    float* yn = g.y + n * g.m * g.oh * g.ow;
-    for (int64_t t0 = 0; t0 < tiles; t0 += block) {
-      const int64_t tb = gemm_min(block, tiles - t0);
-      const int64_t v_stride = g.c * gemm_round_up(tb, kGemmNr) + (padded ? kWinogradInputPad : 0);
-      const int64_t p_stride = g.m * tb + (products_padded ? kWinogradProductPad : 0);
-      // Each step split where its outputs do not overlap: input channels,
-      // then the 16 products, then output channels.
-      const int64_t in_tasks = parallel_tasks(pool, g.c * tb * 64, g.c);
-      parallel_for(pool, in_tasks, [&](int64_t task) {
-        int64_t c0, c1;
-        parallel_range(g.c, in_tasks, task, 1, &c0, &c1);
-        transform_input(g, xn, t0, tb, g.transformed_input, v_stride, path, c0, c1);
+    w.x = g.x + n * g.c * g.h * g.w;
+    w.y = g.y + n * g.m * g.oh * g.ow;
+    if (tile_tasks > 1) {
+      parallel_for(pool, tile_tasks, [&](int64_t task) {
+        int64_t b0, b1;
+        parallel_range(tiles, tile_tasks, task, kGemmNr, &b0, &b1);
+        WinogradBlock mine = w;
+        mine.v = g.transformed_input + task * input_block;
+        mine.prod = g.products + task * product_block;
+        for (int64_t t0 = b0; t0 < b1; t0 += block)
+          winograd_block(g, mine, t0, gemm_min(block, b1 - t0), path, nullptr);
       });
-      const int64_t product_tasks = parallel_tasks(pool, 16 * g.m * tb * g.c, 16);
-      parallel_for(pool, product_tasks, [&](int64_t task) {
-        int64_t x0, x1;
-        parallel_range(16, product_tasks, task, 1, &x0, &x1);
-        for (int64_t xi = x0; xi < x1; ++xi) {
-          GemmMatrix a{g.weights + xi * gemm_prepacked_a_floats(g.m, g.c), g.c, false, true};
-          GemmMatrix b{g.transformed_input + xi * v_stride, 0, false, true};
-#if KILN_X86
-          if (g.bf16) {
-            // BF16 weights: V_xi's panels rounded to BF16 pairs in place
-            // (each keeps its FP32 panel's place, C floats a column).
-            a.data = reinterpret_cast<const float*>(reinterpret_cast<const uint16_t*>(g.weights) +
-                                                    xi * gemm_prepacked_a_bf16_elements(g.m, g.c));
-            a.bf16 = true;
-            for (int64_t q = 0; q < gemm_round_up(tb, kGemmNr) / kGemmNr; ++q) {
-              x86::convert_b_panel_bf16(g.transformed_input + xi * v_stride + q * g.c * kGemmNr, g.c);
-            }
-            b.bf16 = true;
-            b.bf16_depth = g.c;
-          }
-#endif
-          gemm_packed(g.m, tb, g.c, a, b, nullptr, g.products + xi * p_stride, tb, GemmEpilogue{}, nullptr, nullptr,
-                      path);
-        }
-      });
-      const int64_t out_tasks = parallel_tasks(pool, g.m * tb * 64, g.m);
-      parallel_for(pool, out_tasks, [&](int64_t task) {
-        int64_t m0, m1;
-        parallel_range(g.m, out_tasks, task, 1, &m0, &m1);
-        transform_output(g, g.products, p_stride, t0, tb, g.bias, g.activation, yn, path, m0, m1);
-      });
+      continue;
     }
+    w.v = g.transformed_input;
+    w.prod = g.products;
+    for (int64_t t0 = 0; t0 < tiles; t0 += block) winograd_block(g, w, t0, gemm_min(block, tiles - t0), path, pool);
   }
 }
 

@@ -255,6 +255,23 @@ constexpr int64_t winograd_product_unpadded_floats(int64_t m, int64_t c, int64_t
 constexpr int64_t winograd_product_floats(int64_t m, int64_t c, int64_t tiles) {
   return winograd_product_unpadded_floats(m, c, tiles) + 16 * kWinogradProductPad;
 }
+// A Winograd layer of several blocks of tiles whose transformed inputs and
+// products outweigh its weights gets scratch for this many blocks (or one
+// per block of tiles when it has fewer): threads then take ranges of
+// tiles, each running all three steps on blocks of scratch of their own,
+// so a tile's data stays on one core from the input to the output and
+// the layer's input and output are split by positions as in the layers
+// around it. Each thread reads all the weights; where the weights
+// outweigh the data (deep layers on small planes), threads split each
+// step instead (winograd.cc). The scratch blocks sit
+// winograd_input_floats and winograd_product_floats apart.
+constexpr int64_t kWinogradScratchBlocks = 4;
+constexpr int64_t winograd_scratch_blocks(int64_t m, int64_t c, int64_t tiles) {
+  const int64_t block = winograd_tile_block(c, tiles);
+  const int64_t blocks = block > 0 ? (tiles + block - 1) / block : 1;
+  return blocks > 1 && 2 * m * c <= (m + c) * tiles ? gemm_min(blocks, kWinogradScratchBlocks) : 1;
+}
+
 // Floats of the transformed weights: 16 matrices [M][C], each packed as
 // gemm_prepack_a does.
 constexpr int64_t winograd_weight_floats(int64_t m, int64_t c) { return 16 * gemm_prepacked_a_floats(m, c); }
