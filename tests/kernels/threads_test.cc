@@ -427,6 +427,17 @@ struct CountingPool final : ThreadPool {
   }
 };
 
+// Runs `bytes` on a CountingPool and returns the calls it saw; the outputs
+// must be the bytes of a run without a pool.
+int pool_calls(const std::string& bytes, const std::vector<HostTensor>& in) {
+  CountingPool pool;
+  RunOptions options;
+  options.thread_pool = &pool;
+  const std::string want = bytes_of(planner::run_program(bytes, in, {}).outputs);
+  EXPECT_EQ(bytes_of(planner::run_program(bytes, in, options).outputs), want);
+  return pool.calls;
+}
+
 class ThreadsTest : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -487,12 +498,7 @@ TEST_F(ThreadsTest, SmallBatchedProductsRunSideBySide) {
   b.output(b.node("MatMul", {q, k}));
   const auto plan = b.plan();
   const std::vector<HostTensor> in = {noise({4, 3, 49, 32}, 16), noise({4, 3, 32, 49}, 17)};
-  CountingPool pool;
-  RunOptions options;
-  options.thread_pool = &pool;
-  const std::string want = bytes_of(planner::run_program(plan.bytes, in, {}).outputs);
-  EXPECT_EQ(bytes_of(planner::run_program(plan.bytes, in, options).outputs), want);
-  EXPECT_EQ(pool.calls, 1) << "12 small products: one call, products side by side";
+  EXPECT_EQ(pool_calls(plan.bytes, in), 1) << "12 small products: one call, products side by side";
   EXPECT_EQ(kernels::gemm_batch_scratch_blocks(12, 49, 49, 32), 4);
   EXPECT_EQ(kernels::gemm_batch_scratch_blocks(1, 49, 49, 32), 1);
   EXPECT_EQ(kernels::gemm_batch_scratch_blocks(12, 1024, 1024, 1024), 1) << "large products keep one block";
@@ -508,12 +514,7 @@ TEST_F(ThreadsTest, RowsOfAProductByWeightsRunSideBySide) {
   b.output(b.node("MatMul", {x, b.ramp("w", {96, 384}, 0.01f)}));
   const auto plan = b.plan();
   const std::vector<HostTensor> in = {noise({1, 3136, 96}, 20)};
-  CountingPool pool;
-  RunOptions options;
-  options.thread_pool = &pool;
-  const std::string want = bytes_of(planner::run_program(plan.bytes, in, {}).outputs);
-  EXPECT_EQ(bytes_of(planner::run_program(plan.bytes, in, options).outputs), want);
-  EXPECT_EQ(pool.calls, 1) << "one call, rows side by side";
+  EXPECT_EQ(pool_calls(plan.bytes, in), 1) << "one call, rows side by side";
   EXPECT_EQ(kernels::gemm_row_scratch_blocks(3136), 4);
   EXPECT_EQ(kernels::gemm_row_scratch_blocks(100), 2);
   EXPECT_EQ(kernels::gemm_row_scratch_blocks(72), 1) << "one block of rows: nothing to run side by side";
@@ -532,19 +533,15 @@ TEST_F(ThreadsTest, WinogradGivesThreadsTilesWhereTheDataOutweighsTheWeights) {
   b.output(b.node("Conv", {x, b.ramp("w", {32, 64, 3, 3}, 0.01f)}, {{"pads", ints_attr({1, 1, 1, 1})}}));
   const auto plan = b.plan();
   const std::vector<HostTensor> in = {noise({1, 64, 40, 40}, 22)};
-  CountingPool pool;
-  RunOptions options;
-  options.thread_pool = &pool;
-  const std::string want = bytes_of(planner::run_program(plan.bytes, in, {}).outputs);
-  EXPECT_EQ(bytes_of(planner::run_program(plan.bytes, in, options).outputs), want);
-  EXPECT_EQ(pool.calls, 1) << "one call, tiles side by side";
+  EXPECT_EQ(pool_calls(plan.bytes, in), 1) << "one call, tiles side by side";
   // Planned for one thread (kiln plan --threads 1): one block, and the
   // steps split one by one on a pool, with the same bits.
   PlanOptions one_thread;
   one_thread.lower.thread_blocks = 1;
-  pool.calls = 0;
-  EXPECT_EQ(bytes_of(planner::run_program(b.plan(one_thread).bytes, in, options).outputs), want);
-  EXPECT_GT(pool.calls, 1);
+  const std::string small = b.plan(one_thread).bytes;
+  EXPECT_GT(pool_calls(small, in), 1);
+  EXPECT_EQ(bytes_of(planner::run_program(small, in, {}).outputs),
+            bytes_of(planner::run_program(plan.bytes, in, {}).outputs));
 }
 
 TEST_F(ThreadsTest, EmptyReductionComputesNothing) {

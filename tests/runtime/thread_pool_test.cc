@@ -146,6 +146,18 @@ TEST(PosixThreadPoolTest, WorkersThatWentToSleepWakeUp) {
   }
 }
 
+// Counts this task in, then waits (10 s at most) for a second one to
+// arrive: false if none came.
+bool meet(std::atomic<int>& arrived) {
+  arrived++;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (arrived.load() < 2) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 TEST(PosixThreadPoolTest, TheWorkIsShared) {
   // Tasks that wait for each other can only finish when they run at once.
   PosixThreadPool pool;
@@ -158,15 +170,7 @@ TEST(PosixThreadPoolTest, TheWorkIsShared) {
       2,
       [](void* context, int64_t) {
         auto* rv = static_cast<Rendezvous*>(context);
-        rv->arrived++;
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (rv->arrived.load() < 2) {
-          if (std::chrono::steady_clock::now() > deadline) {
-            rv->timed_out = true;
-            return;
-          }
-          std::this_thread::yield();
-        }
+        if (!meet(rv->arrived)) rv->timed_out = true;
       },
       &r);
   EXPECT_FALSE(r.timed_out.load()) << "the two tasks never ran at the same time";
@@ -190,16 +194,7 @@ TEST(PosixThreadPoolTest, EachThreadRunsItsOwnShareFirst) {
       [](void* context, int64_t i) {
         auto* p = static_cast<Pairs*>(context);
         p->ran_on[i] = std::this_thread::get_id();
-        std::atomic<int>& arrived = p->arrived[i % 2];
-        arrived++;
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (arrived.load() < 2) {
-          if (std::chrono::steady_clock::now() > deadline) {
-            p->timed_out = true;
-            return;
-          }
-          std::this_thread::yield();
-        }
+        if (!meet(p->arrived[i % 2])) p->timed_out = true;
       },
       &pairs);
   ASSERT_FALSE(pairs.timed_out.load()) << "tasks 0 and 2 (or 1 and 3) did not run at the same time";
