@@ -180,6 +180,7 @@ void PosixThreadPool::work(uint64_t generation, Worker* self) {
     void* const context = context_.load(std::memory_order_acquire);
     const int64_t count = count_.load(std::memory_order_acquire);
     int64_t index;
+    uint64_t next;
     if (count <= kMaxOwnedTasks) {
       const uint32_t claimed = static_cast<uint32_t>(ticket);
       if (claimed == kClosed) break;
@@ -188,11 +189,12 @@ void PosixThreadPool::work(uint64_t generation, Worker* self) {
       const uint32_t own = static_cast<uint32_t>(((uint64_t{1} << end) - 1) & ~((uint64_t{1} << first) - 1));
       const uint32_t own_left = own & ~claimed;
       index = own_left != 0 ? __builtin_ctz(own_left) : 31 - __builtin_clz(~claimed);
+      next = ticket | uint64_t{1} << index;
     } else {
       index = static_cast<int64_t>(ticket & 0xffffffffu);
       if (index >= count) break;
+      next = ticket + 1;
     }
-    const uint64_t next = count <= kMaxOwnedTasks ? ticket | uint64_t{1} << index : ticket + 1;
     if (!ticket_.compare_exchange_weak(ticket, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
       continue;  // `ticket` now holds what another thread left there
     }
