@@ -108,7 +108,8 @@ bool lower_conv_lanes(OpContext& ctx, LoweringContext& l, const Spatial& s, fb::
   std::vector<int> inputs = {l.tensor(ctx.input_id(0)),
                              l.constant(ctx.node().name + "/lanes_weight", std::move(packed))};
   if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
-  std::vector<int> scratch = {l.temp(ctx.node().name + "/positions", DType::FLOAT32, {shape.input_floats()}),
+  const int64_t blocks = std::min(shape.scratch_blocks(), l.options().thread_blocks);
+  std::vector<int> scratch = {l.temp(ctx.node().name + "/positions", DType::FLOAT32, {blocks * shape.input_floats()}),
                               l.temp(ctx.node().name + "/product", DType::FLOAT32, {conv_lanes_product_floats(mg, n)})};
   fb::ParamsUnion params;
   params.Set(std::move(p));
@@ -206,7 +207,16 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
     }
     p.packed_weights = true;
     // Grouped: a block per group that runs at once (gemm_blocking.h).
-    const int64_t blocks = depthwise ? 1 : std::min(gemm_group_scratch_blocks(group), l.options().thread_blocks);
+    // One group: blocks for threads' regions (gemm_region_scratch_blocks),
+    // except where B is not packed (a 1x1 convolution with few output
+    // channels reads it in place) or the first layer's direct kernel runs.
+    const bool pointwise = k == w[1] &&
+                           std::all_of(s.strides.begin(), s.strides.end(), [](int64_t v) { return v == 1; }) &&
+                           std::all_of(p.pads.begin(), p.pads.end(), [](int64_t v) { return v == 0; });
+    const int64_t region_blocks = (pointwise && mg <= 96) || first_layer ? 1 : gemm_region_scratch_blocks(mg, n, k);
+    const int64_t blocks =
+        depthwise ? 1
+                  : std::min(group > 1 ? gemm_group_scratch_blocks(group) : region_blocks, l.options().thread_blocks);
     scratch = {l.temp(ctx.node().name + "/packed_b", DType::FLOAT32, {blocks * gemm_pack_b_floats(k, n)})};
   } else {
     weight = l.tensor(ctx.input_id(1));

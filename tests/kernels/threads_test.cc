@@ -100,6 +100,26 @@ std::vector<Case> cases() {
     add("conv3x3_s2_relu", b, {noise({2, 8, 33, 31}, 2)});
   }
   {
+    GraphBuilder b;  // 5x5 as im2col, 3 blocks of k, 100 channels: regions of rows by columns, B packed per region
+    const int x = b.input("x", {1, 24, 18, 17});
+    b.output(b.node("Conv", {x, b.ramp("w", {100, 24, 5, 5}, 0.01f), b.ramp("b", {100})},
+                    {{"pads", ints_attr({2, 2, 2, 2})}}));
+    add("conv5x5_regions", b, {noise({1, 24, 18, 17}, 41)});
+  }
+  {
+    GraphBuilder b;  // 1x1 with B packed (120 channels), 3 blocks of k: regions
+    const int x = b.input("x", {1, 600, 11, 12});
+    b.output(b.node("Relu", {b.node("Conv", {x, b.ramp("w", {120, 600, 1, 1}, 0.002f)})}));
+    add("conv1x1_regions", b, {noise({1, 600, 11, 12}, 42)});
+  }
+  {
+    GraphBuilder b;  // 3x3 stride 2 onto 7 x 7 (ConvLanes, positions packed): blocks of positions a thread
+    const int x = b.input("x", {1, 64, 14, 14});
+    b.output(b.node("Conv", {x, b.ramp("w", {80, 64, 3, 3}, 0.004f), b.ramp("b", {80})},
+                    {{"pads", ints_attr({1, 1, 1, 1})}, {"strides", ints_attr({2, 2})}}));
+    add("conv3x3_s2_7x7_lanes", b, {noise({1, 64, 14, 14}, 43)});
+  }
+  {
     GraphBuilder b;  // 1x1: B read in place
     const int x = b.input("x", {1, 64, 13, 13});
     b.output(b.node("Conv", {x, b.ramp("w", {100, 64, 1, 1}, 0.02f), b.ramp("b", {100})}));
@@ -542,6 +562,43 @@ TEST_F(ThreadsTest, WinogradGivesThreadsTilesWhereTheDataOutweighsTheWeights) {
   EXPECT_GT(pool_calls(small, in), 1);
   EXPECT_EQ(bytes_of(planner::run_program(small, in, {}).outputs),
             bytes_of(planner::run_program(plan.bytes, in, {}).outputs));
+}
+
+TEST_F(ThreadsTest, ConvolutionsRunAllOfKInOnePoolCall) {
+  // Products by packed weights over several blocks of k, each in one pool
+  // call: a region of rows by columns per thread (B packed into blocks of
+  // its own), or in lanes a range of channels or positions per thread,
+  // instead of a call or two every block of k. Planned for one thread,
+  // they split block by block, with the same bits.
+  struct Shape {
+    const char* what;
+    std::vector<int64_t> x, w;
+    int64_t stride, pad;
+  };
+  for (const Shape& c : {Shape{"1x1, B packed", {1, 600, 11, 12}, {120, 600, 1, 1}, 1, 0},
+                         Shape{"5x5 as im2col", {1, 24, 18, 17}, {100, 24, 5, 5}, 1, 2},
+                         Shape{"lanes, positions packed", {1, 64, 14, 14}, {80, 64, 3, 3}, 2, 1},
+                         Shape{"lanes, read through offsets", {1, 48, 48, 48}, {64, 48, 3, 3}, 2, 1}}) {
+    SCOPED_TRACE(c.what);
+    GraphBuilder b;
+    const int x = b.input("x", c.x);
+    b.output(b.node("Conv", {x, b.ramp("w", c.w, 0.003f)},
+                    {{"pads", ints_attr({c.pad, c.pad, c.pad, c.pad})}, {"strides", ints_attr({c.stride, c.stride})}}));
+    const std::vector<HostTensor> in = {noise(c.x, 44)};
+    const std::string bytes = b.plan().bytes;
+    // The lanes kernel reading through offsets pads the image first.
+    EXPECT_EQ(pool_calls(bytes, in), c.x[2] > 14 && c.stride == 2 ? 2 : 1);
+    PlanOptions one_thread;
+    one_thread.lower.thread_blocks = 1;
+    const std::string small = b.plan(one_thread).bytes;
+    if (c.stride == 1 || c.x[2] == 14) {
+      EXPECT_GT(pool_calls(small, in), 2);
+    }
+    EXPECT_EQ(bytes_of(planner::run_program(small, in, {}).outputs),
+              bytes_of(planner::run_program(bytes, in, {}).outputs));
+  }
+  EXPECT_EQ(kernels::gemm_region_scratch_blocks(120, 132, 600), 4);
+  EXPECT_EQ(kernels::gemm_region_scratch_blocks(8, 8, 8), 1) << "too small to split";
 }
 
 TEST_F(ThreadsTest, EmptyReductionComputesNothing) {

@@ -634,6 +634,7 @@ struct PackedBlocks {
 
   void start_block(int64_t block_jc, int64_t block_pc);
   void pack_b() const;
+  void pack_b_panels(int64_t p0, int64_t p1) const;
   // What one call of tile_at computes: one A panel by one B panel, by two
   // B panels (AVX-512 and BF16, whole panels only), or two A panels by one
   // B panel (the AVX-512 FP32 kernel only).
@@ -661,6 +662,7 @@ struct PackedBlocks {
   void pack_a_panels(int64_t ic, int64_t mc, int64_t p0, int64_t p1) const;
   void run_block() const;
   void run_rows(int64_t i0, int64_t i1);
+  void run_regions(int64_t tasks);
 };
 
 void PackedBlocks::start_block(int64_t block_jc, int64_t block_pc) {
@@ -691,20 +693,25 @@ void PackedBlocks::pack_b() const {
   parallel_for(pool, tasks, [&](int64_t t) {
     int64_t p0, p1;
     parallel_range(panels, tasks, t, 1, &p0, &p1);
-    if (p0 == p1) return;
-    const int64_t j0 = p0 * kGemmNr, j1 = gemm_min(p1 * kGemmNr, nc);
-    float* dst = pack_b_buf + p0 * kGemmNr * kc;
-    if (im2col != nullptr) {
-      pack_b_im2col(*im2col, pc, kc, jc + j0, j1 - j0, dst, path);
-    } else {
-      pack_b_matrix(b, pc, kc, jc + j0, j1 - j0, dst);
-    }
-#if KILN_X86
-    if (bf16) {
-      for (int64_t q = p0; q < p1; ++q) x86::convert_b_panel_bf16(pack_b_buf + q * kGemmNr * kc, kc);
-    }
-#endif
+    pack_b_panels(p0, p1);
   });
+}
+
+// Packs the block's B panels [p0, p1) into their place in pack_b_buf.
+void PackedBlocks::pack_b_panels(int64_t p0, int64_t p1) const {
+  if (p0 >= p1) return;
+  const int64_t j0 = p0 * kGemmNr, j1 = gemm_min(p1 * kGemmNr, nc);
+  float* dst = pack_b_buf + p0 * kGemmNr * kc;
+  if (im2col != nullptr) {
+    pack_b_im2col(*im2col, pc, kc, jc + j0, j1 - j0, dst, path);
+  } else {
+    pack_b_matrix(b, pc, kc, jc + j0, j1 - j0, dst);
+  }
+#if KILN_X86
+  if (bf16) {
+    for (int64_t q = p0; q < p1; ++q) x86::convert_b_panel_bf16(pack_b_buf + q * kGemmNr * kc, kc);
+  }
+#endif
 }
 
 // One tile: rows ir.. of the A block at row ic (mc rows, its panels at
@@ -981,6 +988,48 @@ void PackedBlocks::run_rows(int64_t i0, int64_t i1) {
     }
   }
 }
+
+// The whole product in one pool call where A is prepacked (weights) and B
+// is packed here into `tasks` blocks of scratch: task t takes a region of
+// rows by columns (the grid where the tasks read and pack least) and runs
+// every block of k for it, packing its own columns of B into block t.
+// Split block by block instead, each block of k cost two waits for the
+// other thread, and each task's tiles read B panels the other had packed,
+// from the other core's cache.
+void PackedBlocks::run_regions(int64_t tasks) {
+  const int64_t row_panels = (m + kGemmMr - 1) / kGemmMr, col_panels = (n + kGemmNr - 1) / kGemmNr;
+  int64_t tn = 1, tm = tasks, least = -1;
+  for (int64_t cols = 1; cols <= tasks; ++cols) {
+    const int64_t rows = (tasks + cols - 1) / cols;
+    if (cols > col_panels || rows > row_panels) continue;
+    const int64_t cost = cols * m + rows * n;
+    if (least < 0 || cost < least) {
+      least = cost;
+      tn = cols;
+      tm = rows;
+    }
+  }
+  parallel_for(pool, tn * tm, [&](int64_t t) {
+    int64_t q0, q1, r0, r1;
+    parallel_range(col_panels, tn, t % tn, 1, &q0, &q1);
+    parallel_range(row_panels, tm, t / tn, 1, &r0, &r1);
+    if (q0 >= q1 || r0 >= r1) return;
+    PackedBlocks mine = *this;
+    mine.pool = nullptr;
+    mine.pack_b_buf = pack_b_buf + t * gemm_pack_b_floats(k, n);
+    for (int64_t block_jc = 0; block_jc < n; block_jc += kGemmNc) {
+      const int64_t first_panel = block_jc / kGemmNr;
+      const int64_t lo = gemm_max(q0, first_panel) - first_panel;
+      const int64_t hi = gemm_min(q1, (gemm_min(block_jc + kGemmNc, n) + kGemmNr - 1) / kGemmNr) - first_panel;
+      if (lo >= hi) continue;
+      for (int64_t block_pc = 0; block_pc < k; block_pc += k_block) {
+        mine.start_block(block_jc, block_pc);
+        mine.pack_b_panels(lo, hi);
+        mine.tiles(r0 * kGemmMr, gemm_min(r1 * kGemmMr, m), lo, hi, 0);
+      }
+    }
+  });
+}
 #endif
 
 }  // namespace
@@ -1004,7 +1053,7 @@ void PackedBlocks::run_rows(int64_t i0, int64_t i1) {
 // is filled before anyone reads it.
 void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, const GemmIm2col* im2col,
                  float* c, int64_t ldc, const GemmEpilogue& epilogue, float* pack_a_buf, float* pack_b_buf,
-                 GemmPath path, ThreadPool* pool, int64_t pack_a_blocks) {
+                 GemmPath path, ThreadPool* pool, int64_t pack_blocks) {
   if (m <= 0 || n <= 0) return;
   const Clamp clamp = clamp_of(epilogue.activation);
   if (k <= 0) {
@@ -1019,7 +1068,7 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
 #if defined(KILN_BARE_METAL)
   // Firmware has no threads, nor BF16.
   static_cast<void>(pool);
-  static_cast<void>(pack_a_blocks);
+  static_cast<void>(pack_blocks);
   static_cast<void>(bf16);
   gemm_blocks_serial(m, n, k, a, b, im2col, c, ldc, epilogue, clamp, pack_a_buf, pack_b_buf, path);
 #else
@@ -1074,8 +1123,8 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
   // 1.44-1.78; by ranges of rows 0.90 and 0.81.
   const int64_t row_panels = (m + kGemmMr - 1) / kGemmMr;
   const int64_t row_tasks =
-      b.prepacked && !a.prepacked && im2col == nullptr && pack_a_blocks > 1 && m > kGemmMc
-          ? gemm_min(parallel_tasks(pool, m * n * k, row_panels), gemm_min(parallel_threads(pool), pack_a_blocks))
+      b.prepacked && !a.prepacked && im2col == nullptr && pack_blocks > 1 && m > kGemmMc
+          ? gemm_min(parallel_tasks(pool, m * n * k, row_panels), gemm_min(parallel_threads(pool), pack_blocks))
           : 1;
   if (row_tasks > 1) {
     parallel_for(pool, row_tasks, [&](int64_t t) {
@@ -1088,6 +1137,14 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
       rows.run_rows(r0 * kGemmMr, gemm_min(r1 * kGemmMr, m));
     });
     return;
+  }
+  if (a.prepacked && !b.prepacked && !blocks.direct_b && pack_blocks > 1) {
+    const int64_t tasks = gemm_min(parallel_tasks(pool, m * n * k, row_panels * ((n + kGemmNr - 1) / kGemmNr)),
+                                   gemm_min(parallel_threads(pool), pack_blocks));
+    if (tasks > 1) {
+      blocks.run_regions(tasks);
+      return;
+    }
   }
   for (int64_t jc = 0; jc < n; jc += kGemmNc) {
     for (int64_t pc = 0; pc < k; pc += blocks.k_block) {

@@ -100,12 +100,16 @@ struct GemmEpilogue {
 // operands are prepacked and B says whole_k (Winograd's products on small
 // planes): there each output is one chain over all of k, so its last bits
 // can differ from the same product with an operand packed at run time.
-// With B prepacked, pack_a may hold `pack_a_blocks` blocks of
-// gemm_pack_a_floats(m, k) (gemm_row_scratch_blocks): threads then take
-// ranges of rows, each packing into a block of its own.
+// The operand packed here may have `pack_blocks` blocks of scratch: with
+// B prepacked, pack_a holds that many blocks of gemm_pack_a_floats(m, k)
+// (gemm_row_scratch_blocks), and threads take ranges of rows; with A
+// prepacked, pack_b holds that many of gemm_pack_b_floats(k, n)
+// (gemm_region_scratch_blocks), and threads take regions of rows by
+// columns. Either way each packs into a block of its own and runs all of
+// k in one pool call.
 void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const GemmMatrix& b, const GemmIm2col* im2col,
                  float* c, int64_t ldc, const GemmEpilogue& epilogue, float* pack_a, float* pack_b,
-                 GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr, int64_t pack_a_blocks = 1);
+                 GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr, int64_t pack_blocks = 1);
 
 // Rows [p0, p0 + kc) and columns [j0, j0 + nc) of the im2col matrix `g`
 // describes, packed into `dst` as gemm_packed packs B: panels of kGemmNr
@@ -133,7 +137,8 @@ struct ConvLanes {
   const float* bias = nullptr;            // per output channel, or nullptr
   float* y = nullptr;
   const fb::FusedActivation* activation = nullptr;
-  float* input = nullptr;    // ConvLanesShape::input_floats() (gemm_blocking.h)
+  float* input = nullptr;    // ConvLanesShape::input_floats() (gemm_blocking.h),
+  int64_t input_blocks = 1;  // that many times (ConvLanesShape::scratch_blocks)
   float* product = nullptr;  // conv_lanes_product_floats(m, oh * ow)
 };
 void conv_lanes(const ConvLanes& conv, GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);

@@ -255,7 +255,7 @@ void valid_range(int64_t count, int64_t limit, int64_t s, int64_t p, int64_t off
 // One image's group of a packed convolution (run_conv_packed), packing B
 // into `pack_b`, its product split across `pool` when it is given.
 void run_conv_group(const KernelArgs& args, const ConvGeometry& g, int64_t n, int64_t grp, bool pointwise,
-                    float* pack_b, ThreadPool* pool) {
+                    float* pack_b, ThreadPool* pool, int64_t pack_b_blocks = 1) {
   const bool prepacked = args.params<fb::ConvParams>()->packed_weights();
   const float* x = args.in(0).data_as<const float>();
   const float* w = args.in(1).data_as<const float>();
@@ -288,7 +288,7 @@ void run_conv_group(const KernelArgs& args, const ConvGeometry& g, int64_t n, in
   epilogue.row_bias = bias != nullptr ? bias + grp * mg : nullptr;
   epilogue.activation = args.params<fb::ConvParams>()->activation();
   gemm_packed(mg, plane, k, a, b, pointwise ? nullptr : &im2col, y + (n * g.m + grp * mg) * plane, plane, epilogue,
-              prepacked ? nullptr : scratch_a(args), pack_b, GemmPath::kAuto, pool);
+              prepacked ? nullptr : scratch_a(args), pack_b, GemmPath::kAuto, pool, pack_b_blocks);
 }
 
 // Per image and group: Y[mg][oh * ow] = W[mg][cg * kh * kw] x im2col(X),
@@ -397,7 +397,8 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
       continue;
     }
     for (int64_t grp = 0; grp < g.group; ++grp) {
-      run_conv_group(args, g, n, grp, pointwise, args.scratch[prepacked ? 0 : 1]->data_as<float>(), args.pool);
+      run_conv_group(args, g, n, grp, pointwise, args.scratch[prepacked ? 0 : 1]->data_as<float>(), args.pool,
+                     prepacked && g.group == 1 ? args.scratch[0]->numel() / b_block : 1);
     }
   }
 }
@@ -544,6 +545,7 @@ Error run_conv_lanes(const KernelArgs& args) {
   conv.m = mg;
   conv.activation = args.params<fb::ConvParams>()->activation();
   conv.input = scratch_a(args);
+  conv.input_blocks = args.scratch[0]->numel() / conv_lanes_shape(im).input_floats();
   conv.product = scratch_b(args);
   const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
   for (int64_t n = 0; n < g.n; ++n) {

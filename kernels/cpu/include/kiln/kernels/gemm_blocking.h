@@ -49,6 +49,17 @@ constexpr int64_t gemm_group_scratch_blocks(int64_t group) {
   return group > 1 ? gemm_min(group, kGemmGroupScratchBlocks) : 1;
 }
 
+// A convolution (one group) whose weights the planner packed, and whose
+// B is packed at run time, gets this many blocks of B scratch when its
+// product is large enough for threads to share: threads then take regions
+// of rows by columns, each running every block of k on its own, packing
+// its columns of B into a block of its own (gemm_packed). A program
+// planned with one block splits the product block of k by block.
+constexpr int64_t kGemmRegionScratchBlocks = 4;
+constexpr int64_t gemm_region_scratch_blocks(int64_t m, int64_t n, int64_t k) {
+  return m * n * k >= (int64_t{1} << 16) ? kGemmRegionScratchBlocks : 1;
+}
+
 // A product whose B the planner packed (a MatMul or Gemm by constant
 // weights) gets this many blocks of A's packing scratch, or one per block
 // of kGemmMc rows when it has fewer: threads then take ranges of rows,
@@ -174,6 +185,13 @@ struct ConvLanesShape {
     return packs_positions() ? gemm_min(k(), kGemmKc) * gemm_round_up(positions(), kGemmNr)
                              : (reads_padding() ? channels * hp() * wp() : 0) + kGemmKc;
   }
+  // Blocks of that scratch the planner gives for threads: on a small plane
+  // each thread packs the positions into a block of its own, block of k
+  // by block, and runs its channels through all of k in one pool call
+  // (conv_lanes). A program planned with one block packs each block of k
+  // across the threads and waits for them twice a block.
+  static constexpr int64_t kScratchBlocks = 4;
+  constexpr int64_t scratch_blocks() const { return packs_positions() ? kScratchBlocks : 1; }
   // The offsets are int32: every element read lies within 2^31 of the first.
   constexpr bool offsets_fit() const { return channels * gemm_max(h * w, hp() * wp()) < (int64_t{1} << 31); }
 };
