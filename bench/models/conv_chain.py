@@ -10,17 +10,24 @@ cache, times it the way the model does: `kiln run --profile` on the chain
 gives each layer's time.
 
 usage: conv_chain.py --out DIR/NAME --channels C --plane HW
-                     --layers M:K[,M:K...] [--repeat N] [--seed 0]
+                     --layers M:K[:S][,M:K[:S]...] [--repeat N] [--seed 0]
 
-Each M:K is a Conv of M output channels with a K x K kernel, stride 1,
-padding K // 2, followed by a Relu; the list runs --repeat times in a row
-(each layer its own weights, He-scaled so activations stay in range).
+Each M:K is a Conv of M output channels with a K x K kernel, stride 1
+(M:K:S: stride S), padding K // 2, followed by a Relu; the list runs
+--repeat times in a row (each layer its own weights, He-scaled so
+activations stay in range). With --repeat 1 and one layer, it is that
+layer alone (its weights in cache from run to run).
 Writes NAME.onnx and NAME_in.npy (N(0, 1), shape 1 x C x HW x HW).
 
 The chains in bench/RESULTS.md ("Weights from memory"):
   layer4's 3x3 convolution, 8 in a row:   --channels 512 --plane 7 --layers 512:3 --repeat 8
   layer4's 1x1 convolutions, 4 pairs:     --channels 2048 --plane 7 --layers 512:1,2048:1 --repeat 4
   layer3's 1x1 convolutions, 4 pairs:     --channels 1024 --plane 14 --layers 256:1,1024:1 --repeat 4
+The layers alone ("Convolutions on threads: all of k in one pool call"):
+  layer3's 1x1 reduce:                    --channels 1024 --plane 14 --layers 256:1
+  layer2's 3x3 stride 2:                  --channels 128 --plane 56 --layers 128:3:2
+  layer4's 1x1 reduce:                    --channels 2048 --plane 7 --layers 512:1
+  layer4's 3x3 stride 2:                  --channels 512 --plane 14 --layers 512:3:2
 """
 import argparse
 import sys
@@ -34,12 +41,15 @@ def layers_arg(text):
     layers = []
     for item in text.split(","):
         try:
-            m, k = (int(v) for v in item.split(":"))
+            values = [int(v) for v in item.split(":")]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"'{item}' is not M:K (output channels : kernel size)")
-        if m < 1 or k < 1:
-            raise argparse.ArgumentTypeError(f"'{item}': channels and kernel size must be 1 or more")
-        layers.append((m, k))
+            values = []
+        if len(values) not in (2, 3):
+            raise argparse.ArgumentTypeError(f"'{item}' is not M:K or M:K:S (output channels : kernel size : stride)")
+        m, k, stride = values + [1] * (3 - len(values))
+        if m < 1 or k < 1 or stride < 1:
+            raise argparse.ArgumentTypeError(f"'{item}': channels, kernel size and stride must be 1 or more")
+        layers.append((m, k, stride))
     return layers
 
 
@@ -48,7 +58,7 @@ def main():
     ap.add_argument("--out", required=True, help="path and name, without extension")
     ap.add_argument("--channels", type=int, required=True, help="input channels")
     ap.add_argument("--plane", type=int, required=True, help="height and width of the plane")
-    ap.add_argument("--layers", type=layers_arg, required=True, help="M:K[,M:K...]")
+    ap.add_argument("--layers", type=layers_arg, required=True, help="M:K[:S][,M:K[:S]...]")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -56,22 +66,25 @@ def main():
         sys.exit("conv_chain.py: --channels, --plane and --repeat must be 1 or more")
     rng = np.random.default_rng(args.seed)
     nodes, weights = [], []
-    x, c = "x", args.channels
-    for i, (m, k) in enumerate(args.layers * args.repeat):
+    x, c, hw = "x", args.channels, args.plane
+    for i, (m, k, stride) in enumerate(args.layers * args.repeat):
         w = (rng.standard_normal((m, c, k, k)) * np.sqrt(2.0 / (c * k * k))).astype(np.float32)
         weights += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(np.zeros(m, np.float32), f"b{i}")]
         nodes.append(helper.make_node("Conv", [x, f"w{i}", f"b{i}"], [f"conv{i}"], name=f"conv{i}",
-                                      kernel_shape=[k, k], pads=[k // 2] * 4))
+                                      kernel_shape=[k, k], pads=[k // 2] * 4, strides=[stride, stride]))
+        hw = (hw + 2 * (k // 2) - k) // stride + 1
+        if hw < 1:
+            sys.exit(f"conv_chain.py: layer {i} ({m}:{k}:{stride}) leaves no output plane")
         nodes.append(helper.make_node("Relu", [f"conv{i}"], [f"relu{i}"], name=f"relu{i}"))
         x, c = f"relu{i}", m
-    hw = args.plane
     graph = helper.make_graph(nodes, "conv_chain",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, args.channels, hw, hw])],
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                             [1, args.channels, args.plane, args.plane])],
                               [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, c, hw, hw])], weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     onnx.checker.check_model(model)
     onnx.save(model, args.out + ".onnx")
-    np.save(args.out + "_in.npy", rng.standard_normal((1, args.channels, hw, hw)).astype(np.float32))
+    np.save(args.out + "_in.npy", rng.standard_normal((1, args.channels, args.plane, args.plane)).astype(np.float32))
     mb = sum(t.ByteSize() for t in weights) / 1e6
     print(f"{args.out}.onnx: {len(nodes) // 2} convolutions, {mb:.1f} MB of weights; input {args.out}_in.npy")
 
