@@ -388,7 +388,8 @@ void lanes_blocks(const LanesRun& r, int64_t n, int64_t b0, int64_t b1) {
   // Each thread's channels in up to kLanesShares pieces, its share of the
   // call's tasks (ThreadPool::parallel_for): a thread that finishes first
   // takes the last pieces of another's share.
-  const int64_t pieces = tp > 1 ? tc : tc * gemm_max(int64_t{1}, gemm_min(kLanesShares, channel_tiles / tc));
+  const int64_t pieces =
+      tp > 1 || want == 1 ? tc : tc * gemm_max(int64_t{1}, gemm_min(kLanesShares, channel_tiles / tc));
   const int64_t width = r.lanes.panels * kGemmNr;
   parallel_for(r.pool, tp * pieces, [&](int64_t t) {
     int64_t s0, s1, c0, c1;
