@@ -374,17 +374,8 @@ void lanes_blocks(const LanesRun& r, int64_t n, int64_t b0, int64_t b1) {
   const int64_t want = gemm_min(parallel_tasks(r.pool, r.ldp * nb * r.k, channel_tiles * nb),
                                 static_cast<int64_t>(parallel_threads(r.pool)));
   const int64_t plane = r.image.hp * r.image.wp, weights = r.k * r.ldp, image = r.g->channels * plane;
-  int64_t tp = 1, tc = want, least = -1;
-  for (int64_t ranges = 1; ranges <= want; ++ranges) {
-    const int64_t tiles = (want + ranges - 1) / ranges;
-    if (ranges > nb || tiles > channel_tiles) continue;
-    const int64_t read = ranges * weights + tiles * image;
-    if (least < 0 || read < least) {
-      least = read;
-      tp = ranges;
-      tc = tiles;
-    }
-  }
+  int64_t tp = 1, tc = want;
+  least_read_grid(want, nb, channel_tiles, weights, image, &tp, &tc);
   // Each thread's channels in up to kLanesShares pieces, its share of the
   // call's tasks (ThreadPool::parallel_for): a thread that finishes first
   // takes the last pieces of another's share.

@@ -917,18 +917,7 @@ void PackedBlocks::run_tiles(int64_t i0, int64_t i1, int64_t ic_packed) const {
   int64_t tn = panels < tasks && row_panels >= tasks ? 1 : gemm_min(tasks, panels);
   int64_t tm = gemm_min(row_panels, (tasks + tn - 1) / tn);
   if (a.prepacked && tasks > 1) {
-    const int64_t want = gemm_min(tasks, parallel_threads(pool));
-    int64_t least = -1;
-    for (int64_t cols = 1; cols <= want; ++cols) {
-      const int64_t rows = (want + cols - 1) / cols;
-      if (cols > panels || rows > row_panels) continue;
-      const int64_t read = cols * (i1 - i0) + rows * nc;
-      if (least < 0 || read < least) {
-        least = read;
-        tn = cols;
-        tm = rows;
-      }
-    }
+    least_read_grid(gemm_min(tasks, parallel_threads(pool)), panels, row_panels, i1 - i0, nc, &tn, &tm);
   }
   parallel_for(pool, tn * tm, [&](int64_t t) {
     int64_t q0, q1, r0, r1;
@@ -998,17 +987,8 @@ void PackedBlocks::run_rows(int64_t i0, int64_t i1) {
 // from the other core's cache.
 void PackedBlocks::run_regions(int64_t tasks) {
   const int64_t row_panels = (m + kGemmMr - 1) / kGemmMr, col_panels = (n + kGemmNr - 1) / kGemmNr;
-  int64_t tn = 1, tm = tasks, least = -1;
-  for (int64_t cols = 1; cols <= tasks; ++cols) {
-    const int64_t rows = (tasks + cols - 1) / cols;
-    if (cols > col_panels || rows > row_panels) continue;
-    const int64_t cost = cols * m + rows * n;
-    if (least < 0 || cost < least) {
-      least = cost;
-      tn = cols;
-      tm = rows;
-    }
-  }
+  int64_t tn = 1, tm = tasks;
+  least_read_grid(tasks, col_panels, row_panels, m, n, &tn, &tm);
   parallel_for(pool, tn * tm, [&](int64_t t) {
     int64_t q0, q1, r0, r1;
     parallel_range(col_panels, tn, t % tn, 1, &q0, &q1);

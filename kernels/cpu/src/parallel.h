@@ -95,6 +95,27 @@ inline void parallel_range(int64_t count, int64_t tasks, int64_t task, int64_t a
   *end = e < count ? e : count;
 }
 
+// The grid of `*a` ranges of one dimension by `*b` of another for `tasks`
+// tasks (a * b >= tasks, a <= max_a, b <= max_b) where the tasks read
+// least, each range of the first dimension reading `read_a` and each of
+// the second `read_b` (a * read_a + b * read_b in all): for a product,
+// column ranges each reading all its rows of A, by row ranges each reading
+// all its columns of B. Leaves *a and *b as they are where no grid fits.
+inline void least_read_grid(int64_t tasks, int64_t max_a, int64_t max_b, int64_t read_a, int64_t read_b, int64_t* a,
+                            int64_t* b) {
+  int64_t least = -1;
+  for (int64_t i = 1; i <= tasks; ++i) {
+    const int64_t j = (tasks + i - 1) / i;
+    if (i > max_a || j > max_b) continue;
+    const int64_t read = i * read_a + j * read_b;
+    if (least < 0 || read < least) {
+      least = read;
+      *a = i;
+      *b = j;
+    }
+  }
+}
+
 // f(begin, end) over [0, n) in ranges whose cut points are multiples of
 // `align`, across `pool` (element-wise passes: kParallelMinElements).
 template <typename F>
