@@ -213,7 +213,8 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
     const bool pointwise = k == w[1] &&
                            std::all_of(s.strides.begin(), s.strides.end(), [](int64_t v) { return v == 1; }) &&
                            std::all_of(p.pads.begin(), p.pads.end(), [](int64_t v) { return v == 0; });
-    const int64_t region_blocks = (pointwise && mg <= 96) || first_layer ? 1 : gemm_region_scratch_blocks(mg, n, k);
+    const int64_t region_blocks =
+        (pointwise && gemm_reads_b_in_place(mg, n)) || first_layer ? 1 : gemm_region_scratch_blocks(mg, n, k);
     const int64_t blocks =
         depthwise ? 1
                   : std::min(group > 1 ? gemm_group_scratch_blocks(group) : region_blocks, l.options().thread_blocks);

@@ -281,11 +281,10 @@ void lanes_product_packed(const LanesRun& r, int64_t b0, int64_t b1) {
 
 // Positions [b0, b1) of the product (`product`: position b0's row)
 // transposed into y for channels [j0, j1) (j0 a multiple of 16), then the
-// bias and activation row by row,
-// 16 channels at a time: the product is read by whole rows and y is
-// written as 16 rows side by side (a column of the product, ldp floats
-// apart, touches a page per position: a quarter of a 1x1 convolution's
-// time).
+// bias and activation row by row, 16 channels at a time: the product is
+// read by whole rows and y is written as 16 rows side by side (a column of
+// the product, ldp floats apart, touches a page per position: a quarter of
+// a 1x1 convolution's time).
 void lanes_write_channels(const ConvLanes& conv, const LanesPath& lanes, const float* product, int64_t n, int64_t b0,
                           int64_t b1, int64_t ldp, int64_t j0, int64_t j1) {
   const Clamp clamp = clamp_of(conv.activation);
@@ -330,6 +329,9 @@ void lanes_write_out(const ConvLanes& conv, const LanesPath& lanes, int64_t n, i
   });
 }
 
+// How many pieces a thread's share of channels is cut into (lanes_blocks).
+constexpr int64_t kLanesShares = 4;
+
 // A small plane (one block of positions, b0 = 0) where the planner gave
 // blocks of scratch for threads: one pool call, each task taking a range
 // of channel tiles, packing all the positions block of k by block into a
@@ -367,7 +369,6 @@ void lanes_product_own_blocks(const LanesRun& r, int64_t n, int64_t tasks) {
 // ResNet-50's layer2 3x3 stride-2 convolution (128 channels, 56 x 56 ->
 // 28 x 28) was split by channels block by block, a wait each, every
 // thread reading the whole image.
-constexpr int64_t kLanesShares = 4;
 void lanes_blocks(const LanesRun& r, int64_t n, int64_t b0, int64_t b1) {
   const int64_t nb = b1 - b0;
   const int64_t channel_tiles = (r.channel_panels + r.lanes.panels - 1) / r.lanes.panels;

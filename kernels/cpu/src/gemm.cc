@@ -404,21 +404,6 @@ void gemv(int64_t n, int64_t k, const float* a, const GemmMatrix& b, float* out,
   gemm_f32(1, n, k, a, k, false, b.data, b.ld, b.trans, out, n, false);
 }
 
-// Whether the micro-kernel reads B's whole panels where B lies instead of
-// packing them (row-major B only). Packing copies all of B once per block
-// and pays off over many A panels, so reading in place is for short A (a
-// 1x1 convolution with few output channels), and only where B's rows do
-// not crowd a few sets of a 32 KiB 8-way L1 cache (a row stride of
-// 12,544 floats puts every row of a panel in 4 of its 64 sets).
-bool read_b_in_place(int64_t m, int64_t ldb) {
-  if (m > 96) return false;
-  const int64_t bytes = ldb * static_cast<int64_t>(sizeof(float));
-  if (bytes % 64 != 0) return true;  // rows straddle lines: spread over the sets
-  int64_t lines = bytes / 64 % 64, sets = 64;
-  for (int64_t g = lines == 0 ? 64 : lines; g % 2 == 0 && sets > 1; g /= 2) sets /= 2;  // 64 / gcd(lines, 64)
-  return sets >= 16;
-}
-
 #if !defined(KILN_BARE_METAL)
 // x86::panels_gemv_avx2's contract (gemm.h) in plain loops.
 void panels_gemv_portable(const float* a, int64_t stride, int64_t panels, const float* bx, int64_t len, float* out) {
@@ -535,7 +520,7 @@ void gemm_blocks_serial(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, co
                         const Clamp& clamp, float* pack_a_buf, float* pack_b_buf, GemmPath path) {
   const MicroKernel kernel = select_micro_kernel(path);
   const bool direct_b =
-      im2col == nullptr && !b.prepacked && !b.trans && b.row_scale == nullptr && read_b_in_place(m, b.ld);
+      im2col == nullptr && !b.prepacked && !b.trans && b.row_scale == nullptr && gemm_reads_b_in_place(m, b.ld);
   for (int64_t jc = 0; jc < n; jc += kGemmNc) {
     const int64_t nc = gemm_min(kGemmNc, n - jc);
     for (int64_t pc = 0; pc < k; pc += kGemmKc) {
@@ -620,7 +605,7 @@ struct PackedBlocks {
   ThreadPool* pool = nullptr;
   MicroKernel kernel = nullptr;
   bool wide = false;      // the AVX-512 micro-kernel: pairs of panels read in place
-  bool direct_b = false;  // B's whole panels are read in place (read_b_in_place)
+  bool direct_b = false;  // B's whole panels are read in place (gemm_reads_b_in_place)
   // An operand prepacked in BF16 (GemmMatrix::bf16): the product runs in
   // BF16, the other operand packed in FP32 and then converted in place.
   bool bf16 = false;
@@ -1019,7 +1004,7 @@ void PackedBlocks::run_regions(int64_t tasks) {
 //   for each block of kGemmNc columns (jc)
 //     for each block of kGemmKc of the inner dimension (pc)
 //       pack B[pc.., jc..]                          -> pack_b (or read in
-//                                                      place: read_b_in_place)
+//                                                      place: gemm_reads_b_in_place)
 //       for each block of kGemmMc rows (ic)
 //         pack A[ic.., pc..]                        -> pack_a
 //         for each B panel (jr), each A panel (ir)
@@ -1081,8 +1066,8 @@ void gemm_packed(int64_t m, int64_t n, int64_t k, const GemmMatrix& a, const Gem
 #endif
   blocks.bf16 = bf16;
   // BF16 packs B to convert it: never read in place.
-  blocks.direct_b =
-      !bf16 && im2col == nullptr && !b.prepacked && !b.trans && b.row_scale == nullptr && read_b_in_place(m, b.ld);
+  blocks.direct_b = !bf16 && im2col == nullptr && !b.prepacked && !b.trans && b.row_scale == nullptr &&
+                    gemm_reads_b_in_place(m, b.ld);
   // Both operands prepacked (Winograd's products on small planes, whose
   // caller decides it the same way for every block of tiles and thread
   // count: GemmMatrix::whole_k): one

@@ -351,9 +351,10 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
     // Groups too small to split one by one run side by side, each task
     // packing into a block of B scratch of its own (as many blocks as the
     // planner gave: gemm_group_scratch_blocks); every output element is
-    // computed as on one thread.
+    // computed as on one thread. With one group, the blocks are for the
+    // threads' regions of its product (gemm_region_scratch_blocks).
     const int64_t b_block = gemm_pack_b_floats(k, plane);
-    const int64_t blocks = prepacked && g.group > 1 ? args.scratch[0]->numel() / b_block : 1;
+    const int64_t blocks = prepacked ? args.scratch[0]->numel() / b_block : 1;
     if (grouped_direct && grouped_conv3x3_band_rows(cg, mg, g.w, g.sh, b_block) >= 1) {
       // Small groups of a 3x3 convolution padded by 1: the direct kernel,
       // in one B block per task (by bands of rows where the padded plane
@@ -398,7 +399,7 @@ void run_conv_packed(const KernelArgs& args, const ConvGeometry& g) {
     }
     for (int64_t grp = 0; grp < g.group; ++grp) {
       run_conv_group(args, g, n, grp, pointwise, args.scratch[prepacked ? 0 : 1]->data_as<float>(), args.pool,
-                     prepacked && g.group == 1 ? args.scratch[0]->numel() / b_block : 1);
+                     g.group == 1 ? blocks : 1);
     }
   }
 }

@@ -49,6 +49,23 @@ constexpr int64_t gemm_group_scratch_blocks(int64_t group) {
   return group > 1 ? gemm_min(group, kGemmGroupScratchBlocks) : 1;
 }
 
+// Whether the micro-kernel reads B's whole panels where B lies instead of
+// packing them (row-major B only). Packing copies all of B once per block
+// and pays off over many A panels, so reading in place is for short A (a
+// 1x1 convolution with few output channels), and only where B's rows do
+// not crowd a few sets of a 32 KiB 8-way L1 cache (a row stride of
+// 12,544 floats puts every row of a panel in 4 of its 64 sets). The
+// planner asks it too: such a product packs no B, and needs no blocks of
+// B's scratch for threads (gemm_region_scratch_blocks).
+constexpr bool gemm_reads_b_in_place(int64_t m, int64_t ldb) {
+  if (m > 96) return false;
+  const int64_t bytes = ldb * static_cast<int64_t>(sizeof(float));
+  if (bytes % 64 != 0) return true;  // rows straddle lines: spread over the sets
+  int64_t lines = bytes / 64 % 64, sets = 64;
+  for (int64_t g = lines == 0 ? 64 : lines; g % 2 == 0 && sets > 1; g /= 2) sets /= 2;  // 64 / gcd(lines, 64)
+  return sets >= 16;
+}
+
 // A convolution (one group) whose weights the planner packed, and whose
 // B is packed at run time, gets this many blocks of B scratch when its
 // product is large enough for threads to share: threads then take regions
