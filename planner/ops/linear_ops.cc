@@ -210,11 +210,10 @@ void lower_conv(OpContext& ctx, LoweringContext& l) {
     // One group: blocks for threads' regions (gemm_region_scratch_blocks),
     // except where B is not packed (a 1x1 convolution with few output
     // channels reads it in place) or the first layer's direct kernel runs.
-    const bool pointwise = k == w[1] &&
-                           std::all_of(s.strides.begin(), s.strides.end(), [](int64_t v) { return v == 1; }) &&
-                           std::all_of(p.pads.begin(), p.pads.end(), [](int64_t v) { return v == 0; });
-    const int64_t region_blocks =
-        (pointwise && gemm_reads_b_in_place(mg, n)) || first_layer ? 1 : gemm_region_scratch_blocks(mg, n, k);
+    const bool b_in_place = k == w[1] && gemm_reads_b_in_place(mg, n) &&
+                            std::all_of(s.strides.begin(), s.strides.end(), [](int64_t v) { return v == 1; }) &&
+                            std::all_of(p.pads.begin(), p.pads.end(), [](int64_t v) { return v == 0; });
+    const int64_t region_blocks = b_in_place || first_layer ? 1 : gemm_region_scratch_blocks(mg, n, k);
     const int64_t blocks =
         depthwise ? 1
                   : std::min(group > 1 ? gemm_group_scratch_blocks(group) : region_blocks, l.options().thread_blocks);
