@@ -10,10 +10,10 @@ cache, times it the way the model does: `kiln run --profile` on the chain
 gives each layer's time.
 
 usage: conv_chain.py --out DIR/NAME --channels C --plane HW
-                     --layers M:K[:S][,M:K[:S]...] [--repeat N] [--seed 0]
+                     --layers M:K[:S[:G]][,...] [--repeat N] [--seed 0]
 
 Each M:K is a Conv of M output channels with a K x K kernel, stride 1
-(M:K:S: stride S), padding K // 2, followed by a Relu; the list runs
+(M:K:S: stride S; M:K:S:G: G groups), padding K // 2, followed by a Relu; the list runs
 --repeat times in a row (each layer its own weights, He-scaled so
 activations stay in range). With --repeat 1 and one layer, it is that
 layer alone (its weights in cache from run to run).
@@ -28,6 +28,9 @@ The layers alone ("Convolutions on threads: all of k in one pool call"):
   layer2's 3x3 stride 2:                  --channels 128 --plane 56 --layers 128:3:2
   layer4's 1x1 reduce:                    --channels 2048 --plane 7 --layers 512:1
   layer4's 3x3 stride 2:                  --channels 512 --plane 14 --layers 512:3:2
+ResNeXt-50 (32x4d)'s grouped 3x3 convolutions ("Grouped convolutions in lanes"):
+  layer4's, stride 2 and 1:               --channels 1024 --plane 14 --layers 1024:3:2:32,1024:3:1:32
+  layer3's, stride 1:                     --channels 512 --plane 14 --layers 512:3:1:32
 """
 import argparse
 import sys
@@ -44,12 +47,15 @@ def layers_arg(text):
             values = [int(v) for v in item.split(":")]
         except ValueError:
             values = []
-        if len(values) not in (2, 3):
-            raise argparse.ArgumentTypeError(f"'{item}' is not M:K or M:K:S (output channels : kernel size : stride)")
-        m, k, stride = values + [1] * (3 - len(values))
-        if m < 1 or k < 1 or stride < 1:
-            raise argparse.ArgumentTypeError(f"'{item}': channels, kernel size and stride must be 1 or more")
-        layers.append((m, k, stride))
+        if len(values) not in (2, 3, 4):
+            raise argparse.ArgumentTypeError(
+                f"'{item}' is not M:K, M:K:S or M:K:S:G (output channels : kernel size : stride : groups)")
+        m, k, stride, groups = values + [1] * (4 - len(values))
+        if min(m, k, stride, groups) < 1:
+            raise argparse.ArgumentTypeError(f"'{item}': channels, kernel size, stride and groups must be 1 or more")
+        if m % groups:
+            raise argparse.ArgumentTypeError(f"'{item}': {groups} groups do not divide {m} output channels")
+        layers.append((m, k, stride, groups))
     return layers
 
 
@@ -58,7 +64,7 @@ def main():
     ap.add_argument("--out", required=True, help="path and name, without extension")
     ap.add_argument("--channels", type=int, required=True, help="input channels")
     ap.add_argument("--plane", type=int, required=True, help="height and width of the plane")
-    ap.add_argument("--layers", type=layers_arg, required=True, help="M:K[:S][,M:K[:S]...]")
+    ap.add_argument("--layers", type=layers_arg, required=True, help="M:K[:S[:G]][,...]")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -67,14 +73,17 @@ def main():
     rng = np.random.default_rng(args.seed)
     nodes, weights = [], []
     x, c, hw = "x", args.channels, args.plane
-    for i, (m, k, stride) in enumerate(args.layers * args.repeat):
-        w = (rng.standard_normal((m, c, k, k)) * np.sqrt(2.0 / (c * k * k))).astype(np.float32)
+    for i, (m, k, stride, groups) in enumerate(args.layers * args.repeat):
+        if c % groups:
+            sys.exit(f"conv_chain.py: layer {i}'s {groups} groups do not divide its {c} input channels")
+        cg = c // groups
+        w = (rng.standard_normal((m, cg, k, k)) * np.sqrt(2.0 / (cg * k * k))).astype(np.float32)
         weights += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(np.zeros(m, np.float32), f"b{i}")]
         nodes.append(helper.make_node("Conv", [x, f"w{i}", f"b{i}"], [f"conv{i}"], name=f"conv{i}",
-                                      kernel_shape=[k, k], pads=[k // 2] * 4, strides=[stride, stride]))
+                                      kernel_shape=[k, k], pads=[k // 2] * 4, strides=[stride, stride], group=groups))
         hw = (hw + 2 * (k // 2) - k) // stride + 1
         if hw < 1:
-            sys.exit(f"conv_chain.py: layer {i} ({m}:{k}:{stride}) leaves no output plane")
+            sys.exit(f"conv_chain.py: layer {i} ({m}:{k}:{stride}:{groups}) leaves no output plane")
         nodes.append(helper.make_node("Relu", [f"conv{i}"], [f"relu{i}"], name=f"relu{i}"))
         x, c = f"relu{i}", m
     graph = helper.make_graph(nodes, "conv_chain",

@@ -92,7 +92,7 @@ bool lower_conv_lanes(OpContext& ctx, LoweringContext& l, const Spatial& s, fb::
   shape.channels = x[1] / group; shape.h = x.size() == 4 ? x[2] : 1; shape.w = x.back();
   shape.kh = p.kernel[0]; shape.kw = p.kernel[1]; shape.sh = p.strides[0]; shape.sw = p.strides[1];
   shape.dh = p.dilations[0]; shape.dw = p.dilations[1]; shape.pt = p.pads[0]; shape.pl = p.pads[1];
-  shape.ow = s.out.back(); shape.oh = n / shape.ow;
+  shape.ow = s.out.back(); shape.oh = n / shape.ow; shape.groups = group;
   // clang-format on
   if (l.options().bf16_weights || ctx.node().input_affine.value >= 0 || !shape.offsets_fit() ||
       !conv_lanes_fits_groups(group, shape.channels, mg, n, shape.kh, shape.kw, shape.sh, shape.sw)) {
@@ -110,7 +110,8 @@ bool lower_conv_lanes(OpContext& ctx, LoweringContext& l, const Spatial& s, fb::
   if (ctx.has_input(2)) inputs.push_back(l.tensor(ctx.input_id(2)));
   const int64_t blocks = std::min(shape.scratch_blocks(), l.options().thread_blocks);
   std::vector<int> scratch = {l.temp(ctx.node().name + "/positions", DType::FLOAT32, {blocks * shape.input_floats()}),
-                              l.temp(ctx.node().name + "/product", DType::FLOAT32, {conv_lanes_product_floats(mg, n)})};
+                              l.temp(ctx.node().name + "/product", DType::FLOAT32,
+                                     {std::min(shape.product_blocks(), blocks) * conv_lanes_product_floats(mg, n)})};
   fb::ParamsUnion params;
   params.Set(std::move(p));
   l.kernel("ConvLanes", inputs, {l.tensor(ctx.output_id(0))}, std::move(params), std::move(scratch));

@@ -477,22 +477,29 @@ INSTANTIATE_TEST_SUITE_P(Geometry, Im2colGemmTest,
 //   kernels (padding at both ends, at the end only, padding the stride
 //   never reaches), dilation, a 7x7 stride-2 first layer, a product
 //   written out in two blocks of positions (1,000 channels);
+// - groups, one call for all (padded, unpadded, strided, dilated, 1x1,
+//   channels a group not a multiple of 16);
 // with channels not a multiple of 16 or of 32 (a last one-panel tile),
 // several blocks of k, a clamp and an activation applied after the tile;
-// then the same bits on two threads with every split forced.
+// then the same bits on two threads with every split forced (groups: with
+// a block of scratch a thread).
 TEST(ConvLanesTest, MatchesDefinitionOnEveryPath) {
   struct Geometry {
     int64_t c, h, w, m, kh, kw, sh, sw, dh, pad, pad_end;
+    int64_t groups = 1;
   };
   const std::vector<Geometry> geometries = {
-      {40, 7, 7, 48, 1, 1, 1, 1, 1, 0, 0},   {60, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1},
-      {24, 14, 14, 33, 3, 3, 2, 2, 1, 1, 1}, {300, 13, 13, 20, 1, 1, 2, 2, 1, 0, 0},
-      {9, 1, 2, 16, 1, 1, 1, 1, 1, 0, 0},    {5, 7, 9, 17, 3, 3, 1, 1, 1, 1, 1},
-      {8, 7, 7, 64, 3, 3, 1, 1, 2, 2, 2},    {70, 5, 5, 100, 3, 3, 1, 1, 1, 1, 1},
-      {3, 3, 11, 18, 1, 3, 1, 1, 1, 0, 0},   {16, 7, 7, 32, 3, 3, 1, 1, 1, 0, 1},
-      {3, 31, 31, 64, 7, 7, 2, 2, 1, 3, 3},  {24, 20, 20, 32, 1, 1, 2, 2, 1, 0, 0},
-      {20, 18, 18, 48, 3, 3, 2, 2, 1, 1, 1}, {16, 11, 11, 32, 3, 3, 1, 1, 2, 0, 2},
-      {4, 24, 24, 1000, 3, 3, 2, 2, 1, 1, 1}};
+      {40, 7, 7, 48, 1, 1, 1, 1, 1, 0, 0},      {60, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1},
+      {24, 14, 14, 33, 3, 3, 2, 2, 1, 1, 1},    {300, 13, 13, 20, 1, 1, 2, 2, 1, 0, 0},
+      {9, 1, 2, 16, 1, 1, 1, 1, 1, 0, 0},       {5, 7, 9, 17, 3, 3, 1, 1, 1, 1, 1},
+      {8, 7, 7, 64, 3, 3, 1, 1, 2, 2, 2},       {70, 5, 5, 100, 3, 3, 1, 1, 1, 1, 1},
+      {3, 3, 11, 18, 1, 3, 1, 1, 1, 0, 0},      {16, 7, 7, 32, 3, 3, 1, 1, 1, 0, 1},
+      {3, 31, 31, 64, 7, 7, 2, 2, 1, 3, 3},     {24, 20, 20, 32, 1, 1, 2, 2, 1, 0, 0},
+      {20, 18, 18, 48, 3, 3, 2, 2, 1, 1, 1},    {16, 11, 11, 32, 3, 3, 1, 1, 2, 0, 2},
+      {4, 24, 24, 1000, 3, 3, 2, 2, 1, 1, 1},   {64, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 4},
+      {96, 14, 14, 96, 3, 3, 2, 2, 1, 1, 1, 3}, {40, 9, 9, 80, 3, 3, 1, 1, 1, 0, 0, 2},
+      {128, 6, 6, 96, 1, 1, 1, 1, 1, 0, 0, 2},  {48, 12, 12, 48, 5, 5, 1, 1, 2, 4, 4, 3},
+      {36, 8, 8, 54, 3, 3, 1, 1, 1, 1, 1, 2},   {60, 30, 30, 60, 3, 3, 1, 1, 1, 1, 1, 3}};
   const Activation clip(fb::Activation::CLIP, -0.3f, 0.4f);
   const Activation sigmoid(fb::Activation::SIGMOID, 0.f, 0.f);
   PosixThreadPool pool;
@@ -500,17 +507,25 @@ TEST(ConvLanesTest, MatchesDefinitionOnEveryPath) {
   for (const Geometry& g : geometries) {
     const int64_t oh = (g.h + g.pad + g.pad_end - g.dh * (g.kh - 1) - 1) / g.sh + 1;
     const int64_t ow = (g.w + g.pad + g.pad_end - g.dh * (g.kw - 1) - 1) / g.sw + 1;
-    const int64_t k = g.c * g.kh * g.kw, n = oh * ow;
+    const int64_t cg = g.c / g.groups, mg = g.m / g.groups, k = cg * g.kh * g.kw, n = oh * ow;
     SCOPED_TRACE(testing::Message() << "c" << g.c << " " << g.h << "x" << g.w << " m" << g.m << " k" << g.kh << "x"
-                                    << g.kw << " s" << g.sh << " d" << g.dh << " p" << g.pad << "," << g.pad_end);
+                                    << g.kw << " s" << g.sh << " d" << g.dh << " p" << g.pad << "," << g.pad_end
+                                    << " groups " << g.groups);
     const std::vector<float> x = values(static_cast<size_t>(g.c * g.h * g.w), 21);
     const std::vector<float> wt = values(static_cast<size_t>(g.m * k), 22);
     const std::vector<float> bias = values(static_cast<size_t>(g.m), 23);
-    std::vector<float> packed(static_cast<size_t>(conv_lanes_weight_floats(k, g.m)));
-    conv_lanes_prepack_weights(k, g.m, wt.data(), packed.data());
-    const std::vector<double> sums = reference_conv(
-        ConvCase{g.c, g.h, g.w, g.m, g.kh, g.kw, g.sh, g.sw, g.dh, g.dh, g.pad, g.pad, g.pad_end, g.pad_end}, oh, ow, x,
-        wt, bias.data());
+    const int64_t group_weights = conv_lanes_weight_floats(k, mg);
+    std::vector<float> packed(static_cast<size_t>(g.groups * group_weights));
+    std::vector<double> sums;
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      conv_lanes_prepack_weights(k, mg, wt.data() + grp * mg * k, packed.data() + grp * group_weights);
+      const std::vector<float> xg(x.begin() + grp * cg * g.h * g.w, x.begin() + (grp + 1) * cg * g.h * g.w);
+      const std::vector<float> wg(wt.begin() + grp * mg * k, wt.begin() + (grp + 1) * mg * k);
+      const std::vector<double> part = reference_conv(
+          ConvCase{cg, g.h, g.w, mg, g.kh, g.kw, g.sh, g.sw, g.dh, g.dh, g.pad, g.pad, g.pad_end, g.pad_end}, oh, ow,
+          xg, wg, bias.data() + grp * mg);
+      sums.insert(sums.end(), part.begin(), part.end());
+    }
     double scale = 1e-30;
     for (double v : sums) scale = std::max(scale, std::fabs(v));
     for (const GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {
@@ -521,9 +536,11 @@ TEST(ConvLanesTest, MatchesDefinitionOnEveryPath) {
         for (size_t i = 0; i < sums.size(); ++i) want[i] = activate(sums[i], kind, -0.3f, 0.4f);
         std::vector<float> outs[2];
         for (int run = 0; run < 2; ++run) {
-          const ConvLanesShape shape{g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dh, g.pad, g.pad, oh, ow};
-          const int64_t input_floats = shape.input_floats();
-          const int64_t product_floats = conv_lanes_product_floats(g.m, n);
+          const ConvLanesShape shape{cg, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dh, g.pad, g.pad, oh, ow, g.groups};
+          // With groups, on two threads, a block of scratch a thread.
+          const int64_t blocks = g.groups > 1 && run == 1 ? shape.scratch_blocks() : 1;
+          const int64_t input_floats = blocks * shape.input_floats();
+          const int64_t product_floats = blocks * conv_lanes_product_floats(mg, n);
           std::vector<float> input(static_cast<size_t>(input_floats) + 64, kSentinel);
           std::vector<float> product(static_cast<size_t>(product_floats) + 64, kSentinel);
           std::vector<float>& out = outs[run];
@@ -531,10 +548,12 @@ TEST(ConvLanesTest, MatchesDefinitionOnEveryPath) {
           ConvLanes conv;
           GemmIm2col& im = conv.geometry;
           // clang-format off
-          im.x = x.data(); im.channels = g.c; im.h = g.h; im.w = g.w; im.kh = g.kh; im.kw = g.kw;
+          im.x = x.data(); im.channels = cg; im.h = g.h; im.w = g.w; im.kh = g.kh; im.kw = g.kw;
           im.sh = g.sh; im.sw = g.sw; im.dh = g.dh; im.dw = g.dh; im.pt = g.pad; im.pl = g.pad; im.oh = oh; im.ow = ow;
           // clang-format on
-          conv.m = g.m;
+          conv.m = mg;
+          conv.groups = g.groups;
+          conv.input_blocks = conv.product_blocks = blocks;
           conv.packed_weights = packed.data();
           conv.bias = bias.data();
           conv.y = out.data();
@@ -570,11 +589,23 @@ TEST(ConvLanesTest, FitsSmallPlanesAndStridedKernels) {
   EXPECT_FALSE(conv_lanes_fits(512, 196));  // 14 x 14: the panels are 94% full
   EXPECT_FALSE(conv_lanes_fits(8, 49));     // too few channels for the lanes
   EXPECT_FALSE(conv_lanes_fits(512, 1));    // one position: the matrix-vector product
-  // Groups: large ones only (up to 32 channels a group have a direct kernel).
+  // Groups: 1x1s of large groups only; kernels of several taps on any
+  // plane, save 3x3s of stride 1 on planes of more than 64 positions with
+  // groups under 32 channels (grouped_conv.h's direct kernel), and groups
+  // of 8 channels or fewer (in or out).
   EXPECT_TRUE(conv_lanes_fits_groups(1, 3, 64, 49));
   EXPECT_TRUE(conv_lanes_fits_groups(32, 64, 64, 49));
   EXPECT_FALSE(conv_lanes_fits_groups(32, 32, 32, 49));
   EXPECT_FALSE(conv_lanes_fits_groups(64, 64, 8, 49));
+  EXPECT_TRUE(conv_lanes_fits_groups(32, 32, 32, 49, 3, 3));    // ResNeXt's layer4
+  EXPECT_TRUE(conv_lanes_fits_groups(32, 32, 32, 3136, 3, 3));  // 32 a group, any plane
+  EXPECT_TRUE(conv_lanes_fits_groups(32, 16, 16, 49, 3, 3));
+  EXPECT_FALSE(conv_lanes_fits_groups(32, 16, 16, 196, 3, 3));       // layer3: direct
+  EXPECT_FALSE(conv_lanes_fits_groups(32, 16, 16, 784, 3, 3));       // direct
+  EXPECT_TRUE(conv_lanes_fits_groups(32, 16, 16, 784, 3, 3, 2, 2));  // strided
+  EXPECT_TRUE(conv_lanes_fits_groups(32, 16, 16, 784, 5, 5));        // not 3x3
+  EXPECT_FALSE(conv_lanes_fits_groups(32, 8, 8, 49, 3, 3));          // layer2's 8 a group
+  EXPECT_FALSE(conv_lanes_fits_groups(32, 16, 8, 49, 3, 3));
   // Strided kernels of several taps whose product stays in L2: ResNet-50's
   // 3x3 stride 2 on 28 x 28 and 14 x 14, not its 1x1 stride-2 shortcuts
   // nor its 7x7 first layer (112 x 112 x 64: 3.2 MB); patches (stride at

@@ -2,15 +2,16 @@
 // graphs of the kernels that split their work (Conv as im2col, 1x1, Winograd
 // (by steps, or ranges of tiles on scratch blocks of their own) and first-layer paths, grouped (split within a group,
 // or groups side by side on scratch blocks of their own, the direct 3x3 kernel at strides 1 and 2, whole planes and
-// bands of rows) and without packing; depthwise 3x3 and 5x5; Gemm and MatMul with packed and unpacked operands, batched
-// (products side by side on scratch blocks of their own, B broadcast), by packed weights (ranges of rows side by side
-// on packing blocks of their own); binary element-wise ops with and without broadcasting, a fused activation; unary
-// vector math; Softmax, LogSoftmax, LayerNormalization and BatchNormalization by rows or planes; MaxPool and
-// AveragePool by planes; Transpose and Slice by output rows; Concat and Split by byte ranges; Resize by planes;
-// reductions by output elements; int8 convolutions (direct, im2col, 1x1), products by weights and of two activations,
-// by channel tiles; int8 depthwise by 16 channels, AddInt8, MulInt8 and LookupInt8 by ranges or rows) are planned once,
-// run with no pool and then on 2, 3 and 4 threads, on every CPU path this processor has, with the kernels' thresholds
-// as shipped and with every split forced (set_parallel_min_work (0)), and the outputs compared byte for byte.
+// bands of rows, and in lanes whole groups a thread) and without packing; depthwise 3x3 and 5x5; Gemm and MatMul with
+// packed and unpacked operands, batched (products side by side on scratch blocks of their own, B broadcast), by packed
+// weights (ranges of rows side by side on packing blocks of their own); binary element-wise ops with and without
+// broadcasting, a fused activation; unary vector math; Softmax, LogSoftmax, LayerNormalization and BatchNormalization
+// by rows or planes; MaxPool and AveragePool by planes; Transpose and Slice by output rows; Concat and Split by byte
+// ranges; Resize by planes; reductions by output elements; int8 convolutions (direct, im2col, 1x1), products by weights
+// and of two activations, by channel tiles; int8 depthwise by 16 channels, AddInt8, MulInt8 and LookupInt8 by ranges or
+// rows) are planned once, run with no pool and then on 2, 3 and 4 threads, on every CPU path this processor has, with
+// the kernels' thresholds as shipped and with every split forced (set_parallel_min_work (0)), and the outputs compared
+// byte for byte.
 
 #include <gtest/gtest.h>
 
@@ -181,6 +182,15 @@ std::vector<Case> cases() {
     b.output(b.node("Conv", {x, b.ramp("w", {48, 8, 3, 3}, 0.05f), b.ramp("b", {48})},
                     {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(4)}, {"strides", ints_attr({2, 2})}}));
     add("conv_grouped_direct_s2", b, {noise({2, 32, 15, 13}, 16)});
+  }
+  for (int64_t stride : {1, 2}) {
+    GraphBuilder b;  // 6 groups of 32 channels in lanes (ConvLanes): whole groups a thread, two images
+    const int x = b.input("x", {2, 192, 13, 14});
+    b.output(b.node("Relu", {b.node("Conv", {x, b.ramp("w", {192, 32, 3, 3}, 0.004f), b.ramp("b", {192})},
+                                    {{"pads", ints_attr({1, 1, 1, 1})},
+                                     {"group", int_attr(6)},
+                                     {"strides", ints_attr({stride, stride})}})}));
+    add("conv_grouped_lanes_s" + std::to_string(stride), b, {noise({2, 192, 13, 14}, 44)});
   }
   for (int64_t stride : {1, 2}) {
     GraphBuilder b;  // planes whose padded copy outgrows a B scratch block: the kernel by bands of rows
@@ -599,6 +609,31 @@ TEST_F(ThreadsTest, ConvolutionsRunAllOfKInOnePoolCall) {
   }
   EXPECT_EQ(kernels::gemm_region_scratch_blocks(120, 132, 600), 4);
   EXPECT_EQ(kernels::gemm_region_scratch_blocks(8, 8, 8), 1) << "too small to split";
+}
+
+TEST_F(ThreadsTest, GroupsInLanesRunSideBySide) {
+  // ResNeXt-50's layer4 3x3 (32 groups of 32 channels onto 7 x 7, stride 1
+  // and 2) in lanes: whole groups a thread, each with a block of scratch of
+  // its own, in one pool call for the 32 groups (a group at a time, it took
+  // a call or more each). Planned for one thread, one block: no pool call.
+  for (int64_t stride : {1, 2}) {
+    SCOPED_TRACE(stride);
+    GraphBuilder b;
+    const std::vector<int64_t> shape = {1, 1024, 7 * stride, 7 * stride};
+    const int x = b.input("x", shape);
+    b.output(
+        b.node("Conv", {x, b.ramp("w", {1024, 32, 3, 3}, 0.002f)},
+               {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(32)}, {"strides", ints_attr({stride, stride})}}));
+    const std::vector<HostTensor> in = {noise(shape, 45)};
+    const std::string bytes = b.plan().bytes;
+    EXPECT_EQ(pool_calls(bytes, in), 1);
+    PlanOptions one_thread;
+    one_thread.lower.thread_blocks = 1;
+    const std::string small = b.plan(one_thread).bytes;
+    EXPECT_EQ(pool_calls(small, in), 0);
+    EXPECT_EQ(bytes_of(planner::run_program(small, in, {}).outputs),
+              bytes_of(planner::run_program(bytes, in, {}).outputs));
+  }
 }
 
 TEST_F(ThreadsTest, EmptyReductionComputesNothing) {

@@ -183,11 +183,17 @@ def conv2d_case(x, w, b, group, stride, pad, relu):
 
 
 def case_conv_lanes_groups():
-    # ConvLanes (output channels in lanes, on planes of up to 64 positions)
-    # group by group: two groups of 40 input channels (more than the grouped
-    # direct kernel takes), 3x3 stride 2 onto a 7 x 7 plane, two images, a
-    # fused Relu.
+    # ConvLanes (output channels in lanes) with groups: two groups of 40
+    # input channels, 3x3 stride 2 onto a 7 x 7 plane, two images, a fused
+    # Relu.
     return conv2d_case(randn(2, 80, 13, 13), randn(64, 40, 3, 3), randn(64), 2, 2, 1, True)
+
+
+def case_conv_lanes_small_groups():
+    # ConvLanes with groups of 16 channels (on larger planes the grouped
+    # direct kernel takes them): 6 groups, 3x3 stride 1 on a 7 x 8 plane,
+    # two images.
+    return conv2d_case(randn(2, 96, 7, 8), randn(96, 16, 3, 3), randn(96), 6, 1, 1, True)
 
 
 def case_conv_lanes_pointwise():
@@ -765,7 +771,7 @@ def main():
         check_qdq_through_identity(args.kiln, args.workdir)
     run_each(CASES, args.only, lambda name: check_case(name, CASES[name](), args.kiln, args.workdir, TOLERANCE))
     # The ConvLanes cases ran the kernel they are about.
-    for name in ("conv_lanes_groups", "conv_lanes_pointwise", "conv_lanes_strided"):
+    for name in ("conv_lanes_groups", "conv_lanes_small_groups", "conv_lanes_pointwise", "conv_lanes_strided"):
         if args.only and args.only != name:
             continue
         r = subprocess.run([args.kiln, "inspect", os.path.join(args.workdir, name + ".kiln"), "--json"],

@@ -32,6 +32,7 @@
 // of weights) to 5 GB/s.
 
 #include <algorithm>
+#include <cstring>
 
 #include "activation.h"
 #include "gemm.h"
@@ -114,11 +115,11 @@ void conv_lanes_prepack_weights(int64_t k, int64_t m, const float* w, float* out
   }
 }
 
-ConvLanesShape conv_lanes_shape(const GemmIm2col& g) {
+ConvLanesShape conv_lanes_shape(const GemmIm2col& g, int64_t groups) {
   ConvLanesShape s;
   // clang-format off
   s.channels = g.channels; s.h = g.h; s.w = g.w; s.kh = g.kh; s.kw = g.kw; s.sh = g.sh; s.sw = g.sw;
-  s.dh = g.dh; s.dw = g.dw; s.pt = g.pt; s.pl = g.pl; s.oh = g.oh; s.ow = g.ow;
+  s.dh = g.dh; s.dw = g.dw; s.pt = g.pt; s.pl = g.pl; s.oh = g.oh; s.ow = g.ow; s.groups = groups;
   // clang-format on
   return s;
 }
@@ -401,13 +402,121 @@ void lanes_blocks(const LanesRun& r, int64_t n, int64_t b0, int64_t b1) {
   });
 }
 
+// n floats from `from` to `to`, a few at a time: the rows of a group's
+// image are a handful of floats, too short for a call to memmove each.
+void copy_short(const float* from, int64_t n, float* to) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) std::memcpy(to + j, from + j, 8 * sizeof(float));
+  if (n - j >= 4) {
+    std::memcpy(to + j, from + j, 4 * sizeof(float));
+    j += 4;
+  }
+  for (; j < n; ++j) to[j] = from[j];
+}
+
+// One group's image into its padded copy `pad` (the layout lanes_image
+// writes), whose border is zero already: its rows only.
+void lanes_group_image(const GemmIm2col& g, const ConvLanesShape& shape, float* pad) {
+  const int64_t hp = shape.hp(), wp = shape.wp();
+  const int64_t c0 = gemm_min(g.pl, wp), c1 = gemm_max(c0, gemm_min(g.pl + g.w, wp));
+  const int64_t r0 = gemm_min(g.pt, hp), r1 = gemm_max(r0, gemm_min(g.pt + g.h, hp));
+  for (int64_t c = 0; c < g.channels; ++c) {
+    for (int64_t r = r0; r < r1; ++r) {
+      copy_short(g.x + (c * g.h + r - g.pt) * g.w + (c0 - g.pl), c1 - c0, pad + (c * hp + r) * wp + c0);
+    }
+  }
+}
+
+// Groups (ResNeXt's 32 groups of 32 channels on a 7 x 7 plane): one pool
+// call, each task a range of whole groups with a block of each scratch of
+// its own. The padded image's border is zeroed once a task and the
+// offsets computed once a task (every group reads the same); then group
+// by group, its rows copied in, every block of k for all its channels,
+// and its product written out. Run as one convolution a group, each
+// group zeroed its padded copy and computed its offsets again, and split
+// its one or two channel tiles across the threads: ResNeXt-50's
+// 1024-channel 3x3 on 7 x 7 took 0.62 ms so (0.39 by the grouped direct
+// kernel), 0.18 this way.
+void lanes_groups(const ConvLanes& conv, const ConvLanesShape& shape, GemmPath path, ThreadPool* pool) {
+  const GemmIm2col& g = conv.geometry;
+  const int64_t n = shape.positions(), k = shape.k(), ldp = gemm_round_up(conv.m, kGemmNr);
+  const int64_t input_floats = shape.input_floats(), product_floats = conv_lanes_product_floats(conv.m, n);
+  const int64_t group_weights = conv_lanes_weight_floats(k, conv.m), image_floats = g.channels * g.h * g.w;
+  const bool padded = shape.reads_padding();
+  const int64_t plane = padded ? shape.hp() * shape.wp() : g.h * g.w;
+  const int64_t block = conv_lanes_block_positions(conv.m, n);
+  const int64_t tasks = gemm_min(gemm_min(conv.input_blocks, conv.product_blocks),
+                                 parallel_tasks(pool, ldp * n * k * conv.groups, conv.groups));
+  parallel_for(pool, tasks, [&](int64_t t) {
+    int64_t g0, g1;
+    parallel_range(conv.groups, tasks, t, 1, &g0, &g1);
+    if (g0 == g1) return;
+    float* pad = conv.input + t * input_floats;
+    float* product = conv.product + t * product_floats;
+    int32_t* koff = reinterpret_cast<int32_t*>(pad + (padded ? g.channels * plane : 0));
+    if (padded) std::fill(pad, pad + g.channels * plane, 0.f);
+    ConvLanes one = conv;  // the group's
+    GemmIm2col& geometry = one.geometry;
+    LanesRun r;
+    r.g = &geometry;
+    r.conv = &one;
+    r.lanes = select_lanes(path);
+    r.packs = false;
+    r.image = LanesImage{padded ? pad : nullptr, padded ? shape.hp() : g.h, padded ? shape.wp() : g.w};
+    r.taps = g.kh * g.kw;
+    r.k = k;
+    r.ldp = ldp;
+    r.channel_panels = ldp / kGemmNr;
+    r.path = path;
+    r.pool = nullptr;
+    lanes_offsets(r, 0, k, koff);
+    const int64_t channel_tiles = (r.channel_panels + r.lanes.panels - 1) / r.lanes.panels;
+    for (int64_t grp = g0; grp < g1; ++grp) {
+      geometry.x = g.x + grp * image_floats;
+      one.packed_weights = conv.packed_weights + grp * group_weights;
+      one.bias = conv.bias != nullptr ? conv.bias + grp * conv.m : nullptr;
+      one.y = conv.y + grp * conv.m * n;
+      if (padded) {
+        lanes_group_image(geometry, shape, pad);
+      } else {
+        r.image.data = geometry.x;
+      }
+      for (int64_t b0 = 0; b0 < n; b0 += block) {
+        const int64_t b1 = gemm_min(n, b0 + block);
+        for (int64_t pc = 0; pc < k; pc += kGemmKc) {
+          const int64_t kc = gemm_min(kGemmKc, k - pc);
+          // The weights read next: this group's next block of k, its first
+          // again for the next block of positions, or the next group's
+          // (they lie in that order).
+          const float* after = nullptr;
+          if (pc + kc < k) {
+            after = one.packed_weights + (pc + kc) * ldp;
+          } else if (b1 < n) {
+            after = one.packed_weights;
+          } else if (grp + 1 < g1) {
+            after = one.packed_weights + group_weights;
+          }
+          const LanesBlock lb{r.taps > 1 ? r.image.data : r.image.data + pc * plane, r.taps > 1 ? koff + pc : nullptr,
+                              plane};
+          lanes_channel_tiles(r, lb, pc, kc, b0, b1 - b0, 0, channel_tiles, after, product);
+        }
+        lanes_write_channels(one, r.lanes, product, n, b0, b1, ldp, 0, conv.m);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void conv_lanes(const ConvLanes& conv, GemmPath path, ThreadPool* pool) {
   const GemmIm2col& g = conv.geometry;
-  const ConvLanesShape shape = conv_lanes_shape(g);
+  const ConvLanesShape shape = conv_lanes_shape(g, conv.groups);
   const int64_t n = shape.positions();
-  if (conv.m <= 0 || n <= 0) return;
+  if (conv.m <= 0 || n <= 0 || conv.groups <= 0) return;
+  if (conv.groups > 1) {
+    lanes_groups(conv, shape, path, pool);
+    return;
+  }
   LanesRun r;
   r.g = &g;
   r.conv = &conv;

@@ -130,20 +130,26 @@ void gemm_pack_im2col_block(const GemmIm2col& g, int64_t p0, int64_t kc, int64_t
 // out (then the offsets are int32: ConvLanesShape::offsets_fit). A 1x1
 // stride-1 unpadded kernel reads x. `pool` splits each block's channel
 // tiles; every output is summed the same way on any number of threads.
+// With groups, geometry, m, the weights, bias and y are group 0's, the
+// others' following in turn (the image's channels, conv_lanes_weight_floats
+// each, m channels of bias and of y each).
 struct ConvLanes {
-  GemmIm2col geometry;  // x: the image's first channel
+  GemmIm2col geometry;  // x: the image's first channel; channels: one group's
   int64_t m = 0;
-  const float* packed_weights = nullptr;  // conv_lanes_weight_floats(k, m)
+  int64_t groups = 1;
+  const float* packed_weights = nullptr;  // conv_lanes_weight_floats(k, m) a group
   const float* bias = nullptr;            // per output channel, or nullptr
   float* y = nullptr;
   const fb::FusedActivation* activation = nullptr;
-  float* input = nullptr;    // ConvLanesShape::input_floats() (gemm_blocking.h),
-  int64_t input_blocks = 1;  // that many times (ConvLanesShape::scratch_blocks)
-  float* product = nullptr;  // conv_lanes_product_floats(m, oh * ow)
+  float* input = nullptr;      // ConvLanesShape::input_floats() (gemm_blocking.h),
+  int64_t input_blocks = 1;    // that many times (ConvLanesShape::scratch_blocks)
+  float* product = nullptr;    // conv_lanes_product_floats(m, oh * ow),
+  int64_t product_blocks = 1;  // that many times (ConvLanesShape::product_blocks)
 };
 void conv_lanes(const ConvLanes& conv, GemmPath path = GemmPath::kAuto, ThreadPool* pool = nullptr);
-// The convolution `g` describes as ConvLanes sizes its scratch (gemm_blocking.h).
-ConvLanesShape conv_lanes_shape(const GemmIm2col& g);
+// The convolution `g` describes (of `groups` groups, g.channels each) as
+// ConvLanes sizes its scratch (gemm_blocking.h).
+ConvLanesShape conv_lanes_shape(const GemmIm2col& g, int64_t groups = 1);
 
 // A Winograd F(2x2, 3x3) convolution (winograd.cc): NCHW input x
 // [n][c][h][w], weights from winograd_transform_weights, output y

@@ -524,7 +524,7 @@ Error check_conv_lanes(const KernelArgs& args) {
   const Tensor& w = args.in(1);
   KILN_KERNEL_CHECK(args, w.rank() == 1 && w.numel() == weights, "packed weights must have %lld elements",
                     static_cast<long long>(weights));
-  const ConvLanesShape shape = conv_lanes_shape(im2col_of(g, nullptr));
+  const ConvLanesShape shape = conv_lanes_shape(im2col_of(g, nullptr), g.group);
   const int64_t input = shape.input_floats();
   KILN_KERNEL_CHECK(args, shape.offsets_fit(), "ConvLanes reads images of fewer than 2^31 elements a group");
   KILN_KERNEL_CHECK(args,
@@ -538,25 +538,23 @@ Error check_conv_lanes(const KernelArgs& args) {
 
 Error run_conv_lanes(const KernelArgs& args) {
   const ConvGeometry g = conv_geometry(args);
-  const int64_t cg = g.c / g.group, mg = g.m / g.group, plane = g.oh * g.ow;
-  const int64_t group_weights = conv_lanes_weight_floats(cg * g.kh * g.kw, mg);
+  const int64_t mg = g.m / g.group, plane = g.oh * g.ow;
   ConvLanes conv;
   GemmIm2col& im = conv.geometry;
   im = im2col_of(g, nullptr);
   conv.m = mg;
+  conv.groups = g.group;
+  conv.packed_weights = args.in(1).data_as<const float>();
+  conv.bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
   conv.activation = args.params<fb::ConvParams>()->activation();
   conv.input = scratch_a(args);
-  conv.input_blocks = args.scratch[0]->numel() / conv_lanes_shape(im).input_floats();
+  conv.input_blocks = args.scratch[0]->numel() / conv_lanes_shape(im, g.group).input_floats();
   conv.product = scratch_b(args);
-  const float* bias = args.has_input(2) ? args.in(2).data_as<const float>() : nullptr;
+  conv.product_blocks = args.scratch[1]->numel() / conv_lanes_product_floats(mg, plane);
   for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t grp = 0; grp < g.group; ++grp) {
-      im.x = args.in(0).data_as<const float>() + (n * g.c + grp * cg) * g.h * g.w;
-      conv.packed_weights = args.in(1).data_as<const float>() + grp * group_weights;
-      conv.bias = bias != nullptr ? bias + grp * mg : nullptr;
-      conv.y = args.out(0).data_as<float>() + (n * g.m + grp * mg) * plane;
-      conv_lanes(conv, GemmPath::kAuto, args.pool);
-    }
+    im.x = args.in(0).data_as<const float>() + n * g.c * g.h * g.w;
+    conv.y = args.out(0).data_as<float>() + n * g.m * plane;
+    conv_lanes(conv, GemmPath::kAuto, args.pool);
   }
   return Error::kOk;
 }

@@ -151,14 +151,28 @@ void gemm_prepack_b(int64_t k, int64_t n, const float* b, bool trans_b, float* o
 //   way) nor a 7x7 stride-2 first layer on 112 x 112 (3 input channels,
 //   64 output: 2.04 ms against 1.64), nor a first layer of 16 channels
 //   (half an AVX-512 tile: 1.42 ms against 0.34);
-// and for both, at least kConvLanesMinChannels output channels a group, and
-// one group or groups of more than kConvLanesGroupedMinChannels input
-// channels (smaller ones have a direct kernel, grouped_conv.h). Groups run
-// one after another.
+// and for both, at least kConvLanesMinChannels output channels.
+// With groups (each thread whole groups), a kernel of several taps, more
+// than kConvLanesGroupedMinChannels input and at least
+// kConvLanesMinChannels output channels a group, on any plane, except a
+// 3x3 kernel of stride 1 on more than kConvLanesMaxPositions positions
+// with fewer than kConvLanesGroupedWideChannels input channels a group:
+// there grouped_conv.h's direct kernel (positions in lanes) is faster.
+// One vCPU, a layer alone, ms, direct or im2col -> lanes: ResNeXt-50's
+// 3x3s of 32 groups, 1024 channels on 7 x 7 0.39 -> 0.18, stride 2 from
+// 14 x 14 0.68 -> 0.20; 512 channels, stride 2 from 28 x 28 0.48 -> 0.26;
+// 32 channels a group on 28 x 28 3.69 -> 3.00; 64 a group on 28 x 28 18.6
+// -> 11.6 (im2col); 16 a group, 5x5, on 28 x 28 7.18 -> 2.62 (im2col).
+// Kept direct: 16 a group on 14 x 14 (ResNeXt-50's layer3: 0.25 against
+// 0.24 alone, but 0.29 against 0.29-0.34 in the model), on 28 x 28 0.89
+// against 1.01, on 56 x 56 1.91 against 2.17. A grouped 1x1 as with one
+// group, where its groups have more than kConvLanesGroupedWideChannels
+// channels (8 groups of 16 on 56 x 56: 0.11 ms by panels, 0.23 in lanes).
 constexpr int64_t kConvLanesMaxPositions = 64;
 constexpr int64_t kConvLanesMaxProduct = int64_t{1} << 17;
 constexpr int64_t kConvLanesMinChannels = 16;
-constexpr int64_t kConvLanesGroupedMinChannels = 32;
+constexpr int64_t kConvLanesGroupedMinChannels = 8;
+constexpr int64_t kConvLanesGroupedWideChannels = 32;
 constexpr bool conv_lanes_fits(int64_t m, int64_t n, int64_t kh = 1, int64_t kw = 1, int64_t sh = 1, int64_t sw = 1) {
   const bool strided = (sh > 1 || sw > 1) && kh * kw > 1;
   const bool patches = sh >= kh && sw >= kw;  // each input read once
@@ -168,15 +182,22 @@ constexpr bool conv_lanes_fits(int64_t m, int64_t n, int64_t kh = 1, int64_t kw 
 }
 constexpr bool conv_lanes_fits_groups(int64_t group, int64_t channels_per_group, int64_t m_per_group, int64_t n,
                                       int64_t kh = 1, int64_t kw = 1, int64_t sh = 1, int64_t sw = 1) {
-  return conv_lanes_fits(m_per_group, n, kh, kw, sh, sw) &&
-         (group == 1 || channels_per_group > kConvLanesGroupedMinChannels);
+  if (group == 1) return conv_lanes_fits(m_per_group, n, kh, kw, sh, sw);
+  const bool direct = kh == 3 && kw == 3 && sh == 1 && sw == 1 && n > kConvLanesMaxPositions &&
+                      channels_per_group < kConvLanesGroupedWideChannels;
+  if (kh * kw == 1) {
+    return channels_per_group > kConvLanesGroupedWideChannels && conv_lanes_fits(m_per_group, n, kh, kw, sh, sw);
+  }
+  return channels_per_group > kConvLanesGroupedMinChannels && m_per_group >= kConvLanesMinChannels && n >= 2 && !direct;
 }
 // One group's convolution as ConvLanes sees it (2-D; a 1-D one has height
-// 1), and what follows from it for its scratch (one group's, reused by
-// the next): the positions the tiles read, and the product transposed
-// (conv_lanes_product_floats: positions x channels rounded up to kGemmNr).
+// 1), and what follows from it for its scratch (a block is one group's,
+// reused by the thread's next group): the positions the tiles read, and
+// the product transposed (conv_lanes_product_floats: positions x channels
+// rounded up to kGemmNr).
 struct ConvLanesShape {
   int64_t channels = 0, h = 0, w = 0, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, oh = 0, ow = 0;
+  int64_t groups = 1;  // channels is one group's
 
   constexpr int64_t k() const { return channels * kh * kw; }
   constexpr int64_t positions() const { return oh * ow; }
@@ -194,13 +215,17 @@ struct ConvLanesShape {
   // Elsewhere the tiles read the image through a table of offsets: x
   // itself, or its padded copy where the kernel reads padding; a
   // pointwise kernel reads x without the table.
-  constexpr bool packs_positions() const { return !pointwise() && positions() <= kConvLanesMaxPositions; }
+  // Groups never pack: a group's few output channels would not repay it.
+  constexpr bool packs_positions() const {
+    return groups == 1 && !pointwise() && positions() <= kConvLanesMaxPositions;
+  }
   // The scratch for the positions: the packed block, or the padded image
   // (where there is one) followed by the offsets of a block of k (kGemmKc
-  // int32 in floats' room).
+  // int32 in floats' room; with groups, of all of k, which every group
+  // reads the same).
   constexpr int64_t input_floats() const {
     return packs_positions() ? gemm_min(k(), kGemmKc) * gemm_round_up(positions(), kGemmNr)
-                             : (reads_padding() ? channels * hp() * wp() : 0) + kGemmKc;
+                             : (reads_padding() ? channels * hp() * wp() : 0) + (groups > 1 ? k() : kGemmKc);
   }
   // Blocks of that scratch the planner gives for threads: on a small plane
   // each thread packs the positions into a block of its own, block of k
@@ -208,7 +233,12 @@ struct ConvLanesShape {
   // (conv_lanes). A program planned with one block packs each block of k
   // across the threads and waits for them twice a block.
   static constexpr int64_t kScratchBlocks = 4;
-  constexpr int64_t scratch_blocks() const { return packs_positions() ? kScratchBlocks : 1; }
+  // With groups, each thread takes whole groups, with a block of each
+  // scratch (the padded image and the product) of its own.
+  constexpr int64_t scratch_blocks() const {
+    return packs_positions() ? kScratchBlocks : (groups > 1 ? gemm_min(groups, kScratchBlocks) : 1);
+  }
+  constexpr int64_t product_blocks() const { return groups > 1 ? scratch_blocks() : 1; }
   // The offsets are int32: every element read lies within 2^31 of the first.
   constexpr bool offsets_fit() const { return channels * gemm_max(h * w, hp() * wp()) < (int64_t{1} << 31); }
 };
