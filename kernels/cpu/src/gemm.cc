@@ -635,10 +635,17 @@ struct PackedBlocks {
   struct Lines {
     const float* base = nullptr;
     int64_t stride = 0, per_panel = 0, total = 0, next = 0;
-    // Prefetches the next `count` lines into L2, panel by panel.
+    int64_t panel = 0, line = 0;  // where `next` lies: no division a line
+    // Prefetches the next `count` lines into L2, panel by panel. (With a
+    // division a line, this loop took 10% of a 1x1 convolution of 1,024
+    // -> 512 channels on 14 x 14.)
     void advance(int64_t count) {
       for (; count > 0 && next < total; --count, ++next) {
-        __builtin_prefetch(base + next / per_panel * stride + next % per_panel * 16, 0, 2);
+        __builtin_prefetch(base + panel * stride + line * 16, 0, 2);
+        if (++line == per_panel) {
+          line = 0;
+          ++panel;
+        }
       }
     }
   };
