@@ -158,14 +158,14 @@ std::vector<int64_t> conv_output(OpContext& ctx, size_t ix, size_t iw, Spatial* 
 
 // Whether a convolution's weights go to ConvInt8 in channel quads by tap
 // (its weight order 1: row [C/4][kH * kW][4] instead of ONNX's [C][kH][kW]):
-// one group, a window of more than one tap and whole quads of input
-// channels. That is the direct convolution's step order (x86's
-// qgemm_conv_direct reads it as it is, instead of reordering every run);
+// a window of more than one tap and whole quads of input channels a group.
+// That is the direct convolution's step order (x86's qgemm_conv_direct
+// reads it as it is, group by group, instead of reordering every run);
 // the im2col packer enumerates its rows the same way on every path.
-bool quad_tap_weights(OpContext& ctx, const std::vector<int64_t>& w_shape) {
+bool quad_tap_weights(const std::vector<int64_t>& w_shape) {
   int64_t taps = 1;
   for (size_t d = 2; d < w_shape.size(); ++d) taps *= w_shape[d];
-  return ctx.attr_int("group", 1) == 1 && taps > 1 && w_shape[1] % 4 == 0;
+  return taps > 1 && w_shape[1] % 4 == 0;
 }
 
 // Emits ConvInt8 for x (input ix; the weights' shape from input iw) and
@@ -186,18 +186,20 @@ void lower_conv_int8(OpContext& ctx, LoweringContext& l, size_t ix, size_t iw, c
   if (group == xs[1] && q.m == group) {
     const int64_t ph = (xs.size() == 4 ? xs[2] : 1) + p4[0] + p4[2], pw = xs.back() + p4[1] + p4[3];
     direct = ph * pw + (s2[1] == 2 ? 2 * ph * ((pw + 1) / 2) : 0);
-  } else if (group == 1 && l.options().packing_scratch && k2[0] * k2[1] > 1 &&
-             kernels::qgemm_conv_direct_pays(xs[1], xs.size() == 4 ? xs[2] : 1, xs.back(), k2[0], k2[1], s2[0], s2[1],
-                                             d2[0], d2[1], p4[0], p4[1], p4[2], p4[3])) {
-    // x86 runs one group without im2col (kernels::qgemm_conv_direct): its
-    // interleaved input and a tile's weights, where that outgrows im2col's
-    // panels (deep layers on small planes).
-    direct = std::max<int64_t>(0, kernels::qgemm_conv_direct_bytes(xs[1], xs.size() == 4 ? xs[2] : 1, xs.back(), k2[0],
-                                                                   k2[1], s2[0], s2[1], p4[0], p4[1], p4[2], p4[3]));
+  } else if (l.options().packing_scratch && k2[0] * k2[1] > 1 &&
+             kernels::qgemm_conv_direct_pays(xs[1] / group, xs.size() == 4 ? xs[2] : 1, xs.back(), k2[0], k2[1], s2[0],
+                                             s2[1], d2[0], d2[1], p4[0], p4[1], p4[2], p4[3])) {
+    // x86 runs the convolution group by group without im2col
+    // (kernels::qgemm_conv_direct): a group's interleaved input and a
+    // tile's weights, where that outgrows im2col's panels (deep layers on
+    // small planes).
+    direct =
+        std::max<int64_t>(0, kernels::qgemm_conv_direct_bytes(xs[1] / group, xs.size() == 4 ? xs[2] : 1, xs.back(),
+                                                              k2[0], k2[1], s2[0], s2[1], p4[0], p4[1], p4[2], p4[3]));
   }
   l.kernel("ConvInt8", inputs, {l.tensor(ctx.output_id(0))},
            int_params({ctx.attr_int("group", 1), k2[0], k2[1], s2[0], s2[1], d2[0], d2[1], p4[0], p4[1], p4[2], p4[3],
-                       ops.x_zp_u8, q.y_zp, q.y_min, q.y_max, quad_tap_weights(ctx, ctx.shape(iw)) ? 1 : 0}),
+                       ops.x_zp_u8, q.y_zp, q.y_min, q.y_max, quad_tap_weights(ctx.shape(iw)) ? 1 : 0}),
            int8_scratch(ctx, l, ops, q.k, columns, direct));
 }
 
@@ -209,7 +211,7 @@ void conv_weights(OpContext& ctx, const HostTensor& w, Int8Linear* q) {
   q->k = w.numel() / q->m;
   q->w_unsigned = w.dtype == DType::UINT8;
   q->w.resize(static_cast<size_t>(w.numel()));
-  const bool quads = quad_tap_weights(ctx, w.shape);
+  const bool quads = quad_tap_weights(w.shape);
   const int64_t taps = q->k / w.shape[1];
   for (int64_t i = 0; i < w.numel(); ++i) {
     int64_t at = i;

@@ -7,11 +7,11 @@
 // weights (ranges of rows side by side on packing blocks of their own); binary element-wise ops with and without
 // broadcasting, a fused activation; unary vector math; Softmax, LogSoftmax, LayerNormalization and BatchNormalization
 // by rows or planes; MaxPool and AveragePool by planes; Transpose and Slice by output rows; Concat and Split by byte
-// ranges; Resize by planes; reductions by output elements; int8 convolutions (direct, im2col, 1x1), products by weights
-// and of two activations, by channel tiles; int8 depthwise by 16 channels, AddInt8, MulInt8 and LookupInt8 by ranges or
-// rows) are planned once, run with no pool and then on 2, 3 and 4 threads, on every CPU path this processor has, with
-// the kernels' thresholds as shipped and with every split forced (set_parallel_min_work (0)), and the outputs compared
-// byte for byte.
+// ranges; Resize by planes; reductions by output elements; int8 convolutions (direct, grouped, im2col, 1x1), products
+// by weights and of two activations, by channel tiles; int8 depthwise by 16 channels, AddInt8, MulInt8 and LookupInt8
+// by ranges or rows) are planned once, run with no pool and then on 2, 3 and 4 threads, on every CPU path this
+// processor has, with the kernels' thresholds as shipped and with every split forced (set_parallel_min_work (0)), and
+// the outputs compared byte for byte.
 
 #include <gtest/gtest.h>
 
@@ -363,6 +363,14 @@ std::vector<Case> cases() {
                          {{"pads", ints_attr({pad, pad, pad, pad})}, {"strides", ints_attr({stride, stride})}});
     b.output(qdq(b, y, 0.05f, "y"));
     add(name, b, {noise({1, c, h, h}, 31)});
+  }
+  {
+    GraphBuilder b;  // grouped (4 groups of 8 -> 16 channels): direct, group by group, channel tiles across the threads
+    const int x = b.input("x", {1, 32, 14, 14});
+    const int y = b.node("Conv", {qdq(b, x, 0.02f, "x"), int8_weights(b, "w", {64, 8, 3, 3}, 9)},
+                         {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(4)}});
+    b.output(qdq(b, y, 0.05f, "y"));
+    add("int8_conv3x3_grouped", b, {noise({1, 32, 14, 14}, 32)});
   }
   {
     GraphBuilder b;  // depthwise: blocks of 16 channels (ConvInt8's lanes on x86)

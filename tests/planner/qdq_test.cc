@@ -654,19 +654,21 @@ TEST(QdqTest, DepthwiseLanesMatchThePerChannelKernel) {
   }
 }
 
-// Convolutions of one group run without im2col on x86 (the input
-// interleaved four channels a byte into the strides' phase planes in the
-// scratch, the tile reading it in place): the same bytes as the scalar
-// path's im2col product, for two images, int8 and uint8 inputs, 7-bit and
-// full-range data, channel counts off the quad, 3x3 with asymmetric
-// padding, dilated 3x3, 1x5 and 10x4 windows, strides 1 and 2, with 1x1
-// windows (the packers) beside them.
+// Convolutions run without im2col on x86 (the input interleaved four
+// channels a byte into the strides' phase planes in the scratch, the tile
+// reading it in place; grouped ones group by group): the same bytes as the
+// scalar path's im2col product, for two images, int8 and uint8 inputs,
+// 7-bit and full-range data, channel counts off the quad, 3x3 with
+// asymmetric padding, dilated 3x3, 1x5 and 10x4 windows, strides 1 and 2,
+// groups of 4, 8, 10 and 16 channels (ResNeXt's), with 1x1 windows (the
+// packers) beside them.
 TEST(QdqTest, DirectConvolutionMatchesTheScalarPath) {
   struct Case {
     int64_t c, m, h, w, kh, kw, dilation, stride;
     std::vector<int64_t> pads;
     DType dtype;
     bool seven_bit;
+    int64_t group = 1;
   };
   const Case cases[] = {
       {3, 16, 12, 12, 3, 3, 1, 1, {1, 1, 1, 1}, DType::UINT8, true},
@@ -679,9 +681,13 @@ TEST(QdqTest, DirectConvolutionMatchesTheScalarPath) {
       {4, 8, 10, 10, 3, 3, 1, 2, {1, 1, 1, 1}, DType::UINT8, true},
       {3, 8, 17, 15, 3, 3, 1, 2, {1, 1, 0, 1}, DType::INT8, false},
       {1, 16, 25, 10, 10, 4, 1, 2, {4, 1, 5, 2}, DType::UINT8, true},
+      {32, 32, 9, 9, 3, 3, 1, 1, {1, 1, 1, 1}, DType::UINT8, false, 8},
+      {64, 64, 14, 14, 3, 3, 1, 2, {1, 1, 1, 1}, DType::UINT8, true, 4},
+      {24, 48, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, DType::INT8, false, 3},
+      {20, 10, 6, 9, 3, 3, 2, 1, {2, 2, 2, 2}, DType::UINT8, false, 2},
   };
   for (const Case& cs : cases) {
-    HostTensor wt(DType::INT8, {cs.m, cs.c, cs.kh, cs.kw});
+    HostTensor wt(DType::INT8, {cs.m, cs.c / cs.group, cs.kh, cs.kw});
     for (int64_t i = 0; i < wt.numel(); ++i) wt.data<int8_t>()[i] = static_cast<int8_t>((i * 53 + 7) % 256 - 128);
     GraphBuilder b;
     const int x = b.input("x", {2, cs.c, cs.h, cs.w}, cs.dtype);
@@ -690,9 +696,11 @@ TEST(QdqTest, DirectConvolutionMatchesTheScalarPath) {
     const int v = b.node("Conv", {dq(b, x, 0.02f, cs.dtype, zp, "x"), w},
                          {{"pads", ints_attr(cs.pads)},
                           {"strides", ints_attr({cs.stride, cs.stride})},
-                          {"dilations", ints_attr({cs.dilation, cs.dilation})}});
+                          {"dilations", ints_attr({cs.dilation, cs.dilation})},
+                          {"group", int_attr(cs.group)}});
     // An output scale that saturates some outputs at both ends.
-    const float y_scale = (cs.seven_bit ? 0.005f : 0.012f) * std::sqrt(static_cast<float>(cs.c * cs.kh * cs.kw));
+    const float y_scale =
+        (cs.seven_bit ? 0.005f : 0.012f) * std::sqrt(static_cast<float>(cs.c / cs.group * cs.kh * cs.kw));
     b.output(q(b, v, y_scale, cs.dtype, cs.dtype == DType::UINT8 ? 100 : 7));
     const PlanResult r = b.plan();
     ASSERT_EQ(kernels(r), std::vector<std::string>{"ConvInt8"});
@@ -703,12 +711,12 @@ TEST(QdqTest, DirectConvolutionMatchesTheScalarPath) {
     expect_every_path_as_scalar(r, in, cs.dtype, true,
                                 "c " + std::to_string(cs.c) + " w " + std::to_string(cs.w) + " window " +
                                     std::to_string(cs.kh) + "x" + std::to_string(cs.kw) + " stride " +
-                                    std::to_string(cs.stride));
+                                    std::to_string(cs.stride) + " groups " + std::to_string(cs.group));
   }
 }
 
-// ConvInt8's weight order 1 (channel quads by tap, planned for one group
-// over whole quads of channels) against order 0: the same convolution with
+// ConvInt8's weight order 1 (channel quads by tap, planned for whole quads
+// of channels a group) against order 0: the same convolution with
 // a ninth input channel (the zero point throughout, weights 0) plans in
 // ONNX's order and must give the same bytes, on every path, through the
 // direct convolution (small planes, x86), im2col (a large plane) and a
@@ -816,7 +824,7 @@ TEST(QdqTest, ConvInt8WeightOrderIsOptionalAndChecked) {
     return refused ? logged : std::string();
   };
   const HostTensor in8 = data8(DType::UINT8, {1, 8, 9, 9}, 3);
-  EXPECT_NE(refusal(set_order(nine, 1), in).find("weight order 1 needs one group and channels in whole quads"),
+  EXPECT_NE(refusal(set_order(nine, 1), in).find("weight order 1 needs channels in whole quads a group"),
             std::string::npos);
   EXPECT_NE(refusal(set_order(eight, 2), in8).find("weight order 2 (0 or 1)"), std::string::npos);
   EXPECT_EQ(refusal(set_order(eight, 1), in8), "");

@@ -26,7 +26,7 @@
 //                     y zero point, y min, y max, weight order]. Weight
 //                     order (optional, 0 when absent): 0, each row's k as
 //                     ONNX lays it, [C][kH][kW]; 1, in channel quads by tap,
-//                     [C/4][kH * kW][4] (group 1 and C a multiple of 4
+//                     [C/4][kH * kW][4] (C / group a multiple of 4
 //                     only): the direct convolution's step order, which
 //                     the im2col packer then follows.
 //   GemmInt8          the int8 matrix product y[..., r, c] = sum_k a[..., r,
@@ -418,8 +418,8 @@ Error check_conv_int8(const KernelArgs& args) {
   if (has_ints(args, 16)) {
     const int64_t order = int_param(args, 15);
     KILN_KERNEL_CHECK(args, order == 0 || order == 1, "weight order %lld (0 or 1)", static_cast<long long>(order));
-    KILN_KERNEL_CHECK(args, order == 0 || (g.group == 1 && g.c % 4 == 0),
-                      "weight order 1 needs one group and channels in whole quads");
+    KILN_KERNEL_CHECK(args, order == 0 || (g.c / g.group) % 4 == 0,
+                      "weight order 1 needs channels in whole quads a group");
   }
   const int64_t eh = (g.h + g.pt + g.pb - g.dh * (g.kh - 1) - 1), ew = (g.w + g.pl + g.pr - g.dw * (g.kw - 1) - 1);
   KILN_KERNEL_CHECK(args, eh >= 0 && ew >= 0 && eh / g.sh + 1 == g.oh && ew / g.sw + 1 == g.ow,
@@ -654,26 +654,23 @@ bool run_depthwise_int8(const KernelArgs& args, const Int8Conv& g, const QGemmPr
 // they are, or one strided gather: cheaper than the phase planes).
 bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProblem& p) {
 #if KILN_X86
-  if (g.group != 1 || p.w_zp != nullptr || p.multiplier == nullptr) return false;
+  if (p.w_zp != nullptr || p.multiplier == nullptr) return false;
+  const int64_t cg = g.c / g.group, mg = g.m / g.group;
   if (g.kh * g.kw == 1 ||
-      !qgemm_conv_direct_pays(g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.pb, g.pr)) {
+      !qgemm_conv_direct_pays(cg, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.pb, g.pr)) {
     return false;
   }
   const QGemmTileOffsetsFn tile = qgemm_tile_offsets_for(p.isa);
   if (tile == nullptr) return false;
   QConvDirect d;
   // clang-format off
-  d.c = g.c; d.h = g.h; d.w = g.w; d.kh = g.kh; d.kw = g.kw; d.sh = g.sh; d.sw = g.sw; d.dh = g.dh; d.dw = g.dw;
+  d.c = cg; d.h = g.h; d.w = g.w; d.kh = g.kh; d.kw = g.kw; d.sh = g.sh; d.sw = g.sw; d.dh = g.dh; d.dw = g.dw;
   d.pt = g.pt; d.pl = g.pl; d.pb = g.pb; d.pr = g.pr;
   d.oh = g.oh; d.ow = g.ow;
   // clang-format on
   d.flip = args.in(0).dtype() == DType::INT8;
   d.pad = static_cast<uint8_t>(g.x_zp);
-  d.m = g.m;
-  d.w8 = args.in(1).data_as<const int8_t>();
-  d.bias = args.in(2).data_as<const int32_t>();
-  d.multiplier = p.multiplier;
-  d.shift = p.shift;
+  d.m = mg;
   d.y_zp = p.y_zp;
   d.y_min = p.y_min;
   d.y_max = p.y_max;
@@ -684,10 +681,18 @@ bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProbl
   const Tensor& scratch = *args.scratch[0];
   if (bytes < 0 || bytes > scratch.numel()) return false;
   const size_t y_elem = dtype_size(p.y_dtype);
+  const int64_t kp = qgemm_kp(cg * g.kh * g.kw);
   for (int64_t b = 0; b < g.n; ++b) {
-    d.x = args.in(0).data_as<const uint8_t>() + b * g.c * g.h * g.w;
-    d.y = args.out(0).data_as<uint8_t>() + static_cast<size_t>(b * g.m * g.oh * g.ow) * y_elem;
-    qgemm_conv_direct(d, scratch.data_as<uint8_t>(), scratch.numel(), tile, args.pool);
+    for (int64_t grp = 0; grp < g.group; ++grp) {
+      const int64_t c0 = grp * mg;
+      d.x = args.in(0).data_as<const uint8_t>() + (b * g.c + grp * cg) * g.h * g.w;
+      d.y = args.out(0).data_as<uint8_t>() + static_cast<size_t>((b * g.m + c0) * g.oh * g.ow) * y_elem;
+      d.w8 = args.in(1).data_as<const int8_t>() + c0 * kp;
+      d.bias = args.in(2).data_as<const int32_t>() + c0;
+      d.multiplier = p.multiplier + c0;
+      d.shift = p.shift + c0;
+      qgemm_conv_direct(d, scratch.data_as<uint8_t>(), scratch.numel(), tile, args.pool);
+    }
   }
   return true;
 #else
