@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kiln/kernels/gemm_blocking.h"
 #include "kiln/kernels/qgemm.h"
 #include "ops/spatial.h"
 
@@ -192,10 +193,11 @@ void lower_conv_int8(OpContext& ctx, LoweringContext& l, size_t ix, size_t iw, c
     // x86 runs the convolution group by group without im2col
     // (kernels::qgemm_conv_direct): a group's interleaved input and a
     // tile's weights, where that outgrows im2col's panels (deep layers on
-    // small planes).
+    // small planes); grouped, that once a thread (whole groups each).
     direct =
         std::max<int64_t>(0, kernels::qgemm_conv_direct_bytes(xs[1] / group, xs.size() == 4 ? xs[2] : 1, xs.back(),
-                                                              k2[0], k2[1], s2[0], s2[1], p4[0], p4[1], p4[2], p4[3]));
+                                                              k2[0], k2[1], s2[0], s2[1], p4[0], p4[1], p4[2], p4[3])) *
+        std::min(kernels::gemm_group_scratch_blocks(group), l.options().thread_blocks);
   }
   l.kernel("ConvInt8", inputs, {l.tensor(ctx.output_id(0))},
            int_params({ctx.attr_int("group", 1), k2[0], k2[1], s2[0], s2[1], d2[0], d2[1], p4[0], p4[1], p4[2], p4[3],

@@ -682,16 +682,39 @@ bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProbl
   if (bytes < 0 || bytes > scratch.numel()) return false;
   const size_t y_elem = dtype_size(p.y_dtype);
   const int64_t kp = qgemm_kp(cg * g.kh * g.kw);
+  // One group of one image: its input, weights, requantization and output.
+  const auto run_group = [&](QConvDirect one, int64_t b, int64_t grp, uint8_t* space, int64_t space_bytes,
+                             ThreadPool* pool) {
+    const int64_t c0 = grp * mg;
+    one.x = args.in(0).data_as<const uint8_t>() + (b * g.c + grp * cg) * g.h * g.w;
+    one.y = args.out(0).data_as<uint8_t>() + static_cast<size_t>((b * g.m + c0) * g.oh * g.ow) * y_elem;
+    one.w8 = args.in(1).data_as<const int8_t>() + c0 * kp;
+    one.bias = args.in(2).data_as<const int32_t>() + c0;
+    one.multiplier = p.multiplier + c0;
+    one.shift = p.shift + c0;
+    qgemm_conv_direct(one, space, space_bytes, tile, pool);
+  };
+  // Where the planner gave a block of scratch a thread (grouped), each
+  // thread takes whole groups, one pool call an image: a group's channel
+  // tiles (one to four for ResNeXt's and RegNet's) split no further, and
+  // split group by group, each group's copy of its input ran on one thread
+  // while the other waited.
+  const int64_t blocks = g.group > 1 ? scratch.numel() / bytes : 1;
+  const int64_t work_tasks = parallel_tasks(args.pool, g.m * g.oh * g.ow * kp, g.group);
+  const int64_t tasks = blocks < work_tasks ? blocks : work_tasks;
   for (int64_t b = 0; b < g.n; ++b) {
+    if (tasks > 1) {
+      parallel_for(args.pool, tasks, [&](int64_t t) {
+        int64_t g0, g1;
+        parallel_range(g.group, tasks, t, 1, &g0, &g1);
+        for (int64_t grp = g0; grp < g1; ++grp) {
+          run_group(d, b, grp, scratch.data_as<uint8_t>() + t * bytes, bytes, nullptr);
+        }
+      });
+      continue;
+    }
     for (int64_t grp = 0; grp < g.group; ++grp) {
-      const int64_t c0 = grp * mg;
-      d.x = args.in(0).data_as<const uint8_t>() + (b * g.c + grp * cg) * g.h * g.w;
-      d.y = args.out(0).data_as<uint8_t>() + static_cast<size_t>((b * g.m + c0) * g.oh * g.ow) * y_elem;
-      d.w8 = args.in(1).data_as<const int8_t>() + c0 * kp;
-      d.bias = args.in(2).data_as<const int32_t>() + c0;
-      d.multiplier = p.multiplier + c0;
-      d.shift = p.shift + c0;
-      qgemm_conv_direct(d, scratch.data_as<uint8_t>(), scratch.numel(), tile, args.pool);
+      run_group(d, b, grp, scratch.data_as<uint8_t>(), scratch.numel(), args.pool);
     }
   }
   return true;
