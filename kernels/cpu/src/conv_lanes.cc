@@ -184,7 +184,29 @@ struct LanesRun {
   int64_t taps, k, ldp, channel_panels;
   GemmPath path;
   ThreadPool* pool;
+
+  // Tiles of channels (one or two 16-channel panels each).
+  int64_t channel_tiles() const { return (channel_panels + lanes.panels - 1) / lanes.panels; }
 };
+
+// The setting of `conv` (its geometry, weights and channels as given: a
+// group's, with groups), its positions read from `image` or packed.
+LanesRun lanes_run(const ConvLanes& conv, const ConvLanesShape& shape, GemmPath path, ThreadPool* pool, bool packs,
+                   LanesImage image) {
+  LanesRun r;
+  r.g = &conv.geometry;
+  r.conv = &conv;
+  r.lanes = select_lanes(path);
+  r.packs = packs;
+  r.image = image;
+  r.taps = shape.kh * shape.kw;
+  r.k = shape.k();
+  r.ldp = gemm_round_up(conv.m, kGemmNr);  // the product's row: the channels of one position
+  r.channel_panels = r.ldp / kGemmNr;
+  r.path = path;
+  r.pool = pool;
+  return r;
+}
 
 // Step s's offset from a position's first tap in the image, for the block
 // of k of kc steps from pc: the im2col matrix is never written out.
@@ -260,7 +282,7 @@ void lanes_pack(const LanesRun& r, int64_t pc, int64_t kc, int64_t nb, int64_t q
 void lanes_product_packed(const LanesRun& r, int64_t b0, int64_t b1) {
   const ConvLanes& conv = *r.conv;
   const int64_t nb = b1 - b0, k = r.k;
-  const int64_t channel_tiles = (r.channel_panels + r.lanes.panels - 1) / r.lanes.panels;
+  const int64_t channel_tiles = r.channel_tiles();
   const int64_t position_panels = (nb + kGemmNr - 1) / kGemmNr;
   for (int64_t pc = 0; pc < k; pc += kGemmKc) {
     const int64_t kc = gemm_min(kGemmKc, k - pc);
@@ -342,7 +364,7 @@ constexpr int64_t kLanesShares = 4;
 // 36 times, and read half of each packed block from the other core.
 void lanes_product_own_blocks(const LanesRun& r, int64_t n, int64_t tasks) {
   const ConvLanes& conv = *r.conv;
-  const int64_t channel_tiles = (r.channel_panels + r.lanes.panels - 1) / r.lanes.panels;
+  const int64_t channel_tiles = r.channel_tiles();
   const int64_t position_panels = (n + kGemmNr - 1) / kGemmNr;
   const int64_t block_floats = gemm_min(r.k, kGemmKc) * position_panels * kGemmNr;
   const int64_t width = r.lanes.panels * kGemmNr;
@@ -372,7 +394,7 @@ void lanes_product_own_blocks(const LanesRun& r, int64_t n, int64_t tasks) {
 // thread reading the whole image.
 void lanes_blocks(const LanesRun& r, int64_t n, int64_t b0, int64_t b1) {
   const int64_t nb = b1 - b0;
-  const int64_t channel_tiles = (r.channel_panels + r.lanes.panels - 1) / r.lanes.panels;
+  const int64_t channel_tiles = r.channel_tiles();
   const int64_t want = gemm_min(parallel_tasks(r.pool, r.ldp * nb * r.k, channel_tiles * nb),
                                 static_cast<int64_t>(parallel_threads(r.pool)));
   const int64_t plane = r.image.hp * r.image.wp, weights = r.k * r.ldp, image = r.g->channels * plane;
@@ -457,20 +479,10 @@ void lanes_groups(const ConvLanes& conv, const ConvLanesShape& shape, GemmPath p
     if (padded) std::fill(pad, pad + g.channels * plane, 0.f);
     ConvLanes one = conv;  // the group's
     GemmIm2col& geometry = one.geometry;
-    LanesRun r;
-    r.g = &geometry;
-    r.conv = &one;
-    r.lanes = select_lanes(path);
-    r.packs = false;
-    r.image = LanesImage{padded ? pad : nullptr, padded ? shape.hp() : g.h, padded ? shape.wp() : g.w};
-    r.taps = g.kh * g.kw;
-    r.k = k;
-    r.ldp = ldp;
-    r.channel_panels = ldp / kGemmNr;
-    r.path = path;
-    r.pool = nullptr;
+    LanesRun r = lanes_run(one, shape, path, nullptr, false,
+                           LanesImage{padded ? pad : nullptr, padded ? shape.hp() : g.h, padded ? shape.wp() : g.w});
     lanes_offsets(r, 0, k, koff);
-    const int64_t channel_tiles = (r.channel_panels + r.lanes.panels - 1) / r.lanes.panels;
+    const int64_t channel_tiles = r.channel_tiles();
     for (int64_t grp = g0; grp < g1; ++grp) {
       geometry.x = g.x + grp * image_floats;
       one.packed_weights = conv.packed_weights + grp * group_weights;
@@ -517,18 +529,9 @@ void conv_lanes(const ConvLanes& conv, GemmPath path, ThreadPool* pool) {
     lanes_groups(conv, shape, path, pool);
     return;
   }
-  LanesRun r;
-  r.g = &g;
-  r.conv = &conv;
-  r.lanes = select_lanes(path);
-  r.packs = shape.packs_positions();
-  r.image = r.packs ? LanesImage{g.x, g.h, g.w} : lanes_image(g, shape, conv.input, pool);
-  r.taps = g.kh * g.kw;
-  r.k = shape.k();
-  r.ldp = gemm_round_up(conv.m, kGemmNr);  // the product's row: the channels of one position
-  r.channel_panels = r.ldp / kGemmNr;
-  r.path = path;
-  r.pool = pool;
+  const bool packs = shape.packs_positions();
+  const LanesRun r = lanes_run(conv, shape, path, pool, packs,
+                               packs ? LanesImage{g.x, g.h, g.w} : lanes_image(g, shape, conv.input, pool));
   // Blocks of positions whose product stays in L2 (gemm_blocking.h); a
   // small plane is one.
   const int64_t block = conv_lanes_block_positions(conv.m, n);

@@ -183,11 +183,11 @@ constexpr bool conv_lanes_fits(int64_t m, int64_t n, int64_t kh = 1, int64_t kw 
 constexpr bool conv_lanes_fits_groups(int64_t group, int64_t channels_per_group, int64_t m_per_group, int64_t n,
                                       int64_t kh = 1, int64_t kw = 1, int64_t sh = 1, int64_t sw = 1) {
   if (group == 1) return conv_lanes_fits(m_per_group, n, kh, kw, sh, sw);
-  const bool direct = kh == 3 && kw == 3 && sh == 1 && sw == 1 && n > kConvLanesMaxPositions &&
-                      channels_per_group < kConvLanesGroupedWideChannels;
   if (kh * kw == 1) {
     return channels_per_group > kConvLanesGroupedWideChannels && conv_lanes_fits(m_per_group, n, kh, kw, sh, sw);
   }
+  const bool direct = kh == 3 && kw == 3 && sh == 1 && sw == 1 && n > kConvLanesMaxPositions &&
+                      channels_per_group < kConvLanesGroupedWideChannels;
   return channels_per_group > kConvLanesGroupedMinChannels && m_per_group >= kConvLanesMinChannels && n >= 2 && !direct;
 }
 // One group's convolution as ConvLanes sees it (2-D; a 1-D one has height
