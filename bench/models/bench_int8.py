@@ -2,7 +2,7 @@
 """kiln int8 against kiln float32 and against ONNX Runtime int8, single-threaded CPU.
 
 For each model of tests/models/qdq_models.py (the four MLPerf Tiny
-architectures; --large adds mobilenet_v2 and resnet18 at 224 x 224): the
+architectures and two blocks; --large adds mobilenet_v2 and resnet18 at 224 x 224): the
 float32 model (random weights, seeded) and its FX-quantized QDQ export
 (opset 13, uint8 activations, int8 per-channel weights). kiln plans both;
 then, for several rounds, back to back on the same input: `kiln run --runs

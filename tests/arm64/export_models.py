@@ -9,7 +9,7 @@ it), plus <name>.onnx and input.npy beside them.
   --set tests   small models the arm64 tests run under qemu in seconds on
                 either CPU path: the demo CNN (examples/demo) and a
                 transformer encoder block (width 64, 4 heads, 16 tokens)
-  --set int8    MLPerf Tiny's int8 models (tests/models/qdq_models.py),
+  --set int8    MLPerf Tiny's int8 models and two blocks (tests/models/qdq_models.py),
                 planned with --quantized-io: input_0.bin holds the quantized
                 input bytes and expected_0.bin the bytes the host's kiln gives
                 for them, which every host path gives alike (ctest

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An int8 program gives the same bytes on every host path of the kernels:
-each of MLPerf Tiny's int8 models (and a MobileNetV2 block), planned with
+each of MLPerf Tiny's int8 models (and a MobileNetV2 block, a grouped one), planned with
 --quantized-io so that it takes and gives the 8-bit data, runs on the scalar
 loops, AVX2 and AVX-512 (VNNI where the processor has it) and the outputs
 must be identical, byte for byte. A path the processor lacks is reported

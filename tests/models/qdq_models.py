@@ -24,7 +24,8 @@ The models: the four MLPerf Tiny architectures, built from their published
 descriptions (DS-CNN keyword spotting, MobileNetV1-0.25 visual wake words,
 ResNet-8 for CIFAR-10, the dense autoencoder for anomaly detection), a
 MobileNetV2 block (ReLU6 as Clip on int8 data, a residual Add in float,
-MaxPool), and torchvision's mobilenet_v2 and resnet18 (--large; 224 x 224).
+MaxPool), a ResNeXt-style block of grouped convolutions (channels per group
+in whole quads and not), and torchvision's mobilenet_v2 and resnet18 (--large; 224 x 224).
 
 usage: qdq_models.py --kiln PATH/TO/kiln --workdir DIR [--only NAME] [--large] [--ort NODE_MODULES]
        qdq_models.py --export DIR [--only NAME] [--large]   (write the .onnx files and inputs only)
@@ -161,6 +162,28 @@ class InvertedResidual(nn.Module):
         return self.fc(torch.flatten(self.pool(x), 1))
 
 
+class GroupedBottleneck(nn.Module):
+    """ResNeXt-style grouped convolutions at 16 x 16: a 3 x 3 stem of 32, a
+    bottleneck whose 3 x 3 has 4 groups of 8 channels (whole channel quads:
+    the direct convolution's quad-tap weights), a strided 3 x 3 of 8 groups
+    of 6 channels in (not whole quads) and 8 out, a residual Add, global
+    average pooling and 10 classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(*conv_bn_relu(3, 32, 3))
+        self.block = nn.Sequential(*conv_bn_relu(32, 32, 1), *conv_bn_relu(32, 32, 3, groups=4),
+                                   *conv_bn_relu(32, 32, 1, relu=False))
+        self.down = nn.Sequential(*conv_bn_relu(32, 48, 1), *conv_bn_relu(48, 64, 3, stride=2, groups=8))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = torch.relu(x + self.block(x))
+        return self.fc(torch.flatten(self.pool(self.down(x)), 1))
+
+
 def torchvision_model(name):
     def make():
         import torchvision
@@ -174,6 +197,7 @@ MODELS = {
     "resnet8": (ResNet8, (1, 3, 32, 32)),
     "dense_autoencoder": (DenseAutoencoder, (1, 640)),
     "inverted_residual": (InvertedResidual, (1, 3, 32, 32)),
+    "grouped_bottleneck": (GroupedBottleneck, (1, 3, 16, 16)),
 }
 LARGE = {
     "mobilenet_v2": (torchvision_model("mobilenet_v2"), (1, 3, 224, 224)),
