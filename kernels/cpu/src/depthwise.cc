@@ -58,6 +58,9 @@ void depthwise_conv(const DepthwiseConv& conv, const fb::FusedActivation* activa
   if (isa == Isa::kAvx512 && (last == 0 || last > 8)) done = depthwise_conv_avx512(conv, clamp, lo, hi);
   if (!done && (isa == Isa::kAvx512 || isa == Isa::kAvx2)) done = depthwise_conv_avx2(conv, clamp, lo, hi);
   if (done && clamp) return;
+#else
+  static_cast<void>(lo);  // the clamp is the vector kernels' (x86 only)
+  static_cast<void>(hi);
 #endif
   if (!done) depthwise_portable(conv);
   apply_activation(conv.out, conv.oh * conv.ow, activation);
