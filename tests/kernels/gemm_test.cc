@@ -195,6 +195,61 @@ TEST(PackedGemmTest, PrepackedOperandsMatchRuntimePacking) {
 // (same bits), and matches the double-precision product; B read in place,
 // packed, and packed through an input affine map; bias and Relu, and
 // accumulation onto C; C wider than n stays untouched past it.
+// A last B panel of at most kGemmEdgeColumns columns runs with rows in
+// lanes on AVX-512 (x86::micro_kernel_avx512_edge): its columns must hold
+// the same bits as when the same columns lie in whole 16-column tiles (B
+// widened to a multiple of 16), with A prepacked or packed at run time,
+// across blocks of k, with row and column bias, clamp and accumulate.
+TEST(PackedGemmTest, EdgeColumnsGiveTheBitsOfWholeTiles) {
+  const Activation relu6(fb::Activation::CLIP, 0.f, 0.6f);
+  // clang-format off
+  for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{75, 49, 600}, {7, 49, 257}, {512, 49, 300},
+                                {40, 36, 300}, {13, 18, 40}, {150, 3, 520}, {30, 196, 100}, {6, 1, 1}}) {
+    // clang-format on
+    for (int mode = 0; mode < 2; ++mode) {  // accumulate; row and column bias + clamp
+      for (bool prepacked : {false, true}) {
+        SCOPED_TRACE("m" + std::to_string(m) + " n" + std::to_string(n) + " k" + std::to_string(k) + " mode " +
+                     std::to_string(mode) + (prepacked ? " prepacked" : ""));
+        const int64_t wide = gemm_round_up(n, kGemmNr);
+        const std::vector<float> a = values(static_cast<size_t>(m * k), 51);
+        const std::vector<float> b_wide = values(static_cast<size_t>(k * wide), 52);
+        std::vector<float> b(static_cast<size_t>(k * n));
+        for (int64_t p = 0; p < k; ++p) {
+          for (int64_t j = 0; j < n; ++j) b[static_cast<size_t>(p * n + j)] = b_wide[static_cast<size_t>(p * wide + j)];
+        }
+        const std::vector<float> row_bias = values(static_cast<size_t>(m), 53);
+        const std::vector<float> col_bias = values(static_cast<size_t>(wide), 54);
+        const std::vector<float> start = values(static_cast<size_t>(m * wide), 55);
+        std::vector<float> pa(static_cast<size_t>(gemm_prepacked_a_floats(m, k)));
+        gemm_prepack_a(m, k, a.data(), pa.data());
+        const GemmMatrix am = prepacked ? GemmMatrix{pa.data(), k, false, true} : GemmMatrix{a.data(), k, false};
+        GemmEpilogue epilogue;
+        epilogue.accumulate = mode == 0;
+        epilogue.row_bias = mode == 0 ? nullptr : row_bias.data();
+        epilogue.col_bias = mode == 0 ? nullptr : col_bias.data();
+        epilogue.activation = mode == 0 ? nullptr : relu6.get();
+        std::vector<float> edge(start), tiles(start);  // both ldc = wide
+        Scratch edge_scratch(m, n, k), tile_scratch(m, wide, k);
+        gemm_packed(m, n, k, am, {b.data(), n, false}, nullptr, edge.data(), wide, epilogue, edge_scratch.a.data(),
+                    edge_scratch.b.data(), GemmPath::kAuto);
+        gemm_packed(m, wide, k, am, {b_wide.data(), wide, false}, nullptr, tiles.data(), wide, epilogue,
+                    tile_scratch.a.data(), tile_scratch.b.data(), GemmPath::kAuto);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < wide; ++j) {
+            const size_t at = static_cast<size_t>(i * wide + j);
+            if (j < n) {
+              ASSERT_EQ(edge[at], tiles[at]) << "row " << i << " column " << j;
+            } else {
+              ASSERT_EQ(edge[at], start[at]) << "written past the last column: row " << i << " column " << j;
+            }
+          }
+        }
+        edge_scratch.expect_guards_intact();
+      }
+    }
+  }
+}
+
 TEST(PackedGemmTest, FewColumnsAgainstDeepPrepackedA) {
   const Activation relu(fb::Activation::RELU, 0.f, 0.f);
   for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {

@@ -161,6 +161,101 @@ KILN_AVX512 void micro_kernel_avx512_rows2(int64_t kc, const float* a0, const fl
   }
 }
 
+// The edge panel's few columns (kCols, at most kGemmEdgeColumns) by
+// kPanels A panels at once, rows in lanes: per step of k one 8-float load
+// of each panel's six rows (the last step masked: the two floats past
+// them may lie past the buffer) and one broadcast of B a column, every
+// lane but two doing work, where the 12x16 tile ran twelve FMAs for one
+// to four columns. Each output is the same chain of FMAs over k as in the
+// tiles (a x b + c, rounded once), so the same bits.
+template <int kCols, int kPanels, bool kMasked>
+KILN_AVX512 __attribute__((always_inline)) inline void edge_step(const float* const (&ap)[kPanels], const float* b,
+                                                                 __m256 (&acc)[kPanels][kCols]) {
+  const __m256i six = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+  __m256 bv[kCols];
+#pragma GCC unroll 4
+  for (int j = 0; j < kCols; ++j) bv[j] = _mm256_broadcast_ss(b + j);
+#pragma GCC unroll 8
+  for (int i = 0; i < kPanels; ++i) {
+    const __m256 av = kMasked ? _mm256_maskload_ps(ap[i], six) : _mm256_loadu_ps(ap[i]);
+#pragma GCC unroll 4
+    for (int j = 0; j < kCols; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+  }
+}
+
+template <int kCols, int kPanels>
+KILN_AVX512 inline void edge_product(int64_t kc, const float* const (&ap)[kPanels], const float* b, int64_t ldb,
+                                     __m256 (&acc)[kPanels][kCols]) {
+#pragma GCC unroll 8
+  for (int i = 0; i < kPanels; ++i) {
+#pragma GCC unroll 4
+    for (int j = 0; j < kCols; ++j) acc[i][j] = _mm256_setzero_ps();
+  }
+  const float* at[kPanels];
+#pragma GCC unroll 8
+  for (int i = 0; i < kPanels; ++i) at[i] = ap[i];
+  for (int64_t p = 0; p + 1 < kc; ++p) {
+    edge_step<kCols, kPanels, false>(at, b, acc);
+#pragma GCC unroll 8
+    for (int i = 0; i < kPanels; ++i) at[i] += kGemmMr;
+    b += ldb;
+  }
+  if (kc > 0) edge_step<kCols, kPanels, true>(at, b, acc);
+}
+
+template <int kCols>
+KILN_AVX512 void edge_columns(int64_t kc, const float* a, int64_t a_stride, int64_t rows, const float* b, int64_t ldb,
+                              float* c, int64_t ldc, bool accumulate, const float* row_bias, const float* col_bias,
+                              bool clamp, float lo, float hi) {
+  // Enough panels for eight chains of FMAs at least (two FMAs a cycle at
+  // 4 cycles' latency), within the sixteen registers' worth of loads and
+  // accumulators.
+  constexpr int kPanels = kCols <= 2 ? 6 : 4;
+  const int64_t panels = (rows + kGemmMr - 1) / kGemmMr;
+  const __mmask16 mask = first_lanes(kCols);
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const __m512 col = col_bias != nullptr ? _mm512_maskz_loadu_ps(mask, col_bias) : _mm512_setzero_ps();
+  for (int64_t q = 0; q < panels; q += kPanels) {
+    // Past the last panel, the group repeats it and drops what it gives.
+    const float* ap[kPanels];
+    for (int i = 0; i < kPanels; ++i) ap[i] = a + (q + i < panels ? q + i : panels - 1) * a_stride;
+    __m256 acc[kPanels][kCols];
+    edge_product<kCols, kPanels>(kc, ap, b, ldb, acc);
+    alignas(32) float sums[kPanels][kCols][8];
+    for (int i = 0; i < kPanels; ++i) {
+      for (int j = 0; j < kCols; ++j) _mm256_store_ps(sums[i][j], acc[i][j]);
+    }
+    // Row by row, the tiles' epilogue (store_row16) on the row's kCols.
+    for (int64_t r = q * kGemmMr; r < rows && r < (q + kPanels) * kGemmMr; ++r) {
+      alignas(64) float line[16] = {};
+      const int64_t i = r / kGemmMr - q, lane = r % kGemmMr;
+      for (int j = 0; j < kCols; ++j) line[j] = sums[i][j][lane];
+      store_row16(c + r * ldc, _mm512_load_ps(line), mask, accumulate, row_bias != nullptr ? row_bias[r] : 0.f, col,
+                  clamp, vlo, vhi);
+    }
+  }
+}
+
+KILN_AVX512 void micro_kernel_avx512_edge(int64_t kc, const float* a, int64_t a_stride, int64_t rows, const float* b,
+                                          int64_t ldb, float* c, int64_t ldc, int64_t nr, bool accumulate,
+                                          const float* row_bias, const float* col_bias, bool clamp, float lo,
+                                          float hi) {
+  switch (nr) {
+    case 1:
+      edge_columns<1>(kc, a, a_stride, rows, b, ldb, c, ldc, accumulate, row_bias, col_bias, clamp, lo, hi);
+      break;
+    case 2:
+      edge_columns<2>(kc, a, a_stride, rows, b, ldb, c, ldc, accumulate, row_bias, col_bias, clamp, lo, hi);
+      break;
+    case 3:
+      edge_columns<3>(kc, a, a_stride, rows, b, ldb, c, ldc, accumulate, row_bias, col_bias, clamp, lo, hi);
+      break;
+    default:
+      edge_columns<4>(kc, a, a_stride, rows, b, ldb, c, ldc, accumulate, row_bias, col_bias, clamp, lo, hi);
+      break;
+  }
+}
+
 KILN_AVX512 void gather_panel_avx512(const float* x, int64_t plane, const int32_t* offsets, int64_t nr, int64_t kc,
                                      float* dst) {
   const __mmask16 mask = first_lanes(nr);

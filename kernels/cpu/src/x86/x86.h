@@ -64,6 +64,12 @@ void micro_kernel_avx512_x2(int64_t kc, const float* a, const float* b0, const f
 void micro_kernel_avx512_rows2(int64_t kc, const float* a0, const float* a1, const float* b, int64_t ldb, float* c,
                                int64_t ldc, int64_t mr, int64_t nr, bool accumulate, const float* row_bias,
                                const float* col_bias, bool clamp, float lo, float hi);
+// The last B panel where it has at most kGemmEdgeColumns columns (nr), by
+// `rows` rows of A (its panels a_stride apart from a), rows in lanes; the
+// same bits as micro_kernel_avx512 on each.
+void micro_kernel_avx512_edge(int64_t kc, const float* a, int64_t a_stride, int64_t rows, const float* b, int64_t ldb,
+                              float* c, int64_t ldc, int64_t nr, bool accumulate, const float* row_bias,
+                              const float* col_bias, bool clamp, float lo, float hi);
 // The BF16 path (gemm_bf16_avx512.cc): one (x2: two whole) 16-column tiles
 // over `pairs` pairs of k, A and B panels in the BF16 pair layout of
 // gemm_blocking.h, the epilogue as the FP32 kernels'.
