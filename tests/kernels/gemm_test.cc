@@ -250,6 +250,61 @@ TEST(PackedGemmTest, EdgeColumnsGiveTheBitsOfWholeTiles) {
   }
 }
 
+// A last A panel of at most kGemmRowEdge rows runs against several B
+// panels a call on AVX-512 (x86::micro_kernel_avx512_row_edge): its rows
+// must hold the same bits as when they lie in whole 6-row panels (A
+// lengthened to a multiple of 6), with B prepacked (weights), packed at
+// run time or read in place, across blocks of k, with a last B panel
+// narrower than 16 or of edge columns, row and column bias and clamp.
+TEST(PackedGemmTest, EdgeRowsGiveTheBitsOfWholeTiles) {
+  const Activation relu6(fb::Activation::CLIP, 0.f, 0.6f);
+  // clang-format off
+  for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{49, 96, 300}, {50, 200, 40}, {7, 132, 257},
+                                {8, 80, 600}, {74, 112, 100}, {13, 1000, 20}, {145, 64, 30}}) {
+    // clang-format on
+    for (int mode = 0; mode < 2; ++mode) {          // accumulate; row and column bias + clamp
+      for (int b_kind = 0; b_kind < 3; ++b_kind) {  // plain; transposed (packed at run time); prepacked
+        SCOPED_TRACE("m" + std::to_string(m) + " n" + std::to_string(n) + " k" + std::to_string(k) + " mode " +
+                     std::to_string(mode) + " B kind " + std::to_string(b_kind));
+        const int64_t tall = gemm_round_up(m, kGemmMr);
+        const std::vector<float> a_tall = values(static_cast<size_t>(tall * k), 61);
+        const std::vector<float> b = values(static_cast<size_t>(k * n), 62);
+        std::vector<float> pb(static_cast<size_t>(gemm_prepacked_b_floats(k, n)));
+        gemm_prepack_b(k, n, b.data(), b_kind == 1, pb.data());
+        GemmMatrix bm{b.data(), b_kind == 1 ? k : n, b_kind == 1};
+        if (b_kind == 2) bm = GemmMatrix{pb.data(), 0, false, true};
+        const std::vector<float> row_bias = values(static_cast<size_t>(tall), 63);
+        const std::vector<float> col_bias = values(static_cast<size_t>(n), 64);
+        const std::vector<float> start = values(static_cast<size_t>(tall * n), 65);
+        GemmEpilogue epilogue;
+        epilogue.accumulate = mode == 0;
+        epilogue.row_bias = mode == 0 ? nullptr : row_bias.data();
+        epilogue.col_bias = mode == 0 ? nullptr : col_bias.data();
+        epilogue.activation = mode == 0 ? nullptr : relu6.get();
+        std::vector<float> edge(start), tiles(start);
+        Scratch edge_scratch(m, n, k), tile_scratch(tall, n, k);
+        // A's first m rows alone, then all of its rows (no last panel
+        // short of six).
+        gemm_packed(m, n, k, {a_tall.data(), k, false}, bm, nullptr, edge.data(), n, epilogue, edge_scratch.a.data(),
+                    edge_scratch.b.data(), GemmPath::kAuto);
+        gemm_packed(tall, n, k, {a_tall.data(), k, false}, bm, nullptr, tiles.data(), n, epilogue,
+                    tile_scratch.a.data(), tile_scratch.b.data(), GemmPath::kAuto);
+        for (int64_t i = 0; i < tall; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            const size_t at = static_cast<size_t>(i * n + j);
+            if (i < m) {
+              ASSERT_EQ(edge[at], tiles[at]) << "row " << i << " column " << j;
+            } else {
+              ASSERT_EQ(edge[at], start[at]) << "written past the last row: row " << i << " column " << j;
+            }
+          }
+        }
+        edge_scratch.expect_guards_intact();
+      }
+    }
+  }
+}
+
 TEST(PackedGemmTest, FewColumnsAgainstDeepPrepackedA) {
   const Activation relu(fb::Activation::RELU, 0.f, 0.f);
   for (GemmPath path : {GemmPath::kAuto, GemmPath::kAvx2, GemmPath::kPortable}) {

@@ -632,6 +632,9 @@ struct PackedBlocks {
   const float* b_panel(int64_t jr, int64_t* ldb) const;
   int64_t edge_start(int64_t j_end) const;
   void edge_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t jr) const;
+  int64_t row_edge_rows(int64_t mc) const;
+  void row_edge_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t ir, int64_t j0,
+                   int64_t j1) const;
   void tiles(int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t ic_packed) const;
   // The prepacked A block a task reads after rows [ic, ic + mc) of this
   // block (its rows [i0, i1)), as lines to prefetch.
@@ -810,6 +813,38 @@ void PackedBlocks::edge_at(int64_t ic, int64_t mc, const float* a_block, int64_t
 #endif
 }
 
+// The rows of the block's last A panel where it holds at most
+// kGemmRowEdge rows that x86::micro_kernel_avx512_row_edge computes (the
+// AVX-512 FP32 kernels only); 0 otherwise. A 7 x 7 plane's 49 tokens end
+// in one row: ConvNeXt's last-stage MLP products (49 x 768 by 768 x 3072)
+// ran it in 6x32 tiles, twelve FMAs a step of k for two useful ones.
+int64_t PackedBlocks::row_edge_rows(int64_t mc) const {
+  const int64_t left = mc % kGemmMr;
+  return wide && !bf16 && left <= kGemmRowEdge ? left : 0;
+}
+
+// The A panel at row ir of the block (its last, of row_edge_rows rows) by
+// the block's columns [j0, j1): whole B panels several a call, a last
+// narrower one as a tile.
+void PackedBlocks::row_edge_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t ir, int64_t j0,
+                               int64_t j1) const {
+  const int64_t j_whole = j0 + (j1 - j0) / kGemmNr * kGemmNr;
+#if KILN_X86
+  if (j_whole > j0) {
+    int64_t ldb = kGemmNr;
+    const float* bp = b_panel(j0, &ldb);
+    const bool bias = first && !epilogue.accumulate;
+    x86::micro_kernel_avx512_row_edge(kc, a_block + ir / kGemmMr * a_stride, mc - ir, bp,
+                                      j0 < whole ? kGemmNr : b_stride, ldb, (j_whole - j0) / kGemmNr,
+                                      c + (ic + ir) * ldc + jc + j0, ldc, !first || epilogue.accumulate,
+                                      bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr,
+                                      bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + j0 : nullptr,
+                                      last && clamp.on, clamp.lo, clamp.hi);
+  }
+#endif
+  for (int64_t jr = j_whole; jr < j1; jr += kGemmNr) tile_at(ic, mc, a_block, a_stride, ir, jr);
+}
+
 int64_t PackedBlocks::row_tiles_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t ir,
                                    int64_t jr) const {
 #if KILN_X86
@@ -889,6 +924,9 @@ void PackedBlocks::tiles(int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t
       if (edge < j_end) edge_at(ic, mc, a_block, a_stride, edge);
     } else {
       Lines ahead = next_a_block(i0, i1, ic, mc);
+      // A last A panel of one or two rows (49 tokens: eight panels and a
+      // row) runs after the tiles, against several B panels a call.
+      const int64_t tail = row_edge_rows(mc), body = mc - tail;
       const int64_t block_tiles = (columns + kGemmNr - 1) / kGemmNr * ((mc + kGemmMr - 1) / kGemmMr);
       const int64_t per_tile = (ahead.total + block_tiles - 1) / block_tiles;
       for (int64_t jr = q0 * kGemmNr; jr < j_end; jr += kGemmNr) {
@@ -909,7 +947,7 @@ void PackedBlocks::tiles(int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t
         // whose 512-bit FMAs take two passes, measured the same either
         // way (kiln_roofline).
         if ((wide || bf16) && (direct_b ? jr + 2 * kGemmNr <= whole : true) && jr + 2 * kGemmNr <= j_end) {
-          for (int64_t ir = 0; ir < mc; ir += kGemmMr) {
+          for (int64_t ir = 0; ir < body; ir += kGemmMr) {
             ahead.advance(2 * per_tile);
             tile_at(ic, mc, a_block, a_stride, ir, jr, Tile::k6x32);
           }
@@ -917,11 +955,12 @@ void PackedBlocks::tiles(int64_t i0, int64_t i1, int64_t q0, int64_t q1, int64_t
           continue;
         }
 #endif
-        for (int64_t ir = 0; ir < mc;) {
+        for (int64_t ir = 0; ir < body;) {
           ahead.advance(2 * per_tile);  // up to two row panels a tile
-          ir += row_tiles_at(ic, mc, a_block, a_stride, ir, jr);
+          ir += row_tiles_at(ic, body, a_block, a_stride, ir, jr);
         }
       }
+      if (tail > 0) row_edge_at(ic, mc, a_block, a_stride, body, q0 * kGemmNr, gemm_min(edge, j_end));
     }
     // Activations that are not a clamp run over the block's rows once
     // its tiles are done, not tile by tile (16 floats a call): a 1x1

@@ -256,6 +256,66 @@ KILN_AVX512 void micro_kernel_avx512_edge(int64_t kc, const float* a, int64_t a_
   }
 }
 
+// The last A panel's one or two rows (kRows) by kPanels whole B panels at
+// once: per step of k one load of each B panel and kRows broadcasts of A,
+// eight chains of FMAs, where the 6x32 tile ran twelve FMAs a step for two
+// or four useful ones. Each output is the same chain of FMAs over k as in
+// the tiles, so the same bits.
+template <int kRows, int kPanels>
+KILN_AVX512 inline void row_edge_product(int64_t kc, const float* a, const float* const (&bp)[kPanels], int64_t ldb,
+                                         __m512 (&acc)[kRows][kPanels]) {
+#pragma GCC unroll 2
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 8
+    for (int i = 0; i < kPanels; ++i) acc[r][i] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 av[kRows];
+#pragma GCC unroll 2
+    for (int r = 0; r < kRows; ++r) av[r] = _mm512_set1_ps(a[p * kGemmMr + r]);
+#pragma GCC unroll 8
+    for (int i = 0; i < kPanels; ++i) {
+      const __m512 bv = _mm512_loadu_ps(bp[i] + p * ldb);
+#pragma GCC unroll 2
+      for (int r = 0; r < kRows; ++r) acc[r][i] = _mm512_fmadd_ps(av[r], bv, acc[r][i]);
+    }
+  }
+}
+
+template <int kRows>
+KILN_AVX512 void row_edge(int64_t kc, const float* a, const float* b, int64_t panel_stride, int64_t ldb, int64_t panels,
+                          float* c, int64_t ldc, bool accumulate, const float* row_bias, const float* col_bias,
+                          bool clamp, float lo, float hi) {
+  constexpr int kPanels = 8 / kRows;
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  for (int64_t q = 0; q < panels; q += kPanels) {
+    // Past the last panel, the group repeats it and drops what it gives.
+    const float* bp[kPanels];
+    for (int i = 0; i < kPanels; ++i) bp[i] = b + (q + i < panels ? q + i : panels - 1) * panel_stride;
+    __m512 acc[kRows][kPanels];
+    row_edge_product<kRows, kPanels>(kc, a, bp, ldb, acc);
+    for (int i = 0; i < kPanels && q + i < panels; ++i) {
+      const int64_t j = (q + i) * kGemmNr;
+      const __m512 col = col_bias != nullptr ? _mm512_loadu_ps(col_bias + j) : _mm512_setzero_ps();
+      for (int r = 0; r < kRows; ++r) {
+        store_row16(c + r * ldc + j, acc[r][i], 0xFFFF, accumulate, row_bias != nullptr ? row_bias[r] : 0.f, col, clamp,
+                    vlo, vhi);
+      }
+    }
+  }
+}
+
+KILN_AVX512 void micro_kernel_avx512_row_edge(int64_t kc, const float* a, int64_t rows, const float* b,
+                                              int64_t panel_stride, int64_t ldb, int64_t panels, float* c, int64_t ldc,
+                                              bool accumulate, const float* row_bias, const float* col_bias, bool clamp,
+                                              float lo, float hi) {
+  if (rows == 1) {
+    row_edge<1>(kc, a, b, panel_stride, ldb, panels, c, ldc, accumulate, row_bias, col_bias, clamp, lo, hi);
+  } else {
+    row_edge<2>(kc, a, b, panel_stride, ldb, panels, c, ldc, accumulate, row_bias, col_bias, clamp, lo, hi);
+  }
+}
+
 KILN_AVX512 void gather_panel_avx512(const float* x, int64_t plane, const int32_t* offsets, int64_t nr, int64_t kc,
                                      float* dst) {
   const __mmask16 mask = first_lanes(nr);

@@ -70,6 +70,12 @@ void micro_kernel_avx512_rows2(int64_t kc, const float* a0, const float* a1, con
 void micro_kernel_avx512_edge(int64_t kc, const float* a, int64_t a_stride, int64_t rows, const float* b, int64_t ldb,
                               float* c, int64_t ldc, int64_t nr, bool accumulate, const float* row_bias,
                               const float* col_bias, bool clamp, float lo, float hi);
+// The last A panel (a) where it holds kGemmRowEdge rows or fewer (`rows`)
+// by `panels` whole B panels (panel_stride apart from b), several panels
+// a call; the same bits as micro_kernel_avx512 on each.
+void micro_kernel_avx512_row_edge(int64_t kc, const float* a, int64_t rows, const float* b, int64_t panel_stride,
+                                  int64_t ldb, int64_t panels, float* c, int64_t ldc, bool accumulate,
+                                  const float* row_bias, const float* col_bias, bool clamp, float lo, float hi);
 // The BF16 path (gemm_bf16_avx512.cc): one (x2: two whole) 16-column tiles
 // over `pairs` pairs of k, A and B panels in the BF16 pair layout of
 // gemm_blocking.h, the epilogue as the FP32 kernels'.

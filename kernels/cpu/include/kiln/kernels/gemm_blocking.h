@@ -26,6 +26,9 @@ constexpr int64_t kGemmNc = 512;  // a multiple of kGemmNr
 // A last B panel of at most this many columns runs with rows in lanes
 // (x86::micro_kernel_avx512_edge) instead of in 16-column tiles.
 constexpr int64_t kGemmEdgeColumns = 4;
+// A last A panel of at most this many rows runs against several B panels
+// a call (x86::micro_kernel_avx512_row_edge) instead of in 6x32 tiles.
+constexpr int64_t kGemmRowEdge = 2;
 
 constexpr int64_t gemm_min(int64_t a, int64_t b) { return a < b ? a : b; }
 constexpr int64_t gemm_max(int64_t a, int64_t b) { return a > b ? a : b; }
