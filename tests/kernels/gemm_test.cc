@@ -195,6 +195,34 @@ TEST(PackedGemmTest, PrepackedOperandsMatchRuntimePacking) {
 // (same bits), and matches the double-precision product; B read in place,
 // packed, and packed through an input affine map; bias and Relu, and
 // accumulation onto C; C wider than n stays untouched past it.
+// The edge tests' epilogues: mode 0 accumulates into C, mode 1 adds row
+// and column bias and clamps.
+GemmEpilogue accumulate_or_bias(int mode, const std::vector<float>& row_bias, const std::vector<float>& col_bias,
+                                const Activation& clamp) {
+  GemmEpilogue epilogue;
+  epilogue.accumulate = mode == 0;
+  epilogue.row_bias = mode == 0 ? nullptr : row_bias.data();
+  epilogue.col_bias = mode == 0 ? nullptr : col_bias.data();
+  epilogue.activation = mode == 0 ? nullptr : clamp.get();
+  return epilogue;
+}
+
+// got (rows x cols, row-major) holds want's bits in its first m rows and
+// n columns and start's everywhere else (nothing written past them).
+void expect_same_inside(const std::vector<float>& got, const std::vector<float>& want, const std::vector<float>& start,
+                        int64_t rows, int64_t cols, int64_t m, int64_t n) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const size_t at = static_cast<size_t>(i * cols + j);
+      if (i < m && j < n) {
+        ASSERT_EQ(got[at], want[at]) << "row " << i << " column " << j;
+      } else {
+        ASSERT_EQ(got[at], start[at]) << "written outside the product: row " << i << " column " << j;
+      }
+    }
+  }
+}
+
 // A last B panel of at most kGemmEdgeColumns columns runs with rows in
 // lanes on AVX-512 (x86::micro_kernel_avx512_edge): its columns must hold
 // the same bits as when the same columns lie in whole 16-column tiles (B
@@ -223,27 +251,14 @@ TEST(PackedGemmTest, EdgeColumnsGiveTheBitsOfWholeTiles) {
         std::vector<float> pa(static_cast<size_t>(gemm_prepacked_a_floats(m, k)));
         gemm_prepack_a(m, k, a.data(), pa.data());
         const GemmMatrix am = prepacked ? GemmMatrix{pa.data(), k, false, true} : GemmMatrix{a.data(), k, false};
-        GemmEpilogue epilogue;
-        epilogue.accumulate = mode == 0;
-        epilogue.row_bias = mode == 0 ? nullptr : row_bias.data();
-        epilogue.col_bias = mode == 0 ? nullptr : col_bias.data();
-        epilogue.activation = mode == 0 ? nullptr : relu6.get();
+        const GemmEpilogue epilogue = accumulate_or_bias(mode, row_bias, col_bias, relu6);
         std::vector<float> edge(start), tiles(start);  // both ldc = wide
         Scratch edge_scratch(m, n, k), tile_scratch(m, wide, k);
         gemm_packed(m, n, k, am, {b.data(), n, false}, nullptr, edge.data(), wide, epilogue, edge_scratch.a.data(),
                     edge_scratch.b.data(), GemmPath::kAuto);
         gemm_packed(m, wide, k, am, {b_wide.data(), wide, false}, nullptr, tiles.data(), wide, epilogue,
                     tile_scratch.a.data(), tile_scratch.b.data(), GemmPath::kAuto);
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = 0; j < wide; ++j) {
-            const size_t at = static_cast<size_t>(i * wide + j);
-            if (j < n) {
-              ASSERT_EQ(edge[at], tiles[at]) << "row " << i << " column " << j;
-            } else {
-              ASSERT_EQ(edge[at], start[at]) << "written past the last column: row " << i << " column " << j;
-            }
-          }
-        }
+        expect_same_inside(edge, tiles, start, m, wide, m, n);
         edge_scratch.expect_guards_intact();
       }
     }
@@ -276,11 +291,7 @@ TEST(PackedGemmTest, EdgeRowsGiveTheBitsOfWholeTiles) {
         const std::vector<float> row_bias = values(static_cast<size_t>(tall), 63);
         const std::vector<float> col_bias = values(static_cast<size_t>(n), 64);
         const std::vector<float> start = values(static_cast<size_t>(tall * n), 65);
-        GemmEpilogue epilogue;
-        epilogue.accumulate = mode == 0;
-        epilogue.row_bias = mode == 0 ? nullptr : row_bias.data();
-        epilogue.col_bias = mode == 0 ? nullptr : col_bias.data();
-        epilogue.activation = mode == 0 ? nullptr : relu6.get();
+        const GemmEpilogue epilogue = accumulate_or_bias(mode, row_bias, col_bias, relu6);
         std::vector<float> edge(start), tiles(start);
         Scratch edge_scratch(m, n, k), tile_scratch(tall, n, k);
         // A's first m rows alone, then all of its rows (no last panel
@@ -289,16 +300,7 @@ TEST(PackedGemmTest, EdgeRowsGiveTheBitsOfWholeTiles) {
                     edge_scratch.b.data(), GemmPath::kAuto);
         gemm_packed(tall, n, k, {a_tall.data(), k, false}, bm, nullptr, tiles.data(), n, epilogue,
                     tile_scratch.a.data(), tile_scratch.b.data(), GemmPath::kAuto);
-        for (int64_t i = 0; i < tall; ++i) {
-          for (int64_t j = 0; j < n; ++j) {
-            const size_t at = static_cast<size_t>(i * n + j);
-            if (i < m) {
-              ASSERT_EQ(edge[at], tiles[at]) << "row " << i << " column " << j;
-            } else {
-              ASSERT_EQ(edge[at], start[at]) << "written past the last row: row " << i << " column " << j;
-            }
-          }
-        }
+        expect_same_inside(edge, tiles, start, tall, n, m, n);
         edge_scratch.expect_guards_intact();
       }
     }
