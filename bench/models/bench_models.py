@@ -190,8 +190,9 @@ MODELS = {
         weights=None, weights_backbone=None)), (1, 3, 320, 320), True),
     "gpt_block": (GptBlock, (1, 128, 768), False),
     "elementwise_chain": (ElementwiseChain, (1, 64, 112, 112), False),
-    # Measured only (never tuned on): the large models users time first,
-    # and more architectures.
+    # The large models users time first, and more architectures: measured
+    # only at first; the large-model work since tuned on four of them
+    # (TUNED_ON).
     "resnet50": (lambda: tv.resnet50(weights=None), (1, 3, 224, 224), True),
     "resnext50_32x4d": (lambda: tv.resnext50_32x4d(weights=None), (1, 3, 224, 224), True),
     "convnext_tiny": (lambda: tv.convnext_tiny(weights=None), (1, 3, 224, 224), False),
@@ -204,10 +205,14 @@ MODELS = {
     "vit_tiny": (vit_tiny, (1, 3, 224, 224), False),
 }
 ORIGINAL = ["mobilenet_v2", "resnet18", "encoder_block"]
-# The models the CPU kernels were tuned on (issue 17's broad set); every
-# other model is measured only.
+# The models the CPU kernels were tuned on: issue 17's broad set, then the
+# large models whose layers the large-model work tuned on (bench/RESULTS.md
+# names them section by section: ResNet-50's and ResNeXt-50's layers,
+# ConvNeXt-T's token MLPs, the U-Net's Winograd layers). Every other model
+# is measured only.
 TUNED_ON = ["mobilenet_v2", "resnet18", "encoder_block", "efficientnet_b0", "mnasnet1_0", "mobilenet_v3_small",
-            "regnet_y_400mf", "squeezenet1_1", "densenet121", "lraspp_mobilenet_v3", "gpt_block", "elementwise_chain"]
+            "regnet_y_400mf", "squeezenet1_1", "densenet121", "lraspp_mobilenet_v3", "gpt_block", "elementwise_chain",
+            "resnet50", "resnext50_32x4d", "convnext_tiny", "unet"]
 # Over 20 ms in ONNX Runtime on one thread of the machines here.
 LARGE = ["resnet50", "resnext50_32x4d", "convnext_tiny", "swin_t", "vit_small", "unet", "densenet121",
          "gpt_block_256", "resnet18", "lraspp_mobilenet_v3"]
