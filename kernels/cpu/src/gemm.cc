@@ -630,6 +630,18 @@ struct PackedBlocks {
   // kernel runs, one otherwise) by the B panel at jr; returns the rows done.
   int64_t row_tiles_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t ir, int64_t jr) const;
   const float* b_panel(int64_t jr, int64_t* ldb) const;
+  // From B's panel at jr to the next: 16 columns where B is read in place.
+  int64_t b_panel_stride(int64_t jr) const { return jr < whole ? kGemmNr : b_stride; }
+  // The epilogue of the tiles whose first row is `row` and first column
+  // `col` of the block: the bias on the first block of k unless C is
+  // accumulated into, C read back on every later block.
+  bool accumulates() const { return !first || epilogue.accumulate; }
+  const float* row_bias_at(int64_t row) const {
+    return !accumulates() && epilogue.row_bias != nullptr ? epilogue.row_bias + row : nullptr;
+  }
+  const float* col_bias_at(int64_t col) const {
+    return !accumulates() && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + col : nullptr;
+  }
   int64_t edge_start(int64_t j_end) const;
   void edge_at(int64_t ic, int64_t mc, const float* a_block, int64_t a_stride, int64_t jr) const;
   int64_t row_edge_rows(int64_t mc) const;
@@ -728,9 +740,8 @@ __attribute__((always_inline)) inline void PackedBlocks::tile_at(int64_t ic, int
   const float* bp = b_panel(jr, &ldb);
   const int64_t mr = gemm_min(shape == Tile::k12x16 ? 2 * kGemmMr : kGemmMr, mc - ir);
   float* tile = c + (ic + ir) * ldc + jc + jr;
-  const bool bias = first && !epilogue.accumulate;
-  const float* row_bias = bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr;
-  const float* col_bias = bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr;
+  const float* row_bias = row_bias_at(ic + ir);
+  const float* col_bias = col_bias_at(jr);
 #if KILN_X86
   if (bf16) {
     // Panels in BF16 pairs (prepacked, or converted where packed): k in
@@ -740,34 +751,29 @@ __attribute__((always_inline)) inline void PackedBlocks::tile_at(int64_t ic, int
     const int64_t pairs = (kc + 1) / 2;
     if (pair) {
       x86::micro_kernel_bf16_x2(pairs, ap, bp16, reinterpret_cast<const uint16_t*>(bp + b_stride), tile, ldc, mr,
-                                !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on, clamp.lo,
-                                clamp.hi);
+                                accumulates(), row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
     } else {
-      x86::micro_kernel_bf16(pairs, ap, bp16, tile, ldc, mr, nr, !first || epilogue.accumulate, row_bias, col_bias,
-                             last && clamp.on, clamp.lo, clamp.hi);
+      x86::micro_kernel_bf16(pairs, ap, bp16, tile, ldc, mr, nr, accumulates(), row_bias, col_bias, last && clamp.on,
+                             clamp.lo, clamp.hi);
     }
     return;
   }
   if (shape == Tile::k12x16) {
     const float* ap = a_block + ir / kGemmMr * a_stride;
-    x86::micro_kernel_avx512_rows2(kc, ap, ap + a_stride, bp, ldb, tile, ldc, mr, nr, !first || epilogue.accumulate,
-                                   row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
+    x86::micro_kernel_avx512_rows2(kc, ap, ap + a_stride, bp, ldb, tile, ldc, mr, nr, accumulates(), row_bias, col_bias,
+                                   last && clamp.on, clamp.lo, clamp.hi);
     return;
   }
   if (pair) {
-    // The next panel: the next 16 columns where B is read in place, the
-    // next packed panel otherwise.
-    const float* next = jr < whole ? bp + kGemmNr : bp + b_stride;
-    x86::micro_kernel_avx512_x2(kc, a_block + ir / kGemmMr * a_stride, bp, next, ldb, tile, ldc, mr,
-                                !first || epilogue.accumulate, row_bias, col_bias, last && clamp.on, clamp.lo,
-                                clamp.hi);
+    x86::micro_kernel_avx512_x2(kc, a_block + ir / kGemmMr * a_stride, bp, bp + b_panel_stride(jr), ldb, tile, ldc, mr,
+                                accumulates(), row_bias, col_bias, last && clamp.on, clamp.lo, clamp.hi);
     return;
   }
 #endif
   static_cast<void>(pair);
   static_cast<void>(shape);
-  kernel(kc, a_block + ir / kGemmMr * a_stride, bp, ldb, tile, ldc, mr, nr, !first || epilogue.accumulate, row_bias,
-         col_bias, last && clamp.on, clamp.lo, clamp.hi);
+  kernel(kc, a_block + ir / kGemmMr * a_stride, bp, ldb, tile, ldc, mr, nr, accumulates(), row_bias, col_bias,
+         last && clamp.on, clamp.lo, clamp.hi);
 }
 
 // B's panel at column jr of the block: in place (ldb: B's row stride) or
@@ -798,12 +804,8 @@ void PackedBlocks::edge_at(int64_t ic, int64_t mc, const float* a_block, int64_t
 #if KILN_X86
   int64_t ldb = kGemmNr;
   const float* bp = b_panel(jr, &ldb);
-  const bool bias = first && !epilogue.accumulate;
-  x86::micro_kernel_avx512_edge(kc, a_block, a_stride, mc, bp, ldb, c + ic * ldc + jc + jr, ldc, nc - jr,
-                                !first || epilogue.accumulate,
-                                bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic : nullptr,
-                                bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + jr : nullptr,
-                                last && clamp.on, clamp.lo, clamp.hi);
+  x86::micro_kernel_avx512_edge(kc, a_block, a_stride, mc, bp, ldb, c + ic * ldc + jc + jr, ldc, nc - jr, accumulates(),
+                                row_bias_at(ic), col_bias_at(jr), last && clamp.on, clamp.lo, clamp.hi);
 #else
   static_cast<void>(ic);
   static_cast<void>(mc);
@@ -833,13 +835,9 @@ void PackedBlocks::row_edge_at(int64_t ic, int64_t mc, const float* a_block, int
   if (j_whole > j0) {
     int64_t ldb = kGemmNr;
     const float* bp = b_panel(j0, &ldb);
-    const bool bias = first && !epilogue.accumulate;
-    x86::micro_kernel_avx512_row_edge(kc, a_block + ir / kGemmMr * a_stride, mc - ir, bp,
-                                      j0 < whole ? kGemmNr : b_stride, ldb, (j_whole - j0) / kGemmNr,
-                                      c + (ic + ir) * ldc + jc + j0, ldc, !first || epilogue.accumulate,
-                                      bias && epilogue.row_bias != nullptr ? epilogue.row_bias + ic + ir : nullptr,
-                                      bias && epilogue.col_bias != nullptr ? epilogue.col_bias + jc + j0 : nullptr,
-                                      last && clamp.on, clamp.lo, clamp.hi);
+    x86::micro_kernel_avx512_row_edge(kc, a_block + ir / kGemmMr * a_stride, mc - ir, bp, b_panel_stride(j0), ldb,
+                                      (j_whole - j0) / kGemmNr, c + (ic + ir) * ldc + jc + j0, ldc, accumulates(),
+                                      row_bias_at(ic + ir), col_bias_at(j0), last && clamp.on, clamp.lo, clamp.hi);
   }
 #endif
   for (int64_t jr = j_whole; jr < j1; jr += kGemmNr) tile_at(ic, mc, a_block, a_stride, ir, jr);
