@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -122,27 +123,34 @@ TEST(DepthwiseConvTest, MatchesDirectConvolutionOnEveryPath) {
   ASSERT_EQ(set_isa(saved), Error::kOk);
 }
 
-// The 5x5 row-reuse kernels (strides 1 and 2): every width from 1 to 66 (a
+// A k x k row-reuse kernel at one stride: every width from 1 to 66 (a
 // strip's last vector partial or whole, strips inside the row and reaching
-// a padded column), heights 1 to 9, pads 0 to 4 on each side
-// independently, then dilations at stride 1; with and without a clamp,
-// through the dispatch and each path's own kernel.
+// a padded column, or ending one column short of the row's end), the given
+// heights, every left pad from 0 to k - 1 with each width, the other pads
+// 0 to k - 1 varying with the width; with and without a clamp.
+void sweep_row_reuse(int64_t k, int64_t stride, std::initializer_list<int64_t> heights, Isa isa,
+                     const fb::FusedActivation* relu) {
+  for (int64_t w = 1; w <= 66; ++w) {
+    for (int64_t h : heights) {
+      for (int64_t pl = 0; pl < k; ++pl) {
+        const int64_t pt = (w + h + pl) % k, pb = (w + 2 * h) % (k - 2), pr = (w + pl) % k;
+        const Geometry g{h, w, k, k, stride, pt, pl, pb, pr};
+        if (h + pt + pb < k || w + pl + pr < k) continue;
+        check(g, isa, nullptr, 0.f, 0.f);
+        check(g, isa, relu, 0.f, __builtin_inff());
+      }
+    }
+  }
+}
+
+// The 5x5 row-reuse kernels (strides 1 and 2; heights 1 to 9), then
+// dilations at stride 1, through the dispatch and each path's own kernel.
 TEST(DepthwiseConvTest, FiveByFiveRowReuseOnEveryPath) {
   const Isa saved = active_isa();
   const Activation relu(fb::Activation::RELU, 0.f, 0.f);
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
     if (!processor_has(isa)) continue;
-    for (int64_t stride : {1, 2}) {
-      for (int64_t w = 1; w <= 66; ++w) {
-        for (int64_t h : {1, 2, 5, 9}) {
-          const int64_t pt = (w + h) % 4, pl = w % 4, pb = (w + 2 * h) % 3, pr = 4 - w % 4;
-          const Geometry g{h, w, 5, 5, stride, pt, pl, pb, pr};
-          if (h + pt + pb < 5 || w + pl + pr < 5) continue;
-          check(g, isa, nullptr, 0.f, 0.f);
-          check(g, isa, relu.get(), 0.f, __builtin_inff());
-        }
-      }
-    }
+    for (int64_t stride : {1, 2}) sweep_row_reuse(5, stride, {1, 2, 5, 9}, isa, relu.get());
     // Dilated at stride 1 (rows walked by dilation class): dilations 1 to
     // 4 on each axis, widths below, at and past one and two vectors, the
     // plane shorter and taller than the dilated kernel.
@@ -161,6 +169,18 @@ TEST(DepthwiseConvTest, FiveByFiveRowReuseOnEveryPath) {
         }
       }
     }
+  }
+  ASSERT_EQ(set_isa(saved), Error::kOk);
+}
+
+// The 7x7 row-reuse kernel (stride 1, undilated): planes shorter than the
+// kernel (every output row skips some kernel rows), and taller (output
+// rows that read all seven: the tap-by-tap order).
+TEST(DepthwiseConvTest, SevenBySevenRowReuseOnEveryPath) {
+  const Isa saved = active_isa();
+  const Activation relu(fb::Activation::RELU, 0.f, 0.f);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (processor_has(isa)) sweep_row_reuse(7, 1, {1, 2, 6, 9, 16}, isa, relu.get());
   }
   ASSERT_EQ(set_isa(saved), Error::kOk);
 }
