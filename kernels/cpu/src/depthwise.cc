@@ -54,13 +54,16 @@ void depthwise_conv(const DepthwiseConv& conv, const fb::FusedActivation* activa
   // 56 wide) takes the 8-float kernel: fewer idle lanes, and on processors
   // that run 512-bit FMAs as two 256-bit halves (Zen 4) no slower per lane
   // (a 960-channel 5x5 on 20x20: 1.14 ms with 16 floats, 0.98 with 8).
-  // Not the undilated 7x7 at stride 1: its row-reuse kernel issues half the
-  // instructions with 16 floats (the weights broadcast inside the FMA), and
-  // that pays for the idle lanes even on Zen 4 (ConvNeXt-T's 96 channels
-  // of 56 x 56: 0.36 ms with 8 floats, 0.29 with 16).
+  // Not the undilated 5x5 and 7x7 at stride 1: their tap-by-tap kernel
+  // issues half the instructions with 16 floats (the weights broadcast
+  // inside the FMA), and that pays for the idle lanes even on Zen 4
+  // (ConvNeXt-T's 96 channels of 56 x 56, 7x7: 0.36 ms with 8 floats, 0.29
+  // with 16; EfficientNet-B0's stride-1 5x5 layers, 7 to 28 wide: 0.83 ->
+  // 0.77 ms).
   const int64_t last = conv.ow % 16;
-  const bool rows7 = conv.kh == 7 && conv.kw == 7 && conv.stride == 1 && conv.dh == 1 && conv.dw == 1;
-  if (isa == Isa::kAvx512 && (last == 0 || last > 8 || rows7)) done = depthwise_conv_avx512(conv, clamp, lo, hi);
+  const bool taps =
+      conv.kh == conv.kw && (conv.kh == 5 || conv.kh == 7) && conv.stride == 1 && conv.dh == 1 && conv.dw == 1;
+  if (isa == Isa::kAvx512 && (last == 0 || last > 8 || taps)) done = depthwise_conv_avx512(conv, clamp, lo, hi);
   if (!done && (isa == Isa::kAvx512 || isa == Isa::kAvx2)) done = depthwise_conv_avx2(conv, clamp, lo, hi);
   if (done && clamp) return;
 #else
