@@ -392,6 +392,7 @@ KILN_DT inline Mask columns_inside(int64_t first, int64_t w) {
                              _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(w)), col));
 }
 KILN_DT inline V load_masked(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
+KILN_DT inline void store_masked(float* p, Mask m, V v) { _mm256_maskstore_ps(p, m, v); }
 #include "x86/depthwise_body.inc"
 #undef KILN_DT
 
