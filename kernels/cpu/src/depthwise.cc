@@ -55,8 +55,9 @@ void depthwise_conv(const DepthwiseConv& conv, const fb::FusedActivation* activa
   // that run 512-bit FMAs as two 256-bit halves (Zen 4) no slower per lane
   // (a 960-channel 5x5 on 20x20: 1.14 ms with 16 floats, 0.98 with 8).
   // Not the undilated 5x5 and 7x7 at stride 1: their tap-by-tap kernel
-  // issues half the instructions with 16 floats (the weights broadcast
-  // inside the FMA), and that pays for the idle lanes even on Zen 4
+  // issues about a quarter of the instructions per output with 16 floats
+  // (the weights broadcast inside the FMA, where AVX2 needs a broadcast of
+  // its own), and that pays for the idle lanes even on Zen 4
   // (ConvNeXt-T's 96 channels of 56 x 56, 7x7: 0.36 ms with 8 floats, 0.29
   // with 16; EfficientNet-B0's stride-1 5x5 layers, 7 to 28 wide: 0.95 ms
   // with 8 floats by row sums, 0.77 with 16 tap by tap).
