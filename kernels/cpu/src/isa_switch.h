@@ -51,7 +51,10 @@
 #if KILN_X86
 // The target attributes of the x86 files, one per instruction set.
 //   KILN_AVX2         AVX2 and FMA (x86/*_avx2.cc)
-//   KILN_AVX512       AVX-512F, with AVX2 and FMA (x86/*_avx512.cc)
+//   KILN_AVX512       AVX-512F, with AVX2 and FMA (x86/*_avx512.cc); its
+//                     256-bit code has sixteen ymm registers, not 32 (those
+//                     need AVX512VL): keep a ymm tile's accumulators, loads
+//                     and broadcasts within sixteen, or GCC spills them
 //   KILN_AVX512_VNNI  AVX-512 VNNI's vpdpbusd, with AVX512BW (x86/*_vnni.cc)
 //   KILN_AVX512_BF16  AVX512-BF16's vdpbf16ps and conversions, with AVX512BW
 //                     and VL (x86/*_bf16_avx512.cc)
