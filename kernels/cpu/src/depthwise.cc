@@ -62,9 +62,8 @@ void depthwise_conv(const DepthwiseConv& conv, const fb::FusedActivation* activa
   // with 16; EfficientNet-B0's stride-1 5x5 layers, 7 to 28 wide: 0.95 ms
   // with 8 floats by row sums, 0.77 with 16 tap by tap).
   const int64_t last = conv.ow % 16;
-  const bool taps =
-      conv.kh == conv.kw && (conv.kh == 5 || conv.kh == 7) && conv.stride == 1 && conv.dh == 1 && conv.dw == 1;
-  if (isa == Isa::kAvx512 && (last == 0 || last > 8 || taps)) done = depthwise_conv_avx512(conv, clamp, lo, hi);
+  if (isa == Isa::kAvx512 && (last == 0 || last > 8 || depthwise_by_taps(conv)))
+    done = depthwise_conv_avx512(conv, clamp, lo, hi);
   if (!done && (isa == Isa::kAvx512 || isa == Isa::kAvx2)) done = depthwise_conv_avx2(conv, clamp, lo, hi);
   if (done && clamp) return;
 #else

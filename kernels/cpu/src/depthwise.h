@@ -30,6 +30,13 @@ struct DepthwiseConv {
 };
 void depthwise_conv(const DepthwiseConv& conv, const fb::FusedActivation* activation);
 
+// Undilated 5x5 and 7x7 at stride 1: the tap-by-tap row-reuse kernel
+// (x86/depthwise_body.inc, run_rows_s1), which depthwise_conv runs on 16
+// lanes wherever the processor has them.
+inline bool depthwise_by_taps(const DepthwiseConv& c) {
+  return c.kh == c.kw && (c.kh == 5 || c.kh == 7) && c.stride == 1 && c.dh == 1 && c.dw == 1;
+}
+
 // The x86-64 vector versions (x86/depthwise_avx2.cc, x86/depthwise_avx512.cc;
 // elsewhere they do nothing): false, having done
 // nothing, unless the stride is 1 or 2, the kernel at most

@@ -368,10 +368,11 @@ KILN_DT inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 KILN_DT inline V vadd(V a, V b) { return _mm256_add_ps(a, b); }
 KILN_DT inline V vmin(V a, V b) { return _mm256_min_ps(a, b); }
 KILN_DT inline V vmax(V a, V b) { return _mm256_max_ps(a, b); }
+// The first n lanes (n < 8) under a mask: through a buffer and memcpy it
+// cost the tap-by-tap kernel 8% on EfficientNet-B0's 5x5s.
 KILN_DT inline void store_part(float* p, int64_t n, V v) {
-  float buf[8];
-  _mm256_storeu_ps(buf, v);
-  memcpy(p, buf, static_cast<size_t>(n) * sizeof(float));
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lanes), v);
 }
 // Lanes 0..7 of a, then of b: the even ones and the odd ones.
 KILN_DT inline void split(V a, V b, V* even, V* odd) {
@@ -392,7 +393,6 @@ KILN_DT inline Mask columns_inside(int64_t first, int64_t w) {
                              _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(w)), col));
 }
 KILN_DT inline V load_masked(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
-KILN_DT inline void store_masked(float* p, Mask m, V v) { _mm256_maskstore_ps(p, m, v); }
 #include "x86/depthwise_body.inc"
 #undef KILN_DT
 

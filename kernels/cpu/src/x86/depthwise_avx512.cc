@@ -226,7 +226,6 @@ KILN_DT inline Mask columns_inside(int64_t first, int64_t w) {
   return static_cast<Mask>(below_hi & ~below_lo);
 }
 KILN_DT inline V load_masked(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
-KILN_DT inline void store_masked(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
 #include "x86/depthwise_body.inc"
 #undef KILN_DT
 
