@@ -201,7 +201,8 @@ void lower_conv_int8(OpContext& ctx, LoweringContext& l, size_t ix, size_t iw, c
   }
   l.kernel("ConvInt8", inputs, {l.tensor(ctx.output_id(0))},
            int_params({ctx.attr_int("group", 1), k2[0], k2[1], s2[0], s2[1], d2[0], d2[1], p4[0], p4[1], p4[2], p4[3],
-                       ops.x_zp_u8, q.y_zp, q.y_min, q.y_max, quad_tap_weights(ctx.shape(iw)) ? 1 : 0}),
+                       ops.x_zp_u8, q.y_zp, q.y_min, q.y_max, quad_tap_weights(ctx.shape(iw)) ? 1 : 0,
+                       ops.w_narrow ? 1 : 0}),
            int8_scratch(ctx, l, ops, q.k, columns, direct));
 }
 
@@ -329,7 +330,7 @@ void lower_gemm_int8(OpContext& ctx, LoweringContext& l, size_t ia, const Int8Li
   inputs.insert(inputs.end(), ops.inputs.begin(), ops.inputs.end());
   const int64_t rows = shape_numel(ctx.shape(ia)) / q.k / q.sets;
   l.kernel("GemmInt8", inputs, {l.tensor(ctx.output_id(0))},
-           int_params({q.sets, ops.x_zp_u8, q.y_zp, q.y_min, q.y_max}),
+           int_params({q.sets, ops.x_zp_u8, q.y_zp, q.y_min, q.y_max, ops.w_narrow ? 1 : 0}),
            int8_scratch(ctx, l, ops, q.k, rows, 0, rows == 1));
 }
 
@@ -626,6 +627,7 @@ Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear&
       bias.data<int32_t>()[row] = static_cast<int32_t>(folded);
     }
   }
+  out.w_narrow = qgemm_weights_narrow(weights.data<int8_t>(), weights.numel());
   out.inputs.push_back(l.constant(stem + "/int8_weights", std::move(weights)));
   out.inputs.push_back(l.constant(stem + "/int8_bias", std::move(bias)));
   if (!q.real_multiplier.empty()) {

@@ -47,6 +47,9 @@ struct Int8Operands {
   std::vector<int> inputs;  // weights, bias, [multiplier, shift], [w zero points]
   bool has_w_zp = false;
   int64_t x_zp_u8 = 0;
+  // Every int8 weight in [-64, 64] (kernels::qgemm_weights_narrow), as
+  // reduce_range quantizers write them: the kernels' weight range 1.
+  bool w_narrow = false;
 };
 
 Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear& q);

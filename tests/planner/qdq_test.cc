@@ -101,6 +101,20 @@ std::vector<std::pair<kernels::Isa, HostTensor>> outputs_on_every_path(const std
   return outputs;
 }
 
+// Runs the program on x: what the method's load logged where it refused
+// it ("" where it ran). The kernels' checks run when the method loads.
+std::string load_refusal(const std::string& bytes, const HostTensor& x) {
+  ::testing::internal::CaptureStderr();
+  bool refused = false;
+  try {
+    planner::run_program(bytes, {x}, {});
+  } catch (const planner::PlanError&) {
+    refused = true;
+  }
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  return refused ? logged : std::string();
+}
+
 // Runs the program on the scalar path, then on every vector path this
 // processor has, and expects the same output bytes on each; `saturates`:
 // the scalar output must also hold both ends of the 8-bit range (the
@@ -756,8 +770,9 @@ TEST(QdqTest, QuadTapWeightOrderMatchesTheOnnxOrder) {
       for (const LInstruction& ins : r.program.methods[0].instructions) {
         if (ins.op != "ConvInt8") continue;
         const auto& ints = ins.params.AsGenericParams()->ints;
-        ASSERT_EQ(ints.size(), 16u);
-        EXPECT_EQ(ints.back(), c == 8 ? 1 : 0) << "the weight order planned for " << c << " channels";
+        ASSERT_EQ(ints.size(), 17u);
+        EXPECT_EQ(ints[15], c == 8 ? 1 : 0) << "the weight order planned for " << c << " channels";
+        EXPECT_EQ(ints[16], 0) << "full-range weights";
       }
       for (const auto& [isa, out] : outputs_on_every_path(r.bytes, {in})) {
         outputs[c - 8].push_back(out.bytes);
@@ -773,10 +788,10 @@ TEST(QdqTest, QuadTapWeightOrderMatchesTheOnnxOrder) {
   }
 }
 
-// ConvInt8's 16th integer: a program written before it (15 integers)
-// loads and runs as weight order 0, with the same bytes; order 1 on
-// channels that are not whole quads, or an order other than 0 and 1, is
-// refused at load.
+// ConvInt8's 16th integer: a program written before it (15 integers, or
+// 16 before the weight range) loads and runs as weight order 0, with the
+// same bytes; order 1 on channels that are not whole quads, or an order
+// other than 0 and 1, is refused at load.
 TEST(QdqTest, ConvInt8WeightOrderIsOptionalAndChecked) {
   const auto plan = [](int64_t c) {
     HostTensor wt(DType::INT8, {16, c, 3, 3});
@@ -794,41 +809,153 @@ TEST(QdqTest, ConvInt8WeightOrderIsOptionalAndChecked) {
         const fb::KernelCallT* call = ins->kind.AsKernelCall();
         if (call == nullptr || call->params.AsGenericParams() == nullptr) continue;
         auto& ints = const_cast<fb::KernelCallT*>(call)->params.AsGenericParams()->ints;
-        ASSERT_EQ(ints.size(), 16u);
+        ASSERT_EQ(ints.size(), 17u);
         if (order < 0) {
-          ints.pop_back();
+          ints.resize(static_cast<size_t>(-order));
         } else {
-          ints.back() = order;
+          ints[15] = order;
         }
       }
     });
   };
   const std::string nine = plan(9), eight = plan(8);
-  const std::string old_nine = set_order(nine, -1);
-  ASSERT_EQ(load_error(old_nine), Error::kOk);
   const HostTensor in = data8(DType::UINT8, {1, 9, 9, 9}, 3);
-  const auto now = outputs_on_every_path(nine, {in}), before = outputs_on_every_path(old_nine, {in});
-  ASSERT_EQ(now.size(), before.size());
-  for (size_t i = 0; i < now.size(); ++i) EXPECT_EQ(now[i].second.bytes, before[i].second.bytes) << "path " << i;
-  // The kernel's checks run when the method loads.
-  // What the load logged where it refused the method ("" where it ran).
-  const auto refusal = [&](const std::string& bytes, const HostTensor& x) {
-    ::testing::internal::CaptureStderr();
-    bool refused = false;
-    try {
-      planner::run_program(bytes, {x}, {});
-    } catch (const planner::PlanError&) {
-      refused = true;
+  const auto now = outputs_on_every_path(nine, {in});
+  for (int64_t count : {15, 16}) {
+    const std::string old_nine = set_order(nine, -count);
+    ASSERT_EQ(load_error(old_nine), Error::kOk);
+    const auto before = outputs_on_every_path(old_nine, {in});
+    ASSERT_EQ(now.size(), before.size());
+    for (size_t i = 0; i < now.size(); ++i) {
+      EXPECT_EQ(now[i].second.bytes, before[i].second.bytes) << "path " << i << ", " << count << " integers";
     }
-    const std::string logged = ::testing::internal::GetCapturedStderr();
-    return refused ? logged : std::string();
-  };
+  }
+  // The kernel's checks run when the method loads.
+  const auto refusal = load_refusal;
   const HostTensor in8 = data8(DType::UINT8, {1, 8, 9, 9}, 3);
   EXPECT_NE(refusal(set_order(nine, 1), in).find("weight order 1 needs channels in whole quads a group"),
             std::string::npos);
   EXPECT_NE(refusal(set_order(eight, 2), in8).find("weight order 2 (0 or 1)"), std::string::npos);
   EXPECT_EQ(refusal(set_order(eight, 1), in8), "");
   EXPECT_EQ(refusal(set_order(eight, 0), in8), "");  // runs, and reads its quad-ordered weights as ONNX's
+}
+
+// Weights in [-64, 64] (quantized with a reduced range, as ONNX Runtime's
+// quantize_static writes them with reduce_range) plan as ConvInt8's and
+// GemmInt8's weight range 1, and AVX2 then sums with vpmaddubsw whatever
+// the input holds: the same bytes as the scalar path on full-range inputs,
+// with blocks of 255 against blocks of 64 (and of -64), where a pair sum
+// reaches 255 * 64 * 2 = 32640. Each of the product's routes: a 1x1
+// convolution's planes, the direct 3x3 (grouped too), im2col on a large
+// plane, a MatMul's panels with and without weight zero points, and its
+// one-row product. One weight of 65 plans range 0; a program that claims
+// range 1 over wider weights, or a range other than 0 and 1, is refused at
+// load.
+TEST(QdqTest, NarrowWeightsAreExactOnFullRangeInputs) {
+  // Weight i of a row of k: blocks of four at 64 or -64, the rest spread
+  // over [-64, 64]; `wide` puts one 65 in.
+  const auto weight = [](int64_t row, int64_t i, bool wide) -> int {
+    if (wide && row == 1 && i == 2) return 65;
+    const int64_t block = (i / 4 + row) % 3;
+    return block == 0 ? 64 : block == 1 ? -64 : static_cast<int>((row * 31 + i * 37 + 5) % 129 - 64);
+  };
+  // Inputs: 255 in half of the blocks of four channels (rows of a
+  // MatMul's k), data8's full range elsewhere.
+  const auto input = [](std::vector<int64_t> shape, int64_t inner) {
+    HostTensor x = data8(DType::UINT8, shape, 9);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      if ((i / inner / 4 + i / (inner * 8)) % 2 == 0) x.data<uint8_t>()[i] = 255;
+    }
+    return x;
+  };
+  const auto ints_of_kernel = [](const PlanResult& r, const std::string& op) {
+    for (const LInstruction& ins : r.program.methods[0].instructions) {
+      if (ins.op == op) return ins.params.AsGenericParams()->ints;
+    }
+    return std::vector<int64_t>{};
+  };
+  struct ConvCase {
+    int64_t c, m, h, w, k, group;
+  };
+  const ConvCase convs[] = {{64, 32, 14, 14, 1, 1}, {16, 16, 8, 8, 3, 1}, {32, 32, 9, 9, 3, 8}, {8, 24, 40, 44, 3, 1}};
+  for (const ConvCase& cs : convs) {
+    for (bool wide : {false, true}) {
+      HostTensor wt(DType::INT8, {cs.m, cs.c / cs.group, cs.k, cs.k});
+      const int64_t row = wt.numel() / cs.m;
+      for (int64_t i = 0; i < wt.numel(); ++i)
+        wt.data<int8_t>()[i] = static_cast<int8_t>(weight(i / row, i % row, wide));
+      GraphBuilder b;
+      const int x = b.input("x", {1, cs.c, cs.h, cs.w}, DType::UINT8);
+      const int w = b.node("DequantizeLinear", {b.constant("w", wt), b.constant("w_s", scalar(0.01f))});
+      const int64_t pad = cs.k / 2;
+      const int v = b.node("Conv", {dq(b, x, 0.02f, DType::UINT8, 128, "x"), w},
+                           {{"pads", ints_attr({pad, pad, pad, pad})}, {"group", int_attr(cs.group)}});
+      b.output(q(b, v, 0.01f * std::sqrt(static_cast<float>(row)), DType::UINT8, 128));
+      const PlanResult r = b.plan();
+      ASSERT_EQ(kernels(r), std::vector<std::string>{"ConvInt8"});
+      const std::string label = "c " + std::to_string(cs.c) + " window " + std::to_string(cs.k) + " plane " +
+                                std::to_string(cs.h) + "x" + std::to_string(cs.w) + " group " +
+                                std::to_string(cs.group) + (wide ? " (one weight of 65)" : "");
+      const std::vector<int64_t> ints = ints_of_kernel(r, "ConvInt8");
+      ASSERT_EQ(ints.size(), 17u) << label;
+      EXPECT_EQ(ints[16], wide ? 0 : 1) << label;
+      expect_every_path_as_scalar(r, input({1, cs.c, cs.h, cs.w}, cs.h * cs.w), DType::UINT8, true, label);
+    }
+  }
+  for (int64_t rows : {37, 1}) {
+    for (bool weight_zp : {false, true}) {
+      const int64_t k = 200, n = 24;
+      HostTensor w(weight_zp ? DType::UINT8 : DType::INT8, {k, n});
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const int v = weight(i % n, i / n, false);  // channel i % n, its k-th weight
+        if (weight_zp) {
+          w.data<uint8_t>()[i] = static_cast<uint8_t>(v + 128);
+        } else {
+          w.data<int8_t>()[i] = static_cast<int8_t>(v);
+        }
+      }
+      GraphBuilder b;
+      const int x = b.input("x", {rows, k}, DType::UINT8);
+      std::vector<int> w_inputs = {b.constant("w", w), b.constant("w_s", scalar(0.004f))};
+      if (weight_zp) w_inputs.push_back(b.constant("w_z", zero_point(DType::UINT8, 131)));
+      const int v = b.node("MatMul", {dq(b, x, 0.05f, DType::UINT8, 128, "x"), b.node("DequantizeLinear", w_inputs)});
+      b.output(q(b, v, 0.14f, DType::UINT8, 128));
+      const PlanResult r = b.plan();
+      ASSERT_EQ(kernels(r), std::vector<std::string>{"GemmInt8"});
+      const std::string label =
+          "MatMul of " + std::to_string(rows) + " rows" + (weight_zp ? ", weight zero points" : "");
+      const std::vector<int64_t> ints = ints_of_kernel(r, "GemmInt8");
+      ASSERT_EQ(ints.size(), 6u) << label;
+      EXPECT_EQ(ints[5], 1) << label;
+      expect_every_path_as_scalar(r, input({rows, k}, 1), DType::UINT8, rows > 1, label);
+    }
+  }
+  // Claims the program's loader must refuse: range 1 over full-range
+  // weights, and a range that is neither 0 nor 1.
+  HostTensor wt(DType::INT8, {16, 8, 3, 3});
+  for (int64_t i = 0; i < wt.numel(); ++i) wt.data<int8_t>()[i] = static_cast<int8_t>((i * 37 + 11) % 256 - 128);
+  GraphBuilder b;
+  const int x = b.input("x", {1, 8, 9, 9}, DType::UINT8);
+  const int w = b.node("DequantizeLinear", {b.constant("w", wt), b.constant("w_s", scalar(0.01f))});
+  b.output(q(b, b.node("Conv", {dq(b, x, 0.02f, DType::UINT8, 128, "x"), w}), 0.3f, DType::UINT8, 100));
+  const std::string bytes = b.plan().bytes;
+  const auto set_range = [&](int64_t range) {
+    return mutate_program(bytes, [range](fb::ProgramT& p) {
+      for (auto& ins : p.methods[0]->instructions) {
+        const fb::KernelCallT* call = ins->kind.AsKernelCall();
+        if (call == nullptr || call->params.AsGenericParams() == nullptr) continue;
+        auto& ints = const_cast<fb::KernelCallT*>(call)->params.AsGenericParams()->ints;
+        ASSERT_EQ(ints.size(), 17u);
+        EXPECT_EQ(ints[16], 0);
+        ints[16] = range;
+      }
+    });
+  };
+  const HostTensor in = data8(DType::UINT8, {1, 8, 9, 9}, 3);
+  EXPECT_EQ(load_refusal(set_range(0), in), "");
+  EXPECT_NE(load_refusal(set_range(1), in).find("weight range 1, but a weight lies outside [-64, 64]"),
+            std::string::npos);
+  EXPECT_NE(load_refusal(set_range(2), in).find("weight range 2 (0 or 1)"), std::string::npos);
 }
 
 // A product of one row (GemmInt8's matrix-vector path, the weight rows read

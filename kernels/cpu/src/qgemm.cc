@@ -135,8 +135,10 @@ void requantize_plane_run(const QGemmProblem& p, const int32_t* rows, int64_t c0
 // every panel: those channels outermost, each group sweeping all the
 // columns in runs of up to 128. The panels come from L2 once per group,
 // the split weights (8 kp bytes) stay in L1. Panels whose bytes are all <= 127 keep vpmaddubsw
-// (qgemm_tile_rows_avx2). Columns go in chunks of kChunkPanels panels, so
-// that each panel is checked for bytes above 127 once per chunk.
+// (qgemm_tile_rows_avx2), and so do all of them with narrow weights
+// (p.w_narrow: nothing is split or checked). Columns go in chunks of
+// kChunkPanels panels, so that each panel is checked for bytes above 127
+// once per chunk.
 void planes_split_avx2(const QGemmProblem& p, int64_t kp) {
   constexpr int64_t kChunkPanels = 256;
   alignas(32) int32_t ws[kQGemmSplitRows * kQGemmSplitMaxKp / 2];  // 36 KiB
@@ -146,7 +148,7 @@ void planes_split_avx2(const QGemmProblem& p, int64_t kp) {
     const int64_t n1 = p.n - n0 < kChunkPanels * kQGemmNr ? p.n : n0 + kChunkPanels * kQGemmNr;
     bool any_large = false;
     for (int64_t p0 = n0; p0 < n1; p0 += kQGemmNr) {
-      small[(p0 - n0) / kQGemmNr] = qgemm_panel_is_small_avx2(kp, p.x + (p0 / kQGemmNr) * kp * kQGemmNr);
+      small[(p0 - n0) / kQGemmNr] = p.w_narrow || qgemm_panel_is_small_avx2(kp, p.x + (p0 / kQGemmNr) * kp * kQGemmNr);
       any_large = any_large || !small[(p0 - n0) / kQGemmNr];
     }
     for (int64_t c0 = 0; c0 < p.m; c0 += kQGemmSplitRows) {
@@ -272,7 +274,8 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
 #if KILN_X86
       if (tile == qgemm_tile_avx2) {
         for (int64_t p0 = r0; p0 < r0 + nrun; p0 += kQGemmNr) {
-          small[(p0 - r0) / kQGemmNr] = qgemm_panel_is_small_avx2(kp, p.x + (p0 / kQGemmNr) * kp * kQGemmNr);
+          small[(p0 - r0) / kQGemmNr] =
+              p.w_narrow || qgemm_panel_is_small_avx2(kp, p.x + (p0 / kQGemmNr) * kp * kQGemmNr);
         }
       }
 #endif
@@ -304,6 +307,13 @@ void qgemm(const QGemmProblem& p, QGemmTileFn tile) {
     const int64_t nr = p.n - p0 < kQGemmNr ? p.n - p0 : kQGemmNr;
     for (int64_t c0 = 0; c0 < p.m; c0 += kQGemmMr) {
       const int64_t mr = p.m - c0 < kQGemmMr ? p.m - c0 : kQGemmMr;
+#if KILN_X86
+      if (p.w_narrow && tile == qgemm_tile_avx2) {
+        qgemm_tile_rows_avx2(kp, p.w + c0 * kp, kp, mr, panel, true, acc[0], kQGemmNr);
+        finish_tile(p, c0, mr, p0, nr, acc);
+        continue;
+      }
+#endif
       tile(kp, p.w + c0 * kp, kp, mr, panel, acc);
       finish_tile(p, c0, mr, p0, nr, acc);
     }
@@ -337,18 +347,19 @@ void qgemm_parallel(const QGemmProblem& p, QGemmTileFn tile, ThreadPool* pool) {
 }
 
 void qgemm_dot_rows(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
-                    int32_t* out, Isa isa) {
+                    int32_t* out, Isa isa, bool w_narrow) {
 #if KILN_X86
   if (isa == Isa::kAvx512 && processor_has_avx512_vnni()) {
     dot_rows_avx512_vnni(kp, len, w, rows, x, flip, out);
     return;
   }
   if (isa == Isa::kAvx512 || isa == Isa::kAvx2) {
-    dot_rows_avx2(kp, len, w, rows, x, flip, out);
+    dot_rows_avx2(kp, len, w, rows, x, flip, w_narrow, out);
     return;
   }
 #else
   (void)isa;
+  (void)w_narrow;
 #endif
 #if KILN_CORTEXM_DSP
   qgemm_dot_rows_dsp(kp, len, w, rows, x, flip, out);
@@ -371,7 +382,7 @@ void qgemm_gemv(const QGemmProblem& p, const uint8_t* x, uint8_t flip, int32_t x
   for (int64_t c0 = 0; c0 < p.m; c0 += kQGemmMr) {
     const int64_t mr = p.m - c0 < kQGemmMr ? p.m - c0 : kQGemmMr;
     int32_t dots[kQGemmMr];
-    qgemm_dot_rows(kp, p.k, p.w + c0 * kp, mr, x, flip, dots, p.isa);
+    qgemm_dot_rows(kp, p.k, p.w + c0 * kp, mr, x, flip, dots, p.isa, p.w_narrow);
     for (int64_t r = 0; r < mr; ++r) acc[r][0] = dots[r];
     finish_tile(one, c0, mr, 0, 1, acc);
   }

@@ -77,6 +77,9 @@ struct QGemmProblem {
   int64_t y_channel_stride = 0, y_column_stride = 0;
   // The ISA path of the epilogue (requantize_row's vector loop).
   Isa isa = Isa::kScalar;
+  // Every weight in [-64, 64] (qgemm_weights_narrow): AVX2 takes
+  // vpmaddubsw for every panel, whatever its bytes.
+  bool w_narrow = false;
 };
 
 // The longest reduction whose sums the vector epilogues requantize as they
@@ -257,6 +260,8 @@ struct QConvDirect {
   // w8's rows already in step order (ConvInt8's weight order 1, c a
   // multiple of 4): read as they are, not reordered per block.
   bool w_in_steps = false;
+  // Every weight in [-64, 64]: AVX2's vpmaddubsw whatever the input's bytes.
+  bool w_narrow = false;
 };
 // Rows of 3x3 weights (kp apart) into the direct convolution's step order
 // for their first `quads` full channel quads: out[(r * quads + q) * 36 + 4
@@ -293,12 +298,13 @@ void qgemm_parallel(const QGemmProblem& p, QGemmTileFn tile, ThreadPool* pool);
 void qgemm_gemv(const QGemmProblem& p, const uint8_t* x, uint8_t flip, int32_t x_sum);
 // out[r] = sum_{k<len} (x[k] ^ flip) * w[r * kp + k] for r < rows (weight
 // rows kp apart, kp a multiple of 4, len <= kp; x read for len bytes
-// only), exact, on the ISA's vector path where it has one.
+// only), exact, on the ISA's vector path where it has one. `w_narrow`:
+// every weight in [-64, 64] (AVX2 then takes vpmaddubsw whatever x holds).
 void qgemm_dot_rows(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
-                    int32_t* out, Isa isa);
+                    int32_t* out, Isa isa, bool w_narrow = false);
 #if KILN_X86
 void dot_rows_avx2(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
-                   int32_t* out);
+                   bool w_narrow, int32_t* out);
 void dot_rows_avx512_vnni(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
                           int32_t* out);
 #endif

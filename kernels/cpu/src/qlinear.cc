@@ -23,12 +23,16 @@
 //                     input 5 the column sums (int32 [oH * oW]).
 //                     ints [group, kH, kW, sH, sW, dH, dW, pad top, left,
 //                     bottom, right, x zero point (uint8 domain: int8 + 128),
-//                     y zero point, y min, y max, weight order]. Weight
-//                     order (optional, 0 when absent): 0, each row's k as
-//                     ONNX lays it, [C][kH][kW]; 1, in channel quads by tap,
-//                     [C/4][kH * kW][4] (C / group a multiple of 4
-//                     only): the direct convolution's step order, which
-//                     the im2col packer then follows.
+//                     y zero point, y min, y max, weight order, weight
+//                     range]. Weight order (optional, 0 when absent): 0,
+//                     each row's k as ONNX lays it, [C][kH][kW]; 1, in
+//                     channel quads by tap, [C/4][kH * kW][4] (C / group a
+//                     multiple of 4 only): the direct convolution's step
+//                     order, which the im2col packer then follows. Weight
+//                     range (optional after the weight order, 0 when
+//                     absent): 1 states that every weight is in [-64, 64]
+//                     (qgemm_weights_narrow; checked at load), which lets
+//                     AVX2 multiply with vpmaddubsw whatever the input.
 //   GemmInt8          the int8 matrix product y[..., r, c] = sum_k a[..., r,
 //                     k] w[c][k] (requantized). inputs: 0 a (uint8/int8,
 //                     [..., R, K]), 1 packed weights (int8, 1-D:
@@ -38,7 +42,8 @@
 //                     of a meets the same weights; otherwise a's rows split
 //                     into `batches` equal parts, one per weight matrix.
 //                     scratch as ConvInt8 with the rows as columns. ints
-//                     [batches, x zero point, y zero point, y min, y max].
+//                     [batches, x zero point, y zero point, y min, y max,
+//                     weight range] (the last optional, as ConvInt8's).
 //   AvgPoolInt8       average pooling of uint8/int8 data (AveragePool and
 //                     GlobalAveragePool as one window over the plane; NCHW,
 //                     1-D as height 1), requantized: a window of d taps
@@ -353,6 +358,17 @@ QGemmProblem int8_problem(const KernelArgs& args, int64_t y_zp_index) {
   return p;
 }
 
+// The weight range at ints[i]: 0 (any int8 weight) or 1 (every weight in
+// [-64, 64], which the AVX2 product relies on for exact sums): the
+// weights are read once here, so a program cannot claim it falsely.
+Error check_weight_range(const KernelArgs& args, uint32_t i) {
+  const int64_t range = int_param(args, i);
+  KILN_KERNEL_CHECK(args, range == 0 || range == 1, "weight range %lld (0 or 1)", static_cast<long long>(range));
+  KILN_KERNEL_CHECK(args, range == 0 || qgemm_weights_narrow(args.in(1).data_as<const int8_t>(), args.in(1).numel()),
+                    "weight range 1, but a weight lies outside [-64, 64]");
+  return Error::kOk;
+}
+
 Error check_int8_clamp(const KernelArgs& args, uint32_t first) {
   const DType y = args.out(0).dtype();
   if (y == DType::INT32) return Error::kOk;
@@ -368,6 +384,7 @@ struct Int8Conv {
   int64_t group, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   int64_t x_zp;
   bool quad_taps;  // weight order 1
+  bool w_narrow;   // weight range 1: every weight in [-64, 64]
 };
 
 Int8Conv int8_conv(const KernelArgs& args) {
@@ -394,13 +411,15 @@ Int8Conv int8_conv(const KernelArgs& args) {
   g.pb = int_param(args, 9);
   g.pr = int_param(args, 10);
   g.x_zp = int_param(args, 11);
-  g.quad_taps = has_ints(args, 16) && int_param(args, 15) == 1;
+  g.quad_taps = (has_ints(args, 16) || has_ints(args, 17)) && int_param(args, 15) == 1;
+  g.w_narrow = has_ints(args, 17) && int_param(args, 16) == 1;
   return g;
 }
 
 Error check_conv_int8(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 3, 6, 1, args.num_scratch));
-  KILN_KERNEL_CHECK(args, has_ints(args, 15) || has_ints(args, 16), "expects GenericParams with 15 or 16 integers");
+  KILN_KERNEL_CHECK(args, has_ints(args, 15) || has_ints(args, 16) || has_ints(args, 17),
+                    "expects GenericParams with 15 to 17 integers");
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank(), "expects NCHW (or NCW) tensors");
@@ -415,7 +434,7 @@ Error check_conv_int8(const KernelArgs& args) {
   KILN_KERNEL_CHECK(args, g.group >= 1 && g.c % g.group == 0 && g.m % g.group == 0 && y.dim(0) == g.n,
                     "group %lld does not divide the channels", static_cast<long long>(g.group));
   KILN_KERNEL_CHECK(args, g.x_zp >= 0 && g.x_zp <= 255, "input zero point outside the uint8 domain");
-  if (has_ints(args, 16)) {
+  if (has_ints(args, 16) || has_ints(args, 17)) {
     const int64_t order = int_param(args, 15);
     KILN_KERNEL_CHECK(args, order == 0 || order == 1, "weight order %lld (0 or 1)", static_cast<long long>(order));
     KILN_KERNEL_CHECK(args, order == 0 || (g.c / g.group) % 4 == 0,
@@ -428,6 +447,7 @@ Error check_conv_int8(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_int8_operands(args, g.m, k, g.oh * g.ow, 1));
   KILN_KERNEL_CHECK(args, args.in(1).numel() == g.group * (g.m / g.group) * qgemm_kp(k),
                     "packed weights have the wrong size");
+  if (has_ints(args, 17)) KILN_RETURN_IF_ERROR(check_weight_range(args, 16));
   return check_int8_clamp(args, 12);
 }
 
@@ -677,6 +697,7 @@ bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProbl
   d.y_dtype = p.y_dtype;
   d.isa = p.isa;
   d.w_in_steps = g.quad_taps;
+  d.w_narrow = g.w_narrow;
   const int64_t bytes = qgemm_conv_direct_bytes(d);
   const Tensor& scratch = *args.scratch[0];
   if (bytes < 0 || bytes > scratch.numel()) return false;
@@ -729,6 +750,7 @@ bool run_direct_int8(const KernelArgs& args, const Int8Conv& g, const QGemmProbl
 Error run_conv_int8(const KernelArgs& args) {
   const Int8Conv g = int8_conv(args);
   QGemmProblem p = int8_problem(args, 12);
+  p.w_narrow = g.w_narrow;
   if (run_depthwise_int8(args, g, p)) return Error::kOk;
   if (run_direct_int8(args, g, p)) return Error::kOk;
   const QGemmTileFn tile = qgemm_tile_for(active_isa());
@@ -792,7 +814,7 @@ Error run_conv_int8(const KernelArgs& args) {
 
 Error check_gemm_int8(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 3, 6, 1, args.num_scratch));
-  KILN_KERNEL_CHECK(args, has_ints(args, 5), "expects GenericParams with 5 integers");
+  KILN_KERNEL_CHECK(args, has_ints(args, 5) || has_ints(args, 6), "expects GenericParams with 5 or 6 integers");
   const Tensor& a = args.in(0);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, a.rank() >= 1 && y.rank() == a.rank(), "input and output differ in rank");
@@ -807,6 +829,7 @@ Error check_gemm_int8(const KernelArgs& args) {
   const int64_t x_zp = int_param(args, 1);
   KILN_KERNEL_CHECK(args, x_zp >= 0 && x_zp <= 255, "input zero point outside the uint8 domain");
   KILN_RETURN_IF_ERROR(check_int8_operands(args, n, k, rows / batches, batches, rows == batches));
+  if (has_ints(args, 6)) KILN_RETURN_IF_ERROR(check_weight_range(args, 5));
   return check_int8_clamp(args, 2);
 }
 
@@ -814,6 +837,7 @@ Error run_gemm_int8(const KernelArgs& args) {
   const Tensor& a = args.in(0);
   const Tensor& yt = args.out(0);
   QGemmProblem p = int8_problem(args, 2);
+  p.w_narrow = has_ints(args, 6) && int_param(args, 5) == 1;
   const QGemmTileFn tile = qgemm_tile_for(active_isa());
   const int64_t batches = int_param(args, 0);
   const int64_t k = a.dim(a.rank() - 1), kp = qgemm_kp(k);

@@ -20,6 +20,11 @@
 // per row of 4 k x 16 columns instead of 10 (plus the shared split). The
 // panel is checked before each tile (kp / 2 ORs and one vpmovmskb), which
 // holds for every packer and for column blocks alike.
+// Where every weight is in [-64, 64] (weights quantized with a reduced
+// range, as ONNX Runtime's quantize_static writes them with reduce_range),
+// a pair sum lies within 255 * 64 * 2 = 32640 in magnitude for any
+// activations: the callers then take vpmaddubsw for every panel, with
+// nothing to check and no weights to split (QGemmProblem::w_narrow).
 //
 // The direct convolution's tiles (qgemm_tile_offsets_*) are the same loops
 // with step q's 64 bytes read at base + off[q] instead of panel + 64 q;
@@ -220,14 +225,15 @@ KILN_AVX2 void qgemm_tile_rows_avx2(int64_t kp, const int8_t* w, int64_t ldw, in
 }
 
 KILN_AVX2 void dot_rows_avx2(int64_t kp, int64_t len, const int8_t* w, int64_t rows, const uint8_t* x, uint8_t flip,
-                             int32_t* out) {
+                             bool w_narrow, int32_t* out) {
   // uint8 x int8 widened to int16 and vpmaddwd: exact (no vpmaddubsw
-  // saturation). Where no byte of x (flipped) is above 127, 32 at a time
-  // with vpmaddubsw + vpmaddwd(ones) first (exact there, as in the tile).
+  // saturation). Where no byte of x (flipped) is above 127, or every
+  // weight is in [-64, 64], 32 at a time with vpmaddubsw + vpmaddwd(ones)
+  // first (exact there, as in the tile).
   // x is read for len bytes only; the rest of each row's kp are zeros.
   const __m256i vflip = _mm256_set1_epi8(static_cast<char>(flip));
   bool small = true;
-  {
+  if (!w_narrow) {
     __m256i any = _mm256_setzero_si256();
     int64_t k = 0;
     for (; k + 32 <= len; k += 32) {

@@ -275,7 +275,7 @@ void qgemm_conv_direct(const QConvDirect& d, uint8_t* scratch, int64_t scratch_b
   if (d.w_in_steps) block = qgemm_round_up(d.m, kQGemmMr);  // the rows are read in place: one block
   const uint8_t any = direct_planes(d, s, scratch, row);
   memset(scratch + s.quads * s.quad_bytes, 0, kDirectSlack);
-  const bool small = any <= 127;
+  const bool small = any <= 127 || d.w_narrow;
   int32_t off[kQGemmDirectMaxSteps];  // 4.5 KiB of stack
   direct_offsets(d, s, off);
   int64_t run = (16384 / (nq * 4)) / kQGemmNr * kQGemmNr;

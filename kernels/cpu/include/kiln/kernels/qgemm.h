@@ -78,6 +78,24 @@ constexpr int64_t kQGemmKAlign = 4;
 // bias inside int32.
 constexpr int64_t kQGemmMaxK = 65536;
 
+// Narrow weights: every weight in [-64, 64], as ONNX Runtime's
+// quantize_static writes them with reduce_range ("7-bit" weights). Then any
+// two uint8 x int8 products sum to at most 255 * 64 * 2 = 32640 in
+// magnitude, inside int16, so AVX2's vpmaddubsw is exact for every
+// activation (with full-range weights it is exact only for activations up
+// to 127; kernels/cpu/src/x86/qgemm_avx2.cc). The planner states it per
+// kernel (ConvInt8's and GemmInt8's last integer), and the kernel checks the
+// weights against it when the program loads.
+constexpr int32_t kQGemmNarrowWeight = 64;
+inline bool qgemm_weights_narrow(const int8_t* w, int64_t n) {
+  // Branch-free per byte: (w + 64) as unsigned is at most 128 exactly inside.
+  uint32_t outside = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    outside |= static_cast<uint32_t>(static_cast<uint8_t>(w[i] + kQGemmNarrowWeight) > 2 * kQGemmNarrowWeight);
+  }
+  return outside == 0;
+}
+
 constexpr int64_t qgemm_round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 constexpr int64_t qgemm_kp(int64_t k) { return qgemm_round_up(k, kQGemmKAlign); }
 // Bytes of packed activations for `n` columns of length `k`.
