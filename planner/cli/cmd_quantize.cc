@@ -53,6 +53,8 @@ constexpr const char* kHelp =
     "                          for uint8); Relu and Clip then stay as nodes\n"
     "  --per-tensor            one scale per weight instead of one per output channel\n"
     "  --asymmetric-weights    with --per-tensor: weights with a zero point\n"
+    "  --reduce-range          weights on 7 bits, [-64, 64], as ONNX Runtime's reduce_range:\n"
+    "                          exact and about twice as fast on x86 without VNNI\n"
     "  --exclude NODE[,NODE...]\n"
     "                          nodes that stay float, by name (repeatable); they read\n"
     "                          their quantized neighbours' dequantized values\n"
@@ -86,6 +88,7 @@ q::QuantizeOptions parse_quantize_options(const Args& args) {
   o.per_channel = !args.has("--per-tensor");
   o.weight_symmetric = !args.has("--asymmetric-weights");
   if (!o.weight_symmetric && o.per_channel) throw UsageError{"--asymmetric-weights goes with --per-tensor"};
+  o.reduce_range = args.has("--reduce-range");
   for (const std::string& list : args.all("--exclude")) {
     std::stringstream in(list);
     for (std::string name; std::getline(in, name, ',');) {
@@ -104,7 +107,7 @@ q::QuantizeOptions parse_quantize_options(const Args& args) {
 std::vector<OptionSpec> quantize_option_specs() {
   return {{"-o", true}, {"--output", true}, {"--calibration", true}, {"--method", true}, {"--percentile", true},
           {"--activations", true}, {"--symmetric", false}, {"--per-tensor", false}, {"--asymmetric-weights", false},
-          {"--exclude", true}, {"--input-shape", true}, {"--report", true}, {"--no-evaluate", false},
+          {"--reduce-range", false}, {"--exclude", true}, {"--input-shape", true}, {"--report", true}, {"--no-evaluate", false},
           {"--help", false}};
 }
 // clang-format on
@@ -148,7 +151,8 @@ std::string report_json(const std::string& model, const std::string& output, con
   JsonWriter j;
   j.begin_object().field("model", model).field("output", output).field("method", q::method_name(o.method));
   j.field("activations", dtype_str(o.activation_type)).field("symmetric", o.activation_symmetric);
-  j.field("per_channel", o.per_channel).field("samples", static_cast<uint64_t>(r.samples));
+  j.field("per_channel", o.per_channel).field("reduce_range", o.reduce_range);
+  j.field("samples", static_cast<uint64_t>(r.samples));
   j.field("quantized_nodes", static_cast<uint64_t>(r.quantized_nodes.size()));
   j.key("float_nodes").begin_array();
   for (const std::string& n : r.float_nodes) j.value(n);
@@ -208,9 +212,10 @@ int cmd_quantize(const Argv& argv) {
   write_file_atomic(output, r.model_bytes);
   std::printf("quantized %s -> %s: %zu nodes quantized (%zu Relu/Clip folded into their producer), %zu kept float\n",
               model.c_str(), output.c_str(), r.quantized_nodes.size(), r.removed_nodes.size(), r.float_nodes.size());
-  std::printf("  %d weights int8 %s, %d biases int32; %s activations%s, %s ranges over %zu samples\n", r.weights,
-              options.per_channel ? "per channel" : "per tensor", r.biases, dtype_str(options.activation_type).c_str(),
-              options.activation_symmetric ? " (symmetric)" : "", q::method_name(options.method), r.samples);
+  std::printf("  %d weights int8 %s%s, %d biases int32; %s activations%s, %s ranges over %zu samples\n", r.weights,
+              options.per_channel ? "per channel" : "per tensor", options.reduce_range ? " on [-64, 64]" : "", r.biases,
+              dtype_str(options.activation_type).c_str(), options.activation_symmetric ? " (symmetric)" : "",
+              q::method_name(options.method), r.samples);
   if (r.batch_norms_folded > 0) std::printf("  %d BatchNormalization folded into Conv\n", r.batch_norms_folded);
   print_layers(r);
   if (!r.accuracy.empty()) print_accuracy(r);

@@ -170,8 +170,11 @@ Range TensorStats::entropy() const {
   return clamp_to(Range{-t, t}, observed());
 }
 
-void quant_limits(DType dtype, bool symmetric, int32_t* out_min, int32_t* out_max) {
-  if (dtype == DType::INT8) {
+void quant_limits(DType dtype, bool symmetric, int32_t* out_min, int32_t* out_max, bool reduce_range) {
+  if (reduce_range && (dtype == DType::INT8 || dtype == DType::UINT8)) {
+    *out_min = dtype == DType::INT8 ? -64 : 0;
+    *out_max = dtype == DType::INT8 ? 64 : 127;
+  } else if (dtype == DType::INT8) {
     *out_min = symmetric ? -127 : -128;
     *out_max = 127;
   } else if (dtype == DType::UINT8) {
@@ -182,9 +185,9 @@ void quant_limits(DType dtype, bool symmetric, int32_t* out_min, int32_t* out_ma
   }
 }
 
-QuantParams quant_params(Range range, DType dtype, bool symmetric) {
+QuantParams quant_params(Range range, DType dtype, bool symmetric, bool reduce_range) {
   int32_t qmin = 0, qmax = 0;
-  quant_limits(dtype, symmetric, &qmin, &qmax);
+  quant_limits(dtype, symmetric, &qmin, &qmax, reduce_range);
   float rmin = std::min(range.min, 0.f), rmax = std::max(range.max, 0.f);
   if (symmetric) {
     const float a = std::max(std::fabs(rmin), std::fabs(rmax));

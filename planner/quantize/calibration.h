@@ -88,10 +88,13 @@ struct QuantParams {
   DType dtype = DType::UINT8;
 };
 
-QuantParams quant_params(Range range, DType dtype, bool symmetric);
+// `reduce_range`: weights on 7 bits as ONNX Runtime's reduce_range puts
+// them, [-64, 64] for int8 (symmetric or not) and [0, 127] for uint8.
+QuantParams quant_params(Range range, DType dtype, bool symmetric, bool reduce_range = false);
 
-// `dtype`'s integer range; symmetric int8 gives up -128, symmetric uint8 255.
-void quant_limits(DType dtype, bool symmetric, int32_t* out_min, int32_t* out_max);
+// `dtype`'s integer range; symmetric int8 gives up -128, symmetric uint8 255;
+// reduced as quant_params says.
+void quant_limits(DType dtype, bool symmetric, int32_t* out_min, int32_t* out_max, bool reduce_range = false);
 
 // round(x / scale) + zero point in float32, half to even, saturated to the
 // dtype's full range (ONNX QuantizeLinear).

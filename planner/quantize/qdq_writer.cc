@@ -371,7 +371,8 @@ class Writer {
       r.max = std::max(r.max, w.data<float>()[i]);
     }
     std::vector<QuantParams> params;
-    for (const Range& r : ranges) params.push_back(quant_params(r, dtype, symmetric));
+    for (const Range& r : ranges)
+      params.push_back(quant_params(r, dtype, symmetric, t.weight && options_.reduce_range));
     HostTensor q(dtype, w.shape);
     for (int64_t i = 0; i < w.numel(); ++i) {
       const int32_t v = quantize_value(w.data<float>()[i], params[static_cast<size_t>(channel_of(i))]);

@@ -77,6 +77,7 @@ struct QdqOptions {
   bool activation_symmetric = false;
   bool per_channel = true;
   bool weight_symmetric = true;  // per-channel weights are always symmetric
+  bool reduce_range = false;     // weights on [-64, 64] (QuantizeOptions)
   // Nodes that stay float, by node name (or, for unnamed nodes, the name of
   // their first output).
   std::set<std::string> exclude;

@@ -362,6 +362,7 @@ QuantizeResult quantize_model_bytes(const std::string& model_bytes, const std::s
   qdq.activation_symmetric = options.activation_symmetric;
   qdq.per_channel = options.per_channel;
   qdq.weight_symmetric = options.weight_symmetric;
+  qdq.reduce_range = options.reduce_range;
   qdq.exclude.insert(options.exclude.begin(), options.exclude.end());
   const QdqPlan plan = plan_qdq(model, values, qdq);
   const onnx::GraphProto marked = model.graph();

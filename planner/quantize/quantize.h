@@ -80,6 +80,9 @@ struct QuantizeOptions {
   bool activation_symmetric = false;
   bool per_channel = true;       // int8 weights per output channel
   bool weight_symmetric = true;  // with per_channel false: per-tensor weights symmetric or not
+  // Weights on [-64, 64] (7 bits), as ONNX Runtime's reduce_range: AVX2
+  // without VNNI then multiplies with vpmaddubsw exactly (docs/int8.md).
+  bool reduce_range = false;
   // Nodes that stay float, by node name (or their first output's name).
   std::vector<std::string> exclude;
   // Static shapes for inputs with symbolic dims (as kiln plan --input-shape).

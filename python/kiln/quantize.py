@@ -23,7 +23,8 @@ _NOT_OPTIONS = {"-o", "--output", "--calibration", "--report", "--help", "--no-e
 def quantize_options() -> List[str]:
     """The keywords kiln.quantize() takes: ``kiln quantize``'s options with
     underscores (``method``, ``percentile``, ``activations``, ``symmetric``,
-    ``per_tensor``, ``asymmetric_weights``, ``exclude``, ``input_shape``) and
+    ``per_tensor``, ``asymmetric_weights``, ``reduce_range``, ``exclude``,
+    ``input_shape``) and
     ``evaluate``."""
     names = [n[2:].replace("-", "_") for n in _kiln.quantize_option_names() if n not in _NOT_OPTIONS]
     return sorted(names + ["evaluate"])
@@ -120,7 +121,8 @@ def quantize(model: Union[PathLike, bytes, Any], calibration: Union[PathLike, It
             calibration set (QuantizedModel.accuracy).
         **options: ``kiln quantize``'s options with underscores, e.g.
             ``method="entropy"``, ``percentile=99.99``, ``activations="int8"``,
-            ``symmetric=True``, ``per_tensor=True``, ``exclude=["fc2"]``,
+            ``symmetric=True``, ``per_tensor=True``, ``reduce_range=True``,
+            ``exclude=["fc2"]``,
             ``input_shape={"x": (1, 3, 32, 32)}``.
 
     Raises:

@@ -140,6 +140,24 @@ TEST(QuantParamsTest, OnnxRuntimeArithmetic) {
   EXPECT_EQ(p.zero_point, 0);
 }
 
+// ONNX Runtime's reduce_range: 7-bit weights, [-64, 64] for int8 symmetric
+// or not, [0, 127] for uint8.
+TEST(QuantParamsTest, ReducedRangeHasSevenBits) {
+  QuantParams p = quant_params({-1.f, 3.f}, DType::INT8, true, true);
+  EXPECT_FLOAT_EQ(p.scale, 6.f / 128.f);
+  EXPECT_EQ(p.zero_point, 0);
+  p = quant_params({-1.f, 3.f}, DType::INT8, false, true);
+  EXPECT_FLOAT_EQ(p.scale, 4.f / 128.f);
+  EXPECT_EQ(p.zero_point, -32);  // round(-64 + 1 / (4/128))
+  p = quant_params({-1.f, 3.f}, DType::UINT8, false, true);
+  EXPECT_FLOAT_EQ(p.scale, 4.f / 127.f);
+  EXPECT_EQ(p.zero_point, 32);  // round(31.75)
+  int32_t lo = 0, hi = 0;
+  quant_limits(DType::INT8, true, &lo, &hi, true);
+  EXPECT_EQ(lo, -64);
+  EXPECT_EQ(hi, 64);
+}
+
 TEST(QuantParamsTest, QuantizeRoundsHalfToEvenAndSaturates) {
   const QuantParams p{0.5f, 10, DType::UINT8};
   EXPECT_EQ(quantize_value(0.25f, p), 10);  // 0.5 -> 0
@@ -387,6 +405,46 @@ TEST(QuantizeTest, FromArraysToAPlanThatRunsInt8) {
     if (l.tensor == "r") {
       EXPECT_EQ(l.observed.min, 0.f);
     }
+  }
+}
+
+// --reduce-range: every weight on [-64, 64], each channel's largest at
+// +-64, the activations' ranges as without it; kiln plans the products
+// with weight range 1 (narrow weights, the AVX2 product's vpmaddubsw).
+TEST(QuantizeTest, ReducedRangeWeightsPlanNarrow) {
+  onnx::ModelProto m = small_cnn();
+  std::string bytes;
+  ASSERT_TRUE(m.SerializeToString(&bytes));
+  CalibrationArrays data({{ramp({1, 2, 6, 6}, 0.3f)}, {ramp({1, 2, 6, 6}, 0.5f)}});
+  QuantizeOptions options;
+  const QuantizeResult full = quantize_model_bytes(bytes, "small", data, options);
+  options.reduce_range = true;
+  const QuantizeResult reduced = quantize_model_bytes(bytes, "small", data, options);
+  EXPECT_GT(reduced.accuracy.at(0).sqnr_db, 15.0);
+  ASSERT_EQ(full.layers.size(), reduced.layers.size());
+  for (size_t i = 0; i < full.layers.size(); ++i) {
+    EXPECT_EQ(full.layers[i].params.scale, reduced.layers[i].params.scale) << full.layers[i].tensor;
+    EXPECT_EQ(full.layers[i].params.zero_point, reduced.layers[i].params.zero_point) << full.layers[i].tensor;
+  }
+  for (const QuantizeResult* r : {&full, &reduced}) {
+    onnx::ModelProto q;
+    ASSERT_TRUE(q.ParseFromString(r->model_bytes));
+    for (const char* name : {"w_quantized", "fw_quantized"}) {
+      const HostTensor w = init(q.graph(), name);
+      const int64_t channels = w.shape.at(0), per = w.numel() / channels;
+      for (int64_t c = 0; c < channels; ++c) {
+        int largest = 0;
+        for (int64_t i = 0; i < per; ++i) largest = std::max(largest, std::abs(int{w.data<int8_t>()[c * per + i]}));
+        EXPECT_EQ(largest, r == &reduced ? 64 : 127) << name << " channel " << c;
+      }
+    }
+    const PlanResult plan = plan_graph(import_onnx_model(q, "quantized", {}), PlanOptions{});
+    int narrow = 0;
+    for (const LInstruction& ins : plan.program.methods[0].instructions) {
+      if (ins.op == "ConvInt8") narrow += ins.params.AsGenericParams()->ints.at(16) == 1;
+      if (ins.op == "GemmInt8") narrow += ins.params.AsGenericParams()->ints.at(5) == 1;
+    }
+    EXPECT_EQ(narrow, r == &reduced ? 2 : 0);
   }
 }
 
