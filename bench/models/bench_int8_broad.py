@@ -17,9 +17,13 @@ and accuracy: each side's largest distance from the QDQ model's float
 semantics (ONNX Runtime with graph optimizations disabled runs every
 QuantizeLinear and DequantizeLinear as written), relative to the largest
 output. kiln runs with small pages (kiln run --huge-pages off), as ORT.
+With --reduce-range the weights are quantized on 7 bits, [-64, 64], as
+quantize_static's reduce_range puts them (recommended by ONNX Runtime for
+x86 without VNNI); kiln's AVX2 product is then vpmaddubsw, exact.
 
 usage: bench_int8_broad.py --kiln build/release/bin/kiln [--ort-dir DIR] [--rounds 3] [--runs 10]
                            [--isa avx512,avx2] [--models a,b|default] [--workdir DIR] [--cpus 0]
+                           [--reduce-range]
 """
 import argparse
 import os
@@ -71,12 +75,14 @@ def distance(got, reference):
 
 def measure(args, name, kiln, paths, binding):
     onnx_path, shape, _ = bm.export(name, args.workdir)
-    qdq = os.path.join(args.workdir, name + "_int8.onnx")
+    stem = name + ("_int8r" if args.reduce_range else "_int8")
+    qdq = os.path.join(args.workdir, stem + ".onnx")
     shape_arg = "x=" + "x".join(map(str, shape))
     subprocess.run([kiln, "quantize", onnx_path, "--calibration", calibration(args.workdir, name, shape), "-o", qdq,
-                    "--input-shape", shape_arg], check=True, capture_output=True, text=True)
+                    "--input-shape", shape_arg] + (["--reduce-range"] if args.reduce_range else []), check=True,
+                   capture_output=True, text=True)
     f32_program = os.path.join(args.workdir, name + ".kiln")
-    i8_program = os.path.join(args.workdir, name + "_int8.kiln")
+    i8_program = os.path.join(args.workdir, stem + ".kiln")
     subprocess.run([kiln, "plan", onnx_path, "-o", f32_program], check=True, capture_output=True)
     share = int8_share(subprocess.run([kiln, "plan", qdq, "-o", i8_program], check=True, capture_output=True,
                                       text=True).stdout)
@@ -116,6 +122,7 @@ def main():
     parser.add_argument("--isa", default="avx512,avx2")
     parser.add_argument("--models", default="default")
     parser.add_argument("--workdir", default=os.path.join(HERE, "..", "..", "build", "bench-int8-broad"))
+    parser.add_argument("--reduce-range", action="store_true", help="weights on [-64, 64] (kiln quantize --reduce-range)")
     bm.add_cpus_option(parser)
     args = parser.parse_args()
     bm.pin_cpus(parser, args)
@@ -132,7 +139,8 @@ def main():
         rows += measure(args, name, kiln, paths, binding)
     print(f"ONNX Runtime {rows[0]['version']} (onnxruntime-node), one thread, sequential, graph optimizations all; "
           f"{args.rounds} rounds of {args.runs} runs, every round kept; QDQ from kiln quantize (minmax, 8 samples, "
-          f"uint8 activations, int8 per-channel weights); kiln run --huge-pages off; ORT binding per call "
+          f"uint8 activations, int8 per-channel weights{' on [-64, 64] (--reduce-range)' if args.reduce_range else ''}); "
+          f"kiln run --huge-pages off; ORT binding per call "
           f"{binding * 1e3:.0f} us; CPUs {','.join(map(str, sorted(os.sched_getaffinity(0))))}"
           f"{' (--cpus)' if args.cpus else ''}.")
     print()
