@@ -323,17 +323,23 @@ bool float_gemm(const Options& o, const char* path_name, GemmPath path, double p
   return true;
 }
 
+// The int8 product's operands: full-range weights and activations,
+// activations at most 127 (PyTorch's reduced-range activations), or weights
+// in [-64, 64] (reduce_range weights: QGemmProblem::w_narrow).
+enum class Int8Data { kFull, kSmallActivations, kNarrowWeights };
+
 // The int8 product: weights [m][kp] packed, activations in panels, uint8
 // output requantized per channel (a convolution's epilogue).
 bool int8_gemm(const Options& o, const char* path_name, kiln::kernels::Isa isa, double peak, int64_t m, int64_t n,
-               int64_t k, bool small_bytes, std::vector<Row>* rows) {
+               int64_t k, Int8Data data, std::vector<Row>* rows) {
   using namespace kiln::kernels;
   const int64_t kp = qgemm_kp(k);
   std::mt19937 gen(3);
   std::vector<int8_t> w(static_cast<size_t>(m * kp));
-  for (auto& v : w) v = static_cast<int8_t>(static_cast<int>(gen() % 255) - 127);
+  const bool narrow = data == Int8Data::kNarrowWeights;
+  for (auto& v : w) v = static_cast<int8_t>(static_cast<int>(gen() % (narrow ? 129 : 255)) - (narrow ? 64 : 127));
   std::vector<uint8_t> x(static_cast<size_t>(qgemm_packed_x_bytes(k, n)));
-  for (auto& v : x) v = static_cast<uint8_t>(gen() % (small_bytes ? 128 : 256));
+  for (auto& v : x) v = static_cast<uint8_t>(gen() % (data == Int8Data::kSmallActivations ? 128 : 256));
   std::vector<int32_t> bias(m, 0), multiplier(m), shift(m);
   for (int64_t i = 0; i < m; ++i) qgemm_quantize_multiplier(1.0 / (64.0 * k), &multiplier[i], &shift[i]);
   std::vector<uint8_t> y(static_cast<size_t>(m * n));
@@ -354,6 +360,7 @@ bool int8_gemm(const Options& o, const char* path_name, kiln::kernels::Isa isa, 
   p.y_channel_stride = n;
   p.y_column_stride = 1;
   p.isa = isa;
+  p.w_narrow = narrow;
   const QGemmTileFn tile = qgemm_tile_for(isa);
   if (o.check) {
     // Exact int32 sums against the portable tile's, through int32 output.
@@ -373,7 +380,9 @@ bool int8_gemm(const Options& o, const char* path_name, kiln::kernels::Isa isa, 
   }
   Row r;
   r.path = path_name;
-  r.what = small_bytes ? "int8 product (activations <= 127)" : "int8 product";
+  r.what = data == Int8Data::kSmallActivations ? "int8 product (activations <= 127)"
+            : narrow                             ? "int8 product (weights in [-64, 64])"
+                                                 : "int8 product";
   r.shape = "m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k);
   r.ops = 1.0 * m * n * k;
   r.seconds = best_seconds(o.reps, [&] { qgemm(p, tile); });
@@ -604,9 +613,10 @@ int main(int argc, char** argv) {
                                                                   {512, 784, 1152, "", false},
                                                                   {768, 256, 3072, "", false}};
   for (const Shape& s : qshapes) {
-    if (vnni && !int8_gemm(o, "avx512 vnni", Isa::kAvx512, p_vnni, s.m, s.n, s.k, false, &rows)) return 1;
-    if (avx2 && !int8_gemm(o, "avx2", Isa::kAvx2, p_i8, s.m, s.n, s.k, true, &rows)) return 1;
-    if (avx2 && !int8_gemm(o, "avx2", Isa::kAvx2, p_i8, s.m, s.n, s.k, false, &rows)) return 1;
+    if (vnni && !int8_gemm(o, "avx512 vnni", Isa::kAvx512, p_vnni, s.m, s.n, s.k, Int8Data::kFull, &rows)) return 1;
+    for (Int8Data data : {Int8Data::kSmallActivations, Int8Data::kNarrowWeights, Int8Data::kFull}) {
+      if (avx2 && !int8_gemm(o, "avx2", Isa::kAvx2, p_i8, s.m, s.n, s.k, data, &rows)) return 1;
+    }
   }
   return 0;
 #endif
