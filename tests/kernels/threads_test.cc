@@ -365,6 +365,14 @@ std::vector<Case> cases() {
     add(name, b, {noise({1, c, h, h}, 31)});
   }
   {
+    GraphBuilder b;  // direct, planes above 1 MiB (4 x 258 x 258 x 4 bytes): columns across the threads
+    const int x = b.input("x", {1, 16, 256, 256});
+    const int y = b.node("Conv", {qdq(b, x, 0.02f, "x"), int8_weights(b, "w", {8, 16, 3, 3}, 10)},
+                         {{"pads", ints_attr({1, 1, 1, 1})}});
+    b.output(qdq(b, y, 0.05f, "y"));
+    add("int8_conv3x3_direct_by_columns", b, {noise({1, 16, 256, 256}, 42)});
+  }
+  {
     GraphBuilder b;  // grouped (4 groups of 8 -> 16 channels): direct, group by group, channel tiles across the threads
     const int x = b.input("x", {1, 32, 14, 14});
     const int y = b.node("Conv", {qdq(b, x, 0.02f, "x"), int8_weights(b, "w", {64, 8, 3, 3}, 9)},
