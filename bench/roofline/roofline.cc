@@ -381,8 +381,8 @@ bool int8_gemm(const Options& o, const char* path_name, kiln::kernels::Isa isa, 
   Row r;
   r.path = path_name;
   r.what = data == Int8Data::kSmallActivations ? "int8 product (activations <= 127)"
-            : narrow                             ? "int8 product (weights in [-64, 64])"
-                                                 : "int8 product";
+           : narrow                            ? "int8 product (weights in [-64, 64])"
+                                               : "int8 product";
   r.shape = "m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k);
   r.ops = 1.0 * m * n * k;
   r.seconds = best_seconds(o.reps, [&] { qgemm(p, tile); });
