@@ -389,6 +389,21 @@ std::vector<Case> cases() {
     add("int8_depthwise", b, {noise({2, 40, 12, 12}, 35)});
   }
   {
+    GraphBuilder b;  // QuantizeLinear and DequantizeLinear by ranges: one scale, and one per channel (rows cut)
+    const int x = b.input("x", {2, 7, 37, 41});
+    HostTensor scales(DType::FLOAT32, {7}), zps(DType::INT8, {7});
+    for (int64_t c = 0; c < 7; ++c) {
+      scales.data<float>()[c] = 0.01f + 0.004f * static_cast<float>(c);
+      zps.data<int8_t>()[c] = static_cast<int8_t>(3 * c - 9);
+    }
+    const int s = b.constant("s", scales), z = b.constant("z", zps);
+    const int per_channel =
+        b.node("DequantizeLinear", {b.node("QuantizeLinear", {x, s, z}, {{"axis", int_attr(1)}}), s, z},
+               {{"axis", int_attr(1)}});
+    b.output(qdq(b, per_channel, 0.02f, "y"));
+    add("quantize_dequantize", b, {noise({2, 7, 37, 41}, 43)});
+  }
+  {
     GraphBuilder b;  // a residual Add of two quantized tensors: AddInt8 by ranges
     const int x = b.input("x", {1, 24, 30, 30});
     const int r = b.input("r", {1, 24, 30, 30});

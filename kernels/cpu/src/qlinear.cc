@@ -118,6 +118,21 @@ struct Channels {
   int64_t outer = 1, channels = 1, inner = 1;
 };
 
+// f(ch, base, count) over every element of the [outer][channels][inner]
+// layout in pieces of one row of `inner` (channel ch, from element base),
+// the elements cut into ranges across the pool: one call a thread for a
+// per-tensor scale (a single row), whole and partial rows otherwise.
+template <typename F>
+void for_each_channel_piece(ThreadPool* pool, const Channels& c, const F& f) {
+  parallel_for_ranges(pool, c.outer * c.channels * c.inner, 64, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1;) {
+      const int64_t row = i / c.inner, end = (row + 1) * c.inner < i1 ? (row + 1) * c.inner : i1;
+      f(row % c.channels, i, end - i);
+      i = end;
+    }
+  });
+}
+
 Error check_scale_layout(const KernelArgs& args, const Tensor& x, Channels* out) {
   KILN_KERNEL_CHECK(args, has_ints(args, 1), "expects GenericParams with one integer (axis)");
   const Tensor& scale = args.in(1);
@@ -165,28 +180,25 @@ void quantize(const KernelArgs& args, const Channels& c) {
 #if KILN_X86
   const bool vector = active_isa() == Isa::kAvx2 || active_isa() == Isa::kAvx512;
 #endif
-  for (int64_t o = 0; o < c.outer; ++o) {
-    for (int64_t ch = 0; ch < c.channels; ++ch) {
-      const float s = scale[ch];
-      const float z = zp != nullptr ? static_cast<float>(zp[ch]) : 0.f;
-      const int64_t base = (o * c.channels + ch) * c.inner;
-      int64_t i = 0;
+  for_each_channel_piece(args.pool, c, [&](int64_t ch, int64_t base, int64_t count) {
+    const float s = scale[ch];
+    const float z = zp != nullptr ? static_cast<float>(zp[ch]) : 0.f;
+    int64_t i = 0;
 #if KILN_X86
-      if (vector) {
-        quantize_row_avx2(x + base, c.inner, s, z, lo, hi, lo == 0.f, y + base);
-        i = c.inner - c.inner % 8;
-      }
-#endif
-      for (; i < c.inner; ++i) {
-        const float v = nearbyintf(x[base + i] / s) + z;
-        // NaN fails both comparisons and takes the zero point.
-        y[base + i] = v >= hi   ? static_cast<Q>(hi)
-                      : v <= lo ? static_cast<Q>(lo)
-                      : v == v  ? static_cast<Q>(v)
-                                : static_cast<Q>(z);
-      }
+    if (vector) {
+      quantize_row_avx2(x + base, count, s, z, lo, hi, lo == 0.f, y + base);
+      i = count - count % 8;
     }
-  }
+#endif
+    for (; i < count; ++i) {
+      const float v = nearbyintf(x[base + i] / s) + z;
+      // NaN fails both comparisons and takes the zero point.
+      y[base + i] = v >= hi   ? static_cast<Q>(hi)
+                    : v <= lo ? static_cast<Q>(lo)
+                    : v == v  ? static_cast<Q>(v)
+                              : static_cast<Q>(z);
+    }
+  });
 }
 
 Error run_quantize(const KernelArgs& args) {
@@ -220,14 +232,11 @@ void dequantize(const KernelArgs& args, const Channels& c) {
   const float* scale = args.in(1).data_as<const float>();
   const Q* zp = args.has_input(2) ? args.in(2).data_as<const Q>() : nullptr;
   float* y = args.out(0).data_as<float>();
-  for (int64_t o = 0; o < c.outer; ++o) {
-    for (int64_t ch = 0; ch < c.channels; ++ch) {
-      const float s = scale[ch];
-      const int64_t z = zp != nullptr ? zp[ch] : 0;
-      const int64_t base = (o * c.channels + ch) * c.inner;
-      for (int64_t i = 0; i < c.inner; ++i) y[base + i] = static_cast<float>(x[base + i] - z) * s;
-    }
-  }
+  for_each_channel_piece(args.pool, c, [&](int64_t ch, int64_t base, int64_t count) {
+    const float s = scale[ch];
+    const int64_t z = zp != nullptr ? zp[ch] : 0;
+    for (int64_t i = 0; i < count; ++i) y[base + i] = static_cast<float>(x[base + i] - z) * s;
+  });
 }
 
 Error run_dequantize(const KernelArgs& args) {
