@@ -404,6 +404,14 @@ std::vector<Case> cases() {
     add("quantize_dequantize", b, {noise({2, 7, 37, 41}, 43)});
   }
   {
+    GraphBuilder b;  // depthwise on rows of 16 or more: channel by channel with VNNI, blocks of 4 across the threads
+    const int x = b.input("x", {1, 24, 20, 20});
+    const int y = b.node("Conv", {qdq(b, x, 0.02f, "x"), int8_weights(b, "w", {24, 1, 3, 3}, 11)},
+                         {{"pads", ints_attr({1, 1, 1, 1})}, {"group", int_attr(24)}});
+    b.output(qdq(b, y, 0.03f, "y"));
+    add("int8_depthwise_rows", b, {noise({1, 24, 20, 20}, 44)});
+  }
+  {
     GraphBuilder b;  // a residual Add of two quantized tensors: AddInt8 by ranges
     const int x = b.input("x", {1, 24, 30, 30});
     const int r = b.input("r", {1, 24, 30, 30});

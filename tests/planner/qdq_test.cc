@@ -622,16 +622,18 @@ TEST(QdqTest, DepthwiseDirectMatchesTheDenseProduct) {
   }
 }
 
-// The depthwise kernel with the channels across the vector lanes (x86,
-// 16 channels at a time; 37 channels leave a block of 5) against the
-// per-channel kernel the scalar path runs: the same bytes on every ISA
-// path, for int8 and uint8 data, 3x3 and 5x5 windows, strides 1 and 2,
-// dilation, asymmetric padding, plane widths below, at and past 16, and
-// scales that saturate part of the output at both ends. A plane too wide
-// for the lanes' band (700 columns) takes the per-channel kernel on
-// every path. With 8 channels (and the block of 5) at stride 1, two
-// output positions share a vector: odd widths leave the last vector half
-// past the row.
+// The x86 depthwise kernels against the per-channel kernel the scalar path
+// runs: the same bytes on every ISA path. AVX2's, with the channels across
+// the vector lanes (16 channels at a time; 37 channels leave a block of
+// 5), and AVX-512 VNNI's, channel by channel with windows of four taps
+// (two for 5 to 8 taps a row; a band of 4 output rows): int8 and uint8
+// data, 3x3, 5x5 and 7x7 windows, strides 1 to 3, dilation, asymmetric
+// padding, plane widths below, at and past 16 (and a band's last rows),
+// and scales that saturate part of the output at both ends. A plane too
+// wide for both (700 columns) takes the per-channel kernel on every path.
+// With 8 channels (and the block of 5) at stride 1, two output positions
+// share an AVX2 vector: odd widths leave the last vector half past the
+// row.
 TEST(QdqTest, DepthwiseLanesMatchThePerChannelKernel) {
   for (const int64_t c : {37, 8}) {
     struct Case {
@@ -642,7 +644,8 @@ TEST(QdqTest, DepthwiseLanesMatchThePerChannelKernel) {
         {3, 1, 1, 1, 1, DType::UINT8},   {3, 6, 6, 1, 1, DType::INT8},    {3, 5, 25, 1, 1, DType::UINT8},
         {3, 16, 9, 2, 1, DType::INT8},   {3, 17, 12, 2, 1, DType::UINT8}, {3, 40, 7, 1, 2, DType::INT8},
         {5, 20, 11, 1, 1, DType::UINT8}, {5, 9, 9, 2, 1, DType::INT8},    {3, 3, 3, 1, 1, DType::INT8},
-        {3, 700, 3, 1, 1, DType::UINT8},
+        {3, 700, 3, 1, 1, DType::UINT8}, {7, 23, 10, 1, 1, DType::INT8},  {7, 30, 9, 2, 1, DType::UINT8},
+        {5, 300, 6, 1, 1, DType::INT8},  {3, 33, 8, 3, 1, DType::UINT8},  {7, 20, 9, 1, 2, DType::UINT8},
     };
     for (const Case& cs : cases) {
       HostTensor dw(DType::INT8, {c, 1, cs.k, cs.k});

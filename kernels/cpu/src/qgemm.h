@@ -179,6 +179,14 @@ struct QDepthwiseLanes {
   uint8_t* y = nullptr;  // channel 0's output plane (oh x ow)
 };
 bool depthwise_lanes_fit(const QDepthwiseLanes& d);
+// The same operands channel by channel on AVX-512 VNNI (qdepthwise_vnni.cc):
+// 16 output columns a vector, each input row loaded once a band of output
+// rows and gathered into windows of four taps for vpdpbusd, each vector of
+// sums requantized in registers. Where the geometry fits
+// (depthwise_rows_vnni_fit: up to 8 taps a row, stride up to 4 along
+// rows) and the channels' requantization as depthwise_lanes_params_ok.
+bool depthwise_rows_vnni_fit(const QDepthwiseLanes& d);
+void depthwise_rows_vnni(const QDepthwiseLanes& d);
 bool depthwise_lanes_params_ok(const int32_t* bias, const int32_t* shift, int64_t channels);
 void depthwise_lanes_avx2(const QDepthwiseLanes& d);
 
