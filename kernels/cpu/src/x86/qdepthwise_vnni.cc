@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "qgemm.h"
+#include "x86/qgemm_tile.h"
 
 // GCC 12 warns inside its own AVX-512 headers (the _mm512_undefined_*
 // placeholder of _mm512_permutexvar_epi32); nothing here reads it.
@@ -40,7 +41,7 @@ namespace kernels {
 
 namespace {
 
-constexpr int64_t kBand = 8;   // output rows a pass, their sums in registers
+constexpr int64_t kBand = 8;    // output rows a pass, their sums in registers
 constexpr int64_t kMaxKh = 16;  // kernel rows
 
 // The byte gathers of one geometry: vpermt2d's dword indices (lane L
@@ -101,24 +102,6 @@ KILN_AVX512_VNNI inline __m512i row_bytes(const uint8_t* row, int64_t w, int64_t
                           vflip);
 }
 
-// The epilogue of requantize_rows_avx512 (qgemm_vnni.cc) for one vector
-// of a channel's sums: (acc + bias) * m + 2^(s-1) as 64-bit products of the
-// even and odd lanes, the high words shifted by s - 32, the zero point
-// added and clamped; the scalar loop's bits.
-struct Requant {
-  __m512i bias, m, round, zp, lo, hi;
-  __m128i rest;
-};
-
-KILN_AVX512_VNNI inline __m512i requantize16(__m512i acc, const Requant& q) {
-  const __m512i v = _mm512_add_epi32(acc, q.bias);
-  const __m512i even = _mm512_add_epi64(_mm512_mul_epi32(v, q.m), q.round);
-  const __m512i odd = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), q.m), q.round);
-  __m512i r = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
-  r = _mm512_add_epi32(_mm512_sra_epi32(r, q.rest), q.zp);
-  return _mm512_min_epi32(_mm512_max_epi32(r, q.lo), q.hi);
-}
-
 // What a strip of 16 output columns reads: the channel's plane, the
 // gather for the strip (the first strip's where it starts left of the
 // row), kernel row ky's weights as one dword a window (zeros past kw), the
@@ -155,7 +138,8 @@ KILN_AVX512_VNNI inline __attribute__((always_inline)) void row_windows(const St
 // the sums stay in registers. Rows past the plane's last are computed too
 // (from padding) and not stored.
 template <int KH, int SH>
-KILN_AVX512_VNNI inline __attribute__((always_inline)) void band_fixed(const Strip& s, int64_t iy0, __m512i acc[kBand]) {
+KILN_AVX512_VNNI inline __attribute__((always_inline)) void band_fixed(const Strip& s, int64_t iy0,
+                                                                       __m512i acc[kBand]) {
   constexpr int kInputRows = (kBand - 1) * SH + KH;
   constexpr int kWindows = (KH + 3) / 4;
 #pragma GCC unroll 32
@@ -213,14 +197,7 @@ KILN_AVX512_VNNI void one_channel(const QDepthwiseLanes& d, const Gather& inside
     }
   }
   s.weights = weights;
-  Requant q;
-  q.bias = _mm512_set1_epi32(bias);
-  q.m = _mm512_set1_epi32(multiplier);
-  q.round = _mm512_set1_epi64(int64_t{1} << (shift - 1));
-  q.rest = _mm_cvtsi32_si128(shift - 32);
-  q.zp = _mm512_set1_epi32(d.y_zp);
-  q.lo = _mm512_set1_epi32(d.y_min);
-  q.hi = _mm512_set1_epi32(d.y_max);
+  const x86::Requant16 q = x86::requant16(bias, multiplier, shift, d.y_zp, d.y_min, d.y_max);
   s.raw_pad = static_cast<uint8_t>(d.pad ^ d.flip);
   s.pad_bytes = _mm512_set1_epi8(static_cast<char>(d.pad));
   __m512i pad_windows[2];
@@ -247,12 +224,13 @@ KILN_AVX512_VNNI void one_channel(const QDepthwiseLanes& d, const Gather& inside
         case 72: band_fixed<7, 2>(s, iy0, acc); break;
         default: band_any(s, oy0, rows, acc); break;
       }
-      const __mmask16 columns = d.ow - j0 >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                                : static_cast<__mmask16>((1u << (d.ow - j0)) - 1);
+      const __mmask16 columns =
+          d.ow - j0 >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (d.ow - j0)) - 1);
 #pragma GCC unroll 8
       for (int64_t r = 0; r < kBand; ++r) {
         // Clamped to the output's range already: truncation keeps the bits.
-        if (r < rows) _mm512_mask_cvtepi32_storeu_epi8(y + (oy0 + r) * d.ow + j0, columns, requantize16(acc[r], q));
+        if (r < rows)
+          _mm512_mask_cvtepi32_storeu_epi8(y + (oy0 + r) * d.ow + j0, columns, x86::requantize16(acc[r], q));
       }
     }
   }

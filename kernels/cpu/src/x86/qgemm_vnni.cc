@@ -129,26 +129,15 @@ KILN_AVX512_VNNI void dot_rows_avx512_vnni(int64_t kp, int64_t len, const int8_t
 KILN_AVX512 void requantize_rows_avx512(const int32_t* acc, int64_t ld, int64_t rows, int64_t n, const int32_t* bias,
                                         const int32_t* m, const int32_t* s, int32_t zp, int32_t lo, int32_t hi,
                                         uint8_t* y, int64_t y_ld) {
-  const __m512i vzp = _mm512_set1_epi32(zp), vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
-  const __mmask16 odd_lanes = 0xAAAA;
   const __mmask16 tail = static_cast<__mmask16>((1u << (n % 16)) - 1);
   for (int64_t r = 0; r < rows; ++r) {
-    const __m512i vb = _mm512_set1_epi32(bias[r]);
-    const __m512i vm = _mm512_set1_epi32(m[r]);
-    const __m512i round = _mm512_set1_epi64(int64_t{1} << (s[r] - 1));
-    const __m128i rest = _mm_cvtsi32_si128(s[r] - 32);
+    const x86::Requant16 q = x86::requant16(bias[r], m[r], s[r], zp, lo, hi);
     const int32_t* a = acc + r * ld;
     uint8_t* out = y + r * y_ld;
     for (int64_t i = 0; i < n; i += 16) {
       const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : tail;
-      const __m512i v = _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, a + i), vb);
-      const __m512i even = _mm512_add_epi64(_mm512_mul_epi32(v, vm), round);
-      const __m512i odd = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), vm), round);
-      __m512i q = _mm512_mask_blend_epi32(odd_lanes, _mm512_srli_epi64(even, 32), odd);
-      q = _mm512_add_epi32(_mm512_sra_epi32(q, rest), vzp);
-      q = _mm512_min_epi32(_mm512_max_epi32(q, vlo), vhi);
       // Clamped to the output's range already: truncation keeps the bits.
-      _mm512_mask_cvtepi32_storeu_epi8(out + i, k, q);
+      _mm512_mask_cvtepi32_storeu_epi8(out + i, k, x86::requantize16(_mm512_maskz_loadu_epi32(k, a + i), q));
     }
   }
 }
