@@ -596,6 +596,43 @@ void lower_lookup(OpContext& ctx, LoweringContext& l) {
   l.kernel("LookupInt8", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1))}, {l.tensor(ctx.output_id(0))});
 }
 
+// ---------------------------------------------------------------------------
+// ChannelAffine (domain kiln; the QDQ pass writes it for DQ ->
+// BatchNormalization -> [Relu / Clip] -> Q): X (uint8 or int8, channels on
+// axis 1), A and B (float32 [C]), X's and Y's zero points (scalars, their
+// dtypes); attributes kiln_y_min / kiln_y_max (Y's domain). Y =
+// clamp(round_half_even(fma(X - x_zp, A[c], B[c])) + y_zp, y_min, y_max).
+// Lowered onto ChannelAffineInt8.
+
+void infer_channel_affine(OpContext& ctx) {
+  ctx.expect_inputs(5, 5);
+  ctx.expect_dtype(0, {DType::UINT8, DType::INT8});
+  ctx.expect_dtype(1, {DType::FLOAT32});
+  ctx.expect_dtype(2, {DType::FLOAT32});
+  ctx.expect_dtype(4, {DType::UINT8, DType::INT8});
+  if (ctx.dtype(3) != ctx.dtype(0)) ctx.error("x_zero_point differs from X's dtype");
+  if (ctx.rank(0) < 2) ctx.error("X needs a channel axis (rank 2 or more)");
+  const int64_t channels = ctx.shape(0)[1];
+  if (shape_numel(ctx.shape(1)) != channels || shape_numel(ctx.shape(2)) != channels) {
+    ctx.error("A and B need one value per channel (", channels, ")");
+  }
+  ctx.set_output(0, ctx.dtype(4), ctx.shape(0));
+}
+
+void lower_channel_affine(OpContext& ctx, LoweringContext& l) {
+  ctx.constant_input(1, "A");
+  ctx.constant_input(2, "B");
+  const DType x = ctx.dtype(0), y = ctx.output(0).dtype;
+  const int64_t x_zp = scalar_input(ctx, 3, "x_zero_point").int_at(0) + (x == DType::INT8 ? 128 : 0);
+  const int64_t y_zp = scalar_input(ctx, 4, "y_zero_point").int_at(0);
+  const int64_t low = low_of(y);
+  const int64_t y_min = std::max(low, ctx.attr_int("kiln_y_min", low));
+  const int64_t y_max = std::min(low + 255, ctx.attr_int("kiln_y_max", low + 255));
+  if (y_min > y_max) ctx.error("kiln_y_min is above kiln_y_max");
+  l.kernel("ChannelAffineInt8", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1)), l.tensor(ctx.input_id(2))},
+           {l.tensor(ctx.output_id(0))}, int_params({x_zp, y_zp, y_min, y_max}));
+}
+
 }  // namespace
 
 Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear& q) {
@@ -690,6 +727,8 @@ void add_quant_ops(std::vector<OpDef>& ops) {
     ops.push_back({.op_type = op, .domain = "com.microsoft", .infer = infer_q_binary, .lower = lower_q_binary});
   }
   ops.push_back({.op_type = "Lookup", .domain = "kiln", .infer = infer_lookup, .lower = lower_lookup});
+  ops.push_back(
+      {.op_type = "ChannelAffine", .domain = "kiln", .infer = infer_channel_affine, .lower = lower_channel_affine});
 }
 
 }  // namespace kiln::planner

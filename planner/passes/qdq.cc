@@ -706,6 +706,81 @@ bool fold_lookup(Graph& graph, const std::vector<std::vector<int>>& readers, int
   return true;
 }
 
+// ---------------------------------------------------------------------------
+// A batch normalization between a DQ and a Q (DenseNet's and pre-activation
+// ResNets' norm after a Concat or an Add, which no convolution before it
+// can absorb): DQ -> BatchNormalization -> [Relu / Clip] -> Q is an affine
+// map of each channel's bytes, y = round(fma(x - x_zp, a[c], b[c])) + y_zp,
+// clamped, with a[c] = x_scale * gamma / sqrt(var + eps) / y_scale and b[c]
+// = (beta - mean * gamma / sqrt(var + eps)) / y_scale: the Q becomes the
+// domain kiln op ChannelAffine (run by ChannelAffineInt8). The float chain
+// rounds after each op, this once, so the two can differ by one step where
+// a value lies within float rounding of a half.
+
+// BatchNormalization's four [C] constants and epsilon, or false.
+bool batch_norm_constants(const Graph& graph, const Node& bn, int64_t channels, const HostTensor* c[4], double* eps) {
+  if (bn.inputs.size() != 5 || bn.outputs.size() != 1) return false;
+  if (bn.has_attr("training_mode") && bn.attrs.at("training_mode").i != 0) return false;
+  for (size_t i = 0; i < 4; ++i) {
+    c[i] = constant_of(graph, bn.inputs[i + 1]);
+    if (c[i] == nullptr || c[i]->dtype != DType::FLOAT32 || c[i]->numel() != channels) return false;
+  }
+  *eps = bn.has_attr("epsilon") ? static_cast<double>(bn.attrs.at("epsilon").f) : 1e-5;
+  return true;
+}
+
+bool fold_channel_affine(Graph& graph, const std::vector<std::vector<int>>& readers, int n, QdqStats* stats) {
+  Node& q = graph.nodes[static_cast<size_t>(n)];
+  QuantNode y;
+  if (q.inputs.empty() || q.outputs.empty() || !read_quant(graph, &q, q.outputs[0], &y) || !per_tensor(y)) {
+    return false;
+  }
+  const DType y_dtype = y.zp != nullptr ? y.zp->dtype : DType::UINT8;
+  if (y_dtype != DType::UINT8 && y_dtype != DType::INT8) return false;
+  Node* act = producer_of(graph, q.inputs[0], "Relu");
+  if (act == nullptr) act = producer_of(graph, q.inputs[0], "Clip");
+  if (act != nullptr && (act->inputs.empty() || only_reader(graph, readers, q.inputs[0]) != n)) return false;
+  const int bn_out = act != nullptr ? act->inputs[0] : q.inputs[0];
+  Node* bn = producer_of(graph, bn_out, "BatchNormalization");
+  const int bn_reader = act != nullptr ? graph.values[static_cast<size_t>(q.inputs[0])].producer : n;
+  if (bn == nullptr || only_reader(graph, readers, bn_out) != bn_reader) return false;
+  QuantNode x;
+  if (bn->inputs.empty() || !match_dq(graph, bn->inputs[0], &x) || !per_tensor(x)) return false;
+  const Value& root = graph.values[static_cast<size_t>(x.quantized)];
+  if ((root.dtype != DType::UINT8 && root.dtype != DType::INT8) || root.shape.size() < 2) return false;
+  const int64_t channels = root.shape[1];
+  const HostTensor* c[4];
+  double eps = 0;
+  if (!batch_norm_constants(graph, *bn, channels, c, &eps)) return false;
+  int64_t lo = y_dtype == DType::UINT8 ? 0 : -128, hi = lo + 255;
+  if (act != nullptr && !clamp_bounds(graph, *act, y, y_dtype, &lo, &hi)) return false;
+  const double xs = x.scale->data<float>()[0], ys = y.scale->data<float>()[0];
+  HostTensor a(DType::FLOAT32, {channels}), b(DType::FLOAT32, {channels});
+  for (int64_t ch = 0; ch < channels; ++ch) {
+    const double gamma = c[0]->data<float>()[ch], beta = c[1]->data<float>()[ch], mean = c[2]->data<float>()[ch],
+                 var = c[3]->data<float>()[ch];
+    const double inv = gamma / std::sqrt(var + eps);
+    a.data<float>()[ch] = static_cast<float>(xs * inv / ys);
+    b.data<float>()[ch] = static_cast<float>((beta - mean * inv) / ys);
+    if (!std::isfinite(a.data<float>()[ch]) || !std::isfinite(b.data<float>()[ch])) return false;
+  }
+  const int x_zp = zp_value(graph, x, root.dtype), y_zp = zp_value(graph, y, y_dtype);
+  for (Node* dead : {bn, act}) {
+    if (dead == nullptr) continue;
+    ++stats->folded[dead->op_type];
+    dead->dead = true;
+    graph.values[static_cast<size_t>(dead->outputs[0])].producer = -1;
+  }
+  q.op_type = "ChannelAffine";
+  q.domain = "kiln";
+  q.attrs.clear();
+  q.attrs["kiln_y_min"] = int_attr(lo);
+  q.attrs["kiln_y_max"] = int_attr(hi);
+  q.inputs = {x.quantized, graph.add_constant(q.name + "_a", std::move(a)),
+              graph.add_constant(q.name + "_b", std::move(b)), x_zp, y_zp};
+  return true;
+}
+
 int64_t numel_of(const Graph& graph, int v) {
   return v < 0 ? 0 : shape_numel(graph.values[static_cast<size_t>(v)].shape);
 }
@@ -714,6 +789,15 @@ int64_t numel_of(const Graph& graph, int v) {
 
 QdqStats fold_qdq(Graph& graph, const ConstantEvaluator* evaluator) {
   QdqStats stats;
+  {
+    const auto affine_readers = graph.consumers();
+    for (size_t n = 0; n < graph.nodes.size(); ++n) {
+      const Node& node = graph.nodes[n];
+      if (!node.dead && node.domain.empty() && node.op_type == "QuantizeLinear") {
+        fold_channel_affine(graph, affine_readers, static_cast<int>(n), &stats);
+      }
+    }
+  }
   if (evaluator != nullptr) {
     // Producers first, so that a table can take in an earlier one.
     const auto lookup_readers = graph.consumers();

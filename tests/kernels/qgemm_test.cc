@@ -314,6 +314,43 @@ TEST(QGemm, DotRowsMatchOnEveryPathForSmallAndLargeVectors) {
   ASSERT_EQ(active_isa(), before);
 }
 
+#if KILN_X86
+// ChannelAffineInt8's AVX2 row against its definition, one fused
+// multiply-add rounded once, then half to even: with a = 5/7 (in float) and
+// b = -300.5, 245 a + b is -125.4999924, so -125; a multiply rounded before
+// the add (to 175) would land on the tie -125.5 and round to -126. Random
+// rows besides, with bounds, zero points and both output types.
+TEST(QGemm, ChannelAffineRowIsOneFusedMultiplyAdd) {
+  if (!processor_has(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  const auto reference = [](uint8_t x, uint8_t flip, int32_t x_zp, float a, float b, int32_t y_zp, int32_t lo,
+                            int32_t hi) {
+    float f = fmaf(static_cast<float>(static_cast<int32_t>(x ^ flip) - x_zp), a, b);
+    f = std::min(std::max(f, -kChannelAffineLimit), kChannelAffineLimit);
+    return std::min(hi, std::max(lo, static_cast<int32_t>(std::nearbyint(f)) + y_zp));
+  };
+  std::vector<uint8_t> x(64), y(64);
+  for (int i = 0; i < 64; ++i) x[i] = static_cast<uint8_t>(i % 2 == 0 ? 245 : (i * 37) % 256);
+  channel_affine_row_avx2(x.data(), 64, 0, 0, 5.f / 7.f, -300.5f, 200, 0, 255, true, y.data());
+  EXPECT_EQ(y[0], 200 - 125);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(y[i], reference(x[i], 0, 0, 5.f / 7.f, -300.5f, 200, 0, 255)) << i;
+  srand(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const uint8_t flip = trial % 2 ? 0x80 : 0;
+    const bool y_unsigned = trial % 3 != 0;
+    const float a = static_cast<float>(rand() % 2001 - 1000) / 997.f,
+                b = static_cast<float>(rand() % 4001 - 2000) / 31.f;
+    const int32_t x_zp = rand() % 256, low = y_unsigned ? 0 : -128;
+    const int32_t y_zp = low + rand() % 256, lo = low + rand() % 64, hi = low + 255 - rand() % 64;
+    for (auto& v : x) v = static_cast<uint8_t>(rand() % 256);
+    channel_affine_row_avx2(x.data(), 64, flip, x_zp, a, b, y_zp, lo, hi, y_unsigned, y.data());
+    for (int i = 0; i < 64; ++i) {
+      const int32_t want = reference(x[i], flip, x_zp, a, b, y_zp, lo, hi);
+      ASSERT_EQ(y_unsigned ? int32_t{y[i]} : int32_t{static_cast<int8_t>(y[i])}, want) << "trial " << trial << " " << i;
+    }
+  }
+}
+#endif
+
 // The ISA switch picks the inner loop: each path the processor has gives
 // the same bits as the portable one, requantized, into a transposed
 // (matrix-product) output.

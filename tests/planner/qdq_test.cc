@@ -368,6 +368,85 @@ HostTensor all_bytes(DType dtype) {
   return t;
 }
 
+// A batch normalization between a DQ and a Q (DenseNet's norm after a
+// Concat): DQ -> BatchNormalization -> [Relu / Clip] -> Q becomes one
+// ChannelAffineInt8, for uint8 and int8 data, without and with Relu and
+// Clip(0, 6), on planes of 99 and of 576 values (a run that long goes
+// through the channel's table of 256 outputs): within one step of the
+// float chain run op by op (the chain rounds after each op, the kernel
+// once), the same as it on nearly every element, the same bytes on every
+// ISA path, and saturating at both ends somewhere. A normalization whose
+// output is read elsewhere stays float.
+TEST(QdqTest, BatchNormBetweenDqAndQBecomesChannelAffine) {
+  const int64_t c = 6;
+  std::vector<float> gamma(c), beta(c), mean(c), var(c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    gamma[ch] = 0.6f + 0.3f * static_cast<float>(ch) * (ch % 2 ? -1.f : 1.f);
+    beta[ch] = -0.4f + 0.25f * static_cast<float>(ch);
+    mean[ch] = 0.1f * static_cast<float>(ch) - 0.2f;
+    var[ch] = 0.5f + 0.7f * static_cast<float>(ch);
+  }
+  for (const auto& [batch, h, w] : {std::tuple<int64_t, int64_t, int64_t>{2, 9, 11}, {1, 24, 24}}) {
+    for (DType dtype : {DType::UINT8, DType::INT8}) {
+      for (const std::string act : {"none", "Relu", "Clip"}) {
+        const int zx = static_cast<int>(lo_of(dtype)) + 120, zy = static_cast<int>(lo_of(dtype)) + 30;
+        const float sx = 0.031f, sy = 0.017f;
+        GraphBuilder b;
+        const int x = b.input("x", {batch, c, h, w}, dtype);
+        int v = b.node("BatchNormalization",
+                       {dq(b, x, sx, dtype, zx, "x"), b.constant("gamma", HostTensor::from_floats(gamma, {c})),
+                        b.constant("beta", HostTensor::from_floats(beta, {c})),
+                        b.constant("mean", HostTensor::from_floats(mean, {c})),
+                        b.constant("var", HostTensor::from_floats(var, {c}))},
+                       {{"epsilon", float_attr(1e-3f)}});
+        if (act == "Relu") v = b.node("Relu", {v});
+        if (act == "Clip") v = b.node("Clip", {v, b.constant("lo", scalar(0.f)), b.constant("hi", scalar(6.f))});
+        b.output(q(b, v, sy, dtype, zy));
+        const PlanResult r = b.plan();
+        ASSERT_EQ(kernels(r), std::vector<std::string>{"ChannelAffineInt8"}) << act;
+        const HostTensor in = data8(dtype, {batch, c, h, w}, 17);
+        const HostTensor got = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
+        int64_t same = 0;
+        for (int64_t i = 0; i < in.numel(); ++i) {
+          const int64_t ch = i / (h * w) % c;
+          float f = static_cast<float>(in.int_at(i) - zx) * sx;
+          f = (f - mean[ch]) / std::sqrt(var[ch] + 1e-3f) * gamma[ch] + beta[ch];
+          if (act != "none") f = std::max(f, 0.f);
+          if (act == "Clip") f = std::min(f, 6.f);
+          const int64_t want = clamp8(static_cast<int64_t>(std::nearbyint(f / sy)) + zy, dtype);
+          EXPECT_LE(std::abs(got.int_at(i) - want), 1) << act << " element " << i;
+          same += got.int_at(i) == want;
+          // Exactly the kernel's definition, with a and b as the pass computes them.
+          const double inv = static_cast<double>(gamma[ch]) / std::sqrt(static_cast<double>(var[ch]) + double{1e-3f});
+          const float a = static_cast<float>(double{sx} * inv / double{sy});
+          const float bias = static_cast<float>((double{beta[ch]} - double{mean[ch]} * inv) / double{sy});
+          const float g = std::min(std::max(std::fma(static_cast<float>(in.int_at(i) - zx), a, bias), -1024.f), 1024.f);
+          int64_t exact = clamp8(static_cast<int64_t>(std::nearbyint(g)) + zy, dtype);
+          if (act != "none") exact = std::max<int64_t>(exact, zy);
+          if (act == "Clip") exact = std::min<int64_t>(exact, zy + static_cast<int64_t>(std::nearbyint(6.f / sy)));
+          EXPECT_EQ(got.int_at(i), exact) << act << " element " << i;
+        }
+        EXPECT_GE(same, in.numel() * 99 / 100) << act;
+        expect_every_path_as_scalar(r, in, dtype, act == "none",
+                                    act + " " + planner::dtype_str(dtype) + " plane " + std::to_string(h * w));
+      }
+    }
+  }
+  // The normalization's output also a graph output: nothing folds.
+  GraphBuilder b;
+  const int x = b.input("x", {1, c, 4, 4}, DType::UINT8);
+  const int v = b.node(
+      "BatchNormalization",
+      {dq(b, x, 0.03f, DType::UINT8, 128, "x"), b.constant("gamma", HostTensor::from_floats(gamma, {c})),
+       b.constant("beta", HostTensor::from_floats(beta, {c})), b.constant("mean", HostTensor::from_floats(mean, {c})),
+       b.constant("var", HostTensor::from_floats(var, {c}))});
+  b.output(q(b, v, 0.02f, DType::UINT8, 10));
+  b.output(v);
+  const std::vector<std::string> ops = kernels(b.plan());
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "ChannelAffineInt8"), 0);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "BatchNormalization"), 1);
+}
+
 // An element-wise chain between the DequantizeLinears of one tensor and a
 // QuantizeLinear becomes one LookupInt8 whose table the planner computed
 // over all 256 bytes: a Sigmoid; a SiLU written as ORT's quantize_static

@@ -114,6 +114,9 @@ void qgemm_requantize_rows(const int32_t* acc, int64_t ld, int64_t rows, int64_t
 // acc[i] += w * x[i * stride] for i < n: one tap of a depthwise
 // convolution's output row (x already in the uint8 domain).
 void qgemm_depthwise_tap(int32_t* acc, const uint8_t* x, int64_t stride, int64_t n, int32_t w, Isa isa);
+// ChannelAffineInt8 bounds fma(x - x_zp, a, b) to +-this before rounding
+// (beyond it every output clamps anyway; float's conversions stay defined).
+constexpr float kChannelAffineLimit = 1024.f;
 
 #if KILN_X86
 // The first n - n % 8 taps of qgemm_depthwise_tap with stride 1.
@@ -130,6 +133,11 @@ void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float l
 void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, bool a_signed, bool b_signed, int32_t za,
                        int32_t zb, int32_t ma, int32_t mb, int32_t s, int32_t y_zp, int32_t lo, int32_t hi,
                        bool y_signed, uint8_t* y);
+// ChannelAffineInt8 over one channel's run, the first n - n % 8 elements:
+// y = clamp(nearbyint(clamp(fma(float((x ^ flip) - x_zp), a, b), +-limit))
+// + y_zp, lo, hi) (kChannelAffineLimit), the scalar loop's bits.
+void channel_affine_row_avx2(const uint8_t* x, int64_t n, uint8_t flip, int32_t x_zp, float a, float b, int32_t y_zp,
+                             int32_t lo, int32_t hi, bool y_unsigned, uint8_t* y);
 // LookupInt8: y[i] = table[x[i]] for i < n, 64 at a time (AVX512-VBMI);
 // the AVX2 one does the first n - n % 32 and returns how many.
 void lookup_bytes_avx512_vbmi(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y);

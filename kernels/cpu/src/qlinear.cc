@@ -78,6 +78,13 @@
 //                     into panels, and the per-column terms; then the
 //                     weights path's product with b's zero point as the
 //                     weights' (qgemm).
+//   ChannelAffineInt8 y = clamp(round_half_even(fma(x - x_zp, a[c], b[c])) +
+//                     y_zp, y_min, y_max): a batch normalization (and its
+//                     Relu or Clip) between a DequantizeLinear and a
+//                     QuantizeLinear (passes/qdq.h), channel c on axis 1
+//                     of x (uint8/int8, rank 2 or more). inputs: 0 x, 1 a,
+//                     2 b (float32 [C]). ints [x zero point (uint8
+//                     domain), y zero point, y min, y max]; y uint8 or int8.
 //   LookupInt8        y[i] = table[x[i]] (the byte's value as an index,
 //                     0-255), x uint8 or int8, the table 256 values of y's
 //                     dtype: an element-wise chain between a
@@ -1430,6 +1437,77 @@ void lookup_int8_range(const uint8_t* x, int64_t n, const uint8_t* table_in, uin
   for (; i < n; ++i) y[i] = table[x[i]];
 }
 
+// Runs of a channel at least this long go through a table of its 256
+// outputs (ChannelAffineInt8).
+constexpr int64_t kChannelAffineTableRun = 512;
+
+Error check_channel_affine_int8(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 3, 3, 1));
+  KILN_KERNEL_CHECK(args, has_ints(args, 4), "expects GenericParams with 4 integers");
+  const Tensor& x = args.in(0);
+  const Tensor& y = args.out(0);
+  KILN_KERNEL_CHECK(args, is_8bit(x.dtype()) && is_8bit(y.dtype()), "x and y must be uint8 or int8");
+  KILN_KERNEL_CHECK(args, x.rank() >= 2, "x needs a channel axis");
+  KILN_RETURN_IF_ERROR(check_same_shape(args, x, y, "input and output"));
+  for (uint32_t i = 1; i <= 2; ++i) {
+    KILN_KERNEL_CHECK(args, args.in(i).dtype() == DType::FLOAT32 && args.in(i).numel() == x.dim(1),
+                      "a and b must be float32 with one value per channel");
+  }
+  const int64_t x_zp = int_param(args, 0);
+  KILN_KERNEL_CHECK(args, x_zp >= 0 && x_zp <= 255, "input zero point outside the uint8 domain");
+  return check_q_range(args, y.dtype(), 1, 1);
+}
+
+Error run_channel_affine_int8(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  Channels c;
+  c.outer = x.dim(0);
+  c.channels = x.dim(1);
+  c.inner = x.numel() / (c.outer * c.channels);
+  const uint8_t* xs = x.data_as<const uint8_t>();
+  const float* a = args.in(1).data_as<const float>();
+  const float* b = args.in(2).data_as<const float>();
+  uint8_t* y = args.out(0).data_as<uint8_t>();
+  const uint8_t flip = x.dtype() == DType::INT8 ? 0x80 : 0;
+  const int32_t x_zp = static_cast<int32_t>(int_param(args, 0)), y_zp = static_cast<int32_t>(int_param(args, 1));
+  const int32_t lo = static_cast<int32_t>(int_param(args, 2)), hi = static_cast<int32_t>(int_param(args, 3));
+  const bool y_unsigned = args.out(0).dtype() == DType::UINT8;
+#if KILN_X86
+  const bool vector = active_isa() == Isa::kAvx2 || active_isa() == Isa::kAvx512;
+#endif
+  // n bytes of channel ch from in to out.
+  const auto affine = [&](int64_t ch, const uint8_t* in, int64_t n, uint8_t* out) {
+    int64_t i = 0;
+#if KILN_X86
+    if (vector) {
+      channel_affine_row_avx2(in, n, flip, x_zp, a[ch], b[ch], y_zp, lo, hi, y_unsigned, out);
+      i = n - n % 8;
+    }
+#endif
+    for (; i < n; ++i) {
+      const float v = static_cast<float>(static_cast<int32_t>(in[i] ^ flip) - x_zp);
+      float f = fmaf(v, a[ch], b[ch]);
+      f = f < -kChannelAffineLimit ? -kChannelAffineLimit : f > kChannelAffineLimit ? kChannelAffineLimit : f;
+      int32_t q = static_cast<int32_t>(nearbyintf(f)) + y_zp;
+      q = q < lo ? lo : q > hi ? hi : q;
+      out[i] = static_cast<uint8_t>(q);  // uint8 or int8: the low byte either way
+    }
+  };
+  for_each_channel_piece(args.pool, c, [&](int64_t ch, int64_t base, int64_t count) {
+    if (count < kChannelAffineTableRun) {
+      affine(ch, xs + base, count, y + base);
+      return;
+    }
+    // A long run: the channel's output for each of the 256 bytes first
+    // (the same arithmetic), then one table lookup a byte (LookupInt8's).
+    uint8_t bytes[256], table[256];
+    for (int v = 0; v < 256; ++v) bytes[v] = static_cast<uint8_t>(v);
+    affine(ch, bytes, 256, table);
+    lookup_int8_range(xs + base, count, table, y + base);
+  });
+  return Error::kOk;
+}
+
 Error run_lookup_int8(const KernelArgs& args) {
   const uint8_t* x = args.in(0).data_as<const uint8_t>();
   const uint8_t* table = args.in(1).data_as<const uint8_t>();
@@ -1442,16 +1520,17 @@ Error run_lookup_int8(const KernelArgs& args) {
 
 }  // namespace
 
-#define KILN_QUANTIZED_KERNELS(K)                                           \
-  K(QuantizeLinear, check_quantize, run_quantize, 0)                        \
-  K(DequantizeLinear, check_dequantize, run_dequantize, 0)                  \
-  K(DynamicQuantizeLinear, check_dynamic_quantize, run_dynamic_quantize, 0) \
-  K(ConvInt8, check_conv_int8, run_conv_int8, 0)                            \
-  K(GemmInt8, check_gemm_int8, run_gemm_int8, 0)                            \
-  K(AvgPoolInt8, check_avg_pool_int8, run_avg_pool_int8, 0)                 \
-  K(AddInt8, check_add_int8, run_add_int8, 0)                               \
-  K(MulInt8, check_mul_int8, run_mul_int8, 0)                               \
-  K(LookupInt8, check_lookup_int8, run_lookup_int8, 0)                      \
+#define KILN_QUANTIZED_KERNELS(K)                                             \
+  K(QuantizeLinear, check_quantize, run_quantize, 0)                          \
+  K(DequantizeLinear, check_dequantize, run_dequantize, 0)                    \
+  K(DynamicQuantizeLinear, check_dynamic_quantize, run_dynamic_quantize, 0)   \
+  K(ConvInt8, check_conv_int8, run_conv_int8, 0)                              \
+  K(GemmInt8, check_gemm_int8, run_gemm_int8, 0)                              \
+  K(AvgPoolInt8, check_avg_pool_int8, run_avg_pool_int8, 0)                   \
+  K(AddInt8, check_add_int8, run_add_int8, 0)                                 \
+  K(MulInt8, check_mul_int8, run_mul_int8, 0)                                 \
+  K(LookupInt8, check_lookup_int8, run_lookup_int8, 0)                        \
+  K(ChannelAffineInt8, check_channel_affine_int8, run_channel_affine_int8, 0) \
   K(MatMulInt8, check_matmul_int8, run_matmul_int8, 0)
 
 KILN_DEFINE_KERNEL_ENTRIES(KILN_QUANTIZED_KERNELS)

@@ -1,6 +1,7 @@
 // The AVX2 loops of qlinear.cc's element-wise int8 kernels: QuantizeLinear's
-// rows (quantize_row_avx2) and AddInt8's (add_int8_row_avx2), each with the
-// scalar loop's bits; and LookupInt8's (lookup_bytes_avx2, and with
+// rows (quantize_row_avx2), AddInt8's (add_int8_row_avx2) and
+// ChannelAffineInt8's (channel_affine_row_avx2), each with the scalar
+// loop's bits; and LookupInt8's (lookup_bytes_avx2, and with
 // AVX512-VBMI lookup_bytes_avx512_vbmi). Each function carries its target attribute
 // (isa_switch.h).
 
@@ -30,6 +31,27 @@ KILN_AVX2 void quantize_row_avx2(const float* x, int64_t n, float scale, float z
     const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     const __m128i b8 = is_unsigned ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
     _mm_storel_epi64(reinterpret_cast<__m128i*>(static_cast<uint8_t*>(y) + i), b8);
+  }
+}
+
+KILN_AVX2 void channel_affine_row_avx2(const uint8_t* x, int64_t n, uint8_t flip, int32_t x_zp, float a, float b,
+                                       int32_t y_zp, int32_t lo, int32_t hi, bool y_unsigned, uint8_t* y) {
+  const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+  const __m256 limit = _mm256_set1_ps(kChannelAffineLimit), neg_limit = _mm256_set1_ps(-kChannelAffineLimit);
+  const __m256i vx = _mm256_set1_epi32(x_zp), vy = _mm256_set1_epi32(y_zp);
+  const __m256i vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
+  const __m128i vflip = _mm_set1_epi8(static_cast<char>(flip));
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    const __m128i bytes = _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i)), vflip);
+    const __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes), vx));
+    // fma, bounded, then rounded half to even (the default rounding of
+    // vcvtps2dq): std::fma and nearbyint's bits in the scalar loop.
+    const __m256 f = _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(v, va, vb), neg_limit), limit);
+    __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(f), vy);
+    q = _mm256_min_epi32(_mm256_max_epi32(q, vlo), vhi);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i b8 = y_unsigned ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), b8);
   }
 }
 

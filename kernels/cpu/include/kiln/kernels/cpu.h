@@ -4,7 +4,7 @@
 //
 // What they compute: float32 (and float16/float64 where ONNX ops take them,
 // the integer and bool dtypes of shape arithmetic, indices and masks), and
-// int8: ConvInt8, GemmInt8, AvgPoolInt8, AddInt8, MulInt8, LookupInt8, MatMulInt8 (what the planner
+// int8: ConvInt8, GemmInt8, AvgPoolInt8, AddInt8, MulInt8, LookupInt8, ChannelAffineInt8, MatMulInt8 (what the planner
 // lowers QLinearConv, QLinearMatMul and quantized graphs to) in exact
 // integer sums with fixed-point requantization (kiln/kernels/qgemm.h).
 //
