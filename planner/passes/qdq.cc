@@ -663,17 +663,24 @@ std::optional<std::vector<float>> evaluate_region(const Graph& graph, const Look
   return std::vector<float>(folded->data<float>(), folded->data<float>() + 256);
 }
 
+// A per-tensor Q to uint8 or int8 with an input: its quantization and
+// dtype.
+bool read_byte_q(Graph& graph, Node& q, QuantNode* y, DType* y_dtype) {
+  if (q.inputs.empty() || q.outputs.empty() || !read_quant(graph, &q, q.outputs[0], y) || !per_tensor(*y)) {
+    return false;
+  }
+  *y_dtype = y->zp != nullptr ? y->zp->dtype : DType::UINT8;
+  return *y_dtype == DType::UINT8 || *y_dtype == DType::INT8;
+}
+
 // The Q at node index n, if an element-wise region of one root feeds it:
 // the Q becomes Lookup(root, table), the region's nodes die.
 bool fold_lookup(Graph& graph, const std::vector<std::vector<int>>& readers, int n, const ConstantEvaluator& evaluator,
                  QdqStats* stats) {
   Node& q = graph.nodes[static_cast<size_t>(n)];
   QuantNode y;
-  if (q.inputs.empty() || q.outputs.empty() || !read_quant(graph, &q, q.outputs[0], &y) || !per_tensor(y)) {
-    return false;
-  }
-  const DType y_dtype = y.zp != nullptr ? y.zp->dtype : DType::UINT8;
-  if (y_dtype != DType::UINT8 && y_dtype != DType::INT8) return false;
+  DType y_dtype = DType::UINT8;
+  if (!read_byte_q(graph, q, &y, &y_dtype)) return false;
   const int out = q.inputs[0];
   LookupRegion r;
   std::set<int> seen;
@@ -732,11 +739,8 @@ bool batch_norm_constants(const Graph& graph, const Node& bn, int64_t channels, 
 bool fold_channel_affine(Graph& graph, const std::vector<std::vector<int>>& readers, int n, QdqStats* stats) {
   Node& q = graph.nodes[static_cast<size_t>(n)];
   QuantNode y;
-  if (q.inputs.empty() || q.outputs.empty() || !read_quant(graph, &q, q.outputs[0], &y) || !per_tensor(y)) {
-    return false;
-  }
-  const DType y_dtype = y.zp != nullptr ? y.zp->dtype : DType::UINT8;
-  if (y_dtype != DType::UINT8 && y_dtype != DType::INT8) return false;
+  DType y_dtype = DType::UINT8;
+  if (!read_byte_q(graph, q, &y, &y_dtype)) return false;
   Node* act = producer_of(graph, q.inputs[0], "Relu");
   if (act == nullptr) act = producer_of(graph, q.inputs[0], "Clip");
   if (act != nullptr && (act->inputs.empty() || only_reader(graph, readers, q.inputs[0]) != n)) return false;
