@@ -353,15 +353,38 @@ std::string string_attr(const Node& op, const char* name, const char* otherwise)
   return it != op.attrs.end() && it->second.kind == Attribute::Kind::kString ? it->second.s : otherwise;
 }
 
+// Whether a Pad's pads are all 0 (PyTorch exports AvgPool2d with
+// count_include_pad as a Pad of none before it: DenseNet's transitions).
+bool pads_nothing(const Graph& graph, const Node& op) {
+  if (op.inputs.size() > 1 && op.inputs[1] >= 0) {
+    const HostTensor* pads = constant_of(graph, op.inputs[1]);
+    if (pads == nullptr) return false;
+    for (int64_t i = 0; i < pads->numel(); ++i) {
+      if (pads->int_at(i) != 0) return false;
+    }
+    return true;
+  }
+  const auto it = op.attrs.find("pads");
+  if (it == op.attrs.end()) return false;
+  for (int64_t v : it->second.ints) {
+    if (v != 0) return false;
+  }
+  return true;
+}
+
 // Whether a Pad or a Resize only moves bytes of quantized data: Resize in
 // nearest mode; Pad by reflection or edge, or with the constant 0 where
 // the zero point is 0 (then the padding byte 0 is the quantized 0: the
-// kernels pad 8-bit data with zero bytes only). Its constant value input,
-// a float, is dropped.
+// kernels pad 8-bit data with zero bytes only), or by nothing at all. Its
+// constant value input, a float, is dropped.
 bool moves_bytes(const Graph& graph, Node& op, const QuantNode& in) {
   if (op.op_type == "Resize") return string_attr(op, "mode", "nearest") == "nearest";
   if (op.op_type != "Pad") return true;
   if (string_attr(op, "mode", "constant") != "constant") return true;
+  if (pads_nothing(graph, op)) {
+    if (op.inputs.size() > 2) op.inputs[2] = -1;
+    return true;
+  }
   if (in.zp != nullptr && in.zp->int_at(0) != 0) return false;
   if (op.inputs.size() > 2 && op.inputs[2] >= 0) {
     const HostTensor* value = constant_of(graph, op.inputs[2]);

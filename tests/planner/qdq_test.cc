@@ -368,6 +368,30 @@ HostTensor all_bytes(DType dtype) {
   return t;
 }
 
+// A Pad of nothing (PyTorch writes one before AvgPool2d with
+// count_include_pad, DenseNet's transitions) between a DQ and a Q of one
+// quantization moves no byte: it folds, whatever its constant and the zero
+// point, and the MaxPool after it pools the int8 bytes. The same Pad with
+// padding keeps its float round trip (a constant other than the zero point
+// is not a byte the kernels pad with).
+TEST(QdqTest, APadOfNothingFoldsWhateverTheZeroPoint) {
+  for (int64_t pad : {0, 1}) {
+    GraphBuilder b;
+    const int x = b.input("x", {1, 3, 6, 6}, DType::UINT8);
+    const int pads = b.constant("pads", HostTensor::from_int64s({0, 0, pad, pad, 0, 0, pad, pad}, {8}));
+    const int padded = b.node("Pad", {dq(b, x, 0.1f, DType::UINT8, 128, "x"), pads, b.constant("value", scalar(0.5f))});
+    const int q1 = q(b, padded, 0.1f, DType::UINT8, 128, "p");
+    b.output(q(b, b.node("MaxPool", {dq(b, q1, 0.1f, DType::UINT8, 128, "p2")}, {{"kernel_shape", ints_attr({2, 2})}}),
+               0.1f, DType::UINT8, 128));
+    const std::vector<std::string> ops = kernels(b.plan());
+    if (pad == 0) {
+      EXPECT_EQ(ops, std::vector<std::string>{"Pool"});
+    } else {
+      EXPECT_EQ(std::count(ops.begin(), ops.end(), "Pad"), 1);
+    }
+  }
+}
+
 // A batch normalization between a DQ and a Q (DenseNet's norm after a
 // Concat): DQ -> BatchNormalization -> [Relu / Clip] -> Q becomes one
 // ChannelAffineInt8, for uint8 and int8 data, without and with Relu and
