@@ -970,6 +970,9 @@ Error check_q_range(const KernelArgs& args, DType dtype, uint32_t zp, uint32_t f
 
 // Checked at load: every extent below 2^24 (the sums and offsets inside
 // one plane fit int32, which keeps the Cortex-M code small).
+// The widest output row avg_pool_int8_2x2 takes (its sums on the stack).
+constexpr int32_t kAvgPool2x2MaxWidth = 1024;
+
 struct AvgPoolInt8Geometry {
   int64_t planes;
   int32_t h, w, oh, ow, kh, kw, sh, sw, pt, pl, pb, pr;
@@ -1063,6 +1066,36 @@ Error check_avg_pool_int8(const KernelArgs& args) {
   return check_q_range(args, x.dtype(), 9, 10);
 }
 
+// 2x2 windows at stride 2 wholly inside the plane (DenseNet's
+// transitions): each output row's four-tap sums at once, requantized as
+// one row (qgemm_requantize_row: the same arithmetic as the general loop,
+// the window's zero points as its bias), planes across the pool.
+void avg_pool_int8_2x2(const KernelArgs& args, const AvgPoolInt8Geometry& g, int32_t x_zp, int32_t y_zp, int32_t lo,
+                       int32_t hi) {
+  const bool is_signed = args.in(0).dtype() == DType::INT8;
+  // A window of 4 taps: the only multiplier, or the fourth of one per count.
+  const int64_t i = args.in(1).numel() == 1 ? 0 : 3;
+  const int32_t m = args.in(1).data_as<const int32_t>()[i], s = args.in(2).data_as<const int32_t>()[i];
+  const uint8_t flip = is_signed ? 0x80 : 0;
+  const int32_t zp4 = 4 * (x_zp + (is_signed ? 128 : 0));  // in the flipped (uint8) domain
+  parallel_for_ranges(args.pool, g.planes, 1, [&](int64_t p0, int64_t p1) {
+    int32_t sums[kAvgPool2x2MaxWidth];
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      const uint8_t* x = args.in(0).data_as<const uint8_t>() + plane * g.h * g.w;
+      uint8_t* y = args.out(0).data_as<uint8_t>() + plane * g.oh * g.ow * dtype_size(args.out(0).dtype());
+      for (int32_t oy = 0; oy < g.oh; ++oy) {
+        const uint8_t* r0 = x + 2 * oy * g.w;
+        const uint8_t* r1 = r0 + g.w;
+        for (int32_t ox = 0; ox < g.ow; ++ox) {
+          sums[ox] = (r0[2 * ox] ^ flip) + (r0[2 * ox + 1] ^ flip) + (r1[2 * ox] ^ flip) + (r1[2 * ox + 1] ^ flip);
+        }
+        qgemm_requantize_row(sums, g.ow, -zp4, m, s, y_zp, lo, hi, args.out(0).dtype(), y + oy * g.ow, active_isa(),
+                             true);
+      }
+    }
+  });
+}
+
 Error run_avg_pool_int8(const KernelArgs& args) {
   const AvgPoolInt8Geometry g = avg_pool_int8_geometry(args);
   const bool is_signed = args.in(0).dtype() == DType::INT8;
@@ -1071,6 +1104,11 @@ Error run_avg_pool_int8(const KernelArgs& args) {
   const bool one = args.in(1).numel() == 1;
   const int32_t x_zp = static_cast<int32_t>(int_param(args, 9)), y_zp = static_cast<int32_t>(int_param(args, 10));
   const int32_t lo = static_cast<int32_t>(int_param(args, 11)), hi = static_cast<int32_t>(int_param(args, 12));
+  if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.pt == 0 && g.pl == 0 && 2 * g.oh <= g.h &&
+      2 * g.ow <= g.w && g.ow <= kAvgPool2x2MaxWidth) {
+    avg_pool_int8_2x2(args, g, x_zp, y_zp, lo, hi);
+    return Error::kOk;
+  }
   for (int64_t plane = 0; plane < g.planes; ++plane) {
     const uint8_t* x = args.in(0).data_as<const uint8_t>() + plane * g.h * g.w;
     void* y = args.out(0).data_as<uint8_t>() + plane * g.oh * g.ow;
