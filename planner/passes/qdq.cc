@@ -808,6 +808,79 @@ bool fold_channel_affine(Graph& graph, const std::vector<std::vector<int>>& read
   return true;
 }
 
+// DQ, DQ, ... -> Concat -> Q where the inputs' quantizations differ from
+// the output's (DenseNet's and Inception's concatenations of layers each
+// quantized on its own): each such input requantized to the output's by a
+// ChannelAffine (a = its scale / the output's, b = 0), and the Concat then
+// on bytes, as fold_passthrough makes it (ONNX Runtime's QLinearConcat).
+// Within one step of the float round trip, as ChannelAffine.
+bool fold_requantizing_concat(Graph& graph, const std::vector<std::vector<int>>& readers, int n, QdqStats* stats) {
+  Node& op = graph.nodes[static_cast<size_t>(n)];
+  if (op.outputs.size() != 1 || op.inputs.empty()) return false;
+  std::vector<QuantNode> in(op.inputs.size());
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    if (!match_dq(graph, op.inputs[i], &in[i]) || !per_tensor(in[i])) return false;
+    const Value& x = graph.values[static_cast<size_t>(in[i].quantized)];
+    if ((x.dtype != DType::UINT8 && x.dtype != DType::INT8) || x.shape.size() < 2) return false;
+  }
+  const int reader = only_reader(graph, readers, op.outputs[0]);
+  if (reader < 0) return false;
+  Node& q = graph.nodes[static_cast<size_t>(reader)];
+  QuantNode y;
+  DType y_dtype = DType::UINT8;
+  if (q.op_type != "QuantizeLinear" || !q.domain.empty() || !read_byte_q(graph, q, &y, &y_dtype)) return false;
+  bool differs = false;
+  for (const QuantNode& x : in) differs = differs || !same_quantization(graph, x, y);
+  if (!differs) return false;  // fold_passthrough's
+  const int y_zp = zp_value(graph, y, y_dtype);
+  const int64_t low = y_dtype == DType::UINT8 ? 0 : -128;
+  std::vector<int> inputs(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (same_quantization(graph, in[i], y)) {
+      inputs[i] = in[i].quantized;
+      continue;
+    }
+    const std::vector<int64_t> shape = graph.values[static_cast<size_t>(in[i].quantized)].shape;
+    const DType x_dtype = graph.values[static_cast<size_t>(in[i].quantized)].dtype;
+    HostTensor a(DType::FLOAT32, {shape[1]}), b(DType::FLOAT32, {shape[1]});
+    const float ratio = static_cast<float>(static_cast<double>(in[i].scale->data<float>()[0]) /
+                                           static_cast<double>(y.scale->data<float>()[0]));
+    if (!std::isfinite(ratio)) return false;
+    for (int64_t c = 0; c < shape[1]; ++c) {
+      a.data<float>()[c] = ratio;
+      b.data<float>()[c] = 0.f;
+    }
+    Node requantize;
+    requantize.name = op.name + "_requantize_" + std::to_string(i);
+    requantize.op_type = "ChannelAffine";
+    requantize.domain = "kiln";
+    requantize.opset = 1;
+    requantize.attrs["kiln_y_min"] = int_attr(low);
+    requantize.attrs["kiln_y_max"] = int_attr(low + 255);
+    requantize.inputs = {in[i].quantized, graph.add_constant(requantize.name + "_a", std::move(a)),
+                         graph.add_constant(requantize.name + "_b", std::move(b)), zp_value(graph, in[i], x_dtype),
+                         y_zp};
+    Value out;
+    out.name = graph.unique_name(requantize.name);
+    out.dtype = y_dtype;
+    out.has_type = true;
+    out.shape = shape;
+    out.has_shape = true;
+    out.producer = static_cast<int>(graph.nodes.size());
+    inputs[i] = graph.add_value(std::move(out));
+    requantize.outputs = {inputs[i]};
+    graph.nodes.push_back(std::move(requantize));
+  }
+  Node& concat = graph.nodes[static_cast<size_t>(n)];  // push_back may have moved it
+  graph.values[static_cast<size_t>(concat.outputs[0])].producer = -1;
+  concat.inputs = std::move(inputs);
+  concat.outputs = {y.quantized};
+  graph.values[static_cast<size_t>(y.quantized)].producer = n;
+  graph.nodes[static_cast<size_t>(reader)].dead = true;
+  ++stats->folded["Concat"];
+  return true;
+}
+
 int64_t numel_of(const Graph& graph, int v) {
   return v < 0 ? 0 : shape_numel(graph.values[static_cast<size_t>(v)].shape);
 }
@@ -846,6 +919,16 @@ QdqStats fold_qdq(Graph& graph, const ConstantEvaluator* evaluator) {
     } else if (node.op_type == "AveragePool" || node.op_type == "GlobalAveragePool" || node.op_type == "Add" ||
                node.op_type == "Mul") {
       fold_qlinear_op(graph, readers, static_cast<int>(n), &stats);
+    }
+  }
+  {
+    const auto concat_readers = graph.consumers();
+    const size_t count = graph.nodes.size();  // not the requantizations it adds
+    for (size_t n = 0; n < count; ++n) {
+      const Node& node = graph.nodes[n];
+      if (!node.dead && node.domain.empty() && node.op_type == "Concat") {
+        fold_requantizing_concat(graph, concat_readers, static_cast<int>(n), &stats);
+      }
     }
   }
   for (size_t n = 0; n < graph.nodes.size(); ++n) {

@@ -395,6 +395,56 @@ TEST(QdqTest, APadOfNothingFoldsWhateverTheZeroPoint) {
   }
 }
 
+// A Concat of tensors quantized each on its own (DenseNet's, Inception's)
+// between their DQs and one Q: each input whose quantization differs from
+// the output's is requantized to it (ChannelAffineInt8, a = its scale /
+// the output's), the one that matches is taken as it is, and the Concat
+// moves bytes; no float round trip is left. Against the float round trip:
+// the matching input's bytes exactly, the others within one step (equal on
+// nearly every element); the same bytes on every path.
+TEST(QdqTest, ConcatOfOtherScalesRequantizesEachInput) {
+  GraphBuilder b;
+  const int x1 = b.input("x1", {1, 3, 5, 7}, DType::UINT8);
+  const int x2 = b.input("x2", {1, 2, 5, 7}, DType::UINT8);
+  const int x3 = b.input("x3", {1, 4, 5, 7}, DType::INT8);
+  const int cat = b.node("Concat",
+                         {dq(b, x1, 0.04f, DType::UINT8, 120, "x1"), dq(b, x2, 0.013f, DType::UINT8, 100, "x2"),
+                          dq(b, x3, 0.09f, DType::INT8, -3, "x3")},
+                         {{"axis", int_attr(1)}});
+  b.output(q(b, cat, 0.04f, DType::UINT8, 120));
+  const PlanResult r = b.plan();
+  const std::vector<std::string> ops = kernels(r);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "ChannelAffineInt8"), 2);
+  for (const char* op : {"QuantizeLinear", "DequantizeLinear"}) EXPECT_EQ(std::count(ops.begin(), ops.end(), op), 0);
+  const std::vector<HostTensor> in = {data8(DType::UINT8, {1, 3, 5, 7}, 1), data8(DType::UINT8, {1, 2, 5, 7}, 2),
+                                      data8(DType::INT8, {1, 4, 5, 7}, 3)};
+  const HostTensor got = planner::run_program(r.bytes, in, {}).outputs.at(0);
+  ASSERT_EQ(got.numel(), 9 * 35);
+  const float scales[] = {0.04f, 0.013f, 0.09f};
+  const int zps[] = {120, 100, -3};
+  int64_t same = 0, at = 0;
+  for (int i = 0; i < 3; ++i) {
+    for (int64_t e = 0; e < in[i].numel(); ++e, ++at) {
+      const float real = static_cast<float>(in[i].int_at(e) - zps[i]) * scales[i];
+      const int64_t want = clamp8(static_cast<int64_t>(std::nearbyint(real / 0.04f)) + 120, DType::UINT8);
+      if (i == 0) {
+        EXPECT_EQ(got.int_at(at), in[0].int_at(e)) << e;
+      } else {
+        EXPECT_LE(std::abs(got.int_at(at) - want), 1) << "input " << i << " element " << e;
+      }
+      same += got.int_at(at) == want;
+    }
+  }
+  EXPECT_GE(same, got.numel() * 98 / 100);
+  const kernels::Isa before = kernels::active_isa();
+  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
+    if (!kernels::processor_has(isa)) continue;
+    ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
+    EXPECT_EQ(planner::run_program(r.bytes, in, {}).outputs.at(0).bytes, got.bytes) << static_cast<int>(isa);
+  }
+  ASSERT_EQ(kernels::set_isa(before), Error::kOk);
+}
+
 // A batch normalization between a DQ and a Q (DenseNet's norm after a
 // Concat): DQ -> BatchNormalization -> [Relu / Clip] -> Q becomes one
 // ChannelAffineInt8, for uint8 and int8 data, without and with Relu and
