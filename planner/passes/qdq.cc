@@ -834,6 +834,8 @@ bool fold_requantizing_concat(Graph& graph, const std::vector<std::vector<int>>&
   if (!differs) return false;  // fold_passthrough's
   const int y_zp = zp_value(graph, y, y_dtype);
   const int64_t low = y_dtype == DType::UINT8 ? 0 : -128;
+  // Nodes are added below: no reference into graph.nodes is kept across.
+  const std::string stem = op.name;
   std::vector<int> inputs(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     if (same_quantization(graph, in[i], y)) {
@@ -851,7 +853,7 @@ bool fold_requantizing_concat(Graph& graph, const std::vector<std::vector<int>>&
       b.data<float>()[c] = 0.f;
     }
     Node requantize;
-    requantize.name = op.name + "_requantize_" + std::to_string(i);
+    requantize.name = stem + "_requantize_" + std::to_string(i);
     requantize.op_type = "ChannelAffine";
     requantize.domain = "kiln";
     requantize.opset = 1;
