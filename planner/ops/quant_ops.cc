@@ -131,13 +131,14 @@ void lower_dynamic_quantize(OpContext& ctx, LoweringContext& l) {
 
 // The output clamp the QDQ pass (passes/qdq.h) moved from a Relu or Clip
 // into the node: attributes kiln_y_min / kiln_y_max, in the output's domain.
-void apply_clamp(OpContext& ctx, Int8Linear* q) {
+void apply_clamp(OpContext& ctx, int32_t* y_min, int32_t* y_max) {
   if (ctx.has_attr("kiln_y_min"))
-    q->y_min = static_cast<int32_t>(std::max<int64_t>(q->y_min, ctx.attr_int("kiln_y_min", 0)));
+    *y_min = static_cast<int32_t>(std::max<int64_t>(*y_min, ctx.attr_int("kiln_y_min", 0)));
   if (ctx.has_attr("kiln_y_max"))
-    q->y_max = static_cast<int32_t>(std::min<int64_t>(q->y_max, ctx.attr_int("kiln_y_max", 0)));
-  if (q->y_min > q->y_max) ctx.error("kiln_y_min is above kiln_y_max");
+    *y_max = static_cast<int32_t>(std::min<int64_t>(*y_max, ctx.attr_int("kiln_y_max", 0)));
+  if (*y_min > *y_max) ctx.error("kiln_y_min is above kiln_y_max");
 }
+void apply_clamp(OpContext& ctx, Int8Linear* q) { apply_clamp(ctx, &q->y_min, &q->y_max); }
 
 std::vector<int64_t> spatial_dims(const std::vector<int64_t>& shape) {
   return std::vector<int64_t>(shape.begin() + 2, shape.end());
@@ -625,10 +626,8 @@ void lower_channel_affine(OpContext& ctx, LoweringContext& l) {
   const DType x = ctx.dtype(0), y = ctx.output(0).dtype;
   const int64_t x_zp = scalar_input(ctx, 3, "x_zero_point").int_at(0) + (x == DType::INT8 ? 128 : 0);
   const int64_t y_zp = scalar_input(ctx, 4, "y_zero_point").int_at(0);
-  const int64_t low = low_of(y);
-  const int64_t y_min = std::max(low, ctx.attr_int("kiln_y_min", low));
-  const int64_t y_max = std::min(low + 255, ctx.attr_int("kiln_y_max", low + 255));
-  if (y_min > y_max) ctx.error("kiln_y_min is above kiln_y_max");
+  int32_t y_min = low_of(y), y_max = low_of(y) + 255;
+  apply_clamp(ctx, &y_min, &y_max);
   l.kernel("ChannelAffineInt8", {l.tensor(ctx.input_id(0)), l.tensor(ctx.input_id(1)), l.tensor(ctx.input_id(2))},
            {l.tensor(ctx.output_id(0))}, int_params({x_zp, y_zp, y_min, y_max}));
 }

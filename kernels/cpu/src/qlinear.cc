@@ -115,6 +115,13 @@ bool has_ints(const KernelArgs& args, uint32_t count) {
   return p != nullptr && p->ints() != nullptr && p->ints()->size() == count && aligned8(p->ints());
 }
 int64_t int_param(const KernelArgs& args, uint32_t i) { return args.params<fb::GenericParams>()->ints()->Get(i); }
+// How many integers the GenericParams hold (0 without any, or misaligned).
+uint32_t int_count(const KernelArgs& args) {
+  const auto* p = args.params<fb::GenericParams>();
+  return p != nullptr && p->ints() != nullptr && aligned8(p->ints()) ? p->ints()->size() : 0;
+}
+// Integer i, or 0 where the params end before it (an optional last one).
+int64_t optional_int(const KernelArgs& args, uint32_t i) { return int_count(args) > i ? int_param(args, i) : 0; }
 
 // ---------------------------------------------------------------------------
 // QuantizeLinear, DequantizeLinear
@@ -427,15 +434,15 @@ Int8Conv int8_conv(const KernelArgs& args) {
   g.pb = int_param(args, 9);
   g.pr = int_param(args, 10);
   g.x_zp = int_param(args, 11);
-  g.quad_taps = (has_ints(args, 16) || has_ints(args, 17)) && int_param(args, 15) == 1;
-  g.w_narrow = has_ints(args, 17) && int_param(args, 16) == 1;
+  g.quad_taps = optional_int(args, 15) == 1;
+  g.w_narrow = optional_int(args, 16) == 1;
   return g;
 }
 
 Error check_conv_int8(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 3, 6, 1, args.num_scratch));
-  KILN_KERNEL_CHECK(args, has_ints(args, 15) || has_ints(args, 16) || has_ints(args, 17),
-                    "expects GenericParams with 15 to 17 integers");
+  const uint32_t ints = int_count(args);
+  KILN_KERNEL_CHECK(args, ints >= 15 && ints <= 17, "expects GenericParams with 15 to 17 integers");
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, (x.rank() == 3 || x.rank() == 4) && y.rank() == x.rank(), "expects NCHW (or NCW) tensors");
@@ -450,7 +457,7 @@ Error check_conv_int8(const KernelArgs& args) {
   KILN_KERNEL_CHECK(args, g.group >= 1 && g.c % g.group == 0 && g.m % g.group == 0 && y.dim(0) == g.n,
                     "group %lld does not divide the channels", static_cast<long long>(g.group));
   KILN_KERNEL_CHECK(args, g.x_zp >= 0 && g.x_zp <= 255, "input zero point outside the uint8 domain");
-  if (has_ints(args, 16) || has_ints(args, 17)) {
+  if (ints >= 16) {
     const int64_t order = int_param(args, 15);
     KILN_KERNEL_CHECK(args, order == 0 || order == 1, "weight order %lld (0 or 1)", static_cast<long long>(order));
     KILN_KERNEL_CHECK(args, order == 0 || (g.c / g.group) % 4 == 0,
@@ -463,7 +470,7 @@ Error check_conv_int8(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_int8_operands(args, g.m, k, g.oh * g.ow, 1));
   KILN_KERNEL_CHECK(args, args.in(1).numel() == g.group * (g.m / g.group) * qgemm_kp(k),
                     "packed weights have the wrong size");
-  if (has_ints(args, 17)) KILN_RETURN_IF_ERROR(check_weight_range(args, 16));
+  if (ints == 17) KILN_RETURN_IF_ERROR(check_weight_range(args, 16));
   return check_int8_clamp(args, 12);
 }
 
@@ -864,7 +871,8 @@ Error run_conv_int8(const KernelArgs& args) {
 
 Error check_gemm_int8(const KernelArgs& args) {
   KILN_RETURN_IF_ERROR(check_arity(args, 3, 6, 1, args.num_scratch));
-  KILN_KERNEL_CHECK(args, has_ints(args, 5) || has_ints(args, 6), "expects GenericParams with 5 or 6 integers");
+  const uint32_t ints = int_count(args);
+  KILN_KERNEL_CHECK(args, ints == 5 || ints == 6, "expects GenericParams with 5 or 6 integers");
   const Tensor& a = args.in(0);
   const Tensor& y = args.out(0);
   KILN_KERNEL_CHECK(args, a.rank() >= 1 && y.rank() == a.rank(), "input and output differ in rank");
@@ -879,7 +887,7 @@ Error check_gemm_int8(const KernelArgs& args) {
   const int64_t x_zp = int_param(args, 1);
   KILN_KERNEL_CHECK(args, x_zp >= 0 && x_zp <= 255, "input zero point outside the uint8 domain");
   KILN_RETURN_IF_ERROR(check_int8_operands(args, n, k, rows / batches, batches, rows == batches));
-  if (has_ints(args, 6)) KILN_RETURN_IF_ERROR(check_weight_range(args, 5));
+  if (ints == 6) KILN_RETURN_IF_ERROR(check_weight_range(args, 5));
   return check_int8_clamp(args, 2);
 }
 
@@ -887,7 +895,7 @@ Error run_gemm_int8(const KernelArgs& args) {
   const Tensor& a = args.in(0);
   const Tensor& yt = args.out(0);
   QGemmProblem p = int8_problem(args, 2);
-  p.w_narrow = has_ints(args, 6) && int_param(args, 5) == 1;
+  p.w_narrow = optional_int(args, 5) == 1;
   const QGemmTileFn tile = qgemm_tile_for(active_isa());
   const int64_t batches = int_param(args, 0);
   const int64_t k = a.dim(a.rank() - 1), kp = qgemm_kp(k);
