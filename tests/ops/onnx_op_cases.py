@@ -169,6 +169,39 @@ def case_conv_transpose_2d_blocks():
     return model(nodes, {"x": x}, {"y": want}, [("w", w), ("b", b)]), [x]
 
 
+def case_transpose_paths():
+    # Every permutation of three inputs, through each of the Transpose
+    # kernel's ways (shape_ops.cc): row copies, 2- to 4-wide interleaves,
+    # tiles (37 x 70: partial tiles both ways) and element by element;
+    # size-1 axes and axes that merge, over 1-, 4- and 8-byte elements.
+    from itertools import permutations
+    inputs = {"a": randn(2, 3, 1, 4, 5), "b": RNG.integers(0, 256, (3, 37, 70), dtype=np.uint8),
+              "c": RNG.integers(-2**40, 2**40, (2, 4, 3, 2), dtype=np.int64)}
+    nodes, want = [], {}
+    for name, x in inputs.items():
+        for perm in permutations(range(x.ndim)):
+            out = name + "_" + "".join(map(str, perm))
+            nodes.append(helper.make_node("Transpose", [name], [out], perm=list(perm)))
+            want[out] = np.transpose(x, perm)
+    return model(nodes, inputs, want), list(inputs.values())
+
+
+def case_depth_to_space_modes():
+    # DepthToSpace in both modes and SpaceToDepth, on floats and bytes:
+    # the 2- and 3-wide interleaves.
+    x = randn(2, 18, 5, 7)
+    q = RNG.integers(0, 256, (1, 16, 6, 9), dtype=np.uint8)
+    nodes = [helper.make_node("DepthToSpace", ["x"], ["dcr"], blocksize=3, mode="DCR"),
+             helper.make_node("DepthToSpace", ["q"], ["crd"], blocksize=2, mode="CRD"),
+             helper.make_node("SpaceToDepth", ["crd"], ["back"], blocksize=2)]
+    n, c, h, w = x.shape
+    dcr = x.reshape(n, 3, 3, c // 9, h, w).transpose(0, 3, 4, 1, 5, 2).reshape(n, c // 9, h * 3, w * 3)
+    n, c, h, w = q.shape
+    crd = q.reshape(n, c // 4, 2, 2, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, c // 4, h * 2, w * 2)
+    back = crd.reshape(n, c // 4, h, 2, w, 2).transpose(0, 3, 5, 1, 2, 4).reshape(n, c, h, w)
+    return model(nodes, {"x": x, "q": q}, {"dcr": dcr, "crd": crd, "back": back}), [x, q]
+
+
 def conv2d_case(x, w, b, group, stride, pad, relu):
     """A Conv (and Relu) node over x with weights w and bias b, and its outputs by torch in float64."""
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t" if relu else "y"], group=group, strides=[stride, stride],

@@ -39,56 +39,153 @@ Error check_transpose(const KernelArgs& args) {
   return Error::kOk;
 }
 
-// Output rows [r0, r1) (rows of the last output dimension) of a transpose.
-template <typename T>
-void transpose_typed(const T* in, T* out, const int64_t* out_dims, const int64_t* src_strides, uint32_t rank,
-                     int64_t r0, int64_t r1) {
-  if (rank == 0) {
-    if (r1 > r0) out[0] = in[0];
-    return;
+// Transpose works on the permutation with its axes simplified: axes of
+// size 1 dropped, and output axes that stay adjacent and in order in the
+// input merged (DepthToSpace's [n, c, b, b, h, w] -> [n, c, h, b, w, b]
+// stays rank 5; attention's [b, s, h, d] -> [b, h, s, d] becomes rows of
+// d elements). Then, by what the last two output axes read:
+// - the last one contiguous in the input: row copies;
+// - the one before it contiguous: planes, each a 2-D transpose of the
+//   input; DepthToSpace's and the pixel shuffle's 2 to 4 wide last axis
+//   interleaves rows, wider ones go in cache-sized tiles;
+// - neither: element by element.
+struct TransposeAxes {
+  uint32_t rank = 0;
+  int64_t dims[kMaxRank] = {};     // the output's
+  int64_t strides[kMaxRank] = {};  // the input's, in elements
+};
+
+TransposeAxes simplify_transpose(const Tensor& x, const Tensor& y, const flatbuffers::Vector<int32_t>* perm) {
+  int64_t in_strides[kMaxRank];
+  contiguous_strides(x.dims(), x.rank(), in_strides);
+  TransposeAxes t;
+  for (uint32_t d = 0; d < y.rank(); ++d) {
+    const int64_t dim = y.dim(d), stride = in_strides[perm->Get(d)];
+    if (dim == 1) continue;
+    if (t.rank > 0 && t.strides[t.rank - 1] == stride * dim) {
+      t.dims[t.rank - 1] *= dim;
+      t.strides[t.rank - 1] = stride;
+    } else {
+      t.dims[t.rank] = dim;
+      t.strides[t.rank] = stride;
+      ++t.rank;
+    }
   }
-  const int64_t inner = out_dims[rank - 1];
-  const int64_t inner_stride = src_strides[rank - 1];
-  // The index and source offset of row r0.
-  int64_t index[kMaxRank] = {};
+  return t;
+}
+
+// The input offset of output row `row` (rows of the last `rows_of` axes
+// left out: 1 for rows of the last axis, 2 for planes).
+int64_t source_offset(const TransposeAxes& t, uint32_t rows_of, int64_t row) {
   int64_t offset = 0;
-  for (int64_t d = static_cast<int64_t>(rank) - 2, rest = r0; d >= 0; --d) {
-    index[d] = rest % out_dims[d];
-    rest /= out_dims[d];
-    offset += index[d] * src_strides[d];
+  for (int64_t d = static_cast<int64_t>(t.rank) - 1 - rows_of; d >= 0; --d) {
+    offset += row % t.dims[d] * t.strides[d];
+    row /= t.dims[d];
   }
+  return offset;
+}
+
+// Output rows [r0, r1): each the input's elements `stride` apart.
+template <typename T>
+void transpose_elements(const T* in, T* out, const TransposeAxes& t, int64_t r0, int64_t r1) {
+  const uint32_t rank = t.rank;
+  const int64_t inner = t.dims[rank - 1], inner_stride = t.strides[rank - 1];
+  int64_t index[kMaxRank] = {};
+  for (int64_t d = static_cast<int64_t>(rank) - 2, rest = r0; d >= 0; --d) {
+    index[d] = rest % t.dims[d];
+    rest /= t.dims[d];
+  }
+  int64_t offset = source_offset(t, 1, r0);
   for (int64_t o = r0 * inner; o < r1 * inner; o += inner) {
-    for (int64_t i = 0; i < inner; ++i) out[o + i] = in[offset + i * inner_stride];
+    if (inner_stride == 1) {
+      memcpy(out + o, in + offset, static_cast<size_t>(inner) * sizeof(T));
+    } else {
+      for (int64_t i = 0; i < inner; ++i) out[o + i] = in[offset + i * inner_stride];
+    }
     for (int32_t d = static_cast<int32_t>(rank) - 2; d >= 0; --d) {
-      offset += src_strides[d];
-      if (++index[d] < out_dims[d]) break;
-      offset -= src_strides[d] * index[d];
+      offset += t.strides[d];
+      if (++index[d] < t.dims[d]) break;
+      offset -= t.strides[d] * index[d];
       index[d] = 0;
     }
   }
 }
 
+// Rows [a0, a1) of a plane out[a][k] = in[a + k * stride], k < K.
+template <typename T, int K>
+void interleave_rows(const T* in, int64_t stride, T* out, int64_t a0, int64_t a1) {
+  for (int64_t a = a0; a < a1; ++a) {
+    for (int k = 0; k < K; ++k) out[a * K + k] = in[a + k * stride];
+  }
+}
+
+// The same for any width, in square tiles that stay in L1.
+template <typename T>
+void transpose_tiles(const T* in, int64_t stride, int64_t width, T* out, int64_t a0, int64_t a1) {
+  constexpr int64_t kTile = 64 / sizeof(T) < 16 ? 16 : 64 / sizeof(T);
+  for (int64_t ab = a0; ab < a1; ab += kTile) {
+    const int64_t ae = ab + kTile < a1 ? ab + kTile : a1;
+    for (int64_t kb = 0; kb < width; kb += kTile) {
+      const int64_t ke = kb + kTile < width ? kb + kTile : width;
+      for (int64_t a = ab; a < ae; ++a) {
+        for (int64_t k = kb; k < ke; ++k) out[a * width + k] = in[a + k * stride];
+      }
+    }
+  }
+}
+
+// Output rows [r0, r1) where the axis before the last is contiguous in
+// the input: plane by plane, the rows of each in the range.
+template <typename T>
+void transpose_planes(const T* in, T* out, const TransposeAxes& t, int64_t r0, int64_t r1) {
+  const int64_t height = t.dims[t.rank - 2], width = t.dims[t.rank - 1], stride = t.strides[t.rank - 1];
+  for (int64_t row = r0; row < r1;) {
+    const int64_t plane = row / height, a0 = row % height;
+    const int64_t a1 = a0 + (r1 - row) < height ? a0 + (r1 - row) : height;
+    const T* src = in + source_offset(t, 2, plane);
+    T* dst = out + plane * height * width;
+    switch (width) {
+      case 2: interleave_rows<T, 2>(src, stride, dst, a0, a1); break;
+      case 3: interleave_rows<T, 3>(src, stride, dst, a0, a1); break;
+      case 4: interleave_rows<T, 4>(src, stride, dst, a0, a1); break;
+      default: transpose_tiles(src, stride, width, dst, a0, a1); break;
+    }
+    row += a1 - a0;
+  }
+}
+
+template <typename T>
+void transpose_rows(const T* in, T* out, const TransposeAxes& t, int64_t r0, int64_t r1) {
+  if (t.rank >= 2 && t.strides[t.rank - 1] != 1 && t.strides[t.rank - 2] == 1) {
+    transpose_planes(in, out, t, r0, r1);
+  } else {
+    transpose_elements(in, out, t, r0, r1);
+  }
+}
+
 Error run_transpose(const KernelArgs& args) {
-  const auto* perm = args.params<fb::TransposeParams>()->perm();
   const Tensor& x = args.in(0);
   const Tensor& y = args.out(0);
-  int64_t in_strides[kMaxRank], src_strides[kMaxRank];
-  contiguous_strides(x.dims(), x.rank(), in_strides);
-  for (uint32_t d = 0; d < y.rank(); ++d) src_strides[d] = in_strides[perm->Get(d)];
   const int64_t total = y.numel();
   if (total == 0) return Error::kOk;
-  // Output rows are independent: split them.
-  const int64_t rows = y.rank() > 0 ? total / y.dim(y.rank() - 1) : 1;
+  TransposeAxes t = simplify_transpose(x, y, args.params<fb::TransposeParams>()->perm());
+  if (t.rank == 0) {  // one element, or the order unchanged: a copy
+    t.rank = 1;
+    t.dims[0] = total;
+    t.strides[0] = 1;
+  }
+  // Output rows (of the last simplified axis) are independent: split them.
+  const int64_t rows = total / t.dims[t.rank - 1];
   const int64_t tasks = parallel_tasks(args.pool, total, rows, kParallelMinElements);
-  parallel_for(args.pool, tasks, [&](int64_t t) {
+  parallel_for(args.pool, tasks, [&](int64_t task) {
     int64_t r0, r1;
-    parallel_range(rows, tasks, t, 1, &r0, &r1);
+    parallel_range(rows, tasks, task, 1, &r0, &r1);
     switch (dtype_size(x.dtype())) {
       // clang-format off
-      case 1: transpose_typed(x.data_as<const uint8_t>(), y.data_as<uint8_t>(), y.dims(), src_strides, y.rank(), r0, r1); break;
-      case 2: transpose_typed(x.data_as<const uint16_t>(), y.data_as<uint16_t>(), y.dims(), src_strides, y.rank(), r0, r1); break;
-      case 4: transpose_typed(x.data_as<const uint32_t>(), y.data_as<uint32_t>(), y.dims(), src_strides, y.rank(), r0, r1); break;
-      default: transpose_typed(x.data_as<const uint64_t>(), y.data_as<uint64_t>(), y.dims(), src_strides, y.rank(), r0, r1); break;
+      case 1: transpose_rows(x.data_as<const uint8_t>(), y.data_as<uint8_t>(), t, r0, r1); break;
+      case 2: transpose_rows(x.data_as<const uint16_t>(), y.data_as<uint16_t>(), t, r0, r1); break;
+      case 4: transpose_rows(x.data_as<const uint32_t>(), y.data_as<uint32_t>(), t, r0, r1); break;
+      default: transpose_rows(x.data_as<const uint64_t>(), y.data_as<uint64_t>(), t, r0, r1); break;
         // clang-format on
     }
   });
