@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <set>
@@ -196,7 +197,88 @@ bool activations_multiply(const Graph& graph, const Node& op, const QuantNode& b
   return a_shape.back() == b_shape[b_shape.size() - 2] && a_shape.back() <= kernels::kQGemmMatMulMaxK;
 }
 
-// One Conv / Gemm / MatMul at index n, if the pattern around it matches.
+// Node n's output becomes the input of a DepthToSpace (CRD, `block`) that
+// writes it (pixel_shuffle_block). Adds a node: no reference into
+// graph.nodes is kept across.
+void add_depth_to_space(Graph& graph, int n, int64_t block) {
+  const int out = graph.nodes[static_cast<size_t>(n)].outputs[0];
+  Value packed;
+  packed.name = graph.unique_name(graph.nodes[static_cast<size_t>(n)].name + "_taps");
+  packed.dtype = graph.values[static_cast<size_t>(out)].dtype;
+  packed.has_type = true;
+  packed.producer = n;
+  const std::vector<int64_t>& x =
+      graph.values[static_cast<size_t>(graph.nodes[static_cast<size_t>(n)].inputs[0])].shape;
+  const std::vector<int64_t>& y = graph.values[static_cast<size_t>(out)].shape;
+  packed.shape = {x[0], y[1] * block * block, x[2], x[3]};
+  packed.has_shape = true;
+  const int taps = graph.add_value(std::move(packed));
+  Node shuffle;
+  shuffle.name = graph.nodes[static_cast<size_t>(n)].name + "_depth_to_space";
+  shuffle.op_type = "DepthToSpace";
+  shuffle.opset = 13;
+  shuffle.attrs["blocksize"] = int_attr(block);
+  Attribute mode;
+  mode.kind = Attribute::Kind::kString;
+  mode.s = "CRD";
+  shuffle.attrs["mode"] = mode;
+  shuffle.inputs = {taps};
+  shuffle.outputs = {out};
+  graph.nodes[static_cast<size_t>(n)].outputs = {taps};
+  graph.values[static_cast<size_t>(out)].producer = static_cast<int>(graph.nodes.size());
+  graph.nodes.push_back(std::move(shuffle));
+}
+
+// A ConvTranspose whose kernel is its stride (U-Net's 2x2 up-sampling at
+// stride 2): 2-D, square, one group, no pads, dilations, output padding or
+// output shape. Each output pixel then takes one input pixel through one
+// kernel tap, so the op is a 1x1 convolution to cout * k * k channels,
+// channel (m, ky, kx) = m * k * k + ky * k + kx, followed by DepthToSpace
+// (CRD) with blocksize k. Returns k, or 0 when the op is not one.
+int64_t pixel_shuffle_block(const Node& op, const HostTensor& w) {
+  if (w.shape.size() != 4 || w.shape[2] != w.shape[3] || w.shape[2] < 1) return 0;
+  const int64_t k = w.shape[2];
+  auto ints_are = [&](const char* key, std::vector<int64_t> fallback) {
+    const auto it = op.attrs.find(key);
+    if (it == op.attrs.end()) return true;
+    return it->second.kind == Attribute::Kind::kInts && it->second.ints == fallback;
+  };
+  const auto group = op.attrs.find("group");
+  const auto auto_pad = op.attrs.find("auto_pad");
+  const bool one_group = group == op.attrs.end() || group->second.i == 1;
+  const bool no_auto_pad = auto_pad == op.attrs.end() || auto_pad->second.s == "NOTSET";
+  const bool geometry = ints_are("kernel_shape", {k, k}) && op.has_attr("strides") && ints_are("strides", {k, k}) &&
+                        ints_are("pads", {0, 0, 0, 0}) && ints_are("dilations", {1, 1}) &&
+                        ints_are("output_padding", {0, 0});
+  return one_group && no_auto_pad && geometry && !op.has_attr("output_shape") ? k : 0;
+}
+
+// ConvTranspose weights [cin, cout, k, k] as the 1x1 convolution's
+// [cout * k * k, cin, 1, 1] (pixel_shuffle_block).
+HostTensor pixel_shuffle_weights(const HostTensor& w) {
+  const int64_t cin = w.shape[0], taps = w.shape[1] * w.shape[2] * w.shape[3];
+  HostTensor out(w.dtype, {taps, cin, 1, 1});
+  for (int64_t c = 0; c < cin; ++c) {
+    for (int64_t t = 0; t < taps; ++t)
+      out.bytes[static_cast<size_t>(t * cin + c)] = w.bytes[static_cast<size_t>(c * taps + t)];
+  }
+  return out;
+}
+
+// A per-channel constant (scale, zero point, bias) with each element
+// repeated `times` in a row; a single element stays as it is.
+int repeat_channels(Graph& graph, int v, int64_t times, const std::string& stem) {
+  const HostTensor* t = constant_of(graph, v);
+  if (t == nullptr || t->numel() == 1) return v;
+  const size_t size = dtype_bytes(t->dtype);
+  HostTensor out(t->dtype, {t->numel() * times});
+  for (int64_t c = 0; c < out.numel(); ++c)
+    memcpy(&out.bytes[static_cast<size_t>(c) * size], &t->bytes[static_cast<size_t>(c / times) * size], size);
+  return graph.add_constant(stem, std::move(out));
+}
+
+// One Conv / ConvTranspose / Gemm / MatMul at index n, if the pattern around
+// it matches.
 bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n, QdqStats* stats) {
   Node& op = graph.nodes[static_cast<size_t>(n)];
   const std::string kind = op.op_type;
@@ -238,11 +320,19 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
   int64_t channels = 0;
   std::string target;
   std::map<std::string, Attribute> attrs;
+  int64_t block = 0;  // a ConvTranspose's pixel_shuffle_block
   if (kind == "Conv") {
     if (!w_per_tensor && w_axis != 0) return false;
     channels = wq->shape[0];
     target = "QLinearConv";
     attrs = op.attrs;
+    if (op.inputs.size() > 2) bias = op.inputs[2];
+  } else if (kind == "ConvTranspose") {
+    block = pixel_shuffle_block(op, *wq);
+    if (block == 0 || (!w_per_tensor && w_axis != 1)) return false;
+    if (graph.values[static_cast<size_t>(x.quantized)].shape.size() != 4) return false;
+    channels = wq->shape[1];
+    target = "QLinearConv";
     if (op.inputs.size() > 2) bias = op.inputs[2];
   } else if (activation_b) {
     channels = 1;
@@ -289,9 +379,16 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
     attrs["kiln_y_min"] = int_attr(lo);
     attrs["kiln_y_max"] = int_attr(hi);
   }
-  std::vector<int> inputs = {x.quantized, x.node->inputs[1],          zp_value(graph, x, x_dtype),
-                             weight,      w.node->inputs[1],          zp_value(graph, w, w_dtype),
-                             q.inputs[1], zp_value(graph, y, y_dtype)};
+  int w_scale = w.node->inputs[1], w_zp = zp_value(graph, w, w_dtype);
+  if (block > 0) {  // as a 1x1 convolution to channels * block^2
+    const int64_t taps = block * block;
+    weight = graph.add_constant(op.name + "_weight_1x1", pixel_shuffle_weights(*wq));
+    w_scale = repeat_channels(graph, w_scale, taps, op.name + "_weight_scale_1x1");
+    w_zp = repeat_channels(graph, w_zp, taps, op.name + "_weight_zero_point_1x1");
+    if (bias_int32 >= 0) bias_int32 = repeat_channels(graph, bias_int32, taps, op.name + "_bias_1x1");
+  }
+  std::vector<int> inputs = {x.quantized, x.node->inputs[1], zp_value(graph, x, x_dtype), weight, w_scale,
+                             w_zp,        q.inputs[1],       zp_value(graph, y, y_dtype)};
   if (bias_int32 >= 0) inputs.push_back(bias_int32);
   // The float op's node becomes the quantized one and takes over Q's output.
   Node& rewritten = graph.nodes[static_cast<size_t>(n)];
@@ -304,6 +401,7 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
   if (act != nullptr) act->dead = true;
   graph.nodes[static_cast<size_t>(reader)].dead = true;
   ++stats->folded[kind];
+  if (block > 0) add_depth_to_space(graph, n, block);
   return true;
 }
 
@@ -916,7 +1014,8 @@ QdqStats fold_qdq(Graph& graph, const ConstantEvaluator* evaluator) {
     if (node.dead || !node.domain.empty()) continue;
     // Each rewrite touches only its own op, activation and Q (readers of
     // other values stay right).
-    if (node.op_type == "Conv" || node.op_type == "Gemm" || node.op_type == "MatMul") {
+    if (node.op_type == "Conv" || node.op_type == "ConvTranspose" || node.op_type == "Gemm" ||
+        node.op_type == "MatMul") {
       fold_one(graph, readers, static_cast<int>(n), &stats);
     } else if (node.op_type == "AveragePool" || node.op_type == "GlobalAveragePool" || node.op_type == "Add" ||
                node.op_type == "Mul") {

@@ -445,6 +445,87 @@ TEST(QdqTest, ConcatOfOtherScalesRequantizesEachInput) {
   ASSERT_EQ(kernels::set_isa(before), Error::kOk);
 }
 
+// A ConvTranspose whose kernel is its stride (U-Net's 2x2 up-sampling),
+// weights per channel along axis 1 as quantize_static writes them, an
+// int32 bias and a Relu: a 1x1 ConvInt8 to cout * 4 channels and a
+// DepthToSpace on bytes, no float op left. Within one step of the exact
+// integer result everywhere and equal to it nearly everywhere; the same
+// bytes on every ISA path. With pads, or a kernel other than its stride,
+// the op stays float.
+TEST(QdqTest, ConvTransposeWithKernelAsStrideRunsAsInt8) {
+  const int64_t cin = 5, cout = 3, h = 6, w = 7;
+  const float xs = 0.05f, ys = 0.1f;
+  const float ws[cout] = {0.01f, 0.02f, 0.015f};
+  const int32_t bias[cout] = {-700, 40, 1500};
+  auto model = [&](int64_t k, int64_t stride, int64_t pad) {
+    GraphBuilder b;
+    const int x = b.input("x", {1, cin, h, w}, DType::UINT8);
+    HostTensor scales = HostTensor::from_floats(std::vector<float>(ws, ws + cout), {cout});
+    HostTensor zps(DType::INT8, {cout});
+    HostTensor bias_scales(DType::FLOAT32, {cout});
+    HostTensor bias_q(DType::INT32, {cout});
+    for (int64_t c = 0; c < cout; ++c) {
+      bias_scales.data<float>()[c] = xs * ws[c];
+      bias_q.data<int32_t>()[c] = bias[c];
+    }
+    const int wq = b.node(
+        "DequantizeLinear",
+        {b.constant("w", data8(DType::INT8, {cin, cout, k, k}, 5)), b.constant("w_s", scales), b.constant("w_z", zps)},
+        {{"axis", int_attr(1)}});
+    const int bq =
+        b.node("DequantizeLinear", {b.constant("b", bias_q), b.constant("b_s", bias_scales)}, {{"axis", int_attr(0)}});
+    const int up = b.node("ConvTranspose", {dq(b, x, xs, DType::UINT8, 128, "x"), wq, bq},
+                          {{"kernel_shape", ints_attr({k, k})},
+                           {"strides", ints_attr({stride, stride})},
+                           {"pads", ints_attr({pad, pad, pad, pad})}});
+    b.output(q(b, b.node("Relu", {up}), ys, DType::UINT8, 10));
+    return b.plan();
+  };
+  const PlanResult r = model(2, 2, 0);
+  const std::vector<std::string> ops = kernels(r);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "ConvInt8"), 1);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Transpose"), 1);
+  for (const char* op : {"ConvTranspose", "QuantizeLinear", "DequantizeLinear"})
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), op), 0) << op;
+  const HostTensor x = data8(DType::UINT8, {1, cin, h, w}, 4);
+  const HostTensor wt = data8(DType::INT8, {cin, cout, 2, 2}, 5);
+  const HostTensor got = planner::run_program(r.bytes, {x}, {}).outputs.at(0);
+  ASSERT_EQ(got.shape, (std::vector<int64_t>{1, cout, 2 * h, 2 * w}));
+  int64_t same = 0, clamped = 0;
+  for (int64_t m = 0; m < cout; ++m) {
+    for (int64_t oy = 0; oy < 2 * h; ++oy) {
+      for (int64_t ox = 0; ox < 2 * w; ++ox) {
+        int64_t acc = bias[m];
+        for (int64_t c = 0; c < cin; ++c) {
+          acc +=
+              (x.int_at((c * h + oy / 2) * w + ox / 2) - 128) * wt.int_at(((c * cout + m) * 2 + oy % 2) * 2 + ox % 2);
+        }
+        const double real = static_cast<double>(acc) * static_cast<double>(xs) * static_cast<double>(ws[m]);
+        const int64_t want =
+            clamp8(std::max<int64_t>(std::llround(real / static_cast<double>(ys)) + 10, 10), DType::UINT8);
+        const int64_t at = (m * 2 * h + oy) * 2 * w + ox;
+        EXPECT_LE(std::abs(got.int_at(at) - want), 1) << m << " " << oy << " " << ox;
+        same += got.int_at(at) == want;
+        clamped += want == 10 || want == 255;
+      }
+    }
+  }
+  EXPECT_GE(same, got.numel() * 98 / 100);
+  EXPECT_GT(clamped, 0);
+  EXPECT_LT(clamped, got.numel() / 2);
+  const kernels::Isa before = kernels::active_isa();
+  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kNeon}) {
+    if (!kernels::processor_has(isa)) continue;
+    ASSERT_EQ(kernels::set_isa(isa), Error::kOk);
+    EXPECT_EQ(planner::run_program(r.bytes, {x}, {}).outputs.at(0).bytes, got.bytes) << static_cast<int>(isa);
+  }
+  ASSERT_EQ(kernels::set_isa(before), Error::kOk);
+  for (const auto& [k, pad] : {std::pair<int64_t, int64_t>{3, 0}, std::pair<int64_t, int64_t>{2, 1}}) {
+    const std::vector<std::string> other = kernels(model(k, 2, pad));
+    EXPECT_EQ(std::count(other.begin(), other.end(), "ConvTranspose"), 1) << k << " " << pad;
+  }
+}
+
 // A batch normalization between a DQ and a Q (DenseNet's norm after a
 // Concat): DQ -> BatchNormalization -> [Relu / Clip] -> Q becomes one
 // ChannelAffineInt8, for uint8 and int8 data, without and with Relu and
