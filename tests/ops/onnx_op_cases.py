@@ -169,6 +169,27 @@ def case_conv_transpose_2d_blocks():
     return model(nodes, {"x": x}, {"y": want}, [("w", w), ("b", b)]), [x]
 
 
+def case_conv_transpose_kernel_as_stride():
+    # Kernel = stride (U-Net's up-sampling): the columns are stored where
+    # they land, not added. 2x2 at stride 2 over 60 x 50 = 3,000 positions
+    # (two blocks, the second starting mid-row) with a fused Relu, and 2x3
+    # at strides (2, 3) with two groups.
+    x = randn(1, 8, 60, 50)
+    w = randn(8, 3, 2, 2)
+    b = randn(3)
+    x2 = randn(2, 4, 5, 7)
+    w2 = randn(4, 3, 2, 3)
+    b2 = randn(6)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], strides=[2, 2]),
+             helper.make_node("Relu", ["t"], ["y"]),
+             helper.make_node("ConvTranspose", ["x2", "w2", "b2"], ["y2"], strides=[2, 3], group=2)]
+    y = F.conv_transpose2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(), torch.from_numpy(b).double(),
+                           stride=2).clamp(min=0).numpy().astype(np.float32)
+    y2 = F.conv_transpose2d(torch.from_numpy(x2).double(), torch.from_numpy(w2).double(),
+                            torch.from_numpy(b2).double(), stride=(2, 3), groups=2).numpy().astype(np.float32)
+    return model(nodes, {"x": x, "x2": x2}, {"y": y, "y2": y2}, [("w", w), ("b", b), ("w2", w2), ("b2", b2)]), [x, x2]
+
+
 def case_transpose_paths():
     # Every permutation of three inputs, through each of the Transpose
     # kernel's ways (shape_ops.cc): row copies, 2- to 4-wide interleaves,

@@ -666,6 +666,50 @@ void add_columns(const ConvGeometry& g, const float* columns, int64_t ld, int64_
   }
 }
 
+// Whether every output element takes exactly one input element through one
+// tap: kernel = stride, no dilation, pads or output padding (U-Net's 2x2
+// up-sampling at stride 2). The columns are then stored, not added.
+bool taps_tile_output(const ConvGeometry& g) {
+  return g.kh == g.sh && g.kw == g.sw && g.dh == 1 && g.dw == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0 &&
+         g.oh == g.h * g.kh && g.ow == g.w * g.kw;
+}
+
+// out[i * KW + kx] = taps[kx][i] + bias: one output row's segment from
+// the KW taps of its input positions.
+template <int KW>
+void interleave_taps(const float* taps, int64_t ld, int64_t count, float bias, float* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    for (int kx = 0; kx < KW; ++kx) out[i * KW + kx] = taps[kx * ld + i] + bias;
+  }
+}
+
+// One block's columns (as add_columns takes them) stored where they land
+// (taps_tile_output), each plus its channel's bias, the fused activation
+// applied row by row: the group's output channels [m0, m1).
+void store_columns(const ConvGeometry& g, const float* columns, int64_t ld, int64_t first, int64_t count,
+                   const float* bias, const fb::FusedActivation* activation, float* out, int64_t m0, int64_t m1) {
+  const int64_t plane = g.oh * g.ow;
+  for (int64_t m = m0; m < m1; ++m) {
+    const float b = bias != nullptr ? bias[m] : 0.f;
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      const float* taps = columns + (m * g.kh + ky) * g.kw * ld - first;
+      for (int64_t iy = first / g.w; iy * g.w < first + count; ++iy) {
+        const int64_t lo = gemm_max(int64_t{0}, first - iy * g.w), hi = gemm_min(g.w, first + count - iy * g.w);
+        float* orow = out + m * plane + (iy * g.kh + ky) * g.ow + lo * g.kw;
+        const float* in = taps + iy * g.w + lo;
+        if (g.kw == 2) {
+          interleave_taps<2>(in, ld, hi - lo, b, orow);
+        } else {
+          for (int64_t kx = 0; kx < g.kw; ++kx) {
+            for (int64_t i = 0; i < hi - lo; ++i) orow[i * g.kw + kx] = in[kx * ld + i] + b;
+          }
+        }
+        apply_activation(orow, (hi - lo) * g.kw, activation);
+      }
+    }
+  }
+}
+
 // The products' way (the planner gave scratch): per image and group, per
 // block of input positions, columns = W^T x the block (W read transposed
 // in place), then added into the output over the bias.
@@ -679,8 +723,10 @@ Error run_conv_transpose_products(const KernelArgs& args, const ConvGeometry& g)
   float* columns = args.scratch[0]->data_as<float>();
   float* pack_a = args.scratch[1]->data_as<float>();
   float* pack_b = args.scratch[2]->data_as<float>();
+  const fb::FusedActivation* activation = args.params<fb::ConvParams>()->activation();
+  const bool store = taps_tile_output(g);
   for (int64_t n = 0; n < g.n; ++n) {
-    fill_bias(g, bias, y + n * g.m * plane);
+    if (!store) fill_bias(g, bias, y + n * g.m * plane);
     for (int64_t grp = 0; grp < g.group; ++grp) {
       GemmMatrix a;
       a.data = w + grp * cg * rows;
@@ -693,11 +739,22 @@ Error run_conv_transpose_products(const KernelArgs& args, const ConvGeometry& g)
         b.ld = positions;
         gemm_packed(rows, count, cg, a, b, nullptr, columns, count, GemmEpilogue{}, pack_a, pack_b, GemmPath::kAuto,
                     args.pool);
-        add_columns(g, columns, count, first, count, y + (n * g.m + grp * mg) * plane);
+        float* out = y + (n * g.m + grp * mg) * plane;
+        if (!store) {
+          add_columns(g, columns, count, first, count, out);
+          continue;
+        }
+        const float* group_bias = bias != nullptr ? bias + grp * mg : nullptr;
+        const int64_t tasks = parallel_tasks(args.pool, rows * count, mg, kParallelMinElements);
+        parallel_for(args.pool, tasks, [&](int64_t t) {
+          int64_t m0, m1;
+          parallel_range(mg, tasks, t, 1, &m0, &m1);
+          store_columns(g, columns, count, first, count, group_bias, activation, out, m0, m1);
+        });
       }
     }
   }
-  apply_activation(y, args.out(0).numel(), args.params<fb::ConvParams>()->activation());
+  if (!store) apply_activation(y, args.out(0).numel(), activation);
   return Error::kOk;
 }
 
