@@ -211,7 +211,9 @@ void qgemm_requantize_rows(const int32_t* acc, int64_t ld, int64_t rows, int64_t
 #if KILN_X86
   if (isa == Isa::kAvx512 && small_k && y_elem == 1) {
     bool fit = true;
-    for (int64_t r = 0; r < rows && fit; ++r) fit = qgemm_vector_requant_params(s[r], bias[r]);
+    for (int64_t r = 0; r < rows && fit; ++r) {
+      fit = qgemm_vector_requant_params(s[r], bias[r]) && s[r] <= kQGemmRequant16MaxShift;
+    }
     if (fit) {
       requantize_rows_avx512(acc, ld, rows, n, bias, m, s, zp, lo, hi, static_cast<uint8_t*>(y), y_ld);
       return;

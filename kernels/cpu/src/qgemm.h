@@ -96,6 +96,12 @@ inline bool qgemm_vector_requant_params(int32_t s, int32_t bias) {
   return s >= 32 && s <= 62 && bias <= (1 << 30) && bias >= -(1 << 30);
 }
 
+// The largest shift the AVX-512 requantization of 16 sums takes
+// (x86/qgemm_tile.h's requant16): the zero point rides in its 64-bit
+// rounding term, zp * 2^s + 2^(s-1) + (acc + bias) * m, which stays within
+// int64 for |zp| <= 255, |acc + bias| < 2^31, m < 2^31 and s <= 53.
+constexpr int32_t kQGemmRequant16MaxShift = 53;
+
 // y[i] = clamp(requantize(acc[i] + bias, m, s) + zp, lo, hi) for i < n,
 // uint8 or int8 y, as the epilogue computes it (acc + bias saturated to
 // int32 first). `small_k`: the caller's reduction is at most

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "isa_switch.h"
+#include "qgemm.h"
 
 namespace kiln {
 namespace kernels {
@@ -30,10 +31,11 @@ inline const uint8_t* step_bytes(const uint8_t* base, const int32_t* off, int64_
 }
 
 #if KILN_X86
-// One channel's requantization as vectors: bias, multiplier, 2^(s-1) as
-// 64-bit lanes, s - 32, and the output's zero point and bounds.
+// One channel's requantization as vectors: bias, multiplier, the rounding
+// term with the output's zero point in it (64-bit lanes), s - 32, and the
+// output's bounds.
 struct Requant16 {
-  __m512i bias, m, round, zp, lo, hi;
+  __m512i bias, m, round, lo, hi;
   __m128i rest;
 };
 
@@ -42,23 +44,24 @@ __attribute__((target("avx512f"))) inline Requant16 requant16(int32_t bias, int3
   Requant16 q;
   q.bias = _mm512_set1_epi32(bias);
   q.m = _mm512_set1_epi32(m);
-  q.round = _mm512_set1_epi64(int64_t{1} << (s - 1));
+  q.round = _mm512_set1_epi64(int64_t{zp} * (int64_t{1} << s) + (int64_t{1} << (s - 1)));
   q.rest = _mm_cvtsi32_si128(s - 32);
-  q.zp = _mm512_set1_epi32(zp);
   q.lo = _mm512_set1_epi32(lo);
   q.hi = _mm512_set1_epi32(hi);
   return q;
 }
 
-// clamp(((acc + bias) * m + 2^(s-1)) >> s + zp, lo, hi) for s in [32, 62]
-// and |acc + bias| < 2^31: 64-bit products of the even and odd lanes, the
-// rounding term, the high words shifted by s - 32; the scalar loop's bits.
+// clamp(((acc + bias) * m + 2^(s-1)) >> s + zp, lo, hi) for s in [32,
+// kQGemmRequant16MaxShift] and |acc + bias| < 2^31: 64-bit products of the even
+// and odd lanes plus the rounding term (adding zp * 2^s before the shift
+// adds zp after it: it is a multiple of 2^s), their high words gathered
+// by one two-source permute, shifted by s - 32; the scalar loop's bits.
 __attribute__((target("avx512f"))) inline __m512i requantize16(__m512i acc, const Requant16& q) {
+  const __m512i high_words = _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
   const __m512i v = _mm512_add_epi32(acc, q.bias);
   const __m512i even = _mm512_add_epi64(_mm512_mul_epi32(v, q.m), q.round);
   const __m512i odd = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), q.m), q.round);
-  __m512i r = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
-  r = _mm512_add_epi32(_mm512_sra_epi32(r, q.rest), q.zp);
+  const __m512i r = _mm512_sra_epi32(_mm512_permutex2var_epi32(even, high_words, odd), q.rest);
   return _mm512_min_epi32(_mm512_max_epi32(r, q.lo), q.hi);
 }
 #endif
