@@ -6,9 +6,10 @@
 // Also the avx512 path's epilogue, AVX-512F only (KILN_AVX512), on any
 // processor with AVX-512: a channel tile's rows of int32 sums requantized
 // 16 at a time, each row's tail under a mask, stored as bytes by one
-// narrowing store (vpmovdb); the same arithmetic as requantize_row_avx2
+// narrowing store (vpmovdb); the arithmetic of requantize_row_avx2
 // (64-bit products of the even and odd lanes, the rounding term, the high
-// words shifted by s - 32), so the scalar loop's bits.
+// words shifted by s - 32) with the zero point added inside the rounding
+// term (x86/qgemm_tile.h), so the scalar loop's bits.
 //
 // One 64-byte panel row (4 k of 16 columns) is one zmm of uint8; each
 // channel's 4 weights are broadcast as one int32; vpdpbusd adds the four
