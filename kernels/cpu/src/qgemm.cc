@@ -215,7 +215,8 @@ void qgemm_requantize_rows(const int32_t* acc, int64_t ld, int64_t rows, int64_t
       fit = qgemm_vector_requant_params(s[r], bias[r]) && s[r] <= kQGemmRequant16MaxShift;
     }
     if (fit) {
-      requantize_rows_avx512(acc, ld, rows, n, bias, m, s, zp, lo, hi, static_cast<uint8_t*>(y), y_ld);
+      requantize_rows_avx512(acc, ld, rows, n, bias, m, s, zp, lo, hi, dtype == DType::UINT8, static_cast<uint8_t*>(y),
+                             y_ld);
       return;
     }
   }

@@ -161,10 +161,11 @@ void requantize_columns_avx2(const int32_t acc[kQGemmMr][kQGemmNr], int64_t nr, 
 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
                          int32_t hi, bool is_unsigned, void* y);
 // Every value of qgemm_requantize_rows (AVX-512F): each row's shift in
-// [32, 62] and |bias| <= 2^30, 8-bit outputs.
+// [32, kQGemmRequant16MaxShift] and |bias| <= 2^30, 8-bit outputs
+// (`is_unsigned`: uint8, else int8).
 void requantize_rows_avx512(const int32_t* acc, int64_t ld, int64_t rows, int64_t n, const int32_t* bias,
-                            const int32_t* m, const int32_t* s, int32_t zp, int32_t lo, int32_t hi, uint8_t* y,
-                            int64_t y_ld);
+                            const int32_t* m, const int32_t* s, int32_t zp, int32_t lo, int32_t hi, bool is_unsigned,
+                            uint8_t* y, int64_t y_ld);
 
 // A depthwise convolution of up to 16 channels at once, one channel per
 // 16-bit lane (AVX2): bands of output rows; the band's input rows of every

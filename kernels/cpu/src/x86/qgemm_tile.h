@@ -51,18 +51,22 @@ __attribute__((target("avx512f"))) inline Requant16 requant16(int32_t bias, int3
   return q;
 }
 
-// clamp(((acc + bias) * m + 2^(s-1)) >> s + zp, lo, hi) for s in [32,
+// requantize16: clamp(((acc + bias) * m + 2^(s-1)) >> s + zp, lo, hi)
+// (requantize16_unclamped: before the clamp, for stores that saturate) for s in [32,
 // kQGemmRequant16MaxShift] and |acc + bias| < 2^31: 64-bit products of the even
 // and odd lanes plus the rounding term (adding zp * 2^s before the shift
 // adds zp after it: it is a multiple of 2^s), their high words gathered
 // by one two-source permute, shifted by s - 32; the scalar loop's bits.
-__attribute__((target("avx512f"))) inline __m512i requantize16(__m512i acc, const Requant16& q) {
+__attribute__((target("avx512f"))) inline __m512i requantize16_unclamped(__m512i acc, const Requant16& q) {
   const __m512i high_words = _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
   const __m512i v = _mm512_add_epi32(acc, q.bias);
   const __m512i even = _mm512_add_epi64(_mm512_mul_epi32(v, q.m), q.round);
   const __m512i odd = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), q.m), q.round);
-  const __m512i r = _mm512_sra_epi32(_mm512_permutex2var_epi32(even, high_words, odd), q.rest);
-  return _mm512_min_epi32(_mm512_max_epi32(r, q.lo), q.hi);
+  return _mm512_sra_epi32(_mm512_permutex2var_epi32(even, high_words, odd), q.rest);
+}
+
+__attribute__((target("avx512f"))) inline __m512i requantize16(__m512i acc, const Requant16& q) {
+  return _mm512_min_epi32(_mm512_max_epi32(requantize16_unclamped(acc, q), q.lo), q.hi);
 }
 #endif
 

@@ -129,16 +129,27 @@ KILN_AVX512_VNNI void dot_rows_avx512_vnni(int64_t kp, int64_t len, const int8_t
 
 KILN_AVX512 void requantize_rows_avx512(const int32_t* acc, int64_t ld, int64_t rows, int64_t n, const int32_t* bias,
                                         const int32_t* m, const int32_t* s, int32_t zp, int32_t lo, int32_t hi,
-                                        uint8_t* y, int64_t y_ld) {
+                                        bool is_unsigned, uint8_t* y, int64_t y_ld) {
   const __mmask16 tail = static_cast<__mmask16>((1u << (n % 16)) - 1);
+  // The saturating stores clamp to the output's range: only bounds inside
+  // it (a Relu's, a Clip's) need a max or a min. Unsigned saturation reads
+  // negative sums as large, so uint8 always takes the max (lo >= 0).
+  const bool clamp_lo = is_unsigned || lo > -128, clamp_hi = hi < (is_unsigned ? 255 : 127);
+  const __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
   for (int64_t r = 0; r < rows; ++r) {
     const x86::Requant16 q = x86::requant16(bias[r], m[r], s[r], zp, lo, hi);
     const int32_t* a = acc + r * ld;
     uint8_t* out = y + r * y_ld;
     for (int64_t i = 0; i < n; i += 16) {
       const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : tail;
-      // Clamped to the output's range already: truncation keeps the bits.
-      _mm512_mask_cvtepi32_storeu_epi8(out + i, k, x86::requantize16(_mm512_maskz_loadu_epi32(k, a + i), q));
+      __m512i v = x86::requantize16_unclamped(_mm512_maskz_loadu_epi32(k, a + i), q);
+      if (clamp_lo) v = _mm512_max_epi32(v, vlo);
+      if (clamp_hi) v = _mm512_min_epi32(v, vhi);
+      if (is_unsigned) {
+        _mm512_mask_cvtusepi32_storeu_epi8(out + i, k, v);
+      } else {
+        _mm512_mask_cvtsepi32_storeu_epi8(out + i, k, v);
+      }
     }
   }
 }
