@@ -8,8 +8,9 @@ benchmark's input (minmax ranges, uint8 activations, int8 per-channel
 weights, int32 biases, data movement between a DQ and a Q of one scale);
 kiln plans the float and the QDQ model; then, for several rounds, back to
 back on the same input: kiln float32, kiln int8 (on each --isa path) and
-ONNX Runtime on the QDQ model (one thread, all graph optimizations; it
-fuses the QDQ pairs into its own int8 kernels). Prints per model and path
+ONNX Runtime on the QDQ model (all graph optimizations; it fuses the QDQ
+pairs into its own int8 kernels), each on --threads threads (1 unless
+given; with 2, pin two CPUs with --cpus 0,1). Prints per model and path
 the median over rounds of each round's median, every round, kiln
 float/int8 (what int8 buys), kiln int8 / ORT int8 (and against ORT less
 its Node binding's per-call cost), the share of MACs kiln runs in int8,
@@ -23,7 +24,7 @@ x86 without VNNI); kiln's AVX2 product is then vpmaddubsw, exact.
 
 usage: bench_int8_broad.py --kiln build/release/bin/kiln [--ort-dir DIR] [--rounds 3] [--runs 10]
                            [--isa avx512,avx2] [--models a,b|default] [--workdir DIR] [--cpus 0]
-                           [--reduce-range]
+                           [--reduce-range] [--threads 1]
 """
 import argparse
 import os
@@ -94,12 +95,12 @@ def measure(args, name, kiln, paths, binding):
     ort_dist = None
     for r in range(args.rounds):
         for p in paths:
-            ms, _ = bm.kiln_round(kiln, f32_program, args.workdir, name, args.runs, p)
+            ms, _ = bm.kiln_round(kiln, f32_program, args.workdir, name, args.runs, p, args.threads)
             f32[p].append(ms)
-            ms, got = bm.kiln_round(kiln, i8_program, args.workdir, name, args.runs, p)
+            ms, got = bm.kiln_round(kiln, i8_program, args.workdir, name, args.runs, p, args.threads)
             i8[p].append(ms)
             kiln_dist[p] = distance(got, reference)
-        result, ort_out = bm.ort_round(args.ort_dir, qdq, args.workdir, name, shape, args.runs)
+        result, ort_out = bm.ort_round(args.ort_dir, qdq, args.workdir, name, shape, args.runs, args.threads)
         ort.append(result["median_ms"])
         ort_dist = distance(ort_out, reference)
         print(f"  {name} round {r + 1}: " + ", ".join(f"{p} fp32 {f32[p][-1]:.2f} int8 {i8[p][-1]:.2f}" for p in paths) +
@@ -123,6 +124,7 @@ def main():
     parser.add_argument("--models", default="default")
     parser.add_argument("--workdir", default=os.path.join(HERE, "..", "..", "build", "bench-int8-broad"))
     parser.add_argument("--reduce-range", action="store_true", help="weights on [-64, 64] (kiln quantize --reduce-range)")
+    parser.add_argument("--threads", type=int, default=1, help="threads for kiln and ONNX Runtime alike")
     bm.add_cpus_option(parser)
     args = parser.parse_args()
     bm.pin_cpus(parser, args)
@@ -133,11 +135,15 @@ def main():
         if name not in bm.MODELS:
             parser.error(f"unknown model '{name}'")
     paths = args.isa.split(",")
-    binding = bm.ort_binding_ms(args.ort_dir, args.workdir, 200, 1)
+    if args.threads < 1:
+        parser.error("--threads must be at least 1")
+    binding = bm.ort_binding_ms(args.ort_dir, args.workdir, 200, args.threads)
     rows = []
     for name in names:
         rows += measure(args, name, kiln, paths, binding)
-    print(f"ONNX Runtime {rows[0]['version']} (onnxruntime-node), one thread, sequential, graph optimizations all; "
+    threads = "one thread" if args.threads == 1 else f"{args.threads} threads"
+    print(f"ONNX Runtime {rows[0]['version']} (onnxruntime-node), {threads} (kiln alike), sequential, "
+          f"graph optimizations all; "
           f"{args.rounds} rounds of {args.runs} runs, every round kept; QDQ from kiln quantize (minmax, 8 samples, "
           f"uint8 activations, int8 per-channel weights{' on [-64, 64] (--reduce-range)' if args.reduce_range else ''}); "
           f"kiln run --huge-pages off; ORT binding per call "
