@@ -277,6 +277,17 @@ int repeat_channels(Graph& graph, int v, int64_t times, const std::string& stem)
   return graph.add_constant(stem, std::move(out));
 }
 
+// A pixel-shuffle ConvTranspose's weights, their scales and zero points
+// and its int32 bias (-1: none) as the 1x1 convolution's, per tap.
+void as_pixel_shuffle(Graph& graph, const std::string& stem, const HostTensor& w, int64_t block, int* weight,
+                      int* w_scale, int* w_zp, int* bias) {
+  const int64_t taps = block * block;
+  *weight = graph.add_constant(stem + "_weight_1x1", pixel_shuffle_weights(w));
+  *w_scale = repeat_channels(graph, *w_scale, taps, stem + "_weight_scale_1x1");
+  *w_zp = repeat_channels(graph, *w_zp, taps, stem + "_weight_zero_point_1x1");
+  if (*bias >= 0) *bias = repeat_channels(graph, *bias, taps, stem + "_bias_1x1");
+}
+
 // One Conv / ConvTranspose / Gemm / MatMul at index n, if the pattern around
 // it matches.
 bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n, QdqStats* stats) {
@@ -380,13 +391,7 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
     attrs["kiln_y_max"] = int_attr(hi);
   }
   int w_scale = w.node->inputs[1], w_zp = zp_value(graph, w, w_dtype);
-  if (block > 0) {  // as a 1x1 convolution to channels * block^2
-    const int64_t taps = block * block;
-    weight = graph.add_constant(op.name + "_weight_1x1", pixel_shuffle_weights(*wq));
-    w_scale = repeat_channels(graph, w_scale, taps, op.name + "_weight_scale_1x1");
-    w_zp = repeat_channels(graph, w_zp, taps, op.name + "_weight_zero_point_1x1");
-    if (bias_int32 >= 0) bias_int32 = repeat_channels(graph, bias_int32, taps, op.name + "_bias_1x1");
-  }
+  if (block > 0) as_pixel_shuffle(graph, op.name, *wq, block, &weight, &w_scale, &w_zp, &bias_int32);
   std::vector<int> inputs = {x.quantized, x.node->inputs[1], zp_value(graph, x, x_dtype), weight, w_scale,
                              w_zp,        q.inputs[1],       zp_value(graph, y, y_dtype)};
   if (bias_int32 >= 0) inputs.push_back(bias_int32);

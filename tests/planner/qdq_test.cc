@@ -84,6 +84,13 @@ int64_t round_half_up(int64_t num, int64_t den) {
   return n2 >= 0 ? n2 / d2 : -((-n2 + d2 - 1) / d2);
 }
 
+// The nearest integer to num / den for den > 0, a tie to the even one.
+int64_t round_half_even(int64_t num, int64_t den) {
+  const int64_t q = num >= 0 ? num / den : -((-num + den - 1) / den);  // floor
+  const int64_t twice = 2 * (num - q * den);                           // in [0, 2 den)
+  return twice > den || (twice == den && q % 2 != 0) ? q + 1 : q;
+}
+
 int64_t clamp8(int64_t v, DType d) { return std::min(lo_of(d) + 255, std::max(lo_of(d), v)); }
 
 // The program's first output on every path this processor has, the
@@ -143,17 +150,19 @@ void expect_every_path_as_scalar(const PlanResult& r, const HostTensor& in, DTyp
 }
 
 // AveragePool 2x2 stride 2 with padding 1 (windows of 1, 2 and 4 taps),
-// without padding on a 5 x 5 plane (every window 4 taps, the last row and
-// column unread: the kernel's whole-window path) and GlobalAveragePool
-// over 4 x 4 (16 taps), x_scale = y_scale: the averages of every window
-// against floor(sum / d + 1/2), ties (sums = d/2 mod d) rounding up, and
-// the zero points moved so that some outputs saturate.
-TEST(QdqTest, AveragePoolsFoldToInt8AndRoundHalfUp) {
+// without padding on a 37 x 37 plane (every window 4 taps, the last row
+// and column unread: the kernel's rows of 2x2 windows, 18 outputs a row:
+// two vectors and a tail) and GlobalAveragePool over 4 x 4 (16 taps),
+// x_scale = y_scale, on every path: the averages of every window against
+// the exact average rounded half to even, as QuantizeLinear rounds the
+// float average (ties, sums = d/2 mod d, on both paths of the 2x2
+// windows), and the zero points moved so that some outputs saturate.
+TEST(QdqTest, AveragePoolsFoldToInt8AndRoundHalfToEven) {
   for (DType dtype : {DType::UINT8, DType::INT8}) {
     for (bool global : {false, true}) {
       for (int include_pad : {0, 1, 2}) {  // 2: no padding, a 5 x 5 plane
         if (global && include_pad) continue;
-        const int64_t pad = include_pad == 2 ? 0 : 1, size = include_pad == 2 ? 5 : 4;
+        const int64_t pad = include_pad == 2 ? 0 : 1, size = include_pad == 2 ? 37 : 4;
         const int x_zp = static_cast<int>(lo_of(dtype)) + 100, y_zp = static_cast<int>(lo_of(dtype)) + 200;
         GraphBuilder b;
         const int x = b.input("x", {1, 3, size, size}, dtype);
@@ -168,11 +177,9 @@ TEST(QdqTest, AveragePoolsFoldToInt8AndRoundHalfUp) {
         const PlanResult r = b.plan();
         EXPECT_EQ(kernels(r), std::vector<std::string>{"AvgPoolInt8"});
         const HostTensor in = data8(dtype, {1, 3, size, size}, 11);
-        const HostTensor out = planner::run_program(r.bytes, {in}, {}).outputs.at(0);
-        ASSERT_EQ(out.dtype, dtype);
-        const int64_t oh = global ? 1 : pad ? 3 : 2;
-        ASSERT_EQ(out.numel(), 3 * oh * oh);
+        const int64_t oh = global ? 1 : pad ? 3 : 18;
         int ties = 0, saturated = 0;
+        std::vector<int64_t> want(static_cast<size_t>(3 * oh * oh));
         for (int64_t c = 0; c < 3; ++c) {
           for (int64_t oy = 0; oy < oh; ++oy) {
             for (int64_t ox = 0; ox < oh; ++ox) {
@@ -187,15 +194,26 @@ TEST(QdqTest, AveragePoolsFoldToInt8AndRoundHalfUp) {
               }
               const int64_t d = include_pad == 1 ? k * k : taps;
               ties += (2 * sum) % (2 * d) == d || (2 * sum) % (2 * d) == -d;
-              const int64_t want_raw = round_half_up(sum, d) + y_zp;
+              const int64_t want_raw = round_half_even(sum, d) + y_zp;
               saturated += want_raw != clamp8(want_raw, dtype);
-              EXPECT_EQ(out.int_at((c * oh + oy) * oh + ox), clamp8(want_raw, dtype))
-                  << "channel " << c << " window " << oy << "," << ox << " sum " << sum << " / " << d;
+              want[static_cast<size_t>((c * oh + oy) * oh + ox)] = clamp8(want_raw, dtype);
             }
           }
         }
-        if (!global && pad) EXPECT_GT(ties, 0) << "the data has no tie to round";
-        if (!global && pad) EXPECT_GT(saturated, 0) << "nothing saturated";
+        for (const auto& [isa, out] : outputs_on_every_path(r.bytes, {in})) {
+          ASSERT_EQ(out.dtype, dtype);
+          ASSERT_EQ(out.numel(), 3 * oh * oh);
+          for (int64_t i = 0; i < out.numel(); ++i) {
+            EXPECT_EQ(out.int_at(i), want[static_cast<size_t>(i)])
+                << "path " << static_cast<int>(isa) << " output " << i << (global ? " global" : "");
+          }
+        }
+        if (!global) {
+          EXPECT_GT(ties, 0) << "the data has no tie to round";
+        }
+        if (!global && pad) {
+          EXPECT_GT(saturated, 0) << "nothing saturated";
+        }
       }
     }
   }

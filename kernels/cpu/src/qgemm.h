@@ -160,6 +160,12 @@ void requantize_columns_avx2(const int32_t acc[kQGemmMr][kQGemmNr], int64_t nr, 
                              int32_t hi, bool is_unsigned, uint8_t* y, int64_t column_stride);
 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
                          int32_t hi, bool is_unsigned, void* y);
+// y[i] = clamp(((v + 2^(shift-1) - 1 + ((v >> shift) & 1)) >> shift) + zp,
+// lo, hi) for v = acc[i] + bias, i < n - n % 8: round half to even of v /
+// 2^shift (qgemm_requantize_even where m * 2^-s is a power of two), for
+// shift in [1, 30] and |v| < 2^29.
+void requantize_row_pow2_even_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t shift, int32_t zp, int32_t lo,
+                                   int32_t hi, bool is_unsigned, void* y);
 // Every value of qgemm_requantize_rows (AVX-512F): each row's shift in
 // [32, kQGemmRequant16MaxShift] and |bias| <= 2^30, 8-bit outputs
 // (`is_unsigned`: uint8, else int8).

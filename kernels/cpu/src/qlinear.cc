@@ -51,7 +51,9 @@
 //                     y = clamp(requantize(sum(x) - taps_inside * x_zp,
 //                     multiplier[d-1], shift[d-1]) + y_zp, y_min, y_max),
 //                     the multipliers x_scale / (y_scale * d) in
-//                     qgemm.h's fixed point (one rounding, half up).
+//                     qgemm.h's fixed point, rounded once, half to even
+//                     (qgemm_requantize_even: QuantizeLinear's rounding
+//                     of the float average).
 //                     inputs: 0 x, 1 multiplier, 2 shift (int32, kh * kw
 //                     values, or one when every window has kh * kw taps).
 //                     ints [kh, kw, sH, sW, pad top, left, bottom, right,
@@ -1077,31 +1079,84 @@ Error check_avg_pool_int8(const KernelArgs& args) {
   return check_q_range(args, x.dtype(), 9, 10);
 }
 
+// qgemm_requantize_even's multiplier m * 2^-s, and whether it is a power of
+// two 2^-shift (one scale in and out over 2^k taps), which 32 bits take.
+struct EvenRequant {
+  int32_t m, s, shift;
+  bool pow2;
+};
+
+EvenRequant even_requant(int32_t m, int32_t s) {
+  EvenRequant r{m, s, s, false};
+  int32_t odd = m;
+  while (odd != 0 && odd % 2 == 0 && r.shift > 1) {
+    odd /= 2;
+    --r.shift;
+  }
+  r.pow2 = odd == 1 && r.shift <= 30;
+  return r;
+}
+
+// y[i] = clamp(qgemm_requantize_even(acc[i] + bias, m, s) + zp, lo, hi) as
+// bytes (uint8 where `is_unsigned`), for |acc + bias| < 2^24 (a pool's
+// sums). A power of two in 32 bits, eight at a time on x86's vector paths
+// (a tail as the last eight again); otherwise one value at a time.
+void requantize_row_even(const int32_t* acc, int64_t n, int32_t bias, const EvenRequant& r, int32_t zp, int32_t lo,
+                         int32_t hi, bool is_unsigned, uint8_t* y) {
+  if (!r.pow2) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t q = qgemm_requantize_even(int64_t{acc[i]} + bias, r.m, r.s) + zp;
+      y[i] = static_cast<uint8_t>(q < lo ? lo : q > hi ? hi : q);
+    }
+    return;
+  }
+#if KILN_X86
+  if (n >= 8 && (active_isa() == Isa::kAvx2 || active_isa() == Isa::kAvx512)) {
+    requantize_row_pow2_even_avx2(acc, n, bias, r.shift, zp, lo, hi, is_unsigned, y);
+    if (n % 8 != 0) requantize_row_pow2_even_avx2(acc + n - 8, 8, bias, r.shift, zp, lo, hi, is_unsigned, y + n - 8);
+    return;
+  }
+#else
+  static_cast<void>(is_unsigned);
+#endif
+  const int32_t half = (1 << (r.shift - 1)) - 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t v = acc[i] + bias;
+    const int32_t q = ((v + half + ((v >> r.shift) & 1)) >> r.shift) + zp;
+    y[i] = static_cast<uint8_t>(q < lo ? lo : q > hi ? hi : q);
+  }
+}
+
 // 2x2 windows at stride 2 wholly inside the plane (DenseNet's
-// transitions): each output row's four-tap sums at once, requantized as
-// one row (qgemm_requantize_row: the same arithmetic as the general loop,
-// the window's zero points as its bias), planes across the pool.
+// transitions): the four-tap sums of as many output rows as the stack's
+// buffer holds, requantized at once (requantize_row_even, the window's
+// zero points as its bias), planes across the pool.
 void avg_pool_int8_2x2(const KernelArgs& args, const AvgPoolInt8Geometry& g, int32_t x_zp, int32_t y_zp, int32_t lo,
                        int32_t hi) {
   const bool is_signed = args.in(0).dtype() == DType::INT8;
   // A window of 4 taps: the only multiplier, or the fourth of one per count.
   const int64_t i = args.in(1).numel() == 1 ? 0 : 3;
-  const int32_t m = args.in(1).data_as<const int32_t>()[i], s = args.in(2).data_as<const int32_t>()[i];
+  const EvenRequant r = even_requant(args.in(1).data_as<const int32_t>()[i], args.in(2).data_as<const int32_t>()[i]);
   const uint8_t flip = is_signed ? 0x80 : 0;
   const int32_t zp4 = 4 * (x_zp + (is_signed ? 128 : 0));  // in the flipped (uint8) domain
+  const bool y_unsigned = args.out(0).dtype() == DType::UINT8;
+  const int32_t rows = kAvgPool2x2MaxWidth / g.ow;  // at least 1: ow <= kAvgPool2x2MaxWidth
   parallel_for_ranges(args.pool, g.planes, 1, [&](int64_t p0, int64_t p1) {
     int32_t sums[kAvgPool2x2MaxWidth];
     for (int64_t plane = p0; plane < p1; ++plane) {
       const uint8_t* x = args.in(0).data_as<const uint8_t>() + plane * g.h * g.w;
-      uint8_t* y = args.out(0).data_as<uint8_t>() + plane * g.oh * g.ow * dtype_size(args.out(0).dtype());
-      for (int32_t oy = 0; oy < g.oh; ++oy) {
-        const uint8_t* r0 = x + 2 * oy * g.w;
-        const uint8_t* r1 = r0 + g.w;
-        for (int32_t ox = 0; ox < g.ow; ++ox) {
-          sums[ox] = (r0[2 * ox] ^ flip) + (r0[2 * ox + 1] ^ flip) + (r1[2 * ox] ^ flip) + (r1[2 * ox + 1] ^ flip);
+      uint8_t* y = args.out(0).data_as<uint8_t>() + plane * g.oh * g.ow;
+      for (int32_t oy0 = 0; oy0 < g.oh; oy0 += rows) {
+        const int32_t oy1 = oy0 + rows < g.oh ? oy0 + rows : g.oh;
+        for (int32_t oy = oy0; oy < oy1; ++oy) {
+          const uint8_t* r0 = x + 2 * oy * g.w;
+          const uint8_t* r1 = r0 + g.w;
+          int32_t* row = sums + (oy - oy0) * g.ow;
+          for (int32_t ox = 0; ox < g.ow; ++ox) {
+            row[ox] = (r0[2 * ox] ^ flip) + (r0[2 * ox + 1] ^ flip) + (r1[2 * ox] ^ flip) + (r1[2 * ox + 1] ^ flip);
+          }
         }
-        qgemm_requantize_row(sums, g.ow, -zp4, m, s, y_zp, lo, hi, args.out(0).dtype(), y + oy * g.ow, active_isa(),
-                             true);
+        requantize_row_even(sums, int64_t{oy1 - oy0} * g.ow, -zp4, r, y_zp, lo, hi, y_unsigned, y + oy0 * g.ow);
       }
     }
   });
@@ -1142,7 +1197,8 @@ Error run_avg_pool_int8(const KernelArgs& args) {
         }
         const int32_t d = g.include_pad ? padded_rows * taps_in(x0, g.kw, -g.pl, g.w + g.pr) : rows * cols;
         const int32_t i = one ? 0 : d - 1;
-        const int64_t v = qgemm_requantize(int64_t{sum} - int64_t{rows} * cols * x_zp, multiplier[i], shift[i]) + y_zp;
+        const int64_t v =
+            qgemm_requantize_even(int64_t{sum} - int64_t{rows} * cols * x_zp, multiplier[i], shift[i]) + y_zp;
         store_q(y, is_signed, at, v, lo, hi);
       }
     }

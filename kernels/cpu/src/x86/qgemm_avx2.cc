@@ -303,6 +303,23 @@ KILN_AVX2 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, 
   }
 }
 
+KILN_AVX2 void requantize_row_pow2_even_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t shift, int32_t zp,
+                                             int32_t lo, int32_t hi, bool is_unsigned, void* y) {
+  const __m256i vb = _mm256_set1_epi32(bias), one = _mm256_set1_epi32(1);
+  const __m256i half = _mm256_set1_epi32((1 << (shift - 1)) - 1);
+  const __m128i count = _mm_cvtsi32_si128(shift);
+  const __m256i vzp = _mm256_set1_epi32(zp), vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    const __m256i v = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)), vb);
+    const __m256i parity = _mm256_and_si256(_mm256_sra_epi32(v, count), one);
+    __m256i q = _mm256_sra_epi32(_mm256_add_epi32(_mm256_add_epi32(v, half), parity), count);
+    q = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(q, vzp), vlo), vhi);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i b8 = is_unsigned ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(static_cast<uint8_t*>(y) + i), b8);
+  }
+}
+
 KILN_AVX2 void requantize_columns_avx2(const int32_t acc[kQGemmMr][kQGemmNr], int64_t nr, const int32_t* bias,
                                        const int32_t* m, const int32_t* s, const int32_t* w_zp, const int32_t* x_sums,
                                        int32_t zp, int32_t lo, int32_t hi, bool is_unsigned, uint8_t* y,

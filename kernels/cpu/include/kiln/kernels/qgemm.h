@@ -183,6 +183,17 @@ inline int64_t qgemm_requantize(int64_t acc, int32_t multiplier, int32_t shift) 
   return (acc * multiplier + (int64_t{1} << (shift - 1))) >> shift;
 }
 
+// The average pools' rounding (AvgPoolInt8): round half to even of acc *
+// m / 2^s, as QuantizeLinear rounds the float average of the QDQ model. A
+// 2x2 average of one scale lands on a half in one window of four, so half
+// up would bias it (DenseNet-121's transitions: the mean distance from the
+// QDQ model's outputs half again as large). A tie is a remainder of
+// exactly 2^(s-1); the parity of the floor decides it.
+inline int64_t qgemm_requantize_even(int64_t acc, int32_t multiplier, int32_t shift) {
+  const int64_t x = acc * multiplier;
+  return (x + (int64_t{1} << (shift - 1)) - 1 + ((x >> shift) & 1)) >> shift;
+}
+
 }  // namespace kernels
 }  // namespace kiln
 
