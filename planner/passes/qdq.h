@@ -24,7 +24,8 @@
 //                           => QLinearAveragePool | QLinearGlobalAveragePool
 //   DQ(a), DQ(b) -> Add | Mul -> [Relu | Clip] -> Q => QLinearAdd | QLinearMul
 //   (ONNX Runtime's com.microsoft contrib ops; the average, sum and product
-//   requantized with one rounding, half up: ops/quant_ops.cc)
+//   requantized with one rounding, the average's half to even, the others'
+//   half up: ops/quant_ops.cc)
 //   DQ(x), DQ(x), ... -> element-wise float ops (with scalar constants)
 //     -> Q                                                => Lookup(x, table)
 //   (domain kiln: the chain evaluated at plan time on all 256 bytes of x,
