@@ -14,8 +14,8 @@ given; with 2, pin two CPUs with --cpus 0,1). Prints per model and path
 the median over rounds of each round's median, every round, kiln
 float/int8 (what int8 buys), kiln int8 / ORT int8 (and against ORT less
 its Node binding's per-call cost), the share of MACs kiln runs in int8,
-and accuracy: each side's largest distance from the QDQ model's float
-semantics (ONNX Runtime with graph optimizations disabled runs every
+and accuracy: each side's largest and mean distance from the QDQ model's
+float semantics (ONNX Runtime with graph optimizations disabled runs every
 QuantizeLinear and DequantizeLinear as written), relative to the largest
 output. kiln runs with small pages (kiln run --huge-pages off), as ORT.
 With --reduce-range the weights are quantized on 7 bits, [-64, 64], as
@@ -70,8 +70,12 @@ def ort_unoptimized(ort_dir, onnx_path, workdir, name, shape):
 
 
 def distance(got, reference):
-    return float(np.max(np.abs(got.reshape(-1) - reference.reshape(-1))) /
-                 max(float(np.max(np.abs(reference))), 1e-30))
+    """The largest and the mean distance from the reference, both relative
+    to its largest magnitude (one output step of a deep model's rounding
+    decides the largest; the mean shows a bias)."""
+    diff = np.abs(got.reshape(-1) - reference.reshape(-1))
+    scale = max(float(np.max(np.abs(reference))), 1e-30)
+    return float(np.max(diff)) / scale, float(np.mean(diff)) / scale
 
 
 def measure(args, name, kiln, paths, binding):
@@ -151,14 +155,15 @@ def main():
           f"{' (--cpus)' if args.cpus else ''}.")
     print()
     print("| model | tuned on | kiln path | kiln fp32 ms | kiln int8 ms | ORT int8 ms | fp32/int8 | kiln int8/ORT int8 "
-          "| against ORT less binding | kiln int8 rounds | ORT int8 rounds | int8 MACs | kiln from QDQ | ORT from QDQ |")
+          "| against ORT less binding | kiln int8 rounds | ORT int8 rounds | int8 MACs | kiln from QDQ (max, mean) "
+          "| ORT from QDQ (max, mean) |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|")
     for r in rows:
         print(f"| {r['name']} | {'yes' if r['name'] in bm.TUNED_ON else 'no'} | {r['path']} | {r['f32']:.2f} "
               f"| {r['i8']:.2f} | {r['ort']:.2f} | {r['f32'] / r['i8']:.2f} | {r['i8'] / r['ort']:.2f} "
               f"| {r['i8'] / r['ort_less']:.2f} | {', '.join(f'{v:.2f}' for v in r['i8_rounds'])} "
               f"| {', '.join(f'{v:.2f}' for v in r['ort_rounds'])} | {r['share'] * 100:.0f}% "
-              f"| {r['kiln_dist']:.1e} | {r['ort_dist']:.1e} |")
+              f"| {r['kiln_dist'][0]:.1e}, {r['kiln_dist'][1]:.1e} | {r['ort_dist'][0]:.1e}, {r['ort_dist'][1]:.1e} |")
     print()
     for p in paths:
         sel = [r for r in rows if r["path"] == p]
