@@ -253,6 +253,13 @@ int64_t pixel_shuffle_block(const Node& op, const HostTensor& w) {
   return one_group && no_auto_pad && geometry && !op.has_attr("output_shape") ? k : 0;
 }
 
+// pixel_shuffle_block where the quantized input x and output y are 4-D.
+int64_t foldable_pixel_shuffle(const Graph& graph, const Node& op, const HostTensor& w, int x, int y) {
+  const bool four_d =
+      graph.values[static_cast<size_t>(x)].shape.size() == 4 && graph.values[static_cast<size_t>(y)].shape.size() == 4;
+  return four_d ? pixel_shuffle_block(op, w) : 0;
+}
+
 // ConvTranspose weights [cin, cout, k, k] as the 1x1 convolution's
 // [cout * k * k, cin, 1, 1] (pixel_shuffle_block).
 HostTensor pixel_shuffle_weights(const HostTensor& w) {
@@ -339,9 +346,9 @@ bool fold_one(Graph& graph, const std::vector<std::vector<int>>& readers, int n,
     attrs = op.attrs;
     if (op.inputs.size() > 2) bias = op.inputs[2];
   } else if (kind == "ConvTranspose") {
-    block = pixel_shuffle_block(op, *wq);
-    if (block == 0 || (!w_per_tensor && w_axis != 1)) return false;
-    if (graph.values[static_cast<size_t>(x.quantized)].shape.size() != 4) return false;
+    const bool per_output_channel = w_per_tensor || w_axis == 1;
+    block = per_output_channel ? foldable_pixel_shuffle(graph, op, *wq, x.quantized, y.quantized) : 0;
+    if (block == 0) return false;
     channels = wq->shape[1];
     target = "QLinearConv";
     if (op.inputs.size() > 2) bias = op.inputs[2];

@@ -712,7 +712,8 @@ void store_columns(const ConvGeometry& g, const float* columns, int64_t ld, int6
 
 // The products' way (the planner gave scratch): per image and group, per
 // block of input positions, columns = W^T x the block (W read transposed
-// in place), then added into the output over the bias.
+// in place), then added into the output over the bias (stored with it
+// where taps_tile_output).
 Error run_conv_transpose_products(const KernelArgs& args, const ConvGeometry& g) {
   const float* x = args.in(0).data_as<const float>();
   const float* w = args.in(1).data_as<const float>();
