@@ -632,6 +632,43 @@ void lower_channel_affine(OpContext& ctx, LoweringContext& l) {
            {l.tensor(ctx.output_id(0))}, int_params({x_zp, y_zp, y_min, y_max}));
 }
 
+// ---------------------------------------------------------------------------
+// QLinearSoftmax (domain com.microsoft, as ONNX Runtime names it; the QDQ
+// pass writes it for DQ -> Softmax -> Q over the last axis): X, X_scale,
+// x_zero_point, Y_scale, y_zero_point (scalars), attribute axis (the last
+// only). Lowered onto SoftmaxInt8 with a table of exp(-x_scale d) for the
+// 256 distances d of a byte below its row's largest (the softmax does not
+// depend on x_zero_point).
+
+void infer_q_softmax(OpContext& ctx) {
+  ctx.expect_inputs(5, 5);
+  ctx.expect_dtype(0, {DType::UINT8, DType::INT8});
+  ctx.expect_dtype(1, {DType::FLOAT32});
+  ctx.expect_dtype(3, {DType::FLOAT32});
+  ctx.expect_dtype(4, {DType::UINT8, DType::INT8});
+  if (ctx.dtype(2) != ctx.dtype(0)) ctx.error("x_zero_point differs from X's dtype");
+  const int64_t rank = ctx.rank(0);
+  if (rank < 1) ctx.error("X must have at least one axis");
+  const int64_t axis = ctx.attr_int("axis", -1);
+  if ((axis < 0 ? axis + rank : axis) != rank - 1)
+    ctx.not_supported("QLinearSoftmax over axis ", axis, " (only the last)");
+  ctx.set_output(0, ctx.dtype(4), ctx.shape(0));
+}
+
+void lower_q_softmax(OpContext& ctx, LoweringContext& l) {
+  const double xs = scalar_input(ctx, 1, "x_scale").float_at(0), ys = scalar_input(ctx, 3, "y_scale").float_at(0);
+  scalar_input(ctx, 2, "x_zero_point");
+  if (!(xs > 0 && std::isfinite(xs) && ys > 0 && std::isfinite(ys))) ctx.error("scales must be positive and finite");
+  HostTensor table(DType::FLOAT32, {257});
+  for (int d = 0; d < 256; ++d) table.data<float>()[d] = static_cast<float>(std::exp(-xs * d));
+  table.data<float>()[256] = static_cast<float>(ys);
+  const int exps = l.constant(ctx.node().name + "/exp_table", std::move(table));
+  const DType y = ctx.output(0).dtype;
+  const int64_t y_zp = scalar_input(ctx, 4, "y_zero_point").int_at(0);
+  l.kernel("SoftmaxInt8", {l.tensor(ctx.input_id(0)), exps}, {l.tensor(ctx.output_id(0))},
+           int_params({y_zp, low_of(y), low_of(y) + 255}));
+}
+
 }  // namespace
 
 Int8Operands int8_operands(OpContext& ctx, LoweringContext& l, const Int8Linear& q) {
@@ -725,6 +762,8 @@ void add_quant_ops(std::vector<OpDef>& ops) {
   for (const char* op : {"QLinearAdd", "QLinearMul"}) {
     ops.push_back({.op_type = op, .domain = "com.microsoft", .infer = infer_q_binary, .lower = lower_q_binary});
   }
+  ops.push_back(
+      {.op_type = "QLinearSoftmax", .domain = "com.microsoft", .infer = infer_q_softmax, .lower = lower_q_softmax});
   ops.push_back({.op_type = "Lookup", .domain = "kiln", .infer = infer_lookup, .lower = lower_lookup});
   ops.push_back(
       {.op_type = "ChannelAffine", .domain = "kiln", .infer = infer_channel_affine, .lower = lower_channel_affine});

@@ -560,16 +560,27 @@ bool fold_passthrough(Graph& graph, const std::vector<std::vector<int>>& readers
   return true;
 }
 
+// Whether a Softmax runs over its input's last axis (its default from
+// opset 13; before, the axis from which the input is flattened).
+bool softmax_over_last_axis(const Graph& graph, const Node& op) {
+  const int64_t rank = static_cast<int64_t>(graph.values[static_cast<size_t>(op.inputs[0])].shape.size());
+  const auto it = op.attrs.find("axis");
+  const int64_t axis = it != op.attrs.end() ? it->second.i : op.opset >= 13 ? -1 : 1;
+  return rank >= 1 && (axis < 0 ? axis + rank : axis) == rank - 1;
+}
+
 // DQ -> AveragePool | GlobalAveragePool -> Q (one dtype), DQ, DQ -> Add |
-// Mul -> [Relu | Clip] -> Q, all per tensor: ONNX Runtime's contrib ops
-// QLinearAveragePool, QLinearGlobalAveragePool, QLinearAdd, QLinearMul
-// (domain com.microsoft; ops/quant_ops.cc), the activation as output
-// clamping.
+// Mul -> [Relu | Clip] -> Q, DQ -> Softmax (over the last axis) -> Q, all
+// per tensor: ONNX Runtime's contrib ops QLinearAveragePool,
+// QLinearGlobalAveragePool, QLinearAdd, QLinearMul, QLinearSoftmax (domain
+// com.microsoft; ops/quant_ops.cc), the activation as output clamping.
 bool fold_qlinear_op(Graph& graph, const std::vector<std::vector<int>>& readers, int n, QdqStats* stats) {
   Node& op = graph.nodes[static_cast<size_t>(n)];
   const std::string kind = op.op_type;
   const bool binary = kind == "Add" || kind == "Mul";
+  const bool softmax = kind == "Softmax";
   if (op.outputs.empty() || op.inputs.size() != (binary ? 2u : 1u)) return false;
+  if (softmax && !softmax_over_last_axis(graph, op)) return false;
   if (!binary) {
     const auto it = op.attrs.find("dilations");
     if (it != op.attrs.end()) {
@@ -601,7 +612,7 @@ bool fold_qlinear_op(Graph& graph, const std::vector<std::vector<int>>& readers,
   if (!read_quant(graph, &q, q.outputs[0], &y) || !per_tensor(y)) return false;
   const DType y_dtype = y.zp != nullptr ? y.zp->dtype : DType::UINT8;
   if (y_dtype != DType::UINT8 && y_dtype != DType::INT8) return false;
-  if (!binary && y_dtype != in_dtype[0]) return false;
+  if (!binary && !softmax && y_dtype != in_dtype[0]) return false;
   int64_t lo = 0, hi = 0;
   if (act != nullptr && !clamp_bounds(graph, *act, y, y_dtype, &lo, &hi)) return false;
   std::vector<int> inputs;
@@ -614,6 +625,7 @@ bool fold_qlinear_op(Graph& graph, const std::vector<std::vector<int>>& readers,
     op.attrs["kiln_y_max"] = int_attr(hi);
     act->dead = true;
   }
+  if (softmax) op.attrs = {{"axis", int_attr(-1)}, {"opset", int_attr(13)}};
   graph.values[static_cast<size_t>(op.outputs[0])].producer = -1;
   op.op_type = "QLinear" + kind;
   op.domain = "com.microsoft";
@@ -1030,7 +1042,7 @@ QdqStats fold_qdq(Graph& graph, const ConstantEvaluator* evaluator) {
         node.op_type == "MatMul") {
       fold_one(graph, readers, static_cast<int>(n), &stats);
     } else if (node.op_type == "AveragePool" || node.op_type == "GlobalAveragePool" || node.op_type == "Add" ||
-               node.op_type == "Mul") {
+               node.op_type == "Mul" || node.op_type == "Softmax") {
       fold_qlinear_op(graph, readers, static_cast<int>(n), &stats);
     }
   }

@@ -23,6 +23,7 @@
 //   DQ(x) -> AveragePool | GlobalAveragePool -> Q (x's dtype)
 //                           => QLinearAveragePool | QLinearGlobalAveragePool
 //   DQ(a), DQ(b) -> Add | Mul -> [Relu | Clip] -> Q => QLinearAdd | QLinearMul
+//   DQ(x) -> Softmax (the last axis) -> Q            => QLinearSoftmax
 //   (ONNX Runtime's com.microsoft contrib ops; the average, sum and product
 //   requantized with one rounding, the average's half to even, the others'
 //   half up: ops/quant_ops.cc)

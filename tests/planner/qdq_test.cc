@@ -544,6 +544,57 @@ TEST(QdqTest, ConvTransposeWithKernelAsStrideRunsAsInt8) {
   }
 }
 
+// DQ -> Softmax over the last axis -> Q (attention's scores between their
+// quantized MatMuls): one SoftmaxInt8, no float op and no Q or DQ left, for
+// uint8 and int8 scores, rows shorter and longer than the kernel's chunk
+// (37 and 600 values, odd lengths for the vector tails); the QDQ model's
+// float semantics computed here in float as ONNX's ops define them: within
+// one step everywhere, equal nearly everywhere, the same bytes on every
+// path. A Softmax over another axis stays float.
+TEST(QdqTest, SoftmaxBetweenDqAndQBecomesSoftmaxInt8) {
+  for (DType dtype : {DType::UINT8, DType::INT8}) {
+    for (int64_t inner : {int64_t{37}, int64_t{600}}) {
+      const float xs = 0.0625f, ys = 1.f / 255.f;
+      const int x_zp = static_cast<int>(lo_of(dtype)) + 120;
+      GraphBuilder b;
+      const int x = b.input("x", {2, 3, inner}, dtype);
+      b.output(
+          q(b, b.node("Softmax", {dq(b, x, xs, dtype, x_zp, "x")}, {{"axis", int_attr(-1)}}), ys, DType::UINT8, 0));
+      const PlanResult r = b.plan();
+      EXPECT_EQ(kernels(r), std::vector<std::string>{"SoftmaxInt8"});
+      const HostTensor in = data8(dtype, {2, 3, inner}, 13);
+      const auto outputs = outputs_on_every_path(r.bytes, {in});
+      const HostTensor& got = outputs.front().second;
+      int64_t same = 0;
+      for (int64_t row = 0; row < 6; ++row) {
+        float top = -INFINITY, sum = 0.f;
+        std::vector<float> e(static_cast<size_t>(inner));
+        for (int64_t i = 0; i < inner; ++i)
+          top = std::max(top, static_cast<float>(in.int_at(row * inner + i) - x_zp) * xs);
+        for (int64_t i = 0; i < inner; ++i) {
+          e[static_cast<size_t>(i)] = std::exp(static_cast<float>(in.int_at(row * inner + i) - x_zp) * xs - top);
+          sum += e[static_cast<size_t>(i)];
+        }
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t want =
+              clamp8(static_cast<int64_t>(std::nearbyint(e[static_cast<size_t>(i)] / sum / ys)), DType::UINT8);
+          EXPECT_LE(std::abs(got.int_at(row * inner + i) - want), 1) << "row " << row << " value " << i;
+          same += got.int_at(row * inner + i) == want;
+        }
+      }
+      EXPECT_GE(same, got.numel() * 98 / 100) << inner;
+      for (const auto& [isa, out] : outputs) EXPECT_EQ(out.bytes, got.bytes) << "path " << static_cast<int>(isa);
+    }
+  }
+  GraphBuilder b;
+  const int x = b.input("x", {2, 3, 5}, DType::UINT8);
+  b.output(q(b, b.node("Softmax", {dq(b, x, 0.1f, DType::UINT8, 128, "x")}, {{"axis", int_attr(1)}}), 1.f / 255.f,
+             DType::UINT8, 0));
+  const std::vector<std::string> ops = kernels(b.plan());
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "SoftmaxInt8"), 0);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Softmax"), 1);
+}
+
 // A batch normalization between a DQ and a Q (DenseNet's norm after a
 // Concat): DQ -> BatchNormalization -> [Relu / Clip] -> Q becomes one
 // ChannelAffineInt8, for uint8 and int8 data, without and with Relu and

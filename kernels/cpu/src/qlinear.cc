@@ -87,6 +87,15 @@
 //                     of x (uint8/int8, rank 2 or more). inputs: 0 x, 1 a,
 //                     2 b (float32 [C]). ints [x zero point (uint8
 //                     domain), y zero point, y min, y max]; y uint8 or int8.
+//   SoftmaxInt8       y = clamp(round_half_even(p / y_scale) + y_zp, y_min,
+//                     y_max) for p the softmax over the last axis of the
+//                     dequantized x: DequantizeLinear -> Softmax ->
+//                     QuantizeLinear (passes/qdq.h). Within a row, p[i] =
+//                     e[i] / sum(e) with e[i] = table[top - x[i]], top the
+//                     row's largest byte: exp(x_scale * (x[i] - top)) from
+//                     a table the planner computes. inputs: 0 x, 1 the
+//                     table (float32 [257]: exp(-x_scale d) for d = 0..255,
+//                     then y_scale). ints [y zero point, y min, y max].
 //   LookupInt8        y[i] = table[x[i]] (the byte's value as an index,
 //                     0-255), x uint8 or int8, the table 256 values of y's
 //                     dtype: an element-wise chain between a
@@ -1623,6 +1632,104 @@ Error run_lookup_int8(const KernelArgs& args) {
   return Error::kOk;
 }
 
+// ---------------------------------------------------------------------------
+// SoftmaxInt8
+
+Error check_softmax_int8(const KernelArgs& args) {
+  KILN_RETURN_IF_ERROR(check_arity(args, 2, 2, 1));
+  KILN_KERNEL_CHECK(args, has_ints(args, 3), "expects GenericParams with 3 integers");
+  const Tensor &x = args.in(0), &table = args.in(1), &y = args.out(0);
+  KILN_KERNEL_CHECK(args, is_8bit(x.dtype()) && is_8bit(y.dtype()), "x and y must be uint8 or int8");
+  KILN_KERNEL_CHECK(args, table.dtype() == DType::FLOAT32 && table.numel() == 257,
+                    "the table must be 257 float32 values (256 exponentials, then y_scale)");
+  KILN_KERNEL_CHECK(args, x.rank() >= 1 && x.numel() == y.numel() && x.dim(x.rank() - 1) == y.dim(y.rank() - 1),
+                    "x and y differ in shape");
+  const float y_scale = table.data_as<const float>()[256];
+  KILN_KERNEL_CHECK(args, y_scale > 0.f && y_scale < INFINITY, "y_scale must be positive and finite");
+  return check_q_range(args, y.dtype(), 0, 0);
+}
+
+// The exponentials of a chunk of a row (table[top - x[i]]) into e.
+inline void softmax_exps(const uint8_t* x, int64_t n, uint8_t flip, int top, const float* table, float* e,
+                         bool vector) {
+  int64_t i = 0;
+#if KILN_X86
+  if (vector) i = softmax_exps_avx2(x, n, flip, top, table, e);
+#else
+  static_cast<void>(vector);
+#endif
+  for (; i < n; ++i) e[i] = table[top - (x[i] ^ flip)];
+}
+
+// Rows [r0, r1) of `inner` bytes each, a chunk of kSoftmaxChunk at a time
+// (a row that fits is looked up once): the exponentials from the table
+// into a buffer, summed in 8 running sums (a fixed order, which the
+// compiler vectorizes), then divided, rounded half to even (adding and
+// subtracting 1.5 x 2^23 rounds a float below 2^22 to an integer in the
+// processor's default mode) and clamped; the look-ups and the last step
+// eight at a time on x86's vector paths (softmax_exps_avx2,
+// softmax_quantize_avx2: the same bits).
+constexpr int64_t kSoftmaxChunk = 512;
+
+void softmax_int8_rows(const KernelArgs& args, int64_t inner, int64_t r0, int64_t r1) {
+  const uint8_t flip = args.in(0).dtype() == DType::INT8 ? 0x80 : 0;  // bytes in value order
+  const float* table = args.in(1).data_as<const float>();
+  const float y_scale = table[256];
+  const int32_t y_zp = static_cast<int32_t>(int_param(args, 0)), lo = static_cast<int32_t>(int_param(args, 1)),
+                hi = static_cast<int32_t>(int_param(args, 2));
+  constexpr float kRound = 12582912.f;  // 1.5 x 2^23
+  const bool vector = active_isa() == Isa::kAvx2 || active_isa() == Isa::kAvx512;
+  const bool y_unsigned = args.out(0).dtype() == DType::UINT8;
+  float e[kSoftmaxChunk];
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* x = args.in(0).data_as<const uint8_t>() + r * inner;
+    uint8_t* y = args.out(0).data_as<uint8_t>() + r * inner;
+    int top = 0;
+    for (int64_t i = 0; i < inner; ++i) top = std::max(top, x[i] ^ flip);
+    float sums[8] = {};
+    for (int64_t c = 0; c < inner; c += kSoftmaxChunk) {
+      const int64_t n = std::min(kSoftmaxChunk, inner - c);
+      softmax_exps(x + c, n, flip, top, table, e, vector);
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+        for (int k = 0; k < 8; ++k) sums[k] += e[i + k];
+      }
+      for (; i < n; ++i) sums[i % 8] += e[i];
+    }
+    const float sum = ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]));
+    for (int64_t c = 0; c < inner; c += kSoftmaxChunk) {
+      const int64_t n = std::min(kSoftmaxChunk, inner - c);
+      if (inner > kSoftmaxChunk) softmax_exps(x + c, n, flip, top, table, e, vector);
+      int64_t i = 0;
+#if KILN_X86
+      if (vector) i = softmax_quantize_avx2(e, n, sum, y_scale, y_zp, lo, hi, y_unsigned, y + c);
+#else
+      static_cast<void>(y_unsigned);
+#endif
+      for (; i < n; ++i) {
+        const float v = std::min(e[i] / sum / y_scale, 4194304.f);  // p / y_scale, below 2^22
+        const int32_t q = static_cast<int32_t>((v + kRound) - kRound) + y_zp;
+        y[c + i] = static_cast<uint8_t>(q < lo ? lo : q > hi ? hi : q);
+      }
+    }
+  }
+}
+
+// Rows across the pool; a row's sum in order, so any thread count gives the
+// same bits.
+Error run_softmax_int8(const KernelArgs& args) {
+  const Tensor& x = args.in(0);
+  const int64_t inner = x.dim(x.rank() - 1);
+  const int64_t rows = inner > 0 ? x.numel() / inner : 0;
+  const int64_t tasks = parallel_tasks(args.pool, x.numel(), rows, kParallelMinElements);
+  parallel_for(args.pool, tasks, [&](int64_t t) {
+    int64_t r0, r1;
+    parallel_range(rows, tasks, t, 1, &r0, &r1);
+    softmax_int8_rows(args, inner, r0, r1);
+  });
+  return Error::kOk;
+}
+
 }  // namespace
 
 #define KILN_QUANTIZED_KERNELS(K)                                             \
@@ -1635,6 +1742,7 @@ Error run_lookup_int8(const KernelArgs& args) {
   K(AddInt8, check_add_int8, run_add_int8, 0)                                 \
   K(MulInt8, check_mul_int8, run_mul_int8, 0)                                 \
   K(LookupInt8, check_lookup_int8, run_lookup_int8, 0)                        \
+  K(SoftmaxInt8, check_softmax_int8, run_softmax_int8, 0)                     \
   K(ChannelAffineInt8, check_channel_affine_int8, run_channel_affine_int8, 0) \
   K(MatMulInt8, check_matmul_int8, run_matmul_int8, 0)
 

@@ -1,7 +1,8 @@
 // The AVX2 loops of qlinear.cc's element-wise int8 kernels: QuantizeLinear's
 // rows (quantize_row_avx2), AddInt8's (add_int8_row_avx2) and
-// ChannelAffineInt8's (channel_affine_row_avx2), each with the scalar
-// loop's bits; and LookupInt8's (lookup_bytes_avx2, and with
+// ChannelAffineInt8's (channel_affine_row_avx2), SoftmaxInt8's table
+// look-ups and last step (softmax_exps_avx2, softmax_quantize_avx2), each
+// with the scalar loop's bits; and LookupInt8's (lookup_bytes_avx2, and with
 // AVX512-VBMI lookup_bytes_avx512_vbmi). Each function carries its target attribute
 // (isa_switch.h).
 
@@ -16,6 +17,36 @@
 
 namespace kiln {
 namespace kernels {
+
+KILN_AVX2 int64_t softmax_exps_avx2(const uint8_t* x, int64_t n, uint8_t flip, int32_t top, const float* table,
+                                    float* e) {
+  const __m256i vtop = _mm256_set1_epi32(top);
+  const __m128i vflip = _mm_set1_epi8(static_cast<char>(flip));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i bytes = _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i)), vflip);
+    const __m256i d = _mm256_sub_epi32(vtop, _mm256_cvtepu8_epi32(bytes));
+    _mm256_storeu_ps(e + i, _mm256_i32gather_ps(table, d, 4));
+  }
+  return i;
+}
+
+KILN_AVX2 int64_t softmax_quantize_avx2(const float* e, int64_t n, float sum, float y_scale, int32_t zp, int32_t lo,
+                                        int32_t hi, bool is_unsigned, uint8_t* y) {
+  const __m256 vsum = _mm256_set1_ps(sum), vys = _mm256_set1_ps(y_scale);
+  const __m256 round = _mm256_set1_ps(12582912.f), top = _mm256_set1_ps(4194304.f);
+  const __m256i vzp = _mm256_set1_epi32(zp), vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_min_ps(_mm256_div_ps(_mm256_div_ps(_mm256_loadu_ps(e + i), vsum), vys), top);
+    __m256i q = _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(v, round), round));
+    q = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(q, vzp), vlo), vhi);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i b8 = is_unsigned ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), b8);
+  }
+  return i;
+}
 
 KILN_AVX2 void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi, bool is_unsigned,
                                  void* y) {
