@@ -146,9 +146,9 @@ void add_int8_row_avx2(const uint8_t* a, const uint8_t* b, int64_t n, bool a_sig
 // eight at a time (a gather); returns how many it wrote (n - n % 8).
 int64_t softmax_exps_avx2(const uint8_t* x, int64_t n, uint8_t flip, int32_t top, const float* table, float* e);
 // SoftmaxInt8's quantization of a chunk's exponentials e: y[i] =
-// clamp(round_half_even(min(e[i] / sum / y_scale, 2^22)) + zp, lo, hi),
-// eight at a time; returns how many it wrote (n - n % 8).
-int64_t softmax_quantize_avx2(const float* e, int64_t n, float sum, float y_scale, int32_t zp, int32_t lo, int32_t hi,
+// clamp(round_half_even(min(e[i] * scale, 2^22)) + zp, lo, hi), eight at a
+// time; returns how many it wrote (n - n % 8).
+int64_t softmax_quantize_avx2(const float* e, int64_t n, float scale, int32_t zp, int32_t lo, int32_t hi,
                               bool is_unsigned, uint8_t* y);
 void channel_affine_row_avx2(const uint8_t* x, int64_t n, uint8_t flip, int32_t x_zp, float a, float b, int32_t y_zp,
                              int32_t lo, int32_t hi, bool y_unsigned, uint8_t* y);

@@ -93,7 +93,8 @@
 //                     QuantizeLinear (passes/qdq.h). Within a row, p[i] =
 //                     e[i] / sum(e) with e[i] = table[top - x[i]], top the
 //                     row's largest byte: exp(x_scale * (x[i] - top)) from
-//                     a table the planner computes. inputs: 0 x, 1 the
+//                     a table the planner computes; p / y_scale as e[i]
+//                     times 1 / sum / y_scale. inputs: 0 x, 1 the
 //                     table (float32 [257]: exp(-x_scale d) for d = 0..255,
 //                     then y_scale). ints [y zero point, y min, y max].
 //   LookupInt8        y[i] = table[x[i]] (the byte's value as an index,
@@ -1664,11 +1665,12 @@ inline void softmax_exps(const uint8_t* x, int64_t n, uint8_t flip, int top, con
 // Rows [r0, r1) of `inner` bytes each, a chunk of kSoftmaxChunk at a time
 // (a row that fits is looked up once): the exponentials from the table
 // into a buffer, summed in 8 running sums (a fixed order, which the
-// compiler vectorizes), then divided, rounded half to even (adding and
-// subtracting 1.5 x 2^23 rounds a float below 2^22 to an integer in the
-// processor's default mode) and clamped; the look-ups and the last step
-// eight at a time on x86's vector paths (softmax_exps_avx2,
-// softmax_quantize_avx2: the same bits).
+// compiler vectorizes), then multiplied by 1 / sum / y_scale (within float
+// rounding of QuantizeLinear's p / y_scale: the two can differ by a step
+// near a tie), rounded half to even (adding and subtracting 1.5 x 2^23
+// rounds a float below 2^22 to an integer in the processor's default mode)
+// and clamped; the look-ups and the last step eight at a time on x86's
+// vector paths (softmax_exps_avx2, softmax_quantize_avx2: the same bits).
 constexpr int64_t kSoftmaxChunk = 512;
 
 void softmax_int8_rows(const KernelArgs& args, int64_t inner, int64_t r0, int64_t r1) {
@@ -1697,17 +1699,18 @@ void softmax_int8_rows(const KernelArgs& args, int64_t inner, int64_t r0, int64_
       for (; i < n; ++i) sums[i % 8] += e[i];
     }
     const float sum = ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]));
+    const float scale = 1.f / sum / y_scale;  // e / sum / y_scale as one product
     for (int64_t c = 0; c < inner; c += kSoftmaxChunk) {
       const int64_t n = std::min(kSoftmaxChunk, inner - c);
       if (inner > kSoftmaxChunk) softmax_exps(x + c, n, flip, top, table, e, vector);
       int64_t i = 0;
 #if KILN_X86
-      if (vector) i = softmax_quantize_avx2(e, n, sum, y_scale, y_zp, lo, hi, y_unsigned, y + c);
+      if (vector) i = softmax_quantize_avx2(e, n, scale, y_zp, lo, hi, y_unsigned, y + c);
 #else
       static_cast<void>(y_unsigned);
 #endif
       for (; i < n; ++i) {
-        const float v = std::min(e[i] / sum / y_scale, 4194304.f);  // p / y_scale, below 2^22
+        const float v = std::min(e[i] * scale, 4194304.f);  // p / y_scale, below 2^22
         const int32_t q = static_cast<int32_t>((v + kRound) - kRound) + y_zp;
         y[c + i] = static_cast<uint8_t>(q < lo ? lo : q > hi ? hi : q);
       }
