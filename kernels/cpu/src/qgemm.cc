@@ -55,8 +55,9 @@ inline int32_t saturate_int32(int64_t v) {
 }
 
 #if KILN_X86
-// Whether channels [c0, c0 + 8) all take requantize_columns_avx2: shifts in
-// [32, 62], biases within 2^30, weight zero points (if any) within 255.
+// Whether channels [c0, c0 + 8) all take requantize_columns_avx2: each
+// channel's qgemm_vector_requant_params, weight zero points (if any) within
+// 255.
 bool columns_fit(const QGemmProblem& p, int64_t c0) {
   for (int64_t c = c0; c < c0 + kQGemmMr; ++c) {
     if (!qgemm_vector_requant_params(p.shift[c], p.bias[c])) return false;
@@ -211,9 +212,7 @@ void qgemm_requantize_rows(const int32_t* acc, int64_t ld, int64_t rows, int64_t
 #if KILN_X86
   if (isa == Isa::kAvx512 && small_k && y_elem == 1) {
     bool fit = true;
-    for (int64_t r = 0; r < rows && fit; ++r) {
-      fit = qgemm_vector_requant_params(s[r], bias[r]) && s[r] <= kQGemmRequant16MaxShift;
-    }
+    for (int64_t r = 0; r < rows && fit; ++r) fit = qgemm_vector_requant_params(s[r], bias[r]);
     if (fit) {
       requantize_rows_avx512(acc, ld, rows, n, bias, m, s, zp, lo, hi, dtype == DType::UINT8, static_cast<uint8_t*>(y),
                              y_ld);

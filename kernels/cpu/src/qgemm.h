@@ -89,25 +89,25 @@ struct QGemmProblem {
 // saturate acc + bias in 64 bits first (the scalar loop).
 constexpr int64_t kQGemmVectorRequantMaxK = 32768;
 inline bool qgemm_vector_requant_k(int64_t k) { return k <= kQGemmVectorRequantMaxK; }
-// A channel's requantization the vector loops take as it is: a shift in
-// [32, 62] (the high word of the 64-bit product, shifted by s - 32) and
-// |bias| <= 2^30.
-inline bool qgemm_vector_requant_params(int32_t s, int32_t bias) {
-  return s >= 32 && s <= 62 && bias <= (1 << 30) && bias >= -(1 << 30);
-}
-
-// The largest shift the AVX-512 requantization of 16 sums takes
-// (x86/qgemm_tile.h's requant16): the zero point rides in its 64-bit
-// rounding term, zp * 2^s + 2^(s-1) + (acc + bias) * m, which stays within
-// int64 for |zp| <= 255, |acc + bias| < 2^31, m < 2^31 and s <= 53.
+// The largest shift the vector requantizations take: the zero point rides
+// in their 64-bit rounding term, zp * 2^s + 2^(s-1) + (acc + bias) * m,
+// which stays within int64 for |zp| <= 255, |acc + bias| < 2^31, m < 2^31
+// and s <= 53 (a larger shift, a multiplier below 2^-22, runs the scalar
+// loop).
 constexpr int32_t kQGemmRequant16MaxShift = 53;
+// A channel's requantization the vector loops take as it is: a shift in
+// [32, kQGemmRequant16MaxShift] (the high word of the 64-bit product,
+// shifted by s - 32) and |bias| <= 2^30.
+inline bool qgemm_vector_requant_params(int32_t s, int32_t bias) {
+  return s >= 32 && s <= kQGemmRequant16MaxShift && bias <= (1 << 30) && bias >= -(1 << 30);
+}
 
 // y[i] = clamp(requantize(acc[i] + bias, m, s) + zp, lo, hi) for i < n,
 // uint8 or int8 y, as the epilogue computes it (acc + bias saturated to
 // int32 first). `small_k`: the caller's reduction is at most
 // kQGemmVectorRequantMaxK long (qgemm_vector_requant_k), so the vector
 // loops (64-bit products, shifts of 32 or more) give the same bits;
-// without it, or with s < 32 or |bias| > 2^30, the scalar loop runs.
+// without it, or outside qgemm_vector_requant_params, the scalar loop runs.
 void qgemm_requantize_row(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp, int32_t lo,
                           int32_t hi, DType dtype, void* y, Isa isa, bool small_k);
 // qgemm_requantize_row for `rows` channels at once: row r's n sums at acc
@@ -130,7 +130,7 @@ void depthwise_tap_avx2(int32_t* acc, const uint8_t* x, int64_t n, int32_t w);
 // QuantizeLinear of the first n - n % 8 values: y = clamp(round_half_even(x
 // / scale) + zp, lo, hi), NaN giving zp; the scalar loop's bits.
 void quantize_row_avx2(const float* x, int64_t n, float scale, float zp, float lo, float hi, bool is_unsigned, void* y);
-// The first n - n % 8 values of qgemm_requantize_row (s in [32, 62]).
+// The first n - n % 8 values of qgemm_requantize_row (qgemm_vector_requant_params).
 // AddInt8 over contiguous rows, the first n - n % 8 elements: y =
 // clamp(((a - za) * ma + (b - zb) * mb + 2^(s-1)) >> s + y_zp, lo, hi), the
 // scalar loop's bits, for s in [10, 62] and ma, mb in [0, 2^31): the 64-bit
@@ -159,7 +159,7 @@ int64_t lookup_bytes_avx2(const uint8_t* x, int64_t n, const uint8_t* table, uin
 // A full tile of 8 channels (kQGemmMr) whose outputs lie channel after
 // channel (a MatMul's [rows, channels]): column i of acc (nr of them), less
 // w_zp[c] * x_sums[i] where w_zp is given, requantized with each channel's
-// bias, multiplier and shift (every shift in [32, 62], |bias| <= 2^30,
+// bias, multiplier and shift (each qgemm_vector_requant_params,
 // k within qgemm_vector_requant_k; with w_zp, |w_zp| <= 255 and k <= 4096,
 // so that |acc| < 2^27 and w_zp * x_sums < 2^28) and stored as
 // 8 bytes at y + i * column_stride; the scalar epilogue's bits.
@@ -174,8 +174,8 @@ void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m,
 // shift in [1, 30] and |v| < 2^29.
 void requantize_row_pow2_even_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t shift, int32_t zp, int32_t lo,
                                    int32_t hi, bool is_unsigned, void* y);
-// Every value of qgemm_requantize_rows (AVX-512F): each row's shift in
-// [32, kQGemmRequant16MaxShift] and |bias| <= 2^30, 8-bit outputs
+// Every value of qgemm_requantize_rows (AVX-512F): each row's
+// qgemm_vector_requant_params, 8-bit outputs
 // (`is_unsigned`: uint8, else int8).
 void requantize_rows_avx512(const int32_t* acc, int64_t ld, int64_t rows, int64_t n, const int32_t* bias,
                             const int32_t* m, const int32_t* s, int32_t zp, int32_t lo, int32_t hi, bool is_unsigned,
@@ -189,7 +189,8 @@ void requantize_rows_avx512(const int32_t* acc, int64_t ld, int64_t rows, int64_
 // multiplier and shift, and transposed back into the channels' planes. The
 // same sums and the same requantization as the per-channel kernel, for
 // geometries whose band buffer fits (depthwise_lanes_fit) and channels
-// whose shift is in [32, 62] and |bias| <= 2^30 (depthwise_lanes_params_ok).
+// whose requantization the vector loops take (depthwise_lanes_params_ok:
+// qgemm_vector_requant_params).
 // Eight channels or fewer at stride 1 along rows take two output positions
 // a vector (lanes 8..15: the next column), so their lanes are full too.
 struct QDepthwiseLanes {

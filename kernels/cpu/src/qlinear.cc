@@ -562,9 +562,6 @@ bool run_depthwise_int8_vnni(const KernelArgs& args, const Int8Conv& g, const QG
       !depthwise_lanes_params_ok(args.in(2).data_as<const int32_t>(), p.shift, g.c)) {
     return false;
   }
-  for (int64_t c = 0; c < g.c; ++c) {
-    if (p.shift[c] > kQGemmRequant16MaxShift) return false;
-  }
   QDepthwiseLanes d = depthwise_operands(args, g, p);
   if (!depthwise_rows_vnni_fit(d)) return false;
   depthwise_blocks(args, g, p, d, 4, [](const QDepthwiseLanes& e) { depthwise_rows_vnni(e); });

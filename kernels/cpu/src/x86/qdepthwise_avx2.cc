@@ -306,7 +306,7 @@ bool depthwise_lanes_fit(const QDepthwiseLanes& d) {
 
 bool depthwise_lanes_params_ok(const int32_t* bias, const int32_t* shift, int64_t channels) {
   for (int64_t c = 0; c < channels; ++c) {
-    if (shift[c] < 32 || shift[c] > 62 || bias[c] > (1 << 30) || bias[c] < -(1 << 30)) return false;
+    if (!qgemm_vector_requant_params(shift[c], bias[c])) return false;
   }
   return true;
 }

@@ -274,27 +274,23 @@ KILN_AVX2 void dot_rows_avx2(int64_t kp, int64_t len, const int8_t* w, int64_t r
 // Eight values at a time: (acc + bias) * m + 2^(s-1) as four even and four
 // odd 64-bit products; the high halves are the products >> 32 exactly
 // (arithmetic), then >> (s - 32) in 32 bits. Equal to the scalar loop for
-// |acc + bias| < 2^31 and s in [32, 62]. For s up to
-// kQGemmRequant16MaxShift the zero point rides in the rounding term (as in
-// x86/qgemm_tile.h's requant16); the packs saturate to the output's range,
-// so only bounds inside it (a Relu's, a Clip's) are clamped. The three
-// choices are made once a row (GCC unswitches the loop).
+// |acc + bias| < 2^31 and qgemm_vector_requant_params. The zero point rides
+// in the rounding term (as in x86/qgemm_tile.h's requant16); the packs
+// saturate to the output's range, so only bounds inside it (a Relu's, a
+// Clip's) are clamped, chosen once a row (GCC unswitches the loop).
 KILN_AVX2 void requantize_row_avx2(const int32_t* acc, int64_t n, int32_t bias, int32_t m, int32_t s, int32_t zp,
                                    int32_t lo, int32_t hi, bool is_unsigned, void* y) {
-  const bool zp_in_round = s <= kQGemmRequant16MaxShift;
   const bool clamp_lo = lo > (is_unsigned ? 0 : -128), clamp_hi = hi < (is_unsigned ? 255 : 127);
   const __m256i vb = _mm256_set1_epi32(bias);
   const __m256i vm = _mm256_set1_epi32(m);
-  const __m256i round =
-      _mm256_set1_epi64x((zp_in_round ? int64_t{zp} * (int64_t{1} << s) : 0) + (int64_t{1} << (s - 1)));
+  const __m256i round = _mm256_set1_epi64x(int64_t{zp} * (int64_t{1} << s) + (int64_t{1} << (s - 1)));
   const __m128i rest = _mm_cvtsi32_si128(s - 32);
-  const __m256i vzp = _mm256_set1_epi32(zp), vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
+  const __m256i vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
   for (int64_t i = 0; i + 8 <= n; i += 8) {
     const __m256i v = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)), vb);
     const __m256i even = _mm256_add_epi64(_mm256_mul_epi32(v, vm), round);
     const __m256i odd = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vm), round);
     __m256i q = _mm256_sra_epi32(_mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA), rest);
-    if (!zp_in_round) q = _mm256_add_epi32(q, vzp);
     if (clamp_lo) q = _mm256_max_epi32(q, vlo);
     if (clamp_hi) q = _mm256_min_epi32(q, vhi);
     const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
