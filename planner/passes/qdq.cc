@@ -197,22 +197,29 @@ bool activations_multiply(const Graph& graph, const Node& op, const QuantNode& b
   return a_shape.back() == b_shape[b_shape.size() - 2] && a_shape.back() <= kernels::kQGemmMatMulMaxK;
 }
 
+// A new value of a known type and shape (a fresh name from `stem`) that
+// node `producer` writes; returns its id.
+int add_produced_value(Graph& graph, const std::string& stem, DType dtype, std::vector<int64_t> shape, int producer) {
+  Value value;
+  value.name = graph.unique_name(stem);
+  value.dtype = dtype;
+  value.has_type = true;
+  value.shape = std::move(shape);
+  value.has_shape = true;
+  value.producer = producer;
+  return graph.add_value(std::move(value));
+}
+
 // Node n's output becomes the input of a DepthToSpace (CRD, `block`) that
 // writes it (pixel_shuffle_block). Adds a node: no reference into
 // graph.nodes is kept across.
 void add_depth_to_space(Graph& graph, int n, int64_t block) {
   const int out = graph.nodes[static_cast<size_t>(n)].outputs[0];
-  Value packed;
-  packed.name = graph.unique_name(graph.nodes[static_cast<size_t>(n)].name + "_taps");
-  packed.dtype = graph.values[static_cast<size_t>(out)].dtype;
-  packed.has_type = true;
-  packed.producer = n;
-  const std::vector<int64_t>& x =
-      graph.values[static_cast<size_t>(graph.nodes[static_cast<size_t>(n)].inputs[0])].shape;
-  const std::vector<int64_t>& y = graph.values[static_cast<size_t>(out)].shape;
-  packed.shape = {x[0], y[1] * block * block, x[2], x[3]};
-  packed.has_shape = true;
-  const int taps = graph.add_value(std::move(packed));
+  const std::vector<int64_t> x = graph.values[static_cast<size_t>(graph.nodes[static_cast<size_t>(n)].inputs[0])].shape;
+  const DType dtype = graph.values[static_cast<size_t>(out)].dtype;
+  const int64_t channels = graph.values[static_cast<size_t>(out)].shape[1];  // copied: adding a value moves them
+  const int taps = add_produced_value(graph, graph.nodes[static_cast<size_t>(n)].name + "_taps", dtype,
+                                      {x[0], channels * block * block, x[2], x[3]}, n);
   Node shuffle;
   shuffle.name = graph.nodes[static_cast<size_t>(n)].name + "_depth_to_space";
   shuffle.op_type = "DepthToSpace";
@@ -984,14 +991,7 @@ bool fold_requantizing_concat(Graph& graph, const std::vector<std::vector<int>>&
     requantize.inputs = {in[i].quantized, graph.add_constant(requantize.name + "_a", std::move(a)),
                          graph.add_constant(requantize.name + "_b", std::move(b)), zp_value(graph, in[i], x_dtype),
                          y_zp};
-    Value out;
-    out.name = graph.unique_name(requantize.name);
-    out.dtype = y_dtype;
-    out.has_type = true;
-    out.shape = shape;
-    out.has_shape = true;
-    out.producer = static_cast<int>(graph.nodes.size());
-    inputs[i] = graph.add_value(std::move(out));
+    inputs[i] = add_produced_value(graph, requantize.name, y_dtype, shape, static_cast<int>(graph.nodes.size()));
     requantize.outputs = {inputs[i]};
     graph.nodes.push_back(std::move(requantize));
   }
